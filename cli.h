@@ -1,0 +1,158 @@
+// cli.h: command-line flags from one table. Each Flag names its spellings, its argument, its help line and
+// the function that applies it, so the --help text is generated from the very table the parser reads (a
+// usage text naming flags the parser did not accept is a classic trainer bug). Errors are ConfigErrors with
+// one line naming the flag and what to do.
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "schedule.h"
+
+struct Flag {
+    std::string names;  // "-m, --model": every spelling, comma separated
+    std::string arg;    // "" for a switch, else the argument's name ("PRESET")
+    std::string help;
+    std::function<void(const std::string&)> apply;
+};
+
+inline std::vector<std::string> flag_spellings(const Flag& f) {
+    std::vector<std::string> out;
+    size_t a = 0;
+    while (a < f.names.size()) {
+        size_t b = f.names.find(',', a);
+        out.push_back(trim(f.names.substr(a, b == std::string::npos ? std::string::npos : b - a)));
+        if (b == std::string::npos) break;
+        a = b + 1;
+    }
+    return out;
+}
+
+inline void print_flags(FILE* out, const std::vector<Flag>& flags) {
+    for (const auto& f : flags) {
+        std::string lhs = f.names + (f.arg.empty() ? "" : " " + f.arg);
+        fprintf(out, "  %-28s %s\n", lhs.c_str(), f.help.c_str());
+    }
+}
+
+// Applies argv to the flags; "--name value" and "--name=value" both work. `program` names the binary in errors.
+inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i], value;
+        bool has_value = false;
+        size_t eq = a.find('=');
+        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+            has_value = true;
+        }
+        const Flag* hit = nullptr;
+        for (const auto& f : flags)
+            for (const auto& n : flag_spellings(f))
+                if (n == a) hit = &f;
+        if (!hit)
+            throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
+        if (hit->arg.empty()) {
+            if (has_value) throw ConfigError("flag " + a + " takes no value");
+        } else if (!has_value) {
+            if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
+            value = argv[++i];
+        }
+        hit->apply(value);
+    }
+}
+
+// Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.
+inline long parse_long_flag(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    long x = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != 0 || errno) throw ConfigError(flag + ": '" + v + "' is not an integer");
+    return x;
+}
+inline int parse_int_flag(const std::string& flag, const std::string& v) {
+    long x = parse_long_flag(flag, v);
+    if (x < -2147483647L || x > 2147483647L) throw ConfigError(flag + ": " + v + " is out of range");
+    return (int)x;
+}
+inline double parse_double_flag(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != 0 || errno || !std::isfinite(x)) throw ConfigError(flag + ": '" + v + "' is not a number");
+    return x;
+}
+
+// The model flags shared by train_prism and the dev tools: a preset, schedules and overrides.
+inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
+    std::string names;
+    for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
+    flags.push_back({"-m, --model", "PRESET", "model size: " + names + " (default tiny)",
+                     [&m](const std::string& v) { m.preset = v; }});
+    flags.push_back({"-s, --heads-schedule", "HEADS", "uniform | prism | list like 3x3,6x3,12x6 or 5,5,5 (default uniform)",
+                     [&m](const std::string& v) { m.heads = v; }});
+    flags.push_back({"-w, --widths", "WIDTHS", "uniform | x | v | lambda | 3 | list of widths (default uniform)",
+                     [&m](const std::string& v) { m.widths = v; }});
+    flags.push_back({"--d", "N", "embedding width d", [&m](const std::string& v) {
+                         m.d = parse_int_flag("--d", v);
+                         if (m.d <= 0) throw ConfigError("--d must be positive");
+                     }});
+    flags.push_back({"--layers", "N", "number of layers L", [&m](const std::string& v) {
+                         m.L = parse_int_flag("--layers", v);
+                         if (m.L <= 0) throw ConfigError("--layers must be positive");
+                     }});
+    flags.push_back({"--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
+                     [&m](const std::string& v) {
+                         m.h_base = parse_int_flag("--heads", v);
+                         if (m.h_base <= 0) throw ConfigError("--heads must be positive");
+                     }});
+    flags.push_back({"--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
+                     [&m](const std::string& v) {
+                         m.head_dim = parse_int_flag("--head-dim", v);
+                         if (m.head_dim <= 0) throw ConfigError("--head-dim must be positive");
+                     }});
+    flags.push_back({"--seq-len", "T", "context length T", [&m](const std::string& v) {
+                         m.T = parse_int_flag("--seq-len", v);
+                         if (m.T <= 0) throw ConfigError("--seq-len must be positive");
+                     }});
+    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", [&m](const std::string& v) {
+                         m.V = parse_int_flag("--vocab", v);
+                         if (m.V <= 0) throw ConfigError("--vocab must be positive");
+                     }});
+    flags.push_back({"--mlp-ratio", "R", "SwiGLU hidden = R * w_l (8/3 for Prism presets, 4 for Xformer)",
+                     [&m](const std::string& v) {
+                         m.mlp_ratio = parse_double_flag("--mlp-ratio", v);
+                         if (!(m.mlp_ratio > 0)) throw ConfigError("--mlp-ratio must be positive");
+                     }});
+    flags.push_back({"--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
+                     [&m](const std::string& v) {
+                         m.mlp_multiple = parse_int_flag("--mlp-multiple", v);
+                         if (m.mlp_multiple <= 0) throw ConfigError("--mlp-multiple must be positive");
+                     }});
+    flags.push_back({"--norm", "NORM", "layernorm | rmsnorm", [&m](const std::string& v) {
+                         parse_norm(v);
+                         m.norm = v;
+                     }});
+    flags.push_back({"--untied", "", "separate output head (default: tied to the embedding, except Xformer presets)",
+                     [&m](const std::string&) { m.untied = 1; }});
+    flags.push_back({"--tied", "", "output head shares the token embedding", [&m](const std::string&) { m.untied = 0; }});
+    flags.push_back({"--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
+                     [&m](const std::string& v) {
+                         m.shape.k = parse_int_flag("--turn", v);
+                         if (m.shape.k <= 0) throw ConfigError("--turn must be positive");
+                     }});
+    flags.push_back({"--bottleneck", "R", "width shapes: narrowest width / d (default 0.3)", [&m](const std::string& v) {
+                         m.shape.ratio = parse_double_flag("--bottleneck", v);
+                     }});
+    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)", [&m](const std::string& v) {
+                         m.shape.quantum = parse_int_flag("--width-quantum", v);
+                         if (m.shape.quantum <= 0) throw ConfigError("--width-quantum must be positive");
+                     }});
+    flags.push_back({"--allow-ablation", "", "permit head schedules that break monotonicity or h_L = h_base",
+                     [&m](const std::string&) { m.allow_ablation = true; }});
+}

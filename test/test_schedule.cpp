@@ -1,0 +1,264 @@
+// Tests of schedule.h, plan.h and cli.h: the X solver against the released solver's output, the Prism preset
+// against the paper's constraints and design rules, one test per validation error (with its message), the
+// accounting identities, and the command-line table.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "cli.h"
+#include "plan.h"
+#include "schedule.h"
+
+static ModelConfig build(ModelSpec s, std::vector<std::string>* warn_out = nullptr) {
+    std::vector<std::string> w;
+    ModelConfig c = build_config(s, w);
+    if (warn_out) *warn_out = w;
+    return c;
+}
+
+static ModelSpec spec(const std::string& preset, const std::string& heads = "uniform",
+                      const std::string& widths = "uniform") {
+    ModelSpec s;
+    s.preset = preset;
+    s.heads = heads;
+    s.widths = widths;
+    return s;
+}
+
+// Asserts that building `s` fails with a message containing `needle`.
+static void require_error(const ModelSpec& s, const std::string& needle) {
+    try {
+        build(s);
+        FAIL("expected a ConfigError containing '" << needle << "'");
+    } catch (const ConfigError& e) {
+        INFO("message: " << e.what());
+        REQUIRE(std::string(e.what()).find(needle) != std::string::npos);
+        REQUIRE(std::string(e.what()).find('\n') == std::string::npos);  // one line
+    }
+}
+
+TEST_CASE("x solver reproduces the released solver for d 640, L 16, k 12", "[schedule]") {
+    WidthShape sh;
+    sh.k = 12;
+    std::vector<int> w = solve_widths(sh, 640, 16, 4.0);
+    std::vector<int> expect = {1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152};
+    REQUIRE(w == expect);
+    // The default turning layer is round(0.75 L) = 12, so the -w x flag gives the same widths.
+    REQUIRE(layer_widths(build(spec("200M", "uniform", "x"))) == expect);
+}
+
+TEST_CASE("every width shape is parameter-matched within 1% as the paper counts", "[schedule]") {
+    for (const char* preset : {"124M", "354M", "757M", "200M", "500M", "1B", "2B"})
+        for (const char* shape : {"x", "v", "lambda", "3"}) {
+            ModelConfig c = build(spec(preset, "uniform", shape));
+            Accounting a = account(c), b = account(uniform_baseline(c));
+            INFO(preset << " " << shape << " widths " << rle_list(layer_widths(c)));
+            // Rounding each width to 32 moves sum w^2 by at most a few percent of one layer; the paper's 1%.
+            REQUIRE(std::fabs((double)a.matched_params / b.matched_params - 1.0) < 0.01);
+            std::vector<int> w = layer_widths(c);
+            int narrowest = *std::min_element(w.begin(), w.end());
+            // The narrowest width is 0.3 d before rounding to the quantum of 32: within 16 after rounding,
+            // plus the shift from rounding w_1 first.
+            REQUIRE(std::abs(narrowest - 0.3 * c.d) <= 24);
+        }
+}
+
+TEST_CASE("x shape has the bottleneck at 0.75 L and equal ends", "[schedule]") {
+    ModelConfig c = build(spec("1B", "uniform", "x"));
+    std::vector<int> w = layer_widths(c);
+    int k = (int)(std::min_element(w.begin(), w.end()) - w.begin()) + 1;
+    REQUIRE(k == 24);  // 0.75 * 32
+    REQUIRE(w.front() == w.back());
+    REQUIRE(w.front() > c.d);
+}
+
+TEST_CASE("x schedule saves FLOPs and KV cache at equal parameters", "[schedule]") {
+    for (const char* preset : {"124M", "200M", "2B"}) {
+        ModelConfig c = build(spec(preset, "uniform", "x"));
+        Accounting a = account(c), b = account(uniform_baseline(c));
+        INFO(preset);
+        REQUIRE(a.flops_per_token < b.flops_per_token);
+        REQUIRE(a.kv_bytes_per_token < b.kv_bytes_per_token);
+        REQUIRE(a.avg_width < b.avg_width);
+    }
+    // The paper's 200M: average layer size 640 -> 576.
+    REQUIRE(account(build(spec("200M", "uniform", "x"))).avg_width == Approx(576.0));
+}
+
+TEST_CASE("prism preset obeys the three constraints and both design rules at every size", "[schedule]") {
+    for (const auto& p : presets()) {
+        std::vector<std::string> warnings;
+        ModelConfig c = build(spec(p.name, "prism"), &warnings);
+        INFO(p.name << " heads " << rle_list(layer_heads(c)));
+        REQUIRE(warnings.empty());
+        for (int l = 0; l < c.L(); l++) {
+            REQUIRE(c.d % c.layers[l].heads == 0);                           // divisibility
+            if (l) REQUIRE(c.layers[l].heads >= c.layers[l - 1].heads);      // monotonicity
+        }
+        REQUIRE(c.layers.back().heads == (p.xformer_recipe ? 16 : c.h_base) );  // boundary convergence
+        Accounting a = account(c), b = account(uniform_baseline(c));
+        REQUIRE(a.params == b.params);  // exactly: W_Q, W_K, W_V, W_O keep their shapes
+        REQUIRE(a.flops_per_token == b.flops_per_token);
+        REQUIRE(a.dense_flops_per_token == b.dense_flops_per_token);
+    }
+    REQUIRE(rle_list(layer_heads(build(spec("124M", "prism")))) == "3x3,6x3,12x6");
+    REQUIRE(rle_list(layer_heads(build(spec("354M", "prism")))) == "4x4,8x4,16x16");
+    REQUIRE(rle_list(layer_heads(build(spec("757M", "prism")))) == "6x4,12x4,24x16");
+    // Early head_dim 256 then 128 at 124M.
+    ModelConfig c = build(spec("124M", "prism"));
+    REQUIRE(c.layers[0].head_dim() == 256);
+    REQUIRE(c.layers[3].head_dim() == 128);
+    REQUIRE(c.layers[11].head_dim() == 64);
+}
+
+TEST_CASE("head lists: run-length and plain forms give the same schedule", "[schedule]") {
+    REQUIRE(parse_layer_list("3x3,6x3,12x6", "h") == parse_layer_list("3,3,3,6,6,6,12,12,12,12,12,12", "h"));
+    REQUIRE(parse_layer_list(" 4 x2 , 8", "h") == std::vector<int>{4, 4, 8});
+    REQUIRE(rle_list({3, 3, 3, 6, 12, 12}) == "3x3,6,12x2");
+}
+
+TEST_CASE("prism and x combine: per-layer widths and per-layer heads", "[schedule]") {
+    ModelConfig c = build(spec("200M", "prism", "x"));
+    REQUIRE(c.layers[0].heads == 4);
+    REQUIRE(c.layers[0].head_dim() == 1152 / 4);
+    REQUIRE(c.layers.back().heads == 16);
+    // A fixed head_dim instead of a fixed head count.
+    ModelSpec s = spec("200M", "uniform", "x");
+    s.head_dim = 32;
+    c = build(s);
+    for (auto& l : c.layers) REQUIRE(l.head_dim() == 32);
+    REQUIRE(c.layers[0].heads == 1152 / 32);
+}
+
+TEST_CASE("uniform model is the ordinary transformer", "[schedule]") {
+    ModelConfig c = build(spec("124M"));
+    REQUIRE(c.D() == 768);
+    REQUIRE(c.hidden_of(0) == 2048);
+    // GPT-2 124M with RoPE and a tied vocabulary: 12 layers of 4 d^2 + 3 * d * 8/3 d plus norms, V d, final norm.
+    long long d = 768, expect = 50257 * d + 12 * (4 * d * d + 3 * d * 2048 + 4 * d) + 2 * d;
+    REQUIRE(account(c).params == expect);
+    REQUIRE((long long)param_layout(c).total == expect);
+    // FLOPs: 2 x matrices + 4 T d per layer + 2 d V.
+    REQUIRE(account(c).flops_per_token == Approx(2.0 * (expect - 50257 * d - 12 * 4 * d - 2 * d) + 12 * 4.0 * 1024 * d +
+                                                 2.0 * d * 50257));
+    REQUIRE(account(c).kv_bytes_per_token == 12 * 4 * d);
+}
+
+TEST_CASE("layout of an untied rmsnorm x model", "[schedule]") {
+    ModelConfig c = build(spec("200M", "uniform", "x"));
+    ParamLayout p = param_layout(c);
+    REQUIRE(c.D() == 1152);
+    REQUIRE(c.Df() == 1152);
+    REQUIRE(p.lnf_b == SIZE_MAX);
+    REQUIRE(p.lm_head != SIZE_MAX);
+    REQUIRE(p.layer[0].ln1_b == SIZE_MAX);
+    size_t sum = 0;
+    for (auto& t : p.tensors) {
+        REQUIRE(t.offset == sum);  // contiguous, in order
+        sum += t.numel();
+    }
+    REQUIRE(sum == p.total);
+}
+
+// ---- one test per error, each with its message ----------------------------------------------------------
+
+TEST_CASE("error: heads that do not divide the width", "[schedule][errors]") {
+    require_error(spec("124M", "5,5,5,5,5,5,5,5,5,5,5,5"), "5 heads do not divide width 768");
+}
+TEST_CASE("error: odd head_dim", "[schedule][errors]") {
+    ModelSpec s = spec("tiny", "uniform");
+    s.d = 96;
+    s.h_base = 32;  // head_dim 3
+    require_error(s, "head_dim 3 (= 96 / 32) is odd");
+}
+TEST_CASE("error: decreasing prism schedule", "[schedule][errors]") {
+    require_error(spec("124M", "12x6,6x3,3x3"), "head schedule decreases at layer 6 (12 -> 6)");
+}
+TEST_CASE("error: prism schedule not ending at h_base", "[schedule][errors]") {
+    require_error(spec("124M", "3x6,6x6"), "ends at 6 heads but h_base is 12");
+}
+TEST_CASE("ablation flag allows breaking the hard prism constraints, with warnings", "[schedule][errors]") {
+    ModelSpec s = spec("124M", "12x6,6x3,3x3");
+    s.allow_ablation = true;
+    std::vector<std::string> w;
+    ModelConfig c = build(s, &w);
+    REQUIRE(c.layers[11].heads == 3);
+    REQUIRE(!w.empty());
+}
+TEST_CASE("error: head list of the wrong length", "[schedule][errors]") {
+    require_error(spec("124M", "3x3,12x3"), "head schedule has 6 entries but the model has 12 layers");
+}
+TEST_CASE("error: width list of the wrong length", "[schedule][errors]") {
+    require_error(spec("tiny", "uniform", "128,128"), "width schedule has 2 entries but the model has 6 layers");
+}
+TEST_CASE("error: width off its quantum", "[schedule][errors]") {
+    require_error(spec("tiny", "uniform", "128,100,128,128,128,128"), "width 100 is not a multiple of the width quantum 32");
+}
+TEST_CASE("error: unknown preset", "[schedule][errors]") {
+    require_error(spec("125M"), "unknown preset '125M'; choose one of tiny, 124M");
+}
+TEST_CASE("error: unknown head and width schedules", "[schedule][errors]") {
+    require_error(spec("tiny", "prsim"), "unknown head schedule 'prsim'");
+    require_error(spec("tiny", "uniform", "y"), "unknown width schedule 'y'");
+}
+TEST_CASE("error: non-positive sizes", "[schedule][errors]") {
+    require_error(spec("tiny", "3,0,3,3,3,3"), "head schedule: '0' must be positive");
+    require_error(spec("tiny", "uniform", "128,-32,128,128,128,128"), "unknown width schedule");
+    ModelSpec s = spec("tiny");
+    s.L = -1;
+    require_error(s, "sizes must be positive");
+}
+TEST_CASE("error: turning layer out of range", "[schedule][errors]") {
+    ModelSpec s = spec("200M", "uniform", "x");
+    s.shape.k = 16;
+    require_error(s, "turning layer k = 16 must lie in [2, L-1]");
+}
+TEST_CASE("warning: design rules broken but runnable", "[schedule]") {
+    std::vector<std::string> w;
+    build(spec("124M", "3,6x5,12x6"), &w);  // a single-layer step
+    REQUIRE(w.size() >= 1);
+    REQUIRE(w[0].find("hold 3 heads for 1 layers") != std::string::npos);
+    build(spec("124M", "3x4,6x4,12x4"), &w);  // only 4 of 12 at h_base
+    REQUIRE(w[0].find("only 4 of 12 layers use h_base") != std::string::npos);
+}
+
+// ---- the command line ----------------------------------------------------------------------------------
+
+TEST_CASE("every flag in the help text is accepted by the parser", "[cli]") {
+    ModelSpec m;
+    std::vector<Flag> flags;
+    add_model_flags(flags, m);
+    for (const auto& f : flags)
+        for (const auto& name : flag_spellings(f)) {
+            // A valid sample for each argument name the table uses.
+            std::map<std::string, std::string> sample = {{"PRESET", "124M"}, {"HEADS", "uniform"},
+                                                         {"WIDTHS", "uniform"}, {"NORM", "rmsnorm"}, {"R", "0.5"}};
+            std::string value = f.arg.empty() ? "" : sample.count(f.arg) ? sample[f.arg] : "8";
+            std::vector<std::string> args = {"prog", name};
+            if (!value.empty()) args.push_back(value);
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(&a[0]);
+            INFO(name << " " << value);
+            REQUIRE_NOTHROW(parse_flags((int)argv.size(), argv.data(), flags, "prog"));
+        }
+}
+
+TEST_CASE("cli: unknown flags and bad values are one-line errors", "[cli]") {
+    ModelSpec m;
+    std::vector<Flag> flags;
+    add_model_flags(flags, m);
+    auto run = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), "prog");
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(&a[0]);
+        parse_flags((int)argv.size(), argv.data(), flags, "prog");
+    };
+    REQUIRE_THROWS_WITH(run({"--frobnicate"}), Catch::Contains("unknown flag '--frobnicate'"));
+    REQUIRE_THROWS_WITH(run({"--d"}), Catch::Contains("needs a value"));
+    REQUIRE_THROWS_WITH(run({"--d", "12x"}), Catch::Contains("is not an integer"));
+    REQUIRE_THROWS_WITH(run({"--d", "0"}), Catch::Contains("must be positive"));
+    REQUIRE_THROWS_WITH(run({"--norm", "batchnorm"}), Catch::Contains("unknown norm"));
+    run({"--d=256", "--layers", "8"});
+    REQUIRE(m.d == 256);
+    REQUIRE(m.L == 8);
+}
