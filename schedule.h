@@ -306,11 +306,11 @@ inline std::vector<int> solve_widths(const WidthShape& sh, int d, int L, double 
     double w1 = std::round(solve_first_width(f, d, K, E));
     std::vector<int> w = rounded(w1);
     // Rounding every width to the quantum can move the match by a few percent when a few very wide layers
-    // dominate (v and lambda shapes at small L). Then, and only then, scale the unrounded widths by s in
+    // dominate (v and lambda shapes at small L). When it misses by more than 1%, and only then, scale the unrounded widths by s in
     // [0.9, 1.1] (steps of 1e-4: each layer crosses its rounding boundary at a different s, so the match moves
     // in steps of one layer's quantum) and keep the closest match. The x shape at the paper's sizes never
     // needs it, so its released widths are reproduced untouched.
-    if (std::fabs(match(w) - 1) > 0.005) {
+    if (std::fabs(match(w) - 1) > 0.01) {
         double best = std::fabs(match(w) - 1);
         for (int i = -1000; i <= 1000; i++) {
             std::vector<int> t = rounded(w1 * (1 + 1e-4 * i));
