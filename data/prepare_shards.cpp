@@ -1,0 +1,637 @@
+// prepare_shards: text or JSON Lines in, llm.c-format token shards out (format: see dataloader.h).
+//
+//   make build/prepare_shards
+//   build/prepare_shards -o data/mycorpus/mycorpus books/*.txt               # each file is one document
+//   build/prepare_shards --format paragraphs -o data/x/x notes.txt          # blank lines separate documents
+//   build/prepare_shards -o data/fw/fineweb --val-tokens 10000000 part*.jsonl  # one {"text": ...} per line
+//
+// Writes PREFIX_val_000000.bin (the first --val-tokens tokens), then PREFIX_train_000001.bin,
+// PREFIX_train_000002.bin, ... of --shard-tokens tokens each (the last one holds the rest). Every document
+// is preceded by EOT (50256), so a shard is a plain concatenation and documents may cross shard borders,
+// as in llm.c. Documents are tokenized in parallel on every core, but always written in input order, so
+// the shards are byte-identical whatever the thread count.
+//
+// FineWeb sample-10BT, the short route (downloading is up to you; any tool that fetches the parquet
+// files from the hub works). Parquet to JSON Lines needs only pyarrow, and the tool reads stdin as "-":
+//
+//   python3 -c 'import sys, json, pyarrow.parquet as pq
+//   for f in sys.argv[1:]:
+//     for b in pq.ParquetFile(f).iter_batches(columns=["text"]):
+//       for t in b.column(0).to_pylist(): print(json.dumps({"text": t}))' sample/10BT/*.parquet |
+//   build/prepare_shards -o data/fineweb10B/fineweb --val-tokens 100000000 -
+//
+// (.jsonl files, e.g. from datasets' to_json(), are passed directly as arguments). That gives ~100 shards of 100M
+// tokens; train with --train 'data/fineweb10B/fineweb_train_*.bin' --val 'data/fineweb10B/fineweb_val_*.bin'.
+//
+// Everything except main() is tokenizer-agnostic (the encoder is a callback), so the tests include this
+// file with PREPARE_SHARDS_NO_MAIN and run the real pipeline with a byte-level stand-in tokenizer.
+#include <omp.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataloader.h"
+
+// ------------------------------------------------------------------------------------------------------
+// JSON: just enough to pull one string field out of one object per line, but strictly per RFC 8259 so that
+// a malformed line is caught, not silently mis-tokenized.
+
+namespace json {
+
+struct Parser {
+  std::string_view s;
+  size_t i = 0;
+  std::string err;  // set on the first error, with the column
+
+  bool fail(const std::string& what) {
+    if (err.empty()) err = what + " at column " + std::to_string(i + 1);
+    return false;
+  }
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+  }
+  static void put_utf8(uint32_t cp, std::string& out) {
+    if (cp < 0x80) {
+      out += (char)cp;
+    } else if (cp < 0x800) {
+      out += (char)(0xC0 | (cp >> 6));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += (char)(0xE0 | (cp >> 12));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else {
+      out += (char)(0xF0 | (cp >> 18));
+      out += (char)(0x80 | ((cp >> 12) & 0x3F));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    }
+  }
+  bool hex4(uint32_t& v) {
+    if (i + 4 > s.size()) return fail("truncated \\u escape");
+    v = 0;
+    for (int k = 0; k < 4; k++) {
+      const char c = s[i + k];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+      else return fail("bad hex digit in \\u escape");
+    }
+    i += 4;
+    return true;
+  }
+  // A string starting at s[i] == '"'. Decoded into *out when out is not null. A lone surrogate escape
+  // (\ud800 without its pair) is grammatical JSON but not text: it becomes U+FFFD, as Python's
+  // encode(errors="replace") would write it. Raw bytes >= 0x80 pass through untouched.
+  bool string(std::string* out) {
+    i++;  // opening quote
+    for (;;) {
+      const size_t start = i;
+      while (i < s.size() && s[i] != '"' && s[i] != '\\' && (unsigned char)s[i] >= 0x20) i++;
+      if (out) out->append(s.data() + start, i - start);
+      if (i >= s.size()) return fail("unterminated string");
+      const char c = s[i];
+      if (c == '"') {
+        i++;
+        return true;
+      }
+      if (c != '\\') return fail("raw control character in string (must be escaped)");
+      if (++i >= s.size()) return fail("unterminated string");
+      const char e = s[i++];
+      char simple = 0;
+      switch (e) {
+        case '"': simple = '"'; break;
+        case '\\': simple = '\\'; break;
+        case '/': simple = '/'; break;
+        case 'b': simple = '\b'; break;
+        case 'f': simple = '\f'; break;
+        case 'n': simple = '\n'; break;
+        case 'r': simple = '\r'; break;
+        case 't': simple = '\t'; break;
+        case 'u': break;
+        default: i--; return fail(std::string("invalid escape \\") + e);
+      }
+      if (simple) {
+        if (out) *out += simple;
+        continue;
+      }
+      uint32_t cp = 0;
+      if (!hex4(cp)) return false;
+      if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < s.size() && s[i] == '\\' && s[i + 1] == 'u') {
+        const size_t save = i;
+        i += 2;
+        uint32_t lo = 0;
+        if (!hex4(lo)) return false;
+        if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        else i = save;  // not a pair: the high half is lone, the next escape is decoded on its own
+      }
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
+      if (out) put_utf8(cp, *out);
+    }
+  }
+  bool literal(const char* word) {
+    const size_t n = strlen(word);
+    if (s.substr(i, n) != word) return fail("invalid value");
+    i += n;
+    return true;
+  }
+  bool number() {
+    const size_t start = i;
+    if (s[i] != '-' && !isdigit((unsigned char)s[i])) return fail("invalid value");
+    if (i < s.size() && s[i] == '-') i++;
+    if (i < s.size() && s[i] == '0') i++;
+    else if (i < s.size() && s[i] >= '1' && s[i] <= '9') while (i < s.size() && isdigit((unsigned char)s[i])) i++;
+    else return fail("invalid number");
+    if (i < s.size() && s[i] == '.') {
+      i++;
+      if (i >= s.size() || !isdigit((unsigned char)s[i])) return fail("invalid number");
+      while (i < s.size() && isdigit((unsigned char)s[i])) i++;
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      i++;
+      if (i < s.size() && (s[i] == '+' || s[i] == '-')) i++;
+      if (i >= s.size() || !isdigit((unsigned char)s[i])) return fail("invalid number");
+      while (i < s.size() && isdigit((unsigned char)s[i])) i++;
+    }
+    return i > start;
+  }
+  // Any value, checked and skipped. Nesting is bounded so a hostile line cannot overflow the stack.
+  bool value(int depth) {
+    if (depth > 512) return fail("nesting deeper than 512");
+    ws();
+    if (i >= s.size()) return fail("unexpected end of line");
+    switch (s[i]) {
+      case '"': return string(nullptr);
+      case '{': return object(depth, std::string_view(), nullptr, nullptr);
+      case '[': {
+        i++;
+        ws();
+        if (i < s.size() && s[i] == ']') return i++, true;
+        for (;;) {
+          if (!value(depth + 1)) return false;
+          ws();
+          if (i < s.size() && s[i] == ',') { i++; continue; }
+          if (i < s.size() && s[i] == ']') return i++, true;
+          return fail("expected ',' or ']' in array");
+        }
+      }
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
+    }
+  }
+  // An object at s[i] == '{'. When `field` is non-empty, the string value of that key (the last one, if it
+  // repeats, as Python's json does) is decoded into *out and *found is set.
+  bool object(int depth, std::string_view field, std::string* out, bool* found) {
+    i++;
+    ws();
+    if (i < s.size() && s[i] == '}') return i++, true;
+    for (;;) {
+      ws();
+      if (i >= s.size() || s[i] != '"') return fail("expected a string key");
+      std::string key;
+      if (!string(&key)) return false;
+      ws();
+      if (i >= s.size() || s[i] != ':') return fail("expected ':' after key");
+      i++;
+      ws();
+      if (!field.empty() && key == field) {
+        if (i >= s.size() || s[i] != '"') return fail("field \"" + std::string(field) + "\" is not a string");
+        out->clear();
+        if (!string(out)) return false;
+        *found = true;
+      } else if (!value(depth + 1)) {
+        return false;
+      }
+      ws();
+      if (i < s.size() && s[i] == ',') { i++; continue; }
+      if (i < s.size() && s[i] == '}') return i++, true;
+      return fail("expected ',' or '}' in object");
+    }
+  }
+};
+
+// Extracts the string field `field` from a line holding one JSON object. Returns false with a
+// human-readable reason in *err ("expected ':' after key at column 12") when the line is malformed or
+// lacks the field.
+inline bool get_string_field(std::string_view line, std::string_view field, std::string& out, std::string& err) {
+  Parser p;
+  p.s = line;
+  p.ws();
+  bool found = false;
+  if (p.i >= line.size() || line[p.i] != '{') {
+    p.fail("not a JSON object");
+  } else if (p.object(0, field, &out, &found)) {
+    p.ws();
+    if (p.i != line.size()) p.fail("extra characters after the object");
+    else if (!found) p.fail("no \"" + std::string(field) + "\" field in the object");
+  }
+  err = p.err;
+  return err.empty();
+}
+
+}  // namespace json
+
+// ------------------------------------------------------------------------------------------------------
+// The pipeline: read documents in blocks (one thread) -> tokenize a block on every core -> write in order.
+
+enum class InputFormat { AUTO, TEXT, PARAGRAPHS, LINES, JSONL };
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;   // file paths; "-" is stdin
+  std::string out_prefix;            // PREFIX of PREFIX_val_000000.bin ...
+  InputFormat format = InputFormat::AUTO;
+  std::string field = "text";        // JSONL field holding the document
+  uint64_t shard_tokens = 100000000; // tokens per train shard
+  uint64_t val_tokens = 0;           // tokens in the val shard; 0 means shard_tokens
+  int threads = 0;                   // 0: every core
+  bool skip_errors = false;          // --on-error skip
+  int progress = -1;                 // -1: a bar when stderr is a TTY, a line every 10 s otherwise; 0: none
+  size_t block_bytes = 0;            // input bytes per parallel block; 0: 8 MB per thread (at least 32 MB)
+  bool sync = true;                  // fsync each shard before its rename (the tests skip it for speed)
+};
+
+struct PrepareStats {
+  uint64_t documents = 0, tokens = 0, bytes = 0, skipped = 0;
+  std::vector<std::string> shards;  // paths written, in order
+};
+
+using EncodeFn = std::function<void(std::string_view, std::vector<int>&)>;
+
+namespace prep {
+
+struct Doc {
+  std::string text;  // the document, or for JSONL the raw line
+  uint32_t file;     // index into inputs
+  uint64_t line;     // 1-based line where it starts (0 for whole files)
+};
+
+inline InputFormat format_of(const PrepareOptions& o, const std::string& path) {
+  if (o.format != InputFormat::AUTO) return o.format;
+  auto ends = [&](const char* suf) {
+    const size_t n = strlen(suf);
+    return path.size() >= n && path.compare(path.size() - n, n, suf) == 0;
+  };
+  return (ends(".jsonl") || ends(".json") || ends(".ndjson") || path == "-") ? InputFormat::JSONL : InputFormat::TEXT;
+}
+
+// Reads documents from the inputs in order, a block at a time. Not thread-safe; one call at a time.
+struct Reader {
+  const PrepareOptions& o;
+  size_t file = 0;
+  FILE* f = nullptr;
+  uint64_t line = 0;
+  char* buf = nullptr;
+  size_t cap = 0;
+  uint64_t bytes = 0;  // consumed so far
+  explicit Reader(const PrepareOptions& opt) : o(opt) {}
+  ~Reader() {
+    if (f && f != stdin) fclose(f);
+    free(buf);
+  }
+  bool open_next() {
+    if (file >= o.inputs.size()) return false;
+    const std::string& p = o.inputs[file];
+    f = p == "-" ? stdin : fopen(p.c_str(), "rb");
+    if (!f) throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
+    line = 0;
+    return true;
+  }
+  void close_cur() {
+    if (f && f != stdin) fclose(f);
+    f = nullptr;
+    file++;
+  }
+  // Appends documents until about `want` bytes are read; returns an empty block at the end.
+  std::vector<Doc> block(size_t want) {
+    std::vector<Doc> docs;
+    size_t got = 0;
+    std::string para;
+    uint64_t para_line = 0;
+    while (got < want) {
+      if (!f && !open_next()) break;
+      const InputFormat fmt = format_of(o, o.inputs[file]);
+      if (fmt == InputFormat::TEXT) {  // whole file
+        std::string all;
+        char tmp[1 << 16];
+        size_t n;
+        while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0) all.append(tmp, n);
+        if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
+        got += all.size();
+        bytes += all.size();
+        if (!all.empty()) docs.push_back({std::move(all), (uint32_t)file, 0});
+        close_cur();
+        continue;
+      }
+      ssize_t n = getline(&buf, &cap, f);
+      if (n < 0) {
+        if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
+        if (!para.empty()) docs.push_back({std::move(para), (uint32_t)file, para_line});
+        para.clear();
+        close_cur();
+        continue;
+      }
+      line++;
+      got += (size_t)n;
+      bytes += (size_t)n;
+      std::string_view l(buf, (size_t)n);
+      if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
+      if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+      if (fmt == InputFormat::PARAGRAPHS) {
+        if (l.find_first_not_of(" \t") == std::string_view::npos) {  // blank line ends a document
+          if (!para.empty()) docs.push_back({std::move(para), (uint32_t)file, para_line});
+          para.clear();
+        } else {
+          if (para.empty()) para_line = line;
+          else para += '\n';
+          para.append(l.data(), l.size());
+        }
+        continue;
+      }
+      if (l.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines are not documents
+      docs.push_back({std::string(l), (uint32_t)file, line});
+    }
+    // A paragraph still open at the block's end continues in the next block: hand back what we have so
+    // far as a document only if the file ended; otherwise keep reading until it closes.
+    while (!para.empty()) {
+      ssize_t n = getline(&buf, &cap, f);
+      if (n < 0) {
+        if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
+        docs.push_back({std::move(para), (uint32_t)file, para_line});
+        close_cur();
+        break;
+      }
+      line++;
+      bytes += (size_t)n;
+      std::string_view l(buf, (size_t)n);
+      if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
+      if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+      if (l.find_first_not_of(" \t") == std::string_view::npos) {
+        docs.push_back({std::move(para), (uint32_t)file, para_line});
+        break;
+      }
+      para += '\n';
+      para.append(l.data(), l.size());
+    }
+    return docs;
+  }
+};
+
+inline std::string shard_path(const std::string& prefix, size_t index) {
+  char num[32];
+  snprintf(num, sizeof(num), "%06zu", index);
+  return prefix + (index == 0 ? "_val_" : "_train_") + num + ".bin";
+}
+
+inline std::string human(double x) {
+  char b[32];
+  if (x >= 1e9) snprintf(b, sizeof(b), "%.2fB", x / 1e9);
+  else if (x >= 1e6) snprintf(b, sizeof(b), "%.2fM", x / 1e6);
+  else if (x >= 1e3) snprintf(b, sizeof(b), "%.1fk", x / 1e3);
+  else snprintf(b, sizeof(b), "%.0f", x);
+  return b;
+}
+
+}  // namespace prep
+
+inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& encode, int eot) {
+  using clock = std::chrono::steady_clock;
+  if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files (or - for stdin)");
+  if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME");
+  if (o.shard_tokens == 0 || o.shard_tokens > (uint64_t)INT32_MAX)
+    throw std::runtime_error("--shard-tokens must be between 1 and 2147483647");
+  const uint64_t val_tokens = o.val_tokens ? o.val_tokens : o.shard_tokens;
+  if (val_tokens > (uint64_t)INT32_MAX) throw std::runtime_error("--val-tokens must be at most 2147483647");
+  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+  const size_t block_bytes = o.block_bytes ? o.block_bytes : std::max<size_t>(32u << 20, (size_t)threads * (8u << 20));
+
+  uint64_t total_bytes = 0;  // for the percentage; unknown (0) when reading stdin
+  for (const std::string& p : o.inputs) {
+    struct stat st;
+    if (p == "-") { total_bytes = 0; break; }
+    if (stat(p.c_str(), &st) != 0) throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
+    total_bytes += (uint64_t)st.st_size;
+  }
+  {
+    const size_t slash = o.out_prefix.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : o.out_prefix.substr(0, slash);
+    if (access(dir.c_str(), W_OK) != 0)
+      throw std::runtime_error("output directory " + dir + " does not exist or is not writable; create it (mkdir -p " +
+                               dir + ") or fix -o");
+  }
+  const bool tty = isatty(fileno(stderr));
+  const int progress = o.progress < 0 ? (tty ? 2 : 1) : o.progress;  // 2 bar, 1 plain lines, 0 none
+  const auto t0 = clock::now();
+  auto last_report = t0;
+
+  PrepareStats st;
+  std::vector<uint16_t> shard;
+  shard.reserve((size_t)std::min<uint64_t>(val_tokens, 1u << 26));
+  auto flush_shard = [&]() {
+    const std::string path = prep::shard_path(o.out_prefix, st.shards.size());
+    write_shard(path, shard.data(), shard.size(), o.sync);
+    st.shards.push_back(path);
+    shard.clear();
+  };
+  auto capacity = [&]() { return st.shards.empty() ? val_tokens : o.shard_tokens; };
+  auto push = [&](const int* t, size_t n) {
+    while (n > 0) {
+      const size_t take = (size_t)std::min<uint64_t>(n, capacity() - shard.size());
+      for (size_t k = 0; k < take; k++) shard.push_back((uint16_t)t[k]);
+      t += take;
+      n -= take;
+      if (shard.size() == capacity()) flush_shard();
+    }
+  };
+  auto report = [&](bool final) {
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    const double mbs = st.bytes / 1e6 / std::max(secs, 1e-9);
+    char line[256];
+    if (progress == 2) {
+      const double frac = total_bytes ? std::min(1.0, (double)st.bytes / total_bytes) : 0.0;
+      char bar[48] = "";
+      if (total_bytes) {
+        char fill[31];
+        for (int k = 0; k < 30; k++) fill[k] = k < (int)(frac * 30) ? '#' : '.';
+        fill[30] = 0;
+        snprintf(bar, sizeof(bar), "[%s] %5.1f%% ", fill, 100 * frac);
+      }
+      snprintf(line, sizeof(line), "\r%s%7.1f MB/s %9s tokens %7.1f s", bar, mbs,
+               prep::human((double)st.tokens).c_str(), secs);
+      fputs(line, stderr);
+      if (final) fputc('\n', stderr);
+    } else {
+      snprintf(line, sizeof(line), "prepare_shards: %.1f MB read, %.1f MB/s, %s tokens, %.1f s\n",
+               st.bytes / 1e6, mbs, prep::human((double)st.tokens).c_str(), secs);
+      fputs(line, stderr);
+    }
+    fflush(stderr);
+  };
+
+  prep::Reader reader(o);
+  std::vector<prep::Doc> docs = reader.block(block_bytes);
+  while (!docs.empty()) {
+    // Read the next block while this one is tokenized.
+    std::future<std::vector<prep::Doc>> next = std::async(std::launch::async, [&] { return reader.block(block_bytes); });
+    std::vector<std::vector<int>> toks(docs.size());
+    std::vector<std::string> errs(docs.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t d = 0; d < docs.size(); d++) {
+      toks[d].push_back(eot);
+      if (prep::format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
+        std::string text;
+        if (!json::get_string_field(docs[d].text, o.field, text, errs[d])) continue;
+        encode(text, toks[d]);
+      } else {
+        encode(docs[d].text, toks[d]);
+      }
+    }
+    // Written strictly in input order: this is what makes the output independent of the thread count.
+    for (size_t d = 0; d < docs.size(); d++) {
+      if (!errs[d].empty()) {
+        const std::string where = o.inputs[docs[d].file] + ":" + std::to_string(docs[d].line);
+        if (!o.skip_errors) {
+          next.wait();
+          throw std::runtime_error(where + ": malformed JSON line (" + errs[d] +
+                                   "); fix or remove it, or re-run with --on-error skip");
+        }
+        if (progress == 2) fputc('\n', stderr);
+        fprintf(stderr, "%s: skipped malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
+        st.skipped++;
+        continue;
+      }
+      for (int t : toks[d])
+        if (t < 0 || t > 65535)
+          throw std::runtime_error("token id " + std::to_string(t) + " does not fit the uint16 shard format; "
+                                   "use a tokenizer with at most 65536 tokens");
+      push(toks[d].data(), toks[d].size());
+      st.documents++;
+      st.tokens += toks[d].size();
+    }
+    docs = next.get();
+    st.bytes = reader.bytes;
+    const auto now = clock::now();
+    const double since = std::chrono::duration<double>(now - last_report).count();
+    if (progress && since >= (progress == 2 ? 0.2 : 10.0)) {
+      report(false);
+      last_report = now;
+    }
+  }
+  if (!shard.empty() || st.shards.empty()) flush_shard();
+  st.bytes = reader.bytes;
+  if (progress) report(true);
+  return st;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Command line
+
+#ifndef PREPARE_SHARDS_NO_MAIN
+#include "tokenizer.h"
+
+static const char* USAGE =
+    "usage: prepare_shards [options] -o PREFIX INPUT...\n"
+    "Tokenizes INPUT files (GPT-2 BPE) into llm.c token shards PREFIX_val_000000.bin, PREFIX_train_000001.bin, ...\n"
+    "  -o, --out PREFIX          output path prefix, e.g. data/mydata/mydata (its directory must exist)\n"
+    "  --format F                auto (default: .jsonl/.json/.ndjson and - are jsonl, the rest text),\n"
+    "                            text (a file is one document), paragraphs (blank lines separate documents),\n"
+    "                            lines (each line is a document), jsonl (one JSON object per line)\n"
+    "  --field NAME              JSON field holding the text (default: text)\n"
+    "  --shard-tokens N          tokens per train shard (default: 100000000)\n"
+    "  --val-tokens N            tokens in the validation shard, the first one (default: --shard-tokens)\n"
+    "  --tokenizer PATH          gpt2.tiktoken or a dir with encoder.json + vocab.bpe (default: data/cache/gpt2.tiktoken)\n"
+    "  --threads N               tokenizer threads (default: every core)\n"
+    "  --on-error skip|stop      on a malformed JSON line: report it and skip it, or stop (default: stop, exit 1)\n"
+    "  --quiet                   no progress output\n"
+    "  -h, --help                this text\n"
+    "INPUT may be - for stdin (read as jsonl unless --format says otherwise).\n";
+
+static uint64_t parse_count(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = strtod(v.c_str(), &end);  // accepts 100000000 as well as 1e8
+  if (errno || end == v.c_str() || *end || x < 1 || x > 9.2e18 || x != (double)(uint64_t)x)
+    throw std::runtime_error(flag + " needs a positive whole number, got '" + v + "'");
+  return (uint64_t)x;
+}
+
+int main(int argc, char** argv) {
+  try {
+    PrepareOptions o;
+    std::string tokenizer_path = "data/cache/gpt2.tiktoken";
+    for (int a = 1; a < argc; a++) {
+      const std::string arg = argv[a];
+      auto val = [&]() -> std::string {
+        if (a + 1 >= argc) throw std::runtime_error(arg + " needs a value; see --help");
+        return argv[++a];
+      };
+      if (arg == "-h" || arg == "--help") {
+        fputs(USAGE, stdout);
+        return 0;
+      } else if (arg == "-o" || arg == "--out") {
+        o.out_prefix = val();
+      } else if (arg == "--format") {
+        const std::string f = val();
+        if (f == "auto") o.format = InputFormat::AUTO;
+        else if (f == "text") o.format = InputFormat::TEXT;
+        else if (f == "paragraphs") o.format = InputFormat::PARAGRAPHS;
+        else if (f == "lines") o.format = InputFormat::LINES;
+        else if (f == "jsonl") o.format = InputFormat::JSONL;
+        else throw std::runtime_error("--format must be auto, text, paragraphs, lines or jsonl, not '" + f + "'");
+      } else if (arg == "--field") {
+        o.field = val();
+      } else if (arg == "--shard-tokens") {
+        o.shard_tokens = parse_count(arg, val());
+      } else if (arg == "--val-tokens") {
+        o.val_tokens = parse_count(arg, val());
+      } else if (arg == "--tokenizer") {
+        tokenizer_path = val();
+      } else if (arg == "--threads") {
+        o.threads = (int)parse_count(arg, val());
+      } else if (arg == "--on-error") {
+        const std::string v = val();
+        if (v != "skip" && v != "stop") throw std::runtime_error("--on-error must be skip or stop, not '" + v + "'");
+        o.skip_errors = v == "skip";
+      } else if (arg == "--quiet") {
+        o.progress = 0;
+      } else if (arg.size() > 1 && arg[0] == '-') {
+        throw std::runtime_error("unknown option " + arg + "; see --help");
+      } else {
+        o.inputs.push_back(arg);
+      }
+    }
+    if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME (see --help)");
+    if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files, or - for stdin (see --help)");
+    const Tokenizer tok = Tokenizer::load(tokenizer_path);
+    if (tok.vocab_size() > 65536)
+      throw std::runtime_error("tokenizer " + tokenizer_path + " has " + std::to_string(tok.vocab_size()) +
+                               " tokens; uint16 shards hold at most 65536");
+    const PrepareStats st = prepare_shards(
+        o, [&](std::string_view text, std::vector<int>& out) { tok.encode(text, out); }, tok.eot());
+    fprintf(stderr, "prepare_shards: %llu documents, %llu tokens (%.1f MB of input) -> %zu shards: %s",
+            (unsigned long long)st.documents, (unsigned long long)st.tokens, st.bytes / 1e6,
+            st.shards.size(), st.shards.front().c_str());
+    if (st.shards.size() > 1) fprintf(stderr, " .. %s", st.shards.back().c_str());
+    fputc('\n', stderr);
+    if (st.skipped) fprintf(stderr, "prepare_shards: skipped %llu malformed lines\n", (unsigned long long)st.skipped);
+    if (st.shards.size() == 1)
+      fprintf(stderr, "prepare_shards: warning: every token went into the validation shard; lower --val-tokens\n");
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "prepare_shards: error: %s\n", e.what());
+    return 1;
+  }
+}
+#endif  // PREPARE_SHARDS_NO_MAIN

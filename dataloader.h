@@ -1,0 +1,413 @@
+// dataloader.h: token shards in, (B, T) batches of inputs and next-token targets out.
+//
+// Shard format (llm.c's, so shards move freely between the two projects), little-endian:
+//   bytes [0, 1024)         256 x int32 header: [0] = 20240520 (magic), [1] = 1 (version: uint16 tokens),
+//                           [2] = token count N, the rest zero
+//   bytes [1024, 1024+2N)   N x uint16 token ids; every document is preceded by EOT (50256 for GPT-2)
+//
+// How a batch is cut. A shard of N tokens holds W = (N - 1) / T windows; window k is the T + 1 tokens
+// [k*T, k*T + T] (neighbours share one token, so every token except the first is a target exactly once).
+// inputs = the first T tokens of a window, targets = the last T. One optimizer micro-step of all ranks
+// takes a *group* of B * world windows from one shard; rank r gets windows [r*B, r*B + B) of the group,
+// so ranks never see the same window and together cover the group. A shard's last W mod (B * world)
+// windows are left out of that epoch (with shuffling, a different few every epoch).
+//
+// Shuffling (optional, seeded): each epoch visits the shards in a permuted order, and each shard's windows
+// in a permuted order. Permutations come from our own SplitMix64 stream keyed by (seed, epoch, shard), not
+// from std:: distributions, so the order is the same on every compiler and platform. Because the streams
+// are keyed rather than carried along, the whole position is a small POD (LoaderState): a checkpoint saves
+// it, restore() rebuilds the permutation, and next_batch continues exactly as an uninterrupted loader.
+//
+// What it does not do: it never loads a whole shard into memory (each window is one pread at a 64-bit
+// offset, so shards above 2 GiB work), never splits a window across shards, and is not thread-safe (one
+// loader per rank / per purpose). Errors throw std::runtime_error with a one-line message naming the file.
+#pragma once
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+static_assert(sizeof(off_t) == 8, "dataloader.h needs a 64-bit off_t (shards above 2 GiB)");
+
+constexpr int32_t SHARD_MAGIC = 20240520;
+constexpr int32_t SHARD_VERSION = 1;         // uint16 tokens (llm.c uses 2 for uint32 tokens; not supported)
+constexpr int SHARD_HEADER_INTS = 256;
+constexpr uint64_t SHARD_HEADER_BYTES = SHARD_HEADER_INTS * sizeof(int32_t);  // 1024
+constexpr int GPT2_EOT = 50256;
+constexpr int GPT2_VOCAB = 50257;
+
+// Byte offset of token `index` in a shard. All arithmetic is 64-bit: llm.c once computed this in int and
+// broke every shard above 2 GiB (index > ~1.07e9 tokens).
+inline uint64_t shard_token_offset(uint64_t index) { return SHARD_HEADER_BYTES + index * sizeof(uint16_t); }
+
+// The file size a shard of `tokens` tokens must have.
+inline uint64_t shard_file_bytes(uint64_t tokens) { return shard_token_offset(tokens); }
+
+// ------------------------------------------------------------------------------------------------------
+// Writing shards (used by data/prepare_shards and by the tests)
+
+// Writes a complete shard atomically: to PATH.tmp.PID first, flushed (and fsync'ed unless sync is false),
+// then renamed over PATH, so a crash never leaves a torn shard under the real name.
+inline void write_shard(const std::string& path, const uint16_t* tokens, size_t n, bool sync = true) {
+  if (n > (size_t)INT32_MAX)
+    throw std::runtime_error("shard " + path + ": " + std::to_string(n) +
+                             " tokens do not fit the int32 header count; use smaller shards");
+  const std::string tmp = path + ".tmp." + std::to_string((long)getpid());
+  FILE* f = fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error("cannot create " + tmp + ": " + strerror(errno) + "; check the output directory");
+  int32_t header[SHARD_HEADER_INTS] = {};
+  header[0] = SHARD_MAGIC;
+  header[1] = SHARD_VERSION;
+  header[2] = (int32_t)n;
+  bool ok = fwrite(header, sizeof(header), 1, f) == 1;
+  ok = ok && (n == 0 || fwrite(tokens, sizeof(uint16_t), n, f) == n);
+  ok = ok && fflush(f) == 0 && (!sync || fsync(fileno(f)) == 0);
+  const int err = errno;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = strerror(ok ? errno : err);
+    unlink(tmp.c_str());
+    throw std::runtime_error("cannot write shard " + path + ": " + why + "; check free disk space and permissions");
+  }
+}
+
+inline void write_shard(const std::string& path, const std::vector<int>& tokens, bool sync = true) {
+  std::vector<uint16_t> t(tokens.size());
+  for (size_t i = 0; i < tokens.size(); i++) {
+    if (tokens[i] < 0 || tokens[i] > 65535)
+      throw std::runtime_error("shard " + path + ": token " + std::to_string(tokens[i]) +
+                               " does not fit uint16; this format holds vocabularies up to 65536");
+    t[i] = (uint16_t)tokens[i];
+  }
+  write_shard(path, t.data(), t.size(), sync);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Reading shards
+
+struct ShardInfo {
+  std::string path;
+  uint64_t tokens;  // N, from the (validated) header
+};
+
+// Reads and checks one shard's header and size; throws a one-line error naming the file otherwise.
+inline ShardInfo read_shard_info(const std::string& path) {
+  const std::string hint = "; re-run data/prepare_shards";
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    throw std::runtime_error("shard " + path + ": " + strerror(errno) + "; check the data path");
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("shard " + path + ": cannot open: " + strerror(errno));
+  int32_t header[SHARD_HEADER_INTS];
+  const bool got = fread(header, sizeof(header), 1, f) == 1;
+  fclose(f);
+  const uint64_t size = (uint64_t)st.st_size;
+  if (!got)
+    throw std::runtime_error("shard " + path + ": truncated, " + std::to_string(size) +
+                             " bytes is less than the 1024-byte header" + hint);
+  if (header[0] != SHARD_MAGIC)
+    throw std::runtime_error("shard " + path + ": bad magic " + std::to_string(header[0]) + " (expected " +
+                             std::to_string(SHARD_MAGIC) + "); not an llm.c token shard" + hint);
+  if (header[1] != SHARD_VERSION)
+    throw std::runtime_error("shard " + path + ": version " + std::to_string(header[1]) +
+                             " is not supported (expected 1, uint16 tokens)" + hint);
+  if (header[2] < 0)
+    throw std::runtime_error("shard " + path + ": negative token count " + std::to_string(header[2]) + hint);
+  const uint64_t n = (uint64_t)header[2];
+  const uint64_t have = (size - SHARD_HEADER_BYTES) / sizeof(uint16_t);
+  if (size < shard_file_bytes(n))
+    throw std::runtime_error("shard " + path + ": truncated, header says " + std::to_string(n) +
+                             " tokens but file has " + std::to_string(have) + hint);
+  if (size > shard_file_bytes(n))
+    throw std::runtime_error("shard " + path + ": header says " + std::to_string(n) + " tokens but file has " +
+                             std::to_string(size - SHARD_HEADER_BYTES) + " bytes of tokens (" +
+                             std::to_string(have) + " tokens)" + hint);
+  return {path, n};
+}
+
+// The shard files a glob pattern names, in byte order of their paths (so _val_000000 < _train_000001 <
+// ...). A plain path is a pattern that matches itself. An empty match is an error.
+inline std::vector<std::string> glob_shards(const std::string& pattern) {
+  glob_t g;
+  const int rc = glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> paths;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; i++) paths.push_back(g.gl_pathv[i]);
+  globfree(&g);
+  if (rc != 0 && rc != GLOB_NOMATCH) throw std::runtime_error("cannot read the shard list " + pattern);
+  if (paths.empty()) {
+    const size_t slash = pattern.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash);
+    struct stat st;
+    const bool dir_exists = dir.find_first_of("*?[") != std::string::npos || stat(dir.c_str(), &st) == 0;
+    throw std::runtime_error("no shards match " + pattern +
+                             (dir_exists ? "" : " (directory " + dir + " does not exist)") +
+                             "; run data/get_default.sh or data/prepare_shards, or fix the path");
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// The deterministic random stream: SplitMix64 (Steele, Lea, Flood 2014). Tiny, fast, and its output is
+// fixed by its definition, unlike std::uniform_int_distribution, whose algorithm differs between
+// standard libraries.
+
+struct SplitMix64 {
+  uint64_t s;
+  explicit SplitMix64(uint64_t seed) : s(seed) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n) without modulo bias: reject the few draws below 2^64 mod n.
+  uint64_t below(uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;
+    for (;;) {
+      const uint64_t r = next();
+      if (r >= threshold) return r % n;
+    }
+  }
+};
+
+// Stream key for (seed, epoch, which): each epoch and each shard gets an independent stream.
+inline uint64_t loader_stream_key(uint64_t seed, uint64_t epoch, uint64_t which) {
+  SplitMix64 a(seed);
+  SplitMix64 b(a.next() ^ epoch);
+  SplitMix64 c(b.next() ^ which);
+  return c.next();
+}
+
+// Fisher-Yates: a uniformly random permutation of 0..n-1.
+inline std::vector<uint32_t> loader_permutation(uint64_t n, uint64_t key) {
+  std::vector<uint32_t> p(n);
+  for (uint64_t i = 0; i < n; i++) p[i] = (uint32_t)i;
+  SplitMix64 rng(key);
+  for (uint64_t i = n; i > 1; i--) std::swap(p[i - 1], p[rng.below(i)]);
+  return p;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// The loader
+
+// The exact position of a loader: what the next next_batch call returns is a function of this and the
+// shards. Plain data, so a checkpoint writes it with one fwrite. The shape fields are checked on restore.
+struct LoaderState {
+  uint64_t seed;         // shuffle seed (the whole RNG state: streams are keyed by seed, epoch, shard)
+  uint64_t epoch;        // completed passes over the data
+  uint64_t shard_pos;    // position in this epoch's shard order
+  uint64_t group_pos;    // next group of B * world windows within that shard
+  uint64_t fingerprint;  // hash of the shard token counts, so a state is not restored onto other data
+  uint32_t B, T, world;  // the batch shape it was saved under
+  uint32_t shuffle;      // 1 when shuffling
+};
+static_assert(std::is_trivially_copyable<LoaderState>::value, "LoaderState must stay plain data");
+static_assert(sizeof(LoaderState) == 56, "LoaderState has a fixed on-disk size");
+
+class DataLoader {
+ public:
+  // glob: shard pattern (e.g. "data/default/default_train_*.bin"); B x T batches; this is rank `rank` of
+  // `world`; vocab: token ids must be below it (checked on every read).
+  DataLoader(const std::string& glob, int B, int T, int rank, int world, bool shuffle, uint64_t seed,
+             int vocab = GPT2_VOCAB)
+      : B_(B), T_(T), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed), vocab_(vocab) {
+    if (B < 1 || T < 1 || world < 1 || rank < 0 || rank >= world)
+      throw std::runtime_error("data loader: bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                               " rank=" + std::to_string(rank) + " world=" + std::to_string(world));
+    for (const std::string& p : glob_shards(glob)) shards_.push_back(read_shard_info(p));
+    SplitMix64 h(0x5052534dull);  // fingerprint of the data: shard count and every shard's token count
+    fingerprint_ = h.next() ^ shards_.size();
+    for (const ShardInfo& s : shards_) fingerprint_ = SplitMix64(fingerprint_ ^ s.tokens).next();
+    uint64_t groups = 0;
+    for (const ShardInfo& s : shards_) groups += groups_in(s);
+    if (groups == 0)
+      throw std::runtime_error("shards " + glob + " hold " + std::to_string(tokens_total()) +
+                               " tokens, too few for one batch: a shard needs B*T*world+1 = " +
+                               std::to_string((uint64_t)B * T * world + 1) + " tokens; lower B or T");
+    batches_per_epoch_ = groups;
+    window_.resize((size_t)T + 1);
+    reset();
+  }
+  ~DataLoader() { close_fd(); }
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // inputs, targets: (B, T) each. Advances by one group; wraps into the next epoch at the end.
+  void next_batch(int* inputs, int* targets) {
+    const uint64_t per_group = (uint64_t)B_ * world_;
+    for (int b = 0; b < B_; b++) {
+      const uint64_t w = group_pos_ * per_group + (uint64_t)rank_ * B_ + b;
+      const uint64_t k = shuffle_ ? window_perm_[w] : w;
+      read_tokens(k * T_, (size_t)T_ + 1, window_.data());
+      for (int t = 0; t < T_; t++) {
+        inputs[(size_t)b * T_ + t] = window_[t];
+        targets[(size_t)b * T_ + t] = window_[t + 1];
+      }
+    }
+    group_pos_++;
+    if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {
+      group_pos_ = 0;
+      shard_pos_++;
+      if (shard_pos_ >= shards_.size()) {
+        shard_pos_ = 0;
+        epoch_++;
+        plan_epoch();
+      }
+      enter_shard();
+    }
+  }
+
+  // Back to the very start (epoch 0, first shard, first group). Validation loaders call this before every
+  // evaluation so they read the same fixed prefix each time.
+  void reset() {
+    epoch_ = 0;
+    shard_pos_ = 0;
+    group_pos_ = 0;
+    plan_epoch();
+    enter_shard();
+  }
+
+  LoaderState state() const {
+    LoaderState s;
+    memset(&s, 0, sizeof(s));
+    s.seed = seed_;
+    s.epoch = epoch_;
+    s.shard_pos = shard_pos_;
+    s.group_pos = group_pos_;
+    s.fingerprint = fingerprint_;
+    s.B = (uint32_t)B_;
+    s.T = (uint32_t)T_;
+    s.world = (uint32_t)world_;
+    s.shuffle = shuffle_ ? 1 : 0;
+    return s;
+  }
+
+  void restore(const LoaderState& s) {
+    if (s.B != (uint32_t)B_ || s.T != (uint32_t)T_ || s.world != (uint32_t)world_ ||
+        s.shuffle != (shuffle_ ? 1u : 0u) || s.seed != seed_)
+      throw std::runtime_error("data position was saved with B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
+                               " world=" + std::to_string(s.world) + " shuffle=" + std::to_string(s.shuffle) +
+                               " seed=" + std::to_string(s.seed) + "; resume with the same values");
+    if (s.fingerprint != fingerprint_)
+      throw std::runtime_error("data position was saved on different shards (the token counts differ); "
+                               "resume on the same data");
+    if (s.shard_pos >= shards_.size() || s.group_pos >= groups_in(shards_[order_at(s.epoch, s.shard_pos)]))
+      throw std::runtime_error("data position (shard " + std::to_string(s.shard_pos) + ", group " +
+                               std::to_string(s.group_pos) + ") is outside the data; the state is corrupt");
+    epoch_ = s.epoch;
+    shard_pos_ = s.shard_pos;
+    group_pos_ = s.group_pos;
+    plan_epoch();
+    enter_shard();
+  }
+
+  size_t tokens_total() const {
+    size_t n = 0;
+    for (const ShardInfo& s : shards_) n += s.tokens;
+    return n;
+  }
+  size_t num_shards() const { return shards_.size(); }
+  size_t batches_per_epoch() const { return batches_per_epoch_; }  // next_batch calls in one epoch
+  uint64_t epoch() const { return epoch_; }
+  const std::vector<ShardInfo>& shards() const { return shards_; }
+
+ private:
+  uint64_t windows_in(const ShardInfo& s) const { return s.tokens == 0 ? 0 : (s.tokens - 1) / T_; }
+  uint64_t groups_in(const ShardInfo& s) const { return windows_in(s) / ((uint64_t)B_ * world_); }
+
+  // Shard index visited at position pos of epoch e.
+  size_t order_at(uint64_t e, uint64_t pos) const {
+    if (!shuffle_) return (size_t)pos;
+    return loader_permutation(shards_.size(), loader_stream_key(seed_, e, ~0ull))[pos];
+  }
+
+  void plan_epoch() {
+    if (shuffle_) {
+      shard_order_ = loader_permutation(shards_.size(), loader_stream_key(seed_, epoch_, ~0ull));
+    } else {
+      shard_order_.resize(shards_.size());
+      for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = (uint32_t)i;
+    }
+  }
+
+  // Opens the shard at shard_pos_, skipping shards too small for a group (at least one shard is not).
+  void enter_shard() {
+    while (groups_in(shards_[shard_order_[shard_pos_]]) == 0) {
+      shard_pos_++;
+      if (shard_pos_ >= shards_.size()) {
+        shard_pos_ = 0;
+        epoch_++;
+        plan_epoch();
+      }
+    }
+    const size_t idx = shard_order_[shard_pos_];
+    const ShardInfo& s = shards_[idx];
+    if (shuffle_) window_perm_ = loader_permutation(windows_in(s), loader_stream_key(seed_, epoch_, idx));
+    if (fd_path_ != s.path) {
+      close_fd();
+      fd_ = open(s.path.c_str(), O_RDONLY);
+      if (fd_ < 0)
+        throw std::runtime_error("shard " + s.path + ": cannot open: " + strerror(errno) + "; check the data path");
+      fd_path_ = s.path;
+    }
+  }
+
+  void close_fd() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    fd_path_.clear();
+  }
+
+  // n tokens starting at token index `first` of the current shard, checked against the vocabulary.
+  void read_tokens(uint64_t first, size_t n, uint16_t* out) {
+    const ShardInfo& s = shards_[shard_order_[shard_pos_]];
+    char* dst = (char*)out;
+    size_t left = n * sizeof(uint16_t);
+    off_t off = (off_t)shard_token_offset(first);
+    while (left > 0) {
+      const ssize_t got = pread(fd_, dst, left, off);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw std::runtime_error("shard " + s.path + ": read failed at byte " + std::to_string((uint64_t)off) + ": " +
+                                 (got == 0 ? std::string("unexpected end of file") : strerror(errno)) +
+                                 "; the file changed while training? re-run data/prepare_shards");
+      dst += got;
+      left -= (size_t)got;
+      off += got;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (out[i] >= vocab_)
+        throw std::runtime_error("shard " + s.path + ": token " + std::to_string(out[i]) + " at position " +
+                                 std::to_string(first + i) + " is outside the vocabulary (" + std::to_string(vocab_) +
+                                 "); the shard is corrupt or from another tokenizer; re-run data/prepare_shards");
+  }
+
+  int B_, T_, rank_, world_;
+  bool shuffle_;
+  uint64_t seed_;
+  int vocab_;
+  std::vector<ShardInfo> shards_;
+  uint64_t fingerprint_ = 0;
+  size_t batches_per_epoch_ = 0;
+  // position
+  uint64_t epoch_ = 0, shard_pos_ = 0, group_pos_ = 0;
+  // derived from the position
+  std::vector<uint32_t> shard_order_;  // shard index per position in this epoch
+  std::vector<uint32_t> window_perm_;  // window order in the current shard (when shuffling)
+  std::vector<uint16_t> window_;       // (T + 1) scratch
+  int fd_ = -1;
+  std::string fd_path_;
+};
