@@ -551,12 +551,31 @@ static const char* USAGE =
     "  --field NAME              JSON field holding the text (default: text)\n"
     "  --shard-tokens N          tokens per train shard (default: 100000000)\n"
     "  --val-tokens N            tokens in the validation shard, the first one (default: --shard-tokens)\n"
-    "  --tokenizer PATH          gpt2.tiktoken or a dir with encoder.json + vocab.bpe (default: data/cache/gpt2.tiktoken)\n"
+    "  --tokenizer PATH          gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n"
+    "                            (default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout)\n"
     "  --threads N               tokenizer threads (default: every core)\n"
     "  --on-error skip|stop      on a malformed JSON line: report it and skip it, or stop (default: stop, exit 1)\n"
     "  --quiet                   no progress output\n"
     "  -h, --help                this text\n"
     "INPUT may be - for stdin (read as jsonl unless --format says otherwise).\n";
+
+// $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken under the current directory, else under the checkout
+// this binary was built in (build/prepare_shards -> ../data/cache), so it works from any directory.
+static std::string default_tokenizer_path() {
+  const char* env = getenv("PRISM_TOKENIZER");
+  if (env && *env) return env;
+  const std::string rel = "data/cache/gpt2.tiktoken";
+  if (access(rel.c_str(), R_OK) == 0) return rel;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string dir(exe, (size_t)n);
+    dir = dir.substr(0, dir.rfind('/'));            // .../build
+    dir = dir.substr(0, dir.rfind('/'));            // the checkout
+    if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
+  }
+  return rel;  // missing: the tokenizer's own error says how to get it
+}
 
 static uint64_t parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;
@@ -570,7 +589,7 @@ static uint64_t parse_count(const std::string& flag, const std::string& v) {
 int main(int argc, char** argv) {
   try {
     PrepareOptions o;
-    std::string tokenizer_path = "data/cache/gpt2.tiktoken";
+    std::string tokenizer_path;
     for (int a = 1; a < argc; a++) {
       const std::string arg = argv[a];
       auto val = [&]() -> std::string {
@@ -614,6 +633,7 @@ int main(int argc, char** argv) {
     }
     if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME (see --help)");
     if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files, or - for stdin (see --help)");
+    if (tokenizer_path.empty()) tokenizer_path = default_tokenizer_path();
     const Tokenizer tok = Tokenizer::load(tokenizer_path);
     if (tok.vocab_size() > 65536)
       throw std::runtime_error("tokenizer " + tokenizer_path + " has " + std::to_string(tok.vocab_size()) +
