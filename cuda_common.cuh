@@ -1,0 +1,89 @@
+// cuda_common.cuh: the few portable wrappers every kernel file uses, so that the same .cuh compiles with nvcc
+// (runs on the GPU) and with g++ (runs on the CUDA-on-CPU executor in test/cuda_cpu/, for CI without a GPU).
+// These macros are the only #if between the two worlds; kernel bodies are plain CUDA.
+//
+//   LAUNCH(grid, block, smem_bytes, stream, kernel)(args...)   kernel<<<grid, block, smem_bytes, stream>>>(args...)
+//   SHARED(float[32][33], tile);       __shared__ float tile[32][33];  (a type with a comma needs a typedef)
+//   DYNAMIC_SHARED(float, buf);        extern __shared__ float buf[];  (as float* buf)
+//   cudaCheck(cudaMalloc(...));        aborts with file, line and the error string
+//   bf16                               __nv_bfloat16 (host and device; float conversions round to nearest even)
+//   mma_m16n8k16_bf16(d, a, b, c)      one tensor-core tile d = a * b + c, fp32 accumulate (PTX fragment layouts)
+//   ldmatrix_x{1,2,4}[_trans](r, p)    warp-collective 8x8 bf16 matrix loads from shared memory
+//
+// Under the executor the launch checks its configuration like the driver, shared memory is poisoned (NaN) at
+// every block start, and barrier misuse aborts with the kernel name and thread coordinates.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+template <class T> using prism_ident_t = T;
+#define SHARED(T, name) __shared__ prism_ident_t<T> name
+#define DYNAMIC_SHARED(T, name)                                                                                 \
+    extern __shared__ __align__(16) unsigned char name##_dynamic_smem_[];                                      \
+    T* name = reinterpret_cast<T*>(name##_dynamic_smem_)
+
+// Tensor cores (sm_80+). Fragment layouts: see the header of test/cuda_cpu/warp.h, which implements them on
+// the CPU; the arguments are per-lane register arrays.
+__device__ __forceinline__ void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+__device__ __forceinline__ unsigned prism_smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldmatrix_x1(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(prism_smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(prism_smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(prism_smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x1_trans(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(prism_smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(prism_smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(prism_smem_addr(p)));
+}
+
+#else // the CUDA-on-CPU executor
+
+#include "test/cuda_cpu/cuda_cpu.h"
+
+#define LAUNCH(grid, block, smem, stream, ...) \
+    ::cuda_cpu::make_launch(#__VA_ARGS__, (grid), (block), (smem), (stream), __VA_ARGS__)
+#define SHARED(T, name)                                                                                         \
+    static ::cuda_cpu::SharedTag name##_shared_tag_;                                                           \
+    ::cuda_cpu::ident_t<T>& name = ::cuda_cpu::shared_var<::cuda_cpu::ident_t<T>>(name##_shared_tag_, #name)
+#define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_cpu::dynamic_shared())
+
+#endif
+
+typedef __nv_bfloat16 bf16;
+
+// Every CUDA runtime call goes through cudaCheck: a failure names the call site and the runtime's message.
+inline void cuda_check(cudaError_t err, const char* file, int line) {
+    if (err != cudaSuccess) {
+        fprintf(stderr, "[CUDA ERROR] at %s:%d: %s\n", file, line, cudaGetErrorString(err));
+        exit(EXIT_FAILURE);
+    }
+}
+#define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)

@@ -1,0 +1,84 @@
+// types.h: the CUDA value types kernels use, for the CPU executor: dim3/uint3, the vector types (float4 and
+// friends, with CUDA's alignment so vectorised loads keep their meaning) and __nv_bfloat16 / __nv_bfloat162
+// with the toolkit's host semantics: float -> bf16 rounds to nearest even (NaN stays NaN), bf16 -> float is
+// exact, arithmetic is done in float and rounded back (what sm_80+ computes for a single bf16 op).
+//
+// Written here rather than taken from cuda_bf16.h so the executor builds on machines without the CUDA toolkit.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+// ---- dim3 and the vector types ------------------------------------------------------------------------------
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) int2 { int x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) uint2 { unsigned int x, y; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+
+// ---- bfloat16 ---------------------------------------------------------------------------------------------
+namespace cuda_cpu {
+inline uint16_t float_to_bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); // quiet NaN, sign kept
+    u += 0x7fffu + ((u >> 16) & 1u); // round to nearest, ties to even
+    return (uint16_t)(u >> 16);
+}
+inline float bf16_bits_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+} // namespace cuda_cpu
+
+struct alignas(2) __nv_bfloat16 {
+    unsigned short __x;
+    __nv_bfloat16() = default;
+    __nv_bfloat16(float f) : __x(cuda_cpu::float_to_bf16_bits(f)) {}
+    __nv_bfloat16(double f) : __x(cuda_cpu::float_to_bf16_bits((float)f)) {}
+    __nv_bfloat16(int i) : __x(cuda_cpu::float_to_bf16_bits((float)i)) {}
+    operator float() const { return cuda_cpu::bf16_bits_to_float(__x); }
+    __nv_bfloat16& operator+=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) + float(o)); }
+    __nv_bfloat16& operator-=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) - float(o)); }
+    __nv_bfloat16& operator*=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) * float(o)); }
+    __nv_bfloat16& operator/=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) / float(o)); }
+};
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+
+inline __nv_bfloat16 operator+(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) + float(b)); }
+inline __nv_bfloat16 operator-(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) - float(b)); }
+inline __nv_bfloat16 operator*(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) * float(b)); }
+inline __nv_bfloat16 operator/(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) / float(b)); }
+inline __nv_bfloat16 operator-(__nv_bfloat16 a) { __nv_bfloat16 r; r.__x = a.__x ^ 0x8000u; return r; }
+
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+inline float __bfloat162float(__nv_bfloat16 b) { return float(b); }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
+inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__nv_bfloat16(f.x), __nv_bfloat16(f.y)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 b) { return {float(b.x), float(b.y)}; }
+inline float __low2float(__nv_bfloat162 b) { return float(b.x); }
+inline float __high2float(__nv_bfloat162 b) { return float(b.y); }
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
+inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+    return __nv_bfloat16(float(a) * float(b) + float(c)); // one rounding: the float product of two bf16 is exact
+}
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 b; b.__x = u; return b; }
