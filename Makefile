@@ -7,11 +7,17 @@ CXXFLAGS ?= -std=c++17 $(OPT) -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   ?= -fopenmp -lm
 BUILD    := build
 
-.PHONY: all test clean
+.PHONY: all test clean run
 all: train_prism
 
+# The main job on the built-in default: prepare the default corpus if missing, then train tiny on it
+# (on the GPU when one is present, else on the CPU). Extra flags: make run ARGS="--steps 100".
+run: train_prism
+	bash data/get_default.sh
+	./train_prism $(ARGS)
+
 train_prism: train_prism.cpp $(wildcard *.h)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 
 # ---- tests -------------------------------------------------------------------------------------------
 # Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism. Each file's own
@@ -28,7 +34,8 @@ $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LDLIBS)
 
 TEST_TARGETS := test-unit
-test-unit: $(BUILD)/test_prism
+# test_train.cpp drives the train_prism binary end to end, so the binary is built first.
+test-unit: $(BUILD)/test_prism train_prism
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism
 
 -include test/*.mk

@@ -1,0 +1,234 @@
+// checkpoint.h: model.bin (the config and the fp32 parameters) and the per-rank optimizer state file, written
+// so that a crash never leaves a torn checkpoint, and read back with every field checked.
+//
+// model.bin, little-endian:
+//   bytes [0, 1024)       256 x int32 header
+//       [0] magic 0x4D535250 ("PRSM")   [1] version 1   [2] d   [3] V   [4] T   [5] L   [6] h_base
+//       [7] norm (0 layernorm, 1 rmsnorm)   [8] tied   [9] mup_attn   [10] init_width_scale   [11] mlp_multiple
+//       [12] dtype of the parameters (0 = fp32)   [13] reserved 0
+//       [14..15] parameter count P as int64   [16..17] mlp_ratio as float64   [18..19] rope_theta as float64
+//       [20..21] norm_eps as float64   [22..23] training step as int64   [24..25] payload checksum as uint64
+//       the rest zero
+//   bytes [1024, 1024 + 8L)            L x {int32 width w_l, int32 heads h_l}
+//   bytes [1024 + 8L, 1024 + 8L + 4P)  P x fp32 parameters in schedule.h's param_layout order (V rows, never Vp)
+// The file size must be exactly 1024 + 8L + 4P; the checksum covers the layer table and the parameters.
+//
+// state file (state_rank<r>.bin), little-endian:
+//   bytes [0, 1024)  256 x int32 header: [0] magic 0x5453524D ("MRST")  [1] version 1  [2..3] step (int64)
+//       [4..5] parameter count P   [6..7] tokens seen (int64)   [8..9] RNG state (uint64)
+//       [10] size in bytes of the data-loader position that follows   [11..12] payload checksum (uint64)
+//   then the data-loader position (a POD, see dataloader.h), then P x fp32 AdamW m, then P x fp32 AdamW v.
+//
+// Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
+// the old file or the new one, never a mix. Errors are CheckpointErrors with one line naming the file.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "schedule.h"
+
+struct CheckpointError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+static const int32_t kModelMagic = 0x4D535250;
+static const int32_t kStateMagic = 0x5453524D;
+static const int32_t kCheckpointVersion = 1;
+
+// 64-bit FNV-1a over 8-byte words (fast enough for GB-sized files, catches any flipped or missing bytes).
+inline uint64_t checksum64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+    const unsigned char* p = (const unsigned char*)data;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+inline void put64(int32_t* h, int at, int64_t v) { memcpy(h + at, &v, 8); }
+inline int64_t get64(const int32_t* h, int at) {
+    int64_t v;
+    memcpy(&v, h + at, 8);
+    return v;
+}
+inline void putf64(int32_t* h, int at, double v) { memcpy(h + at, &v, 8); }
+inline double getf64(const int32_t* h, int at) {
+    double v;
+    memcpy(&v, h + at, 8);
+    return v;
+}
+
+// Writes the pieces to path.tmp, fsyncs and renames over path.
+inline void write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
+    std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) throw CheckpointError("cannot write " + tmp + ": " + strerror(errno) + "; check the output directory");
+    bool ok = true;
+    for (auto& p : pieces) ok = ok && (p.second == 0 || fwrite(p.first, 1, p.second, f) == p.second);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        int e = errno;
+        unlink(tmp.c_str());
+        throw CheckpointError("writing " + tmp + " failed: " + strerror(e) + " (disk full?); the previous " + path +
+                              " is untouched");
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0)
+        throw CheckpointError("cannot rename " + tmp + " to " + path + ": " + strerror(errno));
+}
+
+inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* what) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw CheckpointError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
+    std::vector<unsigned char> buf;
+    unsigned char chunk[1 << 16];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + n);
+    bool err = ferror(f);
+    fclose(f);
+    if (err) throw CheckpointError(std::string("error reading ") + what + " " + path);
+    return buf;
+}
+
+inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step) {
+    int32_t h[256] = {0};
+    h[0] = kModelMagic;
+    h[1] = kCheckpointVersion;
+    h[2] = c.d, h[3] = c.V, h[4] = c.T, h[5] = c.L(), h[6] = c.h_base;
+    h[7] = (int)c.norm, h[8] = c.tied, h[9] = c.mup_attn, h[10] = c.init_width_scale, h[11] = c.mlp_multiple;
+    h[12] = 0;
+    put64(h, 14, (int64_t)P);
+    putf64(h, 16, c.mlp_ratio);
+    putf64(h, 18, c.rope_theta);
+    putf64(h, 20, c.norm_eps);
+    put64(h, 22, step);
+    std::vector<int32_t> table;
+    for (auto& s : c.layers) table.push_back(s.width), table.push_back(s.heads);
+    uint64_t sum = checksum64(table.data(), table.size() * 4);
+    sum = checksum64(params, P * 4, sum);
+    put64(h, 24, (int64_t)sum);
+    write_atomically(path, {{h, sizeof h}, {table.data(), table.size() * 4}, {params, P * 4}});
+}
+
+struct LoadedModel {
+    ModelConfig cfg;
+    std::vector<float> params;
+    int64_t step = 0;
+};
+
+inline LoadedModel load_model(const std::string& path) {
+    std::vector<unsigned char> buf = read_file_bytes(path, "checkpoint");
+    auto bad = [&](const std::string& why) {
+        return CheckpointError("checkpoint " + path + ": " + why);
+    };
+    if (buf.size() < 1024) throw bad("truncated (" + std::to_string(buf.size()) + " bytes, header needs 1024)");
+    const int32_t* h = (const int32_t*)buf.data();
+    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
+    if (h[1] != kCheckpointVersion)
+        throw bad("version " + std::to_string(h[1]) + ", this build reads version " + std::to_string(kCheckpointVersion));
+    if (h[12] != 0) throw bad("unknown parameter dtype " + std::to_string(h[12]));
+    int L = h[5];
+    if (L <= 0 || L > 10000) throw bad("corrupt header (L = " + std::to_string(L) + ")");
+    if (buf.size() < 1024 + 8 * (size_t)L) throw bad("truncated inside the layer table");
+    LoadedModel m;
+    ModelConfig& c = m.cfg;
+    c.d = h[2], c.V = h[3], c.T = h[4], c.h_base = h[6];
+    if (h[7] != 0 && h[7] != 1) throw bad("corrupt header (norm = " + std::to_string(h[7]) + ")");
+    c.norm = (NormType)h[7];
+    c.tied = h[8], c.mup_attn = h[9], c.init_width_scale = h[10], c.mlp_multiple = h[11];
+    c.mlp_ratio = getf64(h, 16), c.rope_theta = getf64(h, 18), c.norm_eps = getf64(h, 20);
+    m.step = get64(h, 22);
+    const int32_t* table = h + 256;
+    for (int l = 0; l < L; l++) c.layers.push_back({table[2 * l], table[2 * l + 1]});
+    try {
+        validate_config(c);
+    } catch (const ConfigError& e) {
+        throw bad(std::string("corrupt config: ") + e.what());
+    }
+    if (!(c.mlp_ratio > 0 && c.mlp_ratio < 1000) || c.mlp_multiple <= 0) throw bad("corrupt header (MLP rule)");
+    size_t P = param_layout(c).total;
+    if ((int64_t)P != get64(h, 14)) throw bad("parameter count in the header does not match its config");
+    size_t want = 1024 + 8 * (size_t)L + 4 * P;
+    if (buf.size() != want)
+        throw bad((buf.size() < want ? "truncated: " : "trailing bytes: ") + std::to_string(buf.size()) +
+                  " bytes, expected " + std::to_string(want));
+    uint64_t sum = checksum64(table, 8 * (size_t)L);
+    sum = checksum64(buf.data() + 1024 + 8 * (size_t)L, 4 * P, sum);
+    if ((int64_t)sum != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
+    m.params.resize(P);
+    memcpy(m.params.data(), buf.data() + 1024 + 8 * (size_t)L, 4 * P);
+    return m;
+}
+
+// Everything besides the parameters that a bit-identical resume needs.
+struct TrainState {
+    int64_t step = 0;         // optimizer steps done
+    int64_t tokens = 0;       // training tokens seen (all ranks)
+    uint64_t rng = 0;         // sampling RNG state
+    std::vector<unsigned char> loader;  // the data loader's position, as raw POD bytes
+    std::vector<float> m, v;  // AdamW moments, P each
+};
+
+inline void save_state(const std::string& path, const TrainState& s) {
+    int32_t h[256] = {0};
+    h[0] = kStateMagic;
+    h[1] = kCheckpointVersion;
+    put64(h, 2, s.step);
+    put64(h, 4, (int64_t)s.m.size());
+    put64(h, 6, s.tokens);
+    put64(h, 8, (int64_t)s.rng);
+    h[10] = (int32_t)s.loader.size();
+    uint64_t sum = checksum64(s.loader.data(), s.loader.size());
+    sum = checksum64(s.m.data(), s.m.size() * 4, sum);
+    sum = checksum64(s.v.data(), s.v.size() * 4, sum);
+    put64(h, 11, (int64_t)sum);
+    write_atomically(path, {{h, sizeof h},
+                            {s.loader.data(), s.loader.size()},
+                            {s.m.data(), s.m.size() * 4},
+                            {s.v.data(), s.v.size() * 4}});
+}
+
+inline TrainState load_state(const std::string& path, size_t P) {
+    std::vector<unsigned char> buf = read_file_bytes(path, "optimizer state");
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    if (buf.size() < 1024) throw bad("truncated");
+    const int32_t* h = (const int32_t*)buf.data();
+    if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
+    if (h[1] != kCheckpointVersion) throw bad("unsupported version " + std::to_string(h[1]));
+    if (get64(h, 4) != (int64_t)P)
+        throw bad("holds " + std::to_string(get64(h, 4)) + " parameters but the model has " + std::to_string(P) +
+                  "; it belongs to a different model");
+    size_t lsz = (size_t)h[10];
+    size_t want = 1024 + lsz + 8 * P;
+    if (h[10] < 0 || buf.size() != want)
+        throw bad("size " + std::to_string(buf.size()) + " bytes, expected " + std::to_string(want) + " (truncated?)");
+    const unsigned char* p = buf.data() + 1024;
+    uint64_t sum = checksum64(p, lsz);  // chained piece by piece, exactly as save_state hashed them
+    sum = checksum64(p + lsz, 4 * P, sum);
+    sum = checksum64(p + lsz + 4 * P, 4 * P, sum);
+    if ((int64_t)sum != get64(h, 11))
+        throw bad("checksum mismatch: the file is corrupt");
+    TrainState s;
+    s.step = get64(h, 2);
+    s.tokens = get64(h, 6);
+    s.rng = (uint64_t)get64(h, 8);
+    s.loader.assign(buf.begin() + 1024, buf.begin() + 1024 + lsz);
+    s.m.resize(P);
+    s.v.resize(P);
+    memcpy(s.m.data(), buf.data() + 1024 + lsz, 4 * P);
+    memcpy(s.v.data(), buf.data() + 1024 + lsz + 4 * P, 4 * P);
+    return s;
+}

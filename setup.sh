@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# setup.sh: everything Prism needs on a fresh Debian 12 / Ubuntu machine, once.
+#   1. build dependencies from Debian (apt-get; as root, or through sudo): g++, make, Catch2 v2, PCRE2,
+#      Boost.Context (the CUDA-on-CPU test executor), OpenMPI, python3 + pip (only to download data files),
+#      bible-kjv (part of the default corpus). The CUDA toolkit (nvcc, cuBLASLt, NCCL) is optional: without
+#      it everything builds and trains on the CPU.
+#   2. the GPT-2 ranks file into data/cache/ (data/get_tokenizer.sh)
+#   3. the default corpus into data/default/ (data/get_default.sh)
+# Idempotent: rerunning skips what is already there. Usage: bash setup.sh [--deps-only]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip
+          bible-kjv)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    if [[ "$(id -u)" -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || { echo "setup: error: need root to install ${missing[*]}; rerun as root" >&2; exit 1; }
+        sudo=sudo
+    fi
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[[ "${1:-}" == "--deps-only" ]] && exit 0
+
+bash data/get_tokenizer.sh
+bash data/get_default.sh
+echo "setup: done. Next: make run (trains tiny on the default corpus), make test"

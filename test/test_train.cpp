@@ -1,0 +1,249 @@
+// End-to-end tests of the train_prism binary on a micro model and synthetic shards: a resumed run repeats the
+// uninterrupted run's losses exactly, the log has a line per step, checkpoints round-trip, and bad input (flags,
+// shards, checkpoints) ends with a one-line error and a non-zero exit. The binary is built by `make test`
+// before this runs (the Makefile's test target depends on it).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "dataloader.h"
+
+namespace {
+
+struct Result {
+    int rc;
+    std::string out;  // stdout and stderr together
+};
+
+Result sh(const std::string& cmd) {
+    std::string full = cmd + " 2>&1";
+    FILE* p = popen(full.c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int st = pclose(p);
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A fresh directory with a train and a val shard of a repetitive token stream over a vocabulary of 256.
+std::string make_data_dir() {
+    char tmpl[] = "/tmp/prism_train_test_XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    std::vector<int> train, val;
+    uint64_t s = 7;
+    for (int i = 0; i < 40000; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        // Mostly a counting pattern (learnable), sometimes noise: the loss must fall but never hit zero.
+        int tok = (s >> 60) < 3 ? (int)((s >> 33) % 256) : (i * 7) % 256;
+        (i < 4000 ? val : train).push_back(tok);
+    }
+    write_shard(dir + "/syn_val_000000.bin", val);
+    write_shard(dir + "/syn_train_000001.bin", train);
+    return dir;
+}
+
+std::string micro(const std::string& dir, const std::string& out) {
+    return "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --lr 1e-2 --val-every 10 "
+           "--val-tokens 256 --train '" + dir + "/syn_train_*.bin' --val '" + dir + "/syn_val_*.bin' -o " + out;
+}
+
+// step -> the full JSON line, from OUT/log.jsonl
+std::map<long, std::string> read_log(const std::string& path) {
+    std::ifstream f(path);
+    std::map<long, std::string> m;
+    std::string line;
+    while (std::getline(f, line)) {
+        long step = -1;
+        REQUIRE(sscanf(line.c_str(), "{\"step\": %ld", &step) == 1);
+        m[step] = line;
+    }
+    return m;
+}
+
+// The loss fields of a log line (train and val loss, lr and norm, without timings).
+std::string losses_of(const std::string& line) {
+    return line.substr(0, line.find(", \"tokens_per_s\""));
+}
+
+// A failed run: non-zero exit, and the error is the output's last line, the only one saying "error:" (what
+// the run printed before finding the problem, such as the model summary, may precede it).
+bool one_line_error(const Result& r) {
+    size_t at = r.out.find("error:");
+    if (r.rc == 0 || at == std::string::npos || r.out.find("error:", at + 1) != std::string::npos) return false;
+    size_t eol = r.out.find('\n', at);
+    return eol == r.out.size() - 1;
+}
+
+}  // namespace
+
+TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
+    std::string dir = make_data_dir();
+    Result a = sh(micro(dir, dir + "/straight") + " --steps 40");
+    INFO(a.out);
+    REQUIRE(a.rc == 0);
+    Result b1 = sh(micro(dir, dir + "/resumed") + " --steps 40 --stop-after 20");
+    INFO(b1.out);
+    REQUIRE(b1.rc == 0);
+    REQUIRE(b1.out.find("stopped after 20 steps") != std::string::npos);
+    Result b2 = sh(micro(dir, dir + "/resumed") + " --steps 40 --resume");
+    INFO(b2.out);
+    REQUIRE(b2.rc == 0);
+    REQUIRE(b2.out.find("resumed from") != std::string::npos);
+
+    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
+    REQUIRE(la.size() == 40);  // a line per step
+    REQUIRE(lb.size() == 40);
+    for (long s = 1; s <= 40; s++) {
+        INFO("step " << s);
+        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));  // every digit printed: identical on the CPU
+    }
+    // The loss fell (the counting pattern is learnable) and validation ran every 10 steps.
+    double first, last;
+    sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
+    sscanf(la[40].c_str(), "{\"step\": 40, \"tokens\": %*d, \"train_loss\": %lf", &last);
+    REQUIRE(first == Approx(std::log(256.0)).margin(0.2));
+    REQUIRE(last < first - 1.0);
+    REQUIRE(la[10].find("val_loss") != std::string::npos);
+    REQUIRE(la[11].find("val_loss") == std::string::npos);
+
+    // Both runs end with the same parameters.
+    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
+    REQUIRE(ma.step == 40);
+    REQUIRE(ma.params == mb.params);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("a torn checkpoint never replaces the last good one", "[train]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 3").rc == 0);
+    // A crash while writing the next checkpoint leaves a partial .tmp directory behind.
+    REQUIRE(sh("mkdir -p " + out + "/step_00000006.tmp && head -c 100 " + out + "/step_00000003/model.bin > " + out +
+               "/step_00000006.tmp/model.bin").rc == 0);
+    Result r = sh(micro(dir, out) + " --steps 6 --resume");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    REQUIRE(r.out.find("resumed from " + out + "/step_00000003 at step 3") != std::string::npos);
+    REQUIRE(read_log(out + "/log.jsonl").size() == 6);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("bad input ends with a one-line error and a non-zero exit", "[train][errors]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    SECTION("unknown flag") {
+        Result r = sh("./train_prism --lerning-rate 3");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("unknown flag '--lerning-rate'") != std::string::npos);
+    }
+    SECTION("impossible schedule") {
+        Result r = sh("./train_prism --plan -m 124M -s 5x12");
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("5 heads do not divide width 768") != std::string::npos);
+    }
+    SECTION("missing shards") {
+        Result r = sh("./train_prism --train '/nonexistent/*.bin' -o " + out);
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("/nonexistent") != std::string::npos);
+    }
+    SECTION("truncated shard") {
+        REQUIRE(sh("truncate -s 5000 " + dir + "/syn_train_000001.bin").rc == 0);
+        Result r = sh(micro(dir, out) + " --steps 2");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("syn_train_000001.bin") != std::string::npos);
+    }
+    SECTION("token outside the vocabulary") {
+        Result r = sh(micro(dir, out) + " --steps 2 --vocab 100");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+    }
+    SECTION("batch larger than the data") {
+        Result r = sh(micro(dir, out) + " --steps 2 -b 100000");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+    }
+    SECTION("total batch not a multiple of B*T") {
+        Result r = sh(micro(dir, out) + " --steps 2 --total-batch 100");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("not a multiple of B*T = 128") != std::string::npos);
+    }
+    SECTION("resume without a checkpoint") {
+        Result r = sh(micro(dir, out) + " --steps 2 --resume");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("no checkpoint") != std::string::npos);
+    }
+    SECTION("corrupt and truncated checkpoints") {
+        REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
+        std::string model = out + "/step_00000002/model.bin";
+        // Flip one byte inside the parameters: the checksum catches it.
+        Result r0 = sh("printf '\\x01' | dd of=" + model + " bs=1 seek=3000 conv=notrunc status=none");
+        REQUIRE(r0.rc == 0);
+        Result r = sh(micro(dir, out) + " --steps 4 --resume");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("checksum mismatch") != std::string::npos);
+        REQUIRE(sh("truncate -s 2000 " + model).rc == 0);
+        r = sh(micro(dir, out) + " --steps 4 --resume");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("truncated") != std::string::npos);
+    }
+    SECTION("resume with a different model") {
+        REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
+        Result r = sh(micro(dir, out) + " --steps 4 --resume --layers 3");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("holds a different model") != std::string::npos);
+    }
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("model.bin round-trips the config and every parameter", "[train][checkpoint]") {
+    ModelConfig c;
+    c.d = 16, c.V = 50, c.T = 8, c.h_base = 2, c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true;
+    c.layers = {{32, 2}, {16, 4}, {32, 16}};
+    size_t P = param_layout(c).total;
+    std::vector<float> p(P);
+    for (size_t i = 0; i < P; i++) p[i] = (float)i * 0.001f - 1.0f;
+    char tmpl[] = "/tmp/prism_ckpt_XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    save_model(dir + "/m.bin", c, p.data(), P, 123);
+    LoadedModel m = load_model(dir + "/m.bin");
+    REQUIRE(m.step == 123);
+    REQUIRE(m.params == p);
+    REQUIRE(m.cfg.layers.size() == 3);
+    REQUIRE(m.cfg.layers[1].width == 16);
+    REQUIRE(m.cfg.layers[2].heads == 16);
+    REQUIRE(m.cfg.norm == NormType::RMSNorm);
+    REQUIRE(!m.cfg.tied);
+    REQUIRE(m.cfg.mup_attn);
+    REQUIRE(m.cfg.mlp_ratio == c.mlp_ratio);
+    TrainState s;
+    s.step = 5, s.tokens = 999, s.rng = 42;
+    s.loader = {1, 2, 3};  // a length that is not a multiple of 8
+    s.m = p, s.v = p;
+    save_state(dir + "/s.bin", s);
+    TrainState r = load_state(dir + "/s.bin", P);
+    REQUIRE(r.step == 5);
+    REQUIRE(r.tokens == 999);
+    REQUIRE(r.rng == 42);
+    REQUIRE(r.loader == s.loader);
+    REQUIRE(r.m == p);
+    REQUIRE_THROWS_WITH(load_state(dir + "/s.bin", P + 1), Catch::Contains("belongs to a different model"));
+    REQUIRE_THROWS_WITH(load_model(dir + "/nope.bin"), Catch::Contains("cannot open checkpoint"));
+    sh("rm -rf '" + dir + "'");
+}
