@@ -1,0 +1,657 @@
+// tokenizer.h: the GPT-2 byte-level BPE tokenizer (V = 50257: 50256 BPE tokens + <|endoftext|> = 50256),
+// encode and decode, token-for-token identical to tiktoken's `gpt2` encoding (encode_ordinary).
+//
+// Encoding is two steps, exactly as in tiktoken:
+//   1. Pre-tokenise the text into pieces with the GPT-2 pattern
+//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      (case-sensitive contractions, Unicode letter / number classes, whitespace runs that leave their last
+//      space to the next word), matched by PCRE2 with JIT. tiktoken spells it differently for speed
+//      ('(?:[sdmt]|ll|ve|re)| ... |\s++$|\s+(?!\S)|\s), with the same matches.
+//   2. Each piece's bytes are looked up whole (tiktoken's shortcut, kept for identical output), else merged by
+//      BPE: repeatedly merge the adjacent pair whose concatenation has the lowest rank, the leftmost on ties.
+//
+// Invalid UTF-8 (our tools read raw bytes; tiktoken only takes a Python str). Every byte that is not part of
+// a well-formed UTF-8 sequence (strict: no overlongs, no surrogates, nothing above U+10FFFF, as Python's
+// decoder) is pre-tokenised as one symbol character, i.e. in [^\s\p{L}\p{N}], the class of the U+FFFD or the
+// lone surrogate it becomes when Python decodes with errors="replace" / "surrogateescape"; the piece is then
+// BPE-encoded from its original bytes. So piece boundaries equal tiktoken's on the decoded text, no byte is
+// lost, and decode(encode(x)) == x for every byte string x. tiktoken itself would encode U+FFFD (EF BF BD)
+// there instead of the raw byte: that is the one place the token ids differ, by design.
+//
+// Unicode version: PCRE2 10.42 knows Unicode 14, tiktoken's Rust regex Unicode 16. The letters and numbers
+// assigned in between (kLettersSince14, read out of tiktoken's engine) are added to the classes, so the
+// classes agree on every code point; dev/tokenizer_crosscheck checks all 1.1M of them.
+//
+// Loads a tiktoken ranks file (`gpt2.tiktoken`: base64 bytes and rank per line) or a directory holding the
+// original GPT-2 release's encoder.json + vocab.bpe. Does not recognise special tokens inside text.
+// encode() is const and thread-safe: the compiled pattern is shared read-only, match data is thread_local.
+#pragma once
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <queue>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <sys/stat.h>
+#include <vector>
+
+namespace tokenizer_detail {
+
+// ---- byte-string hashing ----------------------------------------------------------------------------------
+
+inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 32; x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32; x *= 0xd6e8feb86659fd93ull;
+    return x ^ (x >> 32);
+}
+
+inline uint64_t hash_bytes(const char* p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0x100000001b3ull);
+    while (n >= 8) { uint64_t w; memcpy(&w, p, 8); h = mix64(h ^ w); p += 8; n -= 8; }
+    if (n) { uint64_t w = 0; memcpy(&w, p, n); h = mix64(h ^ w ^ 0xff00000000000000ull); }
+    return h;
+}
+
+// Open-addressing map from a token's bytes to its rank. Keys live in one arena (which decode also uses).
+struct BytesToRank {
+    struct Slot { uint32_t hash_hi = 0; uint32_t off = 0; uint32_t len = 0; int32_t rank = -1; };
+    std::vector<Slot> slots;  // power-of-two size, load factor <= 1/4
+
+    void build(const std::string& bytes, const std::vector<uint32_t>& off, const std::vector<uint32_t>& len) {
+        size_t cap = 16;
+        while (cap < off.size() * 4) cap *= 2;
+        slots.assign(cap, Slot{});
+        for (size_t r = 0; r < off.size(); r++) {
+            uint64_t h = hash_bytes(bytes.data() + off[r], len[r]);
+            size_t i = h & (cap - 1);
+            while (slots[i].rank >= 0) i = (i + 1) & (cap - 1);
+            slots[i] = Slot{uint32_t(h >> 32), off[r], len[r], int32_t(r)};
+        }
+    }
+    // `arena` is the string given to build (passed, not stored, so that the owner can be copied and moved).
+    int find(const char* arena, const char* p, size_t n) const {
+        uint64_t h = hash_bytes(p, n);
+        size_t mask = slots.size() - 1;
+        for (size_t i = h & mask;; i = (i + 1) & mask) {
+            const Slot& s = slots[i];
+            if (s.rank < 0) return -1;
+            if (s.hash_hi == uint32_t(h >> 32) && s.len == n && memcmp(arena + s.off, p, n) == 0)
+                return s.rank;
+        }
+    }
+};
+
+// Open-addressing map (rank a, rank b) -> rank of the token whose bytes are bytes(a) + bytes(b). Filled with
+// EVERY split of every token into two tokens, not only the merge that created it, so a lookup answers exactly
+// "is bytes(a)+bytes(b) a token" as tiktoken's byte-string lookup does, without hashing bytes.
+struct PairToRank {
+    static constexpr uint64_t kEmpty = ~0ull;
+    std::vector<uint64_t> keys;
+    std::vector<int32_t> vals;
+    size_t mask = 0;
+
+    void reserve(size_t n) {
+        size_t cap = 16;
+        while (cap < n * 3) cap *= 2;
+        keys.assign(cap, kEmpty);
+        vals.assign(cap, -1);
+        mask = cap - 1;
+    }
+    void insert(int a, int b, int r) {
+        uint64_t k = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+        size_t i = mix64(k) & mask;
+        while (keys[i] != kEmpty && keys[i] != k) i = (i + 1) & mask;
+        keys[i] = k;
+        vals[i] = r;
+    }
+    int find(int a, int b) const {
+        uint64_t k = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+        for (size_t i = mix64(k) & mask;; i = (i + 1) & mask) {
+            if (keys[i] == k) return vals[i];
+            if (keys[i] == kEmpty) return -1;
+        }
+    }
+};
+
+// ---- UTF-8 ------------------------------------------------------------------------------------------------
+
+// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if s[i] does not start one (Unicode's
+// Table 3-7, which is also what Python's strict decoder and PCRE2's UTF check accept).
+inline size_t utf8_seq_len(const unsigned char* s, size_t i, size_t n) {
+    unsigned c = s[i];
+    if (c < 0x80) return 1;
+    auto cont = [&](size_t k, unsigned lo, unsigned hi) { return i + k < n && s[i + k] >= lo && s[i + k] <= hi; };
+    if (c >= 0xC2 && c <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
+    if (c == 0xE0) return cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
+    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
+    if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF) ? 3 : 0;  // no UTF-16 surrogates
+    if (c == 0xF0) return cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+    if (c >= 0xF1 && c <= 0xF3) return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+    if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+    return 0;
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8, or n if the text is valid.
+inline size_t first_invalid_utf8(const unsigned char* s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {  // ASCII fast path: 8 bytes with no high bit
+            uint64_t w; memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) { i += 8; continue; }
+        }
+        size_t k = utf8_seq_len(s, i, n);
+        if (k == 0) return i;
+        i += k;
+    }
+    return n;
+}
+
+// Letters and numbers (general categories L*, N*) of Unicode 16, the version of tiktoken's Rust regex
+// (regex-syntax 0.8.11), that PCRE2 10.42's Unicode 14 tables do not know (nothing went the other way, and the
+// White_Space set is the same). Not a hand-made table: dev/tiktoken_crosscheck.py reads each class out of
+// tiktoken's own regex engine for every code point and dev/tokenizer_crosscheck compares it with PCRE2's and
+// prints these ranges when they differ. They matter: U+A7DA then a CJK ideograph tokenises differently when
+// the letter is not a letter. With a newer PCRE2 they are redundant, never wrong.
+constexpr const char* kLettersSince14 =
+    "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"
+    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"
+    "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}\\x{113D3}"
+    "\\x{11BC0}-\\x{11BE0}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}"
+    "\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}\\x{16D40}-\\x{16D6C}\\x{18CFF}"
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}"
+    "\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}";
+constexpr const char* kNumbersSince14 =
+    "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"
+    "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"
+    "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
+
+}  // namespace tokenizer_detail
+
+class Tokenizer {
+ public:
+    // A .tiktoken ranks file, or a directory holding encoder.json + vocab.bpe. Throws std::runtime_error with a
+    // one-line message naming the file and what to do.
+    static Tokenizer load(const std::string& path);
+
+    // Appends the tokens of `text` (raw bytes; invalid UTF-8 allowed, see the top of the file). Ordinary text
+    // only: "<|endoftext|>" inside text is encoded as the characters it is made of.
+    void encode(std::string_view text, std::vector<int>& out) const;
+    std::vector<int> encode(std::string_view text) const { std::vector<int> v; encode(text, v); return v; }
+
+    // The bytes of the tokens, concatenated (may be invalid UTF-8 when a multi-byte character is split across
+    // a window boundary). Throws std::out_of_range on an id outside [0, V).
+    std::string decode(const int* tokens, size_t n) const;
+    std::string decode(const std::vector<int>& t) const { return decode(t.data(), t.size()); }
+
+    int eot() const { return n_ranks_; }             // 50256: the id after the last BPE rank
+    int vocab_size() const { return n_ranks_ + 1; }  // 50257
+
+ private:
+    static constexpr int kGpt2Ranks = 50256;
+    static constexpr const char* kEotText = "<|endoftext|>";
+
+    int n_ranks_ = 0;
+    std::string bytes_;                    // every token's bytes, concatenated; eot's text at the end
+    std::vector<uint32_t> off_, len_;      // (V,) where token r's bytes are in bytes_
+    int byte_rank_[256];                   // rank of each single byte
+    tokenizer_detail::BytesToRank whole_;  // bytes -> rank, for the whole-piece shortcut
+    tokenizer_detail::PairToRank pair_;    // (rank, rank) -> rank of the concatenation
+    std::shared_ptr<pcre2_code> re_;       // the pre-tokenisation pattern (shared by copies, read-only)
+    bool jit_ = false;
+
+    // Built from ranks[r] = bytes of token r, r in [0, 50256). `what` names the source for error messages.
+    void build(std::vector<std::string> ranks, const std::string& what);
+    void encode_piece(const char* p, size_t n, std::vector<int>& out) const;
+    void bpe_small(const char* p, size_t n, std::vector<int>& out) const;
+    void bpe_large(const char* p, size_t n, std::vector<int>& out) const;
+};
+
+// =============================================================================================================
+// loading
+// =============================================================================================================
+
+namespace tokenizer_detail {
+
+[[noreturn]] inline void fail(const std::string& msg) { throw std::runtime_error(msg); }
+
+inline std::string read_file(const std::string& path, const char* hint) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail("tokenizer: cannot open " + path + " (" + strerror(errno) + "); " + hint);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+inline bool decode_base64(std::string_view s, std::string& out) {
+    auto val = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        if (c == '+') return 62;
+        if (c == '/') return 63;
+        return -1;
+    };
+    out.clear();
+    if (s.empty() || s.size() % 4 != 0) return false;
+    for (size_t i = 0; i < s.size(); i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = (s[i + k] == '=' && i + 4 == s.size() && k >= 2) ? 0 : val(s[i + k]);
+            if (v[k] < 0) return false;
+        }
+        uint32_t w = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+        out.push_back(char(w >> 16));
+        if (s[i + 2] != '=') out.push_back(char(w >> 8));
+        if (s[i + 3] != '=') out.push_back(char(w));
+        else if (s[i + 2] == '=' && s[i + 3] != '=') return false;
+    }
+    return true;
+}
+
+// GPT-2's encoder.json / vocab.bpe spell each byte as one printable code point: bytes that are printable
+// Latin-1 other than space stand for themselves, the other 68 (controls, space, DEL, NBSP, soft hyphen) are
+// renumbered 256, 257, ... in byte order. Returns code point -> byte (-1 if the code point is not used).
+inline std::vector<int> gpt2_codepoint_to_byte() {
+    std::vector<int> cp2b(256 + 68, -1);
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        cp2b[printable ? b : next++] = b;
+    }
+    return cp2b;
+}
+
+// Decodes one token spelled in the GPT-2 alphabet (UTF-8 text of the code points above) back to its bytes.
+inline bool gpt2_alphabet_to_bytes(std::string_view s, const std::vector<int>& cp2b, std::string& out) {
+    out.clear();
+    const unsigned char* u = (const unsigned char*)s.data();
+    for (size_t i = 0; i < s.size();) {
+        size_t k = utf8_seq_len(u, i, s.size());
+        if (k == 0 || k > 2) return false;  // every code point of the alphabet is below U+0800
+        int cp = k == 1 ? u[i] : ((u[i] & 0x1F) << 6) | (u[i + 1] & 0x3F);
+        if (cp >= (int)cp2b.size() || cp2b[cp] < 0) return false;
+        out.push_back(char(cp2b[cp]));
+        i += k;
+    }
+    return true;
+}
+
+// The flat JSON object of encoder.json: {"token": id, ...}. Strings may use \" \\ \/ \b \f \n \r \t \uXXXX.
+inline void parse_encoder_json(const std::string& text, const std::string& path,
+                               std::vector<std::pair<std::string, long>>& out) {
+    size_t i = 0, n = text.size();
+    auto bad = [&](const char* what) {
+        fail("tokenizer: " + path + " is not a valid encoder.json (" + what + " at byte " + std::to_string(i) +
+             "); re-download the GPT-2 encoder.json or use data/get_tokenizer.sh for gpt2.tiktoken");
+    };
+    auto ws = [&] { while (i < n && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' || text[i] == '\t')) i++; };
+    auto put_utf8 = [](std::string& s, uint32_t cp) {
+        if (cp < 0x80) s += char(cp);
+        else if (cp < 0x800) { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
+        else if (cp < 0x10000) { s += char(0xE0 | (cp >> 12)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
+        else { s += char(0xF0 | (cp >> 18)); s += char(0x80 | ((cp >> 12) & 0x3F)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
+    };
+    auto hex4 = [&](uint32_t& v) {
+        if (i + 4 > n) return false;
+        v = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = text[i + k];
+            int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+            if (d < 0) return false;
+            v = v * 16 + d;
+        }
+        i += 4;
+        return true;
+    };
+    ws();
+    if (i >= n || text[i] != '{') bad("expected '{'");
+    i++;
+    ws();
+    if (i < n && text[i] == '}') return;
+    while (true) {
+        ws();
+        if (i >= n || text[i] != '"') bad("expected a string key");
+        i++;
+        std::string key;
+        while (true) {
+            if (i >= n) bad("unterminated string");
+            char c = text[i++];
+            if (c == '"') break;
+            if (c != '\\') { key += c; continue; }
+            if (i >= n) bad("unterminated escape");
+            char e = text[i++];
+            switch (e) {
+                case '"': key += '"'; break;
+                case '\\': key += '\\'; break;
+                case '/': key += '/'; break;
+                case 'b': key += '\b'; break;
+                case 'f': key += '\f'; break;
+                case 'n': key += '\n'; break;
+                case 'r': key += '\r'; break;
+                case 't': key += '\t'; break;
+                case 'u': {
+                    uint32_t v;
+                    if (!hex4(v)) bad("bad \\u escape");
+                    if (v >= 0xD800 && v <= 0xDBFF) {  // a surrogate pair spells one code point
+                        uint32_t lo;
+                        if (!(i + 1 < n && text[i] == '\\' && text[i + 1] == 'u')) bad("lone surrogate");
+                        i += 2;
+                        if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) bad("bad surrogate pair");
+                        v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+                    }
+                    put_utf8(key, v);
+                    break;
+                }
+                default: bad("unknown escape");
+            }
+        }
+        ws();
+        if (i >= n || text[i] != ':') bad("expected ':'");
+        i++;
+        ws();
+        size_t j = i;
+        while (j < n && text[j] >= '0' && text[j] <= '9') j++;
+        if (j == i || j - i > 9) bad("expected a non-negative integer id");
+        out.emplace_back(std::move(key), std::stol(text.substr(i, j - i)));
+        i = j;
+        ws();
+        if (i < n && text[i] == ',') { i++; continue; }
+        if (i < n && text[i] == '}') return;
+        bad("expected ',' or '}'");
+    }
+}
+
+// The three character classes of the pattern as PCRE2 class items (dev/tokenizer_crosscheck checks each one
+// against tiktoken's on every code point). \s is spelled White_Space because that is what Rust's regex means
+// by \s; PCRE2's own UCP \s also matches U+180E, which is not white space since Unicode 6.3.
+inline std::string letter_items() { return std::string("\\p{L}") + kLettersSince14; }
+inline std::string number_items() { return std::string("\\p{N}") + kNumbersSince14; }
+inline std::string space_items() { return "\\p{White_Space}"; }
+
+// The pre-tokenisation pattern; see the top of the file. Possessive runs (++) only skip useless backtracking.
+// Compiled ANCHORED: every code point is in one of the classes, so a match always starts where the previous
+// one ended.
+inline std::string gpt2_pattern() {
+    std::string L = "[" + letter_items() + "]", N = "[" + number_items() + "]", S = "[" + space_items() + "]";
+    std::string other = "[^" + space_items() + letter_items() + number_items() + "]";
+    return "'(?:s|t|re|ve|m|ll|d)| ?" + L + "++| ?" + N + "++| ?" + other + "++|" + S + "+(?![^" + space_items() +
+           "])|" + S + "+";
+}
+
+}  // namespace tokenizer_detail
+
+inline void Tokenizer::build(std::vector<std::string> ranks, const std::string& what) {
+    using namespace tokenizer_detail;
+    if ((int)ranks.size() != kGpt2Ranks)
+        fail("tokenizer: " + what + " has " + std::to_string(ranks.size()) + " ranks, expected " +
+             std::to_string(kGpt2Ranks) + " (GPT-2); use the GPT-2 file from data/get_tokenizer.sh");
+    n_ranks_ = kGpt2Ranks;
+    for (int b = 0; b < 256; b++) byte_rank_[b] = -1;
+    size_t total = 0;
+    for (auto& r : ranks) total += r.size();
+    bytes_.reserve(total + strlen(kEotText));
+    off_.resize(n_ranks_ + 1);
+    len_.resize(n_ranks_ + 1);
+    for (int r = 0; r < n_ranks_; r++) {
+        if (ranks[r].empty())
+            fail("tokenizer: " + what + " has no token for rank " + std::to_string(r) + "; the file is corrupt, re-run data/get_tokenizer.sh");
+        off_[r] = bytes_.size();
+        len_[r] = ranks[r].size();
+        bytes_ += ranks[r];
+        if (ranks[r].size() == 1) byte_rank_[(unsigned char)ranks[r][0]] = r;
+    }
+    off_[n_ranks_] = bytes_.size();
+    len_[n_ranks_] = strlen(kEotText);
+    bytes_ += kEotText;
+    for (int b = 0; b < 256; b++)
+        if (byte_rank_[b] < 0)
+            fail("tokenizer: " + what + " lacks the single-byte token " + std::to_string(b) + "; not a byte-level BPE file, re-run data/get_tokenizer.sh");
+
+    std::vector<uint32_t> o(off_.begin(), off_.end() - 1), l(len_.begin(), len_.end() - 1);
+    whole_.build(bytes_, o, l);
+    for (int r = 0; r < n_ranks_; r++)
+        if (whole_.find(bytes_.data(), bytes_.data() + off_[r], len_[r]) != r)
+            fail("tokenizer: " + what + " lists the bytes of rank " + std::to_string(r) + " twice; the file is corrupt, re-run data/get_tokenizer.sh");
+
+    // Every split of every token into two tokens (see PairToRank).
+    std::vector<std::array<int, 3>> pairs;
+    for (int r = 0; r < n_ranks_; r++) {
+        const char* p = bytes_.data() + off_[r];
+        for (size_t k = 1; k < len_[r]; k++) {
+            int a = whole_.find(bytes_.data(), p, k), b = whole_.find(bytes_.data(), p + k, len_[r] - k);
+            if (a >= 0 && b >= 0) pairs.push_back({a, b, r});
+        }
+    }
+    pair_.reserve(pairs.size());
+    for (auto& t : pairs) pair_.insert(t[0], t[1], t[2]);
+
+    int err;
+    PCRE2_SIZE erroff;
+    std::string pat = gpt2_pattern();
+    pcre2_code* code = pcre2_compile((PCRE2_SPTR)pat.data(), pat.size(), PCRE2_UTF | PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK,
+                                     &err, &erroff, nullptr);
+    if (!code) {
+        PCRE2_UCHAR buf[256];
+        pcre2_get_error_message(err, buf, sizeof buf);
+        fail(std::string("tokenizer: PCRE2 rejected the GPT-2 pattern (") + (const char*)buf + "); PCRE2 >= 10.40 with Unicode support is required");
+    }
+    re_.reset(code, pcre2_code_free);
+    // Without JIT (an unsupported CPU) pcre2_match gives the same matches, only slower.
+    jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+inline Tokenizer Tokenizer::load(const std::string& path) {
+    using namespace tokenizer_detail;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0)
+        fail("tokenizer: " + path + " does not exist; run data/get_tokenizer.sh (writes data/cache/gpt2.tiktoken) or pass a directory with encoder.json + vocab.bpe");
+    Tokenizer t;
+    if (!S_ISDIR(st.st_mode)) {
+        // .tiktoken: "<base64 bytes> <rank>\n" per line.
+        std::string text = read_file(path, "run data/get_tokenizer.sh");
+        std::vector<std::string> ranks;
+        size_t pos = 0, line = 0;
+        std::string tok;
+        while (pos < text.size()) {
+            size_t eol = text.find('\n', pos);
+            if (eol == std::string::npos) eol = text.size();
+            std::string_view ln(text.data() + pos, eol - pos);
+            pos = eol + 1;
+            line++;
+            if (!ln.empty() && ln.back() == '\r') ln.remove_suffix(1);
+            if (ln.empty()) continue;
+            size_t sp = ln.find(' ');
+            auto bad = [&](const char* why) {
+                fail("tokenizer: " + path + " line " + std::to_string(line) + ": " + why +
+                     "; not a tiktoken ranks file or corrupt, delete it and re-run data/get_tokenizer.sh");
+            };
+            if (sp == std::string_view::npos) bad("expected '<base64> <rank>'");
+            if (!decode_base64(ln.substr(0, sp), tok)) bad("bad base64");
+            std::string_view num = ln.substr(sp + 1);
+            if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) bad("bad rank");
+            long r = std::stol(std::string(num));
+            if (r >= kGpt2Ranks) bad("rank out of range for GPT-2 (>= 50256)");
+            if ((size_t)r >= ranks.size()) ranks.resize(r + 1);
+            if (!ranks[r].empty()) bad("rank listed twice");
+            ranks[r] = tok;
+        }
+        t.build(std::move(ranks), path);
+        return t;
+    }
+
+    // Directory: the GPT-2 release's encoder.json (token -> id) and vocab.bpe (merges in rank order).
+    std::string ej = path + "/encoder.json", vb = path + "/vocab.bpe";
+    const char* hint = "the directory must hold GPT-2's encoder.json and vocab.bpe, or pass data/cache/gpt2.tiktoken from data/get_tokenizer.sh";
+    std::string ej_text = read_file(ej, hint), vb_text = read_file(vb, hint);
+    std::vector<std::pair<std::string, long>> entries;
+    parse_encoder_json(ej_text, ej, entries);
+    std::vector<int> cp2b = gpt2_codepoint_to_byte();
+    std::vector<std::string> ranks;
+    std::string bytes;
+    for (auto& [key, id] : entries) {
+        if (key == kEotText) {
+            if (id != kGpt2Ranks) fail("tokenizer: " + ej + ": <|endoftext|> has id " + std::to_string(id) + ", expected 50256; not the GPT-2 encoder.json");
+            continue;
+        }
+        if (!gpt2_alphabet_to_bytes(key, cp2b, bytes))
+            fail("tokenizer: " + ej + ": token id " + std::to_string(id) + " is not spelled in GPT-2's byte alphabet; not the GPT-2 encoder.json");
+        if (id >= kGpt2Ranks) fail("tokenizer: " + ej + ": id " + std::to_string(id) + " out of range for GPT-2; not the GPT-2 encoder.json");
+        if ((size_t)id >= ranks.size()) ranks.resize(id + 1);
+        if (!ranks[id].empty()) fail("tokenizer: " + ej + ": id " + std::to_string(id) + " listed twice; the file is corrupt");
+        ranks[id] = bytes;
+    }
+    // The BPE ranks are the ids: merge i of vocab.bpe makes id 256 + i. Check it, since byte-pair merging by
+    // id would silently differ from the release if the two files disagreed.
+    size_t pos = 0, line = 0, merge = 0;
+    std::string a, b;
+    while (pos < vb_text.size()) {
+        size_t eol = vb_text.find('\n', pos);
+        if (eol == std::string::npos) eol = vb_text.size();
+        std::string_view ln(vb_text.data() + pos, eol - pos);
+        pos = eol + 1;
+        line++;
+        if (!ln.empty() && ln.back() == '\r') ln.remove_suffix(1);
+        if (ln.empty() || (line == 1 && ln.substr(0, 9) == "#version:")) continue;
+        size_t sp = ln.find(' ');
+        std::string where = "tokenizer: " + vb + " line " + std::to_string(line) + ": ";
+        if (sp == std::string_view::npos || !gpt2_alphabet_to_bytes(ln.substr(0, sp), cp2b, a) ||
+            !gpt2_alphabet_to_bytes(ln.substr(sp + 1), cp2b, b))
+            fail(where + "expected two tokens in GPT-2's byte alphabet; not the GPT-2 vocab.bpe");
+        size_t id = 256 + merge++;
+        if (id >= ranks.size() || ranks[id] != a + b)
+            fail(where + "merge does not produce id " + std::to_string(id) + " of encoder.json; the two files do not belong together");
+    }
+    if (merge + 256 != (size_t)kGpt2Ranks)
+        fail("tokenizer: " + vb + " has " + std::to_string(merge) + " merges, expected 50000; the file is truncated, re-download it");
+    t.build(std::move(ranks), ej);
+    return t;
+}
+
+// =============================================================================================================
+// encode / decode
+// =============================================================================================================
+
+// BPE for short pieces, tiktoken's way: a scan for the lowest pair rank per merge, O(n^2) but tiny n.
+inline void Tokenizer::bpe_small(const char* p, size_t n, std::vector<int>& out) const {
+    int tok[64], pr[64];  // tok: (m,) current parts; pr[i]: rank of merging tok[i], tok[i+1] (INT32_MAX if none)
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) tok[i] = byte_rank_[(unsigned char)p[i]];
+    for (size_t i = 0; i + 1 < m; i++) { int r = pair_.find(tok[i], tok[i + 1]); pr[i] = r < 0 ? INT32_MAX : r; }
+    while (m > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < m; i++) if (pr[i] < pr[best]) best = i;  // strict <: leftmost on ties
+        if (pr[best] == INT32_MAX) break;
+        tok[best] = pr[best];  // the pair's rank is the merged token
+        for (size_t i = best + 1; i + 1 < m; i++) { tok[i] = tok[i + 1]; pr[i] = pr[i + 1]; }
+        m--;
+        if (best + 1 < m) { int r = pair_.find(tok[best], tok[best + 1]); pr[best] = r < 0 ? INT32_MAX : r; }
+        if (best > 0) { int r = pair_.find(tok[best - 1], tok[best]); pr[best - 1] = r < 0 ? INT32_MAX : r; }
+    }
+    out.insert(out.end(), tok, tok + m);
+}
+
+// BPE for long pieces (a 1 MB run of digits is one piece): the same merge order from a min-heap of
+// (rank, position) over a linked list, O(n log n). Stale heap entries are skipped when popped: an entry is
+// live if its left part still exists and still pairs with its right neighbour at that rank.
+inline void Tokenizer::bpe_large(const char* p, size_t n, std::vector<int>& out) const {
+    std::vector<int> tok(n), next(n), prev(n);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = byte_rank_[(unsigned char)p[i]];
+        next[i] = int(i) + 1;
+        prev[i] = int(i) - 1;
+    }
+    next[n - 1] = -1;
+    using Entry = std::pair<int, int>;  // (rank, position of the left part): smallest rank, then leftmost
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    for (size_t i = 0; i + 1 < n; i++) {
+        int r = pair_.find(tok[i], tok[i + 1]);
+        if (r >= 0) heap.push({r, int(i)});
+    }
+    while (!heap.empty()) {
+        auto [r, i] = heap.top();
+        heap.pop();
+        if (tok[i] < 0 || next[i] < 0 || pair_.find(tok[i], tok[next[i]]) != r) continue;
+        int j = next[i];
+        tok[i] = r;
+        tok[j] = -1;  // j is gone
+        next[i] = next[j];
+        if (next[j] >= 0) prev[next[j]] = i;
+        if (next[i] >= 0) { int q = pair_.find(tok[i], tok[next[i]]); if (q >= 0) heap.push({q, i}); }
+        if (prev[i] >= 0) { int q = pair_.find(tok[prev[i]], tok[i]); if (q >= 0) heap.push({q, prev[i]}); }
+    }
+    for (int i = 0; i >= 0; i = next[i]) out.push_back(tok[i]);
+}
+
+inline void Tokenizer::encode_piece(const char* p, size_t n, std::vector<int>& out) const {
+    if (n == 1) { out.push_back(byte_rank_[(unsigned char)p[0]]); return; }
+    int r = whole_.find(bytes_.data(), p, n);  // tiktoken's shortcut: a piece that is a token is that token
+    if (r >= 0) { out.push_back(r); return; }
+    if (n <= 64) bpe_small(p, n, out);
+    else bpe_large(p, n, out);
+}
+
+inline void Tokenizer::encode(std::string_view text, std::vector<int>& out) const {
+    using namespace tokenizer_detail;
+    const unsigned char* s = (const unsigned char*)text.data();
+    size_t n = text.size();
+    // PCRE2 must see valid UTF-8. Invalid bytes become '!' in a copy: a one-byte symbol in the same class as
+    // the U+FFFD tiktoken would see, so offsets carry over and pieces are cut from the original bytes.
+    std::string clean;
+    const unsigned char* subject = s;
+    size_t bad = first_invalid_utf8(s, n);
+    if (bad < n) {
+        clean.assign(text.data(), n);
+        for (size_t i = bad; i < n;) {
+            size_t k = utf8_seq_len(s, i, n);
+            if (k == 0) { clean[i] = '!'; i++; }
+            else i += k;
+        }
+        subject = (const unsigned char*)clean.data();
+    }
+
+    struct MatchData {  // per thread, shared by every Tokenizer: match data does not depend on the pattern
+        pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+        ~MatchData() { pcre2_match_data_free(md); }
+    };
+    static thread_local MatchData tl;
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(tl.md);
+    size_t pos = 0;
+    while (pos < n) {
+        int rc = jit_ ? pcre2_jit_match(re_.get(), subject, n, pos, 0, tl.md, nullptr)
+                      : pcre2_match(re_.get(), subject, n, pos, PCRE2_NO_UTF_CHECK, tl.md, nullptr);
+        if (rc < 0 || ov[0] != pos || ov[1] <= pos) {
+            PCRE2_UCHAR buf[256];
+            pcre2_get_error_message(rc, buf, sizeof buf);
+            throw std::logic_error("tokenizer: pre-tokeniser stopped at byte " + std::to_string(pos) + " (" +
+                                   (rc < 0 ? (const char*)buf : "empty match") + "); this is a bug in tokenizer.h");
+        }
+        encode_piece(text.data() + pos, ov[1] - pos, out);
+        pos = ov[1];
+    }
+}
+
+inline std::string Tokenizer::decode(const int* tokens, size_t n) const {
+    std::string s;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] > n_ranks_)
+            throw std::out_of_range("tokenizer: decode: token id " + std::to_string(tokens[i]) + " at position " +
+                                    std::to_string(i) + " is outside [0, " + std::to_string(vocab_size()) + ")");
+        total += len_[tokens[i]];
+    }
+    s.resize(total);
+    char* d = s.data();
+    for (size_t i = 0; i < n; i++) { memcpy(d, bytes_.data() + off_[tokens[i]], len_[tokens[i]]); d += len_[tokens[i]]; }
+    return s;
+}
