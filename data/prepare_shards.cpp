@@ -439,11 +439,18 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
   PrepareStats st;
   std::vector<uint16_t> shard;
   shard.reserve((size_t)std::min<uint64_t>(val_tokens, 1u << 26));
+  // A full shard is written (and fsync'ed, which can take seconds) on a background thread while the next
+  // one fills; at most one write is in flight, so at most two shards are in memory.
+  std::future<void> writing;
   auto flush_shard = [&]() {
+    if (writing.valid()) writing.get();  // rethrows a failed write
     const std::string path = prep::shard_path(o.out_prefix, st.shards.size());
-    write_shard(path, shard.data(), shard.size(), o.sync);
+    writing = std::async(std::launch::async, [path, sync = o.sync, full = std::move(shard)] {
+      write_shard(path, full.data(), full.size(), sync);
+    });
     st.shards.push_back(path);
-    shard.clear();
+    shard = std::vector<uint16_t>();
+    shard.reserve((size_t)std::min<uint64_t>(o.shard_tokens, 1u << 26));
   };
   auto capacity = [&]() { return st.shards.empty() ? val_tokens : o.shard_tokens; };
   auto push = [&](const int* t, size_t n) {
@@ -530,6 +537,7 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     }
   }
   if (!shard.empty() || st.shards.empty()) flush_shard();
+  writing.get();
   st.bytes = reader.bytes;
   if (progress) report(true);
   return st;
@@ -538,10 +546,8 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
 // ------------------------------------------------------------------------------------------------------
 // Command line
 
-#ifndef PREPARE_SHARDS_NO_MAIN
-#include "tokenizer.h"
-
-static const char* USAGE =
+// Shared by main() and the test that checks every flag in this text is one the parser accepts.
+inline const char* const PREPARE_SHARDS_USAGE =
     "usage: prepare_shards [options] -o PREFIX INPUT...\n"
     "Tokenizes INPUT files (GPT-2 BPE) into llm.c token shards PREFIX_val_000000.bin, PREFIX_train_000001.bin, ...\n"
     "  -o, --out PREFIX          output path prefix, e.g. data/mydata/mydata (its directory must exist)\n"
@@ -561,7 +567,7 @@ static const char* USAGE =
 
 // $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken under the current directory, else under the checkout
 // this binary was built in (build/prepare_shards -> ../data/cache), so it works from any directory.
-static std::string default_tokenizer_path() {
+inline std::string default_tokenizer_path() {
   const char* env = getenv("PRISM_TOKENIZER");
   if (env && *env) return env;
   const std::string rel = "data/cache/gpt2.tiktoken";
@@ -577,7 +583,7 @@ static std::string default_tokenizer_path() {
   return rel;  // missing: the tokenizer's own error says how to get it
 }
 
-static uint64_t parse_count(const std::string& flag, const std::string& v) {
+inline uint64_t parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   errno = 0;
   const double x = strtod(v.c_str(), &end);  // accepts 100000000 as well as 1e8
@@ -586,51 +592,71 @@ static uint64_t parse_count(const std::string& flag, const std::string& v) {
   return (uint64_t)x;
 }
 
+struct PrepareCli {
+  PrepareOptions o;
+  std::string tokenizer_path;  // empty: default_tokenizer_path()
+  bool help = false;
+};
+
+// argv[1..] -> options; throws a one-line error for anything it does not understand.
+inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
+  PrepareCli c;
+  PrepareOptions& o = c.o;
+  for (size_t a = 0; a < args.size(); a++) {
+    const std::string& arg = args[a];
+    auto val = [&]() -> std::string {
+      if (a + 1 >= args.size()) throw std::runtime_error(arg + " needs a value; see --help");
+      return args[++a];
+    };
+    if (arg == "-h" || arg == "--help") {
+      c.help = true;
+    } else if (arg == "-o" || arg == "--out") {
+      o.out_prefix = val();
+    } else if (arg == "--format") {
+      const std::string f = val();
+      if (f == "auto") o.format = InputFormat::AUTO;
+      else if (f == "text") o.format = InputFormat::TEXT;
+      else if (f == "paragraphs") o.format = InputFormat::PARAGRAPHS;
+      else if (f == "lines") o.format = InputFormat::LINES;
+      else if (f == "jsonl") o.format = InputFormat::JSONL;
+      else throw std::runtime_error("--format must be auto, text, paragraphs, lines or jsonl, not '" + f + "'");
+    } else if (arg == "--field") {
+      o.field = val();
+    } else if (arg == "--shard-tokens") {
+      o.shard_tokens = parse_count(arg, val());
+    } else if (arg == "--val-tokens") {
+      o.val_tokens = parse_count(arg, val());
+    } else if (arg == "--tokenizer") {
+      c.tokenizer_path = val();
+    } else if (arg == "--threads") {
+      o.threads = (int)std::min<uint64_t>(parse_count(arg, val()), 4096);
+    } else if (arg == "--on-error") {
+      const std::string v = val();
+      if (v != "skip" && v != "stop") throw std::runtime_error("--on-error must be skip or stop, not '" + v + "'");
+      o.skip_errors = v == "skip";
+    } else if (arg == "--quiet") {
+      o.progress = 0;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw std::runtime_error("unknown option " + arg + "; see --help");
+    } else {
+      o.inputs.push_back(arg);
+    }
+  }
+  return c;
+}
+
+#ifndef PREPARE_SHARDS_NO_MAIN
+#include "tokenizer.h"
+
 int main(int argc, char** argv) {
   try {
-    PrepareOptions o;
-    std::string tokenizer_path;
-    for (int a = 1; a < argc; a++) {
-      const std::string arg = argv[a];
-      auto val = [&]() -> std::string {
-        if (a + 1 >= argc) throw std::runtime_error(arg + " needs a value; see --help");
-        return argv[++a];
-      };
-      if (arg == "-h" || arg == "--help") {
-        fputs(USAGE, stdout);
-        return 0;
-      } else if (arg == "-o" || arg == "--out") {
-        o.out_prefix = val();
-      } else if (arg == "--format") {
-        const std::string f = val();
-        if (f == "auto") o.format = InputFormat::AUTO;
-        else if (f == "text") o.format = InputFormat::TEXT;
-        else if (f == "paragraphs") o.format = InputFormat::PARAGRAPHS;
-        else if (f == "lines") o.format = InputFormat::LINES;
-        else if (f == "jsonl") o.format = InputFormat::JSONL;
-        else throw std::runtime_error("--format must be auto, text, paragraphs, lines or jsonl, not '" + f + "'");
-      } else if (arg == "--field") {
-        o.field = val();
-      } else if (arg == "--shard-tokens") {
-        o.shard_tokens = parse_count(arg, val());
-      } else if (arg == "--val-tokens") {
-        o.val_tokens = parse_count(arg, val());
-      } else if (arg == "--tokenizer") {
-        tokenizer_path = val();
-      } else if (arg == "--threads") {
-        o.threads = (int)parse_count(arg, val());
-      } else if (arg == "--on-error") {
-        const std::string v = val();
-        if (v != "skip" && v != "stop") throw std::runtime_error("--on-error must be skip or stop, not '" + v + "'");
-        o.skip_errors = v == "skip";
-      } else if (arg == "--quiet") {
-        o.progress = 0;
-      } else if (arg.size() > 1 && arg[0] == '-') {
-        throw std::runtime_error("unknown option " + arg + "; see --help");
-      } else {
-        o.inputs.push_back(arg);
-      }
+    const PrepareCli cli = parse_prepare_cli(std::vector<std::string>(argv + 1, argv + argc));
+    if (cli.help) {
+      fputs(PREPARE_SHARDS_USAGE, stdout);
+      return 0;
     }
+    const PrepareOptions& o = cli.o;
+    std::string tokenizer_path = cli.tokenizer_path;
     if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME (see --help)");
     if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files, or - for stdin (see --help)");
     if (tokenizer_path.empty()) tokenizer_path = default_tokenizer_path();
@@ -646,6 +672,13 @@ int main(int argc, char** argv) {
     if (st.shards.size() > 1) fprintf(stderr, " .. %s", st.shards.back().c_str());
     fputc('\n', stderr);
     if (st.skipped) fprintf(stderr, "prepare_shards: skipped %llu malformed lines\n", (unsigned long long)st.skipped);
+    glob_t g;  // shards left by an earlier, longer run would be read as training data: say so
+    if (glob((o.out_prefix + "_train_*.bin").c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; i++)
+        if (std::find(st.shards.begin(), st.shards.end(), g.gl_pathv[i]) == st.shards.end())
+          fprintf(stderr, "prepare_shards: warning: %s is from an earlier run; delete it\n", g.gl_pathv[i]);
+    }
+    globfree(&g);
     if (st.shards.size() == 1)
       fprintf(stderr, "prepare_shards: warning: every token went into the validation shard; lower --val-tokens\n");
     return 0;
