@@ -331,7 +331,7 @@ TEST_CASE("a missing __syncthreads reads the poison: the result changes", "[exec
     CHECK(nan > 0); // fibers run in order, so thread t reads slot t+1 before thread t+1 wrote it
 }
 
-TEST_CASE("a divergent __syncthreads aborts naming the kernel and the threads", "[executor]") {
+TEST_CASE("a divergent __syncthreads aborts naming the kernel and the threads", "[executor][fork]") {
     std::string err;
     int sig = run_in_child([] {
         DeviceBuffer<float> out(32);
@@ -345,7 +345,7 @@ TEST_CASE("a divergent __syncthreads aborts naming the kernel and the threads", 
     CHECK(err.find("thread (16,0,0)") != std::string::npos);
 }
 
-TEST_CASE("a warp collective waiting on lanes at a barrier is a deadlock", "[executor]") {
+TEST_CASE("a warp collective waiting on lanes at a barrier is a deadlock", "[executor][fork]") {
     std::string err;
     int sig = run_in_child([] {
         DeviceBuffer<float> out(64);

@@ -194,8 +194,7 @@ inline size_t alloc_static_shared(size_t bytes, size_t align, const char* name) 
     ex.static_bytes.set(total);
     ex.static_top.set(off + bytes + kRedZone);
     ex.statics.push_back({off, bytes});
-    CUDA_CPU_UNPOISON(ex.smem + off, bytes);
-    memset(ex.smem + off, 0xff, bytes);
+    CUDA_CPU_UNPOISON(ex.smem + off, bytes); // already filled with the poison pattern at launch start
     return off;
 }
 
@@ -261,6 +260,9 @@ inline void run_grid(const char* name, const void* kernel, dim3 g, dim3 b, size_
     ex.static_bytes.set(0);
     ex.statics.clear();
     CUDA_CPU_UNPOISON(ex.smem, kSharedArenaBytes);
+    // Fill the whole arena here, in the scheduler: static variables are placed lazily by the first thread that
+    // declares them, and a fill there would race (for ThreadSanitizer) with the other threads' first writes.
+    memset(ex.smem, 0xff, kSharedArenaBytes);
     CUDA_CPU_POISON(ex.smem + round_up(smem, 8), kSharedArenaBytes - round_up(smem, 8));
     gridDim = g;
     blockDim = b;

@@ -77,7 +77,8 @@ struct Exec {
     // happens-before objects of the race build
     char hb_block_start = 0, hb_block_done = 0, hb_bar[2] = {0, 0};
 };
-inline Exec& exec() { static Exec e; return e; }
+// Never destroyed: the fibers stay parked inside their stacks until the process ends.
+inline Exec& exec() { static Exec* e = new Exec; return *e; }
 
 inline constexpr size_t kSharedArenaBytes = (227 << 10) + (64 << 10); // the opt-in limit plus red zones
 
