@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s\n", e.what());
         return 2;
     }
+    fflush(stdout);
     // tiktoken on the same bytes (valid UTF-8 only: it takes str), built from the same ranks file.
     std::string cmd =
         "python3 - '" + pos[0] + "' '" + ranks + "' 2>/dev/null <<'PY'\n"
