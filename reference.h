@@ -50,8 +50,9 @@ namespace ref {
 // matmul: a packed, register-blocked GEMM (the only place the reference multiplies matrices)
 // ======================================================================================================
 // C (M, N) (= or +=) A (M, K) . B (K, N) with A(i, k) = A[i * ars + k * acs] and B(k, j) = B[k * brs + j * bcs],
-// so transposes are just strides. Blocks of A (MC x KC) and B (KC x NC) are packed into MR-row and NR-column
-// panels (zero padded at the edges) and an MR x NR microkernel keeps its tile of C in registers.
+// so transposes are just strides. Blocks of B (KC x NC) are packed into NR-column panels (zero padded at the
+// edges), blocks of A (MC x KC) into MR-row panels unless A's rows are already contiguous in k, and an
+// MR x NR microkernel keeps its tile of C in registers.
 // Why GCC vector extensions: without -ffast-math GCC will not vectorise a float reduction, and the plain
 // loop version of this microkernel ran at 2 GFLOP/s against 70 for this one (one Zen 3 core).
 // Determinism: an element of C is the sum over K in blocks of KC (each block summed in order of k, then added
@@ -65,21 +66,24 @@ struct Simd {
     static constexpr int lanes = 32 / sizeof(S);
 };
 
-// C[0:mr, 0:nr] (= or +=) Ap (kc, MR panel) . Bp (kc, NR panel); NR = two registers of S.
+// C[0:mr, 0:nr] (= or +=) A (mr rows, kc) . Bp (kc, NR panel); NR = two registers of S. A is read in place,
+// A(i, k) = A[i * ars + k * acs] (rows past mr re-read row mr - 1; their results are dropped).
 template <typename S>
-inline void gemm_microkernel(int kc, const S* __restrict Ap, const S* __restrict Bp, S* __restrict C, long ldc,
-                             int mr, int nr, bool overwrite) {
+inline void gemm_microkernel(int kc, const S* __restrict A, long ars, long acs, const S* __restrict Bp,
+                             S* __restrict C, long ldc, int mr, int nr, bool overwrite) {
     typedef typename Simd<S>::type Vs;
     constexpr int Ln = Simd<S>::lanes, NR = 2 * Ln, MR = GEMM_MR;
+    const S* a[MR];
+    for (int i = 0; i < MR; i++) a[i] = A + std::min(i, mr - 1) * ars;
     Vs acc[MR][2] = {};
     for (int k = 0; k < kc; k++) {
         Vs b0, b1;
         std::memcpy(&b0, Bp + k * NR, sizeof(Vs));
         std::memcpy(&b1, Bp + k * NR + Ln, sizeof(Vs));
         for (int i = 0; i < MR; i++) {
-            S a = Ap[k * MR + i];
-            acc[i][0] += a * b0;
-            acc[i][1] += a * b1;
+            const S ai = a[i][k * acs];
+            acc[i][0] += ai * b0;
+            acc[i][1] += ai * b1;
         }
     }
     if (overwrite)
@@ -131,11 +135,15 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
                 for (long i = 0; i < mc; i++) std::fill_n(C + (i0 + i) * ldc + j0, nc, S(0));
             for (long k0 = 0; k0 < K; k0 += KC) {
                 const long kc = std::min<long>(KC, K - k0);
-                pack_panels<S, MR>(Ap.data(), A + i0 * ars + k0 * acs, ars, acs, mc, kc);
+                // A rows contiguous in k are read in place (6 streams; packing them cost more than it saved),
+                // anything else (the transposed dy of a weight gradient) is packed into MR-row panels
+                const bool pack_a = acs != 1;
+                if (pack_a) pack_panels<S, MR>(Ap.data(), A + i0 * ars + k0 * acs, ars, acs, mc, kc);
                 pack_panels<S, NR>(Bp.data(), B + j0 * bcs + k0 * brs, bcs, brs, nc, kc);
                 for (long jp = 0; jp < nc; jp += NR)  // B panel stays in L1 while the A block streams from L2
                     for (long ip = 0; ip < mc; ip += MR)
-                        gemm_microkernel<S>((int)kc, Ap.data() + ip * kc, Bp.data() + jp * kc,
+                        gemm_microkernel<S>((int)kc, pack_a ? Ap.data() + ip * kc : A + (i0 + ip) * ars + k0,
+                                            pack_a ? 1 : ars, pack_a ? MR : 1, Bp.data() + jp * kc,
                                             C + (i0 + ip) * ldc + j0 + jp, ldc, (int)std::min<long>(MR, mc - ip),
                                             (int)std::min<long>(NR, nc - jp), !accumulate && k0 == 0);
             }
@@ -422,9 +430,12 @@ void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
 // |r| <= ln2 / 2, then Cephes' degree-6 polynomial for exp(r); relative error < 3e-7 (test_reference.cpp
 // checks it against std::exp). x < -87 returns 0 (2^n would be denormal there, and e^-87 is below float's
 // resolution of any softmax sum, which is >= 1).
-inline Simd<float>::type exp_nonpositive(Simd<float>::type x) {
+// (Arrays in and out rather than vector values: passing 32-byte vectors by value changes the ABI without AVX.)
+inline void exp_nonpositive(float* out, const float* in) {
     typedef Simd<float>::type F;
     typedef int32_t I __attribute__((vector_size(32)));
+    F x;
+    std::memcpy(&x, in, sizeof(F));
     const F xc = x < -87.0f ? F{} - 87.0f : x;
     const F y = xc * 1.44269504088896341f + 12582912.0f;  // + 1.5 * 2^23 rounds to the nearest integer
     const F n = y - 12582912.0f;
@@ -436,10 +447,12 @@ inline Simd<float>::type exp_nonpositive(Simd<float>::type x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     const F e = p * r * r + r + 1.0f;
-    const I bits = (__builtin_convertvector(n, I) + 127) << 23;  // 2^n
+    I bits;  // 2^n: n + 127 in the exponent field
+    for (int i = 0; i < 8; i++) bits[i] = ((int32_t)n[i] + 127) << 23;
     F scale;
     std::memcpy(&scale, &bits, sizeof(F));
-    return x < -87.0f ? F{} : e * scale;
+    const F y8 = x < -87.0f ? F{} : e * scale;
+    std::memcpy(out, &y8, sizeof(F));
 }
 
 // e[v] = exp(l[v] - mx) for v in [0, V) (stored when e is not null); returns the sum in double.
@@ -454,29 +467,24 @@ double exp_shifted_sum(S* e, const S* l, int V, S mx) {
     return sum;
 }
 inline double exp_shifted_sum(float* e, const float* l, int V, float mx) {
-    typedef Simd<float>::type F;
     typedef double D4 __attribute__((vector_size(32)));
     D4 acc0 = {}, acc1 = {};  // per-lane double sums, combined in a fixed order at the end
     for (int v0 = 0; v0 < V; v0 += 8) {
         const int nv = std::min(8, V - v0);
-        F x = F{} - 1000.0f;  // padding lanes give exp = 0
-        if (nv == 8)          // (fixed-size copies compile to one load / store)
-            std::memcpy(&x, l + v0, sizeof(F));
-        else
-            for (int i = 0; i < nv; i++) x[i] = l[v0 + i];
-        const F ex = exp_nonpositive(x - mx);
+        float x[8], ex[8];
+        if (nv == 8) {  // (branch-free copies for the full chunks so they compile to one load / store)
+            for (int i = 0; i < 8; i++) x[i] = l[v0 + i] - mx;
+        } else {
+            for (int i = 0; i < 8; i++) x[i] = -1000.0f;  // padding lanes: exp = 0
+            for (int i = 0; i < nv; i++) x[i] = l[v0 + i] - mx;
+        }
+        exp_nonpositive(ex, x);
         if (e && nv == 8)
-            std::memcpy(e + v0, &ex, sizeof(F));
+            for (int i = 0; i < 8; i++) e[v0 + i] = ex[i];
         else if (e)
             for (int i = 0; i < nv; i++) e[v0 + i] = ex[i];
-        const F lo = __builtin_shufflevector(ex, ex, 0, 1, 2, 3, 0, 1, 2, 3);
-        const F hi = __builtin_shufflevector(ex, ex, 4, 5, 6, 7, 4, 5, 6, 7);
-        typedef float F4 __attribute__((vector_size(16)));
-        F4 lo4, hi4;
-        std::memcpy(&lo4, &lo, sizeof(F4));
-        std::memcpy(&hi4, &hi, sizeof(F4));
-        acc0 += __builtin_convertvector(lo4, D4);
-        acc1 += __builtin_convertvector(hi4, D4);
+        acc0 += D4{ex[0], ex[1], ex[2], ex[3]};
+        acc1 += D4{ex[4], ex[5], ex[6], ex[7]};
     }
     const D4 acc = acc0 + acc1;
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
