@@ -24,7 +24,10 @@
 //   * Deterministic regardless of the number of OpenMP threads: every output element is computed by one
 //     thread with a fixed order of operations; reductions over tokens (weight gradients) run in a fixed
 //     serial order per output element (the matmul sums over tokens in fixed blocks of GEMM_KC = 256 tokens,
-//     block partial sums added in order). No atomics, no per-thread partial sums.
+//     block partial sums added in order). No atomics, no per-thread partial sums. Short dot products
+//     (attention) use `omp simd` reductions: a lane split fixed at compile time, the same for any thread count.
+//   * fp32 means fp32 storage and arithmetic, with two deliberate exceptions: sums over V (log-sum-exp) and
+//     global norms accumulate in double, and float softmax rows use a vectorised exp (< 3e-7 relative error).
 //
 // Sizes: B batch, T sequence, d embedding width, w = w_l layer width, h = h_l heads, hd = head_dim = w / h,
 // hid = hidden_l (SwiGLU intermediate), D = cfg.D() residual stream width, Df = cfg.Df() final-norm width,
@@ -340,20 +343,21 @@ void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long
     const int hd = w / h;
 #pragma omp parallel
     {
-        std::vector<S> dp(T);  // (T) d loss / d att[t, :]
+        std::vector<S> dp_buf(T), dq_buf(hd);  // (T) d loss / d scores of row t, (hd) dq of row t
 #pragma omp for collapse(2)
         for (long b = 0; b < B; b++)
             for (int hh = 0; hh < h; hh++) {
                 for (long t = 0; t < T; t++)
-                    for (int part = 0; part < 3; part++)
+                    for (int part = 1; part < 3; part++)  // dk, dv accumulate over queries; dq is written whole
                         std::fill_n(dqkv + (b * T + t) * 3 * w + part * w + hh * hd, hd, S(0));
+                S* __restrict dp = dp_buf.data();
+                S* __restrict dq = dq_buf.data();
                 for (long t = 0; t < T; t++) {
                     const S* p = att + ((b * h + hh) * T + t) * T;
                     const S* q = qkv + (b * T + t) * 3 * w + hh * hd;
                     const S* dy = dout + (b * T + t) * w + hh * hd;
-                    S* dq = dqkv + (b * T + t) * 3 * w + hh * hd;
                     S sum_pdp = 0;
-                    for (long j = 0; j <= t; j++) {
+                    for (long j = 0; j <= t; j++) {  // dp_j = dy_t . v_j
                         const S* v = qkv + (b * T + j) * 3 * w + 2 * w + hh * hd;
                         S s = 0;
 #pragma omp simd reduction(+ : s)
@@ -361,17 +365,20 @@ void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long
                         dp[j] = s;
                         sum_pdp += p[j] * s;
                     }
+                    for (long j = 0; j <= t; j++) dp[j] = p[j] * (dp[j] - sum_pdp) * scale;  // now d score_j
+                    std::fill_n(dq, hd, S(0));
                     for (long j = 0; j <= t; j++) {
                         const S* k = qkv + (b * T + j) * 3 * w + w + hh * hd;
-                        S* dk = dqkv + (b * T + j) * 3 * w + w + hh * hd;
-                        S* dv = dk + w;
-                        const S ds = p[j] * (dp[j] - sum_pdp) * scale;  // through softmax and the scale
+                        S* __restrict dk = dqkv + (b * T + j) * 3 * w + w + hh * hd;
+                        S* __restrict dv = dk + w;
+                        const S ds = dp[j], pj = p[j];
                         for (int c = 0; c < hd; c++) {
                             dq[c] += ds * k[c];
                             dk[c] += ds * q[c];
-                            dv[c] += p[j] * dy[c];
+                            dv[c] += pj * dy[c];
                         }
                     }
+                    std::copy_n(dq, hd, dqkv + (b * T + t) * 3 * w + hh * hd);
                 }
             }
     }
@@ -598,7 +605,7 @@ struct RefModel {
     std::vector<S> params, grads;  // (layout.total) each, in param_layout order
 
     explicit RefModel(const ModelConfig& c) : cfg(c), layout(param_layout(c)) {
-        if (c.L() < 1) throw ConfigError("model has no layers; give it at least one LayerSpec");
+        validate_config(c);  // positive sizes, h_l | w_l, even head_dim: fail here, not deep inside an op
         params.assign(layout.total, S(0));
         grads.assign(layout.total, S(0));
     }
