@@ -357,6 +357,25 @@ TEST_CASE("a warp collective waiting on lanes at a barrier is a deadlock", "[exe
     CHECK(err.find("__shfl_sync") != std::string::npos);
 }
 
+#ifdef __SANITIZE_ADDRESS__
+TEST_CASE("AddressSanitizer catches global and shared out-of-bounds writes in kernels", "[executor][fork]") {
+    std::string err;
+    run_in_child([] {
+        DeviceBuffer<float> out(31);
+        LAUNCH(1, 32, 0, 0, global_overflow_kernel)(out.p);
+    }, err);
+    CHECK(err.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
+    CHECK(err.find("global_overflow_kernel") != std::string::npos);
+    err.clear();
+    run_in_child([] {
+        DeviceBuffer<float> out(32);
+        LAUNCH(1, 32, 0, 0, shared_overflow_kernel)(out.p);
+    }, err);
+    CHECK(err.find("AddressSanitizer") != std::string::npos);
+    CHECK(err.find("shared_overflow_kernel") != std::string::npos);
+}
+#endif
+
 TEST_CASE("device memory and shared memory start as NaN poison", "[executor]") {
     DeviceBuffer<float> x(16);
     for (float v : x.download()) CHECK(std::isnan(v));

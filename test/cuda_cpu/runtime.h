@@ -135,8 +135,9 @@ template <class F> cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
     auto& rt = cuda_cpu::runtime();
     if (rt.allocated + bytes > cuda_cpu::kGlobalMem) { *p = nullptr; return cuda_cpu::fail(cudaErrorMemoryAllocation); }
-    char* m = (char*)aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * (bytes == 0));
-    if (!m) { *p = nullptr; return cuda_cpu::fail(cudaErrorMemoryAllocation); }
+    void* mem = nullptr; // exactly `bytes` long, so AddressSanitizer sees an overflow of even one element
+    if (posix_memalign(&mem, 256, bytes ? bytes : 1) != 0) { *p = nullptr; return cuda_cpu::fail(cudaErrorMemoryAllocation); }
+    char* m = (char*)mem;
     memset(m, 0xff, bytes); // poison: uninitialised device memory reads as NaN
     rt.allocs[m] = bytes;
     rt.allocated += bytes;

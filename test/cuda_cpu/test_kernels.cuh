@@ -226,3 +226,14 @@ __global__ void ldmatrix_fragments_kernel(uint32_t* out, const bf16* m) {
     for (int v = 0; v < 6; v++)
         for (int i = 0; i < 4; i++) out[(v * 32 + lane) * 4 + i] = r[v][i];
 }
+
+// BUG on purpose (run only under AddressSanitizer): one thread per slot of a buffer one element too short.
+__global__ void global_overflow_kernel(float* out) { out[threadIdx.x] = 1.0f; }
+
+// BUG on purpose (run only under AddressSanitizer): the last thread writes one past a shared array.
+__global__ void shared_overflow_kernel(float* out) {
+    SHARED(float[32], s);
+    s[threadIdx.x + 1] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
