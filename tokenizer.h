@@ -220,6 +220,10 @@ class Tokenizer {
     std::string decode(const int* tokens, size_t n) const;
     std::string decode(const std::vector<int>& t) const { return decode(t.data(), t.size()); }
 
+    // For tests: match with PCRE2's interpreter instead of its JIT (same matches, slower), the path taken on
+    // CPUs that PCRE2 cannot JIT for.
+    void disable_jit() { jit_ = false; }
+
     int eot() const { return n_ranks_; }             // 50256: the id after the last BPE rank
     int vocab_size() const { return n_ranks_ + 1; }  // 50257
 

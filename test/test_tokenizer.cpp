@@ -165,6 +165,15 @@ TEST_CASE("gpt2 tokenizer: decode(encode(x)) == x on arbitrary bytes", "[tokeniz
     CHECK(out[0] == 1);
 }
 
+TEST_CASE("gpt2 tokenizer: PCRE2's interpreter splits exactly as its JIT", "[tokenizer]") {
+    const Tokenizer& t = gpt2();
+    Tokenizer slow = t;  // copies share the compiled pattern
+    slow.disable_jit();
+    std::string s = "It's 3.14 — über 中文 \xf0\x9f\x98\x80!!\n\n\tEnd   \xff\xfe 'LL we'd\u00a0x  \u3000y ";
+    for (int i = 0; i < 6; i++) s += s;
+    CHECK(slow.encode(s) == t.encode(s));
+}
+
 TEST_CASE("gpt2 tokenizer: encode is thread-safe", "[tokenizer]") {
     const Tokenizer& t = gpt2();
     std::vector<std::string> texts;
