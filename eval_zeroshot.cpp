@@ -1,0 +1,155 @@
+// eval_zeroshot: a checkpoint's zero-shot scores, the lm-evaluation-harness v0.4 way (../shared/EVAL.md).
+//
+//   ./eval_zeroshot out/step_000300/model.bin                        # hellaswag, piqa, arc_easy, winogrande
+//   ./eval_zeroshot model.bin --tasks lambada,wikitext --json r.json
+//
+// Reads data/eval/TASK.bin (made by data/get_eval.sh), scores it with the engine make_engine picks (the GPU
+// engine when one is built in, else the CPU reference) through the same Engine interface the trainer uses,
+// packing --batch rows (one row per choice) into each forward. Prints one row per task: examples, acc and
+// acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and bits per byte, seconds.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "engine.h"
+#include "eval.h"
+
+namespace {
+
+struct Options {
+    std::string model, tasks = "hellaswag,piqa,arc_easy,winogrande", data = "data/eval", json, tokenizer;
+    long limit = 0;
+    int batch = 16;
+    bool cpu = false, help = false;
+};
+
+std::vector<Flag> make_flags(Options& o) {
+    std::string all;
+    for (const auto& t : eval_tasks()) all += std::string(all.empty() ? "" : ",") + t.name;
+    return {
+        {"--tasks", "LIST", "comma-separated, from " + all + " (default " + o.tasks + "; 'all' for every one)",
+         [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }},
+        {"--data", "DIR", "directory of the eval files TASK.bin (default data/eval, made by data/get_eval.sh)",
+         [&o](const std::string& v) { o.data = v; }},
+        {"--limit", "N", "only the first N examples of each task (default: all)", [&o](const std::string& v) {
+             o.limit = parse_long_flag("--limit", v);
+             if (o.limit <= 0) throw ConfigError("--limit must be positive");
+         }},
+        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", [&o](const std::string& v) {
+             o.batch = parse_int_flag("--batch", v);
+             if (o.batch <= 0) throw ConfigError("--batch must be positive");
+         }},
+        {"--json", "FILE", "also write the results as JSON", [&o](const std::string& v) { o.json = v; }},
+        {"--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
+         [&o](const std::string& v) { o.tokenizer = v; }},
+        {"--cpu", "", "use the CPU reference even when a GPU engine is available", [&o](const std::string&) { o.cpu = true; }},
+        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+    };
+}
+
+std::string fmt(const char* f, double v) {
+    if (!std::isfinite(v)) return "-";
+    char b[64];
+    snprintf(b, sizeof b, f, v);
+    return b;
+}
+std::string pct(double p, double se) { return std::isfinite(p) ? fmt("%.2f", 100 * p) + " ± " + fmt("%.2f", 100 * se) : "-"; }
+// Right-aligned in w columns (printf's widths count bytes, and "±" is two).
+std::string pad(const std::string& s, int w) { return std::string(std::max(0, w - ev::code_points(s)), ' ') + s; }
+
+int run(const Options& o) {
+    std::vector<std::string> tasks;
+    for (size_t a = 0; a <= o.tasks.size();) {
+        size_t b = o.tasks.find(',', a);
+        if (b == std::string::npos) b = o.tasks.size();
+        std::string t = trim(o.tasks.substr(a, b - a));
+        if (t == "lambada_openai") t = "lambada";
+        if (!t.empty()) find_eval_task(t), tasks.push_back(t);
+        a = b + 1;
+    }
+    if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
+
+    LoadedModel m = load_model(o.model);
+    // Every file is read and checked before the first forward: a bad one fails in a second, not after an hour.
+    uint64_t want = 0;
+    if (!o.tokenizer.empty()) want = tokenizer_fingerprint(Tokenizer::load(o.tokenizer));
+    std::vector<EvalFile> files;
+    for (const auto& t : tasks) {
+        files.push_back(load_eval_file(o.data + "/" + t + ".bin", m.cfg.V));
+        const EvalFile& f = files.back();
+        if (f.task != t) throw EvalError("eval file " + f.path + " holds task '" + f.task + "', not '" + t + "'");
+        if (want && f.fingerprint != want)
+            throw EvalError("eval file " + f.path + " was tokenised with another tokenizer than " + o.tokenizer +
+                            "; rebuild it with data/get_eval.sh");
+        if (f.fingerprint != files[0].fingerprint)
+            throw EvalError("eval file " + f.path + " was tokenised with another tokenizer than " + files[0].path +
+                            "; rebuild them all with the same one");
+    }
+
+    std::string why;
+    std::unique_ptr<Engine> eng = make_engine(m.cfg, o.cpu, why);
+    eng->set_params(m.params.data());
+    printf("eval_zeroshot: %s (step %lld, %zu parameters, T = %d)\n", o.model.c_str(), (long long)m.step, eng->num_params(),
+           m.cfg.T);
+    printf("engine: %s; %s; %d rows per forward\n\n", eng->describe().c_str(), why.c_str(), o.batch);
+    printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
+           "bits/byte", "seconds");
+    std::vector<EvalResult> results;
+    for (const auto& f : files) {
+        EvalResult r = run_eval_task(*eng, f, o.batch, o.limit);
+        printf("%-11s %8ld %s %s %10s %9s %9s %8.1f\n", r.task.c_str(), r.n, pad(pct(r.acc, r.acc_se), 16).c_str(),
+               pad(pct(r.acc_norm, r.acc_norm_se), 16).c_str(), fmt("%.3f", r.ppl).c_str(), fmt("%.4f", r.byte_ppl).c_str(),
+               fmt("%.4f", r.bits_per_byte).c_str(), r.seconds);
+        fflush(stdout);
+        results.push_back(r);
+    }
+    printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
+           "targets' (\" word\").\n");
+    if (!o.json.empty()) {
+        std::string s = "{\"model\": \"" + o.model + "\", \"step\": " + std::to_string(m.step) + ", \"results\": [";
+        for (size_t i = 0; i < results.size(); i++) s += (i ? ",\n  " : "\n  ") + eval_result_json(results[i]);
+        s += "\n]}\n";
+        try {
+            write_atomically(o.json, {{s.data(), s.size()}});
+        } catch (const CheckpointError& e) {
+            throw EvalError(std::string("--json: ") + e.what());
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::vector<Flag> flags = make_flags(o);
+    try {
+        std::vector<char*> rest{argv[0]};  // the one positional argument (the checkpoint) is taken out first
+        for (int i = 1; i < argc; i++) {
+            std::string a = argv[i];
+            bool is_flag = a.size() > 1 && a[0] == '-';
+            if (!is_flag && o.model.empty()) { o.model = a; continue; }
+            rest.push_back(argv[i]);
+            if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
+                for (const auto& f : flags)
+                    for (const auto& n : flag_spellings(f))
+                        if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
+        }
+        parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
+        if (o.help) {
+            printf("usage: eval_zeroshot MODEL.bin [flags]\n\nZero-shot scores of a checkpoint, as lm-evaluation-harness "
+                   "computes them (prompts and metrics: EVAL.md).\n\n");
+            print_flags(stdout, flags);
+            return 0;
+        }
+        if (o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
+        return run(o);
+    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, EvalError, tokenizer errors
+        fprintf(stderr, "eval_zeroshot: error: %s\n", e.what());
+    } catch (const std::bad_alloc&) {
+        fprintf(stderr, "eval_zeroshot: error: out of memory; use a smaller --batch\n");
+    }
+    return 1;
+}

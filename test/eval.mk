@@ -1,0 +1,28 @@
+# test/eval.mk: zero-shot evaluation's targets (included by the top Makefile).
+#   make build/prepare_eval    official raw eval files -> tokenised eval files (data/prepare_eval.cpp)
+#   make eval_zeroshot         checkpoint -> HellaSwag / PIQA / ARC-Easy / WinoGrande / LAMBADA / WikiText table
+#   make eval-data             download the official files and convert them into data/eval/ (data/get_eval.sh)
+#   make bench-eval            items per second per task, tiny model, CPU (dev/bench_eval.cpp)
+# test/test_eval.cpp drives both binaries end to end, so test-unit builds them first.
+
+$(BUILD)/prepare_eval: data/prepare_eval.cpp eval.h tokenizer.h checkpoint.h engine.h reference.h schedule.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+
+eval_zeroshot: eval_zeroshot.cpp $(wildcard *.h)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+
+$(BUILD)/bench_eval: dev/bench_eval.cpp $(wildcard *.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+
+all: $(BUILD)/prepare_eval eval_zeroshot
+
+test-unit: $(BUILD)/prepare_eval eval_zeroshot
+
+.PHONY: eval-data bench-eval
+eval-data: $(BUILD)/prepare_eval
+	bash data/get_eval.sh
+
+bench-eval: $(BUILD)/bench_eval
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/bench_eval
