@@ -174,6 +174,29 @@ TEST_CASE("gpt2 tokenizer: PCRE2's interpreter splits exactly as its JIT", "[tok
     CHECK(slow.encode(s) == t.encode(s));
 }
 
+TEST_CASE("gpt2 tokenizer: the ASCII shortcut splits exactly as PCRE2, on every short string", "[tokenizer]") {
+    // Every string of up to 5 characters over an alphabet with each class in ASCII and outside it (and the
+    // letters of the contractions): the shortcut must agree with PCRE2 or hand the piece over to it.
+    const Tokenizer& t = gpt2();
+    Tokenizer pcre_only = t;
+    pcre_only.disable_ascii_shortcut();
+    const std::vector<std::string> alphabet = {"a", "s", "r", "e", "1", "!", "'", " ", "\n", "\xc3\xa9" /* e-acute */,
+                                               "\xd9\xa3" /* Arabic-Indic 3 */, "\xc2\xa0" /* NBSP */, "\xff"};
+    size_t A = alphabet.size(), checked = 0, bad = 0;
+    for (int len = 1; len <= 5; len++) {
+        size_t total = 1;
+        for (int i = 0; i < len; i++) total *= A;
+        for (size_t code = 0; code < total; code++) {
+            std::string s;
+            for (size_t c = code, i = 0; i < (size_t)len; i++, c /= A) s += alphabet[c % A];
+            if (t.encode(s) != pcre_only.encode(s) && bad++ < 5) FAIL_CHECK("differs on '" << s << "'");
+            checked++;
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(checked > 400000);
+}
+
 TEST_CASE("gpt2 tokenizer: encode is thread-safe", "[tokenizer]") {
     const Tokenizer& t = gpt2();
     std::vector<std::string> texts;
