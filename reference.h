@@ -121,15 +121,22 @@ template <typename S>
 void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, long brs, long bcs, S* C, long ldc,
           bool accumulate) {
     constexpr int MR = GEMM_MR, NR = 2 * Simd<S>::lanes, KC = GEMM_KC, NC = GEMM_NC;
-    const long nt = (N + NC - 1) / NC;
-    long MC = 192;  // stays a multiple of MR; smaller only to give every thread a tile
-    while (MC > 4 * MR && ((M + MC - 1) / MC) * nt < 2L * omp_get_max_threads()) MC /= 2;
+    // Tile rows MC: as many as keep the A block (MC x KC) within ~256 KB of L2 (fewer tiles repack B less),
+    // and when N gives too few column tiles, an M split into a multiple of the thread count so no thread idles.
+    const long nt = (N + NC - 1) / NC, threads = omp_get_max_threads();
+    const long mc_max = std::max<long>(4, 262144 / (std::max<long>(1, std::min<long>(K, KC)) * sizeof(S)) / MR) * MR;
+    long MC = std::min(mc_max, (M + MR - 1) / MR * MR);
+    if (nt < 4 * threads) {
+        long parts = threads;
+        while ((M + parts - 1) / parts > mc_max) parts += threads;
+        MC = std::max<long>(MR, ((M + parts - 1) / parts + MR - 1) / MR * MR);
+    }
     const long mt = (M + MC - 1) / MC;
 #pragma omp parallel
     {
         // this thread's packed blocks, kept between calls (a fresh 450 KB vector per call cost page faults)
         static thread_local std::vector<S> Ap, Bp;
-        Ap.resize(std::max<size_t>(Ap.size(), MC * KC)), Bp.resize(std::max<size_t>(Bp.size(), (size_t)KC * NC));
+        Ap.resize(std::max<size_t>(Ap.size(), (size_t)MC * KC)), Bp.resize(std::max<size_t>(Bp.size(), (size_t)KC * NC));
 #pragma omp for schedule(dynamic, 1)
         for (long tile = 0; tile < mt * nt; tile++) {
             const long i0 = (tile / nt) * MC, j0 = (tile % nt) * NC;
