@@ -268,6 +268,19 @@ inline std::string read_file(const std::string& path, const char* hint) {
     return ss.str();
 }
 
+// Calls fn(line_number, line) for each non-empty line of text (1-based numbers; a trailing \r dropped).
+template <class Fn> void for_each_line(const std::string& text, Fn fn) {
+    size_t pos = 0, line = 0;
+    while (pos < text.size()) {
+        size_t eol = std::min(text.find('\n', pos), text.size());
+        std::string_view ln(text.data() + pos, eol - pos);
+        pos = eol + 1;
+        line++;
+        if (!ln.empty() && ln.back() == '\r') ln.remove_suffix(1);
+        if (!ln.empty()) fn(line, ln);
+    }
+}
+
 inline bool decode_base64(std::string_view s, std::string& out) {
     auto val = [](char c) -> int {
         if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -285,11 +298,11 @@ inline bool decode_base64(std::string_view s, std::string& out) {
             v[k] = (s[i + k] == '=' && i + 4 == s.size() && k >= 2) ? 0 : val(s[i + k]);
             if (v[k] < 0) return false;
         }
+        if (s[i + 2] == '=' && s[i + 3] != '=') return false;  // "x=y": padding inside the quad
         uint32_t w = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
         out.push_back(char(w >> 16));
         if (s[i + 2] != '=') out.push_back(char(w >> 8));
         if (s[i + 3] != '=') out.push_back(char(w));
-        else if (s[i + 2] == '=' && s[i + 3] != '=') return false;
     }
     return true;
 }
@@ -366,30 +379,17 @@ inline void parse_encoder_json(const std::string& text, const std::string& path,
             if (c != '\\') { key += c; continue; }
             if (i >= n) bad("unterminated escape");
             char e = text[i++];
-            switch (e) {
-                case '"': key += '"'; break;
-                case '\\': key += '\\'; break;
-                case '/': key += '/'; break;
-                case 'b': key += '\b'; break;
-                case 'f': key += '\f'; break;
-                case 'n': key += '\n'; break;
-                case 'r': key += '\r'; break;
-                case 't': key += '\t'; break;
-                case 'u': {
-                    uint32_t v;
-                    if (!hex4(v)) bad("bad \\u escape");
-                    if (v >= 0xD800 && v <= 0xDBFF) {  // a surrogate pair spells one code point
-                        uint32_t lo;
-                        if (!(i + 1 < n && text[i] == '\\' && text[i + 1] == 'u')) bad("lone surrogate");
-                        i += 2;
-                        if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) bad("bad surrogate pair");
-                        v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    put_utf8(key, v);
-                    break;
-                }
-                default: bad("unknown escape");
+            static const char kEsc[] = "\"\\/bfnrt", kMeans[] = "\"\\/\b\f\n\r\t";  // one-character escapes
+            if (const char* k = e ? strchr(kEsc, e) : nullptr) { key += kMeans[k - kEsc]; continue; }
+            uint32_t v, lo;
+            if (e != 'u' || !hex4(v)) bad("bad escape");
+            if (v >= 0xD800 && v <= 0xDBFF) {  // a surrogate pair spells one code point
+                if (!(i + 1 < n && text[i] == '\\' && text[i + 1] == 'u')) bad("lone surrogate");
+                i += 2;
+                if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) bad("bad surrogate pair");
+                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
             }
+            put_utf8(key, v);
         }
         ws();
         if (i >= n || text[i] != ':') bad("expected ':'");
@@ -496,21 +496,13 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
         // .tiktoken: "<base64 bytes> <rank>\n" per line.
         std::string text = read_file(path, "run data/get_tokenizer.sh");
         std::vector<std::string> ranks;
-        size_t pos = 0, line = 0;
         std::string tok;
-        while (pos < text.size()) {
-            size_t eol = text.find('\n', pos);
-            if (eol == std::string::npos) eol = text.size();
-            std::string_view ln(text.data() + pos, eol - pos);
-            pos = eol + 1;
-            line++;
-            if (!ln.empty() && ln.back() == '\r') ln.remove_suffix(1);
-            if (ln.empty()) continue;
-            size_t sp = ln.find(' ');
+        for_each_line(text, [&](size_t line, std::string_view ln) {
             auto bad = [&](const char* why) {
                 fail("tokenizer: " + path + " line " + std::to_string(line) + ": " + why +
                      "; not a tiktoken ranks file or corrupt, delete it and re-run data/get_tokenizer.sh");
             };
+            size_t sp = ln.find(' ');
             if (sp == std::string_view::npos) bad("expected '<base64> <rank>'");
             if (!decode_base64(ln.substr(0, sp), tok)) bad("bad base64");
             std::string_view num = ln.substr(sp + 1);
@@ -520,7 +512,7 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
             if ((size_t)r >= ranks.size()) ranks.resize(r + 1);
             if (!ranks[r].empty()) bad("rank listed twice");
             ranks[r] = tok;
-        }
+        });
         t.build(std::move(ranks), path);
         return t;
     }
@@ -548,16 +540,10 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
     }
     // The BPE ranks are the ids: merge i of vocab.bpe makes id 256 + i. Check it, since byte-pair merging by
     // id would silently differ from the release if the two files disagreed.
-    size_t pos = 0, line = 0, merge = 0;
+    size_t merge = 0;
     std::string a, b;
-    while (pos < vb_text.size()) {
-        size_t eol = vb_text.find('\n', pos);
-        if (eol == std::string::npos) eol = vb_text.size();
-        std::string_view ln(vb_text.data() + pos, eol - pos);
-        pos = eol + 1;
-        line++;
-        if (!ln.empty() && ln.back() == '\r') ln.remove_suffix(1);
-        if (ln.empty() || (line == 1 && ln.substr(0, 9) == "#version:")) continue;
+    for_each_line(vb_text, [&](size_t line, std::string_view ln) {
+        if (line == 1 && ln.substr(0, 9) == "#version:") return;
         size_t sp = ln.find(' ');
         std::string where = "tokenizer: " + vb + " line " + std::to_string(line) + ": ";
         if (sp == std::string_view::npos || !gpt2_alphabet_to_bytes(ln.substr(0, sp), cp2b, a) ||
@@ -566,7 +552,7 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
         size_t id = 256 + merge++;
         if (id >= ranks.size() || ranks[id] != a + b)
             fail(where + "merge does not produce id " + std::to_string(id) + " of encoder.json; the two files do not belong together");
-    }
+    });
     if (merge + 256 != (size_t)kGpt2Ranks)
         fail("tokenizer: " + vb + " has " + std::to_string(merge) + " merges, expected 50000; the file is truncated, re-download it");
     t.build(std::move(ranks), ej);
