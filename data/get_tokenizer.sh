@@ -51,7 +51,7 @@ PY
 lines="$(wc -l < "$dest.part")"
 if [[ "$lines" -ne $want_lines ]]; then
     rm -f "$dest.part"
-    echo "get_tokenizer: error: extracted gpt2.tiktoken has $lines lines, expected $want_lines; delete $tmp and rerun" >&2
+    echo "get_tokenizer: error: extracted gpt2.tiktoken has $lines lines, expected $want_lines; the openai-whisper package layout may have changed, put the GPT-2 gpt2.tiktoken at $dest by hand" >&2
     exit 1
 fi
 mv "$dest.part" "$dest"

@@ -3,8 +3,8 @@
 # `gpt2` tokens as the expected answer, and prints tiktoken's single-thread encode MB/s on the same texts.
 #
 #   pip install tiktoken && bash data/get_tokenizer.sh
-#   python3 dev/tiktoken_crosscheck.py                 # writes build/crosscheck/*, ~1 minute
-#   make -f test/tokenizer.mk crosscheck ...           # or: see dev/tokenizer_crosscheck.cpp for the command
+#   make crosscheck-tokenizer        # runs this script (writes build/crosscheck/, ~2 minutes), then the C++ side
+#   python3 dev/tiktoken_crosscheck.py [--mb 1.2] [--english FILES] [--no-codepoints]   # this script alone
 #
 # Each case is NAME.bin (the input bytes), NAME.tok (expected token ids, int32 little-endian) and NAME.idx
 # (uint64 pairs: end byte, end token of each record, so a mismatch is reported per record). Cases:
