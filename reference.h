@@ -136,7 +136,8 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
     {
         // this thread's packed blocks, kept between calls (a fresh 450 KB vector per call cost page faults)
         static thread_local std::vector<S> Ap, Bp;
-        Ap.resize(std::max<size_t>(Ap.size(), (size_t)MC * KC)), Bp.resize(std::max<size_t>(Bp.size(), (size_t)KC * NC));
+        Ap.resize(std::max<size_t>(Ap.size(), (size_t)MC * KC));
+        Bp.resize(std::max<size_t>(Bp.size(), (size_t)KC * NC));
 #pragma omp for schedule(dynamic, 1)
         for (long tile = 0; tile < mt * nt; tile++) {
             const long i0 = (tile / nt) * MC, j0 = (tile % nt) * NC;
@@ -279,7 +280,8 @@ void norm_backward(NormType type, S* dx, long lddx, S* dg, S* db, const S* dout,
 template <typename S>
 void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign) {
     const int hd = w / h;
-    if (hd % 2) throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(h));
+    if (hd % 2)
+        throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(h));
     std::vector<double> freq(hd / 2);
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
 #pragma omp parallel for
@@ -589,12 +591,14 @@ void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, u
         const ParamTensor& t = layout.tensors[ti];
         S* p = params + t.offset;
         if (!t.is_matrix) {  // norm weight or bias
-            const bool bias = t.name.size() >= 2 && t.name.compare(t.name.size() - 2, 2, "_b") == 0;
+            bool bias = t.offset == layout.lnf_b;
+            if (t.layer >= 0) bias = t.offset == layout.layer[t.layer].ln1_b || t.offset == layout.layer[t.layer].ln2_b;
             std::fill_n(p, t.numel(), S(bias ? 0 : 1));
             continue;
         }
         double std = 0.02;
-        const bool resid_out = t.layer >= 0 && (t.offset == layout.layer[t.layer].wo || t.offset == layout.layer[t.layer].wproj);
+        const bool resid_out =
+            t.layer >= 0 && (t.offset == layout.layer[t.layer].wo || t.offset == layout.layer[t.layer].wproj);
         if (resid_out) std /= std::sqrt(2.0 * cfg.L());
         if (t.layer >= 0 && cfg.init_width_scale) std *= std::sqrt((double)cfg.d / cfg.layers[t.layer].width);
         Rng rng(Rng(seed).next() ^ Rng(0x5EED0000ull + ti).next());
@@ -631,7 +635,9 @@ struct RefModel {
     const S* lse() const { return lse_.data(); }
     S loss() const { return loss_; }
     // log p(token | inputs[b, :t+1]) from the last forward.
-    S logprob(int b, int t, int token) const { return logits_[((size_t)b * T_ + t) * cfg.V + token] - lse_[(size_t)b * T_ + t]; }
+    S logprob(int b, int t, int token) const {
+        return logits_[((size_t)b * T_ + t) * cfg.V + token] - lse_[(size_t)b * T_ + t];
+    }
     // Sum of log p(targets[b, t]) over positions t in [t0, t1), targets (B, T) aligned like training targets.
     double sum_logprob(int b, int t0, int t1, const int* targets) const {
         double s = 0;
@@ -710,7 +716,8 @@ S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
         S* x1 = stream(2 * l + 1);
         S* x2 = stream(2 * l + 2);
         const LayerOffsets& o = layout.layer[l];
-        norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w, cfg.norm_eps);
+        norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
+                     cfg.norm_eps);
         matmul_forward(a.qkv.data(), 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
         rope_forward(a.qkv.data(), B, T, w, h, cfg.rope_theta);
         attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, w, h, attn_scale(l));
@@ -718,7 +725,8 @@ S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
         std::copy_n(x0, N * D, x1);
         residual_forward(x1, D, branch_.data(), N, w);
 
-        norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w, cfg.norm_eps);
+        norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w,
+                     cfg.norm_eps);
         matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
         swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
         matmul_forward(branch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);

@@ -9,7 +9,9 @@
 
 #include "reference.h"
 
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 // Process CPU time: on a shared machine wall time includes other people's jobs; with OMP_NUM_THREADS=1 this is
 // the step's own cost (OpenMP threads spin at barriers, so with more threads it over-counts).
 static double cpu() {
@@ -20,7 +22,9 @@ static double cpu() {
 
 int main(int argc, char** argv) {
     int B = 8, T = 128, d = 128, L = 6, h = 4, V = 50257;
-    if (argc == 7) B = atoi(argv[1]), T = atoi(argv[2]), d = atoi(argv[3]), L = atoi(argv[4]), h = atoi(argv[5]), V = atoi(argv[6]);
+    if (argc == 7)
+        B = atoi(argv[1]), T = atoi(argv[2]), d = atoi(argv[3]), L = atoi(argv[4]), h = atoi(argv[5]),
+        V = atoi(argv[6]);
     ModelConfig cfg;
     cfg.d = d, cfg.V = V, cfg.T = T, cfg.h_base = h;
     cfg.layers.assign(L, LayerSpec{d, h});

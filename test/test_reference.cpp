@@ -117,19 +117,22 @@ TEST_CASE("blocked matmul matches a naive triple loop across block edges", "[ref
     for (int n = 0; n < N; n += 7)
         for (int o = 0; o < out; o += 5) {
             double s = 0, a = 0;
-            for (int c = 0; c < in; c++) s += x[n * ldx + c] * W[o * in + c], a += std::fabs(x[n * ldx + c] * W[o * in + c]);
+            for (int c = 0; c < in; c++)
+                s += x[n * ldx + c] * W[o * in + c], a += std::fabs(x[n * ldx + c] * W[o * in + c]);
             check("y", y[n * out + o], yf[n * out + o], s, a, in);
         }
     for (int n = 0; n < N; n += 7)
         for (int c = 0; c < in; c++) {
             double s = 0, a = 0;
-            for (int o = 0; o < out; o++) s += dy[n * out + o] * W[o * in + c], a += std::fabs(dy[n * out + o] * W[o * in + c]);
+            for (int o = 0; o < out; o++)
+                s += dy[n * out + o] * W[o * in + c], a += std::fabs(dy[n * out + o] * W[o * in + c]);
             check("dx", dx[n * in + c], dxf[n * in + c], s, a, out);
         }
     for (int o = 0; o < out; o += 3)
         for (int c = 0; c < in; c++) {
             double s = 0, a = 0;
-            for (int n = 0; n < N; n++) s += dy[n * out + o] * x[n * ldx + c], a += std::fabs(dy[n * out + o] * x[n * ldx + c]);
+            for (int n = 0; n < N; n++)
+                s += dy[n * out + o] * x[n * ldx + c], a += std::fabs(dy[n * out + o] * x[n * ldx + c]);
             check("dW", dW[o * in + c], dWf[o * in + c], s, a, N);
         }
 }
@@ -482,7 +485,10 @@ TEST_CASE("init is deterministic for a seed and follows the GPT-2 stds", "[refer
     CHECK(std::memcmp(a.params.data(), other.params.data(), a.params.size() * sizeof(float)) != 0);
     for (const ParamTensor& t : a.layout.tensors) {
         double s = 0, s2 = 0;
-        for (size_t i = 0; i < t.numel(); i++) s += a.params[t.offset + i], s2 += a.params[t.offset + i] * a.params[t.offset + i];
+        for (size_t i = 0; i < t.numel(); i++) {
+            const double v = a.params[t.offset + i];
+            s += v, s2 += v * v;
+        }
         const double mean = s / t.numel(), sd = std::sqrt(s2 / t.numel() - mean * mean);
         INFO(t.name);
         if (!t.is_matrix) {
