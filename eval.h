@@ -230,6 +230,20 @@ class JsonParser {
 
 inline Json parse_json(std::string_view s) { return JsonParser(s).parse(); }
 
+// s as a JSON string literal, quotes included.
+inline std::string json_quote(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += (char)c;
+        else if (c < 0x20) {
+            char b[8];
+            snprintf(b, sizeof b, "\\u%04x", c);
+            out += b;
+        } else out += (char)c;
+    }
+    return out + "\"";
+}
+
 // Field access with one-line errors ("missing field \"ctx_b\"").
 inline const Json& field(const Json& o, const std::string& key) {
     if (o.kind != Json::Object) throw EvalError("expected a JSON object");
@@ -903,7 +917,7 @@ inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long 
 
 // {"task": ..., "examples": n, "acc": ..., ...}: the metrics the task defines, lm-eval's names, NaN omitted.
 inline std::string eval_result_json(const EvalResult& r) {
-    std::string s = "{\"task\": \"" + r.task + "\", \"examples\": " + std::to_string(r.n);
+    std::string s = "{\"task\": " + ev::json_quote(r.task) + ", \"examples\": " + std::to_string(r.n);
     auto add = [&](const char* k, double v) {
         if (!std::isfinite(v)) return;
         char b[64];

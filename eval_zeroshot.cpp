@@ -108,7 +108,7 @@ int run(const Options& o) {
     printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
            "targets' (\" word\").\n");
     if (!o.json.empty()) {
-        std::string s = "{\"model\": \"" + o.model + "\", \"step\": " + std::to_string(m.step) + ", \"results\": [";
+        std::string s = "{\"model\": " + ev::json_quote(o.model) + ", \"step\": " + std::to_string(m.step) + ", \"results\": [";
         for (size_t i = 0; i < results.size(); i++) s += (i ? ",\n  " : "\n  ") + eval_result_json(results[i]);
         s += "\n]}\n";
         try {
@@ -150,6 +150,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "eval_zeroshot: error: %s\n", e.what());
     } catch (const std::bad_alloc&) {
         fprintf(stderr, "eval_zeroshot: error: out of memory; use a smaller --batch\n");
+    } catch (const std::exception& e) {
+        fprintf(stderr, "eval_zeroshot: internal error: %s\n", e.what());
     }
     return 1;
 }

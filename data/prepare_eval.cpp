@@ -215,6 +215,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "prepare_eval: error: %s\n", e.what());
     } catch (const std::bad_alloc&) {
         fprintf(stderr, "prepare_eval: error: out of memory\n");
+    } catch (const std::exception& e) {
+        fprintf(stderr, "prepare_eval: internal error: %s\n", e.what());
     }
     return 1;
 }

@@ -320,6 +320,37 @@ TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and ac
     CHECK(r.bits_per_byte == Approx(N * lnV / d.bytes / std::log(2.0)).epsilon(1e-6));
 }
 
+TEST_CASE("padding and packing rows into batches leave every score unchanged (random model)", "[eval]") {
+    struct OneThread {
+        int saved = omp_get_max_threads();
+        OneThread() { omp_set_num_threads(1); }
+        ~OneThread() { omp_set_num_threads(saved); }
+    } one_thread;
+    const int T = 8;
+    CpuEngine eng(small_gpt2_vocab(T));
+    eng.init_params(3);
+    EvalFile f;
+    f.task = "lambada", f.kind = EvalKind::Target, f.V = 50257, f.eot = 50256;
+    for (const char* t : {"the cat sat on the mat", "a b", "one two three four five six seven eight nine ten eleven"})
+        f.ex.push_back(encode_doc(gpt2(), lambada_doc(J(std::string("{\"text\": \"") + t + "\"}"))));
+    // The oracle: each example alone, unpadded, its last T + 1 tokens, summing the continuation's log-probs.
+    double want = 0;
+    for (const auto& e : f.ex) {
+        std::vector<int> seq(e.tokens.begin(), e.tokens.end());  // ctx | cont, one request
+        const int n_cont = e.req[0].cont_end - e.req[0].cont_begin;
+        if ((int)seq.size() > T + 1) seq.erase(seq.begin(), seq.end() - (T + 1));
+        const int n = (int)seq.size() - 1;
+        std::vector<int> tg(seq.begin() + 1, seq.end());
+        for (int t = 0; t < n - n_cont; t++) tg[t] = -1;
+        std::vector<float> lp(n);
+        eng.forward(seq.data(), nullptr, 1, n);
+        eng.target_logprobs(tg.data(), lp.data());
+        for (float x : lp) want += x;
+    }
+    // Float sums over different batch shapes: agree to ~1e-6 relative; 1e-5 leaves room for the reduction order.
+    for (int batch : {1, 2, 3}) CHECK(eval_task_sums(eng, f, batch)[EvalSums::LL] == Approx(want).epsilon(1e-5));
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The two binaries, end to end (built by make test before this runs)
 // ---------------------------------------------------------------------------------------------------------
