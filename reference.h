@@ -63,6 +63,11 @@ namespace ref {
 // the thread count while KC is a fixed constant.
 constexpr int GEMM_MR = 6, GEMM_KC = 256, GEMM_NC = 256;
 
+// Loops over less work than this run on one thread (`omp parallel if`): waking the team costs microseconds,
+// more than a small op, and the finite-difference tests run thousands of tiny forwards. Results do not
+// depend on it (nothing depends on the thread count).
+constexpr long OMP_MIN_WORK = 4096;
+
 template <typename S>
 struct Simd {
     typedef S type __attribute__((vector_size(32)));  // 8 floats or 4 doubles (one AVX register)
@@ -132,7 +137,7 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
         MC = std::max<long>(MR, ((M + parts - 1) / parts + MR - 1) / MR * MR);
     }
     const long mt = (M + MC - 1) / MC;
-#pragma omp parallel
+#pragma omp parallel if (M * N * K >= 32 * OMP_MIN_WORK)
     {
         // this thread's packed blocks, kept between calls (a fresh 450 KB vector per call cost page faults)
         static thread_local std::vector<S> Ap, Bp;
@@ -182,7 +187,7 @@ void matmul_backward(S* dx, long lddx, S* dW, const S* dy, long lddy, const S* x
 // x (N, D): row n = [wte[tokens[n]] (d) | zeros (D - d)].
 template <typename S>
 void embedding_forward(S* x, const int* tokens, const S* wte, long N, int d, int D) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * D >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         std::copy_n(wte + (size_t)tokens[n] * d, d, x + n * D);
         std::fill(x + n * D + d, x + (n + 1) * D, S(0));
@@ -194,7 +199,7 @@ void embedding_forward(S* x, const int* tokens, const S* wte, long N, int d, int
 template <typename S>
 void embedding_backward(S* dwte, const S* dx, long ldx, const int* tokens, long N, int d) {
     const int CH = 16;
-#pragma omp parallel for
+#pragma omp parallel for if (N * d >= OMP_MIN_WORK)
     for (int c0 = 0; c0 < d; c0 += CH)
         for (long n = 0; n < N; n++) {
             S* g = dwte + (size_t)tokens[n] * d;
@@ -211,7 +216,7 @@ void embedding_backward(S* dwte, const S* dx, long ldx, const int* tokens, long 
 template <typename S>
 void norm_forward(NormType type, S* out, S* mean, S* rstd, const S* x, long ldx, const S* g, const S* b, long N,
                   int w, double eps) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         const S* xr = x + n * ldx;
         S m = 0;
@@ -235,7 +240,7 @@ template <typename S>
 void norm_backward(NormType type, S* dx, long lddx, S* dg, S* db, const S* dout, const S* x, long ldx, const S* mean,
                    const S* rstd, const S* g, long N, int w) {
     const bool ln = type == NormType::LayerNorm;
-#pragma omp parallel for
+#pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         const S* xr = x + n * ldx;
         const S* dy = dout + n * w;
@@ -254,7 +259,7 @@ void norm_backward(NormType type, S* dx, long lddx, S* dg, S* db, const S* dout,
         }
     }
     const int CH = 16;  // weight/bias gradients: each column chunk sums over n in order 0..N-1
-#pragma omp parallel for
+#pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (int c0 = 0; c0 < w; c0 += CH) {
         const int c1 = std::min(w, c0 + CH);
         S sg[CH] = {}, sb[CH] = {};
@@ -284,7 +289,7 @@ void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign
         throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(h));
     std::vector<double> freq(hd / 2);
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
-#pragma omp parallel for
+#pragma omp parallel for if (B * T * w >= OMP_MIN_WORK)
     for (long n = 0; n < B * T; n++) {
         const long t = n % T;
         S* row = qkv + n * 3 * w;
@@ -313,7 +318,7 @@ void rope_backward(S* dqkv, long B, long T, int w, int h, double theta) { rope_r
 template <typename S>
 void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
     const int hd = w / h;
-#pragma omp parallel for collapse(3)
+#pragma omp parallel for collapse(3) if (B * h * T * T * hd >= OMP_MIN_WORK)
     for (long b = 0; b < B; b++)
         for (int hh = 0; hh < h; hh++)
             for (long t = 0; t < T; t++) {
@@ -350,7 +355,7 @@ void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int 
 template <typename S>
 void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long B, long T, int w, int h, S scale) {
     const int hd = w / h;
-#pragma omp parallel
+#pragma omp parallel if (B * h * T * T * hd >= OMP_MIN_WORK)
     {
         std::vector<S> dp_buf(T), dq_buf(hd);  // (T) d loss / d scores of row t, (hd) dq of row t
 #pragma omp for collapse(2)
@@ -398,7 +403,7 @@ void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long
 // ======================================================================================================
 template <typename S>
 void swiglu_forward(S* out, const S* in, long N, int hid) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * hid >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < hid; c++) {
             const S g = in[n * 2 * hid + c], u = in[n * 2 * hid + hid + c];
@@ -409,7 +414,7 @@ void swiglu_forward(S* out, const S* in, long N, int hid) {
 // din (N, 2 hid) assigned: dgate = dout * up * sig * (1 + g (1 - sig)), dup = dout * silu(g).
 template <typename S>
 void swiglu_backward(S* din, const S* dout, const S* in, long N, int hid) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * hid >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < hid; c++) {
             const S g = in[n * 2 * hid + c], u = in[n * 2 * hid + hid + c], dy = dout[n * hid + c];
@@ -425,14 +430,14 @@ void swiglu_backward(S* din, const S* dout, const S* in, long N, int hid) {
 // x[:, :w] += y, x (N, ldx) the stream, y (N, w) the branch output.
 template <typename S>
 void residual_forward(S* x, long ldx, const S* y, long N, int w) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < w; c++) x[n * ldx + c] += y[n * w + c];
 }
 // dy (N, w) = dx[:, :w] (assigned). The skip path's gradient is dx itself, unchanged, so nothing else to do.
 template <typename S>
 void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) std::copy_n(dx + n * lddx, w, dy + n * w);
 }
 
@@ -511,7 +516,7 @@ inline double exp_shifted_sum(float* e, const float* l, int V, float mx) {
 // targets (0 when targets is null). The exp sums run in double: V = 50257 float terms would lose digits.
 template <typename S>
 long softmax_crossentropy_forward(S* probs, S* lse, S* losses, const S* logits, const int* targets, long N, int V) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * V >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         const S* l = logits + n * V;
         S mx8[8];  // 8 running maxima (max is exact, so the split changes nothing but lets it vectorise)
@@ -540,7 +545,7 @@ long softmax_crossentropy_forward(S* probs, S* lse, S* losses, const S* logits, 
 // dloss = d(objective)/d(each unmasked loss), e.g. grad_scale / count for a mean.
 template <typename S>
 void softmax_crossentropy_backward(S* dlogits, const S* probs, const int* targets, long N, int V, S dloss) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * V >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         S* dl = dlogits + n * V;
         if (targets[n] < 0) {
@@ -808,7 +813,7 @@ template <typename S>
 double grad_norm(const S* g, size_t n) {
     const size_t CH = 1 << 16, nch = (n + CH - 1) / CH;
     std::vector<double> part(nch);
-#pragma omp parallel for
+#pragma omp parallel for if (n >= (size_t)OMP_MIN_WORK)
     for (size_t c = 0; c < nch; c++) {
         double s = 0;
         for (size_t i = c * CH; i < std::min(n, (c + 1) * CH); i++) s += (double)g[i] * g[i];
@@ -826,7 +831,7 @@ double clip_grad_norm(S* g, size_t n, double max_norm) {
     const double norm = grad_norm(g, n);
     if (max_norm > 0 && norm > max_norm) {
         const S scale = (S)(max_norm / norm);
-#pragma omp parallel for
+#pragma omp parallel for if (n >= (size_t)OMP_MIN_WORK)
         for (size_t i = 0; i < n; i++) g[i] *= scale;
     }
     return norm;
@@ -859,7 +864,7 @@ void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout&
         const long n = (long)t.numel();
         S *p = params + t.offset, *m = st.m.data() + t.offset, *v = st.v.data() + t.offset;
         const S* g = grads + t.offset;
-#pragma omp parallel for if (n > 4096)
+#pragma omp parallel for if (n >= OMP_MIN_WORK)
         for (long i = 0; i < n; i++) {
             m[i] = b1 * m[i] + (S(1) - b1) * g[i];
             v[i] = b2 * v[i] + (S(1) - b2) * g[i] * g[i];

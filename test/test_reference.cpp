@@ -510,9 +510,11 @@ TEST_CASE("init is deterministic for a seed and follows the GPT-2 stds", "[refer
 }
 
 TEST_CASE("forward and backward are bit-identical for 1, 2 and 3 threads", "[reference]") {
-    ModelConfig c = small_config(32, {{48, 2}, {16, 2}, {32, 4}}, NormType::RMSNorm, false);
+    ModelConfig c = small_config(32, {{48, 2}, {32, 2}, {64, 4}}, NormType::RMSNorm, false);
     c.V = 700, c.T = 32;
-    const int B = 4, T = 32;  // 128 rows x 700 logits: several GEMM tiles whose split follows the thread count
+    // 128 rows x 700 logits: several GEMM tiles whose split follows the thread count, and every op above
+    // OMP_MIN_WORK so it really runs on the team
+    const int B = 4, T = 32;
     std::vector<int> in, tg;
     random_tokens(in, tg, B * T, c.V, 8, 0.1);
     const int saved = omp_get_max_threads();
