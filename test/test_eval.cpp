@@ -448,6 +448,17 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(one_line(e4.out));
     CHECK(e4.out.find(dir + "/other/piqa.bin") != std::string::npos);
     CHECK(e4.out.find("tokenizer 'bytes'") != std::string::npos);
+    // --tokenizer: files made with it pass, a file with another fingerprint (same V) is refused.
+    std::string tok_path = getenv("PRISM_TOKENIZER") && *getenv("PRISM_TOKENIZER") ? getenv("PRISM_TOKENIZER") : "data/cache/gpt2.tiktoken";
+    CHECK(sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + ev + " --tokenizer " + tok_path).rc == 0);
+    EvalFile fp = load_eval_file(ev + "/piqa.bin");
+    fp.fingerprint ^= 1;
+    REQUIRE(system(("mkdir -p " + dir + "/fp").c_str()) == 0);
+    save_eval_file(dir + "/fp/piqa.bin", fp);
+    Result e8 = sh("./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + dir + "/fp --tokenizer " + tok_path);
+    CHECK(e8.rc == 1);
+    CHECK(one_line(e8.out));
+    CHECK(e8.out.find(dir + "/fp/piqa.bin was tokenised with another tokenizer") != std::string::npos);
     Result e5 = sh("./eval_zeroshot " + dir + "/nothing/model.bin --data " + ev);
     CHECK(e5.rc == 1);
     CHECK(one_line(e5.out));
