@@ -1,0 +1,170 @@
+// attention.cuh: causal multi-head self-attention, forward and backward, for any even head_dim up to 256.
+//   qkv (B, T, 3 w) = [q | k | v] after RoPE, head hh at columns hh * hd .. (hh + 1) * hd of each, hd = w / h
+//   forward:  out (B, T, w) = softmax_{j <= t}(scale q_t . k_j) v_j per head; lse (B, h, T) fp32 saved
+//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv and lse; scratch (B, h, T) fp32
+// This is the straightforward version: one warp per query row (forward, dq) or key row (dk, dv), lane i owning
+// head columns i, i + 32, ... (up to 8 per lane), scores recomputed from q and k in the backward instead of
+// stored: memory O(B h T), never the (B, h, T, T) probabilities the reference keeps. The forward is an online
+// softmax (running max, rescaled sum). The backward is three-pass and atomic-free, so deterministic:
+//   1. per query t: Dt = sum_j p_tj (dout_t . v_j) (exact, not dout . out from the bf16 output)
+//   2. per query t: dq_t = scale sum_j p_tj (dout_t . v_j - Dt) k_j           (1 and 2 are one kernel)
+//   3. per key j:   dk_j = scale sum_{t>=j} p_tj (dout_t . v_j - Dt) q_t,  dv_j = sum_{t>=j} p_tj dout_t
+// with p_tj = exp(scale q_t . k_j - lse_t) recomputed. All math fp32, bf16 in and out.
+// Does not: use tensor cores or tiles (the flash version is its own issue; it keeps these launchers'
+// signatures), support head_dim > 256, dropout, or non-causal masks.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda_common.cuh"
+#include "reduce.cuh"
+
+constexpr int ATT_MAX_PER_LANE = 8;  // head columns per lane: head_dim <= 32 * 8 = 256
+constexpr int ATT_WARPS = 4;         // warps (rows) per block
+
+// ---------------------------------------------------------------------------------------------------------
+// kernels
+// ---------------------------------------------------------------------------------------------------------
+
+// Loads this lane's columns of one head vector (zeros past hd).
+__device__ inline void att_load(float* r, const bf16* p, int hd) {
+    const int lane = threadIdx.x % 32;
+    for (int i = 0; i < ATT_MAX_PER_LANE; i++) {
+        const int c = lane + 32 * i;
+        r[i] = c < hd ? __bfloat162float(p[c]) : 0.0f;
+    }
+}
+// The full dot product of two head vectors held as lane columns (every lane gets it).
+__device__ inline float att_dot(const float* a, const float* b) {
+    float s = 0.0f;
+    for (int i = 0; i < ATT_MAX_PER_LANE; i++) s += a[i] * b[i];
+    return warp_sum(s);
+}
+
+// Matches ref::attention_forward (out; lse instead of the probabilities). Warp = query row (b, hh, t).
+static __global__ void attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h,
+                                                float scale) {
+    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;  // ((b h + hh) T + t)
+    if (row >= (long)B * h * T) return;  // whole warps leave together
+    const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
+    const long b = row / ((long)T * h);
+    const bf16* base = qkv + b * T * 3 * w + hh * hd;  // q of (b, 0, hh); k at + w, v at + 2 w
+    float q[ATT_MAX_PER_LANE], kv[ATT_MAX_PER_LANE], o[ATT_MAX_PER_LANE] = {};
+    att_load(q, base + (long)t * 3 * w, hd);
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j <= t; j++) {
+        att_load(kv, base + (long)j * 3 * w + w, hd);
+        const float s = att_dot(q, kv) * scale;
+        const float m_new = fmaxf(m, s), corr = expf(m - m_new), p = expf(s - m_new);
+        l = l * corr + p;
+        att_load(kv, base + (long)j * 3 * w + 2 * w, hd);
+        for (int i = 0; i < ATT_MAX_PER_LANE; i++) o[i] = o[i] * corr + p * kv[i];
+        m = m_new;
+    }
+    const float inv = 1.0f / l;
+    bf16* y = out + (b * T + t) * w + hh * hd;
+    for (int i = 0; i < ATT_MAX_PER_LANE; i++)
+        if (lane + 32 * i < hd) y[lane + 32 * i] = __float2bfloat16(o[i] * inv);
+    if (lane == 0) lse[row] = m + logf(l);
+}
+
+// Passes 1 and 2 of the backward (see the top): Dt into Dscratch, dq_t into dqkv. Warp = query row.
+static __global__ void attention_backward_dq_kernel(bf16* dqkv, float* Dscratch, const bf16* dout, const bf16* qkv,
+                                                    const float* lse, int B, int T, int w, int h, float scale) {
+    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    if (row >= (long)B * h * T) return;
+    const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
+    const long b = row / ((long)T * h);
+    const bf16* base = qkv + b * T * 3 * w + hh * hd;
+    float q[ATT_MAX_PER_LANE], dy[ATT_MAX_PER_LANE], kv[ATT_MAX_PER_LANE], dq[ATT_MAX_PER_LANE] = {};
+    att_load(q, base + (long)t * 3 * w, hd);
+    att_load(dy, dout + (b * T + t) * w + hh * hd, hd);
+    const float lse_t = lse[row];
+    float Dt = 0.0f;
+    for (int j = 0; j <= t; j++) {
+        att_load(kv, base + (long)j * 3 * w + w, hd);
+        const float p = expf(att_dot(q, kv) * scale - lse_t);
+        att_load(kv, base + (long)j * 3 * w + 2 * w, hd);
+        Dt += p * att_dot(dy, kv);
+    }
+    for (int j = 0; j <= t; j++) {
+        float k[ATT_MAX_PER_LANE];
+        att_load(k, base + (long)j * 3 * w + w, hd);
+        const float p = expf(att_dot(q, k) * scale - lse_t);
+        att_load(kv, base + (long)j * 3 * w + 2 * w, hd);
+        const float ds = p * (att_dot(dy, kv) - Dt) * scale;
+        for (int i = 0; i < ATT_MAX_PER_LANE; i++) dq[i] += ds * k[i];
+    }
+    bf16* g = dqkv + (b * T + t) * 3 * w + hh * hd;
+    for (int i = 0; i < ATT_MAX_PER_LANE; i++)
+        if (lane + 32 * i < hd) g[lane + 32 * i] = __float2bfloat16(dq[i]);
+    if (lane == 0) Dscratch[row] = Dt;
+}
+
+// Pass 3: dk_j, dv_j summed over the queries t >= j in increasing order. Warp = key row (b, hh, j).
+static __global__ void attention_backward_dkv_kernel(bf16* dqkv, const float* Dscratch, const bf16* dout,
+                                                     const bf16* qkv, const float* lse, int B, int T, int w, int h,
+                                                     float scale) {
+    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    if (row >= (long)B * h * T) return;
+    const int lane = threadIdx.x % 32, hd = w / h, j = (int)(row % T), hh = (int)(row / T % h);
+    const long b = row / ((long)T * h), bh = row / T;
+    const bf16* base = qkv + b * T * 3 * w + hh * hd;
+    float k[ATT_MAX_PER_LANE], v[ATT_MAX_PER_LANE], q[ATT_MAX_PER_LANE], dy[ATT_MAX_PER_LANE];
+    float dk[ATT_MAX_PER_LANE] = {}, dv[ATT_MAX_PER_LANE] = {};
+    att_load(k, base + (long)j * 3 * w + w, hd);
+    att_load(v, base + (long)j * 3 * w + 2 * w, hd);
+    for (int t = j; t < T; t++) {
+        att_load(q, base + (long)t * 3 * w, hd);
+        att_load(dy, dout + (b * T + t) * w + hh * hd, hd);
+        const float p = expf(att_dot(q, k) * scale - lse[bh * T + t]);
+        const float ds = p * (att_dot(dy, v) - Dscratch[bh * T + t]) * scale;
+        for (int i = 0; i < ATT_MAX_PER_LANE; i++) {
+            dk[i] += ds * q[i];
+            dv[i] += p * dy[i];
+        }
+    }
+    bf16* g = dqkv + (b * T + j) * 3 * w + w + hh * hd;
+    for (int i = 0; i < ATT_MAX_PER_LANE; i++)
+        if (lane + 32 * i < hd) {
+            g[lane + 32 * i] = __float2bfloat16(dk[i]);
+            g[w + lane + 32 * i] = __float2bfloat16(dv[i]);
+        }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// launchers
+// ---------------------------------------------------------------------------------------------------------
+
+inline void attention_check_shape(int w, int h) {
+    if (h <= 0 || w % h != 0 || (w / h) % 2 != 0 || w / h > 32 * ATT_MAX_PER_LANE) {
+        fprintf(stderr, "attention: w=%d h=%d gives head_dim %d; this kernel needs an even head_dim <= %d\n", w, h,
+                h > 0 ? w / h : 0, 32 * ATT_MAX_PER_LANE);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// out (B, T, w), lse (B, h, T) fp32, qkv (B, T, 3 w). scale = 1 / sqrt(hd), or 1 / hd (muP).
+inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
+                              cudaStream_t stream) {
+    attention_check_shape(w, h);
+    const long rows = (long)B * h * T;
+    LAUNCH((unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), 32 * ATT_WARPS, 0, stream, attention_forward_kernel)(
+        out, lse, qkv, B, T, w, h, scale);
+    cudaCheck(cudaGetLastError());
+}
+
+// dqkv (B, T, 3 w) assigned; dout (B, T, w); qkv and lse from the forward; scratch (B, h, T) fp32.
+inline void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse, int B,
+                               int T, int w, int h, float scale, cudaStream_t stream) {
+    attention_check_shape(w, h);
+    const long rows = (long)B * h * T;
+    const unsigned grid = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
+    LAUNCH(grid, 32 * ATT_WARPS, 0, stream, attention_backward_dq_kernel)(dqkv, scratch, dout, qkv, lse, B, T, w, h,
+                                                                          scale);
+    cudaCheck(cudaGetLastError());
+    LAUNCH(grid, 32 * ATT_WARPS, 0, stream, attention_backward_dkv_kernel)(dqkv, scratch, dout, qkv, lse, B, T, w, h,
+                                                                           scale);
+    cudaCheck(cudaGetLastError());
+}

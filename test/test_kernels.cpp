@@ -1,0 +1,468 @@
+// test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference.h function
+// it must match, on random inputs at several shapes (odd T, B = 1, leading slices w < D, every head_dim the
+// presets produce). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
+// (make test-executor-native) the same tests run on a GPU.
+//
+// How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
+// so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-9 (8 bits
+// of mantissa, round to nearest), and (b) fp32 summation order / fast intrinsics: ~1e-7 relative to the
+// terms summed. A value computed near a rounding boundary may round to the other neighbour, so one output can
+// be up to 2^-9 |want| + (b) away. Every check is |got - want| <= rel * |want| + abs * max|want| with
+// rel = 2^-8 (twice the rounding bound) and abs covering (b) where a sum cancels (then |want| can be far
+// below its terms); each test states its abs. Outputs that are plain copies are compared bit for bit.
+// Where a kernel accumulates into a bf16 buffer (+=), the buffer starts non-zero so the accumulate branch is
+// the one checked, and the reference adds into the same starting values.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "adamw.cuh"
+#include "attention.cuh"
+#include "classifier.cuh"
+#include "embedding.cuh"
+#include "gradnorm.cuh"
+#include "layernorm.cuh"
+#include "reference.h"
+#include "residual.cuh"
+#include "rope.cuh"
+#include "swiglu.cuh"
+
+namespace {
+
+const double BF16_REL = 1.0 / 256;  // 2^-8: twice bf16's relative rounding error 2^-9
+
+// A device buffer from / to host vectors. Float host data is rounded to bf16 when T is bf16.
+template <class T> struct Dev {
+    T* p = nullptr;
+    size_t n = 0;
+    explicit Dev(size_t count) : n(count) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
+    template <class U> explicit Dev(const std::vector<U>& h) : Dev(h.size()) { upload(h); }
+    Dev(const Dev&) = delete;
+    ~Dev() { cudaFree(p); }
+    template <class U> void upload(const std::vector<U>& h) {
+        std::vector<T> t(h.begin(), h.end());
+        cudaCheck(cudaMemcpy(p, t.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    std::vector<float> get() const {  // as floats (bf16 -> float is exact)
+        std::vector<T> t(n);
+        cudaCheck(cudaMemcpy(t.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return std::vector<float>(t.begin(), t.end());
+    }
+    std::vector<T> raw() const {
+        std::vector<T> t(n);
+        cudaCheck(cudaMemcpy(t.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return t;
+    }
+};
+
+// Uniform values in [lo, hi), rounded to bf16 so host and device see the same numbers.
+std::vector<float> rand_bf16(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+    ref::Rng rng(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = float(bf16(lo + (hi - lo) * (float)rng.uniform()));
+    return v;
+}
+
+float max_abs(const std::vector<float>& v) {
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+// Counts elements outside rel * |want| + abs * max|want| and reports the worst one.
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
+                 const std::string& what) {
+    REQUIRE(got.size() == want.size());
+    const double scale = max_abs(want);
+    size_t bad = 0, worst = 0;
+    double worst_ratio = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        const double tol = rel * std::fabs(want[i]) + abs * scale + 1e-30;
+        const double err = std::fabs((double)got[i] - want[i]);
+        const double ratio = std::isfinite(got[i]) ? err / tol : INFINITY;
+        if (ratio > 1) bad++;
+        if (ratio > worst_ratio || !(ratio == ratio)) worst_ratio = ratio, worst = i;
+    }
+    INFO(what << ": " << bad << " of " << got.size() << " outside tolerance; worst at " << worst << ": got "
+              << got[worst] << " want " << want[worst] << " (" << worst_ratio << " x tol)");
+    CHECK(bad == 0);
+}
+
+void sync() {
+    cudaCheck(cudaGetLastError());
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------------
+// embedding
+// ------------------------------------------------------------------------------------------------------
+
+TEST_CASE("embedding forward copies token rows into [0, d) and zeros [d, D)", "[kernels]") {
+    struct Shape { int B, T, V, d, D; };
+    for (Shape s : {Shape{1, 7, 11, 12, 20}, Shape{3, 5, 50, 32, 32}, Shape{2, 9, 7, 8, 40}}) {
+        const long N = (long)s.B * s.T;
+        auto wte = rand_bf16((size_t)s.V * s.d, 1);
+        std::vector<int> tok(N);
+        for (long n = 0; n < N; n++) tok[n] = (int)((n * 7 + 3) % s.V);
+        std::vector<float> want(N * s.D);
+        ref::embedding_forward(want.data(), tok.data(), wte.data(), N, s.d, s.D);
+        Dev<bf16> dwte(wte), x(N * s.D);
+        Dev<int> dtok(tok);
+        embedding_forward(x.p, dtok.p, dwte.p, N, s.d, s.D, 0);
+        sync();
+        CHECK(x.get() == want);  // a copy: bit for bit
+    }
+}
+
+TEST_CASE("embedding backward sums repeated tokens without atomics and leaves untouched rows alone", "[kernels]") {
+    // Sums of up to N terms in fp32 (order differs from the reference: abs 1e-5), one rounding into dwte.
+    struct Shape { int B, T, V, d, ldx; };
+    for (Shape s : {Shape{1, 7, 5, 12, 20}, Shape{3, 11, 9, 40, 40}, Shape{2, 33, 3, 8, 16}}) {
+        const long N = (long)s.B * s.T;
+        std::vector<int> tok(N);
+        for (long n = 0; n < N; n++) tok[n] = (int)((n * n + 1) % (s.V - 1));  // token V-1 never occurs
+        auto dx = rand_bf16(N * s.ldx, 2);
+        auto g0 = rand_bf16((size_t)s.V * s.d, 3);
+        std::vector<float> want = g0;
+        ref::embedding_backward(want.data(), dx.data(), s.ldx, tok.data(), N, s.d);
+        EmbeddingBuckets e = embedding_buckets(tok.data(), N);
+        Dev<bf16> g(g0), ddx(dx);
+        Dev<int> rows(e.rows), starts(e.starts), pos(e.positions);
+        embedding_backward(g.p, ddx.p, s.ldx, rows.p, starts.p, pos.p, (int)e.rows.size(), s.d, 0);
+        sync();
+        auto got = g.get();
+        check_close(got, want, BF16_REL, 1e-5, "dwte");
+        for (int c = 0; c < s.d; c++) CHECK(got[(size_t)(s.V - 1) * s.d + c] == g0[(size_t)(s.V - 1) * s.d + c]);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// LayerNorm / RMSNorm and the residual add
+// ------------------------------------------------------------------------------------------------------
+
+namespace {
+struct NormShape { long N; int w, ldx; };
+const NormShape norm_shapes[] = {{7, 40, 56}, {1, 24, 24}, {33, 96, 96}, {5, 300, 320}, {9, 8, 64}};
+}  // namespace
+
+TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and RMSNorm)", "[kernels]") {
+    // out: one rounding of an fp32 value (abs 1e-5 for rsqrtf and the sums); mean, rstd: fp32 (1e-5 relative).
+    for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
+        for (NormShape s : norm_shapes) {
+            INFO(norm_name(type) << " N=" << s.N << " w=" << s.w << " ldx=" << s.ldx);
+            auto x = rand_bf16(s.N * s.ldx, 4, -0.5f, 1.5f);  // non-zero mean, so the centring matters
+            auto g = rand_bf16(s.w, 5, 0.5f, 1.5f), b = rand_bf16(s.w, 6);
+            std::vector<float> out(s.N * s.w), mean(s.N), rstd(s.N);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N,
+                              s.w, 1e-5);
+            Dev<bf16> dx(x), dg(g), db(b), dout(s.N * s.w);
+            Dev<float> dmean(s.N), drstd(s.N);
+            norm_forward(type, dout.p, dmean.p, drstd.p, dx.p, s.ldx, dg.p, type == NormType::LayerNorm ? db.p : nullptr,
+                         s.N, s.w, 1e-5f, 0);
+            sync();
+            check_close(dout.get(), out, BF16_REL, 1e-5, "out");
+            check_close(dmean.get(), mean, 1e-5, 1e-6, "mean");
+            check_close(drstd.get(), rstd, 1e-5, 0, "rstd");
+        }
+}
+
+TEST_CASE("residual add fused with the next norm equals the add then the norm", "[kernels]") {
+    // The stream sum is one fp32 add of two bf16 values rounded once: bit-identical to rounding the reference
+    // sum. The norm then reads those bf16 values, so the reference norm is run on the rounded stream.
+    struct Shape { long N; int D, wy, wn; };
+    for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
+        for (Shape s : {Shape{5, 64, 32, 48}, Shape{1, 40, 40, 40}, Shape{11, 96, 64, 96}, Shape{3, 72, 72, 24}}) {
+            INFO(norm_name(type) << " N=" << s.N << " D=" << s.D << " wy=" << s.wy << " wn=" << s.wn);
+            auto x = rand_bf16(s.N * s.D, 7), y = rand_bf16(s.N * s.wy, 8);
+            auto g = rand_bf16(s.wn, 9, 0.5f, 1.5f), b = rand_bf16(s.wn, 10);
+            std::vector<float> xs = x;
+            ref::residual_forward(xs.data(), s.D, y.data(), s.N, s.wy);
+            for (float& v : xs) v = float(bf16(v));
+            std::vector<float> out(s.N * s.wn), mean(s.N), rstd(s.N);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), xs.data(), s.D, g.data(), b.data(), s.N,
+                              s.wn, 1e-5);
+            Dev<bf16> dx(x), dy(y), dxo(s.N * s.D), dg(g), db(b), dout(s.N * s.wn);
+            Dev<float> dmean(s.N), drstd(s.N);
+            residual_norm_forward(type, dxo.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
+                                  1e-5f, 0);
+            sync();
+            CHECK(dxo.get() == xs);
+            check_close(dout.get(), out, BF16_REL, 1e-5, "out");
+            check_close(drstd.get(), rstd, 1e-5, 0, "rstd");
+            // in place (x_out == x_in) gives the same stream
+            residual_norm_forward(type, dx.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
+                                  1e-5f, 0);
+            sync();
+            CHECK(dx.get() == xs);
+        }
+}
+
+TEST_CASE("residual add and its backward touch exactly the leading slice", "[kernels]") {
+    for (auto [N, D, w] : {std::tuple<long, int, int>{7, 40, 24}, {1, 16, 16}, {13, 96, 32}}) {
+        auto x = rand_bf16(N * D, 11), y = rand_bf16(N * w, 12);
+        std::vector<float> want = x;
+        ref::residual_forward(want.data(), D, y.data(), N, w);
+        for (float& v : want) v = float(bf16(v));
+        Dev<bf16> dx(x), dy(y), dxo(N * D);
+        residual_forward(dxo.p, dx.p, dy.p, N, D, w, 0);
+        sync();
+        CHECK(dxo.get() == want);
+        std::vector<float> dwant(N * w);
+        ref::residual_backward(dwant.data(), x.data(), D, N, w);
+        residual_backward(dy.p, dx.p, D, N, w, 0);
+        sync();
+        CHECK(dy.get() == dwant);
+    }
+}
+
+TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db", "[kernels]") {
+    // dx: fp32 row sums of w terms that cancel (abs 1e-4 of the largest), added to a non-zero dx and rounded once.
+    // dg, db: sums over N rows in fp32 chunks (abs 1e-4), added to non-zero dg, db and rounded once.
+    for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
+        for (NormShape s : norm_shapes) {
+            INFO(norm_name(type) << " N=" << s.N << " w=" << s.w << " ldx=" << s.ldx);
+            const bool ln = type == NormType::LayerNorm;
+            auto x = rand_bf16(s.N * s.ldx, 13, -0.5f, 1.5f);
+            auto g = rand_bf16(s.w, 14, 0.5f, 1.5f), b = rand_bf16(s.w, 15);
+            auto dout = rand_bf16(s.N * s.w, 16);
+            auto dx0 = rand_bf16(s.N * s.ldx, 17), dg0 = rand_bf16(s.w, 18), db0 = rand_bf16(s.w, 19);
+            std::vector<float> out(s.N * s.w), mean(s.N), rstd(s.N);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N,
+                              s.w, 1e-5);
+            std::vector<float> dx = dx0, dg = dg0, db = db0;
+            ref::norm_backward(type, dx.data(), s.ldx, dg.data(), db.data(), dout.data(), x.data(), s.ldx, mean.data(),
+                               rstd.data(), g.data(), s.N, s.w);
+            Dev<bf16> d_x(x), d_g(g), d_b(b), d_dout(dout), d_dx(dx0), d_dg(dg0), d_db(db0), d_out(s.N * s.w);
+            Dev<float> d_mean(s.N), d_rstd(s.N), scratch(norm_backward_scratch_floats(s.N, s.w));
+            norm_forward(type, d_out.p, d_mean.p, d_rstd.p, d_x.p, s.ldx, d_g.p, d_b.p, s.N, s.w, 1e-5f, 0);
+            norm_backward(type, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p,
+                          d_rstd.p, d_g.p, s.N, s.w, scratch.p, 0);
+            sync();
+            check_close(d_dx.get(), dx, BF16_REL, 1e-4, "dx");  // columns [w, ldx) must be unchanged too
+            check_close(d_dg.get(), dg, BF16_REL, 1e-4, "dg");
+            if (ln) check_close(d_db.get(), db, BF16_REL, 1e-4, "db");
+            else CHECK(d_db.get() == db0);  // RMSNorm has no bias: untouched
+        }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// RoPE and SwiGLU
+// ------------------------------------------------------------------------------------------------------
+
+TEST_CASE("rope forward and backward rotate q and k pairs like the reference, v untouched", "[kernels]") {
+    // a cos - b sin in fp32 (abs 1e-6 of the largest for the cancellation), one rounding. The table is the
+    // reference's own double -> float values, so only the rounding differs.
+    struct Shape { int B, T, w, h; };
+    for (Shape s : {Shape{1, 7, 8, 4} /*hd 2*/, Shape{2, 5, 16, 2} /*8*/, Shape{1, 9, 36, 3} /*12*/,
+                    Shape{2, 3, 36, 2} /*18*/, Shape{1, 5, 120, 2} /*60*/, Shape{1, 33, 64, 1} /*64*/,
+                    Shape{1, 4, 144, 2} /*72*/, Shape{1, 3, 256, 2} /*128*/, Shape{1, 3, 256, 1} /*256*/}) {
+        INFO("B=" << s.B << " T=" << s.T << " w=" << s.w << " h=" << s.h);
+        const long N = (long)s.B * s.T;
+        auto qkv = rand_bf16(N * 3 * s.w, 20);
+        Dev<float> table(rope_table(s.T, s.w / s.h, 10000.0));
+        for (int dir = 0; dir < 2; dir++) {
+            std::vector<float> want = qkv;
+            if (dir == 0) ref::rope_forward(want.data(), s.B, s.T, s.w, s.h, 10000.0);
+            else ref::rope_backward(want.data(), s.B, s.T, s.w, s.h, 10000.0);
+            Dev<bf16> d(qkv);
+            if (dir == 0) rope_forward(d.p, table.p, s.B, s.T, s.w, s.h, 0);
+            else rope_backward(d.p, table.p, s.B, s.T, s.w, s.h, 0);
+            sync();
+            auto got = d.get();
+            check_close(got, want, BF16_REL, 1e-6, dir == 0 ? "rope forward" : "rope backward");
+            for (long n = 0; n < N; n++)
+                for (int c = 2 * s.w; c < 3 * s.w; c++) CHECK(got[n * 3 * s.w + c] == qkv[n * 3 * s.w + c]);
+        }
+    }
+}
+
+TEST_CASE("swiglu forward and backward match the reference", "[kernels]") {
+    // expf vs std::exp (a few ulp) and one rounding per output.
+    for (auto [N, hid] : {std::pair<long, int>{7, 32}, {1, 96}, {15, 64}}) {
+        auto in = rand_bf16(N * 2 * hid, 21, -6.0f, 6.0f), dout = rand_bf16(N * hid, 22);
+        std::vector<float> out(N * hid), din(N * 2 * hid);
+        ref::swiglu_forward(out.data(), in.data(), N, hid);
+        ref::swiglu_backward(din.data(), dout.data(), in.data(), N, hid);
+        Dev<bf16> d_in(in), d_dout(dout), d_out(N * hid), d_din(N * 2 * hid);
+        swiglu_forward(d_out.p, d_in.p, N, hid, 0);
+        swiglu_backward(d_din.p, d_dout.p, d_in.p, N, hid, 0);
+        sync();
+        check_close(d_out.get(), out, BF16_REL, 1e-6, "out");
+        check_close(d_din.get(), din, BF16_REL, 1e-6, "din");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// attention
+// ------------------------------------------------------------------------------------------------------
+
+TEST_CASE("attention forward and backward match the reference for every head_dim the presets produce", "[kernels]") {
+    // head_dims: 64, 128, 256 (Prism), widths / 16 of Xformer shapes (12, 18, 60, 72) and 2, 8 at small scale.
+    // out = sum_j p_j v_j: fp32 softmax (~1e-6) and a sum that can cancel (abs 1e-5 of the largest), one
+    // rounding. dq, dk, dv: fp32 sums over up to T keys / queries of products that cancel (abs 1e-4), one
+    // rounding. The scale alternates between 1/sqrt(hd) and muP's 1/hd.
+    struct Shape { int B, T, w, h; };
+    for (Shape s : {Shape{2, 7, 4, 2} /*hd 2*/, Shape{1, 13, 16, 2} /*8*/, Shape{2, 5, 24, 2} /*12*/,
+                    Shape{1, 9, 36, 2} /*18*/, Shape{1, 6, 120, 2} /*60*/, Shape{2, 5, 128, 2} /*64*/,
+                    Shape{1, 7, 144, 2} /*72*/, Shape{1, 5, 256, 2} /*128*/, Shape{1, 9, 256, 1} /*256*/,
+                    Shape{3, 1, 32, 2} /*T 1*/}) {
+        const int hd = s.w / s.h;
+        const float scale = hd % 3 == 0 ? 1.0f / hd : 1.0f / std::sqrt((float)hd);
+        INFO("B=" << s.B << " T=" << s.T << " w=" << s.w << " h=" << s.h << " hd=" << hd);
+        const long N = (long)s.B * s.T;
+        auto qkv = rand_bf16(N * 3 * s.w, 23, -2.0f, 2.0f), dout = rand_bf16(N * s.w, 24);
+        std::vector<float> out(N * s.w), att((size_t)s.B * s.h * s.T * s.T), dqkv(N * 3 * s.w);
+        ref::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.w, s.h, scale);
+        ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.w, s.h, scale);
+        Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(N * s.w), d_dqkv(N * 3 * s.w);
+        Dev<float> lse((size_t)s.B * s.h * s.T), scratch((size_t)s.B * s.h * s.T);
+        attention_forward(d_out.p, lse.p, d_qkv.p, s.B, s.T, s.w, s.h, scale, 0);
+        attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, lse.p, s.B, s.T, s.w, s.h, scale, 0);
+        sync();
+        check_close(d_out.get(), out, BF16_REL, 1e-5, "out");
+        auto got = d_dqkv.get();
+        for (int part = 0; part < 3; part++) {  // q, k, v separately: their magnitudes differ
+            std::vector<float> g, w;
+            for (long n = 0; n < N; n++)
+                for (int c = 0; c < s.w; c++) {
+                    g.push_back(got[n * 3 * s.w + part * s.w + c]);
+                    w.push_back(dqkv[n * 3 * s.w + part * s.w + c]);
+                }
+            check_close(g, w, BF16_REL, 1e-4, part == 0 ? "dq" : part == 1 ? "dk" : "dv");
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// classifier
+// ------------------------------------------------------------------------------------------------------
+
+TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, gradient in place", "[kernels]") {
+    // lse: fp32 sum of V exps vs the reference's double (relative 1e-6 of ~log V): abs 1e-4 on lse and loss.
+    // dlogits: (exp(l - lse) - onehot) * dloss in fp32, one rounding; abs 1e-5 covers the lse difference.
+    struct Shape { int B, T, V, Vp; };
+    for (Shape s : {Shape{1, 7, 100, 128}, Shape{3, 5, 64, 64}, Shape{2, 3, 257, 384}}) {
+        INFO("B=" << s.B << " T=" << s.T << " V=" << s.V << " Vp=" << s.Vp);
+        const long N = (long)s.B * s.T;
+        auto logits = rand_bf16(N * s.V, 25, -4.0f, 4.0f);
+        std::vector<float> padded(N * s.Vp, NAN);  // padded columns hold NaN: any read of them would show
+        for (long n = 0; n < N; n++)
+            for (int v = 0; v < s.V; v++) padded[n * s.Vp + v] = logits[n * s.V + v];
+        std::vector<int> targets(N);
+        for (long n = 0; n < N; n++) targets[n] = n % 3 == 1 ? -1 : (int)((n * 37) % s.V);
+        std::vector<float> probs(N * s.V), lse(N), losses(N);
+        long count = ref::softmax_crossentropy_forward(probs.data(), lse.data(), losses.data(), logits.data(),
+                                                       targets.data(), N, s.V);
+        const float dloss = 0.75f / count;
+        ref::softmax_crossentropy_backward(probs.data(), probs.data(), targets.data(), N, s.V, dloss);
+        Dev<bf16> d_logits(padded);
+        Dev<int> d_targets(targets);
+        Dev<float> d_lse(N), d_losses(N);
+        softmax_crossentropy_forward(d_losses.p, d_lse.p, d_logits.p, d_targets.p, N, s.V, s.Vp, 0);
+        sync();
+        check_close(d_lse.get(), lse, 0, 1e-4 / max_abs(lse), "lse");
+        check_close(d_losses.get(), losses, 0, 1e-4 / max_abs(losses), "losses");
+        softmax_crossentropy_backward(d_logits.p, d_lse.p, d_targets.p, N, s.V, s.Vp, dloss, 0);
+        sync();
+        auto got = d_logits.get();
+        std::vector<float> g, pad;
+        for (long n = 0; n < N; n++) {
+            for (int v = 0; v < s.V; v++) g.push_back(got[n * s.Vp + v]);
+            for (int v = s.V; v < s.Vp; v++) pad.push_back(got[n * s.Vp + v]);
+        }
+        check_close(g, probs, BF16_REL, 1e-5, "dlogits");
+        CHECK(pad == std::vector<float>(pad.size(), 0.0f));
+        // inference: no targets, losses 0, lse still computed
+        Dev<bf16> d_logits2(padded);
+        softmax_crossentropy_forward(d_losses.p, d_lse.p, d_logits2.p, nullptr, N, s.V, s.Vp, 0);
+        sync();
+        check_close(d_lse.get(), lse, 0, 1e-4 / max_abs(lse), "lse without targets");
+        CHECK(d_losses.get() == std::vector<float>(N, 0.0f));
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// optimizer: global norm and AdamW
+// ------------------------------------------------------------------------------------------------------
+
+TEST_CASE("global gradient norm is the reference norm and bit-identical across runs", "[kernels]") {
+    // fp32 partial sums of squares (positive terms: relative error ~1e-6), final sum in double.
+    for (size_t n : {(size_t)1, (size_t)1000, (size_t)300001}) {
+        auto g = rand_bf16(n, 26);
+        const double want = ref::grad_norm(g.data(), n);
+        Dev<bf16> d(g);
+        Dev<double> out(1);
+        Dev<float> partial(GRADNORM_BLOCKS);
+        grad_norm_squared(out.p, d.p, n, partial.p, 0);
+        sync();
+        const double got = out.raw()[0];
+        CHECK(std::sqrt(got) == Approx(want).epsilon(1e-5));
+        grad_norm_squared(out.p, d.p, n, partial.p, 0);
+        sync();
+        const double again = out.raw()[0];
+        CHECK(std::memcmp(&got, &again, sizeof(double)) == 0);
+    }
+}
+
+TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds params from master", "[kernels]") {
+    // The same fp32 operations as ref::adamw_step on the same values; only contraction into FMAs differs
+    // (relative 1e-6). grads are bf16 values, and the clip factor is applied to both sides.
+    ModelConfig c;
+    c.d = 16, c.V = 10, c.T = 8, c.h_base = 2;
+    c.layers = {{16, 2}, {32, 4}};
+    for (NormType type : {NormType::LayerNorm, NormType::RMSNorm}) {
+        c.norm = type;
+        const ParamLayout layout = param_layout(c);
+        const size_t P = layout.total;
+        std::vector<float> params(P);
+        ref::init_params(params.data(), c, layout, 7);
+        for (float& p : params) p = float(bf16(p));  // start from bf16-exact master weights
+        ref::AdamWState<float> st(P);
+        ref::AdamWParams hp;
+        Dev<float> master(params), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
+        Dev<bf16> p16(params), grads(P);
+        const auto ranges = adamw_ranges(layout);
+        for (int step = 1; step <= 3; step++) {
+            auto g = rand_bf16(P, 100 + step, -0.1f, 0.1f);
+            const float clip = step == 2 ? 0.5f : 1.0f;  // the clipped branch on one step
+            grads.upload(g);
+            for (float& x : g) x *= clip;
+            const double lr = 1e-3 * step;
+            ref::adamw_step(params.data(), g.data(), st, layout, lr, hp);
+            adamw_step(p16.p, master.p, m.p, v.p, grads.p, ranges, step, lr, hp.beta1, hp.beta2, hp.eps,
+                       hp.weight_decay, clip, 0);
+            sync();
+            check_close(master.get(), params, 1e-5, 1e-7, "master");
+            check_close(m.get(), st.m, 1e-5, 1e-7, "m");
+            check_close(v.get(), st.v, 1e-5, 1e-7, "v");
+        }
+        auto mw = master.get(), pw = p16.get();
+        for (size_t i = 0; i < P; i++) CHECK(pw[i] == float(bf16(mw[i])));
+    }
+}
+
+TEST_CASE("adamw with zero gradients decays exactly the matrices", "[kernels]") {
+    ModelConfig c;
+    c.d = 8, c.V = 6, c.T = 4, c.h_base = 2;
+    c.layers = {{8, 2}};
+    const ParamLayout layout = param_layout(c);
+    const size_t P = layout.total;
+    std::vector<float> ones(P, 1.0f);
+    Dev<float> master(ones), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
+    Dev<bf16> p16(ones), grads(std::vector<float>(P, 0.0f));
+    const double lr = 0.5, wd = 0.1;
+    adamw_step(p16.p, master.p, m.p, v.p, grads.p, adamw_ranges(layout), 1, lr, 0.9, 0.95, 1e-8, wd, 1.0f, 0);
+    sync();
+    auto got = master.get();
+    for (const ParamTensor& t : layout.tensors)
+        for (size_t i = 0; i < t.numel(); i++) {
+            INFO(t.name);
+            CHECK(got[t.offset + i] == (t.is_matrix ? (float)(1.0 - lr * wd) : 1.0f));
+        }
+}
