@@ -103,6 +103,6 @@ class CpuEngine : public Engine {
 // off), the CPU reference otherwise. `why` says which and why, for the log.
 inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why) {
     (void)force_cpu;
-    why = force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: training on the CPU";
+    why = force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";
     return std::unique_ptr<Engine>(new CpuEngine(c));
 }

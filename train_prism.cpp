@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "dataloader.h"
 #include "engine.h"
+#include "eval.h"
 #include "plan.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -43,6 +44,8 @@ struct TrainOptions {
     long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 0;
     long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
+    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
+    std::string eval_task = "hellaswag", eval_data = "data/eval";
 };
 
 static std::vector<Flag> make_flags(TrainOptions& o) {
@@ -115,6 +118,13 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  }});
     f.push_back({"--tokenizer", "FILE", "GPT-2 ranks file for samples (default data/cache/gpt2.tiktoken)",
                  [&o](const std::string& v) { o.tokenizer = v; }});
+    f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
+                 lng("--eval-every", o.eval_every, 0)});
+    f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
+                 [&o](const std::string& v) { o.eval_task = v; }});
+    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", lng("--eval-limit", o.eval_limit, 0)});
+    f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
+                 [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
     return f;
 }
@@ -284,6 +294,8 @@ static int run(TrainOptions& o) {
     if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, 0, 1, false, 0, cfg.V));
     std::unique_ptr<Tokenizer> tok;
     if (o.sample_every > 0) tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
+    if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
 
     make_dirs(o.out);
     long start = 0, tokens = 0;
@@ -359,8 +371,17 @@ static int run(TrainOptions& o) {
         printf(" | lr %.2e | norm %6.3f | %7.0f tok/s | %.1f s\n", lr, norm, tps, elapsed);
         fprintf(log, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f", step + 1, tokens, loss);
         if (!std::isnan(vloss)) fprintf(log, ", \"val_loss\": %.6f", vloss);
-        fprintf(log, ", \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n", lr, norm,
+        fprintf(log, ", \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f", lr, norm,
                 tps, elapsed);
+        if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
+            // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
+            EvalResult r = run_eval_task(*eng, *evalf, o.B, o.eval_limit);
+            printf("eval %s: %ld examples, acc %.4f", r.task.c_str(), r.n, r.acc);
+            if (r.has_norm) printf(", acc_norm %.4f", r.acc_norm);
+            printf(" (%.1f s)\n", r.seconds);
+            fprintf(log, ", \"eval\": %s", eval_result_json(r).c_str());
+        }
+        fprintf(log, "}\n");
         fflush(log);
         if (tok && (step + 1) % o.sample_every == 0)
             printf("sample: %s\n", sample_text(*eng, *tok, o.sample_tokens, rng, T).c_str());

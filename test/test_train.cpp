@@ -247,3 +247,28 @@ TEST_CASE("model.bin round-trips the config and every parameter", "[train][check
     REQUIRE_THROWS_WITH(load_model(dir + "/nope.bin"), Catch::Contains("cannot open checkpoint"));
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("an in-training zero-shot eval is logged with its step", "[train][eval]") {
+    std::string dir = make_data_dir();
+    {
+        std::ofstream f(dir + "/hs.jsonl");
+        f << "{\"activity_label\": \"Baking\", \"ctx_a\": \"A man puts flour in a bowl.\", \"ctx_b\": \"he\", "
+             "\"endings\": [\"mixes it.\", \"flies away.\", \"sings.\", \"eats the bowl.\"], \"label\": 0}\n";
+    }
+    Result p = sh("./build/prepare_eval hellaswag " + dir + "/hs.jsonl -o " + dir + "/hellaswag.bin");
+    INFO(p.out);
+    REQUIRE(p.rc == 0);
+    std::string cmd = "./train_prism --d 32 --layers 2 --heads 2 --seq-len 32 -b 2 --val-every 0 --train '" + dir +
+                      "/syn_train_*.bin' -o " + dir + "/run --steps 4 --eval-every 2 --eval-data " + dir;
+    Result r = sh(cmd);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    auto log = read_log(dir + "/run/log.jsonl");
+    REQUIRE(log[2].find("\"eval\": {\"task\": \"hellaswag\", \"examples\": 1") != std::string::npos);
+    REQUIRE(log[3].find("\"eval\"") == std::string::npos);
+    // A missing eval file fails before training starts.
+    Result m = sh(cmd + " --eval-task piqa");
+    REQUIRE(one_line_error(m));
+    REQUIRE(m.out.find("piqa.bin") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
