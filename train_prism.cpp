@@ -34,14 +34,15 @@ struct TrainOptions {
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
     long total_batch = 0;       // tokens per optimizer step (0: one micro-batch); a multiple of B * T
-    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param, else 300)
+    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param, else 150)
     long tokens = 0;            // token budget
     double tokens_per_param = 0;
     double lr = 3e-3, warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     OptimizerHyper opt;
     uint64_t seed = 1337;
     bool shuffle = true;
-    long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 0;
+    long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
+    bool sample_flag_given = false;
     long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
@@ -80,7 +81,7 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  }});
     f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step; a multiple of B*T (gradient accumulation)",
                  lng("--total-batch", o.total_batch, 1)});
-    f.push_back({"--steps", "N", "optimizer steps (default 300 unless a token budget is given)", lng("--steps", o.steps, 1)});
+    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", lng("--steps", o.steps, 1)});
     f.push_back({"--tokens", "N", "token budget: steps = N / total batch", lng("--tokens", o.tokens, 1)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
                  dbl("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
@@ -110,8 +111,12 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  lng("--stop-after", o.stop_after, 1)});
     f.push_back({"--resume", "", "continue from OUT/latest (pass the same flags as the first run)",
                  [&o](const std::string&) { o.resume = true; }});
-    f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 0)",
-                 lng("--sample-every", o.sample_every, 0)});
+    f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
+                 [&o](const std::string& v) {
+                     o.sample_every = parse_long_flag("--sample-every", v);
+                     if (o.sample_every < 0) throw ConfigError("--sample-every must be at least 0");
+                     o.sample_flag_given = true;
+                 }});
     f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", [&o](const std::string& v) {
                      o.sample_tokens = parse_int_flag("--sample-tokens", v);
                      if (o.sample_tokens < 1) throw ConfigError("--sample-tokens must be at least 1");
@@ -284,7 +289,7 @@ static int run(TrainOptions& o) {
     long steps = o.steps;
     if (!steps && o.tokens) steps = std::max(1L, o.tokens / total_batch);
     if (!steps && o.tokens_per_param > 0) steps = std::max(1L, (long)(o.tokens_per_param * P / total_batch));
-    if (!steps) steps = 300;
+    if (!steps) steps = 150;
     long warmup = (long)std::lround(o.warmup_frac * steps);
 
     std::string why;
@@ -293,7 +298,14 @@ static int run(TrainOptions& o) {
     std::unique_ptr<DataLoader> val;
     if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, 0, 1, false, 0, cfg.V));
     std::unique_ptr<Tokenizer> tok;
-    if (o.sample_every > 0) tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+    if (o.sample_every > 0) {
+        try {
+            tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+        } catch (const std::runtime_error& e) {
+            if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
+            fprintf(stderr, "note: no text samples (%s)\n", e.what());
+        }
+    }
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
     if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
 
