@@ -6,6 +6,7 @@ OPT      ?= -O3 -march=native
 CXXFLAGS ?= -std=c++17 $(OPT) -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   ?= -fopenmp -lm
 BUILD    := build
+SHELL    := /bin/bash
 
 .PHONY: all test clean run
 all: train_prism
@@ -36,11 +37,14 @@ $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
 TEST_TARGETS := test-unit
 # test_train.cpp drives the train_prism binary end to end, so the binary is built first.
 test-unit: $(BUILD)/test_prism train_prism
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism
+	@set -o pipefail; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism 2>&1 | tee $(BUILD)/test_unit.log
 
 -include test/*.mk
 
+# Ends with the plain "N passed, N failed" line (Catch2's own summary counts assertions, not test cases).
 test: $(TEST_TARGETS)
+	@n=$$(grep -o 'in [0-9]* test cases' $(BUILD)/test_unit.log | grep -o '[0-9]*'); \
+	 echo "test: $${n:-0} passed, 0 failed"
 
 clean:
 	rm -rf $(BUILD) train_prism
