@@ -2,6 +2,7 @@
 //   forward:  logits (N, Vp) bf16 -> lse (N) log-sum-exp, losses (N) = lse - logit[target] (0 where target < 0)
 //   backward: logits (N, Vp) overwritten in place by dlogits = dloss * (softmax - onehot(target)) for unmasked
 //             rows, 0 for masked rows and for the padded columns [V, Vp)
+//   logprobs: out (N) = logit[target] - lse (0 where target < 0), for evaluation after a forward
 // Columns [V, Vp) (the GPU pads V = 50257 to a multiple of 128 so the head matmul is aligned) are never read:
 // whatever the padded weight rows produce does not enter the softmax, and their gradient is written as 0.
 // Never materialises fp32 probabilities: the forward keeps two floats per row (max folded into lse), and the
@@ -55,6 +56,15 @@ static __global__ void softmax_crossentropy_backward_kernel(bf16* logits, const 
     logits[i] = __float2bfloat16(g);
 }
 
+// log p(target) per row, as RefModel::logprob: one thread per row gathers its target's logit.
+static __global__ void target_logprobs_kernel(float* out, const bf16* logits, const float* lse, const int* targets,
+                                              long N, int Vp) {
+    const long n = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const int tg = targets[n];
+    out[n] = tg >= 0 ? __bfloat162float(logits[n * Vp + tg]) - lse[n] : 0.0f;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // launchers
 // ---------------------------------------------------------------------------------------------------------
@@ -73,5 +83,14 @@ inline void softmax_crossentropy_backward(bf16* logits, const float* lse, const 
     const int block = 256;
     LAUNCH((unsigned)((N * Vp + block - 1) / block), block, 0, stream, softmax_crossentropy_backward_kernel)(
         logits, lse, targets, N, V, Vp, dloss);
+    cudaCheck(cudaGetLastError());
+}
+
+// out (N) = log p(targets[n]) from the forward's logits and lse (0 where the target is masked).
+inline void target_logprobs(float* out, const bf16* logits, const float* lse, const int* targets, long N, int Vp,
+                            cudaStream_t stream) {
+    const int block = 256;
+    LAUNCH((unsigned)((N + block - 1) / block), block, 0, stream, target_logprobs_kernel)(out, logits, lse, targets, N,
+                                                                                          Vp);
     cudaCheck(cudaGetLastError());
 }

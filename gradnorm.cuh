@@ -14,6 +14,7 @@
 
 constexpr int GRADNORM_BLOCKS = 1024;  // stage-1 partials at most: the scratch the launcher needs
 constexpr int GRADNORM_BLOCK = 256;
+constexpr int GRADNORM_MIN_PER_THREAD = 16;  // small blocks of grads use fewer blocks, not idle threads
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels
@@ -45,7 +46,8 @@ static __global__ void grad_norm_final_kernel(double* out, const float* partial,
 // out (1) double on the device = sum of g[i]^2; partial: GRADNORM_BLOCKS floats of device scratch.
 // sqrt on the host gives the norm.
 inline void grad_norm_squared(double* out, const bf16* g, size_t n, float* partial, cudaStream_t stream) {
-    size_t blocks = (n + GRADNORM_BLOCK - 1) / GRADNORM_BLOCK;
+    const size_t per_block = (size_t)GRADNORM_BLOCK * GRADNORM_MIN_PER_THREAD;
+    size_t blocks = (n + per_block - 1) / per_block;
     if (blocks > (size_t)GRADNORM_BLOCKS) blocks = GRADNORM_BLOCKS;
     if (blocks == 0) blocks = 1;
     LAUNCH((unsigned)blocks, GRADNORM_BLOCK, 0, stream, grad_norm_partial_kernel)(partial, g, n);

@@ -5,7 +5,7 @@
 
 KERNEL_TEST_SRCS += test/test_kernels.cpp
 NVCC_CHECK_CUH += reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh \
-                  classifier.cuh adamw.cuh gradnorm.cuh
+                  classifier.cuh adamw.cuh gradnorm.cuh model.cuh
 
 .PHONY: test-kernels
 test-kernels: $(BUILD)/test_prism

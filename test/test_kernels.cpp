@@ -368,6 +368,12 @@ TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, grad
         sync();
         check_close(d_lse.get(), lse, 0, 1e-4 / max_abs(lse), "lse");
         check_close(d_losses.get(), losses, 0, 1e-4 / max_abs(losses), "losses");
+        Dev<float> d_logp(N);
+        target_logprobs(d_logp.p, d_logits.p, d_lse.p, d_targets.p, N, s.Vp, 0);
+        sync();
+        std::vector<float> neg_losses(N);
+        for (long n = 0; n < N; n++) neg_losses[n] = -losses[n];
+        check_close(d_logp.get(), neg_losses, 0, 1e-4 / max_abs(losses), "logprobs");
         softmax_crossentropy_backward(d_logits.p, d_lse.p, d_targets.p, N, s.V, s.Vp, dloss, 0);
         sync();
         auto got = d_logits.get();

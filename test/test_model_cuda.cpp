@@ -1,0 +1,223 @@
+// test_model_cuda.cpp: the whole GPU model (model.cuh's CudaEngine) against the fp32 reference (RefModel, and
+// CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
+// uniform, Prism and X configurations, gradient accumulation over micro-batches, ten AdamW steps tracking the
+// reference's losses, evaluation outputs, and the fp32 interface round trips.
+//
+// Tolerances. Both models start from the same bf16-exact weights, so the differences come from bf16 storage of
+// every activation and gradient (relative 2^-9 per rounding), compounded through the layers. They are checked
+// where they are meaningful: the loss (a mean over positions: rounding errors average out) to 1e-2 absolute on
+// ~3.6; each gradient tensor as a whole, ||g - g_ref|| / ||g_ref|| <= 5e-2. An indexing or formula bug moves
+// a tensor's relative error to O(1) (overwriting instead of accumulating a weight gradient measured 0.7),
+// far above either bound; measured: loss differences <= 4e-4, tensor errors <= 1.1e-2.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model.cuh"
+
+namespace {
+
+// These models are tiny and the executor runs kernels on the calling thread, so OpenMP only hurts here: after
+// every parallel region (each reference op, each executor matmul) libgomp's workers spin waiting for the next
+// one, and on two busy cores they take the core the executor needs (measured: 36 s instead of 4 s). Each test
+// runs its OpenMP regions on one thread and restores the thread count for the tests after it.
+struct SerialOpenMP {
+    int saved = omp_get_max_threads();
+    SerialOpenMP() { omp_set_num_threads(1); }
+    ~SerialOpenMP() { omp_set_num_threads(saved); }
+};
+
+ModelConfig small_config(const std::string& kind) {
+    ModelConfig c;
+    c.V = 37, c.T = 8, c.mlp_multiple = 32;
+    if (kind == "uniform") {
+        c.d = 32, c.h_base = 2;
+        c.layers = {{32, 2}, {32, 2}};
+    } else if (kind == "prism") {  // head_dim 48, 48, 24, 12
+        c.d = 48, c.h_base = 4;
+        c.layers = {{48, 1}, {48, 1}, {48, 2}, {48, 4}};
+    } else if (kind == "x") {  // the Xformer recipe: widths around d, RMSNorm, untied, muP scale; Df = 64 > d
+        c.d = 32, c.h_base = 4;
+        c.layers = {{64, 4}, {32, 4}, {64, 4}};
+        c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.init_width_scale = true;
+        c.mlp_ratio = 4.0;
+    } else {  // "lambda": the last layer narrower than d (D = d, the final norm covers d)
+        c.d = 32, c.h_base = 2;
+        c.layers = {{32, 2}, {16, 2}};
+    }
+    validate_config(c);
+    return c;
+}
+
+std::vector<float> bf16_round(std::vector<float> v) {
+    for (float& x : v) x = float(bf16(x));
+    return v;
+}
+
+// inputs and targets (B, T); every row masks the same number of targets (positions 2 and 5), so a batch's mean
+// loss is the average of its rows' mean losses and micro-batches of single rows add up to the batch.
+void make_batch(const ModelConfig& c, int B, int T, uint64_t seed, std::vector<int>& in, std::vector<int>& tg) {
+    ref::Rng rng(seed);
+    in.resize((size_t)B * T), tg.resize((size_t)B * T);
+    for (size_t i = 0; i < in.size(); i++) {
+        in[i] = (int)(rng.next() % c.V);
+        tg[i] = (i % T == 2 || i % T == 5) ? -1 : (int)(rng.next() % c.V);
+    }
+}
+
+double rel_err(const float* got, const float* want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += (double)(got[i] - want[i]) * (got[i] - want[i]), den += (double)want[i] * want[i];
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+void check_grads(const ModelConfig& c, const std::vector<float>& got, const std::vector<float>& want) {
+    const ParamLayout layout = param_layout(c);
+    for (const ParamTensor& t : layout.tensors) {
+        const double e = rel_err(got.data() + t.offset, want.data() + t.offset, t.numel());
+        INFO(t.name << ": relative error " << e);
+        CHECK(e <= 5e-2);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("GPU model loss and every parameter gradient match the reference (uniform, prism, x, lambda)",
+          "[kernels][model]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        ref::RefModel<float> rm(c);
+        rm.init_params(1);
+        rm.params = bf16_round(rm.params);
+        CudaEngine e(c);
+        e.set_params(rm.params.data());
+        std::vector<int> in, tg;
+        const int B = 2, T = 7;  // odd T, below the context length
+        make_batch(c, B, T, 2, in, tg);
+        const float want = rm.forward(in.data(), tg.data(), B, T);
+        const float got = e.forward(in.data(), tg.data(), B, T);
+        CHECK(std::fabs(got - want) <= 1e-2);
+        rm.zero_grad();
+        rm.backward(1.0f);
+        e.zero_grad();
+        e.backward(1.0f);
+        std::vector<float> g(e.num_params());
+        e.get_grads(g.data());
+        check_grads(c, g, rm.grads);
+    }
+}
+
+TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch", "[kernels][model]") {
+    SerialOpenMP serial;
+    // Two micro-batches of one row with grad_scale 1/2 must add up to the B = 2 batch: a kernel that overwrote
+    // (=) instead of accumulating (+=) would leave only the second half, a relative error of ~0.7.
+    for (std::string kind : {"uniform", "x"}) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        ref::RefModel<float> rm(c);
+        rm.init_params(3);
+        rm.params = bf16_round(rm.params);
+        std::vector<int> in, tg;
+        const int T = 8;
+        make_batch(c, 2, T, 4, in, tg);
+        rm.forward(in.data(), tg.data(), 2, T);
+        rm.zero_grad();
+        rm.backward(1.0f);
+        CudaEngine e(c);
+        e.set_params(rm.params.data());
+        e.zero_grad();
+        for (int micro = 0; micro < 2; micro++) {
+            e.forward(in.data() + micro * T, tg.data() + micro * T, 1, T);
+            e.backward(0.5f);
+        }
+        std::vector<float> g(e.num_params());
+        e.get_grads(g.data());
+        check_grads(c, g, rm.grads);
+    }
+}
+
+TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministically", "[kernels][model]") {
+    SerialOpenMP serial;
+    // Losses differ by the bf16 rounding of the forward (<= 1e-2, see the top) plus the drift of bf16
+    // gradients through the updates; 2e-2 over ten steps with clipping active on some of them.
+    for (std::string kind : {"uniform", "prism", "x"}) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        CpuEngine cpu(c);
+        cpu.init_params(5);
+        std::vector<float> p(cpu.num_params());
+        cpu.get_params(p.data());
+        p = bf16_round(p);
+        cpu.set_params(p.data());
+        CudaEngine gpu(c), gpu2(c);
+        gpu.set_params(p.data());
+        gpu2.set_params(p.data());
+        OptimizerHyper hp;
+        std::vector<int> in, tg;
+        const int B = 2, T = 8;
+        for (int step = 0; step < 10; step++) {
+            make_batch(c, B, T, 100 + step % 3, in, tg);
+            float losses[3];
+            double norms[3];
+            Engine* engines[3] = {&cpu, &gpu, &gpu2};
+            for (int k = 0; k < 3; k++) {
+                engines[k]->zero_grad();
+                losses[k] = engines[k]->forward(in.data(), tg.data(), B, T);
+                engines[k]->backward(1.0f);
+                norms[k] = engines[k]->clip_grad_norm(1.0);
+                engines[k]->adamw_step(3e-3, hp);
+            }
+            INFO("step " << step << " cpu " << losses[0] << " gpu " << losses[1] << " norms " << norms[0] << " "
+                         << norms[1]);
+            CHECK(std::fabs(losses[1] - losses[0]) <= 2e-2);
+            CHECK(std::fabs(norms[1] - norms[0]) <= 5e-2 * norms[0]);
+            CHECK(std::memcmp(&losses[1], &losses[2], sizeof(float)) == 0);  // same inputs: same bits
+        }
+        std::vector<float> a(gpu.num_params()), b(gpu.num_params());
+        gpu.get_params(a.data());
+        gpu2.get_params(b.data());
+        CHECK(a == b);
+    }
+}
+
+TEST_CASE("GPU engine evaluation outputs and fp32 state round trips match the CPU engine", "[kernels][model]") {
+    SerialOpenMP serial;
+    const ModelConfig c = small_config("x");
+    CpuEngine cpu(c);
+    cpu.init_params(9);
+    std::vector<float> p(cpu.num_params());
+    cpu.get_params(p.data());
+    p = bf16_round(p);
+    cpu.set_params(p.data());
+    CudaEngine gpu(c);
+    gpu.set_params(p.data());
+    std::vector<float> back(gpu.num_params());
+    gpu.get_params(back.data());
+    CHECK(back == p);  // fp32 master weights: exact round trip, padding rows invisible
+
+    std::vector<int> in, tg;
+    make_batch(c, 2, 5, 11, in, tg);
+    cpu.forward(in.data(), nullptr, 2, 5);  // inference: no targets
+    CHECK(gpu.forward(in.data(), nullptr, 2, 5) == 0.0f);
+    std::vector<float> lp_cpu(10), lp_gpu(10), l_cpu(c.V), l_gpu(c.V);
+    cpu.target_logprobs(tg.data(), lp_cpu.data());
+    gpu.target_logprobs(tg.data(), lp_gpu.data());
+    for (int i = 0; i < 10; i++) CHECK(lp_gpu[i] == Approx(lp_cpu[i]).margin(2e-2));  // bf16 logits, as the loss
+    cpu.logits_at(1, 3, l_cpu.data());
+    gpu.logits_at(1, 3, l_gpu.data());
+    CHECK(rel_err(l_gpu.data(), l_cpu.data(), c.V) <= 5e-2);
+
+    std::vector<float> m(gpu.num_params()), v(gpu.num_params()), m2, v2;
+    for (size_t i = 0; i < m.size(); i++) m[i] = 0.001f * (float)i, v[i] = 1e-6f * (float)i;
+    gpu.set_optimizer(m, v, 17);
+    long t = 0;
+    gpu.get_optimizer(m2, v2, t);
+    CHECK(m2 == m);
+    CHECK(v2 == v);
+    CHECK(t == 17);
+}
