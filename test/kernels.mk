@@ -10,3 +10,19 @@ NVCC_CHECK_CUH += reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh s
 .PHONY: test-kernels
 test-kernels: $(BUILD)/test_prism
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[kernels]"
+
+# ---- the GPU throughput benchmark (dev/bench_model.cpp) ------------------------------------------------------
+#   make bench-model         build with nvcc for NATIVE_ARCH and run it (needs a GPU): tokens/s, MFU, memory,
+#                            per-kernel timings for 124M uniform, Prism and X
+#   make bench-model-smoke   the same code on the CUDA-on-CPU executor, `tiny` for one step (timings meaningless)
+.PHONY: bench-model bench-model-smoke
+$(BUILD)/bench_model: dev/bench_model.cpp $(wildcard *.h *.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings -x cu $< -o $@ -lcublasLt -Xcompiler -fopenmp
+bench-model: $(BUILD)/bench_model
+	./$< $(ARGS)
+$(BUILD)/bench_model_cpu: dev/bench_model.cpp $(wildcard *.h *.cuh)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+bench-model-smoke: $(BUILD)/bench_model_cpu
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$< --models tiny,tiny:prism,tiny:x -b 1 -t 16 --steps 1 -V 512
