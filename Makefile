@@ -17,8 +17,28 @@ run: train_prism
 	bash data/get_default.sh
 	./train_prism $(ARGS)
 
-train_prism: train_prism.cpp $(wildcard *.h)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+# ---- the binaries: CUDA engine when nvcc exists, CPU-only otherwise ------------------------------------
+# With nvcc, train_prism and eval_zeroshot are compiled as CUDA (-DPRISM_CUDA) for GPU_ARCH (sm_80 and sm_90 by
+# default) and pick the GPU at run time when one is present, the CPU reference otherwise. CPU_ONLY=1 forces the
+# g++ build. Warnings are errors in the nvcc build.
+NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+GPU_ARCH ?= 80 90
+CUDA_LIB ?= $(abspath $(dir $(NVCC))../lib64)
+NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+            -Werror all-warnings -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
+NVCC_LDLIBS = -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8
+BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
+
+ifeq ($(BIN_NVCC),)
+BIN_DEPS := $(wildcard *.h)
+build_bin = $(CXX) $(CXXFLAGS) $(1) -o $(2) $(LDLIBS) -lpcre2-8
+else
+BIN_DEPS := $(wildcard *.h *.cuh)
+build_bin = $(BIN_NVCC) $(NVCCFLAGS) -x cu $(1) -o $(2) $(NVCC_LDLIBS)
+endif
+
+train_prism: train_prism.cpp $(BIN_DEPS)
+	$(call build_bin,$<,$@)
 
 # ---- tests -------------------------------------------------------------------------------------------
 # Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism. Each file's own

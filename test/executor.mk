@@ -7,6 +7,7 @@
 #   make test-race             kernel tests under ThreadSanitizer (fiber API): must be clean, and the planted
 #                              missing-__syncthreads race must be reported
 #   make test-executor-native  the same kernel tests built by nvcc and run on a real GPU (needs one)
+#   make test-comm-mpi         the comm seam as an MPI all-reduce over 2 ranks (needs mpicxx, mpirun)
 # Kernel tests elsewhere join the sanitizer and native builds with KERNEL_TEST_SRCS += test/test_x.cpp, and
 # their kernel files join the nvcc check with NVCC_CHECK_CUH += x.cuh.
 
@@ -83,3 +84,11 @@ $(BUILD)/test_kernels_native: $(BUILD)/native/catch_main.o $$(patsubst test/%.cp
 
 test-executor-native: $(BUILD)/test_kernels_native
 	./$<
+
+# ---- the comm seam over MPI (optional: needs mpicxx / mpirun) -------------------------------------------------
+$(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh $(EXECUTOR_DEPS)
+	@mkdir -p $(BUILD)
+	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -I. $< -o $@
+.PHONY: test-comm-mpi
+test-comm-mpi: $(BUILD)/comm_mpi_check
+	mpirun --allow-run-as-root --oversubscribe -np 2 ./$<
