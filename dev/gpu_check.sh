@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# dev/gpu_check.sh: what a GPU machine must confirm, in one run of a few minutes (sized for 6 on an H100/H200):
+#   1. the kernel and whole-model tests, and the executor's own tests, built by nvcc and run natively
+#   2. the throughput benchmark (dev/bench_model.cpp): tokens/s, MFU, memory, per-kernel timings
+#   3. a 200-step `tiny` run on the GPU next to the same run on the CPU reference (needs data/default/;
+#      skipped with a note when it is missing, e.g. on a machine without network)
+# and prints a summary. Usage: bash dev/gpu_check.sh   (NATIVE_ARCH=sm_80 for an A100; default sm_90)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ARCH=${NATIVE_ARCH:-sm_90}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+OUT=build/gpu_check
+mkdir -p "$OUT"
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
+
+# 1. tests, natively: one nvcc per file, in parallel
+srcs="test/catch_main.cpp test/test_kernels.cpp test/test_model_cuda.cpp test/test_executor.cpp test/test_executor_seams.cpp"
+t0=$(date +%s)
+pids=()
+for s in $srcs; do
+    o="$OUT/$(basename "${s%.cpp}").o"
+    "$NVCC" -std=c++17 -O2 -arch="$ARCH" -I. -x cu -Xcompiler -fopenmp -c "$s" -o "$o" > "$o.log" 2>&1 &
+    pids+=($!)
+done
+build_ok=1
+for p in "${pids[@]}"; do wait "$p" || build_ok=0; done
+if [ $build_ok = 1 ] && "$NVCC" -arch="$ARCH" $OUT/*.o -o "$OUT/gpu_tests" -lcublasLt -Xcompiler -fopenmp > "$OUT/link.log" 2>&1; then
+    note "tests built in $(( $(date +%s) - t0 )) s"
+    if OMP_NUM_THREADS=4 "$OUT/gpu_tests" -d yes > "$OUT/tests.log" 2>&1; then
+        note "GPU tests: PASS ($(grep -E 'passed' "$OUT/tests.log" | tail -1))"
+    else
+        tail -40 "$OUT/tests.log"
+        note "GPU tests: FAIL (see $OUT/tests.log)"
+    fi
+else
+    cat $OUT/*.log | head -40
+    note "GPU tests: BUILD FAILED"
+fi
+
+# 2. benchmark
+if make -s build/bench_model NATIVE_ARCH="$ARCH" > "$OUT/bench_build.log" 2>&1; then
+    timeout 150 ./build/bench_model --steps 10 | tee "$OUT/bench.log"
+    note "benchmark: $(grep -E '^124M ' "$OUT/bench.log" | awk '{print $5 " tok/s, MFU " $6}') (124M uniform; table above)"
+else
+    tail -20 "$OUT/bench_build.log"
+    note "benchmark: BUILD FAILED"
+fi
+
+# 3. 200 tiny steps, GPU vs CPU reference
+if [ -d data/default ] && ls data/default/*train*.bin > /dev/null 2>&1; then
+    if make -s train_prism > "$OUT/train_build.log" 2>&1; then
+        timeout 90 ./train_prism --steps 200 -o "$OUT/tiny_gpu" > "$OUT/tiny_gpu.log" 2>&1
+        timeout 150 ./train_prism --steps 200 --cpu -o "$OUT/tiny_cpu" > "$OUT/tiny_cpu.log" 2>&1
+        g=$(grep -oE 'step +200/200 \| loss [0-9.]+' "$OUT/tiny_gpu.log" | awk '{print $NF}')
+        c=$(grep -oE 'step +200/200 \| loss [0-9.]+' "$OUT/tiny_cpu.log" | awk '{print $NF}')
+        if [ -n "$g" ] && [ -n "$c" ]; then
+            # bf16 training follows the fp32 curve to within a few hundredths of a nat after 200 steps
+            ok=$(awk -v g="$g" -v c="$c" 'BEGIN { d = g - c; if (d < 0) d = -d; print (d <= 0.1) ? "PASS" : "FAIL" }')
+            note "tiny 200 steps: GPU loss $g, CPU loss $c: $ok"
+        else
+            note "tiny 200 steps: no final loss found (see $OUT/tiny_*.log)"
+        fi
+    else
+        note "tiny 200 steps: train_prism BUILD FAILED (see $OUT/train_build.log)"
+    fi
+else
+    note "tiny 200 steps: skipped (no data/default/; run data/get_default.sh where there is network)"
+fi
+
+echo
+echo "==== gpu_check summary ===="
+printf '%s\n' "${summary[@]}"
