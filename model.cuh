@@ -22,7 +22,12 @@
 //   logits (N, Vp) = lnf[:, :d] Wout^T; lse and per-position losses; mean loss on the host in double
 // Backward mirrors reference.h's RefModel::backward op for op (same buffers, same accumulation conventions).
 // Deterministic: no atomics in any kernel, fixed reduction orders, so a run repeats bit for bit on one GPU.
-// Does not (yet): recompute activations to save memory, overlap anything on streams, use more than one GPU.
+// Recomputation (CudaEngine(cfg, true)): the norm outputs ln1, ln2 and the SwiGLU output sw are not kept per
+// layer but written into two shared buffers in the forward and recomputed in the backward just before the
+// weight gradient that reads them (one norm or swiglu pass each, ~1/3 less activation memory per layer). The
+// recomputing kernels read the same bf16 inputs with the same code, so the gradients are bit-identical to the
+// stored path (tested).
+// Does not (yet): overlap anything on streams, or use more than one GPU.
 #pragma once
 
 #include <algorithm>
@@ -62,8 +67,8 @@ struct Carver {
 
 class CudaEngine : public Engine {
   public:
-    explicit CudaEngine(const ModelConfig& c)
-        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(padded_layout(c)) {
+    explicit CudaEngine(const ModelConfig& c, bool recompute = false)
+        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(padded_layout(c)), recompute_(recompute) {
         validate_config(c);
         Pg_ = glayout_.total;
         cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
@@ -162,6 +167,8 @@ class CudaEngine : public Engine {
         for (int v = 0; v < cfg_.V; v++) out[v] = row[v];
     }
 
+    // Bytes of the activation block for the last forward's B x T.
+    size_t activation_bytes() { return carve(nullptr, B_, T_); }
     // For tests: the gradients (fp32, unpadded param_layout order) after backward.
     void get_grads(float* out) const {
         std::vector<bf16> g(Pg_);
@@ -194,6 +201,7 @@ class CudaEngine : public Engine {
     int Vp_;
     ParamLayout glayout_;  // the device's order: the same tensors with V padded to Vp
     size_t Pg_ = 0;
+    bool recompute_ = false;
     bf16 *params_ = nullptr, *grads_ = nullptr;
     float *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr, *tables_ = nullptr;
     std::map<int, float*> table_of_;
@@ -255,11 +263,17 @@ class CudaEngine : public Engine {
         a.rows = c.take<int>(N), a.starts = c.take<int>(N + 1), a.positions = c.take<int>(N);
         a.stream = c.take<bf16>((size_t)(2 * L + 1) * N * D);
         a.layer.resize(L);
+        int hidmax = 0;
+        for (int l = 0; l < L; l++) hidmax = std::max(hidmax, cfg_.hidden_of(l));
+        bf16* shared_ln = recompute_ ? c.take<bf16>(N * wmax) : nullptr;    // (N, wmax): ln1 and ln2 of every layer
+        bf16* shared_sw = recompute_ ? c.take<bf16>(N * hidmax) : nullptr;  // (N, hidmax)
         for (int l = 0; l < L; l++) {
             const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
             LayerActs& la = a.layer[l];
-            la.ln1 = c.take<bf16>(N * w), la.qkv = c.take<bf16>(N * 3 * w), la.atty = c.take<bf16>(N * w);
-            la.ln2 = c.take<bf16>(N * w), la.fc = c.take<bf16>(N * 2 * hid), la.sw = c.take<bf16>(N * hid);
+            la.qkv = c.take<bf16>(N * 3 * w), la.atty = c.take<bf16>(N * w), la.fc = c.take<bf16>(N * 2 * hid);
+            la.ln1 = recompute_ ? shared_ln : c.take<bf16>(N * w);
+            la.ln2 = recompute_ ? shared_ln : c.take<bf16>(N * w);
+            la.sw = recompute_ ? shared_sw : c.take<bf16>(N * hid);
             la.mean1 = c.take<float>(N), la.rstd1 = c.take<float>(N), la.mean2 = c.take<float>(N);
             la.rstd2 = c.take<float>(N), la.lse = c.take<float>(N * h);
         }
@@ -370,7 +384,7 @@ inline void CudaEngine::backward(float grad_scale) {
     const long N = (long)B_ * T_;
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
     const bf16* none = nullptr;
-    const float dloss = grad_scale / (float)n_targets_;
+    const float dloss = grad_scale / (float)n_targets_, eps = (float)cfg_.norm_eps;
 
     // head: dlogits in place; dlnf (N, Df) with columns [d, Df) zero (the head never reads them)
     softmax_crossentropy_backward(a_.logits, a_.lse, a_.targets, N, V, Vp_, dloss, 0);
@@ -395,11 +409,14 @@ inline void CudaEngine::backward(float grad_scale) {
         residual_backward(a_.dbranch, a_.dstream, D, N, w, 0);
         bf16* dsw = a_.dsmall;  // (N, hid)
         matmul(dsw, a_.dbranch, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, 0);
+        if (recompute_) swiglu_forward(a.sw, a.fc, N, hid, 0);
         matmul(G(o.wproj), a_.dbranch, a.sw, none, w, hid, (int)N, true, false, 1.0f, 0);
         bf16* dfc = a_.dbig;  // (N, 2 hid)
         swiglu_backward(dfc, dsw, a.fc, N, hid, 0);
         bf16* dln = a_.dsmall;  // (N, w); dsw is dead
         matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, 0);
+        if (recompute_)
+            norm_forward(cfg_.norm, a.ln2, a.mean2, a.rstd2, stream(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
         matmul(G(o.wfc), dfc, a.ln2, none, 2 * hid, w, (int)N, true, false, 1.0f, 0);
         norm_backward(cfg_.norm, a_.dstream, D, G(o.ln2_w), G(o.ln2_b), dln, stream(2 * l + 1), D, a.mean2, a.rstd2,
                       P(o.ln2_w), N, w, a_.norm_scratch, 0);
@@ -413,6 +430,8 @@ inline void CudaEngine::backward(float grad_scale) {
         rope_backward(dqkv, table_of_.at(w / h), B_, T_, w, h, 0);
         dln = a_.dsmall;  // datty is dead
         matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, 0);
+        if (recompute_)
+            norm_forward(cfg_.norm, a.ln1, a.mean1, a.rstd1, stream(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, 0);
         matmul(G(o.wqkv), dqkv, a.ln1, none, 3 * w, w, (int)N, true, false, 1.0f, 0);
         norm_backward(cfg_.norm, a_.dstream, D, G(o.ln1_w), G(o.ln1_b), dln, stream(2 * l), D, a.mean1, a.rstd1,
                       P(o.ln1_w), N, w, a_.norm_scratch, 0);

@@ -2,7 +2,7 @@
 // for several models in one run (default: 124M uniform, 124M Prism, 124M X), then per-kernel timings at the
 // first layer's shapes of the first model. Build and run on a GPU machine:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. -x cu dev/bench_model.cpp -o build/bench_model -lcublasLt -Xcompiler -fopenmp
-//   ./build/bench_model [-b B] [-t T] [--steps n] [--models 124M,124M:prism,124M:x]
+//   ./build/bench_model [-b B] [-t T] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
 // (make bench-model does both.) Built by g++ it runs on the CUDA-on-CPU executor: a smoke test of the code path
 // only (make bench-model-smoke runs `tiny` for one step), its timings mean nothing.
 // MFU = 3 x dense forward FLOPs per token (schedule.h's account(), attention counted over the full T x T square
@@ -134,6 +134,7 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
 
 int main(int argc, char** argv) {
     int B = 16, T = 0, steps = 10, V = 50257;
+    bool recompute = false;
     std::string models = "124M,124M:prism,124M:x";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -146,8 +147,9 @@ int main(int argc, char** argv) {
         else if (a == "--steps") steps = atoi(next().c_str());
         else if (a == "-V") V = atoi(next().c_str());
         else if (a == "--models") models = next();
+        else if (a == "--recompute") recompute = true;
         else {
-            fprintf(stderr, "usage: bench_model [-b B] [-t T] [--steps n] [-V vocab] [--models 124M,124M:prism,124M:x]\n");
+            fprintf(stderr, "usage: bench_model [-b B] [-t T] [--steps n] [-V vocab] [--recompute] [--models 124M,124M:prism,124M:x]\n");
             return 2;
         }
     }
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
             cudaCheck(cudaMemGetInfo(&free0, &total));
             double ms;
             {
-                CudaEngine e(c);
+                CudaEngine e(c, recompute);
                 e.init_params(1);
                 std::vector<int> in((size_t)B * t), tg((size_t)B * t);
                 for (size_t i = 0; i < in.size(); i++) in[i] = (int)(i * 2654435761u % c.V), tg[i] = (int)(i * 40503u % c.V);
