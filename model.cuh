@@ -10,7 +10,9 @@
 //            logits (N, Vp), and the backward's scratch (stream gradient, branch and norm scratch)
 //   tables   RoPE (cos, sin) per distinct head_dim, (T, head_dim) fp32 each
 // Pg is param_layout() of the config with V padded to Vp (a multiple of 128): wte and lm_head get Vp - V zero
-// rows, so the head matmul and the logits rows are aligned. The padded rows get zero gradient (the classifier
+// rows, so the head matmul and the logits rows are aligned; and every tensor starts at a multiple of 128
+// elements (256 bytes), because cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise,
+// and a width like 352 (an X schedule) would otherwise leave weights at 64-byte offsets. The gaps stay zero. The padded rows get zero gradient (the classifier
 // writes 0 into padded dlogits, the embedding never indexes them) so they stay zero. Across the Engine
 // interface (get/set_params, optimizer state, checkpoints) everything is fp32 in the unpadded param_layout order.
 //
@@ -68,7 +70,7 @@ struct Carver {
 class CudaEngine : public Engine {
   public:
     explicit CudaEngine(const ModelConfig& c, bool recompute = false)
-        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(padded_layout(c)), recompute_(recompute) {
+        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)), recompute_(recompute) {
         validate_config(c);
         Pg_ = glayout_.total;
         cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
@@ -167,6 +169,25 @@ class CudaEngine : public Engine {
         for (int v = 0; v < cfg_.V; v++) out[v] = row[v];
     }
 
+    // The device's parameter order (see the top): V padded to Vp, every tensor 256-byte aligned.
+    static ParamLayout device_layout(const ModelConfig& c) {
+        ModelConfig p = c;
+        p.V = padded_vocab(c.V);
+        ParamLayout g = param_layout(p);
+        std::map<size_t, size_t> moved;  // old offset -> new offset
+        size_t total = 0;
+        for (ParamTensor& t : g.tensors) {
+            const size_t off = (total + 127) / 128 * 128;
+            moved[t.offset] = off;
+            t.offset = off;
+            total = off + t.numel();
+        }
+        g.total = (total + 127) / 128 * 128;
+        auto mv = [&](size_t& o) { if (o != SIZE_MAX) o = moved.at(o); };
+        mv(g.wte), mv(g.lnf_w), mv(g.lnf_b), mv(g.lm_head);
+        for (LayerOffsets& o : g.layer) mv(o.ln1_w), mv(o.ln1_b), mv(o.wqkv), mv(o.wo), mv(o.ln2_w), mv(o.ln2_b), mv(o.wfc), mv(o.wproj);
+        return g;
+    }
     // Bytes of the activation block for the last forward's B x T.
     size_t activation_bytes() { return carve(nullptr, B_, T_); }
     // For tests: the gradients (fp32, unpadded param_layout order) after backward.
@@ -216,11 +237,6 @@ class CudaEngine : public Engine {
     long t_ = 0;
     float clip_scale_ = 1.0f;
 
-    static ParamLayout padded_layout(const ModelConfig& c) {
-        ModelConfig p = c;
-        p.V = padded_vocab(c.V);
-        return param_layout(p);
-    }
     // Interface (unpadded) <-> device (padded) order: tensor i of one is tensor i of the other, the first
     // rows * cols elements of each device tensor are the interface tensor (rows past V are the padding).
     std::vector<float> to_padded(const float* in) const {

@@ -214,6 +214,23 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
     }
 }
 
+TEST_CASE("device parameter layout pads the vocabulary and aligns every tensor for cuBLASLt", "[kernels][model]") {
+    ModelConfig c = small_config("x");
+    c.layers = {{352, 16}, {96, 4}, {352, 16}};  // widths whose tensors end at 64-byte offsets in param_layout
+    const ParamLayout host = param_layout(c), dev = CudaEngine::device_layout(c);
+    REQUIRE(dev.tensors.size() == host.tensors.size());
+    for (size_t i = 0; i < dev.tensors.size(); i++) {
+        INFO(dev.tensors[i].name);
+        CHECK(dev.tensors[i].offset % 128 == 0);
+        const bool vocab = dev.tensors[i].name == "wte" || dev.tensors[i].name == "lm_head";
+        CHECK(dev.tensors[i].rows == (vocab ? (size_t)padded_vocab(c.V) : host.tensors[i].rows));
+        if (i + 1 < dev.tensors.size()) CHECK(dev.tensors[i].offset + dev.tensors[i].numel() <= dev.tensors[i + 1].offset);
+    }
+    for (const ParamTensor& t : dev.tensors)  // named offsets follow their tensors
+        if (t.name == "h1.wfc") CHECK(dev.layer[1].wfc == t.offset);
+    CHECK(dev.lm_head == dev.tensors.back().offset);
+}
+
 TEST_CASE("GPU engine evaluation outputs and fp32 state round trips match the CPU engine", "[kernels][model]") {
     SerialOpenMP serial;
     const ModelConfig c = small_config("x");
