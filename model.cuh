@@ -189,7 +189,10 @@ class CudaEngine : public Engine {
         return g;
     }
     // Bytes of the activation block for the last forward's B x T.
-    size_t activation_bytes() { return carve(nullptr, B_, T_); }
+    size_t activation_bytes() const {
+        Acts scratch;
+        return carve(nullptr, B_, T_, scratch);
+    }
     // For tests: the gradients (fp32, unpadded param_layout order) after backward.
     void get_grads(float* out) const {
         std::vector<bf16> g(Pg_);
@@ -263,8 +266,8 @@ class CudaEngine : public Engine {
     }
     bf16* stream(int k) const { return a_.stream + (size_t)k * B_ * T_ * cfg_.D(); }
 
-    // Lays out (base == nullptr: measures) the activations for B x T.
-    size_t carve(char* base, int B, int T) {
+    // Lays out the activations for B x T into a (base == nullptr: only measures, a gets null pointers).
+    size_t carve(char* base, int B, int T, Acts& a) const {
         const long N = (long)B * T;
         const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d;
         int wmax = 0, hmax = 0, big = Df, small = d;
@@ -274,7 +277,6 @@ class CudaEngine : public Engine {
             big = std::max({big, 3 * w, 2 * hid}), small = std::max({small, w, hid});
         }
         Carver c{base, 0};
-        Acts& a = a_;
         a.tokens = c.take<int>(N), a.targets = c.take<int>(N), a.scratch_targets = c.take<int>(N);
         a.rows = c.take<int>(N), a.starts = c.take<int>(N + 1), a.positions = c.take<int>(N);
         a.stream = c.take<bf16>((size_t)(2 * L + 1) * N * D);
@@ -310,13 +312,14 @@ class CudaEngine : public Engine {
         // Rows are carved per (B, T) (the stream copies are indexed with N = B T), so re-carve on any change;
         // the allocation only grows.
         const long N = (long)B * T;
-        const size_t bytes = carve(nullptr, B, T);
+        Acts measured;
+        const size_t bytes = carve(nullptr, B, T, measured);
         if (N > acts_N_ || !acts_mem_) {
             cudaFree(acts_mem_);
             cudaCheck(cudaMalloc(&acts_mem_, bytes));
             acts_N_ = N;
         }
-        carve(acts_mem_, B, T);
+        carve(acts_mem_, B, T, a_);
         acts_B_ = B, acts_T_ = T;
     }
 };
