@@ -9,12 +9,13 @@
 //            norm outputs and statistics, qkv, attention output and lse, SwiGLU input and output, final norm,
 //            logits (N, Vp), and the backward's scratch (stream gradient, branch and norm scratch)
 //   tables   RoPE (cos, sin) per distinct head_dim, (T, head_dim) fp32 each
-// Pg is param_layout() of the config with V padded to Vp (a multiple of 128): wte and lm_head get Vp - V zero
-// rows, so the head matmul and the logits rows are aligned; and every tensor starts at a multiple of 128
-// elements (256 bytes), because cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise,
-// and a width like 352 (an X schedule) would otherwise leave weights at 64-byte offsets. The gaps stay zero. The padded rows get zero gradient (the classifier
-// writes 0 into padded dlogits, the embedding never indexes them) so they stay zero. Across the Engine
-// interface (get/set_params, optimizer state, checkpoints) everything is fp32 in the unpadded param_layout order.
+// Pg counts the device layout (device_layout()): param_layout() of the config with V padded to Vp (a multiple
+// of 128), so wte and lm_head get Vp - V extra rows and the head matmul and logits rows are aligned; and every
+// tensor starts at a multiple of 128 elements (256 bytes), because cuBLASLt's heuristic assumes 256-byte aligned
+// operands unless told otherwise, and a width like 352 (an X schedule) would leave weights at 64-byte offsets.
+// Padded rows and gaps start at zero and get zero gradient (the classifier writes 0 into padded dlogits, the
+// embedding never indexes them), so they stay zero. Across the Engine interface (get/set_params, optimizer
+// state, checkpoints) everything is fp32 in the unpadded param_layout order.
 //
 // Forward (N = B T rows; w, h, hid of layer l; every residual add fused with the norm that follows it):
 //   x0 = embed(tokens); ln1 = norm(x0[:, :w_0])
@@ -70,7 +71,8 @@ struct Carver {
 class CudaEngine : public Engine {
   public:
     explicit CudaEngine(const ModelConfig& c, bool recompute = false)
-        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)), recompute_(recompute) {
+        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)),
+          recompute_(recompute) {
         validate_config(c);
         Pg_ = glayout_.total;
         cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
@@ -185,7 +187,8 @@ class CudaEngine : public Engine {
         g.total = (total + 127) / 128 * 128;
         auto mv = [&](size_t& o) { if (o != SIZE_MAX) o = moved.at(o); };
         mv(g.wte), mv(g.lnf_w), mv(g.lnf_b), mv(g.lm_head);
-        for (LayerOffsets& o : g.layer) mv(o.ln1_w), mv(o.ln1_b), mv(o.wqkv), mv(o.wo), mv(o.ln2_w), mv(o.ln2_b), mv(o.wfc), mv(o.wproj);
+        for (LayerOffsets& o : g.layer)
+            mv(o.ln1_w), mv(o.ln1_b), mv(o.wqkv), mv(o.wo), mv(o.ln2_w), mv(o.ln2_b), mv(o.wfc), mv(o.wproj);
         return g;
     }
     // Bytes of the activation block for the last forward's B x T.
@@ -245,7 +248,8 @@ class CudaEngine : public Engine {
     std::vector<float> to_padded(const float* in) const {
         std::vector<float> g(Pg_, 0.0f);
         for (size_t i = 0; i < layout_.tensors.size(); i++)
-            std::copy_n(in + layout_.tensors[i].offset, layout_.tensors[i].numel(), g.begin() + glayout_.tensors[i].offset);
+            std::copy_n(in + layout_.tensors[i].offset, layout_.tensors[i].numel(),
+                        g.begin() + glayout_.tensors[i].offset);
         return g;
     }
     void from_padded(const float* g, float* out) const {
