@@ -4,8 +4,14 @@
 #   make test-kernels   only the kernel tests, on the CUDA-on-CPU executor
 
 KERNEL_TEST_SRCS += test/test_kernels.cpp
-NVCC_CHECK_CUH += reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh \
-                  classifier.cuh adamw.cuh gradnorm.cuh model.cuh
+MODEL_CUH := reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh classifier.cuh \
+             adamw.cuh gradnorm.cuh model.cuh
+NVCC_CHECK_CUH += $(MODEL_CUH)
+# executor.mk expands NVCC_CHECK_CUH in test-nvcc-check's prerequisites when it is read, before this file is,
+# so the model's files are named here again.
+ifneq ($(NVCC),)
+test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,$(MODEL_CUH))
+endif
 
 .PHONY: test-kernels
 test-kernels: $(BUILD)/test_prism
