@@ -89,8 +89,9 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
     bf16 *sw = dev_alloc<bf16>(N * hid), *wqkv = dev_alloc<bf16>((size_t)3 * w * w), *g = dev_alloc<bf16>(w, 1.0f);
     bf16 *logits = dev_alloc<bf16>(N * Vp), *wte = dev_alloc<bf16>((size_t)Vp * d), *dx = dev_alloc<bf16>(N * D);
     bf16* dw = dev_alloc<bf16>((size_t)3 * w * w);
-    float *mean = dev_alloc<float>(N), *rstd = dev_alloc<float>(N, 1.0f), *lse = dev_alloc<float>(N * h);
-    float *scratch = dev_alloc<float>(std::max(norm_backward_scratch_floats(N, w), (size_t)N * h));
+    const int hmax = std::max(h, w / 64);  // heads at layer 0, or at head_dim 64 in the sweep below
+    float *mean = dev_alloc<float>(N), *rstd = dev_alloc<float>(N, 1.0f), *lse = dev_alloc<float>(N * hmax);
+    float *scratch = dev_alloc<float>(std::max(norm_backward_scratch_floats(N, w), (size_t)N * hmax));
     float* losses = dev_alloc<float>(N);
     std::vector<int> tok(N);
     for (long n = 0; n < N; n++) tok[n] = (int)(n * 7919 % c.V);
@@ -123,6 +124,16 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
         const double ms = time_ms(r.fn, reps);
         if (r.flops > 0) printf("  %-32s %9.3f ms  %8.1f TFLOP/s\n", r.name, ms, r.flops / ms / 1e9);
         else printf("  %-32s %9.3f ms\n", r.name, ms);
+    }
+    // attention at every head_dim the Prism and X presets use, at the same B, T and width
+    for (int hd : {64, 128, 256}) {
+        if (w % hd) continue;
+        const float sc = 1.0f / std::sqrt((float)hd);
+        const double fl = 2.0 * B * T * T * w;
+        const double f = time_ms([&] { attention_forward(att, lse, qkv, B, T, w, w / hd, sc, 0); }, reps);
+        const double b = time_ms([&] { attention_backward(dqkv, scratch, att, qkv, lse, B, T, w, w / hd, sc, 0); }, reps);
+        printf("  attention head_dim %-3d forward %9.3f ms (%6.1f TFLOP/s)  backward %9.3f ms (%6.1f TFLOP/s)\n", hd, f,
+               fl / f / 1e9, b, 2.5 * fl / b / 1e9);
     }
     for (void* p : {(void*)x, (void*)ln, (void*)qkv, (void*)att, (void*)dqkv, (void*)fc, (void*)sw, (void*)wqkv,
                     (void*)g, (void*)logits, (void*)wte, (void*)dx, (void*)dw, (void*)mean, (void*)rstd, (void*)lse,
