@@ -5,10 +5,10 @@
 //   logprobs: out (N) = logit[target] - lse (0 where target < 0), for evaluation after a forward
 // Columns [V, Vp) (the GPU pads V = 50257 to a multiple of 128 so the head matmul is aligned) are never read:
 // whatever the padded weight rows produce does not enter the softmax, and their gradient is written as 0.
-// Never materialises fp32 probabilities: the forward keeps two floats per row (max folded into lse), and the
-// backward recomputes exp(logit - lse) per element while overwriting that element. Forward and backward are
-// separate launches because the Engine's backward (with its grad_scale) comes after the forward, and
-// inference (eval, logits_at) needs the logits intact after a forward.
+// Never materialises fp32 probabilities: the forward reads a row once (online max and rescaled sum) and keeps
+// two floats per row (max folded into lse); the backward recomputes exp(logit - lse) per element while
+// overwriting that element. Forward and backward are separate launches because the Engine's backward (with its
+// grad_scale) comes after the forward, and inference (eval, logits_at) needs the logits intact after a forward.
 // The exp sum of a row is fp32 (per-thread sums of ~V / 256 terms, then a fixed tree): relative error ~1e-6
 // against the reference's double sum, far below bf16's 4e-3 on the logits themselves.
 // Does not: compute the mean loss (the engine sums the N losses on the host in double, like ref::mean_loss),
@@ -30,12 +30,19 @@ static __global__ void softmax_crossentropy_forward_kernel(float* losses, float*
     SHARED(float[32], scratch);
     const long n = blockIdx.x;
     const bf16* l = logits + n * Vp;
-    float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, __bfloat162float(l[v]));
-    mx = block_max(mx, scratch);
-    float s = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(__bfloat162float(l[v]) - mx);
-    s = block_sum(s, scratch);
+    // One pass over the row: each thread keeps a running max and a sum rescaled whenever the max grows, then
+    // the block agrees on the max and rescales every thread's sum to it.
+    float m = -INFINITY, s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float x = __bfloat162float(l[v]);
+        if (x > m) {  // on the first element m = -inf and exp(-inf) = 0
+            s *= expf(m - x);
+            m = x;
+        }
+        s += expf(x - m);
+    }
+    const float mx = block_max(m, scratch);
+    s = block_sum(m == -INFINITY ? 0.0f : s * expf(m - mx), scratch);  // threads with no columns (V < block)
     if (threadIdx.x == 0) {
         const float z = mx + logf(s);
         lse[n] = z;
