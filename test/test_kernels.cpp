@@ -1,6 +1,6 @@
 // test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference.h function
-// it must match, on random inputs at several shapes (odd T, B = 1, leading slices w < D, every head_dim the
-// presets produce). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
+// it must match, on random inputs at several shapes (odd T, B = 1, leading slices w < D, and for attention
+// every head_dim any preset and schedule produces). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
 // (make test-executor-native) the same tests run on a GPU.
 //
 // How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -336,6 +337,42 @@ TEST_CASE("attention forward and backward match the reference for every head_dim
                 }
             check_close(g, w, BF16_REL, 1e-4, part == 0 ? "dq" : part == 1 ? "dk" : "dv");
         }
+    }
+}
+
+TEST_CASE("attention handles every head_dim any preset produces under any head and width schedule", "[kernels]") {
+    // Every preset with uniform or prism heads and uniform, x, v, lambda or 3 widths: 146 head_dims from 2 to
+    // 776 today. Each runs once (B 1, T 5, one head) against the reference, tolerances as above.
+    std::set<int> hds;
+    for (const Preset& p : presets())
+        for (const char* heads : {"uniform", "prism"})
+            for (const char* widths : {"uniform", "x", "v", "lambda", "3"}) {
+                ModelSpec spec;
+                spec.preset = p.name, spec.heads = heads, spec.widths = widths;
+                std::vector<std::string> warnings;
+                try {
+                    for (const LayerSpec& l : build_config(spec, warnings).layers) hds.insert(l.head_dim());
+                } catch (const ConfigError&) {  // combinations the schedule rules reject cannot be trained
+                }
+            }
+    REQUIRE(hds.count(64) == 1);
+    REQUIRE(hds.count(256) == 1);
+    const int B = 1, T = 5;
+    for (int hd : hds) {
+        INFO("head_dim " << hd);
+        const int w = hd, h = 1;
+        const float scale = 1.0f / std::sqrt((float)hd);
+        auto qkv = rand_bf16((size_t)T * 3 * w, 30 + hd, -2.0f, 2.0f), dout = rand_bf16((size_t)T * w, 31 + hd);
+        std::vector<float> out(T * w), att(T * T), dqkv(T * 3 * w);
+        ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, w, h, scale);
+        ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, w, h, scale);
+        Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(T * w), d_dqkv(T * 3 * w);
+        Dev<float> lse(T), scratch(T);
+        attention_forward(d_out.p, lse.p, d_qkv.p, B, T, w, h, scale, 0);
+        attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, lse.p, B, T, w, h, scale, 0);
+        sync();
+        check_close(d_out.get(), out, BF16_REL, 1e-5, "out");
+        check_close(d_dqkv.get(), dqkv, BF16_REL, 1e-4, "dqkv");
     }
 }
 
