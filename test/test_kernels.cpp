@@ -303,8 +303,9 @@ TEST_CASE("swiglu forward and backward match the reference", "[kernels]") {
 // attention
 // ------------------------------------------------------------------------------------------------------
 
-TEST_CASE("attention forward and backward match the reference for every head_dim the presets produce", "[kernels]") {
-    // head_dims: 64, 128, 256 (Prism), widths / 16 of Xformer shapes (12, 18, 60, 72) and 2, 8 at small scale.
+TEST_CASE("attention forward and backward match the reference with several heads, B > 1 and odd T", "[kernels]") {
+    // head_dims: 64, 128, 256 (Prism), widths / 16 of Xformer shapes (12, 18, 60, 72) and 2, 8 at small scale;
+    // the next test covers every head_dim of every preset, one head at a time.
     // out = sum_j p_j v_j: fp32 softmax (~1e-6) and a sum that can cancel (abs 1e-5 of the largest), one
     // rounding. dq, dk, dv: fp32 sums over up to T keys / queries of products that cancel (abs 1e-4), one
     // rounding. The scale alternates between 1/sqrt(hd) and muP's 1/hd.
