@@ -46,6 +46,8 @@ class Engine {
     virtual void target_logprobs(const int* targets, float* out) const = 0;
     // After forward: the logits of position (b, t), out (V).
     virtual void logits_at(int b, int t, float* out) const = 0;
+    // The device's dense bf16 peak in FLOP/s for MFU (mfu.h); 0 where MFU means nothing (the CPU).
+    virtual double peak_flops() const { return 0; }
 };
 
 class CpuEngine : public Engine {

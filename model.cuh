@@ -46,6 +46,7 @@
 #include "cuda_common.cuh"
 #include "embedding.cuh"
 #include "engine.h"
+#include "mfu.h"
 #include "gradnorm.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
@@ -108,6 +109,11 @@ class CudaEngine : public Engine {
         cudaDeviceProp p;
         cudaCheck(cudaGetDeviceProperties(&p, 0));
         return std::string("CUDA (bf16 weights and activations, fp32 master weights) on ") + p.name;
+    }
+    double peak_flops() const override {
+        cudaDeviceProp p;
+        cudaCheck(cudaGetDeviceProperties(&p, 0));
+        return peak_bf16_tflops(p.name) * 1e12;
     }
     const ModelConfig& config() const override { return cfg_; }
     size_t num_params() const override { return layout_.total; }

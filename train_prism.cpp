@@ -356,6 +356,7 @@ static int run(TrainOptions& o) {
            o.lr * o.final_lr_frac);
     fflush(stdout);
 
+    const double peak = eng->peak_flops();  // 0 on the CPU: no MFU column
     FILE* log = fopen((o.out + "/log.jsonl").c_str(), "a");
     if (!log) throw ConfigError("cannot append to " + o.out + "/log.jsonl: " + strerror(errno));
     std::vector<int> in((size_t)micro_tokens), tg((size_t)micro_tokens);
@@ -380,11 +381,15 @@ static int run(TrainOptions& o) {
         double elapsed = elapsed_before + now_s() - t0;
         printf("step %5ld/%ld | loss %.4f", step + 1, steps, loss);
         if (!std::isnan(vloss)) printf(" | val %.4f", vloss);
-        printf(" | lr %.2e | norm %6.3f | %7.0f tok/s | %.1f s\n", lr, norm, tps, elapsed);
+        printf(" | lr %.2e | norm %6.3f | %7.0f tok/s", lr, norm, tps);
+        double mfu = peak > 0 ? 3.0 * acc.dense_flops_per_token * tps / peak : NAN;
+        if (!std::isnan(mfu)) printf(" | MFU %4.1f%%", 100 * mfu);
+        printf(" | %.1f s\n", elapsed);
         fprintf(log, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f", step + 1, tokens, loss);
         if (!std::isnan(vloss)) fprintf(log, ", \"val_loss\": %.6f", vloss);
         fprintf(log, ", \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f", lr, norm,
                 tps, elapsed);
+        if (!std::isnan(mfu)) fprintf(log, ", \"mfu\": %.4f", mfu);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
             EvalResult r = run_eval_task(*eng, *evalf, o.B, o.eval_limit);

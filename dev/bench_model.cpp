@@ -20,18 +20,7 @@
 
 namespace {
 
-// Dense bf16 tensor-core peaks (TFLOP/s, fp32 accumulate, no sparsity), matched against the device name.
-struct Peak { const char* name; double tflops; };
-const Peak peaks[] = {
-    {"H200", 989.0}, {"GH200", 989.0}, {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0}, {"H100 NVL", 835.0},
-    {"H100 PCIe", 756.0}, {"H100", 756.0}, {"A100", 312.0}, {"L40S", 362.0}, {"L4", 121.0}, {"A10G", 70.0},
-    {"RTX 4090", 165.2}, {"RTX 3090", 71.0},
-};
-double peak_tflops(const std::string& device) {
-    for (const Peak& p : peaks)
-        if (device.find(p.name) != std::string::npos) return p.tflops;
-    return 0;
-}
+double peak_tflops(const std::string& device) { return peak_bf16_tflops(device); }
 
 // "124M", "124M:prism", "124M:x", "tiny:prism:x" -> a config (preset, head schedule, width schedule).
 ModelConfig model_from(const std::string& s, int V) {
