@@ -24,12 +24,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -103,6 +105,18 @@ inline std::vector<unsigned char> read_file_bytes(const std::string& path, const
     return buf;
 }
 
+// Opens a file for reading with its size; closed when the returned handle goes out of scope.
+using FileHandle = std::unique_ptr<FILE, int (*)(FILE*)>;
+inline FileHandle open_sized(const std::string& path, const char* what, size_t& size) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw CheckpointError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
+    FileHandle h(f, fclose);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) throw CheckpointError(std::string("cannot stat ") + what + " " + path);
+    size = (size_t)st.st_size;
+    return h;
+}
+
 inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step) {
     int32_t h[256] = {0};
     h[0] = kModelMagic;
@@ -129,20 +143,27 @@ struct LoadedModel {
     int64_t step = 0;
 };
 
+// Reads the header and layer table, checks them and the file size, then reads the parameters straight into
+// their vector (a multi-GB checkpoint is never held twice in memory).
 inline LoadedModel load_model(const std::string& path) {
-    std::vector<unsigned char> buf = read_file_bytes(path, "checkpoint");
     auto bad = [&](const std::string& why) {
         return CheckpointError("checkpoint " + path + ": " + why);
     };
-    if (buf.size() < 1024) throw bad("truncated (" + std::to_string(buf.size()) + " bytes, header needs 1024)");
-    const int32_t* h = (const int32_t*)buf.data();
+    size_t size;
+    FileHandle fh = open_sized(path, "checkpoint", size);
+    FILE* f = fh.get();
+    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
+    int32_t h[256];
+    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
     if (h[1] != kCheckpointVersion)
         throw bad("version " + std::to_string(h[1]) + ", this build reads version " + std::to_string(kCheckpointVersion));
     if (h[12] != 0) throw bad("unknown parameter dtype " + std::to_string(h[12]));
     int L = h[5];
     if (L <= 0 || L > 10000) throw bad("corrupt header (L = " + std::to_string(L) + ")");
-    if (buf.size() < 1024 + 8 * (size_t)L) throw bad("truncated inside the layer table");
+    if (size < 1024 + 8 * (size_t)L) throw bad("truncated inside the layer table");
+    std::vector<int32_t> table(2 * (size_t)L);
+    if (fread(table.data(), 8, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
     LoadedModel m;
     ModelConfig& c = m.cfg;
     c.d = h[2], c.V = h[3], c.T = h[4], c.h_base = h[6];
@@ -151,7 +172,6 @@ inline LoadedModel load_model(const std::string& path) {
     c.tied = h[8], c.mup_attn = h[9], c.init_width_scale = h[10], c.mlp_multiple = h[11];
     c.mlp_ratio = getf64(h, 16), c.rope_theta = getf64(h, 18), c.norm_eps = getf64(h, 20);
     m.step = get64(h, 22);
-    const int32_t* table = h + 256;
     for (int l = 0; l < L; l++) c.layers.push_back({table[2 * l], table[2 * l + 1]});
     try {
         validate_config(c);
@@ -162,14 +182,14 @@ inline LoadedModel load_model(const std::string& path) {
     size_t P = param_layout(c).total;
     if ((int64_t)P != get64(h, 14)) throw bad("parameter count in the header does not match its config");
     size_t want = 1024 + 8 * (size_t)L + 4 * P;
-    if (buf.size() != want)
-        throw bad((buf.size() < want ? "truncated: " : "trailing bytes: ") + std::to_string(buf.size()) +
-                  " bytes, expected " + std::to_string(want));
-    uint64_t sum = checksum64(table, 8 * (size_t)L);
-    sum = checksum64(buf.data() + 1024 + 8 * (size_t)L, 4 * P, sum);
-    if ((int64_t)sum != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
+    if (size != want)
+        throw bad((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) + " bytes, expected " +
+                  std::to_string(want));
     m.params.resize(P);
-    memcpy(m.params.data(), buf.data() + 1024 + 8 * (size_t)L, 4 * P);
+    if (fread(m.params.data(), 4, P, f) != P) throw bad("error reading the parameters");
+    uint64_t sum = checksum64(table.data(), 8 * (size_t)L);
+    sum = checksum64(m.params.data(), 4 * P, sum);
+    if ((int64_t)sum != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
     return m;
 }
 
@@ -201,11 +221,15 @@ inline void save_state(const std::string& path, const TrainState& s) {
                             {s.v.data(), s.v.size() * 4}});
 }
 
+// Reads and checks the header, then the loader position and the moments straight into their vectors.
 inline TrainState load_state(const std::string& path, size_t P) {
-    std::vector<unsigned char> buf = read_file_bytes(path, "optimizer state");
     auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
-    if (buf.size() < 1024) throw bad("truncated");
-    const int32_t* h = (const int32_t*)buf.data();
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    FILE* f = fh.get();
+    if (size < 1024) throw bad("truncated");
+    int32_t h[256];
+    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
     if (h[1] != kCheckpointVersion) throw bad("unsupported version " + std::to_string(h[1]));
     if (get64(h, 4) != (int64_t)P)
@@ -213,22 +237,20 @@ inline TrainState load_state(const std::string& path, size_t P) {
                   "; it belongs to a different model");
     size_t lsz = (size_t)h[10];
     size_t want = 1024 + lsz + 8 * P;
-    if (h[10] < 0 || buf.size() != want)
-        throw bad("size " + std::to_string(buf.size()) + " bytes, expected " + std::to_string(want) + " (truncated?)");
-    const unsigned char* p = buf.data() + 1024;
-    uint64_t sum = checksum64(p, lsz);  // chained piece by piece, exactly as save_state hashed them
-    sum = checksum64(p + lsz, 4 * P, sum);
-    sum = checksum64(p + lsz + 4 * P, 4 * P, sum);
-    if ((int64_t)sum != get64(h, 11))
-        throw bad("checksum mismatch: the file is corrupt");
+    if (h[10] < 0 || size != want)
+        throw bad("size " + std::to_string(size) + " bytes, expected " + std::to_string(want) + " (truncated?)");
     TrainState s;
     s.step = get64(h, 2);
     s.tokens = get64(h, 6);
     s.rng = (uint64_t)get64(h, 8);
-    s.loader.assign(buf.begin() + 1024, buf.begin() + 1024 + lsz);
+    s.loader.resize(lsz);
     s.m.resize(P);
     s.v.resize(P);
-    memcpy(s.m.data(), buf.data() + 1024 + lsz, 4 * P);
-    memcpy(s.v.data(), buf.data() + 1024 + lsz + 4 * P, 4 * P);
+    if (fread(s.loader.data(), 1, lsz, f) != lsz || fread(s.m.data(), 4, P, f) != P || fread(s.v.data(), 4, P, f) != P)
+        throw bad("error reading the file");
+    uint64_t sum = checksum64(s.loader.data(), lsz);  // chained piece by piece, exactly as save_state hashed them
+    sum = checksum64(s.m.data(), 4 * P, sum);
+    sum = checksum64(s.v.data(), 4 * P, sum);
+    if ((int64_t)sum != get64(h, 11)) throw bad("checksum mismatch: the file is corrupt");
     return s;
 }
