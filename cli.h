@@ -88,6 +88,34 @@ inline double parse_double_flag(const std::string& flag, const std::string& v) {
     return x;
 }
 
+// Appliers for numeric flags with bounds: the value must parse whole and lie in [lo, hi], else a one-line error
+// naming the flag ("--d must be positive", "--keep must be at least 1", "--lr must lie in [0, 10]").
+inline std::string below_message(const std::string& flag, double lo) {
+    return flag + (lo == 1 ? " must be positive" : " must be at least " + std::to_string((long)lo));
+}
+inline std::function<void(const std::string&)> int_flag(const std::string& flag, int& dst, int lo) {
+    return [flag, &dst, lo](const std::string& v) {
+        int x = parse_int_flag(flag, v);
+        if (x < lo) throw ConfigError(below_message(flag, lo));
+        dst = x;
+    };
+}
+inline std::function<void(const std::string&)> long_flag(const std::string& flag, long& dst, long lo) {
+    return [flag, &dst, lo](const std::string& v) {
+        long x = parse_long_flag(flag, v);
+        if (x < lo) throw ConfigError(below_message(flag, (double)lo));
+        dst = x;
+    };
+}
+inline std::function<void(const std::string&)> double_flag(const std::string& flag, double& dst, double lo, double hi) {
+    return [flag, &dst, lo, hi](const std::string& v) {
+        double x = parse_double_flag(flag, v);
+        if (x < lo || x > hi)
+            throw ConfigError(flag + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        dst = x;
+    };
+}
+
 // The model flags shared by train_prism and the dev tools: a preset, schedules and overrides.
 inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
     std::string names;
@@ -98,42 +126,21 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
                      [&m](const std::string& v) { m.heads = v; }});
     flags.push_back({"-w, --widths", "WIDTHS", "uniform | x | v | lambda | 3 | list of widths (default uniform)",
                      [&m](const std::string& v) { m.widths = v; }});
-    flags.push_back({"--d", "N", "embedding width d", [&m](const std::string& v) {
-                         m.d = parse_int_flag("--d", v);
-                         if (m.d <= 0) throw ConfigError("--d must be positive");
-                     }});
-    flags.push_back({"--layers", "N", "number of layers L", [&m](const std::string& v) {
-                         m.L = parse_int_flag("--layers", v);
-                         if (m.L <= 0) throw ConfigError("--layers must be positive");
-                     }});
+    flags.push_back({"--d", "N", "embedding width d", int_flag("--d", m.d, 1)});
+    flags.push_back({"--layers", "N", "number of layers L", int_flag("--layers", m.L, 1)});
     flags.push_back({"--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
-                     [&m](const std::string& v) {
-                         m.h_base = parse_int_flag("--heads", v);
-                         if (m.h_base <= 0) throw ConfigError("--heads must be positive");
-                     }});
+                     int_flag("--heads", m.h_base, 1)});
     flags.push_back({"--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
-                     [&m](const std::string& v) {
-                         m.head_dim = parse_int_flag("--head-dim", v);
-                         if (m.head_dim <= 0) throw ConfigError("--head-dim must be positive");
-                     }});
-    flags.push_back({"--seq-len", "T", "context length T", [&m](const std::string& v) {
-                         m.T = parse_int_flag("--seq-len", v);
-                         if (m.T <= 0) throw ConfigError("--seq-len must be positive");
-                     }});
-    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", [&m](const std::string& v) {
-                         m.V = parse_int_flag("--vocab", v);
-                         if (m.V <= 0) throw ConfigError("--vocab must be positive");
-                     }});
+                     int_flag("--head-dim", m.head_dim, 1)});
+    flags.push_back({"--seq-len", "T", "context length T", int_flag("--seq-len", m.T, 1)});
+    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", int_flag("--vocab", m.V, 1)});
     flags.push_back({"--mlp-ratio", "R", "SwiGLU hidden = R * w_l (8/3 for Prism presets, 4 for Xformer)",
                      [&m](const std::string& v) {
                          m.mlp_ratio = parse_double_flag("--mlp-ratio", v);
                          if (!(m.mlp_ratio > 0)) throw ConfigError("--mlp-ratio must be positive");
                      }});
     flags.push_back({"--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
-                     [&m](const std::string& v) {
-                         m.mlp_multiple = parse_int_flag("--mlp-multiple", v);
-                         if (m.mlp_multiple <= 0) throw ConfigError("--mlp-multiple must be positive");
-                     }});
+                     int_flag("--mlp-multiple", m.mlp_multiple, 1)});
     flags.push_back({"--norm", "NORM", "layernorm | rmsnorm", [&m](const std::string& v) {
                          parse_norm(v);
                          m.norm = v;
@@ -142,17 +149,11 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
                      [&m](const std::string&) { m.untied = 1; }});
     flags.push_back({"--tied", "", "output head shares the token embedding", [&m](const std::string&) { m.untied = 0; }});
     flags.push_back({"--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
-                     [&m](const std::string& v) {
-                         m.shape.k = parse_int_flag("--turn", v);
-                         if (m.shape.k <= 0) throw ConfigError("--turn must be positive");
-                     }});
+                     int_flag("--turn", m.shape.k, 1)});
     flags.push_back({"--bottleneck", "R", "width shapes: narrowest width / d (default 0.3)", [&m](const std::string& v) {
                          m.shape.ratio = parse_double_flag("--bottleneck", v);
                      }});
-    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)", [&m](const std::string& v) {
-                         m.shape.quantum = parse_int_flag("--width-quantum", v);
-                         if (m.shape.quantum <= 0) throw ConfigError("--width-quantum must be positive");
-                     }});
+    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)", int_flag("--width-quantum", m.shape.quantum, 1)});
     flags.push_back({"--allow-ablation", "", "permit head schedules that break monotonicity or h_L = h_base",
                      [&m](const std::string&) { m.allow_ablation = true; }});
 }

@@ -33,14 +33,8 @@ std::vector<Flag> make_flags(Options& o) {
          [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }},
         {"--data", "DIR", "directory of the eval files TASK.bin (default data/eval, made by data/get_eval.sh)",
          [&o](const std::string& v) { o.data = v; }},
-        {"--limit", "N", "only the first N examples of each task (default: all)", [&o](const std::string& v) {
-             o.limit = parse_long_flag("--limit", v);
-             if (o.limit <= 0) throw ConfigError("--limit must be positive");
-         }},
-        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", [&o](const std::string& v) {
-             o.batch = parse_int_flag("--batch", v);
-             if (o.batch <= 0) throw ConfigError("--batch must be positive");
-         }},
+        {"--limit", "N", "only the first N examples of each task (default: all)", long_flag("--limit", o.limit, 1)},
+        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", int_flag("--batch", o.batch, 1)},
         {"--json", "FILE", "also write the results as JSON", [&o](const std::string& v) { o.json = v; }},
         {"--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
          [&o](const std::string& v) { o.tokenizer = v; }},

@@ -51,19 +51,6 @@ struct TrainOptions {
 
 static std::vector<Flag> make_flags(TrainOptions& o) {
     std::vector<Flag> f;
-    auto lng = [](const char* n, long& dst, long lo) {
-        return [n, &dst, lo](const std::string& v) {
-            dst = parse_long_flag(n, v);
-            if (dst < lo) throw ConfigError(std::string(n) + " must be at least " + std::to_string(lo));
-        };
-    };
-    auto dbl = [](const char* n, double& dst, double lo, double hi) {
-        return [n, &dst, lo, hi](const std::string& v) {
-            dst = parse_double_flag(n, v);
-            if (dst < lo || dst > hi)
-                throw ConfigError(std::string(n) + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-        };
-    };
     f.push_back({"-h, --help", "", "print this help and exit", [&o](const std::string&) { o.help = true; }});
     f.push_back({"--plan", "", "print the model's per-layer table and totals and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
@@ -71,44 +58,35 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--train", "GLOB", "training shards (default data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
     f.push_back({"--val", "GLOB", "validation shards (default data/default/*_val_*.bin)", [&o](const std::string& v) { o.val = v; }});
     f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/tiny)", [&o](const std::string& v) { o.out = v; }});
-    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", [&o](const std::string& v) {
-                     o.B = parse_int_flag("--batch", v);
-                     if (o.B < 1) throw ConfigError("--batch must be at least 1");
-                 }});
-    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", [&o](const std::string& v) {
-                     o.T = parse_int_flag("--train-seq", v);
-                     if (o.T < 1) throw ConfigError("--train-seq must be at least 1");
-                 }});
+    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1)});
+    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1)});
     f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step; a multiple of B*T (gradient accumulation)",
-                 lng("--total-batch", o.total_batch, 1)});
-    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", lng("--steps", o.steps, 1)});
-    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", lng("--tokens", o.tokens, 1)});
+                 long_flag("--total-batch", o.total_batch, 1)});
+    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", long_flag("--steps", o.steps, 1)});
+    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
-                 dbl("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
-    f.push_back({"--lr", "LR", "peak learning rate (default 3e-3)", dbl("--lr", o.lr, 0, 10)});
-    f.push_back({"--warmup-frac", "F", "linear warmup over this fraction of the steps (default 0.025)", dbl("--warmup-frac", o.warmup_frac, 0, 1)});
-    f.push_back({"--final-lr-frac", "F", "cosine decays to F * lr (default 0.1)", dbl("--final-lr-frac", o.final_lr_frac, 0, 1)});
-    f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", dbl("--wd", o.opt.weight_decay, 0, 10)});
-    f.push_back({"--beta1", "B1", "AdamW beta1 (default 0.9)", dbl("--beta1", o.opt.beta1, 0, 0.999999)});
-    f.push_back({"--beta2", "B2", "AdamW beta2 (default 0.95)", dbl("--beta2", o.opt.beta2, 0, 0.999999)});
-    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", dbl("--adam-eps", o.opt.eps, 0, 1)});
-    f.push_back({"--clip", "C", "clip the global gradient norm to C (0: off; default 1.0)", dbl("--clip", o.clip, 0, 1e9)});
+                 double_flag("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
+    f.push_back({"--lr", "LR", "peak learning rate (default 3e-3)", double_flag("--lr", o.lr, 0, 10)});
+    f.push_back({"--warmup-frac", "F", "linear warmup over this fraction of the steps (default 0.025)", double_flag("--warmup-frac", o.warmup_frac, 0, 1)});
+    f.push_back({"--final-lr-frac", "F", "cosine decays to F * lr (default 0.1)", double_flag("--final-lr-frac", o.final_lr_frac, 0, 1)});
+    f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", double_flag("--wd", o.opt.weight_decay, 0, 10)});
+    f.push_back({"--beta1", "B1", "AdamW beta1 (default 0.9)", double_flag("--beta1", o.opt.beta1, 0, 0.999999)});
+    f.push_back({"--beta2", "B2", "AdamW beta2 (default 0.95)", double_flag("--beta2", o.opt.beta2, 0, 0.999999)});
+    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", double_flag("--adam-eps", o.opt.eps, 0, 1)});
+    f.push_back({"--clip", "C", "clip the global gradient norm to C (0: off; default 1.0)", double_flag("--clip", o.clip, 0, 1e9)});
     f.push_back({"--seed", "S", "seed for init, data order and sampling (default 1337)", [&o](const std::string& v) {
                      long s = parse_long_flag("--seed", v);
                      if (s < 0) throw ConfigError("--seed must be non-negative");
                      o.seed = (uint64_t)s;
                  }});
     f.push_back({"--no-shuffle", "", "read shards and windows in order", [&o](const std::string&) { o.shuffle = false; }});
-    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", lng("--val-every", o.val_every, 0)});
-    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", lng("--val-tokens", o.val_tokens, 1)});
+    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", long_flag("--val-every", o.val_every, 0)});
+    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", long_flag("--val-tokens", o.val_tokens, 1)});
     f.push_back({"--ckpt-every", "N", "checkpoint every N steps; always one at the end (default: only at the end)",
-                 lng("--ckpt-every", o.ckpt_every, 0)});
-    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", [&o](const std::string& v) {
-                     o.keep = parse_int_flag("--keep", v);
-                     if (o.keep < 1) throw ConfigError("--keep must be at least 1");
-                 }});
+                 long_flag("--ckpt-every", o.ckpt_every, 0)});
+    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", int_flag("--keep", o.keep, 1)});
     f.push_back({"--stop-after", "N", "stop after N steps of this run, with a checkpoint (e.g. to fit a job time limit)",
-                 lng("--stop-after", o.stop_after, 1)});
+                 long_flag("--stop-after", o.stop_after, 1)});
     f.push_back({"--resume", "", "continue from OUT/latest (pass the same flags as the first run)",
                  [&o](const std::string&) { o.resume = true; }});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
@@ -117,17 +95,14 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                      if (o.sample_every < 0) throw ConfigError("--sample-every must be at least 0");
                      o.sample_flag_given = true;
                  }});
-    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", [&o](const std::string& v) {
-                     o.sample_tokens = parse_int_flag("--sample-tokens", v);
-                     if (o.sample_tokens < 1) throw ConfigError("--sample-tokens must be at least 1");
-                 }});
+    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1)});
     f.push_back({"--tokenizer", "FILE", "GPT-2 ranks file for samples (default data/cache/gpt2.tiktoken)",
                  [&o](const std::string& v) { o.tokenizer = v; }});
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
-                 lng("--eval-every", o.eval_every, 0)});
+                 long_flag("--eval-every", o.eval_every, 0)});
     f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
                  [&o](const std::string& v) { o.eval_task = v; }});
-    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", lng("--eval-limit", o.eval_limit, 0)});
+    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0)});
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "test/test_util.h"
 #include "eval.h"
 
 namespace {
@@ -37,20 +38,6 @@ ev::Json J(const std::string& s) { return ev::parse_json(s); }
 
 std::vector<int> range(const EvalExample& e, int a, int b) { return std::vector<int>(e.tokens.begin() + a, e.tokens.begin() + b); }
 
-struct Result {
-    int rc;
-    std::string out;  // stdout and stderr together
-};
-Result sh(const std::string& cmd) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int st = pclose(p);
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
     f << text;

@@ -15,26 +15,10 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "test/test_util.h"
 #include "dataloader.h"
 
 namespace {
-
-struct Result {
-    int rc;
-    std::string out;  // stdout and stderr together
-};
-
-Result sh(const std::string& cmd) {
-    std::string full = cmd + " 2>&1";
-    FILE* p = popen(full.c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int st = pclose(p);
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
 
 // A fresh directory with a train and a val shard of a repetitive token stream over a vocabulary of 256.
 std::string make_data_dir() {
