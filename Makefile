@@ -31,13 +31,13 @@ BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
 
 ifeq ($(BIN_NVCC),)
 BIN_DEPS := $(wildcard *.h)
-build_bin = $(CXX) $(CXXFLAGS) $(1) -o $(2) $(LDLIBS) -lpcre2-8
+build_bin = $(CXX) $(CXXFLAGS) -x c++ $(1) -x none -o $(2) $(LDLIBS) -lpcre2-8
 else
 BIN_DEPS := $(wildcard *.h *.cuh)
 build_bin = $(BIN_NVCC) $(NVCCFLAGS) -x cu $(1) -o $(2) $(NVCC_LDLIBS)
 endif
 
-train_prism: train_prism.cpp $(BIN_DEPS)
+train_prism: train_prism.cu $(BIN_DEPS)
 	$(call build_bin,$<,$@)
 
 # ---- tests -------------------------------------------------------------------------------------------

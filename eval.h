@@ -1,7 +1,7 @@
 // eval.h: zero-shot evaluation as lm-evaluation-harness v0.4 does it (../shared/EVAL.md is the protocol):
 // the prompt rules of each task (text -> contexts and continuations), their tokenisation, the eval file that
 // holds the result, and the scorer that runs an Engine over it. Used by data/prepare_eval.cpp (raw files ->
-// eval files), eval_zeroshot.cpp (checkpoint -> table) and the trainer (one task every N steps).
+// eval files), eval_zeroshot.cu (checkpoint -> table) and the trainer (one task every N steps).
 //
 // Eval file (data/eval/TASK.bin), little-endian:
 //   bytes [0, 1024)  256 x int32 header
@@ -26,7 +26,7 @@
 //   the whole text, cut into windows at scoring time because the windows depend on the model's T.
 //   Multiple choice: pool = ctx | cont_0 | cont_1 ...; WinoGrande: ctx_0 | cont_0 | ctx_1 | cont_1.
 //
-// Not here: reading the raw files (data/prepare_eval.cpp), the command line (eval_zeroshot.cpp). The scorer
+// Not here: reading the raw files (data/prepare_eval.cpp), the command line (eval_zeroshot.cu). The scorer
 // never materialises more than one batch of logits (rows x T_batch x V, inside the engine).
 #pragma once
 

@@ -9,7 +9,7 @@ $(BUILD)/prepare_eval: data/prepare_eval.cpp eval.h tokenizer.h checkpoint.h eng
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 
-eval_zeroshot: eval_zeroshot.cpp $(BIN_DEPS)
+eval_zeroshot: eval_zeroshot.cu $(BIN_DEPS)
 	$(call build_bin,$<,$@)
 
 $(BUILD)/bench_eval: dev/bench_eval.cpp $(wildcard *.h)

@@ -1,4 +1,4 @@
-// Zero-shot evaluation (eval.h, data/prepare_eval.cpp, eval_zeroshot.cpp) against EVAL.md: the exact prompt
+// Zero-shot evaluation (eval.h, data/prepare_eval.cpp, eval_zeroshot.cu) against EVAL.md: the exact prompt
 // strings of every task including the awkward cases, the continuation token ranges of lm-eval's pair encoding
 // (token ids checked against tiktoken's gpt2 encoding), the eval file format, the rolling windows and left
 // truncation, and scores on a model whose output is known in closed form: with every weight zero the logits

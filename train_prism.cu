@@ -1,4 +1,4 @@
-// train_prism: the training loop of DESIGN.md on whichever Engine this machine has (engine.h), plus
+// train_prism: the command line and training loop (README "Training") on whichever Engine this machine has (engine.h), plus
 // `--plan`, which prints a model's per-layer table and totals and exits. One step:
 //   zero_grad; for each of n_micro micro-batches: forward, backward(1 / n_micro)   (gradient accumulation)
 //   clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
