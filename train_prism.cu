@@ -21,9 +21,10 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "dataloader.h"
-#include "engine.h"
+#include "engines.h"
 #include "eval.h"
 #include "plan.h"
+#include "ref_optimizer.h"
 #include "schedule.h"
 #include "tokenizer.h"
 
