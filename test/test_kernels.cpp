@@ -1,7 +1,7 @@
-// test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference.h function
-// it must match, on random inputs at several shapes (odd T, B = 1, leading slices w < D, and for attention
-// every head_dim any preset and schedule produces). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
-// (make test-executor-native) the same tests run on a GPU.
+// test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference function
+// (ref_ops.h, ref_optimizer.h) it must match, on random inputs at several shapes (odd T, B = 1, leading slices
+// w < D, and for attention every head_dim any preset and schedule produces). Compiled by g++ the kernels run on
+// the CUDA-on-CPU executor (make test); compiled by nvcc (make test-executor-native) the same tests run on a GPU.
 //
 // How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
 // so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-9 (8 bits
@@ -27,7 +27,9 @@
 #include "embedding.cuh"
 #include "gradnorm.cuh"
 #include "layernorm.cuh"
-#include "reference.h"
+#include "ref_init.h"
+#include "ref_ops.h"
+#include "ref_optimizer.h"
 #include "residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
