@@ -55,25 +55,27 @@ TEST_CASE("blocked matmul matches a naive triple loop across block edges", "[ref
         CHECK(std::fabs(got - naive) <= K * 1.2e-16 * abs_sum);
         CHECK(std::fabs(got_f - naive) <= K * 6e-8 * abs_sum + 1e-6 * abs_sum);  // + float rounding of inputs
     };
+    // The naive dot product sum_k p[k sp] q[k sq] in order of k, and the sum of its terms' magnitudes.
+    auto naive = [](const double* p, long sp, const double* q, long sq, int K, double& abs_sum) {
+        double s = 0;
+        abs_sum = 0;
+        for (int k = 0; k < K; k++) s += p[k * sp] * q[k * sq], abs_sum += std::fabs(p[k * sp] * q[k * sq]);
+        return s;
+    };
+    double a = 0;
     for (int n = 0; n < N; n += 7)
         for (int o = 0; o < out; o += 5) {
-            double s = 0, a = 0;
-            for (int c = 0; c < in; c++)
-                s += x[n * ldx + c] * W[o * in + c], a += std::fabs(x[n * ldx + c] * W[o * in + c]);
+            const double s = naive(&x[n * ldx], 1, &W[o * in], 1, in, a);
             check("y", y[n * out + o], yf[n * out + o], s, a, in);
         }
     for (int n = 0; n < N; n += 7)
         for (int c = 0; c < in; c++) {
-            double s = 0, a = 0;
-            for (int o = 0; o < out; o++)
-                s += dy[n * out + o] * W[o * in + c], a += std::fabs(dy[n * out + o] * W[o * in + c]);
+            const double s = naive(&dy[n * out], 1, &W[c], in, out, a);
             check("dx", dx[n * in + c], dxf[n * in + c], s, a, out);
         }
     for (int o = 0; o < out; o += 3)
         for (int c = 0; c < in; c++) {
-            double s = 0, a = 0;
-            for (int n = 0; n < N; n++)
-                s += dy[n * out + o] * x[n * ldx + c], a += std::fabs(dy[n * out + o] * x[n * ldx + c]);
+            const double s = naive(&dy[o], out, &x[c], ldx, N, a);
             check("dW", dW[o * in + c], dWf[o * in + c], s, a, N);
         }
 }
