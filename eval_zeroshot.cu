@@ -13,7 +13,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "engine.h"
+#include "engines.h"
 #include "eval.h"
 
 namespace {

@@ -5,7 +5,7 @@
 // Each step prints one line and appends one JSON object to OUT/log.jsonl; checkpoints and the run directory
 // are run_dir.h's. --resume continues from OUT/latest with the identical loss sequence of an uninterrupted
 // run (same data position, same sampling RNG).
-// Does not: parse flags (train_prism.cu), or know which engine it drives.
+// Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@
 #include "engine.h"
 #include "eval.h"
 #include "plan.h"
-#include "reference.h"
+#include "ref_optimizer.h"
 #include "run_dir.h"
 #include "schedule.h"
 #include "tokenizer.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "engine.h"
+#include "engines.h"
 #include "plan.h"
 #include "schedule.h"
 #include "train_loop.h"

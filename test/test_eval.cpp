@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "cpu_engine.h"
 #include "test/test_util.h"
 #include "eval.h"
 
