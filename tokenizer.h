@@ -171,7 +171,7 @@ class Tokenizer {
     // For tests: match with PCRE2's interpreter instead of its JIT (same matches, slower), the path taken on
     // CPUs that PCRE2 cannot JIT for.
     void disable_jit() { jit_ = false; }
-    // For tests: every piece from PCRE2, without the ASCII shortcut (see ascii_piece_end).
+    // For tests: every piece from PCRE2, without the ASCII shortcut (pretokenize.h's ascii_piece_end).
     void disable_ascii_shortcut() { ascii_ = false; }
 
     int eot() const { return n_ranks_; }             // 50256: the id after the last BPE rank

@@ -131,8 +131,8 @@ static size_t check_class(const std::string& line) {
         printf("\n");
     };
     printf("  class %-3s %s\n", name.c_str(), add.empty() && remove.empty() ? "identical to tiktoken's on every code point" : "DIFFERS from tiktoken's");
-    if (!add.empty()) print("missing, add to tokenizer.h", add);
-    if (!remove.empty()) print("extra (tokenizer.h needs a subtraction)", remove);
+    if (!add.empty()) print("missing, add to pretokenize.h", add);
+    if (!remove.empty()) print("extra (pretokenize.h needs a subtraction)", remove);
     return add.size() + remove.size();
 }
 
