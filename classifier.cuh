@@ -7,14 +7,15 @@
 //   loss_sum: acc (1) double += scale * sum of losses (N): the micro-batch's mean loss, kept on the device
 // Columns [V, Vp) (the GPU pads V = 50257 to a multiple of 128 so the head matmul is aligned) are never read:
 // whatever the padded weight rows produce does not enter the softmax, and their gradient is written as 0.
-// One block of 1024 threads per row. Never materialises fp32 probabilities: the row is read once with 128-bit
-// loads (an online max and rescaled sum per thread, folded into lse), and the fused kernel then recomputes
-// exp(logit - lse) per element while overwriting it: the second read of a 100 KB row comes from L2 (the 264 rows
-// in flight on an H100 hold 26 MB of its 50 MB), so the logits cross HBM once each way. Why fused: the logits
-// are the largest tensor of the step (N x Vp = 1.6 GB of bf16 at B 16, T 1024), and a separate backward pass
-// would read them from HBM a second time. The dloss of each row is known before the forward (grad_scale /
-// unmasked targets of the micro-batch), so the training micro-step needs no separate backward here; inference
-// (eval, logits_at) takes the forward launcher, which leaves the logits intact.
+// One block per row, of 1024 threads (fewer for a vocabulary under 8K: one per 8 columns). Never materialises
+// fp32 probabilities: the row is read once with 128-bit loads (an online max and rescaled sum per thread,
+// folded into lse), and the fused kernel then recomputes exp(logit - lse) per element while overwriting it: the
+// second read of a 100 KB row comes from L2 (the 264 rows in flight on an H100 hold 26 MB of its 50 MB), so the
+// logits cross HBM once each way. Why fused: the logits are the largest tensor of the step (N x Vp = 1.6 GB of
+// bf16 at B 16, T 1024), and a separate backward pass would read them from HBM a second time. The dloss of each
+// row is known before the forward (grad_scale / unmasked targets of the micro-batch), so the training micro-step
+// needs no separate backward here; inference (eval, logits_at) takes the forward launcher, which leaves the
+// logits intact.
 // The exp sum of a row is fp32 (per-thread sums of ~V / 1024 terms, then a fixed tree): relative error ~1e-6
 // against the reference's double sum, far below bf16's 4e-3 on the logits themselves.
 // Does not: label smoothing, or z-loss.
@@ -24,7 +25,11 @@
 #include "reduce.cuh"
 #include "vec.cuh"
 
-constexpr int CLASSIFIER_BLOCK = 1024;
+constexpr int CLASSIFIER_BLOCK = 1024;  // the most threads per row; fewer when the row has fewer 8-column chunks
+inline int classifier_block(int V) {
+    const int warps = ((V + 7) / 8 + 31) / 32;
+    return warps >= CLASSIFIER_BLOCK / 32 ? CLASSIFIER_BLOCK : 32 * warps;
+}
 constexpr int LOSS_SUM_BLOCK = 1024;  // a power of two (the tree below)
 
 // ---------------------------------------------------------------------------------------------------------
@@ -115,7 +120,7 @@ static __global__ void loss_sum_kernel(double* acc, const float* losses, long N,
 // losses, lse (N) fp32; logits (N, Vp) read in [0, V), left intact; targets (N) on the device, or null (losses 0).
 inline void softmax_crossentropy_forward(float* losses, float* lse, const bf16* logits, const int* targets, long N,
                                          int V, int Vp, cudaStream_t stream) {
-    LAUNCH((unsigned)N, CLASSIFIER_BLOCK, 0, stream, softmax_crossentropy_kernel)(
+    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)(
         losses, lse, const_cast<bf16*>(logits), targets, V, Vp, false, 0.0f);  // not fused: never writes logits
     cudaCheck(cudaGetLastError());
 }
@@ -124,8 +129,8 @@ inline void softmax_crossentropy_forward(float* losses, float* lse, const bf16* 
 // loss), e.g. grad_scale / count. targets (N) on the device.
 inline void softmax_crossentropy_fused(float* losses, bf16* logits, const int* targets, long N, int V, int Vp,
                                        float dloss, cudaStream_t stream) {
-    LAUNCH((unsigned)N, CLASSIFIER_BLOCK, 0, stream, softmax_crossentropy_kernel)(losses, nullptr, logits, targets,
-                                                                                   V, Vp, true, dloss);
+    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)(losses, nullptr, logits, targets,
+                                                                                      V, Vp, true, dloss);
     cudaCheck(cudaGetLastError());
 }
 

@@ -23,7 +23,8 @@
 //   positions (N)   row indices n, increasing within each bucket
 // Writes into caller arrays of N, N + 1 and N ints (the engine's pinned upload slot) and returns U; `count` is
 // the histogram scratch. A counting sort: positions are placed in increasing n, so each bucket is in order.
-inline int embedding_buckets(const int* tokens, long N, int* rows, int* starts, int* positions, std::vector<int>& count) {
+inline int embedding_buckets(const int* tokens, long N, int* rows, int* starts, int* positions,
+                             std::vector<int>& count) {
     int V = 0;
     for (long n = 0; n < N; n++) V = std::max(V, tokens[n] + 1);
     count.assign((size_t)V + 1, 0);

@@ -27,7 +27,8 @@ constexpr int GRADNORM_MIN_PER_THREAD = 16;  // small blocks of grads use fewer 
 static __global__ void grad_norm_partial_kernel(float* partial, const float* g, size_t n) {
     SHARED(float[32], scratch);
     float s = 0.0f, x[4];
-    for (size_t i = 4 * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += 4 * (size_t)gridDim.x * blockDim.x) {
+    const size_t stride = 4 * (size_t)gridDim.x * blockDim.x;
+    for (size_t i = 4 * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {
         load4(x, g + i, n - i < 4 ? (int)(n - i) : 4);
         s += x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3];
     }

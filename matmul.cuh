@@ -79,7 +79,8 @@ inline MatmulPlan matmul_plan(const MatmulKey& key) {
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
     if (has_bias)
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out_type, sizeof(out_type)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out_type, sizeof(out_type)));
     cublasCheck(transB ? cublasLtMatrixLayoutCreate(&p.first, CUDA_R_16BF, K, N, ldb)
                        : cublasLtMatrixLayoutCreate(&p.first, CUDA_R_16BF, N, K, ldb));
     cublasCheck(transA ? cublasLtMatrixLayoutCreate(&p.second, CUDA_R_16BF, M, K, lda)

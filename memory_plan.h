@@ -7,8 +7,8 @@
 //                                 activations, and the fixed extras (cuBLASLt workspace, RoPE tables)
 //   choose_recompute              what the trainer does with a GPU's free memory
 //   print_gpu_memory              the --plan lines
-// activation_bytes mirrors CudaEngine::carve buffer for buffer (test_model_cuda.cpp checks that they agree for
-// uniform, Prism, X and lambda models, with and without recomputation).
+// activation_bytes mirrors CudaEngine::carve buffer for buffer, with the same Carver measuring (test_model_cuda.cpp
+// checks that they agree for uniform, Prism, X and lambda models, with and without recomputation).
 // Does not: include CUDA (train_prism --plan runs on machines without it), or count the CUDA context itself
 // (~0.5 GiB, already taken when the free memory is read).
 #pragma once
@@ -48,10 +48,17 @@ inline ParamLayout device_layout(const ModelConfig& c) {
     return g;
 }
 
-// Bytes of carved arrays: each starts at a multiple of 256 bytes (model.cuh's Carver).
-struct ByteCounter {
+// Carves typed, 256-byte aligned arrays out of one allocation (the engine's), or with base == nullptr only
+// measures (the plan).
+struct Carver {
+    char* base = nullptr;
     size_t bytes = 0;
-    void take(size_t n, size_t elem) { bytes = (bytes + 255) / 256 * 256 + n * elem; }
+    template <class T> T* take(size_t n) {
+        bytes = (bytes + 255) / 256 * 256;
+        T* p = base ? reinterpret_cast<T*>(base + bytes) : nullptr;
+        bytes += n * sizeof(T);
+        return p;
+    }
 };
 
 // The widths the activation block is sized by.
@@ -77,23 +84,25 @@ inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recomput
     const long N = (long)B * T;
     const int L = c.L(), D = c.D(), Df = c.Df(), Vp = padded_vocab(c.V);
     const ActivationWidths a = activation_widths(c);
-    ByteCounter b;
-    for (int s = 0; s < 2; s++) b.take(5 * N + 1, 4);  // the two upload slots
-    b.take((size_t)(2 * L + 1) * N * D, 2);             // residual states
-    if (recompute) b.take(N * a.wmax, 2), b.take(N * a.hidmax, 2);
+    using bf16_bytes = uint16_t;
+    Carver b;
+    for (int s = 0; s < 2; s++) b.take<int>(5 * N + 1);  // the two upload slots
+    b.take<bf16_bytes>((size_t)(2 * L + 1) * N * D);      // residual states
+    if (recompute) b.take<bf16_bytes>(N * a.wmax), b.take<bf16_bytes>(N * a.hidmax);
     for (int l = 0; l < L; l++) {
         const int w = c.layers[l].width, h = c.layers[l].heads, hid = c.hidden_of(l);
-        b.take(N * 3 * w, 2), b.take(N * w, 2), b.take(N * 2 * hid, 2);  // qkv, atty, fc
-        if (!recompute) b.take(N * w, 2), b.take(N * w, 2), b.take(N * hid, 2);  // ln1, ln2, sw
-        for (int k = 0; k < 4; k++) b.take(N, 4);  // mean1, rstd1, mean2, rstd2
-        b.take(N * h, 4);                          // attention lse
+        b.take<bf16_bytes>(N * 3 * w), b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * 2 * hid);  // qkv, atty, fc
+        if (!recompute)  // ln1, ln2, sw
+            b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * hid);
+        for (int k = 0; k < 4; k++) b.take<float>(N);  // mean1, rstd1, mean2, rstd2
+        b.take<float>(N * h);                          // attention lse
     }
-    b.take(N * a.wmax, 2), b.take(N * Df, 2), b.take(N * Vp, 2);  // branch, lnf, logits
-    for (int k = 0; k < 4; k++) b.take(N, 4);                     // meanf, rstdf, lse, losses
-    b.take(N * D, 2), b.take(N * a.big, 2), b.take(N * a.small, 2);  // dresid, dbig, dsmall
-    b.take(norm_scratch_floats(N, std::max(a.wmax, Df)), 4);
-    b.take(N * a.hmax, 4);  // attention backward scratch
-    b.take(N, 4);           // target_logprobs output
+    b.take<bf16_bytes>(N * a.wmax), b.take<bf16_bytes>(N * Df), b.take<bf16_bytes>(N * Vp);  // branch, lnf, logits
+    for (int k = 0; k < 4; k++) b.take<float>(N);                                          // meanf, rstdf, lse, losses
+    b.take<bf16_bytes>(N * D), b.take<bf16_bytes>(N * a.big), b.take<bf16_bytes>(N * a.small);  // dresid, dbig, dsmall
+    b.take<float>(norm_scratch_floats(N, std::max(a.wmax, Df)));
+    b.take<float>(N * a.hmax);  // attention backward scratch
+    b.take<float>(N);           // target_logprobs output
     return b.bytes;
 }
 
@@ -130,10 +139,12 @@ inline void print_gpu_memory(FILE* f, const ModelConfig& c, int B, int T) {
                "optimizer %.2f GiB (fp32 master, m, v) + activations %.2f GiB + workspace %.2f GiB = %.2f GiB\n",
             B, T, gib(m.params), gib(m.grads), gib(m.optimizer), gib(m.activations), gib(m.fixed), gib(m.total()));
     fprintf(f, "  with --recompute: activations %.2f GiB, total %.2f GiB\n", gib(r.activations), gib(r.total()));
-    for (auto [name, bytes] : {std::pair<const char*, double>{"80 GiB (H100, A100 80GB)", 80.0},
-                               {"141 GiB (H200)", 141.0}}) {
-        const double cap = bytes * (1u << 30) * 0.97;  // the margin choose_recompute keeps
-        const char* verdict = (double)m.total() <= cap ? "fits" : (double)r.total() <= cap ? "fits with --recompute (chosen automatically)" : "does not fit: lower -b";
+    for (auto [name, gibs] : {std::pair<const char*, double>{"80 GiB (H100, A100 80GB)", 80.0},
+                              {"141 GiB (H200)", 141.0}}) {
+        const double cap = gibs * (1u << 30) * 0.97;  // the margin choose_recompute keeps
+        const char* verdict = (double)m.total() <= cap   ? "fits"
+                              : (double)r.total() <= cap ? "fits with --recompute (chosen automatically)"
+                                                         : "does not fit: lower -b";
         fprintf(f, "  %s: %s\n", name, verdict);
     }
 }

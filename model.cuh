@@ -92,18 +92,6 @@ inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
     return r;
 }
 
-// Carves typed, 256-byte aligned arrays out of one allocation. With base == nullptr it only measures.
-struct Carver {
-    char* base = nullptr;
-    size_t bytes = 0;
-    template <class T> T* take(size_t n) {
-        bytes = (bytes + 255) / 256 * 256;
-        T* p = base ? reinterpret_cast<T*>(base + bytes) : nullptr;
-        bytes += n * sizeof(T);
-        return p;
-    }
-};
-
 // Called after each op of a step (see the top). `op` is one of cost_model.h's names.
 struct OpTimer {
     virtual ~OpTimer() = default;
@@ -560,7 +548,8 @@ inline void CudaEngine::backward() {
     // columns [d, Df) are zero (the head never reads them)
     bf16* dlnf = a_.dbig;
     if (Df != d) {
-        cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0, (size_t)(Df - d) * sizeof(bf16), N, compute_));
+        cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0, (size_t)(Df - d) * sizeof(bf16), N,
+                                    compute_));
         mark("memset");
     }
     matmul(dlnf, a_.logits, P(Wout()), none, (int)N, d, Vp_, false, false, 0.0f, compute_, 0, 0, Df);

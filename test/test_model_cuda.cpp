@@ -307,13 +307,15 @@ TEST_CASE("GPU engine evaluation outputs and fp32 state round trips match the CP
 TEST_CASE("fp32 gradient accumulation: 8 micro-batches of B equal one batch of 8 B, where bf16 accumulation does not",
           "[kernels][model]") {
     SerialOpenMP serial;
-    // The same engine computes the gradient of one batch of 8 B rows, and of the same rows as 8 micro-batches of
-    // B with grad_scale 1/8 (every row masks the same number of targets, so the objectives are equal). Activations
-    // and their gradients are per row, so the two differ only in how the weight gradients are summed: over 8 B
-    // rows in one fp32 sum, or in 8 fp32 sums added into the fp32 buffer. Measured per tensor, relative to the
-    // reference gradient's norm: ~1e-7 (fp32 rounding); the bound is 1e-5. The same 8 micro-gradients added as the
-    // engine did before (into a bf16 buffer, one rounding per micro-step: acc = bf16(acc + g_k)) differ by ~1e-3,
-    // above the bound: that is what fp32 accumulation fixes, shown by the two numbers this test prints.
+    // The same rows as one batch of 8 B and as 8 micro-batches of B with grad_scale 1/8 (every row masks the same
+    // number of targets, so the objectives are equal). Two references for the accumulated gradient: the exact sum
+    // (in double, on the host) of the 8 micro-batches' own gradients, each computed alone; and, on the executor,
+    // the gradient of the one batch of 8 B (activations there are per row, so the batch differs only in how the
+    // weight gradients are summed; cuBLASLt may pick another summation order for another M, so a GPU compares
+    // with the first reference only). Errors are per tensor, relative to the reference gradient's norm.
+    // Measured: fp32 accumulation ~1e-7 against both; the same 8 micro-gradients added as the engine did before
+    // (into a bf16 buffer, one rounding per micro-step: acc = bf16(acc + g_k)) ~4e-3. The bound 1e-5 separates
+    // them; the test prints both numbers.
     for (std::string kind : {"uniform", "x"}) {
         INFO(kind);
         const ModelConfig c = small_config(kind);
@@ -330,32 +332,42 @@ TEST_CASE("fp32 gradient accumulation: 8 micro-batches of B equal one batch of 8
         e.set_params(rm.params.data());
         const size_t P = e.num_params();
         std::vector<float> whole(P), micro(P), part(P), bf16_acc(P, 0.0f);
-        e.zero_grad();
-        e.forward_backward(in.data(), tg.data(), K * B, T, 1.0f);
-        e.get_grads(whole.data());
-        e.zero_grad();
-        for (int k = 0; k < K; k++) e.forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
-        e.get_grads(micro.data());
-        for (int k = 0; k < K; k++) {  // each micro-batch's own gradient, accumulated in bf16 on the host
+        std::vector<double> exact(P, 0.0);
+        for (int k = 0; k < K; k++) {  // each micro-batch's own gradient: summed exactly, and in bf16
             e.zero_grad();
             e.forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
             e.get_grads(part.data());
-            for (size_t i = 0; i < P; i++) bf16_acc[i] = float(bf16(bf16_acc[i] + part[i]));
+            for (size_t i = 0; i < P; i++) exact[i] += part[i], bf16_acc[i] = float(bf16(bf16_acc[i] + part[i]));
         }
-        double worst_fp32 = 0, worst_bf16 = 0;
+        e.zero_grad();
+        for (int k = 0; k < K; k++) e.forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
+        e.get_grads(micro.data());
+        e.zero_grad();
+        e.forward_backward(in.data(), tg.data(), K * B, T, 1.0f);
+        e.get_grads(whole.data());
+        double fp32_vs_sum = 0, bf16_vs_sum = 0, fp32_vs_whole = 0, bf16_vs_whole = 0;
         for (const ParamTensor& t : param_layout(c).tensors) {
-            auto diff = [&](const std::vector<float>& g) {
+            auto diff = [&](const std::vector<float>& g, auto&& want) {
                 double num = 0, den = 0;
                 for (size_t i = t.offset; i < t.offset + t.numel(); i++)
-                    num += (double)(g[i] - whole[i]) * (g[i] - whole[i]), den += (double)rm.grads[i] * rm.grads[i];
+                    num += ((double)g[i] - want(i)) * ((double)g[i] - want(i)), den += (double)rm.grads[i] * rm.grads[i];
                 return std::sqrt(num / std::max(den, 1e-30));
             };
-            worst_fp32 = std::max(worst_fp32, diff(micro)), worst_bf16 = std::max(worst_bf16, diff(bf16_acc));
+            auto sum = [&](size_t i) { return exact[i]; };
+            auto one = [&](size_t i) { return (double)whole[i]; };
+            fp32_vs_sum = std::max(fp32_vs_sum, diff(micro, sum)), bf16_vs_sum = std::max(bf16_vs_sum, diff(bf16_acc, sum));
+            fp32_vs_whole = std::max(fp32_vs_whole, diff(micro, one));
+            bf16_vs_whole = std::max(bf16_vs_whole, diff(bf16_acc, one));
         }
-        printf("fp32 accumulation (%s): 8 micro-batches vs one batch of 8, worst tensor %.2e relative to the "
-               "reference gradient; bf16 accumulation: %.2e\n", kind.c_str(), worst_fp32, worst_bf16);
-        CHECK(worst_fp32 <= 1e-5);
-        CHECK(worst_bf16 > 1e-5);  // the bound separates the two
+        printf("gradient accumulation over 8 micro-batches (%s), worst tensor relative to the reference gradient: "
+               "fp32 %.2e (vs the exact sum), %.2e (vs one batch of 8); bf16 %.2e, %.2e\n", kind.c_str(), fp32_vs_sum,
+               fp32_vs_whole, bf16_vs_sum, bf16_vs_whole);
+        CHECK(fp32_vs_sum <= 1e-5);
+        CHECK(bf16_vs_sum > 1e-5);  // the bound separates the two
+#ifdef CUDA_CPU_EXECUTOR
+        CHECK(fp32_vs_whole <= 1e-5);
+        CHECK(bf16_vs_whole > 1e-5);
+#endif
     }
 }
 
