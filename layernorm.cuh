@@ -28,7 +28,7 @@
 
 constexpr int NORM_BLOCK = 128;          // forward: 4 warps = 4 rows per block
 constexpr int NORM_ROWS_PER_CHUNK = 64;  // backward: rows per block, i.e. per weight-gradient partial row
-constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes stay below the no-opt-in limit up to w 1536
+constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes: within the no-opt-in limit up to w 6144
 constexpr int NORM_FINISH_COLS = 4, NORM_FINISH_SLICES = 64;  // finish block: 4 columns x 64 slices of partials
 
 // fp32 scratch the backward needs: two (chunks, w) partial-sum planes (weight and bias).
@@ -216,15 +216,18 @@ inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const
 
 // dx (N, lddx) += in [0, w); dg (w) +=, db (w) += in fp32 (LayerNorm; db null for RMSNorm). dout (N, w) compact,
 // x (N, ldx) the forward's input, scratch: norm_backward_scratch_floats(N, w) floats of device memory.
-// Two launches: the row pass (N / 64 blocks: 256 at N = 16K) and the finish (w / 4 x planes blocks).
+// Two launches: the row pass (N / 64 blocks: 256 at N = 16K) and the finish (w / 4 x planes blocks: 384 at
+// w 768 LayerNorm).
 inline void norm_backward(bool rms, bf16* dx, long lddx, float* dg, float* db, const bf16* dout, const bf16* x,
                           long ldx, const float* mean, const float* rstd, const bf16* g, long N, int w,
                           float* scratch, cudaStream_t stream) {
     const int chunks = (int)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK), planes = rms ? 1 : 2;
-    // As many warps (up to 4) as keep the warps' planes within 48 KiB; past w = 6144 one warp needs the opt-in.
+    // As many warps (up to 8) as keep the warps' planes within 48 KiB: 8 for LayerNorm up to w 768 (16 warps per
+    // SM at N = 16K: a memory-bound kernel needs them in flight), 6 at w 1024; past w 6144 one warp needs the
+    // opt-in. The count depends on w only, so the summation order is fixed for a model.
     const size_t plane_bytes = (size_t)planes * w * sizeof(float);
     int warps = (int)(NORM_SMEM_BYTES / plane_bytes);
-    warps = warps < 1 ? 1 : warps > 4 ? 4 : warps;
+    warps = warps < 1 ? 1 : warps > 8 ? 8 : warps;
     const size_t smem = warps * plane_bytes;
     if (smem > (size_t)NORM_SMEM_BYTES)
         cudaCheck(cudaFuncSetAttribute(norm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

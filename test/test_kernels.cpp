@@ -256,8 +256,8 @@ TEST_CASE("copy_columns copies the leading w columns bit for bit and leaves the 
 TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db", "[kernels]") {
     // dx: fp32 row sums of w terms that cancel (abs 1e-4 of the largest), added to a non-zero dx and rounded once.
     // dg, db: sums over N rows in fp32 (warps, blocks of 64 rows, then blocks: abs 1e-4), added to non-zero fp32
-    // dg, db. N = 130: three row blocks; w = 2000: three warps per block; w = 7000: one warp whose planes need
-    // the shared-memory opt-in (56 KB).
+    // dg, db. N = 130: three row blocks; w <= 768: 8 warps per block; w = 2000: 3 (LayerNorm) or 6 (RMSNorm);
+    // w = 7000: one warp whose planes need the shared-memory opt-in (56 KB).
     std::vector<NormShape> shapes(std::begin(norm_shapes), std::end(norm_shapes));
     shapes.push_back({5, 2000, 2000}), shapes.push_back({3, 7000, 7000});
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
