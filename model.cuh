@@ -112,7 +112,6 @@ class CudaEngine : public Engine {
     double peak_flops() const override { return peak_bf16_tflops(device_name()) * 1e12; }
     const ModelConfig& config() const override { return cfg_; }
     size_t num_params() const override { return layout_.total; }
-    bool recomputes() const { return recompute_; }
 
     void init_params(uint64_t seed) override {
         std::vector<float> p(layout_.total);
