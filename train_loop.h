@@ -1,6 +1,7 @@
-// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h). One step:
-//   zero_grad; for each of n_micro micro-batches: forward, backward(1 / n_micro)   (gradient accumulation)
-//   clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
+// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h). One step
+// (train_step.h): zero_grad; for each of n_micro micro-batches: forward_backward(1 / n_micro) (gradient
+// accumulation); clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr);
+// AdamW; one read-back of the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
 // Each step prints one line and appends one JSON object to OUT/log.jsonl; checkpoints and the run directory
 // are run_dir.h's. --resume continues from OUT/latest with the identical loss sequence of an uninterrupted
@@ -23,10 +24,12 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "tokenizer.h"
+#include "train_step.h"
 
 struct TrainOptions {
     ModelSpec model;
     bool plan = false, json = false, help = false, cpu = false, resume = false;
+    bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     std::string train = "data/default/*_train_*.bin", val = "data/default/*_val_*.bin", out = "out/tiny";
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
@@ -55,12 +58,11 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     long batches = std::max(1L, tokens / ((long)B * T));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
-    double sum = 0;
     for (long i = 0; i < batches; i++) {
         val.next_batch(in.data(), tg.data());
-        sum += eng.forward(in.data(), tg.data(), B, T);
+        eng.forward(in.data(), tg.data(), B, T);  // adds the batch's mean loss to the engine's loss sum
     }
-    return sum / batches;
+    return eng.read_stats().loss / batches;
 }
 
 // Ancestral sampling at temperature 1 from EOT, with our own RNG so samples are part of the reproducible state.
@@ -202,15 +204,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     for (long step = start; step < p.steps; step++) {
         const double ts = now_seconds();
         StepRecord r;
-        eng.zero_grad();
-        for (long k = 0; k < p.n_micro; k++) {
-            train.next_batch(in.data(), tg.data());
-            r.loss += eng.forward(in.data(), tg.data(), o.B, p.T) / p.n_micro;
-            eng.backward(1.0f / p.n_micro);
-        }
-        r.norm = eng.clip_grad_norm(o.clip);
         r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
-        eng.adamw_step(r.lr, o.opt);
+        const StepStats s = train_step(eng, [&](int* i, int* t) { train.next_batch(i, t); }, o.B, p.T, p.n_micro,
+                                       o.clip, r.lr, o.opt, in, tg);
+        r.loss = s.loss, r.norm = s.grad_norm;
         tokens += p.total_batch;
         r.step = step + 1, r.tokens = tokens;
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);

@@ -1,13 +1,14 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
-// or, with --plan, prints a model's per-layer table and totals and exits. This file is the command line: the
-// flag table (cli.h renders --help from it) and main; the loop is train_loop.h, the output directory
-// run_dir.h, the engines engine.h.
+// or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
+// (memory_plan.h), and exits. This file is the command line: the flag table (cli.h renders --help from it) and
+// main; the loop is train_loop.h, the output directory run_dir.h, the engines engine.h.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "engines.h"
+#include "memory_plan.h"
 #include "plan.h"
 #include "schedule.h"
 #include "train_loop.h"
@@ -15,7 +16,7 @@
 static std::vector<Flag> make_flags(TrainOptions& o) {
     std::vector<Flag> f;
     f.push_back({"-h, --help", "", "print this help and exit", [&o](const std::string&) { o.help = true; }});
-    f.push_back({"--plan", "", "print the model's per-layer table and totals and exit", [&o](const std::string&) { o.plan = true; }});
+    f.push_back({"--plan", "", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
     add_model_flags(f, o.model);
     f.push_back({"--train", "GLOB", "training shards (default data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
@@ -69,6 +70,8 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
+    f.push_back({"--recompute", "", "GPU: recompute norm and SwiGLU outputs in the backward (less memory; automatic when needed)",
+                 [&o](const std::string&) { o.recompute = true; }});
     return f;
 }
 
@@ -89,15 +92,21 @@ int main(int argc, char** argv) {
             ModelConfig cfg = build_config(o.model, warnings);
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
             std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
-            if (o.json) print_plan_json(stdout, title, cfg, warnings);
-            else print_plan(stdout, title, cfg);
+            if (o.json) {
+                print_plan_json(stdout, title, cfg, warnings);
+            } else {
+                print_plan(stdout, title, cfg);
+                print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
+            }
             return 0;
         }
         std::vector<std::string> warnings;
         ModelConfig cfg = build_config(o.model, warnings);
         for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
         std::string why;
-        std::unique_ptr<Engine> eng = make_engine(cfg, o.cpu, why);
+        EngineOptions eo;
+        eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
+        std::unique_ptr<Engine> eng = make_engine(cfg, eo, why);
         return run_training(o, cfg, *eng, why);
     } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, data and tokenizer errors
         fprintf(stderr, "train_prism: error: %s\n", e.what());
