@@ -4,8 +4,8 @@
 // its last good checkpoint named; every checkpoint header field is under the checksum and range-checked;
 // SIGTERM, SIGINT and SIGHUP end a run with a checkpoint it resumes from exactly; a forgotten --resume wipes
 // nothing; --keep holds across resumes; numeric flags are bounded; a failed log write is an error; and the
-// messages for a directory given as a shard, a corrupt OUT/latest and a bad token deep in a shard say what
-// is wrong, at the start.
+// messages for a directory given as a shard, a corrupt OUT/latest, a bad token deep in a shard and an
+// impossible eval header say what is wrong, at the start.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "eval_file.h"
 #include "json.h"
 #include "test/train_util.h"
 
@@ -340,5 +341,25 @@ TEST_CASE("messages say what is wrong: a directory as a shard, a corrupt OUT/lat
     REQUIRE(one_line_error(v));
     REQUIRE(has(v.out, "deep_train_000001.bin: token 300 at position 199990 is outside the vocabulary (256)"));
     REQUIRE(!has(v.out, "step "));
+
+    // An eval file claiming 2^40 examples (with a valid checksum) is a corrupt header, not "out of memory".
+    EvalFile f;
+    f.task = "piqa", f.V = 300, f.eot = 299;
+    EvalExample e;
+    e.tokens = {1, 2, 3};
+    e.req = {{0, 1, 1, 3, 0}};
+    f.ex.push_back(e);
+    save_eval_file(dir + "/piqa.bin", f);
+    std::string b = file_text(dir + "/piqa.bin");
+    int64_t huge = 1LL << 40;
+    memcpy(&b[6 * 4], &huge, 8);
+    memset(&b[12 * 4], 0, 8);
+    Checksum64 sum;
+    sum.update(b.data(), b.size());
+    uint64_t v64 = sum.value();
+    memcpy(&b[12 * 4], &v64, 8);
+    std::ofstream(dir + "/piqa.bin", std::ios::binary) << b;
+    REQUIRE_THROWS_WITH(load_eval_file(dir + "/piqa.bin"),
+                        Catch::Contains("corrupt header: 1099511627776 examples cannot fit in a payload of 64 bytes"));
     sh("rm -rf '" + dir + "'");
 }
