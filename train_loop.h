@@ -288,12 +288,14 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
         if (ckpt && streak == 0) run.save(eng, train.state(), step + 1, tokens, rng);
+        const std::string latest = ckpt || sig ? run.latest() : "";
         if (ckpt && streak > 0)
-            printf("no checkpoint at step %ld: it was not finite; %s/latest still names %s\n", r.step, o.out.c_str(),
-                   run.latest().c_str());
+            printf("no checkpoint at step %ld: it was not finite; %s\n", r.step,
+                   latest.empty() ? "there is none yet" : (o.out + "/latest still names " + latest).c_str());
         if (sig) {
-            printf("stopped by %s after step %ld; %s/latest names %s; continue with the same flags plus --resume\n",
-                   stop_signal_name(sig), r.step, o.out.c_str(), run.latest().c_str());
+            printf("stopped by %s after step %ld; %s; continue with the same flags plus --resume\n",
+                   stop_signal_name(sig), r.step,
+                   latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str());
             fflush(stdout);
             return kExitInterrupted;
         }

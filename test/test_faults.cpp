@@ -229,10 +229,10 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP end a run after its step with a checkpoint
     REQUIRE(a.rc == 0);
     // The run is started in the background; the signal goes to it once it has logged 5 steps.
     auto interrupted = [&](const std::string& out, const std::string& signals) {
-        return sh(micro(dir, out) + " --steps 2000 --sample-every 0 > " + out + ".txt 2>&1 & pid=$!; "
+        return sh("(" + micro(dir, out) + " --steps 2000 --sample-every 0 > " + out + ".txt 2>&1 & pid=$!; "
                   "while kill -0 $pid 2>/dev/null && [ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -lt 5 ]; "
                   "do sleep 0.02; done; "
-                  "for s in " + signals + "; do kill -$s $pid; done; wait $pid; echo \"exit $?\"; cat " + out + ".txt");
+                  "for s in " + signals + "; do kill -$s $pid; done; wait $pid; echo \"exit $?\"; cat " + out + ".txt)");
     };
     for (const char* sig : {"TERM", "HUP"}) {  // (SIGINT: a background job of sh starts with it ignored)
         std::string out = dir + "/" + sig;
