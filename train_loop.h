@@ -120,6 +120,9 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg) {
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
     if (!p.steps) p.steps = 150;
     p.warmup = (long)std::lround(o.warmup_frac * p.steps);
+    if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
+        throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
+                          " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
     if (o.lr * o.opt.weight_decay >= 1) {  // the weights would not shrink but flip sign and grow: NaN by design
         char b[200];
         snprintf(b, sizeof b, "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
