@@ -54,8 +54,8 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  [&o](const std::string&) { o.resume = true; }});
     f.push_back({"--overwrite", "", "start afresh in an OUT that holds a run: delete its checkpoints and log first",
                  [&o](const std::string&) { o.overwrite = true; }});
-    f.push_back({"--max-nonfinite", "K", "stop (exit 3) after K steps in a row with a NaN/inf loss or gradient norm; "
-                 "each is skipped, no update (default 3)", int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
+    f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
+                 int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
                  [&o](const std::string& v) {
                      long_flag("--sample-every", o.sample_every, 0, kMaxSteps)(v);
