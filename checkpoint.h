@@ -74,7 +74,8 @@ double header_double(const int32_t* h, int at, const char* name, double lo, doub
     double v = getf64(h, at);
     if (!(v >= lo && v <= hi)) {  // false for NaN too
         char b[160];
-        snprintf(b, sizeof b, "corrupt header: %s = %g (words %d..%d), must lie in [%g, %g]", name, v, at, at + 1, lo, hi);
+        snprintf(b, sizeof b, "corrupt header: %s = %g (words %d..%d), must lie in [%g, %g]", name, v, at, at + 1, lo,
+                 hi);
         throw bad(b);
     }
     return v;

@@ -189,7 +189,8 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
     for (int at : {16, 32}) {  // the names: NUL-terminated within their 64 bytes, zero after the NUL
         const char* name = (const char*)(h + at);
         for (size_t i = strnlen(name, 64); i < 64; i++)
-            if (name[i] != 0) throw bad("corrupt header: the " + std::string(at == 16 ? "task" : "tokenizer") + " name");
+            if (name[i] != 0)
+                throw bad("corrupt header: the " + std::string(at == 16 ? "task" : "tokenizer") + " name");
     }
     for (int i = 48; i < 256; i++)
         if (h[i] != 0) throw bad("corrupt header: word " + std::to_string(i) + " is not 0");

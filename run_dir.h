@@ -260,8 +260,8 @@ class RunDir {
         const size_t P = param_layout(cfg).total;
         TrainState st = load_state(r.dir + "/state_rank0.bin", P);
         if (st.step != m.step)
-            throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) +
-                                  " but state_rank0.bin at step " + std::to_string(st.step) + "; the checkpoint is corrupt");
+            throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) + " but state_rank0.bin at step " +
+                                  std::to_string(st.step) + "; the checkpoint is corrupt");
         eng.set_params(m.params.data());
         eng.set_optimizer(st.m, st.v, (long)st.step);
         if (st.loader.size() != sizeof r.loader)
@@ -304,7 +304,8 @@ class RunDir {
         std::vector<long> older;
         for (long s : checkpoint_steps())
             if (s < newest) older.push_back(s);
-        for (size_t i = 0; i + (size_t)(keep_ - 1) < older.size(); i++) remove_tree(out_ + "/" + step_dir_name(older[i]));
+        for (size_t i = 0; i + (size_t)(keep_ - 1) < older.size(); i++)
+            remove_tree(out_ + "/" + step_dir_name(older[i]));
     }
 
     std::string out_;

@@ -189,7 +189,8 @@ inline std::string nonfinite_message(const RunDir& run, long first_bad, long las
     std::string latest = run.latest();
     return "steps " + std::to_string(first_bad) + ".." + std::to_string(last_bad) +
            " had a NaN or infinite loss or gradient norm and were skipped (no update, no checkpoint); " +
-           (latest.empty() ? "no checkpoint was written" : run.path() + "/latest names " + latest + ", the last good one") +
+           (latest.empty() ? "no checkpoint was written"
+                           : run.path() + "/latest names " + latest + ", the last good one") +
            "; lower --lr or raise --warmup-frac, then --resume";
 }
 

@@ -169,7 +169,8 @@ TEST_CASE("every flag train_prism --help names is one its parser accepts, with a
     CHECK(flags == 63);  // 56 flags, 7 of them with a short spelling too
 }
 
-TEST_CASE("every checkpoint header field is under the checksum and range-checked when read", "[train][faults][checkpoint]") {
+TEST_CASE("every checkpoint header field is under the checksum and range-checked when read",
+          "[train][faults][checkpoint]") {
     // Issue 10 #2: a flipped bit in state_rank0.bin's step resumed silently at the wrong step; a NaN norm_eps
     // in model.bin scored an eval from NaN logits.
     std::string dir = make_data_dir(), out = dir + "/run";
@@ -329,7 +330,8 @@ TEST_CASE("--keep prunes every older checkpoint in OUT across resumes, and crash
     // Issue 10 #5: five --stop-after jobs with --keep 2 left five checkpoints.
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 2").rc == 0);
-    for (int job = 0; job < 4; job++) REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 2 --resume").rc == 0);
+    for (int job = 0; job < 4; job++)
+        REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 2 --resume").rc == 0);
     REQUIRE(checkpoints_in(out) == "step_00000004 step_00000005");
     // What a kill -9 in the middle of a save leaves: a partial directory and a half-written latest.tmp.
     REQUIRE(sh("mkdir " + out + "/step_00000006.tmp && echo x > " + out + "/step_00000006.tmp/model.bin && echo y > " +

@@ -101,7 +101,8 @@ Bytes mutate(Bytes b, SplitMix64& r, size_t header) {
         }
         case 7: {
             if (b.size() < 2) break;
-            size_t from = pos(), to = pos(), n = (size_t)std::min<uint64_t>(1 + r.below(32), b.size() - std::max(from, to));
+            size_t from = pos(), to = pos();
+            size_t n = (size_t)std::min<uint64_t>(1 + r.below(32), b.size() - std::max(from, to));
             memmove(&b[to], &b[from], n);
             break;
         }
@@ -305,7 +306,8 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
         }
         printf("fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
                "(undetectable by the format)\n", f.name, c.cases, c.clean_errors, c.equal, c.different);
-        total.cases += c.cases, total.clean_errors += c.clean_errors, total.equal += c.equal, total.different += c.different;
+        total.cases += c.cases, total.clean_errors += c.clean_errors, total.equal += c.equal;
+        total.different += c.different;
         if (f.seal_word < 0) continue;
         // Re-sealed: the checksum matches, so the range checks and size arithmetic are what stands.
         Counts s;
@@ -333,7 +335,8 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
     }
     printf("fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
            "(a valid record with other text)\n", "JSON lines", j.cases, j.clean_errors, j.equal, j.different);
-    total.cases += j.cases, total.clean_errors += j.clean_errors, total.equal += j.equal, total.different += j.different;
+    total.cases += j.cases, total.clean_errors += j.clean_errors, total.equal += j.equal;
+    total.different += j.different;
 
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     printf("fuzz total: %ld cases: %ld clean errors, %ld accepted and equal, %ld accepted and different where the "
@@ -341,8 +344,7 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
            "%ld valid but different; %.1f s\n", total.cases, total.clean_errors, total.equal, total.different,
            resealed.cases, resealed.clean_errors, resealed.equal, resealed.different, secs);
     fflush(stdout);
-    // Nothing slipped through the checksummed formats: every accepted case of theirs was equal.
-    CHECK(total.clean_errors + total.equal + total.different == total.cases);
+    // (Every case was checked in run_case: an accepted case of a checksummed format had to be equal.)
     CHECK(secs < 60);
     std::string rm = "rm -rf '" + dir + "'";
     REQUIRE(system(rm.c_str()) == 0);
