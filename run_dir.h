@@ -159,7 +159,7 @@ class RunDir {
         const bool latest = access((out_ + "/latest").c_str(), F_OK) == 0;
         if (steps.empty() && !log && !latest) return;
         std::string what = steps.empty() ? "" : "checkpoints up to " + step_dir_name(steps.back());
-        if (steps.empty() && latest) what = "OUT/latest";
+        if (steps.empty() && latest) what = "a latest file";
         if (log) what += std::string(what.empty() ? "" : " and ") + "a log of " + std::to_string(st.st_size) + " bytes";
         throw ConfigError(out_ + " holds an earlier run (" + what +
                           "); pass --resume to continue it, or --overwrite to delete it and start afresh");
