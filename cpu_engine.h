@@ -43,13 +43,16 @@ class CpuEngine : public Engine {
     void zero_grad() override { model_.zero_grad(); }
     void clip_grad_norm(double max_norm) override {
         norm_ = ref::clip_grad_norm(model_.grads.data(), model_.grads.size(), max_norm);
+        clipped_ = true;
     }
     StepStats read_stats() override {
         StepStats s{loss_sum_, norm_};
-        loss_sum_ = 0, norm_ = NAN;
+        loss_sum_ = 0, norm_ = NAN, clipped_ = false;
         return s;
     }
+    // As the CUDA engine: a step whose loss or (clipped) gradient norm is NaN or infinite changes nothing.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        if (!std::isfinite(loss_sum_) || (clipped_ && !std::isfinite(norm_))) return;
         ref::AdamWParams p;
         p.beta1 = hp.beta1, p.beta2 = hp.beta2, p.eps = hp.eps, p.weight_decay = hp.weight_decay;
         ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, p);
@@ -79,6 +82,7 @@ class CpuEngine : public Engine {
     ref::AdamWState<float> opt_;
     int B_ = 0, T_ = 0;
     double loss_sum_ = 0, norm_ = NAN;
+    bool clipped_ = false;  // clip_grad_norm ran since the last read_stats
     bool logits_valid_ = false;
     void require_logits() const {
         if (!logits_valid_) throw std::logic_error("target_logprobs / logits_at need a forward() (not forward_backward)");

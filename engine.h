@@ -51,6 +51,9 @@ class Engine {
     // Queues the global gradient norm; the next adamw_step scales the gradients by min(1, max_norm / norm)
     // (max_norm <= 0: no clipping). read_stats returns the norm before clipping.
     virtual void clip_grad_norm(double max_norm) = 0;
+    // Queues the AdamW update. A step whose loss (summed since the last read) or gradient norm (of the clip
+    // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
+    // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
     // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
     // returns the loss sum since the last read (then zero) and that norm. An AdamW update queued after the clip
