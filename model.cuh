@@ -192,6 +192,10 @@ class CudaEngine : public Engine {
     // For dev/bench_model: time every op of the following steps (null: stop), on the stream the ops run on.
     void set_timer(OpTimer* t) { timer_ = t; }
     cudaStream_t stream() const { return compute_; }
+    // For the KV-cache decoder (cuda_decoder.cuh): the bf16 weights in the device layout (V padded to Vp).
+    const bf16* device_params() const { return params_; }
+    const ParamLayout& device_param_layout() const { return glayout_; }
+    int padded_vocab_size() const { return Vp_; }
 
   private:
     struct LayerActs {

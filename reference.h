@@ -79,6 +79,10 @@ struct RefModel {
     }
     // Attention probabilities of layer l (B, h_l, T, T), after a forward with targets.
     const S* attention(int l) const { return acts_[l].att.data(); }
+    // After a forward, for analysis.h: residual state k (B, T, D) (2 l before layer l's attention, 2 l + 1 before
+    // its MLP, 2 L after the last layer) and layer l's SwiGLU output silu(gate) * up (B, T, hidden_l).
+    const S* residual_state(int k) const { return resid_.data() + (size_t)k * B_ * T_ * cfg.D(); }
+    const S* swiglu_out(int l) const { return acts_[l].sw.data(); }
 
   private:
     struct LayerActs {

@@ -21,11 +21,13 @@
 #include <vector>
 
 #include "dataloader.h"
+#include "decoders.h"
 #include "engine.h"
 #include "eval.h"
 #include "plan.h"
 #include "ref_optimizer.h"
 #include "run_dir.h"
+#include "sampling.h"
 #include "schedule.h"
 #include "stop_signal.h"
 #include "tokenizer.h"
@@ -71,31 +73,12 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     return eng.read_stats().loss / batches;
 }
 
-// Ancestral sampling at temperature 1 from EOT, with our own RNG so samples are part of the reproducible state.
+// A text sample at temperature 1 from EOT: sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
+// the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
 inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
-    std::vector<int> ctx = {tok.eot()}, out;
-    const int V = eng.config().V;
-    std::vector<float> logits(V);
-    for (int i = 0; i < n; i++) {
-        int len = std::min((int)ctx.size(), T);
-        eng.forward(ctx.data() + ctx.size() - len, nullptr, 1, len);
-        eng.logits_at(0, len - 1, logits.data());
-        float mx = *std::max_element(logits.begin(), logits.end());
-        double sum = 0;
-        for (float& x : logits) sum += (x = std::exp(x - mx));
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        double u = (double)(rng >> 11) * 0x1.0p-53 * sum;
-        int next = V - 1;
-        for (int v = 0; v < V; v++)
-            if ((u -= logits[v]) <= 0) {
-                next = v;
-                break;
-            }
-        if (next == tok.eot()) break;
-        ctx.push_back(next);
-        out.push_back(next);
-    }
-    return tok.decode(out);
+    std::unique_ptr<Decoder> dec = make_decoder(eng, T);
+    return tok.decode(continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(),
+                                    [](int) {}));
 }
 
 // The batch and length of a run, from the options and the model: tokens per step, micro-steps, steps, warmup.
@@ -212,6 +195,13 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         } catch (const std::runtime_error& e) {
             if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
             fprintf(stderr, "note: no text samples (%s)\n", e.what());
+        }
+        if (tok && cfg.V < tok->vocab_size()) {  // samples start from EOT, an id this model does not have
+            const std::string why = "the model's vocabulary V = " + std::to_string(cfg.V) + " is smaller than the "
+                                    "tokenizer's " + std::to_string(tok->vocab_size());
+            if (o.sample_flag_given) throw ConfigError("--sample-every: " + why + "; pass --sample-every 0");
+            fprintf(stderr, "note: no text samples (%s)\n", why.c_str());
+            tok.reset();
         }
     }
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts

@@ -1,0 +1,39 @@
+# test/inspect.mk: the tools that look inside a trained model (included by the top Makefile).
+#   make generate    checkpoint -> text, sampled with a KV cache (generate.cu; decoders.h, sampling.h)
+#   make analyze     checkpoints + a shard -> attention distance and entropy, logit lens, matrix entropy, SwiGLU
+#                    density per layer: a table, JSON and SVG charts (analyze.cu; analysis.h)
+#   make report      run directories -> one static HTML page of losses, throughput, schedules, evals, analyses
+# Built like train_prism (the top Makefile's build_bin: nvcc when present). test/test_inspect.cpp drives all three
+# end to end, so test-unit builds them first; test/test_decode_cuda.cpp runs the GPU decoder on the executor.
+#   make test-report-browser   only the headless-chromium rendering test
+
+generate: generate.cu $(BIN_DEPS)
+	$(call build_bin,$<,$@)
+analyze: analyze.cu $(BIN_DEPS)
+	$(call build_bin,$<,$@)
+report: report.cu $(BIN_DEPS)
+	$(call build_bin,$<,$@)
+
+all: generate analyze report
+test-unit: generate analyze report
+
+# The GPU decoder's files join the nvcc compile check, and its test (beside the OpenMP reference, so not in the race
+# build) gets an address build of its own, which `make test-asan` runs.
+NVCC_CHECK_CUH += decode.cuh cuda_decoder.cuh
+ifneq ($(NVCC),)
+test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,decode.cuh cuda_decoder.cuh)
+endif
+
+.PHONY: test-asan-decode
+test-asan: test-asan-decode
+$(BUILD)/test_decode_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_decode_cuda.o
+	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@
+test-asan-decode: $(BUILD)/test_decode_asan
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/asan_decode.txt
+	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan_decode.txt ASAN_OPTIONS=detect_leaks=1 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
+
+.PHONY: clean-inspect
+clean: clean-inspect
+clean-inspect:
+	rm -f generate analyze report
