@@ -1,0 +1,96 @@
+// test_decode_cuda.cpp: the GPU KV-cache decoder (cuda_decoder.cuh, decode.cuh) under the CUDA-on-CPU executor:
+// its logits against the GPU engine's own full forward at every position and against the CPU decoder, for
+// uniform, Prism, X and lambda models, and its cache size against --plan's KV-cache bytes. (The trainer's samples
+// on the GPU engine run through it too: test_generate.cpp's resume test, on build/train_prism_executor.)
+//
+// Tolerances. Against the engine's full forward: the same kernels on the same bf16 rows except attention (the
+// decoder splits a query's keys over 8 warps and merges them; the engine's kernel walks them in one warp) and the
+// logits, fp32 here, bf16 there (relative 2^-9 = 0.2%). A few attention outputs round to the neighbouring bf16
+// and the difference compounds through the layers: bounded by 2% of the logits' scale (max |logit|); measured
+// <= 0.33%. Against the CPU decoder (fp32 throughout, same bf16-exact weights): bf16 storage of every activation,
+// compounded through the layers of these deliberately sharp models (weights 20x GPT-2's init); the relative RMS
+// difference of all logits is bounded by 10%, measured <= 3% (prism). A cache bug (wrong row, position or head)
+// moves logits by O(scale), far above both.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "cpu_decoder.h"
+#include "cuda_decoder.cuh"
+#include "model.cuh"
+#include "test/inspect_util.h"
+
+namespace {
+
+struct SerialOpenMP {  // as in test_model_cuda.cpp: libgomp's spinning workers starve the executor
+    int saved = omp_get_max_threads();
+    SerialOpenMP() { omp_set_num_threads(1); }
+    ~SerialOpenMP() { omp_set_num_threads(saved); }
+};
+
+std::vector<float> bf16_exact(std::vector<float> v) {
+    for (float& x : v) x = float(bf16(x));
+    return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v) m = std::max(m, (double)std::fabs(x));
+    return m;
+}
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("GPU cached decoding gives the GPU engine's full-forward logits at every position (uniform, prism, x, "
+          "lambda)", "[kernels][decode]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+        INFO(kind);
+        const ModelConfig c = inspect_config(kind, 37, 12);
+        const std::vector<float> params = bf16_exact(inspect_params(c, 3));
+        const std::vector<int> seq = inspect_tokens(c, c.T, 4);
+        CudaEngine e(c);
+        e.set_params(params.data());
+        e.forward(seq.data(), nullptr, 1, c.T);
+        std::vector<float> full((size_t)c.T * c.V);
+        for (int t = 0; t < c.T; t++) e.logits_at(0, t, full.data() + (size_t)t * c.V);
+
+        CudaDecoder dec(e, c.T);
+        std::vector<float> got((size_t)c.T * c.V);
+        dec.append(seq.data(), 4, got.data(), true);  // a prefill of 4, every position's logits
+        for (int t = 4; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);
+        const double scale = max_abs(full);
+        REQUIRE(scale > 1.0);
+        INFO("max |diff| " << max_abs_diff(got, full) << " of scale " << scale);
+        CHECK(max_abs_diff(got, full) <= 2e-2 * scale);
+
+        // ... and the CPU decoder's, in fp32 on the same weights
+        CpuDecoder cpu(c, params, c.T);
+        std::vector<float> want((size_t)c.T * c.V);
+        cpu.append(seq.data(), c.T, want.data(), true);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < got.size(); i++) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+        INFO("relative RMS difference vs CPU " << std::sqrt(num / den));
+        CHECK(std::sqrt(num / den) <= 1e-1);
+    }
+}
+
+TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes per token",
+          "[kernels][decode]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+        const ModelConfig c = inspect_config(kind, 37, 12);
+        CudaEngine e(c);
+        CudaDecoder dec(e, 10);
+        CHECK(dec.cache_bytes() == 10 * (size_t)account(c).kv_bytes_per_token);
+    }
+}
