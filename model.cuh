@@ -455,7 +455,7 @@ inline void CudaEngine::backward(float grad_scale) {
         matmul(datty, a_.dbranch, P(o.wo), none, (int)N, w, w, false, false, 0.0f, 0);
         matmul(G(o.wo), a_.dbranch, a.atty, none, w, w, (int)N, true, false, 1.0f, 0);
         bf16* dqkv = a_.dbig;  // (N, 3 w)
-        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.lse, B_, T_, w, h, attn_scale(l), 0);
+        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.atty, a.lse, B_, T_, w, h, attn_scale(l), 0);
         rope_backward(dqkv, table_of_.at(w / h), B_, T_, w, h, 0);
         dln = a_.dsmall;  // datty is dead
         matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, 0);

@@ -101,7 +101,7 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
         {"matmul qkv dW (beta 1)", [&] { matmul(dw, qkv, ln, none, 3 * w, w, (int)N, true, false, 1.0f, 0); }, 2.0 * N * 3 * w * w},
         {"rope_forward", [&] { rope_forward(qkv, dtab, B, T, w, h, 0); }, 0},
         {"attention_forward", [&] { attention_forward(att, lse, qkv, B, T, w, h, scale, 0); }, 2.0 * B * T * T * w},
-        {"attention_backward", [&] { attention_backward(dqkv, scratch, att, qkv, lse, B, T, w, h, scale, 0); }, 5.0 * B * T * T * w},
+        {"attention_backward", [&] { attention_backward(dqkv, scratch, att, qkv, att, lse, B, T, w, h, scale, 0); }, 5.0 * B * T * T * w},
         {"swiglu_forward", [&] { swiglu_forward(sw, fc, N, hid, 0); }, 0},
         {"swiglu_backward", [&] { swiglu_backward(fc, sw, fc, N, hid, 0); }, 0},
         {"matmul logits", [&] { matmul(logits, ln, wte, none, (int)N, Vp, d, false, true, 0.0f, 0); }, 2.0 * N * Vp * d},
@@ -120,7 +120,7 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
         const float sc = 1.0f / std::sqrt((float)hd);
         const double fl = 2.0 * B * T * T * w;
         const double f = time_ms([&] { attention_forward(att, lse, qkv, B, T, w, w / hd, sc, 0); }, reps);
-        const double b = time_ms([&] { attention_backward(dqkv, scratch, att, qkv, lse, B, T, w, w / hd, sc, 0); }, reps);
+        const double b = time_ms([&] { attention_backward(dqkv, scratch, att, qkv, att, lse, B, T, w, w / hd, sc, 0); }, reps);
         printf("  attention head_dim %-3d forward %9.3f ms (%6.1f TFLOP/s)  backward %9.3f ms (%6.1f TFLOP/s)\n", hd, f,
                fl / f / 1e9, b, 2.5 * fl / b / 1e9);
     }
