@@ -166,7 +166,7 @@ __device__ __forceinline__ void att_store2(bf16* p, float a, float b) {
 // Matches ref::attention_forward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
 // (BR + 4 BC) ld bf16: Q, then two stages of K and V.
 template <class C>
-static __global__ void __launch_bounds__(32 * C::NW)
+static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, AttShape s, float scale_log2) {
     constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8;
     static_assert(BR == 16 * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own 16 rows; tiles are 16-aligned");
@@ -279,7 +279,7 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
 // dQ of ref::attention_backward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
 // (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V.
 template <class C>
-static __global__ void __launch_bounds__(32 * C::NW)
+static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
                                  AttShape s, float scale, float scale_log2) {
     constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8;
@@ -364,7 +364,7 @@ static __global__ void __launch_bounds__(32 * C::NW)
 // D (BR) fp32. Warps: KG = BC / 16 key groups; in phase A each computes P^T, dS^T for its 16 keys and 1 / QS of
 // the BR queries; in phase B dK, dV for its 16 keys and 1 / CS of the HD columns.
 template <class C>
-static __global__ void __launch_bounds__(32 * C::NW)
+static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                   const float* Dsum, AttShape s, float scale, float scale_log2) {
     constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, KG = BC / 16, QS = C::NW / KG, BRW = BR / QS;
