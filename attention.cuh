@@ -492,9 +492,9 @@ struct AttDkv256 : AttTiles<256, 32, 64, 8> {};
 struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
 
 // Dynamic shared memory of each kernel for a row stride ld (hdp + 8). At the largest hd of each instance:
-//   forward  64: 46 KiB   128: 85 KiB   256: 99 KiB   wide (1024): 194 KiB
-//   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB  wide (1024): 194 KiB
-//   dK, dV   64: 73 KiB   128: 121 KiB  256: 142 KiB  wide (1024): 195 KiB
+//   forward  64: 45 KiB   128: 85 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
+//   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
+//   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
 template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
 template <class C> size_t attention_dq_smem(int ld) { return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16); }
 template <class C> size_t attention_dkv_smem(int ld) {
@@ -529,15 +529,21 @@ inline double attention_wide_cost(int hd) {
     return hd <= 256 ? 1.0 : (n + 1) / 2.0;
 }
 
-template <class K> void attention_smem_optin(K* kernel, size_t bytes) {
-    if (bytes > 48 * 1024)  // above the default: the per-kernel opt-in (227 KiB on H100 / H200, 163 KiB on A100)
-        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+// Above 48 KiB a kernel must opt in to more dynamic shared memory: up to 227 KiB on H100 / H200, 163 KiB on
+// A100, where head dims above 848 (the wide instance keeps whole rows) do not fit.
+template <class K> void attention_smem_optin(K* kernel, size_t bytes, int hd) {
+    if (bytes <= 48 * 1024) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+        fprintf(stderr, "attention: head_dim %d needs %zu bytes of shared memory per block, more than this GPU "
+                "allows (A100: 163 KiB, H100: 227 KiB); use a smaller head_dim\n", hd, bytes);
+        exit(EXIT_FAILURE);
+    }
 }
 
 template <class C>
 void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShape& s, float scale, cudaStream_t stream) {
     const size_t smem = attention_forward_smem<C>(s.ld);
-    attention_smem_optin(attention_forward_kernel<C>, smem);
+    attention_smem_optin(attention_forward_kernel<C>, smem, s.hd);
     const dim3 grid((s.T + C::BR - 1) / C::BR, s.B * s.h, (s.hdp + C::HD - 1) / C::HD);
     LAUNCH(grid, 32 * C::NW, smem, stream, attention_forward_kernel<C>)(out, lse, qkv, s, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
@@ -547,8 +553,8 @@ template <class Q, class KV>
 void attention_backward_run(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse,
                             const AttShape& s, float scale, cudaStream_t stream) {
     const size_t smem_q = attention_dq_smem<Q>(s.ld), smem_kv = attention_dkv_smem<KV>(s.ld);
-    attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q);
-    attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv);
+    attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q, s.hd);
+    attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv, s.hd);
     const dim3 grid_kv((s.T + KV::BC - 1) / KV::BC, s.B * s.h, (s.hdp + KV::HD - 1) / KV::HD);
     LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)(dqkv, dout, qkv, lse, scratch, s,
                                                                                     scale, scale * ATT_LOG2E);

@@ -156,7 +156,6 @@ std::vector<float> to_float(const std::vector<bf16>& v) { return std::vector<flo
 // The worst |got - want| / bound of one run, per output.
 struct AttWorst {
     double out = 0, lse = 0, dq = 0, dk = 0, dv = 0;
-    double max() const { return std::max({out, lse, dq, dk, dv}); }
     void merge(const AttWorst& o) {
         out = std::max(out, o.out), lse = std::max(lse, o.lse), dq = std::max(dq, o.dq), dk = std::max(dk, o.dk);
         dv = std::max(dv, o.dv);
