@@ -4,14 +4,15 @@
 //   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
 // Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
 //
-// Forward (Dao, FlashAttention-2). A block owns BR query rows of one (b, head), each warp 16 of them (one m16
-// tile). Its Q tile stays in shared memory while the K and V tiles of BC keys stream past: S = Q K^T on tensor
+// Forward (Dao, FlashAttention-2). A block owns BR query rows of one (b, head), each warp 32 of them (two m16
+// tiles sharing every K and V fragment it loads) at HD 64 and 128, 16 where registers allow no more (HD 256).
+// Its Q tile stays in shared memory while the K and V tiles of BC keys stream past: S = Q K^T on tensor
 // cores (bf16 in, fp32 accumulate), an online softmax in fp32 (running row max m and sum l; the partial output
 // rescaled by exp(m_old - m_new) when the max grows), then O += P V with P rounded to bf16 in registers: the S
 // accumulator fragments are laid out exactly as the A fragments of the next mma, so P never touches shared
-// memory. O(T) memory: the (T, T) scores exist one (16, BC) tile per warp at a time.
+// memory. O(T) memory: the (T, T) scores exist one (16 MW, BC) tile per warp at a time.
 // Causal: key tiles entirely after a block's last query are never loaded, a warp skips the tiles entirely after
-// its own 16 rows, and masking (key > query, key >= T) runs only on tiles that straddle the diagonal or the end.
+// its own rows, and masking (key > query, key >= T) runs only on tiles that straddle the diagonal or the end.
 // Blocks start with the longest rows, so the short ones fill the tail of the grid.
 //
 // Backward, recomputation form, deterministic (no atomics: a rerun repeats bit for bit):
@@ -24,7 +25,7 @@
 // dS^T pass through shared memory (bf16); in the dQ kernel they stay in registers as in the forward.
 //
 // Head dims. Instances hold HD = 64, 128 or 256 output columns in registers, with tile shapes chosen per HD
-// (attention_tiles below). Any even hd runs on the smallest instance with HD >= hd, padded to hdp, the next
+// (the Att* structs below). Any even hd runs on the smallest instance with HD >= hd, padded to hdp, the next
 // multiple of 16 (the mma k), with zero columns that exist only in shared memory (never read from or written to
 // global memory); the loops stop at hdp, so hd 72 costs 80 columns, not 128. The scale is the caller's (true
 // head_dim). hd 258..1024 runs on a wide instance: whole rows in shared memory, output columns in windows of 256
@@ -33,10 +34,11 @@
 // computed. Shared rows are padded by 8 columns (16 bytes), so the 8 rows an ldmatrix reads fall in 8 banks.
 //
 // Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, a faster atomic dQ,
-// fused RoPE. RoPE stays in rope.cuh: fusing it would save one read and write of q and k (8 T w bytes per
-// layer, ~3% of the layer's memory time at T 1024 and less at 4096, where attention grows as T^2), but every
-// block would rotate each K tile it loads again (T / BR times per key), in a prologue that competes with the
-// softmax's exponentials for the special-function units, and the backward would rotate and un-rotate too.
+// fused RoPE. RoPE stays in rope.cuh: fusing it would save one read and write of q and k per pass (8 T w bytes:
+// estimated 3.8 us forward + backward per 1024-token sequence of a 124M layer on an H100, ~3% of that layer's
+// ~110 us, less at T 4096 where attention grows as T^2), but every block would rotate each K tile it loads
+// again (T / BR times per key), in a prologue that competes with the softmax's exponentials for the
+// special-function units, and the backward would have to rotate and un-rotate as well.
 #pragma once
 
 #include <cmath>
@@ -53,9 +55,9 @@ constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr int ATT_MAX_HEAD_DIM = 1024;
 
 // Tile shapes of one kernel instance: HD output columns in registers per warp row, BR query rows, BC key rows, NW
-// warps. The forward and dQ kernels give each warp 16 query rows (BR = 16 NW).
-template <int HD_, int BR_, int BC_, int NW_> struct AttTiles {
-    static constexpr int HD = HD_, BR = BR_, BC = BC_, NW = NW_;
+// warps; the forward kernel gives each warp MW m16 tiles (BR = 16 MW NW), the dQ kernel one (BR = 16 NW).
+template <int HD_, int BR_, int BC_, int NW_, int MW_ = 1> struct AttTiles {
+    static constexpr int HD = HD_, BR = BR_, BC = BC_, NW = NW_, MW = MW_;
 };
 
 // The runtime shape every kernel gets.
@@ -88,13 +90,18 @@ __device__ __forceinline__ void att_load_tile(bf16* tile, const bf16* src, long 
     else att_copy_rows<ROWS, NT, 2>(tile, src, stride, row0, s);
 }
 // ROWS fp32 values per row (lse or D) from src[row0 ..], zeros past T.
-template <int ROWS, int NT> __device__ __forceinline__ void att_load_rows(float* dst, const float* src, int row0, int T) {
-    for (int r = threadIdx.x; r < ROWS; r += NT) cp_async<4>(dst + r, src + (row0 + r < T ? row0 + r : 0), row0 + r < T);
+template <int ROWS, int NT>
+__device__ __forceinline__ void att_load_rows(float* dst, const float* src, int row0, int T) {
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        const bool valid = row0 + r < T;
+        cp_async<4>(dst + r, src + (valid ? row0 + r : 0), valid);
+    }
 }
 // Zeros columns [hd, hdp) of `rows` consecutive shared rows: the padding the mma k loop reads and no copy fills.
 template <int NT> __device__ __forceinline__ void att_zero_pad(bf16* tiles, int rows, const AttShape& s) {
     const int pad = s.hdp - s.hd;
-    for (int i = threadIdx.x; i < rows * pad; i += NT) tiles[(i / pad) * s.ld + s.hd + i % pad] = __float2bfloat16(0.0f);
+    for (int i = threadIdx.x; i < rows * pad; i += NT)
+        tiles[(i / pad) * s.ld + s.hd + i % pad] = __float2bfloat16(0.0f);
 }
 
 // Two fp32 values as the bf16 pair of an mma operand register (the lower column in the low half).
@@ -129,22 +136,26 @@ __device__ __forceinline__ void att_ldb_t(uint32_t* f, const bf16* b, int ld, in
 __device__ __forceinline__ void att_mma(float* acc, const uint32_t* a, const uint32_t* b) {
     mma_m16n8k16_bf16(acc, a, b, acc);
 }
-// acc (16 x 8 NN) += A B^T over k in [0, 16 nk): A's 16 rows at a, B^T's 8 NN rows at b, both row-major.
-template <int NN>
-__device__ __forceinline__ void att_mma_abt(float (*acc)[4], const bf16* a, int lda, const bf16* b, int ldb, int nk) {
+// acc[m] (16 x 8 NN) += A_m B^T over k in [0, 16 nk) for MW row tiles A_m (16 rows each, at a + 16 m lda) and
+// B^T's 8 NN rows at b, all row-major: each B fragment is loaded once for the MW tiles.
+template <int MW, int NN>
+__device__ __forceinline__ void att_mma_abt(float (*acc)[NN][4], const bf16* a, int lda, const bf16* b, int ldb,
+                                            int nk) {
     for (int kc = 0; kc < nk; kc++) {
-        uint32_t af[4];
-        att_lda(af, a, lda, 16 * kc);
+        uint32_t af[MW][4];
+        UNROLL for (int mm = 0; mm < MW; mm++) att_lda(af[mm], a + 16 * mm * lda, lda, 16 * kc);
         UNROLL for (int nt = 0; nt + 1 < NN; nt += 2) {
             uint32_t bf[4];
             att_ldb(bf, b + 8 * nt * ldb, ldb, 16 * kc);
-            att_mma(acc[nt], af, bf);
-            att_mma(acc[nt + 1], af, bf + 2);
+            UNROLL for (int mm = 0; mm < MW; mm++) {
+                att_mma(acc[mm][nt], af[mm], bf);
+                att_mma(acc[mm][nt + 1], af[mm], bf + 2);
+            }
         }
         if constexpr (NN % 2 == 1) {
             uint32_t bf[2];
             att_ldb1(bf, b + 8 * (NN - 1) * ldb, ldb, 16 * kc);
-            att_mma(acc[NN - 1], af, bf);
+            UNROLL for (int mm = 0; mm < MW; mm++) att_mma(acc[mm][NN - 1], af[mm], bf);
         }
     }
 }
@@ -164,12 +175,13 @@ __device__ __forceinline__ void att_store2(bf16* p, float a, float b) {
 // ---------------------------------------------------------------------------------------------------------
 
 // Matches ref::attention_forward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
-// (BR + 4 BC) ld bf16: Q, then two stages of K and V.
+// (BR + 4 BC) ld bf16: Q, then two stages of K and V. Each warp owns RW = 16 MW query rows: MW m16 tiles that
+// share every K and V fragment loaded from shared memory (MW 2 halves the shared-memory reads per mma).
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, AttShape s, float scale_log2) {
-    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8;
-    static_assert(BR == 16 * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own 16 rows; tiles are 16-aligned");
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8, MW = C::MW, RW = 16 * MW;
+    static_assert(BR == RW * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own RW rows; tiles are 16-aligned");
     DYNAMIC_SHARED(bf16, smem);
     const int T = s.T, ld = s.ld;
     bf16* sQ = smem;            // (BR, ld)
@@ -189,9 +201,10 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const int r0 = q0 + 16 * warp;  // this warp's rows: r0 + g and r0 + g + 8 in this thread's fragments
-    float o[NO][4] = {};            // O, unnormalised, columns c0 .. c0 + HD
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (log2 units) and this thread's sum
+    const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
+    float o[MW][NO][4] = {};        // O, unnormalised, columns c0 .. c0 + HD
+    float m[MW][2], l[MW][2] = {};  // per row: running max (log2 units) and this thread's share of the sum
+    UNROLL for (int mm = 0; mm < MW; mm++) m[mm][0] = m[mm][1] = -INFINITY;
     for (int kb = 0; kb < nkb; kb++) {
         cp_async_wait<0>();
         __syncthreads();  // tile kb has landed for every thread, and every warp is done with tile kb - 1's stage
@@ -202,59 +215,63 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || k0 > r0 + 15) continue;  // rows past the end, or keys all after this warp's rows
+        if (r0 >= T || k0 > r0 + RW - 1) continue;  // rows past the end, or keys all after this warp's rows
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
-        float sc[BC / 8][4] = {};
-        att_mma_abt<BC / 8>(sc, sQ + 16 * warp * ld, ld, sK, ld, s.hdp / 16);
+        float sc[MW][BC / 8][4] = {};
+        att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
         const bool edge = k0 + BC - 1 > r0 || k0 + BC > T;  // the tile straddles the diagonal or the end
-        float mx[2] = {m[0], m[1]};
-        UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
-            const int row = r0 + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-            sc[nt][i] = edge && (key > row || key >= T) ? -INFINITY : sc[nt][i] * scale_log2;
-            mx[i / 2] = fmaxf(mx[i / 2], sc[nt][i]);
-        }
-        float base[2];
-        UNROLL for (int r = 0; r < 2; r++) {  // a row's 4 threads (t4 = 0..3) share its max
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // a row without keys yet: exp2(-inf - 0) = 0, not NaN
-            const float corr = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-            l[r] *= corr;
-            UNROLL for (int nt = 0; nt < NO; nt++) o[nt][2 * r] *= corr, o[nt][2 * r + 1] *= corr;
-        }
-        UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
-            sc[nt][i] = exp2f(sc[nt][i] - base[i / 2]);
-            l[i / 2] += sc[nt][i];
+        UNROLL for (int mm = 0; mm < MW; mm++) {
+            float mx[2] = {m[mm][0], m[mm][1]};
+            UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
+                const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
+                sc[mm][nt][i] = edge && (key > row || key >= T) ? -INFINITY : sc[mm][nt][i] * scale_log2;
+                mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
+            }
+            float base[2];
+            UNROLL for (int r = 0; r < 2; r++) {  // a row's 4 threads (t4 = 0..3) share its max
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no key yet: exp2(-inf - 0) = 0, not NaN
+                const float corr = exp2f(m[mm][r] - base[r]);
+                m[mm][r] = mx[r];
+                l[mm][r] *= corr;
+                UNROLL for (int nt = 0; nt < NO; nt++) o[mm][nt][2 * r] *= corr, o[mm][nt][2 * r + 1] *= corr;
+            }
+            UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
+                sc[mm][nt][i] = exp2f(sc[mm][nt][i] - base[i / 2]);
+                l[mm][i / 2] += sc[mm][nt][i];
+            }
         }
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // O += P V, P from the registers it was computed in
-            uint32_t a[4];
-            att_c_to_a(a, sc, kc);
+            uint32_t a[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
             UNROLL for (int nt = 0; nt < NO; nt += 2)
                 if (c0 + 8 * nt < s.hdp) {
                     uint32_t bf[4];
                     att_ldb_t(bf, sV + c0 + 8 * nt, ld, 16 * kc);
-                    att_mma(o[nt], a, bf);
-                    att_mma(o[nt + 1], a, bf + 2);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(o[mm][nt], a[mm], bf);
+                        att_mma(o[mm][nt + 1], a[mm], bf + 2);
+                    }
                 }
         }
     }
     cp_async_wait<0>();  // the last group is empty; nothing may be in flight at exit
     if (r0 >= T) return;
-    UNROLL for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        const int row = r0 + g + 8 * r;
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        l[mm][r] += __shfl_xor_sync(0xffffffffu, l[mm][r], 1);
+        l[mm][r] += __shfl_xor_sync(0xffffffffu, l[mm][r], 2);
+        const int row = r0 + 16 * mm + g + 8 * r;
         if (row >= T) continue;
-        const float inv = 1.0f / l[r];
+        const float inv = 1.0f / l[mm][r];
         bf16* y = out + ((long)b * T + row) * s.w + hh * s.hd;
         UNROLL for (int nt = 0; nt < NO; nt++) {
             const int col = c0 + 8 * nt + 2 * t4;
-            if (col < s.hd) att_store2(y + col, o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
+            if (col < s.hd) att_store2(y + col, o[mm][nt][2 * r] * inv, o[mm][nt][2 * r + 1] * inv);
         }
-        if (t4 == 0 && blockIdx.z == 0) lse[(long)blockIdx.y * T + row] = (m[r] + log2f(l[r])) * ATT_LN2;
+        if (t4 == 0 && blockIdx.z == 0) lse[(long)blockIdx.y * T + row] = (m[mm][r] + log2f(l[mm][r])) * ATT_LN2;
     }
 }
 
@@ -327,17 +344,17 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
-        float sc[BC / 8][4] = {}, dp[BC / 8][4] = {};
-        att_mma_abt<BC / 8>(sc, sQ + 16 * warp * ld, ld, sK, ld, s.hdp / 16);   // S = Q K^T
-        att_mma_abt<BC / 8>(dp, sdO + 16 * warp * ld, ld, sV, ld, s.hdp / 16);  // dP = dO V^T
+        float sc[1][BC / 8][4] = {}, dp[1][BC / 8][4] = {};
+        att_mma_abt<1, BC / 8>(sc, sQ + 16 * warp * ld, ld, sK, ld, s.hdp / 16);   // S = Q K^T
+        att_mma_abt<1, BC / 8>(dp, sdO + 16 * warp * ld, ld, sV, ld, s.hdp / 16);  // dP = dO V^T
         UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
             const int row = r0 + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-            const float p = key > row || key >= T ? 0.0f : exp2f(sc[nt][i] * scale_log2 - lse2[i / 2]);
-            sc[nt][i] = p * (dp[nt][i] - Dr[i / 2]);  // dS / scale
+            const float p = key > row || key >= T ? 0.0f : exp2f(sc[0][nt][i] * scale_log2 - lse2[i / 2]);
+            sc[0][nt][i] = p * (dp[0][nt][i] - Dr[i / 2]);  // dS / scale
         }
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
             uint32_t a[4];
-            att_c_to_a(a, sc, kc);
+            att_c_to_a(a, sc[0], kc);
             UNROLL for (int nt = 0; nt < NO; nt += 2)
                 if (c0 + 8 * nt < s.hdp) {
                     uint32_t bf[4];
@@ -419,18 +436,19 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
         // Phase A: P^T and dS^T for keys kk .. kk + 15 and queries qq .. qq + BRW - 1.
         const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
-        float pt[BRW / 8][4] = {}, dpt[BRW / 8][4] = {};
+        float pt[1][BRW / 8][4] = {}, dpt[1][BRW / 8][4] = {};
         const bool any = kk < T && qq + BRW - 1 >= kk;  // else P^T = dS^T = 0 (all beyond T or before the keys)
         if (any) {
-            att_mma_abt<BRW / 8>(pt, sK + 16 * kg * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
-            att_mma_abt<BRW / 8>(dpt, sV + 16 * kg * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
+            att_mma_abt<1, BRW / 8>(pt, sK + 16 * kg * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
+            att_mma_abt<1, BRW / 8>(dpt, sV + 16 * kg * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
         }
         UNROLL for (int nt = 0; nt < BRW / 8; nt++) UNROLL for (int i = 0; i < 4; i += 2) {
             float p[2], ds[2];
             UNROLL for (int e = 0; e < 2; e++) {
                 const int key = kk + g + 4 * i, q = ql + 8 * nt + 2 * t4 + e;  // rows g, g + 8: i = 0, 2
-                p[e] = !any || q0 + q < key || q0 + q >= T ? 0.0f : exp2f(pt[nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
-                ds[e] = p[e] * (dpt[nt][i + e] - sD[q]);
+                const bool masked = !any || q0 + q < key || q0 + q >= T;
+                p[e] = masked ? 0.0f : exp2f(pt[0][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
+                ds[e] = p[e] * (dpt[0][nt][i + e] - sD[q]);
             }
             const int at = (16 * kg + g + 4 * i) * LDP + ql + 8 * nt + 2 * t4;
             att_store2(sP + at, p[0], p[1]);
@@ -478,8 +496,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
 // The instances: tile shapes per HD for registers (ptxas: no spills at sm_80 / sm_90, make test) and shared
 // memory (bytes at the largest hd of each instance in attention_smem_bytes' comment). Wide: hd 258..1024.
-struct AttForward64 : AttTiles<64, 64, 64, 4> {};
-struct AttForward128 : AttTiles<128, 64, 64, 4> {};
+struct AttForward64 : AttTiles<64, 128, 64, 4, 2> {};
+struct AttForward128 : AttTiles<128, 128, 32, 4, 2> {};
 struct AttForward256 : AttTiles<256, 64, 32, 4> {};
 struct AttForwardWide : AttTiles<256, 32, 16, 2> {};
 struct AttDq64 : AttTiles<64, 64, 64, 4> {};
@@ -492,7 +510,7 @@ struct AttDkv256 : AttTiles<256, 32, 64, 8> {};
 struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
 
 // Dynamic shared memory of each kernel for a row stride ld (hdp + 8). At the largest hd of each instance:
-//   forward  64: 45 KiB   128: 85 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
+//   forward  64: 54 KiB   128: 68 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
 //   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
 //   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
 template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
@@ -541,7 +559,8 @@ template <class K> void attention_smem_optin(K* kernel, size_t bytes, int hd) {
 }
 
 template <class C>
-void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShape& s, float scale, cudaStream_t stream) {
+void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShape& s, float scale,
+                           cudaStream_t stream) {
     const size_t smem = attention_forward_smem<C>(s.ld);
     attention_smem_optin(attention_forward_kernel<C>, smem, s.hd);
     const dim3 grid((s.T + C::BR - 1) / C::BR, s.B * s.h, (s.hdp + C::HD - 1) / C::HD);

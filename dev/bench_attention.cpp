@@ -90,7 +90,8 @@ bool bench_row(int T, int hd, long tokens, int width, int reps, double peak) {
     if (peak > 0) snprintf(pct, sizeof(pct), "%5.1f%%", 100 * tfb / peak);
     printf("%6d %5d %4d %4d %10.3f %9.1f %10.3f %9.1f %9.1f %7s %6.2fx %s\n", T, hd, B, h, fwd, tf, bwd, tb, tfb, pct,
            attention_wide_cost(hd), finite ? "" : "  NON-FINITE lse: FAILED");
-    for (void* p : {(void*)qkv, (void*)dout, (void*)out, (void*)dqkv, (void*)lse, (void*)scratch}) cudaCheck(cudaFree(p));
+    for (void* p : {(void*)qkv, (void*)dout, (void*)out, (void*)dqkv, (void*)lse, (void*)scratch})
+        cudaCheck(cudaFree(p));
     return finite;
 }
 

@@ -48,8 +48,8 @@ template <int K> __device__ inline float naive_dot(const float* a, const float* 
 
 // Matches ref::attention_forward (out; lse instead of the probabilities). Warp = query row (b, hh, t).
 template <int K>
-static __global__ void attention_naive_forward_kernel(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h,
-                                                float scale) {
+static __global__ void attention_naive_forward_kernel(bf16* out, float* lse, const bf16* qkv, int B, int T, int w,
+                                                      int h, float scale) {
     const long row = (long)blockIdx.x * NAIVE_WARPS + threadIdx.x / 32;  // ((b h + hh) T + t)
     if (row >= (long)B * h * T) return;  // whole warps leave together
     const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
@@ -76,8 +76,9 @@ static __global__ void attention_naive_forward_kernel(bf16* out, float* lse, con
 
 // Passes 1 and 2 of the backward (see the top): Dt into Dscratch, dq_t into dqkv. Warp = query row.
 template <int K>
-static __global__ void attention_naive_backward_dq_kernel(bf16* dqkv, float* Dscratch, const bf16* dout, const bf16* qkv,
-                                                    const float* lse, int B, int T, int w, int h, float scale) {
+static __global__ void attention_naive_backward_dq_kernel(bf16* dqkv, float* Dscratch, const bf16* dout,
+                                                          const bf16* qkv, const float* lse, int B, int T, int w, int h,
+                                                          float scale) {
     const long row = (long)blockIdx.x * NAIVE_WARPS + threadIdx.x / 32;
     if (row >= (long)B * h * T) return;
     const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
@@ -111,8 +112,8 @@ static __global__ void attention_naive_backward_dq_kernel(bf16* dqkv, float* Dsc
 // Pass 3: dk_j, dv_j summed over the queries t >= j in increasing order. Warp = key row (b, hh, j).
 template <int K>
 static __global__ void attention_naive_backward_dkv_kernel(bf16* dqkv, const float* Dscratch, const bf16* dout,
-                                                     const bf16* qkv, const float* lse, int B, int T, int w, int h,
-                                                     float scale) {
+                                                           const bf16* qkv, const float* lse, int B, int T, int w,
+                                                           int h, float scale) {
     const long row = (long)blockIdx.x * NAIVE_WARPS + threadIdx.x / 32;
     if (row >= (long)B * h * T) return;
     const int lane = threadIdx.x % 32, hd = w / h, j = (int)(row % T), hh = (int)(row / T % h);
@@ -148,8 +149,8 @@ static __global__ void attention_naive_backward_dkv_kernel(bf16* dqkv, const flo
 inline int attention_naive_per_lane(int w, int h) {
     const int hd = h > 0 ? w / h : 0;
     if (h <= 0 || w % h != 0 || hd % 2 != 0 || hd > 32 * NAIVE_MAX_PER_LANE) {
-        fprintf(stderr, "attention_naive: w=%d h=%d gives head_dim %d; this kernel needs an even head_dim <= %d\n", w, h, hd,
-                32 * NAIVE_MAX_PER_LANE);
+        fprintf(stderr, "attention_naive: w=%d h=%d gives head_dim %d; this kernel needs an even head_dim <= %d\n", w,
+                h, hd, 32 * NAIVE_MAX_PER_LANE);
         exit(EXIT_FAILURE);
     }
     int K = 1;
@@ -159,29 +160,29 @@ inline int attention_naive_per_lane(int w, int h) {
 
 template <int K>
 void attention_naive_forward_k(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
-                         cudaStream_t stream) {
+                               cudaStream_t stream) {
     const long rows = (long)B * h * T;
-    LAUNCH((unsigned)((rows + NAIVE_WARPS - 1) / NAIVE_WARPS), 32 * NAIVE_WARPS, 0, stream, attention_naive_forward_kernel<K>)(
-        out, lse, qkv, B, T, w, h, scale);
+    const unsigned grid = (unsigned)((rows + NAIVE_WARPS - 1) / NAIVE_WARPS);
+    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_forward_kernel<K>)(out, lse, qkv, B, T, w, h, scale);
     cudaCheck(cudaGetLastError());
 }
 
 template <int K>
 void attention_naive_backward_k(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse, int B,
-                          int T, int w, int h, float scale, cudaStream_t stream) {
+                                int T, int w, int h, float scale, cudaStream_t stream) {
     const long rows = (long)B * h * T;
     const unsigned grid = (unsigned)((rows + NAIVE_WARPS - 1) / NAIVE_WARPS);
-    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dq_kernel<K>)(dqkv, scratch, dout, qkv, lse, B, T, w,
-                                                                             h, scale);
+    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dq_kernel<K>)(dqkv, scratch, dout, qkv, lse, B,
+                                                                                   T, w, h, scale);
     cudaCheck(cudaGetLastError());
-    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dkv_kernel<K>)(dqkv, scratch, dout, qkv, lse, B, T, w,
-                                                                              h, scale);
+    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dkv_kernel<K>)(dqkv, scratch, dout, qkv, lse, B,
+                                                                                    T, w, h, scale);
     cudaCheck(cudaGetLastError());
 }
 
 // out (B, T, w), lse (B, h, T) fp32, qkv (B, T, 3 w). scale = 1 / sqrt(hd), or 1 / hd (muP).
 inline void attention_naive_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
-                              cudaStream_t stream) {
+                                    cudaStream_t stream) {
     switch (attention_naive_per_lane(w, h)) {
     case 1: attention_naive_forward_k<1>(out, lse, qkv, B, T, w, h, scale, stream); break;
     case 2: attention_naive_forward_k<2>(out, lse, qkv, B, T, w, h, scale, stream); break;
@@ -193,8 +194,8 @@ inline void attention_naive_forward(bf16* out, float* lse, const bf16* qkv, int 
 }
 
 // dqkv (B, T, 3 w) assigned; dout (B, T, w); qkv and lse from the forward; scratch (B, h, T) fp32.
-inline void attention_naive_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse, int B,
-                               int T, int w, int h, float scale, cudaStream_t stream) {
+inline void attention_naive_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse,
+                                     int B, int T, int w, int h, float scale, cudaStream_t stream) {
     switch (attention_naive_per_lane(w, h)) {
     case 1: attention_naive_backward_k<1>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
     case 2: attention_naive_backward_k<2>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
