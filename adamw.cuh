@@ -5,8 +5,9 @@
 // step = lr / bc1, bc = 1 - beta^t, decay = 1 - lr wd for matrices and 1 for norm weights and biases.
 // Why master weights: an update of lr * 1 ~ 1e-4 on a weight of 0.02 is below half a bf16 ulp (2^-9 relative),
 // so a bf16-only parameter would never move.
-// Weight decay follows schedule.h's ParamTensor::is_matrix: adamw_ranges() merges consecutive tensors of the
-// same kind into ranges, and one launch updates each range (about 4 per layer).
+// The parameter block is updated as a list of ranges, each with its decay flag (matrices and embeddings decay,
+// norm weights and biases do not); the model builds them from its layout (adamw_ranges in model.cuh), merging
+// consecutive tensors of the same kind, so one launch updates each range (about 4 per layer).
 // Does not: shard the state (ZeRO-1 comes with multi-GPU), or use atomics (pure elementwise, deterministic).
 #pragma once
 
@@ -14,22 +15,11 @@
 #include <vector>
 
 #include "cuda_common.cuh"
-#include "schedule.h"
 
 struct AdamWRange {
     size_t offset, n;  // elements of the flat parameter block
     bool decay;        // matrices (and embeddings) decay, norms do not
 };
-inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
-    std::vector<AdamWRange> r;
-    for (const ParamTensor& t : layout.tensors) {
-        if (!r.empty() && r.back().decay == t.is_matrix && r.back().offset + r.back().n == t.offset)
-            r.back().n += t.numel();
-        else
-            r.push_back({t.offset, t.numel(), t.is_matrix});
-    }
-    return r;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels

@@ -20,22 +20,18 @@
 //   then the data-loader position (a POD, see dataloader.h), then P x fp32 AdamW m, then P x fp32 AdamW v.
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
-// the old file or the new one, never a mix. Errors are CheckpointErrors with one line naming the file.
+// the old file or the new one, never a mix (io.h's write_atomically; the checksum and the 64-bit header fields
+// are io.h's too). Errors are CheckpointErrors with one line naming the file, or io.h's IoError when the file
+// cannot be opened, read or written.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "io.h"
 #include "schedule.h"
 
 struct CheckpointError : std::runtime_error {
@@ -45,77 +41,6 @@ struct CheckpointError : std::runtime_error {
 static const int32_t kModelMagic = 0x4D535250;
 static const int32_t kStateMagic = 0x5453524D;
 static const int32_t kCheckpointVersion = 1;
-
-// 64-bit FNV-1a over 8-byte words (fast enough for GB-sized files, catches any flipped or missing bytes).
-inline uint64_t checksum64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-    const unsigned char* p = (const unsigned char*)data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-inline void put64(int32_t* h, int at, int64_t v) { memcpy(h + at, &v, 8); }
-inline int64_t get64(const int32_t* h, int at) {
-    int64_t v;
-    memcpy(&v, h + at, 8);
-    return v;
-}
-inline void putf64(int32_t* h, int at, double v) { memcpy(h + at, &v, 8); }
-inline double getf64(const int32_t* h, int at) {
-    double v;
-    memcpy(&v, h + at, 8);
-    return v;
-}
-
-// Writes the pieces to path.tmp, fsyncs and renames over path.
-inline void write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
-    std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) throw CheckpointError("cannot write " + tmp + ": " + strerror(errno) + "; check the output directory");
-    bool ok = true;
-    for (auto& p : pieces) ok = ok && (p.second == 0 || fwrite(p.first, 1, p.second, f) == p.second);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        int e = errno;
-        unlink(tmp.c_str());
-        throw CheckpointError("writing " + tmp + " failed: " + strerror(e) + " (disk full?); the previous " + path +
-                              " is untouched");
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0)
-        throw CheckpointError("cannot rename " + tmp + " to " + path + ": " + strerror(errno));
-}
-
-inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* what) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw CheckpointError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
-    std::vector<unsigned char> buf;
-    unsigned char chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + n);
-    bool err = ferror(f);
-    fclose(f);
-    if (err) throw CheckpointError(std::string("error reading ") + what + " " + path);
-    return buf;
-}
-
-// Opens a file for reading with its size; closed when the returned handle goes out of scope.
-using FileHandle = std::unique_ptr<FILE, int (*)(FILE*)>;
-inline FileHandle open_sized(const std::string& path, const char* what, size_t& size) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw CheckpointError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
-    FileHandle h(f, fclose);
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) throw CheckpointError(std::string("cannot stat ") + what + " " + path);
-    size = (size_t)st.st_size;
-    return h;
-}
 
 inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step) {
     int32_t h[256] = {0};

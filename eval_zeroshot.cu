@@ -3,17 +3,18 @@
 //   ./eval_zeroshot out/step_000300/model.bin                        # hellaswag, piqa, arc_easy, winogrande
 //   ./eval_zeroshot model.bin --tasks lambada,wikitext --json r.json
 //
-// Reads data/eval/TASK.bin (made by data/get_eval.sh), scores it with the engine make_engine picks (the GPU
-// engine when one is built in, else the CPU reference) through the same Engine interface the trainer uses,
-// packing --batch rows (one row per choice) into each forward. Prints one row per task: examples, acc and
-// acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and bits per byte, seconds.
+// Reads data/eval/TASK.bin (made by data/get_eval.sh; format: eval_file.h), scores it with eval.h's scorer on
+// the engine make_engine picks (the GPU engine when one is built in, else the CPU reference) through the same
+// Engine interface the trainer uses, packing --batch rows (one row per choice) into each forward. Prints one
+// row per task: examples, acc and acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and
+// bits per byte, seconds.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "engine.h"
+#include "engines.h"
 #include "eval.h"
 
 namespace {
@@ -26,8 +27,7 @@ struct Options {
 };
 
 std::vector<Flag> make_flags(Options& o) {
-    std::string all;
-    for (const auto& t : eval_tasks()) all += std::string(all.empty() ? "" : ",") + t.name;
+    std::string all = eval_task_names(",");
     return {
         {"--tasks", "LIST", "comma-separated, from " + all + " (default " + o.tasks + "; 'all' for every one)",
          [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }},
@@ -51,7 +51,7 @@ std::string fmt(const char* f, double v) {
 }
 std::string pct(double p, double se) { return std::isfinite(p) ? fmt("%.2f", 100 * p) + " ± " + fmt("%.2f", 100 * se) : "-"; }
 // Right-aligned in w columns (printf's widths count bytes, and "±" is two).
-std::string pad(const std::string& s, int w) { return std::string(std::max(0, w - ev::code_points(s)), ' ') + s; }
+std::string pad(const std::string& s, int w) { return std::string(std::max(0, w - py::len(s)), ' ') + s; }
 
 int run(const Options& o) {
     std::vector<std::string> tasks;
@@ -102,12 +102,12 @@ int run(const Options& o) {
     printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
            "targets' (\" word\").\n");
     if (!o.json.empty()) {
-        std::string s = "{\"model\": " + ev::json_quote(o.model) + ", \"step\": " + std::to_string(m.step) + ", \"results\": [";
+        std::string s = "{\"model\": " + json::quote(o.model) + ", \"step\": " + std::to_string(m.step) + ", \"results\": [";
         for (size_t i = 0; i < results.size(); i++) s += (i ? ",\n  " : "\n  ") + eval_result_json(results[i]);
         s += "\n]}\n";
         try {
             write_atomically(o.json, {{s.data(), s.size()}});
-        } catch (const CheckpointError& e) {
+        } catch (const IoError& e) {
             throw EvalError(std::string("--json: ") + e.what());
         }
     }
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
         }
         if (o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
         return run(o);
-    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, EvalError, tokenizer errors
+    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, IoError, EvalError, tokenizer errors
         fprintf(stderr, "eval_zeroshot: error: %s\n", e.what());
     } catch (const std::bad_alloc&) {
         fprintf(stderr, "eval_zeroshot: error: out of memory; use a smaller --batch\n");

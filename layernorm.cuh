@@ -2,12 +2,14 @@
 // backward, and the forward fused with the residual add that precedes every norm of the model.
 //   norm_forward          out (N, w) = norm(x[:, :w]) * g (+ b); mean, rstd (N) fp32 saved for the backward
 //   residual_norm_forward x_out (N, D) = x_in with [0, wy) += y (N, wy), then out (N, wn) = norm(x_out[:, :wn])
-//   norm_backward         dx[:, :w] += d/dx (the stream gradient accumulates), dg += , db += (LayerNorm only)
+//   norm_backward         dx[:, :w] += d/dx (the residual-stream gradient accumulates), dg +=, db += (LayerNorm)
 // LayerNorm: y = (x - mean) * rstd * g + b, rstd = 1 / sqrt(var + eps) (biased variance, two passes: mean
 // first, then squared deviations, as the reference does, so no cancellation in E[x^2] - mean^2).
-// RMSNorm: y = x * rstd * g, rstd = 1 / sqrt(mean(x^2) + eps), mean stored as 0.
+// RMSNorm: y = x * rstd * g, rstd = 1 / sqrt(mean(x^2) + eps), mean stored as 0. Every launcher takes
+// `rms` (true: RMSNorm, false: LayerNorm) rather than the model's NormType: a kernel file knows sizes and
+// pointers, not the config.
 // One warp per row; lane i owns columns i, i + 32, ... Statistics and all sums are fp32, storage bf16.
-// Why fuse the residual add: every residual add of the model is followed by a norm of the updated stream (the
+// Why fuse the residual add: every residual add of the model is followed by a norm of the updated state (the
 // next sub-block's, or the final norm), so one pass reads x_in and y, writes x_out and the normalised slice,
 // instead of a second pass re-reading x_out. The norm reads the bf16-rounded x_out, exactly what the backward
 // will read back.
@@ -18,7 +20,6 @@
 
 #include "cuda_common.cuh"
 #include "reduce.cuh"
-#include "schedule.h"
 
 constexpr int NORM_ROWS_PER_CHUNK = 32;  // rows per weight-gradient partial sum
 constexpr int NORM_BLOCK = 128;          // 4 warps = 4 rows per block
@@ -140,31 +141,30 @@ static __global__ void norm_backward_finish_kernel(bf16* dg, bf16* db, const flo
 // ---------------------------------------------------------------------------------------------------------
 
 // out (N, w), mean / rstd (N) fp32, x (N, ldx) read in [0, w), g / b (w); b is ignored (may be null) for RMSNorm.
-inline void norm_forward(NormType type, bf16* out, float* mean, float* rstd, const bf16* x, long ldx, const bf16* g,
+inline void norm_forward(bool rms, bf16* out, float* mean, float* rstd, const bf16* x, long ldx, const bf16* g,
                          const bf16* b, long N, int w, float eps, cudaStream_t stream) {
     const int rows = NORM_BLOCK / 32;
     LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, norm_forward_kernel)(
-        type == NormType::RMSNorm, out, mean, rstd, x, ldx, g, b, N, w, eps);
+        rms, out, mean, rstd, x, ldx, g, b, N, w, eps);
     cudaCheck(cudaGetLastError());
 }
 
 // x_out (N, D) = x_in (N, D) with [0, wy) += y (N, wy); then out (N, wn) = norm(x_out[:, :wn]). x_out may
 // equal x_in (in place).
-inline void residual_norm_forward(NormType type, bf16* x_out, const bf16* x_in, const bf16* y, int D, int wy,
+inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const bf16* y, int D, int wy,
                                   bf16* out, float* mean, float* rstd, const bf16* g, const bf16* b, long N, int wn,
                                   float eps, cudaStream_t stream) {
     const int rows = NORM_BLOCK / 32;
     LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, residual_norm_forward_kernel)(
-        type == NormType::RMSNorm, x_out, x_in, y, D, wy, out, mean, rstd, g, b, N, wn, eps);
+        rms, x_out, x_in, y, D, wy, out, mean, rstd, g, b, N, wn, eps);
     cudaCheck(cudaGetLastError());
 }
 
 // dx (N, lddx) += in [0, w); dg (w) +=, db (w) += (LayerNorm; null for RMSNorm). dout (N, w) compact, x (N, ldx)
 // the forward's input, scratch: norm_backward_scratch_floats(N, w) floats of device memory.
-inline void norm_backward(NormType type, bf16* dx, long lddx, bf16* dg, bf16* db, const bf16* dout, const bf16* x,
+inline void norm_backward(bool rms, bf16* dx, long lddx, bf16* dg, bf16* db, const bf16* dout, const bf16* x,
                           long ldx, const float* mean, const float* rstd, const bf16* g, long N, int w,
                           float* scratch, cudaStream_t stream) {
-    const bool rms = type == NormType::RMSNorm;
     const int rows = NORM_BLOCK / 32;
     LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, norm_backward_dx_kernel)(
         rms, dx, lddx, dout, x, ldx, mean, rstd, g, N, w);

@@ -1,13 +1,17 @@
 // model.cuh: the GPU model. CudaEngine implements engine.h's Engine with the bf16 kernels of this directory, so
-// the training loop and the evaluator drive it exactly like the CPU reference (CpuEngine).
+// the training loop and the evaluator drive it exactly like the CPU reference (CpuEngine, cpu_engine.h). From
+// the reference it takes only the init (ref_init.h: both engines start from the same weights); engines.h is
+// where the two engines meet. The kernels take sizes and pointers; everything that reads the ModelConfig
+// (layout, ranges, norm type) is here.
 //
 // Memory, one allocation each (pointers carved out of them, see the structs below):
 //   params   (Pg) bf16    the weights the kernels read, rounded from the fp32 master copy after every update
 //   grads    (Pg) bf16    accumulated over micro-batches (+=, matmul beta = 1), zeroed by zero_grad()
 //   opt      (3 Pg) fp32  master weights, AdamW m, AdamW v
-//   acts     sized for the largest B * T seen: the stream before every sub-block (2 L + 1, N, D), per-layer
-//            norm outputs and statistics, qkv, attention output and lse, SwiGLU input and output, final norm,
-//            logits (N, Vp), and the backward's scratch (stream gradient, branch and norm scratch)
+//   acts     sized for the largest B * T seen: the residual state before every sub-block (2 L + 1, N, D),
+//            per-layer norm outputs and statistics, qkv, attention output and lse, SwiGLU input and output,
+//            final norm, logits (N, Vp), and the backward's scratch (residual-state gradient, branch and norm
+//            scratch)
 //   tables   RoPE (cos, sin) per distinct head_dim, (T, head_dim) fp32 each
 // Pg counts the device layout (device_layout()): param_layout() of the config with V padded to Vp (a multiple
 // of 128), so wte and lm_head get Vp - V extra rows and the head matmul and logits rows are aligned; and every
@@ -17,12 +21,14 @@
 // embedding never indexes them), so they stay zero. Across the Engine interface (get/set_params, optimizer
 // state, checkpoints) everything is fp32 in the unpadded param_layout order.
 //
-// Forward (N = B T rows; w, h, hid of layer l; every residual add fused with the norm that follows it):
+// Forward (N = B T rows; w, h, hid of layer l; x0, x1, x2 = resid(2 l), resid(2 l + 1), resid(2 l + 2) the
+// residual states around layer l; every residual add fused with the norm that follows it):
 //   x0 = embed(tokens); ln1 = norm(x0[:, :w_0])
 //   per layer: qkv = ln1 Wqkv^T; rope; atty = attn(qkv); branch = atty Wo^T; x1 = x0 + branch, ln2 = norm(x1)
 //              fc = ln2 Wfc^T; sw = swiglu(fc); branch = sw Wproj^T; x2 = x1 + branch, then the next layer's ln1
 //              (or the final norm over [0, Df))
-//   logits (N, Vp) = lnf[:, :d] Wout^T; lse and per-position losses; mean loss on the host in double
+//   logits (N, Vp) = head_in Wout^T, head_in = lnf[:, :d] (copy_columns when Df > d); lse and per-position
+//   losses; mean loss on the host in double
 // Backward mirrors reference.h's RefModel::backward op for op (same buffers, same accumulation conventions).
 // Deterministic: no atomics in any kernel, fixed reduction orders, so a run repeats bit for bit on one GPU.
 // Recomputation (CudaEngine(cfg, true)): the norm outputs ln1, ln2 and the SwiGLU output sw are not kept per
@@ -46,16 +52,33 @@
 #include "cuda_common.cuh"
 #include "embedding.cuh"
 #include "engine.h"
-#include "mfu.h"
+#include "forward_contract.h"
 #include "gradnorm.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "mfu.h"
+#include "ref_init.h"
 #include "residual.cuh"
 #include "rope.cuh"
+#include "schedule.h"
 #include "swiglu.cuh"
 
 // The vocabulary padded for the GPU: a multiple of 128.
 inline int padded_vocab(int V) { return (V + 127) / 128 * 128; }
+
+// The AdamW launch ranges of a layout (adamw.cuh): consecutive tensors of the same kind (decayed matrices, or
+// undecayed norm weights and biases) merged into one range, so one launch updates each (about 4 per layer).
+// Gaps between tensors (the 128-element alignment of device_layout) are left out: they stay zero.
+inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
+    std::vector<AdamWRange> r;
+    for (const ParamTensor& t : layout.tensors) {
+        if (!r.empty() && r.back().decay == t.is_matrix && r.back().offset + r.back().n == t.offset)
+            r.back().n += t.numel();
+        else
+            r.push_back({t.offset, t.numel(), t.is_matrix});
+    }
+    return r;
+}
 
 // Carves typed, 256-byte aligned arrays out of one allocation. With base == nullptr it only measures.
 struct Carver {
@@ -73,7 +96,7 @@ class CudaEngine : public Engine {
   public:
     explicit CudaEngine(const ModelConfig& c, bool recompute = false)
         : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)),
-          recompute_(recompute) {
+          rms_(c.norm == NormType::RMSNorm), recompute_(recompute) {
         validate_config(c);
         Pg_ = glayout_.total;
         cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
@@ -219,11 +242,11 @@ class CudaEngine : public Engine {
     struct Acts {
         int *tokens, *targets, *scratch_targets;  // (N)
         int *rows, *starts, *positions;           // embedding buckets: (N) (N + 1) (N)
-        bf16* stream;                             // (2 L + 1, N, D)
+        bf16* resid;                              // (2 L + 1, N, D) the residual states, see resid(k)
         std::vector<LayerActs> layer;
         bf16 *branch, *lnf, *head_in, *logits;    // (N, wmax) (N, Df) (N, d) or lnf itself, (N, Vp)
         float *meanf, *rstdf, *lse, *losses;      // (N) each
-        bf16 *dstream, *dbranch, *dbig, *dsmall;  // (N, D) (N, wmax) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
+        bf16 *dresid, *dbranch, *dbig, *dsmall;   // (N, D) (N, wmax) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
         float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
         float *norm_partial, *scratch_f;          // GRADNORM_BLOCKS, (N)
         double* norm_out;                         // (1)
@@ -234,6 +257,7 @@ class CudaEngine : public Engine {
     int Vp_;
     ParamLayout glayout_;  // the device's order: the same tensors with V padded to Vp
     size_t Pg_ = 0;
+    bool rms_ = false;  // RMSNorm (else LayerNorm), as the norm kernels take it
     bool recompute_ = false;
     bf16 *params_ = nullptr, *grads_ = nullptr;
     float *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr, *tables_ = nullptr;
@@ -245,7 +269,7 @@ class CudaEngine : public Engine {
     Acts a_{};
     int B_ = 0, T_ = 0, U_ = 0;
     long n_targets_ = 0;
-    bool has_targets_ = false, backward_done_ = true;
+    BackwardGate gate_;  // backward() once per forward() with targets
     long t_ = 0;
     float clip_scale_ = 1.0f;
 
@@ -274,7 +298,8 @@ class CudaEngine : public Engine {
         const double hd = cfg_.layers[l].head_dim();
         return (float)(cfg_.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
     }
-    bf16* stream(int k) const { return a_.stream + (size_t)k * B_ * T_ * cfg_.D(); }
+    // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
+    bf16* resid(int k) const { return a_.resid + (size_t)k * B_ * T_ * cfg_.D(); }
 
     // Lays out the activations for B x T into a (base == nullptr: only measures, a gets null pointers).
     size_t carve(char* base, int B, int T, Acts& a) const {
@@ -289,7 +314,7 @@ class CudaEngine : public Engine {
         Carver c{base, 0};
         a.tokens = c.take<int>(N), a.targets = c.take<int>(N), a.scratch_targets = c.take<int>(N);
         a.rows = c.take<int>(N), a.starts = c.take<int>(N + 1), a.positions = c.take<int>(N);
-        a.stream = c.take<bf16>((size_t)(2 * L + 1) * N * D);
+        a.resid = c.take<bf16>((size_t)(2 * L + 1) * N * D);
         a.layer.resize(L);
         int hidmax = 0;
         for (int l = 0; l < L; l++) hidmax = std::max(hidmax, cfg_.hidden_of(l));
@@ -309,7 +334,7 @@ class CudaEngine : public Engine {
         a.head_in = Df == d ? a.lnf : c.take<bf16>(N * d);
         a.logits = c.take<bf16>(N * Vp_);
         a.meanf = c.take<float>(N), a.rstdf = c.take<float>(N), a.lse = c.take<float>(N), a.losses = c.take<float>(N);
-        a.dstream = c.take<bf16>(N * D), a.dbranch = c.take<bf16>(N * wmax), a.dbig = c.take<bf16>(N * big);
+        a.dresid = c.take<bf16>(N * D), a.dbranch = c.take<bf16>(N * wmax), a.dbig = c.take<bf16>(N * big);
         a.dsmall = c.take<bf16>(N * small);
         a.norm_scratch = c.take<float>(norm_backward_scratch_floats(N, std::max(wmax, Df)));
         a.att_scratch = c.take<float>(N * hmax);
@@ -319,7 +344,7 @@ class CudaEngine : public Engine {
     }
     void ensure_acts(int B, int T) {
         if (B == acts_B_ && T == acts_T_) return;
-        // Rows are carved per (B, T) (the stream copies are indexed with N = B T), so re-carve on any change;
+        // Rows are carved per (B, T) (the residual states are indexed with N = B T), so re-carve on any change;
         // the allocation only grows.
         const long N = (long)B * T;
         Acts measured;
@@ -335,19 +360,12 @@ class CudaEngine : public Engine {
 };
 
 inline float CudaEngine::forward(const int* inputs, const int* targets, int B, int T) {
-    if (B < 1 || T < 1 || T > cfg_.T)
-        throw ConfigError("forward: need B >= 1 and 1 <= T <= cfg.T = " + std::to_string(cfg_.T) + ", got B=" +
-                          std::to_string(B) + " T=" + std::to_string(T));
+    validate_forward_inputs(cfg_, inputs, targets, B, T);
     const long N = (long)B * T;
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
-    for (long n = 0; n < N; n++)
-        if (inputs[n] < 0 || inputs[n] >= V || (targets && targets[n] >= V))
-            throw ConfigError("forward: token id out of range [0, V=" + std::to_string(V) + ") at position " +
-                              std::to_string(n) + "; check the tokenizer / vocabulary size");
     ensure_acts(B, T);
     B_ = B, T_ = T;
-    has_targets_ = targets != nullptr;
-    backward_done_ = false;
+    gate_.forward_ran(targets != nullptr);
     const float eps = (float)cfg_.norm_eps;
     cudaCheck(cudaMemcpy(a_.tokens, inputs, N * sizeof(int), cudaMemcpyHostToDevice));
     n_targets_ = 0;
@@ -361,10 +379,10 @@ inline float CudaEngine::forward(const int* inputs, const int* targets, int B, i
         cudaCheck(cudaMemcpy(a_.positions, e.positions.data(), N * sizeof(int), cudaMemcpyHostToDevice));
     }
 
-    embedding_forward(stream(0), a_.tokens, P(glayout_.wte), N, d, D, 0);
+    embedding_forward(resid(0), a_.tokens, P(glayout_.wte), N, d, D, 0);
     {
         const LayerOffsets& o = glayout_.layer[0];
-        norm_forward(cfg_.norm, a_.layer[0].ln1, a_.layer[0].mean1, a_.layer[0].rstd1, stream(0), D, P(o.ln1_w),
+        norm_forward(rms_, a_.layer[0].ln1, a_.layer[0].mean1, a_.layer[0].rstd1, resid(0), D, P(o.ln1_w),
                      P(o.ln1_b), N, cfg_.layers[0].width, eps, 0);
     }
     for (int l = 0; l < L; l++) {
@@ -376,7 +394,7 @@ inline float CudaEngine::forward(const int* inputs, const int* targets, int B, i
         rope_forward(a.qkv, table_of_.at(w / h), B, T, w, h, 0);
         attention_forward(a.atty, a.lse, a.qkv, B, T, w, h, attn_scale(l), 0);
         matmul(a_.branch, a.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, 0);
-        residual_norm_forward(cfg_.norm, stream(2 * l + 1), stream(2 * l), a_.branch, D, w, a.ln2, a.mean2, a.rstd2,
+        residual_norm_forward(rms_, resid(2 * l + 1), resid(2 * l), a_.branch, D, w, a.ln2, a.mean2, a.rstd2,
                               P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
         matmul(a.fc, a.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, 0);
         swiglu_forward(a.sw, a.fc, N, hid, 0);
@@ -384,15 +402,15 @@ inline float CudaEngine::forward(const int* inputs, const int* targets, int B, i
         if (l + 1 < L) {
             const LayerOffsets& on = glayout_.layer[l + 1];
             LayerActs& an = a_.layer[l + 1];
-            residual_norm_forward(cfg_.norm, stream(2 * l + 2), stream(2 * l + 1), a_.branch, D, w, an.ln1, an.mean1,
+            residual_norm_forward(rms_, resid(2 * l + 2), resid(2 * l + 1), a_.branch, D, w, an.ln1, an.mean1,
                                   an.rstd1, P(on.ln1_w), P(on.ln1_b), N, cfg_.layers[l + 1].width, eps, 0);
         } else {
-            residual_norm_forward(cfg_.norm, stream(2 * l + 2), stream(2 * l + 1), a_.branch, D, w, a_.lnf, a_.meanf,
+            residual_norm_forward(rms_, resid(2 * l + 2), resid(2 * l + 1), a_.branch, D, w, a_.lnf, a_.meanf,
                                   a_.rstdf, P(glayout_.lnf_w), P(glayout_.lnf_b), N, Df, eps, 0);
         }
     }
     // The head reads [0, d) of the final norm: a compact copy when the final norm is wider (Df > d).
-    if (Df != d) residual_backward(a_.head_in, a_.lnf, Df, N, d, 0);
+    if (Df != d) copy_columns(a_.head_in, d, a_.lnf, Df, N, d, 0);
     const bf16* none = nullptr;
     matmul(a_.logits, a_.head_in, P(Wout()), none, (int)N, Vp_, d, false, true, 0.0f, 0);
     softmax_crossentropy_forward(a_.losses, a_.lse, a_.logits, targets ? a_.targets : nullptr, N, V, Vp_, 0);
@@ -406,9 +424,7 @@ inline float CudaEngine::forward(const int* inputs, const int* targets, int B, i
 }
 
 inline void CudaEngine::backward(float grad_scale) {
-    if (!has_targets_ || backward_done_)
-        throw std::logic_error("backward() needs exactly one preceding forward() with targets");
-    backward_done_ = true;
+    gate_.backward_starts();
     if (n_targets_ == 0) return;  // every target masked: the loss is the constant 0
     const long N = (long)B_ * T_;
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
@@ -421,13 +437,13 @@ inline void CudaEngine::backward(float grad_scale) {
     bf16* dhead = Df == d ? dlnf : a_.dsmall;  // (N, d)
     matmul(dhead, a_.logits, P(Wout()), none, (int)N, d, Vp_, false, false, 0.0f, 0);
     matmul(G(Wout()), a_.logits, a_.head_in, none, Vp_, d, (int)N, true, false, 1.0f, 0);
-    if (Df != d) {  // dlnf = [dhead | 0]: zero it, then add dhead into the leading d columns (0 + x is exact)
+    if (Df != d) {  // dlnf = [dhead | 0]: zero it, then copy dhead into the leading d columns
         cudaCheck(cudaMemset(dlnf, 0, (size_t)N * Df * sizeof(bf16)));
-        residual_forward(dlnf, dlnf, dhead, N, Df, d, 0);
+        copy_columns(dlnf, Df, dhead, d, N, d, 0);
     }
-    // The stream gradient accumulates from both consumers of every stream state, so it starts at zero.
-    cudaCheck(cudaMemset(a_.dstream, 0, (size_t)N * D * sizeof(bf16)));
-    norm_backward(cfg_.norm, a_.dstream, D, G(glayout_.lnf_w), G(glayout_.lnf_b), dlnf, stream(2 * L), D, a_.meanf,
+    // The residual-state gradient accumulates from both consumers of every residual state, so it starts at zero.
+    cudaCheck(cudaMemset(a_.dresid, 0, (size_t)N * D * sizeof(bf16)));
+    norm_backward(rms_, a_.dresid, D, G(glayout_.lnf_w), G(glayout_.lnf_b), dlnf, resid(2 * L), D, a_.meanf,
                   a_.rstdf, P(glayout_.lnf_w), N, Df, a_.norm_scratch, 0);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -435,7 +451,7 @@ inline void CudaEngine::backward(float grad_scale) {
         const LayerOffsets& o = glayout_.layer[l];
         LayerActs& a = a_.layer[l];
         // MLP sub-block, mirrored
-        residual_backward(a_.dbranch, a_.dstream, D, N, w, 0);
+        residual_backward(a_.dbranch, a_.dresid, D, N, w, 0);
         bf16* dsw = a_.dsmall;  // (N, hid)
         matmul(dsw, a_.dbranch, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, 0);
         if (recompute_) swiglu_forward(a.sw, a.fc, N, hid, 0);
@@ -445,12 +461,12 @@ inline void CudaEngine::backward(float grad_scale) {
         bf16* dln = a_.dsmall;  // (N, w); dsw is dead
         matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, 0);
         if (recompute_)
-            norm_forward(cfg_.norm, a.ln2, a.mean2, a.rstd2, stream(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
+            norm_forward(rms_, a.ln2, a.mean2, a.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
         matmul(G(o.wfc), dfc, a.ln2, none, 2 * hid, w, (int)N, true, false, 1.0f, 0);
-        norm_backward(cfg_.norm, a_.dstream, D, G(o.ln2_w), G(o.ln2_b), dln, stream(2 * l + 1), D, a.mean2, a.rstd2,
+        norm_backward(rms_, a_.dresid, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2, a.rstd2,
                       P(o.ln2_w), N, w, a_.norm_scratch, 0);
         // attention sub-block, mirrored
-        residual_backward(a_.dbranch, a_.dstream, D, N, w, 0);
+        residual_backward(a_.dbranch, a_.dresid, D, N, w, 0);
         bf16* datty = a_.dsmall;  // (N, w)
         matmul(datty, a_.dbranch, P(o.wo), none, (int)N, w, w, false, false, 0.0f, 0);
         matmul(G(o.wo), a_.dbranch, a.atty, none, w, w, (int)N, true, false, 1.0f, 0);
@@ -460,10 +476,10 @@ inline void CudaEngine::backward(float grad_scale) {
         dln = a_.dsmall;  // datty is dead
         matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, 0);
         if (recompute_)
-            norm_forward(cfg_.norm, a.ln1, a.mean1, a.rstd1, stream(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, 0);
+            norm_forward(rms_, a.ln1, a.mean1, a.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, 0);
         matmul(G(o.wqkv), dqkv, a.ln1, none, 3 * w, w, (int)N, true, false, 1.0f, 0);
-        norm_backward(cfg_.norm, a_.dstream, D, G(o.ln1_w), G(o.ln1_b), dln, stream(2 * l), D, a.mean1, a.rstd1,
+        norm_backward(rms_, a_.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1, a.rstd1,
                       P(o.ln1_w), N, w, a_.norm_scratch, 0);
     }
-    embedding_backward(G(glayout_.wte), a_.dstream, D, a_.rows, a_.starts, a_.positions, U_, d, 0);
+    embedding_backward(G(glayout_.wte), a_.dresid, D, a_.rows, a_.starts, a_.positions, U_, d, 0);
 }

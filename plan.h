@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "json.h"
 #include "schedule.h"
 
 // "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
@@ -80,19 +81,6 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
             c.T);
 }
 
-inline std::string json_escape(const std::string& s) {
-    std::string o;
-    for (unsigned char ch : s) {
-        if (ch == '"' || ch == '\\') o += '\\', o += (char)ch;
-        else if (ch < 0x20) {
-            char b[8];
-            snprintf(b, sizeof b, "\\u%04x", ch);
-            o += b;
-        } else o += (char)ch;
-    }
-    return o;
-}
-
 inline void print_totals_json(FILE* f, const Accounting& a) {
     fprintf(f,
             "{\"params\": %lld, \"matched_params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": "
@@ -103,8 +91,8 @@ inline void print_totals_json(FILE* f, const Accounting& a) {
 inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
                             const std::vector<std::string>& warnings) {
     Accounting a = account(c), b = account(uniform_baseline(c));
-    fprintf(f, "{\"model\": \"%s\", \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
-            json_escape(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
+    fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
+            json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
     fprintf(f, "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
             c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
             c.mup_attn ? "true" : "false");
@@ -129,6 +117,6 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
             (double)a.kv_bytes_per_token / b.kv_bytes_per_token, a.avg_width / b.avg_width);
     fprintf(f, " \"warnings\": [");
     for (size_t i = 0; i < warnings.size(); i++)
-        fprintf(f, "%s\"%s\"", i ? ", " : "", json_escape(warnings[i]).c_str());
+        fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
     fprintf(f, "]}\n");
 }

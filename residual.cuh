@@ -1,8 +1,12 @@
-// residual.cuh: the leading-slice residual add of variable-width layers, and its backward.
+// residual.cuh: the leading-slice residual add of variable-width layers, its backward, and the column copy that
+// backward is.
 //   residual_forward   x_out (N, D) = x_in (N, D) with [0, w) += y (N, w); coordinates [w, D) copied through
-//   residual_backward  dy (N, w) = dx[:, :w], dx (N, lddx) the stream gradient
+//   copy_columns       dst[:, :w] = src[:, :w], dst (N, ld_dst), src (N, ld_src); columns past w untouched
+//   residual_backward  dy (N, w) = dx[:, :w], dx (N, lddx) the residual-stream gradient: a copy_columns
 // The model normally uses the add fused with the following norm (residual_norm_forward in layernorm.cuh);
-// this one is for the places without a norm after them and for tests.
+// residual_forward is its unfused form, kept as the op the tests check against ref::residual_forward. The
+// model uses copy_columns wherever it moves a slice of a matrix: the head's input lnf[:, :d] (forward) and
+// dlnf = [dhead | 0] (backward), and each branch's gradient (residual_backward).
 // Does not: scale the branch, or accumulate into dy (the branch has one consumer: its gradient is assigned).
 #pragma once
 
@@ -12,7 +16,7 @@
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::residual_forward applied to a copy of the stream. One thread per element of x_out.
+// Matches ref::residual_forward applied to a copy of the residual state. One thread per element of x_out.
 static __global__ void residual_forward_kernel(bf16* x_out, const bf16* x_in, const bf16* y, long N, int D, int w) {
     const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N * D) return;
@@ -21,11 +25,13 @@ static __global__ void residual_forward_kernel(bf16* x_out, const bf16* x_in, co
     x_out[i] = c < w ? __float2bfloat16(__bfloat162float(x_in[i]) + __bfloat162float(y[n * w + c])) : x_in[i];
 }
 
-// Matches ref::residual_backward. One thread per element of dy.
-static __global__ void residual_backward_kernel(bf16* dy, const bf16* dx, long lddx, long N, int w) {
+// One thread per copied element (n, c), i = n w + c. Matches ref::residual_backward when ld_dst = w.
+static __global__ void copy_columns_kernel(bf16* dst, long ld_dst, const bf16* src, long ld_src, long N, int w) {
     const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N * w) return;
-    dy[i] = dx[(i / w) * lddx + i % w];
+    const long n = i / w;
+    const int c = (int)(i % w);
+    dst[n * ld_dst + c] = src[n * ld_src + c];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -39,8 +45,15 @@ inline void residual_forward(bf16* x_out, const bf16* x_in, const bf16* y, long 
     cudaCheck(cudaGetLastError());
 }
 
-inline void residual_backward(bf16* dy, const bf16* dx, long lddx, long N, int w, cudaStream_t stream) {
+// dst and src must not overlap (a copy between two buffers, bit for bit).
+inline void copy_columns(bf16* dst, long ld_dst, const bf16* src, long ld_src, long N, int w, cudaStream_t stream) {
     const int block = 256;
-    LAUNCH((unsigned)((N * w + block - 1) / block), block, 0, stream, residual_backward_kernel)(dy, dx, lddx, N, w);
+    LAUNCH((unsigned)((N * w + block - 1) / block), block, 0, stream, copy_columns_kernel)(dst, ld_dst, src, ld_src,
+                                                                                         N, w);
     cudaCheck(cudaGetLastError());
+}
+
+// The residual add's input gradient for the branch: dy (N, w) = dx[:, :w]. (The skip path's is dx itself.)
+inline void residual_backward(bf16* dy, const bf16* dx, long lddx, long N, int w, cudaStream_t stream) {
+    copy_columns(dy, w, dx, lddx, N, w, stream);
 }

@@ -2,13 +2,8 @@
 // encode and decode, token-for-token identical to tiktoken's `gpt2` encoding (encode_ordinary).
 //
 // Encoding is two steps, exactly as in tiktoken:
-//   1. Pre-tokenise the text into pieces with the GPT-2 pattern
-//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//      (case-sensitive contractions, Unicode letter / number classes, whitespace runs that leave their last
-//      space to the next word), matched by PCRE2 with JIT. tiktoken spells it differently for speed
-//      ('(?:[sdmt]|ll|ve|re)| ... |\s++$|\s+(?!\S)|\s), with the same matches. Pieces whose extent depends
-//      on ASCII bytes only are cut by a small scanner (ascii_piece_end) that defers everything else to PCRE2;
-//      a test checks it against PCRE2 on every string of up to 5 characters from all classes.
+//   1. Pre-tokenise the text into pieces with the GPT-2 pattern (pretokenize.h: the pattern, its Unicode 16
+//      classes, and the ASCII scanner that cuts most pieces before PCRE2 is asked), matched by PCRE2 with JIT.
 //   2. Each piece's bytes are looked up whole (tiktoken's shortcut, kept for identical output), else merged by
 //      BPE: repeatedly merge the adjacent pair whose concatenation has the lowest rank, the leftmost on ties.
 //
@@ -20,12 +15,9 @@
 // lost, and decode(encode(x)) == x for every byte string x. tiktoken itself would encode U+FFFD (EF BF BD)
 // there instead of the raw byte: that is the one place the token ids differ, by design.
 //
-// Unicode version: PCRE2 10.42 knows Unicode 14, tiktoken's Rust regex Unicode 16. The letters and numbers
-// assigned in between (kLettersSince14, read out of tiktoken's engine) are added to the classes, so the
-// classes agree on every code point; dev/tokenizer_crosscheck checks all 1.1M of them.
-//
 // Loads a tiktoken ranks file (`gpt2.tiktoken`: base64 bytes and rank per line) or a directory holding the
-// original GPT-2 release's encoder.json + vocab.bpe. Does not recognise special tokens inside text.
+// original GPT-2 release's encoder.json + vocab.bpe (read with json.h). Does not recognise special tokens
+// inside text; the UTF-8 byte rules are utf8.h's.
 // encode() is const and thread-safe: the compiled pattern is shared read-only, match data is thread_local.
 #pragma once
 
@@ -37,6 +29,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -46,7 +39,12 @@
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
+
+#include "json.h"
+#include "pretokenize.h"
+#include "utf8.h"
 
 namespace tokenizer_detail {
 
@@ -152,58 +150,6 @@ struct PairToRank {
     }
 };
 
-// ---- UTF-8 ------------------------------------------------------------------------------------------------
-
-// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if s[i] does not start one (Unicode's
-// Table 3-7, which is also what Python's strict decoder and PCRE2's UTF check accept).
-inline size_t utf8_seq_len(const unsigned char* s, size_t i, size_t n) {
-    unsigned c = s[i];
-    if (c < 0x80) return 1;
-    auto cont = [&](size_t k, unsigned lo, unsigned hi) { return i + k < n && s[i + k] >= lo && s[i + k] <= hi; };
-    if (c >= 0xC2 && c <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
-    if (c == 0xE0) return cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
-    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
-    if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF) ? 3 : 0;  // no UTF-16 surrogates
-    if (c == 0xF0) return cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-    if (c >= 0xF1 && c <= 0xF3) return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-    if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-    return 0;
-}
-
-// Offset of the first byte that is not part of well-formed UTF-8, or n if the text is valid.
-inline size_t first_invalid_utf8(const unsigned char* s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {  // ASCII fast path: 8 bytes with no high bit
-            uint64_t w; memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) { i += 8; continue; }
-        }
-        size_t k = utf8_seq_len(s, i, n);
-        if (k == 0) return i;
-        i += k;
-    }
-    return n;
-}
-
-// Letters and numbers (general categories L*, N*) of Unicode 16, the version of tiktoken's Rust regex
-// (regex-syntax 0.8.11), that PCRE2 10.42's Unicode 14 tables do not know (nothing went the other way, and the
-// White_Space set is the same). Not a hand-made table: dev/tiktoken_crosscheck.py reads each class out of
-// tiktoken's own regex engine for every code point and dev/tokenizer_crosscheck compares it with PCRE2's and
-// prints these ranges when they differ. They matter: U+A7DA then a CJK ideograph tokenises differently when
-// the letter is not a letter. With a newer PCRE2 they are redundant, never wrong.
-constexpr const char* kLettersSince14 =
-    "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"
-    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"
-    "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}\\x{113D3}"
-    "\\x{11BC0}-\\x{11BE0}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}"
-    "\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}\\x{16D40}-\\x{16D6C}\\x{18CFF}"
-    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}"
-    "\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}";
-constexpr const char* kNumbersSince14 =
-    "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"
-    "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"
-    "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
-
 }  // namespace tokenizer_detail
 
 class Tokenizer {
@@ -225,7 +171,7 @@ class Tokenizer {
     // For tests: match with PCRE2's interpreter instead of its JIT (same matches, slower), the path taken on
     // CPUs that PCRE2 cannot JIT for.
     void disable_jit() { jit_ = false; }
-    // For tests: every piece from PCRE2, without the ASCII shortcut (see ascii_piece_end).
+    // For tests: every piece from PCRE2, without the ASCII shortcut (pretokenize.h's ascii_piece_end).
     void disable_ascii_shortcut() { ascii_ = false; }
 
     int eot() const { return n_ranks_; }             // 50256: the id after the last BPE rank
@@ -327,101 +273,35 @@ inline bool gpt2_alphabet_to_bytes(std::string_view s, const std::vector<int>& c
     for (size_t i = 0; i < s.size();) {
         size_t k = utf8_seq_len(u, i, s.size());
         if (k == 0 || k > 2) return false;  // every code point of the alphabet is below U+0800
-        int cp = k == 1 ? u[i] : ((u[i] & 0x1F) << 6) | (u[i + 1] & 0x3F);
-        if (cp >= (int)cp2b.size() || cp2b[cp] < 0) return false;
+        uint32_t cp = utf8_code_point(u, i, k);
+        if (cp >= cp2b.size() || cp2b[cp] < 0) return false;
         out.push_back(char(cp2b[cp]));
         i += k;
     }
     return true;
 }
 
-// The flat JSON object of encoder.json: {"token": id, ...}. Strings may use \" \\ \/ \b \f \n \r \t \uXXXX.
+// The flat JSON object of encoder.json, {"token": id, ...}, in file order (a token listed twice stays twice,
+// for build's duplicate check to name).
 inline void parse_encoder_json(const std::string& text, const std::string& path,
                                std::vector<std::pair<std::string, long>>& out) {
-    size_t i = 0, n = text.size();
-    auto bad = [&](const char* what) {
-        fail("tokenizer: " + path + " is not a valid encoder.json (" + what + " at byte " + std::to_string(i) +
+    auto bad = [&](const std::string& what) {
+        fail("tokenizer: " + path + " is not a valid encoder.json (" + what +
              "); re-download the GPT-2 encoder.json or use data/get_tokenizer.sh for gpt2.tiktoken");
     };
-    auto ws = [&] { while (i < n && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' || text[i] == '\t')) i++; };
-    auto put_utf8 = [](std::string& s, uint32_t cp) {
-        if (cp < 0x80) s += char(cp);
-        else if (cp < 0x800) { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
-        else if (cp < 0x10000) { s += char(0xE0 | (cp >> 12)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
-        else { s += char(0xF0 | (cp >> 18)); s += char(0x80 | ((cp >> 12) & 0x3F)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
-    };
-    auto hex4 = [&](uint32_t& v) {
-        if (i + 4 > n) return false;
-        v = 0;
-        for (int k = 0; k < 4; k++) {
-            char c = text[i + k];
-            int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-            if (d < 0) return false;
-            v = v * 16 + d;
-        }
-        i += 4;
-        return true;
-    };
-    ws();
-    if (i >= n || text[i] != '{') bad("expected '{'");
-    i++;
-    ws();
-    if (i < n && text[i] == '}') return;
-    while (true) {
-        ws();
-        if (i >= n || text[i] != '"') bad("expected a string key");
-        i++;
-        std::string key;
-        while (true) {
-            if (i >= n) bad("unterminated string");
-            char c = text[i++];
-            if (c == '"') break;
-            if (c != '\\') { key += c; continue; }
-            if (i >= n) bad("unterminated escape");
-            char e = text[i++];
-            static const char kEsc[] = "\"\\/bfnrt", kMeans[] = "\"\\/\b\f\n\r\t";  // one-character escapes
-            if (const char* k = e ? strchr(kEsc, e) : nullptr) { key += kMeans[k - kEsc]; continue; }
-            uint32_t v, lo;
-            if (e != 'u' || !hex4(v)) bad("bad escape");
-            if (v >= 0xD800 && v <= 0xDBFF) {  // a surrogate pair spells one code point
-                if (!(i + 1 < n && text[i] == '\\' && text[i + 1] == 'u')) bad("lone surrogate");
-                i += 2;
-                if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) bad("bad surrogate pair");
-                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            put_utf8(key, v);
-        }
-        ws();
-        if (i >= n || text[i] != ':') bad("expected ':'");
-        i++;
-        ws();
-        size_t j = i;
-        while (j < n && text[j] >= '0' && text[j] <= '9') j++;
-        if (j == i || j - i > 9) bad("expected a non-negative integer id");
-        out.emplace_back(std::move(key), std::stol(text.substr(i, j - i)));
-        i = j;
-        ws();
-        if (i < n && text[i] == ',') { i++; continue; }
-        if (i < n && text[i] == '}') return;
-        bad("expected ',' or '}'");
+    json::Value o;
+    try {
+        o = json::parse(text);
+    } catch (const json::Error& e) {
+        bad(e.what());
     }
-}
-
-// The three character classes of the pattern as PCRE2 class items (dev/tokenizer_crosscheck checks each one
-// against tiktoken's on every code point). \s is spelled White_Space because that is what Rust's regex means
-// by \s; PCRE2's own UCP \s also matches U+180E, which is not white space since Unicode 6.3.
-inline std::string letter_items() { return std::string("\\p{L}") + kLettersSince14; }
-inline std::string number_items() { return std::string("\\p{N}") + kNumbersSince14; }
-inline std::string space_items() { return "\\p{White_Space}"; }
-
-// The pre-tokenisation pattern; see the top of the file. Possessive runs (++) only skip useless backtracking.
-// Compiled ANCHORED: every code point is in one of the classes, so a match always starts where the previous
-// one ended.
-inline std::string gpt2_pattern() {
-    std::string L = "[" + letter_items() + "]", N = "[" + number_items() + "]", S = "[" + space_items() + "]";
-    std::string other = "[^" + space_items() + letter_items() + number_items() + "]";
-    return "'(?:s|t|re|ve|m|ll|d)| ?" + L + "++| ?" + N + "++| ?" + other + "++|" + S + "+(?![^" + space_items() +
-           "])|" + S + "+";
+    if (o.kind != json::Value::Object) bad("expected an object");
+    for (auto& [key, id] : o.obj) {
+        const std::string& v = id.str;
+        if (id.kind != json::Value::Number || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+            bad("the id of a token is not a non-negative integer");
+        out.emplace_back(std::move(key), std::stol(v));
+    }
 }
 
 }  // namespace tokenizer_detail
@@ -559,55 +439,29 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
     return t;
 }
 
+// Where the data tools (build/prepare_shards, build/prepare_eval) look for the ranks file: $PRISM_TOKENIZER,
+// else data/cache/gpt2.tiktoken under the current directory, else under the checkout the binary was built in
+// (build/TOOL -> ../data/cache), so they work from any directory. When none exists it returns the relative
+// path, and load()'s error says how to get the file.
+inline std::string default_tokenizer_path() {
+    const char* env = getenv("PRISM_TOKENIZER");
+    if (env && *env) return env;
+    const std::string rel = "data/cache/gpt2.tiktoken";
+    if (access(rel.c_str(), R_OK) == 0) return rel;
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        std::string dir(exe, (size_t)n);
+        dir = dir.substr(0, dir.rfind('/'));  // .../build
+        dir = dir.substr(0, dir.rfind('/'));  // the checkout
+        if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
+    }
+    return rel;
+}
+
 // =============================================================================================================
 // encode / decode
 // =============================================================================================================
-
-// The pattern's classes on ASCII, where they are plain ranges: letters A-Z a-z, numbers 0-9, white space
-// \t \n \v \f \r and space (not 0x1C-0x1F: Rust's \s is White_Space), everything else "other".
-enum AsciiClass : unsigned char { kSpace, kLetter, kNumber, kOther };
-inline AsciiClass ascii_class(unsigned char c) {
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return kLetter;
-    if (c >= '0' && c <= '9') return kNumber;
-    if (c == ' ' || (c >= '\t' && c <= '\r')) return kSpace;
-    return kOther;
-}
-
-// End of the piece that the pattern matches at s[pos], decided from ASCII bytes alone, or 0 when any byte the
-// decision depends on is not ASCII (then PCRE2 matches the piece). English is nearly all ASCII, and this
-// skips PCRE2's per-call cost, which was a third of the encode time. It walks the alternatives in order:
-// contraction, optional space + a run of one class, white space (all but the last before a non-space).
-inline size_t ascii_piece_end(const unsigned char* s, size_t n, size_t pos) {
-    auto ascii = [&](size_t i) { return s[i] < 0x80; };
-    unsigned char c = s[pos];
-    if (!ascii(pos)) return 0;
-    if (c == '\'' && pos + 1 < n) {
-        unsigned char d = s[pos + 1];
-        if (d == 's' || d == 't' || d == 'm' || d == 'd') return pos + 2;
-        if (pos + 2 < n && ((d == 'r' && s[pos + 2] == 'e') || (d == 'v' && s[pos + 2] == 'e') || (d == 'l' && s[pos + 2] == 'l')))
-            return pos + 3;
-    }
-    size_t i = pos;
-    if (c == ' ' && pos + 1 < n) {
-        if (!ascii(pos + 1)) return 0;  // a space before a non-ASCII character: its class decides
-        if (ascii_class(s[pos + 1]) != kSpace) i = pos + 1;
-    }
-    AsciiClass k = ascii_class(s[i]);
-    if (k != kSpace) {  // ' ?' then a possessive run of class k
-        for (i++; i < n; i++) {
-            if (!ascii(i)) return 0;
-            if (ascii_class(s[i]) != k) break;
-        }
-        return i;
-    }
-    // White space: the run to the end of text, else all of it but its last character (left to the word
-    // after it), else that single character.
-    size_t j = pos;
-    while (j < n && ascii(j) && ascii_class(s[j]) == kSpace) j++;
-    if (j == n) return n;
-    if (!ascii(j)) return 0;
-    return j - pos >= 2 ? j - 1 : pos + 1;
-}
 
 // BPE for short pieces, tiktoken's way: a scan for the lowest pair rank per merge, O(n^2) but tiny n.
 inline void Tokenizer::bpe_small(const char* p, size_t n, std::vector<int>& out) const {

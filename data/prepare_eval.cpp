@@ -1,4 +1,4 @@
-// prepare_eval: an official raw eval file in, one tokenised eval file out (format: top of eval.h).
+// prepare_eval: an official raw eval file in, one tokenised eval file out (format: top of eval_file.h).
 //
 //   make build/prepare_eval
 //   build/prepare_eval hellaswag  hellaswag_val.jsonl             -o data/eval/hellaswag.bin
@@ -8,21 +8,27 @@
 //   build/prepare_eval lambada    lambada_test.jsonl              -o data/eval/lambada.bin
 //   build/prepare_eval wikitext   wiki.test.raw                   -o data/eval/wikitext.bin
 //
-// data/get_eval.sh downloads the six and runs all of the above. The prompt rules live in eval.h (shared with
-// the tests); this file only reads the raw formats, reports bad lines with their line number, tokenises
+// data/get_eval.sh downloads the six and runs all of the above. The prompt rules live in eval_tasks.h (shared
+// with the tests); this file only reads the raw formats, reports bad lines with their line number, tokenises
 // (in parallel, output in input order) and writes. --show N prints the first N examples' contexts and
 // continuations as the model will see them, token boundaries marked with '|', to compare against lm-eval.
+// A data tool: it compiles the task rules, the file format and the tokenizer, never the model.
 #include <omp.h>
-#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "eval.h"
+#include "eval_file.h"
+#include "eval_tasks.h"
+#include "json.h"
+#include "pytext.h"
+#include "tokenizer.h"
 
 static std::string read_text_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
@@ -48,6 +54,8 @@ static void for_each_line(const std::string& path, const std::string& text, Fn f
             fn(line, no);
         } catch (const EvalError& e) {
             throw EvalError(path + " line " + std::to_string(no) + ": " + e.what());
+        } catch (const json::Error& e) {
+            throw EvalError(path + " line " + std::to_string(no) + ": " + e.what());
         }
     }
 }
@@ -67,14 +75,14 @@ static std::vector<EvalDoc> read_docs(const std::string& task, const std::vector
     std::vector<long> labels;
     if (task == "piqa") {
         for_each_line(in[1], read_text_file(in[1], "piqa labels"), [&](const std::string& l, long) {
-            std::string t = ev::py_strip(l);
+            std::string t = py::strip(l);
             if (t != "0" && t != "1") throw EvalError("label '" + t + "' is not 0 or 1");
             labels.push_back(t[0] - '0');
         });
     }
     for_each_line(in[0], text, [&](const std::string& line, long) {
-        ev::Json o = ev::parse_json(line);
-        if (o.kind != ev::Json::Object) throw EvalError("expected one JSON object per line");
+        json::Value o = json::parse(line);
+        if (o.kind != json::Value::Object) throw EvalError("expected one JSON object per line");
         if (task == "hellaswag") docs.push_back(hellaswag_doc(o));
         else if (task == "arc_easy") docs.push_back(arc_doc(o));
         else if (task == "winogrande") docs.push_back(winogrande_doc(o));
@@ -120,7 +128,7 @@ static std::string show_tokens(const Tokenizer& tok, const std::vector<int32_t>&
 
 static const char* kUsage =
     "usage: prepare_eval TASK INPUT [LABELS] [-o OUT] [flags]\n"
-    "Converts an official raw eval file to a tokenised eval file (format: eval.h).\n"
+    "Converts an official raw eval file to a tokenised eval file (format: eval_file.h).\n"
     "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy ARC-Easy-Test.jsonl\n"
     "                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext wiki.test.raw\n"
     "  -o, --out FILE            output (default data/eval/TASK.bin)\n"
@@ -129,24 +137,6 @@ static const char* kUsage =
     "  --limit N                 only the first N examples\n"
     "  --show N                  print the first N examples as token pieces\n"
     "  -h, --help                this text\n";
-
-// $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken under the current directory, else under the checkout this
-// binary was built in (build/prepare_eval -> ../data/cache).
-static std::string default_tokenizer_path() {
-    const char* env = getenv("PRISM_TOKENIZER");
-    if (env && *env) return env;
-    const std::string rel = "data/cache/gpt2.tiktoken";
-    if (access(rel.c_str(), R_OK) == 0) return rel;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        std::string dir(exe, (size_t)n);
-        dir = dir.substr(0, dir.rfind('/'));
-        dir = dir.substr(0, dir.rfind('/'));
-        if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
-    }
-    return rel;
-}
 
 int main(int argc, char** argv) {
     try {

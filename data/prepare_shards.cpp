@@ -41,208 +41,24 @@
 #include <vector>
 
 #include "dataloader.h"
+#include "json.h"
 
 // ------------------------------------------------------------------------------------------------------
-// JSON: just enough to pull one string field out of one object per line, but strictly per RFC 8259 so that
-// a malformed line is caught, not silently mis-tokenized.
+// JSON Lines: the text field of one line, with json.h's strict parser so that a malformed line is caught, not
+// silently mis-tokenized.
 
-namespace json {
-
-struct Parser {
-  std::string_view s;
-  size_t i = 0;
-  std::string err;  // set on the first error, with the column
-
-  bool fail(const std::string& what) {
-    if (err.empty()) err = what + " at column " + std::to_string(i + 1);
+// The string field `field` of a line holding one JSON object. Returns false with the one-line reason in err
+// ("invalid JSON: expected ':' after key at column 12", "missing field \"text\"") when the line is malformed
+// or lacks the field.
+inline bool get_string_field(std::string_view line, std::string_view field, std::string& out, std::string& err) {
+  try {
+    out = json::str_field(json::parse(line), field);
+    return true;
+  } catch (const json::Error& e) {
+    err = e.what();
     return false;
   }
-  void ws() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-  }
-  static void put_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += (char)cp;
-    } else if (cp < 0x800) {
-      out += (char)(0xC0 | (cp >> 6));
-      out += (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += (char)(0xE0 | (cp >> 12));
-      out += (char)(0x80 | ((cp >> 6) & 0x3F));
-      out += (char)(0x80 | (cp & 0x3F));
-    } else {
-      out += (char)(0xF0 | (cp >> 18));
-      out += (char)(0x80 | ((cp >> 12) & 0x3F));
-      out += (char)(0x80 | ((cp >> 6) & 0x3F));
-      out += (char)(0x80 | (cp & 0x3F));
-    }
-  }
-  bool hex4(uint32_t& v) {
-    if (i + 4 > s.size()) return fail("truncated \\u escape");
-    v = 0;
-    for (int k = 0; k < 4; k++) {
-      const char c = s[i + k];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-      else return fail("bad hex digit in \\u escape");
-    }
-    i += 4;
-    return true;
-  }
-  // A string starting at s[i] == '"'. Decoded into *out when out is not null. A lone surrogate escape
-  // (\ud800 without its pair) is grammatical JSON but not text: it becomes U+FFFD, as Python's
-  // encode(errors="replace") would write it. Raw bytes >= 0x80 pass through untouched.
-  bool string(std::string* out) {
-    i++;  // opening quote
-    for (;;) {
-      const size_t start = i;
-      while (i < s.size() && s[i] != '"' && s[i] != '\\' && (unsigned char)s[i] >= 0x20) i++;
-      if (out) out->append(s.data() + start, i - start);
-      if (i >= s.size()) return fail("unterminated string");
-      const char c = s[i];
-      if (c == '"') {
-        i++;
-        return true;
-      }
-      if (c != '\\') return fail("raw control character in string (must be escaped)");
-      if (++i >= s.size()) return fail("unterminated string");
-      const char e = s[i++];
-      char simple = 0;
-      switch (e) {
-        case '"': simple = '"'; break;
-        case '\\': simple = '\\'; break;
-        case '/': simple = '/'; break;
-        case 'b': simple = '\b'; break;
-        case 'f': simple = '\f'; break;
-        case 'n': simple = '\n'; break;
-        case 'r': simple = '\r'; break;
-        case 't': simple = '\t'; break;
-        case 'u': break;
-        default: i--; return fail(std::string("invalid escape \\") + e);
-      }
-      if (simple) {
-        if (out) *out += simple;
-        continue;
-      }
-      uint32_t cp = 0;
-      if (!hex4(cp)) return false;
-      if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < s.size() && s[i] == '\\' && s[i + 1] == 'u') {
-        const size_t save = i;
-        i += 2;
-        uint32_t lo = 0;
-        if (!hex4(lo)) return false;
-        if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        else i = save;  // not a pair: the high half is lone, the next escape is decoded on its own
-      }
-      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-      if (out) put_utf8(cp, *out);
-    }
-  }
-  bool literal(const char* word) {
-    const size_t n = strlen(word);
-    if (s.substr(i, n) != word) return fail("invalid value");
-    i += n;
-    return true;
-  }
-  bool number() {
-    const size_t start = i;
-    if (s[i] != '-' && !isdigit((unsigned char)s[i])) return fail("invalid value");
-    if (i < s.size() && s[i] == '-') i++;
-    if (i < s.size() && s[i] == '0') i++;
-    else if (i < s.size() && s[i] >= '1' && s[i] <= '9') while (i < s.size() && isdigit((unsigned char)s[i])) i++;
-    else return fail("invalid number");
-    if (i < s.size() && s[i] == '.') {
-      i++;
-      if (i >= s.size() || !isdigit((unsigned char)s[i])) return fail("invalid number");
-      while (i < s.size() && isdigit((unsigned char)s[i])) i++;
-    }
-    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-      i++;
-      if (i < s.size() && (s[i] == '+' || s[i] == '-')) i++;
-      if (i >= s.size() || !isdigit((unsigned char)s[i])) return fail("invalid number");
-      while (i < s.size() && isdigit((unsigned char)s[i])) i++;
-    }
-    return i > start;
-  }
-  // Any value, checked and skipped. Nesting is bounded so a hostile line cannot overflow the stack.
-  bool value(int depth) {
-    if (depth > 512) return fail("nesting deeper than 512");
-    ws();
-    if (i >= s.size()) return fail("unexpected end of line");
-    switch (s[i]) {
-      case '"': return string(nullptr);
-      case '{': return object(depth, std::string_view(), nullptr, nullptr);
-      case '[': {
-        i++;
-        ws();
-        if (i < s.size() && s[i] == ']') return i++, true;
-        for (;;) {
-          if (!value(depth + 1)) return false;
-          ws();
-          if (i < s.size() && s[i] == ',') { i++; continue; }
-          if (i < s.size() && s[i] == ']') return i++, true;
-          return fail("expected ',' or ']' in array");
-        }
-      }
-      case 't': return literal("true");
-      case 'f': return literal("false");
-      case 'n': return literal("null");
-      default: return number();
-    }
-  }
-  // An object at s[i] == '{'. When `field` is non-empty, the string value of that key (the last one, if it
-  // repeats, as Python's json does) is decoded into *out and *found is set.
-  bool object(int depth, std::string_view field, std::string* out, bool* found) {
-    i++;
-    ws();
-    if (i < s.size() && s[i] == '}') return i++, true;
-    for (;;) {
-      ws();
-      if (i >= s.size() || s[i] != '"') return fail("expected a string key");
-      std::string key;
-      if (!string(&key)) return false;
-      ws();
-      if (i >= s.size() || s[i] != ':') return fail("expected ':' after key");
-      i++;
-      ws();
-      if (!field.empty() && key == field) {
-        if (i >= s.size() || s[i] != '"') return fail("field \"" + std::string(field) + "\" is not a string");
-        out->clear();
-        if (!string(out)) return false;
-        *found = true;
-      } else if (!value(depth + 1)) {
-        return false;
-      }
-      ws();
-      if (i < s.size() && s[i] == ',') { i++; continue; }
-      if (i < s.size() && s[i] == '}') return i++, true;
-      return fail("expected ',' or '}' in object");
-    }
-  }
-};
-
-// Extracts the string field `field` from a line holding one JSON object. Returns false with a
-// human-readable reason in *err ("expected ':' after key at column 12") when the line is malformed or
-// lacks the field.
-inline bool get_string_field(std::string_view line, std::string_view field, std::string& out, std::string& err) {
-  Parser p;
-  p.s = line;
-  p.ws();
-  bool found = false;
-  if (p.i >= line.size() || line[p.i] != '{') {
-    p.fail("not a JSON object");
-  } else if (p.object(0, field, &out, &found)) {
-    p.ws();
-    if (p.i != line.size()) p.fail("extra characters after the object");
-    else if (!found) p.fail("no \"" + std::string(field) + "\" field in the object");
-  }
-  err = p.err;
-  return err.empty();
 }
-
-}  // namespace json
 
 // ------------------------------------------------------------------------------------------------------
 // The pipeline: read documents in blocks (one thread) -> tokenize a block on every core -> write in order.
@@ -499,7 +315,7 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
       toks[d].push_back(eot);
       if (prep::format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
         std::string text;
-        if (!json::get_string_field(docs[d].text, o.field, text, errs[d])) continue;
+        if (!get_string_field(docs[d].text, o.field, text, errs[d])) continue;
         encode(text, toks[d]);
       } else {
         encode(docs[d].text, toks[d]);
@@ -511,11 +327,10 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
         const std::string where = o.inputs[docs[d].file] + ":" + std::to_string(docs[d].line);
         if (!o.skip_errors) {
           next.wait();
-          throw std::runtime_error(where + ": malformed JSON line (" + errs[d] +
-                                   "); fix or remove it, or re-run with --on-error skip");
+          throw std::runtime_error(where + ": " + errs[d] + "; fix or remove the line, or re-run with --on-error skip");
         }
         if (progress == 2) fputc('\n', stderr);
-        fprintf(stderr, "%s: skipped malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
+        fprintf(stderr, "%s: skipped a malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
         st.skipped++;
         continue;
       }
@@ -564,24 +379,6 @@ inline const char* const PREPARE_SHARDS_USAGE =
     "  --quiet                   no progress output\n"
     "  -h, --help                this text\n"
     "INPUT may be - for stdin (read as jsonl unless --format says otherwise).\n";
-
-// $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken under the current directory, else under the checkout
-// this binary was built in (build/prepare_shards -> ../data/cache), so it works from any directory.
-inline std::string default_tokenizer_path() {
-  const char* env = getenv("PRISM_TOKENIZER");
-  if (env && *env) return env;
-  const std::string rel = "data/cache/gpt2.tiktoken";
-  if (access(rel.c_str(), R_OK) == 0) return rel;
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    std::string dir(exe, (size_t)n);
-    dir = dir.substr(0, dir.rfind('/'));            // .../build
-    dir = dir.substr(0, dir.rfind('/'));            // the checkout
-    if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
-  }
-  return rel;  // missing: the tokenizer's own error says how to get it
-}
 
 inline uint64_t parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;

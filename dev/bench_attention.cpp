@@ -15,7 +15,7 @@
 
 #include "attention.cuh"
 #include "mfu.h"
-#include "reference.h"
+#include "ref_init.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "engine.h"
+#include "engines.h"
 #include "eval.h"
 
 namespace {

@@ -73,6 +73,7 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
     const long N = (long)B * T;
     const int w = c.layers[0].width, h = c.layers[0].heads, hid = c.hidden_of(0), D = c.D(), d = c.d;
     const int Vp = padded_vocab(c.V);
+    const bool rms = c.norm == NormType::RMSNorm;
     bf16 *x = dev_alloc<bf16>(N * D), *ln = dev_alloc<bf16>(N * w), *qkv = dev_alloc<bf16>(N * 3 * w);
     bf16 *att = dev_alloc<bf16>(N * w), *dqkv = dev_alloc<bf16>(N * 3 * w), *fc = dev_alloc<bf16>(N * 2 * hid);
     bf16 *sw = dev_alloc<bf16>(N * hid), *wqkv = dev_alloc<bf16>((size_t)3 * w * w), *g = dev_alloc<bf16>(w, 1.0f);
@@ -94,9 +95,9 @@ void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
     struct Row { const char* name; std::function<void()> fn; double flops; };
     std::vector<Row> rows = {
         {"embedding_forward", [&] { embedding_forward(x, dtok, wte, N, d, D, 0); }, 0},
-        {"norm_forward", [&] { norm_forward(c.norm, ln, mean, rstd, x, D, g, g, N, w, 1e-5f, 0); }, 0},
-        {"residual_norm_forward", [&] { residual_norm_forward(c.norm, x, x, ln, D, w, ln, mean, rstd, g, g, N, w, 1e-5f, 0); }, 0},
-        {"norm_backward", [&] { norm_backward(c.norm, dx, D, g, g, ln, x, D, mean, rstd, g, N, w, scratch, 0); }, 0},
+        {"norm_forward", [&] { norm_forward(rms, ln, mean, rstd, x, D, g, g, N, w, 1e-5f, 0); }, 0},
+        {"residual_norm_forward", [&] { residual_norm_forward(rms, x, x, ln, D, w, ln, mean, rstd, g, g, N, w, 1e-5f, 0); }, 0},
+        {"norm_backward", [&] { norm_backward(rms, dx, D, g, g, ln, x, D, mean, rstd, g, N, w, scratch, 0); }, 0},
         {"matmul qkv forward", [&] { matmul(qkv, ln, wqkv, none, (int)N, 3 * w, w, false, true, 0.0f, 0); }, 2.0 * N * 3 * w * w},
         {"matmul qkv dW (beta 1)", [&] { matmul(dw, qkv, ln, none, 3 * w, w, (int)N, true, false, 1.0f, 0); }, 2.0 * N * 3 * w * w},
         {"rope_forward", [&] { rope_forward(qkv, dtab, B, T, w, h, 0); }, 0},

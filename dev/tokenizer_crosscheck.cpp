@@ -4,7 +4,7 @@
 // (up to 10), the tokens around it and the bytes. Also checks decode(encode(x)) == x on every case, and, when
 // DIR/datagym/ exists, that loading encoder.json + vocab.bpe gives the same tokenizer as the ranks file, and,
 // when DIR/classes.txt exists, that the pattern's letter / number / space classes contain exactly tiktoken's
-// code points (printing the ranges to add to tokenizer.h's kLettersSince14 / kNumbersSince14 if not).
+// code points (printing the ranges to add to pretokenize.h's kLettersSince14 / kNumbersSince14 if not).
 //
 //   python3 dev/tiktoken_crosscheck.py && make crosscheck-tokenizer
 //   (or by hand: g++ -std=c++17 -O3 -march=native -I. dev/tokenizer_crosscheck.cpp -o build/tokenizer_crosscheck
@@ -89,15 +89,6 @@ static size_t check_case(const Tokenizer& tok, const std::string& dir, const std
     return bad;
 }
 
-static std::string utf8(uint32_t cp) {
-    std::string s;
-    if (cp < 0x80) s += char(cp);
-    else if (cp < 0x800) { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
-    else if (cp < 0x10000) { s += char(0xE0 | (cp >> 12)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
-    else { s += char(0xF0 | (cp >> 18)); s += char(0x80 | ((cp >> 12) & 0x3F)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
-    return s;
-}
-
 // Compares one class of the pattern with tiktoken's list of code points ("L 41-5a 61-7a ..."); returns the
 // number of code points that differ.
 static size_t check_class(const std::string& line) {
@@ -120,7 +111,8 @@ static size_t check_class(const std::string& line) {
     std::vector<uint32_t> add, remove;
     for (uint32_t c = 0; c < 0x110000; c++) {
         if (c >= 0xD800 && c <= 0xDFFF) continue;
-        std::string s = utf8(c);
+        std::string s;
+        put_utf8(c, s);
         bool ours = pcre2_match(re, (PCRE2_SPTR)s.data(), s.size(), 0, 0, md, nullptr) > 0;
         if (ours && !theirs[c]) remove.push_back(c);
         if (!ours && theirs[c]) add.push_back(c);
@@ -139,8 +131,8 @@ static size_t check_class(const std::string& line) {
         printf("\n");
     };
     printf("  class %-3s %s\n", name.c_str(), add.empty() && remove.empty() ? "identical to tiktoken's on every code point" : "DIFFERS from tiktoken's");
-    if (!add.empty()) print("missing, add to tokenizer.h", add);
-    if (!remove.empty()) print("extra (tokenizer.h needs a subtraction)", remove);
+    if (!add.empty()) print("missing, add to pretokenize.h", add);
+    if (!remove.empty()) print("extra (pretokenize.h needs a subtraction)", remove);
     return add.size() + remove.size();
 }
 

@@ -2,7 +2,7 @@
 #   make build/prepare_shards     text / JSON Lines -> llm.c token shards (see data/prepare_shards.cpp)
 #   make data                     the default corpus in data/default/ (runs data/get_default.sh)
 
-$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h tokenizer.h
+$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h json.h tokenizer.h pretokenize.h utf8.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 

@@ -5,7 +5,8 @@
 #   make bench-eval            items per second per task, tiny model, CPU (dev/bench_eval.cpp)
 # test/test_eval.cpp drives both binaries end to end, so test-unit builds them first.
 
-$(BUILD)/prepare_eval: data/prepare_eval.cpp eval.h tokenizer.h checkpoint.h engine.h reference.h schedule.h
+# The data tool compiles no model: the task rules, the file format and the tokenizer, nothing of eval.h's scorer.
+$(BUILD)/prepare_eval: data/prepare_eval.cpp eval_file.h eval_tasks.h pytext.h io.h json.h tokenizer.h pretokenize.h utf8.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 

@@ -7,7 +7,7 @@
 #   make test-race             kernel tests under ThreadSanitizer (fiber API): must be clean, and the planted
 #                              missing-__syncthreads race must be reported
 #   make test-executor-native  the same kernel tests built by nvcc and run on a real GPU (needs one)
-#   make test-comm-mpi         the comm seam as an MPI all-reduce over 2 ranks (needs mpicxx, mpirun)
+#   make test-comm-mpi         only the MPI tests (the comm seam over 2 and 3 ranks); part of make test
 # Kernel tests elsewhere join the sanitizer and native builds with KERNEL_TEST_SRCS += test/test_x.cpp, and
 # their kernel files join the nvcc check with NVCC_CHECK_CUH += x.cuh.
 
@@ -64,10 +64,13 @@ $(BUILD)/test_kernels_tsan: $(BUILD)/tsan/catch_main.o $$(patsubst test/%.cpp,$(
 	$(CXX) -fsanitize=thread $^ -o $@
 
 test-asan: $(BUILD)/test_kernels_asan
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/asan.txt
+	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan.txt ASAN_OPTIONS=detect_leaks=1 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
 
 test-race: $(BUILD)/test_kernels_tsan
-	TSAN_OPTIONS=halt_on_error=1 ./$< "~[planted_race]~[fork]"
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/race.txt
+	PRISM_TEST_RESULTS=$(TEST_RESULTS)/race.txt TSAN_OPTIONS=halt_on_error=1 ./$< "~[planted_race]~[fork]"
 	@TSAN_OPTIONS=halt_on_error=0 ./$< "[planted_race]" > $(BUILD)/planted_race.log 2>&1; \
 	if grep -q "ThreadSanitizer: data race" $(BUILD)/planted_race.log && grep -q missing_sync_kernel $(BUILD)/planted_race.log; then \
 	    echo "test-race: the planted missing __syncthreads race was reported, as it must be"; \
@@ -85,10 +88,12 @@ $(BUILD)/test_kernels_native: $(BUILD)/native/catch_main.o $$(patsubst test/%.cp
 test-executor-native: $(BUILD)/test_kernels_native
 	./$<
 
-# ---- the comm seam over MPI (optional: needs mpicxx / mpirun) -------------------------------------------------
+# ---- the comm seam over MPI --------------------------------------------------------------------------------
+# build/comm_mpi_check is run under mpirun by test/test_comm.cpp (in make test), with 2 and 3 ranks.
 $(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
-	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -I. $< -o $@
+	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $< -o $@
+test-unit: $(BUILD)/comm_mpi_check
 .PHONY: test-comm-mpi
-test-comm-mpi: $(BUILD)/comm_mpi_check
-	mpirun --allow-run-as-root --oversubscribe -np 2 ./$<
+test-comm-mpi: $(BUILD)/test_prism $(BUILD)/comm_mpi_check
+	OMP_NUM_THREADS=1 ./$(BUILD)/test_prism "[mpi]"

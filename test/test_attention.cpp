@@ -27,6 +27,9 @@
 // term, far above 2 u of the sum of the terms' sizes. lse: fp32 scores and a sum of up to T terms, ~sqrt(T)
 // 2^-24 relative in practice: |err| <= 1e-5 (1 + |lse|), measured 2.6e-7 (1 + |lse|).
 #include <catch2/catch.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +41,8 @@
 #include <vector>
 
 #include "attention.cuh"
-#include "reference.h"
+#include "ref_ops.h"
+#include "schedule.h"
 #include "test/attention_naive.cuh"
 #include "test/kernel_test_util.h"
 

@@ -341,7 +341,7 @@ TEST_CASE("the JSON text field is decoded with every escape, including surrogate
   auto field = [&](const std::string& line) {
     out.clear();
     err.clear();
-    return json::get_string_field(line, "text", out, err);
+    return get_string_field(line, "text", out, err);
   };
   REQUIRE(field(R"({"text": "a\"b\\c\/d\be\ff\ng\rh\ti"})"));
   CHECK(out == "a\"b\\c/d\be\ff\ng\rh\ti");
@@ -358,7 +358,7 @@ TEST_CASE("the JSON text field is decoded with every escape, including surrogate
   CHECK(out == "last");  // as Python's json
   REQUIRE(field(R"({"text": ""})"));
   CHECK(out.empty());
-  CHECK(json::get_string_field(R"({"content": "c"})", "content", out, err));
+  CHECK(get_string_field(R"({"content": "c"})", "content", out, err));
   CHECK(out == "c");
 }
 
@@ -366,23 +366,23 @@ TEST_CASE("a malformed JSON line is rejected with the reason and column", "[prep
   std::string out, err;
   auto reason = [&](const std::string& line) {
     err.clear();
-    return json::get_string_field(line, "text", out, err) ? std::string("ok") : err;
+    return get_string_field(line, "text", out, err) ? std::string("ok") : err;
   };
-  CHECK(reason(R"({"text": "unterminated)") == "unterminated string at column 23");
-  CHECK(reason(R"({"text": "a"} x)") == "extra characters after the object at column 15");
-  CHECK(reason(R"({"id": 1})") == "no \"text\" field in the object at column 10");
+  CHECK(reason(R"({"text": "unterminated)") == "invalid JSON: unterminated string at column 23");
+  CHECK(reason(R"({"text": "a"} x)") == "invalid JSON: trailing characters after the JSON value at column 15");
+  CHECK(reason(R"({"id": 1})") == "missing field \"text\"");
   CHECK_THAT(reason(R"({"text": 5})"), Catch::StartsWith("field \"text\" is not a string"));
-  CHECK_THAT(reason(R"({"text": "\q"})"), Catch::StartsWith("invalid escape \\q"));
-  CHECK_THAT(reason(R"({"text": "\u12g4"})"), Catch::StartsWith("bad hex digit"));
-  CHECK_THAT(reason("{\"text\": \"tab\there\"}"), Catch::StartsWith("raw control character"));
-  CHECK_THAT(reason(R"(["text", "a"])"), Catch::StartsWith("not a JSON object"));
-  CHECK_THAT(reason(R"({"text": "a",})"), Catch::StartsWith("expected a string key"));
-  CHECK_THAT(reason(R"({"text" "a"})"), Catch::StartsWith("expected ':'"));
-  CHECK_THAT(reason(R"({"a": 01, "text": "x"})"), Catch::StartsWith("expected ',' or '}'"));
-  CHECK_THAT(reason(R"({"a": tru, "text": "x"})"), Catch::StartsWith("invalid value"));
-  CHECK_THAT(reason(R"({"a": [1 2], "text": "x"})"), Catch::StartsWith("expected ',' or ']'"));
-  CHECK_THAT(reason(std::string(600, '[')), Catch::StartsWith("not a JSON object"));
-  CHECK_THAT(reason("{\"a\":" + std::string(600, '[')), Catch::StartsWith("nesting deeper than 512"));
+  CHECK_THAT(reason(R"({"text": "\q"})"), Catch::StartsWith("invalid JSON: invalid escape \\q"));
+  CHECK_THAT(reason(R"({"text": "\u12g4"})"), Catch::StartsWith("invalid JSON: bad hex digit"));
+  CHECK_THAT(reason("{\"text\": \"tab\there\"}"), Catch::StartsWith("invalid JSON: raw control character"));
+  CHECK_THAT(reason(R"(["text", "a"])"), Catch::StartsWith("expected a JSON object"));
+  CHECK_THAT(reason(R"({"text": "a",})"), Catch::StartsWith("invalid JSON: expected a string key"));
+  CHECK_THAT(reason(R"({"text" "a"})"), Catch::StartsWith("invalid JSON: expected ':'"));
+  CHECK_THAT(reason(R"({"a": 01, "text": "x"})"), Catch::StartsWith("invalid JSON: expected ',' or '}'"));
+  CHECK_THAT(reason(R"({"a": tru, "text": "x"})"), Catch::StartsWith("invalid JSON: invalid value"));
+  CHECK_THAT(reason(R"({"a": [1 2], "text": "x"})"), Catch::StartsWith("invalid JSON: expected ',' or ']'"));
+  CHECK_THAT(reason(std::string(600, '[')), Catch::StartsWith("invalid JSON: nesting deeper than 512"));
+  CHECK_THAT(reason("{\"a\":" + std::string(600, '[')), Catch::StartsWith("invalid JSON: nesting deeper than 512"));
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -492,8 +492,8 @@ TEST_CASE("a malformed JSON line is reported with file and line; --on-error skip
   PrepareOptions o = quiet_options(d, {d / "in.jsonl"});
   o.val_tokens = 2;
   CHECK(error_of([&] { prepare_shards(o, bytes_as_tokens, 50256); }) ==
-        d / "in.jsonl" + ":3: malformed JSON line (expected ',' or '}' in object at column 13); "
-                         "fix or remove it, or re-run with --on-error skip");
+        d / "in.jsonl" + ":3: invalid JSON: expected ',' or '}' in object at column 13; "
+                         "fix or remove the line, or re-run with --on-error skip");
   o.skip_errors = true;
   const PrepareStats st = prepare_shards(o, bytes_as_tokens, 50256);
   CHECK(st.skipped == 1);

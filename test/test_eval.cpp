@@ -1,8 +1,10 @@
-// Zero-shot evaluation (eval.h, data/prepare_eval.cpp, eval_zeroshot.cu) against EVAL.md: the exact prompt
-// strings of every task including the awkward cases, the continuation token ranges of lm-eval's pair encoding
-// (token ids checked against tiktoken's gpt2 encoding), the eval file format, the rolling windows and left
-// truncation, and scores on a model whose output is known in closed form: with every weight zero the logits
-// are all 0, so every token has log-probability -ln V and a continuation of n tokens scores -n ln V.
+// Zero-shot evaluation against EVAL.md: the JSON reader (json.h), Python's string rules (pytext.h), the task
+// prompts (eval_tasks.h), the eval file (eval_file.h), the scorer (eval.h) and the two binaries
+// (data/prepare_eval.cpp, eval_zeroshot.cu). The exact prompt strings of every task including the awkward
+// cases, the continuation token ranges of lm-eval's pair encoding (token ids checked against tiktoken's gpt2
+// encoding), the eval file format, the rolling windows and left truncation, and scores on a model whose
+// output is known in closed form: with every weight zero the logits are all 0, so every token has
+// log-probability -ln V and a continuation of n tokens scores -n ln V.
 // Fixtures are synthetic, written here in the official raw formats. Needs the GPT-2 ranks file at
 // $PRISM_TOKENIZER or data/cache/gpt2.tiktoken (bash data/get_tokenizer.sh).
 #include <catch2/catch.hpp>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "cpu_engine.h"
 #include "test/test_util.h"
 #include "eval.h"
 
@@ -34,7 +37,7 @@ const Tokenizer& gpt2() {
     return *t;
 }
 
-ev::Json J(const std::string& s) { return ev::parse_json(s); }
+json::Value J(const std::string& s) { return json::parse(s); }
 
 std::vector<int> range(const EvalExample& e, int a, int b) { return std::vector<int>(e.tokens.begin() + a, e.tokens.begin() + b); }
 
@@ -63,34 +66,49 @@ ModelConfig small_gpt2_vocab(int T) {
 // ---------------------------------------------------------------------------------------------------------
 
 TEST_CASE("the JSON parser reads RFC 8259 values and rejects malformed lines with the column", "[eval]") {
-    ev::Json o = J(R"( {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x", "a": 7} )");
-    REQUIRE(o.kind == ev::Json::Object);
-    CHECK(ev::field(o, "a").str == "7");  // duplicate key: the last wins, as in Python
+    json::Value o = J(R"( {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x", "a": 7} )");
+    REQUIRE(o.kind == json::Value::Object);
+    CHECK(json::field(o, "a").str == "7");  // duplicate key: the last wins, as in Python
     CHECK(o.obj[0].second.arr[1].str == "-2.5e3");
     CHECK(o.obj[0].second.arr[2].b);
-    CHECK(ev::str_field(o, "s") == "q\"\\/\b\f\n\r\t\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBDx");  // lone surrogate -> U+FFFD
-    CHECK(ev::int_field(J(R"({"label": "3"})"), "label") == 3);
-    CHECK(ev::int_field(J(R"({"label": 2})"), "label") == 2);
+    CHECK(json::str_field(o, "s") == "q\"\\/\b\f\n\r\t\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBDx");  // lone surrogate -> U+FFFD
+    CHECK(json::int_field(J(R"({"label": "3"})"), "label") == 3);
+    CHECK(json::int_field(J(R"({"label": 2})"), "label") == 2);
     for (const char* bad : {"{\"a\": 1,}", "{\"a\" 1}", "[1 2]", "\"tab\there\"", "01", "{\"a\": tru}", "\"\\x\"", "{} x"})
-        CHECK_THROWS_AS(J(bad), EvalError);
+        CHECK_THROWS_AS(J(bad), json::Error);
     CHECK_THROWS_WITH(J("{\"a\": 1,}"), Catch::Contains("column 9"));
-    CHECK_THROWS_WITH(ev::str_field(J("{}"), "ctx_b"), "missing field \"ctx_b\"");
+    CHECK_THROWS_WITH(json::str_field(J("{}"), "ctx_b"), "missing field \"ctx_b\"");
+}
+
+TEST_CASE("json::quote writes a string literal that json::parse reads back byte for byte", "[eval]") {
+    // Quotes, backslashes and every control character escaped; UTF-8 and even invalid bytes left as they are.
+    std::string s = "say \"hi\" \\ ";
+    for (int c = 0; c < 0x20; c++) s += (char)c;
+    s += " caf\xC3\xA9 \xFF";
+    std::string q = json::quote(s);
+    CHECK(q.front() == '"');
+    CHECK(q.back() == '"');
+    CHECK(q.find('\n') == std::string::npos);
+    json::Value v = J(q);
+    REQUIRE(v.kind == json::Value::String);
+    CHECK(v.str == s);
+    CHECK(json::quote("a\tb") == "\"a\\u0009b\"");
 }
 
 TEST_CASE("Python string rules: capitalize lower-cases the rest, strip knows Unicode space, len counts code points", "[eval]") {
-    CHECK(ev::py_capitalize("tHEN YOU knead") == "Then you knead");
-    CHECK(ev::py_capitalize("") == "");
-    CHECK(ev::py_capitalize("1ST Place") == "1st place");
+    CHECK(py::capitalize("tHEN YOU knead") == "Then you knead");
+    CHECK(py::capitalize("") == "");
+    CHECK(py::capitalize("1ST Place") == "1st place");
     // Beyond ASCII (values from CPython 3): Latin-1, Latin Extended-A, Greek with the final sigma, Cyrillic.
-    CHECK(ev::py_capitalize("ÀBΣ ΣΣ. ÿes") == "Àbς σς. ÿes");
-    CHECK(ev::py_capitalize("éCLAIR ŁÓDŹ") == "Éclair łódź");
-    CHECK(ev::py_capitalize("ßIG") == "Ssig");
-    CHECK(ev::py_capitalize("пРИВЕТ ЁЖ") == "Привет ёж");
-    CHECK(ev::py_strip("\xC2\xA0 a b\t\n") == "a b");  // NBSP is white space to str.strip()
-    CHECK(ev::py_rstrip(" a ") == " a");
-    CHECK(ev::code_points("café") == 4);
-    CHECK(ev::code_points("日本") == 2);
-    CHECK(ev::replace_all("a   b", "  ", " ") == "a  b");  // one pass, as str.replace
+    CHECK(py::capitalize("ÀBΣ ΣΣ. ÿes") == "Àbς σς. ÿes");
+    CHECK(py::capitalize("éCLAIR ŁÓDŹ") == "Éclair łódź");
+    CHECK(py::capitalize("ßIG") == "Ssig");
+    CHECK(py::capitalize("пРИВЕТ ЁЖ") == "Привет ёж");
+    CHECK(py::strip("\xC2\xA0 a b\t\n") == "a b");  // NBSP is white space to str.strip()
+    CHECK(py::rstrip(" a ") == " a");
+    CHECK(py::len("café") == 4);
+    CHECK(py::len("日本") == 2);
+    CHECK(py::replace("a   b", "  ", " ") == "a  b");  // one pass, as str.replace
 }
 
 TEST_CASE("HellaSwag prompt: [title] becomes '. ', brackets vanish, ctx_b is capitalize()d", "[eval]") {
@@ -383,10 +401,10 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("hellaswag") != std::string::npos);
     CHECK(r.out.find("wikitext") != std::string::npos);
-    ev::Json j = J(read_all(dir + "/r.json"));
-    const auto& res = ev::field(j, "results").arr;
+    json::Value j = J(read_all(dir + "/r.json"));
+    const auto& res = json::field(j, "results").arr;
     REQUIRE(res.size() == 6);
-    auto num = [&](int t, const char* k) { return std::stod(ev::field(res[t], k).str); };
+    auto num = [&](int t, const char* k) { return std::stod(json::field(res[t], k).str); };
     // By hand as in the test above: HellaSwag acc picks "run." / "eat." (wrong, right), acc_norm picks
     // "sit down now." twice (right, wrong). PIQA: acc "run." (wrong), acc_norm "go home." (right). ARC: five
     // one-token choices, acc takes the first (right), acc_norm the longest, "Comet" (wrong). WinoGrande: the
@@ -399,7 +417,7 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(num(2, "acc") == 1);
     CHECK(num(2, "acc_norm") == 0);
     CHECK(num(3, "acc") == 0.5);
-    CHECK(ev::field(res[3], "task").str == "winogrande");
+    CHECK(json::field(res[3], "task").str == "winogrande");
     CHECK(res[3].find("acc_norm") == nullptr);
     CHECK(num(4, "acc") == 0);
     CHECK(num(4, "perplexity") == Approx(std::pow(50257.0, 1.5)).epsilon(1e-5));

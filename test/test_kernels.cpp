@@ -1,7 +1,7 @@
-// test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference.h function
-// it must match, on random inputs at several shapes (odd T, B = 1, leading slices w < D). Compiled by g++ the
-// kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc (make test-executor-native) the same
-// tests run on a GPU. Attention has its own file, test_attention.cpp.
+// test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference function
+// (ref_ops.h, ref_optimizer.h) it must match, on random inputs at several shapes (odd T, B = 1, leading slices
+// w < D). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
+// (make test-executor-native) the same tests run on a GPU. Attention has its own file, test_attention.cpp.
 //
 // How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
 // so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-9 (8 bits
@@ -26,7 +26,9 @@
 #include "gradnorm.cuh"
 #include "test/kernel_test_util.h"
 #include "layernorm.cuh"
-#include "reference.h"
+#include "ref_init.h"
+#include "ref_ops.h"
+#include "ref_optimizer.h"
 #include "residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
@@ -88,6 +90,7 @@ TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and R
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
         for (NormShape s : norm_shapes) {
             INFO(norm_name(type) << " N=" << s.N << " w=" << s.w << " ldx=" << s.ldx);
+            const bool rms = type == NormType::RMSNorm;
             auto x = rand_bf16(s.N * s.ldx, 4, -0.5f, 1.5f);  // non-zero mean, so the centring matters
             auto g = rand_bf16(s.w, 5, 0.5f, 1.5f), b = rand_bf16(s.w, 6);
             std::vector<float> out(s.N * s.w), mean(s.N), rstd(s.N);
@@ -95,8 +98,7 @@ TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and R
                               s.w, 1e-5);
             Dev<bf16> dx(x), dg(g), db(b), dout(s.N * s.w);
             Dev<float> dmean(s.N), drstd(s.N);
-            norm_forward(type, dout.p, dmean.p, drstd.p, dx.p, s.ldx, dg.p, type == NormType::LayerNorm ? db.p : nullptr,
-                         s.N, s.w, 1e-5f, 0);
+            norm_forward(rms, dout.p, dmean.p, drstd.p, dx.p, s.ldx, dg.p, rms ? nullptr : db.p, s.N, s.w, 1e-5f, 0);
             sync();
             check_close(dout.get(), out, BF16_REL, 1e-5, "out");
             check_close(dmean.get(), mean, 1e-5, 1e-6, "mean");
@@ -105,12 +107,13 @@ TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and R
 }
 
 TEST_CASE("residual add fused with the next norm equals the add then the norm", "[kernels]") {
-    // The stream sum is one fp32 add of two bf16 values rounded once: bit-identical to rounding the reference
-    // sum. The norm then reads those bf16 values, so the reference norm is run on the rounded stream.
+    // The residual sum is one fp32 add of two bf16 values rounded once: bit-identical to rounding the reference
+    // sum. The norm then reads those bf16 values, so the reference norm is run on the rounded residual state.
     struct Shape { long N; int D, wy, wn; };
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
         for (Shape s : {Shape{5, 64, 32, 48}, Shape{1, 40, 40, 40}, Shape{11, 96, 64, 96}, Shape{3, 72, 72, 24}}) {
             INFO(norm_name(type) << " N=" << s.N << " D=" << s.D << " wy=" << s.wy << " wn=" << s.wn);
+            const bool rms = type == NormType::RMSNorm;
             auto x = rand_bf16(s.N * s.D, 7), y = rand_bf16(s.N * s.wy, 8);
             auto g = rand_bf16(s.wn, 9, 0.5f, 1.5f), b = rand_bf16(s.wn, 10);
             std::vector<float> xs = x;
@@ -121,14 +124,14 @@ TEST_CASE("residual add fused with the next norm equals the add then the norm", 
                               s.wn, 1e-5);
             Dev<bf16> dx(x), dy(y), dxo(s.N * s.D), dg(g), db(b), dout(s.N * s.wn);
             Dev<float> dmean(s.N), drstd(s.N);
-            residual_norm_forward(type, dxo.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
+            residual_norm_forward(rms, dxo.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
                                   1e-5f, 0);
             sync();
             CHECK(dxo.get() == xs);
             check_close(dout.get(), out, BF16_REL, 1e-5, "out");
             check_close(drstd.get(), rstd, 1e-5, 0, "rstd");
-            // in place (x_out == x_in) gives the same stream
-            residual_norm_forward(type, dx.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
+            // in place (x_out == x_in) gives the same residual state
+            residual_norm_forward(rms, dx.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
                                   1e-5f, 0);
             sync();
             CHECK(dx.get() == xs);
@@ -153,13 +156,29 @@ TEST_CASE("residual add and its backward touch exactly the leading slice", "[ker
     }
 }
 
+TEST_CASE("copy_columns copies the leading w columns bit for bit and leaves the rest of dst alone", "[kernels]") {
+    // Both ways the model uses it: out of a wider matrix (head_in = lnf[:, :d]) and into one (dlnf = [dhead | 0]).
+    struct Shape { long N; int w, ld_dst, ld_src; };
+    for (Shape s : {Shape{7, 24, 24, 40}, Shape{5, 16, 48, 16}, Shape{1, 8, 8, 8}, Shape{13, 32, 40, 96}}) {
+        INFO("N=" << s.N << " w=" << s.w << " ld_dst=" << s.ld_dst << " ld_src=" << s.ld_src);
+        auto src = rand_bf16(s.N * s.ld_src, 20), dst0 = rand_bf16(s.N * s.ld_dst, 21);
+        std::vector<float> want = dst0;
+        for (long n = 0; n < s.N; n++)
+            for (int c = 0; c < s.w; c++) want[n * s.ld_dst + c] = src[n * s.ld_src + c];
+        Dev<bf16> dsrc(src), ddst(dst0);
+        copy_columns(ddst.p, s.ld_dst, dsrc.p, s.ld_src, s.N, s.w, 0);
+        sync();
+        CHECK(ddst.get() == want);
+    }
+}
+
 TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db", "[kernels]") {
     // dx: fp32 row sums of w terms that cancel (abs 1e-4 of the largest), added to a non-zero dx and rounded once.
     // dg, db: sums over N rows in fp32 chunks (abs 1e-4), added to non-zero dg, db and rounded once.
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
         for (NormShape s : norm_shapes) {
             INFO(norm_name(type) << " N=" << s.N << " w=" << s.w << " ldx=" << s.ldx);
-            const bool ln = type == NormType::LayerNorm;
+            const bool ln = type == NormType::LayerNorm, rms = !ln;
             auto x = rand_bf16(s.N * s.ldx, 13, -0.5f, 1.5f);
             auto g = rand_bf16(s.w, 14, 0.5f, 1.5f), b = rand_bf16(s.w, 15);
             auto dout = rand_bf16(s.N * s.w, 16);
@@ -172,8 +191,8 @@ TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db",
                                rstd.data(), g.data(), s.N, s.w);
             Dev<bf16> d_x(x), d_g(g), d_b(b), d_dout(dout), d_dx(dx0), d_dg(dg0), d_db(db0), d_out(s.N * s.w);
             Dev<float> d_mean(s.N), d_rstd(s.N), scratch(norm_backward_scratch_floats(s.N, s.w));
-            norm_forward(type, d_out.p, d_mean.p, d_rstd.p, d_x.p, s.ldx, d_g.p, d_b.p, s.N, s.w, 1e-5f, 0);
-            norm_backward(type, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p,
+            norm_forward(rms, d_out.p, d_mean.p, d_rstd.p, d_x.p, s.ldx, d_g.p, d_b.p, s.N, s.w, 1e-5f, 0);
+            norm_backward(rms, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p,
                           d_rstd.p, d_g.p, s.N, s.w, scratch.p, 0);
             sync();
             check_close(d_dx.get(), dx, BF16_REL, 1e-4, "dx");  // columns [w, ldx) must be unchanged too
@@ -307,6 +326,16 @@ TEST_CASE("global gradient norm is the reference norm and bit-identical across r
     }
 }
 
+namespace {
+// One AdamW range per tensor, decayed where the tensor is a matrix: the kernel's contract, without the merging
+// of neighbours the model does (adamw_ranges in model.cuh, tested in test_model_cuda.cpp).
+std::vector<AdamWRange> ranges_per_tensor(const ParamLayout& layout) {
+    std::vector<AdamWRange> r;
+    for (const ParamTensor& t : layout.tensors) r.push_back({t.offset, t.numel(), t.is_matrix});
+    return r;
+}
+}  // namespace
+
 TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds params from master", "[kernels]") {
     // The same fp32 operations as ref::adamw_step on the same values; only contraction into FMAs differs
     // (relative 1e-6). grads are bf16 values, and the clip factor is applied to both sides.
@@ -324,7 +353,7 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
         ref::AdamWParams hp;
         Dev<float> master(params), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
         Dev<bf16> p16(params), grads(P);
-        const auto ranges = adamw_ranges(layout);
+        const auto ranges = ranges_per_tensor(layout);
         for (int step = 1; step <= 3; step++) {
             auto g = rand_bf16(P, 100 + step, -0.1f, 0.1f);
             const float clip = step == 2 ? 0.5f : 1.0f;  // the clipped branch on one step
@@ -354,7 +383,7 @@ TEST_CASE("adamw with zero gradients decays exactly the matrices", "[kernels]") 
     Dev<float> master(ones), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
     Dev<bf16> p16(ones), grads(std::vector<float>(P, 0.0f));
     const double lr = 0.5, wd = 0.1;
-    adamw_step(p16.p, master.p, m.p, v.p, grads.p, adamw_ranges(layout), 1, lr, 0.9, 0.95, 1e-8, wd, 1.0f, 0);
+    adamw_step(p16.p, master.p, m.p, v.p, grads.p, ranges_per_tensor(layout), 1, lr, 0.9, 0.95, 1e-8, wd, 1.0f, 0);
     sync();
     auto got = master.get();
     for (const ParamTensor& t : layout.tensors)

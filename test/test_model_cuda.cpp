@@ -16,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
+#include "cpu_engine.h"
 #include "model.cuh"
+#include "reference.h"
 
 namespace {
 
@@ -230,6 +234,30 @@ TEST_CASE("device parameter layout pads the vocabulary and aligns every tensor f
     for (const ParamTensor& t : dev.tensors)  // named offsets follow their tensors
         if (t.name == "h1.wfc") CHECK(dev.layer[1].wfc == t.offset);
     CHECK(dev.lm_head == dev.tensors.back().offset);
+}
+
+TEST_CASE("AdamW ranges cover every tensor once, decay exactly the matrices and merge all they can",
+          "[kernels][model]") {
+    // On the interface layout (tensors back to back) and on the device layout (gaps for 256-byte alignment).
+    ModelConfig c = small_config("x");
+    for (const ParamLayout& layout : {param_layout(c), CudaEngine::device_layout(c)}) {
+        const std::vector<AdamWRange> r = adamw_ranges(layout);
+        size_t covered = 0;
+        for (const AdamWRange& x : r) covered += x.n;
+        size_t total = 0;
+        for (const ParamTensor& t : layout.tensors) {
+            total += t.numel();
+            int owners = 0;  // ranges holding the whole tensor, with its decay
+            for (const AdamWRange& x : r)
+                owners += x.offset <= t.offset && t.offset + t.numel() <= x.offset + x.n && x.decay == t.is_matrix;
+            INFO(t.name);
+            CHECK(owners == 1);
+        }
+        CHECK(covered == total);  // with the line above: no range overlaps another or reaches into a gap
+        for (size_t i = 1; i < r.size(); i++)  // neighbours are left apart only for a different kind or a gap
+            CHECK((r[i].decay != r[i - 1].decay || r[i].offset != r[i - 1].offset + r[i - 1].n));
+        CHECK(r.size() < layout.tensors.size());
+    }
 }
 
 TEST_CASE("GPU engine evaluation outputs and fp32 state round trips match the CPU engine", "[kernels][model]") {

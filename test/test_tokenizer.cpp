@@ -1,7 +1,7 @@
 // test/test_tokenizer.cpp: tokenizer.h against token ids that tiktoken's `gpt2` encoding gives (each expected
 // list below was produced by tiktoken 0.14 encode_ordinary; invalid-UTF-8 cases by the rule at the top of
 // tokenizer.h, computed as in dev/tiktoken_crosscheck.py), round trips on arbitrary bytes, the long-piece
-// path, thread safety, both file formats and the error messages. The >= 1 MB equivalence with tiktoken itself
+// path, thread safety, both file formats and the error messages, and utf8.h's byte rules it is built on. The >= 1 MB equivalence with tiktoken itself
 // is dev/tokenizer_crosscheck (needs Python + tiktoken).
 //
 // Needs the GPT-2 ranks file at $PRISM_TOKENIZER or data/cache/gpt2.tiktoken: bash data/get_tokenizer.sh.
@@ -276,9 +276,35 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
     write_file(dir + "/vocab.bpe", bad);
     std::string err = load_error(dir);
     CHECK_THAT(err, Catch::Contains("vocab.bpe line 2"));
+    // A malformed encoder.json, or one whose ids are not plain non-negative integers, is refused in one line.
+    for (const char* ej_bad : {"{\"a\": 1,}", "[1, 2]", "{\"a\": -1}", "{\"a\": 1.5}", "{\"a\": \"1\"}"}) {
+        write_file(dir + "/encoder.json", ej_bad);
+        err = load_error(dir);
+        CHECK_THAT(err, Catch::Contains("encoder.json is not a valid encoder.json") && Catch::Contains("get_tokenizer.sh"));
+        CHECK(err.find('\n') == std::string::npos);
+    }
+    CHECK_THAT(err, Catch::Contains("not a non-negative integer"));
     std::remove((dir + "/vocab.bpe").c_str());
     std::remove((dir + "/encoder.json").c_str());
     rmdir(dir.c_str());
+}
+
+TEST_CASE("utf8.h: every scalar value is written as one well-formed sequence that reads back as itself", "[tokenizer]") {
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+        std::string s;
+        put_utf8(cp, s);
+        const unsigned char* u = (const unsigned char*)s.data();
+        size_t k = utf8_seq_len(u, 0, s.size());
+        if (k != s.size() || utf8_code_point(u, 0, k) != cp || first_invalid_utf8(u, s.size()) != s.size())
+            FAIL("code point " << cp << " does not round-trip");
+    }
+    // Not well-formed (Python's strict decoder agrees): a surrogate, an overlong form, a truncated sequence,
+    // a stray continuation byte, anything above U+10FFFF.
+    for (std::string bad : {"\xED\xA0\x80", "\xC0\xAF", "\xE2\x82", "\x80", "\xF4\x90\x80\x80"})
+        CHECK(utf8_seq_len((const unsigned char*)bad.data(), 0, bad.size()) == 0);
+    std::string mixed = "abcdefgh\xC3\xA9\xFF";
+    CHECK(first_invalid_utf8((const unsigned char*)mixed.data(), mixed.size()) == 10);
 }
 
 TEST_CASE("gpt2 tokenizer: a missing or corrupt ranks file is a one-line error naming the file", "[tokenizer]") {

@@ -7,11 +7,11 @@ TEST_LDLIBS += -lpcre2-8
 PRISM_TOKENIZER ?= data/cache/gpt2.tiktoken
 BENCH_TEXT ?= $(BUILD)/crosscheck/english.bin
 
-$(BUILD)/bench_tokenizer: dev/bench_tokenizer.cpp tokenizer.h
+$(BUILD)/bench_tokenizer: dev/bench_tokenizer.cpp tokenizer.h pretokenize.h utf8.h json.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 
-$(BUILD)/tokenizer_crosscheck: dev/tokenizer_crosscheck.cpp tokenizer.h
+$(BUILD)/tokenizer_crosscheck: dev/tokenizer_crosscheck.cpp tokenizer.h pretokenize.h utf8.h json.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 

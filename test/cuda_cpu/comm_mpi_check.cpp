@@ -1,24 +1,34 @@
-// comm_mpi_check.cpp: the executor's comm seam over MPI (make test-comm-mpi; needs mpicxx and mpirun). Each
-// rank contributes rank + 1 to a float and a bf16 buffer; after the all-reduce every rank must hold the sum
-// world * (world + 1) / 2. Exits non-zero on a wrong sum. Not part of `make test` (MPI start-up is slow).
+// comm_mpi_check.cpp: the executor's comm seam over real MPI ranks (run by test/test_comm.cpp under mpirun
+// with 2 and 3 ranks). Every rank fills a float and a bf16 buffer with values that depend on its rank and on
+// the element, all-reduces them, and checks every element against the sum over ranks it computes itself: a
+// seam that dropped a rank, reduced only the first element, averaged instead of summing, or left the buffer
+// as it was fails here. Prints one line per rank and exits non-zero on any wrong element.
 #include "comm.cuh"
+
+namespace {
+// Rank r's contribution to element i: small integers and halves, exact in fp32 and (for i < 8) in bf16.
+float contribution(int r, int i) { return (float)((r + 1) * (i + 1)) + (r % 2 ? 0.5f : 0.0f); }
+}  // namespace
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     Comm comm = comm_init();
+    const int n = 37, nb = 8;
     float* x;
     bf16* y;
-    cudaCheck(cudaMalloc(&x, 3 * sizeof(float)));
-    cudaCheck(cudaMalloc(&y, 3 * sizeof(bf16)));
-    for (int i = 0; i < 3; i++) {
-        x[i] = (float)(comm.rank + 1) * (i + 1); // device memory is host memory under the executor
-        y[i] = bf16((float)(comm.rank + 1));
-    }
-    comm_all_reduce_sum(comm, x, 3, 0);
-    comm_all_reduce_sum(comm, y, 3, 0);
-    float want = comm.world * (comm.world + 1) / 2.0f; // small integers: exact in fp32 and bf16
+    cudaCheck(cudaMalloc(&x, n * sizeof(float)));
+    cudaCheck(cudaMalloc(&y, nb * sizeof(bf16)));
+    for (int i = 0; i < n; i++) x[i] = contribution(comm.rank, i);  // device memory is host memory here
+    for (int i = 0; i < nb; i++) y[i] = bf16(contribution(comm.rank, i));
+    comm_all_reduce_sum(comm, x, n, 0);
+    comm_all_reduce_sum(comm, y, nb, 0);
     int bad = 0;
-    for (int i = 0; i < 3; i++) bad += x[i] != want * (i + 1) || (float)y[i] != want;
+    for (int i = 0; i < n; i++) {
+        float want = 0;
+        for (int r = 0; r < comm.world; r++) want += contribution(r, i);
+        bad += x[i] != want;
+        if (i < nb) bad += (float)y[i] != want;
+    }
     printf("comm_mpi_check: rank %d of %d: %s\n", comm.rank, comm.world, bad ? "WRONG SUM" : "ok");
     comm_free(comm);
     MPI_Finalize();

@@ -1,0 +1,39 @@
+// forward_contract.h: what both engines' forward accepts and what their backward asks of it, written once so
+// that RefModel (reference.h) and CudaEngine (model.cuh) fail alike, with the same message, before any op runs:
+//   validate_forward_inputs  B, T within the config, every token id in [0, V) (a bad batch is a ConfigError)
+//   BackwardGate             a backward needs exactly one preceding forward with targets (a logic_error)
+// Does not: check the config itself (validate_config, schedule.h, does that when a model is built).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "schedule.h"
+
+// Throws ConfigError unless 1 <= B, 1 <= T <= c.T, every input id lies in [0, V) and every target id below V
+// (a negative target is masked, not an error). inputs, targets (B, T); targets may be null (inference).
+inline void validate_forward_inputs(const ModelConfig& c, const int* inputs, const int* targets, int B, int T) {
+    if (B < 1 || T < 1 || T > c.T)
+        throw ConfigError("forward: need B >= 1 and 1 <= T <= cfg.T = " + std::to_string(c.T) + ", got B=" +
+                          std::to_string(B) + " T=" + std::to_string(T));
+    const long N = (long)B * T;
+    for (long n = 0; n < N; n++)
+        if (inputs[n] < 0 || inputs[n] >= c.V || (targets && targets[n] >= c.V))
+            throw ConfigError("forward: token id out of range [0, V=" + std::to_string(c.V) + ") at position " +
+                              std::to_string(n) + "; check the tokenizer / vocabulary size");
+}
+
+// Opened by a forward with targets, closed by the backward that uses it: the saved activations belong to one
+// forward, and a second backward would add its gradients twice. A forward without targets (inference) keeps
+// no loss to differentiate, so it leaves the gate shut.
+class BackwardGate {
+  public:
+    void forward_ran(bool with_targets) { open_ = with_targets; }
+    void backward_starts() {
+        if (!open_) throw std::logic_error("backward() needs exactly one preceding forward() with targets");
+        open_ = false;
+    }
+
+  private:
+    bool open_ = false;
+};

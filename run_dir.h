@@ -1,0 +1,196 @@
+// run_dir.h: a training run's output directory OUT and everything on disk in it:
+//   OUT/step_XXXXXXXX/model.bin, state_rank0.bin   a checkpoint (checkpoint.h's formats), written into
+//                                                  OUT/step_XXXXXXXX.tmp/ and renamed into place when complete
+//   OUT/latest                                     one line naming the newest complete checkpoint
+//   OUT/model.bin                                  a hard link to that checkpoint's model
+//   OUT/log.jsonl                                  one JSON object per step (written by the training loop)
+// latest and the model.bin link are replaced by atomic renames after the checkpoint directory is complete, so
+// a crash at any moment leaves OUT/latest naming a complete checkpoint. --keep K prunes all but the newest K.
+// Does not: decide when to checkpoint or what a step is (train_loop.h), or know how an engine stores its
+// weights (everything crosses the Engine interface as fp32 in param_layout order).
+#pragma once
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "dataloader.h"
+#include "engine.h"
+#include "schedule.h"
+
+inline bool is_dir(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// mkdir -p
+inline void make_dirs(const std::string& path) {
+    std::string cur;
+    for (size_t i = 0; i <= path.size(); i++) {
+        if (i == path.size() || path[i] == '/') {
+            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+                throw ConfigError("cannot create directory " + cur + ": " + strerror(errno));
+        }
+        if (i < path.size()) cur += path[i];
+    }
+}
+
+// Removes a checkpoint directory (its files, then itself). Checkpoints hold no subdirectories.
+inline void remove_tree(const std::string& dir) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") unlink((dir + "/" + n).c_str());
+    }
+    closedir(d);
+    rmdir(dir.c_str());
+}
+
+// The whole file without trailing newlines and spaces; "" when it cannot be read.
+inline std::string read_text(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) return "";
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    fclose(f);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+inline std::string step_dir_name(long step) {
+    char b[32];
+    snprintf(b, sizeof b, "step_%08ld", step);
+    return b;
+}
+
+// "" when a checkpoint of `saved` can resume a run of `want`, else the first difference, in words.
+inline std::string model_difference(const ModelConfig& saved, const ModelConfig& want) {
+    auto diff = [](const char* what, long a, long b) {
+        return std::string(what) + " " + std::to_string(a) + " vs " + std::to_string(b) + " asked for";
+    };
+    if (saved.d != want.d) return diff("d", saved.d, want.d);
+    if (saved.V != want.V) return diff("vocabulary", saved.V, want.V);
+    if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
+    for (int l = 0; l < saved.L(); l++) {
+        if (saved.layers[l].width != want.layers[l].width)
+            return diff(("layer " + std::to_string(l) + " width").c_str(), saved.layers[l].width, want.layers[l].width);
+        if (saved.layers[l].heads != want.layers[l].heads)
+            return diff(("layer " + std::to_string(l) + " heads").c_str(), saved.layers[l].heads, want.layers[l].heads);
+    }
+    if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
+    if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";
+    if (param_layout(saved).total != param_layout(want).total)
+        return diff("parameters", (long)param_layout(saved).total, (long)param_layout(want).total);
+    return "";
+}
+
+// What a checkpoint restores besides the parameters and AdamW moments (which go straight into the engine).
+struct ResumePoint {
+    std::string dir;   // the checkpoint directory
+    long step = 0, tokens = 0;
+    uint64_t rng = 0;  // sampling RNG state
+    LoaderState loader;
+};
+
+class RunDir {
+  public:
+    RunDir(const std::string& out, int keep) : out_(out), keep_(keep) {}
+    const std::string& path() const { return out_; }
+    std::string log_path() const { return out_ + "/log.jsonl"; }
+    void create() const { make_dirs(out_); }
+
+    // Writes OUT/step_N.tmp/{model.bin,state_rank0.bin}, renames the directory to OUT/step_N, then points
+    // OUT/latest and OUT/model.bin at it (each by an atomic rename), and prunes all but the newest `keep`.
+    void save(Engine& eng, const LoaderState& loader, long step, long tokens, uint64_t rng) {
+        std::string name = step_dir_name(step), dir = out_ + "/" + name, tmp = dir + ".tmp";
+        remove_tree(tmp);
+        make_dirs(tmp);
+        std::vector<float> params(eng.num_params());
+        eng.get_params(params.data());
+        save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
+        TrainState st;
+        st.step = step;
+        st.tokens = tokens;
+        st.rng = rng;
+        st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
+        long t;
+        eng.get_optimizer(st.m, st.v, t);
+        save_state(tmp + "/state_rank0.bin", st);
+        remove_tree(dir);
+        if (rename(tmp.c_str(), dir.c_str()) != 0)
+            throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno));
+        write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
+        std::string link_tmp = out_ + "/model.bin.tmp";
+        unlink(link_tmp.c_str());
+        if (link((dir + "/model.bin").c_str(), link_tmp.c_str()) == 0)
+            rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
+        kept_.push_back(step);
+        while ((int)kept_.size() > keep_) {
+            remove_tree(out_ + "/" + step_dir_name(kept_.front()));
+            kept_.erase(kept_.begin());
+        }
+    }
+
+    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg.
+    ResumePoint resume(Engine& eng, const ModelConfig& cfg) {
+        std::string latest = read_text(out_ + "/latest");
+        if (latest.empty())
+            throw ConfigError("--resume: no checkpoint in " + out_ +
+                              " (OUT/latest is missing); train without --resume first");
+        ResumePoint r;
+        r.dir = out_ + "/" + latest;
+        LoadedModel m = load_model(r.dir + "/model.bin");
+        std::string diff = model_difference(m.cfg, cfg);
+        if (!diff.empty())
+            throw ConfigError("--resume: " + r.dir + " holds a different model (" + diff +
+                              "); pass the model flags of the first run");
+        const size_t P = param_layout(cfg).total;
+        TrainState st = load_state(r.dir + "/state_rank0.bin", P);
+        eng.set_params(m.params.data());
+        eng.set_optimizer(st.m, st.v, (long)st.step);
+        if (st.loader.size() != sizeof r.loader)
+            throw CheckpointError(r.dir + ": data-loader position has the wrong size");
+        memcpy(&r.loader, st.loader.data(), sizeof r.loader);
+        r.step = st.step, r.tokens = st.tokens, r.rng = st.rng;
+        kept_.push_back(r.step);
+        return r;
+    }
+
+    // Keeps the log lines of steps <= last_step (a resumed run rewrites what the interrupted one logged after
+    // its checkpoint, so the log reads as one uninterrupted run).
+    void truncate_log(long last_step) const {
+        std::string all = read_text(log_path()), kept;
+        size_t a = 0;
+        while (a < all.size()) {
+            size_t b = all.find('\n', a);
+            std::string line = all.substr(a, b == std::string::npos ? std::string::npos : b - a);
+            long s = -1;
+            if (sscanf(line.c_str(), "{\"step\": %ld", &s) == 1 && s <= last_step) kept += line + "\n";
+            if (b == std::string::npos) break;
+            a = b + 1;
+        }
+        write_atomically(log_path(), {{kept.data(), kept.size()}});
+    }
+
+    // A fresh run starts with an empty log.
+    void reset_log() const {
+        FILE* lf = fopen(log_path().c_str(), "w");
+        if (!lf) throw ConfigError("cannot write " + log_path() + ": " + strerror(errno));
+        fclose(lf);
+    }
+
+  private:
+    std::string out_;
+    int keep_;
+    std::vector<long> kept_;  // steps of the checkpoints this run knows about, oldest first
+};

@@ -1,0 +1,248 @@
+// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h). One step:
+//   zero_grad; for each of n_micro micro-batches: forward, backward(1 / n_micro)   (gradient accumulation)
+//   clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
+// then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
+// Each step prints one line and appends one JSON object to OUT/log.jsonl; checkpoints and the run directory
+// are run_dir.h's. --resume continues from OUT/latest with the identical loss sequence of an uninterrupted
+// run (same data position, same sampling RNG).
+// Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataloader.h"
+#include "engine.h"
+#include "eval.h"
+#include "plan.h"
+#include "ref_optimizer.h"
+#include "run_dir.h"
+#include "schedule.h"
+#include "tokenizer.h"
+
+struct TrainOptions {
+    ModelSpec model;
+    bool plan = false, json = false, help = false, cpu = false, resume = false;
+    std::string train = "data/default/*_train_*.bin", val = "data/default/*_val_*.bin", out = "out/tiny";
+    std::string tokenizer = "data/cache/gpt2.tiktoken";
+    int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
+    long total_batch = 0;       // tokens per optimizer step (0: one micro-batch); a multiple of B * T
+    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param, else 150)
+    long tokens = 0;            // token budget
+    double tokens_per_param = 0;
+    double lr = 3e-3, warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
+    OptimizerHyper opt;
+    uint64_t seed = 1337;
+    bool shuffle = true;
+    long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
+    bool sample_flag_given = false;
+    long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
+    int sample_tokens = 48, keep = 2;
+    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
+    std::string eval_task = "hellaswag", eval_data = "data/eval";
+};
+
+inline double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Mean loss over `tokens` validation tokens, always from the start of the validation shards.
+inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens) {
+    long batches = std::max(1L, tokens / ((long)B * T));
+    std::vector<int> in((size_t)B * T), tg((size_t)B * T);
+    val.reset();
+    double sum = 0;
+    for (long i = 0; i < batches; i++) {
+        val.next_batch(in.data(), tg.data());
+        sum += eng.forward(in.data(), tg.data(), B, T);
+    }
+    return sum / batches;
+}
+
+// Ancestral sampling at temperature 1 from EOT, with our own RNG so samples are part of the reproducible state.
+inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
+    std::vector<int> ctx = {tok.eot()}, out;
+    const int V = eng.config().V;
+    std::vector<float> logits(V);
+    for (int i = 0; i < n; i++) {
+        int len = std::min((int)ctx.size(), T);
+        eng.forward(ctx.data() + ctx.size() - len, nullptr, 1, len);
+        eng.logits_at(0, len - 1, logits.data());
+        float mx = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float& x : logits) sum += (x = std::exp(x - mx));
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(rng >> 11) * 0x1.0p-53 * sum;
+        int next = V - 1;
+        for (int v = 0; v < V; v++)
+            if ((u -= logits[v]) <= 0) {
+                next = v;
+                break;
+            }
+        if (next == tok.eot()) break;
+        ctx.push_back(next);
+        out.push_back(next);
+    }
+    return tok.decode(out);
+}
+
+// The batch and length of a run, from the options and the model: tokens per step, micro-steps, steps, warmup.
+struct RunPlan {
+    int T = 0;
+    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;
+};
+
+inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg) {
+    RunPlan p;
+    p.T = o.T ? o.T : cfg.T;
+    if (p.T > cfg.T)
+        throw ConfigError("--train-seq " + std::to_string(p.T) + " exceeds the model's context T = " +
+                          std::to_string(cfg.T));
+    p.micro_tokens = (long)o.B * p.T;
+    p.total_batch = o.total_batch ? o.total_batch : p.micro_tokens;
+    if (p.total_batch % p.micro_tokens != 0)
+        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of B*T = " +
+                          std::to_string(p.micro_tokens) + "; change --total-batch or -b");
+    p.n_micro = p.total_batch / p.micro_tokens;
+    const size_t P = param_layout(cfg).total;
+    p.steps = o.steps;
+    if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
+    if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
+    if (!p.steps) p.steps = 150;
+    p.warmup = (long)std::lround(o.warmup_frac * p.steps);
+    return p;
+}
+
+// One optimizer step's results, as printed and logged.
+struct StepRecord {
+    long step = 0, tokens = 0;
+    double loss = 0, val_loss = NAN, lr = 0, norm = 0, tokens_per_s = 0, elapsed = 0, mfu = NAN;
+};
+
+inline void print_step(const StepRecord& r, long steps) {
+    printf("step %5ld/%ld | loss %.4f", r.step, steps, r.loss);
+    if (!std::isnan(r.val_loss)) printf(" | val %.4f", r.val_loss);
+    printf(" | lr %.2e | norm %6.3f | %7.0f tok/s", r.lr, r.norm, r.tokens_per_s);
+    if (!std::isnan(r.mfu)) printf(" | MFU %4.1f%%", 100 * r.mfu);
+    printf(" | %.1f s\n", r.elapsed);
+}
+
+// The step's JSON object, without the closing brace (an eval result may follow).
+inline void log_step(FILE* log, const StepRecord& r) {
+    fprintf(log, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f", r.step, r.tokens, r.loss);
+    if (!std::isnan(r.val_loss)) fprintf(log, ", \"val_loss\": %.6f", r.val_loss);
+    fprintf(log, ", \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f", r.lr, r.norm,
+            r.tokens_per_s, r.elapsed);
+    if (!std::isnan(r.mfu)) fprintf(log, ", \"mfu\": %.4f", r.mfu);
+}
+
+// The run's header: engine, model, data, batch.
+inline void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
+                         const DataLoader& train, bool val, const RunPlan& p) {
+    Accounting acc = account(cfg);
+    printf("engine: %s (%s)\n", eng.describe().c_str(), why.c_str());
+    printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n", describe_config(cfg).c_str(),
+           rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(), human((double)acc.params).c_str(),
+           human(acc.dense_flops_per_token).c_str());
+    printf("data: %s (%s tokens), val %s\n", o.train.c_str(), human((double)train.tokens_total()).c_str(),
+           val ? o.val.c_str() : "off");
+    printf("batch: B %d x T %d x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
+           o.B, p.T, p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(), p.warmup, o.lr,
+           o.lr * o.final_lr_frac);
+    fflush(stdout);
+}
+
+// Trains the model of o.model on `eng` (made by the caller for cfg; `why` says which engine and why).
+inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why) {
+    const RunPlan p = plan_run(o, cfg);
+    DataLoader train(o.train, o.B, p.T, 0, 1, o.shuffle, o.seed, cfg.V);
+    std::unique_ptr<DataLoader> val;
+    if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, p.T, 0, 1, false, 0, cfg.V));
+    std::unique_ptr<Tokenizer> tok;
+    if (o.sample_every > 0) {
+        try {
+            tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+        } catch (const std::runtime_error& e) {
+            if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
+            fprintf(stderr, "note: no text samples (%s)\n", e.what());
+        }
+    }
+    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
+    if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+
+    RunDir run(o.out, o.keep);
+    run.create();
+    long start = 0, tokens = 0;
+    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    if (o.resume) {
+        ResumePoint r = run.resume(eng, cfg);
+        train.restore(r.loader);
+        start = r.step, tokens = r.tokens, rng = r.rng;
+        run.truncate_log(start);
+        printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
+    } else {
+        eng.init_params(o.seed);
+        run.reset_log();
+    }
+    if (start > p.steps)
+        throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
+                          std::to_string(p.steps));
+    print_header(o, eng, why, cfg, train, val != nullptr, p);
+
+    const double peak = eng.peak_flops();  // 0 on the CPU: no MFU column
+    const double flops_per_token = account(cfg).dense_flops_per_token;
+    FILE* log = fopen(run.log_path().c_str(), "a");
+    if (!log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
+    std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
+    const double t0 = now_seconds();
+    for (long step = start; step < p.steps; step++) {
+        const double ts = now_seconds();
+        StepRecord r;
+        eng.zero_grad();
+        for (long k = 0; k < p.n_micro; k++) {
+            train.next_batch(in.data(), tg.data());
+            r.loss += eng.forward(in.data(), tg.data(), o.B, p.T) / p.n_micro;
+            eng.backward(1.0f / p.n_micro);
+        }
+        r.norm = eng.clip_grad_norm(o.clip);
+        r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
+        eng.adamw_step(r.lr, o.opt);
+        tokens += p.total_batch;
+        r.step = step + 1, r.tokens = tokens;
+        r.tokens_per_s = p.total_batch / (now_seconds() - ts);
+        const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
+        if (val && ((step + 1) % o.val_every == 0 || last))
+            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens);
+        r.elapsed = now_seconds() - t0;
+        if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
+        print_step(r, p.steps);
+        log_step(log, r);
+        if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
+            // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
+            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit);
+            printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
+            if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
+            printf(" (%.1f s)\n", e.seconds);
+            fprintf(log, ", \"eval\": %s", eval_result_json(e).c_str());
+        }
+        fprintf(log, "}\n");
+        fflush(log);
+        if (tok && (step + 1) % o.sample_every == 0)
+            printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
+        if ((o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping)
+            run.save(eng, train.state(), step + 1, tokens, rng);
+        fflush(stdout);
+        if (stopping && !last) {
+            printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
+            fclose(log);
+            return 0;
+        }
+    }
+    fclose(log);
+    printf("done: %s/model.bin\n", o.out.c_str());
+    return 0;
+}
