@@ -55,7 +55,8 @@ constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr int ATT_MAX_HEAD_DIM = 1024;
 
 // Tile shapes of one kernel instance: HD output columns in registers per warp row, BR query rows, BC key rows, NW
-// warps; the forward kernel gives each warp MW m16 tiles (BR = 16 MW NW), the dQ kernel one (BR = 16 NW).
+// warps; the forward and dQ kernels give each warp MW m16 tiles of query rows (BR = 16 MW NW), the dK/dV
+// kernel MW m16 tiles of keys.
 template <int HD_, int BR_, int BC_, int NW_, int MW_ = 1> struct AttTiles {
     static constexpr int HD = HD_, BR = BR_, BC = BC_, NW = NW_, MW = MW_;
 };
@@ -294,13 +295,14 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
 }
 
 // dQ of ref::attention_backward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
-// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V.
+// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V. Each warp owns RW = 16 MW query rows, as in the
+// forward: its MW m16 tiles share every K and V fragment.
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
                                  AttShape s, float scale, float scale_log2) {
-    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8;
-    static_assert(BR == 16 * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own 16 rows; tiles are 16-aligned");
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8, MW = C::MW, RW = 16 * MW;
+    static_assert(BR == RW * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own RW rows; tiles are 16-aligned");
     DYNAMIC_SHARED(bf16, smem);
     const int T = s.T, ld = s.ld;
     bf16* sQ = smem;                 // (BR, ld)
@@ -322,14 +324,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const int r0 = q0 + 16 * warp;
-    float lse2[2], Dr[2];  // this thread's rows r0 + g, r0 + g + 8: lse in log2 units, and D
-    UNROLL for (int r = 0; r < 2; r++) {
-        const int row = r0 + g + 8 * r;
-        lse2[r] = row < T ? lse[(long)blockIdx.y * T + row] * ATT_LOG2E : 0.0f;
-        Dr[r] = row < T ? Dsum[(long)blockIdx.y * T + row] : 0.0f;
+    const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
+    float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int row = r0 + 16 * mm + g + 8 * r;
+        lse2[mm][r] = row < T ? lse[(long)blockIdx.y * T + row] * ATT_LOG2E : 0.0f;
+        Dr[mm][r] = row < T ? Dsum[(long)blockIdx.y * T + row] : 0.0f;
     }
-    float dq[NO][4] = {};
+    float dq[MW][NO][4] = {};
     for (int kb = 0; kb < nkb; kb++) {
         cp_async_wait<0>();
         __syncthreads();
@@ -340,53 +342,59 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || k0 > r0 + 15) continue;
+        if (r0 >= T || k0 > r0 + RW - 1) continue;
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
-        float sc[1][BC / 8][4] = {}, dp[1][BC / 8][4] = {};
-        att_mma_abt<1, BC / 8>(sc, sQ + 16 * warp * ld, ld, sK, ld, s.hdp / 16);   // S = Q K^T
-        att_mma_abt<1, BC / 8>(dp, sdO + 16 * warp * ld, ld, sV, ld, s.hdp / 16);  // dP = dO V^T
-        UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
-            const int row = r0 + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-            const float p = key > row || key >= T ? 0.0f : exp2f(sc[0][nt][i] * scale_log2 - lse2[i / 2]);
-            sc[0][nt][i] = p * (dp[0][nt][i] - Dr[i / 2]);  // dS / scale
+        float sc[MW][BC / 8][4] = {}, dp[MW][BC / 8][4] = {};
+        att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);   // S = Q K^T
+        att_mma_abt<MW, BC / 8>(dp, sdO + RW * warp * ld, ld, sV, ld, s.hdp / 16);  // dP = dO V^T
+        UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
+            UNROLL for (int i = 0; i < 4; i++) {
+                const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
+                const float p = key > row || key >= T ? 0.0f : exp2f(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
+                sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
+            }
         }
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
-            uint32_t a[4];
-            att_c_to_a(a, sc[0], kc);
+            uint32_t a[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
             UNROLL for (int nt = 0; nt < NO; nt += 2)
                 if (c0 + 8 * nt < s.hdp) {
                     uint32_t bf[4];
                     att_ldb_t(bf, sK + c0 + 8 * nt, ld, 16 * kc);
-                    att_mma(dq[nt], a, bf);
-                    att_mma(dq[nt + 1], a, bf + 2);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dq[mm][nt], a[mm], bf);
+                        att_mma(dq[mm][nt + 1], a[mm], bf + 2);
+                    }
                 }
         }
     }
     cp_async_wait<0>();
-    UNROLL for (int r = 0; r < 2; r++) {
-        const int row = r0 + g + 8 * r;
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int row = r0 + 16 * mm + g + 8 * r;
         if (row >= T) continue;
         bf16* dy = dqkv + ((long)b * T + row) * stride + hh * s.hd;
         UNROLL for (int nt = 0; nt < NO; nt++) {
             const int col = c0 + 8 * nt + 2 * t4;
-            if (col < s.hd) att_store2(dy + col, dq[nt][2 * r] * scale, dq[nt][2 * r + 1] * scale);
+            if (col < s.hd) att_store2(dy + col, dq[mm][nt][2 * r] * scale, dq[mm][nt][2 * r + 1] * scale);
         }
     }
 }
 
 // dK and dV of ref::attention_backward. Grid (key blocks, B h, output windows), block 32 NW. Dynamic shared
 // memory: K, V (BC, ld) bf16; two stages of Q, dO (BR, ld) bf16; P^T, dS^T (BC, BR + 8) bf16; two stages of lse,
-// D (BR) fp32. Warps: KG = BC / 16 key groups; in phase A each computes P^T, dS^T for its 16 keys and 1 / QS of
-// the BR queries; in phase B dK, dV for its 16 keys and 1 / CS of the HD columns.
+// D (BR) fp32. Warps: KG = BC / RW groups of RW = 16 MW keys (MW m16 tiles sharing every Q and dO fragment); in
+// phase A each computes P^T, dS^T for its keys and 1 / QS of the BR queries, in phase B dK, dV for its keys and
+// 1 / QS of the HD columns.
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                   const float* Dsum, AttShape s, float scale, float scale_log2) {
-    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, KG = BC / 16, QS = C::NW / KG, BRW = BR / QS;
-    constexpr int CS = QS, HDW = C::HD / CS, NO = HDW / 8, LDP = BR + 8;
-    static_assert(C::NW % KG == 0 && BR % (8 * QS) == 0 && BR % 16 == 0 && HDW % 16 == 0, "tiles split evenly");
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, MW = C::MW, RW = 16 * MW, KG = BC / RW;
+    constexpr int QS = C::NW / KG, BRW = BR / QS, HDW = C::HD / QS, NO = HDW / 8, LDP = BR + 8;
+    static_assert(BC % RW == 0 && C::NW % KG == 0 && BR % (8 * QS) == 0 && BR % 16 == 0 && HDW % 16 == 0,
+                  "tiles split evenly");
     DYNAMIC_SHARED(bf16, smem);
     const int T = s.T, ld = s.ld;
     bf16* sK = smem;                          // (BC, ld)
@@ -414,9 +422,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const int kg = warp % KG, part = warp / KG;  // key group; query slice (phase A) and column slice (phase B)
-    const int kk = k0 + 16 * kg;                 // this warp's first key
+    const int kr = RW * kg, kk = k0 + kr;        // this warp's first key, within the block and absolute
     const int cw = c0 + part * HDW;              // this warp's first dK, dV column (phase B)
-    float dk[NO][4] = {}, dv[NO][4] = {};
+    float dk[MW][NO][4] = {}, dv[MW][NO][4] = {};
     for (int qb = qb0; qb < nqb; qb++) {
         const int st = (qb - qb0) & 1, q0 = qb * BR;
         cp_async_wait<0>();
@@ -434,57 +442,66 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         const float* sL = sLD + st * 2 * BR;
         const float* sD = sL + BR;
 
-        // Phase A: P^T and dS^T for keys kk .. kk + 15 and queries qq .. qq + BRW - 1.
+        // Phase A: P^T and dS^T for keys kk .. kk + RW - 1 and queries qq .. qq + BRW - 1.
         const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
-        float pt[1][BRW / 8][4] = {}, dpt[1][BRW / 8][4] = {};
+        float pt[MW][BRW / 8][4] = {}, dpt[MW][BRW / 8][4] = {};
         const bool any = kk < T && qq + BRW - 1 >= kk;  // else P^T = dS^T = 0 (all beyond T or before the keys)
         if (any) {
-            att_mma_abt<1, BRW / 8>(pt, sK + 16 * kg * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
-            att_mma_abt<1, BRW / 8>(dpt, sV + 16 * kg * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
+            att_mma_abt<MW, BRW / 8>(pt, sK + kr * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
+            att_mma_abt<MW, BRW / 8>(dpt, sV + kr * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
         }
-        UNROLL for (int nt = 0; nt < BRW / 8; nt++) UNROLL for (int i = 0; i < 4; i += 2) {
-            float p[2], ds[2];
-            UNROLL for (int e = 0; e < 2; e++) {
-                const int key = kk + g + 4 * i, q = ql + 8 * nt + 2 * t4 + e;  // rows g, g + 8: i = 0, 2
-                const bool masked = !any || q0 + q < key || q0 + q >= T;
-                p[e] = masked ? 0.0f : exp2f(pt[0][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
-                ds[e] = p[e] * (dpt[0][nt][i + e] - sD[q]);
+        UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BRW / 8; nt++) {
+            UNROLL for (int i = 0; i < 4; i += 2) {  // rows g (i = 0) and g + 8 (i = 2) of m tile mm
+                const int key = kk + 16 * mm + g + 4 * i;
+                float p[2], ds[2];
+                UNROLL for (int e = 0; e < 2; e++) {
+                    const int q = ql + 8 * nt + 2 * t4 + e;
+                    const bool masked = !any || q0 + q < key || q0 + q >= T;
+                    p[e] = masked ? 0.0f : exp2f(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
+                    ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
+                }
+                const int at = (kr + 16 * mm + g + 4 * i) * LDP + ql + 8 * nt + 2 * t4;
+                att_store2(sP + at, p[0], p[1]);
+                att_store2(sdS + at, ds[0], ds[1]);
             }
-            const int at = (16 * kg + g + 4 * i) * LDP + ql + 8 * nt + 2 * t4;
-            att_store2(sP + at, p[0], p[1]);
-            att_store2(sdS + at, ds[0], ds[1]);
         }
         __syncthreads();  // P^T, dS^T complete
 
-        // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + 15, columns cw .. cw + HDW - 1.
+        // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + RW - 1, columns cw .. cw + HDW - 1.
         UNROLL for (int kc = 0; kc < BR / 16; kc++) {
             if (q0 + 16 * kc + 15 < kk) continue;  // these queries all precede this warp's keys: P = 0
             if (q0 + 16 * kc >= T) break;
-            uint32_t ap[4], ads[4];
-            att_lda(ap, sP + 16 * kg * LDP, LDP, 16 * kc);
-            att_lda(ads, sdS + 16 * kg * LDP, LDP, 16 * kc);
+            uint32_t ap[MW][4], ads[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) {
+                att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
+                att_lda(ads[mm], sdS + (kr + 16 * mm) * LDP, LDP, 16 * kc);
+            }
             UNROLL for (int nt = 0; nt < NO; nt += 2)
                 if (cw + 8 * nt < s.hdp) {
                     uint32_t bf[4];
                     att_ldb_t(bf, sdO + cw + 8 * nt, ld, 16 * kc);
-                    att_mma(dv[nt], ap, bf);
-                    att_mma(dv[nt + 1], ap, bf + 2);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dv[mm][nt], ap[mm], bf);
+                        att_mma(dv[mm][nt + 1], ap[mm], bf + 2);
+                    }
                     att_ldb_t(bf, sQ + cw + 8 * nt, ld, 16 * kc);
-                    att_mma(dk[nt], ads, bf);
-                    att_mma(dk[nt + 1], ads, bf + 2);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dk[mm][nt], ads[mm], bf);
+                        att_mma(dk[mm][nt + 1], ads[mm], bf + 2);
+                    }
                 }
         }
     }
     cp_async_wait<0>();
-    UNROLL for (int r = 0; r < 2; r++) {
-        const int key = kk + g + 8 * r;
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int key = kk + 16 * mm + g + 8 * r;
         if (key >= T) continue;
         bf16* gk = dqkv + ((long)b * T + key) * stride + s.w + hh * s.hd;
         UNROLL for (int nt = 0; nt < NO; nt++) {
             const int col = cw + 8 * nt + 2 * t4;
             if (col < s.hd) {
-                att_store2(gk + col, dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
-                att_store2(gk + s.w + col, dv[nt][2 * r], dv[nt][2 * r + 1]);
+                att_store2(gk + col, dk[mm][nt][2 * r] * scale, dk[mm][nt][2 * r + 1] * scale);
+                att_store2(gk + s.w + col, dv[mm][nt][2 * r], dv[mm][nt][2 * r + 1]);
             }
         }
     }
@@ -500,12 +517,12 @@ struct AttForward64 : AttTiles<64, 128, 64, 4, 2> {};
 struct AttForward128 : AttTiles<128, 128, 32, 4, 2> {};
 struct AttForward256 : AttTiles<256, 64, 32, 4> {};
 struct AttForwardWide : AttTiles<256, 32, 16, 2> {};
-struct AttDq64 : AttTiles<64, 64, 64, 4> {};
-struct AttDq128 : AttTiles<128, 64, 64, 4> {};
+struct AttDq64 : AttTiles<64, 128, 32, 4, 2> {};
+struct AttDq128 : AttTiles<128, 128, 32, 4, 2> {};
 struct AttDq256 : AttTiles<256, 64, 32, 4> {};
 struct AttDqWide : AttTiles<256, 16, 16, 1> {};
-struct AttDkv64 : AttTiles<64, 64, 64, 4> {};
-struct AttDkv128 : AttTiles<128, 64, 64, 8> {};
+struct AttDkv64 : AttTiles<64, 64, 64, 4, 2> {};
+struct AttDkv128 : AttTiles<128, 64, 64, 4, 2> {};
 struct AttDkv256 : AttTiles<256, 32, 64, 8> {};
 struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
 
