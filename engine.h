@@ -4,6 +4,10 @@
 // picks one, so train_prism and eval_zeroshot never know which they hold. Parameters cross the interface as
 // fp32 in schedule.h's param_layout order (the checkpoint format), so a checkpoint from either engine loads
 // into the other.
+// The interface queues work: forward, forward_backward, zero_grad, clip_grad_norm and adamw_step return as soon
+// as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
+// GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until
+// read_stats: the one call of a training step that waits for the GPU (test_model_cuda.cpp counts them).
 // Does not: include either engine (they include this file; the factory that sees both is engines.h).
 #pragma once
 
@@ -18,6 +22,13 @@ struct OptimizerHyper {
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
 
+// What read_stats returns: the loss summed since the previous read (each forward with targets adds its micro-
+// batch's mean loss, each forward_backward grad_scale x that mean: a step's objective), and the global gradient
+// norm before clipping of the last clip_grad_norm since the previous read (NaN when there was none).
+struct StepStats {
+    double loss = 0, grad_norm = 0;
+};
+
 class Engine {
   public:
     virtual ~Engine() = default;
@@ -29,22 +40,33 @@ class Engine {
     virtual void get_params(float* out) const = 0;  // (P) fp32
     virtual void set_params(const float* in) = 0;
 
-    // Mean cross-entropy over unmasked targets of one micro-batch; inputs, targets (B, T). targets may be null
-    // (inference: logits only).
-    virtual float forward(const int* inputs, const int* targets, int B, int T) = 0;
-    // grads += d(grad_scale * loss) / d params, for the preceding forward.
-    virtual void backward(float grad_scale) = 0;
+    // Queues a forward pass of one micro-batch; inputs, targets (B, T), read before the call returns. targets may
+    // be null (inference). With targets, adds the mean cross-entropy over unmasked targets to the loss sum. The
+    // logits stay for target_logprobs and logits_at.
+    virtual void forward(const int* inputs, const int* targets, int B, int T) = 0;
+    // Queues a training micro-step: forward and backward of one micro-batch, grads += d(grad_scale * loss) /
+    // d params and the loss sum += grad_scale * loss. Leaves no logits (their memory holds their gradient).
+    virtual void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale) = 0;
     virtual void zero_grad() = 0;
-    // Clips the global gradient norm to max_norm (<= 0: no clipping) and returns the norm before clipping.
-    virtual double clip_grad_norm(double max_norm) = 0;
+    // Queues the global gradient norm; the next adamw_step scales the gradients by min(1, max_norm / norm)
+    // (max_norm <= 0: no clipping). read_stats returns the norm before clipping.
+    virtual void clip_grad_norm(double max_norm) = 0;
+    // Queues the AdamW update. A step whose loss (summed since the last read) or gradient norm (of the clip
+    // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
+    // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
+    // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
+    // returns the loss sum since the last read (then zero) and that norm. An AdamW update queued after the clip
+    // keeps running while the host goes on.
+    virtual StepStats read_stats() = 0;
     // AdamW moments (P each) and its step count, for checkpoints.
     virtual void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const = 0;
     virtual void set_optimizer(const std::vector<float>& m, const std::vector<float>& v, long t) = 0;
 
-    // After forward: log p(targets[b, t]) for every position (0 where the target is masked), out (B, T).
+    // After forward (not forward_backward): log p(targets[b, t]) for every position (0 where the target is
+    // masked), out (B, T); waits for the GPU.
     virtual void target_logprobs(const int* targets, float* out) const = 0;
-    // After forward: the logits of position (b, t), out (V).
+    // After forward (not forward_backward): the logits of position (b, t), out (V); waits for the GPU.
     virtual void logits_at(int b, int t, float* out) const = 0;
     // The device's dense bf16 peak in FLOP/s for MFU (mfu.h); 0 where MFU means nothing (the CPU).
     virtual double peak_flops() const { return 0; }

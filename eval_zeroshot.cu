@@ -33,8 +33,8 @@ std::vector<Flag> make_flags(Options& o) {
          [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }},
         {"--data", "DIR", "directory of the eval files TASK.bin (default data/eval, made by data/get_eval.sh)",
          [&o](const std::string& v) { o.data = v; }},
-        {"--limit", "N", "only the first N examples of each task (default: all)", long_flag("--limit", o.limit, 1)},
-        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", int_flag("--batch", o.batch, 1)},
+        {"--limit", "N", "only the first N examples of each task (default: all)", long_flag("--limit", o.limit, 1, kMaxSteps)},
+        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", int_flag("--batch", o.batch, 1, 1 << 20)},
         {"--json", "FILE", "also write the results as JSON", [&o](const std::string& v) { o.json = v; }},
         {"--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
          [&o](const std::string& v) { o.tokenizer = v; }},
@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
         if (o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
         return run(o);
     } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, IoError, EvalError, tokenizer errors
+        fflush(stdout);  // what the run printed comes first, the error line last
         fprintf(stderr, "eval_zeroshot: error: %s\n", e.what());
     } catch (const std::bad_alloc&) {
         fprintf(stderr, "eval_zeroshot: error: out of memory; use a smaller --batch\n");

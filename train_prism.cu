@@ -1,13 +1,14 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
-// or, with --plan, prints a model's per-layer table and totals and exits. This file is the command line: the
-// flag table (cli.h renders --help from it) and main; the loop is train_loop.h, the output directory
-// run_dir.h, the engines engine.h.
+// or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
+// (memory_plan.h), and exits. This file is the command line: the flag table (cli.h renders --help from it) and
+// main; the loop is train_loop.h, the output directory run_dir.h, the engines engine.h.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "engines.h"
+#include "memory_plan.h"
 #include "plan.h"
 #include "schedule.h"
 #include "train_loop.h"
@@ -15,18 +16,18 @@
 static std::vector<Flag> make_flags(TrainOptions& o) {
     std::vector<Flag> f;
     f.push_back({"-h, --help", "", "print this help and exit", [&o](const std::string&) { o.help = true; }});
-    f.push_back({"--plan", "", "print the model's per-layer table and totals and exit", [&o](const std::string&) { o.plan = true; }});
+    f.push_back({"--plan", "", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
     add_model_flags(f, o.model);
     f.push_back({"--train", "GLOB", "training shards (default data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
     f.push_back({"--val", "GLOB", "validation shards (default data/default/*_val_*.bin)", [&o](const std::string& v) { o.val = v; }});
     f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/tiny)", [&o](const std::string& v) { o.out = v; }});
-    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1)});
-    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1)});
+    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1, 1 << 20)});
+    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1, 1 << 20)});
     f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step; a multiple of B*T (gradient accumulation)",
-                 long_flag("--total-batch", o.total_batch, 1)});
-    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", long_flag("--steps", o.steps, 1)});
-    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1)});
+                 long_flag("--total-batch", o.total_batch, 1, kMaxSteps)});
+    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", long_flag("--steps", o.steps, 1, kMaxSteps)});
+    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1, kMaxTokens)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
                  double_flag("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
     f.push_back({"--lr", "LR", "peak learning rate (default 3e-3)", double_flag("--lr", o.lr, 0, 10)});
@@ -35,40 +36,45 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", double_flag("--wd", o.opt.weight_decay, 0, 10)});
     f.push_back({"--beta1", "B1", "AdamW beta1 (default 0.9)", double_flag("--beta1", o.opt.beta1, 0, 0.999999)});
     f.push_back({"--beta2", "B2", "AdamW beta2 (default 0.95)", double_flag("--beta2", o.opt.beta2, 0, 0.999999)});
-    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", double_flag("--adam-eps", o.opt.eps, 0, 1)});
+    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", double_flag("--adam-eps", o.opt.eps, 1e-30, 1)});
     f.push_back({"--clip", "C", "clip the global gradient norm to C (0: off; default 1.0)", double_flag("--clip", o.clip, 0, 1e9)});
     f.push_back({"--seed", "S", "seed for init, data order and sampling (default 1337)", [&o](const std::string& v) {
-                     long s = parse_long_flag("--seed", v);
-                     if (s < 0) throw ConfigError("--seed must be non-negative");
+                     long s = 0;
+                     long_flag("--seed", s, 0)(v);
                      o.seed = (uint64_t)s;
                  }});
     f.push_back({"--no-shuffle", "", "read shards and windows in order", [&o](const std::string&) { o.shuffle = false; }});
-    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", long_flag("--val-every", o.val_every, 0)});
-    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", long_flag("--val-tokens", o.val_tokens, 1)});
+    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", long_flag("--val-every", o.val_every, 0, kMaxSteps)});
+    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", long_flag("--val-tokens", o.val_tokens, 1, kMaxSteps)});
     f.push_back({"--ckpt-every", "N", "checkpoint every N steps; always one at the end (default: only at the end)",
-                 long_flag("--ckpt-every", o.ckpt_every, 0)});
-    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", int_flag("--keep", o.keep, 1)});
+                 long_flag("--ckpt-every", o.ckpt_every, 0, kMaxSteps)});
+    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", int_flag("--keep", o.keep, 1, 1000000)});
     f.push_back({"--stop-after", "N", "stop after N steps of this run, with a checkpoint (e.g. to fit a job time limit)",
-                 long_flag("--stop-after", o.stop_after, 1)});
+                 long_flag("--stop-after", o.stop_after, 1, kMaxSteps)});
     f.push_back({"--resume", "", "continue from OUT/latest (pass the same flags as the first run)",
                  [&o](const std::string&) { o.resume = true; }});
+    f.push_back({"--overwrite", "", "start afresh in an OUT that holds a run: delete its checkpoints and log first",
+                 [&o](const std::string&) { o.overwrite = true; }});
+    f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
+                 int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
                  [&o](const std::string& v) {
-                     o.sample_every = parse_long_flag("--sample-every", v);
-                     if (o.sample_every < 0) throw ConfigError("--sample-every must be at least 0");
+                     long_flag("--sample-every", o.sample_every, 0, kMaxSteps)(v);
                      o.sample_flag_given = true;
                  }});
-    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1)});
+    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1, 1 << 20)});
     f.push_back({"--tokenizer", "FILE", "GPT-2 ranks file for samples (default data/cache/gpt2.tiktoken)",
                  [&o](const std::string& v) { o.tokenizer = v; }});
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
-                 long_flag("--eval-every", o.eval_every, 0)});
+                 long_flag("--eval-every", o.eval_every, 0, kMaxSteps)});
     f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
                  [&o](const std::string& v) { o.eval_task = v; }});
-    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0)});
+    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0, kMaxSteps)});
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
+    f.push_back({"--recompute", "", "GPU: recompute norm and SwiGLU outputs in the backward (less memory; automatic when needed)",
+                 [&o](const std::string&) { o.recompute = true; }});
     return f;
 }
 
@@ -89,20 +95,27 @@ int main(int argc, char** argv) {
             ModelConfig cfg = build_config(o.model, warnings);
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
             std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
-            if (o.json) print_plan_json(stdout, title, cfg, warnings);
-            else print_plan(stdout, title, cfg);
+            if (o.json) {
+                print_plan_json(stdout, title, cfg, warnings);
+            } else {
+                print_plan(stdout, title, cfg);
+                print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
+            }
             return 0;
         }
         std::vector<std::string> warnings;
         ModelConfig cfg = build_config(o.model, warnings);
         for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
         std::string why;
-        std::unique_ptr<Engine> eng = make_engine(cfg, o.cpu, why);
+        EngineOptions eo;
+        eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
+        std::unique_ptr<Engine> eng = make_engine(cfg, eo, why);
         return run_training(o, cfg, *eng, why);
     } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, data and tokenizer errors
+        fflush(stdout);  // what the run printed comes first, the error line last
         fprintf(stderr, "train_prism: error: %s\n", e.what());
     } catch (const std::bad_alloc&) {
         fprintf(stderr, "train_prism: error: out of memory; use a smaller model or batch (-b)\n");
     }
-    return 1;
+    return kExitError;
 }

@@ -15,61 +15,8 @@
 #include <vector>
 
 #include "checkpoint.h"
-#include "test/test_util.h"
-#include "dataloader.h"
+#include "test/train_util.h"
 
-namespace {
-
-// A fresh directory with a train and a val shard of a repetitive token stream over a vocabulary of 256.
-std::string make_data_dir() {
-    char tmpl[] = "/tmp/prism_train_test_XXXXXX";
-    std::string dir = mkdtemp(tmpl);
-    std::vector<int> train, val;
-    uint64_t s = 7;
-    for (int i = 0; i < 40000; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        // Mostly a counting pattern (learnable), sometimes noise: the loss must fall but never hit zero.
-        int tok = (s >> 60) < 3 ? (int)((s >> 33) % 256) : (i * 7) % 256;
-        (i < 4000 ? val : train).push_back(tok);
-    }
-    write_shard(dir + "/syn_val_000000.bin", val);
-    write_shard(dir + "/syn_train_000001.bin", train);
-    return dir;
-}
-
-std::string micro(const std::string& dir, const std::string& out) {
-    return "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --lr 1e-2 --val-every 10 "
-           "--val-tokens 256 --train '" + dir + "/syn_train_*.bin' --val '" + dir + "/syn_val_*.bin' -o " + out;
-}
-
-// step -> the full JSON line, from OUT/log.jsonl
-std::map<long, std::string> read_log(const std::string& path) {
-    std::ifstream f(path);
-    std::map<long, std::string> m;
-    std::string line;
-    while (std::getline(f, line)) {
-        long step = -1;
-        REQUIRE(sscanf(line.c_str(), "{\"step\": %ld", &step) == 1);
-        m[step] = line;
-    }
-    return m;
-}
-
-// The loss fields of a log line (train and val loss, lr and norm, without timings).
-std::string losses_of(const std::string& line) {
-    return line.substr(0, line.find(", \"tokens_per_s\""));
-}
-
-// A failed run: non-zero exit, and the error is the output's last line, the only one saying "error:" (what
-// the run printed before finding the problem, such as the model summary, may precede it).
-bool one_line_error(const Result& r) {
-    size_t at = r.out.find("error:");
-    if (r.rc == 0 || at == std::string::npos || r.out.find("error:", at + 1) != std::string::npos) return false;
-    size_t eol = r.out.find('\n', at);
-    return eol == r.out.size() - 1;
-}
-
-}  // namespace
 
 TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
     std::string dir = make_data_dir();
@@ -251,8 +198,31 @@ TEST_CASE("an in-training zero-shot eval is logged with its step", "[train][eval
     REQUIRE(log[2].find("\"eval\": {\"task\": \"hellaswag\", \"examples\": 1") != std::string::npos);
     REQUIRE(log[3].find("\"eval\"") == std::string::npos);
     // A missing eval file fails before training starts.
-    Result m = sh(cmd + " --eval-task piqa");
+    Result m = sh(cmd + " --eval-task piqa --overwrite");  // --overwrite: a run that fails to start deletes nothing
     REQUIRE(one_line_error(m));
     REQUIRE(m.out.find("piqa.bin") != std::string::npos);
+    REQUIRE(read_log(dir + "/run/log.jsonl").size() == 4);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("--recompute on the GPU engine gives the same losses from the command line", "[train][recompute]") {
+    // build/train_prism_executor is train_prism with the CUDA engine on the CUDA-on-CPU executor (built by make
+    // test): the GPU code path's command line, without a GPU. Recomputation reads the same bf16 inputs with the
+    // same kernels, so every logged loss and norm is the same, to the last printed digit.
+    std::string dir = make_data_dir();
+    auto run = [&](const std::string& out, const std::string& extra) {
+        std::string cmd = micro(dir, dir + "/" + out) + " --steps 4 --val-every 2 " + extra;
+        return sh("./build/train_prism_executor" + cmd.substr(std::string("./train_prism").size()));
+    };
+    Result plain = run("plain", ""), rec = run("rec", "--recompute");
+    INFO(plain.out << rec.out);
+    REQUIRE(plain.rc == 0);
+    REQUIRE(rec.rc == 0);
+    REQUIRE(plain.out.find("engine: CUDA") != std::string::npos);
+    REQUIRE(rec.out.find("recomputing norm and SwiGLU outputs") != std::string::npos);
+    auto a = read_log(dir + "/plain/log.jsonl"), b = read_log(dir + "/rec/log.jsonl");
+    REQUIRE(a.size() == 4);
+    REQUIRE(b.size() == 4);
+    for (auto& [step, line] : a) CHECK(losses_of(line) == losses_of(b[step]));
     sh("rm -rf '" + dir + "'");
 }
