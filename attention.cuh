@@ -1,205 +1,627 @@
-// attention.cuh: causal multi-head self-attention, forward and backward, for any even head_dim up to 1024.
+// attention.cuh: causal multi-head self-attention on tensor cores (FlashAttention-2), forward and backward.
 //   qkv (B, T, 3 w) = [q | k | v] after RoPE, head hh at columns hh * hd .. (hh + 1) * hd of each, hd = w / h
 //   forward:  out (B, T, w) = softmax_{j <= t}(scale q_t . k_j) v_j per head; lse (B, h, T) fp32 saved
-//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv and lse; scratch (B, h, T) fp32
-// This is the straightforward version: one warp per query row (forward, dq) or key row (dk, dv), lane i owning
-// head columns i, i + 32, ... (K per lane: the smallest power of two with 32 K >= hd, a template parameter so
-// the per-lane arrays stay in registers), scores recomputed from q and k in the backward instead of stored:
-// memory O(B h T), never the (B, h, T, T) probabilities the reference keeps. The forward is an online
-// softmax (running max, rescaled sum). The backward is three-pass and atomic-free, so deterministic:
-//   1. per query t: Dt = sum_j p_tj (dout_t . v_j) (exact, not dout . out from the bf16 output)
-//   2. per query t: dq_t = scale sum_j p_tj (dout_t . v_j - Dt) k_j           (1 and 2 are one kernel)
-//   3. per key j:   dk_j = scale sum_{t>=j} p_tj (dout_t . v_j - Dt) q_t,  dv_j = sum_{t>=j} p_tj dout_t
-// with p_tj = exp(scale q_t . k_j - lse_t) recomputed. All math fp32, bf16 in and out.
-// Head dims: Prism gives 64 to 256; Prism head schedules on X widths reach 776 at the Xformer presets (tested:
-// every head_dim any preset with any head and width schedule produces).
-// Does not: use tensor cores or tiles (the flash version is its own issue; it keeps these launchers'
-// signatures), support head_dim > 1024, dropout, or non-causal masks.
+//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
+// Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
+//
+// Forward (Dao, FlashAttention-2). A block owns BR query rows of one (b, head), each warp 32 of them (two m16
+// tiles sharing every K and V fragment it loads) at HD 64 and 128, 16 where registers allow no more (HD 256).
+// Its Q tile stays in shared memory while the K and V tiles of BC keys stream past: S = Q K^T on tensor
+// cores (bf16 in, fp32 accumulate), an online softmax in fp32 (running row max m and sum l; the partial output
+// rescaled by exp(m_old - m_new) when the max grows), then O += P V with P rounded to bf16 in registers: the S
+// accumulator fragments are laid out exactly as the A fragments of the next mma, so P never touches shared
+// memory. O(T) memory: the (T, T) scores exist one (16 MW, BC) tile per warp at a time.
+// Causal: key tiles entirely after a block's last query are never loaded, a warp skips the tiles entirely after
+// its own rows, and masking (key > query, key >= T) runs only on tiles that straddle the diagonal or the end.
+// Blocks start with the longest rows, so the short ones fill the tail of the grid.
+//
+// Backward, recomputation form, deterministic (no atomics: a rerun repeats bit for bit):
+//   D_t = dout_t . out_t                             attention_backward_d_kernel, into scratch
+//   per key block:   dV += P^T dO, dK += dS^T Q      attention_backward_dkv_kernel, looping over query blocks
+//   per query block: dQ += dS K                      attention_backward_dq_kernel, looping over key blocks
+// with P = exp(scale q.k - lse) and dS = P (dO V^T - D) scale recomputed in both kernels: 7 matmuls of the
+// (T, T, hd) size where an atomic dQ accumulation needs 5, the price of determinism without a semaphore.
+// In the dK/dV kernel warps split P^T and dS^T by (keys, queries) and dK, dV by (keys, columns), so P^T and
+// dS^T pass through shared memory (bf16); in the dQ kernel they stay in registers as in the forward.
+//
+// Head dims. Instances hold HD = 64, 128 or 256 output columns in registers, with tile shapes chosen per HD
+// (the Att* structs below). Any even hd runs on the smallest instance with HD >= hd, padded to hdp, the next
+// multiple of 16 (the mma k), with zero columns that exist only in shared memory (never read from or written to
+// global memory); the loops stop at hdp, so hd 72 costs 80 columns, not 128. The scale is the caller's (true
+// head_dim). hd 258..1024 runs on a wide instance: whole rows in shared memory, output columns in windows of 256
+// (gridDim.z), each window recomputing S (and dP) over all hd: attention_wide_cost() says what that costs.
+// Tiles are copied with cp.async and double-buffered: the copy of tile i + 1 is in flight while tile i is
+// computed. Shared rows are padded by 8 columns (16 bytes), so the 8 rows an ldmatrix reads fall in 8 banks.
+//
+// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, a faster atomic dQ,
+// fused RoPE. RoPE stays in rope.cuh: fusing it would save one read and write of q and k per pass (8 T w bytes:
+// estimated 3.8 us forward + backward per 1024-token sequence of a 124M layer on an H100, ~3% of that layer's
+// ~110 us, less at T 4096 where attention grows as T^2), but every block would rotate each K tile it loads
+// again (T / BR times per key), in a prologue that competes with the softmax's exponentials for the
+// special-function units, and the backward would have to rotate and un-rotate as well.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda_common.cuh"
 #include "reduce.cuh"
 
-constexpr int ATT_MAX_PER_LANE = 32;  // head columns per lane: head_dim <= 32 * 32 = 1024
-constexpr int ATT_WARPS = 4;          // warps (rows) per block
+constexpr float ATT_LOG2E = 1.4426950408889634f;  // softmax in base 2: exp(x) = exp2(x log2 e), one FMUL saved
+constexpr float ATT_LN2 = 0.6931471805599453f;
+constexpr int ATT_MAX_HEAD_DIM = 1024;
+
+// Tile shapes of one kernel instance: HD output columns in registers per warp row, BR query rows, BC key rows, NW
+// warps; the forward and dQ kernels give each warp MW m16 tiles of query rows (BR = 16 MW NW), the dK/dV
+// kernel MW m16 tiles of keys.
+template <int HD_, int BR_, int BC_, int NW_, int MW_ = 1> struct AttTiles {
+    static constexpr int HD = HD_, BR = BR_, BC = BC_, NW = NW_, MW = MW_;
+};
+
+// The runtime shape every kernel gets.
+struct AttShape {
+    int B, T, w, h, hd;
+    int hdp;  // hd rounded up to 16: the mma k extent; columns [hd, hdp) of every shared tile are zeros
+    int ld;   // shared row stride in elements: hdp + 8 (an odd number of 16-byte units: conflict-free ldmatrix)
+    int vec;  // elements per cp.async: 8, 4 or 2 (16, 8 or 4 bytes), what hd and the pointers' alignment allow
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// device helpers: tile copies and mma fragments
+// ---------------------------------------------------------------------------------------------------------
+
+// Issues the copies of rows [row0, row0 + ROWS) of one head's hd columns (row r at src + r * stride) into a
+// shared tile (ROWS, ld); rows >= T are zero-filled. Columns [hd, hdp) are left alone (att_zero_pad).
+template <int ROWS, int NT, int E>
+__device__ __forceinline__ void att_copy_rows(bf16* tile, const bf16* src, long stride, int row0, const AttShape& s) {
+    const int chunks = s.hd / E;
+    for (int i = threadIdx.x; i < ROWS * chunks; i += NT) {
+        const int r = i / chunks, c = (i - r * chunks) * E;
+        const bool valid = row0 + r < s.T;
+        cp_async<2 * E>(tile + r * s.ld + c, src + (valid ? (long)(row0 + r) * stride + c : 0), valid);
+    }
+}
+template <int ROWS, int NT>
+__device__ __forceinline__ void att_load_tile(bf16* tile, const bf16* src, long stride, int row0, const AttShape& s) {
+    if (s.vec == 8) att_copy_rows<ROWS, NT, 8>(tile, src, stride, row0, s);
+    else if (s.vec == 4) att_copy_rows<ROWS, NT, 4>(tile, src, stride, row0, s);
+    else att_copy_rows<ROWS, NT, 2>(tile, src, stride, row0, s);
+}
+// ROWS fp32 values per row (lse or D) from src[row0 ..], zeros past T.
+template <int ROWS, int NT>
+__device__ __forceinline__ void att_load_rows(float* dst, const float* src, int row0, int T) {
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        const bool valid = row0 + r < T;
+        cp_async<4>(dst + r, src + (valid ? row0 + r : 0), valid);
+    }
+}
+// Zeros columns [hd, hdp) of `rows` consecutive shared rows: the padding the mma k loop reads and no copy fills.
+template <int NT> __device__ __forceinline__ void att_zero_pad(bf16* tiles, int rows, const AttShape& s) {
+    const int pad = s.hdp - s.hd;
+    for (int i = threadIdx.x; i < rows * pad; i += NT)
+        tiles[(i / pad) * s.ld + s.hd + i % pad] = __float2bfloat16(0.0f);
+}
+
+// Two fp32 values as the bf16 pair of an mma operand register (the lower column in the low half).
+__device__ __forceinline__ uint32_t att_pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+// A fragment (16 x 16) of a row-major shared tile: rows 0..15 at a, columns k0 .. k0 + 15.
+__device__ __forceinline__ void att_lda(uint32_t* f, const bf16* a, int ld, int k0) {
+    const int l = threadIdx.x % 32;
+    ldmatrix_x4(f, a + ((l & 7) + ((l >> 3) & 1) * 8) * ld + k0 + (l >> 4) * 8);
+}
+// B fragments of two n tiles when B^T is row-major (the n index runs down the rows, k along them: K for Q K^T):
+// rows 0..15 at b, columns k0 .. k0 + 15. f[0..1] is n tile 0 (rows 0..7), f[2..3] n tile 1 (rows 8..15).
+__device__ __forceinline__ void att_ldb(uint32_t* f, const bf16* b, int ld, int k0) {
+    const int l = threadIdx.x % 32;
+    ldmatrix_x4(f, b + ((l & 7) + (l >> 4) * 8) * ld + k0 + ((l >> 3) & 1) * 8);
+}
+// The same for one n tile (rows 0..7).
+__device__ __forceinline__ void att_ldb1(uint32_t* f, const bf16* b, int ld, int k0) {
+    const int l = threadIdx.x % 32;
+    ldmatrix_x2(f, b + (l & 7) * ld + k0 + ((l >> 3) & 1) * 8);
+}
+// B fragments of two n tiles when B itself is row-major (k down the rows: V for P V): rows k0 .. k0 + 15,
+// columns 0..15 at b; f[0..1] is columns 0..7, f[2..3] columns 8..15.
+__device__ __forceinline__ void att_ldb_t(uint32_t* f, const bf16* b, int ld, int k0) {
+    const int l = threadIdx.x % 32;
+    ldmatrix_x4_trans(f, b + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * ld + (l >> 4) * 8);
+}
+__device__ __forceinline__ void att_mma(float* acc, const uint32_t* a, const uint32_t* b) {
+    mma_m16n8k16_bf16(acc, a, b, acc);
+}
+// acc[m] (16 x 8 NN) += A_m B^T over k in [0, 16 nk) for MW row tiles A_m (16 rows each, at a + 16 m lda) and
+// B^T's 8 NN rows at b, all row-major: each B fragment is loaded once for the MW tiles.
+template <int MW, int NN>
+__device__ __forceinline__ void att_mma_abt(float (*acc)[NN][4], const bf16* a, int lda, const bf16* b, int ldb,
+                                            int nk) {
+    for (int kc = 0; kc < nk; kc++) {
+        uint32_t af[MW][4];
+        UNROLL for (int mm = 0; mm < MW; mm++) att_lda(af[mm], a + 16 * mm * lda, lda, 16 * kc);
+        UNROLL for (int nt = 0; nt + 1 < NN; nt += 2) {
+            uint32_t bf[4];
+            att_ldb(bf, b + 8 * nt * ldb, ldb, 16 * kc);
+            UNROLL for (int mm = 0; mm < MW; mm++) {
+                att_mma(acc[mm][nt], af[mm], bf);
+                att_mma(acc[mm][nt + 1], af[mm], bf + 2);
+            }
+        }
+        if constexpr (NN % 2 == 1) {
+            uint32_t bf[2];
+            att_ldb1(bf, b + 8 * (NN - 1) * ldb, ldb, 16 * kc);
+            UNROLL for (int mm = 0; mm < MW; mm++) att_mma(acc[mm][NN - 1], af[mm], bf);
+        }
+    }
+}
+// The A fragment of keys 16 kc .. 16 kc + 15 from a (16 x BC) accumulator held as C fragments (P, dS).
+__device__ __forceinline__ void att_c_to_a(uint32_t* a, const float (*c)[4], int kc) {
+    a[0] = att_pack(c[2 * kc][0], c[2 * kc][1]);
+    a[1] = att_pack(c[2 * kc][2], c[2 * kc][3]);
+    a[2] = att_pack(c[2 * kc + 1][0], c[2 * kc + 1][1]);
+    a[3] = att_pack(c[2 * kc + 1][2], c[2 * kc + 1][3]);
+}
+__device__ __forceinline__ void att_store2(bf16* p, float a, float b) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Loads this lane's K columns of one head vector (zeros past hd).
-template <int K> __device__ inline void att_load(float* r, const bf16* p, int hd) {
-    const int lane = threadIdx.x % 32;
-    for (int i = 0; i < K; i++) {
-        const int c = lane + 32 * i;
-        r[i] = c < hd ? __bfloat162float(p[c]) : 0.0f;
+// Matches ref::attention_forward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
+// (BR + 4 BC) ld bf16: Q, then two stages of K and V. Each warp owns RW = 16 MW query rows: MW m16 tiles that
+// share every K and V fragment loaded from shared memory (MW 2 halves the shared-memory reads per mma).
+template <class C>
+static __global__ void __launch_bounds__(32 * C::NW, 1)
+    attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, AttShape s, float scale_log2) {
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8, MW = C::MW, RW = 16 * MW;
+    static_assert(BR == RW * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own RW rows; tiles are 16-aligned");
+    DYNAMIC_SHARED(bf16, smem);
+    const int T = s.T, ld = s.ld;
+    bf16* sQ = smem;            // (BR, ld)
+    bf16* sKV = smem + BR * ld; // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
+    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;  // the longest rows first
+    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD, q0 = qb * BR;
+    const long stride = 3L * s.w;
+    const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
+    const bf16* k_g = q_g + s.w;
+    const bf16* v_g = q_g + 2 * s.w;
+    const int nkb = min((T + BC - 1) / BC, (q0 + BR - 1) / BC + 1);  // tiles with a key <= the block's last query
+
+    att_zero_pad<NT>(smem, BR + 4 * BC, s);
+    att_load_tile<BR, NT>(sQ, q_g, stride, q0, s);
+    att_load_tile<BC, NT>(sKV, k_g, stride, 0, s);
+    att_load_tile<BC, NT>(sKV + BC * ld, v_g, stride, 0, s);
+    cp_async_commit();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
+    float o[MW][NO][4] = {};        // O, unnormalised, columns c0 .. c0 + HD
+    float m[MW][2], l[MW][2] = {};  // per row: running max (log2 units) and this thread's share of the sum
+    UNROLL for (int mm = 0; mm < MW; mm++) m[mm][0] = m[mm][1] = -INFINITY;
+    for (int kb = 0; kb < nkb; kb++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile kb has landed for every thread, and every warp is done with tile kb - 1's stage
+        if (kb + 1 < nkb) {
+            bf16* next = sKV + ((kb + 1) & 1) * 2 * BC * ld;
+            att_load_tile<BC, NT>(next, k_g, stride, (kb + 1) * BC, s);
+            att_load_tile<BC, NT>(next + BC * ld, v_g, stride, (kb + 1) * BC, s);
+        }
+        cp_async_commit();
+        const int k0 = kb * BC;
+        if (r0 >= T || k0 > r0 + RW - 1) continue;  // rows past the end, or keys all after this warp's rows
+        const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
+        const bf16* sV = sK + BC * ld;
+
+        float sc[MW][BC / 8][4] = {};
+        att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
+        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T;  // the tile straddles the diagonal or the end
+        UNROLL for (int mm = 0; mm < MW; mm++) {
+            float mx[2] = {m[mm][0], m[mm][1]};
+            UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
+                const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
+                sc[mm][nt][i] = edge && (key > row || key >= T) ? -INFINITY : sc[mm][nt][i] * scale_log2;
+                mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
+            }
+            float base[2];
+            UNROLL for (int r = 0; r < 2; r++) {  // a row's 4 threads (t4 = 0..3) share its max
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no key yet: exp2(-inf - 0) = 0, not NaN
+                const float corr = exp2f(m[mm][r] - base[r]);
+                m[mm][r] = mx[r];
+                l[mm][r] *= corr;
+                UNROLL for (int nt = 0; nt < NO; nt++) o[mm][nt][2 * r] *= corr, o[mm][nt][2 * r + 1] *= corr;
+            }
+            UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
+                sc[mm][nt][i] = exp2f(sc[mm][nt][i] - base[i / 2]);
+                l[mm][i / 2] += sc[mm][nt][i];
+            }
+        }
+        UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // O += P V, P from the registers it was computed in
+            uint32_t a[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
+            UNROLL for (int nt = 0; nt < NO; nt += 2)
+                if (c0 + 8 * nt < s.hdp) {
+                    uint32_t bf[4];
+                    att_ldb_t(bf, sV + c0 + 8 * nt, ld, 16 * kc);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(o[mm][nt], a[mm], bf);
+                        att_mma(o[mm][nt + 1], a[mm], bf + 2);
+                    }
+                }
+        }
+    }
+    cp_async_wait<0>();  // the last group is empty; nothing may be in flight at exit
+    if (r0 >= T) return;
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        l[mm][r] += __shfl_xor_sync(0xffffffffu, l[mm][r], 1);
+        l[mm][r] += __shfl_xor_sync(0xffffffffu, l[mm][r], 2);
+        const int row = r0 + 16 * mm + g + 8 * r;
+        if (row >= T) continue;
+        const float inv = 1.0f / l[mm][r];
+        bf16* y = out + ((long)b * T + row) * s.w + hh * s.hd;
+        UNROLL for (int nt = 0; nt < NO; nt++) {
+            const int col = c0 + 8 * nt + 2 * t4;
+            if (col < s.hd) att_store2(y + col, o[mm][nt][2 * r] * inv, o[mm][nt][2 * r + 1] * inv);
+        }
+        if (t4 == 0 && blockIdx.z == 0) lse[(long)blockIdx.y * T + row] = (m[mm][r] + log2f(l[mm][r])) * ATT_LN2;
     }
 }
-// The full dot product of two head vectors held as lane columns (every lane gets it).
-template <int K> __device__ inline float att_dot(const float* a, const float* b) {
-    float s = 0.0f;
-    for (int i = 0; i < K; i++) s += a[i] * b[i];
-    return warp_sum(s);
-}
 
-// Matches ref::attention_forward (out; lse instead of the probabilities). Warp = query row (b, hh, t).
-template <int K>
-static __global__ void attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h,
-                                                float scale) {
-    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;  // ((b h + hh) T + t)
+// D_t = dout_t . out_t for every (b, head, t) row into Dsum (B, h, T): the sum_j P_tj dP_tj of the softmax
+// gradient, from the bf16 output as FlashAttention-2 does. One warp per row, 4 rows per block.
+static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout, const bf16* out, int B, int T, int w,
+                                            int h) {
+    const long row = (long)blockIdx.x * 4 + threadIdx.x / 32;  // ((b h + hh) T + t)
     if (row >= (long)B * h * T) return;  // whole warps leave together
     const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
-    const long b = row / ((long)T * h);
-    const bf16* base = qkv + b * T * 3 * w + hh * hd;  // q of (b, 0, hh); k at + w, v at + 2 w
-    float q[K], kv[K], o[K] = {};
-    att_load<K>(q, base + (long)t * 3 * w, hd);
-    float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j <= t; j++) {
-        att_load<K>(kv, base + (long)j * 3 * w + w, hd);
-        const float s = att_dot<K>(q, kv) * scale;
-        const float m_new = fmaxf(m, s), corr = expf(m - m_new), p = expf(s - m_new);
-        l = l * corr + p;
-        att_load<K>(kv, base + (long)j * 3 * w + 2 * w, hd);
-        for (int i = 0; i < K; i++) o[i] = o[i] * corr + p * kv[i];
-        m = m_new;
+    const long off = (row / ((long)T * h) * T + t) * w + hh * hd;
+    float sum = 0.0f;
+    for (int c = 2 * lane; c < hd; c += 64) {  // bf16 pairs: hd is even
+        const __nv_bfloat162 dy = *reinterpret_cast<const __nv_bfloat162*>(dout + off + c);
+        const __nv_bfloat162 y = *reinterpret_cast<const __nv_bfloat162*>(out + off + c);
+        sum += __low2float(dy) * __low2float(y) + __high2float(dy) * __high2float(y);
     }
-    const float inv = 1.0f / l;
-    bf16* y = out + (b * T + t) * w + hh * hd;
-    for (int i = 0; i < K; i++)
-        if (lane + 32 * i < hd) y[lane + 32 * i] = __float2bfloat16(o[i] * inv);
-    if (lane == 0) lse[row] = m + logf(l);
+    sum = warp_sum(sum);
+    if (lane == 0) Dsum[row] = sum;
 }
 
-// Passes 1 and 2 of the backward (see the top): Dt into Dscratch, dq_t into dqkv. Warp = query row.
-template <int K>
-static __global__ void attention_backward_dq_kernel(bf16* dqkv, float* Dscratch, const bf16* dout, const bf16* qkv,
-                                                    const float* lse, int B, int T, int w, int h, float scale) {
-    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
-    if (row >= (long)B * h * T) return;
-    const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
-    const long b = row / ((long)T * h);
-    const bf16* base = qkv + b * T * 3 * w + hh * hd;
-    float q[K], dy[K], kv[K], dq[K] = {};
-    att_load<K>(q, base + (long)t * 3 * w, hd);
-    att_load<K>(dy, dout + (b * T + t) * w + hh * hd, hd);
-    const float lse_t = lse[row];
-    float Dt = 0.0f;
-    for (int j = 0; j <= t; j++) {
-        att_load<K>(kv, base + (long)j * 3 * w + w, hd);
-        const float p = expf(att_dot<K>(q, kv) * scale - lse_t);
-        att_load<K>(kv, base + (long)j * 3 * w + 2 * w, hd);
-        Dt += p * att_dot<K>(dy, kv);
+// dQ of ref::attention_backward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
+// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V. Each warp owns RW = 16 MW query rows, as in the
+// forward: its MW m16 tiles share every K and V fragment.
+template <class C>
+static __global__ void __launch_bounds__(32 * C::NW, 1)
+    attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
+                                 AttShape s, float scale, float scale_log2) {
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, NO = C::HD / 8, MW = C::MW, RW = 16 * MW;
+    static_assert(BR == RW * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own RW rows; tiles are 16-aligned");
+    DYNAMIC_SHARED(bf16, smem);
+    const int T = s.T, ld = s.ld;
+    bf16* sQ = smem;                 // (BR, ld)
+    bf16* sdO = smem + BR * ld;      // (BR, ld)
+    bf16* sKV = smem + 2 * BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
+    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;
+    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD, q0 = qb * BR;
+    const long stride = 3L * s.w;
+    const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
+    const bf16* k_g = q_g + s.w;
+    const bf16* v_g = q_g + 2 * s.w;
+    const int nkb = min((T + BC - 1) / BC, (q0 + BR - 1) / BC + 1);
+
+    att_zero_pad<NT>(smem, 2 * BR + 4 * BC, s);
+    att_load_tile<BR, NT>(sQ, q_g, stride, q0, s);
+    att_load_tile<BR, NT>(sdO, dout + (long)b * T * s.w + hh * s.hd, s.w, q0, s);
+    att_load_tile<BC, NT>(sKV, k_g, stride, 0, s);
+    att_load_tile<BC, NT>(sKV + BC * ld, v_g, stride, 0, s);
+    cp_async_commit();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
+    float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int row = r0 + 16 * mm + g + 8 * r;
+        lse2[mm][r] = row < T ? lse[(long)blockIdx.y * T + row] * ATT_LOG2E : 0.0f;
+        Dr[mm][r] = row < T ? Dsum[(long)blockIdx.y * T + row] : 0.0f;
     }
-    for (int j = 0; j <= t; j++) {
-        float k[K];
-        att_load<K>(k, base + (long)j * 3 * w + w, hd);
-        const float p = expf(att_dot<K>(q, k) * scale - lse_t);
-        att_load<K>(kv, base + (long)j * 3 * w + 2 * w, hd);
-        const float ds = p * (att_dot<K>(dy, kv) - Dt) * scale;
-        for (int i = 0; i < K; i++) dq[i] += ds * k[i];
+    float dq[MW][NO][4] = {};
+    for (int kb = 0; kb < nkb; kb++) {
+        cp_async_wait<0>();
+        __syncthreads();
+        if (kb + 1 < nkb) {
+            bf16* next = sKV + ((kb + 1) & 1) * 2 * BC * ld;
+            att_load_tile<BC, NT>(next, k_g, stride, (kb + 1) * BC, s);
+            att_load_tile<BC, NT>(next + BC * ld, v_g, stride, (kb + 1) * BC, s);
+        }
+        cp_async_commit();
+        const int k0 = kb * BC;
+        if (r0 >= T || k0 > r0 + RW - 1) continue;
+        const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
+        const bf16* sV = sK + BC * ld;
+
+        float sc[MW][BC / 8][4] = {}, dp[MW][BC / 8][4] = {};
+        att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);   // S = Q K^T
+        att_mma_abt<MW, BC / 8>(dp, sdO + RW * warp * ld, ld, sV, ld, s.hdp / 16);  // dP = dO V^T
+        UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
+            UNROLL for (int i = 0; i < 4; i++) {
+                const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
+                const float p = key > row || key >= T ? 0.0f : exp2f(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
+                sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
+            }
+        }
+        UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
+            uint32_t a[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
+            UNROLL for (int nt = 0; nt < NO; nt += 2)
+                if (c0 + 8 * nt < s.hdp) {
+                    uint32_t bf[4];
+                    att_ldb_t(bf, sK + c0 + 8 * nt, ld, 16 * kc);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dq[mm][nt], a[mm], bf);
+                        att_mma(dq[mm][nt + 1], a[mm], bf + 2);
+                    }
+                }
+        }
     }
-    bf16* g = dqkv + (b * T + t) * 3 * w + hh * hd;
-    for (int i = 0; i < K; i++)
-        if (lane + 32 * i < hd) g[lane + 32 * i] = __float2bfloat16(dq[i]);
-    if (lane == 0) Dscratch[row] = Dt;
+    cp_async_wait<0>();
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int row = r0 + 16 * mm + g + 8 * r;
+        if (row >= T) continue;
+        bf16* dy = dqkv + ((long)b * T + row) * stride + hh * s.hd;
+        UNROLL for (int nt = 0; nt < NO; nt++) {
+            const int col = c0 + 8 * nt + 2 * t4;
+            if (col < s.hd) att_store2(dy + col, dq[mm][nt][2 * r] * scale, dq[mm][nt][2 * r + 1] * scale);
+        }
+    }
 }
 
-// Pass 3: dk_j, dv_j summed over the queries t >= j in increasing order. Warp = key row (b, hh, j).
-template <int K>
-static __global__ void attention_backward_dkv_kernel(bf16* dqkv, const float* Dscratch, const bf16* dout,
-                                                     const bf16* qkv, const float* lse, int B, int T, int w, int h,
-                                                     float scale) {
-    const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
-    if (row >= (long)B * h * T) return;
-    const int lane = threadIdx.x % 32, hd = w / h, j = (int)(row % T), hh = (int)(row / T % h);
-    const long b = row / ((long)T * h), bh = row / T;
-    const bf16* base = qkv + b * T * 3 * w + hh * hd;
-    float k[K], v[K], q[K], dy[K];
-    float dk[K] = {}, dv[K] = {};
-    att_load<K>(k, base + (long)j * 3 * w + w, hd);
-    att_load<K>(v, base + (long)j * 3 * w + 2 * w, hd);
-    for (int t = j; t < T; t++) {
-        att_load<K>(q, base + (long)t * 3 * w, hd);
-        att_load<K>(dy, dout + (b * T + t) * w + hh * hd, hd);
-        const float p = expf(att_dot<K>(q, k) * scale - lse[bh * T + t]);
-        const float ds = p * (att_dot<K>(dy, v) - Dscratch[bh * T + t]) * scale;
-        for (int i = 0; i < K; i++) {
-            dk[i] += ds * q[i];
-            dv[i] += p * dy[i];
+// dK and dV of ref::attention_backward. Grid (key blocks, B h, output windows), block 32 NW. Dynamic shared
+// memory: K, V (BC, ld) bf16; two stages of Q, dO (BR, ld) bf16; P^T, dS^T (BC, BR + 8) bf16; two stages of lse,
+// D (BR) fp32. Warps: KG = BC / RW groups of RW = 16 MW keys (MW m16 tiles sharing every Q and dO fragment); in
+// phase A each computes P^T, dS^T for its keys and 1 / QS of the BR queries, in phase B dK, dV for its keys and
+// 1 / QS of the HD columns.
+template <class C>
+static __global__ void __launch_bounds__(32 * C::NW, 1)
+    attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                  const float* Dsum, AttShape s, float scale, float scale_log2) {
+    constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, MW = C::MW, RW = 16 * MW, KG = BC / RW;
+    constexpr int QS = C::NW / KG, BRW = BR / QS, HDW = C::HD / QS, NO = HDW / 8, LDP = BR + 8;
+    static_assert(BC % RW == 0 && C::NW % KG == 0 && BR % (8 * QS) == 0 && BR % 16 == 0 && HDW % 16 == 0,
+                  "tiles split evenly");
+    DYNAMIC_SHARED(bf16, smem);
+    const int T = s.T, ld = s.ld;
+    bf16* sK = smem;                          // (BC, ld)
+    bf16* sV = smem + BC * ld;                // (BC, ld)
+    bf16* sQdO = smem + 2 * BC * ld;          // stage st: Q (BR, ld) at sQdO + 2 st BR ld, dO right after it
+    bf16* sP = sQdO + 4 * BR * ld;            // (BC, LDP): P^T
+    bf16* sdS = sP + BC * LDP;                // (BC, LDP): dS^T / scale
+    float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
+    const int k0 = blockIdx.x * BC, qb0 = k0 / BR, nqb = (T + BR - 1) / BR;  // query blocks with a query >= k0
+    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD;
+    const long stride = 3L * s.w;
+    const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
+    const bf16* do_g = dout + (long)b * T * s.w + hh * s.hd;
+    const float* lse_g = lse + (long)blockIdx.y * T;
+    const float* D_g = Dsum + (long)blockIdx.y * T;
+
+    att_zero_pad<NT>(smem, 2 * BC + 4 * BR, s);
+    att_load_tile<BC, NT>(sK, q_g + s.w, stride, k0, s);
+    att_load_tile<BC, NT>(sV, q_g + 2 * s.w, stride, k0, s);
+    att_load_tile<BR, NT>(sQdO, q_g, stride, qb0 * BR, s);
+    att_load_tile<BR, NT>(sQdO + BR * ld, do_g, s.w, qb0 * BR, s);
+    att_load_rows<BR, NT>(sLD, lse_g, qb0 * BR, T);
+    att_load_rows<BR, NT>(sLD + BR, D_g, qb0 * BR, T);
+    cp_async_commit();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const int kg = warp % KG, part = warp / KG;  // key group; query slice (phase A) and column slice (phase B)
+    const int kr = RW * kg, kk = k0 + kr;        // this warp's first key, within the block and absolute
+    const int cw = c0 + part * HDW;              // this warp's first dK, dV column (phase B)
+    float dk[MW][NO][4] = {}, dv[MW][NO][4] = {};
+    for (int qb = qb0; qb < nqb; qb++) {
+        const int st = (qb - qb0) & 1, q0 = qb * BR;
+        cp_async_wait<0>();
+        __syncthreads();  // stage st has landed; every warp is done with the other stage and with sP, sdS
+        if (qb + 1 < nqb) {
+            bf16* next = sQdO + (st ^ 1) * 2 * BR * ld;
+            att_load_tile<BR, NT>(next, q_g, stride, q0 + BR, s);
+            att_load_tile<BR, NT>(next + BR * ld, do_g, s.w, q0 + BR, s);
+            att_load_rows<BR, NT>(sLD + (st ^ 1) * 2 * BR, lse_g, q0 + BR, T);
+            att_load_rows<BR, NT>(sLD + (st ^ 1) * 2 * BR + BR, D_g, q0 + BR, T);
+        }
+        cp_async_commit();
+        const bf16* sQ = sQdO + st * 2 * BR * ld;
+        const bf16* sdO = sQ + BR * ld;
+        const float* sL = sLD + st * 2 * BR;
+        const float* sD = sL + BR;
+
+        // Phase A: P^T and dS^T for keys kk .. kk + RW - 1 and queries qq .. qq + BRW - 1.
+        const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
+        float pt[MW][BRW / 8][4] = {}, dpt[MW][BRW / 8][4] = {};
+        const bool any = kk < T && qq + BRW - 1 >= kk;  // else P^T = dS^T = 0 (all beyond T or before the keys)
+        if (any) {
+            att_mma_abt<MW, BRW / 8>(pt, sK + kr * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
+            att_mma_abt<MW, BRW / 8>(dpt, sV + kr * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
+        }
+        UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BRW / 8; nt++) {
+            UNROLL for (int i = 0; i < 4; i += 2) {  // rows g (i = 0) and g + 8 (i = 2) of m tile mm
+                const int key = kk + 16 * mm + g + 4 * i;
+                float p[2], ds[2];
+                UNROLL for (int e = 0; e < 2; e++) {
+                    const int q = ql + 8 * nt + 2 * t4 + e;
+                    const bool masked = !any || q0 + q < key || q0 + q >= T;
+                    p[e] = masked ? 0.0f : exp2f(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
+                    ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
+                }
+                const int at = (kr + 16 * mm + g + 4 * i) * LDP + ql + 8 * nt + 2 * t4;
+                att_store2(sP + at, p[0], p[1]);
+                att_store2(sdS + at, ds[0], ds[1]);
+            }
+        }
+        __syncthreads();  // P^T, dS^T complete
+
+        // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + RW - 1, columns cw .. cw + HDW - 1.
+        UNROLL for (int kc = 0; kc < BR / 16; kc++) {
+            if (q0 + 16 * kc + 15 < kk) continue;  // these queries all precede this warp's keys: P = 0
+            if (q0 + 16 * kc >= T) break;
+            uint32_t ap[MW][4], ads[MW][4];
+            UNROLL for (int mm = 0; mm < MW; mm++) {
+                att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
+                att_lda(ads[mm], sdS + (kr + 16 * mm) * LDP, LDP, 16 * kc);
+            }
+            UNROLL for (int nt = 0; nt < NO; nt += 2)
+                if (cw + 8 * nt < s.hdp) {
+                    uint32_t bf[4];
+                    att_ldb_t(bf, sdO + cw + 8 * nt, ld, 16 * kc);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dv[mm][nt], ap[mm], bf);
+                        att_mma(dv[mm][nt + 1], ap[mm], bf + 2);
+                    }
+                    att_ldb_t(bf, sQ + cw + 8 * nt, ld, 16 * kc);
+                    UNROLL for (int mm = 0; mm < MW; mm++) {
+                        att_mma(dk[mm][nt], ads[mm], bf);
+                        att_mma(dk[mm][nt + 1], ads[mm], bf + 2);
+                    }
+                }
         }
     }
-    bf16* g = dqkv + (b * T + j) * 3 * w + w + hh * hd;
-    for (int i = 0; i < K; i++)
-        if (lane + 32 * i < hd) {
-            g[lane + 32 * i] = __float2bfloat16(dk[i]);
-            g[w + lane + 32 * i] = __float2bfloat16(dv[i]);
+    cp_async_wait<0>();
+    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+        const int key = kk + 16 * mm + g + 8 * r;
+        if (key >= T) continue;
+        bf16* gk = dqkv + ((long)b * T + key) * stride + s.w + hh * s.hd;
+        UNROLL for (int nt = 0; nt < NO; nt++) {
+            const int col = cw + 8 * nt + 2 * t4;
+            if (col < s.hd) {
+                att_store2(gk + col, dk[mm][nt][2 * r] * scale, dk[mm][nt][2 * r + 1] * scale);
+                att_store2(gk + s.w + col, dv[mm][nt][2 * r], dv[mm][nt][2 * r + 1]);
+            }
         }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // launchers
 // ---------------------------------------------------------------------------------------------------------
 
-// Per-lane column count K for a head_dim: the smallest power of two with 32 K >= hd.
-inline int attention_per_lane(int w, int h) {
+// The instances: tile shapes per HD for registers (ptxas: no spills at sm_80 / sm_90, make test) and shared
+// memory (bytes at the largest hd of each instance in attention_smem_bytes' comment). Wide: hd 258..1024.
+struct AttForward64 : AttTiles<64, 128, 64, 4, 2> {};
+struct AttForward128 : AttTiles<128, 128, 32, 4, 2> {};
+struct AttForward256 : AttTiles<256, 64, 32, 4> {};
+struct AttForwardWide : AttTiles<256, 32, 16, 2> {};
+struct AttDq64 : AttTiles<64, 128, 32, 4, 2> {};
+struct AttDq128 : AttTiles<128, 128, 32, 4, 2> {};
+struct AttDq256 : AttTiles<256, 64, 32, 4> {};
+struct AttDqWide : AttTiles<256, 16, 16, 1> {};
+struct AttDkv64 : AttTiles<64, 64, 64, 4, 2> {};
+struct AttDkv128 : AttTiles<128, 64, 64, 4, 2> {};
+struct AttDkv256 : AttTiles<256, 32, 64, 8> {};
+struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
+
+// Dynamic shared memory of each kernel for a row stride ld (hdp + 8). At the largest hd of each instance:
+//   forward  64: 54 KiB   128: 68 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
+//   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
+//   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
+template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
+template <class C> size_t attention_dq_smem(int ld) { return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16); }
+template <class C> size_t attention_dkv_smem(int ld) {
+    return (size_t)((2 * C::BC + 4 * C::BR) * ld + 2 * C::BC * (C::BR + 8)) * sizeof(bf16) + 4 * C::BR * sizeof(float);
+}
+
+// Validates the shape and picks the copy width. Fails loudly: these are configuration errors, not data.
+inline AttShape attention_shape(int B, int T, int w, int h, const void* a, const void* b) {
     const int hd = h > 0 ? w / h : 0;
-    if (h <= 0 || w % h != 0 || hd % 2 != 0 || hd > 32 * ATT_MAX_PER_LANE) {
-        fprintf(stderr, "attention: w=%d h=%d gives head_dim %d; this kernel needs an even head_dim <= %d\n", w, h, hd,
-                32 * ATT_MAX_PER_LANE);
+    if (h <= 0 || w % h != 0 || hd % 2 != 0 || hd < 2 || hd > ATT_MAX_HEAD_DIM) {
+        fprintf(stderr, "attention: w=%d h=%d gives head_dim %d; the kernel needs an even head_dim in 2..%d\n", w, h,
+                hd, ATT_MAX_HEAD_DIM);
         exit(EXIT_FAILURE);
     }
-    int K = 1;
-    while (32 * K < hd) K *= 2;
-    return K;
+    const uintptr_t align = (uintptr_t)a | (uintptr_t)b;
+    if (align % 4) {
+        fprintf(stderr, "attention: qkv / dout must be 4-byte aligned (cudaMalloc gives 256)\n");
+        exit(EXIT_FAILURE);
+    }
+    int vec = 8;
+    while (vec > 2 && (hd % vec || align % (2 * vec))) vec /= 2;
+    const int hdp = (hd + 15) / 16 * 16;
+    return AttShape{B, T, w, h, hd, hdp, hdp + 8, vec};
 }
 
-template <int K>
-void attention_forward_k(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
-                         cudaStream_t stream) {
-    const long rows = (long)B * h * T;
-    LAUNCH((unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), 32 * ATT_WARPS, 0, stream, attention_forward_kernel<K>)(
-        out, lse, qkv, B, T, w, h, scale);
+// What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a
+// specialised instance: the forward recomputes S (hdp wide) in each of the n = ceil(hdp / 256) output windows,
+// (n S + PV) / (S + PV) = (n + 1) / 2; the dQ and dK/dV kernels recompute S and dP: (2 n + 1) / 3 and
+// (2 n + 2) / 4. hd 776 (n 4): 2.5x forward, 3x dQ, 2.5x dK/dV, before the smaller tiles' own overhead.
+inline double attention_wide_cost(int hd) {
+    const int n = ((hd + 15) / 16 * 16 + 255) / 256;
+    return hd <= 256 ? 1.0 : (n + 1) / 2.0;
+}
+
+// Above 48 KiB a kernel must opt in to more dynamic shared memory: up to 227 KiB on H100 / H200, 163 KiB on
+// A100, where head dims above 848 (the wide instance keeps whole rows) do not fit.
+template <class K> void attention_smem_optin(K* kernel, size_t bytes, int hd) {
+    if (bytes <= 48 * 1024) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+        fprintf(stderr, "attention: head_dim %d needs %zu bytes of shared memory per block, more than this GPU "
+                "allows (A100: 163 KiB, H100: 227 KiB); use a smaller head_dim\n", hd, bytes);
+        exit(EXIT_FAILURE);
+    }
+}
+
+template <class C>
+void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShape& s, float scale,
+                           cudaStream_t stream) {
+    const size_t smem = attention_forward_smem<C>(s.ld);
+    attention_smem_optin(attention_forward_kernel<C>, smem, s.hd);
+    const dim3 grid((s.T + C::BR - 1) / C::BR, s.B * s.h, (s.hdp + C::HD - 1) / C::HD);
+    LAUNCH(grid, 32 * C::NW, smem, stream, attention_forward_kernel<C>)(out, lse, qkv, s, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
 
-template <int K>
-void attention_backward_k(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse, int B,
-                          int T, int w, int h, float scale, cudaStream_t stream) {
-    const long rows = (long)B * h * T;
-    const unsigned grid = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
-    LAUNCH(grid, 32 * ATT_WARPS, 0, stream, attention_backward_dq_kernel<K>)(dqkv, scratch, dout, qkv, lse, B, T, w,
-                                                                             h, scale);
+template <class Q, class KV>
+void attention_backward_run(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse,
+                            const AttShape& s, float scale, cudaStream_t stream) {
+    const size_t smem_q = attention_dq_smem<Q>(s.ld), smem_kv = attention_dkv_smem<KV>(s.ld);
+    attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q, s.hd);
+    attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv, s.hd);
+    const dim3 grid_kv((s.T + KV::BC - 1) / KV::BC, s.B * s.h, (s.hdp + KV::HD - 1) / KV::HD);
+    LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)(dqkv, dout, qkv, lse, scratch, s,
+                                                                                    scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
-    LAUNCH(grid, 32 * ATT_WARPS, 0, stream, attention_backward_dkv_kernel<K>)(dqkv, scratch, dout, qkv, lse, B, T, w,
-                                                                              h, scale);
+    const dim3 grid_q((s.T + Q::BR - 1) / Q::BR, s.B * s.h, (s.hdp + Q::HD - 1) / Q::HD);
+    LAUNCH(grid_q, 32 * Q::NW, smem_q, stream, attention_backward_dq_kernel<Q>)(dqkv, dout, qkv, lse, scratch, s, scale,
+                                                                               scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
 
 // out (B, T, w), lse (B, h, T) fp32, qkv (B, T, 3 w). scale = 1 / sqrt(hd), or 1 / hd (muP).
 inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
                               cudaStream_t stream) {
-    switch (attention_per_lane(w, h)) {
-    case 1: attention_forward_k<1>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 2: attention_forward_k<2>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 4: attention_forward_k<4>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 8: attention_forward_k<8>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 16: attention_forward_k<16>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    default: attention_forward_k<32>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    }
+    const AttShape s = attention_shape(B, T, w, h, qkv, qkv);
+    if (B == 0 || T == 0) return;
+    if (s.hd <= 64) attention_forward_run<AttForward64>(out, lse, qkv, s, scale, stream);
+    else if (s.hd <= 128) attention_forward_run<AttForward128>(out, lse, qkv, s, scale, stream);
+    else if (s.hd <= 256) attention_forward_run<AttForward256>(out, lse, qkv, s, scale, stream);
+    else attention_forward_run<AttForwardWide>(out, lse, qkv, s, scale, stream);
 }
 
-// dqkv (B, T, 3 w) assigned; dout (B, T, w); qkv and lse from the forward; scratch (B, h, T) fp32.
-inline void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse, int B,
-                               int T, int w, int h, float scale, cudaStream_t stream) {
-    switch (attention_per_lane(w, h)) {
-    case 1: attention_backward_k<1>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 2: attention_backward_k<2>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 4: attention_backward_k<4>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 8: attention_backward_k<8>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 16: attention_backward_k<16>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    default: attention_backward_k<32>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    }
+// dqkv (B, T, 3 w) assigned; dout (B, T, w); qkv, out and lse from the forward; scratch (B, h, T) fp32.
+inline void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                               const float* lse, int B, int T, int w, int h, float scale, cudaStream_t stream) {
+    const AttShape s = attention_shape(B, T, w, h, qkv, dout);
+    if (B == 0 || T == 0) return;
+    const long rows = (long)B * h * T;
+    LAUNCH((unsigned)((rows + 3) / 4), 128, 0, stream, attention_backward_d_kernel)(scratch, dout, out, B, T, w, h);
+    cudaCheck(cudaGetLastError());
+    if (s.hd <= 64) attention_backward_run<AttDq64, AttDkv64>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
+    else if (s.hd <= 128) attention_backward_run<AttDq128, AttDkv128>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
+    else if (s.hd <= 256) attention_backward_run<AttDq256, AttDkv256>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
+    else attention_backward_run<AttDqWide, AttDkvWide>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
 }

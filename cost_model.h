@@ -7,9 +7,9 @@
 // exactly the ops the engine marks, in order.
 //   step_ops        the ops of one step (zero_grad, n_micro micro-steps, grad_norm, adamw)
 //   RooflineGpu     HBM bandwidth and dense bf16 peak (default: H100 SXM, 3.35 TB/s and 989 TFLOP/s)
-//   op_time         max(bytes / bandwidth, FLOPs / peak); attention at an assumed 50% of the tensor peak (flash
-//                   attention is its own issue; its FLOPs are the causal ones it executes: forward 2 B T^2 w,
-//                   backward 5 B T^2 w with the recomputed scores)
+//   op_time         max(bytes / bandwidth, FLOPs / peak); attention at an assumed 50% of the tensor peak; its
+//                   FLOPs are the causal ones attention.cuh executes: forward 2 B T^2 w, backward 7 B T^2 w
+//                   (3 launches: D, dK/dV, and a dQ pass that recomputes the scores and dP for determinism)
 // The expected time adds what rooflines leave out, as stated assumptions: matmuls at 75% of the tensor peak
 // (cuBLASLt's typical at these shapes), memory-bound kernels at 80% of HBM bandwidth, 2 us per launch that does
 // not hide behind the previous one (a floor for the tiny ones). Both are estimates until bench_model measures.
@@ -106,8 +106,8 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             norm_bwd(w, ln);
             mm("matmul o dx", N, w, w, false);
             mm("matmul o dW", w, w, N, true);
-            ops.push_back({"attention_backward", (N * 3 * w + 2 * N * w + N * 3 * w) * bf + N * h * f4,
-                           5.0 * B * T * T * w, 2, true, false});
+            ops.push_back({"attention_backward", (N * 3 * w + 2 * N * w + N * 3 * w) * bf + 3 * N * h * f4,
+                           7.0 * B * T * T * w, 3, true, false});
             op("rope_backward", 2 * N * 2 * w * bf);
             mm("matmul qkv dx", N, w, 3 * w, false);
             if (recompute) norm_fwd(w);

@@ -9,6 +9,9 @@
 //   bf16                               __nv_bfloat16 (host and device; float conversions round to nearest even)
 //   mma_m16n8k16_bf16(d, a, b, c)      one tensor-core tile d = a * b + c, fp32 accumulate (PTX fragment layouts)
 //   ldmatrix_x{1,2,4}[_trans](r, p)    warp-collective 8x8 bf16 matrix loads from shared memory
+//   cp_async<BYTES>(smem, gmem, valid)  asynchronous global -> shared copy of 4, 8 or 16 bytes (zeros if !valid);
+//   cp_async_commit(); cp_async_wait<N>()  close a group of copies; wait until at most N groups are in flight
+//   UNROLL                             #pragma unroll for nvcc (nothing for g++), before loops over register arrays
 //
 // Under the executor the launch checks its configuration like the driver, shared memory is poisoned (NaN) at
 // every block start, and barrier misuse aborts with the kernel name and thread coordinates.
@@ -64,6 +67,25 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(prism_smem_addr(p)));
 }
 
+
+// Asynchronous copies (sm_80+, PTX cp.async). With valid false the source is not read (src-size 0) and the
+// destination is zero-filled; gmem must still be a valid, aligned address. A copy is only guaranteed to have
+// landed once a cp_async_wait has retired its group (then a __syncthreads makes it visible to the block).
+template <int BYTES> __device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool valid) {
+    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+    if constexpr (BYTES == 16)  // .cg: cache in L2 only (tiles are reused across blocks, not within one)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(prism_smem_addr(smem)), "l"(gmem),
+                     "r"(valid ? 16 : 0) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(prism_smem_addr(smem)), "l"(gmem),
+                     "n"(BYTES), "r"(valid ? BYTES : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#define UNROLL _Pragma("unroll")
+
 #else // the CUDA-on-CPU executor
 
 #include "test/cuda_cpu/cuda_cpu.h"
@@ -74,6 +96,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
     static ::cuda_cpu::SharedTag name##_shared_tag_;                                                           \
     ::cuda_cpu::ident_t<T>& name = ::cuda_cpu::shared_var<::cuda_cpu::ident_t<T>>(name##_shared_tag_, #name)
 #define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_cpu::dynamic_shared())
+#define UNROLL
 
 #endif
 

@@ -616,7 +616,7 @@ inline void CudaEngine::backward() {
         matmul(G(o.wo), a_.dresid, a.atty, nonef, w, w, (int)N, true, false, 1.0f, compute_, D);
         mark("matmul o dW");
         bf16* dqkv = a_.dbig;  // (N, 3 w)
-        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.lse, B_, T_, w, h, attn_scale(l), compute_);
+        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.atty, a.lse, B_, T_, w, h, attn_scale(l), compute_);
         mark("attention_backward");
         rope_backward(dqkv, table_of_.at(w / h), B_, T_, w, h, compute_);
         mark("rope_backward");

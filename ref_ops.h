@@ -308,14 +308,16 @@ void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
 // exp(x) for x <= 0 (softmax arguments l - max), 8 floats at once. Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2 / 2, then Cephes' degree-6 polynomial for exp(r); relative error < 3e-7 (test_reference.cpp
 // checks it against std::exp). x < -87 returns 0 (2^n would be denormal there, and e^-87 is below float's
-// resolution of any softmax sum, which is >= 1).
+// resolution of any softmax sum, which is >= 1); NaN returns NaN.
 // (Arrays in and out rather than vector values: passing 32-byte vectors by value changes the ABI without AVX.)
 inline void exp_nonpositive(float* out, const float* in) {
     typedef Simd<float>::type F;
     typedef int32_t I __attribute__((vector_size(32)));
     F x;
     std::memcpy(&x, in, sizeof(F));
-    const F xc = x < -87.0f ? F{} - 87.0f : x;
+    // NaN (a non-finite row: the guard above the engine then skips the step) goes through the polynomial as
+    // -87 and comes out NaN below, so the integer conversion never sees it
+    const F xc = x >= -87.0f ? (x <= 88.0f ? x : F{} + 88.0f) : F{} - 87.0f;
     const F y = xc * 1.44269504088896341f + 12582912.0f;  // + 1.5 * 2^23 rounds to the nearest integer
     const F n = y - 12582912.0f;
     const F r = xc - n * 0.693359375f - n * -2.12194440e-4f;  // ln2 split in two so n * hi is exact
@@ -330,7 +332,7 @@ inline void exp_nonpositive(float* out, const float* in) {
     for (int i = 0; i < 8; i++) bits[i] = ((int32_t)n[i] + 127) << 23;
     F scale;
     std::memcpy(&scale, &bits, sizeof(F));
-    const F y8 = x < -87.0f ? F{} : e * scale;
+    const F y8 = x != x ? x : (x < -87.0f ? F{} : e * scale);
     std::memcpy(out, &y8, sizeof(F));
 }
 

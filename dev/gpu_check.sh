@@ -5,7 +5,8 @@
 #   2. the throughput benchmark (dev/bench_model.cpp) for 124M uniform, Prism and X at B 16, T 1024: tokens/s,
 #      MFU and memory of the trainer's own step, and every op's measured time next to its roofline time
 #      (cost_model.h) as the fraction of the roofline it reaches; the summary keeps the three models' lines
-#      and Prism's tokens/s as a fraction of uniform's (target >= 0.97)
+#      and Prism's tokens/s as a fraction of uniform's (target >= 0.97); then the flash attention benchmark
+#      (dev/bench_attention.cpp): forward and backward TFLOP/s at T 1024 and 4096, head_dim 64, 72, 128, 256
 #   3. a 200-step `tiny` run on the GPU next to the same run on the CPU reference (needs data/default/;
 #      skipped with a note when it is missing, e.g. on a machine without network)
 # and prints a summary. Usage: bash dev/gpu_check.sh   (NATIVE_ARCH=sm_80 for an A100; default sm_90)
@@ -21,7 +22,7 @@ note() { summary+=("$1"); echo "== $1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
 
 # 1. tests, natively: one nvcc per file, in parallel
-srcs="test/catch_main.cpp test/test_kernels.cpp test/test_model_cuda.cpp test/test_executor.cpp test/test_executor_seams.cpp"
+srcs="test/catch_main.cpp test/test_kernels.cpp test/test_attention.cpp test/test_model_cuda.cpp test/test_executor.cpp test/test_executor_seams.cpp"
 t0=$(date +%s)
 pids=()
 for s in $srcs; do
@@ -29,6 +30,9 @@ for s in $srcs; do
     "$NVCC" -std=c++17 -O2 -arch="$ARCH" -I. -x cu -Xcompiler -fopenmp -c "$s" -o "$o" > "$o.log" 2>&1 &
     pids+=($!)
 done
+# the attention benchmark builds alongside (waited for in section 2)
+make -s build/bench_attention NATIVE_ARCH="$ARCH" > "$OUT/bench_attention_build.log" 2>&1 &
+att_pid=$!
 build_ok=1
 for p in "${pids[@]}"; do wait "$p" || build_ok=0; done
 if [ $build_ok = 1 ] && "$NVCC" -arch="$ARCH" $OUT/*.o -o "$OUT/gpu_tests" -lcublasLt -Xcompiler -fopenmp > "$OUT/link.log" 2>&1; then
@@ -59,6 +63,17 @@ if make -s build/bench_model NATIVE_ARCH="$ARCH" > "$OUT/bench_build.log" 2>&1; 
 else
     tail -20 "$OUT/bench_build.log"
     note "benchmark: BUILD FAILED"
+fi
+
+# 2b. flash attention, causal: TFLOP/s counted as FlashAttention does (the full table: ./build/bench_attention)
+if wait "$att_pid"; then
+    timeout 120 ./build/bench_attention --T 1024,4096 --hd 64,72,128,256 | tee "$OUT/bench_attention.log"
+    att_rc=${PIPESTATUS[0]}
+    row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "fwd %s bwd %s TF/s", $6, $8 }' "$OUT/bench_attention.log"; }
+    note "attention (rc $att_rc) T 4096: hd 64 $(row 4096 64), hd 128 $(row 4096 128), hd 256 $(row 4096 256)"
+else
+    tail -20 "$OUT/bench_attention_build.log"
+    note "attention benchmark: BUILD FAILED"
 fi
 
 # 3. 200 tiny steps, GPU vs CPU reference

@@ -1,7 +1,7 @@
 // test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference function
 // (ref_ops.h, ref_optimizer.h) it must match, on random inputs at several shapes (odd T, B = 1, leading slices
-// w < D, and for attention every head_dim any preset and schedule produces). Compiled by g++ the kernels run on
-// the CUDA-on-CPU executor (make test); compiled by nvcc (make test-executor-native) the same tests run on a GPU.
+// w < D). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
+// (make test-executor-native) the same tests run on a GPU. Attention has its own file, test_attention.cpp.
 //
 // How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
 // so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-9 (8 bits
@@ -20,15 +20,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "adamw.cuh"
-#include "attention.cuh"
 #include "classifier.cuh"
 #include "embedding.cuh"
 #include "gradnorm.cuh"
+#include "test/kernel_test_util.h"
 #include "layernorm.cuh"
 #include "ref_init.h"
 #include "ref_ops.h"
@@ -36,74 +35,6 @@
 #include "residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
-
-namespace {
-
-const double BF16_REL = 1.0 / 256;  // 2^-8: twice bf16's relative rounding error 2^-9
-
-// A device buffer from / to host vectors. Float host data is rounded to bf16 when T is bf16.
-template <class T> struct Dev {
-    T* p = nullptr;
-    size_t n = 0;
-    explicit Dev(size_t count) : n(count) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-    template <class U> explicit Dev(const std::vector<U>& h) : Dev(h.size()) { upload(h); }
-    Dev(const Dev&) = delete;
-    ~Dev() { cudaFree(p); }
-    template <class U> void upload(const std::vector<U>& h) {
-        std::vector<T> t(h.begin(), h.end());
-        cudaCheck(cudaMemcpy(p, t.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    std::vector<float> get() const {  // as floats (bf16 -> float is exact)
-        std::vector<T> t(n);
-        cudaCheck(cudaMemcpy(t.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-        return std::vector<float>(t.begin(), t.end());
-    }
-    std::vector<T> raw() const {
-        std::vector<T> t(n);
-        cudaCheck(cudaMemcpy(t.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-        return t;
-    }
-};
-
-// Uniform values in [lo, hi), rounded to bf16 so host and device see the same numbers.
-std::vector<float> rand_bf16(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-    ref::Rng rng(seed);
-    std::vector<float> v(n);
-    for (auto& x : v) x = float(bf16(lo + (hi - lo) * (float)rng.uniform()));
-    return v;
-}
-
-float max_abs(const std::vector<float>& v) {
-    float m = 0;
-    for (float x : v) m = std::max(m, std::fabs(x));
-    return m;
-}
-
-// Counts elements outside rel * |want| + abs * max|want| and reports the worst one.
-void check_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
-                 const std::string& what) {
-    REQUIRE(got.size() == want.size());
-    const double scale = max_abs(want);
-    size_t bad = 0, worst = 0;
-    double worst_ratio = 0;
-    for (size_t i = 0; i < got.size(); i++) {
-        const double tol = rel * std::fabs(want[i]) + abs * scale + 1e-30;
-        const double err = std::fabs((double)got[i] - want[i]);
-        const double ratio = std::isfinite(got[i]) ? err / tol : INFINITY;
-        if (ratio > 1) bad++;
-        if (ratio > worst_ratio || !(ratio == ratio)) worst_ratio = ratio, worst = i;
-    }
-    INFO(what << ": " << bad << " of " << got.size() << " outside tolerance; worst at " << worst << ": got "
-              << got[worst] << " want " << want[worst] << " (" << worst_ratio << " x tol)");
-    CHECK(bad == 0);
-}
-
-void sync() {
-    cudaCheck(cudaGetLastError());
-    cudaCheck(cudaDeviceSynchronize());
-}
-
-}  // namespace
 
 // ------------------------------------------------------------------------------------------------------
 // embedding
@@ -332,84 +263,6 @@ TEST_CASE("swiglu forward and backward match the reference", "[kernels]") {
         sync();
         check_close(d_out.get(), out, BF16_REL, 1e-6, "out");
         check_close(d_din.get(), din, BF16_REL, 1e-6, "din");
-    }
-}
-
-// ------------------------------------------------------------------------------------------------------
-// attention
-// ------------------------------------------------------------------------------------------------------
-
-TEST_CASE("attention forward and backward match the reference with several heads, B > 1 and odd T", "[kernels]") {
-    // head_dims: 64, 128, 256 (Prism), widths / 16 of Xformer shapes (12, 18, 60, 72) and 2, 8 at small scale;
-    // the next test covers every head_dim of every preset, one head at a time.
-    // out = sum_j p_j v_j: fp32 softmax (~1e-6) and a sum that can cancel (abs 1e-5 of the largest), one
-    // rounding. dq, dk, dv: fp32 sums over up to T keys / queries of products that cancel (abs 1e-4), one
-    // rounding. The scale alternates between 1/sqrt(hd) and muP's 1/hd.
-    struct Shape { int B, T, w, h; };
-    for (Shape s : {Shape{2, 7, 4, 2} /*hd 2*/, Shape{1, 13, 16, 2} /*8*/, Shape{2, 5, 24, 2} /*12*/,
-                    Shape{1, 9, 36, 2} /*18*/, Shape{1, 6, 120, 2} /*60*/, Shape{2, 5, 128, 2} /*64*/,
-                    Shape{1, 7, 144, 2} /*72*/, Shape{1, 5, 256, 2} /*128*/, Shape{1, 9, 256, 1} /*256*/,
-                    Shape{3, 1, 32, 2} /*T 1*/}) {
-        const int hd = s.w / s.h;
-        const float scale = hd % 3 == 0 ? 1.0f / hd : 1.0f / std::sqrt((float)hd);
-        INFO("B=" << s.B << " T=" << s.T << " w=" << s.w << " h=" << s.h << " hd=" << hd);
-        const long N = (long)s.B * s.T;
-        auto qkv = rand_bf16(N * 3 * s.w, 23, -2.0f, 2.0f), dout = rand_bf16(N * s.w, 24);
-        std::vector<float> out(N * s.w), att((size_t)s.B * s.h * s.T * s.T), dqkv(N * 3 * s.w);
-        ref::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.w, s.h, scale);
-        ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.w, s.h, scale);
-        Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(N * s.w), d_dqkv(N * 3 * s.w);
-        Dev<float> lse((size_t)s.B * s.h * s.T), scratch((size_t)s.B * s.h * s.T);
-        attention_forward(d_out.p, lse.p, d_qkv.p, s.B, s.T, s.w, s.h, scale, 0);
-        attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, lse.p, s.B, s.T, s.w, s.h, scale, 0);
-        sync();
-        check_close(d_out.get(), out, BF16_REL, 1e-5, "out");
-        auto got = d_dqkv.get();
-        for (int part = 0; part < 3; part++) {  // q, k, v separately: their magnitudes differ
-            std::vector<float> g, w;
-            for (long n = 0; n < N; n++)
-                for (int c = 0; c < s.w; c++) {
-                    g.push_back(got[n * 3 * s.w + part * s.w + c]);
-                    w.push_back(dqkv[n * 3 * s.w + part * s.w + c]);
-                }
-            check_close(g, w, BF16_REL, 1e-4, part == 0 ? "dq" : part == 1 ? "dk" : "dv");
-        }
-    }
-}
-
-TEST_CASE("attention handles every head_dim any preset produces under any head and width schedule", "[kernels]") {
-    // Every preset with uniform or prism heads and uniform, x, v, lambda or 3 widths: 146 head_dims from 2 to
-    // 776 today. Each runs once (B 1, T 5, one head) against the reference, tolerances as above.
-    std::set<int> hds;
-    for (const Preset& p : presets())
-        for (const char* heads : {"uniform", "prism"})
-            for (const char* widths : {"uniform", "x", "v", "lambda", "3"}) {
-                ModelSpec spec;
-                spec.preset = p.name, spec.heads = heads, spec.widths = widths;
-                std::vector<std::string> warnings;
-                try {
-                    for (const LayerSpec& l : build_config(spec, warnings).layers) hds.insert(l.head_dim());
-                } catch (const ConfigError&) {  // combinations the schedule rules reject cannot be trained
-                }
-            }
-    REQUIRE(hds.count(64) == 1);
-    REQUIRE(hds.count(256) == 1);
-    const int B = 1, T = 5;
-    for (int hd : hds) {
-        INFO("head_dim " << hd);
-        const int w = hd, h = 1;
-        const float scale = 1.0f / std::sqrt((float)hd);
-        auto qkv = rand_bf16((size_t)T * 3 * w, 30 + hd, -2.0f, 2.0f), dout = rand_bf16((size_t)T * w, 31 + hd);
-        std::vector<float> out(T * w), att(T * T), dqkv(T * 3 * w);
-        ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, w, h, scale);
-        ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, w, h, scale);
-        Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(T * w), d_dqkv(T * 3 * w);
-        Dev<float> lse(T), scratch(T);
-        attention_forward(d_out.p, lse.p, d_qkv.p, B, T, w, h, scale, 0);
-        attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, lse.p, B, T, w, h, scale, 0);
-        sync();
-        check_close(d_out.get(), out, BF16_REL, 1e-5, "out");
-        check_close(d_dqkv.get(), dqkv, BF16_REL, 1e-4, "dqkv");
     }
 }
 

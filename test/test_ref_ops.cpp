@@ -243,6 +243,12 @@ TEST_CASE("vectorised float exp of the softmax matches std::exp", "[reference]")
         else worst = std::max(worst, std::fabs(e[0] - want) / want);
     }
     CHECK(worst < 3e-7);
+    // a non-finite row (the guard then skips the step): NaN stays NaN, -inf gives 0, with no undefined
+    // float-to-int conversion on the way (UBSan in test-asan-model caught one)
+    for (float v : {std::nanf(""), -INFINITY}) {
+        const double s = ref::exp_shifted_sum(e.data(), &v, 1, 0.0f);
+        CHECK((std::isnan(v) ? std::isnan(s) && std::isnan(e[0]) : s == 0.0 && e[0] == 0.0f));
+    }
     // a whole row: the lse of a float row agrees with double to float precision
     const int V = 1003;
     std::vector<double> ld = randn(V, 51, 3.0), pd(V), lsed(1), lossd(1);

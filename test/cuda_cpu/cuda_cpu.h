@@ -2,8 +2,9 @@
 // nvcc. Included by cuda_common.cuh when __CUDACC__ is not defined; kernel files never include it directly.
 //
 // What it models: threads, warps and blocks with CUDA's synchronisation rules (fibers, see executor.h),
-// shared memory (poisoned per block), atomics, warp collectives, the mma/ldmatrix tensor-core fragments, and a
-// synchronous runtime with the real error codes. What it does not: timing, memory coalescing or bank
+// shared memory (poisoned per block), atomics, warp collectives, the mma/ldmatrix tensor-core fragments, cp.async
+// copies (landing only at the wait that retires them), and a synchronous runtime with the real error codes.
+// What it does not: timing, memory coalescing or bank
 // conflicts, the order in which hardware schedules warps, floating-point order inside tensor cores, the
 // reduced precision of fast-math intrinsics, cross-block races (blocks run in sequence with a happens-before
 // edge between them), asynchronous streams, and the cooperative-groups API.
@@ -15,5 +16,6 @@
 #include "test/cuda_cpu/runtime.h"
 #include "test/cuda_cpu/device_api.h"
 #include "test/cuda_cpu/executor.h"
+#include "test/cuda_cpu/async_copy.h"
 
 #define CUDA_CPU_EXECUTOR 1

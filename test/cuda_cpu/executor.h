@@ -45,7 +45,10 @@ inline void thread_main(void* p) {
     for (;;) { // one iteration per block this thread slot takes part in
         hb_acquire(&ex.hb_block_start);
         t->bars = 0;
+        t->copy_groups = 0;
         ex.invoke(ex.closure);
+        if (!t->copies.empty())
+            die(t, "the thread exited with %zu cp.async copies never waited for (cp_async_wait)", t->copies.size());
         hb_release(&ex.hb_block_done);
         t->state.set(kExited);
         fiber_switch(t->fiber, ex.scheduler);

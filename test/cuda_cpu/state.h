@@ -35,6 +35,14 @@ inline const char* warp_op_name(int op) {
     return names[op];
 }
 
+// A cp.async copy issued but not yet landed (see async_copy.h): it lands when a wait retires its group.
+struct AsyncCopy {
+    char* dst;
+    const char* src;  // nullptr: zero-fill
+    int bytes;
+    int group;        // the number of groups committed before it was issued
+};
+
 struct Thread {
     Fiber fiber;
     uint3 idx{};                 // threadIdx
@@ -50,6 +58,8 @@ struct Thread {
     Rx<uint64_t> res[8];
     Rx<int> syncwarp_n;          // __syncwarp calls so far; selects the happens-before slot below
     char hb_slot[2] = {0, 0};    // addresses __syncwarp releases to (race build only)
+    std::vector<AsyncCopy> copies; // cp.async copies in flight (own fiber only)
+    int copy_groups = 0;         // cp.async groups committed in this block (own fiber only)
 };
 
 struct Warp {

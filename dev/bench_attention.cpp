@@ -1,0 +1,139 @@
+// dev/bench_attention.cpp: throughput of the flash attention kernels (attention.cuh), forward and backward, causal,
+// one row per (T, head_dim): ms and TFLOP/s. B and h fill the GPU the way FlashAttention's own benchmark does:
+// B = tokens / T sequences (16k tokens by default) of h = width / hd heads (width 2048). FLOPs are counted as
+// there too: forward 2 x 2 x B h T^2 hd / 2 (two matmuls, half the square), backward 2.5 x that (the kernels
+// execute 7 matmuls of that size for the counted 5: the deterministic dQ pass recomputes S and dP).
+//   make bench-attention [ARGS="--T 1024 --hd 128"]    nvcc for NATIVE_ARCH (sm_90), needs a GPU
+//   make bench-attention-smoke                         g++, the CUDA-on-CPU executor: a tiny shape, the same table
+//                                                      (the timings mean nothing; CI runs the code path)
+// Every row also checks that lse came out finite, so a launch failure cannot pass for a fast kernel.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "attention.cuh"
+#include "mfu.h"
+#include "ref_init.h"
+
+namespace {
+
+std::vector<int> int_list(const std::string& s) {
+    std::vector<int> v;
+    size_t start = 0;
+    while (start <= s.size()) {
+        const size_t comma = s.find(',', start);
+        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        char* end = nullptr;
+        const long x = strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || x <= 0) {
+            fprintf(stderr, "bench_attention: '%s' is not a list of positive integers (e.g. 64,128,256)\n", s.c_str());
+            exit(2);
+        }
+        v.push_back((int)x);
+        start = comma == std::string::npos ? s.size() + 1 : comma + 1;
+    }
+    return v;
+}
+
+// Mean ms of fn over reps runs, after one warm-up run.
+template <class F> double time_ms(F fn, int reps) {
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    fn();
+    cudaCheck(cudaEventRecord(a, 0));
+    for (int i = 0; i < reps; i++) fn();
+    cudaCheck(cudaEventRecord(b, 0));
+    cudaCheck(cudaEventSynchronize(b));
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, a, b));
+    cudaCheck(cudaEventDestroy(a));
+    cudaCheck(cudaEventDestroy(b));
+    return ms / reps;
+}
+
+template <class T> T* upload(const std::vector<T>& h) {
+    T* p = nullptr;
+    cudaCheck(cudaMalloc(&p, h.size() * sizeof(T)));
+    cudaCheck(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+}
+
+// One (T, hd) row of the table. Returns false if the kernels produced a non-finite lse.
+bool bench_row(int T, int hd, long tokens, int width, int reps, double peak) {
+    const int h = std::max(1, width / hd), w = h * hd, B = (int)std::max(1L, tokens / T);
+    const size_t N = (size_t)B * T;
+    std::vector<bf16> host(N * 3 * w);
+    ref::Rng rng(hd * 7919u + T);
+    for (bf16& x : host) x = bf16(2.0f * (float)rng.uniform() - 1.0f);
+    bf16 *qkv = upload(host), *out = nullptr, *dqkv = nullptr;
+    host.resize(N * w);
+    bf16* dout = upload(host);
+    float *lse = nullptr, *scratch = nullptr;
+    cudaCheck(cudaMalloc(&out, N * w * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&dqkv, N * 3 * w * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&lse, (size_t)B * h * T * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, (size_t)B * h * T * sizeof(float)));
+    const float scale = 1.0f / std::sqrt((float)hd);
+    const double fwd = time_ms([&] { attention_forward(out, lse, qkv, B, T, w, h, scale, 0); }, reps);
+    const double bwd = time_ms(
+        [&] { attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, w, h, scale, 0); }, reps);
+    std::vector<float> l((size_t)B * h * T);
+    cudaCheck(cudaMemcpy(l.data(), lse, l.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    bool finite = true;
+    for (float x : l) finite = finite && std::isfinite(x);
+    const double flops = 2.0 * B * h * (double)T * T * hd;  // causal forward: 2 x 2 x B h T^2 hd / 2
+    const double tf = flops / fwd / 1e9, tb = 2.5 * flops / bwd / 1e9, tfb = 3.5 * flops / (fwd + bwd) / 1e9;
+    char pct[32] = "";
+    if (peak > 0) snprintf(pct, sizeof(pct), "%5.1f%%", 100 * tfb / peak);
+    printf("%6d %5d %4d %4d %10.3f %9.1f %10.3f %9.1f %9.1f %7s %6.2fx %s\n", T, hd, B, h, fwd, tf, bwd, tb, tfb, pct,
+           attention_wide_cost(hd), finite ? "" : "  NON-FINITE lse: FAILED");
+    for (void* p : {(void*)qkv, (void*)dout, (void*)out, (void*)dqkv, (void*)lse, (void*)scratch})
+        cudaCheck(cudaFree(p));
+    return finite;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef __CUDACC__
+    std::string Ts = "1024,2048,4096", hds = "64,128,256,40,72,96,776";
+    long tokens = 16384;
+    int width = 2048, reps = 10;
+#else  // the executor: one tiny shape per instance, one head
+    std::string Ts = "40", hds = "64,72,256,520";
+    long tokens = 40;
+    int width = 0, reps = 1;
+#endif
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "usage: bench_attention [--T 1024,2048,4096] [--hd 64,128,256] [--tokens 16384] "
+                            "[--width 2048] [--reps 10]\n");
+            return 2;
+        }
+        const std::string v = argv[++i];
+        if (a == "--T") Ts = v;
+        else if (a == "--hd") hds = v;
+        else if (a == "--tokens") tokens = int_list(v)[0];
+        else if (a == "--width") width = int_list(v)[0];
+        else if (a == "--reps") reps = int_list(v)[0];
+        else {
+            fprintf(stderr, "bench_attention: unknown flag %s (flags: --T --hd --tokens --width --reps)\n", a.c_str());
+            return 2;
+        }
+    }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    const double peak = peak_bf16_tflops(prop.name);
+    printf("device: %s; causal; %ld tokens per row, h = width %d / head_dim; TFLOP/s counted as FlashAttention does\n",
+           prop.name, tokens, width);
+    printf("%6s %5s %4s %4s %10s %9s %10s %9s %9s %7s %7s\n", "T", "hd", "B", "h", "fwd ms", "fwd TF/s", "bwd ms",
+           "bwd TF/s", "f+b TF/s", "% peak", "wide");
+    bool ok = true;
+    for (int T : int_list(Ts))
+        for (int hd : int_list(hds)) ok = bench_row(T, hd, tokens, width, reps, peak) && ok;
+    return ok ? 0 : 1;
+}
