@@ -15,9 +15,15 @@
 //
 // state file (state_rank<r>.bin), little-endian:
 //   bytes [0, 1024)  256 x int32 header: [0] magic 0x5453524D ("MRST")  [1] version 1  [2..3] step (int64)
-//       [4..5] parameter count P   [6..7] tokens seen (int64)   [8..9] RNG state (uint64)
-//       [10] size in bytes of the data-loader position that follows   [11..12] payload checksum (uint64)
-//   then the data-loader position (a POD, see dataloader.h), then P x fp32 AdamW m, then P x fp32 AdamW v.
+//       [4..5] n, the moments in this file (P for a single process)   [6..7] tokens seen (int64)
+//       [8..9] RNG state (uint64)   [10] size in bytes of the data-loader position that follows
+//       [11..12] payload checksum (uint64)
+//       data parallelism, all zero for a single process (whose file holds the moments of every parameter):
+//       [13] rank that wrote the file   [14] world: the number of state files of the checkpoint
+//       [16..17] first parameter whose moments this file holds (int64)   [18..19] the model's P (int64)
+//   then the data-loader position (a POD, see dataloader.h), then n x fp32 AdamW m, then n x fp32 AdamW v.
+//   The files of a checkpoint hold consecutive ranges that together cover [0, P) (run_dir.h reads them into
+//   any number of ranks).
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (io.h's write_atomically; the checksum and the 64-bit header fields
@@ -124,7 +130,10 @@ struct TrainState {
     int64_t tokens = 0;       // training tokens seen (all ranks)
     uint64_t rng = 0;         // sampling RNG state
     std::vector<unsigned char> loader;  // the data loader's position, as raw POD bytes
-    std::vector<float> m, v;  // AdamW moments, P each
+    std::vector<float> m, v;  // AdamW moments, n each
+    // Data parallelism (header words 13..19): zero for a single process, whose m and v cover every parameter.
+    int32_t rank = 0, world = 0;
+    int64_t first_param = 0, model_params = 0;
 };
 
 inline void save_state(const std::string& path, const TrainState& s) {
@@ -136,6 +145,9 @@ inline void save_state(const std::string& path, const TrainState& s) {
     put64(h, 6, s.tokens);
     put64(h, 8, (int64_t)s.rng);
     h[10] = (int32_t)s.loader.size();
+    h[13] = s.rank, h[14] = s.world;
+    put64(h, 16, s.first_param);
+    put64(h, 18, s.model_params);
     uint64_t sum = checksum64(s.loader.data(), s.loader.size());
     sum = checksum64(s.m.data(), s.m.size() * 4, sum);
     sum = checksum64(s.v.data(), s.v.size() * 4, sum);
@@ -146,7 +158,34 @@ inline void save_state(const std::string& path, const TrainState& s) {
                             {s.v.data(), s.v.size() * 4}});
 }
 
-// Reads and checks the header, then the loader position and the moments straight into their vectors.
+// The moments a state file holds, from its header alone: [first, first + n) of the model's P parameters, so
+// that a rank reads only the files it needs. A single process's file (world 0) holds [0, n).
+struct StateRange {
+    int64_t step = 0, first = 0, n = 0, P = 0;
+    int32_t rank = 0, world = 0;
+};
+inline StateRange load_state_range(const std::string& path) {
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    int32_t h[256];
+    if (size < 1024 || fread(h, sizeof h, 1, fh.get()) != 1) throw bad("truncated");
+    if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
+    if (h[1] != kCheckpointVersion) throw bad("unsupported version " + std::to_string(h[1]));
+    StateRange r;
+    r.step = get64(h, 2), r.n = get64(h, 4), r.rank = h[13], r.world = h[14], r.first = get64(h, 16), r.P = get64(h, 18);
+    if (r.world == 0 ? (r.rank != 0 || r.first != 0 || r.P != 0)
+                     : (r.world < 0 || r.rank < 0 || r.rank >= r.world || r.n < 0 || r.first < 0 || r.n > r.P ||
+                        r.first > r.P - r.n))
+        throw bad("corrupt header: rank " + std::to_string(r.rank) + " of world " + std::to_string(r.world) +
+                  ", moments of parameters [" + std::to_string(r.first) + ", +" + std::to_string(r.n) + ") of " +
+                  std::to_string(r.P));
+    if (r.world == 0) r.P = r.n;
+    return r;
+}
+
+// Reads and checks the header (the file must hold the moments of P parameters), then the loader position and
+// the moments straight into their vectors.
 inline TrainState load_state(const std::string& path, size_t P) {
     auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
     size_t size;
@@ -158,8 +197,8 @@ inline TrainState load_state(const std::string& path, size_t P) {
     if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
     if (h[1] != kCheckpointVersion) throw bad("unsupported version " + std::to_string(h[1]));
     if (get64(h, 4) != (int64_t)P)
-        throw bad("holds " + std::to_string(get64(h, 4)) + " parameters but the model has " + std::to_string(P) +
-                  "; it belongs to a different model");
+        throw bad("holds the moments of " + std::to_string(get64(h, 4)) + " parameters but " + std::to_string(P) +
+                  " were expected; it belongs to a different model");
     size_t lsz = (size_t)h[10];
     size_t want = 1024 + lsz + 8 * P;
     if (h[10] < 0 || size != want)
@@ -168,6 +207,7 @@ inline TrainState load_state(const std::string& path, size_t P) {
     s.step = get64(h, 2);
     s.tokens = get64(h, 6);
     s.rng = (uint64_t)get64(h, 8);
+    s.rank = h[13], s.world = h[14], s.first_param = get64(h, 16), s.model_params = get64(h, 18);
     s.loader.resize(lsz);
     s.m.resize(P);
     s.v.resize(P);

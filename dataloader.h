@@ -17,6 +17,11 @@
 // from std:: distributions, so the order is the same on every compiler and platform. Because the streams
 // are keyed rather than carried along, the whole position is a small POD (LoaderState): a checkpoint saves
 // it, restore() rebuilds the permutation, and next_batch continues exactly as an uninterrupted loader.
+// The position is global, not per rank: (epoch, shard, windows of that shard's order consumed by all ranks
+// together), independent of the seed-keyed order's owner. So a run saved by 8 ranks resumes on 4 (or with
+// another B): the same shard, the same window order, continuing from the first whole group of B * world
+// windows at or after the saved window (at most one group's windows are skipped; none when B * world is
+// unchanged, where the continuation is exact).
 //
 // What it does not do: it never loads a whole shard into memory (each window is one pread at a 64-bit
 // offset, so shards above 2 GiB work), never splits a window across shards, and is not thread-safe (one
@@ -209,9 +214,9 @@ struct LoaderState {
   uint64_t seed;         // shuffle seed (the whole RNG state: streams are keyed by seed, epoch, shard)
   uint64_t epoch;        // completed passes over the data
   uint64_t shard_pos;    // position in this epoch's shard order
-  uint64_t group_pos;    // next group of B * world windows within that shard
+  uint64_t group_pos;    // next group of B * world windows within that shard (window group_pos * B * world)
   uint64_t fingerprint;  // hash of the shard token counts, so a state is not restored onto other data
-  uint32_t B, T, world;  // the batch shape it was saved under
+  uint32_t B, T, world;  // the batch shape it was saved under (T must match on restore; B, world may differ)
   uint32_t shuffle;      // 1 when shuffling
 };
 static_assert(std::is_trivially_copyable<LoaderState>::value, "LoaderState must stay plain data");
@@ -236,7 +241,9 @@ class DataLoader {
     if (groups == 0)
       throw std::runtime_error("shards " + glob + " hold " + std::to_string(tokens_total()) +
                                " tokens, too few for one batch: a shard needs B*T*world+1 = " +
-                               std::to_string((uint64_t)B * T * world + 1) + " tokens; lower B or T");
+                               std::to_string((uint64_t)B * T * world + 1) + " tokens" +
+                               (world > 1 ? " with " + std::to_string(world) + " ranks; lower B or T, or use fewer ranks"
+                                          : "; lower B or T"));
     batches_per_epoch_ = groups;
     window_.resize((size_t)T + 1);
     reset();
@@ -260,13 +267,7 @@ class DataLoader {
     group_pos_++;
     if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {
       group_pos_ = 0;
-      shard_pos_++;
-      if (shard_pos_ >= shards_.size()) {
-        shard_pos_ = 0;
-        epoch_++;
-        plan_epoch();
-      }
-      enter_shard();
+      next_shard();
     }
   }
 
@@ -295,23 +296,31 @@ class DataLoader {
     return s;
   }
 
+  // Continues from a saved position. T, the seed, shuffling and the data must match; B and the rank count may
+  // differ (see the top: the position is rounded up to this loader's next whole group).
   void restore(const LoaderState& s) {
-    if (s.B != (uint32_t)B_ || s.T != (uint32_t)T_ || s.world != (uint32_t)world_ ||
-        s.shuffle != (shuffle_ ? 1u : 0u) || s.seed != seed_)
-      throw std::runtime_error("data position was saved with B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-                               " world=" + std::to_string(s.world) + " shuffle=" + std::to_string(s.shuffle) +
-                               " seed=" + std::to_string(s.seed) + "; resume with the same values");
+    if (s.T != (uint32_t)T_ || s.shuffle != (shuffle_ ? 1u : 0u) || s.seed != seed_ || s.B == 0 || s.world == 0)
+      throw std::runtime_error("data position was saved with T=" + std::to_string(s.T) + " shuffle=" +
+                               std::to_string(s.shuffle) + " seed=" + std::to_string(s.seed) +
+                               "; resume with the same values");
     if (s.fingerprint != fingerprint_)
       throw std::runtime_error("data position was saved on different shards (the token counts differ); "
                                "resume on the same data");
-    if (s.shard_pos >= shards_.size() || s.group_pos >= groups_in(shards_[order_at(s.epoch, s.shard_pos)]))
+    const uint64_t window = s.group_pos * s.B * s.world;  // windows of the shard consumed by all ranks
+    if (s.shard_pos >= shards_.size() || window >= windows_in(shards_[order_at(s.epoch, s.shard_pos)]))
       throw std::runtime_error("data position (shard " + std::to_string(s.shard_pos) + ", group " +
                                std::to_string(s.group_pos) + ") is outside the data; the state is corrupt");
+    const uint64_t group = (uint64_t)B_ * world_;
     epoch_ = s.epoch;
     shard_pos_ = s.shard_pos;
-    group_pos_ = s.group_pos;
+    group_pos_ = (window + group - 1) / group;
     plan_epoch();
-    enter_shard();
+    if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {  // this shard has no whole group left
+      group_pos_ = 0;
+      next_shard();
+    } else {
+      enter_shard();
+    }
   }
 
   size_t tokens_total() const {
@@ -341,6 +350,17 @@ class DataLoader {
       shard_order_.resize(shards_.size());
       for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = (uint32_t)i;
     }
+  }
+
+  // The first group of the next shard in this epoch's order (wrapping into the next epoch).
+  void next_shard() {
+    shard_pos_++;
+    if (shard_pos_ >= shards_.size()) {
+      shard_pos_ = 0;
+      epoch_++;
+      plan_epoch();
+    }
+    enter_shard();
   }
 
   // Opens the shard at shard_pos_, skipping shards too small for a group (at least one shard is not).

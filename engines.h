@@ -2,9 +2,14 @@
 // (model.cuh) when the file is compiled by nvcc with PRISM_CUDA defined (the Makefile does this whenever nvcc
 // exists) and a GPU is present, the CPU reference (cpu_engine.h) otherwise. The entry points (train_prism,
 // eval_zeroshot) include this; everything below them sees only the Engine interface (engine.h).
-// Does not: choose among several GPUs (it takes device 0); the fallback to the CPU is never silent (`why`).
+// With several ranks (dp, dist.h) each rank takes the GPU of its local rank, and CPU ranks split the node's cores
+// among themselves (unless OMP_NUM_THREADS says otherwise).
+// Does not: fall back to the CPU silently (`why` says which engine and why).
 #pragma once
 
+#include <omp.h>
+
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -15,16 +20,36 @@
 #include "model.cuh"
 #endif
 
+// The CPU engine for one rank of dp: with several ranks on a node and no OMP_NUM_THREADS, each takes its share
+// of the cores this process may run on (all of them without a launcher's binding, one when bound to a core).
+inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataParallel& dp) {
+    if (dp.world() > 1 && !dp.dist->over_mpi())
+        throw ConfigError("CPU ranks need MPI for their collectives, and this process group has none (the "
+                          "environment rendezvous is for GPUs); launch with mpirun or srun --mpi=pmix");
+    if (dp.world() > 1 && !getenv("OMP_NUM_THREADS"))
+        omp_set_num_threads(std::max(1, omp_get_num_procs() / dp.dist->local_world));
+    return std::unique_ptr<Engine>(new CpuEngine(c, dp));
+}
+
 // The engine for this machine: the CUDA engine when it is built in and a GPU is present (and --cpu is not
 // given), the CPU reference otherwise. `why` says which and why, for the log.
-inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why) {
+inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why,
+                                           const DataParallel& dp = DataParallel()) {
 #if defined(PRISM_CUDA) && defined(__CUDACC__)
     int n = 0;
     cudaError_t err = force_cpu ? cudaSuccess : cudaGetDeviceCount(&n);
     if (!force_cpu && err == cudaSuccess && n > 0) {
+        const int local = dp.dist ? dp.dist->local_rank : 0;
+        if (local >= n)
+            throw ConfigError("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) + " but this node has " +
+                              std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + "; start at most " + std::to_string(n) +
+                              " ranks per node (mpirun -np, or --host a:" + std::to_string(n) + ")");
+        cudaCheck(cudaSetDevice(local));
         cudaDeviceProp p;
-        cudaCheck(cudaGetDeviceProperties(&p, 0));
-        why = std::string("GPU 0: ") + p.name;
+        cudaCheck(cudaGetDeviceProperties(&p, local));
+        why = "GPU " + std::to_string(local) + ": " + p.name;
+        if (dp.world() > 1)
+            throw ConfigError("data-parallel training on GPUs is not built yet (issue 11); run one rank per job");
         return std::unique_ptr<Engine>(new CudaEngine(c));
     }
     why = force_cpu ? "CPU forced by --cpu"
@@ -34,5 +59,5 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu,
 #else
     why = force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";
 #endif
-    return std::unique_ptr<Engine>(new CpuEngine(c));
+    return make_cpu_engine(c, dp);
 }

@@ -6,8 +6,16 @@
 //   OUT/log.jsonl                                  one JSON object per step (written by the training loop)
 // latest and the model.bin link are replaced by atomic renames after the checkpoint directory is complete, so
 // a crash at any moment leaves OUT/latest naming a complete checkpoint. --keep K prunes all but the newest K.
+//
+// Several ranks (dist.h) share one OUT, on a file system every node sees. Rank 0 creates step_N.tmp/ and
+// writes model.bin; every rank that holds a shard of the optimizer state (ZeRO-1: each; ZeRO-0: rank 0, which
+// holds all of it) writes state_rank<r>.bin with the range of parameters it covers; a barrier; then rank 0
+// alone renames the directory, moves latest and prunes. No rank can publish a checkpoint another is still
+// writing. Resuming, every rank reads model.bin and the state files whose ranges overlap the part of the
+// optimizer state it holds now: the same files when the rank count is unchanged, others when it changed
+// (re-sharding is a copy of overlapping ranges). Only rank 0 writes log.jsonl.
 // Does not: decide when to checkpoint or what a step is (train_loop.h), or know how an engine stores its
-// weights (everything crosses the Engine interface as fp32 in param_layout order).
+// weights (everything crosses the Engine interface as fp32 in param_layout order, shards as interface ranges).
 #pragma once
 
 #include <dirent.h>
@@ -22,6 +30,7 @@
 
 #include "checkpoint.h"
 #include "dataloader.h"
+#include "dist.h"
 #include "engine.h"
 #include "schedule.h"
 
@@ -104,28 +113,46 @@ struct ResumePoint {
 
 class RunDir {
   public:
-    RunDir(const std::string& out, int keep) : out_(out), keep_(keep) {}
+    RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
     const std::string& path() const { return out_; }
     std::string log_path() const { return out_ + "/log.jsonl"; }
-    void create() const { make_dirs(out_); }
+    void create() const {
+        if (lead()) make_dirs(out_);
+    }
 
-    // Writes OUT/step_N.tmp/{model.bin,state_rank0.bin}, renames the directory to OUT/step_N, then points
+    // Writes OUT/step_N.tmp/{model.bin,state_rank<r>.bin}, renames the directory to OUT/step_N, then points
     // OUT/latest and OUT/model.bin at it (each by an atomic rename), and prunes all but the newest `keep`.
+    // Every rank calls it (see the top for who writes what).
     void save(Engine& eng, const LoaderState& loader, long step, long tokens, uint64_t rng) {
         std::string name = step_dir_name(step), dir = out_ + "/" + name, tmp = dir + ".tmp";
-        remove_tree(tmp);
-        make_dirs(tmp);
-        std::vector<float> params(eng.num_params());
-        eng.get_params(params.data());
-        save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
-        TrainState st;
-        st.step = step;
-        st.tokens = tokens;
-        st.rng = rng;
-        st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
-        long t;
-        eng.get_optimizer(st.m, st.v, t);
-        save_state(tmp + "/state_rank0.bin", st);
+        if (lead()) {
+            remove_tree(tmp);
+            make_dirs(tmp);
+        }
+        dist_.barrier("the barrier before writing a checkpoint");  // step_N.tmp/ exists for every rank
+        if (lead()) {
+            std::vector<float> params(eng.num_params());
+            eng.get_params(params.data());
+            save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
+        }
+        const std::pair<size_t, size_t> range = eng.optimizer_range();
+        const bool whole = range.first == 0 && range.second == eng.num_params();
+        if (!whole || lead()) {  // ZeRO-0 with several ranks: every rank holds all of it, rank 0 writes it
+            TrainState st;
+            st.step = step;
+            st.tokens = tokens;
+            st.rng = rng;
+            st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
+            long t;
+            eng.get_optimizer(st.m, st.v, t);
+            if (!whole) {
+                st.rank = dist_.rank, st.world = dist_.world;
+                st.first_param = (int64_t)range.first, st.model_params = (int64_t)eng.num_params();
+            }
+            save_state(tmp + "/" + state_file_name(dist_.rank), st);
+        }
+        dist_.barrier("the barrier after writing a checkpoint");  // every file of step_N.tmp/ is complete
+        if (!lead()) return;
         remove_tree(dir);
         if (rename(tmp.c_str(), dir.c_str()) != 0)
             throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno));
@@ -141,7 +168,8 @@ class RunDir {
         }
     }
 
-    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg.
+    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg. Every rank
+    // calls it and reads the optimizer state it holds from whichever state files cover it.
     ResumePoint resume(Engine& eng, const ModelConfig& cfg) {
         std::string latest = read_text(out_ + "/latest");
         if (latest.empty())
@@ -155,7 +183,7 @@ class RunDir {
             throw ConfigError("--resume: " + r.dir + " holds a different model (" + diff +
                               "); pass the model flags of the first run");
         const size_t P = param_layout(cfg).total;
-        TrainState st = load_state(r.dir + "/state_rank0.bin", P);
+        TrainState st = load_optimizer_range(r.dir, P, eng.optimizer_range());
         eng.set_params(m.params.data());
         eng.set_optimizer(st.m, st.v, (long)st.step);
         if (st.loader.size() != sizeof r.loader)
@@ -169,6 +197,7 @@ class RunDir {
     // Keeps the log lines of steps <= last_step (a resumed run rewrites what the interrupted one logged after
     // its checkpoint, so the log reads as one uninterrupted run).
     void truncate_log(long last_step) const {
+        if (!lead()) return;
         std::string all = read_text(log_path()), kept;
         size_t a = 0;
         while (a < all.size()) {
@@ -184,6 +213,7 @@ class RunDir {
 
     // A fresh run starts with an empty log.
     void reset_log() const {
+        if (!lead()) return;
         FILE* lf = fopen(log_path().c_str(), "w");
         if (!lf) throw ConfigError("cannot write " + log_path() + ": " + strerror(errno));
         fclose(lf);
@@ -192,5 +222,44 @@ class RunDir {
   private:
     std::string out_;
     int keep_;
+    const Dist& dist_;
     std::vector<long> kept_;  // steps of the checkpoints this run knows about, oldest first
+
+    bool lead() const { return dist_.rank == 0; }
+    static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
+
+    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir,
+    // and the rest of its training state (step, tokens, RNG and loader position, which every file carries).
+    // state_rank0.bin's header says how many files there are; their ranges must tile [0, P). Only the files
+    // that overlap the range are read (and checksummed).
+    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range) {
+        std::vector<StateRange> files{load_state_range(dir + "/" + state_file_name(0))};
+        for (int i = 1; i < std::max(1, files[0].world); i++) files.push_back(load_state_range(dir + "/" + state_file_name(i)));
+        int64_t covered = 0;
+        for (size_t i = 0; i < files.size(); i++) {
+            const StateRange& f = files[i];
+            if (f.P != (int64_t)P || f.first != covered || (f.world != files[0].world) || f.step != files[0].step)
+                throw CheckpointError(dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
+                                      state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " +
+                                      std::to_string(f.P) + ", step " + std::to_string(f.step) +
+                                      "); the checkpoint is incomplete or mixes two runs");
+            covered += f.n;
+        }
+        if (covered != (int64_t)P)
+            throw CheckpointError(dir + ": the state files hold the moments of " + std::to_string(covered) + " of " +
+                                  std::to_string(P) + " parameters; the checkpoint is incomplete");
+        TrainState out;
+        const size_t n = range.second - range.first;
+        out.m.resize(n), out.v.resize(n);
+        bool have_rest = false;
+        for (size_t i = 0; i < files.size(); i++) {
+            const size_t a = std::max(range.first, (size_t)files[i].first), b = std::min(range.second, (size_t)(files[i].first + files[i].n));
+            if (a >= b && (have_rest || i + 1 < files.size())) continue;
+            TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
+            for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - files[i].first], out.v[k - range.first] = f.v[k - files[i].first];
+            if (!have_rest) out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader;
+            have_rest = true;
+        }
+        return out;
+    }
 };

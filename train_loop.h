@@ -1,10 +1,16 @@
-// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h). One step:
-//   zero_grad; for each of n_micro micro-batches: forward, backward(1 / n_micro)   (gradient accumulation)
-//   clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
+// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
+// or as one of `world` data-parallel ranks (dist.h). One step, on every rank:
+//   zero_grad; for each of n_micro micro-batches: forward, backward(1 / (n_micro world))   (accumulation)
+//   reduce_grads (the sum over ranks: the mean over the global batch); clip the global norm; lr from the
+//   schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
-// Each step prints one line and appends one JSON object to OUT/log.jsonl; checkpoints and the run directory
-// are run_dir.h's. --resume continues from OUT/latest with the identical loss sequence of an uninterrupted
-// run (same data position, same sampling RNG).
+// The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
+// reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
+// are the micro-batch of one process with B x world rows. Train and validation losses and eval counts are
+// summed over the ranks; only rank 0 prints, writes OUT/log.jsonl and samples text. Each step prints one line
+// and appends one JSON object to the log; checkpoints and the run directory are run_dir.h's. --resume
+// continues from OUT/latest with the identical loss sequence of an uninterrupted run (same data position, same
+// sampling RNG), on the same or another number of ranks.
 // Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
 #pragma once
 
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "dataloader.h"
+#include "dist.h"
 #include "engine.h"
 #include "eval.h"
 #include "plan.h"
@@ -44,15 +51,19 @@ struct TrainOptions {
     int sample_tokens = 48, keep = 2;
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
+    int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
+    double comm_timeout = 600;  // seconds a rank may wait in a collective (watchdog.h)
 };
 
 inline double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Mean loss over `tokens` validation tokens, always from the start of the validation shards.
-inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens) {
-    long batches = std::max(1L, tokens / ((long)B * T));
+// Mean loss over `tokens` validation tokens, always from the start of the validation shards. Each rank reads
+// its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
+// windows and the same mean as one process with B x world rows.
+inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist) {
+    long batches = std::max(1L, tokens / ((long)B * T * dist.world));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
     double sum = 0;
@@ -60,7 +71,7 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
         val.next_batch(in.data(), tg.data());
         sum += eng.forward(in.data(), tg.data(), B, T);
     }
-    return sum / batches;
+    return dist.mean(sum / batches, "the sum of the validation losses");
 }
 
 // Ancestral sampling at temperature 1 from EOT, with our own RNG so samples are part of the reproducible state.
@@ -90,24 +101,30 @@ inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_
     return tok.decode(out);
 }
 
-// The batch and length of a run, from the options and the model: tokens per step, micro-steps, steps, warmup.
+// The batch and length of a run, from the options, the model and the rank count: tokens per step (the global
+// batch, over all ranks), micro-steps per rank, steps, warmup.
 struct RunPlan {
-    int T = 0;
-    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;
+    int T = 0, world = 1;
+    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;  // micro_tokens: B T, one rank
 };
 
-inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg) {
+inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1) {
     RunPlan p;
     p.T = o.T ? o.T : cfg.T;
+    p.world = world;
     if (p.T > cfg.T)
         throw ConfigError("--train-seq " + std::to_string(p.T) + " exceeds the model's context T = " +
                           std::to_string(cfg.T));
     p.micro_tokens = (long)o.B * p.T;
-    p.total_batch = o.total_batch ? o.total_batch : p.micro_tokens;
-    if (p.total_batch % p.micro_tokens != 0)
-        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of B*T = " +
-                          std::to_string(p.micro_tokens) + "; change --total-batch or -b");
-    p.n_micro = p.total_batch / p.micro_tokens;
+    const long all_ranks = p.micro_tokens * world;  // one micro-step of every rank
+    p.total_batch = o.total_batch ? o.total_batch : all_ranks;
+    if (p.total_batch % all_ranks != 0)
+        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of " +
+                          (world == 1 ? "B*T = " + std::to_string(all_ranks)
+                                      : "B*T*ranks = " + std::to_string(all_ranks) + " (B " + std::to_string(o.B) +
+                                            " x T " + std::to_string(p.T) + " x " + std::to_string(world) + " ranks)") +
+                          "; change --total-batch or -b");
+    p.n_micro = p.total_batch / all_ranks;
     const size_t P = param_layout(cfg).total;
     p.steps = o.steps;
     if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
@@ -140,74 +157,97 @@ inline void log_step(FILE* log, const StepRecord& r) {
     if (!std::isnan(r.mfu)) fprintf(log, ", \"mfu\": %.4f", r.mfu);
 }
 
-// The run's header: engine, model, data, batch.
+// The run's header: engine, ranks, model, data, batch.
 inline void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
-                         const DataLoader& train, bool val, const RunPlan& p) {
+                         const DataLoader& train, bool val, const RunPlan& p, const Dist& dist, int zero) {
     Accounting acc = account(cfg);
     printf("engine: %s (%s)\n", eng.describe().c_str(), why.c_str());
+    if (dist.world > 1)
+        printf("ranks: %s, ZeRO-%d%s\n", dist.describe().c_str(), zero,
+               zero ? " (optimizer state sharded across ranks)" : " (every rank keeps the whole optimizer state)");
     printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n", describe_config(cfg).c_str(),
            rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(), human((double)acc.params).c_str(),
            human(acc.dense_flops_per_token).c_str());
     printf("data: %s (%s tokens), val %s\n", o.train.c_str(), human((double)train.tokens_total()).c_str(),
            val ? o.val.c_str() : "off");
-    printf("batch: B %d x T %d x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
-           o.B, p.T, p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(), p.warmup, o.lr,
-           o.lr * o.final_lr_frac);
+    std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";
+    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
+           o.B, p.T, ranks.c_str(), p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(),
+           p.warmup, o.lr, o.lr * o.final_lr_frac);
     fflush(stdout);
 }
 
-// Trains the model of o.model on `eng` (made by the caller for cfg; `why` says which engine and why).
-inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why) {
-    const RunPlan p = plan_run(o, cfg);
-    DataLoader train(o.train, o.B, p.T, 0, 1, o.shuffle, o.seed, cfg.V);
-    std::unique_ptr<DataLoader> val;
-    if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, p.T, 0, 1, false, 0, cfg.V));
-    std::unique_ptr<Tokenizer> tok;
-    if (o.sample_every > 0) {
-        try {
-            tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
-        } catch (const std::runtime_error& e) {
-            if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
-            fprintf(stderr, "note: no text samples (%s)\n", e.what());
-        }
-    }
-    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
-    if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+// The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
+// replaces) and 0 with one.
+inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
 
-    RunDir run(o.out, o.keep);
-    run.create();
+// Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
+// engine and why). Every rank runs this; see the top for what each does.
+inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
+                        const Dist& dist) {
+    const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
+    RunPlan p;
+    std::unique_ptr<DataLoader> train, val;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
+    RunDir run(o.out, o.keep, dist);
     long start = 0, tokens = 0;
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    if (o.resume) {
-        ResumePoint r = run.resume(eng, cfg);
-        train.restore(r.loader);
-        start = r.step, tokens = r.tokens, rng = r.rng;
-        run.truncate_log(start);
-        printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
-    } else {
-        eng.init_params(o.seed);
-        run.reset_log();
-    }
-    if (start > p.steps)
-        throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
-                          std::to_string(p.steps));
-    print_header(o, eng, why, cfg, train, val != nullptr, p);
+    // Set-up on every rank; a failure anywhere ends every rank with one message (dist.h).
+    dist.all_or_none([&] {
+        p = plan_run(o, cfg, dist.world);
+        train.reset(new DataLoader(o.train, o.B, p.T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
+        if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, p.T, dist.rank, dist.world, false, 0, cfg.V));
+        if (o.sample_every > 0 && lead) {
+            try {
+                tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+                if (tok->vocab_size() > cfg.V)  // samples start from EOT, which such a model cannot read
+                    throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
+                                      " tokens do not fit the model's vocabulary V = " + std::to_string(cfg.V));
+            } catch (const std::runtime_error& e) {
+                if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
+                fprintf(stderr, "note: no text samples (%s)\n", e.what());
+                tok.reset();
+            }
+        }
+        if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+        run.create();
+        if (o.resume) {
+            ResumePoint r = run.resume(eng, cfg);
+            train->restore(r.loader);
+            start = r.step, tokens = r.tokens, rng = r.rng;
+            run.truncate_log(start);
+            if (lead) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
+        } else {
+            eng.init_params(o.seed);
+            run.reset_log();
+        }
+        if (start > p.steps)
+            throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
+                              std::to_string(p.steps));
+    });
+    if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world));
 
-    const double peak = eng.peak_flops();  // 0 on the CPU: no MFU column
+    const double peak = eng.peak_flops() * dist.world;  // 0 on the CPU: no MFU column
     const double flops_per_token = account(cfg).dense_flops_per_token;
-    FILE* log = fopen(run.log_path().c_str(), "a");
-    if (!log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
+    FILE* log = nullptr;
+    if (lead && !(log = fopen(run.log_path().c_str(), "a")))
+        throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
+    const float grad_scale = 1.0f / (float)(p.n_micro * dist.world);  // the ranks' sum is the global mean
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
+        Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
         eng.zero_grad();
         for (long k = 0; k < p.n_micro; k++) {
-            train.next_batch(in.data(), tg.data());
+            train->next_batch(in.data(), tg.data());
             r.loss += eng.forward(in.data(), tg.data(), o.B, p.T) / p.n_micro;
-            eng.backward(1.0f / p.n_micro);
+            eng.backward(grad_scale);
         }
+        eng.reduce_grads();
+        r.loss = dist.mean(r.loss, "the sum of the training losses");
         r.norm = eng.clip_grad_norm(o.clip);
         r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
         eng.adamw_step(r.lr, o.opt);
@@ -216,33 +256,33 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);
         const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
         if (val && ((step + 1) % o.val_every == 0 || last))
-            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens);
+            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist);
         r.elapsed = now_seconds() - t0;
         if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
-        print_step(r, p.steps);
-        log_step(log, r);
+        if (lead) print_step(r, p.steps), log_step(log, r);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
-            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit);
-            printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
-            if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
-            printf(" (%.1f s)\n", e.seconds);
-            fprintf(log, ", \"eval\": %s", eval_result_json(e).c_str());
+            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist);
+            if (lead) {
+                printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
+                if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
+                printf(" (%.1f s)\n", e.seconds);
+                fprintf(log, ", \"eval\": %s", eval_result_json(e).c_str());
+            }
         }
-        fprintf(log, "}\n");
-        fflush(log);
-        if (tok && (step + 1) % o.sample_every == 0)
+        if (lead) fprintf(log, "}\n"), fflush(log);
+        if (tok && (step + 1) % o.sample_every == 0)  // rank 0 only (tok): forward passes, no collectives
             printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
         if ((o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping)
-            run.save(eng, train.state(), step + 1, tokens, rng);
+            run.save(eng, train->state(), step + 1, tokens, rng);
         fflush(stdout);
         if (stopping && !last) {
-            printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
-            fclose(log);
+            if (lead) printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
+            if (log) fclose(log);
             return 0;
         }
     }
-    fclose(log);
-    printf("done: %s/model.bin\n", o.out.c_str());
+    if (log) fclose(log);
+    if (lead) printf("done: %s/model.bin\n", o.out.c_str());
     return 0;
 }

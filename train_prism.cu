@@ -1,12 +1,14 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
-// or, with --plan, prints a model's per-layer table and totals and exits. This file is the command line: the
+// or, with --plan, prints a model's per-layer table and totals and exits. Under mpirun (or srun, or the
+// environment rendezvous) every process is one data-parallel rank (dist.h). This file is the command line: the
 // flag table (cli.h renders --help from it) and main; the loop is train_loop.h, the output directory
-// run_dir.h, the engines engine.h.
+// run_dir.h, the engines engine.h, the process group dist.h.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "dist.h"
 #include "engines.h"
 #include "plan.h"
 #include "schedule.h"
@@ -69,40 +71,56 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
+    f.push_back({"--zero", "STAGE", "with several ranks: 1 shards the optimizer state across them (default), 0 keeps "
+                 "all of it on every rank", [&o](const std::string& v) {
+                     o.zero = parse_int_flag("--zero", v);
+                     if (o.zero != 0 && o.zero != 1) throw ConfigError("--zero must be 0 or 1");
+                 }});
+    f.push_back({"--comm-timeout", "S", "with several ranks: end the job when a rank waits S seconds in a collective "
+                 "(a rank died or hangs; default 600)", double_flag("--comm-timeout", o.comm_timeout, 1, 1e6)});
     return f;
 }
 
-int main(int argc, char** argv) {
+// The body of main on every rank; errors are thrown (run_ranks reports them).
+static int train_main(int argc, char** argv, Dist& dist) {
     TrainOptions o;
     std::vector<Flag> flags = make_flags(o);
-    try {
+    ModelConfig cfg;
+    std::vector<std::string> warnings;
+    dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
-        if (o.help) {
-            printf("usage: train_prism [flags]\n\nTrains a model (default: tiny on data/default/) on the GPU when one is "
-                   "present, else on the CPU.\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
-        if (o.plan) {
-            std::vector<std::string> warnings;
-            ModelConfig cfg = build_config(o.model, warnings);
+        if (o.help) return;
+        cfg = build_config(o.model, warnings);
+        if (dist.rank == 0)
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
-            std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
-            if (o.json) print_plan_json(stdout, title, cfg, warnings);
-            else print_plan(stdout, title, cfg);
-            return 0;
+    });
+    if (o.help) {
+        if (dist.rank == 0) {
+            printf("usage: train_prism [flags]\n\nTrains a model (default: tiny on data/default/) on the GPU when one is "
+                   "present, else on the CPU; under mpirun, one data-parallel rank per process.\n\n");
+            print_flags(stdout, flags);
         }
-        std::vector<std::string> warnings;
-        ModelConfig cfg = build_config(o.model, warnings);
-        for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
-        std::string why;
-        std::unique_ptr<Engine> eng = make_engine(cfg, o.cpu, why);
-        return run_training(o, cfg, *eng, why);
-    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, data and tokenizer errors
-        fprintf(stderr, "train_prism: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "train_prism: error: out of memory; use a smaller model or batch (-b)\n");
+        return 0;
     }
-    return 1;
+    if (o.plan) {
+        if (dist.rank > 0) return 0;
+        std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
+        if (o.json) print_plan_json(stdout, title, cfg, warnings);
+        else print_plan(stdout, title, cfg);
+        return 0;
+    }
+    Watchdog::get().set_limit(o.comm_timeout);
+    std::string why;
+    std::unique_ptr<Engine> eng;
+    dist.all_or_none([&] { eng = make_engine(cfg, o.cpu, why, DataParallel{&dist, zero_stage(o, dist.world)}); });
+    return run_training(o, cfg, *eng, why, dist);
+}
+
+int main(int argc, char** argv) {
+    Dist dist;
+    return run_ranks(dist, "use a smaller model or batch (-b)", [&] {
+        dist.start(&argc, &argv, "train_prism");
+        return train_main(argc, argv, dist);
+    });
 }
