@@ -20,6 +20,19 @@
 #include "model.cuh"
 #endif
 
+// Whether make_engine would pick the CUDA engine (a CUDA build, a GPU, no --cpu).
+inline bool gpu_engine_available(bool force_cpu) {
+#if defined(PRISM_CUDA) && defined(__CUDACC__)
+    int n = 0;
+    const bool yes = !force_cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError();  // a failed query must not be reported by a later call
+    return yes;
+#else
+    (void)force_cpu;
+    return false;
+#endif
+}
+
 // The CPU engine for one rank of dp: with several ranks on a node and no OMP_NUM_THREADS, each takes its share
 // of the cores this process may run on (all of them without a launcher's binding, one when bound to a core).
 inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataParallel& dp) {

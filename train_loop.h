@@ -34,14 +34,16 @@
 struct TrainOptions {
     ModelSpec model;
     bool plan = false, json = false, help = false, cpu = false, resume = false;
-    std::string train = "data/default/*_train_*.bin", val = "data/default/*_val_*.bin", out = "out/tiny";
+    std::string train, val, out;  // "": run_defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
     long total_batch = 0;       // tokens per optimizer step (0: one micro-batch); a multiple of B * T
-    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param, else 150)
+    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
     long tokens = 0;            // token budget
     double tokens_per_param = 0;
-    double lr = 3e-3, warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
+    double epochs = 0;          // passes over the training shards
+    double lr = NAN;            // NAN: by model size (run_defaults.h)
+    double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     OptimizerHyper opt;
     uint64_t seed = 1337;
     bool shuffle = true;
@@ -108,13 +110,19 @@ struct RunPlan {
     long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;  // micro_tokens: B T, one rank
 };
 
-inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1) {
+// The training sequence length: -t, else the model's context.
+inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
+    const int T = o.T ? o.T : cfg.T;
+    if (T > cfg.T)
+        throw ConfigError("--train-seq " + std::to_string(T) + " exceeds the model's context T = " + std::to_string(cfg.T));
+    return T;
+}
+
+// train_tokens: the training shards' size, for --epochs.
+inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
     RunPlan p;
-    p.T = o.T ? o.T : cfg.T;
+    p.T = train_seq_len(o, cfg);
     p.world = world;
-    if (p.T > cfg.T)
-        throw ConfigError("--train-seq " + std::to_string(p.T) + " exceeds the model's context T = " +
-                          std::to_string(cfg.T));
     p.micro_tokens = (long)o.B * p.T;
     const long all_ranks = p.micro_tokens * world;  // one micro-step of every rank
     p.total_batch = o.total_batch ? o.total_batch : all_ranks;
@@ -129,6 +137,7 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     p.steps = o.steps;
     if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
+    if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
     if (!p.steps) p.steps = 150;
     p.warmup = (long)std::lround(o.warmup_frac * p.steps);
     return p;
@@ -195,9 +204,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
     // Set-up on every rank; a failure anywhere ends every rank with one message (dist.h).
     dist.all_or_none([&] {
-        p = plan_run(o, cfg, dist.world);
-        train.reset(new DataLoader(o.train, o.B, p.T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
-        if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, p.T, dist.rank, dist.world, false, 0, cfg.V));
+        const int T = train_seq_len(o, cfg);
+        train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
+        if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
+        p = plan_run(o, cfg, dist.world, train->tokens_total());
         if (o.sample_every > 0 && lead) {
             try {
                 tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));

@@ -11,6 +11,7 @@
 #include "dist.h"
 #include "engines.h"
 #include "plan.h"
+#include "run_defaults.h"
 #include "schedule.h"
 #include "train_loop.h"
 
@@ -20,18 +21,28 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--plan", "", "print the model's per-layer table and totals and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
     add_model_flags(f, o.model);
-    f.push_back({"--train", "GLOB", "training shards (default data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
-    f.push_back({"--val", "GLOB", "validation shards (default data/default/*_val_*.bin)", [&o](const std::string& v) { o.val = v; }});
-    f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/tiny)", [&o](const std::string& v) { o.out = v; }});
+    for (Flag& x : f)
+        if (x.names == "-m, --model") x.help = x.help.substr(0, x.help.find(" (default")) + " (default: 124M on a GPU, tiny on the CPU)";
+    f.push_back({"--train", "GLOB", "training shards (default data/fineweb10B/*_train_*.bin if that directory exists, else "
+                 "data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
+    f.push_back({"--val", "GLOB", "validation shards (default: the _val_ shards next to the default training shards)",
+                 [&o](const std::string& v) { o.val = v; }});
+    f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/PRESET[-HEADS][-WIDTHS])",
+                 [&o](const std::string& v) { o.out = v; }});
     f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1)});
     f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1)});
-    f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step; a multiple of B*T (gradient accumulation)",
+    f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step, all ranks together; a multiple of B*T*ranks "
+                 "(gradient accumulation); default 524288 for models of 50M parameters or more, else B*T*ranks",
                  long_flag("--total-batch", o.total_batch, 1)});
-    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", long_flag("--steps", o.steps, 1)});
+    f.push_back({"--steps", "N", "optimizer steps (default: 25 tokens per parameter for models of 50M or more, else 150)",
+                 long_flag("--steps", o.steps, 1)});
     f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
                  double_flag("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
-    f.push_back({"--lr", "LR", "peak learning rate (default 3e-3)", double_flag("--lr", o.lr, 0, 10)});
+    f.push_back({"--epochs", "E", "token budget of E passes over the training shards",
+                 double_flag("--epochs", o.epochs, 1e-9, 1e6)});
+    f.push_back({"--lr", "LR", "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 to 200M, "
+                 "3e-4 to 500M, 2.5e-4 to 1B)", double_flag("--lr", o.lr, 0, 10)});
     f.push_back({"--warmup-frac", "F", "linear warmup over this fraction of the steps (default 0.025)", double_flag("--warmup-frac", o.warmup_frac, 0, 1)});
     f.push_back({"--final-lr-frac", "F", "cosine decays to F * lr (default 0.1)", double_flag("--final-lr-frac", o.final_lr_frac, 0, 1)});
     f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", double_flag("--wd", o.opt.weight_decay, 0, 10)});
@@ -84,21 +95,28 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
 // The body of main on every rank; errors are thrown (run_ranks reports them).
 static int train_main(int argc, char** argv, Dist& dist) {
     TrainOptions o;
+    o.model.preset = "";  // run_defaults.h: 124M on a GPU, tiny on the CPU
     std::vector<Flag> flags = make_flags(o);
     ModelConfig cfg;
-    std::vector<std::string> warnings;
+    std::vector<std::string> warnings, notes;
     dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
         if (o.help) return;
+        default_model(o, gpu_engine_available(o.cpu));
         cfg = build_config(o.model, warnings);
-        if (dist.rank == 0)
+        default_run(o, cfg, dist.world, notes);
+        if (dist.rank == 0) {
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
+            if (!o.plan)
+                for (const auto& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
+        }
     });
     if (o.help) {
         if (dist.rank == 0) {
-            printf("usage: train_prism [flags]\n\nTrains a model (default: tiny on data/default/) on the GPU when one is "
-                   "present, else on the CPU; under mpirun, one data-parallel rank per process.\n\n");
+            printf("usage: train_prism [flags]\n\nTrains a model on the GPU when one is present (default: 124M on "
+                   "FineWeb, or on data/default/ when data/fineweb10B/ is missing), else on the CPU (default: tiny); under "
+                   "mpirun, one data-parallel rank per process.\n\n");
             print_flags(stdout, flags);
         }
         return 0;
