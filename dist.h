@@ -100,7 +100,9 @@ inline std::string rendezvous_file(const std::string& dir) { return dir + "/pris
 inline void rendezvous_publish(const std::string& dir, const void* bytes, size_t n) {
     const std::string path = rendezvous_file(dir), tmp = path + ".tmp";
     FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) throw DistError("rendezvous: cannot write " + tmp + ": " + strerror(errno) + "; PRISM_RENDEZVOUS must be a writable directory every node sees");
+    if (!f)
+        throw DistError("rendezvous: cannot write " + tmp + ": " + strerror(errno) +
+                        "; PRISM_RENDEZVOUS must be a writable directory every node sees");
     const bool ok = fwrite(bytes, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if ((fclose(f) != 0) || !ok || rename(tmp.c_str(), path.c_str()) != 0)
         throw DistError("rendezvous: cannot write " + path + ": " + strerror(errno));

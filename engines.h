@@ -54,9 +54,10 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu,
     if (!force_cpu && err == cudaSuccess && n > 0) {
         const int local = dp.dist ? dp.dist->local_rank : 0;
         if (local >= n)
-            throw ConfigError("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) + " but this node has " +
-                              std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + "; start at most " + std::to_string(n) +
-                              " ranks per node (mpirun -np, or --host a:" + std::to_string(n) + ")");
+            throw ConfigError("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) +
+                              " but this node has " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") +
+                              "; start at most " + std::to_string(n) + " ranks per node (mpirun -np, or --host a:" +
+                              std::to_string(n) + ")");
         cudaCheck(cudaSetDevice(local));
         cudaDeviceProp p;
         cudaCheck(cudaGetDeviceProperties(&p, local));

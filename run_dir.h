@@ -253,10 +253,11 @@ class RunDir {
         out.m.resize(n), out.v.resize(n);
         bool have_rest = false;
         for (size_t i = 0; i < files.size(); i++) {
-            const size_t a = std::max(range.first, (size_t)files[i].first), b = std::min(range.second, (size_t)(files[i].first + files[i].n));
-            if (a >= b && (have_rest || i + 1 < files.size())) continue;
+            const size_t first = (size_t)files[i].first, a = std::max(range.first, first),
+                         b = std::min(range.second, first + (size_t)files[i].n);
+            if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
             TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
-            for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - files[i].first], out.v[k - range.first] = f.v[k - files[i].first];
+            for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
             if (!have_rest) out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader;
             have_rest = true;
         }
