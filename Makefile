@@ -60,7 +60,7 @@ NCCL_H := $(if $(NO_NCCL)$(if $(BIN_NVCC),,x),,$(firstword $(wildcard $(CUDA_HOM
 NCCL_LIBDIR := $(if $(NCCL_H),$(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_LIB)/libnccl.so \
                /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))))
 NCCL_VERSION := $(if $(NCCL_LIBDIR),$(shell sed -n 's/^\#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(NCCL_H) | paste -sd.))
-NCCL_FLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)) -L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath,$(NCCL_LIBDIR))
+NCCL_FLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)) -L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinker $(NCCL_LIBDIR))
 # nvcc takes -I -D -L -l itself; anything else in MPI's flags (-pthread, -Wl,...) goes to the host compiler.
 nvcc_host = $(foreach f,$(1),$(if $(filter -I% -D% -L% -l%,$(f)),$(f),-Xcompiler $(f)))
 
