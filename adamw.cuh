@@ -1,13 +1,15 @@
 // adamw.cuh: the AdamW update of the whole parameter block, with fp32 master weights.
-//   master, m, v (P) fp32; grads (P) bf16; params (P) bf16 = the rounded copy of master the kernels read
-// Per element (PyTorch's AdamW, as ref::adamw_step): g = grad * grad_scale (gradient clipping folded in);
+//   master, m, v (P) fp32; grads (P) fp32; params (P) bf16 = the rounded copy of master the kernels read
+// Per element (PyTorch's AdamW, as ref::adamw_step): g = grad * clip (gradient clipping folded in, the factor
+// computed on the device from the squared norm gradnorm.cuh left there);
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p = p * decay - step * m / (sqrt(v / bc2) + eps), with
 // step = lr / bc1, bc = 1 - beta^t, decay = 1 - lr wd for matrices and 1 for norm weights and biases.
 // Why master weights: an update of lr * 1 ~ 1e-4 on a weight of 0.02 is below half a bf16 ulp (2^-9 relative),
 // so a bf16-only parameter would never move.
 // The parameter block is updated as a list of ranges, each with its decay flag (matrices and embeddings decay,
 // norm weights and biases do not); the model builds them from its layout (adamw_ranges in model.cuh), merging
-// consecutive tensors of the same kind, so one launch updates each range (about 4 per layer).
+// consecutive tensors of the same kind; one launch updates them all (a table maps blocks to ranges), 4
+// elements per thread with 128-bit accesses to the fp32 arrays.
 // Does not: shard the state (ZeRO-1 comes with multi-GPU), or use atomics (pure elementwise, deterministic).
 #pragma once
 
@@ -15,52 +17,95 @@
 #include <vector>
 
 #include "cuda_common.cuh"
+#include "vec.cuh"
 
 struct AdamWRange {
     size_t offset, n;  // elements of the flat parameter block
     bool decay;        // matrices (and embeddings) decay, norms do not
 };
+// The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
+// that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block.
+struct AdamWLaunchRange {
+    size_t offset, n;
+    int first_block, decay;
+};
+constexpr int ADAMW_BLOCK = 256, ADAMW_PER_THREAD = 4;
+inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamWRange>& ranges) {
+    std::vector<AdamWLaunchRange> r;
+    int block = 0;
+    const size_t per_block = (size_t)ADAMW_BLOCK * ADAMW_PER_THREAD;
+    for (const AdamWRange& x : ranges) {
+        if (x.n == 0) continue;
+        r.push_back({x.offset, x.n, block, x.decay ? 1 : 0});
+        block += (int)((x.n + per_block - 1) / per_block);
+    }
+    r.push_back({0, 0, block, 0});  // the end: first_block of the sentinel = the launch's block count
+    return r;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::adamw_step on one element (after ref::clip_grad_norm's scaling, here grad_scale).
-static __global__ void adamw_kernel(bf16* params, float* master, float* m, float* v, const bf16* grads, size_t n,
-                                    float b1, float b2, float eps, float step, float rbc2, float decay,
-                                    float grad_scale) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float g = __bfloat162float(grads[i]) * grad_scale;
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    const float p = master[i] * decay - step * mi / (sqrtf(vi * rbc2) + eps);
-    m[i] = mi;
-    v[i] = vi;
-    master[i] = p;
-    params[i] = __float2bfloat16(p);
+// Matches ref::clip_grad_norm's scaling then ref::adamw_step on 4 consecutive elements of one range: block b
+// updates the range r with first_block[r] <= b < first_block[r + 1] (a binary search over ~50 ranges).
+// norm_sq (null: no clipping) is the squared global norm grad_norm_squared left on the device: the clip factor
+// min(1, max_norm / norm) is computed here, in double as the reference does, so no host ever reads the norm
+// before the update.
+static __global__ void adamw_kernel(bf16* params, float* master, float* m, float* v, const float* grads,
+                                   const AdamWLaunchRange* ranges, int nranges, float b1, float b2, float eps,
+                                   float step, float rbc2, float matrix_decay, const double* norm_sq,
+                                   double max_norm) {
+    int lo = 0, hi = nranges - 1;  // the last range with first_block <= blockIdx.x
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (ranges[mid].first_block <= (int)blockIdx.x) lo = mid;
+        else hi = mid - 1;
+    }
+    const AdamWLaunchRange r = ranges[lo];
+    const size_t i = ((size_t)(blockIdx.x - r.first_block) * blockDim.x + threadIdx.x) * ADAMW_PER_THREAD;
+    if (i >= r.n) return;
+    float scale = 1.0f;
+    if (norm_sq) {
+        const double norm = sqrt(*norm_sq);
+        if (max_norm > 0 && norm > max_norm) scale = (float)(max_norm / norm);
+    }
+    const int k = r.n - i < ADAMW_PER_THREAD ? (int)(r.n - i) : ADAMW_PER_THREAD;
+    const size_t o = r.offset + i;
+    const float decay = r.decay ? matrix_decay : 1.0f;
+    float g[4], mi[4], vi[4], p[4];
+    load4(g, grads + o, k), load4(mi, m + o, k), load4(vi, v + o, k), load4(p, master + o, k);
+    UNROLL
+    for (int j = 0; j < 4; j++) {
+        const float gj = g[j] * scale;
+        mi[j] = b1 * mi[j] + (1.0f - b1) * gj;
+        vi[j] = b2 * vi[j] + (1.0f - b2) * gj * gj;
+        p[j] = p[j] * decay - step * mi[j] / (sqrtf(vi[j] * rbc2) + eps);
+    }
+    store4(m + o, mi, k), store4(v + o, vi, k), store4(master + o, p, k);
+    UNROLL
+    for (int j = 0; j < 4; j++)
+        if (j < k) params[o + j] = __float2bfloat16(p[j]);
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // launchers
 // ---------------------------------------------------------------------------------------------------------
 
-// One AdamW step over every range; t is the step count after this step (1 for the first), as in the reference.
-// All pointers are to the start of the flat blocks (P elements each).
-inline void adamw_step(bf16* params, float* master, float* m, float* v, const bf16* grads,
-                       const std::vector<AdamWRange>& ranges, long t, double lr, double beta1, double beta2,
-                       double eps, double weight_decay, float grad_scale, cudaStream_t stream) {
+// One AdamW step over every range, one launch; t is the step count after this step (1 for the first), as in the
+// reference. All pointers are to the start of the flat blocks (P elements each); grads fp32; ranges: the device
+// copy of adamw_launch_ranges (nranges entries, the sentinel included). norm_sq: the device's squared gradient
+// norm for clipping to max_norm, or null.
+inline void adamw_step(bf16* params, float* master, float* m, float* v, const float* grads,
+                       const AdamWLaunchRange* ranges, int nranges, int blocks, long t, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, const double* norm_sq, double max_norm,
+                       cudaStream_t stream) {
+    if (blocks == 0) return;
     // Scalars in double, rounded to fp32 exactly as ref::adamw_step rounds them.
     const double bc1 = 1.0 - std::pow(beta1, (double)t), bc2 = 1.0 - std::pow(beta2, (double)t);
-    const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / bc2);
-    const int block = 256;
-    for (const AdamWRange& r : ranges) {
-        if (r.n == 0) continue;
-        const float decay = (float)(r.decay ? 1.0 - lr * weight_decay : 1.0);
-        const size_t o = r.offset;
-        LAUNCH((unsigned)((r.n + block - 1) / block), block, 0, stream, adamw_kernel)(
-            params + o, master + o, m + o, v + o, grads + o, r.n, (float)beta1, (float)beta2, (float)eps, step, rbc2,
-            decay, grad_scale);
-        cudaCheck(cudaGetLastError());
-    }
+    const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / bc2), decay = (float)(1.0 - lr * weight_decay);
+    LAUNCH(blocks, ADAMW_BLOCK, 0, stream, adamw_kernel)(params, master, m, v, grads, ranges, nranges, (float)beta1,
+                                                         (float)beta2, (float)eps, step, rbc2, decay, norm_sq,
+                                                         max_norm);
+    cudaCheck(cudaGetLastError());
 }

@@ -3,10 +3,10 @@
 // oracle the CUDA engine's tests compare whole training steps against.
 //
 // Data parallel over MPI (several ranks, dist.h), the same steps as the CUDA engine's:
-//   reduce_grads    the gradients (P), padded to world x S (shard.h), reduce-scattered: this rank's shard of
-//                   the sum (S); ZeRO-0 all-gathers the summed shards back into the whole gradient
-//   clip_grad_norm  each rank's sum of squares of its shard, all-gathered and added in rank order: the same
-//                   norm on every rank, and the same for ZeRO-0 and ZeRO-1
+//   clip_grad_norm  first the gradients (P), padded to world x S (shard.h), reduce-scattered: this rank's shard
+//                   of the sum (S); ZeRO-0 all-gathers the summed shards back into the whole gradient. Then each
+//                   rank's sum of squares of its shard, all-gathered and added in rank order: the same norm on
+//                   every rank, and the same for ZeRO-0 and ZeRO-1
 //   adamw_step      ZeRO-1: AdamW on this rank's shard only (its moments are S long), then the parameters are
 //                   all-gathered; ZeRO-0: AdamW on every parameter, on every rank
 // Both stages sum each gradient element in the same reduce-scatter, so ZeRO-0 and ZeRO-1 give identical bits.
@@ -17,6 +17,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,36 +43,43 @@ class CpuEngine : public Engine {
     void get_params(float* out) const override { std::copy(model_.params.begin(), model_.params.end(), out); }
     void set_params(const float* in) override { std::copy(in, in + num_params(), model_.params.begin()); }
 
-    float forward(const int* inputs, const int* targets, int B, int T) override {
+    void forward(const int* inputs, const int* targets, int B, int T) override {
         B_ = B, T_ = T;
-        return model_.forward(inputs, targets, B, T);
+        const float loss = model_.forward(inputs, targets, B, T);
+        if (targets) loss_sum_ += loss;
+        logits_valid_ = true;
     }
-    void backward(float grad_scale) override { model_.backward(grad_scale); }
+    void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                          bool last_micro_step = false) override {
+        B_ = B, T_ = T;
+        loss_sum_ += (double)grad_scale * model_.forward(inputs, targets, B, T);
+        model_.backward(grad_scale);
+        logits_valid_ = false;  // the CUDA engine's are gone too: fail alike
+    }
     void zero_grad() override { model_.zero_grad(); }
-    void reduce_grads() override {
-        if (dp_.world() == 1) return;
-        std::vector<float>& g = model_.grads;
-        std::copy(g.begin(), g.end(), padded_.begin());  // the padding stays zero
-        dp_.dist->reduce_scatter_sum(padded_.data(), shard_grads_.data(), shard_.size, "the reduce-scatter of the gradients");
-        if (!sharded()) {
-            dp_.dist->all_gather(shard_grads_.data(), padded_.data(), shard_.size, "the all-gather of the gradients");
-            std::copy(padded_.begin(), padded_.begin() + g.size(), g.begin());
+    // With several ranks the gradients are reduced here (the CPU has no second stream to overlap them on).
+    void clip_grad_norm(double max_norm) override {
+        if (dp_.world() == 1) {
+            norm_ = ref::clip_grad_norm(model_.grads.data(), model_.grads.size(), max_norm);
+            return;
         }
-    }
-    double clip_grad_norm(double max_norm) override {
-        if (dp_.world() == 1) return ref::clip_grad_norm(model_.grads.data(), model_.grads.size(), max_norm);
+        reduce_grads();
         std::vector<double> part(dp_.world());
         dp_.dist->all_gather(ref::grad_sum_squares(shard_grads_.data(), shard_.size), part.data(),
                              "the all-gather of the gradient norm");
         double sq = 0;
         for (double p : part) sq += p;  // rank order: the same bits on every rank
-        const double norm = std::sqrt(sq);
-        const float scale = ref::clip_scale<float>(norm, max_norm);
+        norm_ = std::sqrt(sq);
+        const float scale = ref::clip_scale<float>(norm_, max_norm);
         if (scale != 1.0f) {
             std::vector<float>& g = sharded() ? shard_grads_ : model_.grads;
             for (float& x : g) x *= scale;
         }
-        return norm;
+    }
+    StepStats read_stats() override {
+        StepStats s{loss_sum_, norm_};
+        loss_sum_ = 0, norm_ = NAN;
+        return s;
     }
     void adamw_step(double lr, const OptimizerHyper& hp) override {
         ref::AdamWParams p;
@@ -101,6 +110,7 @@ class CpuEngine : public Engine {
         std::copy(m.begin(), m.end(), opt_.m.begin()), std::copy(v.begin(), v.end(), opt_.v.begin()), opt_.t = t;
     }
     void target_logprobs(const int* targets, float* out) const override {
+        require_logits();
         for (int b = 0; b < B_; b++)
             for (int t = 0; t < T_; t++) {
                 int tg = targets[(size_t)b * T_ + t];
@@ -108,6 +118,7 @@ class CpuEngine : public Engine {
             }
     }
     void logits_at(int b, int t, float* out) const override {
+        require_logits();
         const float* l = model_.logits() + ((size_t)b * T_ + t) * model_.cfg.V;
         std::copy(l, l + model_.cfg.V, out);
     }
@@ -120,6 +131,23 @@ class CpuEngine : public Engine {
     std::vector<float> padded_;       // (world S) scratch: the padded gradient or parameter vector
     std::vector<float> shard_grads_;  // (S) this rank's shard of the summed gradient
     int B_ = 0, T_ = 0;
+    double loss_sum_ = 0, norm_ = NAN;
+    bool logits_valid_ = false;
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
+    void require_logits() const {
+        if (!logits_valid_) throw std::logic_error("target_logprobs / logits_at need a forward() (not forward_backward)");
+    }
+    // The gradients (P), padded to world x S (shard.h), reduce-scattered: this rank's shard of the sum (S); ZeRO-0
+    // all-gathers the summed shards back into the whole gradient.
+    void reduce_grads() {
+        std::vector<float>& g = model_.grads;
+        std::copy(g.begin(), g.end(), padded_.begin());  // the padding stays zero
+        dp_.dist->reduce_scatter_sum(padded_.data(), shard_grads_.data(), shard_.size,
+                                     "the reduce-scatter of the gradients");
+        if (!sharded()) {
+            dp_.dist->all_gather(shard_grads_.data(), padded_.data(), shard_.size, "the all-gather of the gradients");
+            std::copy(padded_.begin(), padded_.begin() + g.size(), g.begin());
+        }
+    }
 };

@@ -4,12 +4,19 @@
 // picks one, so train_prism and eval_zeroshot never know which they hold. Parameters cross the interface as
 // fp32 in schedule.h's param_layout order (the checkpoint format), so a checkpoint from either engine loads
 // into the other.
+// The interface queues work: forward, forward_backward, zero_grad, clip_grad_norm and adamw_step return as soon
+// as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
+// GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until
+// read_stats: the one call of a training step that waits for the GPU (test_model_cuda.cpp counts them).
 //
-// Data parallelism (several ranks, dist.h): each rank's engine runs forward and backward on its own
-// micro-batches; reduce_grads() then sums the gradients over the ranks, and clip_grad_norm / adamw_step work on
-// that sum, so every rank ends each step with the same parameters. With ZeRO-1 each rank keeps only its shard
-// (shard.h) of the summed gradient, of the fp32 master weights and of the AdamW moments: it updates its shard and
-// the ranks all-gather the parameters. Checkpoints see the shard as optimizer_range().
+// Data parallelism (several ranks, dist.h): each rank's engine runs forward_backward on its own micro-batches;
+// the gradients are then summed over the ranks before clip_grad_norm reads them, so clip_grad_norm and
+// adamw_step work on that sum and every rank ends each step with the same parameters. The step's last
+// micro-step says so (last_micro_step), and the engine may start the reduction during its backward (the CUDA
+// engine does, layer by layer, on a second stream); otherwise clip_grad_norm does all of it. With ZeRO-1 each
+// rank keeps only its shard (shard.h) of the summed gradient, of the fp32 master weights and of the AdamW
+// moments: it updates its shard and the ranks all-gather the parameters. Checkpoints see the shard as
+// optimizer_range().
 // Does not: include either engine (they include this file; the factory that sees both is engines.h).
 #pragma once
 
@@ -26,10 +33,17 @@ struct OptimizerHyper {
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
 
+// What read_stats returns: the loss summed since the previous read (each forward with targets adds its micro-
+// batch's mean loss, each forward_backward grad_scale x that mean: a step's objective), and the global gradient
+// norm before clipping of the last clip_grad_norm since the previous read (NaN when there was none).
+struct StepStats {
+    double loss = 0, grad_norm = 0;
+};
+
 // How an engine takes part in data parallelism: the process group (null: one process) and the ZeRO stage
 // (0: every rank keeps the whole optimizer state; 1: each keeps a 1/world shard of it).
 struct DataParallel {
-    const Dist* dist = nullptr;
+    Dist* dist = nullptr;
     int zero = 0;
     int world() const { return dist ? dist->world : 1; }
     int rank() const { return dist ? dist->rank : 0; }
@@ -43,22 +57,32 @@ class Engine {
     virtual size_t num_params() const = 0;
 
     virtual void init_params(uint64_t seed) = 0;
-    virtual void get_params(float* out) const = 0;  // (P) fp32
+    // (P) fp32. With ZeRO-1 the CUDA engine's fp32 master weights are sharded, so get_params gathers them: a
+    // collective that every rank calls, between steps. set_params takes the whole vector on every rank.
+    virtual void get_params(float* out) const = 0;
     virtual void set_params(const float* in) = 0;
 
-    // Mean cross-entropy over unmasked targets of one micro-batch; inputs, targets (B, T). targets may be null
-    // (inference: logits only).
-    virtual float forward(const int* inputs, const int* targets, int B, int T) = 0;
-    // grads += d(grad_scale * loss) / d params, for the preceding forward.
-    virtual void backward(float grad_scale) = 0;
+    // Queues a forward pass of one micro-batch; inputs, targets (B, T), read before the call returns. targets may
+    // be null (inference). With targets, adds the mean cross-entropy over unmasked targets to the loss sum. The
+    // logits stay for target_logprobs and logits_at.
+    virtual void forward(const int* inputs, const int* targets, int B, int T) = 0;
+    // Queues a training micro-step: forward and backward of one micro-batch, grads += d(grad_scale * loss) /
+    // d params and the loss sum += grad_scale * loss. Leaves no logits (their memory holds their gradient).
+    // last_micro_step: no micro-step follows before clip_grad_norm, so with several ranks the engine may reduce
+    // the gradients across them during this backward (a hint; without it clip_grad_norm reduces them).
+    virtual void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                                  bool last_micro_step = false) = 0;
     virtual void zero_grad() = 0;
-    // After the step's last backward: the gradients summed over the ranks (ZeRO-1: this rank's shard of the
-    // sum). Every rank calls it; with one rank there is nothing to do.
-    virtual void reduce_grads() {}
-    // Clips the global gradient norm to max_norm (<= 0: no clipping) and returns the norm before clipping (the
-    // norm of the summed gradient, the same on every rank).
-    virtual double clip_grad_norm(double max_norm) = 0;
+    // Queues the global gradient norm (with several ranks: of the gradients summed over the ranks, reducing
+    // them first where the last micro-step did not); the next adamw_step scales the gradients by
+    // min(1, max_norm / norm) (max_norm <= 0: no clipping). read_stats returns the norm before clipping, the same
+    // on every rank.
+    virtual void clip_grad_norm(double max_norm) = 0;
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
+    // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
+    // returns the loss sum since the last read (then zero) and that norm. An AdamW update queued after the clip
+    // keeps running while the host goes on.
+    virtual StepStats read_stats() = 0;
     // The parameters whose AdamW moments this rank holds, as [begin, end) of the interface order: all of
     // [0, P) unless ZeRO-1 shards them. get/set_optimizer move the moments of exactly this range (end - begin
     // each) and the step count, for checkpoints.
@@ -66,9 +90,10 @@ class Engine {
     virtual void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const = 0;
     virtual void set_optimizer(const std::vector<float>& m, const std::vector<float>& v, long t) = 0;
 
-    // After forward: log p(targets[b, t]) for every position (0 where the target is masked), out (B, T).
+    // After forward (not forward_backward): log p(targets[b, t]) for every position (0 where the target is
+    // masked), out (B, T); waits for the GPU.
     virtual void target_logprobs(const int* targets, float* out) const = 0;
-    // After forward: the logits of position (b, t), out (V).
+    // After forward (not forward_backward): the logits of position (b, t), out (V); waits for the GPU.
     virtual void logits_at(int b, int t, float* out) const = 0;
     // The device's dense bf16 peak in FLOP/s for MFU (mfu.h); 0 where MFU means nothing (the CPU).
     virtual double peak_flops() const { return 0; }

@@ -1,14 +1,22 @@
 // engines.h: make_engine, the one place that sees both engines and picks one for this machine: the CUDA engine
 // (model.cuh) when the file is compiled by nvcc with PRISM_CUDA defined (the Makefile does this whenever nvcc
-// exists) and a GPU is present, the CPU reference (cpu_engine.h) otherwise. The entry points (train_prism,
-// eval_zeroshot) include this; everything below them sees only the Engine interface (engine.h).
-// With several ranks (dp, dist.h) each rank takes the GPU of its local rank, and CPU ranks split the node's cores
-// among themselves (unless OMP_NUM_THREADS says otherwise).
+// exists) and a GPU is present, the CPU reference (cpu_engine.h) otherwise. PRISM_EXECUTOR builds the CUDA
+// engine with g++ on the CUDA-on-CPU executor (test/cuda_cpu/), so the trainer's command line can be tested
+// against it without a GPU. The entry points (train_prism, eval_zeroshot) include this; everything below them
+// sees only the Engine interface (engine.h).
+// On the GPU it also decides recomputation: asked for (--recompute), or chosen when a training run's B x T would
+// not fit the GPU's free memory with every activation kept but fits with recomputation (memory_plan.h), and
+// `why` says so; when neither fits it fails before allocating, with the numbers and what to change.
+// With several ranks (EngineOptions::dp, dist.h) each rank takes the GPU of its local rank (on the executor, which
+// has one, they share it), and CPU ranks split the node's cores among themselves (unless OMP_NUM_THREADS says
+// otherwise).
 // Does not: fall back to the CPU silently (`why` says which engine and why).
 #pragma once
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -16,13 +24,22 @@
 #include "cpu_engine.h"
 #include "engine.h"
 #include "schedule.h"
-#if defined(PRISM_CUDA) && defined(__CUDACC__)
+#if defined(PRISM_CUDA) && (defined(__CUDACC__) || defined(PRISM_EXECUTOR))
+#define PRISM_HAS_CUDA_ENGINE 1
+#include "memory_plan.h"
 #include "model.cuh"
 #endif
 
+struct EngineOptions {
+    bool force_cpu = false;
+    bool recompute = false;  // GPU: recompute norm and SwiGLU outputs in the backward
+    int B = 0, T = 0;        // a training run's micro-batch, for the memory check (0: no check, e.g. evaluation)
+    DataParallel dp;         // this rank of a data-parallel run (default: one process)
+};
+
 // Whether make_engine would pick the CUDA engine (a CUDA build, a GPU, no --cpu).
 inline bool gpu_engine_available(bool force_cpu) {
-#if defined(PRISM_CUDA) && defined(__CUDACC__)
+#ifdef PRISM_HAS_CUDA_ENGINE
     int n = 0;
     const bool yes = !force_cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
     cudaGetLastError();  // a failed query must not be reported by a later call
@@ -46,13 +63,16 @@ inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataP
 
 // The engine for this machine: the CUDA engine when it is built in and a GPU is present (and --cpu is not
 // given), the CPU reference otherwise. `why` says which and why, for the log.
-inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why,
-                                           const DataParallel& dp = DataParallel()) {
-#if defined(PRISM_CUDA) && defined(__CUDACC__)
+inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOptions& o, std::string& why) {
+#ifdef PRISM_HAS_CUDA_ENGINE
     int n = 0;
-    cudaError_t err = force_cpu ? cudaSuccess : cudaGetDeviceCount(&n);
-    if (!force_cpu && err == cudaSuccess && n > 0) {
-        const int local = dp.dist ? dp.dist->local_rank : 0;
+    cudaError_t err = o.force_cpu ? cudaSuccess : cudaGetDeviceCount(&n);
+    if (!o.force_cpu && err == cudaSuccess && n > 0) {
+#ifdef PRISM_EXECUTOR
+        const int local = 0;  // the executor's one device, shared by the ranks of a test
+#else
+        const int local = o.dp.dist ? o.dp.dist->local_rank : 0;
+#endif
         if (local >= n)
             throw ConfigError("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) +
                               " but this node has " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") +
@@ -62,16 +82,41 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu,
         cudaDeviceProp p;
         cudaCheck(cudaGetDeviceProperties(&p, local));
         why = "GPU " + std::to_string(local) + ": " + p.name;
-        if (dp.world() > 1)
+        bool recompute = o.recompute;
+        if (o.B > 0) {
+            size_t free = 0, total = 0;
+            cudaCheck(cudaMemGetInfo(&free, &total));
+            const int choice = choose_recompute(c, o.B, o.T, free);
+            char msg[256];
+            if (choice < 0) {
+                snprintf(msg, sizeof msg, "B %d x T %d needs %.1f GiB of GPU memory (%.1f GiB with --recompute) but "
+                         "%.1f GiB are free; lower -b (--total-batch keeps the tokens per step)", o.B, o.T,
+                         gib(gpu_memory(c, o.B, o.T, false).total()), gib(gpu_memory(c, o.B, o.T, true).total()),
+                         gib(free));
+                throw ConfigError(msg);
+            }
+            if (choice == 1 && !recompute) {
+                snprintf(msg, sizeof msg, "; recomputing norm and SwiGLU outputs in the backward (activations need "
+                         "%.1f GiB, %.1f GiB free)", gib(gpu_memory(c, o.B, o.T, false).total()), gib(free));
+                why += msg;
+                recompute = true;
+            }
+        }
+        if (o.dp.world() > 1)
             throw ConfigError("data-parallel training on GPUs is not built yet (issue 11); run one rank per job");
-        return std::unique_ptr<Engine>(new CudaEngine(c));
+        return std::unique_ptr<Engine>(new CudaEngine(c, recompute));
     }
-    why = force_cpu ? "CPU forced by --cpu"
-                    : std::string("no usable GPU (") + (err == cudaSuccess ? "none found" : cudaGetErrorString(err)) +
-                          "): running on the CPU";
+    why = o.force_cpu ? "CPU forced by --cpu"
+                      : std::string("no usable GPU (") + (err == cudaSuccess ? "none found" : cudaGetErrorString(err)) +
+                            "): running on the CPU";
     cudaGetLastError();  // clear the failed query so later CUDA calls do not report it
 #else
-    why = force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";
+    why = o.force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";
 #endif
-    return make_cpu_engine(c, dp);
+    return make_cpu_engine(c, o.dp);
+}
+inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why) {
+    EngineOptions o;
+    o.force_cpu = force_cpu;
+    return make_engine(c, o, why);
 }

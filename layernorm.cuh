@@ -2,27 +2,34 @@
 // backward, and the forward fused with the residual add that precedes every norm of the model.
 //   norm_forward          out (N, w) = norm(x[:, :w]) * g (+ b); mean, rstd (N) fp32 saved for the backward
 //   residual_norm_forward x_out (N, D) = x_in with [0, wy) += y (N, wy), then out (N, wn) = norm(x_out[:, :wn])
-//   norm_backward         dx[:, :w] += d/dx (the residual-stream gradient accumulates), dg +=, db += (LayerNorm)
+//   norm_backward         dx[:, :w] += d/dx (the residual-stream gradient accumulates); dg +=, db += (LayerNorm)
+//                         into the fp32 gradient buffer
 // LayerNorm: y = (x - mean) * rstd * g + b, rstd = 1 / sqrt(var + eps) (biased variance, two passes: mean
 // first, then squared deviations, as the reference does, so no cancellation in E[x^2] - mean^2).
 // RMSNorm: y = x * rstd * g, rstd = 1 / sqrt(mean(x^2) + eps), mean stored as 0. Every launcher takes
 // `rms` (true: RMSNorm, false: LayerNorm) rather than the model's NormType: a kernel file knows sizes and
 // pointers, not the config.
-// One warp per row; lane i owns columns i, i + 32, ... Statistics and all sums are fp32, storage bf16.
+// One warp per row; lane i owns the 8-column chunks i, i + 32, ... (128-bit loads, vec.cuh). The passes over a
+// row after the first re-read it from L1 / L2, not HBM. Statistics and all sums are fp32, storage bf16.
 // Why fuse the residual add: every residual add of the model is followed by a norm of the updated state (the
 // next sub-block's, or the final norm), so one pass reads x_in and y, writes x_out and the normalised slice,
 // instead of a second pass re-reading x_out. The norm reads the bf16-rounded x_out, exactly what the backward
 // will read back.
-// Weight gradients (sums over the N rows) are deterministic without atomics: fp32 partial sums over fixed
-// chunks of rows, then one thread per column adds the chunks in order.
+// The backward is one pass over dout and x for both the input gradient and the weight-gradient partial sums:
+// each warp adds its rows' dy * xhat and dy into its own fp32 planes in shared memory (a lane owns its
+// columns, so no two threads touch one address), the block adds its warps' planes in order into one partial
+// row per block, and a finish kernel adds the blocks' partials in order. Deterministic, no atomics.
 // Does not: normalise anything but a leading slice, keep fp32 copies of activations, or use atomics.
 #pragma once
 
 #include "cuda_common.cuh"
 #include "reduce.cuh"
+#include "vec.cuh"
 
-constexpr int NORM_ROWS_PER_CHUNK = 32;  // rows per weight-gradient partial sum
-constexpr int NORM_BLOCK = 128;          // 4 warps = 4 rows per block
+constexpr int NORM_BLOCK = 128;          // forward: 4 warps = 4 rows per block
+constexpr int NORM_ROWS_PER_CHUNK = 64;  // backward: rows per block, i.e. per weight-gradient partial row
+constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes: within the no-opt-in limit up to w 6144
+constexpr int NORM_FINISH_COLS = 4, NORM_FINISH_SLICES = 64;  // finish block: 4 columns x 64 slices of partials
 
 // fp32 scratch the backward needs: two (chunks, w) partial-sum planes (weight and bias).
 inline size_t norm_backward_scratch_floats(long N, int w) {
@@ -37,21 +44,32 @@ inline size_t norm_backward_scratch_floats(long N, int w) {
 __device__ inline void norm_row(bool rms, bf16* y, float* mean, float* rstd, const bf16* xr, const bf16* g,
                                 const bf16* b, int w, float eps) {
     const int lane = threadIdx.x % 32;
+    float x[8], gv[8], bv[8];
     float m = 0.0f;
     if (!rms) {
         float s = 0.0f;
-        for (int c = lane; c < w; c += 32) s += __bfloat162float(xr[c]);
+        for (int c = 8 * lane; c < w; c += 256) {
+            load8(x, xr + c, in_row(w, c, 8));
+            UNROLL
+            for (int i = 0; i < 8; i++) s += x[i];
+        }
         m = warp_sum(s) / w;
     }
     float v = 0.0f;
-    for (int c = lane; c < w; c += 32) {
-        const float dev = __bfloat162float(xr[c]) - m;
-        v += dev * dev;
+    for (int c = 8 * lane; c < w; c += 256) {
+        const int k = in_row(w, c, 8);
+        load8(x, xr + c, k);
+        UNROLL
+        for (int i = 0; i < 8; i++) v += i < k ? (x[i] - m) * (x[i] - m) : 0.0f;
     }
     const float r = rsqrtf(warp_sum(v) / w + eps);
-    for (int c = lane; c < w; c += 32) {
-        const float xhat = (__bfloat162float(xr[c]) - m) * r;
-        y[c] = __float2bfloat16(xhat * __bfloat162float(g[c]) + (rms ? 0.0f : __bfloat162float(b[c])));
+    for (int c = 8 * lane; c < w; c += 256) {
+        const int k = in_row(w, c, 8);
+        load8(x, xr + c, k), load8(gv, g + c, k);
+        if (!rms) load8(bv, b + c, k);
+        UNROLL
+        for (int i = 0; i < 8; i++) x[i] = (x[i] - m) * r * gv[i] + (rms ? 0.0f : bv[i]);
+        store8(y + c, x, k);
     }
     if (lane == 0) *mean = m, *rstd = r;
 }
@@ -74,66 +92,102 @@ static __global__ void residual_norm_forward_kernel(bool rms, bf16* x_out, const
     const int lane = threadIdx.x % 32;
     bf16* xo = x_out + n * D;
     const bf16* xi = x_in + n * D;
-    for (int c = lane; c < D; c += 32)
-        xo[c] = c < wy ? __float2bfloat16(__bfloat162float(xi[c]) + __bfloat162float(y[n * wy + c])) : xi[c];
+    const bf16* yr = y + n * wy;
+    float xv[8], yv[8];
+    for (int c = 8 * lane; c < D; c += 256) {
+        const int k = in_row(D, c, 8);
+        load8(xv, xi + c, k);
+        if (c < wy) {
+            load8(yv, yr + c, in_row(wy, c, 8));
+            UNROLL
+            for (int i = 0; i < 8; i++)  // columns past wy are copied, not added to 0 (which would turn -0 into +0)
+                if (c + i < wy) xv[i] += yv[i];
+        }
+        store8(xo + c, xv, k);
+    }
     __syncwarp();  // norm_row reads columns other lanes just wrote
     norm_row(rms, out + n * wn, mean + n, rstd + n, xo, g, b, wn, eps);
 }
 
-// Matches the per-row part of ref::norm_backward: dx[:, :w] += rstd * (dy g - mu1 - xhat mu2).
-static __global__ void norm_backward_dx_kernel(bool rms, bf16* dx, long lddx, const bf16* dout, const bf16* x,
-                                               long ldx, const float* mean, const float* rstd, const bf16* g, long N,
-                                               int w) {
-    const long n = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (n >= N) return;
-    const int lane = threadIdx.x % 32;
-    const bf16* xr = x + n * ldx;
-    const bf16* dy = dout + n * w;
-    const float m = mean[n], r = rstd[n];
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < w; c += 32) {
-        const float dxhat = __bfloat162float(dy[c]) * __bfloat162float(g[c]);
-        s1 += dxhat;
-        s2 += dxhat * (__bfloat162float(xr[c]) - m) * r;
+// Matches ref::norm_backward. Block k owns rows [k R, (k + 1) R), R = NORM_ROWS_PER_CHUNK, warp j of the block
+// the rows k R + j, k R + j + warps, ...: for each, dx[:, :w] += rstd * (dy g - mu1 - xhat mu2), and dy * xhat,
+// dy into the warp's planes. Then partial[k][c] (g plane) and partial[chunks + k][c] (b plane) = the warps'
+// planes added in warp order. Dynamic shared memory: warps x (1 or 2) x w floats.
+static __global__ void norm_backward_kernel(bool rms, bf16* dx, long lddx, float* partial, const bf16* dout,
+                                            const bf16* x, long ldx, const float* mean, const float* rstd,
+                                            const bf16* g, long N, int w) {
+    DYNAMIC_SHARED(float, planes);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32, nplanes = rms ? 1 : 2;
+    float* dgp = planes + (size_t)warp * nplanes * w;  // this warp's sums of dy * xhat ...
+    float* dbp = dgp + w;                              // ... and of dy (LayerNorm only)
+    for (int c = lane; c < nplanes * w; c += 32) dgp[c] = 0.0f;
+    __syncwarp();
+    const long n0 = (long)blockIdx.x * NORM_ROWS_PER_CHUNK;
+    const long n1 = n0 + NORM_ROWS_PER_CHUNK < N ? n0 + NORM_ROWS_PER_CHUNK : N;
+    float dy[8], xv[8], gv[8], d[8];
+    for (long n = n0 + warp; n < n1; n += warps) {
+        const bf16* xr = x + n * ldx;
+        const bf16* dyr = dout + n * w;
+        const float m = mean[n], r = rstd[n];
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int c = 8 * lane; c < w; c += 256) {
+            const int k = in_row(w, c, 8);
+            load8(dy, dyr + c, k), load8(xv, xr + c, k), load8(gv, g + c, k);
+            UNROLL
+            for (int i = 0; i < 8; i++) {
+                const float dxhat = dy[i] * gv[i];
+                s1 += dxhat;
+                s2 += i < k ? dxhat * (xv[i] - m) * r : 0.0f;
+            }
+        }
+        const float mu1 = rms ? 0.0f : warp_sum(s1) / w, mu2 = warp_sum(s2) / w;
+        bf16* dxr = dx + n * lddx;
+        for (int c = 8 * lane; c < w; c += 256) {
+            const int k = in_row(w, c, 8);
+            load8(dy, dyr + c, k), load8(xv, xr + c, k), load8(gv, g + c, k), load8(d, dxr + c, k);
+            UNROLL
+            for (int i = 0; i < 8; i++) {
+                const float xhat = (xv[i] - m) * r;
+                d[i] += r * (dy[i] * gv[i] - mu1 - xhat * mu2);
+                if (i < k) {
+                    dgp[c + i] += dy[i] * xhat;
+                    if (!rms) dbp[c + i] += dy[i];
+                }
+            }
+            store8(dxr + c, d, k);
+        }
     }
-    const float mu1 = rms ? 0.0f : warp_sum(s1) / w, mu2 = warp_sum(s2) / w;
-    bf16* dxr = dx + n * lddx;
-    for (int c = lane; c < w; c += 32) {
-        const float xhat = (__bfloat162float(xr[c]) - m) * r;
-        const float d = r * (__bfloat162float(dy[c]) * __bfloat162float(g[c]) - mu1 - xhat * mu2);
-        dxr[c] = __float2bfloat16(__bfloat162float(dxr[c]) + d);
+    __syncthreads();  // every warp's planes are complete
+    const long chunks = gridDim.x;
+    for (int c = threadIdx.x; c < w; c += blockDim.x) {
+        float sg = 0.0f, sb = 0.0f;
+        for (int j = 0; j < warps; j++) {
+            sg += planes[(size_t)j * nplanes * w + c];
+            if (!rms) sb += planes[(size_t)j * nplanes * w + w + c];
+        }
+        partial[blockIdx.x * w + c] = sg;
+        if (!rms) partial[(chunks + blockIdx.x) * w + c] = sb;
     }
 }
 
-// Weight-gradient partial sums: block (row chunk k, column chunk), thread column c sums rows of chunk k in
-// order into partial[k][c] (g plane) and partial[chunks + k][c] (b plane).
-static __global__ void norm_backward_partials_kernel(float* partial, const bf16* dout, const bf16* x, long ldx,
-                                                     const float* mean, const float* rstd, long N, int w) {
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= w) return;
-    const long chunks = gridDim.x, k = blockIdx.x;
-    const long n0 = k * NORM_ROWS_PER_CHUNK, n1 = n0 + NORM_ROWS_PER_CHUNK < N ? n0 + NORM_ROWS_PER_CHUNK : N;
-    float sg = 0.0f, sb = 0.0f;
-    for (long n = n0; n < n1; n++) {
-        const float dy = __bfloat162float(dout[n * w + c]);
-        sg += dy * (__bfloat162float(x[n * ldx + c]) - mean[n]) * rstd[n];
-        sb += dy;
+// dg[c] += sum_k partial[k][c] (blockIdx.y = 0), db likewise (blockIdx.y = 1), in fp32. Block: NORM_FINISH_COLS
+// columns x NORM_FINISH_SLICES slices; slice s adds chunks s, s + slices, ... in order, then slice 0 adds the
+// slices in order: a fixed order for a given chunk count, and w / 4 x planes blocks (384 for w 768 LayerNorm).
+static __global__ void norm_backward_finish_kernel(float* dg, float* db, const float* partial, int chunks, int w) {
+    SHARED(float[NORM_FINISH_SLICES][NORM_FINISH_COLS], sums);
+    const int c = blockIdx.x * NORM_FINISH_COLS + threadIdx.x, s = threadIdx.y;
+    const float* plane = partial + (size_t)blockIdx.y * chunks * w;
+    float acc = 0.0f;
+    if (c < w)
+        for (int k = s; k < chunks; k += NORM_FINISH_SLICES) acc += plane[(size_t)k * w + c];
+    sums[s][threadIdx.x] = acc;
+    __syncthreads();
+    if (s == 0 && c < w) {
+        float total = 0.0f;
+        for (int j = 0; j < NORM_FINISH_SLICES; j++) total += sums[j][threadIdx.x];
+        float* out = blockIdx.y == 0 ? dg : db;
+        out[c] += total;
     }
-    partial[k * w + c] = sg;
-    partial[(chunks + k) * w + c] = sb;
-}
-
-// dg[c] += sum_k partial[k][c], db likewise: chunks added in order, one rounding to bf16.
-static __global__ void norm_backward_finish_kernel(bf16* dg, bf16* db, const float* partial, int chunks, int w) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= w) return;
-    float sg = 0.0f, sb = 0.0f;
-    for (int k = 0; k < chunks; k++) {
-        sg += partial[(size_t)k * w + c];
-        sb += partial[(size_t)(chunks + k) * w + c];
-    }
-    dg[c] = __float2bfloat16(__bfloat162float(dg[c]) + sg);
-    if (db) db[c] = __float2bfloat16(__bfloat162float(db[c]) + sb);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -160,21 +214,27 @@ inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const
     cudaCheck(cudaGetLastError());
 }
 
-// dx (N, lddx) += in [0, w); dg (w) +=, db (w) += (LayerNorm; null for RMSNorm). dout (N, w) compact, x (N, ldx)
-// the forward's input, scratch: norm_backward_scratch_floats(N, w) floats of device memory.
-inline void norm_backward(bool rms, bf16* dx, long lddx, bf16* dg, bf16* db, const bf16* dout, const bf16* x,
+// dx (N, lddx) += in [0, w); dg (w) +=, db (w) += in fp32 (LayerNorm; db null for RMSNorm). dout (N, w) compact,
+// x (N, ldx) the forward's input, scratch: norm_backward_scratch_floats(N, w) floats of device memory.
+// Two launches: the row pass (N / 64 blocks: 256 at N = 16K) and the finish (w / 4 x planes blocks: 384 at
+// w 768 LayerNorm).
+inline void norm_backward(bool rms, bf16* dx, long lddx, float* dg, float* db, const bf16* dout, const bf16* x,
                           long ldx, const float* mean, const float* rstd, const bf16* g, long N, int w,
                           float* scratch, cudaStream_t stream) {
-    const int rows = NORM_BLOCK / 32;
-    LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, norm_backward_dx_kernel)(
-        rms, dx, lddx, dout, x, ldx, mean, rstd, g, N, w);
+    const int chunks = (int)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK), planes = rms ? 1 : 2;
+    // As many warps (up to 8) as keep the warps' planes within 48 KiB: 8 for LayerNorm up to w 768 (16 warps per
+    // SM at N = 16K: a memory-bound kernel needs them in flight), 6 at w 1024; past w 6144 one warp needs the
+    // opt-in. The count depends on w only, so the summation order is fixed for a model.
+    const size_t plane_bytes = (size_t)planes * w * sizeof(float);
+    int warps = (int)(NORM_SMEM_BYTES / plane_bytes);
+    warps = warps < 1 ? 1 : warps > 8 ? 8 : warps;
+    const size_t smem = warps * plane_bytes;
+    if (smem > (size_t)NORM_SMEM_BYTES)
+        cudaCheck(cudaFuncSetAttribute(norm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    LAUNCH(chunks, 32 * warps, smem, stream, norm_backward_kernel)(rms, dx, lddx, scratch, dout, x, ldx, mean, rstd,
+                                                                   g, N, w);
     cudaCheck(cudaGetLastError());
-    const int chunks = (int)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK);
-    const int block = 128;
-    const dim3 grid(chunks, (w + block - 1) / block);
-    LAUNCH(grid, block, 0, stream, norm_backward_partials_kernel)(scratch, dout, x, ldx, mean, rstd, N, w);
-    cudaCheck(cudaGetLastError());
-    LAUNCH((w + block - 1) / block, block, 0, stream, norm_backward_finish_kernel)(dg, rms ? nullptr : db, scratch,
-                                                                                   chunks, w);
+    const dim3 grid((w + NORM_FINISH_COLS - 1) / NORM_FINISH_COLS, planes), block(NORM_FINISH_COLS, NORM_FINISH_SLICES);
+    LAUNCH(grid, block, 0, stream, norm_backward_finish_kernel)(dg, rms ? nullptr : db, scratch, chunks, w);
     cudaCheck(cudaGetLastError());
 }

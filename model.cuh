@@ -4,22 +4,31 @@
 // where the two engines meet. The kernels take sizes and pointers; everything that reads the ModelConfig
 // (layout, ranges, norm type) is here.
 //
-// Memory, one allocation each (pointers carved out of them, see the structs below):
+// Memory, one allocation each (pointers carved out of them, see the structs below; memory_plan.h computes the
+// sizes without a GPU, for --plan):
 //   params   (Pg) bf16    the weights the kernels read, rounded from the fp32 master copy after every update
-//   grads    (Pg) bf16    accumulated over micro-batches (+=, matmul beta = 1), zeroed by zero_grad()
+//   grads    (Pg) fp32    accumulated over micro-batches (+=, weight-gradient matmuls with fp32 C/D and
+//                         beta = 1), zeroed by zero_grad(); one flat buffer in the device layout, so it can be
+//                         reduced per layer and sharded as a whole
 //   opt      (3 Pg) fp32  master weights, AdamW m, AdamW v
-//   acts     sized for the largest B * T seen: the residual state before every sub-block (2 L + 1, N, D),
-//            per-layer norm outputs and statistics, qkv, attention output and lse, SwiGLU input and output,
-//            final norm, logits (N, Vp), and the backward's scratch (residual-state gradient, branch and norm
-//            scratch)
+//   acts     sized for the largest B * T seen: two upload slots (tokens, targets, embedding buckets), the
+//            residual state before every sub-block (2 L + 1, N, D), per-layer norm outputs and statistics, qkv,
+//            attention output and lse, SwiGLU input and output, final norm, logits (N, Vp), and the
+//            backward's scratch (residual-state gradient, branch and norm scratch)
+//   small    the step's results on the device (loss sum, squared gradient norm), norm partials, AdamW ranges
 //   tables   RoPE (cos, sin) per distinct head_dim, (T, head_dim) fp32 each
-// Pg counts the device layout (device_layout()): param_layout() of the config with V padded to Vp (a multiple
-// of 128), so wte and lm_head get Vp - V extra rows and the head matmul and logits rows are aligned; and every
-// tensor starts at a multiple of 128 elements (256 bytes), because cuBLASLt's heuristic assumes 256-byte aligned
-// operands unless told otherwise, and a width like 352 (an X schedule) would leave weights at 64-byte offsets.
+// Pg counts the device layout (memory_plan.h's device_layout): V padded to Vp, every tensor 256-byte aligned.
 // Padded rows and gaps start at zero and get zero gradient (the classifier writes 0 into padded dlogits, the
 // embedding never indexes them), so they stay zero. Across the Engine interface (get/set_params, optimizer
 // state, checkpoints) everything is fp32 in the unpadded param_layout order.
+//
+// Streams: all compute is queued on one created stream; uploads go on a second, so the next micro-batch's tokens
+// cross PCIe while this one computes. An upload is staged in pinned host memory (staging.cuh) and lands in one
+// of two device slots, used by alternate micro-steps; events order the two streams (the copy waits until the
+// micro-step before last is done with its slot, the compute waits for the copy). Nothing in a training step
+// waits on the host except read_stats: the per-position losses are summed on the device, the gradient norm
+// and the clip factor stay there, and the embedding's buckets are built on the host after the micro-batch's
+// forward is queued (the GPU is busy meanwhile) and uploaded before its backward needs them.
 //
 // Forward (N = B T rows; w, h, hid of layer l; x0, x1, x2 = resid(2 l), resid(2 l + 1), resid(2 l + 2) the
 // residual states around layer l; every residual add fused with the norm that follows it):
@@ -27,22 +36,27 @@
 //   per layer: qkv = ln1 Wqkv^T; rope; atty = attn(qkv); branch = atty Wo^T; x1 = x0 + branch, ln2 = norm(x1)
 //              fc = ln2 Wfc^T; sw = swiglu(fc); branch = sw Wproj^T; x2 = x1 + branch, then the next layer's ln1
 //              (or the final norm over [0, Df))
-//   logits (N, Vp) = head_in Wout^T, head_in = lnf[:, :d] (copy_columns when Df > d); lse and per-position
-//   losses; mean loss on the host in double
-// Backward mirrors reference.h's RefModel::backward op for op (same buffers, same accumulation conventions).
+//   logits (N, Vp) = lnf[:, :d] Wout^T (the matmul reads the leading d columns in place); then either the
+//   fused classifier (training: losses, and dlogits written over the logits) or the plain one (inference:
+//   losses and lse, logits kept); the losses summed into the device's loss sum.
+// Backward mirrors reference.h's RefModel::backward op for op (same buffers, same accumulation conventions);
+// each branch's gradient is the residual-state gradient's leading w columns, read in place by the matmuls.
 // Deterministic: no atomics in any kernel, fixed reduction orders, so a run repeats bit for bit on one GPU.
-// Recomputation (CudaEngine(cfg, true)): the norm outputs ln1, ln2 and the SwiGLU output sw are not kept per
-// layer but written into two shared buffers in the forward and recomputed in the backward just before the
-// weight gradient that reads them (one norm or swiglu pass each, ~1/3 less activation memory per layer). The
-// recomputing kernels read the same bf16 inputs with the same code, so the gradients are bit-identical to the
-// stored path (tested).
-// Does not (yet): overlap anything on streams, or use more than one GPU.
+// Recomputation (CudaEngine(cfg, true), train_prism --recompute): the norm outputs ln1, ln2 and the SwiGLU output
+// sw are not kept per layer but written into two shared buffers in the forward and recomputed in the backward
+// just before the weight gradient that reads them (one norm or swiglu pass each, ~1/3 less activation memory
+// per layer). The recomputing kernels read the same bf16 inputs with the same code, so the gradients are
+// bit-identical to the stored path (tested).
+// Profiling (dev/bench_model): an OpTimer, when set, is called after every op of a step with the op's name, the
+// names cost_model.h uses, so measured times line up with the roofline model.
+// Does not (yet): use more than one GPU.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,18 +70,16 @@
 #include "gradnorm.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "memory_plan.h"
 #include "mfu.h"
 #include "ref_init.h"
-#include "residual.cuh"
 #include "rope.cuh"
 #include "schedule.h"
+#include "staging.cuh"
 #include "swiglu.cuh"
 
-// The vocabulary padded for the GPU: a multiple of 128.
-inline int padded_vocab(int V) { return (V + 127) / 128 * 128; }
-
 // The AdamW launch ranges of a layout (adamw.cuh): consecutive tensors of the same kind (decayed matrices, or
-// undecayed norm weights and biases) merged into one range, so one launch updates each (about 4 per layer).
+// undecayed norm weights and biases) merged into one range (about 4 per layer, one launch for all).
 // Gaps between tensors (the 128-element alignment of device_layout) are left out: they stay zero.
 inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
     std::vector<AdamWRange> r;
@@ -80,64 +92,24 @@ inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
     return r;
 }
 
-// Carves typed, 256-byte aligned arrays out of one allocation. With base == nullptr it only measures.
-struct Carver {
-    char* base = nullptr;
-    size_t bytes = 0;
-    template <class T> T* take(size_t n) {
-        bytes = (bytes + 255) / 256 * 256;
-        T* p = base ? reinterpret_cast<T*>(base + bytes) : nullptr;
-        bytes += n * sizeof(T);
-        return p;
-    }
+// Called after each op of a step (see the top). `op` is one of cost_model.h's names.
+struct OpTimer {
+    virtual ~OpTimer() = default;
+    virtual void mark(const char* op, cudaStream_t stream) = 0;
 };
 
 class CudaEngine : public Engine {
   public:
-    explicit CudaEngine(const ModelConfig& c, bool recompute = false)
-        : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)),
-          rms_(c.norm == NormType::RMSNorm), recompute_(recompute) {
-        validate_config(c);
-        Pg_ = glayout_.total;
-        cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
-        cudaCheck(cudaMalloc(&grads_, Pg_ * sizeof(bf16)));
-        cudaCheck(cudaMalloc(&opt_, 3 * Pg_ * sizeof(float)));
-        master_ = opt_, m_ = opt_ + Pg_, v_ = opt_ + 2 * Pg_;
-        cudaCheck(cudaMemset(opt_, 0, 3 * Pg_ * sizeof(float)));
-        cudaCheck(cudaMemset(params_, 0, Pg_ * sizeof(bf16)));
-        cudaCheck(cudaMemset(grads_, 0, Pg_ * sizeof(bf16)));
-        ranges_ = adamw_ranges(glayout_);
-        // RoPE tables, one per distinct head_dim
-        std::vector<int> hds;
-        for (const LayerSpec& s : cfg_.layers)
-            if (std::find(hds.begin(), hds.end(), s.head_dim()) == hds.end()) hds.push_back(s.head_dim());
-        size_t total = 0;
-        for (int hd : hds) total += (size_t)cfg_.T * hd;
-        cudaCheck(cudaMalloc(&tables_, total * sizeof(float)));
-        size_t off = 0;
-        for (int hd : hds) {
-            std::vector<float> t = rope_table(cfg_.T, hd, cfg_.rope_theta);
-            cudaCheck(cudaMemcpy(tables_ + off, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
-            table_of_[hd] = tables_ + off;
-            off += t.size();
-        }
-    }
-    ~CudaEngine() override {
-        cudaFree(params_), cudaFree(grads_), cudaFree(opt_), cudaFree(tables_), cudaFree(acts_mem_);
-    }
+    explicit CudaEngine(const ModelConfig& c, bool recompute = false);
+    ~CudaEngine() override;
     CudaEngine(const CudaEngine&) = delete;
     CudaEngine& operator=(const CudaEngine&) = delete;
 
     std::string describe() const override {
-        cudaDeviceProp p;
-        cudaCheck(cudaGetDeviceProperties(&p, 0));
-        return std::string("CUDA (bf16 weights and activations, fp32 master weights) on ") + p.name;
+        return std::string("CUDA (bf16 weights and activations, fp32 gradients and master weights") +
+               (recompute_ ? ", recomputing norm and SwiGLU outputs" : "") + ") on " + device_name();
     }
-    double peak_flops() const override {
-        cudaDeviceProp p;
-        cudaCheck(cudaGetDeviceProperties(&p, 0));
-        return peak_bf16_tflops(p.name) * 1e12;
-    }
+    double peak_flops() const override { return peak_bf16_tflops(device_name()) * 1e12; }
     const ModelConfig& config() const override { return cfg_; }
     size_t num_params() const override { return layout_.total; }
 
@@ -154,26 +126,35 @@ class CudaEngine : public Engine {
         cudaCheck(cudaMemcpy(params_, b.data(), Pg_ * sizeof(bf16), cudaMemcpyHostToDevice));
     }
 
-    float forward(const int* inputs, const int* targets, int B, int T) override;
-    void backward(float grad_scale) override;
+    void forward(const int* inputs, const int* targets, int B, int T) override;
+    void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                          bool last_micro_step = false) override;
     void zero_grad() override {
-        cudaCheck(cudaMemset(grads_, 0, Pg_ * sizeof(bf16)));
-        clip_scale_ = 1.0f;
+        cudaCheck(cudaMemsetAsync(grads_, 0, Pg_ * sizeof(float), compute_));
+        mark("zero_grad");
     }
-    // The clip factor is not applied here but folded into the next adamw_step (one pass fewer over grads).
-    double clip_grad_norm(double max_norm) override {
-        grad_norm_squared(a_.norm_out, grads_, Pg_, a_.norm_partial, 0);
-        double sq = 0;
-        cudaCheck(cudaMemcpy(&sq, a_.norm_out, sizeof(double), cudaMemcpyDeviceToHost));
-        const double norm = std::sqrt(sq);
-        clip_scale_ = max_norm > 0 && norm > max_norm ? (float)(max_norm / norm) : 1.0f;
-        return norm;
+    // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back.
+    void clip_grad_norm(double max_norm) override {
+        grad_norm_squared(norm_sq_, grads_, Pg_, norm_partial_, compute_);
+        mark("grad_norm");
+        max_norm_ = max_norm, clip_pending_ = true;
+        queue_stats_readback();
     }
     void adamw_step(double lr, const OptimizerHyper& hp) override {
         t_++;
-        ::adamw_step(params_, master_, m_, v_, grads_, ranges_, t_, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay,
-                     clip_scale_, 0);
-        clip_scale_ = 1.0f;
+        ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_, lr, hp.beta1,
+                     hp.beta2, hp.eps, hp.weight_decay, clip_pending_ ? norm_sq_ : nullptr, max_norm_, compute_);
+        mark("adamw");
+        clip_pending_ = false;
+    }
+    StepStats read_stats() override {
+        if (!stats_queued_) queue_stats_readback();
+        cudaCheck(cudaEventSynchronize(stats_ready_));  // the step's one wait
+        ring_.synced(stats_mark_);
+        stats_queued_ = false;
+        StepStats s{stats_host_[0], norm_read_ ? std::sqrt(stats_host_[1]) : NAN};
+        norm_read_ = false;
+        return s;
     }
     void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const override {
         m.resize(layout_.total), v.resize(layout_.total);
@@ -187,39 +168,9 @@ class CudaEngine : public Engine {
         cudaCheck(cudaMemcpy(v_, gv.data(), Pg_ * sizeof(float), cudaMemcpyHostToDevice));
         t_ = t;
     }
-    void target_logprobs(const int* targets, float* out) const override {
-        const long N = (long)B_ * T_;
-        cudaCheck(cudaMemcpy(a_.scratch_targets, targets, N * sizeof(int), cudaMemcpyHostToDevice));
-        ::target_logprobs(a_.scratch_f, a_.logits, a_.lse, a_.scratch_targets, N, Vp_, 0);
-        cudaCheck(cudaMemcpy(out, a_.scratch_f, N * sizeof(float), cudaMemcpyDeviceToHost));
-    }
-    void logits_at(int b, int t, float* out) const override {
-        std::vector<bf16> row(cfg_.V);
-        cudaCheck(cudaMemcpy(row.data(), a_.logits + ((size_t)b * T_ + t) * Vp_, cfg_.V * sizeof(bf16),
-                             cudaMemcpyDeviceToHost));
-        for (int v = 0; v < cfg_.V; v++) out[v] = row[v];
-    }
+    void target_logprobs(const int* targets, float* out) const override;
+    void logits_at(int b, int t, float* out) const override;
 
-    // The device's parameter order (see the top): V padded to Vp, every tensor 256-byte aligned.
-    static ParamLayout device_layout(const ModelConfig& c) {
-        ModelConfig p = c;
-        p.V = padded_vocab(c.V);
-        ParamLayout g = param_layout(p);
-        std::map<size_t, size_t> moved;  // old offset -> new offset
-        size_t total = 0;
-        for (ParamTensor& t : g.tensors) {
-            const size_t off = (total + 127) / 128 * 128;
-            moved[t.offset] = off;
-            t.offset = off;
-            total = off + t.numel();
-        }
-        g.total = (total + 127) / 128 * 128;
-        auto mv = [&](size_t& o) { if (o != SIZE_MAX) o = moved.at(o); };
-        mv(g.wte), mv(g.lnf_w), mv(g.lnf_b), mv(g.lm_head);
-        for (LayerOffsets& o : g.layer)
-            mv(o.ln1_w), mv(o.ln1_b), mv(o.wqkv), mv(o.wo), mv(o.ln2_w), mv(o.ln2_b), mv(o.wfc), mv(o.wproj);
-        return g;
-    }
     // Bytes of the activation block for the last forward's B x T.
     size_t activation_bytes() const {
         Acts scratch;
@@ -227,11 +178,13 @@ class CudaEngine : public Engine {
     }
     // For tests: the gradients (fp32, unpadded param_layout order) after backward.
     void get_grads(float* out) const {
-        std::vector<bf16> g(Pg_);
-        cudaCheck(cudaMemcpy(g.data(), grads_, Pg_ * sizeof(bf16), cudaMemcpyDeviceToHost));
-        std::vector<float> f(g.begin(), g.end());
-        from_padded(f.data(), out);
+        std::vector<float> g(Pg_);
+        cudaCheck(cudaMemcpy(g.data(), grads_, Pg_ * sizeof(float), cudaMemcpyDeviceToHost));
+        from_padded(g.data(), out);
     }
+    // For dev/bench_model: time every op of the following steps (null: stop), on the stream the ops run on.
+    void set_timer(OpTimer* t) { timer_ = t; }
+    cudaStream_t stream() const { return compute_; }
 
   private:
     struct LayerActs {
@@ -239,17 +192,20 @@ class CudaEngine : public Engine {
         float *mean1, *rstd1, *mean2, *rstd2;    // (N) each
         float* lse;                              // (B, h, T) attention log-sum-exp
     };
+    // An upload slot: tokens (N), targets (N), then the embedding buckets rows (N), starts (N + 1), positions (N)
+    // (embedding.cuh; only the first U rows and U + 1 starts are meaningful). Host staging has the same layout.
+    struct Upload {
+        int *tokens, *targets, *rows, *starts, *positions;
+    };
     struct Acts {
-        int *tokens, *targets, *scratch_targets;  // (N)
-        int *rows, *starts, *positions;           // embedding buckets: (N) (N + 1) (N)
+        int* upload[2];                           // (5 N + 1) each, see Upload
         bf16* resid;                              // (2 L + 1, N, D) the residual states, see resid(k)
         std::vector<LayerActs> layer;
-        bf16 *branch, *lnf, *head_in, *logits;    // (N, wmax) (N, Df) (N, d) or lnf itself, (N, Vp)
+        bf16 *branch, *lnf, *logits;              // (N, wmax) (N, Df) (N, Vp)
         float *meanf, *rstdf, *lse, *losses;      // (N) each
-        bf16 *dresid, *dbranch, *dbig, *dsmall;   // (N, D) (N, wmax) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
+        bf16 *dresid, *dbig, *dsmall;             // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
         float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
-        float *norm_partial, *scratch_f;          // GRADNORM_BLOCKS, (N)
-        double* norm_out;                         // (1)
+        float* logprobs;                          // (N) target_logprobs' output
     };
 
     ModelConfig cfg_;
@@ -259,20 +215,42 @@ class CudaEngine : public Engine {
     size_t Pg_ = 0;
     bool rms_ = false;  // RMSNorm (else LayerNorm), as the norm kernels take it
     bool recompute_ = false;
-    bf16 *params_ = nullptr, *grads_ = nullptr;
-    float *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr, *tables_ = nullptr;
+    bf16* params_ = nullptr;
+    float *grads_ = nullptr, *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr, *tables_ = nullptr;
     std::map<int, float*> table_of_;
-    std::vector<AdamWRange> ranges_;
+    // small: the step's results (loss sum, squared norm), norm partials, the AdamW launch table
+    char* small_mem_ = nullptr;
+    double *loss_sum_ = nullptr, *norm_sq_ = nullptr;
+    float* norm_partial_ = nullptr;
+    AdamWLaunchRange* ranges_dev_ = nullptr;
+    int n_ranges_ = 0, adamw_blocks_ = 0;
     char* acts_mem_ = nullptr;
     long acts_N_ = 0;  // rows the activation block holds (B T of the largest forward so far)
     int acts_B_ = 0, acts_T_ = 0;
     Acts a_{};
     int B_ = 0, T_ = 0, U_ = 0;
-    long n_targets_ = 0;
-    BackwardGate gate_;  // backward() once per forward() with targets
     long t_ = 0;
-    float clip_scale_ = 1.0f;
+    // streams, events, staging
+    cudaStream_t compute_ = nullptr, copy_ = nullptr;
+    cudaEvent_t uploaded_[2], buckets_uploaded_[2], slot_free_[2], carved_, stats_ready_;
+    int slot_ = 0;  // the upload slot of the current micro-batch
+    mutable StagingRing ring_;
+    int* last_host_ = nullptr;       // the current micro-batch's staging slot (same layout as Upload)
+    std::vector<int> bucket_count_;  // embedding_buckets' histogram
+    double* stats_host_ = nullptr;   // pinned (2): loss sum, squared norm
+    bool stats_queued_ = false, norm_read_ = false, clip_pending_ = false, logits_valid_ = false;
+    uint64_t stats_mark_ = 0;
+    double max_norm_ = 0;
+    OpTimer* timer_ = nullptr;
 
+    std::string device_name() const {
+        cudaDeviceProp p;
+        cudaCheck(cudaGetDeviceProperties(&p, 0));
+        return p.name;
+    }
+    void mark(const char* op) {
+        if (timer_) timer_->mark(op, compute_);
+    }
     // Interface (unpadded) <-> device (padded) order: tensor i of one is tensor i of the other, the first
     // rows * cols elements of each device tensor are the interface tensor (rows past V are the padding).
     std::vector<float> to_padded(const float* in) const {
@@ -292,7 +270,7 @@ class CudaEngine : public Engine {
         from_padded(g.data(), out);
     }
     bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params_ + off; }
-    bf16* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads_ + off; }
+    float* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads_ + off; }
     size_t Wout() const { return cfg_.tied ? glayout_.wte : glayout_.lm_head; }
     float attn_scale(int l) const {
         const double hd = cfg_.layers[l].head_dim();
@@ -300,186 +278,372 @@ class CudaEngine : public Engine {
     }
     // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
     bf16* resid(int k) const { return a_.resid + (size_t)k * B_ * T_ * cfg_.D(); }
+    Upload upload_of(int* base, long N) const { return {base, base + N, base + 2 * N, base + 3 * N, base + 4 * N + 1}; }
 
-    // Lays out the activations for B x T into a (base == nullptr: only measures, a gets null pointers).
-    size_t carve(char* base, int B, int T, Acts& a) const {
-        const long N = (long)B * T;
-        const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d;
-        int wmax = 0, hmax = 0, big = Df, small = d;
-        for (int l = 0; l < L; l++) {
-            const int w = cfg_.layers[l].width, hid = cfg_.hidden_of(l);
-            wmax = std::max(wmax, w), hmax = std::max(hmax, cfg_.layers[l].heads);
-            big = std::max({big, 3 * w, 2 * hid}), small = std::max({small, w, hid});
-        }
-        Carver c{base, 0};
-        a.tokens = c.take<int>(N), a.targets = c.take<int>(N), a.scratch_targets = c.take<int>(N);
-        a.rows = c.take<int>(N), a.starts = c.take<int>(N + 1), a.positions = c.take<int>(N);
-        a.resid = c.take<bf16>((size_t)(2 * L + 1) * N * D);
-        a.layer.resize(L);
-        int hidmax = 0;
-        for (int l = 0; l < L; l++) hidmax = std::max(hidmax, cfg_.hidden_of(l));
-        bf16* shared_ln = recompute_ ? c.take<bf16>(N * wmax) : nullptr;    // (N, wmax): ln1 and ln2 of every layer
-        bf16* shared_sw = recompute_ ? c.take<bf16>(N * hidmax) : nullptr;  // (N, hidmax)
-        for (int l = 0; l < L; l++) {
-            const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
-            LayerActs& la = a.layer[l];
-            la.qkv = c.take<bf16>(N * 3 * w), la.atty = c.take<bf16>(N * w), la.fc = c.take<bf16>(N * 2 * hid);
-            la.ln1 = recompute_ ? shared_ln : c.take<bf16>(N * w);
-            la.ln2 = recompute_ ? shared_ln : c.take<bf16>(N * w);
-            la.sw = recompute_ ? shared_sw : c.take<bf16>(N * hid);
-            la.mean1 = c.take<float>(N), la.rstd1 = c.take<float>(N), la.mean2 = c.take<float>(N);
-            la.rstd2 = c.take<float>(N), la.lse = c.take<float>(N * h);
-        }
-        a.branch = c.take<bf16>(N * wmax), a.lnf = c.take<bf16>(N * Df);
-        a.head_in = Df == d ? a.lnf : c.take<bf16>(N * d);
-        a.logits = c.take<bf16>(N * Vp_);
-        a.meanf = c.take<float>(N), a.rstdf = c.take<float>(N), a.lse = c.take<float>(N), a.losses = c.take<float>(N);
-        a.dresid = c.take<bf16>(N * D), a.dbranch = c.take<bf16>(N * wmax), a.dbig = c.take<bf16>(N * big);
-        a.dsmall = c.take<bf16>(N * small);
-        a.norm_scratch = c.take<float>(norm_backward_scratch_floats(N, std::max(wmax, Df)));
-        a.att_scratch = c.take<float>(N * hmax);
-        a.norm_partial = c.take<float>(GRADNORM_BLOCKS), a.scratch_f = c.take<float>(N);
-        a.norm_out = c.take<double>(1);
-        return c.bytes;
+    size_t carve(char* base, int B, int T, Acts& a) const;
+    void ensure_acts(int B, int T);
+    long upload_batch(const int* inputs, const int* targets, long N);
+    void upload_buckets(const int* inputs, long N);
+    void forward_to_logits(int B, int T);
+    void backward();
+    void queue_stats_readback() {
+        cudaCheck(cudaMemcpyAsync(stats_host_, loss_sum_, 2 * sizeof(double), cudaMemcpyDeviceToHost, compute_));
+        cudaCheck(cudaEventRecord(stats_ready_, compute_));
+        cudaCheck(cudaMemsetAsync(loss_sum_, 0, sizeof(double), compute_));  // after the copy, in stream order
+        stats_mark_ = ring_.mark();
+        stats_queued_ = true;
+        norm_read_ = clip_pending_;
     }
-    void ensure_acts(int B, int T) {
-        if (B == acts_B_ && T == acts_T_) return;
-        // Rows are carved per (B, T) (the residual states are indexed with N = B T), so re-carve on any change;
-        // the allocation only grows.
-        const long N = (long)B * T;
-        Acts measured;
-        const size_t bytes = carve(nullptr, B, T, measured);
-        if (N > acts_N_ || !acts_mem_) {
-            cudaFree(acts_mem_);
-            cudaCheck(cudaMalloc(&acts_mem_, bytes));
-            acts_N_ = N;
-        }
-        carve(acts_mem_, B, T, a_);
-        acts_B_ = B, acts_T_ = T;
+    // Waits for everything queued (the read-backs of evaluation); every staging slot is free afterwards.
+    void sync_all() const {
+        const uint64_t m = ring_.mark();
+        cudaCheck(cudaStreamSynchronize(compute_));
+        ring_.synced(m);
     }
 };
 
-inline float CudaEngine::forward(const int* inputs, const int* targets, int B, int T) {
-    validate_forward_inputs(cfg_, inputs, targets, B, T);
-    const long N = (long)B * T;
-    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
-    ensure_acts(B, T);
-    B_ = B, T_ = T;
-    gate_.forward_ran(targets != nullptr);
-    const float eps = (float)cfg_.norm_eps;
-    cudaCheck(cudaMemcpy(a_.tokens, inputs, N * sizeof(int), cudaMemcpyHostToDevice));
-    n_targets_ = 0;
-    if (targets) {
-        cudaCheck(cudaMemcpy(a_.targets, targets, N * sizeof(int), cudaMemcpyHostToDevice));
-        for (long n = 0; n < N; n++) n_targets_ += targets[n] >= 0;
-        EmbeddingBuckets e = embedding_buckets(inputs, N);  // for the backward, built while the GPU works
-        U_ = (int)e.rows.size();
-        cudaCheck(cudaMemcpy(a_.rows, e.rows.data(), U_ * sizeof(int), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(a_.starts, e.starts.data(), (U_ + 1) * sizeof(int), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(a_.positions, e.positions.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute)
+    : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)),
+      rms_(c.norm == NormType::RMSNorm), recompute_(recompute) {
+    validate_config(c);
+    Pg_ = glayout_.total;
+    cudaCheck(cudaStreamCreate(&compute_));  // blocking: stray legacy-stream calls (cudaMemcpy) still order after it
+    cudaCheck(cudaStreamCreate(&copy_));
+    for (int s = 0; s < 2; s++) {
+        cudaCheck(cudaEventCreateWithFlags(&uploaded_[s], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&buckets_uploaded_[s], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&slot_free_[s], cudaEventDisableTiming));
+        cudaCheck(cudaEventRecord(slot_free_[s], compute_));
     }
+    cudaCheck(cudaEventCreateWithFlags(&carved_, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&stats_ready_, cudaEventDisableTiming));
+    cudaCheck(cudaMallocHost(&stats_host_, 2 * sizeof(double)));
+    cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&grads_, Pg_ * sizeof(float)));
+    cudaCheck(cudaMalloc(&opt_, 3 * Pg_ * sizeof(float)));
+    master_ = opt_, m_ = opt_ + Pg_, v_ = opt_ + 2 * Pg_;
+    cudaCheck(cudaMemset(opt_, 0, 3 * Pg_ * sizeof(float)));
+    cudaCheck(cudaMemset(params_, 0, Pg_ * sizeof(bf16)));
+    cudaCheck(cudaMemset(grads_, 0, Pg_ * sizeof(float)));
+    const std::vector<AdamWLaunchRange> ranges = adamw_launch_ranges(adamw_ranges(glayout_));
+    n_ranges_ = (int)ranges.size(), adamw_blocks_ = ranges.back().first_block;
+    Carver small{nullptr, 0};
+    for (int pass = 0; pass < 2; pass++) {  // measure, then carve
+        small.bytes = 0;
+        loss_sum_ = small.take<double>(2), norm_partial_ = small.take<float>(GRADNORM_BLOCKS);
+        ranges_dev_ = small.take<AdamWLaunchRange>(ranges.size());
+        if (pass == 0) cudaCheck(cudaMalloc(&small_mem_, small.bytes)), small.base = small_mem_;
+    }
+    norm_sq_ = loss_sum_ + 1;
+    cudaCheck(cudaMemset(loss_sum_, 0, 2 * sizeof(double)));
+    cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));
+    // RoPE tables, one per distinct head_dim
+    std::vector<int> hds;
+    for (const LayerSpec& s : cfg_.layers)
+        if (std::find(hds.begin(), hds.end(), s.head_dim()) == hds.end()) hds.push_back(s.head_dim());
+    size_t total = 0;
+    for (int hd : hds) total += (size_t)cfg_.T * hd;
+    cudaCheck(cudaMalloc(&tables_, total * sizeof(float)));
+    size_t off = 0;
+    for (int hd : hds) {
+        std::vector<float> t = rope_table(cfg_.T, hd, cfg_.rope_theta);
+        cudaCheck(cudaMemcpy(tables_ + off, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
+        table_of_[hd] = tables_ + off;
+        off += t.size();
+    }
+}
 
-    embedding_forward(resid(0), a_.tokens, P(glayout_.wte), N, d, D, 0);
+inline CudaEngine::~CudaEngine() {
+    cudaStreamSynchronize(compute_), cudaStreamSynchronize(copy_);
+    cudaFree(params_), cudaFree(grads_), cudaFree(opt_), cudaFree(tables_), cudaFree(acts_mem_), cudaFree(small_mem_);
+    cudaFreeHost(stats_host_);
+    for (int s = 0; s < 2; s++)
+        cudaEventDestroy(uploaded_[s]), cudaEventDestroy(buckets_uploaded_[s]), cudaEventDestroy(slot_free_[s]);
+    cudaEventDestroy(carved_), cudaEventDestroy(stats_ready_);
+    cudaStreamDestroy(compute_), cudaStreamDestroy(copy_);
+}
+
+// Lays out the activations for B x T into a (base == nullptr: only measures, a gets null pointers).
+// memory_plan.h's activation_bytes mirrors this, array for array.
+inline size_t CudaEngine::carve(char* base, int B, int T, Acts& a) const {
+    const long N = (long)B * T;
+    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df();
+    const ActivationWidths wd = activation_widths(cfg_);
+    Carver c{base, 0};
+    a.upload[0] = c.take<int>(5 * N + 1), a.upload[1] = c.take<int>(5 * N + 1);
+    a.resid = c.take<bf16>((size_t)(2 * L + 1) * N * D);
+    a.layer.resize(L);
+    bf16* shared_ln = recompute_ ? c.take<bf16>(N * wd.wmax) : nullptr;    // (N, wmax): ln1 and ln2 of every layer
+    bf16* shared_sw = recompute_ ? c.take<bf16>(N * wd.hidmax) : nullptr;  // (N, hidmax)
+    for (int l = 0; l < L; l++) {
+        const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
+        LayerActs& la = a.layer[l];
+        la.qkv = c.take<bf16>(N * 3 * w), la.atty = c.take<bf16>(N * w), la.fc = c.take<bf16>(N * 2 * hid);
+        la.ln1 = recompute_ ? shared_ln : c.take<bf16>(N * w);
+        la.ln2 = recompute_ ? shared_ln : c.take<bf16>(N * w);
+        la.sw = recompute_ ? shared_sw : c.take<bf16>(N * hid);
+        la.mean1 = c.take<float>(N), la.rstd1 = c.take<float>(N), la.mean2 = c.take<float>(N);
+        la.rstd2 = c.take<float>(N), la.lse = c.take<float>(N * h);
+    }
+    a.branch = c.take<bf16>(N * wd.wmax), a.lnf = c.take<bf16>(N * Df), a.logits = c.take<bf16>(N * Vp_);
+    a.meanf = c.take<float>(N), a.rstdf = c.take<float>(N), a.lse = c.take<float>(N), a.losses = c.take<float>(N);
+    a.dresid = c.take<bf16>(N * D), a.dbig = c.take<bf16>(N * wd.big), a.dsmall = c.take<bf16>(N * wd.small);
+    a.norm_scratch = c.take<float>(norm_backward_scratch_floats(N, std::max(wd.wmax, Df)));
+    a.att_scratch = c.take<float>(N * wd.hmax);
+    a.logprobs = c.take<float>(N);
+    return c.bytes;
+}
+
+inline void CudaEngine::ensure_acts(int B, int T) {
+    if (B == acts_B_ && T == acts_T_) return;
+    // Rows are carved per (B, T) (the residual states are indexed with N = B T), so re-carve on any change;
+    // the allocation only grows (cudaFree waits for the device). The new layout overlaps memory queued work may
+    // still use, so the upload stream first waits for everything queued on the compute stream.
+    const long N = (long)B * T;
+    Acts measured;
+    const size_t bytes = carve(nullptr, B, T, measured);
+    if (N > acts_N_ || !acts_mem_) {
+        cudaCheck(cudaFree(acts_mem_));
+        cudaCheck(cudaMalloc(&acts_mem_, bytes));
+        acts_N_ = N;
+    }
+    carve(acts_mem_, B, T, a_);
+    acts_B_ = B, acts_T_ = T;
+    cudaCheck(cudaEventRecord(carved_, compute_));
+    cudaCheck(cudaStreamWaitEvent(copy_, carved_, 0));
+}
+
+// Stages inputs (and targets) in pinned memory and queues their copy into this micro-batch's device slot on the
+// upload stream; the compute stream waits for it. Returns the number of unmasked targets.
+inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long N) {
+    slot_ = 1 - slot_;
+    int* host = ring_.acquire(5 * N + 1, compute_);
+    std::copy_n(inputs, N, host);
+    long count = 0;
+    if (targets)
+        for (long n = 0; n < N; n++) host[N + n] = targets[n], count += targets[n] >= 0;
+    cudaCheck(cudaStreamWaitEvent(copy_, slot_free_[slot_], 0));  // the micro-step before last is done with it
+    cudaCheck(cudaMemcpyAsync(a_.upload[slot_], host, (targets ? 2 : 1) * N * sizeof(int), cudaMemcpyHostToDevice,
+                              copy_));
+    cudaCheck(cudaEventRecord(uploaded_[slot_], copy_));
+    cudaCheck(cudaStreamWaitEvent(compute_, uploaded_[slot_], 0));
+    last_host_ = host;
+    return count;
+}
+
+// The embedding backward's buckets, built from the host's tokens into the slot's staging and uploaded; called
+// once the forward is queued, so the sort overlaps the GPU's work.
+inline void CudaEngine::upload_buckets(const int* inputs, long N) {
+    int* host = last_host_;
+    const Upload h = upload_of(host, N);
+    U_ = embedding_buckets(inputs, N, h.rows, h.starts, h.positions, bucket_count_);
+    cudaCheck(cudaMemcpyAsync(upload_of(a_.upload[slot_], N).rows, h.rows, (3 * N + 1) * sizeof(int),
+                              cudaMemcpyHostToDevice, copy_));
+    cudaCheck(cudaEventRecord(buckets_uploaded_[slot_], copy_));
+}
+
+inline void CudaEngine::forward_to_logits(int B, int T) {
+    const long N = (long)B * T;
+    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d;
+    const float eps = (float)cfg_.norm_eps;
+    const bf16* none = nullptr;
+    const Upload up = upload_of(a_.upload[slot_], N);
+    embedding_forward(resid(0), up.tokens, P(glayout_.wte), N, d, D, compute_);
+    mark("embedding_forward");
     {
         const LayerOffsets& o = glayout_.layer[0];
         norm_forward(rms_, a_.layer[0].ln1, a_.layer[0].mean1, a_.layer[0].rstd1, resid(0), D, P(o.ln1_w),
-                     P(o.ln1_b), N, cfg_.layers[0].width, eps, 0);
+                     P(o.ln1_b), N, cfg_.layers[0].width, eps, compute_);
+        mark("norm_forward");
     }
     for (int l = 0; l < L; l++) {
         const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
         const LayerOffsets& o = glayout_.layer[l];
         LayerActs& a = a_.layer[l];
-        const bf16* none = nullptr;
-        matmul(a.qkv, a.ln1, P(o.wqkv), none, (int)N, 3 * w, w, false, true, 0.0f, 0);
-        rope_forward(a.qkv, table_of_.at(w / h), B, T, w, h, 0);
-        attention_forward(a.atty, a.lse, a.qkv, B, T, w, h, attn_scale(l), 0);
-        matmul(a_.branch, a.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, 0);
+        matmul(a.qkv, a.ln1, P(o.wqkv), none, (int)N, 3 * w, w, false, true, 0.0f, compute_);
+        mark("matmul qkv");
+        rope_forward(a.qkv, table_of_.at(w / h), B, T, w, h, compute_);
+        mark("rope_forward");
+        attention_forward(a.atty, a.lse, a.qkv, B, T, w, h, attn_scale(l), compute_);
+        mark("attention_forward");
+        matmul(a_.branch, a.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, compute_);
+        mark("matmul o");
         residual_norm_forward(rms_, resid(2 * l + 1), resid(2 * l), a_.branch, D, w, a.ln2, a.mean2, a.rstd2,
-                              P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
-        matmul(a.fc, a.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, 0);
-        swiglu_forward(a.sw, a.fc, N, hid, 0);
-        matmul(a_.branch, a.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, 0);
+                              P(o.ln2_w), P(o.ln2_b), N, w, eps, compute_);
+        mark("residual_norm_forward");
+        matmul(a.fc, a.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, compute_);
+        mark("matmul fc");
+        swiglu_forward(a.sw, a.fc, N, hid, compute_);
+        mark("swiglu_forward");
+        matmul(a_.branch, a.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, compute_);
+        mark("matmul proj");
         if (l + 1 < L) {
             const LayerOffsets& on = glayout_.layer[l + 1];
             LayerActs& an = a_.layer[l + 1];
             residual_norm_forward(rms_, resid(2 * l + 2), resid(2 * l + 1), a_.branch, D, w, an.ln1, an.mean1,
-                                  an.rstd1, P(on.ln1_w), P(on.ln1_b), N, cfg_.layers[l + 1].width, eps, 0);
+                                  an.rstd1, P(on.ln1_w), P(on.ln1_b), N, cfg_.layers[l + 1].width, eps, compute_);
         } else {
             residual_norm_forward(rms_, resid(2 * l + 2), resid(2 * l + 1), a_.branch, D, w, a_.lnf, a_.meanf,
-                                  a_.rstdf, P(glayout_.lnf_w), P(glayout_.lnf_b), N, Df, eps, 0);
+                                  a_.rstdf, P(glayout_.lnf_w), P(glayout_.lnf_b), N, Df, eps, compute_);
         }
+        mark("residual_norm_forward");
     }
-    // The head reads [0, d) of the final norm: a compact copy when the final norm is wider (Df > d).
-    if (Df != d) copy_columns(a_.head_in, d, a_.lnf, Df, N, d, 0);
-    const bf16* none = nullptr;
-    matmul(a_.logits, a_.head_in, P(Wout()), none, (int)N, Vp_, d, false, true, 0.0f, 0);
-    softmax_crossentropy_forward(a_.losses, a_.lse, a_.logits, targets ? a_.targets : nullptr, N, V, Vp_, 0);
-    if (!targets) return 0.0f;
-    std::vector<float> losses(N);
-    cudaCheck(cudaMemcpy(losses.data(), a_.losses, N * sizeof(float), cudaMemcpyDeviceToHost));
-    double sum = 0;  // as ref::mean_loss: serial, in double
-    for (long n = 0; n < N; n++)
-        if (targets[n] >= 0) sum += losses[n];
-    return n_targets_ ? (float)(sum / n_targets_) : 0.0f;
+    // The head reads [0, d) of the final norm in place (row stride Df).
+    matmul(a_.logits, a_.lnf, P(Wout()), none, (int)N, Vp_, d, false, true, 0.0f, compute_, Df);
+    mark("matmul logits");
 }
 
-inline void CudaEngine::backward(float grad_scale) {
-    gate_.backward_starts();
-    if (n_targets_ == 0) return;  // every target masked: the loss is the constant 0
-    const long N = (long)B_ * T_;
-    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
-    const bf16* none = nullptr;
-    const float dloss = grad_scale / (float)n_targets_, eps = (float)cfg_.norm_eps;
-
-    // head: dlogits in place; dlnf (N, Df) with columns [d, Df) zero (the head never reads them)
-    softmax_crossentropy_backward(a_.logits, a_.lse, a_.targets, N, V, Vp_, dloss, 0);
-    bf16* dlnf = a_.dbig;
-    bf16* dhead = Df == d ? dlnf : a_.dsmall;  // (N, d)
-    matmul(dhead, a_.logits, P(Wout()), none, (int)N, d, Vp_, false, false, 0.0f, 0);
-    matmul(G(Wout()), a_.logits, a_.head_in, none, Vp_, d, (int)N, true, false, 1.0f, 0);
-    if (Df != d) {  // dlnf = [dhead | 0]: zero it, then copy dhead into the leading d columns
-        cudaCheck(cudaMemset(dlnf, 0, (size_t)N * Df * sizeof(bf16)));
-        copy_columns(dlnf, Df, dhead, d, N, d, 0);
+inline void CudaEngine::forward(const int* inputs, const int* targets, int B, int T) {
+    validate_forward_inputs(cfg_, inputs, targets, B, T);
+    const long N = (long)B * T;
+    ensure_acts(B, T);
+    B_ = B, T_ = T;
+    const long count = upload_batch(inputs, targets, N);
+    forward_to_logits(B, T);
+    const Upload up = upload_of(a_.upload[slot_], N);
+    softmax_crossentropy_forward(a_.losses, a_.lse, a_.logits, targets ? up.targets : nullptr, N, cfg_.V, Vp_,
+                                 compute_);
+    mark("classifier");
+    if (count) {
+        loss_sum(loss_sum_, a_.losses, N, 1.0 / count, compute_);
+        mark("loss_sum");
     }
+    cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
+    logits_valid_ = true;
+}
+
+inline void CudaEngine::forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                                         bool /*last_micro_step: one GPU, nothing to reduce*/) {
+    if (!targets) throw std::logic_error("forward_backward needs targets");
+    validate_forward_inputs(cfg_, inputs, targets, B, T);
+    const long N = (long)B * T;
+    ensure_acts(B, T);
+    B_ = B, T_ = T;
+    logits_valid_ = false;
+    const long count = upload_batch(inputs, targets, N);
+    if (count == 0) {  // every target masked: the loss is the constant 0, no gradient
+        cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
+        return;
+    }
+    forward_to_logits(B, T);
+    upload_buckets(inputs, N);  // while the GPU runs the forward
+    const float dloss = grad_scale / (float)count;
+    softmax_crossentropy_fused(a_.losses, a_.logits, upload_of(a_.upload[slot_], N).targets, N, cfg_.V, Vp_, dloss,
+                               compute_);
+    mark("classifier");
+    loss_sum(loss_sum_, a_.losses, N, (double)grad_scale / count, compute_);
+    mark("loss_sum");
+    backward();
+    cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
+}
+
+// The backward of the queued forward; the logits already hold dlogits (the fused classifier).
+inline void CudaEngine::backward() {
+    const long N = (long)B_ * T_;
+    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d;
+    const bf16* none = nullptr;
+    const float* nonef = nullptr;
+    const float eps = (float)cfg_.norm_eps;
+
+    // head: dlnf (N, Df) = [dlogits Wout | 0]: the matmul writes the leading d columns in place (row stride Df),
+    // columns [d, Df) are zero (the head never reads them)
+    bf16* dlnf = a_.dbig;
+    if (Df != d) {
+        cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0, (size_t)(Df - d) * sizeof(bf16), N,
+                                    compute_));
+        mark("memset");
+    }
+    matmul(dlnf, a_.logits, P(Wout()), none, (int)N, d, Vp_, false, false, 0.0f, compute_, 0, 0, Df);
+    mark("matmul logits dx");
+    matmul(G(Wout()), a_.logits, a_.lnf, nonef, Vp_, d, (int)N, true, false, 1.0f, compute_, 0, Df);
+    mark("matmul logits dW");
     // The residual-state gradient accumulates from both consumers of every residual state, so it starts at zero.
-    cudaCheck(cudaMemset(a_.dresid, 0, (size_t)N * D * sizeof(bf16)));
+    cudaCheck(cudaMemsetAsync(a_.dresid, 0, (size_t)N * D * sizeof(bf16), compute_));
+    mark("memset");
     norm_backward(rms_, a_.dresid, D, G(glayout_.lnf_w), G(glayout_.lnf_b), dlnf, resid(2 * L), D, a_.meanf,
-                  a_.rstdf, P(glayout_.lnf_w), N, Df, a_.norm_scratch, 0);
+                  a_.rstdf, P(glayout_.lnf_w), N, Df, a_.norm_scratch, compute_);
+    mark("norm_backward");
 
     for (int l = L - 1; l >= 0; l--) {
         const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
         const LayerOffsets& o = glayout_.layer[l];
         LayerActs& a = a_.layer[l];
-        // MLP sub-block, mirrored
-        residual_backward(a_.dbranch, a_.dresid, D, N, w, 0);
+        // MLP sub-block, mirrored. Its branch's gradient is dresid[:, :w], read in place (row stride D) by the
+        // two matmuls, both queued before the norm backward adds into dresid.
         bf16* dsw = a_.dsmall;  // (N, hid)
-        matmul(dsw, a_.dbranch, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, 0);
-        if (recompute_) swiglu_forward(a.sw, a.fc, N, hid, 0);
-        matmul(G(o.wproj), a_.dbranch, a.sw, none, w, hid, (int)N, true, false, 1.0f, 0);
+        matmul(dsw, a_.dresid, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, compute_, D);
+        mark("matmul proj dx");
+        if (recompute_) {
+            swiglu_forward(a.sw, a.fc, N, hid, compute_);
+            mark("swiglu_forward");
+        }
+        matmul(G(o.wproj), a_.dresid, a.sw, nonef, w, hid, (int)N, true, false, 1.0f, compute_, D);
+        mark("matmul proj dW");
         bf16* dfc = a_.dbig;  // (N, 2 hid)
-        swiglu_backward(dfc, dsw, a.fc, N, hid, 0);
+        swiglu_backward(dfc, dsw, a.fc, N, hid, compute_);
+        mark("swiglu_backward");
         bf16* dln = a_.dsmall;  // (N, w); dsw is dead
-        matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, 0);
-        if (recompute_)
-            norm_forward(rms_, a.ln2, a.mean2, a.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, 0);
-        matmul(G(o.wfc), dfc, a.ln2, none, 2 * hid, w, (int)N, true, false, 1.0f, 0);
+        matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, compute_);
+        mark("matmul fc dx");
+        if (recompute_) {
+            norm_forward(rms_, a.ln2, a.mean2, a.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps,
+                         compute_);
+            mark("norm_forward");
+        }
+        matmul(G(o.wfc), dfc, a.ln2, nonef, 2 * hid, w, (int)N, true, false, 1.0f, compute_);
+        mark("matmul fc dW");
         norm_backward(rms_, a_.dresid, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2, a.rstd2,
-                      P(o.ln2_w), N, w, a_.norm_scratch, 0);
+                      P(o.ln2_w), N, w, a_.norm_scratch, compute_);
+        mark("norm_backward");
         // attention sub-block, mirrored
-        residual_backward(a_.dbranch, a_.dresid, D, N, w, 0);
         bf16* datty = a_.dsmall;  // (N, w)
-        matmul(datty, a_.dbranch, P(o.wo), none, (int)N, w, w, false, false, 0.0f, 0);
-        matmul(G(o.wo), a_.dbranch, a.atty, none, w, w, (int)N, true, false, 1.0f, 0);
+        matmul(datty, a_.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, compute_, D);
+        mark("matmul o dx");
+        matmul(G(o.wo), a_.dresid, a.atty, nonef, w, w, (int)N, true, false, 1.0f, compute_, D);
+        mark("matmul o dW");
         bf16* dqkv = a_.dbig;  // (N, 3 w)
-        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.lse, B_, T_, w, h, attn_scale(l), 0);
-        rope_backward(dqkv, table_of_.at(w / h), B_, T_, w, h, 0);
+        attention_backward(dqkv, a_.att_scratch, datty, a.qkv, a.lse, B_, T_, w, h, attn_scale(l), compute_);
+        mark("attention_backward");
+        rope_backward(dqkv, table_of_.at(w / h), B_, T_, w, h, compute_);
+        mark("rope_backward");
         dln = a_.dsmall;  // datty is dead
-        matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, 0);
-        if (recompute_)
-            norm_forward(rms_, a.ln1, a.mean1, a.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, 0);
-        matmul(G(o.wqkv), dqkv, a.ln1, none, 3 * w, w, (int)N, true, false, 1.0f, 0);
+        matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, compute_);
+        mark("matmul qkv dx");
+        if (recompute_) {
+            norm_forward(rms_, a.ln1, a.mean1, a.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, compute_);
+            mark("norm_forward");
+        }
+        matmul(G(o.wqkv), dqkv, a.ln1, nonef, 3 * w, w, (int)N, true, false, 1.0f, compute_);
+        mark("matmul qkv dW");
         norm_backward(rms_, a_.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1, a.rstd1,
-                      P(o.ln1_w), N, w, a_.norm_scratch, 0);
+                      P(o.ln1_w), N, w, a_.norm_scratch, compute_);
+        mark("norm_backward");
     }
-    embedding_backward(G(glayout_.wte), a_.dresid, D, a_.rows, a_.starts, a_.positions, U_, d, 0);
+    cudaCheck(cudaStreamWaitEvent(compute_, buckets_uploaded_[slot_], 0));
+    const Upload up = upload_of(a_.upload[slot_], N);
+    embedding_backward(G(glayout_.wte), a_.dresid, D, up.rows, up.starts, up.positions, U_, d, compute_);
+    mark("embedding_backward");
+}
+
+inline void CudaEngine::target_logprobs(const int* targets, float* out) const {
+    if (!logits_valid_) throw std::logic_error("target_logprobs needs a forward() (not forward_backward)");
+    const long N = (long)B_ * T_;
+    int* host = ring_.acquire(std::max(N, (long)1), compute_);
+    std::copy_n(targets, N, host);
+    int* dev = upload_of(a_.upload[slot_], N).targets;  // this forward's slot; the compute stream orders it
+    cudaCheck(cudaMemcpyAsync(dev, host, N * sizeof(int), cudaMemcpyHostToDevice, compute_));
+    ::target_logprobs(a_.logprobs, a_.logits, a_.lse, dev, N, Vp_, compute_);
+    float* back = reinterpret_cast<float*>(ring_.acquire(std::max(N, (long)1), compute_));
+    cudaCheck(cudaMemcpyAsync(back, a_.logprobs, N * sizeof(float), cudaMemcpyDeviceToHost, compute_));
+    sync_all();
+    std::copy_n(back, N, out);
+}
+
+inline void CudaEngine::logits_at(int b, int t, float* out) const {
+    if (!logits_valid_) throw std::logic_error("logits_at needs a forward() (not forward_backward)");
+    bf16* back = reinterpret_cast<bf16*>(ring_.acquire((cfg_.V + 1) / 2, compute_));
+    cudaCheck(cudaMemcpyAsync(back, a_.logits + ((size_t)b * T_ + t) * Vp_, cfg_.V * sizeof(bf16),
+                              cudaMemcpyDeviceToHost, compute_));
+    sync_all();
+    for (int v = 0; v < cfg_.V; v++) out[v] = back[v];
 }

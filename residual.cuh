@@ -3,10 +3,10 @@
 //   residual_forward   x_out (N, D) = x_in (N, D) with [0, w) += y (N, w); coordinates [w, D) copied through
 //   copy_columns       dst[:, :w] = src[:, :w], dst (N, ld_dst), src (N, ld_src); columns past w untouched
 //   residual_backward  dy (N, w) = dx[:, :w], dx (N, lddx) the residual-stream gradient: a copy_columns
-// The model normally uses the add fused with the following norm (residual_norm_forward in layernorm.cuh);
-// residual_forward is its unfused form, kept as the op the tests check against ref::residual_forward. The
-// model uses copy_columns wherever it moves a slice of a matrix: the head's input lnf[:, :d] (forward) and
-// dlnf = [dhead | 0] (backward), and each branch's gradient (residual_backward).
+// The model uses none of them: the add is fused with the following norm (residual_norm_forward in
+// layernorm.cuh), and the slices these copies would move (the head's input lnf[:, :d], dlnf = [dhead | 0], each
+// branch's gradient dx[:, :w]) are read and written in place through matmul strides (matmul.cuh). They stay as
+// the unfused ops the tests check against ref::residual_forward and ref::residual_backward.
 // Does not: scale the branch, or accumulate into dy (the branch has one consumer: its gradient is assigned).
 #pragma once
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_common.cuh"
+#include "vec.cuh"
 
 // (T, hd / 2) pairs (cos, sin) as floats, interleaved: table[2 (t hd/2 + i)] = cos, [.. + 1] = sin.
 inline std::vector<float> rope_table(int T, int hd, double theta) {
@@ -30,20 +31,26 @@ inline std::vector<float> rope_table(int T, int hd, double theta) {
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::rope_rotate (sign +1: rope_forward, -1: rope_backward). One thread per (row n, pair) of q and the
-// same pair of k: w / 2 pairs per row; pair p is columns 2p, 2p + 1, frequency index p % (hd / 2).
+// Matches ref::rope_rotate (sign +1: rope_forward, -1: rope_backward). One thread per 8 columns of [q | k], the
+// leading 2 w columns of a row (row_grid): 4 pairs, each rotated by its own angle; pair p of q or k (columns
+// 2p, 2p + 1 of the part) has frequency index p % (hd / 2). w is even, so no pair straddles q and k.
 static __global__ void rope_kernel(bf16* qkv, const float* table, long N, int T, int w, int hd, float sign) {
-    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= N * (w / 2)) return;
-    const long n = idx / (w / 2);
-    const int p = (int)(idx % (w / 2)), i = p % (hd / 2), t = (int)(n % T);
-    const float c = table[2 * ((size_t)t * (hd / 2) + i)], s = sign * table[2 * ((size_t)t * (hd / 2) + i) + 1];
-    for (int part = 0; part < 2; part++) {  // q then k
-        bf16* x = qkv + n * 3 * w + part * w + 2 * p;
-        const float a = __bfloat162float(x[0]), b = __bfloat162float(x[1]);
-        x[0] = __float2bfloat16(a * c - b * s);
-        x[1] = __float2bfloat16(a * s + b * c);
+    const long n = grid_row();
+    const int c = 8 * grid_vec();
+    if (n >= N || c >= 2 * w) return;
+    const int k = in_row(2 * w, c, 8), t = (int)(n % T);
+    bf16* x = qkv + n * 3 * w + c;
+    float v[8];
+    load8(v, x, k);
+    UNROLL
+    for (int i = 0; i < 8; i += 2) {
+        const int col = c + i, p = (col < w ? col : col - w) / 2, f = p % (hd / 2);
+        const float cs = table[2 * ((size_t)t * (hd / 2) + f)], sn = sign * table[2 * ((size_t)t * (hd / 2) + f) + 1];
+        const float a = v[i], b = v[i + 1];
+        v[i] = a * cs - b * sn;
+        v[i + 1] = a * sn + b * cs;
     }
+    store8(x, v, k);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -52,16 +59,14 @@ static __global__ void rope_kernel(bf16* qkv, const float* table, long N, int T,
 
 // qkv (B, T, 3 w) in place; table = rope_table(>= T, hd, theta) on the device, hd = w / h.
 inline void rope_forward(bf16* qkv, const float* table, int B, int T, int w, int h, cudaStream_t stream) {
-    const long N = (long)B * T, threads = N * (w / 2);
-    const int block = 256;
-    LAUNCH((unsigned)((threads + block - 1) / block), block, 0, stream, rope_kernel)(qkv, table, N, T, w, w / h, 1.0f);
+    const RowGrid g = row_grid((long)B * T, (2 * w + 7) / 8);
+    LAUNCH(g.grid, g.block, 0, stream, rope_kernel)(qkv, table, (long)B * T, T, w, w / h, 1.0f);
     cudaCheck(cudaGetLastError());
 }
 
 // dqkv (B, T, 3 w) in place: the gradient w.r.t. the rotated q, k becomes the gradient w.r.t. the unrotated.
 inline void rope_backward(bf16* dqkv, const float* table, int B, int T, int w, int h, cudaStream_t stream) {
-    const long N = (long)B * T, threads = N * (w / 2);
-    const int block = 256;
-    LAUNCH((unsigned)((threads + block - 1) / block), block, 0, stream, rope_kernel)(dqkv, table, N, T, w, w / h, -1.0f);
+    const RowGrid g = row_grid((long)B * T, (2 * w + 7) / 8);
+    LAUNCH(g.grid, g.block, 0, stream, rope_kernel)(dqkv, table, (long)B * T, T, w, w / h, -1.0f);
     cudaCheck(cudaGetLastError());
 }

@@ -1,8 +1,8 @@
 // train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
-// or as one of `world` data-parallel ranks (dist.h). One step, on every rank:
-//   zero_grad; for each of n_micro micro-batches: forward, backward(1 / (n_micro world))   (accumulation)
-//   reduce_grads (the sum over ranks: the mean over the global batch); clip the global norm; lr from the
-//   schedule (linear warmup, cosine to final_lr_frac * lr); AdamW
+// or as one of `world` data-parallel ranks (dist.h). One step (train_step.h), on every rank: zero_grad; for each
+// of n_micro micro-batches: forward_backward(1 / (n_micro world)) (gradient accumulation); the gradients summed
+// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (linear warmup,
+// cosine to final_lr_frac * lr); AdamW; one read-back of the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
 // The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
 // reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
@@ -30,10 +30,12 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "tokenizer.h"
+#include "train_step.h"
 
 struct TrainOptions {
     ModelSpec model;
     bool plan = false, json = false, help = false, cpu = false, resume = false;
+    bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     std::string train, val, out;  // "": run_defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
@@ -68,12 +70,11 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     long batches = std::max(1L, tokens / ((long)B * T * dist.world));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
-    double sum = 0;
     for (long i = 0; i < batches; i++) {
         val.next_batch(in.data(), tg.data());
-        sum += eng.forward(in.data(), tg.data(), B, T);
+        eng.forward(in.data(), tg.data(), B, T);  // adds the batch's mean loss to the engine's loss sum
     }
-    return dist.mean(sum / batches, "the sum of the validation losses");
+    return dist.mean(eng.read_stats().loss / batches, "the sum of the validation losses");
 }
 
 // Ancestral sampling at temperature 1 from EOT, with our own RNG so samples are part of the reproducible state.
@@ -244,23 +245,15 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     if (lead && !(log = fopen(run.log_path().c_str(), "a")))
         throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
-    const float grad_scale = 1.0f / (float)(p.n_micro * dist.world);  // the ranks' sum is the global mean
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
         Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
-        eng.zero_grad();
-        for (long k = 0; k < p.n_micro; k++) {
-            train->next_batch(in.data(), tg.data());
-            r.loss += eng.forward(in.data(), tg.data(), o.B, p.T) / p.n_micro;
-            eng.backward(grad_scale);
-        }
-        eng.reduce_grads();
-        r.loss = dist.mean(r.loss, "the sum of the training losses");
-        r.norm = eng.clip_grad_norm(o.clip);
         r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
-        eng.adamw_step(r.lr, o.opt);
+        const StepStats s = train_step(eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro,
+                                       o.clip, r.lr, o.opt, in, tg, dist.world);
+        r.loss = dist.sum(s.loss, "the sum of the training losses"), r.norm = s.grad_norm;
         tokens += p.total_batch;
         r.step = step + 1, r.tokens = tokens;
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);

@@ -1,8 +1,9 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
-// or, with --plan, prints a model's per-layer table and totals and exits. Under mpirun (or srun, or the
-// environment rendezvous) every process is one data-parallel rank (dist.h). This file is the command line: the
-// flag table (cli.h renders --help from it) and main; the loop is train_loop.h, the output directory
-// run_dir.h, the engines engine.h, the process group dist.h.
+// or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
+// (memory_plan.h), and exits. Under mpirun (or srun, or the environment rendezvous) every process is one
+// data-parallel rank (dist.h). This file is the command line: the flag table (cli.h renders --help from it) and
+// main; the loop is train_loop.h, the defaults run_defaults.h, the output directory run_dir.h, the engines
+// engine.h, the process group dist.h.
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "cli.h"
 #include "dist.h"
 #include "engines.h"
+#include "memory_plan.h"
 #include "plan.h"
 #include "run_defaults.h"
 #include "schedule.h"
@@ -18,7 +20,7 @@
 static std::vector<Flag> make_flags(TrainOptions& o) {
     std::vector<Flag> f;
     f.push_back({"-h, --help", "", "print this help and exit", [&o](const std::string&) { o.help = true; }});
-    f.push_back({"--plan", "", "print the model's per-layer table and totals and exit", [&o](const std::string&) { o.plan = true; }});
+    f.push_back({"--plan", "", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
     add_model_flags(f, o.model);
     for (Flag& x : f)
@@ -82,6 +84,8 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
+    f.push_back({"--recompute", "", "GPU: recompute norm and SwiGLU outputs in the backward (less memory; automatic when needed)",
+                 [&o](const std::string&) { o.recompute = true; }});
     f.push_back({"--zero", "STAGE", "with several ranks: 1 shards the optimizer state across them (default), 0 keeps "
                  "all of it on every rank", [&o](const std::string& v) {
                      o.zero = parse_int_flag("--zero", v);
@@ -124,14 +128,21 @@ static int train_main(int argc, char** argv, Dist& dist) {
     if (o.plan) {
         if (dist.rank > 0) return 0;
         std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
-        if (o.json) print_plan_json(stdout, title, cfg, warnings);
-        else print_plan(stdout, title, cfg);
+        if (o.json) {
+            print_plan_json(stdout, title, cfg, warnings);
+        } else {
+            print_plan(stdout, title, cfg);
+            print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
+        }
         return 0;
     }
     Watchdog::get().set_limit(o.comm_timeout);
     std::string why;
     std::unique_ptr<Engine> eng;
-    dist.all_or_none([&] { eng = make_engine(cfg, o.cpu, why, DataParallel{&dist, zero_stage(o, dist.world)}); });
+    EngineOptions eo;
+    eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
+    eo.dp = DataParallel{&dist, zero_stage(o, dist.world)};
+    dist.all_or_none([&] { eng = make_engine(cfg, eo, why); });
     return run_training(o, cfg, *eng, why, dist);
 }
 

@@ -1,26 +1,34 @@
-// dev/bench_model.cpp: GPU training throughput of the CUDA model (model.cuh): tokens/s, MFU and device memory
-// for several models in one run (default: 124M uniform, 124M Prism, 124M X), then per-kernel timings at the
-// first layer's shapes of the first model. Build and run on a GPU machine:
+// dev/bench_model.cpp: a training step of the CUDA model (model.cuh) for several models in one run (default:
+// 124M uniform, 124M Prism, 124M X at B 16, T 1024), kernel by kernel against the roofline cost model
+// (cost_model.h: bytes moved, FLOPs, the time at an H100's 3.35 TB/s and 989 TFLOP/s, attention at an assumed
+// 50% of the tensor peak), with the predicted step time and MFU.
+//   --cost-model   only the model: no GPU needed, runs anywhere in milliseconds (make cost-model, part of
+//                  make test: the CPU build prints the table CI keeps)
+//   on a GPU       also tokens/s, MFU and memory of the real step (train_step.h, the trainer's own step), and each
+//                  op's measured time from one profiled step (the engine's OpTimer marks) next to its roofline
+//                  time, as the fraction of the roofline achieved
+// Build and run on a GPU machine (make bench-model does both):
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. -x cu dev/bench_model.cpp -o build/bench_model -lcublasLt -Xcompiler -fopenmp
-//   ./build/bench_model [-b B] [-t T] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
-// (make bench-model does both.) Built by g++ it runs on the CUDA-on-CPU executor: a smoke test of the code path
-// only (make bench-model-smoke runs `tiny` for one step), its timings mean nothing.
+//   ./build/bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
+// Built by g++ it runs on the CUDA-on-CPU executor: make bench-model-smoke runs `tiny` for one step there (the
+// code path only; its timings mean nothing).
 // MFU = 3 x dense forward FLOPs per token (schedule.h's account(), attention counted over the full T x T square
-// as PaLM and llm.c do) x tokens/s / the GPU's dense bf16 peak from the table below; a GPU missing from the
-// table prints "MFU n/a" rather than a made-up number.
+// as PaLM and llm.c do) x tokens/s / the dense bf16 peak (mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
+// missing from the table prints "MFU n/a" rather than a made-up number.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "cost_model.h"
 #include "model.cuh"
+#include "plan.h"
+#include "train_step.h"
 
 namespace {
-
-double peak_tflops(const std::string& device) { return peak_bf16_tflops(device); }
 
 // "124M", "124M:prism", "124M:x", "tiny:prism:x" -> a config (preset, head schedule, width schedule).
 ModelConfig model_from(const std::string& s, int V) {
@@ -40,102 +48,71 @@ ModelConfig model_from(const std::string& s, int V) {
     return build_config(spec, warnings);
 }
 
-float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Mean ms of fn over reps launches (after one warm-up).
-double time_ms(const std::function<void()>& fn, int reps) {
-    cudaEvent_t a, b;
-    cudaCheck(cudaEventCreate(&a)), cudaCheck(cudaEventCreate(&b));
-    fn();
-    cudaCheck(cudaEventRecord(a));
-    for (int i = 0; i < reps; i++) fn();
-    cudaCheck(cudaEventRecord(b));
-    cudaCheck(cudaEventSynchronize(b));
-    const double ms = elapsed_ms(a, b) / reps;
-    cudaCheck(cudaEventDestroy(a)), cudaCheck(cudaEventDestroy(b));
-    return ms;
-}
-
-template <class T> T* dev_alloc(size_t n, float fill = 0.01f) {
-    std::vector<T> h(n, T(fill));
-    T* p;
-    cudaCheck(cudaMalloc(&p, n * sizeof(T)));
-    cudaCheck(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-    return p;
-}
-
-// Each kernel family once at layer 0's shapes (and the head), ms per call.
-void kernel_timings(const ModelConfig& c, int B, int T, int reps) {
-    const long N = (long)B * T;
-    const int w = c.layers[0].width, h = c.layers[0].heads, hid = c.hidden_of(0), D = c.D(), d = c.d;
-    const int Vp = padded_vocab(c.V);
-    const bool rms = c.norm == NormType::RMSNorm;
-    bf16 *x = dev_alloc<bf16>(N * D), *ln = dev_alloc<bf16>(N * w), *qkv = dev_alloc<bf16>(N * 3 * w);
-    bf16 *att = dev_alloc<bf16>(N * w), *dqkv = dev_alloc<bf16>(N * 3 * w), *fc = dev_alloc<bf16>(N * 2 * hid);
-    bf16 *sw = dev_alloc<bf16>(N * hid), *wqkv = dev_alloc<bf16>((size_t)3 * w * w), *g = dev_alloc<bf16>(w, 1.0f);
-    bf16 *logits = dev_alloc<bf16>(N * Vp), *wte = dev_alloc<bf16>((size_t)Vp * d), *dx = dev_alloc<bf16>(N * D);
-    bf16* dw = dev_alloc<bf16>((size_t)3 * w * w);
-    const int hmax = std::max(h, w / 64);  // heads at layer 0, or at head_dim 64 in the sweep below
-    float *mean = dev_alloc<float>(N), *rstd = dev_alloc<float>(N, 1.0f), *lse = dev_alloc<float>(N * hmax);
-    float *scratch = dev_alloc<float>(std::max(norm_backward_scratch_floats(N, w), (size_t)N * hmax));
-    float* losses = dev_alloc<float>(N);
-    std::vector<int> tok(N);
-    for (long n = 0; n < N; n++) tok[n] = (int)(n * 7919 % c.V);
-    int* dtok = dev_alloc<int>(N);
-    cudaCheck(cudaMemcpy(dtok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
-    std::vector<float> tab = rope_table(T, w / h, c.rope_theta);
-    float* dtab = dev_alloc<float>(tab.size());
-    cudaCheck(cudaMemcpy(dtab, tab.data(), tab.size() * sizeof(float), cudaMemcpyHostToDevice));
-    const bf16* none = nullptr;
-    const float scale = 1.0f / std::sqrt((float)(w / h));
-    struct Row { const char* name; std::function<void()> fn; double flops; };
-    std::vector<Row> rows = {
-        {"embedding_forward", [&] { embedding_forward(x, dtok, wte, N, d, D, 0); }, 0},
-        {"norm_forward", [&] { norm_forward(rms, ln, mean, rstd, x, D, g, g, N, w, 1e-5f, 0); }, 0},
-        {"residual_norm_forward", [&] { residual_norm_forward(rms, x, x, ln, D, w, ln, mean, rstd, g, g, N, w, 1e-5f, 0); }, 0},
-        {"norm_backward", [&] { norm_backward(rms, dx, D, g, g, ln, x, D, mean, rstd, g, N, w, scratch, 0); }, 0},
-        {"matmul qkv forward", [&] { matmul(qkv, ln, wqkv, none, (int)N, 3 * w, w, false, true, 0.0f, 0); }, 2.0 * N * 3 * w * w},
-        {"matmul qkv dW (beta 1)", [&] { matmul(dw, qkv, ln, none, 3 * w, w, (int)N, true, false, 1.0f, 0); }, 2.0 * N * 3 * w * w},
-        {"rope_forward", [&] { rope_forward(qkv, dtab, B, T, w, h, 0); }, 0},
-        {"attention_forward", [&] { attention_forward(att, lse, qkv, B, T, w, h, scale, 0); }, 2.0 * B * T * T * w},
-        {"attention_backward", [&] { attention_backward(dqkv, scratch, att, qkv, lse, B, T, w, h, scale, 0); }, 5.0 * B * T * T * w},
-        {"swiglu_forward", [&] { swiglu_forward(sw, fc, N, hid, 0); }, 0},
-        {"swiglu_backward", [&] { swiglu_backward(fc, sw, fc, N, hid, 0); }, 0},
-        {"matmul logits", [&] { matmul(logits, ln, wte, none, (int)N, Vp, d, false, true, 0.0f, 0); }, 2.0 * N * Vp * d},
-        {"softmax_crossentropy_forward", [&] { softmax_crossentropy_forward(losses, lse, logits, dtok, N, c.V, Vp, 0); }, 0},
-        {"softmax_crossentropy_backward", [&] { softmax_crossentropy_backward(logits, lse, dtok, N, c.V, Vp, 1e-4f, 0); }, 0},
-    };
-    printf("\nper-kernel timings, layer 0 of the first model (w %d, h %d, hid %d, B %d, T %d):\n", w, h, hid, B, T);
-    for (const Row& r : rows) {
-        const double ms = time_ms(r.fn, reps);
-        if (r.flops > 0) printf("  %-32s %9.3f ms  %8.1f TFLOP/s\n", r.name, ms, r.flops / ms / 1e9);
-        else printf("  %-32s %9.3f ms\n", r.name, ms);
+// Records an event after every op of a step; ms per op name once the step has been waited for.
+struct EventTimer : OpTimer {
+    std::vector<cudaEvent_t> events;
+    std::vector<std::string> names;
+    size_t used = 0;
+    cudaEvent_t start;
+    EventTimer() { cudaCheck(cudaEventCreate(&start)); }
+    ~EventTimer() override {
+        for (cudaEvent_t e : events) cudaEventDestroy(e);
+        cudaEventDestroy(start);
     }
-    // attention at every head_dim the Prism and X presets use, at the same B, T and width
-    for (int hd : {64, 128, 256}) {
-        if (w % hd) continue;
-        const float sc = 1.0f / std::sqrt((float)hd);
-        const double fl = 2.0 * B * T * T * w;
-        const double f = time_ms([&] { attention_forward(att, lse, qkv, B, T, w, w / hd, sc, 0); }, reps);
-        const double b = time_ms([&] { attention_backward(dqkv, scratch, att, qkv, lse, B, T, w, w / hd, sc, 0); }, reps);
-        printf("  attention head_dim %-3d forward %9.3f ms (%6.1f TFLOP/s)  backward %9.3f ms (%6.1f TFLOP/s)\n", hd, f,
-               fl / f / 1e9, b, 2.5 * fl / b / 1e9);
+    void begin(cudaStream_t s) {
+        used = 0, names.clear();
+        cudaCheck(cudaEventRecord(start, s));
     }
-    for (void* p : {(void*)x, (void*)ln, (void*)qkv, (void*)att, (void*)dqkv, (void*)fc, (void*)sw, (void*)wqkv,
-                    (void*)g, (void*)logits, (void*)wte, (void*)dx, (void*)dw, (void*)mean, (void*)rstd, (void*)lse,
-                    (void*)scratch, (void*)losses, (void*)dtok, (void*)dtab})
-        cudaFree(p);
+    void mark(const char* op, cudaStream_t s) override {
+        if (used == events.size()) events.emplace_back(), cudaCheck(cudaEventCreate(&events.back()));
+        cudaCheck(cudaEventRecord(events[used++], s));
+        names.push_back(op);
+    }
+    std::map<std::string, double> ms() const {
+        std::map<std::string, double> m;
+        cudaEvent_t prev = start;
+        for (size_t i = 0; i < used; i++) {
+            float t = 0;
+            cudaCheck(cudaEventElapsedTime(&t, prev, events[i]));
+            m[names[i]] += t;
+            prev = events[i];
+        }
+        return m;
+    }
+};
+
+// The per-op table of one model: the cost model, and the measured ms when `measured` is not empty.
+void print_ops(const std::vector<OpCost>& ops, const RooflineGpu& g, const std::map<std::string, double>& measured) {
+    const bool m = !measured.empty();
+    printf("  %-22s %5s %6s %9s %9s %10s %10s", "op", "count", "launch", "GB", "GFLOP", "roofline", "expected");
+    if (m) printf(" %10s %9s", "measured", "fraction");
+    printf("\n");
+    double rt = 0, et = 0, mt = 0;
+    for (const OpGroup& o : group_ops(ops, g)) {
+        printf("  %-22s %5d %6d %9.3f %9.1f %8.3f ms %7.3f ms", o.name.c_str(), o.count, o.launches, o.bytes / 1e9,
+               o.flops / 1e9, o.roofline_s * 1e3, o.expected_s * 1e3);
+        rt += o.roofline_s, et += o.expected_s;
+        if (m) {
+            auto it = measured.find(o.name);
+            const double ms = it == measured.end() ? 0 : it->second;
+            mt += ms;
+            printf(" %7.3f ms %8.1f%%", ms, ms > 0 ? 100 * o.roofline_s * 1e3 / ms : 0.0);
+        }
+        printf("\n");
+    }
+    printf("  %-22s %5s %6s %9s %9s %8.3f ms %7.3f ms", "total", "", "", "", "", rt * 1e3, et * 1e3);
+    if (m) printf(" %7.3f ms %8.1f%%", mt, 100 * rt * 1e3 / mt);
+    printf("\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     int B = 16, T = 0, steps = 10, V = 50257;
-    bool recompute = false;
+    long n_micro = 1;
+    bool recompute = false, cost_only = false;
     std::string models = "124M,124M:prism,124M:x";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -146,21 +123,35 @@ int main(int argc, char** argv) {
         if (a == "-b") B = atoi(next().c_str());
         else if (a == "-t") T = atoi(next().c_str());
         else if (a == "--steps") steps = atoi(next().c_str());
+        else if (a == "--micro-steps") n_micro = atol(next().c_str());
         else if (a == "-V") V = atoi(next().c_str());
         else if (a == "--models") models = next();
         else if (a == "--recompute") recompute = true;
+        else if (a == "--cost-model") cost_only = true;
         else {
-            fprintf(stderr, "usage: bench_model [-b B] [-t T] [--steps n] [-V vocab] [--recompute] [--models 124M,124M:prism,124M:x]\n");
+            fprintf(stderr, "usage: bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [-V vocab] [--recompute] "
+                            "[--cost-model] [--models 124M,124M:prism,124M:x]\n");
             return 2;
         }
     }
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    const double peak = peak_tflops(prop.name);
-    printf("device: %s (dense bf16 peak %s)\n", prop.name, peak > 0 ? (std::to_string((int)peak) + " TFLOP/s").c_str() : "unknown");
-    printf("%-18s %6s %6s %12s %10s %8s %10s %10s\n", "model", "B", "T", "params", "tok/s", "MFU", "ms/step", "mem GiB");
-    ModelConfig first;
-    int first_T = 0;
+    if (B < 1 || steps < 1 || n_micro < 1) {
+        fprintf(stderr, "bench_model: -b, --steps and --micro-steps must be positive\n");
+        return 2;
+    }
+    const RooflineGpu roof;
+    double peak = 0;
+    if (!cost_only) {
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        peak = peak_bf16_tflops(prop.name) * 1e12;
+        printf("device: %s (dense bf16 peak %s)\n", prop.name,
+               peak > 0 ? (std::to_string((int)(peak / 1e12)) + " TFLOP/s").c_str() : "unknown");
+    }
+    printf("cost model: H100 SXM roofline, HBM %.2f TB/s, %.0f TFLOP/s dense bf16; attention at %.0f%% of the peak "
+           "(flash FLOPs, causal); expected = matmuls at %.0f%%, memory at %.0f%% of HBM, %.0f us per launch "
+           "(estimates)\n", roof.bandwidth / 1e12, roof.peak / 1e12, 100 * roof.attention_eff, 100 * roof.matmul_eff,
+           100 * roof.memory_eff, roof.launch_s * 1e6);
+    std::vector<std::string> summary;
     size_t start = 0;
     try {
         while (start <= models.size()) {
@@ -170,41 +161,58 @@ int main(int argc, char** argv) {
             ModelConfig c = model_from(name, V);
             const int t = T > 0 ? T : c.T;
             c.T = std::max(c.T, t);
-            if (first.layers.empty()) first = c, first_T = t;
-            size_t free0 = 0, total = 0;
-            cudaCheck(cudaMemGetInfo(&free0, &total));
-            double ms;
-            {
+            ModelConfig ct = c;
+            ct.T = t;
+            const double tokens = (double)B * t * n_micro, model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
+            const std::vector<OpCost> ops = step_ops(c, B, t, n_micro, recompute);
+            double rt = 0, et = 0;
+            for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
+            printf("\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB%s\n",
+                   name.c_str(), describe_config(c).c_str(), B, t, n_micro, tokens, param_layout(c).total,
+                   gib(gpu_memory(c, B, t, recompute).total()), recompute ? " (recompute)" : "");
+            char line[256];
+            snprintf(line, sizeof line, "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
+                     "%.0f tok/s, MFU %.1f%%", name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3,
+                     tokens / et, 100 * model_flops / (et * roof.peak));
+            std::string sum = line;
+            std::map<std::string, double> measured;
+            if (!cost_only) {
+                size_t free0 = 0, total = 0;
+                cudaCheck(cudaMemGetInfo(&free0, &total));
                 CudaEngine e(c, recompute);
                 e.init_params(1);
                 std::vector<int> in((size_t)B * t), tg((size_t)B * t);
-                for (size_t i = 0; i < in.size(); i++) in[i] = (int)(i * 2654435761u % c.V), tg[i] = (int)(i * 40503u % c.V);
-                OptimizerHyper hp;
-                auto step = [&] {
-                    e.zero_grad();
-                    e.forward(in.data(), tg.data(), B, t);
-                    e.backward(1.0f);
-                    e.clip_grad_norm(1.0);
-                    e.adamw_step(1e-4, hp);
+                auto next = [&](int* i, int* g) {
+                    for (size_t k = 0; k < in.size(); k++) i[k] = (int)(k * 2654435761u % c.V), g[k] = (int)(k * 40503u % c.V);
                 };
-                ms = time_ms(step, steps);  // the warm-up step allocates the activations
+                OptimizerHyper hp;
+                train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
+                const double t0 = now_s();
+                for (int s = 0; s < steps; s++) train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                const double sec = (now_s() - t0) / steps;
                 size_t free1 = 0;
                 cudaCheck(cudaMemGetInfo(&free1, &total));
-                const double tok_s = (double)B * t / (ms / 1e3);
-                ModelConfig ct = c;
-                ct.T = t;
-                const double mfu = peak > 0 ? 3.0 * account(ct).dense_flops_per_token * tok_s / (peak * 1e12) : -1;
-                char mfu_s[16];
-                if (mfu >= 0) snprintf(mfu_s, sizeof(mfu_s), "%.1f%%", 100 * mfu);
-                else snprintf(mfu_s, sizeof(mfu_s), "n/a");
-                printf("%-18s %6d %6d %12zu %10.0f %8s %10.1f %10.2f\n", name.c_str(), B, t, e.num_params(), tok_s, mfu_s,
-                       ms, (free0 - free1) / 1073741824.0);
+                EventTimer timer;
+                e.set_timer(&timer);
+                timer.begin(e.stream());
+                train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                cudaCheck(cudaDeviceSynchronize());
+                measured = timer.ms();
+                e.set_timer(nullptr);
+                char mfu[32] = "n/a";
+                if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (sec * peak));
+                snprintf(line, sizeof line, "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB",
+                         name.c_str(), sec * 1e3, tokens / sec, mfu, (free0 - free1) / 1073741824.0);
+                sum += line;
             }
+            print_ops(ops, roof, measured);
+            summary.push_back(sum);
         }
     } catch (const ConfigError& err) {
         fprintf(stderr, "bench_model: %s\n", err.what());
         return 1;
     }
-    kernel_timings(first, B, first_T, std::max(1, steps));
+    printf("\n");
+    for (const std::string& s : summary) printf("%s\n", s.c_str());
     return 0;
 }

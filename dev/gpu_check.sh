@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# dev/gpu_check.sh: what a GPU machine must confirm, in one run of a few minutes (sized for 6 on an H100/H200):
+# dev/gpu_check.sh: what a GPU machine must confirm, in one run of a few minutes (sized for 6 on an H100/H200, so
+# a 15-minute session has room for the machine's start and one rerun):
 #   1. the kernel and whole-model tests, and the executor's own tests, built by nvcc and run natively
-#   2. the throughput benchmark (dev/bench_model.cpp): tokens/s, MFU, memory, per-kernel timings
+#   2. the throughput benchmark (dev/bench_model.cpp) for 124M uniform, Prism and X at B 16, T 1024: tokens/s,
+#      MFU and memory of the trainer's own step, and every op's measured time next to its roofline time
+#      (cost_model.h) as the fraction of the roofline it reaches; the summary keeps the three models' lines
+#      and Prism's tokens/s as a fraction of uniform's (target >= 0.97)
 #   3. a 200-step `tiny` run on the GPU next to the same run on the CPU reference (needs data/default/;
 #      skipped with a note when it is missing, e.g. on a machine without network)
 # and prints a summary. Usage: bash dev/gpu_check.sh   (NATIVE_ARCH=sm_80 for an A100; default sm_90)
@@ -40,10 +44,18 @@ else
     note "GPU tests: BUILD FAILED"
 fi
 
-# 2. benchmark
+# 2. benchmark: the per-op tables go to the log, the measured lines to the summary
 if make -s build/bench_model NATIVE_ARCH="$ARCH" > "$OUT/bench_build.log" 2>&1; then
-    timeout 150 ./build/bench_model --steps 10 | tee "$OUT/bench.log"
-    note "benchmark: $(grep -E '^124M ' "$OUT/bench.log" | awk '{print $5 " tok/s, MFU " $6}') (124M uniform; table above)"
+    timeout 300 ./build/bench_model -b 16 -t 1024 --steps 10 --models 124M,124M:prism,124M:x | tee "$OUT/bench.log"
+    for m in 124M 124M:prism 124M:x; do
+        line=$(grep -E "^$m +measured" "$OUT/bench.log")
+        note "bench ${line:-$m: no result (see $OUT/bench.log)}"
+    done
+    u=$(grep -E '^124M +measured' "$OUT/bench.log" | grep -oE '[0-9]+ tok/s' | awk '{print $1}')
+    p=$(grep -E '^124M:prism +measured' "$OUT/bench.log" | grep -oE '[0-9]+ tok/s' | awk '{print $1}')
+    if [ -n "$u" ] && [ -n "$p" ]; then
+        note "Prism / uniform tokens/s: $(awk -v p="$p" -v u="$u" 'BEGIN { printf "%.3f", p / u }') (target >= 0.97)"
+    fi
 else
     tail -20 "$OUT/bench_build.log"
     note "benchmark: BUILD FAILED"

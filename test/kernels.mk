@@ -2,10 +2,20 @@
 # test/test_kernels.cpp is in the main test binary (every test/test_*.cpp is); here it also joins the
 # sanitizer and native builds, and the kernel files join the nvcc -Werror compile check (test/executor.mk).
 #   make test-kernels   only the kernel tests, on the CUDA-on-CPU executor
+#   make test-ptxas     every kernel of the model compiled for sm_80 and sm_90 with ptxas -v: fails on any
+#                       register spill, writes the register table to build/ptxas.txt (part of make test; skipped
+#                       with a note without nvcc)
+#   make cost-model     the per-kernel roofline cost model of a 124M step, uniform, Prism and X (part of make
+#                       test: dev/bench_model --cost-model, no GPU needed)
+#   make test-asan      also runs the whole-model tests (test/test_model_cuda.cpp) under AddressSanitizer: the
+#                       engine's carved buffers, strided matmuls and staging slots (not in the race build: the
+#                       CPU reference beside them needs OpenMP, which ThreadSanitizer cannot see into)
+#   build/train_prism_executor   train_prism with the CUDA engine on the executor (g++): the end-to-end tests
+#                       drive the GPU code path's command line with it (--recompute gives the same losses)
 
 KERNEL_TEST_SRCS += test/test_kernels.cpp
-MODEL_CUH := reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh classifier.cuh \
-             adamw.cuh gradnorm.cuh model.cuh
+MODEL_CUH := vec.cuh reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh \
+             classifier.cuh adamw.cuh gradnorm.cuh staging.cuh model.cuh
 NVCC_CHECK_CUH += $(MODEL_CUH)
 # executor.mk expands NVCC_CHECK_CUH in test-nvcc-check's prerequisites when it is read, before this file is,
 # so the model's files are named here again.
@@ -32,3 +42,42 @@ $(BUILD)/bench_model_cpu: dev/bench_model.cpp $(wildcard *.h *.cuh)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 bench-model-smoke: $(BUILD)/bench_model_cpu
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$< --models tiny,tiny:prism,tiny:x -b 1 -t 16 --steps 1 -V 512
+
+.PHONY: cost-model
+TEST_TARGETS += cost-model
+cost-model: $(BUILD)/bench_model_cpu
+	./$< --cost-model | tee $(BUILD)/cost_model.txt | tail -4
+
+# ---- ptxas: registers and spills of every kernel ---------------------------------------------------------------
+.PHONY: test-ptxas
+TEST_TARGETS += test-ptxas
+ifneq ($(NVCC),)
+$(BUILD)/ptxas.txt: $(MODEL_CUH) test/ptxas_check.sh cuda_common.cuh matmul.cuh
+	@mkdir -p $(BUILD)/ptxas
+	@printf '#include "%s"\n' $(MODEL_CUH) > $(BUILD)/ptxas/all_kernels.cu
+	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	    -Xptxas -v -c $(BUILD)/ptxas/all_kernels.cu -o $(BUILD)/ptxas/all_kernels.o 2> $(BUILD)/ptxas/ptxas.log
+	bash test/ptxas_check.sh $(BUILD)/ptxas/ptxas.log > $@.tmp || { cat $@.tmp; echo "test-ptxas: a kernel spills registers"; exit 1; }
+	@mv $@.tmp $@
+test-ptxas: $(BUILD)/ptxas.txt
+	@echo "test-ptxas: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"
+else
+test-ptxas:
+	@echo "test-ptxas: no nvcc found, kernels not checked for register spills"
+endif
+
+# ---- train_prism with the CUDA engine on the executor ------------------------------------------------------------
+$(BUILD)/train_prism_executor: train_prism.cu $(wildcard *.h *.cuh) $(EXECUTOR_DEPS)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8
+test-unit: $(BUILD)/train_prism_executor
+
+# ---- the whole model under AddressSanitizer (test-asan runs it too) -----------------------------------------------
+.PHONY: test-asan-model
+test-asan: test-asan-model
+$(BUILD)/test_model_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_model_cuda.o
+	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@
+test-asan-model: $(BUILD)/test_model_asan
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/asan_model.txt
+	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan_model.txt ASAN_OPTIONS=detect_leaks=1 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<

@@ -1,7 +1,7 @@
 // test_executor_seams.cpp: the matmul seam the executor replaces, checked against plain loops: matmul() (cuBLASLt
-// on a GPU, a CPU GEMM here) for every transpose combination, beta = 0 and 1 and the bias epilogue. The
-// collectives seam (comm.cuh) is tested across real MPI ranks in test_comm.cpp. Compiles as CUDA too
-// (make test-executor-native).
+// on a GPU, a CPU GEMM here) for every transpose combination, beta = 0 and 1, the bias epilogue and strided
+// (leading-slice) operands. The collectives seam (comm.cuh) is tested across real MPI ranks in test_comm.cpp.
+// Compiles as CUDA too (make test-executor-native).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -84,4 +84,42 @@ TEST_CASE("matmul with beta = 0 never reads the output buffer", "[executor][seam
     cudaCheck(cudaFree(dA));
     cudaCheck(cudaFree(dB));
     cudaCheck(cudaFree(out));
+}
+
+TEST_CASE("matmul reads and writes leading column slices through lda, ldb and ldc", "[executor][seam]") {
+    // Each operand lives in a wider matrix (stride 8 more than its width); the columns past the slice hold NaN
+    // (never read) or a sentinel (never written). Same tolerance as the packed test.
+    const int M = 9, N = 6, K = 11, pad = 8;
+    for (int transA = 0; transA < 2; transA++)
+        for (int transB = 0; transB < 2; transB++) {
+            const int ra = transA ? K : M, ca = transA ? M : K, rb = transB ? N : K, cb = transB ? K : N;
+            const int lda = ca + pad, ldb = cb + pad, ldc = N + pad;
+            auto A = random_bf16((size_t)ra * lda, 3 + transA), Bm = random_bf16((size_t)rb * ldb, 5 + transB);
+            for (int r = 0; r < ra; r++)
+                for (int c = ca; c < lda; c++) A[(size_t)r * lda + c] = __float2bfloat16(NAN);
+            for (int r = 0; r < rb; r++)
+                for (int c = cb; c < ldb; c++) Bm[(size_t)r * ldb + c] = __float2bfloat16(NAN);
+            std::vector<float> out0((size_t)M * ldc, 7.0f);
+            bf16 *dA = to_device(A), *dB = to_device(Bm);
+            float* dout = to_device(out0);
+            matmul(dout, dA, dB, (const float*)nullptr, M, N, K, transA, transB, 0.0f, 0, lda, ldb, ldc);
+            cudaCheck(cudaDeviceSynchronize());
+            auto out = to_host(dout, (size_t)M * ldc);
+            int bad = 0;
+            for (int m = 0; m < M; m++) {
+                for (int n = 0; n < N; n++) {
+                    double want = 0;
+                    for (int k = 0; k < K; k++) {
+                        float a = transA ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
+                        float b = transB ? Bm[(size_t)n * ldb + k] : Bm[(size_t)k * ldb + n];
+                        want += (double)a * b;
+                    }
+                    bad += !(std::fabs(out[(size_t)m * ldc + n] - want) <= 1e-4);
+                }
+                for (int n = N; n < ldc; n++) bad += out[(size_t)m * ldc + n] != 7.0f;
+            }
+            INFO("transA " << transA << " transB " << transB);
+            CHECK(bad == 0);
+            for (void* p : {(void*)dA, (void*)dB, (void*)dout}) cudaCheck(cudaFree(p));
+        }
 }

@@ -10,8 +10,11 @@
 // be up to 2^-9 |want| + (b) away. Every check is |got - want| <= rel * |want| + abs * max|want| with
 // rel = 2^-8 (twice the rounding bound) and abs covering (b) where a sum cancels (then |want| can be far
 // below its terms); each test states its abs. Outputs that are plain copies are compared bit for bit.
-// Where a kernel accumulates into a bf16 buffer (+=), the buffer starts non-zero so the accumulate branch is
-// the one checked, and the reference adds into the same starting values.
+// Where a kernel accumulates (+=: the residual-state gradient in bf16, weight gradients in fp32), the buffer
+// starts non-zero so the accumulate branch is the one checked, and the reference adds into the same starting
+// values. Weight gradients are fp32 (no rounding to bf16): only (b) remains, checked at relative 1e-5.
+// Shapes include rows whose length or stride is not a multiple of 8 elements, so both the 128-bit path and the
+// scalar path of vec.cuh run.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -123,10 +126,18 @@ TEST_CASE("embedding forward copies token rows into [0, d) and zeros [d, D)", "[
     }
 }
 
+TEST_CASE("embedding buckets group positions by token, increasing within each bucket", "[kernels]") {
+    const std::vector<int> tok = {5, 2, 5, 0, 2, 5, 7};
+    EmbeddingBuckets e = embedding_buckets(tok.data(), (long)tok.size());
+    CHECK(e.rows == std::vector<int>{0, 2, 5, 7});
+    CHECK(e.starts == std::vector<int>{0, 1, 3, 6, 7});
+    CHECK(e.positions == std::vector<int>{3, 1, 4, 0, 2, 5, 6});
+}
+
 TEST_CASE("embedding backward sums repeated tokens without atomics and leaves untouched rows alone", "[kernels]") {
-    // Sums of up to N terms in fp32 (order differs from the reference: abs 1e-5), one rounding into dwte.
+    // Sums of up to N terms in fp32 into fp32 dwte (order differs from the reference: relative 1e-5, abs 1e-6).
     struct Shape { int B, T, V, d, ldx; };
-    for (Shape s : {Shape{1, 7, 5, 12, 20}, Shape{3, 11, 9, 40, 40}, Shape{2, 33, 3, 8, 16}}) {
+    for (Shape s : {Shape{1, 7, 5, 12, 20}, Shape{3, 11, 9, 40, 40}, Shape{2, 33, 3, 8, 16}, Shape{2, 9, 6, 20, 28}}) {
         const long N = (long)s.B * s.T;
         std::vector<int> tok(N);
         for (long n = 0; n < N; n++) tok[n] = (int)((n * n + 1) % (s.V - 1));  // token V-1 never occurs
@@ -135,12 +146,13 @@ TEST_CASE("embedding backward sums repeated tokens without atomics and leaves un
         std::vector<float> want = g0;
         ref::embedding_backward(want.data(), dx.data(), s.ldx, tok.data(), N, s.d);
         EmbeddingBuckets e = embedding_buckets(tok.data(), N);
-        Dev<bf16> g(g0), ddx(dx);
+        Dev<float> g(g0);
+        Dev<bf16> ddx(dx);
         Dev<int> rows(e.rows), starts(e.starts), pos(e.positions);
         embedding_backward(g.p, ddx.p, s.ldx, rows.p, starts.p, pos.p, (int)e.rows.size(), s.d, 0);
         sync();
         auto got = g.get();
-        check_close(got, want, BF16_REL, 1e-5, "dwte");
+        check_close(got, want, 1e-5, 1e-6, "dwte");
         for (int c = 0; c < s.d; c++) CHECK(got[(size_t)(s.V - 1) * s.d + c] == g0[(size_t)(s.V - 1) * s.d + c]);
     }
 }
@@ -151,7 +163,7 @@ TEST_CASE("embedding backward sums repeated tokens without atomics and leaves un
 
 namespace {
 struct NormShape { long N; int w, ldx; };
-const NormShape norm_shapes[] = {{7, 40, 56}, {1, 24, 24}, {33, 96, 96}, {5, 300, 320}, {9, 8, 64}};
+const NormShape norm_shapes[] = {{7, 40, 56}, {1, 24, 24}, {33, 96, 96}, {5, 300, 320}, {9, 8, 64}, {130, 64, 72}};
 }  // namespace
 
 TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and RMSNorm)", "[kernels]") {
@@ -243,9 +255,13 @@ TEST_CASE("copy_columns copies the leading w columns bit for bit and leaves the 
 
 TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db", "[kernels]") {
     // dx: fp32 row sums of w terms that cancel (abs 1e-4 of the largest), added to a non-zero dx and rounded once.
-    // dg, db: sums over N rows in fp32 chunks (abs 1e-4), added to non-zero dg, db and rounded once.
+    // dg, db: sums over N rows in fp32 (warps, blocks of 64 rows, then blocks: abs 1e-4), added to non-zero fp32
+    // dg, db. N = 130: three row blocks; w <= 768: 8 warps per block; w = 2000: 3 (LayerNorm) or 6 (RMSNorm);
+    // w = 7000: one warp whose planes need the shared-memory opt-in (56 KB).
+    std::vector<NormShape> shapes(std::begin(norm_shapes), std::end(norm_shapes));
+    shapes.push_back({5, 2000, 2000}), shapes.push_back({3, 7000, 7000});
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
-        for (NormShape s : norm_shapes) {
+        for (NormShape s : shapes) {
             INFO(norm_name(type) << " N=" << s.N << " w=" << s.w << " ldx=" << s.ldx);
             const bool ln = type == NormType::LayerNorm, rms = !ln;
             auto x = rand_bf16(s.N * s.ldx, 13, -0.5f, 1.5f);
@@ -258,15 +274,16 @@ TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db",
             std::vector<float> dx = dx0, dg = dg0, db = db0;
             ref::norm_backward(type, dx.data(), s.ldx, dg.data(), db.data(), dout.data(), x.data(), s.ldx, mean.data(),
                                rstd.data(), g.data(), s.N, s.w);
-            Dev<bf16> d_x(x), d_g(g), d_b(b), d_dout(dout), d_dx(dx0), d_dg(dg0), d_db(db0), d_out(s.N * s.w);
+            Dev<bf16> d_x(x), d_g(g), d_b(b), d_dout(dout), d_dx(dx0), d_out(s.N * s.w);
+            Dev<float> d_dg(dg0), d_db(db0);
             Dev<float> d_mean(s.N), d_rstd(s.N), scratch(norm_backward_scratch_floats(s.N, s.w));
             norm_forward(rms, d_out.p, d_mean.p, d_rstd.p, d_x.p, s.ldx, d_g.p, d_b.p, s.N, s.w, 1e-5f, 0);
             norm_backward(rms, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p,
                           d_rstd.p, d_g.p, s.N, s.w, scratch.p, 0);
             sync();
             check_close(d_dx.get(), dx, BF16_REL, 1e-4, "dx");  // columns [w, ldx) must be unchanged too
-            check_close(d_dg.get(), dg, BF16_REL, 1e-4, "dg");
-            if (ln) check_close(d_db.get(), db, BF16_REL, 1e-4, "db");
+            check_close(d_dg.get(), dg, 1e-5, 1e-4, "dg");
+            if (ln) check_close(d_db.get(), db, 1e-5, 1e-4, "db");
             else CHECK(d_db.get() == db0);  // RMSNorm has no bias: untouched
         }
 }
@@ -400,15 +417,16 @@ TEST_CASE("attention handles every head_dim any preset produces under any head a
 // classifier
 // ------------------------------------------------------------------------------------------------------
 
-TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, gradient in place", "[kernels]") {
+TEST_CASE("softmax cross-entropy ignores padded columns and masked targets; the fused pass writes dlogits", "[kernels]") {
     // lse: fp32 sum of V exps vs the reference's double (relative 1e-6 of ~log V): abs 1e-4 on lse and loss.
     // dlogits: (exp(l - lse) - onehot) * dloss in fp32, one rounding; abs 1e-5 covers the lse difference.
+    // V = 100, 257: rows end in a partial 8-column chunk; padded columns hold NaN, so any read of them shows.
     struct Shape { int B, T, V, Vp; };
     for (Shape s : {Shape{1, 7, 100, 128}, Shape{3, 5, 64, 64}, Shape{2, 3, 257, 384}}) {
         INFO("B=" << s.B << " T=" << s.T << " V=" << s.V << " Vp=" << s.Vp);
         const long N = (long)s.B * s.T;
         auto logits = rand_bf16(N * s.V, 25, -4.0f, 4.0f);
-        std::vector<float> padded(N * s.Vp, NAN);  // padded columns hold NaN: any read of them would show
+        std::vector<float> padded(N * s.Vp, NAN);
         for (long n = 0; n < N; n++)
             for (int v = 0; v < s.V; v++) padded[n * s.Vp + v] = logits[n * s.V + v];
         std::vector<int> targets(N);
@@ -418,6 +436,7 @@ TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, grad
                                                        targets.data(), N, s.V);
         const float dloss = 0.75f / count;
         ref::softmax_crossentropy_backward(probs.data(), probs.data(), targets.data(), N, s.V, dloss);
+        // forward (inference): lse and losses, logits untouched
         Dev<bf16> d_logits(padded);
         Dev<int> d_targets(targets);
         Dev<float> d_lse(N), d_losses(N);
@@ -425,14 +444,19 @@ TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, grad
         sync();
         check_close(d_lse.get(), lse, 0, 1e-4 / max_abs(lse), "lse");
         check_close(d_losses.get(), losses, 0, 1e-4 / max_abs(losses), "losses");
+        auto kept = d_logits.get();
+        for (size_t i = 0; i < kept.size(); i++) CHECK((kept[i] == float(bf16(padded[i])) || (std::isnan(kept[i]) && std::isnan(padded[i]))));
         Dev<float> d_logp(N);
         target_logprobs(d_logp.p, d_logits.p, d_lse.p, d_targets.p, N, s.Vp, 0);
         sync();
         std::vector<float> neg_losses(N);
         for (long n = 0; n < N; n++) neg_losses[n] = -losses[n];
         check_close(d_logp.get(), neg_losses, 0, 1e-4 / max_abs(losses), "logprobs");
-        softmax_crossentropy_backward(d_logits.p, d_lse.p, d_targets.p, N, s.V, s.Vp, dloss, 0);
+        // fused (training): the same losses, dlogits in place of the logits, zeros in padded columns and masked rows
+        Dev<float> d_losses2(N);
+        softmax_crossentropy_fused(d_losses2.p, d_logits.p, d_targets.p, N, s.V, s.Vp, dloss, 0);
         sync();
+        check_close(d_losses2.get(), losses, 0, 1e-4 / max_abs(losses), "fused losses");
         auto got = d_logits.get();
         std::vector<float> g, pad;
         for (long n = 0; n < N; n++) {
@@ -450,16 +474,32 @@ TEST_CASE("softmax cross-entropy ignores padded columns and masked targets, grad
     }
 }
 
+TEST_CASE("loss sum adds the scaled sum of the per-position losses on the device, in double", "[kernels]") {
+    for (long N : {1L, 1000L, 5000L}) {
+        auto l = rand_bf16(N, 27, 0.0f, 8.0f);
+        double want = 0;
+        for (float x : l) want += x;
+        Dev<float> d_l(l);
+        Dev<double> acc(std::vector<double>{0.5});
+        loss_sum(acc.p, d_l.p, N, 0.25, 0);
+        loss_sum(acc.p, d_l.p, N, 0.25, 0);
+        sync();
+        CHECK(acc.raw()[0] == Approx(0.5 + 0.5 * want).epsilon(1e-12));
+    }
+}
+
 // ------------------------------------------------------------------------------------------------------
 // optimizer: global norm and AdamW
 // ------------------------------------------------------------------------------------------------------
 
 TEST_CASE("global gradient norm is the reference norm and bit-identical across runs", "[kernels]") {
-    // fp32 partial sums of squares (positive terms: relative error ~1e-6), final sum in double.
-    for (size_t n : {(size_t)1, (size_t)1000, (size_t)300001}) {
-        auto g = rand_bf16(n, 26);
+    // fp32 partial sums of squares (positive terms: relative error ~1e-6), final sum in double. The gradients are
+    // the fp32 buffer; n = 1000 + 3 and 300001 end in a partial 4-float access.
+    for (size_t n : {(size_t)1, (size_t)1003, (size_t)300001}) {
+        std::vector<float> g = rand_bf16(n, 26);
+        for (size_t i = 0; i < n; i++) g[i] *= 1.0f + 1e-3f * (float)(i % 7);  // not bf16-exact: fp32 matters
         const double want = ref::grad_norm(g.data(), n);
-        Dev<bf16> d(g);
+        Dev<float> d(g);
         Dev<double> out(1);
         Dev<float> partial(GRADNORM_BLOCKS);
         grad_norm_squared(out.p, d.p, n, partial.p, 0);
@@ -485,7 +525,8 @@ std::vector<AdamWRange> ranges_per_tensor(const ParamLayout& layout) {
 
 TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds params from master", "[kernels]") {
     // The same fp32 operations as ref::adamw_step on the same values; only contraction into FMAs differs
-    // (relative 1e-6). grads are bf16 values, and the clip factor is applied to both sides.
+    // (relative 1e-6). grads are fp32, and the clip factor (computed on the device from a squared norm) is
+    // applied to the reference's gradients as ref::clip_grad_norm does.
     ModelConfig c;
     c.d = 16, c.V = 10, c.T = 8, c.h_base = 2;
     c.layers = {{16, 2}, {32, 4}};
@@ -498,18 +539,23 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
         for (float& p : params) p = float(bf16(p));  // start from bf16-exact master weights
         ref::AdamWState<float> st(P);
         ref::AdamWParams hp;
-        Dev<float> master(params), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
-        Dev<bf16> p16(params), grads(P);
-        const auto ranges = ranges_per_tensor(layout);
+        Dev<float> master(params), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f)), grads(P);
+        Dev<bf16> p16(params);
+        const auto ranges = adamw_launch_ranges(ranges_per_tensor(layout));
+        Dev<AdamWLaunchRange> d_ranges(ranges);
         for (int step = 1; step <= 3; step++) {
-            auto g = rand_bf16(P, 100 + step, -0.1f, 0.1f);
-            const float clip = step == 2 ? 0.5f : 1.0f;  // the clipped branch on one step
+            std::vector<float> g = rand_bf16(P, 100 + step, -0.1f, 0.1f);
+            for (size_t i = 0; i < P; i++) g[i] *= 1.0f + 1e-3f * (float)(i % 5);
             grads.upload(g);
-            for (float& x : g) x *= clip;
+            // the clipped branch on step 2: max_norm half the norm; step 3: clipping on but not active
+            const double norm = ref::grad_norm(g.data(), P), max_norm = step == 2 ? 0.5 * norm : 2 * norm;
+            Dev<double> norm_sq(std::vector<double>{norm * norm});
+            if (step >= 2) ref::clip_grad_norm(g.data(), P, max_norm);
             const double lr = 1e-3 * step;
             ref::adamw_step(params.data(), g.data(), st, layout, lr, hp);
-            adamw_step(p16.p, master.p, m.p, v.p, grads.p, ranges, step, lr, hp.beta1, hp.beta2, hp.eps,
-                       hp.weight_decay, clip, 0);
+            adamw_step(p16.p, master.p, m.p, v.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block,
+                       step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step >= 2 ? norm_sq.p : nullptr,
+                       max_norm, 0);
             sync();
             check_close(master.get(), params, 1e-5, 1e-7, "master");
             check_close(m.get(), st.m, 1e-5, 1e-7, "m");
@@ -528,9 +574,13 @@ TEST_CASE("adamw with zero gradients decays exactly the matrices", "[kernels]") 
     const size_t P = layout.total;
     std::vector<float> ones(P, 1.0f);
     Dev<float> master(ones), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f));
-    Dev<bf16> p16(ones), grads(std::vector<float>(P, 0.0f));
+    Dev<float> grads(std::vector<float>(P, 0.0f));
+    Dev<bf16> p16(ones);
+    const auto ranges = adamw_launch_ranges(ranges_per_tensor(layout));
+    Dev<AdamWLaunchRange> d_ranges(ranges);
     const double lr = 0.5, wd = 0.1;
-    adamw_step(p16.p, master.p, m.p, v.p, grads.p, ranges_per_tensor(layout), 1, lr, 0.9, 0.95, 1e-8, wd, 1.0f, 0);
+    adamw_step(p16.p, master.p, m.p, v.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block, 1, lr,
+               0.9, 0.95, 1e-8, wd, nullptr, 0.0, 0);
     sync();
     auto got = master.get();
     for (const ParamTensor& t : layout.tensors)

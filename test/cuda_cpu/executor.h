@@ -298,7 +298,8 @@ template <class... P> struct Launch {
     }
 };
 template <class... P>
-Launch<P...> make_launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t, void (*kernel)(P...)) {
+Launch<P...> make_launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*kernel)(P...)) {
+    note_stream(stream);  // a launch on the legacy default stream is counted (runtime.h)
     return Launch<P...>{name, kernel, grid, block, smem};
 }
 
