@@ -2,7 +2,8 @@
 // core, the same bits for any thread count. It is the CPU training path and, through the same interface, the
 // oracle the CUDA engine's tests compare whole training steps against.
 //
-// Data parallel over MPI (several ranks, dist.h), the same steps as the CUDA engine's:
+// Data parallel over MPI (several ranks, dist.h), with the same shards as the CUDA engine's (contiguous, shard.h)
+// but a plainer reduction (the CUDA engine reduces layer by layer during the backward):
 //   clip_grad_norm  first the gradients (P), padded to world x S (shard.h), reduce-scattered: this rank's shard
 //                   of the sum (S); ZeRO-0 all-gathers the summed shards back into the whole gradient. Then each
 //                   rank's sum of squares of its shard, all-gathered and added in rank order: the same norm on

@@ -86,25 +86,25 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOpt
         if (o.B > 0) {
             size_t free = 0, total = 0;
             cudaCheck(cudaMemGetInfo(&free, &total));
-            const int choice = choose_recompute(c, o.B, o.T, free);
+            const int shards = o.dp.zero >= 1 ? o.dp.world() : 1;  // ZeRO-1: this GPU's share of the optimizer
+            const int choice = choose_recompute(c, o.B, o.T, free, shards);
             char msg[256];
             if (choice < 0) {
                 snprintf(msg, sizeof msg, "B %d x T %d needs %.1f GiB of GPU memory (%.1f GiB with --recompute) but "
                          "%.1f GiB are free; lower -b (--total-batch keeps the tokens per step)", o.B, o.T,
-                         gib(gpu_memory(c, o.B, o.T, false).total()), gib(gpu_memory(c, o.B, o.T, true).total()),
+                         gib(gpu_memory(c, o.B, o.T, false, shards).total()),
+                         gib(gpu_memory(c, o.B, o.T, true, shards).total()),
                          gib(free));
                 throw ConfigError(msg);
             }
             if (choice == 1 && !recompute) {
                 snprintf(msg, sizeof msg, "; recomputing norm and SwiGLU outputs in the backward (activations need "
-                         "%.1f GiB, %.1f GiB free)", gib(gpu_memory(c, o.B, o.T, false).total()), gib(free));
+                         "%.1f GiB, %.1f GiB free)", gib(gpu_memory(c, o.B, o.T, false, shards).total()), gib(free));
                 why += msg;
                 recompute = true;
             }
         }
-        if (o.dp.world() > 1)
-            throw ConfigError("data-parallel training on GPUs is not built yet (issue 11); run one rank per job");
-        return std::unique_ptr<Engine>(new CudaEngine(c, recompute));
+        return std::unique_ptr<Engine>(new CudaEngine(c, recompute, o.dp));
     }
     why = o.force_cpu ? "CPU forced by --cpu"
                       : std::string("no usable GPU (") + (err == cudaSuccess ? "none found" : cudaGetErrorString(err)) +

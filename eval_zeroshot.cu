@@ -63,7 +63,7 @@ struct Prepared {
     std::string why;
 };
 
-Prepared prepare(const Options& o, const Dist& dist) {
+Prepared prepare(const Options& o, Dist& dist) {
     Prepared p;
     std::vector<std::string> tasks;
     for (size_t a = 0; a <= o.tasks.size();) {
@@ -93,12 +93,14 @@ Prepared prepare(const Options& o, const Dist& dist) {
                             "; rebuild them all with the same one");
     }
 
-    p.eng = make_engine(m.cfg, o.cpu, p.why, DataParallel{&dist, 0});
+    EngineOptions eo;
+    eo.force_cpu = o.cpu, eo.dp = DataParallel{&dist, 0};  // ranks score their own examples: no optimizer to shard
+    p.eng = make_engine(m.cfg, eo, p.why);
     p.eng->set_params(m.params.data());
     return p;
 }
 
-int run(const Options& o, const Dist& dist) {
+int run(const Options& o, Dist& dist) {
     const bool lead = dist.rank == 0;
     Prepared p;
     dist.all_or_none([&] { p = prepare(o, dist); });

@@ -130,11 +130,9 @@ class RunDir {
             make_dirs(tmp);
         }
         dist_.barrier("the barrier before writing a checkpoint");  // step_N.tmp/ exists for every rank
-        if (lead()) {
-            std::vector<float> params(eng.num_params());
-            eng.get_params(params.data());
-            save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
-        }
+        std::vector<float> params(eng.num_params());
+        eng.get_params(params.data());  // on every rank: with ZeRO-1 on the GPU it gathers the master weights
+        if (lead()) save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
         const std::pair<size_t, size_t> range = eng.optimizer_range();
         const bool whole = range.first == 0 && range.second == eng.num_params();
         if (!whole || lead()) {  // ZeRO-0 with several ranks: every rank holds all of it, rank 0 writes it

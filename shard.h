@@ -7,6 +7,7 @@
 // belongs to (ref::adamw_update; the CUDA engine's per-range table).
 //
 //   n = 10, world = 3, align = 1:  S = 4, rank 0 [0, 4), rank 1 [4, 8), rank 2 [8, 10) + 2 padding
+//   n = 5, world = 3, align = 4:   S = 4, rank 0 [0, 4), rank 1 [4, 5) + 3 padding, rank 2 only padding
 //
 // Does not: know what the vector holds, or where its tensors are.
 #pragma once
@@ -16,6 +17,7 @@
 
 struct Shard {
     size_t size = 0;            // S: elements per rank, padding included
+    size_t offset = 0;          // rank x S: where this rank's S elements start in the padded vector
     size_t begin = 0, end = 0;  // this rank's real elements [begin, end) of the vector; end - begin <= size
 };
 
@@ -23,7 +25,8 @@ inline Shard shard_of(size_t n, int world, int rank, size_t align = 1) {
     Shard s;
     s.size = (n + world - 1) / world;
     s.size = (s.size + align - 1) / align * align;
-    s.begin = std::min(n, (size_t)rank * s.size);
+    s.offset = (size_t)rank * s.size;
+    s.begin = std::min(n, s.offset);
     s.end = std::min(n, s.begin + s.size);
     return s;
 }
