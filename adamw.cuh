@@ -52,12 +52,13 @@ inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamW
 
 // Matches ref::clip_grad_norm's scaling then ref::adamw_step on 4 consecutive elements of one range: block b
 // updates the range r with first_block[r] <= b < first_block[r + 1] (a binary search over ~50 ranges).
-// norm_sq (null: no clipping) is the squared global norm grad_norm_squared left on the device: the clip factor
+// stats (null: no clipping, no guard) is the step's {loss, squared global norm} left on the device: when
+// either is NaN or infinite the step is skipped (every thread returns; nothing is written), else the clip factor
 // min(1, max_norm / norm) is computed here, in double as the reference does, so no host ever reads the norm
 // before the update.
 static __global__ void adamw_kernel(bf16* params, float* master, float* m, float* v, const float* grads,
                                    const AdamWLaunchRange* ranges, int nranges, float b1, float b2, float eps,
-                                   float step, float rbc2, float matrix_decay, const double* norm_sq,
+                                   float step, float rbc2, float matrix_decay, const double* stats,
                                    double max_norm) {
     int lo = 0, hi = nranges - 1;  // the last range with first_block <= blockIdx.x
     while (lo < hi) {
@@ -69,8 +70,9 @@ static __global__ void adamw_kernel(bf16* params, float* master, float* m, float
     const size_t i = ((size_t)(blockIdx.x - r.first_block) * blockDim.x + threadIdx.x) * ADAMW_PER_THREAD;
     if (i >= r.n) return;
     float scale = 1.0f;
-    if (norm_sq) {
-        const double norm = sqrt(*norm_sq);
+    if (stats) {
+        if (!isfinite(stats[0]) || !isfinite(stats[1])) return;  // a non-finite step changes nothing
+        const double norm = sqrt(stats[1]);
         if (max_norm > 0 && norm > max_norm) scale = (float)(max_norm / norm);
     }
     const int k = r.n - i < ADAMW_PER_THREAD ? (int)(r.n - i) : ADAMW_PER_THREAD;
@@ -97,18 +99,19 @@ static __global__ void adamw_kernel(bf16* params, float* master, float* m, float
 
 // One AdamW step over every range, one launch; t is the step count after this step (1 for the first), as in the
 // reference. All pointers are to the start of the flat blocks (P elements each); grads fp32; ranges: the device
-// copy of adamw_launch_ranges (nranges entries, the sentinel included). norm_sq: the device's squared gradient
-// norm for clipping to max_norm, or null.
+// copy of adamw_launch_ranges (nranges entries, the sentinel included). stats: the device's {step loss, squared
+// gradient norm}: the update is skipped when either is not finite, and clipped to max_norm (<= 0: no clipping);
+// or null.
 inline void adamw_step(bf16* params, float* master, float* m, float* v, const float* grads,
                        const AdamWLaunchRange* ranges, int nranges, int blocks, long t, double lr, double beta1,
-                       double beta2, double eps, double weight_decay, const double* norm_sq, double max_norm,
+                       double beta2, double eps, double weight_decay, const double* stats, double max_norm,
                        cudaStream_t stream) {
     if (blocks == 0) return;
     // Scalars in double, rounded to fp32 exactly as ref::adamw_step rounds them.
     const double bc1 = 1.0 - std::pow(beta1, (double)t), bc2 = 1.0 - std::pow(beta2, (double)t);
     const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / bc2), decay = (float)(1.0 - lr * weight_decay);
     LAUNCH(blocks, ADAMW_BLOCK, 0, stream, adamw_kernel)(params, master, m, v, grads, ranges, nranges, (float)beta1,
-                                                         (float)beta2, (float)eps, step, rbc2, decay, norm_sq,
+                                                         (float)beta2, (float)eps, step, rbc2, decay, stats,
                                                          max_norm);
     cudaCheck(cudaGetLastError());
 }

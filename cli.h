@@ -89,32 +89,45 @@ inline double parse_double_flag(const std::string& flag, const std::string& v) {
 }
 
 // Appliers for numeric flags with bounds: the value must parse whole and lie in [lo, hi], else a one-line error
-// naming the flag ("--d must be positive", "--keep must be at least 1", "--lr must lie in [0, 10]").
+// naming the flag ("--d must be positive", "--keep must be at least 1", "--d must be at most 65536", "--lr must
+// lie in [0, 10]"). Every numeric flag goes through one of them, so no value reaches the code unbounded.
 inline std::string below_message(const std::string& flag, double lo) {
     return flag + (lo == 1 ? " must be positive" : " must be at least " + std::to_string((long)lo));
 }
-inline std::function<void(const std::string&)> int_flag(const std::string& flag, int& dst, int lo) {
-    return [flag, &dst, lo](const std::string& v) {
+inline std::function<void(const std::string&)> int_flag(const std::string& flag, int& dst, int lo,
+                                                         int hi = 2147483647) {
+    return [flag, &dst, lo, hi](const std::string& v) {
         int x = parse_int_flag(flag, v);
         if (x < lo) throw ConfigError(below_message(flag, lo));
+        if (x > hi) throw ConfigError(flag + " must be at most " + std::to_string(hi));
         dst = x;
     };
 }
-inline std::function<void(const std::string&)> long_flag(const std::string& flag, long& dst, long lo) {
-    return [flag, &dst, lo](const std::string& v) {
+inline std::function<void(const std::string&)> long_flag(const std::string& flag, long& dst, long lo,
+                                                          long hi = 9223372036854775807L) {
+    return [flag, &dst, lo, hi](const std::string& v) {
         long x = parse_long_flag(flag, v);
         if (x < lo) throw ConfigError(below_message(flag, (double)lo));
+        if (x > hi) throw ConfigError(flag + " must be at most " + std::to_string(hi));
         dst = x;
     };
 }
 inline std::function<void(const std::string&)> double_flag(const std::string& flag, double& dst, double lo, double hi) {
     return [flag, &dst, lo, hi](const std::string& v) {
         double x = parse_double_flag(flag, v);
-        if (x < lo || x > hi)
-            throw ConfigError(flag + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        if (x < lo || x > hi) {
+            char b[96];
+            snprintf(b, sizeof b, " must lie in [%g, %g]", lo, hi);
+            throw ConfigError(flag + b);
+        }
         dst = x;
     };
 }
+
+// Upper bounds shared by the command lines (schedule.h's validate_config holds the model's own: d and widths
+// <= 65536, V <= 2^24, T <= 2^20, L <= 10000).
+constexpr long kMaxSteps = 1000000000000L;          // steps, step intervals and token counts per step: 10^12
+constexpr long kMaxTokens = 1000000000000000000L;   // token budgets: 10^18
 
 // The model flags shared by train_prism and the dev tools: a preset, schedules and overrides.
 inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
@@ -126,21 +139,18 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
                      [&m](const std::string& v) { m.heads = v; }});
     flags.push_back({"-w, --widths", "WIDTHS", "uniform | x | v | lambda | 3 | list of widths (default uniform)",
                      [&m](const std::string& v) { m.widths = v; }});
-    flags.push_back({"--d", "N", "embedding width d", int_flag("--d", m.d, 1)});
-    flags.push_back({"--layers", "N", "number of layers L", int_flag("--layers", m.L, 1)});
+    flags.push_back({"--d", "N", "embedding width d", int_flag("--d", m.d, 1, 65536)});
+    flags.push_back({"--layers", "N", "number of layers L", int_flag("--layers", m.L, 1, 10000)});
     flags.push_back({"--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
-                     int_flag("--heads", m.h_base, 1)});
+                     int_flag("--heads", m.h_base, 1, 65536)});
     flags.push_back({"--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
-                     int_flag("--head-dim", m.head_dim, 1)});
-    flags.push_back({"--seq-len", "T", "context length T", int_flag("--seq-len", m.T, 1)});
-    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", int_flag("--vocab", m.V, 1)});
-    flags.push_back({"--mlp-ratio", "R", "SwiGLU hidden = R * w_l (8/3 for Prism presets, 4 for Xformer)",
-                     [&m](const std::string& v) {
-                         m.mlp_ratio = parse_double_flag("--mlp-ratio", v);
-                         if (!(m.mlp_ratio > 0)) throw ConfigError("--mlp-ratio must be positive");
-                     }});
+                     int_flag("--head-dim", m.head_dim, 1, 65536)});
+    flags.push_back({"--seq-len", "T", "context length T", int_flag("--seq-len", m.T, 1, 1 << 20)});
+    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", int_flag("--vocab", m.V, 1, 1 << 24)});
+    flags.push_back({"--mlp-ratio", "R", "SwiGLU hidden = R * w_l, to the nearest multiple (8/3 Prism presets, 4 Xformer)",
+                     double_flag("--mlp-ratio", m.mlp_ratio, 1e-3, 64)});
     flags.push_back({"--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
-                     int_flag("--mlp-multiple", m.mlp_multiple, 1)});
+                     int_flag("--mlp-multiple", m.mlp_multiple, 1, 65536)});
     flags.push_back({"--norm", "NORM", "layernorm | rmsnorm", [&m](const std::string& v) {
                          parse_norm(v);
                          m.norm = v;
@@ -149,11 +159,11 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
                      [&m](const std::string&) { m.untied = 1; }});
     flags.push_back({"--tied", "", "output head shares the token embedding", [&m](const std::string&) { m.untied = 0; }});
     flags.push_back({"--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
-                     int_flag("--turn", m.shape.k, 1)});
-    flags.push_back({"--bottleneck", "R", "width shapes: narrowest width / d (default 0.3)", [&m](const std::string& v) {
-                         m.shape.ratio = parse_double_flag("--bottleneck", v);
-                     }});
-    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)", int_flag("--width-quantum", m.shape.quantum, 1)});
+                     int_flag("--turn", m.shape.k, 1, 10000)});
+    flags.push_back({"--bottleneck", "R", "width shapes: narrowest width / d (default 0.3)",
+                     double_flag("--bottleneck", m.shape.ratio, 0.01, 0.99)});
+    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)",
+                     int_flag("--width-quantum", m.shape.quantum, 1, 65536)});
     flags.push_back({"--allow-ablation", "", "permit head schedules that break monotonicity or h_L = h_base",
                      [&m](const std::string&) { m.allow_ablation = true; }});
 }

@@ -7,7 +7,8 @@
 //   clip_grad_norm  first the gradients (P), padded to world x S (shard.h), reduce-scattered: this rank's shard
 //                   of the sum (S); ZeRO-0 all-gathers the summed shards back into the whole gradient. Then each
 //                   rank's sum of squares of its shard, all-gathered and added in rank order: the same norm on
-//                   every rank, and the same for ZeRO-0 and ZeRO-1
+//                   every rank, and the same for ZeRO-0 and ZeRO-1. The step's loss is summed over the ranks too
+//                   (read_stats returns the sum), so the non-finite guard skips a step on every rank or none
 //   adamw_step      ZeRO-1: AdamW on this rank's shard only (its moments are S long), then the parameters are
 //                   all-gathered; ZeRO-0: AdamW on every parameter, on every rank
 // Both stages sum each gradient element in the same reduce-scatter, so ZeRO-0 and ZeRO-1 give identical bits.
@@ -60,11 +61,14 @@ class CpuEngine : public Engine {
     void zero_grad() override { model_.zero_grad(); }
     // With several ranks the gradients are reduced here (the CPU has no second stream to overlap them on).
     void clip_grad_norm(double max_norm) override {
+        clipped_ = true;
         if (dp_.world() == 1) {
             norm_ = ref::clip_grad_norm(model_.grads.data(), model_.grads.size(), max_norm);
             return;
         }
         reduce_grads();
+        // The step's loss summed over the ranks, so that every rank's guard in adamw_step decides alike.
+        loss_sum_ = dp_.dist->sum(loss_sum_, "the sum of the training losses");
         std::vector<double> part(dp_.world());
         dp_.dist->all_gather(ref::grad_sum_squares(shard_grads_.data(), shard_.size), part.data(),
                              "the all-gather of the gradient norm");
@@ -79,10 +83,12 @@ class CpuEngine : public Engine {
     }
     StepStats read_stats() override {
         StepStats s{loss_sum_, norm_};
-        loss_sum_ = 0, norm_ = NAN;
+        loss_sum_ = 0, norm_ = NAN, clipped_ = false;
         return s;
     }
+    // As the CUDA engine: a step whose loss or (clipped) gradient norm is NaN or infinite changes nothing.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        if (!std::isfinite(loss_sum_) || (clipped_ && !std::isfinite(norm_))) return;
         ref::AdamWParams p;
         p.beta1 = hp.beta1, p.beta2 = hp.beta2, p.eps = hp.eps, p.weight_decay = hp.weight_decay;
         if (!sharded()) return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, p);
@@ -133,6 +139,7 @@ class CpuEngine : public Engine {
     std::vector<float> shard_grads_;  // (S) this rank's shard of the summed gradient
     int B_ = 0, T_ = 0;
     double loss_sum_ = 0, norm_ = NAN;
+    bool clipped_ = false;  // clip_grad_norm ran since the last read_stats
     bool logits_valid_ = false;
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }

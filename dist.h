@@ -48,9 +48,10 @@ struct DistError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// all_or_none's verdicts: the set-up failed on some rank. The lowest failing rank throws SetupFailed with its
-// message (printed once); every other rank throws ReportedByAnotherRank (exits 1 without a message).
-struct SetupFailed : std::runtime_error {
+// all_or_none's verdicts: its work failed on some rank, and every rank knows. The lowest failing rank throws
+// AgreedFailure with its message (printed once); every other rank throws ReportedByAnotherRank (exits 1 without a
+// message). Nobody waits in a collective, so nothing needs aborting.
+struct AgreedFailure : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 struct ReportedByAnotherRank : std::runtime_error {
@@ -304,7 +305,7 @@ class Dist {
             err = e.what();
         }
         if (world == 1 || (!mpi_ && !device_sum)) {
-            if (!err.empty()) throw SetupFailed(world > 1 ? "rank " + std::to_string(rank) + ": " + err : err);
+            if (!err.empty()) throw AgreedFailure(world > 1 ? "rank " + std::to_string(rank) + ": " + err : err);
             return;
         }
         double first = err.empty() ? world : rank;  // min over ranks as -max(-x)
@@ -314,7 +315,7 @@ class Dist {
         for (int r = 0; r < world; r++) lowest = std::min(lowest, (int)all[r]);
         if (lowest == world) return;
         if (lowest != rank) throw ReportedByAnotherRank();
-        throw SetupFailed(rank > 0 ? "rank " + std::to_string(rank) + ": " + err : err);
+        throw AgreedFailure(rank > 0 ? "rank " + std::to_string(rank) + ": " + err : err);
     }
 
     // Ends every rank of the job after this rank failed on its own (an error while the others wait in a
@@ -355,22 +356,26 @@ class Dist {
 // (Dist::abort_job). oom_hint completes the out-of-memory message ("use a smaller model or batch (-b)").
 // Returns the exit status.
 inline int run_ranks(Dist& dist, const char* oom_hint, const std::function<int()>& body) {
-    // body starts the process group: who this rank is is known only after it ran
-    auto prog = [&] { return dist.program().c_str(); };
+    // body starts the process group: who this rank is is known only after it ran. What the run printed comes
+    // first, the error line last.
+    auto say = [&](const std::string& what, const std::string& msg) {
+        fflush(stdout);
+        fprintf(stderr, "%s: %s: %s\n", dist.program().c_str(), what.c_str(), msg.c_str());
+    };
     auto who = [&] { return dist.world > 1 ? "rank " + std::to_string(dist.rank) + ": " : std::string(); };
     try {
         return body();
     } catch (const ReportedByAnotherRank&) {
         return 1;
-    } catch (const SetupFailed& e) {
-        fprintf(stderr, "%s: error: %s\n", prog(), e.what());
+    } catch (const AgreedFailure& e) {
+        say("error", e.what());
         return 1;
     } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, DistError, data and tokenizer errors
-        fprintf(stderr, "%s: error: %s%s\n", prog(), who().c_str(), e.what());
+        say("error", who() + e.what());
     } catch (const std::bad_alloc&) {
-        fprintf(stderr, "%s: error: %sout of memory; %s\n", prog(), who().c_str(), oom_hint);
+        say("error", who() + "out of memory; " + oom_hint);
     } catch (const std::exception& e) {
-        fprintf(stderr, "%s: internal error: %s%s\n", prog(), who().c_str(), e.what());
+        say("internal error", who() + e.what());
     }
     if (dist.world > 1) dist.abort_job();
     return 1;

@@ -78,9 +78,14 @@ class Engine {
     // min(1, max_norm / norm) (max_norm <= 0: no clipping). read_stats returns the norm before clipping, the same
     // on every rank.
     virtual void clip_grad_norm(double max_norm) = 0;
+    // Queues the AdamW update. A step whose loss (summed since the last read) or gradient norm (of the clip
+    // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
+    // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
     // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
-    // returns the loss sum since the last read (then zero) and that norm. An AdamW update queued after the clip
+    // returns the loss sum since the last read (then zero) and that norm. With several ranks, a training step's
+    // loss (read after clip_grad_norm) is summed over the ranks, like the norm, so every rank's non-finite guard
+    // decides alike; a forward-only loss (validation) is this rank's. An AdamW update queued after the clip
     // keeps running while the host goes on.
     virtual StepStats read_stats() = 0;
     // The parameters whose AdamW moments this rank holds, as [begin, end) of the interface order: all of

@@ -5,15 +5,16 @@
 //
 // Eval file (data/eval/TASK.bin), little-endian:
 //   bytes [0, 1024)  256 x int32 header
-//       [0] magic 0x4C564550 ("PEVL")   [1] version 1
+//       [0] magic 0x4C564550 ("PEVL")   [1] version 2
 //       [2] kind: 0 choice (score every request, argmax = pick), 1 target (one request; acc = every target
 //           token is the argmax; perplexity), 2 rolling (one text per example, scored in windows of the model's T)
-//       [3] 1 if acc_norm is defined (choices have code-point lengths)   [4] V of the tokenizer   [5] its EOT id
-//       [6..7] example count (int64)   [8..9] tokenizer fingerprint (uint64, tokenizer_fingerprint below)
-//       [10..11] payload bytes (int64)   [12..13] payload checksum (uint64, io.h's checksum64)
+//       [3] 1 if acc_norm is defined (choices have code-point lengths), else 0   [4] V of the tokenizer
+//       [5] its EOT id   [6..7] example count (int64)   [8..9] tokenizer fingerprint (uint64,
+//       tokenizer_fingerprint below)   [10..11] payload bytes (int64)   [12..13] checksum (uint64: io.h's
+//       checksum64 of the whole file with these 8 bytes read as zero; version 1: of the payload only)
 //       [14..15] total tokens over all records (int64)
 //       [16..31] task name, 64 bytes, NUL-padded ASCII   [32..47] tokenizer name, 64 bytes (e.g. "gpt2")
-//       the rest zero
+//       [48..255] zero
 //   then one record per example, back to back (the payload):
 //       int32 n_tokens, int32 n_requests, int32 gold (-1: none), int32 0,
 //       int64 words, int64 bytes              (rolling: counted on the original text; target: the target's
@@ -26,6 +27,7 @@
 //   the whole text, cut into windows at scoring time because the windows depend on the model's T.
 //   Multiple choice: pool = ctx | cont_0 | cont_1 ...; WinoGrande: ctx_0 | cont_0 | ctx_1 | cont_1.
 //
+// Version 1 files (whose checksum left the header out) are still read, with the same checks.
 // Does not: build the prompt strings (eval_tasks.h), read raw files (data/prepare_eval.cpp), or score
 // (eval.h). Needs no model: the data tool that writes these files never compiles one.
 #pragma once
@@ -60,7 +62,7 @@ struct EvalFile {
 };
 
 static const int32_t kEvalMagic = 0x4C564550;  // "PEVL"
-static const int32_t kEvalVersion = 1;
+static const int32_t kEvalVersion = 2;  // written; version 1 is still read
 
 // Identifies a vocabulary: a hash of every token's bytes, in id order.
 inline uint64_t tokenizer_fingerprint(const Tokenizer& tok) {
@@ -134,10 +136,13 @@ inline void save_eval_file(const std::string& path, const EvalFile& f) {
     put64(h, 6, (int64_t)f.ex.size());
     put64(h, 8, (int64_t)f.fingerprint);
     put64(h, 10, (int64_t)p.size() * 4);
-    put64(h, 12, (int64_t)checksum64(p.data(), p.size() * 4));
     put64(h, 14, total);
     strncpy((char*)(h + 16), f.task.c_str(), 63);
     strncpy((char*)(h + 32), f.tokenizer.c_str(), 63);
+    Checksum64 sum;  // over the file as written, with the checksum field still zero
+    sum.update(h, sizeof h);
+    sum.update(p.data(), p.size() * 4);
+    put64(h, 12, (int64_t)sum.value());
     try {
         write_atomically(path, {{h, sizeof h}, {p.data(), p.size() * 4}});
     } catch (const IoError& e) {
@@ -157,25 +162,50 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
     if (buf.size() < 1024) throw bad("truncated (" + std::to_string(buf.size()) + " bytes, the header needs 1024)");
     const int32_t* h = (const int32_t*)buf.data();
     if (h[0] != kEvalMagic) throw bad("not a Prism eval file (bad magic); build it with data/prepare_eval");
-    if (h[1] != kEvalVersion)
-        throw bad("version " + std::to_string(h[1]) + ", this build reads " + std::to_string(kEvalVersion) + "; rebuild it");
+    const int version = h[1];
+    if (version != 1 && version != 2)
+        throw bad("version " + std::to_string(version) + ", this build reads 1 and 2; rebuild it");
+    int64_t n = get64(h, 6), bytes = get64(h, 10);
+    if (bytes < 0 || bytes % 4) throw bad("corrupt header: payload of " + std::to_string(bytes) + " bytes");
+    if ((int64_t)buf.size() != 1024 + bytes)
+        throw bad(std::string((int64_t)buf.size() < 1024 + bytes ? "truncated: " : "trailing bytes: ") +
+                  std::to_string(buf.size()) + " bytes, expected " + std::to_string(1024 + bytes));
+    uint64_t sum = checksum64(buf.data() + 1024, (size_t)bytes);
+    if (version == 2) {
+        Checksum64 c;
+        int32_t z[256];
+        memcpy(z, h, sizeof z);
+        put64(z, 12, 0);
+        c.update(z, sizeof z);
+        c.update(buf.data() + 1024, (size_t)bytes);
+        sum = c.value();
+    }
+    if (sum != (uint64_t)get64(h, 12)) throw bad("checksum mismatch: the file is corrupt");
+    // A record is at least 8 header words and one token: a count beyond that is a corrupt header, never an
+    // allocation attempt.
+    if (n < 0 || n > bytes / 36)
+        throw bad("corrupt header: " + std::to_string(n) + " examples cannot fit in a payload of " +
+                  std::to_string(bytes) + " bytes");
+    for (int at : {16, 32}) {  // the names: NUL-terminated within their 64 bytes, zero after the NUL
+        const char* name = (const char*)(h + at);
+        for (size_t i = strnlen(name, 64); i < 64; i++)
+            if (name[i] != 0)
+                throw bad("corrupt header: the " + std::string(at == 16 ? "task" : "tokenizer") + " name");
+    }
+    for (int i = 48; i < 256; i++)
+        if (h[i] != 0) throw bad("corrupt header: word " + std::to_string(i) + " is not 0");
     EvalFile f;
     f.path = path;
     f.task.assign((const char*)(h + 16), strnlen((const char*)(h + 16), 64));
     f.tokenizer.assign((const char*)(h + 32), strnlen((const char*)(h + 32), 64));
     if (h[2] < 0 || h[2] > 2) throw bad("unknown kind " + std::to_string(h[2]));
+    if (h[3] != 0 && h[3] != 1) throw bad("corrupt header: acc_norm flag " + std::to_string(h[3]));
     f.kind = (EvalKind)h[2], f.has_norm = h[3] != 0, f.V = h[4], f.eot = h[5];
     f.fingerprint = (uint64_t)get64(h, 8);
     if (f.V <= 0 || f.eot < 0 || f.eot >= f.V) throw bad("corrupt header (V or EOT)");
     if (model_V > 0 && f.V != model_V)
-        throw bad("tokenised for a vocabulary of " + std::to_string(f.V) + " (tokenizer '" + f.tokenizer +
+        throw bad("tokenised for a vocabulary of " + std::to_string(f.V) + " (tokenizer '" + printable(f.tokenizer) +
                   "') but the model has V = " + std::to_string(model_V) + "; rebuild it with the model's tokenizer");
-    int64_t n = get64(h, 6), bytes = get64(h, 10);
-    if (n < 0 || bytes < 0 || bytes % 4) throw bad("corrupt header (counts)");
-    if ((int64_t)buf.size() != 1024 + bytes)
-        throw bad(std::string((int64_t)buf.size() < 1024 + bytes ? "truncated: " : "trailing bytes: ") +
-                  std::to_string(buf.size()) + " bytes, expected " + std::to_string(1024 + bytes));
-    if (checksum64(buf.data() + 1024, (size_t)bytes) != (uint64_t)get64(h, 12)) throw bad("checksum mismatch: the file is corrupt");
     const int32_t* p = (const int32_t*)(buf.data() + 1024);
     const int64_t np = bytes / 4;
     int64_t at = 0;
@@ -188,7 +218,8 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
         e.gold = p[at + 2];
         memcpy(&e.words, p + at + 4, 8), memcpy(&e.bytes, p + at + 6, 8);
         at += 8;
-        if (nt <= 0 || nr < 0 || at + 5 * (int64_t)nr + nt > np) throw rec("corrupt sizes");
+        if (nt <= 0 || nr < 0 || at + 5 * (int64_t)nr + nt > np || p[at - 5] != 0 || e.words < 0 || e.bytes < 0)
+            throw rec("corrupt sizes");
         if (e.gold < -1 || e.gold >= std::max(nr, 1)) throw rec("gold index out of range");
         if ((f.kind == EvalKind::Rolling) != (nr == 0) || (f.kind == EvalKind::Target && nr != 1))
             throw rec("request count does not fit the task kind");
@@ -205,5 +236,10 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
             if (t < 0 || t >= f.V) throw rec("token " + std::to_string(t) + " outside [0, V)");
     }
     if (at != np) throw bad("payload has " + std::to_string(np - at) + " words after the last record");
+    int64_t total = 0;
+    for (const auto& e : f.ex) total += (int64_t)e.tokens.size();
+    if (total != get64(h, 14))
+        throw bad("corrupt header: " + std::to_string(get64(h, 14)) + " tokens in all, the records hold " +
+                  std::to_string(total));
     return f;
 }

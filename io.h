@@ -24,8 +24,16 @@ struct IoError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// 64-bit FNV-1a over 8-byte words (fast enough for GB-sized files, catches any flipped or missing bytes).
-// Chains: checksum64(b, nb, checksum64(a, na)) hashes a then b.
+// The checksum of our binary formats: FNV-1a's constants over 8-byte little-endian words, with a xorshift
+// so that high bits reach low ones. Over bytes b[0..n):
+//   h = 0xcbf29ce484222325
+//   for each whole word w = b[8i..8i+8) (little-endian uint64):  h = (h ^ w) * 0x100000001b3; h ^= h >> 29
+//   for each of the n mod 8 bytes left, in order:              h = (h ^ byte) * 0x100000001b3
+// (all arithmetic mod 2^64). Every step is a bijection of h, so any change confined to one word always
+// changes the result; it is fast enough for GB-sized files. It is not a cryptographic hash.
+// checksum64(b, nb, checksum64(a, na)) hashes a then b with each piece's words counted from the piece's own
+// first byte (version 1 checkpoints chain their pieces this way); Checksum64 below hashes a stream of pieces
+// as the one byte string they form (version 2).
 inline uint64_t checksum64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
     const unsigned char* p = (const unsigned char*)data;
     size_t i = 0;
@@ -37,6 +45,46 @@ inline uint64_t checksum64(const void* data, size_t n, uint64_t h = 0xcbf29ce484
     }
     for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
+}
+
+// checksum64 of the concatenation of every piece given to update(), whatever the pieces' lengths: a word that
+// straddles two pieces is assembled first. value() equals checksum64(all bytes).
+class Checksum64 {
+  public:
+    void update(const void* data, size_t n) {
+        const unsigned char* p = (const unsigned char*)data;
+        while (n > 0 && part_n_ > 0) {  // complete a word begun by the previous piece
+            part_[part_n_++] = *p++, n--;
+            if (part_n_ == 8) h_ = checksum64(part_, 8, h_), part_n_ = 0;
+        }
+        if (part_n_ > 0) return;  // the piece ended inside that word
+        size_t whole = n / 8 * 8;
+        h_ = checksum64(p, whole, h_);
+        memcpy(part_, p + whole, n - whole);
+        part_n_ = n - whole;
+    }
+    uint64_t value() const { return checksum64(part_, part_n_, h_); }
+
+  private:
+    uint64_t h_ = 0xcbf29ce484222325ull;
+    unsigned char part_[8] = {};
+    size_t part_n_ = 0;
+};
+
+// `s` with every control byte (and DEL) written as \xNN, for names read from files that go into one-line
+// messages: a NUL would cut the message short, a newline would split it. Other bytes (UTF-8) are kept.
+inline std::string printable(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c >= 0x20 && c != 0x7f) {
+            out += (char)c;
+        } else {
+            char b[8];
+            snprintf(b, sizeof b, "\\x%02x", c);
+            out += b;
+        }
+    }
+    return out;
 }
 
 // A 64-bit value in two consecutive int32 slots h[at], h[at + 1] of a header (little-endian, as the files are).
@@ -65,8 +113,9 @@ inline void write_atomically(const std::string& path, const std::vector<std::pai
     if (!ok) {
         int e = errno;
         unlink(tmp.c_str());
-        throw IoError("writing " + tmp + " failed: " + strerror(e) + " (disk full?); the previous " + path +
-                      " is untouched");
+        const bool had = access(path.c_str(), F_OK) == 0;
+        throw IoError("writing " + tmp + " failed: " + strerror(e) + " (disk full?)" +
+                      (had ? "; the previous " + path + " is untouched" : std::string()));
     }
     if (rename(tmp.c_str(), path.c_str()) != 0)
         throw IoError("cannot rename " + tmp + " to " + path + ": " + strerror(errno));

@@ -1,6 +1,7 @@
 // json.h: the project's one JSON reader and writer. json::parse reads one value strictly per RFC 8259 (a
 // malformed line is an error naming the column, never silently misread) into a small DOM; json::field and
-// friends pull typed fields out of an object with one-line errors; json::quote writes a string literal.
+// friends pull typed fields out of an object with one-line errors; json::quote writes a string literal and
+// json::number a number (null when it is not finite).
 // Used by the eval tasks (one object per JSON Lines record), prepare_shards (the text field of each line),
 // the tokenizer (GPT-2's encoder.json), the eval result file and `train_prism --plan --json`.
 //
@@ -13,6 +14,7 @@
 // stream: a value is parsed whole, nesting bounded at 512 so a hostile line cannot overflow the stack.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +212,15 @@ inline std::string quote(std::string_view s) {
         } else out += (char)c;
     }
     return out + "\"";
+}
+
+// x as a JSON number printed with the printf format `fmt` ("%.6f"), or null when x is NaN or infinite: JSON has
+// no literal for them, and printf's "nan" / "-nan" would make the line unreadable to every JSON parser.
+inline std::string number(double x, const char* fmt) {
+    if (!std::isfinite(x)) return "null";
+    char b[64];
+    snprintf(b, sizeof b, fmt, x);
+    return b;
 }
 
 // Field access with one-line errors ("missing field \"ctx_b\"").

@@ -170,23 +170,28 @@ class CudaEngine : public Engine {
         grads_reduced_ = false;
     }
     // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back. With
-    // several ranks, of the summed gradient: ZeRO-1's shards' squared norms are all-reduced.
+    // several ranks, of the summed gradient (ZeRO-1: of this rank's shard, all-reduced in queue_stats_readback).
     void clip_grad_norm(double max_norm) override {
         if (dp_.world() > 1) finish_reduction();
         const size_t from = sharded() ? shard_.offset : 0, n = sharded() ? shard_.size : Pg_;
         grad_norm_squared(norm_sq_, grads_ + from, n, norm_partial_, compute_);
-        if (sharded()) comm_all_reduce_sum(comm_, norm_sq_, 1, compute_);
         mark("grad_norm");
         max_norm_ = max_norm, clip_pending_ = true;
         queue_stats_readback();
     }
+    // The update kernel reads the step's loss and squared norm on the device (step_stats_) and leaves every
+    // buffer as it was when either is not finite; read_stats then takes the step back off the count t_.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        if (!clip_pending_) {  // no clip since the last read: snapshot the loss now, and a norm of 0 (no clipping)
+            cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
+            cudaCheck(cudaMemsetAsync(norm_sq_, 0, sizeof(double), compute_));
+        }
         t_++;
         ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_, lr, hp.beta1,
-                     hp.beta2, hp.eps, hp.weight_decay, clip_pending_ ? norm_sq_ : nullptr, max_norm_, compute_);
+                     hp.beta2, hp.eps, hp.weight_decay, step_stats_, clip_pending_ ? max_norm_ : 0.0, compute_);
         if (sharded()) comm_all_gather(comm_, params_, shard_.size, compute_);  // every rank's updated shard
         mark("adamw");
-        clip_pending_ = false;
+        clip_pending_ = false, update_unread_ = true;
     }
     StepStats read_stats() override {
         if (!stats_queued_) queue_stats_readback();
@@ -195,7 +200,9 @@ class CudaEngine : public Engine {
         ring_.synced(stats_mark_);
         stats_queued_ = false;
         StepStats s{stats_host_[0], norm_read_ ? std::sqrt(stats_host_[1]) : NAN};
-        norm_read_ = false;
+        // An update queued after these stats skipped itself on the device if they were not finite.
+        if (update_unread_ && !(std::isfinite(stats_host_[0]) && std::isfinite(stats_host_[1]))) t_--;
+        norm_read_ = false, update_unread_ = false;
         return s;
     }
     std::pair<size_t, size_t> optimizer_range() const override {
@@ -276,7 +283,9 @@ class CudaEngine : public Engine {
     std::map<int, float*> table_of_;
     // small: the step's results (loss sum, squared norm), norm partials, the AdamW launch table
     char* small_mem_ = nullptr;
-    double *loss_sum_ = nullptr, *norm_sq_ = nullptr;
+    // step_stats_ (2): the step's loss (a snapshot of loss_acc_ taken when the step's stats are read back) and
+    // squared gradient norm, which AdamW checks; loss_acc_ (1): the loss summed over the forwards since.
+    double *step_stats_ = nullptr, *norm_sq_ = nullptr, *loss_acc_ = nullptr;
     float* norm_partial_ = nullptr;
     AdamWLaunchRange* ranges_dev_ = nullptr;
     int n_ranges_ = 0, adamw_blocks_ = 0;
@@ -295,6 +304,7 @@ class CudaEngine : public Engine {
     std::vector<int> bucket_count_;  // embedding_buckets' histogram
     double* stats_host_ = nullptr;   // pinned (2): loss sum, squared norm
     bool stats_queued_ = false, norm_read_ = false, clip_pending_ = false, logits_valid_ = false;
+    bool update_unread_ = false;  // an adamw_step queued since the last read_stats
     uint64_t stats_mark_ = 0;
     double max_norm_ = 0;
     OpTimer* timer_ = nullptr;
@@ -414,9 +424,13 @@ class CudaEngine : public Engine {
     void forward_to_logits(int B, int T);
     void backward();
     void queue_stats_readback() {
-        cudaCheck(cudaMemcpyAsync(stats_host_, loss_sum_, 2 * sizeof(double), cudaMemcpyDeviceToHost, compute_));
+        cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
+        cudaCheck(cudaMemsetAsync(loss_acc_, 0, sizeof(double), compute_));  // after the snapshot, in stream order
+        // With several ranks, a training step's loss (and ZeRO-1's squared norms of the shards) summed over the
+        // ranks: every rank's AdamW then skips or clips alike, and read_stats returns the job's loss.
+        if (clip_pending_ && dp_.world() > 1) comm_all_reduce_sum(comm_, step_stats_, sharded() ? 2 : 1, compute_);
+        cudaCheck(cudaMemcpyAsync(stats_host_, step_stats_, 2 * sizeof(double), cudaMemcpyDeviceToHost, compute_));
         cudaCheck(cudaEventRecord(stats_ready_, compute_));
-        cudaCheck(cudaMemsetAsync(loss_sum_, 0, sizeof(double), compute_));  // after the copy, in stream order
         stats_mark_ = ring_.mark();
         stats_queued_ = true;
         norm_read_ = clip_pending_;
@@ -473,12 +487,12 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataPa
     Carver small{nullptr, 0};
     for (int pass = 0; pass < 2; pass++) {  // measure, then carve
         small.bytes = 0;
-        loss_sum_ = small.take<double>(2), norm_partial_ = small.take<float>(GRADNORM_BLOCKS);
+        step_stats_ = small.take<double>(3), norm_partial_ = small.take<float>(GRADNORM_BLOCKS);
         ranges_dev_ = small.take<AdamWLaunchRange>(ranges.size());
         if (pass == 0) cudaCheck(cudaMalloc(&small_mem_, small.bytes)), small.base = small_mem_;
     }
-    norm_sq_ = loss_sum_ + 1;
-    cudaCheck(cudaMemset(loss_sum_, 0, 2 * sizeof(double)));
+    norm_sq_ = step_stats_ + 1, loss_acc_ = step_stats_ + 2;
+    cudaCheck(cudaMemset(step_stats_, 0, 3 * sizeof(double)));
     cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));
     // RoPE tables, one per distinct head_dim
     std::vector<int> hds;
@@ -650,7 +664,7 @@ inline void CudaEngine::forward(const int* inputs, const int* targets, int B, in
                                  compute_);
     mark("classifier");
     if (count) {
-        loss_sum(loss_sum_, a_.losses, N, 1.0 / count, compute_);
+        loss_sum(loss_acc_, a_.losses, N, 1.0 / count, compute_);
         mark("loss_sum");
     }
     cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
@@ -676,7 +690,7 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     softmax_crossentropy_fused(a_.losses, a_.logits, upload_of(a_.upload[slot_], N).targets, N, cfg_.V, Vp_, dloss,
                                compute_);
     mark("classifier");
-    loss_sum(loss_sum_, a_.losses, N, (double)grad_scale / count, compute_);
+    loss_sum(loss_acc_, a_.losses, N, (double)grad_scale / count, compute_);
     mark("loss_sum");
     reduce_in_backward_ = last_micro_step && dp_.world() > 1;
     backward();

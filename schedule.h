@@ -391,7 +391,7 @@ inline void validate_config(const ModelConfig& c) {
     pos(c.T, "T (sequence length)");
     pos(c.L(), "L (layers)");
     pos(c.h_base, "h_base (--heads)");
-    if (!(c.mlp_ratio > 0)) throw ConfigError("--mlp-ratio must be positive");
+    if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
     if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
         throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
     for (int l = 0; l < c.L(); l++) {

@@ -6,11 +6,18 @@
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
 // The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
 // reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
-// are the micro-batch of one process with B x world rows. Train and validation losses and eval counts are
-// summed over the ranks; only rank 0 prints, writes OUT/log.jsonl and samples text. Each step prints one line
-// and appends one JSON object to the log; checkpoints and the run directory are run_dir.h's. --resume
-// continues from OUT/latest with the identical loss sequence of an uninterrupted run (same data position, same
-// sampling RNG), on the same or another number of ranks.
+// are the micro-batch of one process with B x world rows. The training loss and the gradient norm come back
+// from the engine already summed over the ranks, validation losses and eval counts are summed here; only rank 0
+// prints, writes OUT/log.jsonl and samples text. Each step prints one line and appends one JSON object to the
+// log; checkpoints and the run directory are run_dir.h's. --resume continues from OUT/latest with the identical
+// loss sequence of an uninterrupted run (same data position, same sampling RNG), on the same or another number
+// of ranks.
+// Nothing lost, nothing silently wrong: a step whose loss or gradient norm is NaN or infinite makes no update
+// (its gradients are dropped) and writes no checkpoint; --max-nonfinite such steps in a row end the run
+// (kExitDiverged) with OUT/latest still naming the last good checkpoint. SIGTERM, SIGINT and SIGHUP end it
+// after the current step with a checkpoint (kExitInterrupted, stop_signal.h). A failed log write is an error.
+// With several ranks every rank sees the same loss and norm, so all skip alike; a signal that reached any rank
+// stops every rank after the same step (the ranks exchange their signal state once a step).
 // Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
 #pragma once
 
@@ -29,17 +36,18 @@
 #include "ref_optimizer.h"
 #include "run_dir.h"
 #include "schedule.h"
+#include "stop_signal.h"
 #include "tokenizer.h"
 #include "train_step.h"
 
 struct TrainOptions {
     ModelSpec model;
-    bool plan = false, json = false, help = false, cpu = false, resume = false;
+    bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
     bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     std::string train, val, out;  // "": run_defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
-    long total_batch = 0;       // tokens per optimizer step (0: one micro-batch); a multiple of B * T
+    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run_defaults.h); a multiple of B T ranks
     long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
     long tokens = 0;            // token budget
     double tokens_per_param = 0;
@@ -53,6 +61,7 @@ struct TrainOptions {
     bool sample_flag_given = false;
     long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
+    int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
     int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
@@ -141,6 +150,15 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
     if (!p.steps) p.steps = 150;
     p.warmup = (long)std::lround(o.warmup_frac * p.steps);
+    if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
+        throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
+                          " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
+    if (o.lr * o.opt.weight_decay >= 1) {  // the weights would not shrink but flip sign and grow: NaN by design
+        char b[200];
+        snprintf(b, sizeof b, "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
+                 "the matrices by 1 - lr * wd every step)", o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
+        throw ConfigError(b);
+    }
     return p;
 }
 
@@ -148,23 +166,36 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
 struct StepRecord {
     long step = 0, tokens = 0;
     double loss = 0, val_loss = NAN, lr = 0, norm = 0, tokens_per_s = 0, elapsed = 0, mfu = NAN;
+    bool has_val = false;  // val_loss was measured (it may still be NaN)
+    bool skipped = false;  // the loss or the gradient norm was NaN or infinite: no update was made
 };
 
 inline void print_step(const StepRecord& r, long steps) {
     printf("step %5ld/%ld | loss %.4f", r.step, steps, r.loss);
-    if (!std::isnan(r.val_loss)) printf(" | val %.4f", r.val_loss);
+    if (r.has_val) printf(" | val %.4f", r.val_loss);
     printf(" | lr %.2e | norm %6.3f | %7.0f tok/s", r.lr, r.norm, r.tokens_per_s);
     if (!std::isnan(r.mfu)) printf(" | MFU %4.1f%%", 100 * r.mfu);
     printf(" | %.1f s\n", r.elapsed);
 }
 
-// The step's JSON object, without the closing brace (an eval result may follow).
-inline void log_step(FILE* log, const StepRecord& r) {
-    fprintf(log, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f", r.step, r.tokens, r.loss);
-    if (!std::isnan(r.val_loss)) fprintf(log, ", \"val_loss\": %.6f", r.val_loss);
-    fprintf(log, ", \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f", r.lr, r.norm,
-            r.tokens_per_s, r.elapsed);
-    if (!std::isnan(r.mfu)) fprintf(log, ", \"mfu\": %.4f", r.mfu);
+// The step's JSON object, without the closing brace (an eval result may follow). Non-finite values are null.
+inline std::string log_step(const StepRecord& r) {
+    std::string s = "{\"step\": " + std::to_string(r.step) + ", \"tokens\": " + std::to_string(r.tokens) +
+                    ", \"train_loss\": " + json::number(r.loss, "%.6f");
+    if (r.has_val) s += ", \"val_loss\": " + json::number(r.val_loss, "%.6f");
+    s += ", \"lr\": " + json::number(r.lr, "%.6e") + ", \"grad_norm\": " + json::number(r.norm, "%.6f") +
+         ", \"tokens_per_s\": " + json::number(r.tokens_per_s, "%.1f") + ", \"elapsed_s\": " +
+         json::number(r.elapsed, "%.3f");
+    if (!std::isnan(r.mfu)) s += ", \"mfu\": " + json::number(r.mfu, "%.4f");
+    if (r.skipped) s += ", \"skipped\": true";
+    return s;
+}
+
+// Appends one line to the log and flushes it; a failed write (a full disk) is an error, not a silent gap.
+inline void append_log(FILE* log, const std::string& line, const std::string& path) {
+    if (fputs(line.c_str(), log) < 0 || fflush(log) != 0)
+        throw IoError("cannot write " + path + ": " + strerror(errno) + " (disk full?); the run stopped here: make "
+                      "room, then continue from its last checkpoint with --resume");
 }
 
 // The run's header: engine, ranks, model, data, batch.
@@ -178,8 +209,8 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n", describe_config(cfg).c_str(),
            rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(), human((double)acc.params).c_str(),
            human(acc.dense_flops_per_token).c_str());
-    printf("data: %s (%s tokens), val %s\n", o.train.c_str(), human((double)train.tokens_total()).c_str(),
-           val ? o.val.c_str() : "off");
+    printf("data: %s (%s tokens, every token below V checked in %.2f s), val %s\n", o.train.c_str(),
+           human((double)train.tokens_total()).c_str(), train.validate_seconds(), val ? o.val.c_str() : "off");
     std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";
     printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
            o.B, p.T, ranks.c_str(), p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(),
@@ -187,24 +218,47 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     fflush(stdout);
 }
 
+// Why the run stopped early, for the error line: which steps were not finite and what OUT/latest names.
+inline std::string nonfinite_message(const RunDir& run, long first_bad, long last_bad) {
+    std::string latest = run.latest();
+    return "steps " + std::to_string(first_bad) + ".." + std::to_string(last_bad) +
+           " had a NaN or infinite loss or gradient norm and were skipped (no update, no checkpoint); " +
+           (latest.empty() ? "no checkpoint was written"
+                           : run.path() + "/latest names " + latest + ", the last good one") +
+           "; lower --lr or raise --warmup-frac, then --resume";
+}
+
 // The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
 // replaces) and 0 with one.
 inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
 
+// The stop signal (stop_signal.h) every rank acts on: one that reached any rank (a launcher may signal one
+// process, or all of them a step apart), the lowest such rank's.
+inline int agreed_stop_signal(const Dist& dist) {
+    if (dist.world == 1) return g_stop_signal;
+    std::vector<double> all(dist.world);
+    dist.all_gather((double)g_stop_signal, all.data(), "the exchange of stop signals");
+    for (double x : all)
+        if (x != 0) return (int)x;
+    return 0;
+}
+
 // Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
-// engine and why). Every rank runs this; see the top for what each does.
+// engine and why). Every rank runs this; see the top for what each does. Returns the exit code
+// (stop_signal.h); errors are thrown.
 inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
                         const Dist& dist) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
     RunPlan p;
+    RunDir run(o.out, o.keep, dist);
     std::unique_ptr<DataLoader> train, val;
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
-    RunDir run(o.out, o.keep, dist);
     long start = 0, tokens = 0;
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
     // Set-up on every rank; a failure anywhere ends every rank with one message (dist.h).
     dist.all_or_none([&] {
+        run.check_start(o.resume, o.overwrite);  // before the slow checks: a forgotten --resume fails at once
         const int T = train_seq_len(o, cfg);
         train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
         if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
@@ -227,24 +281,26 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             ResumePoint r = run.resume(eng, cfg);
             train->restore(r.loader);
             start = r.step, tokens = r.tokens, rng = r.rng;
+            if (start > p.steps)
+                throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
+                                  std::to_string(p.steps));
             run.truncate_log(start);
             if (lead) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
         } else {
             eng.init_params(o.seed);
-            run.reset_log();
+            run.start_fresh(o.overwrite);
         }
-        if (start > p.steps)
-            throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
-                              std::to_string(p.steps));
     });
     if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world));
 
     const double peak = eng.peak_flops() * dist.world;  // 0 on the CPU: no MFU column
     const double flops_per_token = account(cfg).dense_flops_per_token;
-    FILE* log = nullptr;
-    if (lead && !(log = fopen(run.log_path().c_str(), "a")))
-        throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
+    FILE* log = lead ? fopen(run.log_path().c_str(), "a") : nullptr;
+    if (lead && !log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
+    std::unique_ptr<FILE, int (*)(FILE*)> log_closer(log, fclose);  // none on the other ranks
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
+    install_stop_handlers();
+    long streak = 0;  // steps in a row whose loss or gradient norm was not finite
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
         Watchdog::get().set_step(step);
@@ -253,16 +309,27 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
         const StepStats s = train_step(eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro,
                                        o.clip, r.lr, o.opt, in, tg, dist.world);
-        r.loss = dist.sum(s.loss, "the sum of the training losses"), r.norm = s.grad_norm;
+        r.loss = s.loss, r.norm = s.grad_norm;  // both summed over the ranks by the engine: the same on every rank
+        // A NaN or inf anywhere reaches the loss or the norm. The engine's adamw_step skips such a step by itself
+        // (on the GPU without a wait: the update kernel reads the step's loss and norm on the device), so it
+        // changes nothing: no update, the moments and the step count stay, the next zero_grad drops its gradients.
+        r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.norm);
+        streak = r.skipped ? streak + 1 : 0;
         tokens += p.total_batch;
         r.step = step + 1, r.tokens = tokens;
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);
         const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
-        if (val && ((step + 1) % o.val_every == 0 || last))
+        if (val && ((step + 1) % o.val_every == 0 || last)) {
             r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist);
+            r.has_val = true;
+        }
         r.elapsed = now_seconds() - t0;
         if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
-        if (lead) print_step(r, p.steps), log_step(log, r);
+        if (lead) print_step(r, p.steps);
+        if (lead && r.skipped)
+            printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
+                   r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
+        std::string line = log_step(r);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
             EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist);
@@ -270,22 +337,39 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                 printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
                 if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
                 printf(" (%.1f s)\n", e.seconds);
-                fprintf(log, ", \"eval\": %s", eval_result_json(e).c_str());
             }
+            line += ", \"eval\": " + eval_result_json(e);
         }
-        if (lead) fprintf(log, "}\n"), fflush(log);
+        if (lead) append_log(log, line + "}\n", run.log_path());
         if (tok && (step + 1) % o.sample_every == 0)  // rank 0 only (tok): forward passes, no collectives
             printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
-        if ((o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping)
-            run.save(eng, train->state(), step + 1, tokens, rng);
+        fflush(stdout);
+        const int sig = agreed_stop_signal(dist);
+        if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {
+            if (lead)
+                fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
+            return kExitDiverged;
+        }
+        const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
+        if (ckpt && streak == 0) run.save(eng, train->state(), step + 1, tokens, rng);
+        const std::string latest = lead && (ckpt || sig) ? run.latest() : "";
+        if (lead && ckpt && streak > 0)
+            printf("no checkpoint at step %ld: it was not finite; %s\n", r.step,
+                   latest.empty() ? "there is none yet" : (o.out + "/latest still names " + latest).c_str());
+        if (sig) {
+            if (lead)
+                printf("stopped by %s after step %ld; %s; continue with the same flags plus --resume\n",
+                       stop_signal_name(sig), r.step,
+                       latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str());
+            fflush(stdout);
+            return kExitInterrupted;
+        }
         fflush(stdout);
         if (stopping && !last) {
             if (lead) printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
-            if (log) fclose(log);
-            return 0;
+            return kExitOk;
         }
     }
-    if (log) fclose(log);
     if (lead) printf("done: %s/model.bin\n", o.out.c_str());
-    return 0;
+    return kExitOk;
 }

@@ -31,14 +31,14 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  [&o](const std::string& v) { o.val = v; }});
     f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/PRESET[-HEADS][-WIDTHS])",
                  [&o](const std::string& v) { o.out = v; }});
-    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1)});
-    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1)});
+    f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1, 1 << 20)});
+    f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1, 1 << 20)});
     f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step, all ranks together; a multiple of B*T*ranks "
                  "(gradient accumulation); default 524288 for models of 50M parameters or more, else B*T*ranks",
-                 long_flag("--total-batch", o.total_batch, 1)});
+                 long_flag("--total-batch", o.total_batch, 1, kMaxSteps)});
     f.push_back({"--steps", "N", "optimizer steps (default: 25 tokens per parameter for models of 50M or more, else 150)",
-                 long_flag("--steps", o.steps, 1)});
-    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1)});
+                 long_flag("--steps", o.steps, 1, kMaxSteps)});
+    f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1, kMaxTokens)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
                  double_flag("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
     f.push_back({"--epochs", "E", "token budget of E passes over the training shards",
@@ -50,37 +50,40 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", double_flag("--wd", o.opt.weight_decay, 0, 10)});
     f.push_back({"--beta1", "B1", "AdamW beta1 (default 0.9)", double_flag("--beta1", o.opt.beta1, 0, 0.999999)});
     f.push_back({"--beta2", "B2", "AdamW beta2 (default 0.95)", double_flag("--beta2", o.opt.beta2, 0, 0.999999)});
-    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", double_flag("--adam-eps", o.opt.eps, 0, 1)});
+    f.push_back({"--adam-eps", "E", "AdamW epsilon (default 1e-8)", double_flag("--adam-eps", o.opt.eps, 1e-30, 1)});
     f.push_back({"--clip", "C", "clip the global gradient norm to C (0: off; default 1.0)", double_flag("--clip", o.clip, 0, 1e9)});
     f.push_back({"--seed", "S", "seed for init, data order and sampling (default 1337)", [&o](const std::string& v) {
-                     long s = parse_long_flag("--seed", v);
-                     if (s < 0) throw ConfigError("--seed must be non-negative");
+                     long s = 0;
+                     long_flag("--seed", s, 0)(v);
                      o.seed = (uint64_t)s;
                  }});
     f.push_back({"--no-shuffle", "", "read shards and windows in order", [&o](const std::string&) { o.shuffle = false; }});
-    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", long_flag("--val-every", o.val_every, 0)});
-    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", long_flag("--val-tokens", o.val_tokens, 1)});
+    f.push_back({"--val-every", "N", "validation loss every N steps and at the end (0: never; default 50)", long_flag("--val-every", o.val_every, 0, kMaxSteps)});
+    f.push_back({"--val-tokens", "N", "tokens per validation (default 8192)", long_flag("--val-tokens", o.val_tokens, 1, kMaxSteps)});
     f.push_back({"--ckpt-every", "N", "checkpoint every N steps; always one at the end (default: only at the end)",
-                 long_flag("--ckpt-every", o.ckpt_every, 0)});
-    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", int_flag("--keep", o.keep, 1)});
+                 long_flag("--ckpt-every", o.ckpt_every, 0, kMaxSteps)});
+    f.push_back({"--keep", "K", "checkpoints to keep (default 2)", int_flag("--keep", o.keep, 1, 1000000)});
     f.push_back({"--stop-after", "N", "stop after N steps of this run, with a checkpoint (e.g. to fit a job time limit)",
-                 long_flag("--stop-after", o.stop_after, 1)});
+                 long_flag("--stop-after", o.stop_after, 1, kMaxSteps)});
     f.push_back({"--resume", "", "continue from OUT/latest (pass the same flags as the first run)",
                  [&o](const std::string&) { o.resume = true; }});
+    f.push_back({"--overwrite", "", "start afresh in an OUT that holds a run: delete its checkpoints and log first",
+                 [&o](const std::string&) { o.overwrite = true; }});
+    f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
+                 int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
                  [&o](const std::string& v) {
-                     o.sample_every = parse_long_flag("--sample-every", v);
-                     if (o.sample_every < 0) throw ConfigError("--sample-every must be at least 0");
+                     long_flag("--sample-every", o.sample_every, 0, kMaxSteps)(v);
                      o.sample_flag_given = true;
                  }});
-    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1)});
+    f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1, 1 << 20)});
     f.push_back({"--tokenizer", "FILE", "GPT-2 ranks file for samples (default data/cache/gpt2.tiktoken)",
                  [&o](const std::string& v) { o.tokenizer = v; }});
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
-                 long_flag("--eval-every", o.eval_every, 0)});
+                 long_flag("--eval-every", o.eval_every, 0, kMaxSteps)});
     f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
                  [&o](const std::string& v) { o.eval_task = v; }});
-    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0)});
+    f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0, kMaxSteps)});
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});

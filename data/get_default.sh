@@ -99,8 +99,9 @@ done
 # ---- tokenizer, tool, shards ------------------------------------------------------------------------------
 bash "$root/data/get_tokenizer.sh"
 make -C "$root" --no-print-directory -s build/prepare_shards || die "building build/prepare_shards failed (see above)"
-# Each shard is written atomically (tmp + rename); an interrupted run lacks the train shard and reruns.
+# The set is renamed into place only when complete, so an interrupted run leaves no set and reruns;
+# --overwrite replaces an incomplete set an older prepare_shards may have left (the check above found none).
 mkdir -p "$out"
 "$root/build/prepare_shards" --tokenizer "$cache/gpt2.tiktoken" --format text --val-tokens 100000 \
-    -o "$out/default" "${inputs[@]}"
+    --overwrite -o "$out/default" "${inputs[@]}"
 say "wrote $(ls "$out" | wc -l) shards to $out ($(cat "$out"/*.bin | wc -c) bytes)"

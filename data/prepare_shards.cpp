@@ -11,6 +11,12 @@
 // as in llm.c. Documents are tokenized in parallel on every core, but always written in input order, so
 // the shards are byte-identical whatever the thread count.
 //
+// A set is replaced whole or not at all: the shards are written as NAME.bin.partial and renamed into place
+// only when the input has been read to its end; a failure (a malformed line, a full disk) removes the partial
+// files and leaves an earlier set under the same prefix as it was. A prefix that already holds shards is
+// refused unless --overwrite is given (then the old set's shards are removed as the new set is renamed in,
+// so a training glob never sees old and new mixed). An input with no text at all is an error.
+//
 // FineWeb sample-10BT, the short route (downloading is up to you; any tool that fetches the parquet
 // files from the hub works). Parquet to JSON Lines needs only pyarrow, and the tool reads stdin as "-":
 //
@@ -77,6 +83,7 @@ struct PrepareOptions {
   int progress = -1;                 // -1: a bar when stderr is a TTY, a line every 10 s otherwise; 0: none
   size_t block_bytes = 0;            // input bytes per parallel block; 0: 8 MB per thread (at least 32 MB)
   bool sync = true;                  // fsync each shard before its rename (the tests skip it for speed)
+  bool overwrite = false;            // replace an existing set under out_prefix (--overwrite)
 };
 
 struct PrepareStats {
@@ -205,6 +212,19 @@ struct Reader {
   }
 };
 
+// The shards of a set already under `prefix` (PREFIX_val_*.bin, PREFIX_train_*.bin); `suffix` ".partial"
+// finds the files a killed run left behind instead.
+inline std::vector<std::string> existing_shards(const std::string& prefix, const std::string& suffix = "") {
+  std::vector<std::string> out;
+  for (const char* kind : {"_val_", "_train_"}) {
+    glob_t g;
+    if (glob((prefix + kind + "*.bin" + suffix).c_str(), 0, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; i++) out.push_back(g.gl_pathv[i]);
+    globfree(&g);
+  }
+  return out;
+}
+
 inline std::string shard_path(const std::string& prefix, size_t index) {
   char num[32];
   snprintf(num, sizeof(num), "%06zu", index);
@@ -247,6 +267,11 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
       throw std::runtime_error("output directory " + dir + " does not exist or is not writable; create it (mkdir -p " +
                                dir + ") or fix -o");
   }
+  const std::vector<std::string> old_set = prep::existing_shards(o.out_prefix);
+  if (!old_set.empty() && !o.overwrite)
+    throw std::runtime_error(o.out_prefix + " already holds a shard set (" + std::to_string(old_set.size()) +
+                             " files, e.g. " + old_set.front() + "); pass --overwrite to replace it, or another -o");
+  for (const std::string& p : prep::existing_shards(o.out_prefix, ".partial")) unlink(p.c_str());  // a killed run's
   const bool tty = isatty(fileno(stderr));
   const int progress = o.progress < 0 ? (tty ? 2 : 1) : o.progress;  // 2 bar, 1 plain lines, 0 none
   const auto t0 = clock::now();
@@ -262,7 +287,7 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     if (writing.valid()) writing.get();  // rethrows a failed write
     const std::string path = prep::shard_path(o.out_prefix, st.shards.size());
     writing = std::async(std::launch::async, [path, sync = o.sync, full = std::move(shard)] {
-      write_shard(path, full.data(), full.size(), sync);
+      write_shard(path + ".partial", full.data(), full.size(), sync);  // renamed to `path` when the set is whole
     });
     st.shards.push_back(path);
     shard = std::vector<uint16_t>();
@@ -303,57 +328,71 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     fflush(stderr);
   };
 
-  prep::Reader reader(o);
-  std::vector<prep::Doc> docs = reader.block(block_bytes);
-  while (!docs.empty()) {
-    // Read the next block while this one is tokenized.
-    std::future<std::vector<prep::Doc>> next = std::async(std::launch::async, [&] { return reader.block(block_bytes); });
-    std::vector<std::vector<int>> toks(docs.size());
-    std::vector<std::string> errs(docs.size());
+  try {
+    prep::Reader reader(o);
+    std::vector<prep::Doc> docs = reader.block(block_bytes);
+    while (!docs.empty()) {
+      // Read the next block while this one is tokenized.
+      std::future<std::vector<prep::Doc>> next = std::async(std::launch::async, [&] { return reader.block(block_bytes); });
+      std::vector<std::vector<int>> toks(docs.size());
+      std::vector<std::string> errs(docs.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (size_t d = 0; d < docs.size(); d++) {
-      toks[d].push_back(eot);
-      if (prep::format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
-        std::string text;
-        if (!get_string_field(docs[d].text, o.field, text, errs[d])) continue;
-        encode(text, toks[d]);
-      } else {
-        encode(docs[d].text, toks[d]);
-      }
-    }
-    // Written strictly in input order: this is what makes the output independent of the thread count.
-    for (size_t d = 0; d < docs.size(); d++) {
-      if (!errs[d].empty()) {
-        const std::string where = o.inputs[docs[d].file] + ":" + std::to_string(docs[d].line);
-        if (!o.skip_errors) {
-          next.wait();
-          throw std::runtime_error(where + ": " + errs[d] + "; fix or remove the line, or re-run with --on-error skip");
+      for (size_t d = 0; d < docs.size(); d++) {
+        toks[d].push_back(eot);
+        if (prep::format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
+          std::string text;
+          if (!get_string_field(docs[d].text, o.field, text, errs[d])) continue;
+          encode(text, toks[d]);
+        } else {
+          encode(docs[d].text, toks[d]);
         }
-        if (progress == 2) fputc('\n', stderr);
-        fprintf(stderr, "%s: skipped a malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
-        st.skipped++;
-        continue;
       }
-      for (int t : toks[d])
-        if (t < 0 || t > 65535)
-          throw std::runtime_error("token id " + std::to_string(t) + " does not fit the uint16 shard format; "
-                                   "use a tokenizer with at most 65536 tokens");
-      push(toks[d].data(), toks[d].size());
-      st.documents++;
-      st.tokens += toks[d].size();
+      // Written strictly in input order: this is what makes the output independent of the thread count.
+      for (size_t d = 0; d < docs.size(); d++) {
+        if (!errs[d].empty()) {
+          const std::string where = o.inputs[docs[d].file] + ":" + std::to_string(docs[d].line);
+          if (!o.skip_errors) {
+            next.wait();
+            throw std::runtime_error(where + ": " + errs[d] + "; fix or remove the line, or re-run with --on-error skip");
+          }
+          if (progress == 2) fputc('\n', stderr);
+          fprintf(stderr, "%s: skipped a malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
+          st.skipped++;
+          continue;
+        }
+        for (int t : toks[d])
+          if (t < 0 || t > 65535)
+            throw std::runtime_error("token id " + std::to_string(t) + " does not fit the uint16 shard format; "
+                                     "use a tokenizer with at most 65536 tokens");
+        push(toks[d].data(), toks[d].size());
+        st.documents++;
+        st.tokens += toks[d].size();
+      }
+      docs = next.get();
+      st.bytes = reader.bytes;
+      const auto now = clock::now();
+      const double since = std::chrono::duration<double>(now - last_report).count();
+      if (progress && since >= (progress == 2 ? 0.2 : 10.0)) {
+        report(false);
+        last_report = now;
+      }
     }
-    docs = next.get();
+    if (st.tokens == 0)
+      throw std::runtime_error("the input holds no text (empty files or blank lines only); no shards written");
+    if (!shard.empty()) flush_shard();
+    writing.get();
     st.bytes = reader.bytes;
-    const auto now = clock::now();
-    const double since = std::chrono::duration<double>(now - last_report).count();
-    if (progress && since >= (progress == 2 ? 0.2 : 10.0)) {
-      report(false);
-      last_report = now;
-    }
+  } catch (...) {  // leave no partial file behind, and the old set as it was
+    if (writing.valid()) try { writing.get(); } catch (...) {}
+    for (const std::string& p : st.shards) unlink((p + ".partial").c_str());
+    throw;
   }
-  if (!shard.empty() || st.shards.empty()) flush_shard();
-  writing.get();
-  st.bytes = reader.bytes;
+  // The new set is complete: the old set's extra shards go, then each new shard is renamed over its name.
+  for (const std::string& p : old_set)
+    if (std::find(st.shards.begin(), st.shards.end(), p) == st.shards.end()) unlink(p.c_str());
+  for (const std::string& p : st.shards)
+    if (rename((p + ".partial").c_str(), p.c_str()) != 0)
+      throw std::runtime_error("cannot rename " + p + ".partial to " + p + ": " + strerror(errno));
   if (progress) report(true);
   return st;
 }
@@ -376,6 +415,7 @@ inline const char* const PREPARE_SHARDS_USAGE =
     "                            (default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout)\n"
     "  --threads N               tokenizer threads (default: every core)\n"
     "  --on-error skip|stop      on a malformed JSON line: report it and skip it, or stop (default: stop, exit 1)\n"
+    "  --overwrite               replace the shard set already under PREFIX (without it, that is an error)\n"
     "  --quiet                   no progress output\n"
     "  -h, --help                this text\n"
     "INPUT may be - for stdin (read as jsonl unless --format says otherwise).\n";
@@ -431,6 +471,8 @@ inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
       const std::string v = val();
       if (v != "skip" && v != "stop") throw std::runtime_error("--on-error must be skip or stop, not '" + v + "'");
       o.skip_errors = v == "skip";
+    } else if (arg == "--overwrite") {
+      o.overwrite = true;
     } else if (arg == "--quiet") {
       o.progress = 0;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -469,13 +511,6 @@ int main(int argc, char** argv) {
     if (st.shards.size() > 1) fprintf(stderr, " .. %s", st.shards.back().c_str());
     fputc('\n', stderr);
     if (st.skipped) fprintf(stderr, "prepare_shards: skipped %llu malformed lines\n", (unsigned long long)st.skipped);
-    glob_t g;  // shards left by an earlier, longer run would be read as training data: say so
-    if (glob((o.out_prefix + "_train_*.bin").c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; i++)
-        if (std::find(st.shards.begin(), st.shards.end(), g.gl_pathv[i]) == st.shards.end())
-          fprintf(stderr, "prepare_shards: warning: %s is from an earlier run; delete it\n", g.gl_pathv[i]);
-    }
-    globfree(&g);
     if (st.shards.size() == 1)
       fprintf(stderr, "prepare_shards: warning: every token went into the validation shard; lower --val-tokens\n");
     return 0;

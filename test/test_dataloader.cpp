@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -162,15 +163,31 @@ TEST_CASE("a missing data directory or an empty glob is an error that says what 
                     Catch::Contains("no shards match") && !Catch::Contains("does not exist"));
 }
 
-TEST_CASE("token ids at or above the vocabulary are reported as corrupt data", "[dataloader]") {
+TEST_CASE("a token at or above the vocabulary anywhere in any shard fails when the loader opens them", "[dataloader]") {
+  // Issue 10: such a token deep in a shard used to surface only when training reached its window, hours in.
   TempDir d;
-  std::vector<int> t = ramp(100);
-  t[9] = 60000;
-  write_shard(d / "s.bin", t);
-  DataLoader dl(d / "s.bin", 1, 4, 0, 1, false, 0);
-  next(dl, 1, 4);  // tokens 0..4
-  next(dl, 1, 4);  // tokens 4..8
-  CHECK_THROWS_WITH(next(dl, 1, 4), Catch::Contains("s.bin: token 60000 at position 9 is outside the vocabulary"));
+  write_shard(d / "a_000.bin", ramp(100));
+  std::vector<int> t = ramp(3000000);  // three 1M-token chunks: the bad token sits in the last one
+  t[2500001] = 60000;
+  t[2900000] = 50001;
+  write_shard(d / "a_001.bin", t);
+  CHECK_THROWS_WITH(DataLoader(d / "a_*.bin", 1, 4, 0, 1, false, 0),
+                    Catch::Contains("a_001.bin: token 60000 at position 2500001 is outside the vocabulary (50257)"));
+  CHECK_THROWS_WITH(DataLoader(d / "a_000.bin", 1, 4, 0, 1, false, 0, 50), Catch::Contains("token 50 at position 50"));
+  CHECK_NOTHROW(DataLoader(d / "a_000.bin", 1, 4, 0, 1, false, 0, 100));
+  t[2500001] = 0;
+  t[2900000] = 0;
+  write_shard(d / "a_001.bin", t);
+  DataLoader dl(d / "a_*.bin", 1, 4, 0, 1, false, 0);
+  CHECK(dl.validate_seconds() >= 0);
+}
+
+TEST_CASE("a directory given as a shard is named as one", "[dataloader]") {
+  TempDir d;
+  std::filesystem::create_directory(d / "shards");
+  CHECK(error_of([&] { DataLoader dl(d / "shards", 1, 4, 0, 1, false, 0); }) ==
+        "shard " + (d / "shards") + " is a directory, not a shard; pass the shard files, e.g. '" + (d / "shards") +
+            "/*_train_*.bin'");
 }
 
 TEST_CASE("data too small for one batch is an error naming the need", "[dataloader]") {
@@ -488,6 +505,7 @@ TEST_CASE("prepare_shards splits paragraphs and lines into documents", "[prepare
   o.val_tokens = 1;
   CHECK(all_tokens(prepare_shards(o, bytes_as_tokens, 50256)) == expect_docs({"one\ntwo", "three", "four"}));
   o.format = InputFormat::LINES;
+  o.overwrite = true;
   CHECK(all_tokens(prepare_shards(o, bytes_as_tokens, 50256)) == expect_docs({"one", "two", "three", "four"}));
 }
 
@@ -507,6 +525,7 @@ TEST_CASE("prepare_shards output is byte-identical for any thread count and bloc
   for (int threads : {1, 3}) {
     for (size_t block : {(size_t)0, (size_t)700, (size_t)1}) {  // small blocks: documents straddle blocks
       PrepareOptions o = quiet_options(d, {d / "in.jsonl"});
+      o.overwrite = true;  // the same prefix, again and again
       o.threads = threads;
       o.block_bytes = block;
       o.val_tokens = 1000;
@@ -550,6 +569,52 @@ TEST_CASE("prepare_shards refuses a missing input or output directory before any
   CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("mkdir -p"));
 }
 
+// The files under d, sorted, with their bytes.
+std::map<std::string, std::string> dir_contents(const TempDir& d) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : std::filesystem::directory_iterator(d.path)) m[e.path().filename()] = read_file(e.path());
+  return m;
+}
+
+TEST_CASE("a failed prepare_shards leaves the earlier set as it was; replacing a set needs --overwrite",
+          "[prepare_shards]") {
+  // Issue 10: a run that failed half way used to leave its first shards beside the old set's later ones, and
+  // a training glob picked up the mix.
+  TempDir d;
+  std::string big, small, broken;
+  for (int i = 0; i < 60; i++) big += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
+  for (int i = 0; i < 10; i++) small += "{\"text\": \"short " + std::to_string(i) + "\"}\n";
+  broken = big + "{\"text\": oops}\n";
+  write_file(d / "big.jsonl", big);
+  write_file(d / "small.jsonl", small);
+  write_file(d / "broken.jsonl", broken);
+  write_file(d / "empty.txt", "");
+  write_file(d / "blank.jsonl", "\n  \n");
+  PrepareOptions o = quiet_options(d, {d / "big.jsonl"});
+  o.val_tokens = 100, o.shard_tokens = 200, o.block_bytes = 64;  // small blocks: shards are written before the end
+  const PrepareStats first = prepare_shards(o, bytes_as_tokens, 50256);
+  REQUIRE(first.shards.size() > 5);
+  const auto before = dir_contents(d);
+
+  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256),
+                    Catch::Contains("already holds a shard set") && Catch::Contains("--overwrite"));
+  o.overwrite = true;
+  o.inputs = {d / "broken.jsonl"};
+  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("broken.jsonl:61: invalid JSON"));
+  CHECK(dir_contents(d) == before);  // the old set byte for byte, and no .partial file
+  o.inputs = {d / "empty.txt", d / "blank.jsonl"};
+  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("the input holds no text"));
+  CHECK(dir_contents(d) == before);
+
+  o.inputs = {d / "small.jsonl"};
+  const PrepareStats second = prepare_shards(o, bytes_as_tokens, 50256);
+  std::set<std::string> shards;
+  for (const auto& [name, bytes] : dir_contents(d))
+    if (name.rfind("out_", 0) == 0) shards.insert(d / name);
+  CHECK(shards == std::set<std::string>(second.shards.begin(), second.shards.end()));  // nothing of the old set
+  CHECK(second.shards.size() < first.shards.size());
+}
+
 TEST_CASE("every flag the prepare_shards help text names is one its parser accepts", "[prepare_shards]") {
   // llm.c once printed usage for flags its parser did not know. Here each "--flag VALUE" line of the help
   // is fed back to the parser with a valid value of the kind it names.
@@ -579,8 +644,8 @@ TEST_CASE("every flag the prepare_shards help text names is one its parser accep
       flags++;
     }
   }
-  CHECK(flags == 12);  // -o --out --format --field --shard-tokens --val-tokens --tokenizer --threads
-                      // --on-error --quiet -h --help
+  CHECK(flags == 13);  // -o --out --format --field --shard-tokens --val-tokens --tokenizer --threads
+                      // --on-error --overwrite --quiet -h --help
   const PrepareCli c = parse_prepare_cli({"-o", "d/p", "--format", "lines", "--shard-tokens", "1e6", "--val-tokens",
                                           "1000", "--on-error", "skip", "--threads", "3", "--quiet", "a.txt", "-"});
   CHECK(c.o.out_prefix == "d/p");

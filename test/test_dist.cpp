@@ -31,7 +31,8 @@
 
 #include "checkpoint.h"
 #include "dist.h"
-#include "test/test_util.h"
+#include "run_dir.h"
+#include "test/train_util.h"
 
 namespace {
 
@@ -270,6 +271,34 @@ TEST_CASE("a rank that hangs makes the others end the job after --comm-timeout",
     CHECK(took < 30);
     CHECK(log.find("train_prism: error: rank 0: waited 3 s in ") != std::string::npos);
     CHECK(log.find("another rank died or hangs") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("SIGTERM to one rank stops every rank after the same step, with a checkpoint that resumes", "[dist][mpi]") {
+    // A launcher may signal one process (or all of them a step apart): the ranks exchange their signal state
+    // once a step, so they all finish the same step, write one checkpoint together and exit 75.
+    std::string dir = make_data_dir(), out = dir + "/run";
+    start_background(mpirun(2) + micro(dir, out) + " --steps 100000 -b 2 --val-every 0", dir + "/out.txt",
+                     dir + "/rc.txt");
+    REQUIRE(wait_for_file(out + "/log.jsonl", 60) >= 0);
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // into the steps
+    pid_t victim = rank_pid(out, 1);
+    REQUIRE(victim > 0);
+    REQUIRE(kill(victim, SIGTERM) == 0);
+    REQUIRE(wait_for_file(dir + "/rc.txt", 60) >= 0);
+    std::string log = sh("cat " + dir + "/out.txt").out;
+    INFO(log);
+    CHECK(sh("cat " + dir + "/rc.txt").out == "75\n");
+    long step = 0;
+    const size_t at = log.find("stopped by SIGTERM after step ");
+    REQUIRE(at != std::string::npos);
+    sscanf(log.c_str() + at, "stopped by SIGTERM after step %ld", &step);
+    CHECK(sh("cat " + out + "/latest").out == step_dir_name(step) + "\n");
+    CHECK(sh("ls " + out + "/" + step_dir_name(step)).out == "model.bin\nstate_rank0.bin\nstate_rank1.bin\n");
+    Result r = sh(mpirun(2) + micro(dir, out) + " --steps 100000 -b 2 --val-every 0 --resume --stop-after 1");
+    INFO(r.out);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("resumed from " + out + "/" + step_dir_name(step)) != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
 

@@ -549,12 +549,12 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
             grads.upload(g);
             // the clipped branch on step 2: max_norm half the norm; step 3: clipping on but not active
             const double norm = ref::grad_norm(g.data(), P), max_norm = step == 2 ? 0.5 * norm : 2 * norm;
-            Dev<double> norm_sq(std::vector<double>{norm * norm});
+            Dev<double> stats(std::vector<double>{2.5, norm * norm});  // {the step's loss, squared norm}
             if (step >= 2) ref::clip_grad_norm(g.data(), P, max_norm);
             const double lr = 1e-3 * step;
             ref::adamw_step(params.data(), g.data(), st, layout, lr, hp);
             adamw_step(p16.p, master.p, m.p, v.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block,
-                       step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step >= 2 ? norm_sq.p : nullptr,
+                       step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step >= 2 ? stats.p : nullptr,
                        max_norm, 0);
             sync();
             check_close(master.get(), params, 1e-5, 1e-7, "master");
@@ -563,6 +563,32 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
         }
         auto mw = master.get(), pw = p16.get();
         for (size_t i = 0; i < P; i++) CHECK(pw[i] == float(bf16(mw[i])));
+    }
+}
+
+TEST_CASE("adamw skips a step whose loss or gradient norm is not finite, writing nothing", "[kernels]") {
+    ModelConfig c;
+    c.d = 8, c.V = 6, c.T = 4, c.h_base = 2;
+    c.layers = {{8, 2}};
+    const ParamLayout layout = param_layout(c);
+    const size_t P = layout.total;
+    const std::vector<float> w = rand_bf16(P, 7, -0.5f, 0.5f), mom = rand_bf16(P, 8, 0.0f, 0.01f);
+    const auto ranges = adamw_launch_ranges(ranges_per_tensor(layout));
+    Dev<AdamWLaunchRange> d_ranges(ranges);
+    const double nan = std::nan(""), inf = INFINITY;
+    for (std::vector<double> bad : {std::vector<double>{nan, 1.0}, {inf, 1.0}, {2.0, nan}, {2.0, inf}}) {
+        Dev<float> master(w), m(mom), v(mom), grads(rand_bf16(P, 9, -0.1f, 0.1f));
+        Dev<bf16> p16(w);
+        Dev<double> stats(bad);
+        adamw_step(p16.p, master.p, m.p, v.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block, 1,
+                   1e-3, 0.9, 0.95, 1e-8, 0.1, stats.p, 1.0, 0);
+        sync();
+        INFO("loss " << bad[0] << ", squared norm " << bad[1]);
+        CHECK(master.get() == w);
+        CHECK(m.get() == mom);
+        CHECK(v.get() == mom);
+        const std::vector<float> p = p16.get();
+        CHECK(std::equal(p.begin(), p.end(), w.begin(), [](float a, float b) { return a == float(bf16(b)); }));
     }
 }
 

@@ -219,6 +219,37 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
     }
 }
 
+TEST_CASE("a step with a non-finite loss changes nothing on either engine, and does not count", "[kernels][model]") {
+    SerialOpenMP serial;
+    const ModelConfig c = small_config("uniform");
+    std::vector<float> p(param_layout(c).total);
+    ref::init_params(p.data(), c, param_layout(c), 5);
+    p[param_layout(c).lnf_w] = 3e38f;  // one final-norm weight: its logits overflow, so the loss is not finite
+    CpuEngine cpu(c);
+    CudaEngine gpu(c);
+    OptimizerHyper hp;
+    std::vector<int> in, tg;
+    make_batch(c, 2, 8, 3, in, tg);
+    for (Engine* e : {(Engine*)&cpu, (Engine*)&gpu}) {
+        e->set_params(p.data());
+        std::vector<float> m0(p.size(), 0.25f), v0(p.size(), 0.5f);
+        e->set_optimizer(m0, v0, 7);
+        const StepStats st = train_step(*e, [&](int* i, int* t) { std::copy(in.begin(), in.end(), i),
+                                                                  std::copy(tg.begin(), tg.end(), t); },
+                                        2, 8, 1, 1.0, 1e-3, hp, in, tg);
+        INFO(e->describe() << ": loss " << st.loss << ", norm " << st.grad_norm);
+        CHECK(!(std::isfinite(st.loss) && std::isfinite(st.grad_norm)));
+        std::vector<float> after(p.size()), m, v;
+        long t = 0;
+        e->get_params(after.data());
+        e->get_optimizer(m, v, t);
+        CHECK(after == p);
+        CHECK(m == m0);
+        CHECK(v == v0);
+        CHECK(t == 7);
+    }
+}
+
 TEST_CASE("device parameter layout pads the vocabulary and aligns every tensor for cuBLASLt", "[kernels][model]") {
     ModelConfig c = small_config("x");
     c.layers = {{352, 16}, {96, 4}, {352, 16}};  // widths whose tensors end at 64-byte offsets in param_layout

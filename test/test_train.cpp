@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "checkpoint.h"
-#include "test/test_util.h"
-#include "dataloader.h"
+#include "test/train_util.h"
+
 
 TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
     std::string dir = make_data_dir();
@@ -198,9 +198,10 @@ TEST_CASE("an in-training zero-shot eval is logged with its step", "[train][eval
     REQUIRE(log[2].find("\"eval\": {\"task\": \"hellaswag\", \"examples\": 1") != std::string::npos);
     REQUIRE(log[3].find("\"eval\"") == std::string::npos);
     // A missing eval file fails before training starts.
-    Result m = sh(cmd + " --eval-task piqa");
+    Result m = sh(cmd + " --eval-task piqa --overwrite");  // --overwrite: a run that fails to start deletes nothing
     REQUIRE(one_line_error(m));
     REQUIRE(m.out.find("piqa.bin") != std::string::npos);
+    REQUIRE(read_log(dir + "/run/log.jsonl").size() == 4);
     sh("rm -rf '" + dir + "'");
 }
 

@@ -1,20 +1,12 @@
-// test_util.h: what the end-to-end tests share: running a command and capturing its output and exit status;
-// and, for the trainer's tests (test_train.cpp, test_dist.cpp), synthetic shards, the micro model's command
-// line, the log and the one-line-error rule.
+// test_util.h: what the end-to-end tests share: running a command and capturing its output and exit status.
 #pragma once
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <string>
-#include <vector>
 
 #include <catch2/catch.hpp>
-
-#include "dataloader.h"
 
 struct Result {
     int rc;           // exit status, -1 if the command did not exit normally
@@ -30,53 +22,4 @@ inline Result sh(const std::string& cmd) {
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
     int st = pclose(p);
     return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-// A fresh directory with a train and a val shard of a repetitive token stream over a vocabulary of 256.
-inline std::string make_data_dir() {
-    char tmpl[] = "/tmp/prism_train_test_XXXXXX";
-    std::string dir = mkdtemp(tmpl);
-    std::vector<int> train, val;
-    uint64_t s = 7;
-    for (int i = 0; i < 40000; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        // Mostly a counting pattern (learnable), sometimes noise: the loss must fall but never hit zero.
-        int tok = (s >> 60) < 3 ? (int)((s >> 33) % 256) : (i * 7) % 256;
-        (i < 4000 ? val : train).push_back(tok);
-    }
-    write_shard(dir + "/syn_val_000000.bin", val);
-    write_shard(dir + "/syn_train_000001.bin", train);
-    return dir;
-}
-
-inline std::string micro(const std::string& dir, const std::string& out) {
-    return "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --lr 1e-2 --val-every 10 "
-           "--val-tokens 256 --train '" + dir + "/syn_train_*.bin' --val '" + dir + "/syn_val_*.bin' -o " + out;
-}
-
-// step -> the full JSON line, from OUT/log.jsonl
-inline std::map<long, std::string> read_log(const std::string& path) {
-    std::ifstream f(path);
-    std::map<long, std::string> m;
-    std::string line;
-    while (std::getline(f, line)) {
-        long step = -1;
-        REQUIRE(sscanf(line.c_str(), "{\"step\": %ld", &step) == 1);
-        m[step] = line;
-    }
-    return m;
-}
-
-// The loss fields of a log line (train and val loss, lr and norm, without timings).
-inline std::string losses_of(const std::string& line) {
-    return line.substr(0, line.find(", \"tokens_per_s\""));
-}
-
-// A failed run: non-zero exit, and the error is the output's last line, the only one saying "error:" (what
-// the run printed before finding the problem, such as the model summary, may precede it).
-inline bool one_line_error(const Result& r) {
-    size_t at = r.out.find("error:");
-    if (r.rc == 0 || at == std::string::npos || r.out.find("error:", at + 1) != std::string::npos) return false;
-    size_t eol = r.out.find('\n', at);
-    return eol == r.out.size() - 1;
 }
