@@ -36,12 +36,48 @@ NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arc
 NVCC_LDLIBS = -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8
 BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
 
+# ---- MPI and NCCL: found, not assumed ------------------------------------------------------------------
+# MPI (data-parallel ranks under mpirun / srun, CPU and GPU): OpenMPI's wrapper `mpicxx --showme`, else
+# pkg-config's `ompi`; defines PRISM_MPI. NCCL (the GPUs' collectives, with nvcc only): nccl.h and libnccl in
+# the CUDA toolkit's directories or the system's (Debian: libnccl-dev); defines PRISM_NCCL. NO_MPI=1 and
+# NO_NCCL=1 build without them. A build without MPI refuses to run as several ranks (dist.h).
+ifeq ($(NO_MPI),)
+MPICXX ?= $(shell command -v mpicxx 2>/dev/null)
+MPI_CFLAGS := $(if $(MPICXX),$(shell $(MPICXX) --showme:compile 2>/dev/null))
+MPI_LIBS := $(if $(MPICXX),$(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link 2>/dev/null)))
+MPI_NAME := $(if $(MPI_LIBS),$(shell $(MPICXX) --showme:version 2>/dev/null | cut -d' ' -f2-4))
+ifeq ($(strip $(MPI_LIBS)),)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi 2>/dev/null)
+MPI_LIBS := $(shell pkg-config --libs ompi 2>/dev/null)
+MPI_NAME := $(if $(MPI_LIBS),Open MPI $(shell pkg-config --modversion ompi 2>/dev/null))
+endif
+endif
+ifneq ($(strip $(MPI_LIBS)),)
+MPI_CFLAGS += -DPRISM_MPI -DOMPI_SKIP_MPICXX
+endif
+CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))..))
+NCCL_H := $(if $(NO_NCCL)$(if $(BIN_NVCC),,x),,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
+NCCL_LIBDIR := $(if $(NCCL_H),$(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_LIB)/libnccl.so \
+               /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))))
+NCCL_VERSION := $(if $(NCCL_LIBDIR),$(shell sed -n 's/^\#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(NCCL_H) | paste -sd.))
+NCCL_FLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)) -L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinker $(NCCL_LIBDIR))
+# nvcc takes -I -D -L -l itself; anything else in MPI's flags (-pthread, -Wl,...) goes to the host compiler.
+nvcc_host = $(foreach f,$(1),$(if $(filter -I% -D% -L% -l%,$(f)),$(f),-Xcompiler $(f)))
+
+# One line saying what was found (once per make, not for clean).
+ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
+$(info make: $(if $(BIN_NVCC),nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p') for $(GPU_ARCH:%=sm_%),no nvcc$(if $(CPU_ONLY), (CPU_ONLY)): CPU only); \
+$(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh)); \
+$(if $(BIN_NVCC),$(if $(NCCL_FLAGS),NCCL $(NCCL_VERSION),no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more)),no NCCL (CPU build)))
+endif
+
 ifeq ($(BIN_NVCC),)
 BIN_DEPS := $(wildcard *.h)
-build_bin = $(CXX) $(CXXFLAGS) -x c++ $(1) -x none -o $(2) $(LDLIBS) -lpcre2-8
+build_bin = $(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -x c++ $(1) -x none -o $(2) $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
 BIN_DEPS := $(wildcard *.h *.cuh)
-build_bin = $(BIN_NVCC) $(NVCCFLAGS) -x cu $(1) -o $(2) $(NVCC_LDLIBS)
+build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(call nvcc_host,$(MPI_CFLAGS)) -x cu $(1) -o $(2) $(NVCC_LDLIBS) \
+            $(call nvcc_host,$(MPI_LIBS)) $(NCCL_FLAGS)
 endif
 
 train_prism: train_prism.cu $(BIN_DEPS)

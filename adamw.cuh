@@ -10,7 +10,9 @@
 // norm weights and biases do not); the model builds them from its layout (adamw_ranges in model.cuh), merging
 // consecutive tensors of the same kind; one launch updates them all (a table maps blocks to ranges), 4
 // elements per thread with 128-bit accesses to the fp32 arrays.
-// Does not: shard the state (ZeRO-1 comes with multi-GPU), or use atomics (pure elementwise, deterministic).
+// ZeRO-1 (model.cuh): a rank updates only the ranges of its shard, and keeps master, m and v for that shard
+// alone; a range's `state` says where its first element lives in those three arrays (its offset otherwise).
+// Does not: use atomics (pure elementwise, deterministic).
 #pragma once
 
 #include <cmath>
@@ -20,13 +22,14 @@
 #include "vec.cuh"
 
 struct AdamWRange {
-    size_t offset, n;  // elements of the flat parameter block
-    bool decay;        // matrices (and embeddings) decay, norms do not
+    size_t offset, n;          // elements of the flat parameter block (params, grads)
+    bool decay;                // matrices (and embeddings) decay, norms do not
+    size_t state = SIZE_MAX;   // index of element `offset` in master, m, v (SIZE_MAX: offset, the unsharded case)
 };
 // The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
 // that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block.
 struct AdamWLaunchRange {
-    size_t offset, n;
+    size_t offset, n, state;
     int first_block, decay;
 };
 constexpr int ADAMW_BLOCK = 256, ADAMW_PER_THREAD = 4;
@@ -36,10 +39,10 @@ inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamW
     const size_t per_block = (size_t)ADAMW_BLOCK * ADAMW_PER_THREAD;
     for (const AdamWRange& x : ranges) {
         if (x.n == 0) continue;
-        r.push_back({x.offset, x.n, block, x.decay ? 1 : 0});
+        r.push_back({x.offset, x.n, x.state == SIZE_MAX ? x.offset : x.state, block, x.decay ? 1 : 0});
         block += (int)((x.n + per_block - 1) / per_block);
     }
-    r.push_back({0, 0, block, 0});  // the end: first_block of the sentinel = the launch's block count
+    r.push_back({0, 0, 0, block, 0});  // the end: first_block of the sentinel = the launch's block count
     return r;
 }
 
@@ -73,10 +76,10 @@ static __global__ void adamw_kernel(bf16* params, float* master, float* m, float
         if (max_norm > 0 && norm > max_norm) scale = (float)(max_norm / norm);
     }
     const int k = r.n - i < ADAMW_PER_THREAD ? (int)(r.n - i) : ADAMW_PER_THREAD;
-    const size_t o = r.offset + i;
+    const size_t o = r.offset + i, so = r.state + i;  // in params and grads; in master, m and v
     const float decay = r.decay ? matrix_decay : 1.0f;
     float g[4], mi[4], vi[4], p[4];
-    load4(g, grads + o, k), load4(mi, m + o, k), load4(vi, v + o, k), load4(p, master + o, k);
+    load4(g, grads + o, k), load4(mi, m + so, k), load4(vi, v + so, k), load4(p, master + so, k);
     UNROLL
     for (int j = 0; j < 4; j++) {
         const float gj = g[j] * scale;
@@ -84,7 +87,7 @@ static __global__ void adamw_kernel(bf16* params, float* master, float* m, float
         vi[j] = b2 * vi[j] + (1.0f - b2) * gj * gj;
         p[j] = p[j] * decay - step * mi[j] / (sqrtf(vi[j] * rbc2) + eps);
     }
-    store4(m + o, mi, k), store4(v + o, vi, k), store4(master + o, p, k);
+    store4(m + so, mi, k), store4(v + so, vi, k), store4(master + so, p, k);
     UNROLL
     for (int j = 0; j < 4; j++)
         if (j < k) params[o + j] = __float2bfloat16(p[j]);

@@ -30,7 +30,9 @@
 //       first + n <= P)
 //       [20..255] zero
 //   then S bytes of data-loader position (a POD, see dataloader.h), then n x fp32 AdamW m, then n x fp32 v.
-// The checksum covers the whole file in the same way as model.bin's.
+// The checksum covers the whole file in the same way as model.bin's. The state files of one checkpoint written by
+// several ranks (run_dir.h) hold consecutive ranges that together cover [0, P); load_state_range reads a file's
+// range from its header alone, so that a rank reads only the files it needs.
 //
 // Version 1 files (written before the header was covered) are still read, with the same range checks; their
 // checksum covers only what follows the header (model.bin: checksum64 of the layer table chained with the
@@ -230,26 +232,30 @@ inline void save_state(const std::string& path, const TrainState& s) {
                             {s.v.data(), s.v.size() * 4}});
 }
 
-// Reads and checks the header (n must equal `n_expected`), then the loader position and the moments straight
-// into their vectors, and checks the checksum.
-inline TrainState load_state(const std::string& path, size_t n_expected) {
-    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
-    size_t size;
-    FileHandle fh = open_sized(path, "optimizer state", size);
-    FILE* f = fh.get();
+// The header of a state file, read and checked (everything but the checksum, which covers the whole file).
+struct StateHeader {
+    int32_t words[256];
+    int version = 0;
+    int64_t n = 0;             // moments in the file
+    size_t loader_bytes = 0;
+    TrainState fields;         // step, tokens, rng and the data-parallel words; no loader, m or v yet
+};
+template <class Bad>
+StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
+    StateHeader r;
+    int32_t* h = r.words;
     if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
-    int32_t h[256];
-    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
+    if (fread(h, sizeof r.words, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
-    const int version = h[1];
-    if (version != 1 && version != 2)
-        throw bad("version " + std::to_string(version) + ", this build reads versions 1 and 2");
-    TrainState s;
+    r.version = h[1];
+    if (r.version != 1 && r.version != 2)
+        throw bad("version " + std::to_string(r.version) + ", this build reads versions 1 and 2");
+    TrainState& s = r.fields;
     s.step = get64(h, 2);
     s.tokens = get64(h, 6);
     s.rng = (uint64_t)get64(h, 8);
-    const int64_t n = get64(h, 4);
-    const size_t lsz = (size_t)header_int(h, 10, "data-loader position size", 0, 4096, bad);
+    r.n = get64(h, 4);
+    r.loader_bytes = (size_t)header_int(h, 10, "data-loader position size", 0, 4096, bad);
     s.rank = h[13], s.world = header_int(h, 14, "world size", 0, 1 << 20, bad);
     header_int(h, 15, "reserved word", 0, 0, bad);
     s.first_param = get64(h, 16), s.model_params = get64(h, 18);
@@ -257,12 +263,43 @@ inline TrainState load_state(const std::string& path, size_t n_expected) {
     if (s.step < 0 || s.tokens < 0)
         throw bad("corrupt header: step " + std::to_string(s.step) + ", tokens " + std::to_string(s.tokens) +
                   " (negative)");
+    const int64_t n = r.n;
     if (s.world == 0 ? (s.rank != 0 || s.first_param != 0 || s.model_params != 0)
                      : (s.rank < 0 || s.rank >= s.world || n < 0 || n > s.model_params || s.first_param < 0 ||
                         s.first_param > s.model_params - n))
         throw bad("corrupt header: rank " + std::to_string(s.rank) + " of world " + std::to_string(s.world) +
                   ", moments of parameters [" + std::to_string(s.first_param) + ", +" + std::to_string(n) + ") of " +
                   std::to_string(s.model_params));
+    return r;
+}
+
+// Which moments a state file holds, from its header alone: [first, first + n) of the model's P parameters (a
+// single process's file, world 0: all of them, [0, n)); world: how many files the checkpoint has.
+struct StateRange {
+    int64_t step = 0, first = 0, n = 0, P = 0;
+    int32_t rank = 0, world = 0;
+};
+inline StateRange load_state_range(const std::string& path) {
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    const StateHeader h = read_state_header(fh.get(), size, bad);
+    const TrainState& s = h.fields;
+    return {s.step, s.first_param, h.n, s.world == 0 ? h.n : s.model_params, s.rank, s.world};
+}
+
+// Reads and checks the header (n must equal `n_expected`), then the loader position and the moments straight
+// into their vectors, and checks the checksum.
+inline TrainState load_state(const std::string& path, size_t n_expected) {
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    FILE* f = fh.get();
+    StateHeader hd = read_state_header(f, size, bad);
+    const int32_t* h = hd.words;
+    TrainState s = hd.fields;
+    const int64_t n = hd.n;
+    const size_t lsz = hd.loader_bytes;
     if (n != (int64_t)n_expected)
         throw bad("holds the moments of " + std::to_string(n) + " parameters but the model has " +
                   std::to_string(n_expected) + "; it belongs to a different model");
@@ -275,7 +312,7 @@ inline TrainState load_state(const std::string& path, size_t n_expected) {
     if (fread(s.loader.data(), 1, lsz, f) != lsz || fread(s.m.data(), 4, P, f) != P || fread(s.v.data(), 4, P, f) != P)
         throw bad("error reading the file");
     uint64_t sum;
-    if (version == 1) {  // chained piece by piece, exactly as version 1 hashed them
+    if (hd.version == 1) {  // chained piece by piece, exactly as version 1 hashed them
         sum = checksum64(s.loader.data(), lsz);
         sum = checksum64(s.m.data(), 4 * P, sum);
         sum = checksum64(s.v.data(), 4 * P, sum);

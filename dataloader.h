@@ -17,6 +17,11 @@
 // from std:: distributions, so the order is the same on every compiler and platform. Because the streams
 // are keyed rather than carried along, the whole position is a small POD (LoaderState): a checkpoint saves
 // it, restore() rebuilds the permutation, and next_batch continues exactly as an uninterrupted loader.
+// The position is global, not per rank: (epoch, shard, windows of that shard's order consumed by all ranks
+// together), independent of the seed-keyed order's owner. So a run saved by 8 ranks resumes on 4 (or with
+// another B): the same shard, the same window order, continuing from the first whole group of B * world
+// windows at or after the saved window (at most one group's windows are skipped; none when B * world is
+// unchanged, where the continuation is exact).
 //
 // Checked once, when the loader opens the shards: every header and size, and every token of every shard
 // below the vocabulary V (read in large blocks and scanned in parallel), so a bad token fails at the start of
@@ -271,9 +276,9 @@ struct LoaderState {
   uint64_t seed;         // shuffle seed (the whole RNG state: streams are keyed by seed, epoch, shard)
   uint64_t epoch;        // completed passes over the data
   uint64_t shard_pos;    // position in this epoch's shard order
-  uint64_t group_pos;    // next group of B * world windows within that shard
+  uint64_t group_pos;    // next group of B * world windows within that shard (window group_pos * B * world)
   uint64_t fingerprint;  // hash of the shard token counts, so a state is not restored onto other data
-  uint32_t B, T, world;  // the batch shape it was saved under
+  uint32_t B, T, world;  // the batch shape it was saved under (T must match on restore; B, world may differ)
   uint32_t shuffle;      // 1 when shuffling
 };
 static_assert(std::is_trivially_copyable<LoaderState>::value, "LoaderState must stay plain data");
@@ -282,7 +287,8 @@ static_assert(sizeof(LoaderState) == 56, "LoaderState has a fixed on-disk size")
 class DataLoader {
  public:
   // glob: shard pattern (e.g. "data/default/default_train_*.bin"); B x T batches; this is rank `rank` of
-  // `world`; vocab: token ids must be below it (every token of every shard is checked here, once).
+  // `world`; vocab: token ids must be below it (checked here, once: every shard with one rank, every world-th
+  // shard from rank's with several).
   DataLoader(const std::string& glob, int B, int T, int rank, int world, bool shuffle, uint64_t seed,
              int vocab = GPT2_VOCAB)
       : B_(B), T_(T), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed) {
@@ -291,7 +297,9 @@ class DataLoader {
                                " rank=" + std::to_string(rank) + " world=" + std::to_string(world));
     for (const std::string& p : glob_shards(glob)) shards_.push_back(read_shard_info(p));
     const auto t0 = std::chrono::steady_clock::now();
-    for (const ShardInfo& s : shards_) validate_shard_tokens(s, vocab);
+    // Rank r checks every world-th shard: together the ranks check every token once (their set-up agrees on
+    // the verdict, train_loop.h), rather than each reading all of a FineWeb-sized corpus.
+    for (size_t i = (size_t)rank; i < shards_.size(); i += (size_t)world) validate_shard_tokens(shards_[i], vocab);
     validate_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     SplitMix64 h(0x5052534dull);  // fingerprint of the data: shard count and every shard's token count
     fingerprint_ = h.next() ^ shards_.size();
@@ -301,7 +309,9 @@ class DataLoader {
     if (groups == 0)
       throw std::runtime_error("shards " + glob + " hold " + std::to_string(tokens_total()) +
                                " tokens, too few for one batch: a shard needs B*T*world+1 = " +
-                               std::to_string((uint64_t)B * T * world + 1) + " tokens; lower B or T");
+                               std::to_string((uint64_t)B * T * world + 1) + " tokens" +
+                               (world > 1 ? " with " + std::to_string(world) + " ranks; lower B or T, or use fewer ranks"
+                                          : "; lower B or T"));
     batches_per_epoch_ = groups;
     window_.resize((size_t)T + 1);
     reset();
@@ -325,13 +335,7 @@ class DataLoader {
     group_pos_++;
     if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {
       group_pos_ = 0;
-      shard_pos_++;
-      if (shard_pos_ >= shards_.size()) {
-        shard_pos_ = 0;
-        epoch_++;
-        plan_epoch();
-      }
-      enter_shard();
+      next_shard();
     }
   }
 
@@ -360,23 +364,31 @@ class DataLoader {
     return s;
   }
 
+  // Continues from a saved position. T, the seed, shuffling and the data must match; B and the rank count may
+  // differ (see the top: the position is rounded up to this loader's next whole group).
   void restore(const LoaderState& s) {
-    if (s.B != (uint32_t)B_ || s.T != (uint32_t)T_ || s.world != (uint32_t)world_ ||
-        s.shuffle != (shuffle_ ? 1u : 0u) || s.seed != seed_)
-      throw std::runtime_error("data position was saved with B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-                               " world=" + std::to_string(s.world) + " shuffle=" + std::to_string(s.shuffle) +
-                               " seed=" + std::to_string(s.seed) + "; resume with the same values");
+    if (s.T != (uint32_t)T_ || s.shuffle != (shuffle_ ? 1u : 0u) || s.seed != seed_ || s.B == 0 || s.world == 0)
+      throw std::runtime_error("data position was saved with T=" + std::to_string(s.T) + " shuffle=" +
+                               std::to_string(s.shuffle) + " seed=" + std::to_string(s.seed) +
+                               "; resume with the same values");
     if (s.fingerprint != fingerprint_)
       throw std::runtime_error("data position was saved on different shards (the token counts differ); "
                                "resume on the same data");
-    if (s.shard_pos >= shards_.size() || s.group_pos >= groups_in(shards_[order_at(s.epoch, s.shard_pos)]))
+    const uint64_t window = s.group_pos * s.B * s.world;  // windows of the shard consumed by all ranks
+    if (s.shard_pos >= shards_.size() || window >= windows_in(shards_[order_at(s.epoch, s.shard_pos)]))
       throw std::runtime_error("data position (shard " + std::to_string(s.shard_pos) + ", group " +
                                std::to_string(s.group_pos) + ") is outside the data; the state is corrupt");
+    const uint64_t group = (uint64_t)B_ * world_;
     epoch_ = s.epoch;
     shard_pos_ = s.shard_pos;
-    group_pos_ = s.group_pos;
+    group_pos_ = (window + group - 1) / group;
     plan_epoch();
-    enter_shard();
+    if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {  // this shard has no whole group left
+      group_pos_ = 0;
+      next_shard();
+    } else {
+      enter_shard();
+    }
   }
 
   size_t tokens_total() const {
@@ -407,6 +419,17 @@ class DataLoader {
       shard_order_.resize(shards_.size());
       for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = (uint32_t)i;
     }
+  }
+
+  // The first group of the next shard in this epoch's order (wrapping into the next epoch).
+  void next_shard() {
+    shard_pos_++;
+    if (shard_pos_ >= shards_.size()) {
+      shard_pos_ = 0;
+      epoch_++;
+      plan_epoch();
+    }
+    enter_shard();
   }
 
   // Opens the shard at shard_pos_, skipping shards too small for a group (at least one shard is not).

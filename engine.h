@@ -8,14 +8,25 @@
 // as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
 // GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until
 // read_stats: the one call of a training step that waits for the GPU (test_model_cuda.cpp counts them).
+//
+// Data parallelism (several ranks, dist.h): each rank's engine runs forward_backward on its own micro-batches;
+// the gradients are then summed over the ranks before clip_grad_norm reads them, so clip_grad_norm and
+// adamw_step work on that sum and every rank ends each step with the same parameters. The step's last
+// micro-step says so (last_micro_step), and the engine may start the reduction during its backward (the CUDA
+// engine does, layer by layer, on a second stream); otherwise clip_grad_norm does all of it. With ZeRO-1 each
+// rank keeps only its shard (shard.h) of the summed gradient, of the fp32 master weights and of the AdamW
+// moments: it updates its shard and the ranks all-gather the parameters. Checkpoints see the shard as
+// optimizer_range().
 // Does not: include either engine (they include this file; the factory that sees both is engines.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dist.h"
 #include "schedule.h"
 
 struct OptimizerHyper {
@@ -29,6 +40,15 @@ struct StepStats {
     double loss = 0, grad_norm = 0;
 };
 
+// How an engine takes part in data parallelism: the process group (null: one process) and the ZeRO stage
+// (0: every rank keeps the whole optimizer state; 1: each keeps a 1/world shard of it).
+struct DataParallel {
+    Dist* dist = nullptr;
+    int zero = 0;
+    int world() const { return dist ? dist->world : 1; }
+    int rank() const { return dist ? dist->rank : 0; }
+};
+
 class Engine {
   public:
     virtual ~Engine() = default;
@@ -37,7 +57,9 @@ class Engine {
     virtual size_t num_params() const = 0;
 
     virtual void init_params(uint64_t seed) = 0;
-    virtual void get_params(float* out) const = 0;  // (P) fp32
+    // (P) fp32. With ZeRO-1 the CUDA engine's fp32 master weights are sharded, so get_params gathers them: a
+    // collective that every rank calls, between steps. set_params takes the whole vector on every rank.
+    virtual void get_params(float* out) const = 0;
     virtual void set_params(const float* in) = 0;
 
     // Queues a forward pass of one micro-batch; inputs, targets (B, T), read before the call returns. targets may
@@ -46,20 +68,30 @@ class Engine {
     virtual void forward(const int* inputs, const int* targets, int B, int T) = 0;
     // Queues a training micro-step: forward and backward of one micro-batch, grads += d(grad_scale * loss) /
     // d params and the loss sum += grad_scale * loss. Leaves no logits (their memory holds their gradient).
-    virtual void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale) = 0;
+    // last_micro_step: no micro-step follows before clip_grad_norm, so with several ranks the engine may reduce
+    // the gradients across them during this backward (a hint; without it clip_grad_norm reduces them).
+    virtual void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                                  bool last_micro_step = false) = 0;
     virtual void zero_grad() = 0;
-    // Queues the global gradient norm; the next adamw_step scales the gradients by min(1, max_norm / norm)
-    // (max_norm <= 0: no clipping). read_stats returns the norm before clipping.
+    // Queues the global gradient norm (with several ranks: of the gradients summed over the ranks, reducing
+    // them first where the last micro-step did not); the next adamw_step scales the gradients by
+    // min(1, max_norm / norm) (max_norm <= 0: no clipping). read_stats returns the norm before clipping, the same
+    // on every rank.
     virtual void clip_grad_norm(double max_norm) = 0;
     // Queues the AdamW update. A step whose loss (summed since the last read) or gradient norm (of the clip
     // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
     // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
     // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
-    // returns the loss sum since the last read (then zero) and that norm. An AdamW update queued after the clip
+    // returns the loss sum since the last read (then zero) and that norm. With several ranks, a training step's
+    // loss (read after clip_grad_norm) is summed over the ranks, like the norm, so every rank's non-finite guard
+    // decides alike; a forward-only loss (validation) is this rank's. An AdamW update queued after the clip
     // keeps running while the host goes on.
     virtual StepStats read_stats() = 0;
-    // AdamW moments (P each) and its step count, for checkpoints.
+    // The parameters whose AdamW moments this rank holds, as [begin, end) of the interface order: all of
+    // [0, P) unless ZeRO-1 shards them. get/set_optimizer move the moments of exactly this range (end - begin
+    // each) and the step count, for checkpoints.
+    virtual std::pair<size_t, size_t> optimizer_range() const { return {0, num_params()}; }
     virtual void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const = 0;
     virtual void set_optimizer(const std::vector<float>& m, const std::vector<float>& v, long t) = 0;
 

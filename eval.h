@@ -167,10 +167,12 @@ inline EvalResult eval_finish(const EvalFile& f, const EvalSums& s, double secon
     return r;
 }
 
-// One process, the whole task (or its first `limit` examples).
-inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0) {
+// The whole task (or its first `limit` examples): one process, or every rank of dist scoring its share and the
+// counts summed over the ranks (every rank calls it and gets the same result).
+inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0, const Dist* dist = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
-    EvalSums s = eval_task_sums(eng, f, batch, limit);
+    EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world) : eval_task_sums(eng, f, batch, limit);
+    if (dist) dist->sum(s.v.data(), EvalSums::kCount, "the sum of the eval counts");
     return eval_finish(f, s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 

@@ -7,13 +7,15 @@
 // the engine make_engine picks (the GPU engine when one is built in, else the CPU reference) through the same
 // Engine interface the trainer uses, packing --batch rows (one row per choice) into each forward. Prints one
 // row per task: examples, acc and acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and
-// bits per byte, seconds.
+// bits per byte, seconds. Under mpirun every process is a rank (dist.h): each scores every world-th example on
+// its own GPU and the counts are summed, so 8 GPUs take an eighth of the time for the same numbers.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "dist.h"
 #include "engines.h"
 #include "eval.h"
 
@@ -53,7 +55,16 @@ std::string pct(double p, double se) { return std::isfinite(p) ? fmt("%.2f", 100
 // Right-aligned in w columns (printf's widths count bytes, and "±" is two).
 std::string pad(const std::string& s, int w) { return std::string(std::max(0, w - py::len(s)), ' ') + s; }
 
-int run(const Options& o) {
+// Every file is read and checked before the first forward: a bad one fails in a second, not after an hour.
+struct Prepared {
+    LoadedModel m;
+    std::vector<EvalFile> files;
+    std::unique_ptr<Engine> eng;
+    std::string why;
+};
+
+Prepared prepare(const Options& o, Dist& dist) {
+    Prepared p;
     std::vector<std::string> tasks;
     for (size_t a = 0; a <= o.tasks.size();) {
         size_t b = o.tasks.find(',', a);
@@ -65,11 +76,11 @@ int run(const Options& o) {
     }
     if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
 
-    LoadedModel m = load_model(o.model);
-    // Every file is read and checked before the first forward: a bad one fails in a second, not after an hour.
+    p.m = load_model(o.model);
+    const LoadedModel& m = p.m;
     uint64_t want = 0;
     if (!o.tokenizer.empty()) want = tokenizer_fingerprint(Tokenizer::load(o.tokenizer));
-    std::vector<EvalFile> files;
+    std::vector<EvalFile>& files = p.files;
     for (const auto& t : tasks) {
         files.push_back(load_eval_file(o.data + "/" + t + ".bin", m.cfg.V));
         const EvalFile& f = files.back();
@@ -82,23 +93,39 @@ int run(const Options& o) {
                             "; rebuild them all with the same one");
     }
 
-    std::string why;
-    std::unique_ptr<Engine> eng = make_engine(m.cfg, o.cpu, why);
-    eng->set_params(m.params.data());
-    printf("eval_zeroshot: %s (step %lld, %zu parameters, T = %d)\n", o.model.c_str(), (long long)m.step, eng->num_params(),
-           m.cfg.T);
-    printf("engine: %s; %s; %d rows per forward\n\n", eng->describe().c_str(), why.c_str(), o.batch);
-    printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
-           "bits/byte", "seconds");
+    EngineOptions eo;
+    eo.force_cpu = o.cpu, eo.dp = DataParallel{&dist, 0};  // ranks score their own examples: no optimizer to shard
+    p.eng = make_engine(m.cfg, eo, p.why);
+    p.eng->set_params(m.params.data());
+    return p;
+}
+
+int run(const Options& o, Dist& dist) {
+    const bool lead = dist.rank == 0;
+    Prepared p;
+    dist.all_or_none([&] { p = prepare(o, dist); });
+    const LoadedModel& m = p.m;
+    const std::unique_ptr<Engine>& eng = p.eng;
+    const std::string& why = p.why;
+    if (lead) {
+        printf("eval_zeroshot: %s (step %lld, %zu parameters, T = %d)\n", o.model.c_str(), (long long)m.step,
+               eng->num_params(), m.cfg.T);
+        printf("engine: %s; %s; %d rows per forward%s\n\n", eng->describe().c_str(), why.c_str(), o.batch,
+               dist.world > 1 ? ("; " + dist.describe()).c_str() : "");
+        printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
+               "bits/byte", "seconds");
+    }
     std::vector<EvalResult> results;
-    for (const auto& f : files) {
-        EvalResult r = run_eval_task(*eng, f, o.batch, o.limit);
+    for (const auto& f : p.files) {
+        EvalResult r = run_eval_task(*eng, f, o.batch, o.limit, &dist);
+        if (!lead) continue;
         printf("%-11s %8ld %s %s %10s %9s %9s %8.1f\n", r.task.c_str(), r.n, pad(pct(r.acc, r.acc_se), 16).c_str(),
                pad(pct(r.acc_norm, r.acc_norm_se), 16).c_str(), fmt("%.3f", r.ppl).c_str(), fmt("%.4f", r.byte_ppl).c_str(),
                fmt("%.4f", r.bits_per_byte).c_str(), r.seconds);
         fflush(stdout);
         results.push_back(r);
     }
+    if (!lead) return 0;
     printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
            "targets' (\" word\").\n");
     if (!o.json.empty()) {
@@ -117,36 +144,34 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options o;
-    std::vector<Flag> flags = make_flags(o);
-    try {
-        std::vector<char*> rest{argv[0]};  // the one positional argument (the checkpoint) is taken out first
-        for (int i = 1; i < argc; i++) {
-            std::string a = argv[i];
-            bool is_flag = a.size() > 1 && a[0] == '-';
-            if (!is_flag && o.model.empty()) { o.model = a; continue; }
-            rest.push_back(argv[i]);
-            if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
-                for (const auto& f : flags)
-                    for (const auto& n : flag_spellings(f))
-                        if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
-        }
-        parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
+    Dist dist;
+    return run_ranks(dist, "use a smaller --batch", [&] {
+        dist.start(&argc, &argv, "eval_zeroshot");
+        Options o;
+        std::vector<Flag> flags = make_flags(o);
+        dist.all_or_none([&] {
+            std::vector<char*> rest{argv[0]};  // the one positional argument (the checkpoint) is taken out first
+            for (int i = 1; i < argc; i++) {
+                std::string a = argv[i];
+                bool is_flag = a.size() > 1 && a[0] == '-';
+                if (!is_flag && o.model.empty()) { o.model = a; continue; }
+                rest.push_back(argv[i]);
+                if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
+                    for (const auto& f : flags)
+                        for (const auto& n : flag_spellings(f))
+                            if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
+            }
+            parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
+            if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
+        });
         if (o.help) {
-            printf("usage: eval_zeroshot MODEL.bin [flags]\n\nZero-shot scores of a checkpoint, as lm-evaluation-harness "
-                   "computes them (prompts and metrics: EVAL.md).\n\n");
-            print_flags(stdout, flags);
+            if (dist.rank == 0) {
+                printf("usage: eval_zeroshot MODEL.bin [flags]\n\nZero-shot scores of a checkpoint, as lm-evaluation-harness "
+                       "computes them (prompts and metrics: EVAL.md). Under mpirun the examples are split across the ranks.\n\n");
+                print_flags(stdout, flags);
+            }
             return 0;
         }
-        if (o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
-        return run(o);
-    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, IoError, EvalError, tokenizer errors
-        fflush(stdout);  // what the run printed comes first, the error line last
-        fprintf(stderr, "eval_zeroshot: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "eval_zeroshot: error: out of memory; use a smaller --batch\n");
-    } catch (const std::exception& e) {
-        fprintf(stderr, "eval_zeroshot: internal error: %s\n", e.what());
-    }
-    return 1;
+        return run(o, dist);
+    });
 }

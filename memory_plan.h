@@ -111,10 +111,13 @@ struct GpuMemory {
     size_t total() const { return params + grads + optimizer + activations + fixed; }
 };
 
-inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute) {
-    const size_t Pg = device_layout(c).total;
+// shards: the ranks ZeRO-1 splits the optimizer state over (model.cuh keeps master, m and v of one shard, of
+// ceil(Pg / shards) elements rounded up to 128; parameters and gradients stay whole, padded to shards x that).
+inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, int shards = 1) {
+    const size_t Pg = device_layout(c).total, S = ((Pg + shards - 1) / shards + 127) / 128 * 128;
+    const size_t Palloc = shards == 1 ? Pg : S * shards;
     GpuMemory m;
-    m.params = Pg * 2, m.grads = Pg * 4, m.optimizer = 3 * Pg * 4;
+    m.params = Palloc * 2, m.grads = Palloc * 4, m.optimizer = 3 * (shards == 1 ? Pg : S) * 4;
     m.activations = activation_bytes(c, B, T, recompute);
     m.fixed = (size_t)32 << 20;  // cuBLASLt workspace
     for (const LayerSpec& s : c.layers) m.fixed += (size_t)c.T * s.head_dim() * 4;  // RoPE tables (an upper bound)
@@ -123,10 +126,10 @@ inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute) 
 
 // With `free` bytes of GPU memory: keep every activation (0), recompute norm and SwiGLU outputs (1), or neither
 // fits (-1). A 3% margin covers the allocator's rounding and fragmentation.
-inline int choose_recompute(const ModelConfig& c, int B, int T, size_t free) {
+inline int choose_recompute(const ModelConfig& c, int B, int T, size_t free, int shards = 1) {
     const double usable = 0.97 * (double)free;
-    if ((double)gpu_memory(c, B, T, false).total() <= usable) return 0;
-    if ((double)gpu_memory(c, B, T, true).total() <= usable) return 1;
+    if ((double)gpu_memory(c, B, T, false, shards).total() <= usable) return 0;
+    if ((double)gpu_memory(c, B, T, true, shards).total() <= usable) return 1;
     return -1;
 }
 

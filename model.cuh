@@ -49,7 +49,20 @@
 // bit-identical to the stored path (tested).
 // Profiling (dev/bench_model): an OpTimer, when set, is called after every op of a step with the op's name, the
 // names cost_model.h uses, so measured times line up with the roofline model.
-// Does not (yet): use more than one GPU.
+// Data parallelism (CudaEngine(cfg, recompute, dp) with several ranks, engine.h): the gradients are summed over
+// the ranks in fp32 over NCCL (comm.cuh). The step's last micro-step reduces them layer by layer as its backward
+// completes each bucket (the head, then layer L-1 down to layer 0, then the embedding; each a contiguous range of
+// the device vector), on a communication stream that waits for the compute stream with an event: bucket l's
+// reduction runs while the compute stream computes the layers below it. clip_grad_norm makes the compute stream
+// wait for the last of them. ZeRO-0 all-reduces each bucket and every rank updates everything. ZeRO-1 cuts the
+// device vector into equal contiguous shards (shard.h: padded to world x S, S a multiple of 128), reduces each
+// piece of a bucket to the rank whose shard holds it, computes the norm of its own shard (the squared norms
+// all-reduced), runs AdamW on its shard only, with master weights, m and v kept for that shard alone (1 / world
+// of the optimizer memory; the AdamW ranges carry the shard offset), and all-gathers the bf16 parameters in
+// place. The shard seen through the interface (optimizer_range, get/set_optimizer) is the interface-order image
+// of the device shard, so checkpoints do not depend on the device layout; get_params gathers the master shards
+// through the gradient buffer (dead between steps) and is a collective.
+// Does not: overlap the all-gather of the parameters with the next forward, or reduce in bf16.
 #pragma once
 
 #include <algorithm>
@@ -63,6 +76,7 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "classifier.cuh"
+#include "comm.cuh"
 #include "cuda_common.cuh"
 #include "embedding.cuh"
 #include "engine.h"
@@ -75,6 +89,7 @@
 #include "ref_init.h"
 #include "rope.cuh"
 #include "schedule.h"
+#include "shard.h"
 #include "staging.cuh"
 #include "swiglu.cuh"
 
@@ -98,9 +113,19 @@ struct OpTimer {
     virtual void mark(const char* op, cudaStream_t stream) = 0;
 };
 
+// The ranges' parts inside [begin, end), for a ZeRO-1 shard: master, m and v hold that interval from index 0.
+inline std::vector<AdamWRange> shard_ranges(const std::vector<AdamWRange>& all, size_t begin, size_t end) {
+    std::vector<AdamWRange> r;
+    for (const AdamWRange& x : all) {
+        const size_t a = std::max(begin, x.offset), b = std::min(end, x.offset + x.n);
+        if (a < b) r.push_back({a, b - a, x.decay, a - begin});
+    }
+    return r;
+}
+
 class CudaEngine : public Engine {
   public:
-    explicit CudaEngine(const ModelConfig& c, bool recompute = false);
+    explicit CudaEngine(const ModelConfig& c, bool recompute = false, const DataParallel& dp = DataParallel());
     ~CudaEngine() override;
     CudaEngine(const CudaEngine&) = delete;
     CudaEngine& operator=(const CudaEngine&) = delete;
@@ -118,23 +143,38 @@ class CudaEngine : public Engine {
         ref::init_params(p.data(), cfg_, layout_, seed);  // the reference's init: CPU and GPU runs start alike
         set_params(p.data());
     }
-    void get_params(float* out) const override { download_unpadded(master_, out); }
+    void get_params(float* out) const override {
+        if (!sharded()) return download_unpadded(master_, out);
+        // ZeRO-1: every rank's master shard into its place in the gradient buffer (dead between steps), gathered.
+        cudaCheck(cudaMemcpyAsync(grads_ + shard_.offset, master_, shard_.size * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, compute_));
+        comm_all_gather(comm_, grads_, shard_.size, compute_);
+        Watchdog::Wait w("the all-gather of the master weights");
+        download_unpadded(grads_, out);
+    }
     void set_params(const float* in) override {
         std::vector<float> g = to_padded(in);
-        cudaCheck(cudaMemcpy(master_, g.data(), Pg_ * sizeof(float), cudaMemcpyHostToDevice));
+        g.resize(Palloc_, 0.0f);
+        const size_t from = sharded() ? shard_.offset : 0;
+        cudaCheck(cudaMemcpy(master_, g.data() + from, state_size() * sizeof(float), cudaMemcpyHostToDevice));
         std::vector<bf16> b(g.begin(), g.end());
-        cudaCheck(cudaMemcpy(params_, b.data(), Pg_ * sizeof(bf16), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(params_, b.data(), Palloc_ * sizeof(bf16), cudaMemcpyHostToDevice));
     }
 
     void forward(const int* inputs, const int* targets, int B, int T) override;
-    void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale) override;
+    void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                          bool last_micro_step = false) override;
     void zero_grad() override {
-        cudaCheck(cudaMemsetAsync(grads_, 0, Pg_ * sizeof(float), compute_));
+        cudaCheck(cudaMemsetAsync(grads_, 0, Palloc_ * sizeof(float), compute_));
         mark("zero_grad");
+        grads_reduced_ = false;
     }
-    // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back.
+    // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back. With
+    // several ranks, of the summed gradient (ZeRO-1: of this rank's shard, all-reduced in queue_stats_readback).
     void clip_grad_norm(double max_norm) override {
-        grad_norm_squared(norm_sq_, grads_, Pg_, norm_partial_, compute_);
+        if (dp_.world() > 1) finish_reduction();
+        const size_t from = sharded() ? shard_.offset : 0, n = sharded() ? shard_.size : Pg_;
+        grad_norm_squared(norm_sq_, grads_ + from, n, norm_partial_, compute_);
         mark("grad_norm");
         max_norm_ = max_norm, clip_pending_ = true;
         queue_stats_readback();
@@ -149,11 +189,13 @@ class CudaEngine : public Engine {
         t_++;
         ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_, lr, hp.beta1,
                      hp.beta2, hp.eps, hp.weight_decay, step_stats_, clip_pending_ ? max_norm_ : 0.0, compute_);
+        if (sharded()) comm_all_gather(comm_, params_, shard_.size, compute_);  // every rank's updated shard
         mark("adamw");
         clip_pending_ = false, update_unread_ = true;
     }
     StepStats read_stats() override {
         if (!stats_queued_) queue_stats_readback();
+        Watchdog::Wait w("the GPU's step (its NCCL collectives)");
         cudaCheck(cudaEventSynchronize(stats_ready_));  // the step's one wait
         ring_.synced(stats_mark_);
         stats_queued_ = false;
@@ -163,16 +205,29 @@ class CudaEngine : public Engine {
         norm_read_ = false, update_unread_ = false;
         return s;
     }
+    std::pair<size_t, size_t> optimizer_range() const override {
+        if (!sharded()) return {0, layout_.total};
+        return {interface_index(shard_.begin), interface_index(shard_.end)};
+    }
     void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const override {
-        m.resize(layout_.total), v.resize(layout_.total);
-        download_unpadded(m_, m.data());
-        download_unpadded(v_, v.data());
+        if (!sharded()) {
+            m.resize(layout_.total), v.resize(layout_.total);
+            download_unpadded(m_, m.data());
+            download_unpadded(v_, v.data());
+        } else {
+            m = shard_to_interface(m_), v = shard_to_interface(v_);
+        }
         t = t_;
     }
     void set_optimizer(const std::vector<float>& m, const std::vector<float>& v, long t) override {
-        std::vector<float> gm = to_padded(m.data()), gv = to_padded(v.data());
-        cudaCheck(cudaMemcpy(m_, gm.data(), Pg_ * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(v_, gv.data(), Pg_ * sizeof(float), cudaMemcpyHostToDevice));
+        const std::pair<size_t, size_t> r = optimizer_range();
+        if (m.size() != r.second - r.first || v.size() != m.size())
+            throw std::runtime_error("set_optimizer: " + std::to_string(m.size()) + " moments for a range of " +
+                                     std::to_string(r.second - r.first) + " parameters");
+        for (auto [dev, host] : {std::make_pair(m_, &m), std::make_pair(v_, &v)}) {
+            std::vector<float> g = sharded() ? interface_to_shard(*host) : to_padded(host->data());
+            cudaCheck(cudaMemcpy(dev, g.data(), state_size() * sizeof(float), cudaMemcpyHostToDevice));
+        }
         t_ = t;
     }
     void target_logprobs(const int* targets, float* out) const override;
@@ -183,7 +238,8 @@ class CudaEngine : public Engine {
         Acts scratch;
         return carve(nullptr, B_, T_, scratch);
     }
-    // For tests: the gradients (fp32, unpadded param_layout order) after backward.
+    // For tests: the gradients (fp32, unpadded param_layout order) after backward (with several ranks, before
+    // clip_grad_norm: the reduction may have begun).
     void get_grads(float* out) const {
         std::vector<float> g(Pg_);
         cudaCheck(cudaMemcpy(g.data(), grads_, Pg_ * sizeof(float), cudaMemcpyDeviceToHost));
@@ -256,11 +312,82 @@ class CudaEngine : public Engine {
     uint64_t stats_mark_ = 0;
     double max_norm_ = 0;
     OpTimer* timer_ = nullptr;
+    // data parallelism (see the top)
+    DataParallel dp_;
+    Comm comm_;
+    Shard shard_;         // this rank's part [begin, end) of the device vector [0, Pg), S = shard_.size
+    size_t Palloc_ = 0;   // elements of params_ and grads_: Pg padded to world x S (the collectives' extent)
+    cudaStream_t comm_stream_ = nullptr;
+    cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
+    std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end): wte, layers 0 .. L-1, the head (lnf, lm_head)
+    bool reduce_in_backward_ = false, grads_reduced_ = false;
 
+    bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
+    size_t state_size() const { return sharded() ? shard_.size : Pg_; }  // elements of master, m, v
     std::string device_name() const {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
         cudaDeviceProp p;
-        cudaCheck(cudaGetDeviceProperties(&p, 0));
+        cudaCheck(cudaGetDeviceProperties(&p, dev));
         return p.name;
+    }
+    // Queues the reduction of grads [a, b) across the ranks on the communication stream, once the compute stream
+    // has queued everything that writes them: ZeRO-0 all-reduces the range, ZeRO-1 reduces each piece of it to
+    // the rank whose shard holds that piece.
+    void reduce_bucket(size_t a, size_t b) {
+        cudaCheck(cudaEventRecord(grads_ready_, compute_));
+        cudaCheck(cudaStreamWaitEvent(comm_stream_, grads_ready_, 0));
+        if (!sharded()) return comm_all_reduce_sum(comm_, grads_ + a, b - a, comm_stream_);
+        comm_group_start(comm_);
+        for (size_t x = a; x < b;) {
+            const int owner = (int)(x / shard_.size);
+            const size_t y = std::min(b, (size_t)(owner + 1) * shard_.size);
+            comm_reduce_sum(comm_, grads_ + x, y - x, owner, comm_stream_);
+            x = y;
+        }
+        comm_group_end(comm_);
+    }
+    // Bucket k reduced during the last micro-step's backward, as soon as it is complete.
+    void bucket_complete(size_t k) {
+        if (reduce_in_backward_) reduce_bucket(buckets_[k].first, buckets_[k].second);
+    }
+    // Everything reduced (what the backward did not do, now), and the compute stream waiting for it.
+    void finish_reduction() {
+        if (!grads_reduced_)
+            for (const auto& b : buckets_) reduce_bucket(b.first, b.second);
+        grads_reduced_ = true;
+        cudaCheck(cudaEventRecord(reduced_, comm_stream_));
+        cudaCheck(cudaStreamWaitEvent(compute_, reduced_, 0));
+    }
+    // Interface elements whose device position is below dev (the device order keeps the interface order).
+    size_t interface_index(size_t dev) const {
+        size_t n = 0;
+        for (size_t i = 0; i < layout_.tensors.size(); i++) {
+            const size_t g = glayout_.tensors[i].offset, k = layout_.tensors[i].numel();
+            n += dev <= g ? 0 : std::min(k, dev - g);
+        }
+        return n;
+    }
+    // ZeRO-1's device shard array (S elements of a vector in the device layout) <-> its interface range.
+    std::vector<float> shard_to_interface(const float* dev) const {
+        std::vector<float> s(shard_.size), out;
+        cudaCheck(cudaMemcpy(s.data(), dev, shard_.size * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < layout_.tensors.size(); i++) {
+            const size_t g = glayout_.tensors[i].offset, k = layout_.tensors[i].numel();
+            for (size_t x = std::max(g, shard_.begin); x < std::min(g + k, shard_.end); x++)
+                out.push_back(s[x - shard_.offset]);
+        }
+        return out;
+    }
+    std::vector<float> interface_to_shard(const std::vector<float>& in) const {
+        std::vector<float> s(shard_.size, 0.0f);
+        size_t at = 0;
+        for (size_t i = 0; i < layout_.tensors.size(); i++) {
+            const size_t g = glayout_.tensors[i].offset, k = layout_.tensors[i].numel();
+            for (size_t x = std::max(g, shard_.begin); x < std::min(g + k, shard_.end); x++)
+                s[x - shard_.offset] = in[at++];
+        }
+        return s;
     }
     void mark(const char* op) {
         if (timer_) timer_->mark(op, compute_);
@@ -303,6 +430,9 @@ class CudaEngine : public Engine {
     void queue_stats_readback() {
         cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
         cudaCheck(cudaMemsetAsync(loss_acc_, 0, sizeof(double), compute_));  // after the snapshot, in stream order
+        // With several ranks, a training step's loss (and ZeRO-1's squared norms of the shards) summed over the
+        // ranks: every rank's AdamW then skips or clips alike, and read_stats returns the job's loss.
+        if (clip_pending_ && dp_.world() > 1) comm_all_reduce_sum(comm_, step_stats_, sharded() ? 2 : 1, compute_);
         cudaCheck(cudaMemcpyAsync(stats_host_, step_stats_, 2 * sizeof(double), cudaMemcpyDeviceToHost, compute_));
         cudaCheck(cudaEventRecord(stats_ready_, compute_));
         stats_mark_ = ring_.mark();
@@ -317,11 +447,21 @@ class CudaEngine : public Engine {
     }
 };
 
-inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute)
+inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataParallel& dp)
     : cfg_(c), layout_(param_layout(c)), Vp_(padded_vocab(c.V)), glayout_(device_layout(c)),
-      rms_(c.norm == NormType::RMSNorm), recompute_(recompute) {
+      rms_(c.norm == NormType::RMSNorm), recompute_(recompute), dp_(dp) {
     validate_config(c);
     Pg_ = glayout_.total;
+    // The shards: 128-element multiples keep every shard 256-byte aligned (128-bit loads, NCCL's fast paths).
+    shard_ = shard_of(Pg_, dp_.world(), dp_.rank(), 128);
+    Palloc_ = shard_.size * dp_.world();
+    if (dp_.world() > 1) comm_ = comm_init(*dp_.dist);
+    // The buckets, in the order the backward completes them: the head, layers L-1 .. 0, the embedding.
+    const size_t layers_end = glayout_.lnf_w;
+    buckets_.push_back({0, glayout_.layer[0].ln1_w});
+    for (int l = 0; l < cfg_.L(); l++)
+        buckets_.push_back({glayout_.layer[l].ln1_w, l + 1 < cfg_.L() ? glayout_.layer[l + 1].ln1_w : layers_end});
+    buckets_.push_back({layers_end, Pg_});
     cudaCheck(cudaStreamCreate(&compute_));  // blocking: stray legacy-stream calls (cudaMemcpy) still order after it
     cudaCheck(cudaStreamCreate(&copy_));
     for (int s = 0; s < 2; s++) {
@@ -332,15 +472,21 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute)
     }
     cudaCheck(cudaEventCreateWithFlags(&carved_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&stats_ready_, cudaEventDisableTiming));
+    cudaCheck(cudaStreamCreate(&comm_stream_));
+    cudaCheck(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
     cudaCheck(cudaMallocHost(&stats_host_, 2 * sizeof(double)));
-    cudaCheck(cudaMalloc(&params_, Pg_ * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&grads_, Pg_ * sizeof(float)));
-    cudaCheck(cudaMalloc(&opt_, 3 * Pg_ * sizeof(float)));
-    master_ = opt_, m_ = opt_ + Pg_, v_ = opt_ + 2 * Pg_;
-    cudaCheck(cudaMemset(opt_, 0, 3 * Pg_ * sizeof(float)));
-    cudaCheck(cudaMemset(params_, 0, Pg_ * sizeof(bf16)));
-    cudaCheck(cudaMemset(grads_, 0, Pg_ * sizeof(float)));
-    const std::vector<AdamWLaunchRange> ranges = adamw_launch_ranges(adamw_ranges(glayout_));
+    cudaCheck(cudaMalloc(&params_, Palloc_ * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&grads_, Palloc_ * sizeof(float)));
+    const size_t S = state_size();  // ZeRO-1: master, m and v of this rank's shard only
+    cudaCheck(cudaMalloc(&opt_, 3 * S * sizeof(float)));
+    master_ = opt_, m_ = opt_ + S, v_ = opt_ + 2 * S;
+    cudaCheck(cudaMemset(opt_, 0, 3 * S * sizeof(float)));
+    cudaCheck(cudaMemset(params_, 0, Palloc_ * sizeof(bf16)));
+    cudaCheck(cudaMemset(grads_, 0, Palloc_ * sizeof(float)));
+    const std::vector<AdamWRange> all = adamw_ranges(glayout_);
+    const std::vector<AdamWLaunchRange> ranges =
+        adamw_launch_ranges(sharded() ? shard_ranges(all, shard_.offset, shard_.offset + shard_.size) : all);
     n_ranges_ = (int)ranges.size(), adamw_blocks_ = ranges.back().first_block;
     Carver small{nullptr, 0};
     for (int pass = 0; pass < 2; pass++) {  // measure, then carve
@@ -369,7 +515,9 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute)
 }
 
 inline CudaEngine::~CudaEngine() {
-    cudaStreamSynchronize(compute_), cudaStreamSynchronize(copy_);
+    cudaStreamSynchronize(compute_), cudaStreamSynchronize(copy_), cudaStreamSynchronize(comm_stream_);
+    comm_free(comm_);
+    cudaEventDestroy(grads_ready_), cudaEventDestroy(reduced_), cudaStreamDestroy(comm_stream_);
     cudaFree(params_), cudaFree(grads_), cudaFree(opt_), cudaFree(tables_), cudaFree(acts_mem_), cudaFree(small_mem_);
     cudaFreeHost(stats_host_);
     for (int s = 0; s < 2; s++)
@@ -527,7 +675,8 @@ inline void CudaEngine::forward(const int* inputs, const int* targets, int B, in
     logits_valid_ = true;
 }
 
-inline void CudaEngine::forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale) {
+inline void CudaEngine::forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
+                                         bool last_micro_step) {
     if (!targets) throw std::logic_error("forward_backward needs targets");
     validate_forward_inputs(cfg_, inputs, targets, B, T);
     const long N = (long)B * T;
@@ -547,7 +696,10 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     mark("classifier");
     loss_sum(loss_acc_, a_.losses, N, (double)grad_scale / count, compute_);
     mark("loss_sum");
+    reduce_in_backward_ = last_micro_step && dp_.world() > 1;
     backward();
+    grads_reduced_ = grads_reduced_ || reduce_in_backward_;
+    reduce_in_backward_ = false;
     cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
 }
 
@@ -577,6 +729,7 @@ inline void CudaEngine::backward() {
     norm_backward(rms_, a_.dresid, D, G(glayout_.lnf_w), G(glayout_.lnf_b), dlnf, resid(2 * L), D, a_.meanf,
                   a_.rstdf, P(glayout_.lnf_w), N, Df, a_.norm_scratch, compute_);
     mark("norm_backward");
+    bucket_complete(L + 1);  // the head: the final norm, and lm_head when untied
 
     for (int l = L - 1; l >= 0; l--) {
         const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
@@ -632,11 +785,13 @@ inline void CudaEngine::backward() {
         norm_backward(rms_, a_.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1, a.rstd1,
                       P(o.ln1_w), N, w, a_.norm_scratch, compute_);
         mark("norm_backward");
+        bucket_complete(1 + l);  // layer l's weight gradients are complete: reduced while layers below compute
     }
     cudaCheck(cudaStreamWaitEvent(compute_, buckets_uploaded_[slot_], 0));
     const Upload up = upload_of(a_.upload[slot_], N);
     embedding_backward(G(glayout_.wte), a_.dresid, D, up.rows, up.starts, up.positions, U_, d, compute_);
     mark("embedding_backward");
+    bucket_complete(0);  // the embedding (tied: its head gradient came first, the lookups' last)
 }
 
 inline void CudaEngine::target_logprobs(const int* targets, float* out) const {

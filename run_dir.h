@@ -10,8 +10,17 @@
 // all; the new one is never pruned, and a checkpoint of non-finite parameters is never written. Leftovers of
 // a crash (step_N.tmp/, latest.tmp, ...) are removed at start. A fresh run refuses an OUT that holds a run
 // (checkpoints, latest or a non-empty log) unless told --overwrite, so a forgotten --resume loses nothing.
+//
+// Several ranks (dist.h) share one OUT, on a file system every node sees. Rank 0 creates step_N.tmp/ and
+// writes model.bin; every rank that holds a shard of the optimizer state (ZeRO-1: each; ZeRO-0: rank 0, which
+// holds all of it) writes state_rank<r>.bin with the range of parameters it covers; the ranks agree that every
+// write succeeded (Dist::all_or_none, a collective); then rank 0 alone renames the directory, moves latest and
+// prunes. No rank can publish a checkpoint another is still writing, and a failed write on any rank ends every
+// rank with one message. Resuming, every rank reads model.bin and the state files whose ranges overlap the part
+// of the optimizer state it holds now: the same files when the rank count is unchanged, others when it changed
+// (re-sharding is a copy of overlapping ranges). Only rank 0 writes log.jsonl and cleans up OUT.
 // Does not: decide when to checkpoint or what a step is (train_loop.h), or know how an engine stores its
-// weights (everything crosses the Engine interface as fp32 in param_layout order).
+// weights (everything crosses the Engine interface as fp32 in param_layout order, shards as interface ranges).
 #pragma once
 
 #include <dirent.h>
@@ -28,6 +37,7 @@
 
 #include "checkpoint.h"
 #include "dataloader.h"
+#include "dist.h"
 #include "engine.h"
 #include "json.h"
 #include "schedule.h"
@@ -127,13 +137,13 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
 struct ResumePoint {
     std::string dir;   // the checkpoint directory
     long step = 0, tokens = 0;
-    uint64_t rng = 0;  // sampling RNG state
+    uint64_t rng = 0;  // sampling RNG state (rank 0's, the one that samples)
     LoaderState loader;
 };
 
 class RunDir {
   public:
-    RunDir(const std::string& out, int keep) : out_(out), keep_(keep) {}
+    RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
     const std::string& path() const { return out_; }
     std::string log_path() const { return out_ + "/log.jsonl"; }
 
@@ -166,8 +176,9 @@ class RunDir {
     }
 
     // Creates OUT and removes what a crash can leave behind: step_N.tmp directories and the .tmp files of
-    // atomic writes (latest.tmp, model.bin.tmp, log.jsonl.tmp). Never touches a complete checkpoint.
+    // atomic writes (latest.tmp, model.bin.tmp, log.jsonl.tmp). Never touches a complete checkpoint. Rank 0's.
     void create() const {
+        if (!lead()) return;
         make_dirs(out_);
         for (const std::string& n : list_dir(out_)) {
             if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
@@ -180,7 +191,9 @@ class RunDir {
 
     // A fresh run: with `overwrite`, deletes the earlier run's checkpoints, latest and model.bin; then starts
     // an empty log. Called once everything else has been checked, so a run that fails to start deletes nothing.
+    // Rank 0's.
     void start_fresh(bool overwrite) const {
+        if (!lead()) return;
         if (overwrite) {
             unlink((out_ + "/latest").c_str());
             unlink((out_ + "/model.bin").c_str());
@@ -191,36 +204,52 @@ class RunDir {
         fclose(lf);
     }
 
-    // Writes OUT/step_N.tmp/{model.bin,state_rank0.bin}, renames the directory to OUT/step_N, then points
+    // Writes OUT/step_N.tmp/{model.bin,state_rank<r>.bin}, renames the directory to OUT/step_N, then points
     // OUT/latest and OUT/model.bin at it (each by an atomic rename), and prunes older checkpoints to `keep`.
     // Refuses (CheckpointError) parameters that are not all finite: such a checkpoint would replace a good one.
+    // Every rank calls it (see the top for who writes what).
     void save(Engine& eng, const LoaderState& loader, long step, long tokens, uint64_t rng) {
         std::string name = step_dir_name(step), dir = out_ + "/" + name, tmp = dir + ".tmp";
         std::vector<float> params(eng.num_params());
-        eng.get_params(params.data());
-        for (size_t i = 0; i < params.size(); i++)
+        eng.get_params(params.data());  // on every rank: with ZeRO-1 on the GPU it gathers the master weights
+        for (size_t i = 0; i < params.size(); i++)  // the same parameters on every rank: they all stop here
             if (!std::isfinite(params[i]))
                 throw CheckpointError("not writing a checkpoint at step " + std::to_string(step) + ": parameter " +
                                       std::to_string(i) + " is " + std::to_string(params[i]) +
                                       "; OUT/latest still names the last good one");
-        remove_tree(tmp);
+        const std::pair<size_t, size_t> range = eng.optimizer_range();
+        const bool whole = range.first == 0 && range.second == eng.num_params();
         try {
-            make_dirs(tmp);
-            save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
-            TrainState st;
-            st.step = step;
-            st.tokens = tokens;
-            st.rng = rng;
-            st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
-            long t;
-            eng.get_optimizer(st.m, st.v, t);
-            save_state(tmp + "/state_rank0.bin", st);
-        } catch (const std::runtime_error& e) {  // a full disk: free what this attempt took, keep the last one
-            remove_tree(tmp);
+            dist_.all_or_none([&] {  // a collective: afterwards step_N.tmp/ exists for every rank, or all know
+                if (lead()) remove_tree(tmp), make_dirs(tmp);
+            });
+            dist_.all_or_none([&] {  // afterwards every rank's files are complete, or every rank knows
+                if (lead()) save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
+                if (!whole || lead()) {  // ZeRO-0 with several ranks: every rank holds all of it, rank 0 writes it
+                    TrainState st;
+                    st.step = step;
+                    st.tokens = tokens;
+                    st.rng = rng;
+                    st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
+                    long t;
+                    eng.get_optimizer(st.m, st.v, t);
+                    if (!whole) {
+                        st.rank = dist_.rank, st.world = dist_.world;
+                        st.first_param = (int64_t)range.first, st.model_params = (int64_t)eng.num_params();
+                    }
+                    save_state(tmp + "/" + state_file_name(dist_.rank), st);
+                }
+            });
+        } catch (const ReportedByAnotherRank&) {
+            if (lead()) remove_tree(tmp);
+            throw;
+        } catch (const AgreedFailure& e) {  // a full disk: free what this attempt took, keep the last one
+            if (lead()) remove_tree(tmp);
             std::string last = latest();
-            throw CheckpointError("checkpoint " + name + " not written: " + e.what() + "; " +
-                                  (last.empty() ? "no checkpoint yet" : out_ + "/latest still names " + last));
+            throw AgreedFailure("checkpoint " + name + " not written: " + e.what() + "; " +
+                                (last.empty() ? "no checkpoint yet" : out_ + "/latest still names " + last));
         }
+        if (!lead()) return;
         remove_tree(dir);
         if (rename(tmp.c_str(), dir.c_str()) != 0)
             throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno));
@@ -244,7 +273,8 @@ class RunDir {
         return name;
     }
 
-    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg.
+    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg. Every rank
+    // calls it and reads the optimizer state it holds from whichever state files cover it.
     ResumePoint resume(Engine& eng, const ModelConfig& cfg) {
         std::string latest_name = latest();
         if (latest_name.empty())
@@ -258,7 +288,7 @@ class RunDir {
             throw ConfigError("--resume: " + r.dir + " holds a different model (" + diff +
                               "); pass the model flags of the first run");
         const size_t P = param_layout(cfg).total;
-        TrainState st = load_state(r.dir + "/state_rank0.bin", P);
+        TrainState st = load_optimizer_range(r.dir, P, eng.optimizer_range());
         if (st.step != m.step)
             throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) + " but state_rank0.bin at step " +
                                   std::to_string(st.step) + "; the checkpoint is corrupt");
@@ -273,8 +303,9 @@ class RunDir {
 
     // Keeps the log lines of steps <= last_step (a resumed run rewrites what the interrupted one logged after
     // its checkpoint, so the log reads as one uninterrupted run). A line that is not whole JSON (torn by a
-    // crash or a full disk) is dropped.
+    // crash or a full disk) is dropped. Rank 0's.
     void truncate_log(long last_step) const {
+        if (!lead()) return;
         std::string all = read_text(log_path()), kept;
         size_t a = 0;
         while (a < all.size()) {
@@ -310,4 +341,46 @@ class RunDir {
 
     std::string out_;
     int keep_;
+    const Dist& dist_;
+
+    bool lead() const { return dist_.rank == 0; }
+    static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
+
+    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir,
+    // and the rest of its training state (step, tokens, RNG and loader position, which every file carries).
+    // state_rank0.bin's header says how many files there are; their ranges must tile [0, P), all at one step.
+    // Only the files that overlap the range are read (and checksummed); rank 0's range starts at 0, so it takes
+    // the RNG state from state_rank0.bin, rank 0's own.
+    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range) {
+        std::vector<StateRange> files{load_state_range(dir + "/" + state_file_name(0))};
+        for (int i = 1; i < std::max(1, files[0].world); i++)
+            files.push_back(load_state_range(dir + "/" + state_file_name(i)));
+        int64_t covered = 0;
+        for (size_t i = 0; i < files.size(); i++) {
+            const StateRange& f = files[i];
+            if (f.P != (int64_t)P || f.first != covered || f.world != files[0].world || f.step != files[0].step)
+                throw CheckpointError(dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
+                                      state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " +
+                                      std::to_string(f.P) + ", step " + std::to_string(f.step) +
+                                      "); the checkpoint is incomplete or mixes two runs");
+            covered += f.n;
+        }
+        if (covered != (int64_t)P)
+            throw CheckpointError(dir + ": the state files hold the moments of " + std::to_string(covered) + " of " +
+                                  std::to_string(P) + " parameters; the checkpoint is incomplete");
+        TrainState out;
+        const size_t n = range.second - range.first;
+        out.m.resize(n), out.v.resize(n);
+        bool have_rest = false;
+        for (size_t i = 0; i < files.size(); i++) {
+            const size_t first = (size_t)files[i].first, a = std::max(range.first, first),
+                         b = std::min(range.second, first + (size_t)files[i].n);
+            if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
+            TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
+            for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
+            if (!have_rest) out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader;
+            have_rest = true;
+        }
+        return out;
+    }
 };

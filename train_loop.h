@@ -1,15 +1,23 @@
-// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h). One step
-// (train_step.h): zero_grad; for each of n_micro micro-batches: forward_backward(1 / n_micro) (gradient
-// accumulation); clip the global norm; lr from the schedule (linear warmup, cosine to final_lr_frac * lr);
-// AdamW; one read-back of the loss and the norm
+// train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
+// or as one of `world` data-parallel ranks (dist.h). One step (train_step.h), on every rank: zero_grad; for each
+// of n_micro micro-batches: forward_backward(1 / (n_micro world)) (gradient accumulation); the gradients summed
+// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (linear warmup,
+// cosine to final_lr_frac * lr); AdamW; one read-back of the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
-// Each step prints one line and appends one JSON object to OUT/log.jsonl; checkpoints and the run directory
-// are run_dir.h's. --resume continues from OUT/latest with the identical loss sequence of an uninterrupted
-// run (same data position, same sampling RNG).
+// The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
+// reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
+// are the micro-batch of one process with B x world rows. The training loss and the gradient norm come back
+// from the engine already summed over the ranks, validation losses and eval counts are summed here; only rank 0
+// prints, writes OUT/log.jsonl and samples text. Each step prints one line and appends one JSON object to the
+// log; checkpoints and the run directory are run_dir.h's. --resume continues from OUT/latest with the identical
+// loss sequence of an uninterrupted run (same data position, same sampling RNG), on the same or another number
+// of ranks.
 // Nothing lost, nothing silently wrong: a step whose loss or gradient norm is NaN or infinite makes no update
 // (its gradients are dropped) and writes no checkpoint; --max-nonfinite such steps in a row end the run
 // (kExitDiverged) with OUT/latest still naming the last good checkpoint. SIGTERM, SIGINT and SIGHUP end it
 // after the current step with a checkpoint (kExitInterrupted, stop_signal.h). A failed log write is an error.
+// With several ranks every rank sees the same loss and norm, so all skip alike; a signal that reached any rank
+// stops every rank after the same step (the ranks exchange their signal state once a step).
 // Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
 #pragma once
 
@@ -22,6 +30,7 @@
 
 #include "dataloader.h"
 #include "decoders.h"
+#include "dist.h"
 #include "engine.h"
 #include "eval.h"
 #include "plan.h"
@@ -37,14 +46,16 @@ struct TrainOptions {
     ModelSpec model;
     bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
     bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
-    std::string train = "data/default/*_train_*.bin", val = "data/default/*_val_*.bin", out = "out/tiny";
+    std::string train, val, out;  // "": run_defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
-    long total_batch = 0;       // tokens per optimizer step (0: one micro-batch); a multiple of B * T
-    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param, else 150)
+    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run_defaults.h); a multiple of B T ranks
+    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
     long tokens = 0;            // token budget
     double tokens_per_param = 0;
-    double lr = 3e-3, warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
+    double epochs = 0;          // passes over the training shards
+    double lr = NAN;            // NAN: by model size (run_defaults.h)
+    double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     OptimizerHyper opt;
     uint64_t seed = 1337;
     bool shuffle = true;
@@ -55,22 +66,26 @@ struct TrainOptions {
     int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
+    int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
+    double comm_timeout = 600;  // seconds a rank may wait in a collective (watchdog.h)
 };
 
 inline double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Mean loss over `tokens` validation tokens, always from the start of the validation shards.
-inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens) {
-    long batches = std::max(1L, tokens / ((long)B * T));
+// Mean loss over `tokens` validation tokens, always from the start of the validation shards. Each rank reads
+// its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
+// windows and the same mean as one process with B x world rows.
+inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist) {
+    long batches = std::max(1L, tokens / ((long)B * T * dist.world));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
     for (long i = 0; i < batches; i++) {
         val.next_batch(in.data(), tg.data());
         eng.forward(in.data(), tg.data(), B, T);  // adds the batch's mean loss to the engine's loss sum
     }
-    return eng.read_stats().loss / batches;
+    return dist.mean(eng.read_stats().loss / batches, "the sum of the validation losses");
 }
 
 // A text sample at temperature 1 from EOT: sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
@@ -81,28 +96,41 @@ inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_
                                     [](int) {}));
 }
 
-// The batch and length of a run, from the options and the model: tokens per step, micro-steps, steps, warmup.
+// The batch and length of a run, from the options, the model and the rank count: tokens per step (the global
+// batch, over all ranks), micro-steps per rank, steps, warmup.
 struct RunPlan {
-    int T = 0;
-    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;
+    int T = 0, world = 1;
+    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;  // micro_tokens: B T, one rank
 };
 
-inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg) {
+// The training sequence length: -t, else the model's context.
+inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
+    const int T = o.T ? o.T : cfg.T;
+    if (T > cfg.T)
+        throw ConfigError("--train-seq " + std::to_string(T) + " exceeds the model's context T = " + std::to_string(cfg.T));
+    return T;
+}
+
+// train_tokens: the training shards' size, for --epochs.
+inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
     RunPlan p;
-    p.T = o.T ? o.T : cfg.T;
-    if (p.T > cfg.T)
-        throw ConfigError("--train-seq " + std::to_string(p.T) + " exceeds the model's context T = " +
-                          std::to_string(cfg.T));
+    p.T = train_seq_len(o, cfg);
+    p.world = world;
     p.micro_tokens = (long)o.B * p.T;
-    p.total_batch = o.total_batch ? o.total_batch : p.micro_tokens;
-    if (p.total_batch % p.micro_tokens != 0)
-        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of B*T = " +
-                          std::to_string(p.micro_tokens) + "; change --total-batch or -b");
-    p.n_micro = p.total_batch / p.micro_tokens;
+    const long all_ranks = p.micro_tokens * world;  // one micro-step of every rank
+    p.total_batch = o.total_batch ? o.total_batch : all_ranks;
+    if (p.total_batch % all_ranks != 0)
+        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of " +
+                          (world == 1 ? "B*T = " + std::to_string(all_ranks)
+                                      : "B*T*ranks = " + std::to_string(all_ranks) + " (B " + std::to_string(o.B) +
+                                            " x T " + std::to_string(p.T) + " x " + std::to_string(world) + " ranks)") +
+                          "; change --total-batch or -b");
+    p.n_micro = p.total_batch / all_ranks;
     const size_t P = param_layout(cfg).total;
     p.steps = o.steps;
     if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
+    if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
     if (!p.steps) p.steps = 150;
     p.warmup = (long)std::lround(o.warmup_frac * p.steps);
     if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
@@ -153,19 +181,23 @@ inline void append_log(FILE* log, const std::string& line, const std::string& pa
                       "room, then continue from its last checkpoint with --resume");
 }
 
-// The run's header: engine, model, data, batch.
+// The run's header: engine, ranks, model, data, batch.
 inline void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
-                         const DataLoader& train, bool val, const RunPlan& p) {
+                         const DataLoader& train, bool val, const RunPlan& p, const Dist& dist, int zero) {
     Accounting acc = account(cfg);
     printf("engine: %s (%s)\n", eng.describe().c_str(), why.c_str());
+    if (dist.world > 1)
+        printf("ranks: %s, ZeRO-%d%s\n", dist.describe().c_str(), zero,
+               zero ? " (optimizer state sharded across ranks)" : " (every rank keeps the whole optimizer state)");
     printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n", describe_config(cfg).c_str(),
            rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(), human((double)acc.params).c_str(),
            human(acc.dense_flops_per_token).c_str());
     printf("data: %s (%s tokens, every token below V checked in %.2f s), val %s\n", o.train.c_str(),
            human((double)train.tokens_total()).c_str(), train.validate_seconds(), val ? o.val.c_str() : "off");
-    printf("batch: B %d x T %d x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
-           o.B, p.T, p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(), p.warmup, o.lr,
-           o.lr * o.final_lr_frac);
+    std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";
+    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
+           o.B, p.T, ranks.c_str(), p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(),
+           p.warmup, o.lr, o.lr * o.final_lr_frac);
     fflush(stdout);
 }
 
@@ -179,68 +211,88 @@ inline std::string nonfinite_message(const RunDir& run, long first_bad, long las
            "; lower --lr or raise --warmup-frac, then --resume";
 }
 
-// Trains the model of o.model on `eng` (made by the caller for cfg; `why` says which engine and why). Returns
-// the exit code (stop_signal.h); errors are thrown.
-inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why) {
-    const RunPlan p = plan_run(o, cfg);
-    RunDir run(o.out, o.keep);
-    run.check_start(o.resume, o.overwrite);  // before the slow checks: a forgotten --resume fails at once
-    DataLoader train(o.train, o.B, p.T, 0, 1, o.shuffle, o.seed, cfg.V);
-    std::unique_ptr<DataLoader> val;
-    if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, p.T, 0, 1, false, 0, cfg.V));
-    std::unique_ptr<Tokenizer> tok;
-    if (o.sample_every > 0) {
-        try {
-            tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
-        } catch (const std::runtime_error& e) {
-            if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
-            fprintf(stderr, "note: no text samples (%s)\n", e.what());
-        }
-        if (tok && cfg.V < tok->vocab_size()) {  // samples start from EOT, an id this model does not have
-            const std::string why = "the model's vocabulary V = " + std::to_string(cfg.V) + " is smaller than the "
-                                    "tokenizer's " + std::to_string(tok->vocab_size());
-            if (o.sample_flag_given) throw ConfigError("--sample-every: " + why + "; pass --sample-every 0");
-            fprintf(stderr, "note: no text samples (%s)\n", why.c_str());
-            tok.reset();
-        }
-    }
-    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
-    if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+// The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
+// replaces) and 0 with one.
+inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
 
-    run.create();
+// The stop signal (stop_signal.h) every rank acts on: one that reached any rank (a launcher may signal one
+// process, or all of them a step apart), the lowest such rank's.
+inline int agreed_stop_signal(const Dist& dist) {
+    if (dist.world == 1) return g_stop_signal;
+    std::vector<double> all(dist.world);
+    dist.all_gather((double)g_stop_signal, all.data(), "the exchange of stop signals");
+    for (double x : all)
+        if (x != 0) return (int)x;
+    return 0;
+}
+
+// Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
+// engine and why). Every rank runs this; see the top for what each does. Returns the exit code
+// (stop_signal.h); errors are thrown.
+inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
+                        const Dist& dist) {
+    const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
+    RunPlan p;
+    RunDir run(o.out, o.keep, dist);
+    std::unique_ptr<DataLoader> train, val;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
     long start = 0, tokens = 0;
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    if (o.resume) {
-        ResumePoint r = run.resume(eng, cfg);
-        train.restore(r.loader);
-        start = r.step, tokens = r.tokens, rng = r.rng;
-        if (start > p.steps)
-            throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
-                              std::to_string(p.steps));
-        run.truncate_log(start);
-        printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
-    } else {
-        eng.init_params(o.seed);
-        run.start_fresh(o.overwrite);
-    }
-    print_header(o, eng, why, cfg, train, val != nullptr, p);
+    // Set-up on every rank; a failure anywhere ends every rank with one message (dist.h).
+    dist.all_or_none([&] {
+        run.check_start(o.resume, o.overwrite);  // before the slow checks: a forgotten --resume fails at once
+        const int T = train_seq_len(o, cfg);
+        train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
+        if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
+        p = plan_run(o, cfg, dist.world, train->tokens_total());
+        if (o.sample_every > 0 && lead) {
+            try {
+                tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+                if (tok->vocab_size() > cfg.V)  // samples start from EOT, which such a model cannot read
+                    throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
+                                      " tokens do not fit the model's vocabulary V = " + std::to_string(cfg.V));
+            } catch (const std::runtime_error& e) {
+                if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
+                fprintf(stderr, "note: no text samples (%s)\n", e.what());
+                tok.reset();
+            }
+        }
+        if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+        run.create();
+        if (o.resume) {
+            ResumePoint r = run.resume(eng, cfg);
+            train->restore(r.loader);
+            start = r.step, tokens = r.tokens, rng = r.rng;
+            if (start > p.steps)
+                throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
+                                  std::to_string(p.steps));
+            run.truncate_log(start);
+            if (lead) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
+        } else {
+            eng.init_params(o.seed);
+            run.start_fresh(o.overwrite);
+        }
+    });
+    if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world));
 
-    const double peak = eng.peak_flops();  // 0 on the CPU: no MFU column
+    const double peak = eng.peak_flops() * dist.world;  // 0 on the CPU: no MFU column
     const double flops_per_token = account(cfg).dense_flops_per_token;
-    FILE* log = fopen(run.log_path().c_str(), "a");
-    if (!log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
-    std::unique_ptr<FILE, int (*)(FILE*)> log_closer(log, fclose);
+    FILE* log = lead ? fopen(run.log_path().c_str(), "a") : nullptr;
+    if (lead && !log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
+    std::unique_ptr<FILE, int (*)(FILE*)> log_closer(log, fclose);  // none on the other ranks
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
     install_stop_handlers();
     long streak = 0;  // steps in a row whose loss or gradient norm was not finite
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
+        Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
         r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
-        const StepStats s = train_step(eng, [&](int* i, int* t) { train.next_batch(i, t); }, o.B, p.T, p.n_micro,
-                                       o.clip, r.lr, o.opt, in, tg);
-        r.loss = s.loss, r.norm = s.grad_norm;
+        const StepStats s = train_step(eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro,
+                                       o.clip, r.lr, o.opt, in, tg, dist.world);
+        r.loss = s.loss, r.norm = s.grad_norm;  // both summed over the ranks by the engine: the same on every rank
         // A NaN or inf anywhere reaches the loss or the norm. The engine's adamw_step skips such a step by itself
         // (on the GPU without a wait: the update kernel reads the step's loss and norm on the device), so it
         // changes nothing: no update, the moments and the step count stay, the next zero_grad drops its gradients.
@@ -251,52 +303,56 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);
         const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
         if (val && ((step + 1) % o.val_every == 0 || last)) {
-            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens);
+            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist);
             r.has_val = true;
         }
         r.elapsed = now_seconds() - t0;
         if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
-        print_step(r, p.steps);
-        if (r.skipped)
+        if (lead) print_step(r, p.steps);
+        if (lead && r.skipped)
             printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
                    r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
         std::string line = log_step(r);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
-            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit);
-            printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
-            if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
-            printf(" (%.1f s)\n", e.seconds);
+            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist);
+            if (lead) {
+                printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
+                if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
+                printf(" (%.1f s)\n", e.seconds);
+            }
             line += ", \"eval\": " + eval_result_json(e);
         }
-        append_log(log, line + "}\n", run.log_path());
-        if (tok && (step + 1) % o.sample_every == 0)
+        if (lead) append_log(log, line + "}\n", run.log_path());
+        if (tok && (step + 1) % o.sample_every == 0)  // rank 0 only (tok): forward passes, no collectives
             printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
         fflush(stdout);
-        const int sig = g_stop_signal;
+        const int sig = agreed_stop_signal(dist);
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {
-            fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
+            if (lead)
+                fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
             return kExitDiverged;
         }
         const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
-        if (ckpt && streak == 0) run.save(eng, train.state(), step + 1, tokens, rng);
-        const std::string latest = ckpt || sig ? run.latest() : "";
-        if (ckpt && streak > 0)
+        if (ckpt && streak == 0) run.save(eng, train->state(), step + 1, tokens, rng);
+        const std::string latest = lead && (ckpt || sig) ? run.latest() : "";
+        if (lead && ckpt && streak > 0)
             printf("no checkpoint at step %ld: it was not finite; %s\n", r.step,
                    latest.empty() ? "there is none yet" : (o.out + "/latest still names " + latest).c_str());
         if (sig) {
-            printf("stopped by %s after step %ld; %s; continue with the same flags plus --resume\n",
-                   stop_signal_name(sig), r.step,
-                   latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str());
+            if (lead)
+                printf("stopped by %s after step %ld; %s; continue with the same flags plus --resume\n",
+                       stop_signal_name(sig), r.step,
+                       latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str());
             fflush(stdout);
             return kExitInterrupted;
         }
         fflush(stdout);
         if (stopping && !last) {
-            printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
+            if (lead) printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
             return kExitOk;
         }
     }
-    printf("done: %s/model.bin\n", o.out.c_str());
+    if (lead) printf("done: %s/model.bin\n", o.out.c_str());
     return kExitOk;
 }

@@ -1,15 +1,19 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
 // or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
-// (memory_plan.h), and exits. This file is the command line: the flag table (cli.h renders --help from it) and
-// main; the loop is train_loop.h, the output directory run_dir.h, the engines engine.h.
+// (memory_plan.h), and exits. Under mpirun (or srun, or the environment rendezvous) every process is one
+// data-parallel rank (dist.h). This file is the command line: the flag table (cli.h renders --help from it) and
+// main; the loop is train_loop.h, the defaults run_defaults.h, the output directory run_dir.h, the engines
+// engine.h, the process group dist.h.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "dist.h"
 #include "engines.h"
 #include "memory_plan.h"
 #include "plan.h"
+#include "run_defaults.h"
 #include "schedule.h"
 #include "train_loop.h"
 
@@ -19,18 +23,28 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--plan", "", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", [&o](const std::string&) { o.plan = true; }});
     f.push_back({"--json", "", "with --plan: print it as JSON", [&o](const std::string&) { o.json = true; }});
     add_model_flags(f, o.model);
-    f.push_back({"--train", "GLOB", "training shards (default data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
-    f.push_back({"--val", "GLOB", "validation shards (default data/default/*_val_*.bin)", [&o](const std::string& v) { o.val = v; }});
-    f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/tiny)", [&o](const std::string& v) { o.out = v; }});
+    for (Flag& x : f)
+        if (x.names == "-m, --model") x.help = x.help.substr(0, x.help.find(" (default")) + " (default: 124M on a GPU, tiny on the CPU)";
+    f.push_back({"--train", "GLOB", "training shards (default data/fineweb10B/*_train_*.bin if that directory exists, else "
+                 "data/default/*_train_*.bin)", [&o](const std::string& v) { o.train = v; }});
+    f.push_back({"--val", "GLOB", "validation shards (default: the _val_ shards next to the default training shards)",
+                 [&o](const std::string& v) { o.val = v; }});
+    f.push_back({"-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default out/PRESET[-HEADS][-WIDTHS])",
+                 [&o](const std::string& v) { o.out = v; }});
     f.push_back({"-b, --batch", "B", "micro-batch rows (default 16)", int_flag("--batch", o.B, 1, 1 << 20)});
     f.push_back({"-t, --train-seq", "T", "training sequence length (default: the model's context)", int_flag("--train-seq", o.T, 1, 1 << 20)});
-    f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step; a multiple of B*T (gradient accumulation)",
+    f.push_back({"--total-batch", "TOKENS", "tokens per optimizer step, all ranks together; a multiple of B*T*ranks "
+                 "(gradient accumulation); default 524288 for models of 50M parameters or more, else B*T*ranks",
                  long_flag("--total-batch", o.total_batch, 1, kMaxSteps)});
-    f.push_back({"--steps", "N", "optimizer steps (default 150, the quick tiny run, unless a token budget is given)", long_flag("--steps", o.steps, 1, kMaxSteps)});
+    f.push_back({"--steps", "N", "optimizer steps (default: 25 tokens per parameter for models of 50M or more, else 150)",
+                 long_flag("--steps", o.steps, 1, kMaxSteps)});
     f.push_back({"--tokens", "N", "token budget: steps = N / total batch", long_flag("--tokens", o.tokens, 1, kMaxTokens)});
     f.push_back({"--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to 30)",
                  double_flag("--tokens-per-param", o.tokens_per_param, 1e-9, 1e6)});
-    f.push_back({"--lr", "LR", "peak learning rate (default 3e-3)", double_flag("--lr", o.lr, 0, 10)});
+    f.push_back({"--epochs", "E", "token budget of E passes over the training shards",
+                 double_flag("--epochs", o.epochs, 1e-9, 1e6)});
+    f.push_back({"--lr", "LR", "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 to 200M, "
+                 "3e-4 to 500M, 2.5e-4 to 1B)", double_flag("--lr", o.lr, 0, 10)});
     f.push_back({"--warmup-frac", "F", "linear warmup over this fraction of the steps (default 0.025)", double_flag("--warmup-frac", o.warmup_frac, 0, 1)});
     f.push_back({"--final-lr-frac", "F", "cosine decays to F * lr (default 0.1)", double_flag("--final-lr-frac", o.final_lr_frac, 0, 1)});
     f.push_back({"--wd", "W", "AdamW weight decay on matrices (default 0.1)", double_flag("--wd", o.opt.weight_decay, 0, 10)});
@@ -75,47 +89,70 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--cpu", "", "train on the CPU reference even when a GPU is present", [&o](const std::string&) { o.cpu = true; }});
     f.push_back({"--recompute", "", "GPU: recompute norm and SwiGLU outputs in the backward (less memory; automatic when needed)",
                  [&o](const std::string&) { o.recompute = true; }});
+    f.push_back({"--zero", "STAGE", "with several ranks: 1 shards the optimizer state across them (default), 0 keeps "
+                 "all of it on every rank", [&o](const std::string& v) {
+                     o.zero = parse_int_flag("--zero", v);
+                     if (o.zero != 0 && o.zero != 1) throw ConfigError("--zero must be 0 or 1");
+                 }});
+    f.push_back({"--comm-timeout", "S", "with several ranks: end the job when a rank waits S seconds in a collective "
+                 "(a rank died or hangs; default 600)", double_flag("--comm-timeout", o.comm_timeout, 1, 1e6)});
     return f;
 }
 
-int main(int argc, char** argv) {
+// The body of main on every rank; errors are thrown (run_ranks reports them).
+static int train_main(int argc, char** argv, Dist& dist) {
     TrainOptions o;
+    o.model.preset = "";  // run_defaults.h: 124M on a GPU, tiny on the CPU
     std::vector<Flag> flags = make_flags(o);
-    try {
+    ModelConfig cfg;
+    std::vector<std::string> warnings, notes;
+    dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
-        if (o.help) {
-            printf("usage: train_prism [flags]\n\nTrains a model (default: tiny on data/default/) on the GPU when one is "
-                   "present, else on the CPU.\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
-        if (o.plan) {
-            std::vector<std::string> warnings;
-            ModelConfig cfg = build_config(o.model, warnings);
+        if (o.help) return;
+        default_model(o, gpu_engine_available(o.cpu));
+        cfg = build_config(o.model, warnings);
+        default_run(o, cfg, dist.world, notes);
+        if (dist.rank == 0) {
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
-            std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
-            if (o.json) {
-                print_plan_json(stdout, title, cfg, warnings);
-            } else {
-                print_plan(stdout, title, cfg);
-                print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
-            }
-            return 0;
+            if (!o.plan)
+                for (const auto& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
         }
-        std::vector<std::string> warnings;
-        ModelConfig cfg = build_config(o.model, warnings);
-        for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
-        std::string why;
-        EngineOptions eo;
-        eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
-        std::unique_ptr<Engine> eng = make_engine(cfg, eo, why);
-        return run_training(o, cfg, *eng, why);
-    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, data and tokenizer errors
-        fflush(stdout);  // what the run printed comes first, the error line last
-        fprintf(stderr, "train_prism: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "train_prism: error: out of memory; use a smaller model or batch (-b)\n");
+    });
+    if (o.help) {
+        if (dist.rank == 0) {
+            printf("usage: train_prism [flags]\n\nTrains a model on the GPU when one is present (default: 124M on "
+                   "FineWeb, or on data/default/ when data/fineweb10B/ is missing), else on the CPU (default: tiny); under "
+                   "mpirun, one data-parallel rank per process.\n\n");
+            print_flags(stdout, flags);
+        }
+        return 0;
     }
-    return kExitError;
+    if (o.plan) {
+        if (dist.rank > 0) return 0;
+        std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
+        if (o.json) {
+            print_plan_json(stdout, title, cfg, warnings);
+        } else {
+            print_plan(stdout, title, cfg);
+            print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
+        }
+        return 0;
+    }
+    Watchdog::get().set_limit(o.comm_timeout);
+    std::string why;
+    std::unique_ptr<Engine> eng;
+    EngineOptions eo;
+    eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
+    eo.dp = DataParallel{&dist, zero_stage(o, dist.world)};
+    dist.all_or_none([&] { eng = make_engine(cfg, eo, why); });
+    return run_training(o, cfg, *eng, why, dist);
+}
+
+int main(int argc, char** argv) {
+    Dist dist;
+    return run_ranks(dist, "use a smaller model or batch (-b)", [&] {
+        dist.start(&argc, &argv, "train_prism");
+        return train_main(argc, argv, dist);
+    });
 }

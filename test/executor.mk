@@ -90,7 +90,7 @@ test-executor-native: $(BUILD)/test_kernels_native
 
 # ---- the comm seam over MPI --------------------------------------------------------------------------------
 # build/comm_mpi_check is run under mpirun by test/test_comm.cpp (in make test), with 2 and 3 ranks.
-$(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh $(EXECUTOR_DEPS)
+$(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh dist.h watchdog.h $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $< -o $@
 test-unit: $(BUILD)/comm_mpi_check

@@ -10,7 +10,7 @@
 #   make test-asan      also runs the whole-model tests (test/test_model_cuda.cpp) under AddressSanitizer: the
 #                       engine's carved buffers, strided matmuls and staging slots (not in the race build: the
 #                       CPU reference beside them needs OpenMP, which ThreadSanitizer cannot see into)
-#   build/train_prism_executor   train_prism with the CUDA engine on the executor (g++): the end-to-end tests
+#   build/train_prism_executor   train_prism with the CUDA engine on the executor (g++, with MPI): the end-to-end tests
 #                       drive the GPU code path's command line with it (--recompute gives the same losses)
 
 KERNEL_TEST_SRCS += test/test_kernels.cpp
@@ -69,7 +69,7 @@ endif
 # ---- train_prism with the CUDA engine on the executor ------------------------------------------------------------
 $(BUILD)/train_prism_executor: train_prism.cu $(wildcard *.h *.cuh) $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8
+	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 test-unit: $(BUILD)/train_prism_executor
 
 # ---- the whole model under AddressSanitizer (test-asan runs it too) -----------------------------------------------

@@ -333,14 +333,14 @@ TEST_CASE("a restored position continues exactly as the uninterrupted loader, ac
   }
 }
 
-TEST_CASE("a position saved under another shape, seed or data is refused", "[dataloader]") {
+TEST_CASE("a position saved under another T, seed or data is refused", "[dataloader]") {
   TempDir d;
   write_shard(d / "a.bin", ramp(200));
   DataLoader a(d / "a.bin", 2, 4, 0, 1, true, 5);
   next(a, 2, 4);
   const LoaderState st = a.state();
-  DataLoader otherB(d / "a.bin", 3, 4, 0, 1, true, 5), otherSeed(d / "a.bin", 2, 4, 0, 1, true, 6);
-  CHECK_THROWS_WITH(otherB.restore(st), Catch::Contains("resume with the same values"));
+  DataLoader otherT(d / "a.bin", 2, 5, 0, 1, true, 5), otherSeed(d / "a.bin", 2, 4, 0, 1, true, 6);
+  CHECK_THROWS_WITH(otherT.restore(st), Catch::Contains("resume with the same values"));
   CHECK_THROWS_WITH(otherSeed.restore(st), Catch::Contains("resume with the same values"));
   write_shard(d / "b.bin", ramp(300));
   DataLoader otherData(d / "b.bin", 2, 4, 0, 1, true, 5);
@@ -348,6 +348,45 @@ TEST_CASE("a position saved under another shape, seed or data is refused", "[dat
   LoaderState bad = st;
   bad.group_pos = 1000;
   CHECK_THROWS_WITH(a.restore(bad), Catch::Contains("outside the data"));
+}
+
+// The position is global: what 2 ranks of B = 2 saved, 1 rank of B = 4 (the same group of 4 windows) continues
+// exactly, and 3 ranks of B = 2 (groups of 6) continue from the first whole group at or after it.
+TEST_CASE("a position saved by one rank count resumes on another from the same window", "[dataloader]") {
+  TempDir d;
+  write_shard(d / "a.bin", ramp(4 * 40 + 1, 0));      // 40 windows of T = 4
+  write_shard(d / "b.bin", ramp(4 * 30 + 1, 20000));  // 30 windows
+  const int T = 4;
+  for (bool shuffle : {false, true}) {
+    // The windows of one epoch in the order the 2-rank run consumes them (rank 0's two, then rank 1's).
+    DataLoader r0(d / "*.bin", 2, T, 0, 2, shuffle, 11), r1(d / "*.bin", 2, T, 1, 2, shuffle, 11);
+    std::vector<int> order;
+    LoaderState saved{};
+    for (int s = 0; s < 13; s++) {  // groups of 4: 10 in the first shard of the order, 7 in the second
+      if (s == 3) saved = r0.state();
+      for (DataLoader* l : {&r0, &r1})
+        for (int v : window_starts(next(*l, 2, T), 2, T)) order.push_back(v);
+    }
+    INFO("shuffle " << shuffle);
+    // One rank, B = 4: from window 12 (group 3) on, exactly the 2-rank run's windows.
+    DataLoader one(d / "*.bin", 4, T, 0, 1, shuffle, 11);
+    one.restore(saved);
+    std::vector<int> got = window_starts(next(one, 4, T), 4, T);
+    CHECK(got == std::vector<int>(order.begin() + 12, order.begin() + 16));
+    // Three ranks, B = 2: window 12 is the start of group 2 of 6, so again from window 12.
+    std::vector<int> three;
+    for (int r = 0; r < 3; r++) {
+      DataLoader l(d / "*.bin", 2, T, r, 3, shuffle, 11);
+      l.restore(saved);
+      for (int v : window_starts(next(l, 2, T), 2, T)) three.push_back(v);
+    }
+    CHECK(three == std::vector<int>(order.begin() + 12, order.begin() + 18));
+    // A saved window that is not at a group boundary of the new shape rounds up: window 12 with groups of 5
+    // (one rank, B = 5) continues at window 15, skipping 3.
+    DataLoader five(d / "*.bin", 5, T, 0, 1, shuffle, 11);
+    five.restore(saved);
+    CHECK(window_starts(next(five, 5, T), 5, T) == std::vector<int>(order.begin() + 15, order.begin() + 20));
+  }
 }
 
 // ------------------------------------------------------------------------------------------------------

@@ -427,6 +427,23 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(num(5, "word_perplexity") == Approx(std::exp(N * std::log(50257.0) / words)).epsilon(1e-5));
     CHECK(res[5].find("acc") == nullptr);
 
+    // Under mpirun each rank scores every other example and the counts are summed over the ranks: the same
+    // results (log-likelihoods summed in another order: 1e-12 relative).
+    Result m = sh("OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 2 ./eval_zeroshot " + dir +
+                  "/model.bin --tasks all --data " + ev + " --batch 3 --json " + dir + "/r2.json");
+    INFO(m.out);
+    REQUIRE(m.rc == 0);
+    CHECK(m.out.find("2 ranks over MPI") != std::string::npos);
+    json::Value j2 = J(read_all(dir + "/r2.json"));
+    const auto& res2 = json::field(j2, "results").arr;
+    REQUIRE(res2.size() == 6);
+    for (int t = 0; t < 6; t++)
+        for (const char* k : {"examples", "acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte"}) {
+            INFO("task " << t << " " << k);
+            REQUIRE((res[t].find(k) == nullptr) == (res2[t].find(k) == nullptr));
+            if (res[t].find(k)) CHECK(std::stod(json::field(res2[t], k).str) == Approx(num(t, k)).epsilon(1e-12));
+        }
+
     // One-line errors naming the file.
     Result e1 = sh("./build/prepare_eval piqa " + raw + "/valid.jsonl " + raw + "/missing-labels.lst -o " + dir + "/x.bin");
     CHECK(e1.rc == 1);

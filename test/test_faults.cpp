@@ -142,7 +142,7 @@ TEST_CASE("every flag train_prism --help names is one its parser accepts, with a
         {"PRESET", "tiny"}, {"HEADS", "uniform"}, {"WIDTHS", "uniform"}, {"N", "8"}, {"T", "16"}, {"V", "256"},
         {"R", "0.5"}, {"NORM", "rmsnorm"}, {"K", "2"}, {"Q", "32"}, {"GLOB", "x"}, {"DIR", "/tmp"}, {"B", "4"},
         {"TOKENS", "1024"}, {"LR", "0.001"}, {"F", "0.1"}, {"W", "0.1"}, {"B1", "0.9"}, {"B2", "0.95"}, {"E", "1e-8"},
-        {"C", "1"}, {"S", "7"}, {"FILE", "x"}, {"TASK", "piqa"}};
+        {"C", "1"}, {"S", "7"}, {"FILE", "x"}, {"TASK", "piqa"}, {"STAGE", "1"}};
     Result help = sh("./train_prism --help");
     REQUIRE(help.rc == 0);
     std::istringstream lines(help.out);

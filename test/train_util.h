@@ -1,5 +1,5 @@
-// train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_faults.cpp): synthetic
-// shards, the micro model's command line, the log reader and the one-line-error check.
+// train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_faults.cpp, test_dist.cpp):
+// synthetic shards, the micro model's command line, the log reader and the one-line-error check.
 #pragma once
 
 #include <cmath>
