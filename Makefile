@@ -97,26 +97,42 @@ $(BUILD)/test/%.o: test/%.cpp $(wildcard *.h) $(wildcard test/*.h)
 $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LDLIBS)
 
+# `make test` builds first, in parallel (TEST_JOBS, the machine's cores), then runs the test targets one after
+# another, so that the tests that time several processes are not starved by compilers. test/*.mk add to:
+#   TEST_TARGETS  what runs (serially)
+#   TEST_BUILD    the binaries those targets run (test-unit depends on all of them)
+#   TEST_CHECKS   compile-only checks (nvcc, ptxas), part of the parallel build phase
+#   SAN_BUILD     the sanitizer binaries of test-asan and test-race (`make sanitizer-builds` builds them in parallel)
 TEST_TARGETS := test-unit
+TEST_BUILD := $(BUILD)/test_prism train_prism
+TEST_CHECKS :=
+SAN_BUILD :=
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_RESULTS := $(BUILD)/test-results
-# test_train.cpp drives the train_prism binary end to end, so the binary is built first. The listener in
+-include test/*.mk
+
+# test_train.cpp and others drive the binaries end to end, so they are all built first. The listener in
 # test/catch_main.cpp writes Catch2's counts of passed and failed test cases to the results file.
-test-unit: $(BUILD)/test_prism train_prism
+test-unit: $(TEST_BUILD)
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/unit.txt
 	@set -o pipefail; PRISM_TEST_RESULTS=$(TEST_RESULTS)/unit.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} \
 	    ./$(BUILD)/test_prism 2>&1 | tee $(BUILD)/test_unit.log
 
--include test/*.mk
+.PHONY: test-build sanitizer-builds
+test-build: $(TEST_BUILD) $(TEST_CHECKS)
+sanitizer-builds: $(SAN_BUILD)
 
-# Set-up first (see `run`), then every test target (test/*.mk add theirs to TEST_TARGETS), then the closing
-# line from the runner's own counts (test/summary.sh). Exits non-zero when any test target fails or any test
-# case failed, naming the failed cases.
+# Set-up first (see `run`), then the parallel build with the compile checks, then every test target one at a
+# time, then the closing line from the runner's own counts (test/summary.sh). Exits non-zero when any build or
+# test target fails or any test case failed, naming the failed cases.
 test:
 	@bash setup.sh
 	@rm -f $(TEST_RESULTS)/unit.txt
-	@$(MAKE) -k --no-print-directory $(TEST_TARGETS); rc=$$?; \
+	@$(MAKE) -k -j$(TEST_JOBS) --no-print-directory test-build; b=$$?; \
+	 $(MAKE) -k --no-print-directory $(TEST_TARGETS); rc=$$?; \
 	 bash test/summary.sh test $(TEST_RESULTS)/unit.txt; s=$$?; \
-	 if [ $$rc -ne 0 ]; then echo "test: a test target failed (see above)"; fi; exit $$((rc || s))
+	 if [ $$b -ne 0 ] || [ $$rc -ne 0 ]; then echo "test: a build or test target failed (see above)"; fi; \
+	 exit $$((b || rc || s))
 
 clean:
 	rm -rf $(BUILD) train_prism eval_zeroshot

@@ -11,6 +11,7 @@
 KERNEL_TEST_SRCS += test/test_attention.cpp
 NVCC_CHECK_CUH += attention.cuh test/attention_naive.cuh
 TEST_TARGETS += bench-attention-smoke
+TEST_BUILD += $(BUILD)/bench_attention_cpu
 
 # Headers under test/ that the generic object rules do not list.
 ATTENTION_TEST_DEPS := test/attention_naive.cuh test/kernel_test_util.h

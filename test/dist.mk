@@ -8,7 +8,7 @@ $(BUILD)/train_prism_nompi: train_prism.cu $(wildcard *.h)
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++17 -O0 -fopenmp -I. -x c++ $< -x none -o $@ -fopenmp -lm -lpcre2-8
 
-test-unit: $(BUILD)/train_prism_nompi
+TEST_BUILD += $(BUILD)/train_prism_nompi
 
 .PHONY: test-dist
 test-dist: $(BUILD)/test_prism train_prism $(BUILD)/train_prism_nompi
@@ -19,5 +19,5 @@ test-dist: $(BUILD)/test_prism train_prism $(BUILD)/train_prism_nompi
 $(BUILD)/dp_engine_check: test/dp_engine_check.cpp $(wildcard *.h *.cuh) $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $< -o $@
-test-unit: $(BUILD)/dp_engine_check
+TEST_BUILD += $(BUILD)/dp_engine_check
 test-dist: $(BUILD)/dp_engine_check $(BUILD)/train_prism_executor

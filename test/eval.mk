@@ -19,7 +19,7 @@ $(BUILD)/bench_eval: dev/bench_eval.cpp $(wildcard *.h)
 
 all: $(BUILD)/prepare_eval eval_zeroshot
 
-test-unit: $(BUILD)/prepare_eval eval_zeroshot
+TEST_BUILD += $(BUILD)/prepare_eval eval_zeroshot
 
 .PHONY: eval-data bench-eval
 eval-data: $(BUILD)/prepare_eval

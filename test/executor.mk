@@ -27,7 +27,7 @@ $(BUILD)/asan/catch_main.o $(BUILD)/tsan/catch_main.o: SAN_OPT = -O0
 $(TEST_OBJS): $(EXECUTOR_DEPS)
 
 .PHONY: test-executor test-nvcc-check test-asan test-race test-executor-native
-TEST_TARGETS += test-nvcc-check
+TEST_CHECKS += test-nvcc-check
 
 test-executor: $(BUILD)/test_prism
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[executor]"
@@ -63,6 +63,7 @@ $(BUILD)/tsan/%.o: test/%.cpp $(EXECUTOR_DEPS) $(wildcard *.h)
 $(BUILD)/test_kernels_tsan: $(BUILD)/tsan/catch_main.o $$(patsubst test/%.cpp,$(BUILD)/tsan/%.o,$$(KERNEL_TEST_SRCS))
 	$(CXX) -fsanitize=thread $^ -o $@
 
+SAN_BUILD += $(BUILD)/test_kernels_asan $(BUILD)/test_kernels_tsan
 test-asan: $(BUILD)/test_kernels_asan
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/asan.txt
 	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan.txt ASAN_OPTIONS=detect_leaks=1 \
@@ -93,7 +94,7 @@ test-executor-native: $(BUILD)/test_kernels_native
 $(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh dist.h watchdog.h $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $< -o $@
-test-unit: $(BUILD)/comm_mpi_check
+TEST_BUILD += $(BUILD)/comm_mpi_check
 .PHONY: test-comm-mpi
 test-comm-mpi: $(BUILD)/test_prism $(BUILD)/comm_mpi_check
 	OMP_NUM_THREADS=1 ./$(BUILD)/test_prism "[mpi]"

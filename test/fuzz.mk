@@ -14,3 +14,4 @@ test-fuzz-asan: $(BUILD)/test_fuzz_asan
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
 
 test-asan: test-fuzz-asan
+SAN_BUILD += $(BUILD)/test_fuzz_asan

@@ -15,7 +15,7 @@ report: report.cu $(BIN_DEPS)
 	$(call build_bin,$<,$@)
 
 all: generate analyze report
-test-unit: generate analyze report
+TEST_BUILD += generate analyze report
 
 # The GPU decoder's files join the nvcc compile check, and its test (beside the OpenMP reference, so not in the race
 # build) gets an address build of its own, which `make test-asan` runs.
@@ -26,6 +26,7 @@ endif
 
 .PHONY: test-asan-decode
 test-asan: test-asan-decode
+SAN_BUILD += $(BUILD)/test_decode_asan
 $(BUILD)/test_decode_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_decode_cuda.o
 	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@
 test-asan-decode: $(BUILD)/test_decode_asan
@@ -45,7 +46,7 @@ test-report-browser: $(BUILD)/test_prism report
 
 # ptxas: the decode kernel for sm_80 and sm_90, no register spills (test/ptxas_check.sh; part of make test).
 .PHONY: test-ptxas-decode
-TEST_TARGETS += test-ptxas-decode
+TEST_CHECKS += test-ptxas-decode
 ifneq ($(NVCC),)
 $(BUILD)/ptxas_decode.txt: decode.cuh test/ptxas_check.sh cuda_common.cuh reduce.cuh
 	@mkdir -p $(BUILD)/ptxas

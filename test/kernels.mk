@@ -45,12 +45,13 @@ bench-model-smoke: $(BUILD)/bench_model_cpu
 
 .PHONY: cost-model
 TEST_TARGETS += cost-model
+TEST_BUILD += $(BUILD)/bench_model_cpu
 cost-model: $(BUILD)/bench_model_cpu
 	./$< --cost-model | tee $(BUILD)/cost_model.txt | tail -4
 
 # ---- ptxas: registers and spills of every kernel ---------------------------------------------------------------
 .PHONY: test-ptxas
-TEST_TARGETS += test-ptxas
+TEST_CHECKS += test-ptxas
 ifneq ($(NVCC),)
 $(BUILD)/ptxas.txt: $(MODEL_CUH) test/ptxas_check.sh cuda_common.cuh matmul.cuh
 	@mkdir -p $(BUILD)/ptxas
@@ -70,11 +71,12 @@ endif
 $(BUILD)/train_prism_executor: train_prism.cu $(wildcard *.h *.cuh) $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
-test-unit: $(BUILD)/train_prism_executor
+TEST_BUILD += $(BUILD)/train_prism_executor
 
 # ---- the whole model under AddressSanitizer (test-asan runs it too) -----------------------------------------------
 .PHONY: test-asan-model
 test-asan: test-asan-model
+SAN_BUILD += $(BUILD)/test_model_asan
 $(BUILD)/test_model_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_model_cuda.o
 	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@
 test-asan-model: $(BUILD)/test_model_asan
