@@ -1,7 +1,7 @@
 # test/executor.mk: the CUDA-on-CPU executor's targets (included by the top Makefile).
 #   make test                  runs test/test_executor*.cpp inside build/test_prism (test-unit), plus
-#                              test-nvcc-check: every kernel .cuh compiled by nvcc for sm_80 and sm_90 with
-#                              warnings as errors (skipped, with a note, when there is no nvcc)
+#                              test-nvcc-check: every kernel .cuh compiled by nvcc (front end, compute_80 and
+#                              compute_90) with warnings as errors (skipped, with a note, when there is no nvcc)
 #   make test-executor         only the executor's and the seams' tests, on the executor
 #   make test-asan             kernel tests under AddressSanitizer + UBSan (fiber-aware): must be clean
 #   make test-race             kernel tests under ThreadSanitizer (fiber API): must be clean, and the planted
@@ -33,11 +33,13 @@ test-executor: $(BUILD)/test_prism
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[executor]"
 
 # ---- nvcc compile-only check ------------------------------------------------------------------------------
+# Each kernel file alone, through nvcc's front end for compute_80 and compute_90 (PTX, no SASS: the machine code
+# and its registers are test-ptxas's, and the binaries'), warnings as errors.
 $(BUILD)/nvcc_check/%.stamp: % $(EXECUTOR_DEPS)
 	@mkdir -p $(dir $@)
 	@printf '#include "%s"\n' $< > $(basename $@).cu
-	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 \
-	    -gencode arch=compute_90,code=sm_90 -c $(basename $@).cu -o $(basename $@).o
+	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=compute_80 \
+	    -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $(basename $@).o
 	@touch $@
 
 ifneq ($(NVCC),)

@@ -3,16 +3,17 @@
 #   make analyze     checkpoints + a shard -> attention distance and entropy, logit lens, matrix entropy, SwiGLU
 #                    density per layer: a table, JSON and SVG charts (analyze.cu; analysis.h)
 #   make report      run directories -> one static HTML page of losses, throughput, schedules, evals, analyses
-# Built like train_prism (the top Makefile's build_bin: nvcc when present). test/test_inspect.cpp drives all three
+# generate is built like train_prism (the top Makefile's build_bin: nvcc when present, so it decodes on a GPU);
+# analyze runs on the fp32 CPU reference and report reads logs, so both are plain C++ (g++) on every machine. test/test_inspect.cpp drives all three
 # end to end, so test-unit builds them first; test/test_decode_cuda.cpp runs the GPU decoder on the executor.
 #   make test-report-browser   only the headless-chromium rendering test
 
 generate: generate.cu $(BIN_DEPS)
 	$(call build_bin,$<,$@)
-analyze: analyze.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
-report: report.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
+analyze: analyze.cu $(wildcard *.h)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
+report: report.cu $(wildcard *.h)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
 
 all: generate analyze report
 TEST_BUILD += generate analyze report

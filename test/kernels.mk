@@ -22,6 +22,8 @@ NVCC_CHECK_CUH += $(MODEL_CUH)
 ifneq ($(NVCC),)
 test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,$(MODEL_CUH))
 endif
+# model.cuh includes its out-of-line members at its end
+$(BUILD)/nvcc_check/model.cuh.stamp: model_passes.cuh
 
 .PHONY: test-kernels
 test-kernels: $(BUILD)/test_prism
@@ -53,7 +55,7 @@ cost-model: $(BUILD)/bench_model_cpu
 .PHONY: test-ptxas
 TEST_CHECKS += test-ptxas
 ifneq ($(NVCC),)
-$(BUILD)/ptxas.txt: $(MODEL_CUH) test/ptxas_check.sh cuda_common.cuh matmul.cuh
+$(BUILD)/ptxas.txt: $(MODEL_CUH) model_passes.cuh test/ptxas_check.sh cuda_common.cuh matmul.cuh
 	@mkdir -p $(BUILD)/ptxas
 	@printf '#include "%s"\n' $(MODEL_CUH) > $(BUILD)/ptxas/all_kernels.cu
 	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
