@@ -67,6 +67,28 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, c
     }
 }
 
+// Takes a tool's positional arguments (those that are neither a flag nor a flag's value) out of argv, in order,
+// into `positional`, at most `max` of them (further ones stay, and parse_flags rejects them). Returns the rest,
+// argv[0] first, for parse_flags.
+inline std::vector<char*> take_positional(int argc, char** argv, const std::vector<Flag>& flags,
+                                          std::vector<std::string>& positional, size_t max = (size_t)-1) {
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        const bool is_flag = a.size() > 1 && a[0] == '-';
+        if (!is_flag && positional.size() < max) {
+            positional.push_back(a);
+            continue;
+        }
+        rest.push_back(argv[i]);
+        if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
+            for (const auto& f : flags)
+                for (const auto& n : flag_spellings(f))
+                    if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
+    }
+    return rest;
+}
+
 // Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.
 inline long parse_long_flag(const std::string& flag, const std::string& v) {
     char* end = nullptr;

@@ -50,7 +50,7 @@ void rope_at(S* qkv, long n, int w, int h, double theta, long p0) {
 }
 
 // out (n, w): row i, head hh = softmax over j <= p0 + i of scale q_i . K_j, times V_j; q rows of stride 3 w,
-// K, V (>= p0 + n, w). The loops of ref::attention_forward for one query row, keys read from the cache.
+// K, V (>= p0 + n, w): ref::attention_row (as attention_forward runs it), keys read from the cache.
 template <typename S>
 void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, long p0, int w, int h, S scale) {
     const int hd = w / h;
@@ -59,33 +59,9 @@ void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, 
         std::vector<S> p_buf(p0 + n);
 #pragma omp for collapse(2)
         for (long i = 0; i < n; i++)
-            for (int hh = 0; hh < h; hh++) {
-                const long t = p0 + i;
-                const S* q = qkv + i * 3 * w + hh * hd;
-                S* p = p_buf.data();
-                S mx = -INFINITY;
-                for (long j = 0; j <= t; j++) {
-                    const S* k = K + j * w + hh * hd;
-                    S s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int c = 0; c < hd; c++) s += q[c] * k[c];
-                    p[j] = s * scale;
-                    mx = std::max(mx, p[j]);
-                }
-                S sum = 0;
-                for (long j = 0; j <= t; j++) {
-                    p[j] = std::exp(p[j] - mx);
-                    sum += p[j];
-                }
-                const S inv = S(1) / sum;
-                for (long j = 0; j <= t; j++) p[j] *= inv;
-                S* o = out + i * w + hh * hd;
-                for (int c = 0; c < hd; c++) o[c] = 0;
-                for (long j = 0; j <= t; j++) {
-                    const S* v = V + j * w + hh * hd;
-                    for (int c = 0; c < hd; c++) o[c] += p[j] * v[c];
-                }
-            }
+            for (int hh = 0; hh < h; hh++)
+                attention_row(out + i * w + hh * hd, p_buf.data(), qkv + i * 3 * w + hh * hd, K + hh * hd, V + hh * hd,
+                              (long)w, p0 + i, hd, scale);
     }
 }
 

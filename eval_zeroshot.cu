@@ -150,17 +150,9 @@ int main(int argc, char** argv) {
         Options o;
         std::vector<Flag> flags = make_flags(o);
         dist.all_or_none([&] {
-            std::vector<char*> rest{argv[0]};  // the one positional argument (the checkpoint) is taken out first
-            for (int i = 1; i < argc; i++) {
-                std::string a = argv[i];
-                bool is_flag = a.size() > 1 && a[0] == '-';
-                if (!is_flag && o.model.empty()) { o.model = a; continue; }
-                rest.push_back(argv[i]);
-                if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
-                    for (const auto& f : flags)
-                        for (const auto& n : flag_spellings(f))
-                            if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
-            }
+            std::vector<std::string> model;  // the one positional argument, the checkpoint
+            std::vector<char*> rest = take_positional(argc, argv, flags, model, 1);
+            if (!model.empty()) o.model = model[0];
             parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
             if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
         });

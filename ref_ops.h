@@ -171,6 +171,34 @@ void rope_backward(S* dqkv, long B, long T, int w, int h, double theta) { rope_r
 // ======================================================================================================
 // causal self-attention: qkv (B, T, 3 w) = [q | k | v], head hh at columns hh * hd .. (hh + 1) * hd
 // ======================================================================================================
+// One query row t of causal attention, one head: p[j] = softmax over j <= t of scale q . k_j, o (hd) = sum_j
+// p[j] v_j, with key j's vectors at K + j stride and V + j stride. attention_forward's inner loops, and the
+// cached decoder's (cpu_decoder.h), which therefore agrees with a full forward bit for bit.
+template <typename S>
+void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, long t, int hd, S scale) {
+    S mx = -INFINITY;
+    for (long j = 0; j <= t; j++) {
+        const S* k = K + j * stride;
+        S s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < hd; c++) s += q[c] * k[c];
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+    }
+    S sum = 0;
+    for (long j = 0; j <= t; j++) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+    }
+    const S inv = S(1) / sum;
+    for (long j = 0; j <= t; j++) p[j] *= inv;
+    for (int c = 0; c < hd; c++) o[c] = 0;
+    for (long j = 0; j <= t; j++) {
+        const S* v = V + j * stride;
+        for (int c = 0; c < hd; c++) o[c] += p[j] * v[c];
+    }
+}
+
 // att (B, h, T, T): att[b, hh, t, j] = softmax_j<=t(scale * q_t . k_j), zero for j > t (kept for the backward
 // and for attention-distance analysis). out (B, T, w) = sum_j att * v_j. scale = 1/sqrt(hd), or 1/hd (muP).
 template <typename S>
@@ -180,31 +208,11 @@ void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int 
     for (long b = 0; b < B; b++)
         for (int hh = 0; hh < h; hh++)
             for (long t = 0; t < T; t++) {
-                const S* q = qkv + (b * T + t) * 3 * w + hh * hd;
+                const S* x = qkv + b * T * 3 * w + hh * hd;  // sequence b's q of head hh; its k, v at + w, + 2 w
                 S* p = att + ((b * h + hh) * T + t) * T;
-                S mx = -INFINITY;
-                for (long j = 0; j <= t; j++) {
-                    const S* k = qkv + (b * T + j) * 3 * w + w + hh * hd;
-                    S s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int c = 0; c < hd; c++) s += q[c] * k[c];
-                    p[j] = s * scale;
-                    mx = std::max(mx, p[j]);
-                }
-                S sum = 0;
-                for (long j = 0; j <= t; j++) {
-                    p[j] = std::exp(p[j] - mx);
-                    sum += p[j];
-                }
-                const S inv = S(1) / sum;
-                for (long j = 0; j <= t; j++) p[j] *= inv;
+                attention_row(out + (b * T + t) * w + hh * hd, p, x + t * 3 * w, x + w, x + 2 * w, 3L * w, t, hd,
+                              scale);
                 for (long j = t + 1; j < T; j++) p[j] = 0;
-                S* o = out + (b * T + t) * w + hh * hd;
-                for (int c = 0; c < hd; c++) o[c] = 0;
-                for (long j = 0; j <= t; j++) {
-                    const S* v = qkv + (b * T + j) * 3 * w + 2 * w + hh * hd;
-                    for (int c = 0; c < hd; c++) o[c] += p[j] * v[c];
-                }
             }
 }
 

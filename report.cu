@@ -342,20 +342,7 @@ int main(int argc, char** argv) {
     Options o;
     std::vector<Flag> flags = make_flags(o);
     try {
-        std::vector<char*> rest{argv[0]};  // positional arguments (the run directories) are taken out first
-        for (int i = 1; i < argc; i++) {
-            std::string a = argv[i];
-            bool is_flag = a.size() > 1 && a[0] == '-';
-            if (!is_flag) {
-                o.runs.push_back(a);
-                continue;
-            }
-            rest.push_back(argv[i]);
-            if (a.find('=') == std::string::npos && i + 1 < argc)
-                for (const auto& f : flags)
-                    for (const auto& n : flag_spellings(f))
-                        if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
-        }
+        std::vector<char*> rest = take_positional(argc, argv, flags, o.runs);  // the run directories
         parse_flags((int)rest.size(), rest.data(), flags, "report");
         if (o.help) {
             printf("usage: report RUN_DIR... [flags]\n\nOne static HTML page (inline SVG, no script) comparing training "
