@@ -286,7 +286,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::vector<Flag> flags = make_flags(o);
-    try {
+    return run_tool("analyze", "use fewer --sequences or a shorter --seq-len", [&] {
         std::vector<char*> rest = take_positional(argc, argv, flags, o.models);  // the checkpoints
         parse_flags((int)rest.size(), rest.data(), flags, "analyze");
         if (o.help) {
@@ -297,13 +297,5 @@ int main(int argc, char** argv) {
         }
         if (o.models.empty()) throw ConfigError("no checkpoint given; usage: analyze MODEL.bin... [flags] (--help)");
         return run(o);
-    } catch (const std::runtime_error& e) {
-        fflush(stdout);
-        fprintf(stderr, "analyze: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "analyze: error: out of memory; use fewer --sequences or a shorter --seq-len\n");
-    } catch (const std::exception& e) {
-        fprintf(stderr, "analyze: internal error: %s\n", e.what());
-    }
-    return 1;
+    });
 }

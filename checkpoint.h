@@ -82,6 +82,18 @@ double header_double(const int32_t* h, int at, const char* name, double lo, doub
     }
     return v;
 }
+
+// A version 2 checksum as it starts: the 1024-byte header h hashed with its checksum field (the int64 at word
+// `at`) zero, as it was when the file was written. The reader then adds the rest of the file.
+inline Checksum64 header_checksum(const int32_t* h, int at) {
+    int32_t z[256];
+    memcpy(z, h, sizeof z);
+    put64(z, at, 0);
+    Checksum64 c;
+    c.update(z, sizeof z);
+    return c;
+}
+
 // Words [from, 256) other than the listed ones must be zero.
 template <class Bad>
 void header_zeros(const int32_t* h, int from, Bad bad) {
@@ -183,11 +195,7 @@ inline LoadedModel load_model(const std::string& path) {
     if (version == 1) {
         sum = checksum64(m.params.data(), 4 * P, checksum64(table.data(), 8 * (size_t)L));
     } else {
-        int32_t z[256];
-        memcpy(z, h, sizeof z);
-        put64(z, 24, 0);
-        Checksum64 c;
-        c.update(z, sizeof z);
+        Checksum64 c = header_checksum(h, 24);
         c.update(table.data(), 8 * (size_t)L);
         c.update(m.params.data(), 4 * P);
         sum = c.value();
@@ -317,11 +325,7 @@ inline TrainState load_state(const std::string& path, size_t n_expected) {
         sum = checksum64(s.m.data(), 4 * P, sum);
         sum = checksum64(s.v.data(), 4 * P, sum);
     } else {
-        int32_t z[256];
-        memcpy(z, h, sizeof z);
-        put64(z, 11, 0);
-        Checksum64 c;
-        c.update(z, sizeof z);
+        Checksum64 c = header_checksum(h, 11);
         c.update(s.loader.data(), lsz);
         c.update(s.m.data(), 4 * P);
         c.update(s.v.data(), 4 * P);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,26 @@ inline std::vector<char*> take_positional(int argc, char** argv, const std::vect
                     if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
     }
     return rest;
+}
+
+// How a single-process tool (generate, analyze, report) ends on an error: what it printed first, then one line
+// on stderr, "PROGRAM: error: ..." (out of memory: followed by oom_hint when it is not empty), and exit status 1.
+// Returns body's exit status otherwise. dist.h's run_ranks is the same for the binaries that run as ranks.
+inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
+    try {
+        return body();
+    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, data and tokenizer errors
+        fflush(stdout);
+        fprintf(stderr, "%s: error: %s\n", program, e.what());
+    } catch (const std::bad_alloc&) {
+        fflush(stdout);
+        const std::string hint = oom_hint.empty() ? "" : "; " + oom_hint;
+        fprintf(stderr, "%s: error: out of memory%s\n", program, hint.c_str());
+    } catch (const std::exception& e) {
+        fflush(stdout);
+        fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+    }
+    return 1;
 }
 
 // Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.

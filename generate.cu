@@ -123,7 +123,7 @@ int run(Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::vector<Flag> flags = make_flags(o);
-    try {
+    return run_tool("generate", "", [&] {
         std::vector<std::string> model;  // the one positional argument, the checkpoint
         std::vector<char*> rest = take_positional(argc, argv, flags, model, 1);
         if (!model.empty()) o.model = model[0];
@@ -136,13 +136,5 @@ int main(int argc, char** argv) {
         }
         if (o.model.empty()) throw ConfigError("no checkpoint given; usage: generate MODEL.bin [flags] (--help)");
         return run(o);
-    } catch (const std::runtime_error& e) {  // ConfigError, CheckpointError, tokenizer errors
-        fflush(stdout);
-        fprintf(stderr, "generate: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "generate: error: out of memory\n");
-    } catch (const std::exception& e) {
-        fprintf(stderr, "generate: internal error: %s\n", e.what());
-    }
-    return 1;
+    });
 }

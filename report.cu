@@ -341,7 +341,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::vector<Flag> flags = make_flags(o);
-    try {
+    return run_tool("report", "", [&] {
         std::vector<char*> rest = take_positional(argc, argv, flags, o.runs);  // the run directories
         parse_flags((int)rest.size(), rest.data(), flags, "report");
         if (o.help) {
@@ -352,11 +352,5 @@ int main(int argc, char** argv) {
         }
         if (o.runs.empty()) throw ConfigError("no run directory given; usage: report RUN_DIR... [flags] (--help)");
         return run(o);
-    } catch (const std::runtime_error& e) {
-        fflush(stdout);
-        fprintf(stderr, "report: error: %s\n", e.what());
-    } catch (const std::exception& e) {
-        fprintf(stderr, "report: internal error: %s\n", e.what());
-    }
-    return 1;
+    });
 }
