@@ -9,7 +9,7 @@ BUILD    := build
 SHELL    := /bin/bash
 
 .PHONY: all test clean run test-unit
-all: train_prism
+all:
 
 # The two commands of the README. Each first does whatever set-up is missing (setup.sh: the Debian packages,
 # the GPT-2 tokenizer file, the default corpus; a few tenths of a second when all is there), then builds.
@@ -40,7 +40,7 @@ BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
 # MPI (data-parallel ranks under mpirun / srun, CPU and GPU): OpenMPI's wrapper `mpicxx --showme`, else
 # pkg-config's `ompi`; defines PRISM_MPI. NCCL (the GPUs' collectives, with nvcc only): nccl.h and libnccl in
 # the CUDA toolkit's directories or the system's (Debian: libnccl-dev); defines PRISM_NCCL. NO_MPI=1 and
-# NO_NCCL=1 build without them. A build without MPI refuses to run as several ranks (dist.h).
+# NO_NCCL=1 build without them. A build without MPI refuses to run as several ranks (dist/process_group.h).
 ifeq ($(NO_MPI),)
 MPICXX ?= $(shell command -v mpicxx 2>/dev/null)
 MPI_CFLAGS := $(if $(MPICXX),$(shell $(MPICXX) --showme:compile 2>/dev/null))
@@ -71,17 +71,50 @@ $(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), insta
 $(if $(BIN_NVCC),$(if $(NCCL_FLAGS),NCCL $(NCCL_VERSION),no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more)),no NCCL (CPU build)))
 endif
 
+# ---- the product binaries: `make` builds them all ------------------------------------------------------
+# Headers by folder (see the README's layout): the root is the training step, each folder one side concern.
+PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h)
+CUDA_H    := $(wildcard *.cuh inspect/*.cuh cuda_cpu/*.h)
 ifeq ($(BIN_NVCC),)
-BIN_DEPS := $(wildcard *.h)
+BIN_DEPS := $(PRODUCT_H)
 build_bin = $(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -x c++ $(1) -x none -o $(2) $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
-BIN_DEPS := $(wildcard *.h *.cuh)
+BIN_DEPS := $(PRODUCT_H) $(CUDA_H)
 build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(call nvcc_host,$(MPI_CFLAGS)) -x cu $(1) -o $(2) $(NVCC_LDLIBS) \
             $(call nvcc_host,$(MPI_LIBS)) $(NCCL_FLAGS)
 endif
 
+# The trainer, the evaluator and generate run on a GPU when there is one (nvcc builds them when present).
 train_prism: train_prism.cu $(BIN_DEPS)
 	$(call build_bin,$<,$@)
+eval_zeroshot: eval_zeroshot.cu $(BIN_DEPS)
+	$(call build_bin,$<,$@)
+generate: inspect/generate.cu $(BIN_DEPS)
+	$(call build_bin,$<,$@)
+
+# analyze runs on the fp32 CPU reference and report reads logs: plain C++ on every machine.
+analyze: inspect/analyze.cpp $(PRODUCT_H)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+report: inspect/report.cpp $(PRODUCT_H)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+
+# The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
+TEXT_H := text/tokenizer.h text/pretokenize.h util/utf8.h util/json.h
+$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h $(TEXT_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+$(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h text/pytext.h util/io.h $(TEXT_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+
+PRODUCTS := train_prism eval_zeroshot generate analyze report $(BUILD)/prepare_shards $(BUILD)/prepare_eval
+all: $(PRODUCTS)
+
+.PHONY: data eval-data
+data:
+	bash data/get_default.sh
+eval-data: $(BUILD)/prepare_eval
+	bash data/get_eval.sh
 
 # ---- tests -------------------------------------------------------------------------------------------
 # Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism. Each file's own
@@ -90,7 +123,7 @@ TEST_SRCS := $(wildcard test/test_*.cpp)
 TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(TEST_SRCS))
 TEST_LDLIBS :=
 
-$(BUILD)/test/%.o: test/%.cpp $(wildcard *.h) $(wildcard test/*.h)
+$(BUILD)/test/%.o: test/%.cpp $(PRODUCT_H) $(wildcard test/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
@@ -104,7 +137,7 @@ $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
 #   TEST_CHECKS   compile-only checks (nvcc, ptxas), part of the parallel build phase
 #   SAN_BUILD     the sanitizer binaries of test-asan and test-race (`make sanitizer-builds` builds them in parallel)
 TEST_TARGETS := test-unit
-TEST_BUILD := $(BUILD)/test_prism train_prism
+TEST_BUILD := $(BUILD)/test_prism $(PRODUCTS)
 TEST_CHECKS :=
 SAN_BUILD :=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -135,4 +168,4 @@ test:
 	 exit $$((b || rc || s))
 
 clean:
-	rm -rf $(BUILD) train_prism eval_zeroshot
+	rm -rf $(BUILD) train_prism eval_zeroshot generate analyze report

@@ -1,5 +1,5 @@
 // comm.cuh: the one seam for collectives between ranks on device memory (data-parallel training): a Comm handle
-// made from the process group (dist.h), and the collectives the CUDA engine's data parallelism needs, each queued
+// made from the process group (dist/process_group.h), and the collectives the CUDA engine's data parallelism needs, each queued
 // on a stream:
 //
 //   Comm comm = comm_init(dist);                          // after dist.start(); one NCCL communicator
@@ -17,7 +17,7 @@
 // device memory is host memory, so the collectives are MPI on the buffers themselves (built with -DPRISM_MPI),
 // run at once (the executor's streams are synchronous); with one rank every call returns at once.
 // Failures: a peer that dies or a network error surfaces as NCCL's asynchronous error, which the watchdog
-// (watchdog.h) polls; a wait on the GPU that never ends is the watchdog's limit. Either aborts the communicator
+// (dist/watchdog.h) polls; a wait on the GPU that never ends is the watchdog's limit. Either aborts the communicator
 // (so the GPU stops waiting) and ends the process.
 // Does not: decide what to reduce or when (model.cuh), or use more than one communicator.
 #pragma once
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "cuda_common.cuh"
-#include "dist.h"
+#include "dist/process_group.h"
 
 #if defined(__CUDACC__) && defined(PRISM_NCCL)
 #include <nccl.h>

@@ -1,5 +1,5 @@
 // cuda_common.cuh: the few portable wrappers every kernel file uses, so that the same .cuh compiles with nvcc
-// (runs on the GPU) and with g++ (runs on the CUDA-on-CPU executor in test/cuda_cpu/, for CI without a GPU).
+// (runs on the GPU) and with g++ (runs on the CUDA-on-CPU executor in cuda_cpu/, for CI without a GPU).
 // These macros are the only #if between the two worlds; kernel bodies are plain CUDA.
 //
 //   LAUNCH(grid, block, smem_bytes, stream, kernel)(args...)   kernel<<<grid, block, smem_bytes, stream>>>(args...)
@@ -32,7 +32,7 @@ template <class T> using prism_ident_t = T;
     extern __shared__ __align__(16) unsigned char name##_dynamic_smem_[];                                      \
     T* name = reinterpret_cast<T*>(name##_dynamic_smem_)
 
-// Tensor cores (sm_80+). Fragment layouts: see the header of test/cuda_cpu/warp.h, which implements them on
+// Tensor cores (sm_80+). Fragment layouts: see the header of cuda_cpu/warp.h, which implements them on
 // the CPU; the arguments are per-lane register arrays.
 __device__ __forceinline__ void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -88,7 +88,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 
 #else // the CUDA-on-CPU executor
 
-#include "test/cuda_cpu/cuda_cpu.h"
+#include "cuda_cpu/cuda_cpu.h"
 
 #define LAUNCH(grid, block, smem, stream, ...) \
     ::cuda_cpu::make_launch(#__VA_ARGS__, (grid), (block), (smem), (stream), __VA_ARGS__)

@@ -1,23 +1,23 @@
 // engine.h: the one interface the training loop and the evaluator drive. An Engine owns a model's parameters,
 // gradients and AdamW state and runs forward, backward and the update. Two engines implement it: CpuEngine
-// (cpu_engine.h, the fp32 reference) and CudaEngine (model.cuh, the bf16 kernels); engines.h's make_engine
+// (ref/cpu_engine.h, the fp32 reference) and CudaEngine (model.cuh, the bf16 kernels); engine_factory.h's make_engine
 // picks one, so train_prism and eval_zeroshot never know which they hold. Parameters cross the interface as
-// fp32 in schedule.h's param_layout order (the checkpoint format), so a checkpoint from either engine loads
+// fp32 in model_config.h's param_layout order (the checkpoint format), so a checkpoint from either engine loads
 // into the other.
 // The interface queues work: forward, forward_backward, zero_grad, clip_grad_norm and adamw_step return as soon
 // as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
 // GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until
 // read_stats: the one call of a training step that waits for the GPU (test_model_cuda.cpp counts them).
 //
-// Data parallelism (several ranks, dist.h): each rank's engine runs forward_backward on its own micro-batches;
+// Data parallelism (several ranks, dist/process_group.h): each rank's engine runs forward_backward on its own micro-batches;
 // the gradients are then summed over the ranks before clip_grad_norm reads them, so clip_grad_norm and
 // adamw_step work on that sum and every rank ends each step with the same parameters. The step's last
 // micro-step says so (last_micro_step), and the engine may start the reduction during its backward (the CUDA
 // engine does, layer by layer, on a second stream); otherwise clip_grad_norm does all of it. With ZeRO-1 each
-// rank keeps only its shard (shard.h) of the summed gradient, of the fp32 master weights and of the AdamW
+// rank keeps only its shard (dist/shard.h) of the summed gradient, of the fp32 master weights and of the AdamW
 // moments: it updates its shard and the ranks all-gather the parameters. Checkpoints see the shard as
 // optimizer_range().
-// Does not: include either engine (they include this file; the factory that sees both is engines.h).
+// Does not: include either engine (they include this file; the factory that sees both is engine_factory.h).
 #pragma once
 
 #include <cstddef>
@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist.h"
-#include "schedule.h"
+#include "dist/process_group.h"
+#include "model_config.h"
 
 struct OptimizerHyper {
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
@@ -100,17 +100,17 @@ class Engine {
     virtual void target_logprobs(const int* targets, float* out) const = 0;
     // After forward (not forward_backward): the logits of position (b, t), out (V); waits for the GPU.
     virtual void logits_at(int b, int t, float* out) const = 0;
-    // The device's dense bf16 peak in FLOP/s for MFU (mfu.h); 0 where MFU means nothing (the CPU).
+    // The device's dense bf16 peak in FLOP/s for MFU (util/mfu.h); 0 where MFU means nothing (the CPU).
     virtual double peak_flops() const { return 0; }
 };
 
-// Incremental decoding of one sequence with a KV cache (decoders.h makes one for an Engine: cpu_decoder.h on
-// the CPU reference, cuda_decoder.cuh on the GPU; sampling.h drives it). Per layer l it keeps the keys and
+// Incremental decoding of one sequence with a KV cache (inspect/decoders.h makes one for an Engine: ref/cpu_decoder.h on
+// the CPU reference, inspect/cuda_decoder.cuh on the GPU; inspect/sampling.h drives it). Per layer l it keeps the keys and
 // values of every position so far, (capacity, w_l) each: h_l heads of head_dim_l, so 2 w_l numbers a token,
 // what --plan counts as KV-cache bytes (bf16 on the GPU, fp32 on the CPU). Each new token is one row through
 // the layers, its query attending over the cache: the logits equal a full forward over the whole prefix.
 // It runs on the engine's weights as they are when it is made; make a new one after they change.
-// Does not: batch several sequences, or evict (a full cache is the caller's to reset: sampling.h slides).
+// Does not: batch several sequences, or evict (a full cache is the caller's to reset: inspect/sampling.h slides).
 class Decoder {
   public:
     virtual ~Decoder() = default;

@@ -1,23 +1,23 @@
-// eval_zeroshot: a checkpoint's zero-shot scores, the lm-evaluation-harness v0.4 way (../shared/EVAL.md).
+// eval_zeroshot: a checkpoint's zero-shot scores, the lm-evaluation-harness v0.4 way (docs/zero_shot.md).
 //
 //   ./eval_zeroshot out/step_000300/model.bin                        # hellaswag, piqa, arc_easy, winogrande
 //   ./eval_zeroshot model.bin --tasks lambada,wikitext --json r.json
 //
-// Reads data/eval/TASK.bin (made by data/get_eval.sh; format: eval_file.h), scores it with eval.h's scorer on
+// Reads data/eval/TASK.bin (made by data/get_eval.sh; format: eval/eval_file.h), scores it with eval/scoring.h's scorer on
 // the engine make_engine picks (the GPU engine when one is built in, else the CPU reference) through the same
 // Engine interface the trainer uses, packing --batch rows (one row per choice) into each forward. Prints one
 // row per task: examples, acc and acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and
-// bits per byte, seconds. Under mpirun every process is a rank (dist.h): each scores every world-th example on
+// bits per byte, seconds. Under mpirun every process is a rank (dist/process_group.h): each scores every world-th example on
 // its own GPU and the counts are summed, so 8 GPUs take an eighth of the time for the same numbers.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "cli.h"
-#include "dist.h"
-#include "engines.h"
-#include "eval.h"
+#include "run/checkpoint.h"
+#include "run/cli.h"
+#include "dist/process_group.h"
+#include "engine_factory.h"
+#include "eval/scoring.h"
 
 namespace {
 
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         if (o.help) {
             if (dist.rank == 0) {
                 printf("usage: eval_zeroshot MODEL.bin [flags]\n\nZero-shot scores of a checkpoint, as lm-evaluation-harness "
-                       "computes them (prompts and metrics: EVAL.md). Under mpirun the examples are split across the ranks.\n\n");
+                       "computes them (prompts and metrics: docs/zero_shot.md). Under mpirun the examples are split across the ranks.\n\n");
                 print_flags(stdout, flags);
             }
             return 0;

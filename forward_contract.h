@@ -1,15 +1,15 @@
 // forward_contract.h: what both engines' forward accepts and what their backward asks of it, written once so
-// that RefModel (reference.h) and CudaEngine (model.cuh) fail alike, with the same message, before any op runs:
+// that RefModel (ref/reference.h) and CudaEngine (model.cuh) fail alike, with the same message, before any op runs:
 //   validate_forward_inputs  B, T within the config, every token id in [0, V) (a bad batch is a ConfigError)
 //   BackwardGate             a backward needs exactly one preceding forward with targets (a logic_error); the
 //                            reference's separate backward needs it, the engines' forward_backward is one call
-// Does not: check the config itself (validate_config, schedule.h, does that when a model is built).
+// Does not: check the config itself (validate_config, model_config.h, does that when a model is built).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-#include "schedule.h"
+#include "model_config.h"
 
 // Throws ConfigError unless 1 <= B, 1 <= T <= c.T, every input id lies in [0, V) and every target id below V
 // (a negative target is masked, not an error). inputs, targets (B, T); targets may be null (inference).

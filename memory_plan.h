@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "schedule.h"
+#include "model_config.h"
 
 // The vocabulary padded for the GPU: a multiple of 128.
 inline int padded_vocab(int V) { return (V + 127) / 128 * 128; }

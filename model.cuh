@@ -1,6 +1,6 @@
 // model.cuh: the GPU model. CudaEngine implements engine.h's Engine with the bf16 kernels of this directory, so
-// the training loop and the evaluator drive it exactly like the CPU reference (CpuEngine, cpu_engine.h). From
-// the reference it takes only the init (ref_init.h: both engines start from the same weights); engines.h is
+// the training loop and the evaluator drive it exactly like the CPU reference (CpuEngine, ref/cpu_engine.h). From
+// the reference it takes only the init (ref/init.h: both engines start from the same weights); engine_factory.h is
 // where the two engines meet. The kernels take sizes and pointers; everything that reads the ModelConfig
 // (layout, ranges, norm type) is here.
 //
@@ -39,7 +39,7 @@
 //   logits (N, Vp) = lnf[:, :d] Wout^T (the matmul reads the leading d columns in place); then either the
 //   fused classifier (training: losses, and dlogits written over the logits) or the plain one (inference:
 //   losses and lse, logits kept); the losses summed into the device's loss sum.
-// Backward mirrors reference.h's RefModel::backward op for op (same buffers, same accumulation conventions);
+// Backward mirrors ref/reference.h's RefModel::backward op for op (same buffers, same accumulation conventions);
 // each branch's gradient is the residual-state gradient's leading w columns, read in place by the matmuls.
 // Deterministic: no atomics in any kernel, fixed reduction orders, so a run repeats bit for bit on one GPU.
 // Recomputation (CudaEngine(cfg, true), train_prism --recompute): the norm outputs ln1, ln2 and the SwiGLU output
@@ -48,14 +48,14 @@
 // per layer). The recomputing kernels read the same bf16 inputs with the same code, so the gradients are
 // bit-identical to the stored path (tested).
 // Profiling (dev/bench_model): an OpTimer, when set, is called after every op of a step with the op's name, the
-// names cost_model.h uses, so measured times line up with the roofline model.
+// names run/cost_model.h uses, so measured times line up with the roofline model.
 // Data parallelism (CudaEngine(cfg, recompute, dp) with several ranks, engine.h): the gradients are summed over
 // the ranks in fp32 over NCCL (comm.cuh). The step's last micro-step reduces them layer by layer as its backward
 // completes each bucket (the head, then layer L-1 down to layer 0, then the embedding; each a contiguous range of
 // the device vector), on a communication stream that waits for the compute stream with an event: bucket l's
 // reduction runs while the compute stream computes the layers below it. clip_grad_norm makes the compute stream
 // wait for the last of them. ZeRO-0 all-reduces each bucket and every rank updates everything. ZeRO-1 cuts the
-// device vector into equal contiguous shards (shard.h: padded to world x S, S a multiple of 128), reduces each
+// device vector into equal contiguous shards (dist/shard.h: padded to world x S, S a multiple of 128), reduces each
 // piece of a bucket to the rank whose shard holds it, computes the norm of its own shard (the squared norms
 // all-reduced), runs AdamW on its shard only, with master weights, m and v kept for that shard alone (1 / world
 // of the optimizer memory; the AdamW ranges carry the shard offset), and all-gathers the bf16 parameters in
@@ -85,11 +85,11 @@
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "memory_plan.h"
-#include "mfu.h"
-#include "ref_init.h"
+#include "util/mfu.h"
+#include "ref/init.h"
 #include "rope.cuh"
-#include "schedule.h"
-#include "shard.h"
+#include "model_config.h"
+#include "dist/shard.h"
 #include "staging.cuh"
 #include "swiglu.cuh"
 
@@ -107,7 +107,7 @@ inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
     return r;
 }
 
-// Called after each op of a step (see the top). `op` is one of cost_model.h's names.
+// Called after each op of a step (see the top). `op` is one of run/cost_model.h's names.
 struct OpTimer {
     virtual ~OpTimer() = default;
     virtual void mark(const char* op, cudaStream_t stream) = 0;
@@ -248,7 +248,7 @@ class CudaEngine : public Engine {
     // For dev/bench_model: time every op of the following steps (null: stop), on the stream the ops run on.
     void set_timer(OpTimer* t) { timer_ = t; }
     cudaStream_t stream() const { return compute_; }
-    // For the KV-cache decoder (cuda_decoder.cuh): the bf16 weights in the device layout (V padded to Vp).
+    // For the KV-cache decoder (inspect/cuda_decoder.cuh): the bf16 weights in the device layout (V padded to Vp).
     const bf16* device_params() const { return params_; }
     const ParamLayout& device_param_layout() const { return glayout_; }
     int padded_vocab_size() const { return Vp_; }

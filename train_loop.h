@@ -1,5 +1,5 @@
 // train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
-// or as one of `world` data-parallel ranks (dist.h). One step (train_step.h), on every rank: zero_grad; for each
+// or as one of `world` data-parallel ranks (dist/process_group.h). One step (train_step.h), on every rank: zero_grad; for each
 // of n_micro micro-batches: forward_backward(1 / (n_micro world)) (gradient accumulation); the gradients summed
 // over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (linear warmup,
 // cosine to final_lr_frac * lr); AdamW; one read-back of the loss and the norm
@@ -9,16 +9,16 @@
 // are the micro-batch of one process with B x world rows. The training loss and the gradient norm come back
 // from the engine already summed over the ranks, validation losses and eval counts are summed here; only rank 0
 // prints, writes OUT/log.jsonl and samples text. Each step prints one line and appends one JSON object to the
-// log; checkpoints and the run directory are run_dir.h's. --resume continues from OUT/latest with the identical
+// log; checkpoints and the run directory are run/run_dir.h's. --resume continues from OUT/latest with the identical
 // loss sequence of an uninterrupted run (same data position, same sampling RNG), on the same or another number
 // of ranks.
 // Nothing lost, nothing silently wrong: a step whose loss or gradient norm is NaN or infinite makes no update
 // (its gradients are dropped) and writes no checkpoint; --max-nonfinite such steps in a row end the run
 // (kExitDiverged) with OUT/latest still naming the last good checkpoint. SIGTERM, SIGINT and SIGHUP end it
-// after the current step with a checkpoint (kExitInterrupted, stop_signal.h). A failed log write is an error.
+// after the current step with a checkpoint (kExitInterrupted, run/stop_signal.h). A failed log write is an error.
 // With several ranks every rank sees the same loss and norm, so all skip alike; a signal that reached any rank
 // stops every rank after the same step (the ranks exchange their signal state once a step).
-// Does not: parse flags (train_prism.cu), or know which engine it drives (engines.h makes it).
+// Does not: parse flags (train_prism.cu), or know which engine it drives (engine_factory.h makes it).
 #pragma once
 
 #include <chrono>
@@ -29,32 +29,32 @@
 #include <vector>
 
 #include "dataloader.h"
-#include "decoders.h"
-#include "dist.h"
+#include "inspect/decoders.h"
+#include "dist/process_group.h"
 #include "engine.h"
-#include "eval.h"
-#include "plan.h"
-#include "ref_optimizer.h"
-#include "run_dir.h"
-#include "sampling.h"
-#include "schedule.h"
-#include "stop_signal.h"
-#include "tokenizer.h"
+#include "eval/scoring.h"
+#include "run/plan_views.h"
+#include "ref/optimizer.h"
+#include "run/run_dir.h"
+#include "inspect/sampling.h"
+#include "model_config.h"
+#include "run/stop_signal.h"
+#include "text/tokenizer.h"
 #include "train_step.h"
 
 struct TrainOptions {
     ModelSpec model;
     bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
     bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
-    std::string train, val, out;  // "": run_defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
+    std::string train, val, out;  // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer = "data/cache/gpt2.tiktoken";
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
-    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run_defaults.h); a multiple of B T ranks
+    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run/defaults.h); a multiple of B T ranks
     long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
     long tokens = 0;            // token budget
     double tokens_per_param = 0;
     double epochs = 0;          // passes over the training shards
-    double lr = NAN;            // NAN: by model size (run_defaults.h)
+    double lr = NAN;            // NAN: by model size (run/defaults.h)
     double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     OptimizerHyper opt;
     uint64_t seed = 1337;
@@ -64,10 +64,10 @@ struct TrainOptions {
     long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
     int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
-    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval.h), on this many examples
+    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
     int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
-    double comm_timeout = 600;  // seconds a rank may wait in a collective (watchdog.h)
+    double comm_timeout = 600;  // seconds a rank may wait in a collective (dist/watchdog.h)
 };
 
 inline double now_seconds() {
@@ -88,7 +88,7 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     return dist.mean(eng.read_stats().loss / batches, "the sum of the validation losses");
 }
 
-// A text sample at temperature 1 from EOT: sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
+// A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
 // the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
 inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
     std::unique_ptr<Decoder> dec = make_decoder(eng, T);
@@ -215,7 +215,7 @@ inline std::string nonfinite_message(const RunDir& run, long first_bad, long las
 // replaces) and 0 with one.
 inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
 
-// The stop signal (stop_signal.h) every rank acts on: one that reached any rank (a launcher may signal one
+// The stop signal (run/stop_signal.h) every rank acts on: one that reached any rank (a launcher may signal one
 // process, or all of them a step apart), the lowest such rank's.
 inline int agreed_stop_signal(const Dist& dist) {
     if (dist.world == 1) return g_stop_signal;
@@ -228,7 +228,7 @@ inline int agreed_stop_signal(const Dist& dist) {
 
 // Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
 // engine and why). Every rank runs this; see the top for what each does. Returns the exit code
-// (stop_signal.h); errors are thrown.
+// (run/stop_signal.h); errors are thrown.
 inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
                         const Dist& dist) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
@@ -239,7 +239,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
     long start = 0, tokens = 0;
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    // Set-up on every rank; a failure anywhere ends every rank with one message (dist.h).
+    // Set-up on every rank; a failure anywhere ends every rank with one message (dist/process_group.h).
     dist.all_or_none([&] {
         run.check_start(o.resume, o.overwrite);  // before the slow checks: a forgotten --resume fails at once
         const int T = train_seq_len(o, cfg);

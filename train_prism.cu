@@ -1,20 +1,20 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
 // or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
 // (memory_plan.h), and exits. Under mpirun (or srun, or the environment rendezvous) every process is one
-// data-parallel rank (dist.h). This file is the command line: the flag table (cli.h renders --help from it) and
-// main; the loop is train_loop.h, the defaults run_defaults.h, the output directory run_dir.h, the engines
-// engine.h, the process group dist.h.
+// data-parallel rank (dist/process_group.h). This file is the command line: the flag table (run/cli.h renders --help from it) and
+// main; the loop is train_loop.h, the defaults run/defaults.h, the output directory run/run_dir.h, the engines
+// engine.h, the process group dist/process_group.h.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "dist.h"
-#include "engines.h"
+#include "run/cli.h"
+#include "dist/process_group.h"
+#include "engine_factory.h"
 #include "memory_plan.h"
-#include "plan.h"
-#include "run_defaults.h"
-#include "schedule.h"
+#include "run/plan_views.h"
+#include "run/defaults.h"
+#include "model_config.h"
 #include "train_loop.h"
 
 static std::vector<Flag> make_flags(TrainOptions& o) {
@@ -102,7 +102,7 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
 // The body of main on every rank; errors are thrown (run_ranks reports them).
 static int train_main(int argc, char** argv, Dist& dist) {
     TrainOptions o;
-    o.model.preset = "";  // run_defaults.h: 124M on a GPU, tiny on the CPU
+    o.model.preset = "";  // run/defaults.h: 124M on a GPU, tiny on the CPU
     std::vector<Flag> flags = make_flags(o);
     ModelConfig cfg;
     std::vector<std::string> warnings, notes;

@@ -4,7 +4,7 @@
 #   bash data/get_eval.sh                       # all six: hellaswag piqa arc_easy winogrande lambada wikitext
 #   bash data/get_eval.sh hellaswag piqa        # only these
 #
-# Sources (the files lm-evaluation-harness's datasets are built from; licences in EVAL.md):
+# Sources (the files lm-evaluation-harness's datasets are built from; licences in docs/zero_shot.md):
 #   hellaswag   hellaswag_val.jsonl               github.com/rowanz/hellaswag (data/)
 #   piqa        valid.jsonl + valid-labels.lst    yonatanbisk.com/piqa/data (mirror: github.com/ybisk/ybisk.github.io)
 #   arc_easy    ARC-Easy-Test.jsonl               AI2's ARC-V1-Feb2018.zip

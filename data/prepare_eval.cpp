@@ -1,4 +1,4 @@
-// prepare_eval: an official raw eval file in, one tokenised eval file out (format: top of eval_file.h).
+// prepare_eval: an official raw eval file in, one tokenised eval file out (format: top of eval/eval_file.h).
 //
 //   make build/prepare_eval
 //   build/prepare_eval hellaswag  hellaswag_val.jsonl             -o data/eval/hellaswag.bin
@@ -8,7 +8,7 @@
 //   build/prepare_eval lambada    lambada_test.jsonl              -o data/eval/lambada.bin
 //   build/prepare_eval wikitext   wiki.test.raw                   -o data/eval/wikitext.bin
 //
-// data/get_eval.sh downloads the six and runs all of the above. The prompt rules live in eval_tasks.h (shared
+// data/get_eval.sh downloads the six and runs all of the above. The prompt rules live in eval/tasks.h (shared
 // with the tests); this file only reads the raw formats, reports bad lines with their line number, tokenises
 // (in parallel, output in input order) and writes. --show N prints the first N examples' contexts and
 // continuations as the model will see them, token boundaries marked with '|', to compare against lm-eval.
@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "eval_file.h"
-#include "eval_tasks.h"
-#include "json.h"
-#include "pytext.h"
-#include "tokenizer.h"
+#include "eval/eval_file.h"
+#include "eval/tasks.h"
+#include "util/json.h"
+#include "text/pytext.h"
+#include "text/tokenizer.h"
 
 static std::string read_text_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
@@ -128,7 +128,7 @@ static std::string show_tokens(const Tokenizer& tok, const std::vector<int32_t>&
 
 static const char* kUsage =
     "usage: prepare_eval TASK INPUT [LABELS] [-o OUT] [flags]\n"
-    "Converts an official raw eval file to a tokenised eval file (format: eval_file.h).\n"
+    "Converts an official raw eval file to a tokenised eval file (format: eval/eval_file.h).\n"
     "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy ARC-Easy-Test.jsonl\n"
     "                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext wiki.test.raw\n"
     "  -o, --out FILE            output (default data/eval/TASK.bin)\n"

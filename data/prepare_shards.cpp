@@ -47,10 +47,10 @@
 #include <vector>
 
 #include "dataloader.h"
-#include "json.h"
+#include "util/json.h"
 
 // ------------------------------------------------------------------------------------------------------
-// JSON Lines: the text field of one line, with json.h's strict parser so that a malformed line is caught, not
+// JSON Lines: the text field of one line, with util/json.h's strict parser so that a malformed line is caught, not
 // silently mis-tokenized.
 
 // The string field `field` of a line holding one JSON object. Returns false with the one-line reason in err
@@ -485,7 +485,7 @@ inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
 }
 
 #ifndef PREPARE_SHARDS_NO_MAIN
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 int main(int argc, char** argv) {
   try {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attention.cuh"
-#include "mfu.h"
-#include "ref_init.h"
+#include "util/mfu.h"
+#include "ref/init.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // bench_eval: items per second per eval task for a model preset (default tiny) on the engine make_engine
-// picks (--cpu forces the CPU reference), through the same scorer eval_zeroshot uses (eval.h).
+// picks (--cpu forces the CPU reference), through the same scorer eval_zeroshot uses (eval/scoring.h).
 //
 //   make bench-eval                                   # tiny, synthetic items, 2 OpenMP threads
 //   build/bench_eval --items 32 --batch 32 --model 124M
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "engines.h"
-#include "eval.h"
+#include "run/cli.h"
+#include "engine_factory.h"
+#include "eval/scoring.h"
 
 namespace {
 

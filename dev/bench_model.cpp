@@ -1,6 +1,6 @@
 // dev/bench_model.cpp: a training step of the CUDA model (model.cuh) for several models in one run (default:
 // 124M uniform, 124M Prism, 124M X at B 16, T 1024), kernel by kernel against the roofline cost model
-// (cost_model.h: bytes moved, FLOPs, the time at an H100's 3.35 TB/s and 989 TFLOP/s, attention at an assumed
+// (run/cost_model.h: bytes moved, FLOPs, the time at an H100's 3.35 TB/s and 989 TFLOP/s, attention at an assumed
 // 50% of the tensor peak), with the predicted step time and MFU.
 //   --cost-model   only the model: no GPU needed, runs anywhere in milliseconds (make cost-model, part of
 //                  make test: the CPU build prints the table CI keeps)
@@ -12,8 +12,8 @@
 //   ./build/bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
 // Built by g++ it runs on the CUDA-on-CPU executor: make bench-model-smoke runs `tiny` for one step there (the
 // code path only; its timings mean nothing).
-// MFU = 3 x dense forward FLOPs per token (schedule.h's account(), attention counted over the full T x T square
-// as PaLM and llm.c do) x tokens/s / the dense bf16 peak (mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
+// MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention counted over the full T x T square
+// as PaLM and llm.c do) x tokens/s / the dense bf16 peak (util/mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
 // missing from the table prints "MFU n/a" rather than a made-up number.
 #include <chrono>
 #include <cstdio>
@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model.h"
+#include "run/cost_model.h"
 #include "model.cuh"
-#include "plan.h"
+#include "run/plan_views.h"
 #include "train_step.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// dev/bench_reference.cpp: forward+backward ms per step of the fp32 CPU reference (reference.h) at the `tiny`
+// dev/bench_reference.cpp: forward+backward ms per step of the fp32 CPU reference (ref/reference.h) at the `tiny`
 // size, plus the GFLOP/s of the logits matmul that dominates it. Build and run:
 //   g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_reference.cpp -o build/bench_reference
 //   OMP_NUM_THREADS=2 ./build/bench_reference [B T d L h V]
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "reference.h"
+#include "ref/reference.h"
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -1,4 +1,4 @@
-// dev/bench_tokenizer.cpp: single-thread encode throughput of tokenizer.h in MB/s on a text file, and
+// dev/bench_tokenizer.cpp: single-thread encode throughput of text/tokenizer.h in MB/s on a text file, and
 // tiktoken's on the same bytes when python3 can import tiktoken (its encode_ordinary is single-threaded).
 //
 //   make bench-tokenizer BENCH_TEXT=file.txt
@@ -7,7 +7,7 @@
 // Best of 5 runs after one warm-up, as wall-clock MB/s and as MB per second of the thread's own CPU time (the
 // fair number on a busy machine: both sides are measured the same way). With --threads N it also times N threads encoding the same text at once
 // (aggregate MB/s), which exercises encode's thread safety.
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <chrono>
 #include <cstdio>
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
             best_cpu = std::min(best_cpu, thread_cpu_seconds() - c0);
             best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-        printf("tokenizer.h  single thread: %7.2f MB/s wall, %7.2f MB/s cpu  (%.2f MB, %zu tokens, %.2f bytes/token)\n",
+        printf("text/tokenizer.h  single thread: %7.2f MB/s wall, %7.2f MB/s cpu  (%.2f MB, %zu tokens, %.2f bytes/token)\n",
                text.size() / best / 1e6, text.size() / best_cpu / 1e6, text.size() / 1e6, ntok, double(text.size()) / ntok);
         if (threads > 0) {
             std::vector<std::thread> ts;
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             bool same = true;
             for (size_t c : counts) same = same && c == ntok;
-            printf("tokenizer.h  %2d threads:    %7.2f MB/s aggregate%s\n", threads, threads * text.size() / s / 1e6,
+            printf("text/tokenizer.h  %2d threads:    %7.2f MB/s aggregate%s\n", threads, threads * text.size() / s / 1e6,
                    same ? "" : "  (TOKEN COUNTS DIFFER BETWEEN THREADS)");
         }
     } catch (const std::exception& e) {

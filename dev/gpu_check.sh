@@ -4,7 +4,7 @@
 #   1. the kernel and whole-model tests, and the executor's own tests, built by nvcc and run natively
 #   2. the throughput benchmark (dev/bench_model.cpp) for 124M uniform, Prism and X at B 16, T 1024: tokens/s,
 #      MFU and memory of the trainer's own step, and every op's measured time next to its roofline time
-#      (cost_model.h) as the fraction of the roofline it reaches; the summary keeps the three models' lines
+#      (run/cost_model.h) as the fraction of the roofline it reaches; the summary keeps the three models' lines
 #      and Prism's tokens/s as a fraction of uniform's (target >= 0.97); then the flash attention benchmark
 #      (dev/bench_attention.cpp): forward and backward TFLOP/s at T 1024 and 4096, head_dim 64, 72, 128, 256
 #   3. a 200-step `tiny` run on the GPU next to the same run on the CPU reference (needs data/default/;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# dev/tiktoken_crosscheck.py: writes test cases for dev/tokenizer_crosscheck (our tokenizer.h) with tiktoken's
+# dev/tiktoken_crosscheck.py: writes test cases for dev/tokenizer_crosscheck (our text/tokenizer.h) with tiktoken's
 # `gpt2` tokens as the expected answer, and prints tiktoken's single-thread encode MB/s on the same texts.
 #
 #   pip install tiktoken && bash data/get_tokenizer.sh
@@ -15,7 +15,7 @@
 #                  and \u180e), random code points. Expected = tiktoken encode_ordinary.
 #   invalid_utf8   the same generator with random invalid UTF-8 bytes mixed in. tiktoken only takes str, so
 #                  the bytes reach Python as the lone surrogates of errors="surrogateescape" (symbols for the
-#                  pattern, as tokenizer.h treats them); the expected tokens are tiktoken's own BPE
+#                  pattern, as text/tokenizer.h treats them); the expected tokens are tiktoken's own BPE
 #                  (_encode_single_piece) of each piece's original bytes, pieces cut by tiktoken's pattern via
 #                  the `regex` module. That split is first checked against tiktoken itself on the same text
 #                  with each invalid byte replaced by "!" (same class, same offsets).

@@ -1,15 +1,15 @@
-// dev/tokenizer_crosscheck.cpp: compares tokenizer.h with tiktoken's `gpt2` token for token, on the cases that
+// dev/tokenizer_crosscheck.cpp: compares text/tokenizer.h with tiktoken's `gpt2` token for token, on the cases that
 // dev/tiktoken_crosscheck.py writes (NAME.bin input bytes, NAME.tok expected int32 ids, NAME.idx record ends).
 // Exits non-zero on the first case with a mismatch, printing the first differing position of each bad record
 // (up to 10), the tokens around it and the bytes. Also checks decode(encode(x)) == x on every case, and, when
 // DIR/datagym/ exists, that loading encoder.json + vocab.bpe gives the same tokenizer as the ranks file, and,
 // when DIR/classes.txt exists, that the pattern's letter / number / space classes contain exactly tiktoken's
-// code points (printing the ranges to add to pretokenize.h's kLettersSince14 / kNumbersSince14 if not).
+// code points (printing the ranges to add to text/pretokenize.h's kLettersSince14 / kNumbersSince14 if not).
 //
 //   python3 dev/tiktoken_crosscheck.py && make crosscheck-tokenizer
 //   (or by hand: g++ -std=c++17 -O3 -march=native -I. dev/tokenizer_crosscheck.cpp -o build/tokenizer_crosscheck
 //    -lpcre2-8 && build/tokenizer_crosscheck data/cache/gpt2.tiktoken build/crosscheck)
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <chrono>
 #include <cstdio>
@@ -131,8 +131,8 @@ static size_t check_class(const std::string& line) {
         printf("\n");
     };
     printf("  class %-3s %s\n", name.c_str(), add.empty() && remove.empty() ? "identical to tiktoken's on every code point" : "DIFFERS from tiktoken's");
-    if (!add.empty()) print("missing, add to pretokenize.h", add);
-    if (!remove.empty()) print("extra (pretokenize.h needs a subtraction)", remove);
+    if (!add.empty()) print("missing, add to text/pretokenize.h", add);
+    if (!remove.empty()) print("extra (text/pretokenize.h needs a subtraction)", remove);
     return add.size() + remove.size();
 }
 
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
         std::sort(names.begin(), names.end());
         if (names.empty()) { fprintf(stderr, "crosscheck: no cases in %s; run python3 dev/tiktoken_crosscheck.py\n", dir.c_str()); return 2; }
         size_t bad = 0, total = 0;
-        printf("tokenizer.h vs tiktoken gpt2 (%s):\n", argv[1]);
+        printf("text/tokenizer.h vs tiktoken gpt2 (%s):\n", argv[1]);
         for (auto& n : names) {
             double mbps;
             bad += check_case(tok, dir, n, &mbps);

@@ -22,13 +22,13 @@ test-attention: $(BUILD)/test_prism
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[attention]"
 
 # ---- dev/bench_attention.cpp ----------------------------------------------------------------------------------
-$(BUILD)/bench_attention: dev/bench_attention.cpp attention.cuh cuda_common.cuh reduce.cuh mfu.h ref_init.h schedule.h
+$(BUILD)/bench_attention: dev/bench_attention.cpp attention.cuh cuda_common.cuh reduce.cuh util/mfu.h ref/init.h model_config.h
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings -x cu $< -o $@ -Xcompiler -fopenmp
 bench-attention: $(BUILD)/bench_attention
 	./$< $(ARGS)
 
-$(BUILD)/bench_attention_cpu: dev/bench_attention.cpp $(EXECUTOR_DEPS) mfu.h ref_init.h schedule.h
+$(BUILD)/bench_attention_cpu: dev/bench_attention.cpp $(EXECUTOR_DEPS) util/mfu.h ref/init.h model_config.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 bench-attention-smoke: $(BUILD)/bench_attention_cpu

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "io.h"
+#include "util/io.h"
 #include "model.cuh"
 
 namespace {

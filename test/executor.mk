@@ -12,8 +12,8 @@
 # their kernel files join the nvcc check with NVCC_CHECK_CUH += x.cuh.
 
 KERNEL_TEST_SRCS += test/test_executor.cpp test/test_executor_seams.cpp
-NVCC_CHECK_CUH += cuda_common.cuh matmul.cuh comm.cuh $(wildcard test/cuda_cpu/*.cuh)
-EXECUTOR_DEPS := $(wildcard *.cuh test/cuda_cpu/*.h test/cuda_cpu/*.cuh)
+NVCC_CHECK_CUH += cuda_common.cuh matmul.cuh comm.cuh test/executor_kernels.cuh
+EXECUTOR_DEPS := $(CUDA_H) test/executor_kernels.cuh
 
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 NATIVE_ARCH ?= sm_90
@@ -51,7 +51,7 @@ endif
 
 # ---- sanitizer builds ---------------------------------------------------------------------------------------
 .SECONDEXPANSION:
-$(BUILD)/asan/%.o: test/%.cpp $(EXECUTOR_DEPS) $(wildcard *.h)
+$(BUILD)/asan/%.o: test/%.cpp $(EXECUTOR_DEPS) $(PRODUCT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(SAN_CXXFLAGS) -fopenmp -fsanitize=address,undefined -c $< -o $@
 $(BUILD)/test_kernels_asan: $(BUILD)/asan/catch_main.o $$(patsubst test/%.cpp,$(BUILD)/asan/%.o,$$(KERNEL_TEST_SRCS))
@@ -59,7 +59,7 @@ $(BUILD)/test_kernels_asan: $(BUILD)/asan/catch_main.o $$(patsubst test/%.cpp,$(
 
 # No OpenMP in the race build: libgomp is not instrumented and its barriers would read as races. The [fork]
 # tests (abort messages) are left out of it: TSan forgets the fibers in a forked child.
-$(BUILD)/tsan/%.o: test/%.cpp $(EXECUTOR_DEPS) $(wildcard *.h)
+$(BUILD)/tsan/%.o: test/%.cpp $(EXECUTOR_DEPS) $(PRODUCT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(SAN_CXXFLAGS) -fsanitize=thread -c $< -o $@
 $(BUILD)/test_kernels_tsan: $(BUILD)/tsan/catch_main.o $$(patsubst test/%.cpp,$(BUILD)/tsan/%.o,$$(KERNEL_TEST_SRCS))
@@ -93,7 +93,7 @@ test-executor-native: $(BUILD)/test_kernels_native
 
 # ---- the comm seam over MPI --------------------------------------------------------------------------------
 # build/comm_mpi_check is run under mpirun by test/test_comm.cpp (in make test), with 2 and 3 ranks.
-$(BUILD)/comm_mpi_check: test/cuda_cpu/comm_mpi_check.cpp comm.cuh dist.h watchdog.h $(EXECUTOR_DEPS)
+$(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp comm.cuh dist/process_group.h dist/watchdog.h $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $< -o $@
 TEST_BUILD += $(BUILD)/comm_mpi_check

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ref_init.h"
+#include "ref/init.h"
 
 inline std::vector<double> randn(size_t n, uint64_t seed, double std = 1.0) {
     ref::Rng r(seed);

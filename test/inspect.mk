@@ -1,28 +1,13 @@
-# test/inspect.mk: the tools that look inside a trained model (included by the top Makefile).
-#   make generate    checkpoint -> text, sampled with a KV cache (generate.cu; decoders.h, sampling.h)
-#   make analyze     checkpoints + a shard -> attention distance and entropy, logit lens, matrix entropy, SwiGLU
-#                    density per layer: a table, JSON and SVG charts (analyze.cu; analysis.h)
-#   make report      run directories -> one static HTML page of losses, throughput, schedules, evals, analyses
-# generate is built like train_prism (the top Makefile's build_bin: nvcc when present, so it decodes on a GPU);
-# analyze runs on the fp32 CPU reference and report reads logs, so both are plain C++ (g++) on every machine. test/test_inspect.cpp drives all three
-# end to end, so test-unit builds them first; test/test_decode_cuda.cpp runs the GPU decoder on the executor.
+# test/inspect.mk: the inspection tools' tests (included by the top Makefile, which builds generate, analyze and
+# report; test/test_generate.cpp, test_analyze.cpp and test_report.cpp drive them end to end, and
+# test/test_decode_cuda.cpp runs the GPU decoder on the executor).
 #   make test-report-browser   only the headless-chromium rendering test
-
-generate: generate.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
-analyze: analyze.cu $(wildcard *.h)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
-report: report.cu $(wildcard *.h)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
-
-all: generate analyze report
-TEST_BUILD += generate analyze report
 
 # The GPU decoder's files join the nvcc compile check, and its test (beside the OpenMP reference, so not in the race
 # build) gets an address build of its own, which `make test-asan` runs.
-NVCC_CHECK_CUH += decode.cuh cuda_decoder.cuh
+NVCC_CHECK_CUH += inspect/decode.cuh inspect/cuda_decoder.cuh
 ifneq ($(NVCC),)
-test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,decode.cuh cuda_decoder.cuh)
+test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,inspect/decode.cuh inspect/cuda_decoder.cuh)
 endif
 
 .PHONY: test-asan-decode
@@ -35,10 +20,6 @@ test-asan-decode: $(BUILD)/test_decode_asan
 	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan_decode.txt ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
 
-.PHONY: clean-inspect
-clean: clean-inspect
-clean-inspect:
-	rm -f generate analyze report
 TEST_LDLIBS += -lz
 
 .PHONY: test-report-browser
@@ -49,9 +30,9 @@ test-report-browser: $(BUILD)/test_prism report
 .PHONY: test-ptxas-decode
 TEST_CHECKS += test-ptxas-decode
 ifneq ($(NVCC),)
-$(BUILD)/ptxas_decode.txt: decode.cuh test/ptxas_check.sh cuda_common.cuh reduce.cuh
+$(BUILD)/ptxas_decode.txt: inspect/decode.cuh test/ptxas_check.sh cuda_common.cuh reduce.cuh
 	@mkdir -p $(BUILD)/ptxas
-	@printf '#include "decode.cuh"\n' > $(BUILD)/ptxas/decode.cu
+	@printf '#include "inspect/decode.cuh"\n' > $(BUILD)/ptxas/decode.cu
 	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	    -Xptxas -v -c $(BUILD)/ptxas/decode.cu -o $(BUILD)/ptxas/decode.o 2> $(BUILD)/ptxas/decode.log
 	bash test/ptxas_check.sh $(BUILD)/ptxas/decode.log > $@.tmp || { cat $@.tmp; echo "test-ptxas-decode: a kernel spills"; exit 1; }

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "ref_init.h"
-#include "schedule.h"
+#include "ref/init.h"
+#include "model_config.h"
 
 // Small models of every shape the decoders must handle: several head_dims in one model (prism), a stream wider
 // than d with RMSNorm, untied head and muP scale (x), a last layer narrower than d (lambda). V and T as given.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda_common.cuh"
-#include "ref_init.h"
+#include "ref/init.h"
 
 const double BF16_REL = 1.0 / 256;  // 2^-8: twice bf16's relative rounding error 2^-9
 

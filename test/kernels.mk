@@ -34,12 +34,12 @@ test-kernels: $(BUILD)/test_prism
 #                            per-kernel timings for 124M uniform, Prism and X
 #   make bench-model-smoke   the same code on the CUDA-on-CPU executor, `tiny` for one step (timings meaningless)
 .PHONY: bench-model bench-model-smoke
-$(BUILD)/bench_model: dev/bench_model.cpp $(wildcard *.h *.cuh)
+$(BUILD)/bench_model: dev/bench_model.cpp $(PRODUCT_H) $(CUDA_H)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings -x cu $< -o $@ -lcublasLt -Xcompiler -fopenmp
 bench-model: $(BUILD)/bench_model
 	./$< $(ARGS)
-$(BUILD)/bench_model_cpu: dev/bench_model.cpp $(wildcard *.h *.cuh)
+$(BUILD)/bench_model_cpu: dev/bench_model.cpp $(PRODUCT_H) $(CUDA_H)
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 bench-model-smoke: $(BUILD)/bench_model_cpu
@@ -70,7 +70,7 @@ test-ptxas:
 endif
 
 # ---- train_prism with the CUDA engine on the executor ------------------------------------------------------------
-$(BUILD)/train_prism_executor: train_prism.cu $(wildcard *.h *.cuh) $(EXECUTOR_DEPS)
+$(BUILD)/train_prism_executor: train_prism.cu $(PRODUCT_H) $(EXECUTOR_DEPS)
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 TEST_BUILD += $(BUILD)/train_prism_executor

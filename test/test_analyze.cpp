@@ -1,4 +1,4 @@
-// test_analyze.cpp: analysis.h's measurements on cases with known answers (hand-built attention patterns,
+// test_analyze.cpp: inspect/analysis.h's measurements on cases with known answers (hand-built attention patterns,
 // matrices of known spectra, the logit lens at the last layer), and the analyze binary end to end: three
 // checkpoints overlaid, every SVG and the JSON parsed strictly, bad input as one line.
 #include <catch2/catch.hpp>
@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "analysis.h"
-#include "checkpoint.h"
-#include "json.h"
-#include "run_dir.h"
+#include "inspect/analysis.h"
+#include "run/checkpoint.h"
+#include "util/json.h"
+#include "run/run_dir.h"
 #include "test/inspect_util.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
-#include "xml_check.h"
+#include "inspect/xml_check.h"
 
 namespace {
 

@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "attention.cuh"
-#include "ref_ops.h"
-#include "schedule.h"
+#include "ref/ops.h"
+#include "model_config.h"
 #include "test/attention_naive.cuh"
 #include "test/kernel_test_util.h"
 

@@ -1,4 +1,4 @@
-// test_decode_cuda.cpp: the GPU KV-cache decoder (cuda_decoder.cuh, decode.cuh) under the CUDA-on-CPU executor:
+// test_decode_cuda.cpp: the GPU KV-cache decoder (inspect/cuda_decoder.cuh, inspect/decode.cuh) under the CUDA-on-CPU executor:
 // its logits against the GPU engine's own full forward at every position and against the CPU decoder, for
 // uniform, Prism, X and lambda models, and its cache size against --plan's KV-cache bytes. (The trainer's samples
 // on the GPU engine run through it too: test_generate.cpp's resume test, on build/train_prism_executor.)
@@ -19,8 +19,8 @@
 
 #include <omp.h>
 
-#include "cpu_decoder.h"
-#include "cuda_decoder.cuh"
+#include "ref/cpu_decoder.h"
+#include "inspect/cuda_decoder.cuh"
 #include "model.cuh"
 #include "test/inspect_util.h"
 

@@ -1,7 +1,7 @@
 // test_dist.cpp: data-parallel training end to end: train_prism under mpirun on the CPU engine (the micro model
 // of test_util.h on synthetic shards), against single-process runs of the same global batch; checkpoints
 // written by several ranks and resumed on as many or on another count; a rank killed or stopped mid-run; a
-// build without MPI launched as several ranks; and the shared-file rendezvous of dist.h. mpirun gets
+// build without MPI launched as several ranks; and the shared-file rendezvous of dist/process_group.h. mpirun gets
 // --oversubscribe (CI has 2 cores) and --allow-run-as-root (CI runs as root); OMP_NUM_THREADS=1 because idle
 // OpenMP teams on an oversubscribed machine spin and starve the other ranks.
 //
@@ -29,9 +29,9 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint.h"
-#include "dist.h"
-#include "run_dir.h"
+#include "run/checkpoint.h"
+#include "dist/process_group.h"
+#include "run/run_dir.h"
 #include "test/train_util.h"
 
 namespace {

@@ -1,5 +1,5 @@
-// Zero-shot evaluation against EVAL.md: the JSON reader (json.h), Python's string rules (pytext.h), the task
-// prompts (eval_tasks.h), the eval file (eval_file.h), the scorer (eval.h) and the two binaries
+// Zero-shot evaluation against docs/zero_shot.md: the JSON reader (util/json.h), Python's string rules (text/pytext.h), the task
+// prompts (eval/tasks.h), the eval file (eval/eval_file.h), the scorer (eval/scoring.h) and the two binaries
 // (data/prepare_eval.cpp, eval_zeroshot.cu). The exact prompt strings of every task including the awkward
 // cases, the continuation token ranges of lm-eval's pair encoding (token ids checked against tiktoken's gpt2
 // encoding), the eval file format, the rolling windows and left truncation, and scores on a model whose
@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "cpu_engine.h"
+#include "run/checkpoint.h"
+#include "ref/cpu_engine.h"
 #include "test/test_util.h"
-#include "eval.h"
+#include "eval/scoring.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // test_executor.cpp: the CUDA-on-CPU executor's own tests. Each runs a plain CUDA kernel from
-// test/cuda_cpu/test_kernels.cuh and checks the result computed on the host. Compiled by g++ the kernels run on
+// test/executor_kernels.cuh and checks the result computed on the host. Compiled by g++ the kernels run on
 // the executor (make test); compiled by nvcc as CUDA (make test-executor-native) the same tests run on a GPU,
 // which is how the executor's semantics are checked against hardware. Tests of misuse (poison, divergence,
 // deadlock) exist only for the executor: on hardware those kernels are undefined behaviour.
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "test/cuda_cpu/test_kernels.cuh"
+#include "test/executor_kernels.cuh"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "eval_file.h"
-#include "json.h"
+#include "run/checkpoint.h"
+#include "eval/eval_file.h"
+#include "util/json.h"
 #include "test/train_util.h"
 
 namespace {

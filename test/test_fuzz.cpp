@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "dataloader.h"
-#include "eval_file.h"
-#include "io.h"
-#include "json.h"
+#include "eval/eval_file.h"
+#include "util/io.h"
+#include "util/json.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// test_generate.cpp: the KV-cache decoder on the CPU reference (cpu_decoder.h) against full forwards, the
-// sampler (sampling.h), the streaming UTF-8 decoder, the trainer's samples across --resume, and the generate
+// test_generate.cpp: the KV-cache decoder on the CPU reference (ref/cpu_decoder.h) against full forwards, the
+// sampler (inspect/sampling.h), the streaming UTF-8 decoder, the trainer's samples across --resume, and the generate
 // binary end to end (text, the cache off and on, bad input). The GPU decoder's tests are test_decode_cuda.cpp.
 #include <catch2/catch.hpp>
 
@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "cpu_engine.h"
-#include "decoders.h"
-#include "reference.h"
-#include "sampling.h"
+#include "run/checkpoint.h"
+#include "ref/cpu_engine.h"
+#include "inspect/decoders.h"
+#include "ref/reference.h"
+#include "inspect/sampling.h"
 #include "test/inspect_util.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
@@ -73,7 +73,7 @@ TEST_CASE("the CPU decoder's cache is 2 w_l fp32 numbers per layer and token, tw
 TEST_CASE("decoders through the Engine interface: cache and full recompute sample the same text, past T",
           "[generate][cache]") {
     // Greedy decoding of 40 tokens from a decoder of capacity 8: the cache fills and slides four times
-    // (sampling.h). The recompute decoder runs a full Engine::forward per token; both follow the same slide, so
+    // (inspect/sampling.h). The recompute decoder runs a full Engine::forward per token; both follow the same slide, so
     // greedy picks must agree token for token.
     const ModelConfig c = inspect_config("prism", 37, 8);
     CpuEngine eng(c);

@@ -1,5 +1,5 @@
 // test_kernels.cpp: every bf16 kernel of the CUDA model, forward and backward, against the reference function
-// (ref_ops.h, ref_optimizer.h) it must match, on random inputs at several shapes (odd T, B = 1, leading slices
+// (ref/ops.h, ref/optimizer.h) it must match, on random inputs at several shapes (odd T, B = 1, leading slices
 // w < D). Compiled by g++ the kernels run on the CUDA-on-CPU executor (make test); compiled by nvcc
 // (make test-executor-native) the same tests run on a GPU. Attention has its own file, test_attention.cpp.
 //
@@ -29,9 +29,9 @@
 #include "gradnorm.cuh"
 #include "test/kernel_test_util.h"
 #include "layernorm.cuh"
-#include "ref_init.h"
-#include "ref_ops.h"
-#include "ref_optimizer.h"
+#include "ref/init.h"
+#include "ref/ops.h"
+#include "ref/optimizer.h"
 #include "residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"

@@ -19,11 +19,11 @@
 
 #include <omp.h>
 
-#include "cost_model.h"
-#include "cpu_engine.h"
+#include "run/cost_model.h"
+#include "ref/cpu_engine.h"
 #include "memory_plan.h"
 #include "model.cuh"
-#include "reference.h"
+#include "ref/reference.h"
 #include "train_step.h"
 
 namespace {
@@ -405,7 +405,7 @@ TEST_CASE("fp32 gradient accumulation: 8 micro-batches of B equal one batch of 8
 #ifdef CUDA_CPU_EXECUTOR  // the counts are the executor's (runtime.h); on a GPU, bench_model's timings show stalls
 TEST_CASE("a training step waits for the GPU once, and queues nothing on the default stream", "[kernels][model]") {
     SerialOpenMP serial;
-    // The executor counts host-synchronising calls (test/cuda_cpu/runtime.h): blocking copies, copies from
+    // The executor counts host-synchronising calls (cuda_cpu/runtime.h): blocking copies, copies from
     // pageable memory, stream / event / device synchronisation, allocation. A steady-state step of train_step.h
     // (the trainer's own code) makes exactly one, the read-back of the loss and the gradient norm, for any number
     // of micro-steps; before this engine it made 6 per micro-step plus 1 (7 at one micro-step, 25 at four).
@@ -461,7 +461,7 @@ TEST_CASE("memory_plan.h predicts the engine's activation block for every shape 
 
 TEST_CASE("the cost model lists exactly the ops a training step runs, in order", "[kernels][model]") {
     SerialOpenMP serial;
-    // dev/bench_model puts each op's measured time (the engine's OpTimer marks) next to cost_model.h's roofline
+    // dev/bench_model puts each op's measured time (the engine's OpTimer marks) next to run/cost_model.h's roofline
     // time by name; this keeps the two lists the same: every kernel, memset and matmul of a step, for a model
     // with Df > d (X: the dlnf tail memset), with and without recomputation, over two micro-steps.
     struct Names : OpTimer {

@@ -1,4 +1,4 @@
-// test_ref_ops.cpp: every op of the fp32 CPU reference (ref_ops.h, ref_gemm.h) against central finite
+// test_ref_ops.cpp: every op of the fp32 CPU reference (ref/ops.h, ref/gemm.h) against central finite
 // differences (test/grad_check.h states the tolerance), plus the properties each op promises: strided rows,
 // assigned versus accumulated gradients, causality, masked targets, the leading slice of the residual stream.
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ref_gemm.h"
-#include "ref_ops.h"
+#include "ref/gemm.h"
+#include "ref/ops.h"
 #include "test/grad_check.h"
 
 TEST_CASE("matmul gradients match finite differences, dx assigned and dW accumulated", "[reference]") {

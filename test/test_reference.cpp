@@ -1,6 +1,6 @@
-// test_reference.cpp: the fp32 CPU reference's whole model (reference.h) against central finite differences
+// test_reference.cpp: the fp32 CPU reference's whole model (ref/reference.h) against central finite differences
 // for uniform, Prism head schedule, Xformer X width schedule and lambda shape models (test/grad_check.h states
-// the tolerance), plus determinism, gradient accumulation, init statistics, and the optimizer (ref_optimizer.h):
+// the tolerance), plus determinism, gradient accumulation, init statistics, and the optimizer (ref/optimizer.h):
 // AdamW, clipping and the learning-rate schedule. The ops one by one are test_ref_ops.cpp.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "reference.h"
+#include "ref/reference.h"
 #include "test/grad_check.h"
 
 using ref::Rng;

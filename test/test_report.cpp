@@ -1,4 +1,4 @@
-// test_report.cpp: the strict XML check itself, svg.h's escaping and charts, run_log.h's reading of a run
+// test_report.cpp: the strict XML check itself, inspect/svg.h's escaping and charts, run/run_log.h's reading of a run
 // directory (torn lines, resumed clocks), and the report binary end to end: three runs of different schedules,
 // their evals and analyze charts in one page that parses as XML, bad input as one line, and the page rendered by
 // a real headless browser (Debian's chromium) into a screenshot that is not blank.
@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "plan.h"
-#include "run_dir.h"
-#include "run_log.h"
-#include "svg.h"
+#include "run/checkpoint.h"
+#include "run/plan_views.h"
+#include "run/run_dir.h"
+#include "run/run_log.h"
+#include "inspect/svg.h"
 #include "test/inspect_util.h"
 #include "test/png_check.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
-#include "xml_check.h"
+#include "inspect/xml_check.h"
 
 namespace {
 
@@ -75,7 +75,7 @@ TEST_CASE("the strict XML check accepts well-formed documents and names the firs
     }
 }
 
-TEST_CASE("svg.h escapes names and draws every series, staircases and breaks at missing values", "[report][svg]") {
+TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and breaks at missing values", "[report][svg]") {
     CHECK(svg::xml_escape("a<b>&\"c'\x01\xC3") == "a&lt;b&gt;&amp;&quot;c&#39;\xEF\xBF\xBD");
     svg::Chart c;
     c.title = "Loss <of> \"R&D\"", c.xlabel = "tokens", c.ylabel = "loss";

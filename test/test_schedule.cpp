@@ -1,13 +1,13 @@
-// Tests of schedule.h, plan.h and cli.h: the X solver against the released solver's output, the Prism preset
+// Tests of model_config.h, run/plan_views.h and run/cli.h: the X solver against the released solver's output, the Prism preset
 // against the paper's constraints and design rules, one test per validation error (with its message), the
 // accounting identities, and the command-line table.
 #include <catch2/catch.hpp>
 
 #include <map>
 
-#include "cli.h"
-#include "plan.h"
-#include "schedule.h"
+#include "run/cli.h"
+#include "run/plan_views.h"
+#include "model_config.h"
 
 static ModelConfig build(ModelSpec s, std::vector<std::string>* warn_out = nullptr) {
     std::vector<std::string> w;

@@ -1,13 +1,13 @@
-// test/test_tokenizer.cpp: tokenizer.h against token ids that tiktoken's `gpt2` encoding gives (each expected
+// test/test_tokenizer.cpp: text/tokenizer.h against token ids that tiktoken's `gpt2` encoding gives (each expected
 // list below was produced by tiktoken 0.14 encode_ordinary; invalid-UTF-8 cases by the rule at the top of
-// tokenizer.h, computed as in dev/tiktoken_crosscheck.py), round trips on arbitrary bytes, the long-piece
-// path, thread safety, both file formats and the error messages, and utf8.h's byte rules it is built on. The >= 1 MB equivalence with tiktoken itself
+// text/tokenizer.h, computed as in dev/tiktoken_crosscheck.py), round trips on arbitrary bytes, the long-piece
+// path, thread safety, both file formats and the error messages, and util/utf8.h's byte rules it is built on. The >= 1 MB equivalence with tiktoken itself
 // is dev/tokenizer_crosscheck (needs Python + tiktoken).
 //
 // Needs the GPT-2 ranks file at $PRISM_TOKENIZER or data/cache/gpt2.tiktoken: bash data/get_tokenizer.sh.
 #include <catch2/catch.hpp>
 
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -289,7 +289,7 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
     rmdir(dir.c_str());
 }
 
-TEST_CASE("utf8.h: every scalar value is written as one well-formed sequence that reads back as itself", "[tokenizer]") {
+TEST_CASE("util/utf8.h: every scalar value is written as one well-formed sequence that reads back as itself", "[tokenizer]") {
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         if (cp >= 0xD800 && cp <= 0xDFFF) continue;
         std::string s;

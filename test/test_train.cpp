@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "test/train_util.h"
 
 

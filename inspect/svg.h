@@ -1,0 +1,234 @@
+// inspect/svg.h: the one place SVG and HTML text is written: escaping, and a line chart (axes, ticks, grid, legend) that
+// analyze's and report's charts all are. Plain strings out, no dependencies, no scripts; every chart is one
+// <svg> element that stands alone as a file (svg::document adds the XML declaration) or inline in HTML.
+//   xml_escape     text or an attribute value: & < > " ' as entities, control characters dropped, invalid
+//                  UTF-8 as U+FFFD (XML accepts neither raw)
+//   Chart          series of (x, y) points, one colour each in legend order: lines (NaN values break them),
+//                  staircases (step: each point a flat step from x - 0.5 to x + 0.5, for per-layer values), and
+//                  loose dots (per-head values around a layer's mean)
+// Does not: draw log axes, bars, or anything interactive.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/utf8.h"
+
+namespace svg {
+
+inline std::string xml_escape(std::string_view s) {
+    std::string out;
+    const unsigned char* p = (const unsigned char*)s.data();
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            if (c == '&') out += "&amp;";
+            else if (c == '<') out += "&lt;";
+            else if (c == '>') out += "&gt;";
+            else if (c == '"') out += "&quot;";
+            else if (c == '\'') out += "&#39;";
+            else if (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += (char)c;
+            i++;
+            continue;
+        }
+        const size_t k = utf8_seq_len(p, i, s.size());
+        if (k == 0) {
+            out += "\xEF\xBF\xBD";
+            i++;
+        } else {
+            out.append(s.substr(i, k));
+            i += k;
+        }
+    }
+    return out;
+}
+
+// A colour per series, in order (Tableau 10: distinct, and readable on white).
+inline const char* color(size_t i) {
+    static const char* palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+    return palette[i % 10];
+}
+
+struct Series {
+    std::string name;
+    std::vector<double> x, y;          // NaN y: no point (the line breaks)
+    bool step = false;                 // a staircase of flat steps [x - 0.5, x + 0.5]
+    bool markers = true;               // a dot on each point (when there are at most 60)
+    std::vector<double> dot_x, dot_y;  // extra loose dots in the series' colour
+};
+
+struct Chart {
+    std::string title, xlabel, ylabel;
+    std::vector<Series> series;
+    bool integer_x = false;             // x ticks on whole numbers only (layers)
+    bool y_zero = false;                // the y range includes 0
+    double y_lo = NAN, y_hi = NAN;      // a fixed y range (e.g. 0 and 1 for fractions)
+    int width = 560, height = 340;
+};
+
+// "Nice" tick positions covering [lo, hi]: steps of 1, 2 or 5 x 10^k, about `want` of them.
+inline std::vector<double> ticks(double lo, double hi, int want, bool integer, double& step) {
+    const double raw = (hi - lo) / std::max(1, want);
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double r = raw / mag;
+    step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+    if (integer) step = std::max(1.0, std::round(step));
+    std::vector<double> t;
+    for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+    return t;
+}
+
+// A tick label: K / M / G for large values, else as many decimals as the step needs.
+inline std::string tick_label(double v, double step) {
+    char b[32];
+    const double a = std::fabs(v);
+    if (a >= 1e9 && step >= 1e8) snprintf(b, sizeof b, "%gG", v / 1e9);
+    else if (a >= 1e6 && step >= 1e5) snprintf(b, sizeof b, "%gM", v / 1e6);
+    else if (a >= 1e4 && step >= 1e3) snprintf(b, sizeof b, "%gK", v / 1e3);
+    else {
+        const int dec = std::max(0, std::min(6, (int)std::ceil(-std::log10(step) - 1e-9)));
+        snprintf(b, sizeof b, "%.*f", dec, v);
+    }
+    return b;
+}
+
+inline std::string num(double v) {
+    char b[32];
+    snprintf(b, sizeof b, "%.1f", v);
+    return b;
+}
+
+inline std::string render(const Chart& c) {
+    const double W = c.width;
+    // The legend: entries left to right, wrapped; about 7 px per character at font size 12.
+    struct Entry { double x, y; size_t i; };
+    std::vector<Entry> legend;
+    double lx = 64, ly = 0;
+    for (size_t i = 0; i < c.series.size(); i++) {
+        const double w = 28 + 7.0 * c.series[i].name.size();
+        if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
+        legend.push_back({lx, ly, i});
+        lx += w + 12;
+    }
+    const double legend_h = c.series.empty() ? 0 : ly + 18;
+    const double H = c.height + legend_h;
+    const double px0 = 64, px1 = W - 16, py0 = 30, py1 = c.height - 46;
+
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    auto extend = [&](double x, double y) {
+        if (!std::isfinite(x) || !std::isfinite(y)) return;
+        xlo = std::min(xlo, x), xhi = std::max(xhi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+    };
+    for (const Series& s : c.series) {
+        for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) extend(s.x[i], s.y[i]);
+        for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++) extend(s.dot_x[i], s.dot_y[i]);
+    }
+    const bool empty = !(xlo <= xhi);
+    if (empty) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
+    bool any_step = false;
+    for (const Series& s : c.series) any_step |= s.step;
+    if (any_step) xlo -= 0.5, xhi += 0.5;
+    else if (c.integer_x) xlo -= 0.3, xhi += 0.3;  // points off the frame
+    if (c.y_zero) ylo = std::min(ylo, 0.0), yhi = std::max(yhi, 0.0);
+    if (std::isfinite(c.y_lo)) ylo = c.y_lo;
+    if (std::isfinite(c.y_hi)) yhi = c.y_hi;
+    if (xhi - xlo < 1e-12) xlo -= 0.5, xhi += 0.5;
+    if (yhi - ylo < 1e-12) {
+        const double pad = std::max(1e-6, std::fabs(ylo) * 0.05);
+        ylo -= pad, yhi += pad;
+    }
+    if (!std::isfinite(c.y_lo) && !std::isfinite(c.y_hi)) {  // a little air above and below the data
+        const double pad = (yhi - ylo) * 0.04;
+        if (!(c.y_zero && ylo == 0)) ylo -= pad;
+        yhi += pad;
+    }
+    auto X = [&](double x) { return px0 + (x - xlo) / (xhi - xlo) * (px1 - px0); };
+    auto Y = [&](double y) { return py1 - (y - ylo) / (yhi - ylo) * (py1 - py0); };
+
+    std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
+                    "\" viewBox=\"0 0 " + num(W) + " " + num(H) +
+                    "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+    o += "<title>" + xml_escape(c.title) + "</title>\n";
+    o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
+    o += "<text x=\"" + num(W / 2) + "\" y=\"18\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">" +
+         xml_escape(c.title) + "</text>\n";
+    double xstep, ystep;
+    for (double t : ticks(ylo, yhi, 5, false, ystep)) {
+        if (t < ylo - 1e-12 || t > yhi + 1e-12) continue;
+        o += "<line x1=\"" + num(px0) + "\" y1=\"" + num(Y(t)) + "\" x2=\"" + num(px1) + "\" y2=\"" + num(Y(t)) +
+             "\" stroke=\"#e4e4e4\"/>\n";
+        o += "<text x=\"" + num(px0 - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" +
+             xml_escape(tick_label(t, ystep)) + "</text>\n";
+    }
+    for (double t : ticks(xlo, xhi, 6, c.integer_x, xstep)) {
+        if (t < xlo - 1e-12 || t > xhi + 1e-12) continue;
+        o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(py0) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(py1) +
+             "\" stroke=\"#e4e4e4\"/>\n";
+        o += "<text x=\"" + num(X(t)) + "\" y=\"" + num(py1 + 16) + "\" text-anchor=\"middle\">" +
+             xml_escape(tick_label(t, xstep)) + "</text>\n";
+    }
+    o += "<rect x=\"" + num(px0) + "\" y=\"" + num(py0) + "\" width=\"" + num(px1 - px0) + "\" height=\"" +
+         num(py1 - py0) + "\" fill=\"none\" stroke=\"#888888\"/>\n";
+    o += "<text x=\"" + num((px0 + px1) / 2) + "\" y=\"" + num(py1 + 34) + "\" text-anchor=\"middle\">" +
+         xml_escape(c.xlabel) + "</text>\n";
+    o += "<text transform=\"translate(16 " + num((py0 + py1) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         xml_escape(c.ylabel) + "</text>\n";
+    if (empty)
+        o += "<text x=\"" + num((px0 + px1) / 2) + "\" y=\"" + num((py0 + py1) / 2) +
+             "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+
+    for (size_t si = 0; si < c.series.size(); si++) {
+        const Series& s = c.series[si];
+        const std::string col = color(si);
+        for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++)
+            if (std::isfinite(s.dot_x[i]) && std::isfinite(s.dot_y[i]))
+                o += "<circle cx=\"" + num(X(s.dot_x[i])) + "\" cy=\"" + num(Y(s.dot_y[i])) + "\" r=\"2.5\" fill=\"" +
+                     col + "\" fill-opacity=\"0.45\"/>\n";
+        std::string pts;
+        auto flush = [&] {
+            if (!pts.empty())
+                o += "<polyline fill=\"none\" stroke=\"" + col + "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
+            pts.clear();
+        };
+        size_t finite = 0;
+        for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
+            if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+                flush();
+                continue;
+            }
+            finite++;
+            if (s.step) {
+                pts += (pts.empty() ? "" : " ") + num(X(s.x[i] - 0.5)) + "," + num(Y(s.y[i]));
+                pts += " " + num(X(s.x[i] + 0.5)) + "," + num(Y(s.y[i]));
+            } else {
+                pts += (pts.empty() ? "" : " ") + num(X(s.x[i])) + "," + num(Y(s.y[i]));
+            }
+        }
+        flush();
+        if (s.markers && !s.step && finite <= 60)
+            for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++)
+                if (std::isfinite(s.x[i]) && std::isfinite(s.y[i]))
+                    o += "<circle cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) + "\" r=\"3\" fill=\"" + col +
+                         "\"/>\n";
+    }
+    for (const Entry& e : legend) {
+        const double y = c.height + 10 + e.y;  // the text's baseline
+        o += "<rect x=\"" + num(e.x) + "\" y=\"" + num(y - 6) + "\" width=\"18\" height=\"4\" fill=\"" + color(e.i) +
+             "\"/>\n";
+        o += "<text x=\"" + num(e.x + 24) + "\" y=\"" + num(y) + "\">" + xml_escape(c.series[e.i].name) +
+             "</text>\n";
+    }
+    return o + "</svg>\n";
+}
+
+// A standalone .svg file's content.
+inline std::string document(const std::string& svg_element) {
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg_element;
+}
+
+}  // namespace svg

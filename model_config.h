@@ -1,0 +1,596 @@
+// model_config.h: what a model is. A ModelConfig is d, V, T, L, an MLP rule, a norm type, tied or untied
+// embeddings, and one LayerSpec {w_l, h_l} per layer. Uniform, Prism (per-layer head counts) and Xformer
+// (per-layer widths) models are the same struct with different LayerSpecs, so every other file (reference,
+// kernels, checkpoints) has one code path.
+//
+// Also here: the head schedules (uniform, prism preset, explicit lists), the width schedules (uniform, the
+// geometric X solver of docs/papers.md and its V / lambda / 3 siblings, explicit lists), presets, validation,
+// and parameter / FLOP / KV-cache accounting. Pure C++17, no CUDA, no I/O beyond warnings on stderr.
+//
+// Sizes: B batch, T sequence, d model (embedding) width, w_l layer width, h_l heads, head_dim = w_l / h_l,
+// hidden_l the SwiGLU intermediate size, D = max(d, max w_l) the residual stream width, V vocabulary, L layers.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+
+enum class NormType : int { LayerNorm = 0, RMSNorm = 1 };
+
+inline const char* norm_name(NormType n) { return n == NormType::LayerNorm ? "layernorm" : "rmsnorm"; }
+
+struct LayerSpec {
+    int width;   // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
+    int heads;   // h_l: attention heads; head_dim = w_l / h_l
+    int head_dim() const { return width / heads; }
+};
+
+struct ModelConfig {
+    int d = 768;              // embedding width: the embedding writes [0, d), the output head reads [0, d)
+    int V = 50257;            // vocabulary size (the GPU pads it to Vp internally; checkpoints store V rows)
+    int T = 1024;             // maximum context length
+    int h_base = 12;          // the uniform model's head count (Prism: h_L must equal it)
+    double mlp_ratio = 8.0 / 3.0;  // SwiGLU hidden_l = mlp_ratio * w_l rounded to a multiple of mlp_multiple
+    int mlp_multiple = 32;    //   (8/3 keeps a 3-matrix SwiGLU at the 8 w^2 parameters of a GPT-2 MLP)
+    NormType norm = NormType::LayerNorm;
+    bool tied = true;         // output head shares the token embedding (V, d)
+    bool mup_attn = false;    // attention scale 1/head_dim (muP, Xformer recipe) instead of 1/sqrt(head_dim)
+    bool init_width_scale = false;  // scale layer l's init std by sqrt(d / w_l) (Xformer recipe)
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    std::vector<LayerSpec> layers;  // L entries
+
+    int L() const { return (int)layers.size(); }
+    // SwiGLU intermediate size of a layer of width w. Never below one quantum so tiny widths still have an MLP.
+    int hidden(int w) const {
+        long q = mlp_multiple > 0 ? mlp_multiple : 1;
+        long h = std::lround(mlp_ratio * w / (double)q) * q;
+        return (int)std::max<long>(h, q);
+    }
+    int hidden_of(int l) const { return hidden(layers[l].width); }
+    // Residual stream width: wide enough for the embedding and for every layer.
+    int D() const {
+        int m = d;
+        for (const auto& s : layers) m = std::max(m, s.width);
+        return m;
+    }
+    // The final norm covers [0, Df). docs/papers.md says [0, w_L); we take max(w_L, d) so that the output head,
+    // which reads [0, d), never sees unnormalised coordinates when the last layer is narrower than d
+    // (lambda shapes). Identical to the paper whenever w_L >= d, as in every X shape.
+    int Df() const { return layers.empty() ? d : std::max(d, layers.back().width); }
+    bool uniform_widths() const {
+        for (const auto& s : layers)
+            if (s.width != d) return false;
+        return true;
+    }
+};
+
+// ------------------------------------------------------------------------------------------------------
+// Parameter layout: one flat block, in this order (checkpoints, the reference and the GPU model all use it).
+// Matrices are row-major (out, in) so that y = x W^T, as in PyTorch and llm.c.
+//   wte       (V, d)              token embedding (and the output head when tied)
+//   per layer l = 0..L-1, with w = w_l, hid = hidden_l:
+//     ln1_w   (w)                 pre-attention norm weight
+//     ln1_b   (w)                 pre-attention norm bias (LayerNorm only)
+//     wqkv    (3 w, w)            rows [0,w) q, [w,2w) k, [2w,3w) v; head h owns rows h*head_dim..+head_dim
+//     wo      (w, w)              attention output projection (a residual output projection)
+//     ln2_w   (w)
+//     ln2_b   (w)                 (LayerNorm only)
+//     wfc     (2 hid, w)          rows [0,hid) gate, [hid,2hid) up: SwiGLU(x) = silu(x Wg^T) * (x Wu^T)
+//     wproj   (w, hid)            MLP down projection (a residual output projection)
+//   lnf_w     (Df)                final norm weight
+//   lnf_b     (Df)                (LayerNorm only)
+//   lm_head   (V, d)              untied output head only
+// ------------------------------------------------------------------------------------------------------
+struct ParamTensor {
+    std::string name;   // e.g. "h3.wqkv"
+    size_t offset;      // in elements, into the flat block
+    size_t rows, cols;  // cols == 1 for vectors
+    bool is_matrix;     // AdamW weight decay applies to matrices (embeddings included), never to norms
+    int layer;          // -1 for wte / lnf / lm_head
+    size_t numel() const { return rows * cols; }
+};
+
+struct LayerOffsets {
+    size_t ln1_w, ln1_b, wqkv, wo, ln2_w, ln2_b, wfc, wproj;  // ln*_b == SIZE_MAX for RMSNorm
+};
+
+struct ParamLayout {
+    std::vector<ParamTensor> tensors;
+    size_t wte = 0, lnf_w = 0, lnf_b = SIZE_MAX, lm_head = SIZE_MAX;
+    std::vector<LayerOffsets> layer;
+    size_t total = 0;
+};
+
+inline ParamLayout param_layout(const ModelConfig& c) {
+    ParamLayout p;
+    auto add = [&](const std::string& name, size_t rows, size_t cols, bool matrix, int layer) {
+        size_t off = p.total;
+        p.tensors.push_back({name, off, rows, cols, matrix, layer});
+        p.total += rows * cols;
+        return off;
+    };
+    bool ln = c.norm == NormType::LayerNorm;
+    p.wte = add("wte", c.V, c.d, true, -1);
+    for (int l = 0; l < c.L(); l++) {
+        size_t w = c.layers[l].width, hid = c.hidden_of(l);
+        std::string h = "h" + std::to_string(l) + ".";
+        LayerOffsets o;
+        o.ln1_w = add(h + "ln1_w", w, 1, false, l);
+        o.ln1_b = ln ? add(h + "ln1_b", w, 1, false, l) : SIZE_MAX;
+        o.wqkv = add(h + "wqkv", 3 * w, w, true, l);
+        o.wo = add(h + "wo", w, w, true, l);
+        o.ln2_w = add(h + "ln2_w", w, 1, false, l);
+        o.ln2_b = ln ? add(h + "ln2_b", w, 1, false, l) : SIZE_MAX;
+        o.wfc = add(h + "wfc", 2 * hid, w, true, l);
+        o.wproj = add(h + "wproj", w, hid, true, l);
+        p.layer.push_back(o);
+    }
+    p.lnf_w = add("lnf_w", c.Df(), 1, false, -1);
+    if (ln) p.lnf_b = add("lnf_b", c.Df(), 1, false, -1);
+    if (!c.tied) p.lm_head = add("lm_head", c.V, c.d, true, -1);
+    return p;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Head schedules
+// ------------------------------------------------------------------------------------------------------
+
+inline std::string trim(const std::string& s) {
+    size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// A strict positive integer: "12" ok; "", "1.5", "-3", "12a" are ConfigErrors naming `what`.
+inline int parse_positive_int(const std::string& tok, const std::string& what) {
+    std::string t = trim(tok);
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+        throw ConfigError(what + ": '" + tok + "' is not a positive integer");
+    int v = std::stoi(t);
+    if (v <= 0) throw ConfigError(what + ": '" + tok + "' must be positive");
+    return v;
+}
+
+// "3x3,6x3,12x6" (value x repeat) and plain "5,5,5" lists, mixed freely. Returns the expanded list.
+inline std::vector<int> parse_layer_list(const std::string& s, const std::string& what) {
+    std::vector<int> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+        size_t comma = s.find(',', start);
+        std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        size_t x = item.find_first_of("xX*");
+        if (x == std::string::npos) {
+            out.push_back(parse_positive_int(item, what));
+        } else {
+            int v = parse_positive_int(item.substr(0, x), what);
+            int n = parse_positive_int(item.substr(x + 1), what + " repeat count");
+            if (out.size() + n > 100000) throw ConfigError(what + ": list is absurdly long");
+            out.insert(out.end(), n, v);
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+// The Prism preset as head_dim multipliers of the baseline (4 = four times wider heads, so h_base / 4 heads).
+// Two early stages of n = clamp(round(L/4), 2, 4) layers each at 4x and 2x the baseline head_dim (256 and 128
+// when the baseline is 64), then h_base to the end. This keeps each step 2 to 4 layers long (staircase rule)
+// and leaves L - 2n >= L/2 layers at h_base (baseline preservation). Models with L < 8 get a single 2x stage
+// of 2 layers so that the rules still hold. 124M (L 12): 3x3,6x3,12x6; 354M (L 24): 4x4,8x4,16x16.
+inline std::vector<int> prism_multipliers(int L) {
+    std::vector<int> m;
+    if (L < 4) return std::vector<int>(L, 1);
+    if (L < 8) {
+        m.assign(2, 2);
+    } else {
+        int n = std::min(4, std::max(2, (int)std::lround(L / 4.0)));
+        m.assign(n, 4);
+        m.insert(m.end(), n, 2);
+    }
+    m.insert(m.end(), L - m.size(), 1);
+    return m;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Width schedules: the geometric solver of docs/papers.md, generalised to four shapes.
+//   x      shrink geometrically to the bottleneck at layer k, then grow back to w_L = w_1 (the paper's X)
+//   3      grow to the peak at layer k, then shrink back to w_L = w_1; the ends are the narrowest
+//   v      grow geometrically from w_1 (the narrowest) to w_L
+//   lambda shrink geometrically from w_1 to w_L (the narrowest)
+// In every shape the narrowest width is `ratio * d` (0.3 d by default) before rounding, and w_1 is chosen so
+// that the layer matrices match the uniform model's (docs/papers.md: K sum w_i^2 - waste = K L d^2).
+// For x this reproduces the released solver exactly (d 640, L 16, k 12 gives 1152 ... 192 ... 1152).
+// ------------------------------------------------------------------------------------------------------
+
+struct WidthShape {
+    std::string name = "x";   // x, 3, v, lambda
+    double turn_frac = 0.75;  // k = round(turn_frac * L) when k == 0
+    int k = 0;                // 1-indexed turning layer (x and 3)
+    double ratio = 0.3;       // narrowest width / d
+    int quantum = 32;         // widths are rounded to multiples of this
+};
+
+// Relative widths f_i (f_1 = 1) of a shape for the shape parameter e in (0, 1).
+inline std::vector<double> shape_factors(const std::string& name, int L, int k, double e) {
+    std::vector<double> f(L);
+    if (name == "x" || name == "3") {
+        // x: e^(i-1) down to layer k, then back up with e^(k-1) r^(L-k) = 1. 3 is the same with 1/e.
+        double g = name == "x" ? e : 1.0 / e;
+        double r = std::pow(g, -(double)(k - 1) / (double)(L - k));
+        for (int i = 0; i < k; i++) f[i] = std::pow(g, i);
+        for (int j = 1; j <= L - k; j++) f[k - 1 + j] = f[k - 1] * std::pow(r, j);
+    } else {
+        double g = name == "lambda" ? e : 1.0 / e;
+        for (int i = 0; i < L; i++) f[i] = std::pow(g, i);
+    }
+    return f;
+}
+
+// Solve K w1^2 sum f_i^2 - waste(w1) = K L d^2 for w1 > 0, where waste counts the first layer's QKV input
+// columns that only see zeros (3 (w_1 - d) w_1 when w_1 > d) and the last layer's MLP down-projection rows the
+// head never reads (E w_L (w_L - d) when w_L > d). Each of the four cases is a quadratic; keep the positive root
+// whose case is consistent. Returns 0 when no case is (never seen for sane inputs).
+inline double solve_first_width(const std::vector<double>& f, int d, double K, double E) {
+    int L = (int)f.size();
+    double s = 0;
+    for (double x : f) s += x * x;
+    double fL = f[L - 1], best = 0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            double A = K * s - 3.0 * a - E * b * fL * fL;
+            double Bq = (3.0 * a + E * b * fL) * d;
+            double C = -K * L * (double)d * d;
+            double disc = Bq * Bq - 4 * A * C;
+            if (disc < 0 || A == 0) continue;
+            for (double root : {(-Bq + std::sqrt(disc)) / (2 * A), (-Bq - std::sqrt(disc)) / (2 * A)}) {
+                if (root <= 0) continue;
+                if ((root > d) == (a == 1) && (root * fL > d) == (b == 1)) best = root;
+            }
+        }
+    return best;
+}
+
+// The widths of a shape. K = 4 + 3 * mlp_ratio (attention 4 w^2, SwiGLU 3 w hidden), E = mlp_ratio.
+inline std::vector<int> solve_widths(const WidthShape& sh, int d, int L, double mlp_ratio) {
+    if (sh.name != "x" && sh.name != "3" && sh.name != "v" && sh.name != "lambda")
+        throw ConfigError("unknown width shape '" + sh.name + "'; use uniform, x, v, lambda, 3 or a list of widths");
+    if (L < 2) throw ConfigError("width shape '" + sh.name + "' needs at least 2 layers");
+    if (!(sh.ratio > 0 && sh.ratio < 1))
+        throw ConfigError("bottleneck ratio " + std::to_string(sh.ratio) + " must lie in (0, 1)");
+    if (sh.quantum <= 0) throw ConfigError("width quantum must be positive");
+    int k = sh.k > 0 ? sh.k : (int)std::lround(sh.turn_frac * L);
+    bool turns = sh.name == "x" || sh.name == "3";
+    if (turns && (k < 2 || k > L - 1))
+        throw ConfigError("turning layer k = " + std::to_string(k) + " must lie in [2, L-1] = [2, " +
+                          std::to_string(L - 1) + "]; adjust --turn");
+    double K = 4 + 3 * mlp_ratio, E = mlp_ratio, target = sh.ratio * d;
+    auto min_width = [&](double e) {
+        std::vector<double> f = shape_factors(sh.name, L, k, e);
+        return solve_first_width(f, d, K, E) * *std::min_element(f.begin(), f.end());
+    };
+    // The narrowest width grows with e (e -> 1 is uniform). Halve until at or below the target, then bisect.
+    double e = 0.5;
+    for (int i = 0; i < 60 && min_width(e) > target; i++) e /= 2;
+    double lo = e, hi = 1.0;
+    for (int it = 0; it < 80; it++) {
+        double mid = 0.5 * (lo + hi), m = min_width(mid);
+        if (std::fabs(m - target) / target < 1e-6) break;
+        (m > target ? hi : lo) = mid;
+    }
+    e = 0.5 * (lo + hi);
+    std::vector<double> f = shape_factors(sh.name, L, k, e);
+    auto rounded = [&](double w1) {
+        std::vector<int> w(L);
+        for (int i = 0; i < L; i++) w[i] = (int)std::max<long>(1, std::lround(w1 * f[i] / sh.quantum)) * sh.quantum;
+        return w;
+    };
+    // The paper's parameter count of rounded widths, relative to the uniform model's.
+    auto match = [&](const std::vector<int>& w) {
+        double sum = 0;
+        for (int x : w) sum += K * (double)x * x;
+        if (w[0] > d) sum -= 3.0 * (w[0] - d) * (double)w[0];
+        if (w[L - 1] > d) sum -= E * (double)w[L - 1] * (w[L - 1] - d);
+        return sum / (K * L * (double)d * d);
+    };
+    double w1 = std::round(solve_first_width(f, d, K, E));
+    std::vector<int> w = rounded(w1);
+    // Rounding every width to the quantum can move the match by a few percent when a few very wide layers
+    // dominate (v and lambda shapes at small L). When it misses by more than 1%, and only then, scale the unrounded widths by s in
+    // [0.9, 1.1] (steps of 1e-4: each layer crosses its rounding boundary at a different s, so the match moves
+    // in steps of one layer's quantum) and keep the closest match. The x shape at the paper's sizes never
+    // needs it, so its released widths are reproduced untouched.
+    if (std::fabs(match(w) - 1) > 0.01) {
+        double best = std::fabs(match(w) - 1);
+        for (int i = -1000; i <= 1000; i++) {
+            std::vector<int> t = rounded(w1 * (1 + 1e-4 * i));
+            if (std::fabs(match(t) - 1) < best) best = std::fabs(match(t) - 1), w = t;
+        }
+    }
+    return w;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Presets and building a config from what the user asked for
+// ------------------------------------------------------------------------------------------------------
+
+struct Preset {
+    const char* name;
+    int d, L, h_base, T;
+    double mlp_ratio;
+    NormType norm;
+    bool tied;
+    bool xformer_recipe;  // RMSNorm, untied, SwiGLU 4w, 16 heads, muP attention scale, init scaled by sqrt(d/w_l)
+    const char* what;
+};
+
+// Prism sizes: nanoGPT + RoPE + SwiGLU (8/3 d keeps GPT-2's MLP parameter count), tied GPT-2 vocabulary,
+// head_dim 64. Xformer sizes: the released recipe, sequence 4096. tiny: trains on two CPU cores in minutes.
+inline const std::vector<Preset>& presets() {
+    static const std::vector<Preset> p = {
+        {"tiny", 128, 6, 4, 128, 8.0 / 3.0, NormType::LayerNorm, true, false, "CPU-sized model for the default run"},
+        {"124M", 768, 12, 12, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 124M"},
+        {"354M", 1024, 24, 16, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 354M"},
+        {"757M", 1536, 24, 24, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 757M"},
+        {"200M", 640, 16, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 200M"},
+        {"500M", 960, 24, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 500M"},
+        {"1B", 1280, 32, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 1B"},
+        {"2B", 1600, 40, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 2B"},
+    };
+    return p;
+}
+
+inline const Preset& find_preset(const std::string& name) {
+    std::string known;
+    for (const auto& p : presets()) {
+        if (name == p.name) return p;
+        known += std::string(known.empty() ? "" : ", ") + p.name;
+    }
+    throw ConfigError("unknown preset '" + name + "'; choose one of " + known);
+}
+
+// What the user asked for: a preset, schedules, and overrides (0 / empty = keep the preset's value).
+struct ModelSpec {
+    std::string preset = "tiny";
+    std::string heads = "uniform";   // uniform | prism | list ("3x3,6x3,12x6" or "3,3,3,6,...")
+    std::string widths = "uniform";  // uniform | x | v | lambda | 3 | list of widths
+    WidthShape shape;                // turning layer, bottleneck ratio, quantum for the solver
+    int d = 0, L = 0, h_base = 0, T = 0, V = 0;
+    int head_dim = 0;                // fixed head_dim under a width schedule (instead of a fixed head count)
+    double mlp_ratio = 0;
+    int mlp_multiple = 0;
+    std::string norm;                // "" | layernorm | rmsnorm
+    int untied = -1;                 // -1 preset, 0 tied, 1 untied
+    bool allow_ablation = false;     // permit Prism schedules that break monotonicity or h_L = h_base
+};
+
+inline NormType parse_norm(const std::string& s) {
+    if (s == "layernorm" || s == "ln") return NormType::LayerNorm;
+    if (s == "rmsnorm" || s == "rms") return NormType::RMSNorm;
+    throw ConfigError("unknown norm '" + s + "'; use layernorm or rmsnorm");
+}
+
+// Checks that hold for every model that can run: positive sizes, h_l divides w_l, even head_dim (RoPE rotates
+// pairs). Used on built configs and on configs read back from checkpoints.
+inline void validate_config(const ModelConfig& c) {
+    auto pos = [](long v, const char* what) {
+        if (v <= 0) throw ConfigError(std::string(what) + " must be positive, got " + std::to_string(v));
+    };
+    pos(c.d, "d");
+    pos(c.V, "V (vocabulary)");
+    pos(c.T, "T (sequence length)");
+    pos(c.L(), "L (layers)");
+    pos(c.h_base, "h_base (--heads)");
+    if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
+    if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
+        throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& s = c.layers[l];
+        std::string at = "layer " + std::to_string(l) + ": ";
+        if (s.width <= 0) throw ConfigError(at + "width " + std::to_string(s.width) + " must be positive");
+        if (s.width > 65536) throw ConfigError(at + "width " + std::to_string(s.width) + " is out of range");
+        if (s.heads <= 0) throw ConfigError(at + "head count " + std::to_string(s.heads) + " must be positive");
+        if (s.width % s.heads != 0)
+            throw ConfigError(at + std::to_string(s.heads) + " heads do not divide width " + std::to_string(s.width) +
+                              "; choose a head count that divides it");
+        if (s.head_dim() % 2 != 0)
+            throw ConfigError(at + "head_dim " + std::to_string(s.head_dim()) + " (= " + std::to_string(s.width) +
+                              " / " + std::to_string(s.heads) + ") is odd; RoPE needs an even head_dim");
+    }
+}
+
+// Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
+// break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
+// allow_ablation, throws ConfigError.
+inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& warnings) {
+    const Preset& p = find_preset(s.preset);
+    ModelConfig c;
+    c.d = s.d ? s.d : p.d;
+    c.T = s.T ? s.T : p.T;
+    c.V = s.V ? s.V : 50257;
+    c.h_base = s.h_base ? s.h_base : p.h_base;
+    c.mlp_ratio = s.mlp_ratio > 0 ? s.mlp_ratio : p.mlp_ratio;
+    if (s.mlp_multiple) c.mlp_multiple = s.mlp_multiple;
+    c.norm = s.norm.empty() ? p.norm : parse_norm(s.norm);
+    c.tied = s.untied < 0 ? p.tied : s.untied == 0;
+    c.mup_attn = p.xformer_recipe;
+    c.init_width_scale = p.xformer_recipe;
+    int L = s.L ? s.L : p.L;
+    for (int v : {c.d, L, c.h_base, c.T, c.V, s.head_dim, s.mlp_multiple})
+        if (v < 0) throw ConfigError("sizes must be positive");
+    if (L <= 0) throw ConfigError("L (--layers) must be positive");
+    if (L > 10000) throw ConfigError("L (--layers) is out of range");
+
+    // Widths.
+    std::vector<int> w;
+    bool width_schedule = s.widths != "uniform";
+    if (!width_schedule) {
+        w.assign(L, c.d);
+    } else if (s.widths == "x" || s.widths == "v" || s.widths == "lambda" || s.widths == "3") {
+        WidthShape sh = s.shape;
+        sh.name = s.widths;
+        w = solve_widths(sh, c.d, L, c.mlp_ratio);
+    } else if (s.widths.find_first_not_of("0123456789,xX* ") == std::string::npos) {
+        w = parse_layer_list(s.widths, "width schedule");
+        if ((int)w.size() != L)
+            throw ConfigError("width schedule has " + std::to_string(w.size()) + " entries but the model has " +
+                              std::to_string(L) + " layers; give one width per layer");
+        for (int l = 0; l < L; l++)
+            if (w[l] % s.shape.quantum != 0 && w[l] != c.d)
+                throw ConfigError("layer " + std::to_string(l) + ": width " + std::to_string(w[l]) +
+                                  " is not a multiple of the width quantum " + std::to_string(s.shape.quantum) +
+                                  "; round it or set --width-quantum");
+    } else {
+        throw ConfigError("unknown width schedule '" + s.widths + "'; use uniform, x, v, lambda, 3 or a list");
+    }
+
+    // Baseline head count of each layer: a fixed head_dim, or a fixed head count (h_base).
+    std::vector<int> base(L);
+    for (int l = 0; l < L; l++) {
+        if (s.head_dim > 0) {
+            if (w[l] % s.head_dim != 0)
+                throw ConfigError("layer " + std::to_string(l) + ": width " + std::to_string(w[l]) +
+                                  " is not a multiple of --head-dim " + std::to_string(s.head_dim));
+            base[l] = w[l] / s.head_dim;
+        } else {
+            // A width schedule keeps the paper's fixed 16 heads per layer unless --heads says otherwise: widths
+            // are multiples of 32, so 16 heads always divide them with an even head_dim.
+            base[l] = width_schedule && !s.h_base ? 16 : c.h_base;
+        }
+    }
+
+    // Heads.
+    std::vector<int> h(L);
+    bool head_schedule = s.heads != "uniform";
+    if (!head_schedule) {
+        h = base;
+    } else if (s.heads == "prism") {
+        std::vector<int> m = prism_multipliers(L);
+        for (int l = 0; l < L; l++) {
+            if (base[l] % m[l] != 0)
+                throw ConfigError("prism preset: layer " + std::to_string(l) + " needs " + std::to_string(base[l]) +
+                                  " / " + std::to_string(m[l]) + " heads, which is not whole; give -s as a list");
+            h[l] = base[l] / m[l];
+        }
+    } else if (s.heads.find_first_not_of("0123456789,xX* ") == std::string::npos) {
+        h = parse_layer_list(s.heads, "head schedule");
+        if ((int)h.size() != L)
+            throw ConfigError("head schedule has " + std::to_string(h.size()) + " entries but the model has " +
+                              std::to_string(L) + " layers; give one head count per layer (e.g. 3x3,6x3,12x6)");
+    } else {
+        throw ConfigError("unknown head schedule '" + s.heads + "'; use uniform, prism or a list like 3x3,6x3,12x6");
+    }
+    c.layers.resize(L);
+    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
+    validate_config(c);
+
+    // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
+    if (head_schedule) {
+        auto rel = [&](int l) { return (double)h[l] / base[l]; };
+        for (int l = 1; l < L; l++)
+            if (rel(l) < rel(l - 1) && !s.allow_ablation)
+                throw ConfigError("head schedule decreases at layer " + std::to_string(l) + " (" +
+                                  std::to_string(h[l - 1]) + " -> " + std::to_string(h[l]) +
+                                  "); Prism needs h_1 <= ... <= h_L (pass --allow-ablation to run it anyway)");
+        if (h[L - 1] != base[L - 1] && !s.allow_ablation)
+            throw ConfigError("head schedule ends at " + std::to_string(h[L - 1]) + " heads but h_base is " +
+                              std::to_string(base[L - 1]) + "; Prism needs h_L = h_base (pass --allow-ablation)");
+        int at_base = 0;
+        for (int l = 0; l < L; l++) at_base += h[l] == base[l];
+        if (2 * at_base < L)
+            warnings.push_back("design rule: only " + std::to_string(at_base) + " of " + std::to_string(L) +
+                               " layers use h_base; the paper keeps at least L/2");
+        // Staircase: every run of equal heads before the final h_base run lasts 2 to 4 layers.
+        for (int a = 0; a < L;) {
+            int b = a;
+            while (b < L && h[b] == h[a] && base[b] == base[a]) b++;
+            if (b < L && (b - a < 2 || b - a > 4))
+                warnings.push_back("design rule: layers " + std::to_string(a) + ".." + std::to_string(b - 1) +
+                                   " hold " + std::to_string(h[a]) + " heads for " + std::to_string(b - a) +
+                                   " layers; the paper holds each step for 2 to 4");
+            a = b;
+        }
+    }
+    return c;
+}
+
+// The uniform model a schedule is compared with: same d, L, T, V, MLP rule, norm and head; every layer d wide
+// with h_base heads.
+inline ModelConfig uniform_baseline(const ModelConfig& c) {
+    ModelConfig u = c;
+    for (auto& s : u.layers) s = {c.d, c.h_base};
+    return u;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Accounting. FLOPs are forward FLOPs per token (multiply-add = 2): every matmul, plus attention's QK^T and AV
+// at context T counted over the full T x T square (4 T w_l per layer, the convention of PaLM's MFU formula and
+// llm.c; causal masking halves the useful part). Training FLOPs are 3x forward. KV-cache bytes are for bf16 K
+// and V: 2 * 2 * w_l per layer per token.
+//
+// Two counts, because the Xformer paper matches parameters after discounting "dead" weights: the first layer's
+// QKV columns beyond d (inputs the embedding never writes) and the last layer's MLP down-projection rows beyond
+// d (outputs the head never reads). `matched_params` and `flops_per_token` discount them as the paper does;
+// `params` and `dense_flops_per_token` count everything a dense implementation stores and executes (use these
+// for memory and MFU). For models with w_1, w_L <= d (uniform, Prism) the two counts are equal.
+// ------------------------------------------------------------------------------------------------------
+
+struct LayerCost {
+    int width, heads, head_dim, hidden;
+    long long params;         // norms + wqkv + wo + wfc + wproj
+    long long matrix_params;  // wqkv + wo + wfc + wproj
+    long long dead_params;    // of those, discounted by the paper's count (first and last layer only)
+    double flops_per_token;        // 2 (matrix_params - dead_params) + 4 T w
+    double dense_flops_per_token;  // 2 matrix_params + 4 T w
+    long long kv_bytes_per_token;
+};
+
+struct Accounting {
+    std::vector<LayerCost> layers;
+    long long params = 0;          // everything: embeddings, layers, final norm, head
+    long long layer_params = 0;    // all layer tensors
+    long long matched_params = 0;  // as the Xformer paper counts: layer matrices minus dead weights
+    double flops_per_token = 0;    // forward, paper count, including the output head's 2 d V
+    double dense_flops_per_token = 0;
+    long long kv_bytes_per_token = 0;
+    double avg_width = 0;
+};
+
+inline Accounting account(const ModelConfig& c) {
+    Accounting a;
+    a.params = (long long)param_layout(c).total;
+    int norm_vecs = c.norm == NormType::LayerNorm ? 2 : 1;
+    int L = c.L();
+    for (int l = 0; l < L; l++) {
+        long long w = c.layers[l].width, hid = c.hidden_of(l);
+        LayerCost lc;
+        lc.width = (int)w;
+        lc.heads = c.layers[l].heads;
+        lc.head_dim = c.layers[l].head_dim();
+        lc.hidden = (int)hid;
+        lc.matrix_params = 4 * w * w + 3 * w * hid;
+        lc.params = lc.matrix_params + 2 * norm_vecs * w;
+        lc.dead_params = 0;
+        if (l == 0 && w > c.d) lc.dead_params += 3 * (w - c.d) * w;
+        if (l == L - 1 && w > c.d) lc.dead_params += hid * (w - c.d);
+        lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * c.T * w;
+        lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * c.T * w;
+        lc.kv_bytes_per_token = 2 * 2 * w;
+        a.layers.push_back(lc);
+        a.layer_params += lc.params;
+        a.matched_params += lc.matrix_params - lc.dead_params;
+        a.flops_per_token += lc.flops_per_token;
+        a.dense_flops_per_token += lc.dense_flops_per_token;
+        a.kv_bytes_per_token += lc.kv_bytes_per_token;
+        a.avg_width += (double)w / L;
+    }
+    a.flops_per_token += 2.0 * c.d * c.V;
+    a.dense_flops_per_token += 2.0 * c.d * c.V;
+    return a;
+}

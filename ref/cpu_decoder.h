@@ -1,0 +1,150 @@
+// ref/cpu_decoder.h: CpuDecoder, the KV-cache Decoder (engine.h) on the fp32 CPU reference. A chunk of n new tokens
+// at positions p0 .. p0 + n - 1 goes through the model as n rows, exactly as ref/reference.h's forward does for
+// those rows of a full sequence (the same ref:: ops, so the same arithmetic), except attention:
+//   per layer l (w = w_l, h = h_l, hd = w / h):
+//     qkv (n, 3 w) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below)
+//     K[p0 + i], V[p0 + i] = k_i, v_i                      the cache: K, V (capacity, w) fp32 each
+//     atty_i = sum_{j <= p0 + i} softmax_j(scale q_i . K_j) V_j        per head, over the cache
+//   then wo, the residual add, the MLP sub-block and the final norm and head as in ref/reference.h.
+// The query's scores, softmax and weighted sum follow ref::attention_forward's loops term for term, and every
+// matmul row is computed alone (ref/gemm.h's sums do not depend on the other rows), so a cached decode gives
+// the logits of a full forward over the prefix (test_inspect.cpp: equal to 1e-5; measured bit-identical).
+// Weights: a copy of the engine's fp32 parameters, taken when the decoder is made.
+// Does not: batch sequences, or use the CPU engine's buffers (it has its own, sized for the largest chunk).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "ref/gemm.h"
+#include "ref/ops.h"
+#include "model_config.h"
+
+namespace ref {
+
+// RoPE on the q and k of rows (n, 3 w) at positions p0 + i: ref::rope_rotate's rotation (angles in double,
+// rounded to S), with the position of row i p0 + i instead of i mod T.
+template <typename S>
+void rope_at(S* qkv, long n, int w, int h, double theta, long p0) {
+    const int hd = w / h;
+    std::vector<double> freq(hd / 2);
+    for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
+    for (long r = 0; r < n; r++) {
+        const long t = p0 + r;
+        S* row = qkv + r * 3 * w;
+        for (int i = 0; i < hd / 2; i++) {
+            const S c = (S)std::cos(t * freq[i]), s = (S)std::sin(t * freq[i]);
+            for (int hh = 0; hh < h; hh++)
+                for (int part = 0; part < 2; part++) {
+                    S* p = row + part * w + hh * hd + 2 * i;
+                    const S a = p[0], b = p[1];
+                    p[0] = a * c - b * s;
+                    p[1] = a * s + b * c;
+                }
+        }
+    }
+}
+
+// out (n, w): row i, head hh = softmax over j <= p0 + i of scale q_i . K_j, times V_j; q rows of stride 3 w,
+// K, V (>= p0 + n, w): ref::attention_row (as attention_forward runs it), keys read from the cache.
+template <typename S>
+void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, long p0, int w, int h, S scale) {
+    const int hd = w / h;
+#pragma omp parallel if (n * h * (p0 + n) * hd >= OMP_MIN_WORK)
+    {
+        std::vector<S> p_buf(p0 + n);
+#pragma omp for collapse(2)
+        for (long i = 0; i < n; i++)
+            for (int hh = 0; hh < h; hh++)
+                attention_row(out + i * w + hh * hd, p_buf.data(), qkv + i * 3 * w + hh * hd, K + hh * hd, V + hh * hd,
+                              (long)w, p0 + i, hd, scale);
+    }
+}
+
+}  // namespace ref
+
+class CpuDecoder : public Decoder {
+  public:
+    // params: the model's fp32 parameters in param_layout order; capacity <= c.T.
+    CpuDecoder(const ModelConfig& c, std::vector<float> params, int capacity)
+        : cfg_(c), layout_(param_layout(c)), params_(std::move(params)), cap_(capacity) {
+        if (capacity < 1 || capacity > c.T)
+            throw ConfigError("decoder capacity " + std::to_string(capacity) + " must lie in [1, T = " +
+                              std::to_string(c.T) + "]");
+        if (params_.size() != layout_.total) throw std::logic_error("CpuDecoder: parameter count mismatch");
+        for (const LayerSpec& s : c.layers) {
+            k_.emplace_back((size_t)cap_ * s.width, 0.0f);
+            v_.emplace_back((size_t)cap_ * s.width, 0.0f);
+        }
+    }
+    int capacity() const override { return cap_; }
+    int position() const override { return pos_; }
+    void reset() override { pos_ = 0; }
+    size_t cache_bytes() const override {
+        size_t b = 0;
+        for (const LayerSpec& s : cfg_.layers) b += 2 * (size_t)cap_ * s.width * sizeof(float);
+        return b;
+    }
+    std::string describe() const override { return "CPU reference (fp32 KV cache)"; }
+    void append(const int* tokens, int n, float* logits, bool all = false) override;
+
+  private:
+    ModelConfig cfg_;
+    ParamLayout layout_;
+    std::vector<float> params_;
+    int cap_, pos_ = 0;
+    std::vector<std::vector<float>> k_, v_;  // per layer (capacity, w_l) each
+    std::vector<float> x_, ln_, qkv_, atty_, branch_, fc_, sw_, lnf_, mean_, rstd_;  // chunk scratch
+
+    const float* P(size_t off) const { return off == SIZE_MAX ? nullptr : params_.data() + off; }
+};
+
+inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all) {
+    if (n < 1 || pos_ + n > cap_)
+        throw std::logic_error("CpuDecoder::append: " + std::to_string(n) + " tokens at position " +
+                               std::to_string(pos_) + " exceed the capacity " + std::to_string(cap_));
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= cfg_.V)
+            throw ConfigError("token " + std::to_string(tokens[i]) + " is outside the vocabulary (" +
+                              std::to_string(cfg_.V) + ")");
+    const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
+    int wmax = 0, hidmax = 0;
+    for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
+    x_.resize((size_t)n * D), ln_.resize((size_t)n * wmax), qkv_.resize((size_t)n * 3 * wmax);
+    atty_.resize((size_t)n * wmax), branch_.resize((size_t)n * wmax), fc_.resize((size_t)n * 2 * hidmax);
+    sw_.resize((size_t)n * hidmax), lnf_.resize((size_t)n * Df), mean_.resize(n), rstd_.resize(n);
+    ref::embedding_forward(x_.data(), tokens, P(layout_.wte), n, d, D);
+    for (int l = 0; l < L; l++) {
+        const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
+        const LayerOffsets& o = layout_.layer[l];
+        const double hd = cfg_.layers[l].head_dim();
+        const float scale = (float)(cfg_.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
+        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b), n,
+                          w, cfg_.norm_eps);
+        ref::matmul_forward(qkv_.data(), 3 * w, ln_.data(), w, P(o.wqkv), n, w, 3 * w);
+        ref::rope_at(qkv_.data(), n, w, h, cfg_.rope_theta, pos_);
+        for (int i = 0; i < n; i++) {
+            std::copy_n(qkv_.data() + (size_t)i * 3 * w + w, w, k_[l].data() + (size_t)(pos_ + i) * w);
+            std::copy_n(qkv_.data() + (size_t)i * 3 * w + 2 * w, w, v_[l].data() + (size_t)(pos_ + i) * w);
+        }
+        ref::attention_over_cache(atty_.data(), qkv_.data(), k_[l].data(), v_[l].data(), n, pos_, w, h, scale);
+        ref::matmul_forward(branch_.data(), w, atty_.data(), w, P(o.wo), n, w, w);
+        ref::residual_forward(x_.data(), D, branch_.data(), n, w);
+        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln2_w), P(o.ln2_b), n,
+                          w, cfg_.norm_eps);
+        ref::matmul_forward(fc_.data(), 2 * hid, ln_.data(), w, P(o.wfc), n, w, 2 * hid);
+        ref::swiglu_forward(sw_.data(), fc_.data(), n, hid);
+        ref::matmul_forward(branch_.data(), w, sw_.data(), hid, P(o.wproj), n, hid, w);
+        ref::residual_forward(x_.data(), D, branch_.data(), n, w);
+    }
+    // Only the rows whose logits are wanted go through the final norm and the head.
+    const int first = all ? 0 : n - 1, rows = n - first;
+    ref::norm_forward(cfg_.norm, lnf_.data(), mean_.data(), rstd_.data(), x_.data() + (size_t)first * D, D,
+                      P(layout_.lnf_w), P(layout_.lnf_b), rows, Df, cfg_.norm_eps);
+    ref::matmul_forward(logits, V, lnf_.data(), Df, P(cfg_.tied ? layout_.wte : layout_.lm_head), rows, d, V);
+    pos_ += n;
+}

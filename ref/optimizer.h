@@ -1,0 +1,121 @@
+// ref/optimizer.h: the fp32 CPU reference's optimizer and learning-rate schedule, the oracle for adamw.cuh and
+// gradnorm.cuh:
+//   grad_norm / clip_grad_norm  the global L2 norm of the gradients (in double), and scaling to max_norm
+//   adamw_step / adamw_update   PyTorch's AdamW over a ParamLayout (all of it / a range of it), decoupled weight
+//                               decay on matrices only
+//   lr_at                       linear warmup, then cosine decay to final_frac * lr
+// Deterministic for any thread count: the norm sums fixed chunks in order, AdamW is elementwise.
+// adamw_update works on any range of the flat vector (a ZeRO-1 shard, ref/cpu_engine.h); the state it updates is
+// the caller's. Does not: keep master weights (the reference is fp32 throughout).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ref/parallel.h"
+#include "model_config.h"
+
+namespace ref {
+
+// Sum of squares of g (n), in double. Fixed 64K-element chunks summed in order: the same bits for any thread
+// count. (Data-parallel engines add the ranks' sums of their shards, in rank order.)
+template <typename S>
+double grad_sum_squares(const S* g, size_t n) {
+    const size_t CH = 1 << 16, nch = (n + CH - 1) / CH;
+    std::vector<double> part(nch);
+#pragma omp parallel for if (n >= (size_t)OMP_MIN_WORK)
+    for (size_t c = 0; c < nch; c++) {
+        double s = 0;
+        for (size_t i = c * CH; i < std::min(n, (c + 1) * CH); i++) s += (double)g[i] * g[i];
+        part[c] = s;
+    }
+    double s = 0;
+    for (double p : part) s += p;
+    return s;
+}
+
+// L2 norm of g (n), in double.
+template <typename S>
+double grad_norm(const S* g, size_t n) {
+    return std::sqrt(grad_sum_squares(g, n));
+}
+
+// The factor clip_grad_norm scales by: max_norm / norm when the norm exceeds max_norm (> 0), else 1.
+template <typename S>
+S clip_scale(double norm, double max_norm) {
+    return max_norm > 0 && norm > max_norm ? (S)(max_norm / norm) : S(1);
+}
+
+// Scales g so that its norm is at most max_norm (no-op when max_norm <= 0 or the norm is already within).
+// Returns the norm before clipping (what the training log reports).
+template <typename S>
+double clip_grad_norm(S* g, size_t n, double max_norm) {
+    const double norm = grad_norm(g, n);
+    if (max_norm > 0 && norm > max_norm) {
+        const S scale = clip_scale<S>(norm, max_norm);
+#pragma omp parallel for if (n >= (size_t)OMP_MIN_WORK)
+        for (size_t i = 0; i < n; i++) g[i] *= scale;
+    }
+    return norm;
+}
+
+struct AdamWParams {
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};
+
+// AdamW state: first and second moments (layout.total each, flat so they checkpoint as one buffer) and the
+// number of steps taken.
+template <typename S>
+struct AdamWState {
+    std::vector<S> m, v;
+    long t = 0;
+    explicit AdamWState(size_t n = 0) : m(n, S(0)), v(n, S(0)) {}
+};
+
+// One AdamW update (PyTorch's formulation) of the elements [begin, end) of a layout's flat parameter vector,
+// at step count t (1 for the first): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p *= 1 - lr wd (decoupled decay, matrices only: ParamTensor::is_matrix, never norms);
+// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
+// p, g, m, v point at element `begin` (a ZeRO-1 rank passes its shard; adamw_step the whole vector). The decay
+// of each element comes from the tensor it belongs to, so a shard may start or end inside any tensor.
+template <typename S>
+void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layout, size_t begin, size_t end, double lr,
+                  const AdamWParams& hp) {
+    const double bc1 = 1.0 - std::pow(hp.beta1, (double)t), bc2 = 1.0 - std::pow(hp.beta2, (double)t);
+    const S b1 = (S)hp.beta1, b2 = (S)hp.beta2, eps = (S)hp.eps, step = (S)(lr / bc1), rbc2 = (S)(1.0 / bc2);
+    for (const ParamTensor& x : layout.tensors) {
+        const size_t a = std::max(begin, x.offset), b = std::min(end, x.offset + x.numel());
+        if (a >= b) continue;
+        const S decay = (S)(x.is_matrix ? 1.0 - lr * hp.weight_decay : 1.0);
+        const long n = (long)(b - a);
+        S *pt = p + (a - begin), *mt = m + (a - begin), *vt = v + (a - begin);
+        const S* gt = g + (a - begin);
+#pragma omp parallel for if (n >= OMP_MIN_WORK)
+        for (long i = 0; i < n; i++) {
+            mt[i] = b1 * mt[i] + (S(1) - b1) * gt[i];
+            vt[i] = b2 * vt[i] + (S(1) - b2) * gt[i] * gt[i];
+            pt[i] = pt[i] * decay - step * mt[i] / (std::sqrt(vt[i] * rbc2) + eps);
+        }
+    }
+}
+
+// One AdamW step of the whole vector: st.t += 1, then adamw_update over [0, layout.total).
+template <typename S>
+void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout& layout, double lr,
+                const AdamWParams& hp) {
+    st.t++;
+    adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, 0, layout.total, lr, hp);
+}
+
+// Learning rate at step (0-based) of total_steps: linear warmup lr * (step + 1) / warmup for step < warmup,
+// then cosine from lr at step = warmup down to final_frac * lr at the last step (total_steps - 1).
+inline double lr_at(long step, long total_steps, long warmup, double lr, double final_frac) {
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    const long decay_steps = std::max(1L, total_steps - 1 - warmup);
+    const double progress = std::min(1.0, (double)(step - warmup) / (double)decay_steps);
+    const double lo = final_frac * lr;
+    return lo + (lr - lo) * 0.5 * (1.0 + std::cos(3.141592653589793 * progress));
+}
+
+}  // namespace ref

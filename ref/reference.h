@@ -1,0 +1,232 @@
+// ref/reference.h: the fp32 CPU reference of the whole Prism model (uniform, Prism head schedules and Xformer
+// width schedules are one code path). It is the oracle every GPU kernel and test is checked against, and the
+// CPU training path (ref/cpu_engine.h wraps it in the Engine interface). Templated on the scalar type S: float for
+// training, double for the finite-difference gradient checks in test/test_reference.cpp.
+//
+// What it computes (ModelConfig and the flat parameter layout come from model_config.h):
+//   x = embed(tokens)                       residual stream (B, T, D): coords [0, d) = wte[token], [d, D) = 0
+//   for each layer l (w = w_l, h = h_l, hd = w / h, hid = hidden_l):
+//     x[:, :w] += wo   . attn(rope(wqkv . norm1(x[:, :w])))       causal, h heads of head_dim hd
+//     x[:, :w] += wproj. swiglu(wfc . norm2(x[:, :w]))              coords [w, D) bypass the layer
+//   logits = normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied), loss = mean CE over
+//   positions whose target >= 0 (target < 0 is masked).
+// RefModel keeps the residual state before every sub-block (2 L + 1 copies of x) and every op's saved
+// activations, and its backward mirrors the forward op for op.
+//
+// The parts, each its own header, all in namespace ref:
+//   ref/gemm.h       the matrix multiply (y = x W^T and its backward)
+//   ref/ops.h        every other op, forward and backward, and the assign / accumulate conventions they share
+//   ref/init.h       the RNG and GPT-2 init (the CUDA engine starts from it too)
+//   ref/optimizer.h  gradient norm and clipping, AdamW, the learning-rate schedule
+// Determinism: the same bits for any number of OpenMP threads (every op sums in a fixed order; the GEMM over
+// tokens in fixed blocks of GEMM_KC = 256); global norms and the mean loss accumulate in double.
+//
+// Sizes: B batch, T sequence, d embedding width, w = w_l layer width, h = h_l heads, hd = head_dim = w / h,
+// hid = hidden_l (SwiGLU intermediate), D = cfg.D() residual stream width, Df = cfg.Df() final-norm width,
+// V vocabulary, L layers, N = B * T rows. Matrices are row-major (out, in) and y = x W^T.
+// Not here: bf16, padded vocabulary (the GPU pads V to Vp; the reference never does), KV caches, sampling.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "forward_contract.h"
+#include "ref/gemm.h"
+#include "ref/init.h"
+#include "ref/ops.h"
+#include "ref/optimizer.h"
+#include "model_config.h"
+
+namespace ref {
+
+template <typename S>
+struct RefModel {
+    ModelConfig cfg;
+    ParamLayout layout;
+    std::vector<S> params, grads;  // (layout.total) each, in param_layout order
+
+    explicit RefModel(const ModelConfig& c) : cfg(c), layout(param_layout(c)) {
+        validate_config(c);  // positive sizes, h_l | w_l, even head_dim: fail here, not deep inside an op
+        params.assign(layout.total, S(0));
+        grads.assign(layout.total, S(0));
+    }
+    void init_params(uint64_t seed) { ref::init_params(params.data(), cfg, layout, seed); }
+    void zero_grad() { std::fill(grads.begin(), grads.end(), S(0)); }
+
+    // Mean cross-entropy over unmasked targets (0 if none, or if targets is null: inference only).
+    // inputs, targets (B, T), T <= cfg.T.
+    S forward(const int* inputs, const int* targets, int B, int T);
+    // grads += d(grad_scale * loss)/d params. Needs the preceding forward to have had targets; once per forward.
+    void backward(S grad_scale = S(1));
+
+    // After forward: logits (B, T, V), per-position losses (B, T) (0 where masked), log-sum-exp (B, T).
+    const S* logits() const { return logits_.data(); }
+    const S* losses() const { return losses_.data(); }
+    const S* lse() const { return lse_.data(); }
+    S loss() const { return loss_; }
+    // log p(token | inputs[b, :t+1]) from the last forward.
+    S logprob(int b, int t, int token) const {
+        return logits_[((size_t)b * T_ + t) * cfg.V + token] - lse_[(size_t)b * T_ + t];
+    }
+    // Sum of log p(targets[b, t]) over positions t in [t0, t1), targets (B, T) aligned like training targets.
+    double sum_logprob(int b, int t0, int t1, const int* targets) const {
+        double s = 0;
+        for (int t = t0; t < t1; t++) s += logprob(b, t, targets[(size_t)b * T_ + t]);
+        return s;
+    }
+    // Attention probabilities of layer l (B, h_l, T, T), after a forward with targets.
+    const S* attention(int l) const { return acts_[l].att.data(); }
+    // After a forward, for inspect/analysis.h: residual state k (B, T, D) (2 l before layer l's attention, 2 l + 1 before
+    // its MLP, 2 L after the last layer) and layer l's SwiGLU output silu(gate) * up (B, T, hidden_l).
+    const S* residual_state(int k) const { return resid_.data() + (size_t)k * B_ * T_ * cfg.D(); }
+    const S* swiglu_out(int l) const { return acts_[l].sw.data(); }
+
+  private:
+    struct LayerActs {
+        std::vector<S> ln1, mean1, rstd1;  // (N, w) (N) (N)
+        std::vector<S> qkv;                // (N, 3 w) after RoPE
+        std::vector<S> att;                // (B, h, T, T)
+        std::vector<S> atty;               // (N, w) attention output before wo
+        std::vector<S> ln2, mean2, rstd2;  // (N, w) (N) (N)
+        std::vector<S> fc;                 // (N, 2 hid) [gate | up]
+        std::vector<S> sw;                 // (N, hid)
+    };
+    int B_ = 0, T_ = 0;
+    BackwardGate gate_;  // backward() once per forward() with targets
+    long n_targets_ = 0;
+    S loss_ = 0;
+    std::vector<int> inputs_, targets_;  // (N)
+    std::vector<S> resid_;               // (2 L + 1, N, D): the residual state before each sub-block, and at the end
+    std::vector<LayerActs> acts_;
+    std::vector<S> branch_;                      // (N, w_max) branch output before the residual add
+    std::vector<S> lnf_, meanf_, rstdf_;         // (N, Df) (N) (N)
+    std::vector<S> logits_, probs_;              // (N, V) each; probs_ becomes dlogits in backward
+    std::vector<S> losses_, lse_;                // (N)
+    std::vector<S> dresid_, dbranch_, dbig_, dsmall_;  // (N, D) (N, w_max) (N, max(3 w, 2 hid, Df)) (N, max(w, hid))
+
+    S* P(size_t off) { return off == SIZE_MAX ? nullptr : params.data() + off; }
+    S* G(size_t off) { return off == SIZE_MAX ? nullptr : grads.data() + off; }
+    // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
+    S* resid(int k) { return resid_.data() + (size_t)k * B_ * T_ * cfg.D(); }
+    S attn_scale(int l) const {
+        const double hd = cfg.layers[l].head_dim();
+        return (S)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
+    }
+    size_t Wout() const { return cfg.tied ? layout.wte : layout.lm_head; }
+};
+
+template <typename S>
+S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
+    validate_forward_inputs(cfg, inputs, targets, B, T);
+    const long N = (long)B * T;
+    const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d, V = cfg.V;
+    B_ = B, T_ = T;
+    gate_.forward_ran(targets != nullptr);
+    int wmax = 0, hidmax = 0;
+    for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg.layers[l].width), hidmax = std::max(hidmax, cfg.hidden_of(l));
+    inputs_.assign(inputs, inputs + N);
+    if (targets) targets_.assign(targets, targets + N);
+    resid_.resize((size_t)(2 * L + 1) * N * D);
+    acts_.resize(L);
+    branch_.resize((size_t)N * wmax);
+    embedding_forward(resid(0), inputs, P(layout.wte), N, d, D);
+    std::vector<S> att_scratch;  // inference needs no per-layer attention probabilities
+    for (int l = 0; l < L; l++) {
+        const int w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
+        LayerActs& a = acts_[l];
+        a.ln1.resize(N * w), a.mean1.resize(N), a.rstd1.resize(N), a.qkv.resize(N * 3 * w);
+        a.atty.resize(N * w), a.ln2.resize(N * w), a.mean2.resize(N), a.rstd2.resize(N);
+        a.fc.resize(N * 2 * hid), a.sw.resize(N * hid);
+        std::vector<S>& att = targets ? a.att : att_scratch;  // (B, h, T, T)
+        att.resize((size_t)B * h * T * T);
+
+        S* x0 = resid(2 * l);
+        S* x1 = resid(2 * l + 1);
+        S* x2 = resid(2 * l + 2);
+        const LayerOffsets& o = layout.layer[l];
+        norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
+                     cfg.norm_eps);
+        matmul_forward(a.qkv.data(), 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
+        rope_forward(a.qkv.data(), B, T, w, h, cfg.rope_theta);
+        attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, w, h, attn_scale(l));
+        matmul_forward(branch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
+        std::copy_n(x0, N * D, x1);
+        residual_forward(x1, D, branch_.data(), N, w);
+
+        norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w,
+                     cfg.norm_eps);
+        matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
+        swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
+        matmul_forward(branch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
+        std::copy_n(x1, N * D, x2);
+        residual_forward(x2, D, branch_.data(), N, w);
+    }
+    lnf_.resize(N * Df), meanf_.resize(N), rstdf_.resize(N);
+    norm_forward(cfg.norm, lnf_.data(), meanf_.data(), rstdf_.data(), resid(2 * L), D, P(layout.lnf_w),
+                 P(layout.lnf_b), N, Df, cfg.norm_eps);
+    logits_.resize((size_t)N * V), losses_.resize(N), lse_.resize(N);
+    matmul_forward(logits_.data(), V, lnf_.data(), Df, P(Wout()), N, d, V);  // the head reads [0, d)
+    if (targets) probs_.resize((size_t)N * V);
+    n_targets_ = softmax_crossentropy_forward(targets ? probs_.data() : (S*)nullptr, lse_.data(), losses_.data(),
+                                              logits_.data(), targets, N, V);
+    loss_ = targets ? mean_loss(losses_.data(), targets, N) : S(0);
+    return loss_;
+}
+
+template <typename S>
+void RefModel<S>::backward(S grad_scale) {
+    gate_.backward_starts();
+    if (n_targets_ == 0) return;  // every target masked: the loss is the constant 0
+    const long N = (long)B_ * T_;
+    const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d, V = cfg.V;
+    int wmax = 0, bigmax = Df, smallmax = 0;
+    for (int l = 0; l < L; l++) {
+        const int w = cfg.layers[l].width, hid = cfg.hidden_of(l);
+        wmax = std::max(wmax, w), bigmax = std::max({bigmax, 3 * w, 2 * hid}), smallmax = std::max({smallmax, w, hid});
+    }
+    dresid_.assign((size_t)N * D, S(0));
+    dbranch_.resize((size_t)N * wmax), dbig_.resize((size_t)N * bigmax), dsmall_.resize((size_t)N * smallmax);
+
+    // head: probs -> dlogits in place; dlnf (N, Df) with columns [d, Df) zero (the head never reads them)
+    S* dlogits = probs_.data();
+    softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), N, V, S(grad_scale / n_targets_));
+    S* dlnf = dbig_.data();
+    matmul_backward(dlnf, Df, G(Wout()), dlogits, V, lnf_.data(), Df, P(Wout()), N, d, V);
+    for (long n = 0; n < N; n++) std::fill(dlnf + n * Df + d, dlnf + (n + 1) * Df, S(0));
+    norm_backward(cfg.norm, dresid_.data(), D, G(layout.lnf_w), G(layout.lnf_b), dlnf, resid(2 * L), D,
+                  meanf_.data(), rstdf_.data(), P(layout.lnf_w), N, Df);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const int w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
+        const LayerOffsets& o = layout.layer[l];
+        LayerActs& a = acts_[l];
+        S* ds = dresid_.data();
+        // MLP sub-block, mirrored
+        residual_backward(dbranch_.data(), ds, D, N, w);
+        S* dsw = dsmall_.data();  // (N, hid)
+        matmul_backward(dsw, hid, G(o.wproj), dbranch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
+        S* dfc = dbig_.data();  // (N, 2 hid)
+        swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
+        S* dln = dsmall_.data();  // (N, w); dsw is dead
+        matmul_backward(dln, w, G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
+        norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(),
+                      a.rstd2.data(), P(o.ln2_w), N, w);
+        // attention sub-block, mirrored
+        residual_backward(dbranch_.data(), ds, D, N, w);
+        S* datty = dsmall_.data();  // (N, w)
+        matmul_backward(datty, w, G(o.wo), dbranch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
+        S* dqkv = dbig_.data();  // (N, 3 w)
+        attention_backward(dqkv, datty, a.qkv.data(), a.att.data(), B_, T_, w, h, attn_scale(l));
+        rope_backward(dqkv, B_, T_, w, h, cfg.rope_theta);
+        dln = dsmall_.data();  // datty is dead
+        matmul_backward(dln, w, G(o.wqkv), dqkv, 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
+        norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(),
+                      a.rstd1.data(), P(o.ln1_w), N, w);
+    }
+    embedding_backward(G(layout.wte), dresid_.data(), D, inputs_.data(), N, d);
+}
+
+}  // namespace ref

@@ -1,0 +1,333 @@
+// run/checkpoint.h: model.bin (the config and the fp32 parameters) and the per-rank optimizer state file, written
+// so that a crash never leaves a torn checkpoint, and read back with every header field range-checked and
+// every byte of the file, header included, covered by the checksum.
+//
+// model.bin, little-endian, version 2:
+//   bytes [0, 1024)       256 x int32 header
+//       [0] magic 0x4D535250 ("PRSM")   [1] version 2   [2] d   [3] V   [4] T   [5] L   [6] h_base
+//       [7] norm (0 layernorm, 1 rmsnorm)   [8] tied (0/1)   [9] mup_attn (0/1)   [10] init_width_scale (0/1)
+//       [11] mlp_multiple   [12] dtype of the parameters (0 = fp32)   [13] reserved, 0 (it keeps the 64-bit
+//       fields 8-byte aligned)   [14..15] parameter count P (int64)   [16..17] mlp_ratio (float64)
+//       [18..19] rope_theta (float64)   [20..21] norm_eps (float64)   [22..23] training step (int64)
+//       [24..25] checksum (uint64)   [26..255] zero
+//   bytes [1024, 1024 + 8L)            L x {int32 width w_l, int32 heads h_l}
+//   bytes [1024 + 8L, 1024 + 8L + 4P)  P x fp32 parameters in model_config.h's param_layout order (V rows, never Vp)
+// The file size must be exactly 1024 + 8L + 4P. The checksum is util/io.h's checksum64 of the whole file with the
+// checksum's own 8 bytes read as zero. Ranges checked on reading: d, h_base, mlp_multiple and every w_l in
+// [1, 65536], V in [1, 2^24], T in [1, 2^20], L in [1, 10000], the 0/1 flags, mlp_ratio in [0.001, 64], rope_theta in
+// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count; then validate_config.
+//
+// state file (state_rank<r>.bin), little-endian, version 2:
+//   bytes [0, 1024)  256 x int32 header
+//       [0] magic 0x5453524D ("MRST")   [1] version 2   [2..3] step (int64)
+//       [4..5] n, the length of each moment vector in this file (int64; P for a single process)
+//       [6..7] training tokens seen, all ranks (int64)   [8..9] sampling RNG state (uint64)
+//       [10] S, bytes of the data-loader position that follows (at most 4096)   [11..12] checksum (uint64)
+//       data parallelism, all zero for a single process (whose file holds the moments of every parameter):
+//       [13] rank that wrote the file   [14] world size   [15] reserved 0
+//       [16..17] index of the first parameter whose moments this file holds (int64)
+//       [18..19] parameter count P of the whole model (int64)   (with world > 0: rank < world and
+//       first + n <= P)
+//       [20..255] zero
+//   then S bytes of data-loader position (a POD, see dataloader.h), then n x fp32 AdamW m, then n x fp32 v.
+// The checksum covers the whole file in the same way as model.bin's. The state files of one checkpoint written by
+// several ranks (run/run_dir.h) hold consecutive ranges that together cover [0, P); load_state_range reads a file's
+// range from its header alone, so that a rank reads only the files it needs.
+//
+// Version 1 files (written before the header was covered) are still read, with the same range checks; their
+// checksum covers only what follows the header (model.bin: checksum64 of the layer table chained with the
+// parameters, at [24..25]; state: of the loader position, m and v, chained, at [11..12]), so a change of a
+// header field that stays in range goes unnoticed there. Every file is written as version 2.
+//
+// Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
+// the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
+// are util/io.h's too). Errors are CheckpointErrors with one line naming the file, or util/io.h's IoError when the file
+// cannot be opened, read or written.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "util/io.h"
+#include "model_config.h"
+
+static const int32_t kModelMagic = 0x4D535250;
+static const int32_t kStateMagic = 0x5453524D;
+static const int32_t kCheckpointVersion = 2;  // written; version 1 is still read
+
+// Range checks of header words. `bad` builds the error naming the file.
+template <class Bad>
+int32_t header_int(const int32_t* h, int at, const char* name, long lo, long hi, Bad bad) {
+    if (h[at] < lo || h[at] > hi)
+        throw bad("corrupt header: " + std::string(name) + " = " + std::to_string(h[at]) + " (word " +
+                  std::to_string(at) + "), must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return h[at];
+}
+template <class Bad>
+double header_double(const int32_t* h, int at, const char* name, double lo, double hi, Bad bad) {
+    double v = getf64(h, at);
+    if (!(v >= lo && v <= hi)) {  // false for NaN too
+        char b[160];
+        snprintf(b, sizeof b, "corrupt header: %s = %g (words %d..%d), must lie in [%g, %g]", name, v, at, at + 1, lo,
+                 hi);
+        throw bad(b);
+    }
+    return v;
+}
+
+// A version 2 checksum as it starts: the 1024-byte header h hashed with its checksum field (the int64 at word
+// `at`) zero, as it was when the file was written. The reader then adds the rest of the file.
+inline Checksum64 header_checksum(const int32_t* h, int at) {
+    int32_t z[256];
+    memcpy(z, h, sizeof z);
+    put64(z, at, 0);
+    Checksum64 c;
+    c.update(z, sizeof z);
+    return c;
+}
+
+// Words [from, 256) other than the listed ones must be zero.
+template <class Bad>
+void header_zeros(const int32_t* h, int from, Bad bad) {
+    for (int i = from; i < 256; i++)
+        if (h[i] != 0)
+            throw bad("corrupt header: word " + std::to_string(i) + " is " + std::to_string(h[i]) + ", must be 0");
+}
+
+inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step) {
+    int32_t h[256] = {0};
+    h[0] = kModelMagic;
+    h[1] = kCheckpointVersion;
+    h[2] = c.d, h[3] = c.V, h[4] = c.T, h[5] = c.L(), h[6] = c.h_base;
+    h[7] = (int)c.norm, h[8] = c.tied, h[9] = c.mup_attn, h[10] = c.init_width_scale, h[11] = c.mlp_multiple;
+    h[12] = 0;
+    put64(h, 14, (int64_t)P);
+    putf64(h, 16, c.mlp_ratio);
+    putf64(h, 18, c.rope_theta);
+    putf64(h, 20, c.norm_eps);
+    put64(h, 22, step);
+    std::vector<int32_t> table;
+    for (auto& s : c.layers) table.push_back(s.width), table.push_back(s.heads);
+    Checksum64 sum;  // over the file as written, with the checksum field still zero
+    sum.update(h, sizeof h);
+    sum.update(table.data(), table.size() * 4);
+    sum.update(params, P * 4);
+    put64(h, 24, (int64_t)sum.value());
+    write_atomically(path, {{h, sizeof h}, {table.data(), table.size() * 4}, {params, P * 4}});
+}
+
+struct LoadedModel {
+    ModelConfig cfg;
+    std::vector<float> params;
+    int64_t step = 0;
+};
+
+// The config of a model.bin header and layer table, every field range-checked (see the top of this file).
+template <class Bad>
+ModelConfig model_config_of(const int32_t* h, const std::vector<int32_t>& table, Bad bad) {
+    ModelConfig c;
+    c.d = header_int(h, 2, "d", 1, 65536, bad);
+    c.V = header_int(h, 3, "V", 1, 1 << 24, bad);
+    c.T = header_int(h, 4, "T", 1, 1 << 20, bad);
+    c.h_base = header_int(h, 6, "h_base", 1, 65536, bad);
+    c.norm = (NormType)header_int(h, 7, "norm", 0, 1, bad);
+    c.tied = header_int(h, 8, "tied", 0, 1, bad);
+    c.mup_attn = header_int(h, 9, "mup_attn", 0, 1, bad);
+    c.init_width_scale = header_int(h, 10, "init_width_scale", 0, 1, bad);
+    c.mlp_multiple = header_int(h, 11, "mlp_multiple", 1, 65536, bad);
+    c.mlp_ratio = header_double(h, 16, "mlp_ratio", 1e-3, 64, bad);
+    c.rope_theta = header_double(h, 18, "rope_theta", 1, 1e12, bad);
+    c.norm_eps = header_double(h, 20, "norm_eps", 1e-20, 1, bad);
+    for (size_t l = 0; l + 1 < table.size(); l += 2) c.layers.push_back({table[l], table[l + 1]});
+    try {
+        validate_config(c);
+    } catch (const ConfigError& e) {
+        throw bad(std::string("corrupt config: ") + e.what());
+    }
+    return c;
+}
+
+// Reads the header and layer table, checks them and the file size, then reads the parameters straight into
+// their vector (a multi-GB checkpoint is never held twice in memory) and checks the checksum.
+inline LoadedModel load_model(const std::string& path) {
+    auto bad = [&](const std::string& why) { return CheckpointError("checkpoint " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "checkpoint", size);
+    FILE* f = fh.get();
+    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
+    int32_t h[256];
+    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
+    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
+    const int version = h[1];
+    if (version != 1 && version != 2)
+        throw bad("version " + std::to_string(version) + ", this build reads versions 1 and 2");
+    header_int(h, 12, "parameter dtype", 0, 0, bad);
+    header_int(h, 13, "reserved word", 0, 0, bad);
+    header_zeros(h, 26, bad);
+    const int L = header_int(h, 5, "L", 1, 10000, bad);
+    const int64_t step = get64(h, 22), P_header = get64(h, 14);
+    if (step < 0) throw bad("corrupt header: step " + std::to_string(step) + " is negative");
+    if (size < 1024 + 8 * (size_t)L) throw bad("truncated inside the layer table");
+    std::vector<int32_t> table(2 * (size_t)L);
+    if (fread(table.data(), 8, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
+    LoadedModel m;
+    m.cfg = model_config_of(h, table, bad);
+    m.step = step;
+    const size_t P = param_layout(m.cfg).total;
+    if ((int64_t)P != P_header)
+        throw bad("corrupt header: parameter count " + std::to_string(P_header) + ", but its config has " +
+                  std::to_string(P));
+    const size_t want = 1024 + 8 * (size_t)L + 4 * P;
+    if (size != want)
+        throw bad((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) + " bytes, expected " +
+                  std::to_string(want));
+    m.params.resize(P);
+    if (fread(m.params.data(), 4, P, f) != P) throw bad("error reading the parameters");
+    uint64_t sum;
+    if (version == 1) {
+        sum = checksum64(m.params.data(), 4 * P, checksum64(table.data(), 8 * (size_t)L));
+    } else {
+        Checksum64 c = header_checksum(h, 24);
+        c.update(table.data(), 8 * (size_t)L);
+        c.update(m.params.data(), 4 * P);
+        sum = c.value();
+    }
+    if ((int64_t)sum != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
+    return m;
+}
+
+// Everything besides the parameters that a bit-identical resume needs.
+struct TrainState {
+    int64_t step = 0;         // optimizer steps done
+    int64_t tokens = 0;       // training tokens seen (all ranks)
+    uint64_t rng = 0;         // sampling RNG state
+    std::vector<unsigned char> loader;  // the data loader's position, as raw POD bytes
+    std::vector<float> m, v;  // AdamW moments, n each
+    // Data parallelism (header words 13..19): zero for a single process, whose m and v cover every parameter.
+    int32_t rank = 0, world = 0;
+    int64_t first_param = 0, model_params = 0;
+};
+
+inline void save_state(const std::string& path, const TrainState& s) {
+    int32_t h[256] = {0};
+    h[0] = kStateMagic;
+    h[1] = kCheckpointVersion;
+    put64(h, 2, s.step);
+    put64(h, 4, (int64_t)s.m.size());
+    put64(h, 6, s.tokens);
+    put64(h, 8, (int64_t)s.rng);
+    h[10] = (int32_t)s.loader.size();
+    h[13] = s.rank, h[14] = s.world;
+    put64(h, 16, s.first_param);
+    put64(h, 18, s.model_params);
+    Checksum64 sum;  // over the file as written, with the checksum field still zero
+    sum.update(h, sizeof h);
+    sum.update(s.loader.data(), s.loader.size());
+    sum.update(s.m.data(), s.m.size() * 4);
+    sum.update(s.v.data(), s.v.size() * 4);
+    put64(h, 11, (int64_t)sum.value());
+    write_atomically(path, {{h, sizeof h},
+                            {s.loader.data(), s.loader.size()},
+                            {s.m.data(), s.m.size() * 4},
+                            {s.v.data(), s.v.size() * 4}});
+}
+
+// The header of a state file, read and checked (everything but the checksum, which covers the whole file).
+struct StateHeader {
+    int32_t words[256];
+    int version = 0;
+    int64_t n = 0;             // moments in the file
+    size_t loader_bytes = 0;
+    TrainState fields;         // step, tokens, rng and the data-parallel words; no loader, m or v yet
+};
+template <class Bad>
+StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
+    StateHeader r;
+    int32_t* h = r.words;
+    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
+    if (fread(h, sizeof r.words, 1, f) != 1) throw bad("error reading the header");
+    if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
+    r.version = h[1];
+    if (r.version != 1 && r.version != 2)
+        throw bad("version " + std::to_string(r.version) + ", this build reads versions 1 and 2");
+    TrainState& s = r.fields;
+    s.step = get64(h, 2);
+    s.tokens = get64(h, 6);
+    s.rng = (uint64_t)get64(h, 8);
+    r.n = get64(h, 4);
+    r.loader_bytes = (size_t)header_int(h, 10, "data-loader position size", 0, 4096, bad);
+    s.rank = h[13], s.world = header_int(h, 14, "world size", 0, 1 << 20, bad);
+    header_int(h, 15, "reserved word", 0, 0, bad);
+    s.first_param = get64(h, 16), s.model_params = get64(h, 18);
+    header_zeros(h, 20, bad);
+    if (s.step < 0 || s.tokens < 0)
+        throw bad("corrupt header: step " + std::to_string(s.step) + ", tokens " + std::to_string(s.tokens) +
+                  " (negative)");
+    const int64_t n = r.n;
+    if (s.world == 0 ? (s.rank != 0 || s.first_param != 0 || s.model_params != 0)
+                     : (s.rank < 0 || s.rank >= s.world || n < 0 || n > s.model_params || s.first_param < 0 ||
+                        s.first_param > s.model_params - n))
+        throw bad("corrupt header: rank " + std::to_string(s.rank) + " of world " + std::to_string(s.world) +
+                  ", moments of parameters [" + std::to_string(s.first_param) + ", +" + std::to_string(n) + ") of " +
+                  std::to_string(s.model_params));
+    return r;
+}
+
+// Which moments a state file holds, from its header alone: [first, first + n) of the model's P parameters (a
+// single process's file, world 0: all of them, [0, n)); world: how many files the checkpoint has.
+struct StateRange {
+    int64_t step = 0, first = 0, n = 0, P = 0;
+    int32_t rank = 0, world = 0;
+};
+inline StateRange load_state_range(const std::string& path) {
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    const StateHeader h = read_state_header(fh.get(), size, bad);
+    const TrainState& s = h.fields;
+    return {s.step, s.first_param, h.n, s.world == 0 ? h.n : s.model_params, s.rank, s.world};
+}
+
+// Reads and checks the header (n must equal `n_expected`), then the loader position and the moments straight
+// into their vectors, and checks the checksum.
+inline TrainState load_state(const std::string& path, size_t n_expected) {
+    auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "optimizer state", size);
+    FILE* f = fh.get();
+    StateHeader hd = read_state_header(f, size, bad);
+    const int32_t* h = hd.words;
+    TrainState s = hd.fields;
+    const int64_t n = hd.n;
+    const size_t lsz = hd.loader_bytes;
+    if (n != (int64_t)n_expected)
+        throw bad("holds the moments of " + std::to_string(n) + " parameters but the model has " +
+                  std::to_string(n_expected) + "; it belongs to a different model");
+    const size_t P = n_expected, want = 1024 + lsz + 8 * P;
+    if (size != want)
+        throw bad("size " + std::to_string(size) + " bytes, expected " + std::to_string(want) + " (truncated?)");
+    s.loader.resize(lsz);
+    s.m.resize(P);
+    s.v.resize(P);
+    if (fread(s.loader.data(), 1, lsz, f) != lsz || fread(s.m.data(), 4, P, f) != P || fread(s.v.data(), 4, P, f) != P)
+        throw bad("error reading the file");
+    uint64_t sum;
+    if (hd.version == 1) {  // chained piece by piece, exactly as version 1 hashed them
+        sum = checksum64(s.loader.data(), lsz);
+        sum = checksum64(s.m.data(), 4 * P, sum);
+        sum = checksum64(s.v.data(), 4 * P, sum);
+    } else {
+        Checksum64 c = header_checksum(h, 11);
+        c.update(s.loader.data(), lsz);
+        c.update(s.m.data(), 4 * P);
+        c.update(s.v.data(), 4 * P);
+        sum = c.value();
+    }
+    if ((int64_t)sum != get64(h, 11)) throw bad("checksum mismatch: the file is corrupt");
+    return s;
+}

@@ -1,0 +1,139 @@
+// run/cost_model.h: what a training step of the CUDA engine (model.cuh) costs on a GPU, op by op, computed without
+// one: every kernel launch, memset and matmul of a step in the order the engine queues it, with the bytes it
+// must move through HBM (each input read once, each output written once: the ideal) and the FLOPs it does, and
+// the time that takes at a roofline. dev/bench_model prints it grouped by op (and, on a GPU, the measured time of
+// each op next to it: the engine's OpTimer marks use the same names), so kernels are planned without a GPU and
+// the one that misses its roofline is found as soon as a GPU is lent. A test checks that the ops listed here are
+// exactly the ops the engine marks, in order.
+//   step_ops        the ops of one step (zero_grad, n_micro micro-steps, grad_norm, adamw)
+//   RooflineGpu     HBM bandwidth and dense bf16 peak (default: H100 SXM, 3.35 TB/s and 989 TFLOP/s)
+//   op_time         max(bytes / bandwidth, FLOPs / peak); attention at an assumed 50% of the tensor peak; its
+//                   FLOPs are the causal ones attention.cuh executes: forward 2 B T^2 w, backward 7 B T^2 w
+//                   (3 launches: D, dK/dV, and a dQ pass that recomputes the scores and dP for determinism)
+// The expected time adds what rooflines leave out, as stated assumptions: matmuls at 75% of the tensor peak
+// (cuBLASLt's typical at these shapes), memory-bound kernels at 80% of HBM bandwidth, 2 us per launch that does
+// not hide behind the previous one (a floor for the tiny ones). Both are estimates until bench_model measures.
+// Does not: model L2 hits (the fused classifier's second read of a row, the norms' re-reads are taken as
+// L2-served, i.e. free), overlap between kernels, or communication.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "memory_plan.h"
+#include "model_config.h"
+
+struct OpCost {
+    std::string name;  // as model.cuh marks it
+    double bytes = 0, flops = 0;
+    int launches = 1;
+    bool attention = false, matmul = false;
+};
+
+struct RooflineGpu {
+    double bandwidth = 3.35e12, peak = 989e12;  // bytes/s, FLOP/s: H100 SXM
+    double attention_eff = 0.5, matmul_eff = 0.75, memory_eff = 0.8, launch_s = 2e-6;
+};
+
+// Roofline seconds of one op (attention at attention_eff of the peak).
+inline double op_time(const OpCost& o, const RooflineGpu& g) {
+    const double peak = o.attention ? g.attention_eff * g.peak : g.peak;
+    return std::max(o.bytes / g.bandwidth, o.flops / peak);
+}
+// Expected seconds: the stated efficiencies and the launch floor.
+inline double op_expected(const OpCost& o, const RooflineGpu& g) {
+    const double peak = o.attention ? g.attention_eff * g.peak : o.matmul ? g.matmul_eff * g.peak : g.peak;
+    return std::max({o.bytes / (g.memory_eff * g.bandwidth), o.flops / peak, o.launches * g.launch_s});
+}
+
+// The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
+inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_micro, bool recompute) {
+    const double N = (double)B * T, bf = 2, f4 = 4;
+    const int L = c.L(), D = c.D(), Df = c.Df(), d = c.d, Vp = padded_vocab(c.V);
+    const double Pg = (double)device_layout(c).total;
+    std::vector<OpCost> ops;
+    auto op = [&](const char* name, double bytes, double flops = 0, int launches = 1) {
+        ops.push_back({name, bytes, flops, launches, false, false});
+    };
+    // out (M, n) = A (M, k) B (k, n); weight gradients accumulate into fp32 (read and write C).
+    auto mm = [&](const char* name, double M, double n, double k, bool dW) {
+        const double bytes = dW ? (M * k + n * k) * bf + 2 * M * n * f4 : (M * k + k * n + M * n) * bf;
+        ops.push_back({name, bytes, 2 * M * n * k, 1, false, true});
+    };
+    auto norm_fwd = [&](double w) { op("norm_forward", 2 * N * w * bf + 2 * N * f4); };
+    auto resid_norm = [&](double wy, double wn) { op("residual_norm_forward", (2 * N * D + N * wy + N * wn) * bf + 2 * N * f4); };
+    auto norm_bwd = [&](double w, bool ln) {
+        const double partial_bytes = std::ceil(N / 64) * w * (ln ? 2 : 1) * f4;  // written, then read by the finish
+        op("norm_backward", 4 * N * w * bf + 2 * N * f4 + 2 * partial_bytes + 2 * w * f4 * (ln ? 2 : 1), 0, 2);
+    };
+    const bool ln = c.norm == NormType::LayerNorm;
+    const double U = std::min(N, (double)c.V);  // distinct tokens of a micro-batch: an upper bound
+
+    op("zero_grad", Pg * f4);
+    for (long k = 0; k < n_micro; k++) {
+        op("embedding_forward", N * 4 + N * d * bf + N * D * bf);
+        norm_fwd(c.layers[0].width);
+        for (int l = 0; l < L; l++) {
+            const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
+            mm("matmul qkv", N, 3 * w, w, false);
+            op("rope_forward", 2 * N * 2 * w * bf);
+            ops.push_back({"attention_forward", (N * 3 * w + N * w) * bf + N * h * f4, 2.0 * B * T * T * w, 1, true, false});
+            mm("matmul o", N, w, w, false);
+            resid_norm(w, w);
+            mm("matmul fc", N, 2 * hid, w, false);
+            op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
+            mm("matmul proj", N, w, hid, false);
+            resid_norm(w, l + 1 < L ? c.layers[l + 1].width : Df);
+        }
+        mm("matmul logits", N, Vp, d, false);
+        op("classifier", 2 * N * Vp * bf + N * (4 + f4));
+        op("loss_sum", N * f4);
+        if (Df != d) op("memset", N * (Df - d) * bf);
+        mm("matmul logits dx", N, d, Vp, false);
+        mm("matmul logits dW", Vp, d, N, true);
+        op("memset", N * D * bf);
+        norm_bwd(Df, ln);
+        for (int l = L - 1; l >= 0; l--) {
+            const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
+            mm("matmul proj dx", N, hid, w, false);
+            if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
+            mm("matmul proj dW", w, hid, N, true);
+            op("swiglu_backward", (N * 2 * hid + N * hid + N * 2 * hid) * bf);
+            mm("matmul fc dx", N, w, 2 * hid, false);
+            if (recompute) norm_fwd(w);
+            mm("matmul fc dW", 2 * hid, w, N, true);
+            norm_bwd(w, ln);
+            mm("matmul o dx", N, w, w, false);
+            mm("matmul o dW", w, w, N, true);
+            ops.push_back({"attention_backward", (N * 3 * w + 2 * N * w + N * 3 * w) * bf + 3 * N * h * f4,
+                           7.0 * B * T * T * w, 3, true, false});
+            op("rope_backward", 2 * N * 2 * w * bf);
+            mm("matmul qkv dx", N, w, 3 * w, false);
+            if (recompute) norm_fwd(w);
+            mm("matmul qkv dW", 3 * w, w, N, true);
+            norm_bwd(w, ln);
+        }
+        op("embedding_backward", N * d * bf + 3 * N * 4 + 2 * U * d * f4);
+    }
+    op("grad_norm", Pg * f4, 0, 2);
+    op("adamw", Pg * (4 * f4 + 3 * f4 + bf));
+    return ops;
+}
+
+// The ops grouped by name, in order of first appearance: count, bytes, FLOPs, roofline and expected seconds.
+struct OpGroup {
+    std::string name;
+    int count = 0, launches = 0;
+    double bytes = 0, flops = 0, roofline_s = 0, expected_s = 0;
+};
+inline std::vector<OpGroup> group_ops(const std::vector<OpCost>& ops, const RooflineGpu& g) {
+    std::vector<OpGroup> out;
+    for (const OpCost& o : ops) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const OpGroup& x) { return x.name == o.name; });
+        if (it == out.end()) out.push_back({o.name}), it = out.end() - 1;
+        it->count++, it->launches += o.launches, it->bytes += o.bytes, it->flops += o.flops;
+        it->roofline_s += op_time(o, g), it->expected_s += op_expected(o, g);
+    }
+    return out;
+}

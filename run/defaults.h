@@ -1,0 +1,85 @@
+// run/defaults.h: what train_prism does when a flag is not given, where that depends on the machine, the model
+// or the data (the rest of the defaults are TrainOptions' initialisers). The rules (README "Training"):
+//   model (-m)        124M on a GPU, tiny on the CPU (with the head and width schedules asked for)
+//   data (--train)    data/fineweb10B/ when it exists (data/get_fineweb.sh), else data/default/; a model of 50M
+//                     parameters or more on data/default/ gets a warning: it is a demonstration corpus
+//   batch (--total-batch)  the papers' 524,288 tokens for a model of 50M or more on real data (rounded to a
+//                     multiple of B x T x ranks when it is not one), else one micro-batch of every rank
+//   length (--steps)  a model of 50M or more: the papers' 25 tokens per parameter on real data, 4 passes over
+//                     the demonstration corpus; smaller models: 150 steps (the quick CPU run)
+//   lr (--lr)         by size, as GPT-3's table: 3e-3 below 50M, 6e-4 to 200M, 3e-4 to 500M, 2.5e-4 to 1B, 2e-4
+//   output (-o)       out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism
+// So `mpirun -np 8 ./train_prism -s prism` trains 124M Prism on 8 GPUs: the papers' run on FineWeb, a
+// minutes-long demonstration on the default corpus.
+// Does not: check the values (plan_run and the loaders do), or read more of the data than a directory listing.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model_config.h"
+#include "train_loop.h"
+
+constexpr long kPaperBatchTokens = 524288;    // 2^19: GPT-2 / GPT-3 small, llm.c, the Prism paper
+constexpr double kPaperTokensPerParam = 25;   // the Prism paper's 25 to 30, at its low end
+constexpr double kDemoPasses = 4;             // passes over data/default/ for a paper-size model
+constexpr double kLargeModel = 50e6;          // parameters from which the papers' recipe applies
+
+inline bool dir_exists(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3.
+inline double default_lr(double params) {
+    return params < kLargeModel ? 3e-3 : params < 200e6 ? 6e-4 : params < 500e6 ? 3e-4 : params < 1e9 ? 2.5e-4 : 2e-4;
+}
+
+// The model when -m is not given: 124M with a GPU engine, tiny on the CPU. Call before build_config.
+inline void default_model(TrainOptions& o, bool gpu) {
+    if (o.model.preset.empty()) o.model.preset = gpu ? "124M" : "tiny";
+}
+
+// Everything else, once the model is built; notes (one line each) say what was chosen where it matters.
+inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector<std::string>& notes) {
+    const double P = (double)param_layout(cfg).total;
+    const bool large = P >= kLargeModel;
+    if (std::isnan(o.lr)) o.lr = default_lr(P);
+    bool demo = false;
+    if (o.train.empty()) {
+        const bool fineweb = dir_exists("data/fineweb10B");
+        const std::string dir = fineweb ? "data/fineweb10B" : "data/default";
+        o.train = dir + "/*_train_*.bin";
+        if (o.val.empty()) o.val = dir + "/*_val_*.bin";
+        demo = !fineweb;
+        if (demo && large)
+            notes.push_back("data/fineweb10B/ not found: training on data/default/, a demonstration corpus of ~3M "
+                            "tokens, for " + std::to_string((int)kDemoPasses) + " passes; bash data/get_fineweb.sh "
+                            "fetches FineWeb for the papers' run");
+    }
+    if (o.val.empty()) o.val = "data/default/*_val_*.bin";
+    const bool length_given = o.steps || o.tokens || o.tokens_per_param > 0 || o.epochs > 0;
+    if (!o.total_batch && large && !demo) {
+        const long T = o.T ? o.T : cfg.T, unit = (long)o.B * T * world;
+        o.total_batch = std::max(1L, std::lround((double)kPaperBatchTokens / unit)) * unit;
+        if (o.total_batch != kPaperBatchTokens)
+            notes.push_back("total batch " + std::to_string(o.total_batch) + " tokens: the papers' " +
+                            std::to_string(kPaperBatchTokens) + " rounded to a multiple of B*T*ranks = " +
+                            std::to_string(unit));
+    }
+    if (!length_given && large) {
+        if (demo) o.epochs = kDemoPasses;
+        else o.tokens_per_param = kPaperTokensPerParam;
+    }
+    if (o.out.empty()) {
+        std::string name = o.model.preset;
+        for (const std::string& s : {o.model.heads, o.model.widths})
+            if (s != "uniform") name += "-" + s;
+        for (char& c : name)
+            if (c == ',' || c == '/' || c == ' ') c = '_';
+        o.out = "out/" + name;
+    }
+}

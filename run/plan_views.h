@@ -1,0 +1,122 @@
+// run/plan_views.h: the human and JSON views of a ModelConfig: `train_prism --plan` prints the per-layer table (width,
+// heads, head_dim, hidden, parameters, forward FLOPs per token, KV-cache bytes per token) and the totals of the
+// model next to its uniform baseline, with ratios. See model_config.h for what each count includes.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+#include "model_config.h"
+
+// "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
+inline std::string rle_list(const std::vector<int>& v) {
+    std::string s;
+    for (size_t a = 0; a < v.size();) {
+        size_t b = a;
+        while (b < v.size() && v[b] == v[a]) b++;
+        if (!s.empty()) s += ",";
+        s += std::to_string(v[a]);
+        if (b - a > 1) s += "x" + std::to_string(b - a);
+        a = b;
+    }
+    return s;
+}
+
+inline std::vector<int> layer_widths(const ModelConfig& c) {
+    std::vector<int> v;
+    for (auto& s : c.layers) v.push_back(s.width);
+    return v;
+}
+inline std::vector<int> layer_heads(const ModelConfig& c) {
+    std::vector<int> v;
+    for (auto& s : c.layers) v.push_back(s.heads);
+    return v;
+}
+
+// 123456789 -> "123.46M"
+inline std::string human(double x) {
+    char buf[32];
+    const char* unit[] = {"", "K", "M", "G", "T", "P"};
+    int u = 0;
+    while (std::fabs(x) >= 1000 && u < 5) x /= 1000, u++;
+    snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", x, unit[u]);
+    return buf;
+}
+
+inline std::string describe_config(const ModelConfig& c) {
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "d %d, L %d, h_base %d, T %d, V %d, SwiGLU hidden %.4g w (multiple of %d), %s, %s embeddings, "
+             "stream D %d, attention scale %s",
+             c.d, c.L(), c.h_base, c.T, c.V, c.mlp_ratio, c.mlp_multiple, norm_name(c.norm),
+             c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
+    return buf;
+}
+
+inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
+    Accounting a = account(c), b = account(uniform_baseline(c));
+    fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
+    fprintf(f, "  widths %s\n  heads  %s\n\n", rle_list(layer_widths(c)).c_str(), rle_list(layer_heads(c)).c_str());
+    fprintf(f, "%5s %6s %5s %8s %6s %10s %14s %9s\n", "layer", "width", "heads", "head_dim", "hidden", "params",
+            "FLOPs/token", "KV B/tok");
+    for (int l = 0; l < c.L(); l++) {
+        const LayerCost& x = a.layers[l];
+        fprintf(f, "%5d %6d %5d %8d %6d %10s %14s %9lld\n", l, x.width, x.heads, x.head_dim, x.hidden,
+                human((double)x.params).c_str(), human(x.flops_per_token).c_str(), x.kv_bytes_per_token);
+    }
+    auto row = [&](const char* name, double m, double u) {
+        fprintf(f, "%-32s %14s %14s %9.4f\n", name, human(m).c_str(), human(u).c_str(), u ? m / u : 0.0);
+    };
+    fprintf(f, "\n%-32s %14s %14s %9s\n", "totals", "model", "uniform", "ratio");
+    row("parameters (all)", (double)a.params, (double)b.params);
+    row("layer matrices (paper count)", (double)a.matched_params, (double)b.matched_params);
+    row("forward FLOPs/token (paper)", a.flops_per_token, b.flops_per_token);
+    row("forward FLOPs/token (dense)", a.dense_flops_per_token, b.dense_flops_per_token);
+    row("KV-cache bytes/token (bf16)", (double)a.kv_bytes_per_token, (double)b.kv_bytes_per_token);
+    row("average layer width", a.avg_width, b.avg_width);
+    fprintf(f, "(FLOPs at context T = %d over the full T x T attention square; 'paper' discounts the dead weights\n"
+               " the Xformer paper excludes from its parameter match, 'dense' is what a dense implementation runs)\n",
+            c.T);
+}
+
+inline void print_totals_json(FILE* f, const Accounting& a) {
+    fprintf(f,
+            "{\"params\": %lld, \"matched_params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": "
+            "%.0f, \"kv_bytes_per_token\": %lld, \"avg_width\": %.4f}",
+            a.params, a.matched_params, a.flops_per_token, a.dense_flops_per_token, a.kv_bytes_per_token, a.avg_width);
+}
+
+inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
+                            const std::vector<std::string>& warnings) {
+    Accounting a = account(c), b = account(uniform_baseline(c));
+    fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
+            json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
+    fprintf(f, "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
+            c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
+            c.mup_attn ? "true" : "false");
+    fprintf(f, " \"layers\": [\n");
+    for (int l = 0; l < c.L(); l++) {
+        const LayerCost& x = a.layers[l];
+        fprintf(f,
+                "  {\"layer\": %d, \"width\": %d, \"heads\": %d, \"head_dim\": %d, \"hidden\": %d, \"params\": %lld, "
+                "\"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, \"kv_bytes_per_token\": %lld}%s\n",
+                l, x.width, x.heads, x.head_dim, x.hidden, x.params, x.flops_per_token, x.dense_flops_per_token,
+                x.kv_bytes_per_token, l + 1 < c.L() ? "," : "");
+    }
+    fprintf(f, " ],\n \"totals\": ");
+    print_totals_json(f, a);
+    fprintf(f, ",\n \"baseline\": ");
+    print_totals_json(f, b);
+    fprintf(f,
+            ",\n \"ratios\": {\"params\": %.6f, \"matched_params\": %.6f, \"flops_per_token\": %.6f, "
+            "\"dense_flops_per_token\": %.6f, \"kv_bytes_per_token\": %.6f, \"avg_width\": %.6f},\n",
+            (double)a.params / b.params, (double)a.matched_params / b.matched_params,
+            a.flops_per_token / b.flops_per_token, a.dense_flops_per_token / b.dense_flops_per_token,
+            (double)a.kv_bytes_per_token / b.kv_bytes_per_token, a.avg_width / b.avg_width);
+    fprintf(f, " \"warnings\": [");
+    for (size_t i = 0; i < warnings.size(); i++)
+        fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
+    fprintf(f, "]}\n");
+}

@@ -1,0 +1,156 @@
+// run/run_log.h: a finished (or running, or crashed) training run read back from its output directory, for `report`:
+// the steps of OUT/log.jsonl (train_loop.h writes one JSON object per step: step, tokens, train_loss, val_loss,
+// lr, grad_norm, tokens_per_s, elapsed_s, mfu, skipped, eval), and the model's config from the header of
+// OUT/model.bin (only the header and layer table are read, not the parameters).
+// A line that is not whole JSON is skipped with a warning: the last one is what a crash or a full disk leaves
+// (torn), any other is named by its line number. Wall-clock: elapsed_s restarts at each --resume, so each
+// restart's times are added to the last time before it (elapsed_total).
+// Errors (RunLogError, one line): a path that is not a directory, a directory without log.jsonl or with no step
+// in it (nothing to report).
+// Does not: read checkpoints' parameters, or write anything.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "run/checkpoint.h"
+#include "util/json.h"
+#include "run/run_dir.h"
+#include "model_config.h"
+
+struct RunStep {
+    long step = 0, tokens = 0;
+    double train_loss = NAN, val_loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, elapsed_s = NAN;
+    double elapsed_total = NAN;  // elapsed_s summed across resumed invocations
+    bool skipped = false;
+};
+
+struct RunEval {
+    long step = 0, tokens = 0;
+    std::string task;
+    std::vector<std::pair<std::string, double>> metrics;  // in file order: examples, acc, acc_stderr, ...
+    double get(const std::string& k) const {
+        for (const auto& m : metrics)
+            if (m.first == k) return m.second;
+        return NAN;
+    }
+};
+
+struct RunLog {
+    std::string dir, name;  // name: the directory's last component
+    std::vector<RunStep> steps;
+    std::vector<RunEval> evals;
+    bool has_model = false;  // OUT/model.bin's header was read
+    ModelConfig cfg;
+    long model_step = 0;
+    std::vector<std::string> warnings;
+};
+
+// The ModelConfig and step of a model.bin from its header and layer table alone (run/checkpoint.h's checks).
+inline ModelConfig read_model_header(const std::string& path, long& step) {
+    auto bad = [&](const std::string& why) { return CheckpointError("checkpoint " + path + ": " + why); };
+    size_t size;
+    FileHandle fh = open_sized(path, "checkpoint", size);
+    int32_t h[256];
+    if (size < 1024 || fread(h, sizeof h, 1, fh.get()) != 1) throw bad("truncated header");
+    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic)");
+    const int L = header_int(h, 5, "L", 1, 10000, bad);
+    std::vector<int32_t> table(2 * (size_t)L);
+    if (fread(table.data(), 8, (size_t)L, fh.get()) != (size_t)L) throw bad("truncated inside the layer table");
+    step = (long)get64(h, 22);
+    return model_config_of(h, table, bad);
+}
+
+namespace run_log_detail {
+// A number field: NaN when absent or null.
+inline double number(const json::Value& o, const char* key) {
+    const json::Value* v = o.find(key);
+    if (!v || v->kind != json::Value::Number) return NAN;
+    return std::strtod(v->str.c_str(), nullptr);
+}
+}  // namespace run_log_detail
+
+// Reads RUN_DIR; warn(message) gets each skipped line (also kept in warnings).
+inline RunLog read_run(const std::string& dir, const std::function<void(const std::string&)>& warn) {
+    using run_log_detail::number;
+    RunLog r;
+    r.dir = dir;
+    std::string trimmed = dir;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    r.name = trimmed.substr(trimmed.find_last_of('/') == std::string::npos ? 0 : trimmed.find_last_of('/') + 1);
+    if (!is_dir(dir)) throw RunLogError(dir + " is not a directory; pass train_prism output directories (-o OUT)");
+    const std::string path = dir + "/log.jsonl";
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f)
+        throw RunLogError(dir + " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
+                          "started; pass the directory a run wrote (-o OUT)");
+    std::string text;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    fclose(f);
+    long line_no = 0;
+    double offset = 0, last_elapsed = -1;
+    for (size_t a = 0; a < text.size();) {
+        size_t b = text.find('\n', a);
+        const bool last = b == std::string::npos || b + 1 >= text.size();
+        if (b == std::string::npos) b = text.size();
+        const std::string line = text.substr(a, b - a);
+        a = b + 1, line_no++;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        json::Value o;
+        try {
+            o = json::parse(line);
+            if (o.kind != json::Value::Object || !std::isfinite(number(o, "step"))) throw json::Error("no \"step\" number");
+        } catch (const json::Error& e) {
+            const std::string msg = path + " line " + std::to_string(line_no) +
+                                    (last ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
+                                          : std::string(" is not a step's JSON (") + e.what() + "): skipped");
+            r.warnings.push_back(msg);
+            warn(msg);
+            continue;
+        }
+        RunStep s;
+        s.step = (long)number(o, "step"), s.tokens = (long)number(o, "tokens");
+        s.train_loss = number(o, "train_loss"), s.val_loss = number(o, "val_loss"), s.lr = number(o, "lr");
+        s.grad_norm = number(o, "grad_norm"), s.tokens_per_s = number(o, "tokens_per_s");
+        s.elapsed_s = number(o, "elapsed_s");
+        const json::Value* sk = o.find("skipped");
+        s.skipped = sk && sk->kind == json::Value::Bool && sk->b;
+        if (std::isfinite(s.elapsed_s)) {
+            if (s.elapsed_s < last_elapsed) offset += last_elapsed;  // a resumed invocation's clock restarted
+            last_elapsed = s.elapsed_s;
+            s.elapsed_total = offset + s.elapsed_s;
+        }
+        r.steps.push_back(s);
+        const json::Value* ev = o.find("eval");
+        if (ev && ev->kind == json::Value::Object) {
+            RunEval e;
+            e.step = s.step, e.tokens = s.tokens;
+            const json::Value* task = ev->find("task");
+            e.task = task && task->kind == json::Value::String ? task->str : "?";
+            for (const auto& kv : ev->obj)
+                if (kv.second.kind == json::Value::Number) e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+            r.evals.push_back(e);
+        }
+    }
+    if (r.steps.empty())
+        throw RunLogError(path + " holds no step (" + (text.empty() ? "it is empty" : "no line is a step's JSON") +
+                          "): nothing to report for " + dir);
+    const std::string model = dir + "/model.bin";
+    if (access(model.c_str(), F_OK) == 0) {
+        try {
+            r.cfg = read_model_header(model, r.model_step);
+            r.has_model = true;
+        } catch (const std::runtime_error& e) {
+            r.warnings.push_back(std::string(e.what()) + ": the schedule is not shown");
+            warn(r.warnings.back());
+        }
+    }
+    return r;
+}

@@ -1,0 +1,55 @@
+// run/stop_signal.h: a training run's graceful stop. SIGTERM (what batch schedulers send before they kill a job),
+// SIGINT (Ctrl-C) and SIGHUP (a closed terminal) only set a flag: the loop finishes the step it is in, writes a
+// checkpoint, says where, and exits with kExitInterrupted. A second one of these signals ends the process at
+// once (the default action of that signal, so the shell sees 128 + its number). A signal the process was
+// started with ignored (nohup ignores SIGHUP) stays ignored.
+// The exit codes of train_prism are here too, so that they are documented in one place.
+// Does not: coordinate ranks (under data parallelism every rank must stop at the same step).
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+
+// Exit codes of train_prism (README "Training").
+constexpr int kExitOk = 0;           // trained to the last step, or stopped by --stop-after, with a checkpoint
+constexpr int kExitError = 1;        // a one-line error: flags, data, checkpoint, output directory, disk
+constexpr int kExitDiverged = 3;     // --max-nonfinite steps in a row had a NaN/inf loss or gradient norm
+constexpr int kExitInterrupted = 75; // stopped by SIGTERM/SIGINT/SIGHUP after a checkpoint (sysexits' TEMPFAIL:
+                                     // resume with the same flags plus --resume)
+
+// The signal that asked for a stop, 0 while none has. Written only by the handler.
+inline volatile sig_atomic_t g_stop_signal = 0;
+
+// Async-signal-safe: sets the flag and writes a fixed message with write(2); the second signal restores the
+// default action and raises itself.
+inline void stop_signal_handler(int sig) {
+    if (g_stop_signal != 0) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_stop_signal = sig;
+    static const char msg[] = "\ntrain_prism: stop signal: finishing this step, then a checkpoint "
+                              "(send it again to exit at once)\n";
+    ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)rc;
+}
+
+inline void install_stop_handlers() {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        struct sigaction old;
+        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = stop_signal_handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;  // reads and writes in progress continue; the loop looks at the flag
+        sigaction(sig, &sa, nullptr);
+    }
+}
+
+inline const char* stop_signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
