@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,26 @@ struct DataParallel {
     int zero = 0;
     int world() const { return dist ? dist->world : 1; }
     int rank() const { return dist ? dist->rank : 0; }
+};
+
+// Incremental decoding of one sequence with a KV cache (Engine::make_decoder makes one: ref/cpu_decoder.h on
+// the CPU reference, inspect/cuda_decoder.cuh on the GPU; inspect/sampling.h drives it). Per layer l it keeps the keys and
+// values of every position so far, (capacity, w_l) each: h_l heads of head_dim_l, so 2 w_l numbers a token,
+// what --plan counts as KV-cache bytes (bf16 on the GPU, fp32 on the CPU). Each new token is one row through
+// the layers, its query attending over the cache: the logits equal a full forward over the whole prefix.
+// It runs on the engine's weights as they are when it is made; make a new one after they change.
+// Does not: batch several sequences, or evict (a full cache is the caller's to reset: inspect/sampling.h slides).
+class Decoder {
+  public:
+    virtual ~Decoder() = default;
+    virtual int capacity() const = 0;  // positions the cache holds (at most the model's T)
+    virtual int position() const = 0;  // positions filled so far
+    virtual void reset() = 0;          // empties the cache
+    // Runs tokens[0, n) at positions position() .. position() + n - 1 (position() + n <= capacity()), appending
+    // their keys and values, and writes the logits of the last one into logits (V), or of all n when all (n, V).
+    virtual void append(const int* tokens, int n, float* logits, bool all = false) = 0;
+    virtual size_t cache_bytes() const = 0;  // the KV cache's bytes at capacity
+    virtual std::string describe() const = 0;
 };
 
 class Engine {
@@ -102,24 +123,7 @@ class Engine {
     virtual void logits_at(int b, int t, float* out) const = 0;
     // The device's dense bf16 peak in FLOP/s for MFU (util/mfu.h); 0 where MFU means nothing (the CPU).
     virtual double peak_flops() const { return 0; }
-};
-
-// Incremental decoding of one sequence with a KV cache (inspect/decoders.h makes one for an Engine: ref/cpu_decoder.h on
-// the CPU reference, inspect/cuda_decoder.cuh on the GPU; inspect/sampling.h drives it). Per layer l it keeps the keys and
-// values of every position so far, (capacity, w_l) each: h_l heads of head_dim_l, so 2 w_l numbers a token,
-// what --plan counts as KV-cache bytes (bf16 on the GPU, fp32 on the CPU). Each new token is one row through
-// the layers, its query attending over the cache: the logits equal a full forward over the whole prefix.
-// It runs on the engine's weights as they are when it is made; make a new one after they change.
-// Does not: batch several sequences, or evict (a full cache is the caller's to reset: inspect/sampling.h slides).
-class Decoder {
-  public:
-    virtual ~Decoder() = default;
-    virtual int capacity() const = 0;  // positions the cache holds (at most the model's T)
-    virtual int position() const = 0;  // positions filled so far
-    virtual void reset() = 0;          // empties the cache
-    // Runs tokens[0, n) at positions position() .. position() + n - 1 (position() + n <= capacity()), appending
-    // their keys and values, and writes the logits of the last one into logits (V), or of all n when all (n, V).
-    virtual void append(const int* tokens, int n, float* logits, bool all = false) = 0;
-    virtual size_t cache_bytes() const = 0;  // the KV cache's bytes at capacity
-    virtual std::string describe() const = 0;
+    // A KV-cache decoder of `capacity` positions (at most the model's T) on the current weights, on this engine's
+    // device; the engine must outlive it (ZeRO-1: a collective, like get_params).
+    virtual std::unique_ptr<Decoder> make_decoder(int capacity) const = 0;
 };

@@ -27,7 +27,7 @@
 #if defined(PRISM_CUDA) && (defined(__CUDACC__) || defined(PRISM_EXECUTOR))
 #define PRISM_HAS_CUDA_ENGINE 1
 #include "memory_plan.h"
-#include "model.cuh"
+#include "cuda_engine.cuh"
 #endif
 
 struct EngineOptions {

@@ -23,18 +23,13 @@
 #pragma once
 
 #include "cuda_common.cuh"
+#include "kernel_sizes.h"  // NORM_ROWS_PER_CHUNK, norm_backward_scratch_floats: the backward's scratch
 #include "reduce.cuh"
 #include "vec.cuh"
 
 constexpr int NORM_BLOCK = 128;          // forward: 4 warps = 4 rows per block
-constexpr int NORM_ROWS_PER_CHUNK = 64;  // backward: rows per block, i.e. per weight-gradient partial row
 constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes: within the no-opt-in limit up to w 6144
 constexpr int NORM_FINISH_COLS = 4, NORM_FINISH_SLICES = 64;  // finish block: 4 columns x 64 slices of partials
-
-// fp32 scratch the backward needs: two (chunks, w) partial-sum planes (weight and bias).
-inline size_t norm_backward_scratch_floats(long N, int w) {
-    return 2 * (size_t)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK) * w;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels

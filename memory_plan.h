@@ -1,14 +1,14 @@
-// memory_plan.h: the GPU memory the CUDA engine (model.cuh) will allocate for a model at micro-batch B x T,
+// memory_plan.h: the GPU memory the CUDA engine (cuda_engine.cuh) will allocate for a model at micro-batch B x T,
 // computed without a GPU, so `train_prism --plan -b 16` says before launching whether 757M fits, and the trainer
 // turns on recomputation when the activations would not fit the GPU:
 //   padded_vocab, device_layout   the device's parameter layout (V padded to Vp, tensors 256-byte aligned)
-//   activation_bytes              the engine's activation block at B x T (with or without recomputation)
+//   carve_activations             the activation block's layout at B x T (the engine carves with it)
+//   activation_bytes              its bytes (with or without recomputation)
 //   gpu_memory                    parameters (bf16), gradients (fp32), optimizer state (fp32 master, m, v),
 //                                 activations, and the fixed extras (cuBLASLt workspace, RoPE tables)
 //   choose_recompute              what the trainer does with a GPU's free memory
 //   print_gpu_memory              the --plan lines
-// activation_bytes mirrors CudaEngine::carve buffer for buffer, with the same Carver measuring (test_model_cuda.cpp
-// checks that they agree for uniform, Prism, X and lambda models, with and without recomputation).
+// The activation block's layout is carve_activations here, which the engine carves its memory with: one layout.
 // Does not: include CUDA (train_prism --plan runs on machines without it), or count the CUDA context itself
 // (~0.5 GiB, already taken when the free memory is read).
 #pragma once
@@ -19,6 +19,8 @@
 #include <map>
 #include <string>
 
+#include "dist/shard.h"
+#include "kernel_sizes.h"
 #include "model_config.h"
 
 // The vocabulary padded for the GPU: a multiple of 128.
@@ -76,34 +78,64 @@ inline ActivationWidths activation_widths(const ModelConfig& c) {
     return a;
 }
 
-// fp32 floats of norm-backward scratch (layernorm.cuh's norm_backward_scratch_floats, 64 rows per chunk).
-inline size_t norm_scratch_floats(long N, int w) { return 2 * (size_t)((N + 63) / 64) * w; }
+// One upload of a micro-batch of N rows (an upload slot, and its pinned staging): tokens (N), targets (N), then
+// the embedding backward's buckets (embedding.cuh): rows (N), starts (N + 1), positions (N).
+inline size_t upload_ints(long N) { return 5 * (size_t)N + 1; }
 
-// CudaEngine::carve at B x T, measured: the same arrays in the same order.
-inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute) {
+// The CUDA engine's activation block at B x T (N = B T rows; w, h, hid of layer l): the one layout, carved by
+// the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base == nullptr).
+template <class Half> struct LayerActivations {
+    Half *ln1, *qkv, *atty, *ln2, *fc, *sw;  // (N, w) (N, 3 w) (N, w) (N, w) (N, 2 hid) (N, hid)
+    float *mean1, *rstd1, *mean2, *rstd2;    // (N) each
+    float* lse;                              // (B, h, T) attention log-sum-exp
+};
+template <class Half> struct Activations {
+    int* upload[2];                           // upload_ints(N) each: the two upload slots
+    Half* resid;                              // (2 L + 1, N, D) the residual states
+    std::vector<LayerActivations<Half>> layer;
+    Half *branch, *lnf, *logits;              // (N, wmax) (N, Df) (N, Vp)
+    float *meanf, *rstdf, *lse, *losses;      // (N) each
+    Half *dresid, *dbig, *dsmall;             // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
+    float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
+    float* logprobs;                          // (N) target_logprobs' output
+};
+// Lays the block out from base (nullptr: only measures; the pointers are then null) and returns its bytes. With
+// recompute, ln1, ln2 (every layer's) share one (N, wmax) buffer and sw one (N, hidmax) buffer.
+template <class Half>
+size_t carve_activations(const ModelConfig& c, int B, int T, bool recompute, char* base, Activations<Half>& a) {
+    static_assert(sizeof(Half) == 2, "activations are 16-bit");
     const long N = (long)B * T;
     const int L = c.L(), D = c.D(), Df = c.Df(), Vp = padded_vocab(c.V);
-    const ActivationWidths a = activation_widths(c);
-    using bf16_bytes = uint16_t;
-    Carver b;
-    for (int s = 0; s < 2; s++) b.take<int>(5 * N + 1);  // the two upload slots
-    b.take<bf16_bytes>((size_t)(2 * L + 1) * N * D);      // residual states
-    if (recompute) b.take<bf16_bytes>(N * a.wmax), b.take<bf16_bytes>(N * a.hidmax);
+    const ActivationWidths wd = activation_widths(c);
+    Carver k{base, 0};
+    a.upload[0] = k.take<int>(upload_ints(N)), a.upload[1] = k.take<int>(upload_ints(N));
+    a.resid = k.take<Half>((size_t)(2 * L + 1) * N * D);
+    a.layer.resize(L);
+    Half* shared_ln = recompute ? k.take<Half>(N * wd.wmax) : nullptr;
+    Half* shared_sw = recompute ? k.take<Half>(N * wd.hidmax) : nullptr;
     for (int l = 0; l < L; l++) {
         const int w = c.layers[l].width, h = c.layers[l].heads, hid = c.hidden_of(l);
-        b.take<bf16_bytes>(N * 3 * w), b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * 2 * hid);  // qkv, atty, fc
-        if (!recompute)  // ln1, ln2, sw
-            b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * w), b.take<bf16_bytes>(N * hid);
-        for (int k = 0; k < 4; k++) b.take<float>(N);  // mean1, rstd1, mean2, rstd2
-        b.take<float>(N * h);                          // attention lse
+        LayerActivations<Half>& la = a.layer[l];
+        la.qkv = k.take<Half>(N * 3 * w), la.atty = k.take<Half>(N * w), la.fc = k.take<Half>(N * 2 * hid);
+        la.ln1 = recompute ? shared_ln : k.take<Half>(N * w);
+        la.ln2 = recompute ? shared_ln : k.take<Half>(N * w);
+        la.sw = recompute ? shared_sw : k.take<Half>(N * hid);
+        la.mean1 = k.take<float>(N), la.rstd1 = k.take<float>(N), la.mean2 = k.take<float>(N);
+        la.rstd2 = k.take<float>(N), la.lse = k.take<float>(N * h);
     }
-    b.take<bf16_bytes>(N * a.wmax), b.take<bf16_bytes>(N * Df), b.take<bf16_bytes>(N * Vp);  // branch, lnf, logits
-    for (int k = 0; k < 4; k++) b.take<float>(N);                                          // meanf, rstdf, lse, losses
-    b.take<bf16_bytes>(N * D), b.take<bf16_bytes>(N * a.big), b.take<bf16_bytes>(N * a.small);  // dresid, dbig, dsmall
-    b.take<float>(norm_scratch_floats(N, std::max(a.wmax, Df)));
-    b.take<float>(N * a.hmax);  // attention backward scratch
-    b.take<float>(N);           // target_logprobs output
-    return b.bytes;
+    a.branch = k.take<Half>(N * wd.wmax), a.lnf = k.take<Half>(N * Df), a.logits = k.take<Half>(N * Vp);
+    a.meanf = k.take<float>(N), a.rstdf = k.take<float>(N), a.lse = k.take<float>(N), a.losses = k.take<float>(N);
+    a.dresid = k.take<Half>(N * D), a.dbig = k.take<Half>(N * wd.big), a.dsmall = k.take<Half>(N * wd.small);
+    a.norm_scratch = k.take<float>(norm_backward_scratch_floats(N, std::max(wd.wmax, Df)));
+    a.att_scratch = k.take<float>(N * wd.hmax);
+    a.logprobs = k.take<float>(N);
+    return k.bytes;
+}
+
+// The activation block's bytes at B x T.
+inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute) {
+    Activations<uint16_t> measured;
+    return carve_activations(c, B, T, recompute, nullptr, measured);
 }
 
 struct GpuMemory {
@@ -111,10 +143,10 @@ struct GpuMemory {
     size_t total() const { return params + grads + optimizer + activations + fixed; }
 };
 
-// shards: the ranks ZeRO-1 splits the optimizer state over (model.cuh keeps master, m and v of one shard, of
-// ceil(Pg / shards) elements rounded up to 128; parameters and gradients stay whole, padded to shards x that).
+// shards: the ranks ZeRO-1 splits the optimizer state over (the engine keeps master, m and v of one shard,
+// dist/shard.h's zero_shard; parameters and gradients stay whole, padded to shards x its size).
 inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, int shards = 1) {
-    const size_t Pg = device_layout(c).total, S = ((Pg + shards - 1) / shards + 127) / 128 * 128;
+    const size_t Pg = device_layout(c).total, S = zero_shard(Pg, shards, 0).size;
     const size_t Palloc = shards == 1 ? Pg : S * shards;
     GpuMemory m;
     m.params = Palloc * 2, m.grads = Palloc * 4, m.optimizer = 3 * (shards == 1 ? Pg : S) * 4;

@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "dataloader.h"
-#include "inspect/decoders.h"
 #include "dist/process_group.h"
 #include "engine.h"
 #include "eval/scoring.h"
@@ -91,7 +90,7 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
 // A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
 // the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
 inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
-    std::unique_ptr<Decoder> dec = make_decoder(eng, T);
+    std::unique_ptr<Decoder> dec = eng.make_decoder(T);
     return tok.decode(continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(),
                                     [](int) {}));
 }

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "run/cost_model.h"
-#include "model.cuh"
+#include "cuda_engine.cuh"
 #include "run/plan_views.h"
 #include "train_step.h"
 

@@ -30,3 +30,8 @@ inline Shard shard_of(size_t n, int world, int rank, size_t align = 1) {
     s.end = std::min(n, s.begin + s.size);
     return s;
 }
+
+// The CUDA engine's ZeRO-1 shards of its device vector: 128-element multiples keep every shard 256-byte aligned
+// (128-bit loads, NCCL's fast paths). memory_plan.h sizes the GPU's memory with the same function.
+constexpr size_t ZERO_SHARD_ALIGN = 128;
+inline Shard zero_shard(size_t n, int world, int rank) { return shard_of(n, world, rank, ZERO_SHARD_ALIGN); }

@@ -1,5 +1,5 @@
-// inspect/cuda_decoder.cuh: CudaDecoder, the KV-cache Decoder (engine.h) on the GPU, reading a CudaEngine's bf16 weights
-// in place (model.cuh's device_params: no copy, so it decodes with the weights the engine holds at each call)
+// inspect/cuda_decoder.cuh: CudaDecoder, the KV-cache Decoder (engine.h) on the GPU, reading the CUDA engine's bf16
+// weights in place (DeviceWeights: no copy, so it decodes with the weights the engine holds at each call)
 // and queuing on the engine's compute stream (so a decode orders after any training work queued before it).
 // A chunk of n new tokens at positions p0 .. p0 + n - 1 runs as n rows through the model's own kernels:
 //   x (n, D) = embed(tokens)
@@ -29,14 +29,26 @@
 #include "engine.h"
 #include "layernorm.cuh"
 #include "matmul.cuh"
-#include "model.cuh"
-#include "residual.cuh"
+#include "forward_contract.h"
+#include "memory_plan.h"
+#include "model_config.h"
+#include "inspect/residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 
+// What the decoder reads of an engine: its bf16 weights in the device layout (V padded to Vp), in place, and the
+// stream its work orders after. The engine (cuda_engine.cuh) makes one in its make_decoder.
+struct DeviceWeights {
+    const ModelConfig* cfg;
+    const bf16* params;
+    const ParamLayout* layout;
+    int Vp;
+    cudaStream_t stream;
+};
+
 class CudaDecoder : public Decoder {
   public:
-    CudaDecoder(const CudaEngine& e, int capacity);
+    CudaDecoder(const DeviceWeights& w, int capacity);
     ~CudaDecoder() override;
     CudaDecoder(const CudaDecoder&) = delete;
     CudaDecoder& operator=(const CudaDecoder&) = delete;
@@ -49,7 +61,7 @@ class CudaDecoder : public Decoder {
     void append(const int* tokens, int n, float* logits, bool all = false) override;
 
   private:
-    const CudaEngine& eng_;
+    DeviceWeights w_;
     ModelConfig cfg_;
     const ParamLayout& gl_;  // the engine's device layout
     int Vp_, cap_, pos_ = 0;
@@ -67,16 +79,13 @@ class CudaDecoder : public Decoder {
     float *mean_, *rstd_, *logits_;                              // (n) (n) (logit rows, Vp)
     std::vector<float> host_logits_;
 
-    const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : eng_.device_params() + off; }
+    const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : w_.params + off; }
     void ensure_scratch(int n, int logit_rows);
 };
 
-inline CudaDecoder::CudaDecoder(const CudaEngine& e, int capacity)
-    : eng_(e), cfg_(e.config()), gl_(e.device_param_layout()), Vp_(e.padded_vocab_size()), cap_(capacity),
-      stream_(e.stream()) {
-    if (capacity < 1 || capacity > cfg_.T)
-        throw ConfigError("decoder capacity " + std::to_string(capacity) + " must lie in [1, T = " +
-                          std::to_string(cfg_.T) + "]");
+inline CudaDecoder::CudaDecoder(const DeviceWeights& wts, int capacity)
+    : w_(wts), cfg_(*wts.cfg), gl_(*wts.layout), Vp_(wts.Vp), cap_(capacity), stream_(wts.stream) {
+    validate_decoder_capacity(cfg_, capacity);
     for (const LayerSpec& s : cfg_.layers) cache_elems_ += 2 * (size_t)cap_ * s.width;
     cudaCheck(cudaMalloc(&cache_, cache_elems_ * sizeof(bf16)));
     bf16* p = cache_;
@@ -125,13 +134,7 @@ inline void CudaDecoder::ensure_scratch(int n, int logit_rows) {
 }
 
 inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool all) {
-    if (n < 1 || pos_ + n > cap_)
-        throw std::logic_error("CudaDecoder::append: " + std::to_string(n) + " tokens at position " +
-                               std::to_string(pos_) + " exceed the capacity " + std::to_string(cap_));
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= cfg_.V)
-            throw ConfigError("token " + std::to_string(tokens[i]) + " is outside the vocabulary (" +
-                              std::to_string(cfg_.V) + ")");
+    validate_decode_append(cfg_, cap_, pos_, tokens, n);
     const int rows = all ? n : 1, first = n - rows;
     ensure_scratch(n, rows);
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d;

@@ -4,7 +4,7 @@
 //   echo "To be, or not to be" | ./generate out/tiny --tokens 200 --temperature 0.7 --top-p 0.9 --seed 7
 //
 // Loads model.bin (or RUN_DIR/model.bin), makes the engine for this machine (engine_factory.h: the GPU when present) and
-// a KV-cache decoder on it (inspect/decoders.h), encodes EOT + the prompt with the GPT-2 tokenizer (a document starts
+// a KV-cache decoder on it (Engine::make_decoder), encodes EOT + the prompt with the GPT-2 tokenizer (a document starts
 // after EOT in the training shards), and samples with inspect/sampling.h: the prompt is printed, then each token as it
 // is sampled (stdout flushed per token; a character split across tokens is printed when complete). Stops after
 // --tokens tokens or at EOT. Past the context T the cache slides (inspect/sampling.h). Progress and timings go to stderr,
@@ -20,7 +20,7 @@
 
 #include "run/checkpoint.h"
 #include "run/cli.h"
-#include "inspect/decoders.h"
+#include "inspect/recompute_decoder.h"
 #include "engine_factory.h"
 #include "run/plan_views.h"
 #include "run/run_dir.h"
@@ -85,7 +85,7 @@ int run(Options& o) {
     eng->set_params(m.params.data());
     std::unique_ptr<Decoder> dec;
     if (o.no_cache) dec.reset(new RecomputeDecoder(*eng, m.cfg.T));
-    else dec = make_decoder(*eng, m.cfg.T);
+    else dec = eng->make_decoder(m.cfg.T);
     fprintf(stderr, "generate: %s (step %lld): %s\n", path.c_str(), (long long)m.step, describe_config(m.cfg).c_str());
     fprintf(stderr, "generate: %s (%s); %s", eng->describe().c_str(), why.c_str(), dec->describe().c_str());
     if (dec->cache_bytes()) fprintf(stderr, ", %.2f MiB for T = %d", dec->cache_bytes() / 1048576.0, dec->capacity());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "forward_contract.h"
 #include "ref/gemm.h"
 #include "ref/ops.h"
 #include "model_config.h"
@@ -72,9 +73,7 @@ class CpuDecoder : public Decoder {
     // params: the model's fp32 parameters in param_layout order; capacity <= c.T.
     CpuDecoder(const ModelConfig& c, std::vector<float> params, int capacity)
         : cfg_(c), layout_(param_layout(c)), params_(std::move(params)), cap_(capacity) {
-        if (capacity < 1 || capacity > c.T)
-            throw ConfigError("decoder capacity " + std::to_string(capacity) + " must lie in [1, T = " +
-                              std::to_string(c.T) + "]");
+        validate_decoder_capacity(c, capacity);
         if (params_.size() != layout_.total) throw std::logic_error("CpuDecoder: parameter count mismatch");
         for (const LayerSpec& s : c.layers) {
             k_.emplace_back((size_t)cap_ * s.width, 0.0f);
@@ -104,13 +103,7 @@ class CpuDecoder : public Decoder {
 };
 
 inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all) {
-    if (n < 1 || pos_ + n > cap_)
-        throw std::logic_error("CpuDecoder::append: " + std::to_string(n) + " tokens at position " +
-                               std::to_string(pos_) + " exceed the capacity " + std::to_string(cap_));
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= cfg_.V)
-            throw ConfigError("token " + std::to_string(tokens[i]) + " is outside the vocabulary (" +
-                              std::to_string(cfg_.V) + ")");
+    validate_decode_append(cfg_, cap_, pos_, tokens, n);
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
     int wmax = 0, hidmax = 0;
     for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "ref/cpu_decoder.h"
 #include "ref/reference.h"
 #include "dist/shard.h"
 
@@ -36,6 +37,11 @@ class CpuEngine : public Engine {
         if (dp_.world() > 1) padded_.resize(shard_.size * dp_.world()), shard_grads_.resize(shard_.size);
     }
 
+    std::unique_ptr<Decoder> make_decoder(int capacity) const override {
+        std::vector<float> params(num_params());
+        get_params(params.data());
+        return std::unique_ptr<Decoder>(new CpuDecoder(config(), std::move(params), capacity));
+    }
     std::string describe() const override {
         return "CPU reference (fp32, " + std::to_string(omp_get_max_threads()) + " OpenMP threads)";
     }

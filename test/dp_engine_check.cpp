@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "util/io.h"
-#include "model.cuh"
+#include "cuda_engine.cuh"
 
 namespace {
 

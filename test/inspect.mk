@@ -5,9 +5,9 @@
 
 # The GPU decoder's files join the nvcc compile check, and its test (beside the OpenMP reference, so not in the race
 # build) gets an address build of its own, which `make test-asan` runs.
-NVCC_CHECK_CUH += inspect/decode.cuh inspect/cuda_decoder.cuh
+NVCC_CHECK_CUH += inspect/decode.cuh inspect/residual.cuh inspect/cuda_decoder.cuh
 ifneq ($(NVCC),)
-test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,inspect/decode.cuh inspect/cuda_decoder.cuh)
+test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,inspect/decode.cuh inspect/residual.cuh inspect/cuda_decoder.cuh)
 endif
 
 .PHONY: test-asan-decode
@@ -26,13 +26,13 @@ TEST_LDLIBS += -lz
 test-report-browser: $(BUILD)/test_prism report
 	./$(BUILD)/test_prism "[browser]"
 
-# ptxas: the decode kernel for sm_80 and sm_90, no register spills (test/ptxas_check.sh; part of make test).
+# ptxas: the decoder's kernels (decode attention, the residual add and column copy) for sm_80 and sm_90, no register spills (test/ptxas_check.sh; part of make test).
 .PHONY: test-ptxas-decode
 TEST_CHECKS += test-ptxas-decode
 ifneq ($(NVCC),)
-$(BUILD)/ptxas_decode.txt: inspect/decode.cuh test/ptxas_check.sh cuda_common.cuh reduce.cuh
+$(BUILD)/ptxas_decode.txt: inspect/decode.cuh inspect/residual.cuh test/ptxas_check.sh cuda_common.cuh reduce.cuh
 	@mkdir -p $(BUILD)/ptxas
-	@printf '#include "inspect/decode.cuh"\n' > $(BUILD)/ptxas/decode.cu
+	@printf '#include "%s"\n' inspect/decode.cuh inspect/residual.cuh > $(BUILD)/ptxas/decode.cu
 	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	    -Xptxas -v -c $(BUILD)/ptxas/decode.cu -o $(BUILD)/ptxas/decode.o 2> $(BUILD)/ptxas/decode.log
 	bash test/ptxas_check.sh $(BUILD)/ptxas/decode.log > $@.tmp || { cat $@.tmp; echo "test-ptxas-decode: a kernel spills"; exit 1; }

@@ -14,16 +14,14 @@
 #                       drive the GPU code path's command line with it (--recompute gives the same losses)
 
 KERNEL_TEST_SRCS += test/test_kernels.cpp
-MODEL_CUH := vec.cuh reduce.cuh embedding.cuh layernorm.cuh residual.cuh rope.cuh swiglu.cuh attention.cuh \
-             classifier.cuh adamw.cuh gradnorm.cuh staging.cuh model.cuh
+MODEL_CUH := vec.cuh reduce.cuh embedding.cuh layernorm.cuh rope.cuh swiglu.cuh attention.cuh \
+             classifier.cuh adamw.cuh gradnorm.cuh staging.cuh model.cuh cuda_engine.cuh
 NVCC_CHECK_CUH += $(MODEL_CUH)
 # executor.mk expands NVCC_CHECK_CUH in test-nvcc-check's prerequisites when it is read, before this file is,
 # so the model's files are named here again.
 ifneq ($(NVCC),)
 test-nvcc-check: $(patsubst %,$(BUILD)/nvcc_check/%.stamp,$(MODEL_CUH))
 endif
-# model.cuh includes its out-of-line members at its end
-$(BUILD)/nvcc_check/model.cuh.stamp: model_passes.cuh
 
 .PHONY: test-kernels
 test-kernels: $(BUILD)/test_prism
@@ -55,7 +53,7 @@ cost-model: $(BUILD)/bench_model_cpu
 .PHONY: test-ptxas
 TEST_CHECKS += test-ptxas
 ifneq ($(NVCC),)
-$(BUILD)/ptxas.txt: $(MODEL_CUH) model_passes.cuh test/ptxas_check.sh cuda_common.cuh matmul.cuh
+$(BUILD)/ptxas.txt: $(MODEL_CUH) test/ptxas_check.sh cuda_common.cuh matmul.cuh
 	@mkdir -p $(BUILD)/ptxas
 	@printf '#include "%s"\n' $(MODEL_CUH) > $(BUILD)/ptxas/all_kernels.cu
 	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \

@@ -21,7 +21,7 @@
 
 #include "ref/cpu_decoder.h"
 #include "inspect/cuda_decoder.cuh"
-#include "model.cuh"
+#include "cuda_engine.cuh"
 #include "test/inspect_util.h"
 
 namespace {
@@ -64,7 +64,9 @@ TEST_CASE("GPU cached decoding gives the GPU engine's full-forward logits at eve
         std::vector<float> full((size_t)c.T * c.V);
         for (int t = 0; t < c.T; t++) e.logits_at(0, t, full.data() + (size_t)t * c.V);
 
-        CudaDecoder dec(e, c.T);
+        std::unique_ptr<Decoder> made = e.make_decoder(c.T);  // the engine's own decoder is the GPU one
+        REQUIRE(dynamic_cast<CudaDecoder*>(made.get()) != nullptr);
+        Decoder& dec = *made;
         std::vector<float> got((size_t)c.T * c.V);
         dec.append(seq.data(), 4, got.data(), true);  // a prefill of 4, every position's logits
         for (int t = 4; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);
@@ -90,7 +92,7 @@ TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes per token",
     for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
         const ModelConfig c = inspect_config(kind, 37, 12);
         CudaEngine e(c);
-        CudaDecoder dec(e, 10);
-        CHECK(dec.cache_bytes() == 10 * (size_t)account(c).kv_bytes_per_token);
+        std::unique_ptr<Decoder> dec = e.make_decoder(10);
+        CHECK(dec->cache_bytes() == 10 * (size_t)account(c).kv_bytes_per_token);
     }
 }

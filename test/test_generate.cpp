@@ -10,7 +10,7 @@
 
 #include "run/checkpoint.h"
 #include "ref/cpu_engine.h"
-#include "inspect/decoders.h"
+#include "inspect/recompute_decoder.h"
 #include "ref/reference.h"
 #include "inspect/sampling.h"
 #include "test/inspect_util.h"
@@ -81,7 +81,7 @@ TEST_CASE("decoders through the Engine interface: cache and full recompute sampl
     eng.set_params(params.data());
     SamplingOptions greedy;
     greedy.temperature = 0;
-    std::unique_ptr<Decoder> cached = make_decoder(eng, 8);
+    std::unique_ptr<Decoder> cached = eng.make_decoder(8);
     RecomputeDecoder full(eng, 8);
     uint64_t r1 = 1, r2 = 1;
     std::vector<int> emitted;

@@ -32,7 +32,7 @@
 #include "ref/init.h"
 #include "ref/ops.h"
 #include "ref/optimizer.h"
-#include "residual.cuh"
+#include "inspect/residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 

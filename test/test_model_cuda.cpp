@@ -22,7 +22,7 @@
 #include "run/cost_model.h"
 #include "ref/cpu_engine.h"
 #include "memory_plan.h"
-#include "model.cuh"
+#include "cuda_engine.cuh"
 #include "ref/reference.h"
 #include "train_step.h"
 

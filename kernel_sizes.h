@@ -1,0 +1,15 @@
+// kernel_sizes.h: the sizes the kernels fix that the host must know without compiling them: the scratch memory
+// a kernel asks its caller for. The kernel that owns each constant includes this file, and memory_plan.h (which
+// runs on machines without CUDA) sizes the activation block from the same numbers.
+// Does not: include CUDA, or name a ModelConfig (sizes only).
+#pragma once
+
+#include <cstddef>
+
+// layernorm.cuh's backward: rows per block, i.e. per weight-gradient partial row.
+constexpr int NORM_ROWS_PER_CHUNK = 64;
+
+// fp32 scratch the norm backward needs for N rows of width w: two (chunks, w) partial-sum planes (weight, bias).
+inline size_t norm_backward_scratch_floats(long N, int w) {
+    return 2 * (size_t)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK) * w;
+}
