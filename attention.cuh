@@ -4,41 +4,11 @@
 //   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
 // Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
 //
-// Forward (Dao, FlashAttention-2). A block owns BR query rows of one (b, head), each warp 32 of them (two m16
-// tiles sharing every K and V fragment it loads) at HD 64 and 128, 16 where registers allow no more (HD 256).
-// Its Q tile stays in shared memory while the K and V tiles of BC keys stream past: S = Q K^T on tensor
-// cores (bf16 in, fp32 accumulate), an online softmax in fp32 (running row max m and sum l; the partial output
-// rescaled by exp(m_old - m_new) when the max grows), then O += P V with P rounded to bf16 in registers: the S
-// accumulator fragments are laid out exactly as the A fragments of the next mma, so P never touches shared
-// memory. O(T) memory: the (T, T) scores exist one (16 MW, BC) tile per warp at a time.
-// Causal: key tiles entirely after a block's last query are never loaded, a warp skips the tiles entirely after
-// its own rows, and masking (key > query, key >= T) runs only on tiles that straddle the diagonal or the end.
-// Blocks start with the longest rows, so the short ones fill the tail of the grid.
-//
-// Backward, recomputation form, deterministic (no atomics: a rerun repeats bit for bit):
-//   D_t = dout_t . out_t                             attention_backward_d_kernel, into scratch
-//   per key block:   dV += P^T dO, dK += dS^T Q      attention_backward_dkv_kernel, looping over query blocks
-//   per query block: dQ += dS K                      attention_backward_dq_kernel, looping over key blocks
-// with P = exp(scale q.k - lse) and dS = P (dO V^T - D) scale recomputed in both kernels: 7 matmuls of the
-// (T, T, hd) size where an atomic dQ accumulation needs 5, the price of determinism without a semaphore.
-// In the dK/dV kernel warps split P^T and dS^T by (keys, queries) and dK, dV by (keys, columns), so P^T and
-// dS^T pass through shared memory (bf16); in the dQ kernel they stay in registers as in the forward.
-//
-// Head dims. Instances hold HD = 64, 128 or 256 output columns in registers, with tile shapes chosen per HD
-// (the Att* structs below). Any even hd runs on the smallest instance with HD >= hd, padded to hdp, the next
-// multiple of 16 (the mma k), with zero columns that exist only in shared memory (never read from or written to
-// global memory); the loops stop at hdp, so hd 72 costs 80 columns, not 128. The scale is the caller's (true
-// head_dim). hd 258..1024 runs on a wide instance: whole rows in shared memory, output columns in windows of 256
-// (gridDim.z), each window recomputing S (and dP) over all hd: attention_wide_cost() says what that costs.
-// Tiles are copied with cp.async and double-buffered: the copy of tile i + 1 is in flight while tile i is
-// computed. Shared rows are padded by 8 columns (16 bytes), so the 8 rows an ldmatrix reads fall in 8 banks.
-//
-// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, a faster atomic dQ,
-// fused RoPE. RoPE stays in rope.cuh: fusing it would save one read and write of q and k per pass (8 T w bytes:
-// estimated 3.8 us forward + backward per 1024-token sequence of a 124M layer on an H100, ~3% of that layer's
-// ~110 us, less at T 4096 where attention grows as T^2), but every block would rotate each K tile it loads
-// again (T / BR times per key), in a prologue that competes with the softmax's exponentials for the
-// special-function units, and the backward would have to rotate and un-rotate as well.
+// FlashAttention-2 on tensor cores: O(T) memory, online softmax in fp32, P kept in registers; the backward in
+// recomputation form, three kernels, no atomics (a rerun repeats bit for bit). Instances for HD 64, 128, 256 and
+// a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16. The README's "Attention"
+// (under "Inside the CUDA engine") explains the tiles, the causal skipping, the backward and what was not done.
+// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, fused RoPE.
 #pragma once
 
 #include <cmath>

@@ -32,42 +32,14 @@
 #include "dist/process_group.h"
 #include "engine.h"
 #include "eval/scoring.h"
+#include "run/defaults.h"
 #include "run/plan_views.h"
-#include "ref/optimizer.h"
 #include "run/run_dir.h"
 #include "inspect/sampling.h"
 #include "model_config.h"
 #include "run/stop_signal.h"
 #include "text/tokenizer.h"
 #include "train_step.h"
-
-struct TrainOptions {
-    ModelSpec model;
-    bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
-    bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
-    std::string train, val, out;  // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
-    std::string tokenizer = "data/cache/gpt2.tiktoken";
-    int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
-    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run/defaults.h); a multiple of B T ranks
-    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
-    long tokens = 0;            // token budget
-    double tokens_per_param = 0;
-    double epochs = 0;          // passes over the training shards
-    double lr = NAN;            // NAN: by model size (run/defaults.h)
-    double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
-    OptimizerHyper opt;
-    uint64_t seed = 1337;
-    bool shuffle = true;
-    long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
-    bool sample_flag_given = false;
-    long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
-    int sample_tokens = 48, keep = 2;
-    int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
-    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
-    std::string eval_task = "hellaswag", eval_data = "data/eval";
-    int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
-    double comm_timeout = 600;  // seconds a rank may wait in a collective (dist/watchdog.h)
-};
 
 inline double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -247,7 +219,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         p = plan_run(o, cfg, dist.world, train->tokens_total());
         if (o.sample_every > 0 && lead) {
             try {
-                tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer)));
+                tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer)));
                 if (tok->vocab_size() > cfg.V)  // samples start from EOT, which such a model cannot read
                     throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
                                       " tokens do not fit the model's vocabulary V = " + std::to_string(cfg.V));
@@ -288,7 +260,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
-        r.lr = ref::lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
+        r.lr = lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
         const StepStats s = train_step(eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro,
                                        o.clip, r.lr, o.opt, in, tg, dist.world);
         r.loss = s.loss, r.norm = s.grad_norm;  // both summed over the ranks by the engine: the same on every rank

@@ -77,7 +77,7 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                      o.sample_flag_given = true;
                  }});
     f.push_back({"--sample-tokens", "N", "tokens per sample (default 48)", int_flag("--sample-tokens", o.sample_tokens, 1, 1 << 20)});
-    f.push_back({"--tokenizer", "FILE", "GPT-2 ranks file for samples (default data/cache/gpt2.tiktoken)",
+    f.push_back({"--tokenizer", "FILE", std::string("GPT-2 ranks file for samples (") + kTokenizerHelp + ")",
                  [&o](const std::string& v) { o.tokenizer = v; }});
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
                  long_flag("--eval-every", o.eval_every, 0, kMaxSteps)});

@@ -7,9 +7,12 @@
 // meanwhile. With `world` data-parallel ranks the gradients are summed over them before clip_grad_norm (the last
 // micro-step says so, so the engine can start during its backward); weighted 1 / world, the sum is the mean over
 // the global batch, and so is the caller's sum of the ranks' losses.
-// Does not: choose the learning rate (the caller's schedule) or log anything.
+// Also here: lr_at, the learning-rate schedule (linear warmup, then cosine decay to final_frac * lr).
+// Does not: log anything.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "engine.h"
@@ -26,4 +29,14 @@ StepStats train_step(Engine& eng, NextBatch&& next_batch, int B, int T, long n_m
     eng.clip_grad_norm(clip);
     eng.adamw_step(lr, hp);
     return eng.read_stats();
+}
+
+// Learning rate at step (0-based) of total_steps: linear warmup lr * (step + 1) / warmup for step < warmup,
+// then cosine from lr at step = warmup down to final_frac * lr at the last step (total_steps - 1).
+inline double lr_at(long step, long total_steps, long warmup, double lr, double final_frac) {
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    const long decay_steps = std::max(1L, total_steps - 1 - warmup);
+    const double progress = std::min(1.0, (double)(step - warmup) / (double)decay_steps);
+    const double lo = final_frac * lr;
+    return lo + (lr - lo) * 0.5 * (1.0 + std::cos(3.141592653589793 * progress));
 }

@@ -30,7 +30,7 @@
 namespace {
 
 struct Options {
-    std::string model, prompt, tokenizer = "data/cache/gpt2.tiktoken";
+    std::string model, prompt, tokenizer = default_tokenizer_path();
     bool has_prompt = false, cpu = false, no_cache = false, help = false;
     int tokens = 128, top_k = 200, samples = 1;
     double temperature = 0.8, top_p = 1.0;
@@ -52,7 +52,7 @@ std::vector<Flag> make_flags(Options& o) {
         {"--seed", "S", "seed of the sampling RNG (default 1337)", long_flag("--seed", o.seed, 0)},
         {"--samples", "N", "independent samples of the same prompt, one after the other (default 1)",
          int_flag("--samples", o.samples, 1, 1000)},
-        {"--tokenizer", "FILE", "GPT-2 ranks file (default data/cache/gpt2.tiktoken)",
+        {"--tokenizer", "FILE", std::string("GPT-2 ranks file (") + kTokenizerHelp + ")",
          [&o](const std::string& v) { o.tokenizer = v; }},
         {"--no-cache", "", "no KV cache: a full forward over the whole context per token (slow; for checking)",
          [&o](const std::string&) { o.no_cache = true; }},

@@ -3,7 +3,6 @@
 //   grad_norm / clip_grad_norm  the global L2 norm of the gradients (in double), and scaling to max_norm
 //   adamw_step / adamw_update   PyTorch's AdamW over a ParamLayout (all of it / a range of it), decoupled weight
 //                               decay on matrices only
-//   lr_at                       linear warmup, then cosine decay to final_frac * lr
 // Deterministic for any thread count: the norm sums fixed chunks in order, AdamW is elementwise.
 // adamw_update works on any range of the flat vector (a ZeRO-1 shard, ref/cpu_engine.h); the state it updates is
 // the caller's. Does not: keep master weights (the reference is fp32 throughout).
@@ -108,14 +107,5 @@ void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout&
     adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, 0, layout.total, lr, hp);
 }
 
-// Learning rate at step (0-based) of total_steps: linear warmup lr * (step + 1) / warmup for step < warmup,
-// then cosine from lr at step = warmup down to final_frac * lr at the last step (total_steps - 1).
-inline double lr_at(long step, long total_steps, long warmup, double lr, double final_frac) {
-    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
-    const long decay_steps = std::max(1L, total_steps - 1 - warmup);
-    const double progress = std::min(1.0, (double)(step - warmup) / (double)decay_steps);
-    const double lo = final_frac * lr;
-    return lo + (lr - lo) * 0.5 * (1.0 + std::cos(3.141592653589793 * progress));
-}
 
 }  // namespace ref

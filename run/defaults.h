@@ -1,5 +1,6 @@
-// run/defaults.h: what train_prism does when a flag is not given, where that depends on the machine, the model
-// or the data (the rest of the defaults are TrainOptions' initialisers). The rules (README "Training"):
+// run/defaults.h: train_prism's options (TrainOptions: every flag's value, with the plain defaults as
+// initialisers) and what it does when a flag is not given, where that depends on the machine, the model or the
+// data. The rules (README "Training"):
 //   model (-m)        124M on a GPU, tiny on the CPU (with the head and width schedules asked for)
 //   data (--train)    data/fineweb10B/ when it exists (data/get_fineweb.sh), else data/default/; a model of 50M
 //                     parameters or more on data/default/ gets a warning: it is a demonstration corpus
@@ -20,8 +21,37 @@
 #include <string>
 #include <vector>
 
+#include "engine.h"
 #include "model_config.h"
-#include "train_loop.h"
+
+// Every flag's value (train_prism.cu's flag table sets them); the defaults below fill in what is left 0 or NAN.
+struct TrainOptions {
+    ModelSpec model;
+    bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
+    bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
+    std::string train, val, out;  // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
+    std::string tokenizer;      // "": text/tokenizer.h's default_tokenizer_path
+    int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
+    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run/defaults.h); a multiple of B T ranks
+    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
+    long tokens = 0;            // token budget
+    double tokens_per_param = 0;
+    double epochs = 0;          // passes over the training shards
+    double lr = NAN;            // NAN: by model size (run/defaults.h)
+    double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
+    OptimizerHyper opt;
+    uint64_t seed = 1337;
+    bool shuffle = true;
+    long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
+    bool sample_flag_given = false;
+    long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
+    int sample_tokens = 48, keep = 2;
+    int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
+    long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
+    std::string eval_task = "hellaswag", eval_data = "data/eval";
+    int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
+    double comm_timeout = 600;  // seconds a rank may wait in a collective (dist/watchdog.h)
+};
 
 constexpr long kPaperBatchTokens = 524288;    // 2^19: GPT-2 / GPT-3 small, llm.c, the Prism paper
 constexpr double kPaperTokensPerParam = 25;   // the Prism paper's 25 to 30, at its low end

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ref/reference.h"
+#include "train_step.h"
 #include "test/grad_check.h"
 
 using ref::Rng;
@@ -288,7 +289,7 @@ TEST_CASE("clipping scales the gradient to the max norm and reports the norm bef
 
 TEST_CASE("learning rate warms up linearly then decays by cosine to final_frac at the last step", "[reference]") {
     const long warmup = 10, total = 111;  // decay over steps 10..110, its midpoint is step 60
-    auto lr = [&](long s) { return ref::lr_at(s, total, warmup, 2.0, 0.1); };
+    auto lr = [&](long s) { return lr_at(s, total, warmup, 2.0, 0.1); };
     CHECK(lr(0) == Approx(0.2).epsilon(1e-15));
     CHECK(lr(4) == Approx(1.0).epsilon(1e-15));
     CHECK(lr(9) == Approx(2.0).epsilon(1e-15));   // end of warmup

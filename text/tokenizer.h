@@ -439,10 +439,10 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
     return t;
 }
 
-// Where the data tools (build/prepare_shards, build/prepare_eval) look for the ranks file: $PRISM_TOKENIZER,
-// else data/cache/gpt2.tiktoken under the current directory, else under the checkout the binary was built in
-// (build/TOOL -> ../data/cache), so they work from any directory. When none exists it returns the relative
-// path, and load()'s error says how to get the file.
+// Where every tool looks for the ranks file without --tokenizer: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken
+// under the current directory, else in the binary's checkout (its directory or the parent), so the tools work
+// from any directory. None found: the relative path, and load()'s error says how to get the file.
+constexpr const char* kTokenizerHelp = "default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout";
 inline std::string default_tokenizer_path() {
     const char* env = getenv("PRISM_TOKENIZER");
     if (env && *env) return env;
@@ -452,9 +452,10 @@ inline std::string default_tokenizer_path() {
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
         std::string dir(exe, (size_t)n);
-        dir = dir.substr(0, dir.rfind('/'));  // .../build
-        dir = dir.substr(0, dir.rfind('/'));  // the checkout
-        if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
+        for (int up = 0; up < 2 && dir.rfind('/') != std::string::npos; up++) {
+            dir = dir.substr(0, dir.rfind('/'));  // the binary's directory, then its parent
+            if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
+        }
     }
     return rel;
 }

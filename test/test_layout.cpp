@@ -1,0 +1,148 @@
+// test_layout.cpp: the tree's shape, as the README's "Files" section draws it: the root holds the training step
+// (at most 30 source files), no source file passes 600 lines, no product file includes anything under test/, the
+// includes form no cycle, and test/*.mk build only tests (every product binary's rule is the top Makefile's).
+// Run from the checkout's root (make test does); reads the sources, builds nothing.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_source(const fs::path& p) {
+    const std::string e = p.extension().string();
+    return e == ".h" || e == ".cuh" || e == ".cu" || e == ".cpp";
+}
+
+std::string read_text(const fs::path& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Every source file of the checkout (relative paths), build/ and hidden directories left out.
+std::vector<std::string> sources() {
+    std::vector<std::string> out;
+    for (auto it = fs::recursive_directory_iterator("."); it != fs::recursive_directory_iterator(); ++it) {
+        const std::string name = it->path().filename().string();
+        if (it->is_directory() && (name == "build" || name == "out" || (name.size() > 1 && name[0] == '.'))) {
+            it.disable_recursion_pending();
+            continue;
+        }
+        if (it->is_regular_file() && is_source(it->path())) out.push_back(fs::relative(it->path(), ".").string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// The quoted includes of a file, as the compiler resolves them: relative to the file's directory, else to the
+// root (-I.).
+std::vector<std::string> includes_of(const std::string& file) {
+    static const std::regex inc(R"(^\s*#\s*include\s*"([^"]+)\")");
+    std::vector<std::string> out;
+    std::istringstream in(read_text(file));
+    std::string line;
+    const fs::path dir = fs::path(file).parent_path();
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (!std::regex_search(line, m, inc)) continue;
+        const fs::path local = dir / m[1].str();
+        out.push_back(fs::exists(local) && !dir.empty() ? fs::path(local).lexically_normal().string() : m[1].str());
+    }
+    return out;
+}
+
+bool is_product(const std::string& f) {
+    return f.rfind("test/", 0) != 0 && f.rfind("dev/", 0) != 0;
+}
+
+}  // namespace
+
+TEST_CASE("the root holds at most 30 source files and no source file passes 600 lines", "[layout]") {
+    REQUIRE(fs::exists("train_prism.cu"));  // run from the checkout's root
+    int root = 0;
+    for (const std::string& f : sources()) {
+        if (f.find('/') == std::string::npos) root++;
+        std::ifstream in(f);
+        const long lines = std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+        INFO(f << ": " << lines << " lines");
+        CHECK(lines <= 600);
+    }
+    INFO("source files at the root: " << root);
+    CHECK(root <= 30);
+}
+
+TEST_CASE("no product file includes anything under test/", "[layout]") {
+    for (const std::string& f : sources()) {
+        if (!is_product(f)) continue;
+        for (const std::string& inc : includes_of(f)) {
+            INFO(f << " includes " << inc);
+            CHECK(inc.rfind("test/", 0) != 0);
+        }
+    }
+}
+
+TEST_CASE("the includes form no cycle", "[layout]") {
+    std::map<std::string, std::vector<std::string>> graph;
+    for (const std::string& f : sources()) graph[f] = includes_of(f);
+    // Depth-first search with colours; a grey node reached again closes a cycle, reported as its path.
+    std::map<std::string, int> colour;  // 0 white, 1 grey (on the path), 2 black
+    std::vector<std::string> path, cycle;
+    std::function<bool(const std::string&)> visit = [&](const std::string& f) {
+        colour[f] = 1;
+        path.push_back(f);
+        for (const std::string& g : graph[f]) {
+            if (!graph.count(g)) continue;  // a system or generated header
+            if (colour[g] == 1) {
+                cycle.assign(std::find(path.begin(), path.end(), g), path.end());
+                cycle.push_back(g);
+                return true;
+            }
+            if (colour[g] == 0 && visit(g)) return true;
+        }
+        path.pop_back();
+        colour[f] = 2;
+        return false;
+    };
+    bool found = false;
+    for (const auto& kv : graph)
+        if (colour[kv.first] == 0 && (found = visit(kv.first))) break;
+    std::string shown;
+    for (const std::string& c : cycle) shown += (shown.empty() ? "" : " -> ") + c;
+    INFO("cycle: " << shown);
+    CHECK_FALSE(found);
+    // The check itself: a planted cycle is found.
+    graph["a.h"] = {"b.h"}, graph["b.h"] = {"a.h"}, colour.clear(), path.clear();
+    CHECK(visit("a.h"));
+}
+
+TEST_CASE("test/*.mk build no product binary: the top Makefile has every product rule", "[layout]") {
+    const std::vector<std::string> products = {"train_prism", "eval_zeroshot", "generate", "analyze", "report",
+                                               "$(BUILD)/prepare_shards", "$(BUILD)/prepare_eval"};
+    const std::string top = read_text("Makefile");
+    for (const std::string& p : products) {
+        INFO(p);
+        CHECK(top.find("\n" + p + ":") != std::string::npos);
+    }
+    for (const auto& e : fs::directory_iterator("test")) {
+        if (e.path().extension() != ".mk") continue;
+        std::istringstream in(read_text(e.path()));
+        std::string line;
+        while (std::getline(in, line))
+            for (const std::string& p : products) {
+                INFO(e.path().string() << ": " << line);
+                CHECK(line.rfind(p + ":", 0) != 0);
+            }
+    }
+}
