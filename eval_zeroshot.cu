@@ -13,10 +13,15 @@
 #include <string>
 #include <vector>
 
+// defines: load_model (a model.bin, checked), CheckpointError
 #include "run/checkpoint.h"
+// defines: Flag, parse_flags, print_flags, take_positional
 #include "run/cli.h"
+// defines: Dist (the ranks; one process otherwise), run_ranks (the error ending)
 #include "dist/process_group.h"
+// defines: make_engine (the CUDA engine on a GPU, the CPU reference otherwise)
 #include "engine_factory.h"
+// defines: run_eval_task (the harness's scoring on an Engine), eval_result_json, load_eval_file (eval_file.h)
 #include "eval/scoring.h"
 
 namespace {

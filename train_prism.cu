@@ -1,20 +1,26 @@
 // train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
-// or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs
-// (memory_plan.h), and exits. Under mpirun (or srun, or the environment rendezvous) every process is one
-// data-parallel rank (dist/process_group.h). This file is the command line: the flag table (run/cli.h renders --help from it) and
-// main; the loop is train_loop.h, the defaults run/defaults.h, the output directory run/run_dir.h, the engines
-// engine.h, the process group dist/process_group.h.
+// or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs, and
+// exits. Under mpirun (or srun, or the environment rendezvous) every process is one data-parallel rank. This
+// file is the command line: the flag table and main.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "run/cli.h"
-#include "dist/process_group.h"
-#include "engine_factory.h"
-#include "memory_plan.h"
-#include "run/plan_views.h"
-#include "run/defaults.h"
+// defines: ModelConfig, LayerSpec, ModelSpec, presets, head and width schedules, add_model_flags
 #include "model_config.h"
+// defines: TrainOptions (every flag's value), the machine-, model- and data-dependent defaults
+#include "run/defaults.h"
+// defines: Flag, parse_flags, print_flags (--help from the table the parser reads), the numeric flag appliers
+#include "run/cli.h"
+// defines: Dist (MPI, srun or the environment rendezvous; one process otherwise), run_ranks (the error ending)
+#include "dist/process_group.h"
+// defines: make_engine (the CUDA engine on a GPU, the CPU reference otherwise), EngineOptions
+#include "engine_factory.h"
+// defines: gpu_memory, print_gpu_memory (what --plan says a GPU run needs)
+#include "memory_plan.h"
+// defines: print_plan, print_plan_json (--plan's per-layer table and totals)
+#include "run/plan_views.h"
+// defines: run_training (the loop: steps, validation, samples, evals, checkpoints, the log), plan_run (RunPlan)
 #include "train_loop.h"
 
 static std::vector<Flag> make_flags(TrainOptions& o) {

@@ -1,12 +1,12 @@
-// residual.cuh: the leading-slice residual add of variable-width layers, its backward, and the column copy that
-// backward is.
+// inspect/residual.cuh: the leading-slice residual add of variable-width layers, its backward, and the column copy
+// that backward is: the KV-cache decoder's (inspect/cuda_decoder.cuh).
 //   residual_forward   x_out (N, D) = x_in (N, D) with [0, w) += y (N, w); coordinates [w, D) copied through
 //   copy_columns       dst[:, :w] = src[:, :w], dst (N, ld_dst), src (N, ld_src); columns past w untouched
 //   residual_backward  dy (N, w) = dx[:, :w], dx (N, lddx) the residual-stream gradient: a copy_columns
-// The model uses none of them: the add is fused with the following norm (residual_norm_forward in
-// layernorm.cuh), and the slices these copies would move (the head's input lnf[:, :d], dlnf = [dhead | 0], each
-// branch's gradient dx[:, :w]) are read and written in place through matmul strides (matmul.cuh). They stay as
-// the unfused ops the tests check against ref::residual_forward and ref::residual_backward.
+// The decoder adds its MLP branch with residual_forward and fills its cache with copy_columns. The training model
+// uses none of them: its adds are fused with the following norm (residual_norm_forward in layernorm.cuh), and the
+// slices these copies would move are read and written in place through matmul strides (matmul.cuh). Tested
+// against ref::residual_forward and ref::residual_backward.
 // Does not: scale the branch, or accumulate into dy (the branch has one consumer: its gradient is assigned).
 #pragma once
 
