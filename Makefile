@@ -136,3 +136,23 @@ test:
 
 clean:
 	rm -rf $(BUILD) train_prism eval_zeroshot
+
+# ---- issue 21: export and import (Hugging Face / PyTorch); the lead moves this block -------------------
+# Plain C++ on every machine: they read and write files, never an engine. export carries the two Python files
+# of the Hugging Face model inside it (build/hf/hf_python.h, generated from hf/*.py), so it runs from anywhere.
+HF_DEPS := $(wildcard *.h) $(wildcard hf/*.h)
+$(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
+	@mkdir -p $(dir $@)
+	@{ echo '// generated from hf/configuration_prism.py and hf/modeling_prism.py by the Makefile'; \
+	   printf 'static const char kConfigurationPrismPy[] = R"PRISM_PY('; cat hf/configuration_prism.py; echo ')PRISM_PY";'; \
+	   printf 'static const char kModelingPrismPy[] = R"PRISM_PY('; cat hf/modeling_prism.py; echo ')PRISM_PY";'; } > $@
+export: hf/export.cpp $(HF_DEPS) $(BUILD)/hf/hf_python.h
+	$(CXX) $(CXXFLAGS) -I$(BUILD)/hf -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8
+import: hf/import.cpp $(HF_DEPS)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
+all: export import
+.PHONY: clean-hf
+clean: clean-hf
+clean-hf:
+	rm -f export import
+# ---- end of issue 21's block ---------------------------------------------------------------------------
