@@ -87,7 +87,7 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
     s += "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
          "model = AutoModelForCausalLM.from_pretrained(\"DIR\", trust_remote_code=True)\n";
     if (has_tokenizer)
-        s += "tok = AutoTokenizer.from_pretrained(\"DIR\")\n"
+        s += "tok = AutoTokenizer.from_pretrained(\"DIR\", trust_remote_code=True)\n"
              "ids = tok(\"<|endoftext|>And God said\", return_tensors=\"pt\").input_ids\n"
              "print(tok.decode(model.generate(ids, max_new_tokens=40, do_sample=False)[0]))\n";
     s += "```\n\n";

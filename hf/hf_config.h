@@ -59,13 +59,15 @@ inline std::vector<int64_t> hf_tensor_shape(const ParamTensor& t) {
 // The shortest decimal that reads back as exactly x (Python's repr does the same), so 8/3 survives the trip.
 inline std::string exact_double(double x) {
     char b[40];
+    if (x == std::floor(x) && std::fabs(x) < 1e15) {  // integral: 10000.0 rather than 1e+04
+        snprintf(b, sizeof b, "%.1f", x);
+        return b;
+    }
     for (int p = 1; p <= 17; p++) {
         snprintf(b, sizeof b, "%.*g", p, x);
         if (std::strtod(b, nullptr) == x) break;
     }
-    std::string s = b;
-    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // JSON readers then keep it a float
-    return s;
+    return b;
 }
 
 inline std::string int_list(const std::vector<int>& v) {
