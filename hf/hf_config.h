@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "io.h"
 #include "json.h"
 #include "schedule.h"
 

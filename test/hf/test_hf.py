@@ -215,8 +215,8 @@ def check_hflm(name, d, ev):
     try:
         from lm_eval.api.instance import Instance
         from lm_eval.models.huggingface import HFLM
-    except ImportError:
-        print("  note  lm-eval is not installed (pip install lm-eval): the HFLM checks are skipped")
+    except ImportError as e:
+        print(f"  note  lm-eval's HFLM cannot be imported ({e}; pip install lm-eval accelerate): the HFLM checks are skipped")
         return
     lm = HFLM(pretrained=d + "/hf", trust_remote_code=True, batch_size=1, device="cpu", dtype="float32")
     r = run(["./eval_zeroshot", d + "/model.bin", "--cpu", "--data", ev, "--tasks", ",".join(FIXTURES), "--json", d + "/r.json"])
