@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
         parse_flags((int)rest.size(), rest.data(), flags, "export");
         if (o.help) {
             printf("usage: export MODEL.bin|RUN_DIR -o DIR [flags]\n\nWrites a directory that Hugging Face transformers loads "
-                   "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), AutoTokenizer.from_pretrained(DIR)).\n\n");
+                   "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), AutoTokenizer.from_pretrained(DIR, "
+                   "trust_remote_code=True)); README \"Hugging Face and PyTorch\".\n\n");
             print_flags(stdout, flags);
             return 0;
         }

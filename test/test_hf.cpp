@@ -481,3 +481,27 @@ TEST_CASE("import refuses what is not an export, tensors of the wrong shape or d
     CHECK_THAT(i.out, Catch::Contains("exists; pass --overwrite"));
     remove_all(dir);
 }
+
+TEST_CASE("export and import: the help names every flag the parser takes, and bad command lines are one-line errors", "[hf]") {
+    const Result e = sh("./export --help"), i = sh("./import --help");
+    CHECK(e.rc == 0);
+    CHECK(i.rc == 0);
+    for (const char* f : {"-o, --out DIR", "--dtype TYPE", "--tokenizer FILE", "--overwrite", "-h, --help"}) CHECK_THAT(e.out, Catch::Contains(f));
+    for (const char* f : {"-o, --out FILE", "--overwrite", "-h, --help"}) CHECK_THAT(i.out, Catch::Contains(f));
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"./export", "export: error: no checkpoint given"},
+        {"./export x.bin", "export: error: no output directory; pass -o DIR"},
+        {"./export x.bin -o d --dtype fp16", "--dtype must be fp32 or bf16, not 'fp16'"},
+        {"./export /nonexistent/model.bin -o /tmp/never", "cannot open checkpoint /nonexistent/model.bin"},
+        {"./export x.bin -o d --bogus", "unknown flag '--bogus'"},
+        {"./import", "import: error: no directory given"},
+        {"./import /nonexistent -o x.bin", "/nonexistent is not a directory"},
+    };
+    for (const auto& [cmd, want] : bad) {
+        const Result r = sh(cmd);
+        INFO(cmd);
+        CHECK(r.rc == 1);
+        CHECK(one_line(r.out));
+        CHECK_THAT(r.out, Catch::Contains(want));
+    }
+}
