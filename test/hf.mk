@@ -18,5 +18,5 @@ $(BUILD)/hf_check: test/hf/hf_check.cpp $(wildcard *.h)
 .PHONY: test-hf
 test-hf:
 	@if ! $(PYTHON) -c 'import torch, transformers' 2>/dev/null; then \
-	    echo "test-hf: skipped: $(PYTHON) cannot import torch and transformers (pip install torch transformers lm-eval)"; exit 0; fi; \
+	    echo "test-hf: skipped: $(PYTHON) cannot import torch and transformers (pip install torch transformers lm-eval accelerate)"; exit 0; fi; \
 	 $(MAKE) --no-print-directory $(HF_TEST_BUILD) && OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(PYTHON) test/hf/test_hf.py
