@@ -1,7 +1,7 @@
 // export: a checkpoint as a directory that Hugging Face transformers loads.
 //
-//   ./export out/tiny -o hf/tiny                 # RUN_DIR/model.bin, fp32
-//   ./export out/tiny/step_00000150/model.bin -o hf/tiny-bf16 --dtype bf16
+//   ./export out/tiny -o out/tiny-hf                 # RUN_DIR/model.bin, fp32
+//   ./export out/tiny/step_00000150/model.bin -o out/tiny-hf-bf16 --dtype bf16
 //
 // Writes into DIR (README "Hugging Face and PyTorch"):
 //   model.safetensors        every parameter under its Hugging Face name (hf/hf_config.h), fp32 or bf16
@@ -142,8 +142,8 @@ int run(const Options& o) {
     const LoadedModel m = load_model(path);
     const ModelConfig& c = m.cfg;
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
-    Tokenizer tok;
-    if (gpt2_vocab) tok = Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer);
+    HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
+    if (gpt2_vocab) tok_files = hf_tokenizer_files(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer));
 
     if (is_dir(o.out) && !list_dir(o.out).empty() && !o.overwrite)
         throw ConfigError("output directory " + o.out + " already holds files; pass --overwrite to replace the export's files in it, or choose another -o");
@@ -164,9 +164,8 @@ int run(const Options& o) {
     if (gpt2_vocab) gen += ",\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n  \"pad_token_id\": 50256";
     write_text(out("generation_config.json"), gen + "\n}\n");
     if (gpt2_vocab) {
-        const HfTokenizerFiles f = hf_tokenizer_files(tok);
-        write_text(out("vocab.json"), f.vocab_json);
-        write_text(out("merges.txt"), f.merges_txt);
+        write_text(out("vocab.json"), tok_files.vocab_json);
+        write_text(out("merges.txt"), tok_files.merges_txt);
         const std::string eot = "\"<|endoftext|>\"";
         write_text(out("tokenizer_config.json"),
                    "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": " + std::to_string(c.T) +

@@ -1,7 +1,7 @@
 // import: an exported directory (or one saved from its PrismForCausalLM with save_pretrained) back to model.bin,
 // so that a model changed in PyTorch is evaluated, analysed and trained further here.
 //
-//   ./import hf/tiny -o out/tiny-ft/model.bin
+//   ./import out/tiny-hf -o out/tiny-ft/model.bin
 //
 // Reads DIR/config.json (hf/hf_config.h: every number checked against the others) and DIR/model.safetensors, or
 // the shards that DIR/model.safetensors.index.json lists; every tensor of the model must be there under its
