@@ -73,7 +73,7 @@ endif
 
 # ---- the product binaries: `make` builds them all ------------------------------------------------------
 # Headers by folder (see the README's layout): the root is the training step, each folder one side concern.
-PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h)
+PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h hf/*.h)
 CUDA_H    := $(wildcard *.cuh inspect/*.cuh cuda_cpu/*.h)
 ifeq ($(BIN_NVCC),)
 BIN_DEPS := $(PRODUCT_H)
@@ -107,7 +107,19 @@ $(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h text/
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 
-PRODUCTS := train_prism eval_zeroshot generate analyze report $(BUILD)/prepare_shards $(BUILD)/prepare_eval
+# export and import: model.bin <-> a Hugging Face directory (hf/); plain C++, they read and write files, never an
+# engine. export carries hf/*.py inside it (build/hf/hf_python.h, generated from them), so it runs from anywhere.
+$(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
+	@mkdir -p $(dir $@)
+	@{ echo '// generated from hf/configuration_prism.py and hf/modeling_prism.py by the Makefile'; \
+	   printf 'static const char kConfigurationPrismPy[] = R"PRISM_PY('; cat hf/configuration_prism.py; echo ')PRISM_PY";'; \
+	   printf 'static const char kModelingPrismPy[] = R"PRISM_PY('; cat hf/modeling_prism.py; echo ')PRISM_PY";'; } > $@
+export: hf/export.cpp $(PRODUCT_H) $(BUILD)/hf/hf_python.h
+	$(CXX) $(CXXFLAGS) -I$(BUILD)/hf $< -o $@ $(LDLIBS) -lpcre2-8
+import: hf/import.cpp $(PRODUCT_H)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+
+PRODUCTS := train_prism eval_zeroshot generate analyze report export import $(BUILD)/prepare_shards $(BUILD)/prepare_eval
 all: $(PRODUCTS)
 
 .PHONY: data eval-data
@@ -168,4 +180,4 @@ test:
 	 exit $$((b || rc || s))
 
 clean:
-	rm -rf $(BUILD) train_prism eval_zeroshot generate analyze report
+	rm -rf $(BUILD) $(filter-out $(BUILD)/%,$(PRODUCTS))

@@ -1,0 +1,73 @@
+# configuration_prism.py: PrismConfig, the Hugging Face config of a Prism model (written next to it by Prism's
+# `export`). Every number the forward depends on is here: d (hidden_size), the per-layer widths w_l, heads h_l
+# and SwiGLU hidden sizes, the residual stream width D = max(d, max w_l), the final-norm width
+# Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The rest
+# of model.bin's header (h_base, the MLP rule, init_width_scale, the training step) rides along so that Prism's
+# `import` writes model.bin back unchanged.
+import math
+
+try:
+    from transformers import PreTrainedConfig
+except ImportError:  # transformers 4
+    from transformers import PretrainedConfig as PreTrainedConfig
+
+
+def swiglu_hidden(width, mlp_ratio, mlp_multiple):
+    """Prism's rule: the nearest multiple of mlp_multiple to mlp_ratio * width (halves away from zero), at least one."""
+    q = max(1, mlp_multiple)
+    x = mlp_ratio * width / q
+    return max(q, q * int(math.floor(x + 0.5)))
+
+
+class PrismConfig(PreTrainedConfig):
+    model_type = "prism"
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]
+
+    def __init__(self, vocab_size=50257, hidden_size=128, num_hidden_layers=6, layer_widths=None, layer_heads=None,
+                 layer_hidden_sizes=None, residual_width=None, final_norm_width=None, max_position_embeddings=128,
+                 norm_type="layernorm", norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)",
+                 rope_theta=10000.0, rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
+                 init_width_scale=False, prism_step=0, use_cache=True, **kwargs):
+        L = num_hidden_layers
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = L
+        self.layer_widths = list(layer_widths) if layer_widths is not None else [hidden_size] * L
+        self.layer_heads = list(layer_heads) if layer_heads is not None else [num_attention_heads] * L
+        self.layer_hidden_sizes = (list(layer_hidden_sizes) if layer_hidden_sizes is not None else
+                                   [swiglu_hidden(w, mlp_ratio, mlp_multiple) for w in self.layer_widths])
+        self.residual_width = residual_width if residual_width is not None else max([hidden_size] + self.layer_widths)
+        self.final_norm_width = final_norm_width if final_norm_width is not None else max(hidden_size, self.layer_widths[-1])
+        self.max_position_embeddings = max_position_embeddings
+        self.norm_type = norm_type
+        self.norm_eps = norm_eps
+        self.attention_scale = attention_scale
+        self.rope_theta = rope_theta
+        self.rope_interleaved = rope_interleaved
+        self.num_attention_heads = num_attention_heads
+        self.mlp_ratio = mlp_ratio
+        self.mlp_multiple = mlp_multiple
+        self.init_width_scale = init_width_scale
+        self.prism_step = prism_step
+        self.use_cache = use_cache
+        self._check()
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+
+    def _check(self):
+        L = self.num_hidden_layers
+        for key in ("layer_widths", "layer_heads", "layer_hidden_sizes"):
+            if len(getattr(self, key)) != L:
+                raise ValueError(f"PrismConfig: {key} has {len(getattr(self, key))} entries, num_hidden_layers is {L}")
+        for l, (w, h) in enumerate(zip(self.layer_widths, self.layer_heads)):
+            if w % h or (w // h) % 2:
+                raise ValueError(f"PrismConfig: layer {l}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
+        if self.residual_width != max([self.hidden_size] + self.layer_widths):
+            raise ValueError("PrismConfig: residual_width must be max(hidden_size, layer_widths)")
+        if self.final_norm_width != max(self.hidden_size, self.layer_widths[-1]):
+            raise ValueError("PrismConfig: final_norm_width must be max(hidden_size, last layer width)")
+        if self.norm_type not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"PrismConfig: norm_type must be layernorm or rmsnorm, not {self.norm_type!r}")
+        if self.attention_scale not in ("1/sqrt(head_dim)", "1/head_dim"):
+            raise ValueError(f"PrismConfig: attention_scale must be '1/sqrt(head_dim)' or '1/head_dim', not {self.attention_scale!r}")
+        if not self.rope_interleaved:
+            raise ValueError("PrismConfig: Prism's RoPE rotates interleaved pairs (2i, 2i+1); rope_interleaved must be true")

@@ -1,0 +1,220 @@
+// hf/hf_config.h: a Prism model in Hugging Face's terms: the safetensors name and shape of each of
+// model_config.h's parameter tensors, and config.json (what hf/modeling_prism.py's forward reads), both ways.
+//
+// Tensor names (modeling_prism.py's module names, so save_pretrained writes the same ones back):
+//   wte                 model.embed_tokens.weight           (V, d)
+//   h{l}.ln1_w / ln1_b  model.layers.{l}.attn_norm.weight / .bias   (w_l)        bias: LayerNorm only
+//   h{l}.wqkv           model.layers.{l}.attn.qkv.weight    (3 w_l, w_l)  rows q | k | v, heads consecutive
+//   h{l}.wo             model.layers.{l}.attn.out.weight    (w_l, w_l)
+//   h{l}.ln2_w / ln2_b  model.layers.{l}.mlp_norm.weight / .bias    (w_l)
+//   h{l}.wfc            model.layers.{l}.mlp.gate_up.weight (2 hidden_l, w_l)  rows gate | up
+//   h{l}.wproj          model.layers.{l}.mlp.down.weight    (w_l, hidden_l)
+//   lnf_w / lnf_b       model.norm.weight / .bias           (Df)
+//   lm_head             lm_head.weight                      (V, d)  untied only (tied: the embedding)
+// config.json holds every number the forward depends on (d, V, T, per-layer widths, heads and SwiGLU hidden
+// sizes, the residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its
+// interleaved pairs) and the rest of model.bin's header (h_base, the MLP rule, init_width_scale, the step),
+// so that import writes model.bin back byte for byte. Reading it checks that the numbers agree with each other
+// (a hidden size the MLP rule does not give, a residual width that is not max(d, w_l), ...): model.bin derives
+// them, so a config that contradicts the rule cannot be represented and is refused in one line.
+// Does not: read or write files (hf/export.cpp, hf/import.cpp), or know the safetensors format.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "util/io.h"
+#include "util/json.h"
+#include "model_config.h"
+
+struct HfError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The Hugging Face name of one of param_layout's tensors ("h3.wqkv" -> "model.layers.3.attn.qkv.weight").
+inline std::string hf_tensor_name(const ParamTensor& t) {
+    static const std::pair<const char*, const char*> layer_names[] = {
+        {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"}, {"wqkv", "attn.qkv.weight"},
+        {"wo", "attn.out.weight"},     {"ln2_w", "mlp_norm.weight"}, {"ln2_b", "mlp_norm.bias"},
+        {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"}};
+    if (t.name == "wte") return "model.embed_tokens.weight";
+    if (t.name == "lnf_w") return "model.norm.weight";
+    if (t.name == "lnf_b") return "model.norm.bias";
+    if (t.name == "lm_head") return "lm_head.weight";
+    const std::string part = t.name.substr(t.name.find('.') + 1);
+    for (const auto& [ours, theirs] : layer_names)
+        if (part == ours) return "model.layers." + std::to_string(t.layer) + "." + theirs;
+    throw std::logic_error("hf_tensor_name: no name for tensor " + t.name + "; hf/hf_config.h is behind param_layout");
+}
+
+// Its shape: (rows, cols) for matrices, (rows) for vectors.
+inline std::vector<int64_t> hf_tensor_shape(const ParamTensor& t) {
+    if (t.cols == 1 && !t.is_matrix) return {(int64_t)t.rows};
+    return {(int64_t)t.rows, (int64_t)t.cols};
+}
+
+// The shortest decimal that reads back as exactly x (Python's repr does the same), so 8/3 survives the trip.
+inline std::string exact_double(double x) {
+    char b[40];
+    if (x == std::floor(x) && std::fabs(x) < 1e15) {  // integral: 10000.0 rather than 1e+04
+        snprintf(b, sizeof b, "%.1f", x);
+        return b;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(b, sizeof b, "%.*g", p, x);
+        if (std::strtod(b, nullptr) == x) break;
+    }
+    return b;
+}
+
+inline std::string int_list(const std::vector<int>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+constexpr int kGpt2Eot = 50256;
+
+// config.json of an export. dtype: "float32" or "bfloat16" (what model.safetensors holds).
+inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype) {
+    std::vector<int> widths, heads, hidden;
+    for (int l = 0; l < c.L(); l++) widths.push_back(c.layers[l].width), heads.push_back(c.layers[l].heads), hidden.push_back(c.hidden_of(l));
+    std::string s = "{\n";
+    auto add = [&](const std::string& key, const std::string& value) { s += "  " + json::quote(key) + ": " + value + ",\n"; };
+    add("architectures", "[\"PrismForCausalLM\"]");
+    add("model_type", "\"prism\"");
+    add("auto_map", "{\"AutoConfig\": \"configuration_prism.PrismConfig\", "
+                    "\"AutoModelForCausalLM\": \"modeling_prism.PrismForCausalLM\"}");
+    add("vocab_size", std::to_string(c.V));
+    add("hidden_size", std::to_string(c.d));
+    add("residual_width", std::to_string(c.D()));
+    add("final_norm_width", std::to_string(c.Df()));
+    add("num_hidden_layers", std::to_string(c.L()));
+    add("layer_widths", int_list(widths));
+    add("layer_heads", int_list(heads));
+    add("layer_hidden_sizes", int_list(hidden));
+    add("max_position_embeddings", std::to_string(c.T));
+    add("norm_type", json::quote(norm_name(c.norm)));
+    add("norm_eps", exact_double(c.norm_eps));
+    add("tie_word_embeddings", c.tied ? "true" : "false");
+    add("attention_scale", c.mup_attn ? "\"1/head_dim\"" : "\"1/sqrt(head_dim)\"");
+    add("rope_theta", exact_double(c.rope_theta));
+    add("rope_interleaved", "true");
+    add("num_attention_heads", std::to_string(c.h_base));
+    add("mlp_ratio", exact_double(c.mlp_ratio));
+    add("mlp_multiple", std::to_string(c.mlp_multiple));
+    add("init_width_scale", c.init_width_scale ? "true" : "false");
+    add("prism_step", std::to_string(step));
+    if (c.V > kGpt2Eot) {
+        add("bos_token_id", std::to_string(kGpt2Eot));
+        add("eos_token_id", std::to_string(kGpt2Eot));
+    }
+    add("use_cache", "true");
+    s += "  \"dtype\": " + json::quote(dtype) + "\n}\n";
+    return s;
+}
+
+// A config.json read back: the model and its step. `path` names the file in errors.
+struct HfConfig {
+    ModelConfig cfg;
+    long step = 0;
+};
+
+inline HfConfig parse_hf_config(const std::string& text, const std::string& path) {
+    auto bad = [&](const std::string& why) { return HfError(path + ": " + why); };
+    json::Value o;
+    try {
+        o = json::parse(text);
+    } catch (const json::Error& e) {
+        throw bad(e.what());
+    }
+    if (o.kind != json::Value::Object) throw bad("not a JSON object");
+    const json::Value* mt = o.find("model_type");
+    if (!mt || mt->kind != json::Value::String || mt->str != "prism")
+        throw bad("model_type is " + (mt && mt->kind == json::Value::String ? "\"" + printable(mt->str) + "\"" : std::string("missing")) +
+                  ", not \"prism\"; pass a directory written by export (or saved from its PrismForCausalLM)");
+    auto need = [&](const char* key) -> const json::Value& {
+        const json::Value* v = o.find(key);
+        if (!v || v->kind == json::Value::Null) throw bad(std::string("missing \"") + key + "\"");
+        return *v;
+    };
+    auto integer = [&](const json::Value& v, const std::string& key, long lo, long hi) {
+        char* end = nullptr;
+        long x = v.kind == json::Value::Number ? strtol(v.str.c_str(), &end, 10) : 0;
+        if (v.kind != json::Value::Number || *end != 0 || x < lo || x > hi)
+            throw bad("\"" + key + "\" must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return x;
+    };
+    auto number = [&](const char* key, double lo, double hi) {
+        const json::Value& v = need(key);
+        char* end = nullptr;
+        double x = v.kind == json::Value::Number ? strtod(v.str.c_str(), &end) : NAN;
+        if (v.kind != json::Value::Number || *end != 0 || !(x >= lo && x <= hi))
+            throw bad(std::string("\"") + key + "\" must be a number in [" + exact_double(lo) + ", " + exact_double(hi) + "]");
+        return x;
+    };
+    auto boolean = [&](const char* key) {
+        const json::Value& v = need(key);
+        if (v.kind != json::Value::Bool) throw bad(std::string("\"") + key + "\" must be true or false");
+        return v.b;
+    };
+    auto list = [&](const char* key, size_t n) {
+        const json::Value& v = need(key);
+        if (v.kind != json::Value::Array || v.arr.size() != n)
+            throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) + " integers");
+        std::vector<int> out;
+        for (const json::Value& x : v.arr) out.push_back((int)integer(x, key, 1, 1 << 30));
+        return out;
+    };
+    auto text_field = [&](const char* key) {
+        const json::Value& v = need(key);
+        if (v.kind != json::Value::String) throw bad(std::string("\"") + key + "\" must be a string");
+        return v.str;
+    };
+
+    HfConfig r;
+    ModelConfig& c = r.cfg;
+    c.V = (int)integer(need("vocab_size"), "vocab_size", 1, 1 << 24);
+    c.d = (int)integer(need("hidden_size"), "hidden_size", 1, 65536);
+    c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
+    c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
+    const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
+    const std::vector<int> widths = list("layer_widths", L), heads = list("layer_heads", L), hidden = list("layer_hidden_sizes", L);
+    for (int l = 0; l < L; l++) c.layers.push_back({widths[l], heads[l]});
+    const std::string norm = text_field("norm_type");
+    if (norm != "layernorm" && norm != "rmsnorm") throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
+    c.norm = norm == "layernorm" ? NormType::LayerNorm : NormType::RMSNorm;
+    c.norm_eps = number("norm_eps", 1e-20, 1);
+    c.tied = boolean("tie_word_embeddings");
+    const std::string scale = text_field("attention_scale");
+    if (scale != "1/sqrt(head_dim)" && scale != "1/head_dim")
+        throw bad("\"attention_scale\" is \"" + printable(scale) + "\"; it must be \"1/sqrt(head_dim)\" or \"1/head_dim\"");
+    c.mup_attn = scale == "1/head_dim";
+    c.rope_theta = number("rope_theta", 1, 1e12);
+    if (!boolean("rope_interleaved"))
+        throw bad("\"rope_interleaved\" is false; Prism rotates interleaved pairs (2i, 2i+1), and model.bin has no other layout");
+    c.mlp_ratio = number("mlp_ratio", 1e-3, 64);
+    c.mlp_multiple = (int)integer(need("mlp_multiple"), "mlp_multiple", 1, 65536);
+    c.init_width_scale = boolean("init_width_scale");
+    const json::Value* step = o.find("prism_step");
+    r.step = step && step->kind != json::Value::Null ? integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
+    try {
+        validate_config(c);
+    } catch (const ConfigError& e) {
+        throw bad(e.what());
+    }
+    for (int l = 0; l < L; l++)
+        if (hidden[l] != c.hidden_of(l))
+            throw bad("layer " + std::to_string(l) + " has SwiGLU hidden size " + std::to_string(hidden[l]) + " but mlp_ratio " +
+                      exact_double(c.mlp_ratio) + " and mlp_multiple " + std::to_string(c.mlp_multiple) + " give " +
+                      std::to_string(c.hidden_of(l)) + "; model.bin derives hidden sizes from that rule, so it cannot hold this model");
+    if (integer(need("residual_width"), "residual_width", 1, 1 << 30) != c.D())
+        throw bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
+    if (integer(need("final_norm_width"), "final_norm_width", 1, 1 << 30) != c.Df())
+        throw bad("\"final_norm_width\" must be max(hidden_size, last layer width) = " + std::to_string(c.Df()));
+    return r;
+}

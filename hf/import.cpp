@@ -1,0 +1,150 @@
+// import: an exported directory (or one saved from its PrismForCausalLM with save_pretrained) back to model.bin,
+// so that a model changed in PyTorch is evaluated, analysed and trained further here.
+//
+//   ./import out/tiny-hf -o out/tiny-ft/model.bin
+//
+// Reads DIR/config.json (hf/hf_config.h: every number checked against the others) and DIR/model.safetensors, or
+// the shards that DIR/model.safetensors.index.json lists; every tensor of the model must be there under its
+// name with its shape, and nothing else (a tied model's lm_head.weight may be present only as the embedding's
+// copy). F32 tensors come back bit for bit, so an fp32 export imports to the very bytes of its model.bin;
+// BF16 / F16 ones are widened exactly to fp32, with a note. Plain C++: it never touches an engine.
+// Errors: one line, "import: error: ...", exit status 1.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "run/checkpoint.h"
+#include "run/cli.h"
+#include "hf/hf_config.h"
+#include "hf/safetensors.h"
+#include "util/io.h"
+#include "util/json.h"
+#include "run/run_dir.h"
+
+namespace {
+
+struct Options {
+    std::string dir, out;
+    bool overwrite = false, help = false;
+};
+
+std::vector<Flag> make_flags(Options& o) {
+    return {
+        {"-o, --out", "FILE", "the model.bin to write (refused when it exists, unless --overwrite)", [&o](const std::string& v) { o.out = v; }},
+        {"--overwrite", "", "replace an existing FILE", [&o](const std::string&) { o.overwrite = true; }},
+        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+    };
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+    const std::vector<unsigned char> b = read_file_bytes(path, what);
+    return std::string(b.begin(), b.end());
+}
+
+// The safetensors files of DIR: model.safetensors, or the shards of model.safetensors.index.json.
+std::vector<SafetensorsFile> open_weights(const std::string& dir) {
+    const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
+    struct stat st;
+    if (stat(single.c_str(), &st) == 0) return {read_safetensors_header(single)};
+    if (stat(index.c_str(), &st) != 0)
+        throw HfError(dir + " holds neither model.safetensors nor model.safetensors.index.json; pass a directory written by export "
+                      "or by save_pretrained");
+    json::Value o;
+    try {
+        o = json::parse(read_text_file(index, "safetensors index"));
+    } catch (const json::Error& e) {
+        throw HfError(index + ": " + e.what());
+    }
+    const json::Value* map = o.kind == json::Value::Object ? o.find("weight_map") : nullptr;
+    if (!map || map->kind != json::Value::Object) throw HfError(index + ": no \"weight_map\" object");
+    std::vector<std::string> files;
+    for (const auto& [name, file] : map->obj) {
+        if (file.kind != json::Value::String || file.str.empty() || file.str.find('/') != std::string::npos)
+            throw HfError(index + ": tensor \"" + printable(name) + "\" maps to no file name of this directory");
+        if (std::find(files.begin(), files.end(), file.str) == files.end()) files.push_back(file.str);
+    }
+    std::vector<SafetensorsFile> out;
+    for (const std::string& f : files) out.push_back(read_safetensors_header(dir + "/" + f));
+    return out;
+}
+
+int run(const Options& o) {
+    if (!is_dir(o.dir)) throw HfError(o.dir + " is not a directory; pass the directory export wrote");
+    const std::string config_path = o.dir + "/config.json";
+    struct stat st;
+    if (stat(config_path.c_str(), &st) != 0)
+        throw HfError(o.dir + " holds no config.json: it is not an export; pass the directory export wrote");
+    const HfConfig hc = parse_hf_config(read_text_file(config_path, "config"), config_path);
+    const ModelConfig& c = hc.cfg;
+    if (!o.overwrite && stat(o.out.c_str(), &st) == 0)
+        throw ConfigError(o.out + " exists; pass --overwrite to replace it, or choose another -o");
+
+    const std::vector<SafetensorsFile> files = open_weights(o.dir);
+    std::map<std::string, std::pair<const SafetensorsFile*, const StTensor*>> found;
+    for (const SafetensorsFile& f : files)
+        for (const StTensor& t : f.tensors) {
+            if (found.count(t.name)) throw HfError("tensor " + t.name + " is in both " + found[t.name].first->path + " and " + f.path);
+            found[t.name] = {&f, &t};
+        }
+
+    const ParamLayout layout = param_layout(c);
+    std::vector<float> params(layout.total);
+    std::map<std::string, int> widened;  // dtype -> tensors
+    auto read = [&](const std::string& name, const std::vector<int64_t>& shape, float* dst) {
+        auto it = found.find(name);
+        if (it == found.end())
+            throw HfError(o.dir + ": tensor " + name + " is missing; config.json describes a model with it");
+        const StTensor& t = *it->second.second;
+        if (t.shape != shape)
+            throw HfError(it->second.first->path + ": tensor " + name + " has shape " + st_shape_json(t.shape) + " but config.json needs " +
+                          st_shape_json(shape));
+        read_safetensors_f32(*it->second.first, t, dst);
+        if (t.dtype != StDtype::F32) widened[st_dtype_name(t.dtype)]++;
+        found.erase(it);
+    };
+    for (const ParamTensor& t : layout.tensors) read(hf_tensor_name(t), hf_tensor_shape(t), params.data() + t.offset);
+    if (c.tied && found.count("lm_head.weight")) {  // a copy of the embedding (a tied model saved with its head): must be one
+        std::vector<float> head(layout.tensors[0].numel());
+        read("lm_head.weight", hf_tensor_shape(layout.tensors[0]), head.data());
+        if (memcmp(head.data(), params.data() + layout.wte, head.size() * 4) != 0)
+            throw HfError(o.dir + ": config.json says tie_word_embeddings but lm_head.weight differs from model.embed_tokens.weight; "
+                          "set tie_word_embeddings false to keep a separate head");
+    }
+    if (!found.empty())
+        throw HfError(found.begin()->second.first->path + ": tensor " + found.begin()->first +
+                      " is not part of the Prism model config.json describes (" + std::to_string(found.size()) + " such tensor" +
+                      (found.size() > 1 ? "s" : "") + ")");
+
+    save_model(o.out, c, params.data(), params.size(), hc.step);
+    printf("import: %s (step %ld, %zu parameters) -> %s\n", o.dir.c_str(), hc.step, params.size(), o.out.c_str());
+    for (const auto& [dtype, n] : widened)
+        printf("import: note: %d tensors were %s, widened exactly to fp32 (the model.bin holds the %s values)\n", n, dtype.c_str(),
+               dtype.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::vector<Flag> flags = make_flags(o);
+    return run_tool("import", "", [&] {
+        std::vector<std::string> dir;
+        std::vector<char*> rest = take_positional(argc, argv, flags, dir, 1);
+        if (!dir.empty()) o.dir = dir[0];
+        parse_flags((int)rest.size(), rest.data(), flags, "import");
+        if (o.help) {
+            printf("usage: import DIR -o model.bin [flags]\n\nA directory written by export (or saved by its PrismForCausalLM's "
+                   "save_pretrained) back to a Prism model.bin.\n\n");
+            print_flags(stdout, flags);
+            return 0;
+        }
+        if (o.dir.empty()) throw ConfigError("no directory given; usage: import DIR -o model.bin (--help)");
+        if (o.out.empty()) throw ConfigError("no output file; pass -o model.bin");
+        return run(o);
+    });
+}

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""test/hf/test_hf.py: `make test-hf`. Exports of Prism models loaded in Hugging Face transformers, checked
+against our own numbers:
+
+  logits     uniform, Prism, X (the Xformer recipe: RMSNorm, untied, 1/head_dim), lambda, RMSNorm, untied and
+             Prism x X models: AutoModelForCausalLM's fp32 logits against the CPU reference's (build/hf_check
+             logits), relative difference max|hf - ref| / max|ref| at most 1e-5 (fp32 sums in another order:
+             measured 8e-7 to 5e-6), once in one forward and once decoded token by token through the KV cache;
+             a bf16 export loaded as fp32 against the reference run on the imported (rounded) model.bin
+  round trip save_pretrained of the loaded model, imported back: the same model.bin, byte for byte; and a model
+             fine-tuned for three AdamW steps in PyTorch, saved and imported: the reference's logits match its
+  tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
+  generate   greedy generate() against ./generate --temperature 0: the same text
+  HFLM       lm-evaluation-harness's own HFLM loglikelihood() of every request of small HellaSwag, WinoGrande,
+             PIQA and LAMBADA files (build/prepare_eval on fixtures) against eval_zeroshot's scorer on the same
+             requests (build/hf_check requests), |difference| at most 1e-4 nats (fp32 sums of 10 to 60 terms), and
+             acc / acc_norm / LAMBADA perplexity recomputed from HFLM's numbers against eval_zeroshot's --json
+Exits 1 naming every failed check. Run from the repository root (make test-hf builds what it needs).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+torch.manual_seed(0)
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+transformers.logging.set_verbosity_error()
+transformers.utils.logging.disable_progress_bar()
+EOT = 50256
+T = 64
+FAILED = []
+WORK = tempfile.mkdtemp(prefix="prism_test_hf_")
+
+
+def check(ok, what):
+    print(("  ok    " if ok else "  FAIL  ") + what, flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise SystemExit(f"test-hf: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+SMALL = ["--d", "64", "--layers", "6", "--seq-len", str(T)]
+KINDS = {
+    "uniform": SMALL + ["--heads", "4"],
+    "prism": SMALL + ["--heads", "4", "-s", "prism"],
+    "x": ["-m", "200M"] + SMALL + ["-w", "x"],
+    "lambda": SMALL + ["-w", "lambda", "--heads", "2"],
+    "rmsnorm": SMALL + ["--heads", "4", "--norm", "rmsnorm"],
+    "untied": SMALL + ["--heads", "4", "--untied"],
+    "prism-x": SMALL + ["-w", "x", "-s", "prism", "--heads", "4"],
+}
+
+
+def make_kind(name, seed):
+    d = os.path.join(WORK, name)
+    os.makedirs(d)
+    print(run(["build/hf_check", "make-model", d + "/model.bin", "--seed", str(seed), "--step", str(100 + seed)] + KINDS[name]).strip())
+    run(["./export", d + "/model.bin", "-o", d + "/hf"])
+    return d
+
+
+def ref_logits(model_bin, tokens):
+    path = os.path.join(WORK, "tokens.i32")
+    with open(path, "wb") as f:
+        f.write(tokens.to(torch.int32).contiguous().numpy().tobytes())
+    run(["build/hf_check", "logits", model_bin, path, str(tokens.shape[0]), path + ".out"])
+    flat = torch.frombuffer(bytearray(open(path + ".out", "rb").read()), dtype=torch.float32)
+    return flat.view(tokens.shape[0], tokens.shape[1], -1)
+
+
+def rel(a, b):
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def cache_of(out):
+    return out.cache if hasattr(out, "cache") else out.past_key_values
+
+
+def check_logits(name, d):
+    model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32).eval()
+    tokens = torch.randint(0, EOT + 1, (2, T))
+    ref = ref_logits(d + "/model.bin", tokens)
+    with torch.no_grad():
+        full = model(tokens).logits
+        half = T // 2
+        out = model(tokens[:, :half], use_cache=True)
+        steps = [out.logits]
+        cache = cache_of(out)
+        for t in range(half, T):  # one token at a time through the KV cache
+            out = model(tokens[:, t : t + 1], cache=cache, use_cache=True)
+            cache = cache_of(out)
+            steps.append(out.logits)
+        cached = torch.cat(steps, dim=1)
+    r_full, r_cached = rel(full, ref), rel(cached, ref)
+    check(r_full <= 1e-5 and r_cached <= 1e-5,
+          f"logits {name:8s} worst relative difference {r_full:.2e} (one forward), {r_cached:.2e} (KV cache), max |logit| {ref.abs().max():.2f}")
+    return model, r_full, r_cached
+
+
+def check_bf16_and_round_trip(d):
+    run(["./export", d + "/model.bin", "-o", d + "/hf16", "--dtype", "bf16"])
+    run(["./import", d + "/hf16", "-o", d + "/rounded.bin"])
+    model = AutoModelForCausalLM.from_pretrained(d + "/hf16", trust_remote_code=True, dtype=torch.float32).eval()
+    tokens = torch.randint(0, EOT + 1, (1, T))
+    with torch.no_grad():
+        r = rel(model(tokens).logits, ref_logits(d + "/rounded.bin", tokens))
+    size32, size16 = os.path.getsize(d + "/hf/model.safetensors"), os.path.getsize(d + "/hf16/model.safetensors")
+    check(r <= 1e-5, f"bf16 export ({size16} bytes, fp32 {size32}) loaded as fp32 vs the reference on its imported model.bin: {r:.2e}")
+    model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32)
+    model.save_pretrained(d + "/saved")
+    run(["./import", d + "/saved", "-o", d + "/saved.bin"])
+    same = open(d + "/saved.bin", "rb").read() == open(d + "/model.bin", "rb").read()
+    check(same, f"save_pretrained -> import: model.bin identical byte for byte ({os.path.getsize(d + '/model.bin')} bytes)")
+
+
+def check_fine_tune(d):
+    """A model changed in PyTorch (three AdamW steps on its own loss), saved, imported: our reference agrees with it."""
+    model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = torch.randint(0, EOT + 1, (2, T))
+    losses = []
+    for _ in range(3):
+        loss = model(tokens, labels=tokens).loss
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval().save_pretrained(d + "/tuned")
+    run(["./import", d + "/tuned", "-o", d + "/tuned.bin"])
+    with torch.no_grad():
+        r = rel(model(tokens).logits, ref_logits(d + "/tuned.bin", tokens))
+    changed = open(d + "/tuned.bin", "rb").read() != open(d + "/model.bin", "rb").read()
+    check(r <= 1e-5 and changed and losses[-1] < losses[0],
+          f"fine-tuned in PyTorch (loss {losses[0]:.4f} -> {losses[-1]:.4f}), saved, imported: reference vs PyTorch logits {r:.2e}")
+
+
+def check_tokenizer(d):
+    tok = AutoTokenizer.from_pretrained(d + "/hf", trust_remote_code=True)  # the flag only lets it read config.json
+    raw = open("data/default/default_val_000000.bin", "rb").read()
+    ids = torch.frombuffer(bytearray(raw[1024:]), dtype=torch.int16).to(torch.int64) & 0xFFFF
+    ids = ids[:100000].tolist()
+    docs, cur = [], []
+    for t in ids:
+        if t == EOT:
+            if cur:
+                docs.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    vocab = json.load(open(d + "/hf/vocab.json", encoding="utf-8"))
+    byte_of = {}  # our byte alphabet, inverted (hf/hf_tokenizer.h)
+    n = 0
+    for b in range(256):
+        if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF:
+            byte_of[chr(b)] = b
+        else:
+            byte_of[chr(256 + n)] = b
+            n += 1
+    text_of = {i: bytes(byte_of[c] for c in s) for s, i in vocab.items() if i != EOT}
+    tokens = mismatched = 0
+    for doc in docs:
+        text = b"".join(text_of[t] for t in doc).decode("utf-8", errors="strict")
+        tokens += len(doc)
+        mine = tok(text).input_ids
+        if mine != doc or tok.decode(doc) != text:
+            mismatched += 1
+    check(mismatched == 0 and tokens > 50000,
+          f"tokenizer ({type(tok).__name__}): {len(docs)} documents, {tokens} tokens of the default corpus, {mismatched} differ")
+    return tok
+
+
+def check_generate(name, d, model, tok):
+    prompt = "And God said"
+    ours = run(["./generate", d + "/model.bin", "--prompt", prompt, "--temperature", "0", "--tokens", "24", "--cpu"])
+    ours = ours[:-1] if ours.endswith("\n") else ours
+    ids = torch.tensor([[EOT] + tok(prompt).input_ids])
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=EOT, pad_token_id=EOT)
+    theirs = prompt + tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+    check(ours == theirs, f"generate {name:8s} greedy, {out.shape[1] - ids.shape[1]} tokens: {'same text ' + repr(theirs[len(prompt):][:48]) if ours == theirs else 'ours ' + repr(ours) + ' theirs ' + repr(theirs)}")
+
+
+FIXTURES = {
+    "hellaswag": ("hellaswag_val.jsonl", [
+        {"ind": 1, "activity_label": "Baking bread", "ctx_a": "[header] How to bake bread [title] Mix the flour.",
+         "ctx_b": "tHEN YOU knead", "endings": ["the dough for ten minutes.", "a cat.", "sit down now.", "eat."], "label": 0},
+        {"ind": 2, "activity_label": "Ice fishing", "ctx_a": "A man sits on the ice.", "ctx_b": "he",
+         "endings": ["drops a line into the hole.", "flies away.", "sings to the fish.", "eats the chair."], "label": 0},
+        {"ind": 3, "activity_label": "Long story", "ctx_a": " ".join(["And the LORD spake unto Moses, saying,"] * 12),
+         "ctx_b": "then", "endings": ["he went up the mountain.", "the people rested."], "label": 1},
+    ]),
+    "winogrande": ("dev.jsonl", [
+        {"qID": "a", "sentence": "Sarah lent Maria her car because _'s car was broken.", "option1": "Sarah", "option2": "Maria", "answer": "2"},
+        {"qID": "b", "sentence": "The trophy did not fit in the suitcase because the _ was too big.", "option1": "trophy",
+         "option2": "suitcase", "answer": "1"},
+    ]),
+    "piqa": ("valid.jsonl", [{"goal": "How do I open a jar?", "sol1": "Twist the lid.", "sol2": "Sing to it."},
+                             {"goal": "Keep bread fresh", "sol1": "Wrap it.", "sol2": "Leave it in the rain."}]),
+    "lambada": ("lambada_test.jsonl", [{"text": "the cat sat on the mat"}, {"text": "In the beginning God created the heaven and the earth"},
+                                      {"text": "To be, or not to be, that is the question"}]),
+}
+
+
+def make_eval_files():
+    raw, ev = os.path.join(WORK, "raw"), os.path.join(WORK, "eval")
+    os.makedirs(raw), os.makedirs(ev)
+    for task, (name, rows) in FIXTURES.items():
+        with open(os.path.join(raw, name), "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+        extra = []
+        if task == "piqa":
+            with open(os.path.join(raw, "labels.lst"), "w") as f:
+                f.write("0\n0\n")
+            extra = [os.path.join(raw, "labels.lst")]
+        run(["build/prepare_eval", task, os.path.join(raw, name)] + extra + ["-o", os.path.join(ev, task + ".bin")])
+    return ev
+
+
+def same(a, b, n):
+    """Two accuracies over n examples count the same examples (eval_zeroshot's JSON has 10 digits)."""
+    return round(a * n) == round(b * n)
+
+
+def check_hflm(name, d, ev):
+    try:
+        from lm_eval.api.instance import Instance
+        from lm_eval.models.huggingface import HFLM
+    except ImportError as e:
+        print(f"  note  lm-eval's HFLM cannot be imported ({e}; pip install lm-eval accelerate): the HFLM checks are skipped")
+        return
+    lm = HFLM(pretrained=d + "/hf", trust_remote_code=True, batch_size=1, device="cpu", dtype="float32")
+    r = run(["./eval_zeroshot", d + "/model.bin", "--cpu", "--data", ev, "--tasks", ",".join(FIXTURES), "--json", d + "/r.json"])
+    zs = {x["task"]: x for x in json.load(open(d + "/r.json"))["results"]}
+    worst = 0.0
+    n = 0
+    for task in FIXTURES:
+        reqs = [json.loads(line) for line in run(["build/hf_check", "requests", d + "/model.bin", os.path.join(ev, task + ".bin")]).splitlines()]
+        inst = [Instance(request_type="loglikelihood", doc={}, arguments=("" if q["context_ids"] == [EOT] else q["context"], q["continuation"]),
+                         idx=i) for i, q in enumerate(reqs)]
+        res = lm.loglikelihood(inst, disable_tqdm=True)
+        for q, (ll, greedy) in zip(reqs, res):
+            worst = max(worst, abs(ll - q["ll"]))
+            q["hf_ll"], q["hf_greedy"] = ll, greedy
+        n += len(reqs)
+        # the task's metrics from HFLM's numbers, as eval/scoring.h computes them from its own
+        by_ex = {}
+        for q in reqs:
+            by_ex.setdefault(q["example"], []).append(q)
+        if task == "lambada":
+            ll_sum = sum(q["hf_ll"] for q in reqs)
+            ppl = torch.exp(torch.tensor(-ll_sum / len(reqs), dtype=torch.float64)).item()
+            acc = sum(q["hf_greedy"] for q in reqs) / len(reqs)
+            check(abs(ppl - zs[task]["perplexity"]) <= 1e-4 * ppl and same(acc, zs[task]["acc"], len(reqs)),
+                  f"HFLM {name:8s} lambada: perplexity {ppl:.6f} vs eval_zeroshot {zs[task]['perplexity']:.6f}, acc {acc:.3f} vs {zs[task]['acc']:.3f}")
+        else:
+            pick = lambda qs, key: max(range(len(qs)), key=lambda i: (key(qs[i]), -i))  # the first of equal scores
+            acc = sum(pick(qs, lambda q: q["hf_ll"]) == qs[0]["gold"] for qs in by_ex.values()) / len(by_ex)
+            msg = f"HFLM {name:8s} {task}: acc {acc:.3f} vs eval_zeroshot {zs[task]['acc']:.3f}"
+            ok = same(acc, zs[task]["acc"], len(by_ex))
+            if "acc_norm" in zs[task]:
+                accn = sum(pick(qs, lambda q: q["hf_ll"] / q["norm_len"]) == qs[0]["gold"] for qs in by_ex.values()) / len(by_ex)
+                msg += f", acc_norm {accn:.3f} vs {zs[task]['acc_norm']:.3f}"
+                ok = ok and same(accn, zs[task]["acc_norm"], len(by_ex))
+            check(ok, msg)
+    check(worst <= 1e-4, f"HFLM {name:8s} loglikelihood of {n} requests vs eval_zeroshot's scorer: worst |difference| {worst:.2e} nats")
+
+
+def main():
+    t0 = time.time()
+    print(f"test-hf: torch {torch.__version__}, transformers {transformers.__version__}, in {WORK}")
+    dirs = {name: make_kind(name, seed) for seed, name in enumerate(KINDS, start=1)}
+    models = {}
+    for name, d in dirs.items():
+        models[name], _, _ = check_logits(name, d)
+    check_bf16_and_round_trip(dirs["x"])
+    check_fine_tune(dirs["prism"])
+    tok = check_tokenizer(dirs["uniform"])
+    for name in ("uniform", "prism", "x", "lambda"):
+        check_generate(name, dirs[name], models[name], tok)
+    ev = make_eval_files()
+    for name in ("prism", "x"):
+        check_hflm(name, dirs[name], ev)
+    shutil.rmtree(WORK)
+    print(f"test-hf: {'all checks passed' if not FAILED else str(len(FAILED)) + ' failed'} ({time.time() - t0:.0f} s)")
+    for f in FAILED:
+        print("  failed: " + f)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
