@@ -136,3 +136,25 @@ test:
 
 clean:
 	rm -rf $(BUILD) train_prism eval_zeroshot
+
+# ---- issue 20: run records and studies (the lead moves these rules) -------------------------------------
+# PRISM_COMMIT: `git describe --always --dirty` at build time, for the run record (run/run_record.h);
+# build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
+PRISM_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || echo "$(PRISM_COMMIT)" > $(BUILD)/commit.txt)
+train_prism eval_zeroshot: $(BUILD)/commit.txt $(wildcard run/*.h)
+train_prism eval_zeroshot: CXXFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+train_prism eval_zeroshot: NVCCFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+analyze report: $(wildcard run/*.h)
+# The test files that include run/ or study/ headers (directly, or through train_loop.h).
+$(patsubst %,$(BUILD)/test/%.o,test_generate test_model_cuda test_train test_study): $(wildcard run/*.h study/*.h)
+
+# study: a grid of configurations x seeds of train_prism runs (study/study.cpp); plain C++ on every machine.
+study: study/study.cpp $(wildcard *.h run/*.h study/*.h)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
+all: study
+TEST_BUILD += study
+clean: clean-study
+.PHONY: clean-study
+clean-study:
+	rm -f study

@@ -43,6 +43,16 @@ inline void default_model(TrainOptions& o, bool gpu) {
     if (o.model.preset.empty()) o.model.preset = gpu ? "124M" : "tiny";
 }
 
+// out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism (after default_model).
+inline std::string default_out_dir(const ModelSpec& m) {
+    std::string name = m.preset;
+    for (const std::string& s : {m.heads, m.widths})
+        if (s != "uniform") name += "-" + s;
+    for (char& c : name)
+        if (c == ',' || c == '/' || c == ' ') c = '_';
+    return "out/" + name;
+}
+
 // Everything else, once the model is built; notes (one line each) say what was chosen where it matters.
 inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector<std::string>& notes) {
     const double P = (double)param_layout(cfg).total;
@@ -74,12 +84,5 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         if (demo) o.epochs = kDemoPasses;
         else o.tokens_per_param = kPaperTokensPerParam;
     }
-    if (o.out.empty()) {
-        std::string name = o.model.preset;
-        for (const std::string& s : {o.model.heads, o.model.widths})
-            if (s != "uniform") name += "-" + s;
-        for (char& c : name)
-            if (c == ',' || c == '/' || c == ' ') c = '_';
-        o.out = "out/" + name;
-    }
+    if (o.out.empty()) o.out = default_out_dir(o.model);
 }
