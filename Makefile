@@ -147,10 +147,10 @@ train_prism eval_zeroshot: CXXFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
 train_prism eval_zeroshot: NVCCFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
 analyze report: $(wildcard run/*.h)
 # The test files that include run/ or study/ headers (directly, or through train_loop.h).
-$(patsubst %,$(BUILD)/test/%.o,test_generate test_model_cuda test_train test_study): $(wildcard run/*.h study/*.h)
+$(patsubst %,$(BUILD)/test/%.o,test_generate test_model_cuda test_train test_study): $(wildcard run/*.h studies/*.h)
 
-# study: a grid of configurations x seeds of train_prism runs (study/study.cpp); plain C++ on every machine.
-study: study/study.cpp $(wildcard *.h run/*.h study/*.h)
+# study: a grid of configurations x seeds of train_prism runs (studies/study.cpp); plain C++ on every machine.
+study: studies/study.cpp $(wildcard *.h run/*.h studies/*.h)
 	$(CXX) $(CXXFLAGS) -x c++ $< -x none -o $@ $(LDLIBS)
 all: study
 TEST_BUILD += study

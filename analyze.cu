@@ -24,6 +24,7 @@
 #include "json.h"
 #include "plan.h"
 #include "run_dir.h"
+#include "run/run_record.h"
 #include "svg.h"
 
 namespace {
@@ -67,6 +68,7 @@ struct Checkpoint {
     ModelConfig cfg;
     int T = 0;
     std::string shard;
+    std::string run;  // the run record's summary (RUN_DIR/run.json), "" without one
     analysis::ModelStats stats;
 };
 
@@ -97,6 +99,7 @@ void print_table(const Checkpoint& k, const Options& o) {
     const analysis::ModelStats& m = k.stats;
     printf("== %s: %s (step %ld): widths %s, heads %s\n", k.label.c_str(), k.path.c_str(), k.step,
            rle_list(layer_widths(k.cfg)).c_str(), rle_list(layer_heads(k.cfg)).c_str());
+    if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
     printf("   %ld windows x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
     printf("%5s %6s %5s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "attn dist", "attn ent",
            "lens loss", "lens top1", "matrix H", "rank", "density");
@@ -147,7 +150,7 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
         s += std::string(i ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(k.label) + ", \"path\": " +
              json::quote(k.path) + ", \"step\": " + std::to_string(k.step) + ", \"d\": " + std::to_string(k.cfg.d) +
              ", \"widths\": " + json_ints(layer_widths(k.cfg)) + ", \"heads\": " + json_ints(layer_heads(k.cfg)) +
-             ", \"data\": " + json::quote(k.shard) + ", \"sequences\": " + std::to_string(m.sequences) +
+             (k.run.empty() ? "" : ", \"run\": " + json::quote(k.run)) + ", \"data\": " + json::quote(k.shard) + ", \"sequences\": " + std::to_string(m.sequences) +
              ", \"T\": " + std::to_string(k.T) + ", \"loss\": " + json::number(m.loss, "%.6f") +
              ",\n   \"embedding\": {\"lens_loss\": " + json::number(m.layers[0].lens_loss, "%.6f") +
              ", \"lens_top1\": " + json::number(m.layers[0].lens_top1, "%.6f") + "},\n   \"layers\": [";
@@ -239,6 +242,10 @@ int run(const Options& o) {
         k.label = o.labels.empty() ? default_label(k.path) : o.labels[i];
         for (const Checkpoint& prev : ks)
             if (prev.label == k.label) k.label += "#" + std::to_string(i + 1);
+        RunRecord rec;
+        if (is_dir(o.models[i]) && read_run_record(o.models[i], rec))
+            k.run = "seed " + rec.arg("--seed") + ", " + rec.arg("--steps") + " steps, lr " + rec.arg("--lr") + ", " +
+                    rec.status() + " (" + rec.path + ")";
         LoadedModel m = load_model(k.path);
         k.step = m.step, k.cfg = m.cfg;
         k.T = o.T ? o.T : m.cfg.T;
