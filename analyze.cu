@@ -11,6 +11,7 @@
 // SwiGLU activation density. analysis.h's header defines each one exactly.
 // Output: a table per checkpoint on stdout; --json FILE; -o DIR writes DIR/analyze.json and DIR/<measurement>.svg
 // (layers on x, one line per checkpoint; `report` shows the charts it finds in RUN_DIR/analyze/ and --analyze DIR).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -217,6 +218,19 @@ std::vector<std::pair<std::string, svg::Chart>> charts(const std::vector<Checkpo
                     for (double v : m.per_head(l)) s.dot_x.push_back(l.layer), s.dot_y.push_back(v);
             }
             c.series.push_back(s);
+        }
+        // Where a closed form exists, the value of uniform causal attention over a window of T tokens
+        // (analysis.h): a layer on this line attends to nothing in particular.
+        std::vector<int> Ts;
+        for (const Checkpoint& k : ks)
+            if (std::find(Ts.begin(), Ts.end(), k.T) == Ts.end()) Ts.push_back(k.T);
+        for (int T : Ts) {
+            const std::string at = Ts.size() > 1 ? ", T " + std::to_string(T) : "";
+            if (std::string(m.file) == "attention_distance")
+                c.refs.push_back({(T - 1) / 4.0, "uniform attention: (T - 1) / 4 = " + fmt((T - 1) / 4.0, "%.2f") + at});
+            if (std::string(m.file) == "attention_entropy")
+                c.refs.push_back({std::lgamma(T + 1.0) / T, "uniform attention: ln(T!) / T = " +
+                                                                fmt(std::lgamma(T + 1.0) / T, "%.3f") + at});
         }
         out.push_back({m.file, c});
     }
