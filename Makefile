@@ -73,7 +73,7 @@ endif
 
 # ---- the product binaries: `make` builds them all ------------------------------------------------------
 # Headers by folder (see the README's layout): the root is the training step, each folder one side concern.
-PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h hf/*.h)
+PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h hf/*.h studies/*.h)
 CUDA_H    := $(wildcard *.cuh inspect/*.cuh cuda_cpu/*.h)
 ifeq ($(BIN_NVCC),)
 BIN_DEPS := $(PRODUCT_H)
@@ -119,7 +119,20 @@ export: hf/export.cpp $(PRODUCT_H) $(BUILD)/hf/hf_python.h
 import: hf/import.cpp $(PRODUCT_H)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 
-PRODUCTS := train_prism eval_zeroshot generate analyze report export import $(BUILD)/prepare_shards $(BUILD)/prepare_eval
+# study: a grid of configurations x seeds of train_prism runs (studies/study.cpp); plain C++ on every machine.
+study: studies/study.cpp $(PRODUCT_H)
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+
+# The run record (run/run_record.h) names the commit a binary was built from: `git describe --always --dirty` at
+# build time. build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
+PRISM_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || echo "$(PRISM_COMMIT)" > $(BUILD)/commit.txt)
+train_prism eval_zeroshot: $(BUILD)/commit.txt
+train_prism eval_zeroshot: CXXFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+train_prism eval_zeroshot: NVCCFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+
+PRODUCTS := train_prism eval_zeroshot generate analyze report export import study $(BUILD)/prepare_shards \
+            $(BUILD)/prepare_eval
 all: $(PRODUCTS)
 
 .PHONY: data eval-data

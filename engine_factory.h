@@ -61,6 +61,17 @@ inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataP
     return std::unique_ptr<Engine>(new CpuEngine(c, dp));
 }
 
+#ifdef PRISM_HAS_CUDA_ENGINE
+// Why cudaGetDeviceCount found no GPU, in words: a machine with the toolkit but no GPU (or no driver) answers
+// "CUDA driver version is insufficient for CUDA runtime version", which reads as a version problem.
+inline std::string no_gpu_reason(cudaError_t err) {
+    if (err == cudaSuccess || err == cudaErrorNoDevice) return "none found";
+    if (err == cudaErrorInsufficientDriver)
+        return "no NVIDIA driver, or one older than this build's CUDA runtime: none found or none usable";
+    return cudaGetErrorString(err);
+}
+#endif
+
 // The engine for this machine: the CUDA engine when it is built in and a GPU is present (and --cpu is not
 // given), the CPU reference otherwise. `why` says which and why, for the log.
 inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOptions& o, std::string& why) {
@@ -106,9 +117,7 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOpt
         }
         return std::unique_ptr<Engine>(new CudaEngine(c, recompute, o.dp));
     }
-    why = o.force_cpu ? "CPU forced by --cpu"
-                      : std::string("no usable GPU (") + (err == cudaSuccess ? "none found" : cudaGetErrorString(err)) +
-                            "): running on the CPU";
+    why = o.force_cpu ? "CPU forced by --cpu" : "no usable GPU (" + no_gpu_reason(err) + "): running on the CPU";
     cudaGetLastError();  // clear the failed query so later CUDA calls do not report it
 #else
     why = o.force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";

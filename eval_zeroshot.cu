@@ -2,7 +2,11 @@
 //
 //   ./eval_zeroshot out/step_000300/model.bin                        # hellaswag, piqa, arc_easy, winogrande
 //   ./eval_zeroshot model.bin --tasks lambada,wikitext --json r.json
+//   ./eval_zeroshot out/tiny --json out/tiny/eval.json                # a run directory: its model.bin
 //
+// Given a run directory (train_prism -o OUT), it scores OUT/model.bin and reads OUT/run.json (run/run_record.h):
+// the run's model, seed and status are printed and written into the JSON ("run"), which `report` reads back
+// from OUT/eval.json (where `study` writes it).
 // Reads data/eval/TASK.bin (made by data/get_eval.sh; format: eval/eval_file.h), scores it with eval/scoring.h's scorer on
 // the engine make_engine picks (the GPU engine when one is built in, else the CPU reference) through the same
 // Engine interface the trainer uses, packing --batch rows (one row per choice) into each forward. Prints one
@@ -23,6 +27,8 @@
 #include "engine_factory.h"
 // defines: run_eval_task (the harness's scoring on an Engine), eval_result_json, load_eval_file (eval_file.h)
 #include "eval/scoring.h"
+// defines: RunRecord, read_run_record (OUT/run.json)
+#include "run/run_record.h"
 
 namespace {
 
@@ -81,7 +87,7 @@ Prepared prepare(const Options& o, Dist& dist) {
     }
     if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
 
-    p.m = load_model(o.model);
+    p.m = load_model(is_dir(o.model) ? o.model + "/model.bin" : o.model);
     const LoadedModel& m = p.m;
     uint64_t want = 0;
     if (!o.tokenizer.empty()) want = tokenizer_fingerprint(Tokenizer::load(o.tokenizer));
@@ -112,9 +118,16 @@ int run(const Options& o, Dist& dist) {
     const LoadedModel& m = p.m;
     const std::unique_ptr<Engine>& eng = p.eng;
     const std::string& why = p.why;
+    RunRecord rec;
+    const bool recorded = is_dir(o.model) && read_run_record(o.model, rec);
     if (lead) {
         printf("eval_zeroshot: %s (step %lld, %zu parameters, T = %d)\n", o.model.c_str(), (long long)m.step,
                eng->num_params(), m.cfg.T);
+        if (recorded)
+            printf("run: %s, heads %s, widths %s, seed %s, %s steps, lr %s; last invocation %s (commit %s)\n",
+                   rec.arg("--model").c_str(), rec.arg("--heads-schedule").c_str(), rec.arg("--widths").c_str(),
+                   rec.arg("--seed").c_str(), rec.arg("--steps").c_str(), rec.arg("--lr").c_str(), rec.status().c_str(),
+                   rec.latest("commit").c_str());
         printf("engine: %s; %s; %d rows per forward%s\n\n", eng->describe().c_str(), why.c_str(), o.batch,
                dist.world > 1 ? ("; " + dist.describe()).c_str() : "");
         printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
@@ -134,7 +147,11 @@ int run(const Options& o, Dist& dist) {
     printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
            "targets' (\" word\").\n");
     if (!o.json.empty()) {
-        std::string s = "{\"model\": " + json::quote(o.model) + ", \"step\": " + std::to_string(m.step) + ", \"results\": [";
+        std::string s = "{\"model\": " + json::quote(o.model) + ", \"step\": " + std::to_string(m.step);
+        if (recorded)
+            s += ", \"run\": {\"record\": " + json::quote(rec.path) + ", \"seed\": " + json::quote(rec.arg("--seed")) +
+                 ", \"steps\": " + json::quote(rec.arg("--steps")) + ", \"status\": " + json::quote(rec.status()) + "}";
+        s += ", \"results\": [";
         for (size_t i = 0; i < results.size(); i++) s += (i ? ",\n  " : "\n  ") + eval_result_json(results[i]);
         s += "\n]}\n";
         try {
@@ -159,11 +176,11 @@ int main(int argc, char** argv) {
             std::vector<char*> rest = take_positional(argc, argv, flags, model, 1);
             if (!model.empty()) o.model = model[0];
             parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
-            if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin [flags] (--help)");
+            if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin|RUN_DIR [flags] (--help)");
         });
         if (o.help) {
             if (dist.rank == 0) {
-                printf("usage: eval_zeroshot MODEL.bin [flags]\n\nZero-shot scores of a checkpoint, as lm-evaluation-harness "
+                printf("usage: eval_zeroshot MODEL.bin|RUN_DIR [flags]\n\nZero-shot scores of a checkpoint (RUN_DIR: its model.bin), as lm-evaluation-harness "
                        "computes them (prompts and metrics: docs/zero_shot.md). Under mpirun the examples are split across the ranks.\n\n");
                 print_flags(stdout, flags);
             }

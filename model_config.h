@@ -392,7 +392,7 @@ inline void validate_config(const ModelConfig& c) {
         throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
     for (int l = 0; l < c.L(); l++) {
         const LayerSpec& s = c.layers[l];
-        std::string at = "layer " + std::to_string(l) + ": ";
+        std::string at = "layer " + std::to_string(l + 1) + ": ";
         if (s.width <= 0) throw ConfigError(at + "width " + std::to_string(s.width) + " must be positive");
         if (s.width > 65536) throw ConfigError(at + "width " + std::to_string(s.width) + " is out of range");
         if (s.heads <= 0) throw ConfigError(at + "head count " + std::to_string(s.heads) + " must be positive");
@@ -435,6 +435,14 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     } else if (s.widths == "x" || s.widths == "v" || s.widths == "lambda" || s.widths == "3") {
         WidthShape sh = s.shape;
         sh.name = s.widths;
+        // Every width a multiple of what the head rule needs (a fixed head_dim, or h_base heads of even head_dim),
+        // so that no solved width is refused below: lcm(quantum, that).
+        const long need = s.head_dim > 0 ? s.head_dim : 2L * c.h_base, q = sh.quantum;
+        long g = q, b = need;
+        while (b) g %= b, std::swap(g, b);
+        if (q / g * need > 65536) throw ConfigError("width quantum " + std::to_string(q) + " and the head rule's " +
+                                                    std::to_string(need) + " have no common multiple below 65536");
+        sh.quantum = (int)(q / g * need);
         w = solve_widths(sh, c.d, L, c.mlp_ratio);
     } else if (s.widths.find_first_not_of("0123456789,xX* ") == std::string::npos) {
         w = parse_layer_list(s.widths, "width schedule");
@@ -443,7 +451,7 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
                               std::to_string(L) + " layers; give one width per layer");
         for (int l = 0; l < L; l++)
             if (w[l] % s.shape.quantum != 0 && w[l] != c.d)
-                throw ConfigError("layer " + std::to_string(l) + ": width " + std::to_string(w[l]) +
+                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
                                   " is not a multiple of the width quantum " + std::to_string(s.shape.quantum) +
                                   "; round it or set --width-quantum");
     } else {
@@ -455,13 +463,13 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     for (int l = 0; l < L; l++) {
         if (s.head_dim > 0) {
             if (w[l] % s.head_dim != 0)
-                throw ConfigError("layer " + std::to_string(l) + ": width " + std::to_string(w[l]) +
+                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
                                   " is not a multiple of --head-dim " + std::to_string(s.head_dim));
             base[l] = w[l] / s.head_dim;
         } else {
-            // A width schedule keeps the paper's fixed 16 heads per layer unless --heads says otherwise: widths
-            // are multiples of 32, so 16 heads always divide them with an even head_dim.
-            base[l] = width_schedule && !s.h_base ? 16 : c.h_base;
+            // The model's own rule, with or without a width schedule: h_base heads in every layer (the Xformer
+            // presets' h_base is the paper's 16). Solved widths are multiples of 2 h_base (above).
+            base[l] = c.h_base;
         }
     }
 
@@ -474,7 +482,7 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         std::vector<int> m = prism_multipliers(L);
         for (int l = 0; l < L; l++) {
             if (base[l] % m[l] != 0)
-                throw ConfigError("prism preset: layer " + std::to_string(l) + " needs " + std::to_string(base[l]) +
+                throw ConfigError("prism preset: layer " + std::to_string(l + 1) + " needs " + std::to_string(base[l]) +
                                   " / " + std::to_string(m[l]) + " heads, which is not whole; give -s as a list");
             h[l] = base[l] / m[l];
         }
@@ -489,13 +497,23 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     c.layers.resize(L);
     for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
     validate_config(c);
+    // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
+    std::string narrow;
+    int narrowest = 1 << 30;
+    for (int l = 0; l < L; l++)
+        if (c.layers[l].head_dim() < 16)
+            narrow += (narrow.empty() ? "" : ", ") + std::to_string(l + 1), narrowest = std::min(narrowest, c.layers[l].head_dim());
+    if (!narrow.empty())
+        warnings.push_back("layer" + std::string(narrow.find(',') == std::string::npos ? " " : "s ") + narrow +
+                           ": head_dim below 16 (down to " + std::to_string(narrowest) +
+                           "); such narrow heads learn little: use fewer heads (--heads, -s) or --head-dim");
 
     // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
     if (head_schedule) {
         auto rel = [&](int l) { return (double)h[l] / base[l]; };
         for (int l = 1; l < L; l++)
             if (rel(l) < rel(l - 1) && !s.allow_ablation)
-                throw ConfigError("head schedule decreases at layer " + std::to_string(l) + " (" +
+                throw ConfigError("head schedule decreases at layer " + std::to_string(l + 1) + " (" +
                                   std::to_string(h[l - 1]) + " -> " + std::to_string(h[l]) +
                                   "); Prism needs h_1 <= ... <= h_L (pass --allow-ablation to run it anyway)");
         if (h[L - 1] != base[L - 1] && !s.allow_ablation)
@@ -511,7 +529,7 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
             int b = a;
             while (b < L && h[b] == h[a] && base[b] == base[a]) b++;
             if (b < L && (b - a < 2 || b - a > 4))
-                warnings.push_back("design rule: layers " + std::to_string(a) + ".." + std::to_string(b - 1) +
+                warnings.push_back("design rule: layers " + std::to_string(a + 1) + ".." + std::to_string(b) +
                                    " hold " + std::to_string(h[a]) + " heads for " + std::to_string(b - a) +
                                    " layers; the paper holds each step for 2 to 4");
             a = b;

@@ -9,7 +9,8 @@
 // are the micro-batch of one process with B x world rows. The training loss and the gradient norm come back
 // from the engine already summed over the ranks, validation losses and eval counts are summed here; only rank 0
 // prints, writes OUT/log.jsonl and samples text. Each step prints one line and appends one JSON object to the
-// log; checkpoints and the run directory are run/run_dir.h's. --resume continues from OUT/latest with the identical
+// log; checkpoints and the run directory are run/run_dir.h's, OUT/run.json (what the run is: its resolved flags,
+// model, plan, and one entry per invocation with commit, machine and engine) run/run_record.h's. --resume continues from OUT/latest with the identical
 // loss sequence of an uninterrupted run (same data position, same sampling RNG), on the same or another number
 // of ranks.
 // Nothing lost, nothing silently wrong: a step whose loss or gradient norm is NaN or infinite makes no update
@@ -35,6 +36,7 @@
 #include "run/defaults.h"
 #include "run/plan_views.h"
 #include "run/run_dir.h"
+#include "run/run_record.h"
 #include "inspect/sampling.h"
 #include "model_config.h"
 #include "run/stop_signal.h"
@@ -116,6 +118,79 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     return p;
 }
 
+// The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
+// every flag that shapes the run, with its value, in the table's order. Model overrides appear only when given
+// (0 means "the preset's", which the model table records).
+inline std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& o, const RunPlan& p) {
+    using run_record::exact;
+    std::vector<std::pair<std::string, std::string>> a;
+    auto add = [&](const char* f, const std::string& v) { a.push_back({f, v}); };
+    auto num = [&](const char* f, long v) { add(f, std::to_string(v)); };
+    const ModelSpec& m = o.model;
+    add("--model", m.preset);
+    add("--heads-schedule", m.heads);
+    add("--widths", m.widths);
+    if (m.d) num("--d", m.d);
+    if (m.L) num("--layers", m.L);
+    if (m.h_base) num("--heads", m.h_base);
+    if (m.head_dim) num("--head-dim", m.head_dim);
+    if (m.T) num("--seq-len", m.T);
+    if (m.V) num("--vocab", m.V);
+    if (m.mlp_ratio > 0) add("--mlp-ratio", exact(m.mlp_ratio));
+    if (m.mlp_multiple) num("--mlp-multiple", m.mlp_multiple);
+    if (!m.norm.empty()) add("--norm", m.norm);
+    if (m.untied == 1) add("--untied", "");
+    if (m.untied == 0) add("--tied", "");
+    if (m.shape.k) num("--turn", m.shape.k);
+    add("--bottleneck", exact(m.shape.ratio));
+    num("--width-quantum", m.shape.quantum);
+    if (m.allow_ablation) add("--allow-ablation", "");
+    add("--train", o.train);
+    add("--val", o.val);
+    add("--out", o.out);
+    num("--batch", o.B);
+    if (o.T) num("--train-seq", o.T);
+    num("--total-batch", p.total_batch);
+    num("--steps", p.steps);
+    add("--lr", exact(o.lr));
+    add("--warmup-frac", exact(o.warmup_frac));
+    add("--final-lr-frac", exact(o.final_lr_frac));
+    add("--wd", exact(o.opt.weight_decay));
+    add("--beta1", exact(o.opt.beta1));
+    add("--beta2", exact(o.opt.beta2));
+    add("--adam-eps", exact(o.opt.eps));
+    add("--clip", exact(o.clip));
+    add("--seed", std::to_string(o.seed));
+    if (!o.shuffle) add("--no-shuffle", "");
+    num("--val-every", o.val_every);
+    num("--val-tokens", o.val_tokens);
+    num("--ckpt-every", o.ckpt_every);
+    num("--keep", o.keep);
+    num("--max-nonfinite", o.max_nonfinite);
+    if (o.sample_flag_given) num("--sample-every", o.sample_every);  // else the default, and a missing tokenizer
+    num("--sample-tokens", o.sample_tokens);                          // stays a note
+    add("--tokenizer", o.tokenizer);
+    num("--eval-every", o.eval_every);
+    add("--eval-task", o.eval_task);
+    num("--eval-limit", o.eval_limit);
+    add("--eval-data", o.eval_data);
+    if (o.cpu) add("--cpu", "");
+    if (o.recompute) add("--recompute", "");
+    if (o.zero >= 0) num("--zero", o.zero);
+    add("--comm-timeout", exact(o.comm_timeout));
+    return a;
+}
+
+// The batch plan part of the run record.
+inline std::string plan_record_json(const TrainOptions& o, const RunPlan& p) {
+    return "{\"B\": " + std::to_string(o.B) + ", \"T\": " + std::to_string(p.T) + ", \"ranks\": " +
+           std::to_string(p.world) + ", \"micro_steps\": " + std::to_string(p.n_micro) + ", \"total_batch\": " +
+           std::to_string(p.total_batch) + ", \"steps\": " + std::to_string(p.steps) + ", \"tokens\": " +
+           std::to_string(p.steps * p.total_batch) + ", \"warmup\": " + std::to_string(p.warmup) + ", \"lr\": " +
+           run_record::exact(o.lr) + ", \"final_lr\": " + run_record::exact(o.lr * o.final_lr_frac) +
+           ", \"seed\": " + std::to_string(o.seed) + "}";
+}
+
 // One optimizer step's results, as printed and logged.
 struct StepRecord {
     long step = 0, tokens = 0;
@@ -124,12 +199,23 @@ struct StepRecord {
     bool skipped = false;  // the loss or the gradient norm was NaN or infinite: no update was made
 };
 
-inline void print_step(const StepRecord& r, long steps) {
+// "42 s", "3.5 min", "2.1 h"
+inline std::string short_duration(double s) {
+    char b[32];
+    if (!std::isfinite(s) || s < 0) return "?";
+    if (s < 120) snprintf(b, sizeof b, "%.0f s", s);
+    else if (s < 7200) snprintf(b, sizeof b, "%.1f min", s / 60);
+    else snprintf(b, sizeof b, "%.1f h", s / 3600);
+    return b;
+}
+
+// `left`: the estimated seconds to the last step (this invocation's mean step time, validation included).
+inline void print_step(const StepRecord& r, long steps, double left) {
     printf("step %5ld/%ld | loss %.4f", r.step, steps, r.loss);
     if (r.has_val) printf(" | val %.4f", r.val_loss);
     printf(" | lr %.2e | norm %6.3f | %7.0f tok/s", r.lr, r.norm, r.tokens_per_s);
     if (!std::isnan(r.mfu)) printf(" | MFU %4.1f%%", 100 * r.mfu);
-    printf(" | %.1f s\n", r.elapsed);
+    printf(" | %.1f s, %s left\n", r.elapsed, short_duration(left).c_str());
 }
 
 // The step's JSON object, without the closing brace (an eval result may follow). Non-finite values are null.
@@ -200,11 +286,13 @@ inline int agreed_stop_signal(const Dist& dist) {
 // Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
 // engine and why). Every rank runs this; see the top for what each does. Returns the exit code
 // (run/stop_signal.h); errors are thrown.
+// `recorded`: the run's OUT/run.json when this is a --resume of a recorded run (its flags must match).
 inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
-                        const Dist& dist) {
+                        const Dist& dist, const RunRecord* recorded = nullptr) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
     RunPlan p;
     RunDir run(o.out, o.keep, dist);
+    RunRecordWriter record;  // OUT/run.json (run/run_record.h), rank 0's
     std::unique_ptr<DataLoader> train, val;
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
@@ -217,6 +305,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
         if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
         p = plan_run(o, cfg, dist.world, train->tokens_total());
+        if (recorded) check_resume_args(*recorded, record_args(o, p));
         if (o.sample_every > 0 && lead) {
             try {
                 tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer)));
@@ -244,7 +333,25 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             eng.init_params(o.seed);
             run.start_fresh(o.overwrite);
         }
+        if (lead) {
+            record.dir = o.out, record.args = record_args(o, p), record.argv = o.argv;
+            record.model_json = model_record_json(o.model, cfg);
+            record.plan_json = plan_record_json(o, p);
+            record.started = run_record::utc_now(), record.engine = eng.describe(), record.engine_why = why;
+            record.ranks = dist.world, record.zero = zero_stage(o, dist.world), record.start_step = start;
+            record.load_earlier(o.resume);
+            record.write("running", start, false);
+        }
     });
+    // The record's end: how this invocation ended, at which step (rank 0; the run is not failed by it).
+    auto record_end = [&](const char* status, long step) {
+        if (!lead) return;
+        try {
+            record.write(status, step, true);
+        } catch (const IoError& e) {
+            fprintf(stderr, "warning: the run record was not updated: %s\n", e.what());
+        }
+    };
     if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world));
 
     const double peak = eng.peak_flops() * dist.world;  // 0 on the CPU: no MFU column
@@ -279,7 +386,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         r.elapsed = now_seconds() - t0;
         if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
-        if (lead) print_step(r, p.steps);
+        if (lead) print_step(r, p.steps, r.elapsed / (step + 1 - start) * (p.steps - step - 1));
         if (lead && r.skipped)
             printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
                    r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
@@ -302,6 +409,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {
             if (lead)
                 fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
+            record_end("diverged", r.step);
             return kExitDiverged;
         }
         const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
@@ -312,18 +420,22 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                    latest.empty() ? "there is none yet" : (o.out + "/latest still names " + latest).c_str());
         if (sig) {
             if (lead)
-                printf("stopped by %s after step %ld; %s; continue with the same flags plus --resume\n",
+                printf("stopped by %s after step %ld; %s; continue with train_prism --resume -o %s\n",
                        stop_signal_name(sig), r.step,
-                       latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str());
+                       latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str(),
+                       o.out.c_str());
             fflush(stdout);
+            record_end("interrupted", r.step);
             return kExitInterrupted;
         }
         fflush(stdout);
         if (stopping && !last) {
-            if (lead) printf("stopped after %ld steps; continue with the same flags plus --resume\n", o.stop_after);
+            if (lead) printf("stopped after %ld steps; continue with train_prism --resume -o %s\n", o.stop_after, o.out.c_str());
+            record_end("stopped", r.step);
             return kExitOk;
         }
     }
     if (lead) printf("done: %s/model.bin\n", o.out.c_str());
+    record_end("done", p.steps);
     return kExitOk;
 }

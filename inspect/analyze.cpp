@@ -11,6 +11,7 @@
 // SwiGLU activation density. inspect/analysis.h's header defines each one exactly.
 // Output: a table per checkpoint on stdout; --json FILE; -o DIR writes DIR/analyze.json and DIR/<measurement>.svg
 // (layers on x, one line per checkpoint; `report` shows the charts it finds in RUN_DIR/analyze/ and --analyze DIR).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -25,6 +26,7 @@
 #include "run/plan_views.h"
 #include "run/run_dir.h"
 #include "inspect/svg.h"
+#include "run/run_record.h"
 
 namespace {
 
@@ -67,6 +69,7 @@ struct Checkpoint {
     ModelConfig cfg;
     int T = 0;
     std::string shard;
+    std::string run;  // the run record's summary (RUN_DIR/run.json), "" without one
     analysis::ModelStats stats;
 };
 
@@ -97,6 +100,7 @@ void print_table(const Checkpoint& k, const Options& o) {
     const analysis::ModelStats& m = k.stats;
     printf("== %s: %s (step %ld): widths %s, heads %s\n", k.label.c_str(), k.path.c_str(), k.step,
            rle_list(layer_widths(k.cfg)).c_str(), rle_list(layer_heads(k.cfg)).c_str());
+    if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
     printf("   %ld windows x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
     printf("%5s %6s %5s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "attn dist", "attn ent",
            "lens loss", "lens top1", "matrix H", "rank", "density");
@@ -147,7 +151,7 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
         s += std::string(i ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(k.label) + ", \"path\": " +
              json::quote(k.path) + ", \"step\": " + std::to_string(k.step) + ", \"d\": " + std::to_string(k.cfg.d) +
              ", \"widths\": " + json_ints(layer_widths(k.cfg)) + ", \"heads\": " + json_ints(layer_heads(k.cfg)) +
-             ", \"data\": " + json::quote(k.shard) + ", \"sequences\": " + std::to_string(m.sequences) +
+             (k.run.empty() ? "" : ", \"run\": " + json::quote(k.run)) + ", \"data\": " + json::quote(k.shard) + ", \"sequences\": " + std::to_string(m.sequences) +
              ", \"T\": " + std::to_string(k.T) + ", \"loss\": " + json::number(m.loss, "%.6f") +
              ",\n   \"embedding\": {\"lens_loss\": " + json::number(m.layers[0].lens_loss, "%.6f") +
              ", \"lens_top1\": " + json::number(m.layers[0].lens_top1, "%.6f") + "},\n   \"layers\": [";
@@ -215,6 +219,19 @@ std::vector<std::pair<std::string, svg::Chart>> charts(const std::vector<Checkpo
             }
             c.series.push_back(s);
         }
+        // Where a closed form exists, the value of uniform causal attention over a window of T tokens
+        // (analysis.h): a layer on this line attends to nothing in particular.
+        std::vector<int> Ts;
+        for (const Checkpoint& k : ks)
+            if (std::find(Ts.begin(), Ts.end(), k.T) == Ts.end()) Ts.push_back(k.T);
+        for (int T : Ts) {
+            const std::string at = Ts.size() > 1 ? ", T " + std::to_string(T) : "";
+            if (std::string(m.file) == "attention_distance")
+                c.refs.push_back({(T - 1) / 4.0, "uniform attention: (T - 1) / 4 = " + fmt((T - 1) / 4.0, "%.2f") + at});
+            if (std::string(m.file) == "attention_entropy")
+                c.refs.push_back({std::lgamma(T + 1.0) / T, "uniform attention: ln(T!) / T = " +
+                                                                fmt(std::lgamma(T + 1.0) / T, "%.3f") + at});
+        }
         out.push_back({m.file, c});
     }
     return out;
@@ -239,6 +256,10 @@ int run(const Options& o) {
         k.label = o.labels.empty() ? default_label(k.path) : o.labels[i];
         for (const Checkpoint& prev : ks)
             if (prev.label == k.label) k.label += "#" + std::to_string(i + 1);
+        RunRecord rec;
+        if (is_dir(o.models[i]) && read_run_record(o.models[i], rec))
+            k.run = "seed " + rec.arg("--seed") + ", " + rec.arg("--steps") + " steps, lr " + rec.arg("--lr") + ", " +
+                    rec.status() + " (" + rec.path + ")";
         LoadedModel m = load_model(k.path);
         k.step = m.step, k.cfg = m.cfg;
         k.T = o.T ? o.T : m.cfg.T;

@@ -3,15 +3,27 @@
 //   ./report runs/uniform runs/prism runs/x -o runs/report.html
 //   ./report runs/* --analyze runs/analyze -o report.html --title "tiny: uniform vs Prism vs X"
 //
-// For each RUN_DIR (a train_prism output directory) it reads log.jsonl and the header of model.bin (run/run_log.h),
-// and writes, with inspect/svg.h's charts inline:
-//   - a table of the runs: model, schedule, parameters, steps, tokens, final and best losses, median tokens/s, time
+// For each RUN_DIR (a train_prism output directory) it reads log.jsonl, the header of model.bin, the run record
+// run.json and eval.json (run/run_log.h), and writes, with inspect/svg.h's charts inline:
+//   - seed groups: runs whose records differ only in --seed (and in what a resume may change) form one group,
+//     labelled by the flags that tell the groups apart. Per group: final and best validation loss, mean +- sample
+//     std over its runs; against the baseline group (--baseline NAME: a group's label or one of its runs' names;
+//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n and
+//     its 95% interval from Student's t (studies/stats.h); the same for every zero-shot metric present (eval.json,
+//     else the last in-training eval). Printed on stdout too, and with --json FILE every number as JSON.
+//     A run without a record is a group of its own.
+//   - a table of the runs: model, schedule, seed, parameters, steps, tokens, final and best losses, median
+//     tokens/s, time, status and commit
+//   - per group, training and validation loss averaged over its seeds, with a band of +- one std
 //   - training and validation loss against tokens and against wall-clock, all runs overlaid; tokens/s per step
 //   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase, and widths per layer (the X)
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), checked well-formed before they are inlined
+// One colour per group (a run takes its group's colour), the same in every chart, analyze's included (report
+// recolours each inlined chart's <g data-series="RUN"> to the run's colour). --smooth K draws the training
+// loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
 #include <algorithm>
@@ -31,12 +43,15 @@
 #include "model_config.h"
 #include "inspect/svg.h"
 #include "inspect/xml_check.h"
+#include "run/run_record.h"
+#include "studies/stats.h"
 
 namespace {
 
 struct Options {
     std::vector<std::string> runs, analyze;
-    std::string out = "report.html", title = "Prism training report";
+    std::string out = "report.html", title = "Prism training report", baseline, json;
+    int smooth = 0;
     bool help = false;
 };
 
@@ -46,6 +61,11 @@ std::vector<Flag> make_flags(Options& o) {
         {"--analyze", "DIR", "also show the charts analyze -o DIR wrote (repeatable; RUN_DIR/analyze/ is always looked in)",
          [&o](const std::string& v) { o.analyze.push_back(v); }},
         {"--title", "TEXT", "the page's title", [&o](const std::string& v) { o.title = v; }},
+        {"--baseline", "NAME", "the group differences are taken against: a group's label or a run's name (default: "
+         "the group with uniform heads and widths)", [&o](const std::string& v) { o.baseline = v; }},
+        {"--json", "FILE", "also write every number the page shows as JSON", [&o](const std::string& v) { o.json = v; }},
+        {"--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
+         int_flag("--smooth", o.smooth, 1, 1000000)},
         {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
     };
 }
@@ -85,18 +105,37 @@ void downsample(std::vector<double>& x, std::vector<double>& y, size_t max) {
     x.swap(nx), y.swap(ny);
 }
 
-// A chart of one field of every run's steps against another.
-svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::string& title, const std::string& xlabel,
-                       const std::string& ylabel, double RunStep::*xf, double RunStep::*yf, bool tokens_x) {
+// The mean of the last k values at each point (NaNs skipped): --smooth.
+std::vector<double> smoothed(const std::vector<double>& y, int k) {
+    if (k <= 1) return y;
+    std::vector<double> out(y.size(), NAN);
+    for (size_t i = 0; i < y.size(); i++) {
+        double s = 0;
+        int n = 0;
+        for (size_t j = i + 1 > (size_t)k ? i + 1 - k : 0; j <= i; j++)
+            if (std::isfinite(y[j])) s += y[j], n++;
+        if (n) out[i] = s / n;
+    }
+    return out;
+}
+
+// A chart of one field of every run's steps against another; colours[i] is run i's.
+svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<std::string>& colours, const std::string& title,
+                       const std::string& xlabel, const std::string& ylabel, double RunStep::*xf, double RunStep::*yf,
+                       bool tokens_x, int smooth = 1) {
     svg::Chart c;
     c.title = title, c.xlabel = xlabel, c.ylabel = ylabel;
-    for (const RunLog& r : runs) {
+    for (size_t i = 0; i < runs.size(); i++) {
+        const RunLog& r = runs[i];
         svg::Series s;
-        s.name = r.name;
-        for (const RunStep& st : r.steps) {
-            const double y = st.*yf;
-            if (!std::isfinite(y)) continue;  // a step without this value (no validation at this step)
-            s.x.push_back(tokens_x ? (double)st.tokens : xf ? st.*xf : (double)st.step), s.y.push_back(y);
+        s.name = r.name, s.color = colours[i];
+        std::vector<double> y;
+        for (const RunStep& st : r.steps) y.push_back(st.*yf);
+        y = smoothed(y, smooth);
+        for (size_t k = 0; k < r.steps.size(); k++) {
+            const RunStep& st = r.steps[k];
+            if (!std::isfinite(y[k])) continue;  // a step without this value (no validation at this step)
+            s.x.push_back(tokens_x ? (double)st.tokens : xf ? st.*xf : (double)st.step), s.y.push_back(y[k]);
         }
         downsample(s.x, s.y, 1500);
         c.series.push_back(s);
@@ -111,37 +150,364 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-std::string runs_table(const std::vector<RunLog>& runs) {
-    std::string h = "<table>\n<tr><th>run</th><th>model</th><th>widths</th><th>heads</th><th>parameters</th>"
-                    "<th>steps</th><th>tokens</th><th>train loss (last)</th><th>val loss (last)</th>"
-                    "<th>val loss (best)</th><th>tokens/s (median)</th><th>time</th><th>skipped steps</th></tr>\n";
-    for (const RunLog& r : runs) {
-        double last_val = NAN, best_val = NAN, last_train = NAN;
-        long skipped = 0;
-        std::vector<double> tps;
-        for (const RunStep& s : r.steps) {
-            if (std::isfinite(s.val_loss)) last_val = s.val_loss, best_val = std::isfinite(best_val) ? std::min(best_val, s.val_loss) : s.val_loss;
-            if (std::isfinite(s.train_loss)) last_train = s.train_loss;
-            tps.push_back(s.tokens_per_s);
-            skipped += s.skipped;
+// ---- the runs' numbers and the seed groups --------------------------------------------------------------
+
+struct Summary {
+    double last_train = NAN, last_val = NAN, best_val = NAN, median_tps = NAN;
+    long skipped = 0;
+    std::string seed;                                  // the record's --seed ("" without a record)
+    std::vector<std::pair<std::string, double>> metrics;  // "hellaswag acc" -> value: the zero-shot results
+    size_t group = 0;
+    double metric(const std::string& k) const {
+        for (const auto& m : metrics)
+            if (m.first == k) return m.second;
+        return NAN;
+    }
+};
+
+// The zero-shot metrics of a run: per task, eval.json's result when there is one, else the last logged.
+std::vector<std::pair<std::string, double>> run_metrics(const RunLog& r) {
+    std::vector<std::pair<std::string, double>> out;
+    std::vector<std::string> tasks;
+    for (const RunEval& e : r.evals)
+        if (std::find(tasks.begin(), tasks.end(), e.task) == tasks.end()) tasks.push_back(e.task);
+    for (const std::string& t : tasks) {
+        const RunEval* pick = nullptr;
+        for (const RunEval& e : r.evals)
+            if (e.task == t && (!pick || e.after_training || !pick->after_training)) pick = &e;
+        for (const char* k : {"acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte"})
+            if (std::isfinite(pick->get(k))) out.push_back({t + " " + k, pick->get(k)});
+    }
+    return out;
+}
+
+Summary summarize(const RunLog& r) {
+    Summary m;
+    std::vector<double> tps;
+    for (const RunStep& s : r.steps) {
+        if (std::isfinite(s.val_loss)) m.last_val = s.val_loss, m.best_val = std::isfinite(m.best_val) ? std::min(m.best_val, s.val_loss) : s.val_loss;
+        if (std::isfinite(s.train_loss)) m.last_train = s.train_loss;
+        tps.push_back(s.tokens_per_s);
+        m.skipped += s.skipped;
+    }
+    m.median_tps = median(tps);
+    if (r.has_record) m.seed = r.record.arg("--seed");
+    m.metrics = run_metrics(r);
+    return m;
+}
+
+struct Group {
+    std::string key, label, colour;
+    std::vector<size_t> runs;
+    std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
+    bool uniform = false;  // uniform heads and widths
+};
+
+// What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
+std::vector<std::pair<std::string, std::string>> identity_of(const RunLog& r) {
+    std::vector<std::string> drop = may_change_on_resume();
+    drop.push_back("--seed");
+    return r.record.identity(drop);
+}
+
+std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vector<Summary>& sums) {
+    std::vector<Group> groups;
+    for (size_t i = 0; i < runs.size(); i++) {
+        const RunLog& r = runs[i];
+        std::string key = "run " + r.dir;
+        std::vector<std::pair<std::string, std::string>> id;
+        if (r.has_record) {
+            id = identity_of(r);
+            key.clear();
+            for (const auto& [f, v] : id) key += f + "=" + v + "\n";
         }
-        const RunStep& last = r.steps.back();
-        h += "<tr><td>" + xml_escape(r.name) + "</td>";
-        if (r.has_model)
-            h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " + std::to_string(r.cfg.T) +
-                 ", " + norm_name(r.cfg.norm) + "</td><td>" + xml_escape(rle_list(layer_widths(r.cfg))) + "</td><td>" +
-                 xml_escape(rle_list(layer_heads(r.cfg))) + "</td><td>" + xml_escape(human((double)account(r.cfg).params)) + "</td>";
-        else
-            h += "<td colspan=\"4\">no model.bin</td>";
-        h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
-             fmt(last_train, "%.4f") + "</td><td>" + fmt(last_val, "%.4f") + "</td><td>" + fmt(best_val, "%.4f") +
-             "</td><td>" + fmt(median(tps), "%.0f") + "</td><td>" + duration(last.elapsed_total) + "</td><td>" +
-             std::to_string(skipped) + "</td></tr>\n";
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.key == key; });
+        if (it == groups.end()) {
+            Group g;
+            g.key = key, g.identity = id;
+            g.uniform = r.has_record && r.record.arg("--heads-schedule") == "uniform" && r.record.arg("--widths") == "uniform";
+            groups.push_back(g);
+            it = groups.end() - 1;
+        }
+        it->runs.push_back(i);
+        sums[i].group = (size_t)(it - groups.begin());
+    }
+    // Labels: the flags whose values tell the recorded groups apart ("heads prism, widths x"); a group without a
+    // record is its run's name; with one group, the runs' common name.
+    std::vector<std::string> differ;
+    for (const Group& g : groups)
+        for (const auto& [f, v] : g.identity)
+            for (const Group& h : groups) {
+                bool same = false, has = false;
+                for (const auto& [f2, v2] : h.identity)
+                    if (f2 == f) has = true, same = v2 == v;
+                if (!h.identity.empty() && (!has || !same) && std::find(differ.begin(), differ.end(), f) == differ.end())
+                    differ.push_back(f);
+            }
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        Group& g = groups[gi];
+        g.colour = svg::color(gi);
+        if (g.identity.empty() || differ.empty()) {
+            std::string n = runs[g.runs[0]].name;
+            const size_t dash = n.rfind("-s");
+            if (g.runs.size() > 1 && dash != std::string::npos && dash + 2 < n.size() &&
+                n.find_first_not_of("0123456789", dash + 2) == std::string::npos)
+                n = n.substr(0, dash);
+            g.label = n;
+            continue;
+        }
+        for (const std::string& f : differ) {
+            std::string v = "-";
+            for (const auto& [f2, v2] : g.identity)
+                if (f2 == f) v = v2.empty() ? "on" : v2;
+            const std::string name = f == "--heads-schedule" ? "heads" : f.substr(2);
+            g.label += (g.label.empty() ? "" : ", ") + name + " " + v;
+        }
+    }
+    for (size_t a = 0; a < groups.size(); a++)  // labels are names: make them unique
+        for (size_t b = a + 1; b < groups.size(); b++)
+            if (groups[b].label == groups[a].label) groups[b].label += " #" + std::to_string(b + 1);
+    return groups;
+}
+
+// A group's values of one quantity, by seed (runs without a seed are keyed by their name, so they never pair).
+std::map<std::string, double> by_seed(const Group& g, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
+                                      const std::function<double(const Summary&)>& get) {
+    std::map<std::string, double> m;
+    for (size_t i : g.runs) m[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = get(sums[i]);
+    return m;
+}
+
+struct Quantity {
+    std::string name;  // "final val loss", "hellaswag acc"
+    std::function<double(const Summary&)> get;
+    const char* format;
+};
+
+std::vector<Quantity> quantities(const std::vector<Summary>& sums) {
+    std::vector<Quantity> q = {{"final val loss", [](const Summary& s) { return s.last_val; }, "%.4f"},
+                               {"best val loss", [](const Summary& s) { return s.best_val; }, "%.4f"}};
+    std::vector<std::string> names;
+    for (const Summary& s : sums)
+        for (const auto& m : s.metrics)
+            if (std::find(names.begin(), names.end(), m.first) == names.end()) names.push_back(m.first);
+    for (const std::string& n : names)
+        q.push_back({n, [n](const Summary& s) { return s.metric(n); }, "%.4f"});
+    return q;
+}
+
+struct GroupStat {
+    int n = 0;
+    double mean = NAN, sd = NAN;
+    stats::Paired diff;  // against the baseline (n 0 for the baseline itself)
+};
+
+GroupStat group_stat(const Group& g, const Group& base, bool is_base, const Quantity& q, const std::vector<RunLog>& runs,
+                     const std::vector<Summary>& sums) {
+    GroupStat st;
+    std::vector<double> v;
+    for (size_t i : g.runs)
+        if (std::isfinite(q.get(sums[i]))) v.push_back(q.get(sums[i]));
+    st.n = (int)v.size(), st.mean = stats::mean(v), st.sd = stats::stddev(v);
+    if (!is_base) st.diff = stats::paired_difference(by_seed(g, runs, sums, q.get), by_seed(base, runs, sums, q.get));
+    return st;
+}
+
+std::string mean_sd(const GroupStat& s, const char* f) {
+    if (s.n == 0) return "-";
+    return fmt(s.mean, f) + (s.n > 1 ? " ± " + fmt(s.sd, f) : "");
+}
+std::string signed_fmt(double v, const char* f) {
+    return std::isfinite(v) ? (v >= 0 ? "+" : "") + fmt(v, f) : "-";
+}
+std::string diff_text(const stats::Paired& d, const char* f) {
+    if (d.n == 0) return "no common seed";
+    std::string s = signed_fmt(d.mean, f);
+    if (d.n >= 2) s += " [" + signed_fmt(d.lo, f) + ", " + signed_fmt(d.hi, f) + "]";
+    return s + " (n " + std::to_string(d.n) + ")";
+}
+
+size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs, const std::string& want) {
+    if (!want.empty()) {
+        for (size_t g = 0; g < groups.size(); g++) {
+            if (groups[g].label == want) return g;
+            for (size_t i : groups[g].runs)
+                if (runs[i].name == want || runs[i].dir == want) return g;
+        }
+        std::string labels;
+        for (const Group& g : groups) labels += (labels.empty() ? "'" : ", '") + g.label + "'";
+        throw ConfigError("--baseline '" + want + "' is neither a group nor a run; the groups are " + labels);
+    }
+    for (size_t g = 0; g < groups.size(); g++)
+        if (groups[g].uniform) return g;
+    return 0;
+}
+
+// The groups' table (HTML), and the same as text for stdout.
+std::string groups_table(const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
+                         const std::vector<RunLog>& runs, const std::vector<Summary>& sums, std::string& text) {
+    std::string h = "<table>\n<tr><th>group</th><th>runs</th><th>seeds</th>";
+    for (const Quantity& q : qs)
+        h += "<th>" + xml_escape(q.name) + "<br/>mean ± std</th><th>" + xml_escape(q.name) + " − baseline<br/>"
+             "mean [95% t interval] (n)</th>";
+    h += "</tr>\n";
+    char line[512];
+    snprintf(line, sizeof line, "%-34s %4s %-10s", "group", "runs", "seeds");
+    text = line;
+    for (const Quantity& q : qs) {
+        snprintf(line, sizeof line, " | %-17s %-36s", (q.name + " ± std").c_str(), "- baseline [95% t interval] (n)");
+        text += line;
+    }
+    text += "\n";
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        const Group& g = groups[gi];
+        std::string seeds;
+        for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
+        h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(g.label) +
+             (gi == base ? " (baseline)" : "") + "</td><td>" + std::to_string(g.runs.size()) + "</td><td>" +
+             xml_escape(seeds) + "</td>";
+        snprintf(line, sizeof line, "%-34s %4zu %-10s", (g.label + (gi == base ? " (baseline)" : "")).substr(0, 34).c_str(),
+                 g.runs.size(), seeds.substr(0, 10).c_str());
+        text += line;
+        for (const Quantity& q : qs) {
+            const GroupStat st = group_stat(g, groups[base], gi == base, q, runs, sums);
+            const std::string d = gi == base ? "baseline" : diff_text(st.diff, q.format);
+            h += "<td>" + mean_sd(st, q.format) + "</td><td>" + xml_escape(d) + "</td>";
+            snprintf(line, sizeof line, " | %-17s %-36s", mean_sd(st, q.format).c_str(), d.c_str());
+            text += line;
+        }
+        h += "</tr>\n";
+        text += "\n";
     }
     return h + "</table>\n";
 }
 
-std::string schedules(const std::vector<RunLog>& runs) {
+// Per group: the mean over its runs at each step all of them logged, with a band of +- one std.
+svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector<Group>& groups, const std::string& title,
+                       double RunStep::*yf, int smooth) {
+    svg::Chart c;
+    c.title = title, c.xlabel = "tokens", c.ylabel = "loss";
+    for (const Group& g : groups) {
+        std::map<long, std::vector<double>> at;
+        std::map<long, long> tokens;
+        for (size_t i : g.runs) {
+            std::vector<double> y;
+            for (const RunStep& st : runs[i].steps) y.push_back(st.*yf);
+            y = smoothed(y, smooth);
+            for (size_t k = 0; k < y.size(); k++)
+                if (std::isfinite(y[k])) at[runs[i].steps[k].step].push_back(y[k]), tokens[runs[i].steps[k].step] = runs[i].steps[k].tokens;
+        }
+        svg::Series s;
+        s.name = g.label + " (" + std::to_string(g.runs.size()) + (g.runs.size() == 1 ? " run)" : " runs)");
+        s.color = g.colour, s.markers = false;
+        for (const auto& [step, v] : at) {
+            if (v.size() != g.runs.size()) continue;
+            const double m = stats::mean(v), sd = stats::stddev(v);
+            s.x.push_back((double)tokens[step]), s.y.push_back(m);
+            s.band_lo.push_back(std::isfinite(sd) ? m - sd : NAN), s.band_hi.push_back(std::isfinite(sd) ? m + sd : NAN);
+        }
+        c.series.push_back(s);
+    }
+    return c;
+}
+
+std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums, const std::vector<Group>& groups) {
+    std::string h = "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
+                    "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
+                    "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time</th>"
+                    "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
+    for (size_t i = 0; i < runs.size(); i++) {
+        const RunLog& r = runs[i];
+        const Summary& m = sums[i];
+        const Group& g = groups[m.group];
+        const RunStep& last = r.steps.back();
+        h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(r.name) + "</td><td>" +
+             xml_escape(g.label) + "</td>";
+        if (r.has_model)
+            h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " + std::to_string(r.cfg.T) +
+                 ", " + norm_name(r.cfg.norm) + "</td><td>" + xml_escape(rle_list(layer_widths(r.cfg))) + "</td><td>" +
+                 xml_escape(rle_list(layer_heads(r.cfg))) + "</td>";
+        else
+            h += "<td colspan=\"3\">no model.bin</td>";
+        h += "<td>" + xml_escape(m.seed.empty() ? "-" : m.seed) + "</td><td>" +
+             (r.has_model ? xml_escape(human((double)account(r.cfg).params)) : "-") + "</td>";
+        h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
+             xml_escape(r.has_record ? r.record.arg("--lr") : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
+             "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
+             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total) + "</td><td>" +
+             std::to_string(m.skipped) + "</td><td>" + xml_escape(r.has_record ? r.record.status() : "no record") +
+             "</td><td>" + xml_escape(r.has_record ? r.record.latest("commit") : "-") + "</td></tr>\n";
+    }
+    return h + "</table>\n";
+}
+
+// Every number of the groups table and the runs table, as JSON.
+std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
+                        const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs) {
+    auto num = [](double v) { return json::number(v, "%.9g"); };
+    std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
+                    ",\n \"groups\": [";
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        const Group& g = groups[gi];
+        s += std::string(gi ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(g.label) + ", \"colour\": " +
+             json::quote(g.colour) + ", \"runs\": [";
+        for (size_t k = 0; k < g.runs.size(); k++) s += (k ? ", " : "") + json::quote(runs[g.runs[k]].name);
+        s += "], \"seeds\": [";
+        for (size_t k = 0; k < g.runs.size(); k++) s += (k ? ", " : "") + json::quote(sums[g.runs[k]].seed);
+        s += "], \"quantities\": {";
+        for (size_t qi = 0; qi < qs.size(); qi++) {
+            const GroupStat st = group_stat(g, groups[base], gi == base, qs[qi], runs, sums);
+            s += std::string(qi ? ", " : "") + json::quote(qs[qi].name) + ": {\"n\": " + std::to_string(st.n) +
+                 ", \"mean\": " + num(st.mean) + ", \"std\": " + num(st.sd);
+            if (gi != base)
+                s += ", \"vs_baseline\": {\"n\": " + std::to_string(st.diff.n) + ", \"mean\": " + num(st.diff.mean) +
+                     ", \"std\": " + num(st.diff.sd) + ", \"t975\": " + num(st.diff.t975) + ", \"lo\": " +
+                     num(st.diff.lo) + ", \"hi\": " + num(st.diff.hi) + "}";
+            s += "}";
+        }
+        s += "}}";
+    }
+    s += "\n ],\n \"runs\": [";
+    for (size_t i = 0; i < runs.size(); i++) {
+        const RunLog& r = runs[i];
+        const Summary& m = sums[i];
+        const RunStep& last = r.steps.back();
+        s += std::string(i ? ",\n  " : "\n  ") + "{\"name\": " + json::quote(r.name) + ", \"dir\": " + json::quote(r.dir) +
+             ", \"group\": " + json::quote(groups[m.group].label) + ", \"seed\": " + json::quote(m.seed) +
+             ", \"steps\": " + std::to_string(last.step) + ", \"tokens\": " + std::to_string(last.tokens) +
+             ", \"params\": " + (r.has_model ? std::to_string(account(r.cfg).params) : std::string("null")) +
+             ", \"widths\": " + (r.has_model ? json::quote(rle_list(layer_widths(r.cfg))) : std::string("null")) +
+             ", \"heads\": " + (r.has_model ? json::quote(rle_list(layer_heads(r.cfg))) : std::string("null")) +
+             ", \"final_train_loss\": " + num(m.last_train) + ", \"final_val_loss\": " + num(m.last_val) +
+             ", \"best_val_loss\": " + num(m.best_val) + ", \"median_tokens_per_s\": " + num(m.median_tps) +
+             ", \"time_s\": " + num(last.elapsed_total) + ", \"skipped_steps\": " + std::to_string(m.skipped) +
+             ", \"metrics\": {";
+        for (size_t k = 0; k < m.metrics.size(); k++)
+            s += (k ? ", " : "") + json::quote(m.metrics[k].first) + ": " + num(m.metrics[k].second);
+        s += "}";
+        if (r.has_record)
+            s += ", \"record\": {\"status\": " + json::quote(r.record.status()) + ", \"commit\": " +
+                 json::quote(r.record.latest("commit")) + ", \"host\": " + json::quote(r.record.latest("host")) +
+                 ", \"engine\": " + json::quote(r.record.latest("engine")) + ", \"lr\": " +
+                 json::quote(r.record.arg("--lr")) + ", \"total_batch\": " + json::quote(r.record.arg("--total-batch")) + "}";
+        s += "}";
+    }
+    return s + "\n ]}\n";
+}
+
+// analyze's charts name each series by its run (<g data-series="RUN" color="...">): give it the run's colour.
+std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+    for (size_t i = 0; i < runs.size(); i++) {
+        const std::string key = "<g data-series=\"" + xml_escape(runs[i].name) + "\" color=\"";
+        for (size_t at = svg_text.find(key); at != std::string::npos; at = svg_text.find(key, at + 1)) {
+            const size_t v = at + key.size(), end = svg_text.find('"', v);
+            if (end != std::string::npos && end - v == 7) svg_text.replace(v, 7, colours[i]);
+        }
+    }
+    return svg_text;
+}
+
+std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
@@ -152,9 +518,11 @@ std::string schedules(const std::vector<RunLog>& runs) {
         if (r.has_model) Lmax = std::max(Lmax, r.cfg.L());
     for (int l = 1; l <= Lmax; l++) table += "<th>" + std::to_string(l) + "</th>";
     table += "</tr>\n";
-    for (const RunLog& r : runs) {
+    for (size_t i = 0; i < runs.size(); i++) {
+        const RunLog& r = runs[i];
         svg::Series hs, ws;
         hs.name = ws.name = r.name, hs.step = true;
+        hs.color = ws.color = colours[i];
         if (r.has_model) {
             for (int l = 0; l < r.cfg.L(); l++) {
                 hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].heads);
@@ -179,7 +547,7 @@ std::string schedules(const std::vector<RunLog>& runs) {
     return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table;
 }
 
-std::string evals(const std::vector<RunLog>& runs) {
+std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
     std::vector<std::string> tasks;
     for (const RunLog& r : runs)
         for (const RunEval& e : r.evals)
@@ -193,9 +561,9 @@ std::string evals(const std::vector<RunLog>& runs) {
         std::vector<const RunEval*> last;
         for (const RunLog& r : runs) {
             h += "<th>" + xml_escape(r.name) + "</th>";
-            const RunEval* l = nullptr;
+            const RunEval* l = nullptr;  // eval.json's result when there is one, else the last logged
             for (const RunEval& e : r.evals)
-                if (e.task == task) l = &e;
+                if (e.task == task && (!l || e.after_training || !l->after_training)) l = &e;
             last.push_back(l);
         }
         h += "</tr>\n";
@@ -225,11 +593,12 @@ std::string evals(const std::vector<RunLog>& runs) {
         c.title = task + ": accuracy during training", c.xlabel = "tokens", c.ylabel = "acc";
         c.y_zero = true;
         size_t most = 0;
-        for (const RunLog& r : runs) {
+        for (size_t i = 0; i < runs.size(); i++) {
+            const RunLog& r = runs[i];
             svg::Series s;
-            s.name = r.name;
+            s.name = r.name, s.color = colours[i];
             for (const RunEval& e : r.evals)
-                if (e.task == task) s.x.push_back((double)e.tokens), s.y.push_back(e.get("acc"));
+                if (e.task == task && !e.after_training) s.x.push_back((double)e.tokens), s.y.push_back(e.get("acc"));
             most = std::max(most, s.x.size());
             c.series.push_back(s);
         }
@@ -239,7 +608,8 @@ std::string evals(const std::vector<RunLog>& runs) {
 }
 
 // The charts analyze wrote into dir (*.svg, in name order), checked and without their XML declaration.
-std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings) {
+std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings, const std::vector<RunLog>& runs,
+                           const std::vector<std::string>& colours) {
     std::vector<std::string> names;
     for (const std::string& n : list_dir(dir))
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) names.push_back(n);
@@ -255,7 +625,7 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
             fprintf(stderr, "report: warning: %s\n", warnings.back().c_str());
             continue;
         }
-        h += text.substr(at) + "\n";
+        h += recolour(text.substr(at), runs, colours) + "\n";
     }
     return h.empty() ? "" : "<div class=\"charts\">\n" + h + "</div>\n";
 }
@@ -277,6 +647,14 @@ int run(const Options& o) {
         runs.push_back(read_run(d, [](const std::string& w) { fprintf(stderr, "report: warning: %s\n", w.c_str()); }));
         for (const std::string& w : runs.back().warnings) warnings.push_back(w);
     }
+    std::vector<Summary> sums;
+    for (const RunLog& r : runs) sums.push_back(summarize(r));
+    const std::vector<Group> groups = make_groups(runs, sums);
+    const size_t base = find_baseline(groups, runs, o.baseline);
+    std::vector<std::string> colours;  // a run's colour is its group's
+    for (const Summary& m : sums) colours.push_back(groups[m.group].colour);
+    const std::vector<Quantity> qs = quantities(sums);
+
     std::string h = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
                     "<meta charset=\"utf-8\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
                     "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
@@ -287,22 +665,53 @@ int run(const Options& o) {
     for (size_t i = 0; i < runs.size(); i++) h += (i ? ", " : "") + xml_escape(runs[i].dir);
     h += ". Written by <code>report</code> on " + std::string(date) + ".</p>\n";
 
-    h += "<h2>Runs</h2>\n" + runs_table(runs);
+    std::string text;
+    h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, text);
+    h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
+         "the flags that tell the groups apart. Mean ± sample standard deviation over the group's runs; the difference "
+         "to the baseline (" + xml_escape(groups[base].label) + ", <code>--baseline</code>) is paired by seed over the "
+         "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
+         "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
+         "of its own.</p>\n";
+    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
-    h += svg::render(steps_chart(runs, "Training loss", "tokens", "loss", nullptr, &RunStep::train_loss, true));
-    h += svg::render(steps_chart(runs, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
-    h += svg::render(steps_chart(runs, "Training loss against wall-clock", "seconds", "loss", &RunStep::elapsed_total,
-                                 &RunStep::train_loss, false));
-    h += svg::render(steps_chart(runs, "Validation loss against wall-clock", "seconds", "loss", &RunStep::elapsed_total,
+    bool seeds = false;
+    for (const Group& g : groups) seeds |= g.runs.size() > 1;
+    if (seeds) {
+        h += svg::render(group_chart(runs, groups, "Validation loss, mean over seeds (band: ± 1 std)", &RunStep::val_loss, 1));
+        h += svg::render(group_chart(runs, groups, std::string("Training loss, mean over seeds (band: ± 1 std") +
+                                                       (o.smooth > 1 ? ", smoothed)" : ")"), &RunStep::train_loss, o.smooth));
+    }
+    const std::string sm = o.smooth > 1 ? " (mean of the last " + std::to_string(o.smooth) + " steps)" : "";
+    h += svg::render(steps_chart(runs, colours, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss, true, o.smooth));
+    h += svg::render(steps_chart(runs, colours, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
+    h += svg::render(steps_chart(runs, colours, "Training loss against wall-clock" + sm, "seconds", "loss",
+                                 &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth));
+    h += svg::render(steps_chart(runs, colours, "Validation loss against wall-clock", "seconds", "loss", &RunStep::elapsed_total,
                                  &RunStep::val_loss, false));
-    h += "</div>\n<p class=\"note\">Wall-clock is each log's elapsed_s, added up across resumed invocations. Logs of "
-         "more than 1,500 steps are drawn as means of equal buckets of steps.</p>\n";
+    h += "</div>\n<p class=\"note\">One colour per group, the same in every chart (a group's runs share it). Wall-clock "
+         "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as means "
+         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
-    svg::Chart tps = steps_chart(runs, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
+    svg::Chart tps = steps_chart(runs, colours, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
     tps.y_zero = true;
     h += svg::render(tps) + "</div>\n";
-    h += "<h2>Schedules</h2>\n" + schedules(runs);
-    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs);
+    std::vector<std::string> hosts;
+    for (const RunLog& r : runs)
+        if (r.has_record) {
+            const std::string host = r.record.latest("host") + " (" + r.record.latest("cores") + " cores, " +
+                                     r.record.latest("engine") + ")";
+            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+        }
+    std::string host_list;
+    for (const std::string& x : hosts) host_list += (host_list.empty() ? "" : "; ") + x;
+    h += "<p class=\"note\">Tokens/s and time are what each run measured" +
+         (host_list.empty() ? std::string("") : " on " + xml_escape(host_list)) +
+         ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
+         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
+         "same hardware; the losses do not depend on it.</p>\n";
+    h += "<h2>Schedules</h2>\n" + schedules(runs, colours);
+    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
 
     std::vector<std::string> dirs;
     for (const RunLog& r : runs)
@@ -316,7 +725,7 @@ int run(const Options& o) {
         h += "<p>No analyze charts: run <code>analyze RUN_DIR... -o RUN_DIR/analyze</code> (or <code>-o DIR</code> and "
              "pass <code>--analyze DIR</code> here).</p>\n";
     for (const std::string& d : dirs) {
-        const std::string charts = analyze_charts(d, warnings);
+        const std::string charts = analyze_charts(d, warnings, runs, colours);
         h += "<h3>" + xml_escape(d) + "</h3>\n" + (charts.empty() ? "<p>No charts in it.</p>\n" : charts);
     }
     if (!warnings.empty()) {
@@ -332,7 +741,17 @@ int run(const Options& o) {
     } catch (const IoError& e) {
         throw ConfigError(e.what());
     }
-    printf("report: wrote %s (%zu runs, %.0f KB)\n", o.out.c_str(), runs.size(), h.size() / 1024.0);
+    if (!o.json.empty()) {
+        const std::string js = report_json(o, runs, sums, groups, base, qs);
+        try {
+            write_atomically(o.json, {{js.data(), js.size()}});
+        } catch (const IoError& e) {
+            throw ConfigError(std::string("--json: ") + e.what());
+        }
+    }
+    printf("%s", text.c_str());
+    printf("report: wrote %s (%zu runs in %zu groups, baseline %s, %.0f KB)%s\n", o.out.c_str(), runs.size(),
+           groups.size(), groups[base].label.c_str(), h.size() / 1024.0, o.json.empty() ? "" : (" and " + o.json).c_str());
     return 0;
 }
 

@@ -5,7 +5,13 @@
 //                  UTF-8 as U+FFFD (XML accepts neither raw)
 //   Chart          series of (x, y) points, one colour each in legend order: lines (NaN values break them),
 //                  staircases (step: each point a flat step from x - 0.5 to x + 0.5, for per-layer values), and
-//                  loose dots (per-head values around a layer's mean)
+//                  loose dots (per-head values around a layer's mean), and a band (lo..hi around the line: the
+//                  spread over seeds); a series may name its colour (report gives a run the same colour in
+//                  every chart). Each series is one <g data-series="NAME" color="#rrggbb"> whose marks are
+//                  drawn in currentColor, so a page can recolour a chart it inlines by that one attribute.
+//                  A series that coincides with a later one (the same points) is drawn wider beneath it, so
+//                  both stay visible (identical schedules, identical runs).
+//   refs           horizontal reference lines with a label (e.g. uniform attention's closed form)
 // Does not: draw log axes, bars, or anything interactive.
 #pragma once
 
@@ -60,6 +66,8 @@ struct Series {
     bool step = false;                 // a staircase of flat steps [x - 0.5, x + 0.5]
     bool markers = true;               // a dot on each point (when there are at most 60)
     std::vector<double> dot_x, dot_y;  // extra loose dots in the series' colour
+    std::string color;                 // "#rrggbb"; "": the palette's colour for the series' index
+    std::vector<double> band_lo, band_hi;  // per point: a shaded band (NaN: none at that point)
 };
 
 struct Chart {
@@ -69,6 +77,11 @@ struct Chart {
     bool y_zero = false;                // the y range includes 0
     double y_lo = NAN, y_hi = NAN;      // a fixed y range (e.g. 0 and 1 for fractions)
     int width = 560, height = 340;
+    struct Ref {
+        double y;
+        std::string label;
+    };
+    std::vector<Ref> refs;              // dashed grey horizontal lines, labelled at the right
 };
 
 // "Nice" tick positions covering [lo, hi]: steps of 1, 2 or 5 x 10^k, about `want` of them.
@@ -127,7 +140,11 @@ inline std::string render(const Chart& c) {
     for (const Series& s : c.series) {
         for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) extend(s.x[i], s.y[i]);
         for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++) extend(s.dot_x[i], s.dot_y[i]);
+        for (size_t i = 0; i < s.x.size() && i < s.band_lo.size() && i < s.band_hi.size(); i++)
+            extend(s.x[i], s.band_lo[i]), extend(s.x[i], s.band_hi[i]);
     }
+    for (const Chart::Ref& r : c.refs)
+        if (std::isfinite(r.y) && xlo <= xhi) ylo = std::min(ylo, r.y), yhi = std::max(yhi, r.y);
     const bool empty = !(xlo <= xhi);
     if (empty) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
     bool any_step = false;
@@ -182,17 +199,51 @@ inline std::string render(const Chart& c) {
         o += "<text x=\"" + num((px0 + px1) / 2) + "\" y=\"" + num((py0 + py1) / 2) +
              "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
 
+    for (const Chart::Ref& r : c.refs) {
+        if (!std::isfinite(r.y) || r.y < ylo || r.y > yhi) continue;
+        o += "<line x1=\"" + num(px0) + "\" y1=\"" + num(Y(r.y)) + "\" x2=\"" + num(px1) + "\" y2=\"" + num(Y(r.y)) +
+             "\" stroke=\"#777777\" stroke-width=\"1.2\" stroke-dasharray=\"5 4\"/>\n";
+        o += "<text x=\"" + num(px1 - 4) + "\" y=\"" + num(Y(r.y) - 4) + "\" text-anchor=\"end\" fill=\"#555555\" "
+             "font-size=\"11\">" + xml_escape(r.label) + "</text>\n";
+    }
+    // How many later series have exactly this one's points: each such one is drawn on top, so this one is wider.
+    auto same = [](const Series& a, const Series& b) {
+        return a.x == b.x && a.y.size() == b.y.size() && a.step == b.step &&
+               std::equal(a.y.begin(), a.y.end(), b.y.begin(), [](double p, double q) { return p == q || (p != p && q != q); });
+    };
     for (size_t si = 0; si < c.series.size(); si++) {
         const Series& s = c.series[si];
-        const std::string col = color(si);
+        const std::string col = s.color.empty() ? color(si) : s.color;
+        int under = 0;
+        for (size_t sj = si + 1; sj < c.series.size(); sj++) under += !s.x.empty() && same(s, c.series[sj]);
+        const std::string width = num(1.8 + 2.6 * under);
+        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + col + "\">\n";
+        // The band: lo along the points, hi back, closed; broken where a bound is missing.
+        std::string band_lo, band_hi;
+        auto flush_band = [&] {
+            if (!band_lo.empty())
+                o += "<polygon fill=\"currentColor\" fill-opacity=\"0.16\" stroke=\"none\" points=\"" + band_lo +
+                     band_hi + "\"/>\n";
+            band_lo.clear(), band_hi.clear();
+        };
+        for (size_t i = 0; i < s.x.size() && i < s.band_lo.size() && i < s.band_hi.size(); i++) {
+            if (!std::isfinite(s.x[i]) || !std::isfinite(s.band_lo[i]) || !std::isfinite(s.band_hi[i])) {
+                flush_band();
+                continue;
+            }
+            band_lo += (band_lo.empty() ? "" : " ") + num(X(s.x[i])) + "," + num(Y(s.band_lo[i]));
+            band_hi = " " + num(X(s.x[i])) + "," + num(Y(s.band_hi[i])) + band_hi;
+        }
+        flush_band();
         for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++)
             if (std::isfinite(s.dot_x[i]) && std::isfinite(s.dot_y[i]))
-                o += "<circle cx=\"" + num(X(s.dot_x[i])) + "\" cy=\"" + num(Y(s.dot_y[i])) + "\" r=\"2.5\" fill=\"" +
-                     col + "\" fill-opacity=\"0.45\"/>\n";
+                o += "<circle cx=\"" + num(X(s.dot_x[i])) + "\" cy=\"" + num(Y(s.dot_y[i])) +
+                     "\" r=\"2.5\" fill=\"currentColor\" fill-opacity=\"0.45\"/>\n";
         std::string pts;
         auto flush = [&] {
             if (!pts.empty())
-                o += "<polyline fill=\"none\" stroke=\"" + col + "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
+                o += "<polyline fill=\"none\" stroke=\"currentColor\" stroke-width=\"" + width + "\"" +
+                     (under ? " stroke-opacity=\"0.55\"" : "") + " points=\"" + pts + "\"/>\n";
             pts.clear();
         };
         size_t finite = 0;
@@ -213,15 +264,16 @@ inline std::string render(const Chart& c) {
         if (s.markers && !s.step && finite <= 60)
             for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++)
                 if (std::isfinite(s.x[i]) && std::isfinite(s.y[i]))
-                    o += "<circle cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) + "\" r=\"3\" fill=\"" + col +
-                         "\"/>\n";
+                    o += "<circle cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) + "\" r=\"" +
+                         num(3 + 1.5 * under) + "\" fill=\"currentColor\"/>\n";
+        o += "</g>\n";
     }
     for (const Entry& e : legend) {
         const double y = c.height + 10 + e.y;  // the text's baseline
-        o += "<rect x=\"" + num(e.x) + "\" y=\"" + num(y - 6) + "\" width=\"18\" height=\"4\" fill=\"" + color(e.i) +
-             "\"/>\n";
-        o += "<text x=\"" + num(e.x + 24) + "\" y=\"" + num(y) + "\">" + xml_escape(c.series[e.i].name) +
-             "</text>\n";
+        const Series& s = c.series[e.i];
+        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) + "\">";
+        o += "<rect x=\"" + num(e.x) + "\" y=\"" + num(y - 6) + "\" width=\"18\" height=\"4\" fill=\"currentColor\"/>";
+        o += "<text x=\"" + num(e.x + 24) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
     }
     return o + "</svg>\n";
 }

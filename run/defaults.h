@@ -49,6 +49,7 @@ struct TrainOptions {
     int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
+    std::vector<std::string> argv;  // this invocation's command line, for the run record
     int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
     double comm_timeout = 600;  // seconds a rank may wait in a collective (dist/watchdog.h)
 };
@@ -71,6 +72,16 @@ inline double default_lr(double params) {
 // The model when -m is not given: 124M with a GPU engine, tiny on the CPU. Call before build_config.
 inline void default_model(TrainOptions& o, bool gpu) {
     if (o.model.preset.empty()) o.model.preset = gpu ? "124M" : "tiny";
+}
+
+// out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism (after default_model).
+inline std::string default_out_dir(const ModelSpec& m) {
+    std::string name = m.preset;
+    for (const std::string& s : {m.heads, m.widths})
+        if (s != "uniform") name += "-" + s;
+    for (char& c : name)
+        if (c == ',' || c == '/' || c == ' ') c = '_';
+    return "out/" + name;
 }
 
 // Everything else, once the model is built; notes (one line each) say what was chosen where it matters.
@@ -104,12 +115,5 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         if (demo) o.epochs = kDemoPasses;
         else o.tokens_per_param = kPaperTokensPerParam;
     }
-    if (o.out.empty()) {
-        std::string name = o.model.preset;
-        for (const std::string& s : {o.model.heads, o.model.widths})
-            if (s != "uniform") name += "-" + s;
-        for (char& c : name)
-            if (c == ',' || c == '/' || c == ' ') c = '_';
-        o.out = "out/" + name;
-    }
+    if (o.out.empty()) o.out = default_out_dir(o.model);
 }

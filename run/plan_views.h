@@ -1,6 +1,7 @@
 // run/plan_views.h: the human and JSON views of a ModelConfig: `train_prism --plan` prints the per-layer table (width,
 // heads, head_dim, hidden, parameters, forward FLOPs per token, KV-cache bytes per token) and the totals of the
-// model next to its uniform baseline, with ratios. See model_config.h for what each count includes.
+// model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
+// numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
 #pragma once
 
 #include <cstdio>
@@ -48,9 +49,9 @@ inline std::string human(double x) {
 inline std::string describe_config(const ModelConfig& c) {
     char buf[512];
     snprintf(buf, sizeof buf,
-             "d %d, L %d, h_base %d, T %d, V %d, SwiGLU hidden %.4g w (multiple of %d), %s, %s embeddings, "
-             "stream D %d, attention scale %s",
-             c.d, c.L(), c.h_base, c.T, c.V, c.mlp_ratio, c.mlp_multiple, norm_name(c.norm),
+             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %.4g w (multiple of %d), %s, %s "
+             "embeddings, stream D %d, attention scale %s",
+             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, c.mlp_ratio, c.mlp_multiple, norm_name(c.norm),
              c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
     return buf;
 }
@@ -63,7 +64,7 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
             "FLOPs/token", "KV B/tok");
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
-        fprintf(f, "%5d %6d %5d %8d %6d %10s %14s %9lld\n", l, x.width, x.heads, x.head_dim, x.hidden,
+        fprintf(f, "%5d %6d %5d %8d %6d %10s %14s %9lld\n", l + 1, x.width, x.heads, x.head_dim, x.hidden,
                 human((double)x.params).c_str(), human(x.flops_per_token).c_str(), x.kv_bytes_per_token);
     }
     auto row = [&](const char* name, double m, double u) {
@@ -102,7 +103,7 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
         fprintf(f,
                 "  {\"layer\": %d, \"width\": %d, \"heads\": %d, \"head_dim\": %d, \"hidden\": %d, \"params\": %lld, "
                 "\"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, \"kv_bytes_per_token\": %lld}%s\n",
-                l, x.width, x.heads, x.head_dim, x.hidden, x.params, x.flops_per_token, x.dense_flops_per_token,
+                l + 1, x.width, x.heads, x.head_dim, x.hidden, x.params, x.flops_per_token, x.dense_flops_per_token,
                 x.kv_bytes_per_token, l + 1 < c.L() ? "," : "");
     }
     fprintf(f, " ],\n \"totals\": ");

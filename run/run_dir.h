@@ -122,9 +122,9 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
     if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
     for (int l = 0; l < saved.L(); l++) {
         if (saved.layers[l].width != want.layers[l].width)
-            return diff(("layer " + std::to_string(l) + " width").c_str(), saved.layers[l].width, want.layers[l].width);
+            return diff(("layer " + std::to_string(l + 1) + " width").c_str(), saved.layers[l].width, want.layers[l].width);
         if (saved.layers[l].heads != want.layers[l].heads)
-            return diff(("layer " + std::to_string(l) + " heads").c_str(), saved.layers[l].heads, want.layers[l].heads);
+            return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads, want.layers[l].heads);
     }
     if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
     if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";
@@ -184,7 +184,7 @@ class RunDir {
             if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
                 step_of_dir_name(n.substr(0, n.size() - 4)) >= 0)
                 remove_tree(out_ + "/" + n);
-            else if (n == "latest.tmp" || n == "model.bin.tmp" || n == "log.jsonl.tmp")
+            else if (n == "latest.tmp" || n == "model.bin.tmp" || n == "log.jsonl.tmp" || n == "run.json.tmp")
                 unlink((out_ + "/" + n).c_str());
         }
     }

@@ -1,7 +1,9 @@
 // run/run_log.h: a finished (or running, or crashed) training run read back from its output directory, for `report`:
 // the steps of OUT/log.jsonl (train_loop.h writes one JSON object per step: step, tokens, train_loss, val_loss,
 // lr, grad_norm, tokens_per_s, elapsed_s, mfu, skipped, eval), and the model's config from the header of
-// OUT/model.bin (only the header and layer table are read, not the parameters).
+// OUT/model.bin (only the header and layer table are read, not the parameters), the run record OUT/run.json
+// (run/run_record.h: flags, seed, machine) and the zero-shot results OUT/eval.json (eval_zeroshot --json, as
+// `study` writes them) when they exist; a malformed one of those is a warning, not an error.
 // A line that is not whole JSON is skipped with a warning: the last one is what a crash or a full disk leaves
 // (torn), any other is named by its line number. Wall-clock: elapsed_s restarts at each --resume, so each
 // restart's times are added to the last time before it (elapsed_total).
@@ -21,6 +23,7 @@
 #include "run/checkpoint.h"
 #include "util/json.h"
 #include "run/run_dir.h"
+#include "run/run_record.h"
 #include "model_config.h"
 
 struct RunStep {
@@ -33,6 +36,7 @@ struct RunStep {
 struct RunEval {
     long step = 0, tokens = 0;
     std::string task;
+    bool after_training = false;  // from OUT/eval.json (the finished model's), not logged during training
     std::vector<std::pair<std::string, double>> metrics;  // in file order: examples, acc, acc_stderr, ...
     double get(const std::string& k) const {
         for (const auto& m : metrics)
@@ -48,6 +52,8 @@ struct RunLog {
     bool has_model = false;  // OUT/model.bin's header was read
     ModelConfig cfg;
     long model_step = 0;
+    bool has_record = false;  // OUT/run.json was read
+    RunRecord record;
     std::vector<std::string> warnings;
 };
 
@@ -142,6 +148,35 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
     if (r.steps.empty())
         throw RunLogError(path + " holds no step (" + (text.empty() ? "it is empty" : "no line is a step's JSON") +
                           "): nothing to report for " + dir);
+    try {
+        r.has_record = read_run_record(dir, r.record);
+    } catch (const std::runtime_error& e) {
+        r.warnings.push_back(std::string(e.what()) + ": the run's flags are not shown and it forms a group of its own");
+        warn(r.warnings.back());
+    }
+    const std::string evals = dir + "/eval.json";
+    if (access(evals.c_str(), F_OK) == 0) {
+        try {
+            const json::Value doc = json::parse(read_text(evals));
+            const json::Value* results = doc.kind == json::Value::Object ? doc.find("results") : nullptr;
+            const json::Value* step = doc.kind == json::Value::Object ? doc.find("step") : nullptr;
+            if (!results || results->kind != json::Value::Array) throw json::Error("no \"results\" list");
+            for (const json::Value& t : results->arr) {
+                RunEval e;
+                e.after_training = true;
+                e.step = step && step->kind == json::Value::Number ? std::strtol(step->str.c_str(), nullptr, 10) : 0;
+                e.tokens = r.steps.back().tokens;
+                const json::Value* task = t.find("task");
+                e.task = task && task->kind == json::Value::String ? task->str : "?";
+                for (const auto& kv : t.obj)
+                    if (kv.second.kind == json::Value::Number) e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+                r.evals.push_back(e);
+            }
+        } catch (const json::Error& e) {
+            r.warnings.push_back(evals + " is not eval_zeroshot's JSON (" + e.what() + "): not shown");
+            warn(r.warnings.back());
+        }
+    }
     const std::string model = dir + "/model.bin";
     if (access(model.c_str(), F_OK) == 0) {
         try {

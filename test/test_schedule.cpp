@@ -3,6 +3,8 @@
 // accounting identities, and the command-line table.
 #include <catch2/catch.hpp>
 
+#include <numeric>
+
 #include <map>
 
 #include "run/cli.h"
@@ -57,9 +59,13 @@ TEST_CASE("every width shape is parameter-matched within 1% as the paper counts"
             REQUIRE(std::fabs((double)a.matched_params / b.matched_params - 1.0) < 0.01);
             std::vector<int> w = layer_widths(c);
             int narrowest = *std::min_element(w.begin(), w.end());
-            // The narrowest width is 0.3 d before rounding to the quantum of 32: within 16 after rounding,
-            // plus the shift from rounding w_1 first.
-            REQUIRE(std::abs(narrowest - 0.3 * c.d) <= 24);
+            // The narrowest width is 0.3 d before rounding to the quantum, lcm(32, 2 h_base) (h_base heads of
+            // even head_dim divide every width): within half of it after rounding, plus the shift from
+            // rounding w_1 first (8).
+            const int q = std::lcm(32, 2 * c.h_base);
+            REQUIRE(std::abs(narrowest - 0.3 * c.d) <= q / 2 + 8);
+            for (const LayerSpec& l : c.layers) REQUIRE(l.width % q == 0);
+            for (const LayerSpec& l : c.layers) REQUIRE(l.heads == c.h_base);
         }
 }
 
@@ -117,6 +123,30 @@ TEST_CASE("head lists: run-length and plain forms give the same schedule", "[sch
     REQUIRE(rle_list({3, 3, 3, 6, 12, 12}) == "3x3,6,12x2");
 }
 
+TEST_CASE("a width schedule keeps the model's head rule: h_base heads per layer; narrow heads warn", "[schedule]") {
+    std::vector<std::string> w;
+    ModelConfig c = build(spec("tiny", "uniform", "x"), &w);
+    CHECK(rle_list(layer_widths(c)) == "192,128,96,64,32,192");
+    CHECK(rle_list(layer_heads(c)) == "4x6");  // not the Xformer presets' 16: head_dim 2 would learn nothing
+    REQUIRE(w.size() == 1);
+    CHECK(w[0] == "layer 5: head_dim below 16 (down to 8); such narrow heads learn little: use fewer heads "
+                  "(--heads, -s) or --head-dim");
+    CHECK(describe_config(c).find("heads 4x6 (h_base 4)") != std::string::npos);
+    ModelConfig p = build(spec("tiny", "prism", "x"));
+    CHECK(rle_list(layer_heads(p)) == "2x2,4x4");
+    // 124M keeps 12 heads: widths are multiples of lcm(32, 24) = 96, and Prism + X divides them.
+    ModelConfig b = build(spec("124M", "prism", "x"));
+    for (int l = 0; l < b.L(); l++) CHECK(b.layers[l].width % 96 == 0);
+    CHECK(rle_list(layer_heads(b)) == "3x3,6x3,12x6");
+    // The Xformer presets' h_base is the paper's 16: their widths are the released solver's (test above).
+    CHECK(rle_list(layer_heads(build(spec("200M", "uniform", "x")))) == "16x16");
+    // Layers are numbered from 1 in every message.
+    w.clear();
+    build(spec("tiny", "uniform", "32x6"), &w);
+    REQUIRE(w.size() == 1);
+    CHECK(w[0].rfind("layers 1, 2, 3, 4, 5, 6: head_dim below 16 (down to 8)", 0) == 0);
+}
+
 TEST_CASE("prism and x combine: per-layer widths and per-layer heads", "[schedule]") {
     ModelConfig c = build(spec("200M", "prism", "x"));
     REQUIRE(c.layers[0].heads == 4);
@@ -172,7 +202,7 @@ TEST_CASE("error: odd head_dim", "[schedule][errors]") {
     require_error(s, "head_dim 3 (= 96 / 32) is odd");
 }
 TEST_CASE("error: decreasing prism schedule", "[schedule][errors]") {
-    require_error(spec("124M", "12x6,6x3,3x3"), "head schedule decreases at layer 6 (12 -> 6)");
+    require_error(spec("124M", "12x6,6x3,3x3"), "head schedule decreases at layer 7 (12 -> 6)");
 }
 TEST_CASE("error: prism schedule not ending at h_base", "[schedule][errors]") {
     require_error(spec("124M", "3x6,6x6"), "ends at 6 heads but h_base is 12");

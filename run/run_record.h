@@ -1,0 +1,287 @@
+// run/run_record.h: OUT/run.json, what a training run is. train_prism writes it (rank 0) once the run has
+// started and again when the invocation ends; each invocation (the first, and every --resume) appends one
+// entry to "invocations". The file is one JSON object:
+//   "prism_run": 1                         the format's version
+//   "args": [["--model", "tiny"], ...]     every flag's resolved value (defaults filled in, --tokens and the other
+//                                          length flags resolved to --steps; a switch has the value ""), which
+//                                          `train_prism --resume -o OUT` re-applies (run/train_flags.h)
+//   "model": {...}                         the preset and schedules asked for, d, L, h_base, T, V, norm, tied,
+//                                          parameters, and the per-layer table (layers numbered from 1)
+//   "plan": {...}                          B, T, ranks, micro-steps, total batch, steps, warmup, lr, seed (the
+//                                          latest invocation's)
+//   "invocations": [{"argv": [...], "started": "...Z", "ended": "...Z" | null, "status": "running" | "done" |
+//                    "stopped" | "interrupted" | "diverged", "start_step", "end_step", "commit", "build", "host",
+//                    "cores", "engine", "engine_why", "ranks", "zero"}, ...]
+// "ended": null with "status": "running" is an invocation that is running, or was killed without a word.
+// The record is replaced by an atomic rename each time, so a reader never sees half of one.
+// Readers: report (the runs' table, the seed groups), analyze and eval_zeroshot (what they print and write),
+// study (which runs are done), train_prism --resume (the flags). A directory without run.json (a run from
+// before records) reads as "no record"; a malformed one is an error naming the file.
+// Does not: know the flag table (train_loop.h's record_args turns options into args, run/train_flags.h back).
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "util/io.h"
+#include "util/json.h"
+#include "run/plan_views.h"
+#include "run/run_dir.h"
+#include "model_config.h"
+
+#ifndef PRISM_COMMIT
+#define PRISM_COMMIT "unknown"  // the Makefile defines it from `git describe --always --dirty`
+#endif
+
+struct RunRecordError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+namespace run_record {
+
+// A JSON value back to text (numbers as their literal: what was read is written unchanged).
+inline std::string dump(const json::Value& v) {
+    switch (v.kind) {
+        case json::Value::Null: return "null";
+        case json::Value::Bool: return v.b ? "true" : "false";
+        case json::Value::Number: return v.str;
+        case json::Value::String: return json::quote(v.str);
+        case json::Value::Array: {
+            std::string s = "[";
+            for (size_t i = 0; i < v.arr.size(); i++) s += (i ? ", " : "") + dump(v.arr[i]);
+            return s + "]";
+        }
+        case json::Value::Object: {
+            std::string s = "{";
+            for (size_t i = 0; i < v.obj.size(); i++)
+                s += (i ? ", " : "") + json::quote(v.obj[i].first) + ": " + dump(v.obj[i].second);
+            return s + "}";
+        }
+    }
+    return "null";
+}
+
+inline std::string utc_now() {
+    char b[32];
+    const time_t t = time(nullptr);
+    strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    return b;
+}
+
+// The shortest of %.15g, %.16g, %.17g that reads back as x: 0.003 stays 0.003, and every double round-trips.
+inline std::string exact(double x) {
+    char b[40];
+    for (int p = 15; p <= 17; p++) {
+        snprintf(b, sizeof b, "%.*g", p, x);
+        if (std::strtod(b, nullptr) == x) break;
+    }
+    return b;
+}
+
+inline std::string build_description() {
+    std::string s = "g++ " __VERSION__;
+#ifdef __CUDACC__
+    s = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + " (host " + s + ")";
+#endif
+#ifdef PRISM_CUDA
+    s += ", CUDA engine";
+#else
+    s += ", CPU only";
+#endif
+#ifdef PRISM_MPI
+    s += ", MPI";
+#endif
+#ifdef PRISM_NCCL
+    s += ", NCCL";
+#endif
+    return s;
+}
+
+inline std::string host_name() {
+    char b[256] = {0};
+    if (gethostname(b, sizeof b - 1) != 0) return "unknown";
+    return b;
+}
+
+}  // namespace run_record
+
+// The record as read back: the args in order, and the whole document for the rest.
+struct RunRecord {
+    std::string path;
+    std::vector<std::pair<std::string, std::string>> args;
+    json::Value doc;
+
+    bool has(const std::string& flag) const {
+        for (const auto& a : args)
+            if (a.first == flag) return true;
+        return false;
+    }
+    // The flag's recorded value ("" when absent or a switch).
+    std::string arg(const std::string& flag) const {
+        for (const auto& a : args)
+            if (a.first == flag) return a.second;
+        return "";
+    }
+    const json::Value* last_invocation() const {
+        const json::Value* inv = doc.find("invocations");
+        return inv && inv->kind == json::Value::Array && !inv->arr.empty() ? &inv->arr.back() : nullptr;
+    }
+    // A string field of the latest invocation ("" when missing).
+    std::string latest(const char* key) const {
+        const json::Value* v = last_invocation();
+        const json::Value* f = v ? v->find(key) : nullptr;
+        return f && (f->kind == json::Value::String || f->kind == json::Value::Number) ? f->str : "";
+    }
+    long latest_long(const char* key) const {
+        const std::string s = latest(key);
+        return s.empty() ? -1 : std::strtol(s.c_str(), nullptr, 10);
+    }
+    std::string status() const { return latest("status"); }
+    // Everything that makes the run what it is, as "flag value" pairs: the args without the output directory
+    // and without the flags that may change on a resume (run/train_flags.h's list, passed in), and without
+    // `drop` (report: "--seed", so that runs differing only in seed compare equal).
+    std::vector<std::pair<std::string, std::string>> identity(const std::vector<std::string>& drop) const {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& a : args)
+            if (std::find(drop.begin(), drop.end(), a.first) == drop.end()) out.push_back(a);
+        return out;
+    }
+};
+
+inline std::string run_record_path(const std::string& dir) { return dir + "/run.json"; }
+
+// Reads DIR/run.json into r; false when there is none. A file that is not a record is a RunRecordError.
+inline bool read_run_record(const std::string& dir, RunRecord& r) {
+    r.path = run_record_path(dir);
+    if (access(r.path.c_str(), F_OK) != 0) return false;
+    const std::string text = read_text(r.path);
+    auto bad = [&](const std::string& why) {
+        return RunRecordError(r.path + " is not a run record (" + why + "); move it aside, or restore it from a copy");
+    };
+    try {
+        r.doc = json::parse(text);
+    } catch (const json::Error& e) {
+        throw bad(e.what());
+    }
+    const json::Value* ver = r.doc.find("prism_run");
+    const json::Value* args = r.doc.find("args");
+    if (r.doc.kind != json::Value::Object || !ver || ver->kind != json::Value::Number)
+        throw bad("no \"prism_run\" version");
+    if (ver->str != "1") throw bad("version " + ver->str + " is newer than this build reads (1)");
+    if (!args || args->kind != json::Value::Array) throw bad("no \"args\" list");
+    r.args.clear();
+    for (const json::Value& a : args->arr) {
+        if (a.kind != json::Value::Array || a.arr.size() != 2 || a.arr[0].kind != json::Value::String ||
+            a.arr[1].kind != json::Value::String)
+            throw bad("an \"args\" entry is not a [flag, value] pair");
+        r.args.push_back({a.arr[0].str, a.arr[1].str});
+    }
+    return true;
+}
+
+// What one invocation of the trainer writes: the rest of the record is kept from the file.
+struct RunRecordWriter {
+    std::string dir;
+    std::vector<std::pair<std::string, std::string>> args;
+    std::string model_json, plan_json;
+    std::vector<std::string> earlier;  // the earlier invocations' objects, as text
+    std::vector<std::string> argv;
+    std::string started, engine, engine_why;
+    int ranks = 1, zero = 0;
+    long start_step = 0;
+
+    // Keeps the invocations of DIR/run.json (a resumed run); a fresh run passes keep = false.
+    void load_earlier(bool keep) {
+        earlier.clear();
+        RunRecord r;
+        if (!keep || !read_run_record(dir, r)) return;
+        const json::Value* inv = r.doc.find("invocations");
+        if (inv && inv->kind == json::Value::Array)
+            for (const json::Value& v : inv->arr) earlier.push_back(run_record::dump(v));
+    }
+
+    // Writes the record with this invocation's entry: status "running" and end null until it ends.
+    void write(const std::string& status, long end_step, bool ended) const {
+        std::string s = "{\"prism_run\": 1,\n \"args\": [";
+        for (size_t i = 0; i < args.size(); i++)
+            s += std::string(i ? ", " : "") + "[" + json::quote(args[i].first) + ", " + json::quote(args[i].second) + "]";
+        s += "],\n \"model\": " + model_json + ",\n \"plan\": " + plan_json + ",\n \"invocations\": [";
+        for (const std::string& e : earlier) s += "\n  " + e + ",";
+        std::string a = "[";
+        for (size_t i = 0; i < argv.size(); i++) a += (i ? ", " : "") + json::quote(argv[i]);
+        a += "]";
+        s += "\n  {\"argv\": " + a + ", \"started\": " + json::quote(started) + ", \"ended\": " +
+             (ended ? json::quote(run_record::utc_now()) : std::string("null")) + ", \"status\": " + json::quote(status) +
+             ", \"start_step\": " + std::to_string(start_step) + ", \"end_step\": " + std::to_string(end_step) +
+             ", \"commit\": " + json::quote(PRISM_COMMIT) + ", \"build\": " + json::quote(run_record::build_description()) +
+             ", \"host\": " + json::quote(run_record::host_name()) + ", \"cores\": " +
+             std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + ", \"engine\": " + json::quote(engine) +
+             ", \"engine_why\": " + json::quote(engine_why) + ", \"ranks\": " + std::to_string(ranks) +
+             ", \"zero\": " + std::to_string(zero) + "}\n ]}\n";
+        write_atomically(run_record_path(dir), {{s.data(), s.size()}});
+    }
+};
+
+// The model part of a record.
+inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c) {
+    std::string s = "{\"preset\": " + json::quote(spec.preset) + ", \"heads_schedule\": " + json::quote(spec.heads) +
+                    ", \"widths_schedule\": " + json::quote(spec.widths) + ", \"d\": " + std::to_string(c.d) +
+                    ", \"L\": " + std::to_string(c.L()) + ", \"h_base\": " + std::to_string(c.h_base) +
+                    ", \"T\": " + std::to_string(c.T) + ", \"V\": " + std::to_string(c.V) + ", \"norm\": \"" +
+                    norm_name(c.norm) + "\", \"tied\": " + (c.tied ? "true" : "false") + ", \"mlp_ratio\": " +
+                    run_record::exact(c.mlp_ratio) + ", \"params\": " + std::to_string(param_layout(c).total) +
+                    ", \"widths\": " + json::quote(rle_list(layer_widths(c))) + ", \"heads\": " +
+                    json::quote(rle_list(layer_heads(c))) + ",\n   \"layers\": [";
+    for (int l = 0; l < c.L(); l++)
+        s += std::string(l ? ", " : "") + "{\"layer\": " + std::to_string(l + 1) + ", \"width\": " +
+             std::to_string(c.layers[l].width) + ", \"heads\": " + std::to_string(c.layers[l].heads) +
+             ", \"head_dim\": " + std::to_string(c.layers[l].head_dim()) + ", \"hidden\": " +
+             std::to_string(c.hidden_of(l)) + "}";
+    return s + "]}";
+}
+
+// The flags a resume may change (the rest must equal the record). --tokens, --tokens-per-param and --epochs
+// resolve to --steps, which is what the record keeps.
+inline const std::vector<std::string>& may_change_on_resume() {
+    static const std::vector<std::string> v = {"--steps", "--tokens", "--tokens-per-param", "--epochs", "--stop-after",
+                                               "--val-every", "--eval-every", "--sample-every", "--sample-tokens",
+                                               "--ckpt-every", "--keep", "--comm-timeout", "--out"};
+    return v;
+}
+// Flags that are never recorded: what the invocation does rather than what the run is.
+inline const std::vector<std::string>& not_recorded() {
+    static const std::vector<std::string> v = {"--help", "--plan", "--json", "--resume", "--overwrite", "--stop-after",
+                                               "--tokens", "--tokens-per-param", "--epochs"};
+    return v;
+}
+
+// On a --resume: every recorded flag not in may_change_on_resume() must have the value the record has, and no
+// such flag may be new. The first difference is a ConfigError naming the flag, both values and what to do.
+inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now) {
+    const std::vector<std::string>& ok = may_change_on_resume();
+    auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
+    auto find = [](const std::vector<std::pair<std::string, std::string>>& v, const std::string& f) -> const std::string* {
+        for (const auto& x : v)
+            if (x.first == f) return &x.second;
+        return nullptr;
+    };
+    std::string list;
+    for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
+    const std::string tail = " (" + rec.path + "); resume without it to continue the run as recorded, or start a new "
+                             "run in another -o (a resume may change only " + list + ")";
+    for (const auto& [flag, value] : now) {
+        if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
+        const std::string* was = find(rec.args, flag);
+        if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
+        if (*was != value)
+            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) + tail);
+    }
+    for (const auto& [flag, value] : rec.args)
+        if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
+            throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
+}

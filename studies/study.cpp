@@ -1,0 +1,438 @@
+// study: a grid of training runs, configurations x seeds, one train_prism run directory each under the study's
+// directory, so that the papers' comparisons are made over seeds (README "Studies").
+//
+//   ./study runs/tiny --recipe tiny                                 # 4 configurations x 3 seeds on the CPU
+//   ./study runs/p124 --recipe prism124m --launcher "mpirun -np 8"
+//   ./study runs/mine -m tiny --heads uniform,prism --widths uniform,x --seeds 3 -- --steps 300 --lr 2e-3
+//   ./study runs/mine ... --list          # one line per run: K, its state, the command that runs it now
+//   ./study runs/mine ... --only 5        # only the 5th (a scheduler's job array: --only $SLURM_ARRAY_TASK_ID)
+//
+// The runs are the grid heads x widths x seeds, in that order (seeds innermost), named HEADS-WIDTHS-sSEED.
+// Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S -o DIR/NAME` plus the recipe's trainer flags
+// and those after `--`. The same command can be rerun until the study is complete: a run whose record
+// (run/run_record.h) says "done" at the study's steps is skipped (and a run recorded with other flags is an
+// error naming the flag), one with a checkpoint is resumed (--resume, which refuses changed flags), one that
+// died before its first checkpoint is started again (--overwrite: only its own directory), the rest start.
+// Runs with the same seed read the same data in the same order (the loader's order depends on the seed, B, T
+// and the ranks only), so configurations compare seed by seed. After each run, when eval files exist
+// (--eval-data, default data/eval), eval_zeroshot scores the run's model on every task present into
+// DIR/NAME/eval.json, which `report` reads. Each run's output goes to DIR/NAME/train.log.
+// Before it starts, a study prints its runs and the cost model's estimate (cost_model.h: the CUDA engine's
+// ops at the roofline with the stated efficiencies, training steps only) in GPU-hours.
+// Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
+// 75 when a run was stopped by a signal (rerun the same command to continue).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "run/cli.h"
+#include "run/cost_model.h"
+#include "run/run_record.h"
+#include "run/train_flags.h"
+#include "train_loop.h"
+#include "run/defaults.h"
+
+namespace {
+
+// A named recipe: the papers' experiments, and one that runs on two CPU cores.
+struct Recipe {
+    const char* name;
+    const char* preset;
+    const char* heads;
+    const char* widths;
+    int seeds;
+    std::vector<std::string> flags;  // trainer flags
+    const char* what;
+};
+
+const std::vector<Recipe>& recipes() {
+    // The papers' batch (2^19 tokens) and budget (25 tokens per parameter, the low end of the Prism paper's 25
+    // to 30), on FineWeb (data/get_fineweb.sh). tiny: 60 steps of 8 x 128 tokens per run, about 20 minutes
+    // for its 12 runs on two otherwise idle CPU cores.
+    static const std::vector<Recipe> r = {
+        {"prism124m", "124M", "uniform,prism", "uniform", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+         "Prism 124M: uniform vs the Prism schedule"},
+        {"prism354m", "354M", "uniform,prism", "uniform", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+         "Prism 354M: uniform vs the Prism schedule"},
+        {"xformer200m", "200M", "uniform", "uniform,x", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+         "Xformer 200M: uniform vs X widths"},
+        {"both124m", "124M", "uniform,prism", "uniform,x", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+         "124M: uniform, Prism, X, Prism + X"},
+        {"tiny", "tiny", "uniform,prism", "uniform,x", 3,
+         {"--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"},
+         "tiny on the CPU: uniform, Prism, X, Prism + X (a demonstration of the method, not of the papers' effects)"},
+    };
+    return r;
+}
+
+struct Options {
+    std::string dir, recipe, preset, heads, widths, seeds, launcher, trainer, evaluator;
+    std::string eval_data = "data/eval";
+    std::vector<std::string> trainer_flags;  // after `--`
+    bool list = false, help = false;
+    long only = 0, eval_limit = 0;
+};
+
+std::vector<Flag> make_flags(Options& o) {
+    std::string names;
+    for (const Recipe& r : recipes()) names += std::string(names.empty() ? "" : ", ") + r.name;
+    return {
+        {"--recipe", "NAME", "a named study: " + names + " (its flags; any given here override them)",
+         [&o](const std::string& v) { o.recipe = v; }},
+        {"-m, --model", "PRESET", "the preset of every run (default: the recipe's, else tiny)",
+         [&o](const std::string& v) { o.preset = v; }},
+        {"--heads", "LIST", "head schedules, comma-separated (uniform, prism, or a list with / for its commas: "
+         "3x3/6x3/12x6; default uniform)", [&o](const std::string& v) { o.heads = v; }},
+        {"--widths", "LIST", "width schedules, comma-separated (uniform, x, v, lambda, 3, or a list with /; default uniform)",
+         [&o](const std::string& v) { o.widths = v; }},
+        {"--seeds", "N|LIST", "N seeds (1..N), or a comma-separated list of two or more (default 3)",
+         [&o](const std::string& v) { o.seeds = v; }},
+        {"--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
+         [&o](const std::string& v) { o.launcher = v; }},
+        {"--list", "", "print one line per run (K, state, the command that runs it now) and exit",
+         [&o](const std::string&) { o.list = true; }},
+        {"--only", "K", "run only the K-th run of --list (1-based)", long_flag("--only", o.only, 1, 1000000)},
+        {"--trainer", "PATH", "the train_prism binary (default: the one next to study)",
+         [&o](const std::string& v) { o.trainer = v; }},
+        {"--eval-zeroshot", "PATH", "the eval_zeroshot binary (default: the one next to study)",
+         [&o](const std::string& v) { o.evaluator = v; }},
+        {"--eval-data", "DIR", "zero-shot eval files; each task present is scored after each run (default data/eval)",
+         [&o](const std::string& v) { o.eval_data = v; }},
+        {"--eval-limit", "N", "examples per task in those evals (default: all)", long_flag("--eval-limit", o.eval_limit, 1, kMaxSteps)},
+        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+    };
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    for (size_t a = 0; a <= s.size();) {
+        size_t b = s.find(sep, a);
+        if (b == std::string::npos) b = s.size();
+        const std::string t = trim(s.substr(a, b - a));
+        if (!t.empty()) out.push_back(t);
+        a = b + 1;
+    }
+    return out;
+}
+
+// A word for /bin/sh: as it is when it is safe, else in single quotes.
+std::string shell_quote(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./,:@%") == std::string::npos)
+        return s;
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+std::string shell_join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& a : v) s += (s.empty() ? "" : " ") + shell_quote(a);
+    return s;
+}
+
+struct Run {
+    std::string name, dir, heads, widths;
+    uint64_t seed = 0;
+    std::vector<std::string> flags;  // the trainer's flags, without the binary
+    TrainOptions o;                  // those flags, resolved as train_prism resolves them
+    ModelConfig cfg;
+    RunPlan plan;
+    std::string state;               // done | resume | restart | new
+    bool eval_missing = false;
+};
+
+// The run's flags resolved as train_prism does (defaults for a GPU machine: only the default model depends on
+// it, and a study names its preset), and its plan.
+void resolve(Run& r) {
+    std::vector<Flag> flags = make_train_flags(r.o);
+    std::vector<std::string> args{"train_prism"};
+    args.insert(args.end(), r.flags.begin(), r.flags.end());
+    std::vector<char*> av;
+    for (std::string& a : args) av.push_back(&a[0]);
+    parse_flags((int)av.size(), av.data(), flags, "train_prism (in the study's trainer flags)");
+    if (r.o.resume || r.o.overwrite || r.o.plan)
+        throw ConfigError("--resume, --overwrite and --plan are the study's to give; leave them out of its trainer flags");
+    if (r.o.stop_after) throw ConfigError("--stop-after would leave every run unfinished; leave it out of a study");
+    std::vector<std::string> warnings, notes;
+    r.cfg = build_config(r.o.model, warnings);
+    default_run(r.o, r.cfg, 1, notes);
+    size_t train_tokens = 0;
+    if (r.o.epochs > 0)  // the shards' token count, from their sizes (header 256 int32, then uint16 tokens)
+        for (const std::string& path : glob_shards(r.o.train)) {
+            struct stat st;
+            if (stat(path.c_str(), &st) == 0 && st.st_size > 1024) train_tokens += (size_t)(st.st_size - 1024) / 2;
+        }
+    r.plan = plan_run(r.o, r.cfg, 1, train_tokens);
+}
+
+std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_flags) {
+    const Recipe* rec = nullptr;
+    if (!o.recipe.empty()) {
+        std::string known;
+        for (const Recipe& r : recipes()) {
+            if (o.recipe == r.name) rec = &r;
+            known += std::string(known.empty() ? "" : ", ") + r.name;
+        }
+        if (!rec) throw ConfigError("unknown recipe '" + o.recipe + "'; choose one of " + known);
+        recipe_flags = rec->flags;
+    }
+    const std::string preset = !o.preset.empty() ? o.preset : rec ? rec->preset : "tiny";
+    const std::vector<std::string> heads = split(!o.heads.empty() ? o.heads : rec ? rec->heads : "uniform", ',');
+    const std::vector<std::string> widths = split(!o.widths.empty() ? o.widths : rec ? rec->widths : "uniform", ',');
+    std::vector<uint64_t> seeds;
+    const std::string seed_arg = !o.seeds.empty() ? o.seeds : std::to_string(rec ? rec->seeds : 3);
+    if (seed_arg.find(',') == std::string::npos) {
+        const long n = parse_long_flag("--seeds", seed_arg);
+        if (n < 1 || n > 1000) throw ConfigError("--seeds " + seed_arg + ": give a count from 1 to 1000, or a list like 1,2,3");
+        for (long s = 1; s <= n; s++) seeds.push_back((uint64_t)s);
+    } else {
+        for (const std::string& s : split(seed_arg, ',')) {
+            const long v = parse_long_flag("--seeds", s);
+            if (v < 0) throw ConfigError("--seeds: " + s + " is negative");
+            if (std::find(seeds.begin(), seeds.end(), (uint64_t)v) != seeds.end())
+                throw ConfigError("--seeds: " + s + " is given twice");
+            seeds.push_back((uint64_t)v);
+        }
+    }
+    if (heads.empty() || widths.empty()) throw ConfigError("--heads and --widths need at least one schedule each");
+    std::vector<Run> runs;
+    for (const std::string& h : heads)
+        for (const std::string& w : widths)
+            for (uint64_t s : seeds) {
+                Run r;
+                r.heads = h, r.widths = w, r.seed = s;
+                std::string hs = h, ws = w;
+                for (char& c : hs) c = c == '/' ? ',' : c;
+                for (char& c : ws) c = c == '/' ? ',' : c;
+                r.name = h + "-" + w + "-s" + std::to_string(s);
+                for (char& c : r.name)
+                    if (c == '/' || c == ',' || c == ' ') c = '_';
+                r.dir = o.dir + "/" + r.name;
+                r.flags = {"-m", preset, "-s", hs, "-w", ws, "--seed", std::to_string(s), "-o", r.dir};
+                r.flags.insert(r.flags.end(), recipe_flags.begin(), recipe_flags.end());
+                r.flags.insert(r.flags.end(), o.trainer_flags.begin(), o.trainer_flags.end());
+                resolve(r);
+                runs.push_back(r);
+            }
+    return runs;
+}
+
+std::vector<std::string> eval_tasks_present(const Options& o) {
+    std::vector<std::string> tasks;
+    for (const std::string& t : split(eval_task_names(","), ','))
+        if (access((o.eval_data + "/" + t + ".bin").c_str(), R_OK) == 0) tasks.push_back(t);
+    return tasks;
+}
+
+// What the run needs now (see the top), from its directory. A done run recorded with other flags than the
+// study's is an error: the study would otherwise compare runs it did not ask for.
+void find_state(Run& r, bool evals) {
+    RunRecord rec;
+    const bool recorded = read_run_record(r.dir, rec);
+    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(r.plan.steps)) {
+        try {
+            check_resume_args(rec, record_args(r.o, r.plan));
+        } catch (const ConfigError& e) {
+            std::string why = e.what();
+            why = why.substr(0, why.find(" ("));
+            throw ConfigError(r.dir + " is done with other flags than this study's: " + why.substr(why.find(": ") + 2) +
+                              "; rerun the study with the flags it was run with, or use another study directory");
+        }
+        r.state = "done";
+    } else if (access((r.dir + "/latest").c_str(), F_OK) == 0) {
+        r.state = "resume";
+    } else if (is_dir(r.dir) && !list_dir(r.dir).empty()) {
+        r.state = "restart";
+    } else {
+        r.state = "new";
+    }
+    r.eval_missing = evals && access((r.dir + "/eval.json").c_str(), F_OK) != 0;
+}
+
+std::string binary_next_to(const char* argv0, const char* name) {
+    std::string s = argv0;
+    const size_t slash = s.find_last_of('/');
+    return slash == std::string::npos ? std::string("./") + name : s.substr(0, slash + 1) + name;
+}
+
+std::vector<std::string> launcher_words(const Options& o) { return split(o.launcher, ' '); }
+
+std::vector<std::string> train_command(const Options& o, const Run& r) {
+    std::vector<std::string> c = launcher_words(o);
+    c.push_back(o.trainer);
+    c.insert(c.end(), r.flags.begin(), r.flags.end());
+    if (r.state == "resume") c.push_back("--resume");
+    if (r.state == "restart") c.push_back("--overwrite");
+    return c;
+}
+
+std::vector<std::string> eval_command(const Options& o, const Run& r, const std::vector<std::string>& tasks) {
+    std::vector<std::string> c = launcher_words(o);
+    std::string list;
+    for (const std::string& t : tasks) list += (list.empty() ? "" : ",") + t;
+    c.insert(c.end(), {o.evaluator, r.dir, "--tasks", list, "--data", o.eval_data, "--json", r.dir + "/eval.json"});
+    if (o.eval_limit) c.insert(c.end(), {"--limit", std::to_string(o.eval_limit)});
+    if (r.o.cpu) c.push_back("--cpu");
+    return c;
+}
+
+// Runs `cmd` through /bin/sh with its output appended to `log`; the exit status (128 + N for a signal).
+int run_command(const std::string& cmd, const std::string& log) {
+    const std::string full = "exec " + cmd + " >> " + shell_quote(log) + " 2>&1";
+    const int st = system(full.c_str());
+    if (st == -1) throw ConfigError("cannot start /bin/sh for: " + cmd);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return WEXITSTATUS(st);
+}
+
+// The last non-empty line of a file (a failed run's error).
+std::string last_line(const std::string& path) {
+    const std::string t = read_text(path);
+    const size_t nl = t.find_last_of('\n');
+    return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+double final_val_loss(const std::string& dir) {
+    const std::string t = read_text(dir + "/log.jsonl");
+    double v = NAN;
+    for (size_t a = 0; a < t.size();) {
+        size_t b = t.find('\n', a);
+        if (b == std::string::npos) b = t.size();
+        const size_t at = t.find("\"val_loss\": ", a);
+        if (at != std::string::npos && at < b) v = std::strtod(t.c_str() + at + 12, nullptr);
+        a = b + 1;
+    }
+    return v;
+}
+
+int run(Options& o, char** argv) {
+    if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
+    if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
+    std::vector<std::string> recipe_flags;
+    std::vector<Run> runs = make_runs(o, recipe_flags);
+    const std::vector<std::string> tasks = eval_tasks_present(o);
+    for (Run& r : runs) find_state(r, !tasks.empty());
+    const auto check_only = [&] {
+        if (o.only && o.only > (long)runs.size())
+            throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(runs.size()) + " runs");
+    };
+    if (o.list) {
+        check_only();
+        for (size_t k = 0; k < runs.size(); k++) {
+            const Run& r = runs[k];
+            const bool needs_eval = r.eval_missing;
+            printf("%zu\t%s%s\t%s\n", k + 1, r.state.c_str(), needs_eval ? "+eval" : "",
+                   r.state == "done" && needs_eval ? shell_join(eval_command(o, r, tasks)).c_str()
+                                                   : shell_join(train_command(o, r)).c_str());
+        }
+        return 0;
+    }
+    // The plan and its cost.
+    const RooflineGpu gpu;
+    double gpu_s = 0;
+    long done = 0;
+    for (const Run& r : runs) {
+        double step_s = 0;
+        for (const OpCost& op : step_ops(r.cfg, r.o.B, r.plan.T, r.plan.n_micro, false)) step_s += op_expected(op, gpu);
+        gpu_s += step_s * r.plan.steps;
+        done += r.state == "done";
+    }
+    const Run& r0 = runs[0];
+    printf("study %s%s: %s, %zu configurations x %zu seeds = %zu runs (%ld done); %ld steps of %ld tokens each\n",
+           o.dir.c_str(), o.recipe.empty() ? "" : (" (recipe " + o.recipe + ")").c_str(), r0.o.model.preset.c_str(),
+           runs.size() / std::max<size_t>(1, std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; })),
+           (size_t)std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; }),
+           runs.size(), done, r0.plan.steps, r0.plan.total_batch);
+    printf("estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
+           "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
+           gpu_s / 3600, runs.size());
+    if (tasks.empty())
+        printf("zero-shot evals: none (no eval files in %s; bash data/get_eval.sh makes them)\n", o.eval_data.c_str());
+    else {
+        std::string list;
+        for (const std::string& t : tasks) list += (list.empty() ? "" : ", ") + t;
+        printf("zero-shot evals after each run: %s (from %s)\n", list.c_str(), o.eval_data.c_str());
+    }
+    fflush(stdout);
+    check_only();
+    make_dirs(o.dir);
+    int failed = 0;
+    for (size_t k = 0; k < runs.size(); k++) {
+        if (o.only && (long)k + 1 != o.only) continue;
+        Run& r = runs[k];
+        const std::string log = r.dir + "/train.log";
+        if (r.state != "done") {
+            make_dirs(r.dir);
+            const std::vector<std::string> cmd = train_command(o, r);
+            printf("[%zu/%zu] %s: %s (output: %s)\n", k + 1, runs.size(), r.name.c_str(),
+                   r.state == "new" ? "training" : r.state == "resume" ? "resuming" : "starting again (no checkpoint)",
+                   log.c_str());
+            fflush(stdout);
+            const double t0 = now_seconds();
+            const int rc = run_command(shell_join(cmd), log);
+            if (rc == kExitInterrupted || rc == 128 + SIGINT || rc == 128 + SIGTERM) {
+                printf("study: %s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), rc);
+                return kExitInterrupted;
+            }
+            if (rc != 0) {
+                fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, last_line(log).c_str());
+                failed++;
+                continue;
+            }
+            printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, runs.size(), r.name.c_str(),
+                   now_seconds() - t0, final_val_loss(r.dir));
+        } else {
+            printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
+        }
+        if (r.eval_missing) {
+            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json\n", k + 1, runs.size(), r.name.c_str(), r.dir.c_str());
+            fflush(stdout);
+            const int rc = run_command(shell_join(eval_command(o, r, tasks)), r.dir + "/eval.log");
+            if (rc != 0) {
+                fprintf(stderr, "study: the evals of %s failed (exit %d): %s\n", r.name.c_str(), rc,
+                        last_line(r.dir + "/eval.log").c_str());
+                failed++;
+            }
+        }
+        fflush(stdout);
+    }
+    if (failed) {
+        fprintf(stderr, "study: error: %d of the runs failed (their logs are named above); fix the cause and rerun "
+                        "the same command: finished runs are skipped\n", failed);
+        return 1;
+    }
+    printf("study %s: complete; compare the runs with: report %s/* -o %s/report.html\n", o.dir.c_str(), o.dir.c_str(),
+           o.dir.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::vector<Flag> flags = make_flags(o);
+    return run_tool("study", "", [&] {
+        int n = argc;  // everything after `--` is the trainer's
+        for (int i = 1; i < argc; i++)
+            if (std::string(argv[i]) == "--") {
+                n = i;
+                for (int j = i + 1; j < argc; j++) o.trainer_flags.push_back(argv[j]);
+                break;
+            }
+        std::vector<std::string> dir;
+        std::vector<char*> rest = take_positional(n, argv, flags, dir, 1);
+        parse_flags((int)rest.size(), rest.data(), flags, "study");
+        if (o.help) {
+            printf("usage: study DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] "
+                   "[flags] [-- TRAINER FLAGS]\n\nRuns a grid of train_prism runs, configurations x seeds, one run "
+                   "directory each under DIR; rerun the same command until it is complete.\n\n");
+            print_flags(stdout, flags);
+            return 0;
+        }
+        if (dir.empty()) throw ConfigError("no study directory given; usage: study DIR [flags] [-- TRAINER FLAGS] (--help)");
+        o.dir = dir[0];
+        while (o.dir.size() > 1 && o.dir.back() == '/') o.dir.pop_back();
+        return run(o, argv);
+    });
+}

@@ -1,0 +1,339 @@
+// test_study.cpp: issue 20's pieces. The t distribution against published table values; the run record and
+// `train_prism --resume -o OUT` alone (bit-identical to an uninterrupted run; a differing flag refused in one
+// line); every flag of the table recorded; report's seed groups recomputed here from the runs' log.jsonl files
+// by an independent computation; and the study tool end to end on a micro model (a grid run, rerun skips,
+// --list, --only, an interrupted run resumed, zero-shot evals written and read back by report).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "run/checkpoint.h"
+#include "util/json.h"
+#include "run/run_record.h"
+#include "run/train_flags.h"
+#include "train_loop.h"
+#include "studies/stats.h"
+#include "test/train_util.h"
+
+TEST_CASE("the t distribution's quantiles and CDF match published tables", "[study][stats]") {
+    // Two-sided 95% critical values t_{0.975, df} (any statistics table) and one-sided 95% ones.
+    const std::vector<std::pair<int, double>> t975 = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764},
+                                                      {5, 2.5706}, {10, 2.2281}, {30, 2.0423}, {120, 1.9799}};
+    for (const auto& [df, t] : t975) {
+        INFO("df " << df);
+        CHECK(stats::t_quantile(0.975, df) == Approx(t).margin(5e-5));
+        CHECK(stats::t_cdf(t, df) == Approx(0.975).margin(1e-5));
+        CHECK(stats::t_cdf(-t, df) == Approx(0.025).margin(1e-5));
+    }
+    CHECK(stats::t_quantile(0.95, 2) == Approx(2.9200).margin(5e-5));
+    CHECK(stats::t_quantile(0.95, 10) == Approx(1.8125).margin(5e-5));
+    CHECK(stats::t_quantile(0.025, 4) == Approx(-2.7764).margin(5e-5));
+    CHECK(stats::t_cdf(1, 1) == Approx(0.75).margin(1e-12));  // Cauchy: 1/2 + atan(1)/pi
+    CHECK(stats::t_quantile(0.975, 1e6) == Approx(1.95996).margin(5e-5));  // the normal's
+    // Paired differences pair by key: only the common seeds count.
+    stats::Paired p = stats::paired_difference(std::map<int, double>{{1, 2.0}, {2, 3.0}, {3, 4.5}, {9, 7}},
+                                               std::map<int, double>{{1, 1.0}, {2, 1.5}, {3, 3.0}, {4, 0}});
+    CHECK(p.n == 3);
+    CHECK(p.mean == Approx(4.0 / 3));
+    CHECK(p.sd == Approx(std::sqrt(((1 - 4.0 / 3) * (1 - 4.0 / 3) + 2 * (1.5 - 4.0 / 3) * (1.5 - 4.0 / 3)) / 2)));
+    CHECK(p.hi - p.mean == Approx(4.3027 * p.sd / std::sqrt(3.0)).epsilon(1e-4));
+    CHECK(std::isnan(stats::paired_difference(std::map<int, double>{{1, 1}}, std::map<int, double>{{1, 0}}).lo));
+}
+
+TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
+    TrainOptions o;
+    std::vector<Flag> flags = make_train_flags(o);
+    // Every conditional entry set, so that a flag missing from record_args shows.
+    o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
+    o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
+    o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
+    o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3;
+    RunPlan p;
+    const auto args = record_args(o, p);
+    for (const Flag& f : flags) {
+        const std::string n = canonical_name(f);
+        if (std::find(not_recorded().begin(), not_recorded().end(), n) != not_recorded().end() || n == "--tied") continue;
+        INFO(n);
+        CHECK(std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == n; }) != args.end());
+    }
+    CHECK(run_record::exact(0.003) == "0.003");
+    CHECK(std::strtod(run_record::exact(8.0 / 3).c_str(), nullptr) == 8.0 / 3);
+}
+
+TEST_CASE("--resume -o OUT alone continues a run bit-identically; a differing flag is refused in one line",
+          "[study][record][train]") {
+    const std::string dir = make_data_dir();
+    Result a = sh(micro(dir, dir + "/straight") + " --steps 24");
+    INFO(a.out);
+    REQUIRE(a.rc == 0);
+    Result b1 = sh(micro(dir, dir + "/resumed") + " --steps 24 --stop-after 12");
+    INFO(b1.out);
+    REQUIRE(b1.rc == 0);
+    REQUIRE(b1.out.find("continue with train_prism --resume -o " + dir + "/resumed") != std::string::npos);
+
+    // A flag that differs from the record, one that was not in it, and a changed model: one line each.
+    for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--lr 0.02", "--resume: --lr 0.02 differs from the recorded --lr 0.01 ("},
+             {"--no-shuffle", "--resume: --no-shuffle is not part of the recorded run"},
+             {"--layers 3", "--resume: --layers 3 differs from the recorded --layers 2"},
+             {"-b 2", "--resume: --batch 2 differs from the recorded --batch 4"}}) {
+        Result r = sh("./train_prism --resume -o " + dir + "/resumed " + flag);
+        INFO(flag << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(r.out.find(says) != std::string::npos);
+        CHECK(r.out.find("a resume may change only --steps") != std::string::npos);
+    }
+    // The refusals changed nothing: the resume alone continues as if never interrupted.
+    Result b2 = sh("./train_prism --resume -o " + dir + "/resumed");
+    INFO(b2.out);
+    REQUIRE(b2.rc == 0);
+    REQUIRE(b2.out.find("resumed from " + dir + "/resumed/step_00000012 at step 12") != std::string::npos);
+    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
+    REQUIRE(la.size() == 24);
+    REQUIRE(lb.size() == 24);
+    for (long s = 1; s <= 24; s++) {
+        INFO("step " << s);
+        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));
+    }
+    REQUIRE(load_model(dir + "/straight/model.bin").params == load_model(dir + "/resumed/model.bin").params);
+
+    // The record: the resolved flags, the model, and one entry per invocation.
+    RunRecord rec;
+    REQUIRE(read_run_record(dir + "/resumed", rec));
+    CHECK(rec.arg("--lr") == "0.01");
+    CHECK(rec.arg("--steps") == "24");
+    CHECK(rec.arg("--seed") == "1337");
+    CHECK(rec.status() == "done");
+    const json::Value* inv = rec.doc.find("invocations");
+    REQUIRE(inv);
+    REQUIRE(inv->arr.size() == 2);
+    CHECK(json::str_field(inv->arr[0], "status") == "stopped");
+    CHECK(json::int_field(inv->arr[0], "end_step") == 12);
+    CHECK(json::int_field(inv->arr[1], "start_step") == 12);
+    CHECK(json::str_field(inv->arr[1], "commit") != "");
+    CHECK(json::field(inv->arr[1], "ended").kind == json::Value::String);
+    const json::Value& layers = json::field(json::field(rec.doc, "model"), "layers");
+    REQUIRE(layers.arr.size() == 2);
+    CHECK(json::int_field(layers.arr[0], "layer") == 1);
+    CHECK(json::int_field(layers.arr[0], "head_dim") == 16);
+
+    // What may change: the length (continuing a finished run), and the cadence.
+    Result c = sh("./train_prism --resume -o " + dir + "/resumed --steps 30 --val-every 3");
+    INFO(c.out);
+    REQUIRE(c.rc == 0);
+    CHECK(read_log(dir + "/resumed/log.jsonl").size() == 30);
+    REQUIRE(read_run_record(dir + "/resumed", rec));
+    CHECK(rec.arg("--steps") == "30");
+    CHECK(json::field(rec.doc, "invocations").arr.size() == 3);
+    sh("rm -rf '" + dir + "'");
+}
+
+namespace {
+
+// A run directory as train_prism leaves it, with a record: log lines with a validation loss every 5 steps.
+void write_recorded_run(const std::string& dir, const std::string& heads, uint64_t seed, const std::vector<double>& vals) {
+    make_dirs(dir);
+    std::string log;
+    for (size_t k = 0; k < vals.size(); k++) {
+        const long step = 5 * (long)(k + 1);
+        char b[256];
+        snprintf(b, sizeof b, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
+                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n", step, step * 128,
+                 vals[k] + 0.1, vals[k], step * 0.1);
+        log += b;
+    }
+    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
+    RunRecordWriter w;
+    w.dir = dir;
+    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads}, {"--widths", "uniform"}, {"--lr", "0.003"},
+              {"--seed", std::to_string(seed)}, {"--out", dir}, {"--steps", std::to_string(5 * vals.size())}};
+    w.model_json = w.plan_json = "{}";
+    w.started = "2026-01-01T00:00:00Z";
+    w.write("done", 5 * (long)vals.size(), true);
+}
+
+// The validation losses of a log.jsonl, read with sscanf alone (not json.h, not run_log.h).
+std::vector<double> val_losses(const std::string& path) {
+    std::ifstream f(path);
+    std::vector<double> v;
+    std::string line;
+    while (std::getline(f, line)) {
+        const size_t at = line.find("\"val_loss\": ");
+        double x;
+        if (at != std::string::npos && sscanf(line.c_str() + at + 12, "%lf", &x) == 1) v.push_back(x);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("report's seed groups: the statistics recomputed from the runs' logs", "[study][report]") {
+    char tmpl[] = "/tmp/prism_groups_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // Two configurations x three seeds, and an unrecorded run of a fourth seed that must stay a group of its own.
+    const double u[3][3] = {{6.9, 6.5, 6.31}, {6.8, 6.45, 6.28}, {7.0, 6.6, 6.40}};
+    const double p[3][3] = {{6.85, 6.4, 6.25}, {6.8, 6.44, 6.29}, {6.9, 6.5, 6.33}};
+    std::vector<std::string> dirs;
+    for (int s = 0; s < 3; s++) {
+        dirs.push_back(dir + "/uniform-s" + std::to_string(s + 1));
+        write_recorded_run(dirs.back(), "uniform", s + 1, {u[s][0], u[s][1], u[s][2]});
+        dirs.push_back(dir + "/prism-s" + std::to_string(s + 1));
+        write_recorded_run(dirs.back(), "prism", s + 1, {p[s][0], p[s][1], p[s][2]});
+    }
+    Result r = sh("./report " + dir + "/prism-s1 " + dir + "/uniform-s1 " + dir + "/prism-s2 " + dir + "/uniform-s2 " +
+                  dir + "/prism-s3 " + dir + "/uniform-s3 -o " + dir + "/r.html --json " + dir + "/r.json");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("heads uniform (baseline)") != std::string::npos);  // the default baseline, though listed second
+
+    // Independently: final and best validation loss per run from the logs, the groups' means and sample stds, and
+    // the paired difference prism - uniform by seed with the tabled t_{0.975, 2} = 4.30265.
+    auto mean = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / v.size();
+    };
+    auto sd = [&](const std::vector<double>& v) {
+        const double m = mean(v);
+        double s = 0;
+        for (double x : v) s += (x - m) * (x - m);
+        return std::sqrt(s / (v.size() - 1));
+    };
+    std::vector<double> uf, pf, ub, pb, df, db;
+    for (int s = 1; s <= 3; s++) {
+        const std::vector<double> a = val_losses(dir + "/uniform-s" + std::to_string(s) + "/log.jsonl");
+        const std::vector<double> b = val_losses(dir + "/prism-s" + std::to_string(s) + "/log.jsonl");
+        uf.push_back(a.back()), pf.push_back(b.back());
+        ub.push_back(*std::min_element(a.begin(), a.end())), pb.push_back(*std::min_element(b.begin(), b.end()));
+        df.push_back(pf.back() - uf.back()), db.push_back(pb.back() - ub.back());
+    }
+    const json::Value js = json::parse(read_text(dir + "/r.json"));
+    CHECK(json::str_field(js, "baseline") == "heads uniform");
+    const json::Value& groups = json::field(js, "groups");
+    REQUIRE(groups.arr.size() == 2);
+    auto num = [](const json::Value& o, const char* k) { return std::strtod(json::field(o, k).str.c_str(), nullptr); };
+    for (const json::Value& g : groups.arr) {
+        const bool prism = json::str_field(g, "label") == "heads prism";
+        INFO(json::str_field(g, "label"));
+        CHECK(json::field(g, "runs").arr.size() == 3);
+        const json::Value& q = json::field(g, "quantities");
+        const json::Value& fin = json::field(q, "final val loss");
+        const json::Value& best = json::field(q, "best val loss");
+        CHECK(num(fin, "mean") == Approx(mean(prism ? pf : uf)).epsilon(1e-7));
+        CHECK(num(fin, "std") == Approx(sd(prism ? pf : uf)).epsilon(1e-6));
+        CHECK(num(best, "mean") == Approx(mean(prism ? pb : ub)).epsilon(1e-7));
+        if (!prism) {
+            CHECK(fin.find("vs_baseline") == nullptr);
+            continue;
+        }
+        for (const auto& [v, d] : {std::make_pair(&fin, &df), std::make_pair(&best, &db)}) {
+            const json::Value& vs = json::field(*v, "vs_baseline");
+            CHECK(json::int_field(vs, "n") == 3);
+            CHECK(num(vs, "mean") == Approx(mean(*d)).epsilon(1e-6));
+            const double half = 4.30265 * sd(*d) / std::sqrt(3.0);
+            CHECK(num(vs, "lo") == Approx(mean(*d) - half).margin(1e-5));
+            CHECK(num(vs, "hi") == Approx(mean(*d) + half).margin(1e-5));
+        }
+    }
+    // The page shows the same numbers, and a band per group.
+    const std::string html = read_text(dir + "/r.html");
+    char want[64];
+    snprintf(want, sizeof want, "%.4f ± %.4f", mean(pf), sd(pf));
+    CHECK(html.find(want) != std::string::npos);
+    CHECK(html.find("Validation loss, mean over seeds") != std::string::npos);
+    CHECK(html.find("<polygon fill=\"currentColor\" fill-opacity=\"0.16\"") != std::string::npos);
+
+    // --baseline by a run's name; an unknown one is one line naming the groups.
+    Result b = sh("./report " + dirs[0] + " " + dirs[1] + " -o " + dir + "/b.html --baseline prism-s1");
+    CHECK(b.rc == 0);
+    CHECK(b.out.find("heads prism (baseline)") != std::string::npos);
+    Result e = sh("./report " + dirs[0] + " " + dirs[1] + " -o " + dir + "/b.html --baseline nope");
+    CHECK(one_line_error(e));
+    CHECK(e.out.find("--baseline 'nope' is neither a group nor a run; the groups are 'heads uniform', 'heads prism'") !=
+          std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed run, zero-shot evals", "[study][cli]") {
+    const std::string data = make_data_dir(), dir = data + "/study";
+    {
+        std::ofstream f(data + "/hs.jsonl");
+        f << "{\"activity_label\": \"Baking\", \"ctx_a\": \"A man puts flour in a bowl.\", \"ctx_b\": \"he\", "
+             "\"endings\": [\"mixes it.\", \"flies away.\", \"sings.\", \"eats the bowl.\"], \"label\": 0}\n";
+    }
+    REQUIRE(sh("./build/prepare_eval hellaswag " + data + "/hs.jsonl -o " + data + "/hellaswag.bin").rc == 0);
+    std::string m = micro(data, "X");
+    m = m.substr(std::string("./train_prism --vocab 256 ").size(), m.find(" -o ") - std::string("./train_prism --vocab 256 ").size());  // GPT-2 eval tokens need V 50257
+    const std::string study = "./study " + dir + " --heads uniform,1/2 --seeds 2 --eval-data " + data + " -- " + m +
+                              " --steps 6";
+    Result l = sh(study + " --list");
+    INFO(l.out);
+    REQUIRE(l.rc == 0);
+    CHECK(l.out.find("1\tnew\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir + "/uniform-uniform-s1 --d 32") == 0);
+    CHECK(l.out.find("4\tnew\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") != std::string::npos);
+    // One run interrupted after 3 steps, as a job time limit would leave it.
+    const std::string line4 = l.out.substr(l.out.find("4\tnew\t") + 6);
+    REQUIRE(sh(line4.substr(0, line4.find('\n')) + " --stop-after 3").rc == 0);
+    Result l2 = sh(study + " --list --only 4");
+    CHECK(l2.out.find("4\tresume+eval\t") != std::string::npos);
+
+    Result r = sh(study);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("2 configurations x 2 seeds = 4 runs (0 done)") != std::string::npos);
+    CHECK(r.out.find("estimated cost: ") != std::string::npos);
+    CHECK(r.out.find("zero-shot evals after each run: hellaswag") != std::string::npos);
+    CHECK(r.out.find("[4/4] 1_2-uniform-s2: resuming") != std::string::npos);
+    CHECK(r.out.find("complete") != std::string::npos);
+    for (const char* n : {"uniform-uniform-s1", "uniform-uniform-s2", "1_2-uniform-s1", "1_2-uniform-s2"}) {
+        INFO(n);
+        RunRecord rec;
+        REQUIRE(read_run_record(dir + "/" + n, rec));
+        CHECK(rec.status() == "done");
+        CHECK(read_log(dir + "/" + n + "/log.jsonl").size() == 6);
+        CHECK(read_text(dir + "/" + n + "/eval.json").find("\"task\": \"hellaswag\"") != std::string::npos);
+    }
+    // Same seed, same data: the two configurations' seed-1 runs differ in heads only, so their records' args
+    // differ in --heads-schedule and -o alone.
+    RunRecord a, b;
+    REQUIRE(read_run_record(dir + "/uniform-uniform-s1", a));
+    REQUIRE(read_run_record(dir + "/1_2-uniform-s1", b));
+    REQUIRE(a.args.size() == b.args.size());
+    for (size_t i = 0; i < a.args.size(); i++)
+        if (a.args[i].first != "--heads-schedule" && a.args[i].first != "--out") CHECK(a.args[i] == b.args[i]);
+
+    // Rerun: everything skipped. --only 2 after its directory is removed: that run alone.
+    Result again = sh(study);
+    CHECK(again.rc == 0);
+    CHECK(again.out.find("(4 done)") != std::string::npos);
+    sh("rm -rf " + dir + "/uniform-uniform-s2");
+    Result only = sh(study + " --only 2");
+    INFO(only.out);
+    CHECK(only.rc == 0);
+    CHECK(only.out.find("[2/4] uniform-uniform-s2: training") != std::string::npos);
+    CHECK(only.out.find("[1/4]") == std::string::npos);
+    // A study whose flags changed does not mix its runs with the old ones.
+    Result changed = sh(study + " --lr 0.02");
+    CHECK(one_line_error(changed));
+    CHECK(changed.out.find("is done with other flags than this study's: --lr 0.02 differs from the recorded --lr 0.01") !=
+          std::string::npos);
+    // The report groups the study by heads and shows the evals' metrics with their paired differences.
+    Result rep = sh("./report " + dir + "/* -o " + dir + "/r.html");
+    INFO(rep.out);
+    CHECK(rep.rc == 0);
+    CHECK(rep.out.find("heads uniform (baseline)") != std::string::npos);
+    CHECK(rep.out.find("hellaswag acc") != std::string::npos);
+    // Bad input: one line each.
+    for (const std::string& bad : {std::string("./study"), "./study " + dir + " --recipe nope",
+                                   "./study " + dir + " --seeds 0", "./study " + dir + " -- --resume",
+                                   "./study " + dir + " --list --only 9 -- " + m}) {
+        Result e = sh(bad);
+        INFO(bad << ": " << e.out);
+        CHECK(one_line_error(e));
+    }
+    sh("rm -rf '" + data + "'");
+}
