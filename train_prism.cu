@@ -69,6 +69,8 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
                  [&o](const std::string&) { o.resume = true; }});
     f.push_back({"--overwrite", "", "start afresh in an OUT that holds a run: delete its checkpoints and log first",
                  [&o](const std::string&) { o.overwrite = true; }});
+    f.push_back({"--allow-batch-change", "", "with --resume: go on with another global batch (tokens per step) than "
+                 "the checkpoint's (without it, that is an error)", [&o](const std::string&) { o.allow_batch_change = true; }});
     f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
                  int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
@@ -82,7 +84,7 @@ static std::vector<Flag> make_flags(TrainOptions& o) {
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
                  long_flag("--eval-every", o.eval_every, 0, kMaxSteps)});
     f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
-                 [&o](const std::string& v) { o.eval_task = v; }});
+                 [&o](const std::string& v) { o.eval_task = find_eval_task(v).name; }});
     f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0, kMaxSteps)});
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});
@@ -109,6 +111,14 @@ static int train_main(int argc, char** argv, Dist& dist) {
     dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
+        std::string length;  // the run's length is set by one flag at most
+        for (auto [given, name] : {std::pair<bool, const char*>{o.steps > 0, "--steps"}, {o.tokens > 0, "--tokens"},
+                                   {o.tokens_per_param > 0, "--tokens-per-param"}, {o.epochs > 0, "--epochs"}}) {
+            if (given && !length.empty())
+                throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
+            if (given) length = name;
+        }
+        if (o.allow_batch_change && !o.resume) throw ConfigError("--allow-batch-change only applies to --resume");
         if (o.help) return;
         default_model(o, gpu_engine_available(o.cpu));
         cfg = build_config(o.model, warnings);
@@ -150,6 +160,13 @@ static int train_main(int argc, char** argv, Dist& dist) {
 }
 
 int main(int argc, char** argv) {
+    install_stop_handlers();  // first: a stop signal during the start-up is honoured too (train_loop.h)
+    for (int i = 1; i + 1 < argc; i++)  // the watchdog's limit bounds the process group's forming too (dist.h)
+        if (std::string(argv[i]) == "--comm-timeout") {
+            char* end = nullptr;
+            const double s = strtod(argv[i + 1], &end);
+            if (*end == 0 && s >= 1 && s <= 1e6) Watchdog::get().set_limit(s);  // else parse_flags says why
+        }
     Dist dist;
     return run_ranks(dist, "use a smaller model or batch (-b)", [&] {
         dist.start(&argc, &argv, "train_prism");
