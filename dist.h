@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -370,6 +371,7 @@ class Dist {
 // (Dist::abort_job). oom_hint completes the out-of-memory message ("use a smaller model or batch (-b)").
 // Returns the exit status.
 inline int run_ranks(Dist& dist, const char* oom_hint, const std::function<int()>& body) {
+    signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG): the ordinary one-line disk error
     // body starts the process group: who this rank is is known only after it ran. What the run printed comes
     // first, the error line last.
     auto say = [&](const std::string& what, const std::string& msg) {

@@ -137,6 +137,18 @@ inline std::string write_error(int e) {
     return s;
 }
 
+// Before the work whose result goes to `path` (a --json FILE, an -o FILE): a directory there, or a directory
+// above it that does not exist, is an error now rather than after the work. `flag` names the option.
+inline void check_output_file(const std::string& path, const std::string& flag) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw IoError(flag + " " + path + " is a directory; pass a file name (e.g. " + path + "/out)");
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw IoError(flag + " " + path + ": the directory " + dir + " does not exist; create it or fix the path");
+}
+
 // Writes the pieces to path.tmp, fsyncs and renames over path. An earlier path.tmp (a crash's, or a link) is
 // unlinked first and the new one created afresh, so a link there is never followed; a directory at path is
 // refused before anything is written, and a failed rename leaves no path.tmp behind.

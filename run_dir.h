@@ -55,8 +55,9 @@ inline void make_dirs(const std::string& path) {
     std::string cur;
     for (size_t i = 0; i <= path.size(); i++) {
         if (i == path.size() || path[i] == '/') {
-            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-                throw ConfigError("cannot create directory " + cur + ": " + strerror(errno));
+            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && !(errno == EEXIST && is_dir(cur)))
+                throw ConfigError(errno == EEXIST ? cur + " exists and is not a directory; pass a directory as -o"
+                                                  : "cannot create directory " + cur + ": " + strerror(errno));
         }
         if (i < path.size()) cur += path[i];
     }
@@ -248,7 +249,8 @@ class RunDir {
         long links = 0;
         for (const std::string& n : list_dir(out_))
             if (step_of_dir_name(n) >= 0 && lstat((out_ + "/" + n).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) links++;
-        if (links) held.push_back(std::to_string(links) + " link" + (links > 1 ? "s" : "") + " named like a checkpoint");
+        if (links) held.push_back(std::to_string(links) + (links > 1 ? " files or links" : " file or link") +
+                                  " named like a checkpoint");
         if (access((out_ + "/latest").c_str(), F_OK) == 0) held.push_back("a latest file");
         if (access((out_ + "/model.bin").c_str(), F_OK) == 0) held.push_back("a model.bin");
         if (stat(log_path().c_str(), &st) == 0 && st.st_size > 0)
