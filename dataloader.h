@@ -2,7 +2,9 @@
 //
 // Shard format (llm.c's, so shards move freely between the two projects), little-endian:
 //   bytes [0, 1024)         256 x int32 header: [0] = 20240520 (magic), [1] = 1 (version: uint16 tokens),
-//                           [2] = token count N, the rest zero
+//                           [2] = token count N; [3] = 0x54455350 ("PSET") when [4..5] hold the 64-bit id of
+//                           the set the shard was written with (prepare_shards; llm.c leaves [3..] zero and
+//                           ignores them); the rest zero
 //   bytes [1024, 1024+2N)   N x uint16 token ids; every document is preceded by EOT (50256 for GPT-2)
 //
 // How a batch is cut. A shard of N tokens holds W = (N - 1) / T windows; window k is the T + 1 tokens
@@ -25,7 +27,10 @@
 //
 // Checked once, when the loader opens the shards: every header and size, and every token of every shard
 // below the vocabulary V (read in large blocks and scanned in parallel), so a bad token fails at the start of
-// a run, not hours in when training reaches its window.
+// a run, not hours in when training reaches its window; and that the shards of one set (one prefix, PREFIX_val_*
+// and PREFIX_train_*) were written together: all with one set id, or all without (llm.c's), never a mixture
+// (what an interrupted replacement of a set leaves). A stop signal (stop_signal.h) cuts the token check short;
+// such a loader refuses to read (the trainer exits before it would).
 //
 // What it does not do: it never holds a whole shard in memory (each window is one pread at a 64-bit offset,
 // so shards above 2 GiB work), never splits a window across shards, and is not thread-safe (one loader per
@@ -46,7 +51,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <map>
 #include <vector>
+
+#include "run/stop_signal.h"
 
 static_assert(sizeof(off_t) == 8, "dataloader.h needs a 64-bit off_t (shards above 2 GiB)");
 
@@ -56,6 +64,7 @@ constexpr int SHARD_HEADER_INTS = 256;
 constexpr uint64_t SHARD_HEADER_BYTES = SHARD_HEADER_INTS * sizeof(int32_t);  // 1024
 constexpr int GPT2_EOT = 50256;
 constexpr int GPT2_VOCAB = 50257;
+constexpr int32_t SHARD_SET_TAG = 0x54455350;  // "PSET": header words [4..5] hold the set id
 
 // Byte offset of token `index` in a shard. All arithmetic is 64-bit: llm.c once computed this in int and
 // broke every shard above 2 GiB (index > ~1.07e9 tokens).
@@ -69,7 +78,9 @@ inline uint64_t shard_file_bytes(uint64_t tokens) { return shard_token_offset(to
 
 // Writes a complete shard atomically: to PATH.tmp.PID first, flushed (and fsync'ed unless sync is false),
 // then renamed over PATH, so a crash never leaves a torn shard under the real name.
-inline void write_shard(const std::string& path, const uint16_t* tokens, size_t n, bool sync = true) {
+// set_id (not 0): the id of the set the shard belongs to, in header words [3..5] (see the top).
+inline void write_shard(const std::string& path, const uint16_t* tokens, size_t n, bool sync = true,
+                        uint64_t set_id = 0) {
   if (n > (size_t)INT32_MAX)
     throw std::runtime_error("shard " + path + ": " + std::to_string(n) +
                              " tokens do not fit the int32 header count; use smaller shards");
@@ -80,19 +91,21 @@ inline void write_shard(const std::string& path, const uint16_t* tokens, size_t 
   header[0] = SHARD_MAGIC;
   header[1] = SHARD_VERSION;
   header[2] = (int32_t)n;
+  if (set_id) header[3] = SHARD_SET_TAG, memcpy(&header[4], &set_id, 8);
   bool ok = fwrite(header, sizeof(header), 1, f) == 1;
   ok = ok && (n == 0 || fwrite(tokens, sizeof(uint16_t), n, f) == n);
   ok = ok && fflush(f) == 0 && (!sync || fsync(fileno(f)) == 0);
   const int err = errno;
   ok = (fclose(f) == 0) && ok;
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = strerror(ok ? errno : err);
+    const int e = ok ? errno : err;
+    const std::string why = std::string(strerror(e)) + (e == EFBIG ? " (over the file-size limit, ulimit -f?)" : "");
     unlink(tmp.c_str());
     throw std::runtime_error("cannot write shard " + path + ": " + why + "; check free disk space and permissions");
   }
 }
 
-inline void write_shard(const std::string& path, const std::vector<int>& tokens, bool sync = true) {
+inline void write_shard(const std::string& path, const std::vector<int>& tokens, bool sync = true, uint64_t set_id = 0) {
   std::vector<uint16_t> t(tokens.size());
   for (size_t i = 0; i < tokens.size(); i++) {
     if (tokens[i] < 0 || tokens[i] > 65535)
@@ -100,7 +113,7 @@ inline void write_shard(const std::string& path, const std::vector<int>& tokens,
                                " does not fit uint16; this format holds vocabularies up to 65536");
     t[i] = (uint16_t)tokens[i];
   }
-  write_shard(path, t.data(), t.size(), sync);
+  write_shard(path, t.data(), t.size(), sync, set_id);
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -108,7 +121,8 @@ inline void write_shard(const std::string& path, const std::vector<int>& tokens,
 
 struct ShardInfo {
   std::string path;
-  uint64_t tokens;  // N, from the (validated) header
+  uint64_t tokens;      // N, from the (validated) header
+  uint64_t set_id = 0;  // the set it was written with (0: none recorded, as llm.c writes them)
 };
 
 // Reads and checks one shard's header and size; throws a one-line error naming the file otherwise.
@@ -148,7 +162,44 @@ inline ShardInfo read_shard_info(const std::string& path) {
     throw std::runtime_error("shard " + path + ": header says " + std::to_string(n) + " tokens but file has " +
                              std::to_string(size - SHARD_HEADER_BYTES) + " bytes of tokens (" +
                              std::to_string(have) + " tokens)" + hint);
-  return {path, n};
+  uint64_t set_id = 0;
+  if (header[3] == SHARD_SET_TAG) memcpy(&set_id, &header[4], 8);
+  return {path, n, set_id};
+}
+
+// The set a shard belongs to by its name: the path without the _val_NNNNNN.bin or _train_NNNNNN.bin that
+// prepare_shards ends it with; a path of another form is a set of its own.
+inline std::string shard_set_prefix(const std::string& path) {
+  for (const char* kind : {"_val_", "_train_"}) {
+    const size_t at = path.rfind(kind);
+    if (at == std::string::npos) continue;
+    const std::string rest = path.substr(at + strlen(kind));
+    if (rest.size() > 4 && rest.compare(rest.size() - 4, 4, ".bin") == 0 &&
+        rest.find_first_not_of("0123456789") == rest.size() - 4)
+      return path.substr(0, at);
+  }
+  return path;
+}
+
+// The shards of one prefix (the training and the validation shards of a run together) must carry one set id,
+// or none: a mixture is what a prepare_shards --overwrite cut short by a kill leaves, or files copied in.
+inline void check_shard_sets(const std::vector<ShardInfo>& a, const std::vector<ShardInfo>& b = {}) {
+  std::map<std::string, const ShardInfo*> first;
+  auto id = [](uint64_t x) {
+    char s[40];
+    snprintf(s, sizeof s, x ? "set %016llx" : "no set id", (unsigned long long)x);
+    return std::string(s);
+  };
+  for (const std::vector<ShardInfo>* v : {&a, &b})
+    for (const ShardInfo& s : *v) {
+      const std::string prefix = shard_set_prefix(s.path);
+      auto it = first.emplace(prefix, &s).first;
+      if (it->second->set_id != s.set_id)
+        throw std::runtime_error("shards " + it->second->path + " (" + id(it->second->set_id) + ") and " + s.path + " (" +
+                                 id(s.set_id) + ") were not written together: an interrupted prepare_shards "
+                                 "--overwrite, or files copied in from another set; run data/prepare_shards "
+                                 "--overwrite -o " + prefix + " again");
+    }
 }
 
 // The shard files a glob pattern names, in byte order of their paths (so _val_000000 < _train_000001 <
@@ -296,10 +347,14 @@ class DataLoader {
       throw std::runtime_error("data loader: bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
                                " rank=" + std::to_string(rank) + " world=" + std::to_string(world));
     for (const std::string& p : glob_shards(glob)) shards_.push_back(read_shard_info(p));
+    check_shard_sets(shards_);
     const auto t0 = std::chrono::steady_clock::now();
     // Rank r checks every world-th shard: together the ranks check every token once (their set-up agrees on
     // the verdict, train_loop.h), rather than each reading all of a FineWeb-sized corpus.
-    for (size_t i = (size_t)rank; i < shards_.size(); i += (size_t)world) validate_shard_tokens(shards_[i], vocab);
+    for (size_t i = (size_t)rank; i < shards_.size() && !interrupted_; i += (size_t)world) {
+      validate_shard_tokens(shards_[i], vocab);
+      interrupted_ = stop_requested();
+    }
     validate_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     SplitMix64 h(0x5052534dull);  // fingerprint of the data: shard count and every shard's token count
     fingerprint_ = h.next() ^ shards_.size();
@@ -322,6 +377,8 @@ class DataLoader {
 
   // inputs, targets: (B, T) each. Advances by one group; wraps into the next epoch at the end.
   void next_batch(int* inputs, int* targets) {
+    if (interrupted_)
+      throw std::runtime_error("data loader: the check of the shards' tokens was cut short by a stop signal");
     const uint64_t per_group = (uint64_t)B_ * world_;
     for (int b = 0; b < B_; b++) {
       const uint64_t w = group_pos_ * per_group + (uint64_t)rank_ * B_ + b;
@@ -486,6 +543,7 @@ class DataLoader {
   uint64_t fingerprint_ = 0;
   size_t batches_per_epoch_ = 0;
   double validate_seconds_ = 0;
+  bool interrupted_ = false;  // a stop signal cut the token check short
   // position
   uint64_t epoch_ = 0, shard_pos_ = 0, group_pos_ = 0;
   // derived from the position

@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
             if (!model.empty()) o.model = model[0];
             parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
             if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin|RUN_DIR [flags] (--help)");
+            if (!o.json.empty()) check_output_file(o.json, "--json");  // before the evaluation, not after it
         });
         if (o.help) {
             if (dist.rank == 0) {

@@ -49,24 +49,40 @@ inline double now_seconds() {
 
 // Mean loss over `tokens` validation tokens, always from the start of the validation shards. Each rank reads
 // its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
-// windows and the same mean as one process with B x world rows.
-inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist) {
+// windows and the same mean as one process with B x world rows. A stop signal (stop_signal.h) ends it after the
+// batch in progress: then no rank has a whole validation, and the result is NaN on every rank (not logged).
+inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist,
+                              bool* cut = nullptr) {
     long batches = std::max(1L, tokens / ((long)B * T * dist.world));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
-    for (long i = 0; i < batches; i++) {
+    long done = 0;
+    for (; done < batches && !stop_requested(); done++) {
         val.next_batch(in.data(), tg.data());
         eng.forward(in.data(), tg.data(), B, T);  // adds the batch's mean loss to the engine's loss sum
     }
-    return dist.mean(eng.read_stats().loss / batches, "the sum of the validation losses");
+    double sums[2] = {eng.read_stats().loss / batches, done < batches ? 1.0 : 0.0};
+    dist.sum(sums, 2, "the sum of the validation losses");
+    if (cut) *cut = sums[1] > 0;
+    return sums[1] > 0 ? NAN : sums[0] / dist.world;
 }
 
 // A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
 // the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
+// A stop signal ends it after the token in progress (the text so far, marked).
 inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
     std::unique_ptr<Decoder> dec = eng.make_decoder(T);
-    return tok.decode(continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(),
-                                    [](int) {}));
+    struct Stopped {};
+    std::vector<int> got;
+    try {
+        continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(), [&](int t) {
+            got.push_back(t);
+            if (stop_requested()) throw Stopped();
+        });
+    } catch (const Stopped&) {
+        return tok.decode(got) + " [sample cut short by the stop signal]";
+    }
+    return tok.decode(got);
 }
 
 // The batch and length of a run, from the options, the model and the rank count: tokens per step (the global
@@ -239,8 +255,10 @@ inline void append_log(FILE* log, const std::string& line, const std::string& pa
 }
 
 // The run's header: engine, ranks, model, data, batch.
+// start, tokens: where a resumed run starts (0, 0 for a fresh one).
 inline void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
-                         const DataLoader& train, bool val, const RunPlan& p, const Dist& dist, int zero) {
+                         const DataLoader& train, bool val, const RunPlan& p, const Dist& dist, int zero, long start,
+                         long tokens) {
     Accounting acc = account(cfg);
     printf("engine: %s (%s)\n", eng.describe().c_str(), why.c_str());
     if (dist.world > 1)
@@ -252,20 +270,28 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     printf("data: %s (%s tokens, every token below V checked in %.2f s), val %s\n", o.train.c_str(),
            human((double)train.tokens_total()).c_str(), train.validate_seconds(), val ? o.val.c_str() : "off");
     std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";
-    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %ld steps (%s tokens), warmup %ld, lr %g -> %g\n",
-           o.B, p.T, ranks.c_str(), p.n_micro, p.total_batch, p.steps, human((double)p.steps * p.total_batch).c_str(),
-           p.warmup, o.lr, o.lr * o.final_lr_frac);
+    const double total = (double)tokens + (double)(p.steps - start) * p.total_batch;  // seen + still to come
+    std::string length = std::to_string(p.steps) + " steps (" + human(total) + " tokens";
+    if (start > 0) length += ", of which " + human((double)tokens) + " in steps 1.." + std::to_string(start) + " already done";
+    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %s), warmup %ld, lr %g -> %g\n", o.B, p.T,
+           ranks.c_str(), p.n_micro, p.total_batch, length.c_str(), p.warmup, o.lr, o.lr * o.final_lr_frac);
     fflush(stdout);
 }
 
-// Why the run stopped early, for the error line: which steps were not finite and what OUT/latest names.
+// Why the run stopped early, for the error line: which steps were not finite and what OUT/latest names. When
+// the first bad step is the first one after that checkpoint, the checkpoint itself is their source (its
+// parameters are finite but make non-finite steps at once), so it is not called a good one.
 inline std::string nonfinite_message(const RunDir& run, long first_bad, long last_bad) {
     std::string latest = run.latest();
+    const bool source = !latest.empty() && step_of_dir_name(latest) + 1 == first_bad;
     return "steps " + std::to_string(first_bad) + ".." + std::to_string(last_bad) +
            " had a NaN or infinite loss or gradient norm and were skipped (no update, no checkpoint); " +
-           (latest.empty() ? "no checkpoint was written"
-                           : run.path() + "/latest names " + latest + ", the last good one") +
-           "; lower --lr or raise --warmup-frac, then --resume";
+           (latest.empty() ? "no checkpoint was written; lower --lr or raise --warmup-frac and start again"
+            : source ? run.path() + "/latest names " + latest + ", which every one of these steps started from: "
+                       "it makes non-finite steps at once; resume from an earlier checkpoint (write its name into " +
+                       run.path() + "/latest), or lower --lr"
+                     : run.path() + "/latest names " + latest + ", the last good one; lower --lr or raise "
+                       "--warmup-frac, then --resume");
 }
 
 // The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
@@ -300,12 +326,18 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
     // Set-up on every rank; a failure anywhere ends every rank with one message (dist/process_group.h).
     dist.all_or_none([&] {
+        run.lock();                              // one writer per OUT: a second one fails before it reads anything
         run.check_start(o.resume, o.overwrite);  // before the slow checks: a forgotten --resume fails at once
         const int T = train_seq_len(o, cfg);
         train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
-        if (o.val_every > 0) val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
+        if (o.val_every > 0) {
+            val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
+            check_shard_sets(train->shards(), val->shards());
+        }
         p = plan_run(o, cfg, dist.world, train->tokens_total());
         if (recorded) check_resume_args(*recorded, record_args(o, p));
+        run.set_total_batch(p.total_batch);
+        run.check_writable(p.steps, dist.world);  // what the first checkpoint needs, before any work
         if (o.sample_every > 0 && lead) {
             try {
                 tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer)));
@@ -322,6 +354,14 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         run.create();
         if (o.resume) {
             ResumePoint r = run.resume(eng, cfg);
+            if (r.total_batch > 0 && r.total_batch != p.total_batch && !o.allow_batch_change)
+                throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
+                                  std::to_string(r.total_batch) + " tokens per step, this run would take " +
+                                  std::to_string(p.total_batch) + " (B " + std::to_string(o.B) + " x T " +
+                                  std::to_string(p.T) + " x " + std::to_string(dist.world) + " rank" +
+                                  (dist.world > 1 ? "s" : "") + " x " + std::to_string(p.n_micro) +
+                                  " micro-steps); pass --total-batch " + std::to_string(r.total_batch) +
+                                  " to keep it, or --allow-batch-change to go on with the new one");
             train->restore(r.loader);
             start = r.step, tokens = r.tokens, rng = r.rng;
             if (start > p.steps)
@@ -352,7 +392,19 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             fprintf(stderr, "warning: the run record was not updated: %s\n", e.what());
         }
     };
-    if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world));
+    run.agree_run_id();
+    // A stop signal during the set-up (run/stop_signal.h: the handlers are installed first thing in main): no step
+    // was done, so nothing new to save; OUT/latest is what it was.
+    if (const int sig = agreed_stop_signal(dist)) {
+        const std::string latest = lead ? run.latest() : "";
+        if (lead)
+            printf("stopped by %s during the start-up, before step %ld; %s\n", stop_signal_name(sig), start + 1,
+                   latest.empty() ? "no checkpoint yet: run the same command again"
+                                  : (o.out + "/latest names " + latest + "; continue with the same flags plus --resume").c_str());
+        fflush(stdout);
+        return kExitInterrupted;
+    }
+    if (lead) print_header(o, eng, why, cfg, *train, val != nullptr, p, dist, zero_stage(o, dist.world), start, tokens);
 
     const double peak = eng.peak_flops() * dist.world;  // 0 on the CPU: no MFU column
     const double flops_per_token = account(cfg).dense_flops_per_token;
@@ -360,7 +412,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     if (lead && !log) throw ConfigError("cannot append to " + run.log_path() + ": " + strerror(errno));
     std::unique_ptr<FILE, int (*)(FILE*)> log_closer(log, fclose);  // none on the other ranks
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
-    install_stop_handlers();
+    install_stop_handlers();  // main installed them already; here for callers that did not (the tests)
     long streak = 0;  // steps in a row whose loss or gradient norm was not finite
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
@@ -381,8 +433,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         r.tokens_per_s = p.total_batch / (now_seconds() - ts);
         const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
         if (val && ((step + 1) % o.val_every == 0 || last)) {
-            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist);
-            r.has_val = true;
+            bool cut = false;
+            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist, &cut);
+            r.has_val = !cut;  // cut short by a stop signal: not logged
+            if (cut && lead) printf("validation at step %ld: cut short by the stop signal, not logged\n", step + 1);
         }
         r.elapsed = now_seconds() - t0;
         if (peak > 0) r.mfu = 3.0 * flops_per_token * r.tokens_per_s / peak;
@@ -393,19 +447,21 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         std::string line = log_step(r);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
-            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist);
-            if (lead) {
+            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist, stop_requested);
+            if (e.stopped) {
+                if (lead) printf("eval %s: cut short by the stop signal, not logged\n", e.task.c_str());
+            } else if (lead) {
                 printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
                 if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
                 printf(" (%.1f s)\n", e.seconds);
             }
-            line += ", \"eval\": " + eval_result_json(e);
+            if (!e.stopped) line += ", \"eval\": " + eval_result_json(e);
         }
         if (lead) append_log(log, line + "}\n", run.log_path());
         if (tok && (step + 1) % o.sample_every == 0)  // rank 0 only (tok): forward passes, no collectives
             printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
         fflush(stdout);
-        const int sig = agreed_stop_signal(dist);
+        int sig = agreed_stop_signal(dist);
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {
             if (lead)
                 fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
@@ -413,7 +469,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             return kExitDiverged;
         }
         const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
-        if (ckpt && streak == 0) run.save(eng, train->state(), step + 1, tokens, rng);
+        if (ckpt && streak == 0) {
+            run.save(eng, train->state(), step + 1, tokens, rng);
+            if (!sig) sig = agreed_stop_signal(dist);  // one that came during the write: stop now, it is saved
+        }
         const std::string latest = lead && (ckpt || sig) ? run.latest() : "";
         if (lead && ckpt && streak > 0)
             printf("no checkpoint at step %ld: it was not finite; %s\n", r.step,

@@ -39,6 +39,14 @@ static int train_main(int argc, char** argv, Dist& dist) {
     dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
+        std::string length;  // the run's length is set by one flag at most
+        for (auto [given, name] : {std::pair<bool, const char*>{o.steps > 0, "--steps"}, {o.tokens > 0, "--tokens"},
+                                   {o.tokens_per_param > 0, "--tokens-per-param"}, {o.epochs > 0, "--epochs"}}) {
+            if (given && !length.empty())
+                throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
+            if (given) length = name;
+        }
+        if (o.allow_batch_change && !o.resume) throw ConfigError("--allow-batch-change only applies to --resume");
         if (o.help) return;
         if (o.resume && !o.plan) {  // the recorded flags first, the ones given now on top (run/train_flags.h)
             default_model(o, gpu_engine_available(o.cpu));
@@ -98,6 +106,13 @@ static int train_main(int argc, char** argv, Dist& dist) {
 }
 
 int main(int argc, char** argv) {
+    install_stop_handlers();  // first: a stop signal during the start-up is honoured too (train_loop.h)
+    for (int i = 1; i + 1 < argc; i++)  // the watchdog's limit bounds the process group's forming too (dist.h)
+        if (std::string(argv[i]) == "--comm-timeout") {
+            char* end = nullptr;
+            const double s = strtod(argv[i + 1], &end);
+            if (*end == 0 && s >= 1 && s <= 1e6) Watchdog::get().set_limit(s);  // else parse_flags says why
+        }
     Dist dist;
     return run_ranks(dist, "use a smaller model or batch (-b)", [&] {
         dist.start(&argc, &argv, "train_prism");

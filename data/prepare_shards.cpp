@@ -11,11 +11,16 @@
 // as in llm.c. Documents are tokenized in parallel on every core, but always written in input order, so
 // the shards are byte-identical whatever the thread count.
 //
-// A set is replaced whole or not at all: the shards are written as NAME.bin.partial and renamed into place
+// A set is replaced whole or not at all: every shard of a set carries the set's random id in its header
+// (dataloader.h; llm.c ignores those words), the shards are written as NAME.bin.partial and renamed into place
 // only when the input has been read to its end; a failure (a malformed line, a full disk) removes the partial
 // files and leaves an earlier set under the same prefix as it was. A prefix that already holds shards is
-// refused unless --overwrite is given (then the old set's shards are removed as the new set is renamed in,
-// so a training glob never sees old and new mixed). An input with no text at all is an error.
+// refused unless --overwrite is given: then the new shards are renamed in first and the old set's extra
+// shards removed last, so that whatever moment a kill lands, the files under the prefix are the old set, the
+// new set, or a mixture that the trainer refuses (two set ids under one prefix), never a mixture it trains on;
+// the next run removes the .partial files a killed one left. An input with no text at all is an error; inputs
+// must be files or pipes (a directory or a device is refused), and a single document (a whole text file, a
+// line, a paragraph) is at most 1 GiB. A UTF-8 byte-order mark at the start of a file is skipped.
 //
 // FineWeb sample-10BT, the short route (downloading is up to you; any tool that fetches the parquet
 // files from the hub works). Parquet to JSON Lines needs only pyarrow, and the tool reads stdin as "-":
@@ -48,6 +53,7 @@
 
 #include "dataloader.h"
 #include "util/json.h"
+#include "util/io.h"
 
 // ------------------------------------------------------------------------------------------------------
 // JSON Lines: the text field of one line, with util/json.h's strict parser so that a malformed line is caught, not
@@ -124,6 +130,7 @@ struct Reader {
     if (f && f != stdin) fclose(f);
     free(buf);
   }
+  static constexpr size_t kMaxDocument = (size_t)1 << 30;  // bytes of one document, line or paragraph
   bool open_next() {
     if (file >= o.inputs.size()) return false;
     const std::string& p = o.inputs[file];
@@ -131,6 +138,11 @@ struct Reader {
     if (!f) throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
     line = 0;
     return true;
+  }
+  void too_long(const char* what) const {
+    throw std::runtime_error("input " + o.inputs[file] + (line ? ":" + std::to_string(line) : std::string()) + ": " +
+                             what + " of more than 1 GiB; is it the right file? (split it, or use --format lines or "
+                             "paragraphs)");
   }
   void close_cur() {
     if (f && f != stdin) fclose(f);
@@ -150,8 +162,12 @@ struct Reader {
         std::string all;
         char tmp[1 << 16];
         size_t n;
-        while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0) all.append(tmp, n);
+        while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0) {
+          all.append(tmp, n);
+          if (all.size() > kMaxDocument) too_long("a document (a whole file in --format text)");
+        }
         if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
+        if (all.compare(0, 3, "\xEF\xBB\xBF") == 0) all.erase(0, 3);  // a UTF-8 byte-order mark is not text
         got += all.size();
         bytes += all.size();
         if (!all.empty()) docs.push_back({std::move(all), (uint32_t)file, 0});
@@ -169,7 +185,9 @@ struct Reader {
       line++;
       got += (size_t)n;
       bytes += (size_t)n;
+      if ((size_t)n > kMaxDocument) too_long("a line");
       std::string_view l(buf, (size_t)n);
+      if (line == 1 && l.substr(0, 3) == "\xEF\xBB\xBF") l.remove_prefix(3);  // a byte-order mark
       if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
       if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
       if (fmt == InputFormat::PARAGRAPHS) {
@@ -180,6 +198,7 @@ struct Reader {
           if (para.empty()) para_line = line;
           else para += '\n';
           para.append(l.data(), l.size());
+          if (para.size() > kMaxDocument) too_long("a paragraph");
         }
         continue;
       }
@@ -207,6 +226,7 @@ struct Reader {
       }
       para += '\n';
       para.append(l.data(), l.size());
+      if (para.size() > kMaxDocument) too_long("a paragraph");
     }
     return docs;
   }
@@ -258,6 +278,9 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     struct stat st;
     if (p == "-") { total_bytes = 0; break; }
     if (stat(p.c_str(), &st) != 0) throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+      throw std::runtime_error("input " + p + " is " + file_kind(st.st_mode) + ", not a file or a pipe; pass text or "
+                               ".jsonl files (or - for stdin)");
     total_bytes += (uint64_t)st.st_size;
   }
   {
@@ -278,6 +301,7 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
   auto last_report = t0;
 
   PrepareStats st;
+  const uint64_t set_id = random_id();  // in every shard's header: the trainer refuses a mixture of two sets
   std::vector<uint16_t> shard;
   shard.reserve((size_t)std::min<uint64_t>(val_tokens, 1u << 26));
   // A full shard is written (and fsync'ed, which can take seconds) on a background thread while the next
@@ -286,8 +310,8 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
   auto flush_shard = [&]() {
     if (writing.valid()) writing.get();  // rethrows a failed write
     const std::string path = prep::shard_path(o.out_prefix, st.shards.size());
-    writing = std::async(std::launch::async, [path, sync = o.sync, full = std::move(shard)] {
-      write_shard(path + ".partial", full.data(), full.size(), sync);  // renamed to `path` when the set is whole
+    writing = std::async(std::launch::async, [path, sync = o.sync, set_id, full = std::move(shard)] {
+      write_shard(path + ".partial", full.data(), full.size(), sync, set_id);  // renamed to `path` when whole
     });
     st.shards.push_back(path);
     shard = std::vector<uint16_t>();
@@ -387,12 +411,14 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     for (const std::string& p : st.shards) unlink((p + ".partial").c_str());
     throw;
   }
-  // The new set is complete: the old set's extra shards go, then each new shard is renamed over its name.
-  for (const std::string& p : old_set)
-    if (std::find(st.shards.begin(), st.shards.end(), p) == st.shards.end()) unlink(p.c_str());
+  // The new set is complete: each new shard is renamed over its name, then the old set's extra shards go (in
+  // this order a kill in between leaves two set ids under the prefix, which the trainer refuses; the other
+  // order would leave a smaller old set that looks whole).
   for (const std::string& p : st.shards)
     if (rename((p + ".partial").c_str(), p.c_str()) != 0)
       throw std::runtime_error("cannot rename " + p + ".partial to " + p + ": " + strerror(errno));
+  for (const std::string& p : old_set)
+    if (std::find(st.shards.begin(), st.shards.end(), p) == st.shards.end()) unlink(p.c_str());
   if (progress) report(true);
   return st;
 }
@@ -488,6 +514,7 @@ inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
 #include "text/tokenizer.h"
 
 int main(int argc, char** argv) {
+  signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG) with the ordinary one-line error
   try {
     const PrepareCli cli = parse_prepare_cli(std::vector<std::string>(argv + 1, argv + argc));
     if (cli.help) {
@@ -514,6 +541,9 @@ int main(int argc, char** argv) {
     if (st.shards.size() == 1)
       fprintf(stderr, "prepare_shards: warning: every token went into the validation shard; lower --val-tokens\n");
     return 0;
+  } catch (const std::bad_alloc&) {
+    fprintf(stderr, "prepare_shards: error: out of memory; lower --threads or --shard-tokens\n");
+    return 1;
   } catch (const std::exception& e) {
     fprintf(stderr, "prepare_shards: error: %s\n", e.what());
     return 1;

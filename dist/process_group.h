@@ -13,7 +13,9 @@
 //      SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID). No MPI: rank 0 writes the NCCL id into DIR and the
 //      others read it (share_id); host collectives then run over NCCL, installed by engine_factory.h as `device`. GPUs
 //      only: the CPU engine has no collectives without MPI.
-//   3. neither: one process, and every collective returns at once.
+//   3. neither: one process, and every collective returns at once. RANK or WORLD_SIZE in the environment then
+//      (a rank > 0 or a world > 1 without PRISM_RENDEZVOUS or a launcher) is an error: such copies would not
+//      form a group but run as independent processes writing one output.
 // A binary built without MPI that a launcher started as several ranks refuses with one line saying how to
 // rebuild, instead of running N copies that overwrite each other's output.
 //
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -161,6 +164,11 @@ class Dist {
             how_ = std::to_string(world) + " ranks by environment rendezvous in " + rendezvous_dir_;
         } else if (announced > 1) {
 #ifdef PRISM_MPI
+            // The watchdog bounds MPI_Init too: a rank that never joins (stopped, or lost) ends the job after the
+            // limit instead of leaving the others waiting in MPI_Init forever.
+            Watchdog::get().start(program, env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK", env_int("SLURM_PROCID", nullptr, -1)),
+                                  Watchdog::get().limit());
+            Watchdog::Wait joining("MPI_Init (the forming of the process group)");
             int provided = 0;
             MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
             mpi_ = true;
@@ -190,6 +198,13 @@ class Dist {
                             ") but this " + program + " was built without MPI; install OpenMPI (bash setup.sh) and "
                             "rebuild with make clean && make");
 #endif
+        } else {
+            const int r = env_int("RANK", nullptr, 0), w = env_int("WORLD_SIZE", nullptr, 1);
+            if (r != 0 || w != 1)
+                throw DistError("RANK=" + std::to_string(r) + " and WORLD_SIZE=" + std::to_string(w) + " are set, but "
+                                "neither a launcher (mpirun, srun --mpi=pmix) nor PRISM_RENDEZVOUS=DIR: these copies "
+                                "would run as independent processes into one output; set PRISM_RENDEZVOUS, launch "
+                                "with mpirun or srun, or unset RANK and WORLD_SIZE");
         }
         (void)argc, (void)argv;
         if (world > 1) Watchdog::get().start(program, rank, Watchdog::get().limit());
@@ -353,6 +368,7 @@ class Dist {
 // (Dist::abort_job). oom_hint completes the out-of-memory message ("use a smaller model or batch (-b)").
 // Returns the exit status.
 inline int run_ranks(Dist& dist, const char* oom_hint, const std::function<int()>& body) {
+    signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG): the ordinary one-line disk error
     // body starts the process group: who this rank is is known only after it ran. What the run printed comes
     // first, the error line last (errors.h's ladder).
     auto who = [&] { return dist.world > 1 ? "rank " + std::to_string(dist.rank) + ": " : std::string(); };

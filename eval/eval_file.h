@@ -155,8 +155,8 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
     std::vector<unsigned char> buf;
     try {
         buf = read_file_bytes(path, "eval file");
-    } catch (const IoError& e) {
-        throw EvalError(std::string(e.what()) + "; build it with data/get_eval.sh");
+    } catch (const IoError& e) {  // a missing file: say how to make it; a directory or a FIFO: say what it is
+        throw EvalError(std::string(e.what()) + (access(path.c_str(), F_OK) != 0 ? "; build it with data/get_eval.sh" : ""));
     }
     auto bad = [&](const std::string& why) { return EvalError("eval file " + path + ": " + why); };
     if (buf.size() < 1024) throw bad("truncated (" + std::to_string(buf.size()) + " bytes, the header needs 1024)");

@@ -61,7 +61,7 @@ inline void eval_rows(const EvalFile& f, int e, int T, std::vector<EvalRow>& out
 
 // Additive over examples, so data-parallel ranks sum them (all-reduce of kCount doubles) before eval_finish.
 struct EvalSums {
-    enum { N, ACC, ACC_NORM, LL, WORDS, BYTES, TOKENS, kCount };
+    enum { N, ACC, ACC_NORM, LL, WORDS, BYTES, TOKENS, STOPPED, kCount };  // STOPPED: ranks cut short
     std::array<double, kCount> v{};  // TOKENS: scored target tokens
     double& operator[](int i) { return v[i]; }
     double operator[](int i) const { return v[i]; }
@@ -76,12 +76,15 @@ struct EvalResult {
     double ppl = NAN;                  // target: exp(-mean LL per example); rolling: word perplexity
     double byte_ppl = NAN, bits_per_byte = NAN;  // per UTF-8 byte (target: of the targets " word")
     double seconds = 0;
+    bool stopped = false;  // cut short by a stop signal (run_eval_task's stop): the metrics are partial
 };
 
 // Scores this rank's share (examples i < limit with i % world == rank; limit <= 0: all) with `batch` rows
 // per forward. Rows are sorted by length so a batch is padded to its own longest row, not to T. Padded
 // positions are fed EOT and carry target -1. Leaves the engine's activations overwritten (call between steps).
-inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long limit = 0, int rank = 0, int world = 1) {
+// stop: when it returns true, the examples not yet scored are left out and STOPPED is set (the sums are partial).
+inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long limit = 0, int rank = 0, int world = 1,
+                               bool (*stop)() = nullptr) {
     const ModelConfig& cfg = eng.config();
     if (f.V != cfg.V)
         throw EvalError("eval file " + f.path + ": tokenised for V = " + std::to_string(f.V) + " but the model has V = " +
@@ -98,7 +101,12 @@ inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long l
     std::vector<char> greedy(rows.size(), 1);
     std::vector<int> inputs, targets;
     std::vector<float> lp, logits(f.kind == EvalKind::Target ? cfg.V : 0);
+    bool stopped = false;
     for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
+        if (stop && stop()) {
+            stopped = true;
+            break;
+        }
         const int B = (int)std::min<size_t>(batch, order.size() - b0);
         int Tb = 1;
         for (int j = 0; j < B; j++) Tb = std::max(Tb, (int)rows[order[b0 + j]].seq.size() - 1);
@@ -149,6 +157,7 @@ inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long l
         }
         a = b;
     }
+    s[EvalSums::STOPPED] = stopped ? 1 : 0;
     return s;
 }
 
@@ -169,11 +178,17 @@ inline EvalResult eval_finish(const EvalFile& f, const EvalSums& s, double secon
 
 // The whole task (or its first `limit` examples): one process, or every rank of dist scoring its share and the
 // counts summed over the ranks (every rank calls it and gets the same result).
-inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0, const Dist* dist = nullptr) {
+// stop (a stop signal's check): on any rank, the task is cut short and the result says so (stopped, no metrics
+// worth logging), on every rank alike.
+inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0, const Dist* dist = nullptr,
+                                bool (*stop)() = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
-    EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world) : eval_task_sums(eng, f, batch, limit);
+    EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world, stop)
+                      : eval_task_sums(eng, f, batch, limit, 0, 1, stop);
     if (dist) dist->sum(s.v.data(), EvalSums::kCount, "the sum of the eval counts");
-    return eval_finish(f, s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    EvalResult r = eval_finish(f, s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    r.stopped = s[EvalSums::STOPPED] > 0;
+    return r;
 }
 
 // {"task": ..., "examples": n, "acc": ..., ...}: the metrics the task defines, lm-eval's names, NaN omitted.

@@ -99,7 +99,7 @@ int run(Options& o) {
     const int V = m.cfg.V, stop = tok.eot();
     for (int k = 0; k < o.samples; k++) {
         if (o.samples > 1) printf("%s--- sample %d of %d ---\n", k ? "\n" : "", k + 1, o.samples);
-        fputs(o.prompt.c_str(), stdout);
+        fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);  // all of it: a NUL in the prompt is one of its bytes
         fflush(stdout);
         Utf8Stream text;
         long produced = 0;

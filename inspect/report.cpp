@@ -770,6 +770,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (o.runs.empty()) throw ConfigError("no run directory given; usage: report RUN_DIR... [flags] (--help)");
+        check_output_file(o.out, "-o");
         return run(o);
     });
 }

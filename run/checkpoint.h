@@ -2,24 +2,25 @@
 // so that a crash never leaves a torn checkpoint, and read back with every header field range-checked and
 // every byte of the file, header included, covered by the checksum.
 //
-// model.bin, little-endian, version 2:
+// model.bin, little-endian, version 3:
 //   bytes [0, 1024)       256 x int32 header
-//       [0] magic 0x4D535250 ("PRSM")   [1] version 2   [2] d   [3] V   [4] T   [5] L   [6] h_base
+//       [0] magic 0x4D535250 ("PRSM")   [1] version 3   [2] d   [3] V   [4] T   [5] L   [6] h_base
 //       [7] norm (0 layernorm, 1 rmsnorm)   [8] tied (0/1)   [9] mup_attn (0/1)   [10] init_width_scale (0/1)
 //       [11] mlp_multiple   [12] dtype of the parameters (0 = fp32)   [13] reserved, 0 (it keeps the 64-bit
 //       fields 8-byte aligned)   [14..15] parameter count P (int64)   [16..17] mlp_ratio (float64)
 //       [18..19] rope_theta (float64)   [20..21] norm_eps (float64)   [22..23] training step (int64)
-//       [24..25] checksum (uint64)   [26..255] zero
+//       [24..25] checksum (uint64)   [26..27] run id (uint64, not 0: the run that wrote it)   [28..255] zero
 //   bytes [1024, 1024 + 8L)            L x {int32 width w_l, int32 heads h_l}
 //   bytes [1024 + 8L, 1024 + 8L + 4P)  P x fp32 parameters in model_config.h's param_layout order (V rows, never Vp)
 // The file size must be exactly 1024 + 8L + 4P. The checksum is util/io.h's checksum64 of the whole file with the
 // checksum's own 8 bytes read as zero. Ranges checked on reading: d, h_base, mlp_multiple and every w_l in
 // [1, 65536], V in [1, 2^24], T in [1, 2^20], L in [1, 10000], the 0/1 flags, mlp_ratio in [0.001, 64], rope_theta in
-// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count; then validate_config.
+// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count; then validate_config; then
+// every parameter must be finite (a model.bin of NaNs is refused by every tool that loads it).
 //
-// state file (state_rank<r>.bin), little-endian, version 2:
+// state file (state_rank<r>.bin), little-endian, version 3:
 //   bytes [0, 1024)  256 x int32 header
-//       [0] magic 0x5453524D ("MRST")   [1] version 2   [2..3] step (int64)
+//       [0] magic 0x5453524D ("MRST")   [1] version 3   [2..3] step (int64)
 //       [4..5] n, the length of each moment vector in this file (int64; P for a single process)
 //       [6..7] training tokens seen, all ranks (int64)   [8..9] sampling RNG state (uint64)
 //       [10] S, bytes of the data-loader position that follows (at most 4096)   [11..12] checksum (uint64)
@@ -28,16 +29,21 @@
 //       [16..17] index of the first parameter whose moments this file holds (int64)
 //       [18..19] parameter count P of the whole model (int64)   (with world > 0: rank < world and
 //       first + n <= P)
-//       [20..255] zero
+//       [20..21] run id (uint64, not 0; equal to model.bin's)   [22..23] global batch, tokens per optimizer
+//       step of all ranks (int64, >= 0; 0: not recorded), so that a resume can tell a change of batch
+//       [24..255] zero
 //   then S bytes of data-loader position (a POD, see dataloader.h), then n x fp32 AdamW m, then n x fp32 v.
 // The checksum covers the whole file in the same way as model.bin's. The state files of one checkpoint written by
 // several ranks (run/run_dir.h) hold consecutive ranges that together cover [0, P); load_state_range reads a file's
-// range from its header alone, so that a rank reads only the files it needs.
+// range from its header alone, so that a rank reads only the files it needs. The moments must be finite (and v
+// >= 0).
 //
-// Version 1 files (written before the header was covered) are still read, with the same range checks; their
-// checksum covers only what follows the header (model.bin: checksum64 of the layer table chained with the
-// parameters, at [24..25]; state: of the loader position, m and v, chained, at [11..12]), so a change of a
-// header field that stays in range goes unnoticed there. Every file is written as version 2.
+// Every file of one checkpoint names the run (a random id drawn when the run started, kept across resumes) and
+// the step; run_dir.h refuses a checkpoint whose files disagree (a state file copied from another run).
+// Version 2 files are version 3 without the run id and batch words (they read as 0: unknown; a checkpoint
+// mixing 0 and an id is refused too). Version 1 files (their checksum left the header out, so a changed header
+// field that stays in range, such as a flipped attention-scale flag, cannot be detected) are refused. Every
+// file is written as version 3.
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
@@ -58,7 +64,16 @@
 
 static const int32_t kModelMagic = 0x4D535250;
 static const int32_t kStateMagic = 0x5453524D;
-static const int32_t kCheckpointVersion = 2;  // written; version 1 is still read
+static const int32_t kCheckpointVersion = 3;  // written; version 2 is still read, version 1 refused
+
+// The index of the first value that is NaN or infinite, n when all are finite.
+inline size_t first_nonfinite(const float* x, size_t n) {
+    size_t bad = n;
+#pragma omp parallel for reduction(min : bad)
+    for (size_t i = 0; i < n; i++)
+        if (!std::isfinite(x[i]) && i < bad) bad = i;
+    return bad;
+}
 
 // Range checks of header words. `bad` builds the error naming the file.
 template <class Bad>
@@ -80,7 +95,7 @@ double header_double(const int32_t* h, int at, const char* name, double lo, doub
     return v;
 }
 
-// A version 2 checksum as it starts: the 1024-byte header h hashed with its checksum field (the int64 at word
+// A version 2 and 3 checksum as it starts: the 1024-byte header h hashed with its checksum field (the int64 at word
 // `at`) zero, as it was when the file was written. The reader then adds the rest of the file.
 inline Checksum64 header_checksum(const int32_t* h, int at) {
     int32_t z[256];
@@ -91,6 +106,16 @@ inline Checksum64 header_checksum(const int32_t* h, int at) {
     return c;
 }
 
+// The version word of a model.bin or state file: 3 or 2 read, 1 refused (see the top), anything else unknown.
+template <class Bad>
+int checkpoint_version(const int32_t* h, Bad bad) {
+    if (h[1] == 1)
+        throw bad("version 1, whose checksum does not cover its header (a changed field could not be detected); this "
+                  "build reads versions 2 and 3: resume it once with an older train_prism, which saves the next version");
+    if (h[1] != 2 && h[1] != 3) throw bad("version " + std::to_string(h[1]) + ", this build reads versions 2 and 3");
+    return h[1];
+}
+
 // Words [from, 256) other than the listed ones must be zero.
 template <class Bad>
 void header_zeros(const int32_t* h, int from, Bad bad) {
@@ -99,7 +124,8 @@ void header_zeros(const int32_t* h, int from, Bad bad) {
             throw bad("corrupt header: word " + std::to_string(i) + " is " + std::to_string(h[i]) + ", must be 0");
 }
 
-inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step) {
+inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step,
+                       uint64_t run_id = 0) {
     int32_t h[256] = {0};
     h[0] = kModelMagic;
     h[1] = kCheckpointVersion;
@@ -111,6 +137,7 @@ inline void save_model(const std::string& path, const ModelConfig& c, const floa
     putf64(h, 18, c.rope_theta);
     putf64(h, 20, c.norm_eps);
     put64(h, 22, step);
+    put64(h, 26, (int64_t)(run_id ? run_id : random_id()));
     std::vector<int32_t> table;
     for (auto& s : c.layers) table.push_back(s.width), table.push_back(s.heads);
     Checksum64 sum;  // over the file as written, with the checksum field still zero
@@ -125,6 +152,7 @@ struct LoadedModel {
     ModelConfig cfg;
     std::vector<float> params;
     int64_t step = 0;
+    uint64_t run_id = 0;  // 0: a version 2 file, which does not name its run
 };
 
 // The config of a model.bin header and layer table, every field range-checked (see the top of this file).
@@ -163,12 +191,12 @@ inline LoadedModel load_model(const std::string& path) {
     int32_t h[256];
     if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
-    const int version = h[1];
-    if (version != 1 && version != 2)
-        throw bad("version " + std::to_string(version) + ", this build reads versions 1 and 2");
+    const int version = checkpoint_version(h, bad);
     header_int(h, 12, "parameter dtype", 0, 0, bad);
     header_int(h, 13, "reserved word", 0, 0, bad);
-    header_zeros(h, 26, bad);
+    header_zeros(h, version == 3 ? 28 : 26, bad);
+    const uint64_t run_id = version == 3 ? (uint64_t)get64(h, 26) : 0;
+    if (version == 3 && run_id == 0) throw bad("corrupt header: run id 0");
     const int L = header_int(h, 5, "L", 1, 10000, bad);
     const int64_t step = get64(h, 22), P_header = get64(h, 14);
     if (step < 0) throw bad("corrupt header: step " + std::to_string(step) + " is negative");
@@ -178,6 +206,7 @@ inline LoadedModel load_model(const std::string& path) {
     LoadedModel m;
     m.cfg = model_config_of(h, table, bad);
     m.step = step;
+    m.run_id = run_id;
     const size_t P = param_layout(m.cfg).total;
     if ((int64_t)P != P_header)
         throw bad("corrupt header: parameter count " + std::to_string(P_header) + ", but its config has " +
@@ -188,16 +217,14 @@ inline LoadedModel load_model(const std::string& path) {
                   std::to_string(want));
     m.params.resize(P);
     if (fread(m.params.data(), 4, P, f) != P) throw bad("error reading the parameters");
-    uint64_t sum;
-    if (version == 1) {
-        sum = checksum64(m.params.data(), 4 * P, checksum64(table.data(), 8 * (size_t)L));
-    } else {
-        Checksum64 c = header_checksum(h, 24);
-        c.update(table.data(), 8 * (size_t)L);
-        c.update(m.params.data(), 4 * P);
-        sum = c.value();
-    }
-    if ((int64_t)sum != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
+    Checksum64 c = header_checksum(h, 24);
+    c.update(table.data(), 8 * (size_t)L);
+    c.update(m.params.data(), 4 * P);
+    if ((int64_t)c.value() != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
+    const size_t bad_at = first_nonfinite(m.params.data(), P);
+    if (bad_at < P)
+        throw bad("parameter " + std::to_string(bad_at) + " of " + std::to_string(P) + " is " +
+                  std::to_string(m.params[bad_at]) + ": the model was saved after it diverged; use an earlier checkpoint");
     return m;
 }
 
@@ -211,6 +238,8 @@ struct TrainState {
     // Data parallelism (header words 13..19): zero for a single process, whose m and v cover every parameter.
     int32_t rank = 0, world = 0;
     int64_t first_param = 0, model_params = 0;
+    uint64_t run_id = 0;      // the run that wrote it (0: a version 2 file)
+    int64_t total_batch = 0;  // tokens per optimizer step, all ranks (0: a version 2 file)
 };
 
 inline void save_state(const std::string& path, const TrainState& s) {
@@ -225,6 +254,8 @@ inline void save_state(const std::string& path, const TrainState& s) {
     h[13] = s.rank, h[14] = s.world;
     put64(h, 16, s.first_param);
     put64(h, 18, s.model_params);
+    put64(h, 20, (int64_t)(s.run_id ? s.run_id : random_id()));
+    put64(h, 22, s.total_batch);
     Checksum64 sum;  // over the file as written, with the checksum field still zero
     sum.update(h, sizeof h);
     sum.update(s.loader.data(), s.loader.size());
@@ -252,9 +283,7 @@ StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
     if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
     if (fread(h, sizeof r.words, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
-    r.version = h[1];
-    if (r.version != 1 && r.version != 2)
-        throw bad("version " + std::to_string(r.version) + ", this build reads versions 1 and 2");
+    r.version = checkpoint_version(h, bad);
     TrainState& s = r.fields;
     s.step = get64(h, 2);
     s.tokens = get64(h, 6);
@@ -264,7 +293,13 @@ StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
     s.rank = h[13], s.world = header_int(h, 14, "world size", 0, 1 << 20, bad);
     header_int(h, 15, "reserved word", 0, 0, bad);
     s.first_param = get64(h, 16), s.model_params = get64(h, 18);
-    header_zeros(h, 20, bad);
+    header_zeros(h, r.version == 3 ? 24 : 20, bad);
+    if (r.version == 3) {
+        s.run_id = (uint64_t)get64(h, 20), s.total_batch = get64(h, 22);
+        if (s.run_id == 0 || s.total_batch < 0)
+            throw bad("corrupt header: run id " + std::to_string(s.run_id) + ", global batch " +
+                      std::to_string(s.total_batch));
+    }
     if (s.step < 0 || s.tokens < 0)
         throw bad("corrupt header: step " + std::to_string(s.step) + ", tokens " + std::to_string(s.tokens) +
                   " (negative)");
@@ -283,6 +318,7 @@ StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
 struct StateRange {
     int64_t step = 0, first = 0, n = 0, P = 0;
     int32_t rank = 0, world = 0;
+    uint64_t run_id = 0;
 };
 inline StateRange load_state_range(const std::string& path) {
     auto bad = [&](const std::string& why) { return CheckpointError("optimizer state " + path + ": " + why); };
@@ -290,7 +326,7 @@ inline StateRange load_state_range(const std::string& path) {
     FileHandle fh = open_sized(path, "optimizer state", size);
     const StateHeader h = read_state_header(fh.get(), size, bad);
     const TrainState& s = h.fields;
-    return {s.step, s.first_param, h.n, s.world == 0 ? h.n : s.model_params, s.rank, s.world};
+    return {s.step, s.first_param, h.n, s.world == 0 ? h.n : s.model_params, s.rank, s.world, s.run_id};
 }
 
 // Reads and checks the header (n must equal `n_expected`), then the loader position and the moments straight
@@ -316,18 +352,17 @@ inline TrainState load_state(const std::string& path, size_t n_expected) {
     s.v.resize(P);
     if (fread(s.loader.data(), 1, lsz, f) != lsz || fread(s.m.data(), 4, P, f) != P || fread(s.v.data(), 4, P, f) != P)
         throw bad("error reading the file");
-    uint64_t sum;
-    if (hd.version == 1) {  // chained piece by piece, exactly as version 1 hashed them
-        sum = checksum64(s.loader.data(), lsz);
-        sum = checksum64(s.m.data(), 4 * P, sum);
-        sum = checksum64(s.v.data(), 4 * P, sum);
-    } else {
-        Checksum64 c = header_checksum(h, 11);
-        c.update(s.loader.data(), lsz);
-        c.update(s.m.data(), 4 * P);
-        c.update(s.v.data(), 4 * P);
-        sum = c.value();
-    }
-    if ((int64_t)sum != get64(h, 11)) throw bad("checksum mismatch: the file is corrupt");
+    Checksum64 c = header_checksum(h, 11);
+    c.update(s.loader.data(), lsz);
+    c.update(s.m.data(), 4 * P);
+    c.update(s.v.data(), 4 * P);
+    if ((int64_t)c.value() != get64(h, 11)) throw bad("checksum mismatch: the file is corrupt");
+    size_t at = std::min(first_nonfinite(s.m.data(), P), first_nonfinite(s.v.data(), P));
+    for (size_t i = 0; i < P && at == P; i++)
+        if (s.v[i] < 0) at = i;
+    if (at < P)
+        throw bad("the moments of parameter " + std::to_string(at) + " are m " + std::to_string(s.m[at]) + ", v " +
+                  std::to_string(s.v[at]) + " (not finite, or v negative): the state was saved after it diverged; use "
+                  "an earlier checkpoint");
     return s;
 }

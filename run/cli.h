@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -93,7 +94,9 @@ inline std::vector<char*> take_positional(int argc, char** argv, const std::vect
 // How a single-process tool (generate, analyze, report) ends on an error: what it printed first, then one line
 // on stderr, "PROGRAM: error: ..." (out of memory: followed by oom_hint when it is not empty), and exit status 1.
 // Returns body's exit status otherwise. dist/process_group.h's run_ranks is the same for the binaries that run as ranks.
+// SIGXFSZ is ignored, so that a write past a file-size limit is the ordinary one-line disk error (EFBIG).
 inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
+    signal(SIGXFSZ, SIG_IGN);
     return run_reporting(program, oom_hint, [] { return std::string(); }, body);
 }
 

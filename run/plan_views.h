@@ -46,12 +46,20 @@ inline std::string human(double x) {
     return buf;
 }
 
+// The SwiGLU hidden size is the one built (hidden_of: R w rounded to the multiple, at least one multiple), so
+// that a multiple far above R w shows what it makes.
 inline std::string describe_config(const ModelConfig& c) {
-    char buf[512];
+    int lo = c.L() ? c.hidden_of(0) : 0, hi = lo;
+    for (int l = 1; l < c.L(); l++) lo = std::min(lo, c.hidden_of(l)), hi = std::max(hi, c.hidden_of(l));
+    char hidden[96];
+    if (lo == hi) snprintf(hidden, sizeof hidden, "%d", lo);
+    else snprintf(hidden, sizeof hidden, "%d..%d", lo, hi);
+    char buf[640];
     snprintf(buf, sizeof buf,
-             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %.4g w (multiple of %d), %s, %s "
+             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %s (%.4g w to a multiple of %d), %s, %s "
              "embeddings, stream D %d, attention scale %s",
-             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, c.mlp_ratio, c.mlp_multiple, norm_name(c.norm),
+             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, c.mlp_ratio, c.mlp_multiple,
+             norm_name(c.norm),
              c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
     return buf;
 }

@@ -24,11 +24,14 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -52,34 +55,56 @@ inline void make_dirs(const std::string& path) {
     std::string cur;
     for (size_t i = 0; i <= path.size(); i++) {
         if (i == path.size() || path[i] == '/') {
-            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-                throw ConfigError("cannot create directory " + cur + ": " + strerror(errno));
+            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && !(errno == EEXIST && is_dir(cur)))
+                throw ConfigError(errno == EEXIST ? cur + " exists and is not a directory; pass a directory as -o"
+                                                  : "cannot create directory " + cur + ": " + strerror(errno));
         }
         if (i < path.size()) cur += path[i];
     }
 }
 
-// Removes a checkpoint directory (its files, then itself). Checkpoints hold no subdirectories.
-inline void remove_tree(const std::string& dir) {
-    DIR* d = opendir(dir.c_str());
-    if (!d) return;
-    while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") unlink((dir + "/" + n).c_str());
-    }
-    closedir(d);
-    rmdir(dir.c_str());
+// The names of the files the trainer writes inside a checkpoint directory: model.bin, state_rank<r>.bin, and
+// the .tmp files of their atomic writes.
+inline bool is_checkpoint_file_name(std::string n) {
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) n.resize(n.size() - 4);
+    if (n == "model.bin") return true;
+    return n.size() > 14 && n.compare(0, 10, "state_rank") == 0 && n.compare(n.size() - 4, 4, ".bin") == 0 &&
+           n.find_first_not_of("0123456789", 10) == n.size() - 4;
 }
 
-// The whole file without trailing newlines and spaces; "" when it cannot be read.
-inline std::string read_text(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return "";
-    std::string s;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-    fclose(f);
+// Removes a checkpoint directory the trainer wrote, and only what the trainer wrote in it (is_checkpoint_file_name).
+// A link under a checkpoint's name (to another run's step_N, say) is unlinked, never entered; a link inside is
+// unlinked, not followed; the directory is opened without following a link, so nothing outside OUT is touched.
+// Anything else inside (a file of the user's) stays, and then the directory stays too. Returns whether `path`
+// is gone.
+inline bool remove_checkpoint_dir(const std::string& path) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+    if (!S_ISDIR(st.st_mode)) return unlink(path.c_str()) == 0;
+    const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    DIR* d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return false;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) names.push_back(e->d_name);
+    for (const std::string& n : names)
+        if (is_checkpoint_file_name(n)) unlinkat(dirfd(d), n.c_str(), 0);  // flags 0: a link itself, or a file
+    closedir(d);
+    return rmdir(path.c_str()) == 0;
+}
+
+// A text file without trailing newlines and spaces, at most `limit` bytes of it (by default what its size
+// says, read once); "" when it does not exist. A FIFO, a device or a directory there is an error (io.h's
+// open_sized), never a read that waits or runs without end.
+inline std::string read_text(const std::string& path, size_t limit = (size_t)-1) {
+    if (access(path.c_str(), F_OK) != 0) return "";
+    size_t size;
+    FileHandle fh = open_sized(path, "file", size);
+    std::string s(std::min(size, limit), '\0');
+    s.resize(fread(&s[0], 1, s.size(), fh.get()));
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
 }
@@ -135,42 +160,104 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
 
 // What a checkpoint restores besides the parameters and AdamW moments (which go straight into the engine).
 struct ResumePoint {
-    std::string dir;   // the checkpoint directory
+    std::string dir;       // the checkpoint directory
     long step = 0, tokens = 0;
-    uint64_t rng = 0;  // sampling RNG state (rank 0's, the one that samples)
+    long total_batch = 0;  // the global batch it was trained with, tokens per step (0: not known)
+    uint64_t rng = 0;      // sampling RNG state (rank 0's, the one that samples)
     LoaderState loader;
 };
 
 class RunDir {
   public:
     RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
+    ~RunDir() {
+        if (lock_fd_ >= 0) close(lock_fd_);
+    }
+    RunDir(const RunDir&) = delete;
+    RunDir& operator=(const RunDir&) = delete;
     const std::string& path() const { return out_; }
     std::string log_path() const { return out_ + "/log.jsonl"; }
+    // The global batch (tokens per step, all ranks) every checkpoint of this run records.
+    void set_total_batch(long tokens) { total_batch_ = tokens; }
 
-    // Steps of the complete checkpoints in OUT, oldest first.
+    // Steps of the complete checkpoints in OUT, oldest first: step_N directories (a link under such a name is
+    // not a checkpoint of this run: it is never pruned through, or resumed from).
     std::vector<long> checkpoint_steps() const {
         std::vector<long> steps;
         for (const std::string& n : list_dir(out_)) {
             long s = step_of_dir_name(n);
-            if (s >= 0 && is_dir(out_ + "/" + n)) steps.push_back(s);
+            struct stat st;
+            if (s >= 0 && lstat((out_ + "/" + n).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) steps.push_back(s);
         }
         std::sort(steps.begin(), steps.end());
         return steps;
     }
 
-    // Before anything is loaded: a fresh run (no --resume) into an OUT that holds a run is refused unless
-    // `overwrite`, so that forgetting --resume never wipes a log or checkpoints. Changes nothing on disk.
+    // One writer per OUT: rank 0 creates OUT and holds an exclusive lock (flock) on OUT/lock until the process
+    // ends (the kernel drops it when the process dies, however it dies, so a lock is never stale). A second
+    // trainer on the same OUT, a --resume beside a live run included, fails here naming the holder's process.
+    void lock() {
+        if (!lead()) return;
+        make_dirs(out_);
+        const std::string p = out_ + "/lock";
+        lock_fd_ = open(p.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+        struct stat st;
+        if (lock_fd_ < 0 || fstat(lock_fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+            const std::string why = lock_fd_ < 0 ? strerror(errno) : "it is not a regular file";
+            if (lock_fd_ >= 0) close(lock_fd_), lock_fd_ = -1;
+            throw ConfigError("cannot create the lock file " + p + ": " + why + "; -o must name a writable directory");
+        }
+        if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+            const int e = errno;
+            char who[200] = "";
+            const ssize_t n = pread(lock_fd_, who, sizeof who - 1, 0);
+            std::string holder(who, n > 0 ? (size_t)n : 0);
+            while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+            holder = printable(holder);
+            close(lock_fd_), lock_fd_ = -1;
+            if (e == EWOULDBLOCK)
+                throw ConfigError(out_ + " is in use by another train_prism (" +
+                                  (holder.empty() ? std::string("its process id not written yet") : holder) +
+                                  " holds " + p + "); wait for it to end or stop it, or pass another -o");
+            throw ConfigError("cannot lock " + p + ": " + strerror(e));
+        }
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        const std::string me = "pid " + std::to_string((long)getpid()) + " on " + host + "\n";
+        if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, me.data(), me.size(), 0) != (ssize_t)me.size())
+            throw ConfigError("cannot write " + p + ": " + write_error(errno));
+    }
+
+    // Before anything is loaded: OUT's own names (latest, log.jsonl, model.bin) must be regular files when they
+    // exist (a link, a FIFO or a device there is refused, never followed, waited on or read without end). A
+    // fresh run (no --resume) into an OUT that holds anything the trainer writes (a step_N checkpoint or a link
+    // under such a name, latest, model.bin, a non-empty log) is refused unless `overwrite`, so that forgetting
+    // --resume never loses anything. Changes nothing on disk.
     void check_start(bool resume, bool overwrite) const {
         if (resume && overwrite) throw ConfigError("--resume and --overwrite contradict each other; pass one");
-        if (resume || overwrite) return;
-        std::vector<long> steps = checkpoint_steps();
         struct stat st;
-        const bool log = stat(log_path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
-        const bool latest = access((out_ + "/latest").c_str(), F_OK) == 0;
-        if (steps.empty() && !log && !latest) return;
-        std::string what = steps.empty() ? "" : "checkpoints up to " + step_dir_name(steps.back());
-        if (steps.empty() && latest) what = "a latest file";
-        if (log) what += std::string(what.empty() ? "" : " and ") + "a log of " + std::to_string(st.st_size) + " bytes";
+        for (const char* n : {"latest", "log.jsonl", "model.bin", "lock"}) {
+            const std::string p = out_ + "/" + n;
+            if (lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                throw ConfigError(p + " is " + file_kind(st.st_mode) + ", not the file train_prism writes there; "
+                                  "remove it (rm " + p + ") or pass another -o");
+        }
+        if (resume || overwrite) return;
+        std::vector<std::string> held;
+        std::vector<long> steps = checkpoint_steps();
+        if (!steps.empty()) held.push_back("checkpoints up to " + step_dir_name(steps.back()));
+        long links = 0;
+        for (const std::string& n : list_dir(out_))
+            if (step_of_dir_name(n) >= 0 && lstat((out_ + "/" + n).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) links++;
+        if (links) held.push_back(std::to_string(links) + (links > 1 ? " files or links" : " file or link") +
+                                  " named like a checkpoint");
+        if (access((out_ + "/latest").c_str(), F_OK) == 0) held.push_back("a latest file");
+        if (access((out_ + "/model.bin").c_str(), F_OK) == 0) held.push_back("a model.bin");
+        if (stat(log_path().c_str(), &st) == 0 && st.st_size > 0)
+            held.push_back("a log of " + std::to_string(st.st_size) + " bytes");
+        if (held.empty()) return;
+        std::string what;
+        for (size_t i = 0; i < held.size(); i++) what += (i == 0 ? "" : i + 1 == held.size() ? " and " : ", ") + held[i];
         throw ConfigError(out_ + " holds an earlier run (" + what +
                           "); pass --resume to continue it, or --overwrite to delete it and start afresh");
     }
@@ -183,25 +270,62 @@ class RunDir {
         for (const std::string& n : list_dir(out_)) {
             if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
                 step_of_dir_name(n.substr(0, n.size() - 4)) >= 0)
-                remove_tree(out_ + "/" + n);
+                remove_checkpoint_dir(out_ + "/" + n);
             else if (n == "latest.tmp" || n == "model.bin.tmp" || n == "log.jsonl.tmp" || n == "run.json.tmp")
                 unlink((out_ + "/" + n).c_str());
         }
     }
 
-    // A fresh run: with `overwrite`, deletes the earlier run's checkpoints, latest and model.bin; then starts
-    // an empty log. Called once everything else has been checked, so a run that fails to start deletes nothing.
-    // Rank 0's.
+    // Before step 1, what the first checkpoint will need: the longest path it writes (step `last_step`'s
+    // directory, the last rank's state file, its .tmp) is created and removed again, so that a name too long
+    // for the file system or an OUT that cannot be written to fails now, not after the work. Rank 0's.
+    void check_writable(long last_step, int world) const {
+        if (!lead()) return;
+        const std::string dir = out_ + "/" + step_dir_name(last_step) + ".tmp",
+                          file = dir + "/" + state_file_name(std::max(0, world - 1)) + ".tmp";
+        if (file.size() >= PATH_MAX)
+            throw ConfigError("-o " + out_ + " is too long: the checkpoints' paths (" + std::to_string(file.size()) +
+                              " bytes, e.g. " + file.substr(file.size() - 40) + ") must stay below " +
+                              std::to_string(PATH_MAX) + "; pass a shorter -o");
+        int fd = -1;
+        const bool ok = (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) &&
+                        (fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)) >= 0;
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        unlink(file.c_str());
+        rmdir(dir.c_str());
+        if (!ok)
+            throw ConfigError("the first checkpoint could not be written: creating " + file + " failed: " +
+                              strerror(e) + "; pass a shorter or writable -o");
+    }
+
+    // A fresh run: with `overwrite`, deletes the earlier run's checkpoints (remove_checkpoint_dir: only what the
+    // trainer wrote, links unlinked, never entered), latest and model.bin; then starts an empty log, created
+    // afresh (a link there is never followed). Called once everything else has been checked, so a run that fails
+    // to start deletes nothing. Rank 0's.
     void start_fresh(bool overwrite) const {
         if (!lead()) return;
         if (overwrite) {
             unlink((out_ + "/latest").c_str());
             unlink((out_ + "/model.bin").c_str());
-            for (long s : checkpoint_steps()) remove_tree(out_ + "/" + step_dir_name(s));
+            for (const std::string& n : list_dir(out_))
+                if (step_of_dir_name(n) >= 0 && !remove_checkpoint_dir(out_ + "/" + n))
+                    fprintf(stderr, "note: %s/%s left in place: it holds files train_prism did not write\n",
+                            out_.c_str(), n.c_str());
         }
-        FILE* lf = fopen(log_path().c_str(), "w");
-        if (!lf) throw ConfigError("cannot write " + log_path() + ": " + strerror(errno));
-        fclose(lf);
+        unlink(log_path().c_str());
+        const int fd = open(log_path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) throw ConfigError("cannot write " + log_path() + ": " + strerror(errno));
+        close(fd);
+    }
+
+    // Every rank takes rank 0's run id (the one of the checkpoint it resumed, else a new random one), so that
+    // the files of one checkpoint all name one run. A collective; after the set-up.
+    void agree_run_id() {
+        if (lead() && run_id_ == 0) run_id_ = random_id();
+        double halves[2] = {lead() ? (double)(run_id_ >> 32) : 0.0, lead() ? (double)(run_id_ & 0xffffffffu) : 0.0};
+        dist_.sum(halves, 2, "the exchange of the run id");
+        run_id_ = ((uint64_t)halves[0] << 32) | (uint64_t)halves[1];
     }
 
     // Writes OUT/step_N.tmp/{model.bin,state_rank<r>.bin}, renames the directory to OUT/step_N, then points
@@ -212,24 +336,25 @@ class RunDir {
         std::string name = step_dir_name(step), dir = out_ + "/" + name, tmp = dir + ".tmp";
         std::vector<float> params(eng.num_params());
         eng.get_params(params.data());  // on every rank: with ZeRO-1 on the GPU it gathers the master weights
-        for (size_t i = 0; i < params.size(); i++)  // the same parameters on every rank: they all stop here
-            if (!std::isfinite(params[i]))
-                throw CheckpointError("not writing a checkpoint at step " + std::to_string(step) + ": parameter " +
-                                      std::to_string(i) + " is " + std::to_string(params[i]) +
-                                      "; OUT/latest still names the last good one");
+        const size_t bad = first_nonfinite(params.data(), params.size());
+        if (bad < params.size())  // the same parameters on every rank: they all stop here
+            throw CheckpointError("not writing a checkpoint at step " + std::to_string(step) + ": parameter " +
+                                  std::to_string(bad) + " is " + std::to_string(params[bad]) +
+                                  "; OUT/latest still names the last one written");
         const std::pair<size_t, size_t> range = eng.optimizer_range();
         const bool whole = range.first == 0 && range.second == eng.num_params();
         try {
             dist_.all_or_none([&] {  // a collective: afterwards step_N.tmp/ exists for every rank, or all know
-                if (lead()) remove_tree(tmp), make_dirs(tmp);
+                if (lead()) remove_checkpoint_dir(tmp), make_dirs(tmp);
             });
             dist_.all_or_none([&] {  // afterwards every rank's files are complete, or every rank knows
-                if (lead()) save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step);
+                if (lead()) save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step, run_id_);
                 if (!whole || lead()) {  // ZeRO-0 with several ranks: every rank holds all of it, rank 0 writes it
                     TrainState st;
                     st.step = step;
                     st.tokens = tokens;
                     st.rng = rng;
+                    st.run_id = run_id_, st.total_batch = total_batch_;
                     st.loader.assign((const unsigned char*)&loader, (const unsigned char*)&loader + sizeof loader);
                     long t;
                     eng.get_optimizer(st.m, st.v, t);
@@ -241,18 +366,21 @@ class RunDir {
                 }
             });
         } catch (const ReportedByAnotherRank&) {
-            if (lead()) remove_tree(tmp);
+            if (lead()) remove_checkpoint_dir(tmp);
             throw;
         } catch (const AgreedFailure& e) {  // a full disk: free what this attempt took, keep the last one
-            if (lead()) remove_tree(tmp);
+            if (lead()) remove_checkpoint_dir(tmp);
             std::string last = latest();
             throw AgreedFailure("checkpoint " + name + " not written: " + e.what() + "; " +
                                 (last.empty() ? "no checkpoint yet" : out_ + "/latest still names " + last));
         }
         if (!lead()) return;
-        remove_tree(dir);
+        remove_checkpoint_dir(dir);
         if (rename(tmp.c_str(), dir.c_str()) != 0)
-            throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno));
+            throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno) +
+                                  (errno == ENOTEMPTY || errno == EEXIST
+                                       ? " (" + dir + " holds files train_prism did not write; move them away)"
+                                       : std::string()));
         write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
         std::string link_tmp = out_ + "/model.bin.tmp";
         unlink(link_tmp.c_str());
@@ -265,7 +393,7 @@ class RunDir {
     // directory's (a corrupt or hand-edited file) is an error that shows it, control bytes escaped.
     std::string latest() const {
         if (access((out_ + "/latest").c_str(), F_OK) != 0) return "";
-        std::string name = read_text(out_ + "/latest");
+        std::string name = read_text(out_ + "/latest", 4096);
         if (step_of_dir_name(name) < 0)
             throw CheckpointError(out_ + "/latest is corrupt: it holds \"" + printable(name.substr(0, 200)) +
                                   "\", not a checkpoint name like step_00000100; write the name of a step_* "
@@ -273,31 +401,53 @@ class RunDir {
         return name;
     }
 
-    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg. Every rank
-    // calls it and reads the optimizer state it holds from whichever state files cover it.
+    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg and that
+    // its files belong together (one run, one step). Every rank calls it and reads the optimizer state it holds
+    // from whichever state files cover it.
     ResumePoint resume(Engine& eng, const ModelConfig& cfg) {
+        const std::vector<long> steps = checkpoint_steps();
+        const std::string newest = steps.empty() ? "" : step_dir_name(steps.back());
         std::string latest_name = latest();
-        if (latest_name.empty())
-            throw ConfigError("--resume: no checkpoint in " + out_ +
-                              " (OUT/latest is missing); train without --resume first");
+        if (latest_name.empty()) {
+            if (steps.empty())
+                throw ConfigError("--resume: " + out_ + " holds no checkpoint (no latest, no step_* directory); train "
+                                  "without --resume first");
+            throw ConfigError("--resume: " + out_ + "/latest is missing, but " + out_ + " holds " +
+                              std::to_string(steps.size()) + " checkpoint" + (steps.size() > 1 ? "s" : "") +
+                              " (newest " + newest + "); to resume from it: echo " + newest + " > " + out_ +
+                              "/latest, then run again");
+        }
         ResumePoint r;
         r.dir = out_ + "/" + latest_name;
+        struct stat st;
+        if (lstat(r.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+            const std::string what = lstat(r.dir.c_str(), &st) != 0 ? "which does not exist"
+                                                                    : std::string("which is ") + file_kind(st.st_mode) +
+                                                                          ", not a checkpoint directory of this run";
+            throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", " + what +
+                              (newest.empty() ? "; " + out_ + " holds no other checkpoint: start afresh with --overwrite"
+                                              : "; " + out_ + " holds " + newest + ": echo " + newest + " > " + out_ +
+                                                    "/latest to resume from it"));
+        }
         LoadedModel m = load_model(r.dir + "/model.bin");
         std::string diff = model_difference(m.cfg, cfg);
         if (!diff.empty())
             throw ConfigError("--resume: " + r.dir + " holds a different model (" + diff +
                               "); pass the model flags of the first run");
         const size_t P = param_layout(cfg).total;
-        TrainState st = load_optimizer_range(r.dir, P, eng.optimizer_range());
-        if (st.step != m.step)
+        TrainState st_ = load_optimizer_range(r.dir, P, eng.optimizer_range(), m.run_id);
+        if (st_.step != m.step)
             throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) + " but state_rank0.bin at step " +
-                                  std::to_string(st.step) + "; the checkpoint is corrupt");
+                                  std::to_string(st_.step) + "; the checkpoint mixes two steps");
         eng.set_params(m.params.data());
-        eng.set_optimizer(st.m, st.v, (long)st.step);
-        if (st.loader.size() != sizeof r.loader)
+        eng.set_optimizer(st_.m, st_.v, (long)st_.step);
+        if (st_.loader.size() != sizeof r.loader)
             throw CheckpointError(r.dir + ": data-loader position has the wrong size");
-        memcpy(&r.loader, st.loader.data(), sizeof r.loader);
-        r.step = st.step, r.tokens = st.tokens, r.rng = st.rng;
+        memcpy(&r.loader, st_.loader.data(), sizeof r.loader);
+        r.step = st_.step, r.tokens = st_.tokens, r.rng = st_.rng;
+        r.total_batch = st_.total_batch ? (long)st_.total_batch
+                        : st_.step > 0 && st_.tokens % st_.step == 0 ? (long)(st_.tokens / st_.step) : 0;
+        run_id_ = m.run_id;  // 0 for a version 2 checkpoint: agree_run_id draws a new one
         return r;
     }
 
@@ -336,28 +486,43 @@ class RunDir {
         for (long s : checkpoint_steps())
             if (s < newest) older.push_back(s);
         for (size_t i = 0; i + (size_t)(keep_ - 1) < older.size(); i++)
-            remove_tree(out_ + "/" + step_dir_name(older[i]));
+            if (!remove_checkpoint_dir(out_ + "/" + step_dir_name(older[i])))
+                fprintf(stderr, "note: %s/%s not pruned: it holds files train_prism did not write\n", out_.c_str(),
+                        step_dir_name(older[i]).c_str());
     }
 
     std::string out_;
     int keep_;
     const Dist& dist_;
+    int lock_fd_ = -1;
+    uint64_t run_id_ = 0;  // written into every file of every checkpoint (agree_run_id)
+    long total_batch_ = 0;
 
     bool lead() const { return dist_.rank == 0; }
     static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
 
-    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir,
-    // and the rest of its training state (step, tokens, RNG and loader position, which every file carries).
+    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir
+    // (each must name the run `run_id` that model.bin names), and the rest of its training state (step, tokens, RNG and loader position, which every file carries).
     // state_rank0.bin's header says how many files there are; their ranges must tile [0, P), all at one step.
     // Only the files that overlap the range are read (and checksummed); rank 0's range starts at 0, so it takes
     // the RNG state from state_rank0.bin, rank 0's own.
-    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range) {
+    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range,
+                                           uint64_t run_id) {
         std::vector<StateRange> files{load_state_range(dir + "/" + state_file_name(0))};
         for (int i = 1; i < std::max(1, files[0].world); i++)
             files.push_back(load_state_range(dir + "/" + state_file_name(i)));
+        auto run = [](uint64_t id) {
+            char b[32];
+            snprintf(b, sizeof b, id ? "run %016llx" : "no run id (version 2)", (unsigned long long)id);
+            return std::string(b);
+        };
         int64_t covered = 0;
         for (size_t i = 0; i < files.size(); i++) {
             const StateRange& f = files[i];
+            if (f.run_id != run_id)
+                throw CheckpointError(dir + ": " + state_file_name((int)i) + " names " + run(f.run_id) + ", model.bin " +
+                                      run(run_id) + ": the checkpoint mixes two runs (a file copied in from another "
+                                      "run?); resume from a checkpoint written whole, or put its own files back");
             if (f.P != (int64_t)P || f.first != covered || f.world != files[0].world || f.step != files[0].step)
                 throw CheckpointError(dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
                                       state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " +
@@ -378,7 +543,9 @@ class RunDir {
             if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
             TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
             for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
-            if (!have_rest) out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader;
+            if (!have_rest)
+                out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader,
+                out.total_batch = f.total_batch;
             have_rest = true;
         }
         return out;

@@ -5,7 +5,9 @@
 // (run/run_record.h: flags, seed, machine) and the zero-shot results OUT/eval.json (eval_zeroshot --json, as
 // `study` writes them) when they exist; a malformed one of those is a warning, not an error.
 // A line that is not whole JSON is skipped with a warning: the last one is what a crash or a full disk leaves
-// (torn), any other is named by its line number. Wall-clock: elapsed_s restarts at each --resume, so each
+// (torn), any other is named by its line number; so is a line whose step is not a whole number >= 1 or not
+// above the step before it (a duplicated or reordered line), or whose number field holds another type (a
+// string loss). The log must be a regular file (a FIFO or a device is refused, never waited on). Wall-clock: elapsed_s restarts at each --resume, so each
 // restart's times are added to the last time before it (elapsed_total).
 // Errors (RunLogError, one line): a path that is not a directory, a directory without log.jsonl or with no step
 // in it (nothing to report).
@@ -91,16 +93,17 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
     r.name = trimmed.substr(trimmed.find_last_of('/') == std::string::npos ? 0 : trimmed.find_last_of('/') + 1);
     if (!is_dir(dir)) throw RunLogError(dir + " is not a directory; pass train_prism output directories (-o OUT)");
     const std::string path = dir + "/log.jsonl";
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f)
+    if (access(path.c_str(), F_OK) != 0)
         throw RunLogError(dir + " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
                           "started; pass the directory a run wrote (-o OUT)");
     std::string text;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    fclose(f);
-    long line_no = 0;
+    try {
+        const std::vector<unsigned char> b = read_file_bytes(path, "log");
+        text.assign(b.begin(), b.end());
+    } catch (const IoError& e) {
+        throw RunLogError(e.what());
+    }
+    long line_no = 0, last_step = 0;
     double offset = 0, last_elapsed = -1;
     for (size_t a = 0; a < text.size();) {
         size_t b = text.find('\n', a);
@@ -110,18 +113,32 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
         a = b + 1, line_no++;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         json::Value o;
+        bool parsed = false;
         try {
             o = json::parse(line);
+            parsed = true;
             if (o.kind != json::Value::Object || !std::isfinite(number(o, "step"))) throw json::Error("no \"step\" number");
+            const double st = number(o, "step");
+            if (st < 1 || st != std::floor(st) || st > 1e15)
+                throw json::Error("step " + json::number(st, "%.17g") + " is not a whole number >= 1");
+            if ((long)st <= last_step)
+                throw json::Error("step " + std::to_string((long)st) + " does not follow step " + std::to_string(last_step) +
+                                  ": a duplicated or reordered line");
+            for (const char* k : {"tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) {
+                const json::Value* v = o.find(k);
+                if (v && v->kind != json::Value::Number && v->kind != json::Value::Null)
+                    throw json::Error(std::string("\"") + k + "\" is not a number");
+            }
         } catch (const json::Error& e) {
             const std::string msg = path + " line " + std::to_string(line_no) +
-                                    (last ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
+                                    (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
                                           : std::string(" is not a step's JSON (") + e.what() + "): skipped");
             r.warnings.push_back(msg);
             warn(msg);
             continue;
         }
         RunStep s;
+        last_step = (long)number(o, "step");
         s.step = (long)number(o, "step"), s.tokens = (long)number(o, "tokens");
         s.train_loss = number(o, "train_loss"), s.val_loss = number(o, "val_loss"), s.lr = number(o, "lr");
         s.grad_norm = number(o, "grad_norm"), s.tokens_per_s = number(o, "tokens_per_s");

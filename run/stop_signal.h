@@ -1,6 +1,8 @@
 // run/stop_signal.h: a training run's graceful stop. SIGTERM (what batch schedulers send before they kill a job),
-// SIGINT (Ctrl-C) and SIGHUP (a closed terminal) only set a flag: the loop finishes the step it is in, writes a
-// checkpoint, says where, and exits with kExitInterrupted. A second one of these signals ends the process at
+// SIGINT (Ctrl-C) and SIGHUP (a closed terminal) only set a flag: the loop ends the step or phase it is in
+// (a validation, an eval, a sample, the start-up's checks are cut short; a checkpoint write is finished), writes a
+// checkpoint when there is new work, says where, and exits with kExitInterrupted. main installs the handlers
+// before anything else. A second one of these signals ends the process at
 // once (the default action of that signal, so the shell sees 128 + its number). A signal the process was
 // started with ignored (nohup ignores SIGHUP) stays ignored.
 // The exit codes of train_prism are here too, so that they are documented in one place.
@@ -21,6 +23,7 @@ constexpr int kExitInterrupted = 75; // stopped by SIGTERM/SIGINT/SIGHUP after a
 
 // The signal that asked for a stop, 0 while none has. Written only by the handler.
 inline volatile sig_atomic_t g_stop_signal = 0;
+inline bool stop_requested() { return g_stop_signal != 0; }
 
 // Async-signal-safe: sets the flag and writes a fixed message with write(2); the second signal restores the
 // default action and raises itself.
@@ -31,14 +34,17 @@ inline void stop_signal_handler(int sig) {
         return;
     }
     g_stop_signal = sig;
-    static const char msg[] = "\ntrain_prism: stop signal: finishing this step, then a checkpoint "
-                              "(send it again to exit at once)\n";
+    static const char msg[] = "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
+                              "checkpoint when there is new work (send it again to exit at once)\n";
     ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)rc;
 }
 
+// Also ignores SIGXFSZ, so that a write past a file-size limit (ulimit -f) fails with EFBIG and is reported as
+// the one-line disk error it is, instead of killing the process without a word.
 inline void install_stop_handlers() {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    signal(SIGXFSZ, SIG_IGN);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
         struct sigaction old;
         if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         struct sigaction sa;
@@ -51,5 +57,6 @@ inline void install_stop_handlers() {
 }
 
 inline const char* stop_signal_name(int sig) {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1"
+                                                                                                   : "a signal";
 }

@@ -15,6 +15,7 @@
 
 #include "run/cli.h"
 #include "run/run_record.h"
+#include "eval/tasks.h"
 #include "run/defaults.h"
 #include "text/tokenizer.h"
 
@@ -70,6 +71,8 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                  [&o](const std::string&) { o.resume = true; }});
     f.push_back({"--overwrite", "", "start afresh in an OUT that holds a run: delete its checkpoints and log first",
                  [&o](const std::string&) { o.overwrite = true; }});
+    f.push_back({"--allow-batch-change", "", "with --resume: go on with another global batch (tokens per step) than "
+                 "the checkpoint's (without it, that is an error)", [&o](const std::string&) { o.allow_batch_change = true; }});
     f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
                  int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
@@ -83,7 +86,7 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
     f.push_back({"--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: never)",
                  long_flag("--eval-every", o.eval_every, 0, kMaxSteps)});
     f.push_back({"--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext (default hellaswag)",
-                 [&o](const std::string& v) { o.eval_task = v; }});
+                 [&o](const std::string& v) { o.eval_task = find_eval_task(v).name; }});
     f.push_back({"--eval-limit", "N", "examples per in-training eval (0: all; default 500)", long_flag("--eval-limit", o.eval_limit, 0, kMaxSteps)});
     f.push_back({"--eval-data", "DIR", "prepared eval files (default data/eval, see data/get_eval.sh)",
                  [&o](const std::string& v) { o.eval_data = v; }});

@@ -166,7 +166,7 @@ TEST_CASE("model.bin round-trips the config and every parameter", "[train][check
     TrainState s;
     s.step = 5, s.tokens = 999, s.rng = 42;
     s.loader = {1, 2, 3};  // a length that is not a multiple of 8
-    s.m = p, s.v = p;
+    s.m = p, s.v = std::vector<float>(P, 0.5f);  // v, a mean of squares, is never negative
     save_state(dir + "/s.bin", s);
     TrainState r = load_state(dir + "/s.bin", P);
     REQUIRE(r.step == 5);

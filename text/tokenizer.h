@@ -45,6 +45,7 @@
 #include "util/json.h"
 #include "text/pretokenize.h"
 #include "util/utf8.h"
+#include "util/io.h"
 
 namespace tokenizer_detail {
 
@@ -206,12 +207,15 @@ namespace tokenizer_detail {
 
 [[noreturn]] inline void fail(const std::string& msg) { throw std::runtime_error(msg); }
 
+// A regular file only (a FIFO or a device is refused, never waited on), at most 1 GiB (GPT-2's files are a few MB).
 inline std::string read_file(const std::string& path, const char* hint) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("tokenizer: cannot open " + path + " (" + strerror(errno) + "); " + hint);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
+    if (access(path.c_str(), F_OK) != 0) fail("tokenizer: cannot open " + path + " (" + strerror(errno) + "); " + hint);
+    try {
+        const std::vector<unsigned char> b = read_file_bytes(path, "tokenizer file", (size_t)1 << 30);
+        return std::string(b.begin(), b.end());
+    } catch (const IoError& e) {
+        fail(std::string("tokenizer: ") + e.what());
+    }
 }
 
 // Calls fn(line_number, line) for each non-empty line of text (1-based numbers; a trailing \r dropped).

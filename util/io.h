@@ -1,16 +1,19 @@
 // util/io.h: the byte-level file helpers our binary formats share (model.bin and the state files in run/checkpoint.h,
 // the eval files in eval/eval_file.h, the trainer's small text files): a 64-bit checksum, 64-bit fields inside an
 // int32 header, a write that is atomic (NAME.tmp, flushed, fsync'd, renamed over NAME, so a reader sees the
-// old file or the new one, never a mix), and checked reads.
+// old file or the new one, never a mix), random ids, and checked reads: of regular files only (a FIFO, a device
+// or a directory is refused in one line, never waited on or read without end), never more than the file holds.
 //
 // Does not: know any format. Errors are IoErrors, one line naming the file and what to do; callers that want
 // their own error type catch and rethrow with their context.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -85,6 +88,24 @@ inline std::string printable(const std::string& s) {
     return out;
 }
 
+// A random 64-bit id, never 0 (a run's, in its checkpoints; a shard set's, in its shards): 8 bytes of
+// /dev/urandom, else the clock and the process id mixed by SplitMix64's finalizer.
+inline uint64_t random_id() {
+    uint64_t x = 0;
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = 0;
+        close(fd);
+    }
+    if (x == 0) {
+        x = (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count() ^ ((uint64_t)getpid() << 32);
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        x ^= x >> 31;
+    }
+    return x ? x : 1;
+}
+
 // A 64-bit value in two consecutive int32 slots h[at], h[at + 1] of a header (little-endian, as the files are).
 inline void put64(int32_t* h, int at, int64_t v) { memcpy(h + at, &v, 8); }
 inline int64_t get64(const int32_t* h, int at) {
@@ -99,49 +120,105 @@ inline double getf64(const int32_t* h, int at) {
     return v;
 }
 
-// Writes the pieces to path.tmp, fsyncs and renames over path.
+// The kind of a file for messages: "a directory", "a FIFO", "a character device", ...
+inline const char* file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link"
+         : S_ISREG(m) ? "a regular file" : "not a regular file";
+}
+
+// Why a write failed, for messages: strerror, plus the likely cause of the two that mean "no room".
+inline std::string write_error(int e) {
+    std::string s = strerror(e);
+    if (e == ENOSPC || e == EDQUOT) s += " (disk full or over quota?)";
+    if (e == EFBIG) s += " (over the file-size limit, ulimit -f?)";
+    return s;
+}
+
+// Before the work whose result goes to `path` (a --json FILE, an -o FILE): a directory there, or a directory
+// above it that does not exist, is an error now rather than after the work. `flag` names the option.
+inline void check_output_file(const std::string& path, const std::string& flag) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw IoError(flag + " " + path + " is a directory; pass a file name (e.g. " + path + "/out)");
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw IoError(flag + " " + path + ": the directory " + dir + " does not exist; create it or fix the path");
+}
+
+// Writes the pieces to path.tmp, fsyncs and renames over path. An earlier path.tmp (a crash's, or a link) is
+// unlinked first and the new one created afresh, so a link there is never followed; a directory at path is
+// refused before anything is written, and a failed rename leaves no path.tmp behind.
 inline void write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
     std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) throw IoError("cannot write " + tmp + ": " + strerror(errno) + "; check the output directory");
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw IoError("cannot write " + path + ": it is a directory; pass a file name");
+    unlink(tmp.c_str());
+    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE* f = fd >= 0 ? fdopen(fd, "wb") : nullptr;
+    if (!f) {
+        const int e = errno;
+        if (fd >= 0) close(fd), unlink(tmp.c_str());
+        throw IoError("cannot write " + tmp + ": " + write_error(e) + "; check the output directory");
+    }
     bool ok = true;
     for (auto& p : pieces) ok = ok && (p.second == 0 || fwrite(p.first, 1, p.second, f) == p.second);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
+    int e = errno;
+    if (fclose(f) != 0 && ok) ok = false, e = errno;
     if (!ok) {
-        int e = errno;
         unlink(tmp.c_str());
         const bool had = access(path.c_str(), F_OK) == 0;
-        throw IoError("writing " + tmp + " failed: " + strerror(e) + " (disk full?)" +
+        throw IoError("writing " + tmp + " failed: " + write_error(e) +
                       (had ? "; the previous " + path + " is untouched" : std::string()));
     }
-    if (rename(tmp.c_str(), path.c_str()) != 0)
-        throw IoError("cannot rename " + tmp + " to " + path + ": " + strerror(errno));
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        e = errno;
+        unlink(tmp.c_str());
+        throw IoError("cannot rename " + tmp + " to " + path + ": " + strerror(e));
+    }
 }
 
-// The whole file. `what` names it in errors ("eval file").
-inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* what) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw IoError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
-    std::vector<unsigned char> buf;
-    unsigned char chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + n);
-    bool err = ferror(f);
-    fclose(f);
-    if (err) throw IoError(std::string("error reading ") + what + " " + path);
-    return buf;
-}
-
-// Opens a file for reading with its size; closed when the returned handle goes out of scope. For files too
-// large to buffer twice (a checkpoint is read straight into its vectors).
+// Opens a file for reading with its size; closed when the returned handle goes out of scope. Only a regular
+// file is opened: a FIFO (opened without blocking, so that no writer is waited for), a device or a directory
+// is refused in one line naming what it is, so that no read waits forever or runs without end (/dev/zero).
 using FileHandle = std::unique_ptr<FILE, int (*)(FILE*)>;
 inline FileHandle open_sized(const std::string& path, const char* what, size_t& size) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw IoError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
-    FileHandle h(f, fclose);
+    const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) throw IoError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) throw IoError(std::string("cannot stat ") + what + " " + path);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        throw IoError(std::string("cannot stat ") + what + " " + path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        throw IoError(std::string(what) + " " + path + " is " + file_kind(st.st_mode) +
+                      ", not a regular file; pass the file itself");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE* f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        throw IoError(std::string("cannot open ") + what + " " + path + ": " + strerror(errno));
+    }
     size = (size_t)st.st_size;
-    return h;
+    return FileHandle(f, fclose);
+}
+
+// The whole file (a regular one, open_sized), at most `limit` bytes of it: a larger file is an error naming
+// both sizes. `what` names it in errors ("eval file").
+inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* what,
+                                                  size_t limit = (size_t)1 << 40) {
+    size_t size;
+    FileHandle fh = open_sized(path, what, size);
+    if (size > limit)
+        throw IoError(std::string(what) + " " + path + " is " + std::to_string(size) + " bytes, more than the " +
+                      std::to_string(limit) + " such a file can hold; is it the right file?");
+    std::vector<unsigned char> buf(size);
+    const size_t got = size ? fread(buf.data(), 1, size, fh.get()) : 0;
+    if (got != size || ferror(fh.get())) throw IoError(std::string("error reading ") + what + " " + path);
+    return buf;
 }

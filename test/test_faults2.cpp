@@ -1,0 +1,330 @@
+// Nothing lost, round two (issue 19): one test per class of fault a red-team campaign found on main. Deletion
+// never leaves OUT or follows a link; a shard set is replaced whole (a kill -9 at any moment of prepare_shards
+// --overwrite leaves a set the trainer trains on whole, or one it refuses); a fresh run refuses any OUT holding
+// what the trainer writes; one writer per OUT; rank variables without a launcher are an error; the files of a
+// checkpoint name one run; non-finite parameters are refused at load; what the first checkpoint needs is
+// checked before step 1; stop signals end validation and the start-up in bounded time; non-regular files are
+// refused in one line; and the messages the campaign found misleading say what is true. Micro models (train_util.h),
+// a few seconds each.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "run/checkpoint.h"
+#include "dataloader.h"
+#include "run/run_log.h"
+#include "test/train_util.h"
+
+#define PREPARE_SHARDS_NO_MAIN
+#include "data/prepare_shards.cpp"
+
+namespace {
+
+bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// A run started in the background: its command, with `until` a shell condition it waits for before returning.
+// Returns the pid (as text) in $pid of the following shell commands.
+std::string background(const std::string& cmd, const std::string& log, const std::string& until) {
+    return "(" + cmd + " > " + log + " 2>&1 & pid=$!; n=0; while kill -0 $pid 2>/dev/null && ! (" + until +
+           ") && [ $n -lt 3000 ]; do sleep 0.01; n=$((n+1)); done; ";
+}
+
+}  // namespace
+
+TEST_CASE("pruning and --overwrite unlink a link under a checkpoint's name, never empty its target",
+          "[train][faults][faults2]") {
+    // Issue 19: a step directory that was a link to another run's checkpoint had the target emptied.
+    std::string dir = make_data_dir(), a = dir + "/a", b = dir + "/b";
+    REQUIRE(sh(micro(dir, a) + " --steps 2").rc == 0);
+    REQUIRE(sh(micro(dir, b) + " --steps 4 --stop-after 1").rc == 0);
+    REQUIRE(sh("ln -s " + a + "/step_00000002 " + b + "/step_00000000 && echo mine > " + b + "/step_00000001/notes.txt")
+                .rc == 0);
+    Result r = sh(micro(dir, b) + " --steps 4 --resume --ckpt-every 1 --keep 1");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    REQUIRE(has(r.out, "note: " + b + "/step_00000001 not pruned: it holds files train_prism did not write"));
+    REQUIRE(sh("ls " + a + "/step_00000002").out == "model.bin\nstate_rank0.bin\n");  // the other run's, intact
+    REQUIRE(slurp(b + "/step_00000001/notes.txt") == "mine\n");
+    Result o = sh(micro(dir, b) + " --steps 2 --overwrite");
+    INFO(o.out);
+    REQUIRE(o.rc == 0);
+    REQUIRE(sh("ls " + a + "/step_00000002").out == "model.bin\nstate_rank0.bin\n");
+    REQUIRE(sh("test -L " + b + "/step_00000000").rc != 0);  // the link itself is gone
+    REQUIRE(load_model(a + "/model.bin").step == 2);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-named link", "[train][faults][faults2]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    REQUIRE(sh(micro(dir, dir + "/other") + " --steps 1").rc == 0);
+    REQUIRE(sh("mkdir " + out + " && cp " + dir + "/other/model.bin " + out + "/").rc == 0);
+    Result r = sh(micro(dir, out) + " --steps 1");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, out + " holds an earlier run (a model.bin); pass --resume to continue it, or --overwrite"));
+    REQUIRE(sh("rm " + out + "/model.bin && ln -s " + dir + "/other/step_00000001 " + out + "/step_00000001").rc == 0);
+    REQUIRE(has(sh(micro(dir, out) + " --steps 1").out, "holds an earlier run (1 file or link named like a checkpoint)"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere in prepare_shards --overwrite "
+          "leaves the old set, the new set, or a refused mixture", "[data][faults][faults2]") {
+    char tmpl[] = "/tmp/prism_sets_XXXXXX";
+    std::string dir = mkdtemp(tmpl), prefix = dir + "/c";
+    std::vector<int> t(3000, 5);
+    write_shard(prefix + "_val_000000.bin", t, false, 0x1111);
+    write_shard(prefix + "_train_000001.bin", t, false, 0x2222);
+    DataLoader train(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300);  // one set by itself: fine
+    DataLoader val(prefix + "_val_*.bin", 2, 8, 0, 1, false, 0, 300);
+    REQUIRE_THROWS_WITH(check_shard_sets(train.shards(), val.shards()),
+                        Catch::Contains("(set 0000000000002222) were not written together: an interrupted "
+                                        "prepare_shards --overwrite"));
+    write_shard(prefix + "_train_000002.bin", t, false);  // llm.c's, no id, beside a tied one
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300), Catch::Contains("no set id"));
+    sh("rm -f " + prefix + "_*");
+    write_shard(prefix + "_train_000001.bin", t, false);  // llm.c's own shards, all without an id: read
+    write_shard(prefix + "_train_000002.bin", t, false);
+    REQUIRE(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300).num_shards() == 2);
+    sh("rm -f " + prefix + "_*");
+
+    // The real pipeline, killed at moments spread over its run: a small old set, a large new one (other letters).
+    auto prepare = [&](const std::string& in, const std::string& out, bool overwrite) {
+        PrepareOptions o;
+        o.inputs = {in}, o.out_prefix = out, o.format = InputFormat::LINES;
+        o.shard_tokens = 200, o.val_tokens = 200, o.progress = 0, o.sync = false, o.overwrite = overwrite, o.threads = 1;
+        return prepare_shards(o, [](std::string_view s, std::vector<int>& v) { for (unsigned char c : s) v.push_back(c); },
+                              0).shards.size();
+    };
+    {
+        std::ofstream old_in(dir + "/old.txt"), new_in(dir + "/new.txt");
+        for (int i = 0; i < 120; i++) old_in << "old line " << i << "\n";
+        for (int i = 0; i < 3000; i++) new_in << "NEW LINE " << i << "\n";
+    }
+    const size_t n_new = prepare(dir + "/new.txt", dir + "/n", false);
+    int whole_old = 0, whole_new = 0, refused = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        sh("rm -f " + prefix + "_*");
+        const size_t n_old = prepare(dir + "/old.txt", prefix, false);
+        const pid_t child = fork();
+        if (child == 0) {
+            try {
+                prepare(dir + "/new.txt", prefix, true);
+            } catch (...) {
+            }
+            _exit(0);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(1000 * trial));
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        try {
+            DataLoader tr(prefix + "_train_*.bin", 1, 8, 0, 1, false, 0, 300);
+            DataLoader va(prefix + "_val_*.bin", 1, 8, 0, 1, false, 0, 300);
+            check_shard_sets(tr.shards(), va.shards());
+            const size_t n = tr.shards().size() + va.shards().size();
+            const uint64_t id = tr.shards()[0].set_id;
+            for (const ShardInfo& s : tr.shards()) REQUIRE(s.set_id == id);
+            std::vector<int> x(8), y(8);
+            tr.next_batch(x.data(), y.data());
+            bool is_new = false;  // a window of 8 always holds a letter: upper case is the new set's
+            for (int c : x) is_new = is_new || (c >= 'A' && c <= 'Z');
+            INFO("trial " << trial << ": " << n << " shards");
+            REQUIRE(n == (is_new ? n_new : n_old));  // whole: every shard of one set, no more, no fewer
+            (is_new ? whole_new : whole_old)++;
+        } catch (const std::runtime_error& e) {
+            INFO(e.what());
+            REQUIRE(has(e.what(), "were not written together"));
+            refused++;
+        }
+    }
+    printf("prepare_shards --overwrite killed at 24 moments: %d old set whole, %d new set whole, %d mixtures refused\n",
+           whole_old, whole_new, refused);
+    CHECK(whole_old + whole_new + refused == 24);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("one writer per OUT: a second trainer or a --resume beside a live run fails naming its pid",
+          "[train][faults][faults2]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result r = sh(background(micro(dir, out) + " --steps 100000", dir + "/first.txt",
+                             "[ -s " + out + "/log.jsonl ]") +
+                  micro(dir, out) + " --steps 5 --resume; echo \"second exit $? first $pid\"; " + micro(dir, out) +
+                  " --steps 5 --overwrite; kill -TERM $pid; wait $pid; echo \"first exit $?\")");
+    INFO(r.out);
+    const size_t at = r.out.find(" first ") + 7;
+    const std::string pid = r.out.substr(at, r.out.find('\n', at) - at);
+    REQUIRE(has(r.out, "error: " + out + " is in use by another train_prism (pid " + pid + " on "));
+    REQUIRE(has(r.out, "holds " + out + "/lock); wait for it to end or stop it, or pass another -o"));
+    REQUIRE(has(r.out, "second exit 1"));
+    REQUIRE(has(r.out, "first exit 75"));
+    REQUIRE(sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1").rc == 0);  // the lock went with it
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "[train][faults][faults2]") {
+    std::string dir = make_data_dir();
+    Result r = sh("RANK=1 WORLD_SIZE=2 " + micro(dir, dir + "/run") + " --steps 1");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, "RANK=1 and WORLD_SIZE=2 are set, but neither a launcher"));
+    REQUIRE(sh("RANK=0 WORLD_SIZE=1 " + micro(dir, dir + "/run") + " --steps 1").rc == 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("a checkpoint whose files name different runs is refused; non-finite parameters are refused at load",
+          "[train][faults][checkpoint][faults2]") {
+    // Issue 19: a state_rank0.bin from another run with the same seed resumed with exit 0.
+    std::string dir = make_data_dir();
+    REQUIRE(sh(micro(dir, dir + "/a") + " --steps 2").rc == 0);
+    REQUIRE(sh(micro(dir, dir + "/b") + " --steps 2").rc == 0);
+    REQUIRE(sh("cp " + dir + "/b/step_00000002/state_rank0.bin " + dir + "/a/step_00000002/").rc == 0);
+    Result r = sh(micro(dir, dir + "/a") + " --steps 4 --resume");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, "state_rank0.bin names run "));
+    REQUIRE(has(r.out, ": the checkpoint mixes two runs (a file copied in from another run?)"));
+
+    LoadedModel m = load_model(dir + "/b/model.bin");
+    REQUIRE(m.run_id != 0);
+    m.params[7] = NAN;
+    save_model(dir + "/nan.bin", m.cfg, m.params.data(), m.params.size(), m.step, m.run_id);  // a valid checksum
+    REQUIRE_THROWS_WITH(load_model(dir + "/nan.bin"), Catch::Contains("parameter 7 of ") && Catch::Contains("is nan"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("what the first checkpoint needs is checked before step 1: a too-long -o fails at once",
+          "[train][faults][faults2]") {
+    std::string dir = make_data_dir(), out = dir;
+    while (out.size() < 4060) out += "/" + std::string(200, 'x');  // the run's own names fit; the checkpoint's not
+    out = out.substr(0, 4060);
+    Result r = sh("mkdir -p " + out + " 2>/dev/null; " + micro(dir, out) + " --steps 3");
+    INFO(r.out.substr(r.out.size() > 600 ? r.out.size() - 600 : 0));
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, "is too long: the checkpoints' paths"));
+    REQUIRE(!has(r.out, "step     1/3"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("SIGTERM during a long validation and during the start-up ends the run in bounded time, exit 75",
+          "[train][faults][signals][faults2]") {
+    // Issue 19: with --val-tokens 1e12 the run was still validating 25 s after SIGTERM; SIGTERM during the
+    // start-up exited 143 without a line.
+    std::string dir = make_data_dir(), out = dir + "/run";
+    const auto t0 = std::chrono::steady_clock::now();
+    Result r = sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000",
+                             dir + "/v.txt", "[ \"$(wc -l < " + out + "/log.jsonl)\" -ge 2 ]; sleep 0.3") +
+                  "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/v.txt)");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(r.out);
+    REQUIRE(has(r.out, "exit 75"));
+    REQUIRE(has(r.out, "validation at step 3: cut short by the stop signal, not logged"));
+    REQUIRE(has(r.out, "stopped by SIGTERM after step 3; " + out + "/latest names step_00000003"));
+    CHECK(secs < 20);
+    REQUIRE(read_log(out + "/log.jsonl").size() == 3);
+    REQUIRE(!has(read_log(out + "/log.jsonl")[3], "val_loss"));
+
+    // The start-up: the signal lands once the lock is taken (the first thing the set-up does), while the 60
+    // shards are checked; whichever phase it meets, the run ends with 75 and a line, never 143.
+    std::vector<int> t(200000, 3);
+    for (int i = 0; i < 60; i++) write_shard(dir + "/big_train_" + std::to_string(100000 + i).substr(1) + ".bin", t, false);
+    std::string cmd = micro(dir, dir + "/s") + " --steps 3 --train '" + dir + "/big_train_*.bin'";
+    Result s = sh(background(cmd, dir + "/s.txt", "ls -l /proc/$pid/fd 2>/dev/null | grep -q " + dir + "/s/lock") +
+                  "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/s.txt)");
+    INFO(s.out);
+    REQUIRE(has(s.out, "exit 75"));
+    REQUIRE((has(s.out, "stopped by SIGTERM during the start-up, before step 1; no checkpoint yet: run the same "
+                        "command again") ||
+             has(s.out, "stopped by SIGTERM after step 1")));
+    if (has(s.out, "during the start-up")) REQUIRE(sh(cmd).rc == 0);  // the same command starts: an empty log is no run
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("FIFOs, devices and links where OUT's files belong are refused in one line, never waited on",
+          "[train][faults][faults2]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    REQUIRE(sh(micro(dir, out) + " --steps 1").rc == 0);
+    for (const std::string& make : {"mkfifo " + out + "/log.jsonl", "ln -s /dev/zero " + out + "/log.jsonl",
+                                    "ln -s /dev/full " + out + "/log.jsonl"}) {
+        REQUIRE(sh("rm -f " + out + "/log.jsonl && " + make).rc == 0);
+        for (const char* flags : {" --steps 2 --resume", " --steps 2 --overwrite"}) {
+            Result r = sh("timeout 20 " + micro(dir, out) + flags);
+            INFO(make << flags << "\n" << r.out);
+            REQUIRE(one_line_error(r));
+            REQUIRE(has(r.out, out + "/log.jsonl is a "));
+            REQUIRE(has(r.out, ", not the file train_prism writes there; remove it"));
+        }
+    }
+    REQUIRE(sh("rm -f " + out + "/log.jsonl && mkfifo " + out + "/log.jsonl && mkfifo " + dir + "/model.fifo").rc == 0);
+    REQUIRE_THROWS_WITH(read_run(out, [](const std::string&) {}), Catch::Contains("log.jsonl is a FIFO, not a regular file"));
+    REQUIRE_THROWS_WITH(load_model(dir + "/model.fifo"), Catch::Contains("model.fifo is a FIFO, not a regular file"));
+    REQUIRE_THROWS_WITH(load_model(dir), Catch::Contains("is a directory, not a regular file"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("messages say what is true: conflicting flags, a changed batch, a missing latest, the plan's tokens",
+          "[train][faults][cli][faults2]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result both = sh(micro(dir, out) + " --steps 3 --tokens 1000");
+    REQUIRE(one_line_error(both));
+    REQUIRE(has(both.out, "--steps and --tokens both set the run's length; pass one of them"));
+    Result task = sh(micro(dir, out) + " --steps 3 --eval-task foo");
+    REQUIRE(has(task.out, "unknown task 'foo'; choose from hellaswag, piqa"));
+
+    REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 2 --ckpt-every 1").rc == 0);
+    Result b = sh(micro(dir, out) + " --steps 6 --resume -b 2");  // 2 x 32 tokens a step instead of 4 x 32
+    INFO(b.out);
+    REQUIRE(one_line_error(b));
+    REQUIRE(has(b.out, "was trained with a global batch of 128 tokens per step, this run would take 64 (B 2 x T 32 x 1 "
+                       "rank x 1 micro-steps); pass --total-batch 128 to keep it, or --allow-batch-change"));
+    Result k = sh(micro(dir, out) + " --steps 6 --resume -b 2 --total-batch 128 --stop-after 1");
+    INFO(k.out);
+    REQUIRE(k.rc == 0);
+    REQUIRE(has(k.out, "6 steps (768 tokens, of which 256 in steps 1..2 already done)"));
+
+    REQUIRE(sh("rm " + out + "/latest").rc == 0);
+    Result l = sh(micro(dir, out) + " --steps 6 --resume");
+    INFO(l.out);
+    REQUIRE(has(l.out, out + "/latest is missing, but " + out + " holds 2 checkpoints (newest step_00000003); to "
+                       "resume from it: echo step_00000003 > " + out + "/latest, then run again"));
+    REQUIRE(sh("echo step_00000005 > " + out + "/latest").rc == 0);
+    Result g = sh(micro(dir, out) + " --steps 6 --resume");
+    INFO(g.out);
+    REQUIRE(has(g.out, "latest names step_00000005, which does not exist; " + out + " holds step_00000003: echo "));
+    Result h = sh("./train_prism --plan -m tiny --mlp-multiple 65536");
+    REQUIRE(has(h.out, "SwiGLU hidden 65536 (2.667 w to a multiple of 65536)"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report warns about negative, duplicated and string-valued steps; a directory as output is refused first",
+          "[report][faults][faults2]") {
+    char tmpl[] = "/tmp/prism_rep_XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    std::ofstream(dir + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 5.0}\n{\"step\": -3, \"train_loss\": 4.0}\n"
+                                         "{\"step\": 1, \"train_loss\": 4.5}\n{\"step\": 2, \"train_loss\": \"low\"}\n"
+                                         "{\"step\": 3, \"train_loss\": 4.2}\n";
+    std::vector<std::string> warned;
+    RunLog r = read_run(dir, [&](const std::string& w) { warned.push_back(w); });
+    REQUIRE(r.steps.size() == 2);
+    REQUIRE(warned.size() == 3);
+    CHECK(has(warned[0], "line 2 is not a step's JSON (step -3 is not a whole number >= 1)"));
+    CHECK(has(warned[1], "line 3 is not a step's JSON (step 1 does not follow step 1: a duplicated or reordered line)"));
+    CHECK(has(warned[2], "line 4 is not a step's JSON (\"train_loss\" is not a number)"));
+    Result o = sh("./report " + dir + " -o " + dir);
+    CHECK(one_line_error(o));
+    CHECK(has(o.out, "-o " + dir + " is a directory; pass a file name"));
+    CHECK(sh("ls " + dir).out == "log.jsonl\n");  // no .tmp litter
+    sh("rm -rf '" + dir + "'");
+}
