@@ -79,6 +79,13 @@ inline ActivationWidths activation_widths(const ModelConfig& c) {
 // fp32 floats of norm-backward scratch (layernorm.cuh's norm_backward_scratch_floats, 64 rows per chunk).
 inline size_t norm_scratch_floats(long N, int w) { return 2 * (size_t)((N + 63) / 64) * w; }
 
+// Positions per block of the embedding backward (embedding.cuh's EMB_SEGMENT, checked where the engine carves):
+// its fp32 partial rows, fewer than 2 N / EMBEDDING_SEGMENT of d floats.
+constexpr int EMBEDDING_SEGMENT = 32;
+inline size_t embedding_partial_floats(long N, int d) {
+    return (size_t)((2 * N + EMBEDDING_SEGMENT - 1) / EMBEDDING_SEGMENT) * d;
+}
+
 // CudaEngine::carve at B x T, measured: the same arrays in the same order.
 inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute) {
     const long N = (long)B * T;
@@ -86,7 +93,7 @@ inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recomput
     const ActivationWidths a = activation_widths(c);
     using bf16_bytes = uint16_t;
     Carver b;
-    for (int s = 0; s < 2; s++) b.take<int>(5 * N + 1);  // the two upload slots
+    for (int s = 0; s < 2; s++) b.take<int>(8 * N + 2);  // the two upload slots (tokens, targets, embedding plan)
     b.take<bf16_bytes>((size_t)(2 * L + 1) * N * D);      // residual states
     if (recompute) b.take<bf16_bytes>(N * a.wmax), b.take<bf16_bytes>(N * a.hidmax);
     for (int l = 0; l < L; l++) {
@@ -103,6 +110,7 @@ inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recomput
     b.take<float>(norm_scratch_floats(N, std::max(a.wmax, Df)));
     b.take<float>(N * a.hmax);  // attention backward scratch
     b.take<float>(N);           // target_logprobs output
+    b.take<float>(embedding_partial_floats(N, c.d));  // embedding backward's partial rows
     return b.bytes;
 }
 

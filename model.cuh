@@ -53,9 +53,9 @@
 // the ranks in fp32 over NCCL (comm.cuh). The step's last micro-step reduces them layer by layer as its backward
 // completes each bucket (the head, then layer L-1 down to layer 0, then the embedding; each a contiguous range of
 // the device vector), on a communication stream that waits for the compute stream with an event: bucket l's
-// reduction runs while the compute stream computes the layers below it. clip_grad_norm makes the compute stream
-// wait for the last of them. ZeRO-0 all-reduces each bucket and every rank updates everything. ZeRO-1 cuts the
-// device vector into equal contiguous shards (shard.h: padded to world x S, S a multiple of 128), reduces each
+// reduction runs while the compute stream computes the layers below it. clip_grad_norm (without it, adamw_step)
+// makes the compute stream wait for the last of them. ZeRO-0 all-reduces each bucket and every rank updates
+// everything. ZeRO-1 cuts the device vector into equal contiguous shards (shard.h: padded to world x S, S a multiple of 128), reduces each
 // piece of a bucket to the rank whose shard holds it, computes the norm of its own shard (the squared norms
 // all-reduced), runs AdamW on its shard only, with master weights, m and v kept for that shard alone (1 / world
 // of the optimizer memory; the AdamW ranges carry the shard offset), and all-gathers the bf16 parameters in
@@ -167,7 +167,7 @@ class CudaEngine : public Engine {
     void zero_grad() override {
         cudaCheck(cudaMemsetAsync(grads_, 0, Palloc_ * sizeof(float), compute_));
         mark("zero_grad");
-        grads_reduced_ = false;
+        grads_reduced_ = false, reduction_awaited_ = false;
     }
     // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back. With
     // several ranks, of the summed gradient (ZeRO-1: of this rank's shard, all-reduced in queue_stats_readback).
@@ -181,7 +181,11 @@ class CudaEngine : public Engine {
     }
     // The update kernel reads the step's loss and squared norm on the device (step_stats_) and leaves every
     // buffer as it was when either is not finite; read_stats then takes the step back off the count t_.
+    // With several ranks it first has the compute stream wait for the gradients' reduction (queuing what the
+    // backward did not): clip_grad_norm has done so when it ran, but a caller that skips it must get summed
+    // gradients too.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        if (dp_.world() > 1) finish_reduction();
         if (!clip_pending_) {  // no clip since the last read: snapshot the loss now, and a norm of 0 (no clipping)
             cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
             cudaCheck(cudaMemsetAsync(norm_sq_, 0, sizeof(double), compute_));
@@ -259,19 +263,22 @@ class CudaEngine : public Engine {
         float *mean1, *rstd1, *mean2, *rstd2;    // (N) each
         float* lse;                              // (B, h, T) attention log-sum-exp
     };
-    // An upload slot: tokens (N), targets (N), then the embedding buckets rows (N), starts (N + 1), positions (N)
-    // (embedding.cuh; only the first U rows and U + 1 starts are meaningful). Host staging has the same layout.
+    // An upload slot: tokens (N), targets (N), then the embedding backward's plan (embedding.cuh's embedding_plan):
+    // positions (N), seg_start (N + 1), seg_row (N), seg_slot (N), fin_row (N), fin_first (N + 1), of which the
+    // plan's sizes are meaningful. Host staging has the same layout: UPLOAD_INTS(N) ints.
     struct Upload {
-        int *tokens, *targets, *rows, *starts, *positions;
+        int *tokens, *targets, *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;
     };
+    static long upload_ints(long N) { return 8 * N + 2; }
     struct Acts {
-        int* upload[2];                           // (5 N + 1) each, see Upload
+        int* upload[2];                           // upload_ints(N) each, see Upload
         bf16* resid;                              // (2 L + 1, N, D) the residual states, see resid(k)
         std::vector<LayerActs> layer;
         bf16 *branch, *lnf, *logits;              // (N, wmax) (N, Df) (N, Vp)
         float *meanf, *rstdf, *lse, *losses;      // (N) each
         bf16 *dresid, *dbig, *dsmall;             // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
         float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
+        float* emb_partial;                       // (embedding_partial_rows(N), d): embedding_backward's partial rows
         float* logprobs;                          // (N) target_logprobs' output
     };
 
@@ -297,7 +304,8 @@ class CudaEngine : public Engine {
     long acts_N_ = 0;  // rows the activation block holds (B T of the largest forward so far)
     int acts_B_ = 0, acts_T_ = 0;
     Acts a_{};
-    int B_ = 0, T_ = 0, U_ = 0;
+    int B_ = 0, T_ = 0;
+    EmbeddingPlanSize emb_;  // the current micro-batch's embedding plan
     long t_ = 0;
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
@@ -305,7 +313,7 @@ class CudaEngine : public Engine {
     int slot_ = 0;  // the upload slot of the current micro-batch
     mutable StagingRing ring_;
     int* last_host_ = nullptr;       // the current micro-batch's staging slot (same layout as Upload)
-    std::vector<int> bucket_count_;  // embedding_buckets' histogram
+    std::vector<int> bucket_count_;  // embedding_plan's histogram
     double* stats_host_ = nullptr;   // pinned (2): loss sum, squared norm
     bool stats_queued_ = false, norm_read_ = false, clip_pending_ = false, logits_valid_ = false;
     bool update_unread_ = false;  // an adamw_step queued since the last read_stats
@@ -321,6 +329,7 @@ class CudaEngine : public Engine {
     cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
     std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end): wte, layers 0 .. L-1, the head (lnf, lm_head)
     bool reduce_in_backward_ = false, grads_reduced_ = false;
+    bool reduction_awaited_ = false;  // the compute stream waits for every reduction of the current gradients
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
     size_t state_size() const { return sharded() ? shard_.size : Pg_; }  // elements of master, m, v
@@ -351,11 +360,13 @@ class CudaEngine : public Engine {
     void bucket_complete(size_t k) {
         if (reduce_in_backward_) reduce_bucket(buckets_[k].first, buckets_[k].second);
     }
-    // Everything reduced (what the backward did not do, now), and the compute stream waiting for it.
+    // Everything reduced (what the backward did not do, now), and the compute stream waiting for it; once per
+    // step's gradients (clip_grad_norm and adamw_step both call it).
     void finish_reduction() {
+        if (reduction_awaited_) return;
         if (!grads_reduced_)
             for (const auto& b : buckets_) reduce_bucket(b.first, b.second);
-        grads_reduced_ = true;
+        grads_reduced_ = true, reduction_awaited_ = true;
         cudaCheck(cudaEventRecord(reduced_, comm_stream_));
         cudaCheck(cudaStreamWaitEvent(compute_, reduced_, 0));
     }
@@ -419,7 +430,10 @@ class CudaEngine : public Engine {
     }
     // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
     bf16* resid(int k) const { return a_.resid + (size_t)k * B_ * T_ * cfg_.D(); }
-    Upload upload_of(int* base, long N) const { return {base, base + N, base + 2 * N, base + 3 * N, base + 4 * N + 1}; }
+    Upload upload_of(int* base, long N) const {
+        int* p = base + 2 * N;  // positions
+        return {base, base + N, p, p + N, p + 2 * N + 1, p + 3 * N + 1, p + 4 * N + 1, p + 5 * N + 1};
+    }
 
     size_t carve(char* base, int B, int T, Acts& a) const;
     void ensure_acts(int B, int T);

@@ -12,7 +12,7 @@ inline size_t CudaEngine::carve(char* base, int B, int T, Acts& a) const {
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df();
     const ActivationWidths wd = activation_widths(cfg_);
     Carver c{base, 0};
-    a.upload[0] = c.take<int>(5 * N + 1), a.upload[1] = c.take<int>(5 * N + 1);
+    a.upload[0] = c.take<int>(upload_ints(N)), a.upload[1] = c.take<int>(upload_ints(N));
     a.resid = c.take<bf16>((size_t)(2 * L + 1) * N * D);
     a.layer.resize(L);
     bf16* shared_ln = recompute_ ? c.take<bf16>(N * wd.wmax) : nullptr;    // (N, wmax): ln1 and ln2 of every layer
@@ -33,6 +33,8 @@ inline size_t CudaEngine::carve(char* base, int B, int T, Acts& a) const {
     a.norm_scratch = c.take<float>(norm_backward_scratch_floats(N, std::max(wd.wmax, Df)));
     a.att_scratch = c.take<float>(N * wd.hmax);
     a.logprobs = c.take<float>(N);
+    static_assert(EMB_SEGMENT == EMBEDDING_SEGMENT, "memory_plan.h mirrors embedding.cuh's segment length");
+    a.emb_partial = c.take<float>((size_t)embedding_partial_rows(N) * cfg_.d);
     return c.bytes;
 }
 
@@ -59,7 +61,7 @@ inline void CudaEngine::ensure_acts(int B, int T) {
 // upload stream; the compute stream waits for it. Returns the number of unmasked targets.
 inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long N) {
     slot_ = 1 - slot_;
-    int* host = ring_.acquire(5 * N + 1, compute_);
+    int* host = ring_.acquire(upload_ints(N), compute_);
     std::copy_n(inputs, N, host);
     long count = 0;
     if (targets)
@@ -78,8 +80,9 @@ inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long
 inline void CudaEngine::upload_buckets(const int* inputs, long N) {
     int* host = last_host_;
     const Upload h = upload_of(host, N);
-    U_ = embedding_buckets(inputs, N, h.rows, h.starts, h.positions, bucket_count_);
-    cudaCheck(cudaMemcpyAsync(upload_of(a_.upload[slot_], N).rows, h.rows, (3 * N + 1) * sizeof(int),
+    emb_ = embedding_plan(inputs, N, h.positions, h.seg_start, h.seg_row, h.seg_slot, h.fin_row, h.fin_first,
+                          bucket_count_);
+    cudaCheck(cudaMemcpyAsync(upload_of(a_.upload[slot_], N).positions, h.positions, (upload_ints(N) - 2 * N) * sizeof(int),
                               cudaMemcpyHostToDevice, copy_));
     cudaCheck(cudaEventRecord(buckets_uploaded_[slot_], copy_));
 }
@@ -161,7 +164,7 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     const long N = (long)B * T;
     ensure_acts(B, T);
     B_ = B, T_ = T;
-    logits_valid_ = false;
+    logits_valid_ = false, reduction_awaited_ = false;  // new gradients: the step's reduction is still to come
     const long count = upload_batch(inputs, targets, N);
     if (count == 0) {  // every target masked: the loss is the constant 0, no gradient
         cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
@@ -268,7 +271,8 @@ inline void CudaEngine::backward() {
     }
     cudaCheck(cudaStreamWaitEvent(compute_, buckets_uploaded_[slot_], 0));
     const Upload up = upload_of(a_.upload[slot_], N);
-    embedding_backward(G(glayout_.wte), a_.dresid, D, up.rows, up.starts, up.positions, U_, d, compute_);
+    embedding_backward(G(glayout_.wte), a_.emb_partial, a_.dresid, D, up.positions, up.seg_start, up.seg_row,
+                       up.seg_slot, up.fin_row, up.fin_first, emb_.segments, emb_.multi, d, compute_);
     mark("embedding_backward");
     bucket_complete(0);  // the embedding (tied: its head gradient came first, the lookups' last)
 }
