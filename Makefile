@@ -136,3 +136,6 @@ test:
 
 clean:
 	rm -rf $(BUILD) train_prism eval_zeroshot
+
+# ---- the GPU bundle (issue 18): make gpu-bundle, make gpu-bundle-check (see the file) -------------------------
+include dev/gpu_bundle.mk

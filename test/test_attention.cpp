@@ -264,6 +264,17 @@ TEST_CASE("flash attention at T = 1024 with head_dim 64 and 256 (one head, B = 1
 }
 #endif
 
+TEST_CASE("flash attention forward and backward at one small shape per instance (the bundle's compute-sanitizer run)",
+          "[attention][sanitize]") {
+    // Small enough for compute-sanitizer's racecheck on a GPU (the bundle's stage 3): every instance, several
+    // heads, T over three tiles of the 64 instance, a padded head_dim, the wide instance's two windows.
+    SerialOpenMP serial;
+    AttWorst worst;
+    for (int hd : {64, 72, 128, 256, 520})
+        worst.merge(check_attention(hd == 64 ? 2 : 1, hd == 64 ? 200 : 40, 2 * hd, 2, scale_for(hd, false), 3 + hd));
+    report("sanitizer shapes", worst);
+}
+
 TEST_CASE("flash attention agrees with the old per-row kernel (test/attention_naive.cuh)", "[attention]") {
     // Both compute from the same bf16 inputs; the per-row kernel keeps P and dS in fp32 and rounds each output
     // once (u |x|, itself within the bound), so the two differ by at most twice the flash kernel's bound.

@@ -219,6 +219,36 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
     }
 }
 
+TEST_CASE("one training step of a small X model on the GPU engine (the bundle's compute-sanitizer run)",
+          "[kernels][model][sanitize]") {
+    // Every kernel of a step once, with widths of three sizes: small enough for compute-sanitizer's racecheck
+    // (the bundle's stage 3); its loss and gradient norm are the reference's within the ten-step test's bounds.
+    SerialOpenMP serial;
+    const ModelConfig c = small_config("x");
+    CpuEngine cpu(c);
+    cpu.init_params(9);
+    std::vector<float> p(cpu.num_params());
+    cpu.get_params(p.data());
+    p = bf16_round(p);
+    cpu.set_params(p.data());
+    CudaEngine gpu(c);
+    gpu.set_params(p.data());
+    std::vector<int> in, tg;
+    make_batch(c, 2, 8, 77, in, tg);
+    OptimizerHyper hp;
+    StepStats st[2];
+    Engine* engines[2] = {&cpu, &gpu};
+    for (int k = 0; k < 2; k++) {
+        engines[k]->zero_grad();
+        engines[k]->forward_backward(in.data(), tg.data(), 2, 8, 1.0f);
+        engines[k]->clip_grad_norm(1.0);
+        engines[k]->adamw_step(3e-3, hp);
+        st[k] = engines[k]->read_stats();
+    }
+    CHECK(std::fabs(st[1].loss - st[0].loss) <= 2e-2);
+    CHECK(std::fabs(st[1].grad_norm - st[0].grad_norm) <= 5e-2 * st[0].grad_norm);
+}
+
 TEST_CASE("a step with a non-finite loss changes nothing on either engine, and does not count", "[kernels][model]") {
     SerialOpenMP serial;
     const ModelConfig c = small_config("uniform");
