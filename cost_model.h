@@ -68,7 +68,6 @@ struct CostOptions {
 };
 constexpr double EMB_POSITION_S = 1e-7;  // one position of a block's walk: a 16-byte load per thread, est. 4 in
                                          // flight (~0.4 us of HBM latency each): an estimate
-constexpr int COST_EMB_SEGMENT = 32;     // embedding.cuh's EMB_SEGMENT
 constexpr int ATT_SLOTS = 2 * 132;       // resident attention blocks: 2 per SM of an H100 SXM (an estimate)
 
 // The makespan of blocks of the given lengths started in launch order on `slots` resident blocks, each new block
@@ -199,7 +198,7 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             ops.back().chain_s = most * EMB_POSITION_S;
         } else {
             op("embedding_backward", N * d * bf + 6 * N * 4 + 2 * U * d * f4 + 2 * partials * d * f4, 0, 2);
-            ops.back().chain_s = std::min(most, (double)COST_EMB_SEGMENT) * EMB_POSITION_S;
+            ops.back().chain_s = std::min(most, (double)EMBEDDING_SEGMENT) * EMB_POSITION_S;
         }
     }
     op("grad_norm", Pg * f4, 0, 2);

@@ -521,6 +521,38 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
         }
 }
 
+TEST_CASE("the cost model's audit estimates slow exactly the ops they name", "[kernels][model]") {
+    // cost_model.h's KernelIssues: the kernels before issue 18's fixes, at the audit's estimates. Each issue
+    // raises only its op's expected time; list scheduling longest first across the grid never ends later than
+    // per head; the embedding's chain floor is the most frequent token's walk before, one segment after.
+    const ModelConfig c = small_config("prism");
+    const RooflineGpu g;
+    CostOptions now, before;
+    now.most_frequent = before.most_frequent = 0.05;
+    before.issues = KernelIssues::before_fixes();
+    const int B = 16, T = 1024;
+    const std::vector<OpCost> a = step_ops(c, B, T, 1, false, now), b = step_ops(c, B, T, 1, false, before);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); i++) {
+        INFO(a[i].name);
+        const bool named = a[i].name == "attention_forward" || a[i].name == "attention_backward" ||
+                           a[i].name == "norm_backward" || a[i].name == "embedding_backward";
+        if (named) CHECK(op_expected(b[i], g) > op_expected(a[i], g));
+        else CHECK(op_expected(b[i], g) == op_expected(a[i], g));
+        if (a[i].name == "embedding_backward") {
+            CHECK(b[i].chain_s == Approx(std::round(0.05 * B * T) * EMB_POSITION_S));
+            CHECK(a[i].chain_s == Approx(EMB_SEGMENT * EMB_POSITION_S));
+        }
+    }
+    for (int heads : {1, 12, 192, 1000})
+        for (int tiles : {1, 8, 32}) {
+            INFO(heads << " heads of " << tiles << " tiles");
+            CHECK(attention_order_slowdown(heads, tiles) >= 1.0);
+        }
+    CHECK(attention_order_slowdown(192, 8) > 1.05);  // 124M at B 16, T 1024: the per-head order's tail
+    CHECK(attention_order_slowdown(1, 8) == 1.0);    // one head: the two orders are the same
+}
+
 TEST_CASE("the memory plan turns recomputation on only when the activations would not fit", "[kernels][model]") {
     // The branch a small test machine never takes on its own: free memory between the two totals.
     const ModelConfig c = small_config("prism");
