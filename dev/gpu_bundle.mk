@@ -25,7 +25,9 @@ GPU_BUNDLE_MIB := 48
 GB_GENCODE := $(foreach a,$(GPU_BUNDLE_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-parameter
 GB_NVCC = $(NVCC) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)"
-GB_LINK = -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -Xlinker -Bstatic -lpcre2-8 -Xlinker -Bdynamic
+# PCRE2 as its archive, named by path (nvcc reorders -l flags past any -Bstatic / -Bdynamic around them).
+GB_PCRE2_A := $(shell $(CXX) -print-file-name=libpcre2-8.a)
+GB_LINK = $(GB_PCRE2_A) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp
 GB_BINS := gpu_tests bench_attention bench_model train_prism eval_zeroshot generate gpu_info
 GB_TEST_SRCS := $(sort $(KERNEL_TEST_SRCS) test/test_model_cuda.cpp test/test_decode_cuda.cpp)
 GB_TEST_OBJS := $(patsubst test/%.cpp,$(GB_OBJ)/%.o,$(GB_TEST_SRCS))
@@ -71,6 +73,8 @@ $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 	@mkdir -p $(dir $@)
 	$(call gb_compile,$<,-x cu -Werror all-warnings)
 
+# Kept, not removed as intermediates: test-ptxas reads their ptxas logs, and a rebuild would recompile them.
+.SECONDARY: $(GB_OBJ)/catch_main.o $(GB_TEST_OBJS) $(patsubst %,$(GB_OBJ)/%.o,$(filter-out gpu_tests,$(GB_BINS)))
 $(GPU_BUNDLE)/bin/gpu_tests: $(GB_OBJ)/catch_main.o $(GB_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)

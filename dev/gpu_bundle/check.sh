@@ -21,7 +21,7 @@ for f in "$B"/bin/*; do
     glibc="$glibc $(objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
 done
 newest=$(echo $glibc | tr ' ' '\n' | sort -uV | tail -1)
-echo "gpu-bundle-check: $B: $mib MiB (at most $max), $(ls "$B"/bin | wc -l) binaries whose libraries are all allowed; newest glibc symbol $newest"
+[ $bad = 0 ] && echo "gpu-bundle-check: $B: $mib MiB (at most $max); the $(ls "$B"/bin | wc -l) binaries' libraries (ldd) all allowed; newest glibc symbol they need: $newest"
 if "$B/bin/gpu_info" > /dev/null 2>&1; then
     echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (8 minutes)"
 else

@@ -80,7 +80,7 @@ echo "gpu_info (status $rc): $info" >> "$OUT/device.log"
 if want 1; then
     case $rc in
         0) say "1 device: $info"; gpu=1 ;;
-        3) say "1 device: skipped: no GPU ($info)" ;;
+        3) say "1 device: skipped: no GPU (${info#no GPU: })" ;;
         4) fail "1 device: FAIL: $info" ;;
         124) fail "1 device: FAIL: gpu_info did not answer in 20 s (a hung driver?)" ;;
         *) fail "1 device: FAIL: ${info:-gpu_info exited with status $rc (see device.log)}" ;;
