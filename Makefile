@@ -194,3 +194,6 @@ test:
 
 clean:
 	rm -rf $(BUILD) $(filter-out $(BUILD)/%,$(PRODUCTS))
+
+# ---- the GPU bundle: make gpu-bundle, make gpu-bundle-check (see the file) ----------------------------------
+include dev/gpu_bundle.mk

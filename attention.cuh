@@ -39,6 +39,30 @@ struct AttShape {
     int vec;  // elements per cp.async: 8, 4 or 2 (16, 8 or 4 bytes), what hd and the pointers' alignment allow
 };
 
+// Which tile a block computes. The grid is (B h windows, tiles): blockIdx.x = (b h) windows + window (the output
+// columns c0 .. c0 + HD), blockIdx.y = the tile's rank by length, 0 the longest (the forward's and dQ's last query
+// block, which sees the most keys; dK/dV's first key block, which sees the most queries). The hardware starts
+// blocks in order of x, then y, so every (b, head, window)'s longest tile starts before any shorter one: longest
+// first across the whole grid, and the shortest tiles fill its tail. (With the tiles along x, the order held only
+// within one (b, head): the last heads' long tiles started last and ran on alone.)
+struct AttBlock {
+    int bh, b, hh, c0, rank;
+};
+__host__ __device__ inline int att_windows(const AttShape& s, int HD) { return (s.hdp + HD - 1) / HD; }
+__host__ __device__ inline AttBlock att_block(unsigned bx, unsigned by, const AttShape& s, int HD) {
+    const int nwin = att_windows(s, HD), bh = (int)bx / nwin;
+    return AttBlock{bh, bh / s.h, bh % s.h, (int)(bx % nwin) * HD, (int)by};
+}
+// The grid of `tiles` tiles (of rows or keys) per (b, head, window). gridDim.y is at most 65535.
+inline dim3 att_grid(const AttShape& s, int HD, int tiles) {
+    if (tiles > 65535) {
+        fprintf(stderr, "attention: T = %d needs %d tiles per head, more than a grid holds (65535); use a shorter "
+                "sequence\n", s.T, tiles);
+        exit(EXIT_FAILURE);
+    }
+    return dim3((unsigned)(s.B * s.h * att_windows(s, HD)), (unsigned)tiles, 1);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // device helpers: tile copies and mma fragments
 // ---------------------------------------------------------------------------------------------------------
@@ -145,7 +169,7 @@ __device__ __forceinline__ void att_store2(bf16* p, float a, float b) {
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::attention_forward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
+// Matches ref::attention_forward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
 // (BR + 4 BC) ld bf16: Q, then two stages of K and V. Each warp owns RW = 16 MW query rows: MW m16 tiles that
 // share every K and V fragment loaded from shared memory (MW 2 halves the shared-memory reads per mma).
 template <class C>
@@ -157,8 +181,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     const int T = s.T, ld = s.ld;
     bf16* sQ = smem;            // (BR, ld)
     bf16* sKV = smem + BR * ld; // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
-    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;  // the longest rows first
-    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD, q0 = qb * BR;
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
+    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;  // the longest rows first
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = 3L * s.w;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = q_g + s.w;
@@ -205,13 +230,13 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
                 base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no key yet: exp2(-inf - 0) = 0, not NaN
-                const float corr = exp2f(m[mm][r] - base[r]);
+                const float corr = fast_exp2(m[mm][r] - base[r]);
                 m[mm][r] = mx[r];
                 l[mm][r] *= corr;
                 UNROLL for (int nt = 0; nt < NO; nt++) o[mm][nt][2 * r] *= corr, o[mm][nt][2 * r + 1] *= corr;
             }
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
-                sc[mm][nt][i] = exp2f(sc[mm][nt][i] - base[i / 2]);
+                sc[mm][nt][i] = fast_exp2(sc[mm][nt][i] - base[i / 2]);
                 l[mm][i / 2] += sc[mm][nt][i];
             }
         }
@@ -242,7 +267,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
             const int col = c0 + 8 * nt + 2 * t4;
             if (col < s.hd) att_store2(y + col, o[mm][nt][2 * r] * inv, o[mm][nt][2 * r + 1] * inv);
         }
-        if (t4 == 0 && blockIdx.z == 0) lse[(long)blockIdx.y * T + row] = (m[mm][r] + log2f(l[mm][r])) * ATT_LN2;
+        if (t4 == 0 && c0 == 0) lse[(long)blk.bh * T + row] = (m[mm][r] + log2f(l[mm][r])) * ATT_LN2;
     }
 }
 
@@ -264,7 +289,7 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
     if (lane == 0) Dsum[row] = sum;
 }
 
-// dQ of ref::attention_backward. Grid (query blocks, B h, output windows), block 32 NW; dynamic shared memory
+// dQ of ref::attention_backward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
 // (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V. Each warp owns RW = 16 MW query rows, as in the
 // forward: its MW m16 tiles share every K and V fragment.
 template <class C>
@@ -278,8 +303,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sQ = smem;                 // (BR, ld)
     bf16* sdO = smem + BR * ld;      // (BR, ld)
     bf16* sKV = smem + 2 * BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
-    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;
-    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD, q0 = qb * BR;
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
+    const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = 3L * s.w;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = q_g + s.w;
@@ -298,8 +324,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
     UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
         const int row = r0 + 16 * mm + g + 8 * r;
-        lse2[mm][r] = row < T ? lse[(long)blockIdx.y * T + row] * ATT_LOG2E : 0.0f;
-        Dr[mm][r] = row < T ? Dsum[(long)blockIdx.y * T + row] : 0.0f;
+        lse2[mm][r] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
+        Dr[mm][r] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
     }
     float dq[MW][NO][4] = {};
     for (int kb = 0; kb < nkb; kb++) {
@@ -322,7 +348,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const float p = key > row || key >= T ? 0.0f : exp2f(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
+                const float p = key > row || key >= T ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
             }
         }
@@ -352,7 +378,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     }
 }
 
-// dK and dV of ref::attention_backward. Grid (key blocks, B h, output windows), block 32 NW. Dynamic shared
+// dK and dV of ref::attention_backward. Grid (B h windows, key blocks: att_block), block 32 NW. Dynamic shared
 // memory: K, V (BC, ld) bf16; two stages of Q, dO (BR, ld) bf16; P^T, dS^T (BC, BR + 8) bf16; two stages of lse,
 // D (BR) fp32. Warps: KG = BC / RW groups of RW = 16 MW keys (MW m16 tiles sharing every Q and dO fragment); in
 // phase A each computes P^T, dS^T for its keys and 1 / QS of the BR queries, in phase B dK, dV for its keys and
@@ -373,13 +399,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sP = sQdO + 4 * BR * ld;            // (BC, LDP): P^T
     bf16* sdS = sP + BC * LDP;                // (BC, LDP): dS^T / scale
     float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
-    const int k0 = blockIdx.x * BC, qb0 = k0 / BR, nqb = (T + BR - 1) / BR;  // query blocks with a query >= k0
-    const int b = blockIdx.y / s.h, hh = blockIdx.y % s.h, c0 = blockIdx.z * C::HD;
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
+    const int k0 = blk.rank * BC, qb0 = k0 / BR, nqb = (T + BR - 1) / BR;  // query blocks with a query >= k0
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0;
     const long stride = 3L * s.w;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* do_g = dout + (long)b * T * s.w + hh * s.hd;
-    const float* lse_g = lse + (long)blockIdx.y * T;
-    const float* D_g = Dsum + (long)blockIdx.y * T;
+    const float* lse_g = lse + (long)blk.bh * T;
+    const float* D_g = Dsum + (long)blk.bh * T;
 
     att_zero_pad<NT>(smem, 2 * BC + 4 * BR, s);
     att_load_tile<BC, NT>(sK, q_g + s.w, stride, k0, s);
@@ -427,7 +454,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
                     const bool masked = !any || q0 + q < key || q0 + q >= T;
-                    p[e] = masked ? 0.0f : exp2f(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
+                    p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }
                 const int at = (kr + 16 * mm + g + 4 * i) * LDP + ql + 8 * nt + 2 * t4;
@@ -550,7 +577,7 @@ void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShap
                            cudaStream_t stream) {
     const size_t smem = attention_forward_smem<C>(s.ld);
     attention_smem_optin(attention_forward_kernel<C>, smem, s.hd);
-    const dim3 grid((s.T + C::BR - 1) / C::BR, s.B * s.h, (s.hdp + C::HD - 1) / C::HD);
+    const dim3 grid = att_grid(s, C::HD, (s.T + C::BR - 1) / C::BR);
     LAUNCH(grid, 32 * C::NW, smem, stream, attention_forward_kernel<C>)(out, lse, qkv, s, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
@@ -561,11 +588,11 @@ void attention_backward_run(bf16* dqkv, float* scratch, const bf16* dout, const 
     const size_t smem_q = attention_dq_smem<Q>(s.ld), smem_kv = attention_dkv_smem<KV>(s.ld);
     attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q, s.hd);
     attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv, s.hd);
-    const dim3 grid_kv((s.T + KV::BC - 1) / KV::BC, s.B * s.h, (s.hdp + KV::HD - 1) / KV::HD);
+    const dim3 grid_kv = att_grid(s, KV::HD, (s.T + KV::BC - 1) / KV::BC);
     LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)(dqkv, dout, qkv, lse, scratch, s,
                                                                                     scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
-    const dim3 grid_q((s.T + Q::BR - 1) / Q::BR, s.B * s.h, (s.hdp + Q::HD - 1) / Q::HD);
+    const dim3 grid_q = att_grid(s, Q::HD, (s.T + Q::BR - 1) / Q::BR);
     LAUNCH(grid_q, 32 * Q::NW, smem_q, stream, attention_backward_dq_kernel<Q>)(dqkv, dout, qkv, lse, scratch, s, scale,
                                                                                scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());

@@ -12,11 +12,13 @@
 //   cp_async<BYTES>(smem, gmem, valid)  asynchronous global -> shared copy of 4, 8 or 16 bytes (zeros if !valid);
 //   cp_async_commit(); cp_async_wait<N>()  close a group of copies; wait until at most N groups are in flight
 //   UNROLL                             #pragma unroll for nvcc (nothing for g++), before loops over register arrays
+//   fast_exp2(x)                       2^x on the special-function unit, flush-to-zero (ex2.approx.ftz.f32)
 //
 // Under the executor the launch checks its configuration like the driver, shared memory is poisoned (NaN) at
 // every block start, and barrier misuse aborts with the kernel name and thread coordinates.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +88,16 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 }
 #define UNROLL _Pragma("unroll")
 
+// 2^x as one MUFU.EX2 (ex2.approx.ftz.f32: max relative error 2^-22, results below 2^-126 flushed to +0, 2^-inf =
+// +0). Plain exp2f compiles to the same instruction wrapped in a range check (FSETP.GEU x, -126) and two
+// conditional multiplies that keep subnormal results: three extra instructions per exponential, which the
+// softmax of attention.cuh issues once per score. A softmax never needs a probability below 2^-126.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 #else // the CUDA-on-CPU executor
 
 #include "cuda_cpu/cuda_cpu.h"
@@ -97,6 +109,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     ::cuda_cpu::ident_t<T>& name = ::cuda_cpu::shared_var<::cuda_cpu::ident_t<T>>(name##_shared_tag_, #name)
 #define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_cpu::dynamic_shared())
 #define UNROLL
+
+// The GPU's fast_exp2 on the CPU: exp2f with the same flush of subnormal results to +0.
+inline float fast_exp2(float x) {
+    const float y = exp2f(x);
+    return y < 1.17549435e-38f ? 0.0f : y;  // FLT_MIN: 2^-126
+}
 
 #endif
 

@@ -97,7 +97,7 @@ class CudaEngine : public Engine {
     void zero_grad() override {
         cudaCheck(cudaMemsetAsync(grads_, 0, Palloc_ * sizeof(float), compute_));
         mark("zero_grad");
-        grads_reduced_ = false;
+        grads_reduced_ = false, reduction_awaited_ = false;
     }
     // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back. With
     // several ranks, of the summed gradient (ZeRO-1: of this rank's shard, all-reduced in queue_stats_readback).
@@ -111,7 +111,11 @@ class CudaEngine : public Engine {
     }
     // The update kernel reads the step's loss and squared norm on the device (step_stats_) and leaves every
     // buffer as it was when either is not finite; read_stats then takes the step back off the count t_.
+    // With several ranks it first has the compute stream wait for the gradients' reduction (queuing what the
+    // backward did not): clip_grad_norm has done so when it ran, but a caller that skips it must get summed
+    // gradients too.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        if (dp_.world() > 1) finish_reduction();
         if (!clip_pending_) {  // no clip since the last read: snapshot the loss now, and a norm of 0 (no clipping)
             cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
             cudaCheck(cudaMemsetAsync(norm_sq_, 0, sizeof(double), compute_));
@@ -184,8 +188,10 @@ class CudaEngine : public Engine {
     }
 
   private:
+    // An upload slot (memory_plan.h's upload_ints): tokens (N), targets (N), then the embedding backward's plan
+    // (embedding.cuh's embedding_plan), of which the plan's sizes are meaningful. Host staging has the same layout.
     struct Upload {
-        int *tokens, *targets, *rows, *starts, *positions;
+        int *tokens, *targets, *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;
     };
     ModelConfig cfg_;
     ParamLayout layout_;  // the interface's (unpadded) order
@@ -204,7 +210,7 @@ class CudaEngine : public Engine {
     char* acts_mem_ = nullptr;
     long acts_N_ = 0;  // rows the activation block holds (B T of the largest forward so far)
     int acts_B_ = 0, acts_T_ = 0;
-    int U_ = 0;  // the current micro-batch's unique tokens (its embedding buckets)
+    EmbeddingPlanSize emb_;  // the current micro-batch's embedding plan
     long t_ = 0;
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
@@ -212,7 +218,7 @@ class CudaEngine : public Engine {
     int slot_ = 0;  // the upload slot of the current micro-batch
     mutable StagingRing ring_;
     int* last_host_ = nullptr;       // the current micro-batch's staging slot (same layout as Upload)
-    std::vector<int> bucket_count_;  // embedding_buckets' histogram
+    std::vector<int> bucket_count_;  // embedding_plan's histogram
     double* stats_host_ = nullptr;   // pinned (2): loss sum, squared norm
     bool stats_queued_ = false, norm_read_ = false, clip_pending_ = false, logits_valid_ = false;
     bool update_unread_ = false;  // an adamw_step queued since the last read_stats
@@ -227,6 +233,7 @@ class CudaEngine : public Engine {
     cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
     std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end): wte, layers 0 .. L-1, the head (lnf, lm_head)
     bool grads_reduced_ = false;
+    bool reduction_awaited_ = false;  // the compute stream waits for every reduction of the current gradients
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
     size_t state_size() const { return sharded() ? shard_.size : Pg_; }  // elements of master, m, v
@@ -254,10 +261,12 @@ class CudaEngine : public Engine {
         comm_group_end(comm_);
     }
     // Everything reduced (what the backward did not do, now), and the compute stream waiting for it.
+    // Once per step's gradients (clip_grad_norm and adamw_step both call it).
     void finish_reduction() {
+        if (reduction_awaited_) return;
         if (!grads_reduced_)
             for (const auto& b : buckets_) reduce_bucket(b.first, b.second);
-        grads_reduced_ = true;
+        grads_reduced_ = true, reduction_awaited_ = true;
         cudaCheck(cudaEventRecord(reduced_, comm_stream_));
         cudaCheck(cudaStreamWaitEvent(compute_, reduced_, 0));
     }
@@ -312,7 +321,10 @@ class CudaEngine : public Engine {
         cudaCheck(cudaMemcpy(g.data(), dev, Pg_ * sizeof(float), cudaMemcpyDeviceToHost));
         from_padded(g.data(), out);
     }
-    Upload upload_of(int* base, long N) const { return {base, base + N, base + 2 * N, base + 3 * N, base + 4 * N + 1}; }
+    Upload upload_of(int* base, long N) const {
+        int* p = base + 2 * N;  // positions
+        return {base, base + N, p, p + N, p + 2 * N + 1, p + 3 * N + 1, p + 4 * N + 1, p + 5 * N + 1};
+    }
 
     void ensure_acts(int B, int T);
     long upload_batch(const int* inputs, const int* targets, long N);
@@ -443,8 +455,10 @@ inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long
 inline void CudaEngine::upload_buckets(const int* inputs, long N) {
     int* host = last_host_;
     const Upload h = upload_of(host, N);
-    U_ = embedding_buckets(inputs, N, h.rows, h.starts, h.positions, bucket_count_);
-    cudaCheck(cudaMemcpyAsync(upload_of(model_.a.upload[slot_], N).rows, h.rows, (3 * N + 1) * sizeof(int),
+    emb_ = embedding_plan(inputs, N, h.positions, h.seg_start, h.seg_row, h.seg_slot, h.fin_row, h.fin_first,
+                          bucket_count_);
+    cudaCheck(cudaMemcpyAsync(upload_of(model_.a.upload[slot_], N).positions, h.positions,
+                              (upload_ints(N) - 2 * N) * sizeof(int),
                               cudaMemcpyHostToDevice, copy_));
     cudaCheck(cudaEventRecord(buckets_uploaded_[slot_], copy_));
 }
@@ -475,7 +489,7 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     const long N = (long)B * T;
     ensure_acts(B, T);
     model_.B = B, model_.T = T;
-    logits_valid_ = false;
+    logits_valid_ = false, reduction_awaited_ = false;  // new gradients: the step's reduction is still to come
     const long count = upload_batch(inputs, targets, N);
     if (count == 0) {  // every target masked: the loss is the constant 0, no gradient
         cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
@@ -491,7 +505,8 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     mark("loss_sum");
     // The last micro-step of a data-parallel step reduces each bucket as soon as the backward completes it.
     const bool reduce_now = last_micro_step && dp_.world() > 1;
-    model_.backward({up.rows, up.starts, up.positions, U_}, buckets_uploaded_[slot_], [&](size_t k) {
+    model_.backward({up.positions, up.seg_start, up.seg_row, up.seg_slot, up.fin_row, up.fin_first, emb_.segments,
+                     emb_.multi}, buckets_uploaded_[slot_], [&](size_t k) {
         if (reduce_now) reduce_bucket(buckets_[k].first, buckets_[k].second);
     }, compute_);
     grads_reduced_ = grads_reduced_ || reduce_now;

@@ -13,3 +13,8 @@ constexpr int NORM_ROWS_PER_CHUNK = 64;
 inline size_t norm_backward_scratch_floats(long N, int w) {
     return 2 * (size_t)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK) * w;
 }
+
+// embedding.cuh's backward: positions per block at most, and its fp32 partial rows (d floats each): a token of
+// c positions has ceil(c / EMB_SEGMENT) < 2 c / EMB_SEGMENT segments, so fewer than 2 N / EMB_SEGMENT in all.
+constexpr int EMB_SEGMENT = 32;
+inline long embedding_partial_rows(long N) { return (2 * N + EMB_SEGMENT - 1) / EMB_SEGMENT; }

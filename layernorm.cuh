@@ -19,6 +19,10 @@
 // each warp adds its rows' dy * xhat and dy into its own fp32 planes in shared memory (a lane owns its
 // columns, so no two threads touch one address), the block adds its warps' planes in order into one partial
 // row per block, and a finish kernel adds the blocks' partials in order. Deterministic, no atomics.
+// The planes are swizzled (norm_plane_index): lane L's column 8 L + i of a 256-column chunk lands in bank
+// 8 (L % 4) + (i ^ L / 4), so the warp's 32 scalar accesses of one i hit 32 banks. Stored plainly, column 8 L + i
+// is bank 8 L + i mod 32: 4 banks for 32 lanes, an 8-way conflict on every access (an estimated 1.5-2x on the
+// kernel, cost_model.h). The block's sum over its warps reads 32 consecutive columns, also 32 banks.
 // Does not: normalise anything but a leading slice, keep fp32 copies of activations, or use atomics.
 #pragma once
 
@@ -30,6 +34,11 @@
 constexpr int NORM_BLOCK = 128;          // forward: 4 warps = 4 rows per block
 constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes: within the no-opt-in limit up to w 6144
 constexpr int NORM_FINISH_COLS = 4, NORM_FINISH_SLICES = 64;  // finish block: 4 columns x 64 slices of partials
+
+// The shared-memory index of column c in a warp's plane: the low 3 bits flipped by bits 5..7 (a permutation of
+// each aligned group of 8 columns, so a plane of w rounded up to 8 holds it). See the top for the banks.
+__host__ __device__ inline int norm_plane_index(int c) { return c ^ ((c >> 5) & 7); }
+__host__ __device__ inline int norm_plane_width(int w) { return (w + 7) / 8 * 8; }
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels
@@ -107,15 +116,17 @@ static __global__ void residual_norm_forward_kernel(bool rms, bf16* x_out, const
 // Matches ref::norm_backward. Block k owns rows [k R, (k + 1) R), R = NORM_ROWS_PER_CHUNK, warp j of the block
 // the rows k R + j, k R + j + warps, ...: for each, dx[:, :w] += rstd * (dy g - mu1 - xhat mu2), and dy * xhat,
 // dy into the warp's planes. Then partial[k][c] (g plane) and partial[chunks + k][c] (b plane) = the warps'
-// planes added in warp order. Dynamic shared memory: warps x (1 or 2) x w floats.
+// planes added in warp order. Dynamic shared memory: warps x (1 or 2) x norm_plane_width(w) floats, each plane
+// indexed through norm_plane_index.
 static __global__ void norm_backward_kernel(bool rms, bf16* dx, long lddx, float* partial, const bf16* dout,
                                             const bf16* x, long ldx, const float* mean, const float* rstd,
                                             const bf16* g, long N, int w) {
     DYNAMIC_SHARED(float, planes);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32, nplanes = rms ? 1 : 2;
-    float* dgp = planes + (size_t)warp * nplanes * w;  // this warp's sums of dy * xhat ...
-    float* dbp = dgp + w;                              // ... and of dy (LayerNorm only)
-    for (int c = lane; c < nplanes * w; c += 32) dgp[c] = 0.0f;
+    const int wp = norm_plane_width(w);
+    float* dgp = planes + (size_t)warp * nplanes * wp;  // this warp's sums of dy * xhat ...
+    float* dbp = dgp + wp;                              // ... and of dy (LayerNorm only)
+    for (int c = lane; c < nplanes * wp; c += 32) dgp[c] = 0.0f;
     __syncwarp();
     const long n0 = (long)blockIdx.x * NORM_ROWS_PER_CHUNK;
     const long n1 = n0 + NORM_ROWS_PER_CHUNK < N ? n0 + NORM_ROWS_PER_CHUNK : N;
@@ -145,8 +156,9 @@ static __global__ void norm_backward_kernel(bool rms, bf16* dx, long lddx, float
                 const float xhat = (xv[i] - m) * r;
                 d[i] += r * (dy[i] * gv[i] - mu1 - xhat * mu2);
                 if (i < k) {
-                    dgp[c + i] += dy[i] * xhat;
-                    if (!rms) dbp[c + i] += dy[i];
+                    const int at = norm_plane_index(c + i);
+                    dgp[at] += dy[i] * xhat;
+                    if (!rms) dbp[at] += dy[i];
                 }
             }
             store8(dxr + c, d, k);
@@ -156,9 +168,10 @@ static __global__ void norm_backward_kernel(bool rms, bf16* dx, long lddx, float
     const long chunks = gridDim.x;
     for (int c = threadIdx.x; c < w; c += blockDim.x) {
         float sg = 0.0f, sb = 0.0f;
+        const int at = norm_plane_index(c);
         for (int j = 0; j < warps; j++) {
-            sg += planes[(size_t)j * nplanes * w + c];
-            if (!rms) sb += planes[(size_t)j * nplanes * w + w + c];
+            sg += planes[(size_t)j * nplanes * wp + at];
+            if (!rms) sb += planes[(size_t)j * nplanes * wp + wp + at];
         }
         partial[blockIdx.x * w + c] = sg;
         if (!rms) partial[(chunks + blockIdx.x) * w + c] = sb;
@@ -220,7 +233,7 @@ inline void norm_backward(bool rms, bf16* dx, long lddx, float* dg, float* db, c
     // As many warps (up to 8) as keep the warps' planes within 48 KiB: 8 for LayerNorm up to w 768 (16 warps per
     // SM at N = 16K: a memory-bound kernel needs them in flight), 6 at w 1024; past w 6144 one warp needs the
     // opt-in. The count depends on w only, so the summation order is fixed for a model.
-    const size_t plane_bytes = (size_t)planes * w * sizeof(float);
+    const size_t plane_bytes = (size_t)planes * norm_plane_width(w) * sizeof(float);
     int warps = (int)(NORM_SMEM_BYTES / plane_bytes);
     warps = warps < 1 ? 1 : warps > 8 ? 8 : warps;
     const size_t smem = warps * plane_bytes;

@@ -79,8 +79,9 @@ inline ActivationWidths activation_widths(const ModelConfig& c) {
 }
 
 // One upload of a micro-batch of N rows (an upload slot, and its pinned staging): tokens (N), targets (N), then
-// the embedding backward's buckets (embedding.cuh): rows (N), starts (N + 1), positions (N).
-inline size_t upload_ints(long N) { return 5 * (size_t)N + 1; }
+// the embedding backward's plan (embedding.cuh's embedding_plan): positions (N), seg_start (N + 1), seg_row (N),
+// seg_slot (N), fin_row (N), fin_first (N + 1).
+inline size_t upload_ints(long N) { return 8 * (size_t)N + 2; }
 
 // The CUDA engine's activation block at B x T (N = B T rows; w, h, hid of layer l): the one layout, carved by
 // the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base == nullptr).
@@ -98,6 +99,7 @@ template <class Half> struct Activations {
     Half *dresid, *dbig, *dsmall;             // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
     float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
     float* logprobs;                          // (N) target_logprobs' output
+    float* emb_partial;                       // (embedding_partial_rows(N), d): the embedding backward's partials
 };
 // Lays the block out from base (nullptr: only measures; the pointers are then null) and returns its bytes. With
 // recompute, ln1, ln2 (every layer's) share one (N, wmax) buffer and sw one (N, hidmax) buffer.
@@ -129,6 +131,7 @@ size_t carve_activations(const ModelConfig& c, int B, int T, bool recompute, cha
     a.norm_scratch = k.take<float>(norm_backward_scratch_floats(N, std::max(wd.wmax, Df)));
     a.att_scratch = k.take<float>(N * wd.hmax);
     a.logprobs = k.take<float>(N);
+    a.emb_partial = k.take<float>((size_t)embedding_partial_rows(N) * c.d);
     return k.bytes;
 }
 

@@ -30,11 +30,11 @@ struct OpTimer {
     virtual void mark(const char* op, cudaStream_t stream) = 0;
 };
 
-// The embedding backward's buckets of a micro-batch on the device (embedding.cuh's embedding_buckets): U unique
-// tokens.
-struct DeviceBuckets {
-    const int *rows, *starts, *positions;
-    int U;
+// The embedding backward's plan of a micro-batch on the device (embedding.cuh's embedding_plan): S segments, M
+// tokens of more than one.
+struct DevicePlan {
+    const int *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;
+    int segments, multi;
 };
 
 class CudaModel {
@@ -61,8 +61,8 @@ class CudaModel {
     void forward(const int* tokens, cudaStream_t s);
     // The backward of the last forward, whose logits the fused classifier has turned into dlogits. grads += the
     // gradients; bucket_done(k) once bucket k's are complete (the head L + 1, layer l 1 + l, the embedding 0);
-    // the embedding's buckets are read after s waits for buckets_ready.
-    void backward(const DeviceBuckets& eb, cudaEvent_t buckets_ready, const std::function<void(size_t)>& bucket_done,
+    // the embedding's plan is read after s waits for buckets_ready.
+    void backward(const DevicePlan& eb, cudaEvent_t buckets_ready, const std::function<void(size_t)>& bucket_done,
                   cudaStream_t s);
 
   private:
@@ -192,7 +192,7 @@ inline void CudaModel::layer_backward(int l, cudaStream_t s) {
                                       la.rstd1, P(o.ln1_w), N, w, a.norm_scratch, s));
 }
 
-inline void CudaModel::backward(const DeviceBuckets& eb, cudaEvent_t buckets_ready,
+inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
                                 const std::function<void(size_t)>& bucket_done, cudaStream_t s) {
     const long N = (long)B * T;
     const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d;
@@ -217,7 +217,8 @@ inline void CudaModel::backward(const DeviceBuckets& eb, cudaEvent_t buckets_rea
     }
     cudaCheck(cudaStreamWaitEvent(s, buckets_ready, 0));
     OP("embedding_backward",
-       embedding_backward(G(glayout.wte), a.dresid, D, eb.rows, eb.starts, eb.positions, eb.U, d, s));
+       embedding_backward(G(glayout.wte), a.emb_partial, a.dresid, D, eb.positions, eb.seg_start, eb.seg_row,
+                          eb.seg_slot, eb.fin_row, eb.fin_first, eb.segments, eb.multi, d, s));
     bucket_done(0);  // the embedding (tied: its head gradient came first, the lookups' last)
 }
 

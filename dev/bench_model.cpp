@@ -12,6 +12,12 @@
 //   ./build/bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
 // Built by g++ it runs on the CUDA-on-CPU executor: make bench-model-smoke runs `tiny` for one step there (the
 // code path only; its timings mean nothing).
+// Tokens: real text, consecutive B x T windows of a token shard (--tokens FILE; default the first of
+// data/default/*_train_*.bin, targets the next token), because kernels like the embedding backward depend on how
+// often tokens repeat (near-uniform synthetic ids hid its serial walk over the most frequent token); the first
+// micro-batch's token statistics (embedding_plan) also go into the cost model. --synthetic: the old spread ids.
+// -b 0: the largest B of 16, 8, 4, 2, 1 whose --plan memory fits 90% of the GPU's free memory (on the cost-model
+// path: B 16). --before-fixes: the cost model with the audit's inefficiencies (run/cost_model.h), for comparison.
 // MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention counted over the full T x T square
 // as PaLM and llm.c do) x tokens/s / the dense bf16 peak (util/mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
 // missing from the table prints "MFU n/a" rather than a made-up number.
@@ -26,6 +32,7 @@
 #include "run/cost_model.h"
 #include "cuda_engine.cuh"
 #include "run/plan_views.h"
+#include "dataloader.h"
 #include "train_step.h"
 
 namespace {
@@ -46,6 +53,22 @@ ModelConfig model_from(const std::string& s, int V) {
     spec.V = V;
     std::vector<std::string> warnings;
     return build_config(spec, warnings);
+}
+
+// The first `n` tokens of a shard (repeated if it is shorter), or an error naming the file.
+std::vector<int> shard_tokens(const std::string& path, size_t n) {
+    const ShardInfo info = read_shard_info(path);
+    if (info.tokens < 2) throw std::runtime_error("shard " + path + " holds fewer than 2 tokens");
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error("cannot open " + path);
+    std::vector<uint16_t> raw(std::min<uint64_t>(info.tokens, n));
+    fseek(f, (long)SHARD_HEADER_BYTES, SEEK_SET);
+    const size_t got = fread(raw.data(), sizeof(uint16_t), raw.size(), f);
+    fclose(f);
+    if (got != raw.size()) throw std::runtime_error("cannot read " + path);
+    std::vector<int> t(n);
+    for (size_t i = 0; i < n; i++) t[i] = raw[i % raw.size()];
+    return t;
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -112,8 +135,8 @@ void print_ops(const std::vector<OpCost>& ops, const RooflineGpu& g, const std::
 int main(int argc, char** argv) {
     int B = 16, T = 0, steps = 10, V = 50257;
     long n_micro = 1;
-    bool recompute = false, cost_only = false;
-    std::string models = "124M,124M:prism,124M:x";
+    bool recompute = false, cost_only = false, synthetic = false, before = false;
+    std::string models = "124M,124M:prism,124M:x", token_file;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -128,15 +151,44 @@ int main(int argc, char** argv) {
         else if (a == "--models") models = next();
         else if (a == "--recompute") recompute = true;
         else if (a == "--cost-model") cost_only = true;
+        else if (a == "--before-fixes") before = true;
+        else if (a == "--tokens") token_file = next();
+        else if (a == "--synthetic") synthetic = true;
         else {
-            fprintf(stderr, "usage: bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [-V vocab] [--recompute] "
-                            "[--cost-model] [--models 124M,124M:prism,124M:x]\n");
+            fprintf(stderr, "usage: bench_model [-b B (0: the largest that fits)] [-t T] [--micro-steps n] [--steps n] "
+                            "[-V vocab] [--recompute] [--cost-model [--before-fixes]] [--tokens SHARD | --synthetic] "
+                            "[--models 124M,124M:prism,124M:x]\n");
             return 2;
         }
     }
-    if (B < 1 || steps < 1 || n_micro < 1) {
-        fprintf(stderr, "bench_model: -b, --steps and --micro-steps must be positive\n");
+    if (B < 0 || steps < 1 || n_micro < 1) {
+        fprintf(stderr, "bench_model: -b must be >= 0 (0: the largest that fits), --steps and --micro-steps positive\n");
         return 2;
+    }
+    if (!synthetic && token_file.empty()) {
+        std::vector<std::string> found;
+        try {
+            found = glob_shards("data/default/*_train_*.bin");
+        } catch (const std::exception&) {
+        }
+        if (found.empty()) {
+            fprintf(stderr, "bench_model: no real-text tokens: data/default/*_train_*.bin not found (bash setup.sh "
+                            "fetches it); pass --tokens SHARD, or --synthetic for spread-out ids\n");
+            return 2;
+        }
+        token_file = found[0];
+    }
+    std::vector<int> text;  // real-text tokens, read once (up to 4M), windows taken in order and wrapped
+    if (!synthetic) {
+        try {
+            text = shard_tokens(token_file, std::min<uint64_t>(read_shard_info(token_file).tokens, 1 << 22));
+        } catch (const std::exception& err) {
+            fprintf(stderr, "bench_model: %s\n", err.what());
+            return 2;
+        }
+        printf("tokens: %s (real text, %zu tokens, consecutive windows)\n", token_file.c_str(), text.size());
+    } else {
+        printf("tokens: synthetic (spread-out ids: hides how often real tokens repeat)\n");
     }
     const RooflineGpu roof;
     double peak = 0;
@@ -163,13 +215,54 @@ int main(int argc, char** argv) {
             c.T = std::max(c.T, t);
             ModelConfig ct = c;
             ct.T = t;
-            const double tokens = (double)B * t * n_micro, model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
-            const std::vector<OpCost> ops = step_ops(c, B, t, n_micro, recompute);
+            int Bm = B;  // this model's micro-batch
+            if (Bm == 0) {
+                size_t free_b = 0, total_b = 0;
+                if (!cost_only) cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+                Bm = 16;
+                if (!cost_only)
+                    while (Bm > 1 && (double)gpu_memory(c, Bm, t, recompute).total() > 0.9 * (double)free_b) Bm /= 2;
+            }
+            // Micro-batch k's tokens: window k of the text (inputs; targets the next tokens), or spread-out ids.
+            const size_t Nm = (size_t)Bm * t;
+            size_t window = 0;
+            auto next = [&](int* i, int* g) {
+                if (synthetic) {
+                    for (size_t k = 0; k < Nm; k++) i[k] = (int)(k * 2654435761u % c.V), g[k] = (int)(k * 40503u % c.V);
+                    return;
+                }
+                for (size_t k = 0; k < Nm; k++) {
+                    const size_t at = (window * Nm + k) % (text.size() - 1);
+                    i[k] = text[at] % c.V, g[k] = text[at + 1] % c.V;
+                }
+                window++;
+            };
+            CostOptions copt;
+            copt.issues = before ? KernelIssues::before_fixes() : KernelIssues();
+            std::string token_note;
+            {
+                std::vector<int> in0(Nm), tg0(Nm);
+                next(in0.data(), tg0.data());
+                window = 0;
+                const EmbeddingPlan plan = embedding_plan(in0.data(), (long)Nm);
+                copt.most_frequent = (double)plan.size.most / Nm;
+                copt.partials_per_position = (double)plan.size.partials / Nm;
+                copt.distinct = plan.size.distinct;
+                char buf[200];
+                snprintf(buf, sizeof buf, "  tokens of the first micro-batch: %d distinct, the most frequent %.2f%% (%d), "
+                         "%d embedding partial rows\n", plan.size.distinct, 100 * copt.most_frequent, plan.size.most,
+                         plan.size.partials);
+                token_note = buf;
+            }
+            const double tokens = (double)Bm * t * n_micro, model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
+            const std::vector<OpCost> ops = step_ops(c, Bm, t, n_micro, recompute, copt);
             double rt = 0, et = 0;
             for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
-            printf("\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB%s\n",
-                   name.c_str(), describe_config(c).c_str(), B, t, n_micro, tokens, param_layout(c).total,
-                   gib(gpu_memory(c, B, t, recompute).total()), recompute ? " (recompute)" : "");
+            const double planned = gib(gpu_memory(c, Bm, t, recompute).total());
+            printf("\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
+                   "(--plan)%s%s\n%s", name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens,
+                   param_layout(c).total, planned, recompute ? " (recompute)" : "",
+                   before ? "; cost model: the kernels BEFORE the audit's fixes (estimates)" : "", token_note.c_str());
             char line[256];
             snprintf(line, sizeof line, "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
                      "%.0f tok/s, MFU %.1f%%", name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3,
@@ -181,28 +274,26 @@ int main(int argc, char** argv) {
                 cudaCheck(cudaMemGetInfo(&free0, &total));
                 CudaEngine e(c, recompute);
                 e.init_params(1);
-                std::vector<int> in((size_t)B * t), tg((size_t)B * t);
-                auto next = [&](int* i, int* g) {
-                    for (size_t k = 0; k < in.size(); k++) i[k] = (int)(k * 2654435761u % c.V), g[k] = (int)(k * 40503u % c.V);
-                };
+                std::vector<int> in(Nm), tg(Nm);
                 OptimizerHyper hp;
-                train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
+                train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
                 const double t0 = now_s();
-                for (int s = 0; s < steps; s++) train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                for (int s = 0; s < steps; s++) train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
                 const double sec = (now_s() - t0) / steps;
                 size_t free1 = 0;
                 cudaCheck(cudaMemGetInfo(&free1, &total));
                 EventTimer timer;
                 e.set_timer(&timer);
                 timer.begin(e.stream());
-                train_step(e, next, B, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
                 cudaCheck(cudaDeviceSynchronize());
                 measured = timer.ms();
                 e.set_timer(nullptr);
                 char mfu[32] = "n/a";
                 if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (sec * peak));
-                snprintf(line, sizeof line, "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB",
-                         name.c_str(), sec * 1e3, tokens / sec, mfu, (free0 - free1) / 1073741824.0);
+                snprintf(line, sizeof line, "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB "
+                         "(--plan %.2f GiB), B %d", name.c_str(), sec * 1e3, tokens / sec, mfu,
+                         (free0 - free1) / 1073741824.0, planned, Bm);
                 sum += line;
             }
             print_ops(ops, roof, measured);

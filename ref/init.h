@@ -34,6 +34,9 @@ struct Rng {
 // multiplied by sqrt(d / w_l). Each tensor draws from its own stream seeded by (seed, tensor index).
 template <typename S>
 void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
+    // Each tensor draws from its own stream, so the tensors are filled in parallel with the same result (a 2B
+    // model: ~40 s on one core).
+#pragma omp parallel for schedule(dynamic)
     for (size_t ti = 0; ti < layout.tensors.size(); ti++) {
         const ParamTensor& t = layout.tensors[ti];
         S* p = params + t.offset;

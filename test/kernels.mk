@@ -2,7 +2,8 @@
 # test/test_kernels.cpp is in the main test binary (every test/test_*.cpp is); here it also joins the
 # sanitizer and native builds, and the kernel files join the nvcc -Werror compile check (test/executor.mk).
 #   make test-kernels   only the kernel tests, on the CUDA-on-CPU executor
-#   make test-ptxas     every kernel of the model compiled for sm_80 and sm_90 with ptxas -v: fails on any
+#   make test-ptxas     every kernel of the model, as compiled for sm_80 and sm_90 with ptxas -v in the GPU
+#                       bundle (dev/gpu_bundle.mk): fails on any
 #                       register spill, writes the register table to build/ptxas.txt (part of make test; skipped
 #                       with a note without nvcc)
 #   make cost-model     the per-kernel roofline cost model of a 124M step, uniform, Prism and X (part of make
@@ -52,13 +53,11 @@ cost-model: $(BUILD)/bench_model_cpu
 # ---- ptxas: registers and spills of every kernel ---------------------------------------------------------------
 .PHONY: test-ptxas
 TEST_CHECKS += test-ptxas
+# The registers come from the GPU bundle's build of dev/bench_model.cpp (dev/gpu_bundle.mk: sm_80 and sm_90,
+# ptxas -v beside the object), which holds every kernel of the model: no second compile of them here.
 ifneq ($(NVCC),)
-$(BUILD)/ptxas.txt: $(MODEL_CUH) test/ptxas_check.sh cuda_common.cuh matmul.cuh
-	@mkdir -p $(BUILD)/ptxas
-	@printf '#include "%s"\n' $(MODEL_CUH) > $(BUILD)/ptxas/all_kernels.cu
-	$(NVCC) -std=c++17 -I. -Werror all-warnings -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-	    -Xptxas -v -c $(BUILD)/ptxas/all_kernels.cu -o $(BUILD)/ptxas/all_kernels.o 2> $(BUILD)/ptxas/ptxas.log
-	bash test/ptxas_check.sh $(BUILD)/ptxas/ptxas.log > $@.tmp || { cat $@.tmp; echo "test-ptxas: a kernel spills registers"; exit 1; }
+$(BUILD)/ptxas.txt: $(BUILD)/gpu-bundle-obj/bench_model.o test/ptxas_check.sh
+	bash test/ptxas_check.sh $<.ptxas.log > $@.tmp || { cat $@.tmp; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@mv $@.tmp $@
 test-ptxas: $(BUILD)/ptxas.txt
 	@echo "test-ptxas: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"

@@ -264,6 +264,17 @@ TEST_CASE("flash attention at T = 1024 with head_dim 64 and 256 (one head, B = 1
 }
 #endif
 
+TEST_CASE("flash attention forward and backward at one small shape per instance (the bundle's compute-sanitizer run)",
+          "[attention][sanitize]") {
+    // Small enough for compute-sanitizer's racecheck on a GPU (the bundle's stage 3): every instance, several
+    // heads, T over three tiles of the 64 instance, a padded head_dim, the wide instance's two windows.
+    SerialOpenMP serial;
+    AttWorst worst;
+    for (int hd : {64, 72, 128, 256, 520})
+        worst.merge(check_attention(hd == 64 ? 2 : 1, hd == 64 ? 200 : 40, 2 * hd, 2, scale_for(hd, false), 3 + hd));
+    report("sanitizer shapes", worst);
+}
+
 TEST_CASE("flash attention agrees with the old per-row kernel (test/attention_naive.cuh)", "[attention]") {
     // Both compute from the same bf16 inputs; the per-row kernel keeps P and dS in fp32 and rounds each output
     // once (u |x|, itself within the bound), so the two differ by at most twice the flash kernel's bound.
@@ -322,6 +333,65 @@ TEST_CASE("flash attention handles every head_dim above 272 that a preset and sc
 // ------------------------------------------------------------------------------------------------------
 // the executor's cp.async (cuda_common.cuh), which the kernels above stage their tiles with
 // ------------------------------------------------------------------------------------------------------
+
+namespace {
+// The blocks of one attention launch in the order the hardware starts them (x fastest, then y), as the kernels
+// decode them (att_block), each with its length in tiles of the other side: every (b h, window, tile) exactly once,
+// and lengths that never grow along the launch.
+template <class C> void check_launch_order(const AttShape& s, bool key_tiles, const char* kernel) {
+    INFO(kernel << ": B=" << s.B << " T=" << s.T << " h=" << s.h << " head_dim=" << s.hd);
+    const int tiles = key_tiles ? (s.T + C::BC - 1) / C::BC : (s.T + C::BR - 1) / C::BR;
+    const dim3 grid = att_grid(s, C::HD, tiles);
+    const int nwin = att_windows(s, C::HD), nqb = (s.T + C::BR - 1) / C::BR, nkb = (s.T + C::BC - 1) / C::BC;
+    CHECK(grid.x == (unsigned)(s.B * s.h * nwin));
+    CHECK(grid.z == 1u);
+    std::set<std::vector<int>> seen;
+    int prev = 1 << 30;
+    bool monotone = true;
+    for (unsigned y = 0; y < grid.y; y++)
+        for (unsigned x = 0; x < grid.x; x++) {
+            const AttBlock b = att_block(x, y, s, C::HD);
+            seen.insert({b.bh, b.c0, b.rank});
+            CHECK(b.b * s.h + b.hh == b.bh);
+            int len;  // key tiles a query block sees (forward, dQ); query blocks a key block sees (dK/dV)
+            if (!key_tiles) {
+                const int q0 = (nqb - 1 - b.rank) * C::BR;
+                len = std::min(nkb, (q0 + C::BR - 1) / C::BC + 1);
+            } else {
+                len = nqb - b.rank * C::BC / C::BR;
+            }
+            monotone = monotone && len <= prev;
+            prev = len;
+        }
+    CHECK(monotone);
+    CHECK(seen.size() == (size_t)grid.x * grid.y);
+    CHECK((int)seen.begin()->at(0) == 0);
+    CHECK((int)seen.rbegin()->at(0) == s.B * s.h - 1);
+}
+}  // namespace
+
+TEST_CASE("attention blocks start longest first across the whole grid, not per head", "[attention]") {
+    // What the hardware's start order (x, then y) makes of att_grid and att_block: the longest tile of every
+    // (b, head, window) before any shorter one, so the grid's tail is short tiles. Shapes: several heads and B,
+    // T no multiple of a tile, and the wide instance's windows.
+    struct Shape { int B, T, h, hd; };
+    for (Shape sh : {Shape{3, 1000, 5, 64}, Shape{2, 700, 3, 128}, Shape{2, 300, 2, 256}, Shape{1, 200, 2, 776}}) {
+        const AttShape s = attention_shape(sh.B, sh.T, sh.h * sh.hd, sh.h, nullptr, nullptr);
+        if (sh.hd <= 64) {
+            check_launch_order<AttForward64>(s, false, "forward"), check_launch_order<AttDq64>(s, false, "dQ");
+            check_launch_order<AttDkv64>(s, true, "dK/dV");
+        } else if (sh.hd <= 128) {
+            check_launch_order<AttForward128>(s, false, "forward"), check_launch_order<AttDq128>(s, false, "dQ");
+            check_launch_order<AttDkv128>(s, true, "dK/dV");
+        } else if (sh.hd <= 256) {
+            check_launch_order<AttForward256>(s, false, "forward"), check_launch_order<AttDq256>(s, false, "dQ");
+            check_launch_order<AttDkv256>(s, true, "dK/dV");
+        } else {
+            check_launch_order<AttForwardWide>(s, false, "forward"), check_launch_order<AttDqWide>(s, false, "dQ");
+            check_launch_order<AttDkvWide>(s, true, "dK/dV");
+        }
+    }
+}
 
 namespace {
 // Each thread copies 16 bytes (8 bf16) into shared memory, in two groups; reads happen at three points:

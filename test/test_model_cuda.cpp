@@ -219,6 +219,36 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
     }
 }
 
+TEST_CASE("one training step of a small X model on the GPU engine (the bundle's compute-sanitizer run)",
+          "[kernels][model][sanitize]") {
+    // Every kernel of a step once, with widths of three sizes: small enough for compute-sanitizer's racecheck
+    // (the bundle's stage 3); its loss and gradient norm are the reference's within the ten-step test's bounds.
+    SerialOpenMP serial;
+    const ModelConfig c = small_config("x");
+    CpuEngine cpu(c);
+    cpu.init_params(9);
+    std::vector<float> p(cpu.num_params());
+    cpu.get_params(p.data());
+    p = bf16_round(p);
+    cpu.set_params(p.data());
+    CudaEngine gpu(c);
+    gpu.set_params(p.data());
+    std::vector<int> in, tg;
+    make_batch(c, 2, 8, 77, in, tg);
+    OptimizerHyper hp;
+    StepStats st[2];
+    Engine* engines[2] = {&cpu, &gpu};
+    for (int k = 0; k < 2; k++) {
+        engines[k]->zero_grad();
+        engines[k]->forward_backward(in.data(), tg.data(), 2, 8, 1.0f);
+        engines[k]->clip_grad_norm(1.0);
+        engines[k]->adamw_step(3e-3, hp);
+        st[k] = engines[k]->read_stats();
+    }
+    CHECK(std::fabs(st[1].loss - st[0].loss) <= 2e-2);
+    CHECK(std::fabs(st[1].grad_norm - st[0].grad_norm) <= 5e-2 * st[0].grad_norm);
+}
+
 TEST_CASE("a step with a non-finite loss changes nothing on either engine, and does not count", "[kernels][model]") {
     SerialOpenMP serial;
     const ModelConfig c = small_config("uniform");
@@ -489,6 +519,38 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
             for (const OpCost& o : step_ops(c, B, T, 2, recompute)) want.push_back(o.name);
             CHECK(names.seen == want);
         }
+}
+
+TEST_CASE("the cost model's audit estimates slow exactly the ops they name", "[kernels][model]") {
+    // cost_model.h's KernelIssues: the kernels before issue 18's fixes, at the audit's estimates. Each issue
+    // raises only its op's expected time; list scheduling longest first across the grid never ends later than
+    // per head; the embedding's chain floor is the most frequent token's walk before, one segment after.
+    const ModelConfig c = small_config("prism");
+    const RooflineGpu g;
+    CostOptions now, before;
+    now.most_frequent = before.most_frequent = 0.05;
+    before.issues = KernelIssues::before_fixes();
+    const int B = 16, T = 1024;
+    const std::vector<OpCost> a = step_ops(c, B, T, 1, false, now), b = step_ops(c, B, T, 1, false, before);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); i++) {
+        INFO(a[i].name);
+        const bool named = a[i].name == "attention_forward" || a[i].name == "attention_backward" ||
+                           a[i].name == "norm_backward" || a[i].name == "embedding_backward";
+        if (named) CHECK(op_expected(b[i], g) > op_expected(a[i], g));
+        else CHECK(op_expected(b[i], g) == op_expected(a[i], g));
+        if (a[i].name == "embedding_backward") {
+            CHECK(b[i].chain_s == Approx(std::round(0.05 * B * T) * EMB_POSITION_S));
+            CHECK(a[i].chain_s == Approx(EMB_SEGMENT * EMB_POSITION_S));
+        }
+    }
+    for (int heads : {1, 12, 192, 1000})
+        for (int tiles : {1, 8, 32}) {
+            INFO(heads << " heads of " << tiles << " tiles");
+            CHECK(attention_order_slowdown(heads, tiles) >= 1.0);
+        }
+    CHECK(attention_order_slowdown(192, 8) > 1.05);  // 124M at B 16, T 1024: the per-head order's tail
+    CHECK(attention_order_slowdown(1, 8) == 1.0);    // one head: the two orders are the same
 }
 
 TEST_CASE("the memory plan turns recomputation on only when the activations would not fit", "[kernels][model]") {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# dev/gpu_bundle/check.sh BUNDLE MAX_MIB ALLOWED_LIBS SCRATCH: make gpu-bundle-check's checks of a built bundle,
+# on this machine: its size, the libraries ldd finds for every binary (each must match ALLOWED_LIBS, an extended
+# regex of library names, and none may be missing), the newest glibc symbol version they need (printed: the GPU
+# machine's glibc must be at least that), and, without a GPU, that run.sh prints every stage's "skipped: no GPU"
+# line and exits 0 within 30 s. With a GPU the last check is left to run.sh itself (8 minutes). Exits 1 on any
+# failure, naming it.
+set -uo pipefail
+B=$1 max=$2 allowed=$3 scratch=$4
+bad=0
+fail() { echo "gpu-bundle-check: FAILED: $1"; bad=1; }
+bytes=$(du -sb "$B" | cut -f1)
+mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
+if [ "$bytes" -gt $((max * 1048576)) ]; then fail "$B is $mib MiB, over $max MiB"; fi
+glibc=""
+for f in "$B"/bin/*; do
+    libs=$(ldd "$f" 2>&1)
+    if echo "$libs" | grep -q 'not found'; then fail "$(basename "$f"): $(echo "$libs" | grep 'not found' | tr -s ' \t' ' ')"; fi
+    other=$(echo "$libs" | awk '{ print $1 }' | sed 's|.*/||' | grep -vE "^($allowed)\.so" | tr '\n' ' ')
+    [ -z "$other" ] || fail "$(basename "$f") links $other(allowed: $allowed)"
+    glibc="$glibc $(objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
+done
+newest=$(echo $glibc | tr ' ' '\n' | sort -uV | tail -1)
+[ $bad = 0 ] && echo "gpu-bundle-check: $B: $mib MiB (at most $max); the $(ls "$B"/bin | wc -l) binaries' libraries (ldd) all allowed; newest glibc symbol they need: $newest"
+if "$B/bin/gpu_info" > /dev/null 2>&1; then
+    echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (8 minutes)"
+else
+    rm -rf "$scratch"
+    t0=$(date +%s%N)
+    out=$(timeout 30 bash "$B/run.sh" "$scratch" 2>&1)
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "$out" | sed 's/^/  run.sh: /'
+    [ $rc = 0 ] || fail "run.sh without a GPU exited with status $rc"
+    for s in "1 device" "2 tests" "3 sanitizer" "4 attention" "5 model" "6 tiny"; do
+        echo "$out" | grep -q "^$s: skipped: no GPU" || fail "run.sh printed no \"$s: skipped: no GPU\" line"
+    done
+    [ -s "$scratch/summary.txt" ] || fail "run.sh wrote no $scratch/summary.txt"
+    [ $ms -lt 30000 ] || fail "run.sh without a GPU took $ms ms"
+    [ $bad = 0 ] && echo "gpu-bundle-check: run.sh without a GPU: every stage skipped, exit 0, in $ms ms"
+fi
+exit $bad

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# run.sh OUT [STAGE...]: the GPU bundle's one command (make gpu-bundle builds the folder this file sits in; README
+# "GPUs" says how to take it to a GPU machine). Six stages in order, each under its own time limit and each ending
+# in one summary line; together at most 8 minutes (the limits, with 2 s to kill each command, add up to 466 s). Writes OUT/summary.txt (the
+# summary lines, also printed) and at most 6 logs: device.log tests.log sanitizer.log bench_attention.log
+# bench_model.log tiny.log. Runs, checkpoints and scratch go to a temporary folder, removed at the end.
+#   1 device     device, driver and runtime; a one-line diagnosis when the driver is older than the runtime
+#   2 tests      the native GPU tests, each group its own process (executor fragment layouts first, then kernels,
+#                attention, whole model, decoder): a crash leaves the other groups standing
+#   3 sanitizer  compute-sanitizer memcheck, racecheck, synccheck on small attention forward/backward and one
+#                small model step (the tests tagged [sanitize])
+#   4 attention  bench_attention: T 1024 and 4096, head_dim 64 .. 1024, forward and backward TFLOP/s
+#   5 model      bench_model on the bundled real-text tokens: 124M uniform, Prism, X at B 16, T 1024 (tokens/s,
+#                MFU, memory against --plan, every op against its roofline), Prism / uniform; one step of 757M
+#                and of 2B X at T 4096 at the largest B that fits, memory against --plan
+#   6 tiny       20 steps of `tiny` on the GPU (fails unless the log names the CUDA engine) against the CPU
+#                reference's losses, then 5 more resumed from the GPU's checkpoint on the CPU
+# Without a GPU (stage 1 finds none) every stage prints "skipped: no GPU" and the script exits 0. STAGE: run
+# only these stage numbers. BUNDLE_FORCE=1 runs the stages even without a GPU (to try the script itself on a CPU
+# machine: the binaries then fall back to the CPU or fail, and the stages say so). Exit status: 0 when no stage
+# failed, 1 otherwise.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ $# -lt 1 ]; then
+    echo "usage: $0 OUT_DIR [STAGE...]   (writes OUT_DIR/summary.txt and the stage logs)" >&2
+    exit 2
+fi
+mkdir -p "$1" || { echo "run.sh: cannot create $1" >&2; exit 2; }
+OUT=$(cd "$1" && pwd)
+shift
+STAGES=${*:-1 2 3 4 5 6}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/prism-bundle.XXXXXX") || { echo "run.sh: no temporary folder" >&2; exit 2; }
+trap 'rm -rf "$WORK"' EXIT
+cd "$HERE" || exit 2
+BIN=$HERE/bin
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc 2>/dev/null || echo 4)}
+: > "$OUT/summary.txt"
+failed=0
+t_start=$(date +%s)
+
+say() { echo "$1" | tee -a "$OUT/summary.txt"; }
+fail() { failed=1; say "$1"; }
+want() { [[ " $STAGES " == *" $1 "* ]]; }
+# One command under a limit; its output appended to a log. Returns the command's status (124: the limit).
+run_logged() {  # LIMIT LOG CMD...
+    local limit=$1 log=$2
+    shift 2
+    echo "\$ $*" >> "$log"
+    timeout --signal=TERM --kill-after=2 "$limit" "$@" >> "$log" 2>&1
+}
+status_word() {  # STATUS -> PASS / TIMEOUT / CRASH (signal) / FAIL (status)
+    case $1 in
+        0) echo PASS ;;
+        124 | 137) echo "TIMEOUT" ;;
+        13[0-9] | 1[4-5][0-9]) echo "CRASH (signal $(($1 - 128)))" ;;
+        *) echo "FAIL (status $1)" ;;
+    esac
+}
+
+# The CUDA toolkit's libraries (cuBLASLt) where the binaries' rpath does not find them: the usual folders, then
+# the NVIDIA wheels of a Python installation.
+if ! ldd "$BIN/train_prism" 2>/dev/null | grep -q 'libcublasLt.*=> /'; then
+    for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib \
+             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
+        if ls "$d"/libcublasLt.so.* > /dev/null 2>&1; then export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; break; fi
+    done
+fi
+
+# ---- 1. device --------------------------------------------------------------------------------------------
+gpu=0
+{
+    echo "bundle: $(cat "$HERE/BUILD_INFO" 2>/dev/null)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/nvidia-smi: /'
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    ldd "$BIN/train_prism" 2>&1 | grep -E 'not found|cublas' | sed 's/^/ldd train_prism: /'
+} > "$OUT/device.log" 2>&1
+info=$(timeout 20 "$BIN/gpu_info" 2>&1)
+rc=$?
+echo "gpu_info (status $rc): $info" >> "$OUT/device.log"
+if want 1; then
+    case $rc in
+        0) say "1 device: $info"; gpu=1 ;;
+        3) say "1 device: skipped: no GPU (${info#no GPU: })" ;;
+        4) fail "1 device: FAIL: $info" ;;
+        124) fail "1 device: FAIL: gpu_info did not answer in 20 s (a hung driver?)" ;;
+        *) fail "1 device: FAIL: ${info:-gpu_info exited with status $rc (see device.log)}" ;;
+    esac
+else
+    [ $rc = 0 ] && gpu=1
+fi
+[ "${BUNDLE_FORCE:-0}" = 1 ] && gpu=1
+skip() { say "$1: skipped: no GPU"; }
+
+# ---- 2. tests, one process per group ------------------------------------------------------------------------
+if want 2; then
+    if [ $gpu = 0 ]; then skip "2 tests"; else
+        : > "$OUT/tests.log"
+        line="2 tests:"
+        deadline=$(($(date +%s) + 100))
+        for g in "executor:[executor]" "kernels:[kernels]~[model]~[decode]" "attention:[attention]~[executor]" \
+                 "model:[model]" "decoder:[decode]"; do
+            name=${g%%:*} tags=${g#*:}
+            left=$((deadline - $(date +%s)))
+            if [ $left -lt 8 ]; then line="$line $name NOT RUN (stage time up);"; failed=1; continue; fi
+            echo "==== $name: $tags" >> "$OUT/tests.log"
+            run_logged $((left - 2 < 60 ? left - 2 : 60)) "$OUT/tests.log" "$BIN/gpu_tests" "$tags"
+            st=$?
+            counts=$(tail -5 "$OUT/tests.log" | grep -oE 'All tests passed \([0-9]+ assertions in [0-9]+ test cases\)|test cases: [^|]*\|[^|]*\|[^|]*failed' | tail -1)
+            [ $st = 0 ] || failed=1
+            line="$line $name $(status_word $st)${counts:+ ($counts)};"
+        done
+        say "${line%;}"
+    fi
+fi
+
+# ---- 3. compute-sanitizer ------------------------------------------------------------------------------------
+if want 3; then
+    if [ $gpu = 0 ]; then skip "3 sanitizer"; else
+        CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer 2>/dev/null | head -1)
+        if [ -z "$CS" ]; then fail "3 sanitizer: FAIL: compute-sanitizer not found (PATH, /usr/local/cuda/bin)"; else
+            : > "$OUT/sanitizer.log"
+            line="3 sanitizer:"
+            for tool in memcheck racecheck synccheck; do
+                echo "==== $tool" >> "$OUT/sanitizer.log"
+                before=$(wc -l < "$OUT/sanitizer.log")
+                run_logged 18 "$OUT/sanitizer.log" "$CS" --tool "$tool" --error-exitcode 9 "$BIN/gpu_tests" "[sanitize]"
+                st=$?
+                found=$(tail -n +"$before" "$OUT/sanitizer.log" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tail -1 | sed 's/^=* *//')
+                if [ $st = 0 ]; then line="$line $tool clean${found:+ ($found)};"
+                else failed=1; line="$line $tool $( [ $st = 9 ] && echo "ERRORS" || status_word $st)${found:+ ($found)};"; fi
+            done
+            say "${line%;}"
+        fi
+    fi
+fi
+
+# ---- 4. attention benchmark --------------------------------------------------------------------------------
+if want 4; then
+    if [ $gpu = 0 ]; then skip "4 attention"; else
+        : > "$OUT/bench_attention.log"
+        run_logged 45 "$OUT/bench_attention.log" "$BIN/bench_attention" --T 1024,4096 --hd 64,72,128,256,512,1024 --reps 5
+        st=$?
+        row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s/%s", $6, $8 }' "$OUT/bench_attention.log"; }
+        line="4 attention $(status_word $st) fwd/bwd TF/s at T 4096:"
+        for hd in 64 72 128 256 512 1024; do line="$line hd $hd $(row 4096 $hd);"; done
+        line="$line T 1024 hd 64 $(row 1024 64)"
+        [ $st = 0 ] || failed=1
+        say "$line"
+    fi
+fi
+
+# ---- 5. model benchmark --------------------------------------------------------------------------------------
+if want 5; then
+    if [ $gpu = 0 ]; then skip "5 model"; else
+        : > "$OUT/bench_model.log"
+        tok=$(ls data/default/*_train_*.bin | head -1)
+        run_logged 75 "$OUT/bench_model.log" "$BIN/bench_model" --tokens "$tok" -b 16 -t 1024 --steps 5 \
+            --models 124M,124M:prism,124M:x
+        st1=$?
+        run_logged 65 "$OUT/bench_model.log" "$BIN/bench_model" --tokens "$tok" -b 0 -t 4096 --steps 1 --models 757M,2B:x
+        st2=$?
+        meas() { grep -E "^$1 +measured" "$OUT/bench_model.log" | tail -1 | sed -E 's/ +measured:/:/'; }
+        tps() { meas "$1" | grep -oE '[0-9]+ tok/s' | awk '{ print $1 }'; }
+        u=$(tps 124M) p=$(tps 124M:prism)
+        frac=$([ -n "$u" ] && [ -n "$p" ] && awk -v p="$p" -v u="$u" 'BEGIN { printf "%.3f", p / u }')
+        line="5 model $(status_word $st1)/$(status_word $st2): $(meas 124M); $(meas 124M:prism); $(meas 124M:x); Prism/uniform tok/s ${frac:-n/a} (target >= 0.97); $(meas 757M); $(meas 2B:x)"
+        [ $st1 = 0 ] && [ $st2 = 0 ] || failed=1
+        say "$line"
+    fi
+fi
+
+# ---- 6. tiny on the GPU against the CPU, and a GPU checkpoint resumed on the CPU ------------------------------
+if want 6; then
+    if [ $gpu = 0 ]; then skip "6 tiny"; else
+        L=$OUT/tiny.log
+        : > "$L"
+        run_logged 25 "$L" "$BIN/train_prism" -m tiny --steps 25 --stop-after 20 -o "$WORK/tiny_gpu"
+        g=$?
+        gpu_engine=$(grep -m1 '^engine: CUDA' "$L")
+        run_logged 40 "$L" "$BIN/train_prism" --cpu -m tiny --steps 25 -o "$WORK/tiny_cpu"
+        c=$?
+        run_logged 20 "$L" "$BIN/train_prism" --cpu -m tiny --steps 25 --resume -o "$WORK/tiny_gpu"
+        r=$?
+        # The step lines of each run ("step    N/25 | loss X"), by the order the runs appended them to the log.
+        losses() { awk -v run="$1" '/^\$ /{ n++ } n == run && /^step +[0-9]+\/25 \| loss/ { split($2, a, "/"); print a[1], $5 }' "$L"; }
+        worst=$(awk 'NR == FNR { cpu[$1] = $2; next } ($1 in cpu) { d = $2 - cpu[$1]; if (d < 0) d = -d; if (d > m) m = d; n++ }
+                     END { if (n == 25) printf "%.4f", m; else printf "only %d of 25 steps", n }' <(losses 2) <(losses 1; losses 3))
+        last_g=$(losses 1 | awk '$1 == 20 { print $2 }') last_c=$(losses 2 | awk '$1 == 25 { print $2 }')
+        last_r=$(losses 3 | awk '$1 == 25 { print $2 }')
+        ok=PASS
+        if [ -z "$gpu_engine" ]; then ok="FAIL: the GPU run did not name the CUDA engine (it fell back to the CPU?)"
+        elif [ $g != 0 ] || [ $c != 0 ] || [ $r != 0 ]; then ok="FAIL: status GPU $g, CPU $c, resume $r"
+        elif ! awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 0.1) }'; then ok="FAIL: losses differ by $worst (> 0.1)"
+        fi
+        [ "$ok" = PASS ] || failed=1
+        say "6 tiny $ok: GPU steps 1-20 and CPU-resumed 21-25 vs the CPU reference, worst |loss difference| $worst (<= 0.1, bf16 vs fp32); step 20 GPU ${last_g:-?}, step 25 resumed ${last_r:-?} vs CPU ${last_c:-?}; ${gpu_engine:-no CUDA engine line}"
+    fi
+fi
+
+say "bundle: $(( $(date +%s) - t_start )) s, $([ $failed = 0 ] && echo "no stage failed" || echo "FAILED (see the lines above and the logs in $OUT)")"
+exit $failed
