@@ -9,7 +9,7 @@
 # test_attention.cpp also joins the sanitizer and native builds, attention.cuh the nvcc -Werror compile check.
 
 KERNEL_TEST_SRCS += test/test_attention.cpp
-NVCC_CHECK_CUH += attention.cuh test/attention_naive.cuh
+NVCC_CHECK_CUH += attention.cuh attention_tiles.cuh test/attention_naive.cuh
 TEST_TARGETS += bench-attention-smoke
 TEST_BUILD += $(BUILD)/bench_attention_cpu
 

@@ -1,4 +1,5 @@
-# The data loader's tests (included by the top-level Makefile, which builds build/prepare_shards).
+# The data loader's and the shard tool's tests (included by the top-level Makefile, which builds
+# build/prepare_shards).
 
-# test_dataloader.cpp includes the tool's source (without main) to run its pipeline with a stand-in tokenizer.
-$(BUILD)/test/test_dataloader.o: data/prepare_shards.cpp
+# test_prepare_shards.cpp includes the tool's source (without main) to run its pipeline with a stand-in tokenizer.
+$(BUILD)/test/test_prepare_shards.o: data/prepare_shards.cpp

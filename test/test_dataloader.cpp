@@ -1,6 +1,5 @@
-// Tests for dataloader.h (shards -> batches) and data/prepare_shards.cpp (text -> shards). Every test builds
-// its own tiny shards in a fresh temporary directory; nothing here needs the tokenizer or downloaded data:
-// the tool's pipeline runs with a stand-in tokenizer that maps each byte to its value.
+// Tests for dataloader.h (shards -> batches; data/prepare_shards.cpp's are test_prepare_shards.cpp). Every test
+// builds its own tiny shards in a fresh temporary directory; nothing here needs the tokenizer or downloaded data.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,21 +13,10 @@
 #include <vector>
 
 #include "dataloader.h"
-#define PREPARE_SHARDS_NO_MAIN
-#include "data/prepare_shards.cpp"
+#include "test/shard_test_util.h"
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it when the test ends.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/prism_dataloader_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
 
 // Tokens 0, 1, 2, ... (mod 50000), offset by `base`, so every window's content tells where it came from.
 std::vector<int> ramp(size_t n, int base = 0) {
@@ -37,33 +25,9 @@ std::vector<int> ramp(size_t n, int base = 0) {
   return t;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
-}
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 
-std::vector<uint16_t> shard_tokens(const std::string& path) {
-  const std::string b = read_file(path);
-  std::vector<uint16_t> t((b.size() - 1024) / 2);
-  memcpy(t.data(), b.data() + 1024, t.size() * 2);
-  return t;
-}
 
-// The error message a callable throws ("" if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Batch {
   std::vector<int> x, y;
@@ -82,10 +46,6 @@ std::vector<int> window_starts(const Batch& b, int B, int T) {
   for (int i = 0; i < B; i++) s.push_back(b.x[(size_t)i * T]);
   return s;
 }
-
-const EncodeFn bytes_as_tokens = [](std::string_view text, std::vector<int>& out) {
-  for (unsigned char c : text) out.push_back(c);
-};
 
 }  // namespace
 
@@ -387,277 +347,4 @@ TEST_CASE("a position saved by one rank count resumes on another from the same w
     five.restore(saved);
     CHECK(window_starts(next(five, 5, T), 5, T) == std::vector<int>(order.begin() + 15, order.begin() + 20));
   }
-}
-
-// ------------------------------------------------------------------------------------------------------
-// prepare_shards: JSON field extraction
-
-TEST_CASE("the JSON text field is decoded with every escape, including surrogate pairs", "[prepare_shards]") {
-  std::string out, err;
-  auto field = [&](const std::string& line) {
-    out.clear();
-    err.clear();
-    return get_string_field(line, "text", out, err);
-  };
-  REQUIRE(field(R"({"text": "a\"b\\c\/d\be\ff\ng\rh\ti"})"));
-  CHECK(out == "a\"b\\c/d\be\ff\ng\rh\ti");
-  REQUIRE(field(R"({"text":"\u00e9\u4E2D\ud83d\ude00!"})"));
-  CHECK(out == "\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80!");  // é 中 😀
-  REQUIRE(field(R"({"text":"x\ud800y\udc00z\ud800\u0041"})"));  // lone halves become U+FFFD
-  CHECK(out == "x\xEF\xBF\xBDy\xEF\xBF\xBDz\xEF\xBF\xBD" "A");
-  REQUIRE(field("{\"text\":\"caf\xC3\xA9 raw utf-8\"}"));
-  CHECK(out == "caf\xC3\xA9 raw utf-8");
-  REQUIRE(field(R"(  {"id": [1, -2.5e+3, {"text": "nested"}], "meta": {"a": null, "b": true, "c": false},)"
-                R"( "text": "top", "n": 0} )"));
-  CHECK(out == "top");
-  REQUIRE(field(R"({"text": "first", "text": "last"})"));
-  CHECK(out == "last");  // as Python's json
-  REQUIRE(field(R"({"text": ""})"));
-  CHECK(out.empty());
-  CHECK(get_string_field(R"({"content": "c"})", "content", out, err));
-  CHECK(out == "c");
-}
-
-TEST_CASE("a malformed JSON line is rejected with the reason and column", "[prepare_shards]") {
-  std::string out, err;
-  auto reason = [&](const std::string& line) {
-    err.clear();
-    return get_string_field(line, "text", out, err) ? std::string("ok") : err;
-  };
-  CHECK(reason(R"({"text": "unterminated)") == "invalid JSON: unterminated string at column 23");
-  CHECK(reason(R"({"text": "a"} x)") == "invalid JSON: trailing characters after the JSON value at column 15");
-  CHECK(reason(R"({"id": 1})") == "missing field \"text\"");
-  CHECK_THAT(reason(R"({"text": 5})"), Catch::StartsWith("field \"text\" is not a string"));
-  CHECK_THAT(reason(R"({"text": "\q"})"), Catch::StartsWith("invalid JSON: invalid escape \\q"));
-  CHECK_THAT(reason(R"({"text": "\u12g4"})"), Catch::StartsWith("invalid JSON: bad hex digit"));
-  CHECK_THAT(reason("{\"text\": \"tab\there\"}"), Catch::StartsWith("invalid JSON: raw control character"));
-  CHECK_THAT(reason(R"(["text", "a"])"), Catch::StartsWith("expected a JSON object"));
-  CHECK_THAT(reason(R"({"text": "a",})"), Catch::StartsWith("invalid JSON: expected a string key"));
-  CHECK_THAT(reason(R"({"text" "a"})"), Catch::StartsWith("invalid JSON: expected ':'"));
-  CHECK_THAT(reason(R"({"a": 01, "text": "x"})"), Catch::StartsWith("invalid JSON: expected ',' or '}'"));
-  CHECK_THAT(reason(R"({"a": tru, "text": "x"})"), Catch::StartsWith("invalid JSON: invalid value"));
-  CHECK_THAT(reason(R"({"a": [1 2], "text": "x"})"), Catch::StartsWith("invalid JSON: expected ',' or ']'"));
-  CHECK_THAT(reason(std::string(600, '[')), Catch::StartsWith("invalid JSON: nesting deeper than 512"));
-  CHECK_THAT(reason("{\"a\":" + std::string(600, '[')), Catch::StartsWith("invalid JSON: nesting deeper than 512"));
-}
-
-// ------------------------------------------------------------------------------------------------------
-// prepare_shards: the whole pipeline (with bytes as tokens)
-
-namespace {
-PrepareOptions quiet_options(const TempDir& d, std::vector<std::string> inputs) {
-  PrepareOptions o;
-  o.inputs = std::move(inputs);
-  o.out_prefix = d / "out";
-  o.progress = 0;
-  o.sync = false;  // durability is not under test, and fsync costs ~50 ms a shard here
-  return o;
-}
-// Every shard's tokens, concatenated.
-std::vector<uint16_t> all_tokens(const PrepareStats& st) {
-  std::vector<uint16_t> t;
-  for (const std::string& p : st.shards) {
-    const std::vector<uint16_t> s = shard_tokens(p);
-    t.insert(t.end(), s.begin(), s.end());
-  }
-  return t;
-}
-std::vector<uint16_t> expect_docs(const std::vector<std::string>& docs) {
-  std::vector<uint16_t> t;
-  for (const std::string& doc : docs) {
-    t.push_back(50256);
-    for (unsigned char c : doc) t.push_back(c);
-  }
-  return t;
-}
-}  // namespace
-
-TEST_CASE("prepare_shards writes EOT-prefixed documents in input order, val shard first", "[prepare_shards]") {
-  TempDir d;
-  write_file(d / "a.jsonl", "{\"text\": \"hello\"}\n\n{\"text\": \"w\\u00f6rld\", \"id\": 2}\r\n");
-  write_file(d / "b.txt", "a whole\n\nfile\n");
-  write_file(d / "c.txt", "");  // empty files are no document
-  PrepareOptions o = quiet_options(d, {d / "a.jsonl", d / "b.txt", d / "c.txt"});
-  o.val_tokens = 4;
-  o.shard_tokens = 10;
-  const PrepareStats st = prepare_shards(o, bytes_as_tokens, 50256);
-  CHECK(st.documents == 3);
-  const std::vector<uint16_t> expect = expect_docs({"hello", "w\xC3\xB6rld", "a whole\n\nfile\n"});
-  CHECK(all_tokens(st) == expect);
-  CHECK(st.tokens == expect.size());
-  REQUIRE(st.shards.size() == 4);  // 28 tokens: 4 + 10 + 10 + 4
-  CHECK(st.shards[0] == d / "out_val_000000.bin");
-  CHECK(st.shards[1] == d / "out_train_000001.bin");
-  CHECK(st.shards[3] == d / "out_train_000003.bin");
-  CHECK(read_shard_info(st.shards[0]).tokens == 4);
-  CHECK(read_shard_info(st.shards[1]).tokens == 10);
-  CHECK(read_shard_info(st.shards[3]).tokens == 4);
-  // The loader reads what the tool writes.
-  DataLoader dl(d / "out_train_*.bin", 1, 9, 0, 1, false, 0);
-  CHECK(dl.tokens_total() == expect.size() - 4);
-}
-
-TEST_CASE("prepare_shards splits paragraphs and lines into documents", "[prepare_shards]") {
-  TempDir d;
-  write_file(d / "p.txt", "one\ntwo\n\n\n  \nthree\r\n\nfour");
-  PrepareOptions o = quiet_options(d, {d / "p.txt"});
-  o.format = InputFormat::PARAGRAPHS;
-  o.val_tokens = 1;
-  CHECK(all_tokens(prepare_shards(o, bytes_as_tokens, 50256)) == expect_docs({"one\ntwo", "three", "four"}));
-  o.format = InputFormat::LINES;
-  o.overwrite = true;
-  CHECK(all_tokens(prepare_shards(o, bytes_as_tokens, 50256)) == expect_docs({"one", "two", "three", "four"}));
-}
-
-TEST_CASE("prepare_shards output is byte-identical for any thread count and block size", "[prepare_shards]") {
-  TempDir d;
-  std::string jsonl, para;
-  std::vector<std::string> docs;
-  for (int i = 0; i < 120; i++) {
-    std::string doc = "doc " + std::to_string(i) + std::string((size_t)(i * 7919) % 200, 'a' + i % 26);
-    docs.push_back(doc);
-    jsonl += "{\"text\": \"" + doc + "\"}\n";
-    para += doc + "\n\n";
-  }
-  write_file(d / "in.jsonl", jsonl);
-  write_file(d / "in.txt", para);
-  std::vector<std::string> first;
-  for (int threads : {1, 3}) {
-    for (size_t block : {(size_t)0, (size_t)700, (size_t)1}) {  // small blocks: documents straddle blocks
-      PrepareOptions o = quiet_options(d, {d / "in.jsonl"});
-      o.overwrite = true;  // the same prefix, again and again
-      o.threads = threads;
-      o.block_bytes = block;
-      o.val_tokens = 1000;
-      o.shard_tokens = 3000;
-      const PrepareStats st = prepare_shards(o, bytes_as_tokens, 50256);
-      std::vector<std::string> bytes;
-      for (const std::string& p : st.shards) bytes.push_back(read_file(p));
-      if (first.empty()) first = bytes;
-      CHECK(bytes == first);
-      o.inputs = {d / "in.txt"};
-      o.format = InputFormat::PARAGRAPHS;
-      o.out_prefix = d / "para";
-      CHECK(all_tokens(prepare_shards(o, bytes_as_tokens, 50256)) == expect_docs(docs));
-    }
-  }
-}
-
-TEST_CASE("a malformed JSON line is reported with file and line; --on-error skip drops just that line",
-          "[prepare_shards]") {
-  TempDir d;
-  write_file(d / "in.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \"b\"\n{\"text\": \"c\"}\n");
-  PrepareOptions o = quiet_options(d, {d / "in.jsonl"});
-  o.val_tokens = 2;
-  CHECK(error_of([&] { prepare_shards(o, bytes_as_tokens, 50256); }) ==
-        d / "in.jsonl" + ":3: invalid JSON: expected ',' or '}' in object at column 13; "
-                         "fix or remove the line, or re-run with --on-error skip");
-  o.skip_errors = true;
-  const PrepareStats st = prepare_shards(o, bytes_as_tokens, 50256);
-  CHECK(st.skipped == 1);
-  CHECK(all_tokens(st) == expect_docs({"a", "c"}));
-}
-
-TEST_CASE("prepare_shards refuses a missing input or output directory before any work", "[prepare_shards]") {
-  TempDir d;
-  write_file(d / "a.txt", "x");
-  PrepareOptions o = quiet_options(d, {d / "missing.txt"});
-  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256),
-                    Catch::Contains("cannot open input") && Catch::Contains("missing.txt"));
-  o = quiet_options(d, {d / "a.txt"});
-  o.out_prefix = d / "no/such/dir/x";
-  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("mkdir -p"));
-}
-
-// The files under d, sorted, with their bytes.
-std::map<std::string, std::string> dir_contents(const TempDir& d) {
-  std::map<std::string, std::string> m;
-  for (const auto& e : std::filesystem::directory_iterator(d.path)) m[e.path().filename()] = read_file(e.path());
-  return m;
-}
-
-TEST_CASE("a failed prepare_shards leaves the earlier set as it was; replacing a set needs --overwrite",
-          "[prepare_shards]") {
-  // Issue 10: a run that failed half way used to leave its first shards beside the old set's later ones, and
-  // a training glob picked up the mix.
-  TempDir d;
-  std::string big, small, broken;
-  for (int i = 0; i < 60; i++) big += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
-  for (int i = 0; i < 10; i++) small += "{\"text\": \"short " + std::to_string(i) + "\"}\n";
-  broken = big + "{\"text\": oops}\n";
-  write_file(d / "big.jsonl", big);
-  write_file(d / "small.jsonl", small);
-  write_file(d / "broken.jsonl", broken);
-  write_file(d / "empty.txt", "");
-  write_file(d / "blank.jsonl", "\n  \n");
-  PrepareOptions o = quiet_options(d, {d / "big.jsonl"});
-  o.val_tokens = 100, o.shard_tokens = 200, o.block_bytes = 64;  // small blocks: shards are written before the end
-  const PrepareStats first = prepare_shards(o, bytes_as_tokens, 50256);
-  REQUIRE(first.shards.size() > 5);
-  const auto before = dir_contents(d);
-
-  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256),
-                    Catch::Contains("already holds a shard set") && Catch::Contains("--overwrite"));
-  o.overwrite = true;
-  o.inputs = {d / "broken.jsonl"};
-  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("broken.jsonl:61: invalid JSON"));
-  CHECK(dir_contents(d) == before);  // the old set byte for byte, and no .partial file
-  o.inputs = {d / "empty.txt", d / "blank.jsonl"};
-  CHECK_THROWS_WITH(prepare_shards(o, bytes_as_tokens, 50256), Catch::Contains("the input holds no text"));
-  CHECK(dir_contents(d) == before);
-
-  o.inputs = {d / "small.jsonl"};
-  const PrepareStats second = prepare_shards(o, bytes_as_tokens, 50256);
-  std::set<std::string> shards;
-  for (const auto& [name, bytes] : dir_contents(d))
-    if (name.rfind("out_", 0) == 0) shards.insert(d / name);
-  CHECK(shards == std::set<std::string>(second.shards.begin(), second.shards.end()));  // nothing of the old set
-  CHECK(second.shards.size() < first.shards.size());
-}
-
-TEST_CASE("every flag the prepare_shards help text names is one its parser accepts", "[prepare_shards]") {
-  // llm.c once printed usage for flags its parser did not know. Here each "--flag VALUE" line of the help
-  // is fed back to the parser with a valid value of the kind it names.
-  const std::string usage = PREPARE_SHARDS_USAGE;
-  std::istringstream lines(usage);
-  std::string line;
-  int flags = 0;
-  while (std::getline(lines, line)) {
-    if (line.rfind("  -", 0) != 0) continue;
-    // "  -o, --out PREFIX          output path ...": the spec ends at the first double space.
-    std::istringstream spec(line.substr(2, line.find("  ", 2) - 2));
-    std::vector<std::string> spellings;
-    std::string w, meta;
-    while (spec >> w) {
-      if (w[0] == '-') spellings.push_back(w.back() == ',' ? w.substr(0, w.size() - 1) : w);
-      else meta = w;
-    }
-    for (const std::string& flag : spellings) {
-      std::vector<std::string> args = {flag};
-      if (meta == "N") args.push_back("5");
-      else if (meta == "F") args.push_back("paragraphs");
-      else if (meta == "skip|stop") args.push_back("skip");
-      else if (meta == "PREFIX" || meta == "NAME" || meta == "PATH") args.push_back("x");
-      else REQUIRE(meta.empty());  // a new kind of value: teach this test what to pass
-      INFO("help line: " << line);
-      CHECK_NOTHROW(parse_prepare_cli(args));
-      flags++;
-    }
-  }
-  CHECK(flags == 13);  // -o --out --format --field --shard-tokens --val-tokens --tokenizer --threads
-                      // --on-error --overwrite --quiet -h --help
-  const PrepareCli c = parse_prepare_cli({"-o", "d/p", "--format", "lines", "--shard-tokens", "1e6", "--val-tokens",
-                                          "1000", "--on-error", "skip", "--threads", "3", "--quiet", "a.txt", "-"});
-  CHECK(c.o.out_prefix == "d/p");
-  CHECK(c.o.format == InputFormat::LINES);
-  CHECK(c.o.shard_tokens == 1000000);
-  CHECK(c.o.val_tokens == 1000);
-  CHECK(c.o.skip_errors);
-  CHECK(c.o.threads == 3);
-  CHECK(c.o.progress == 0);
-  CHECK(c.o.inputs == std::vector<std::string>{"a.txt", "-"});
-  CHECK_THROWS_WITH(parse_prepare_cli({"--bogus"}), "unknown option --bogus; see --help");
-  CHECK_THROWS_WITH(parse_prepare_cli({"--on-error", "ignore"}), Catch::Contains("must be skip or stop"));
-  CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
-  CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), "-o needs a value; see --help");
 }

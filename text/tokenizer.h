@@ -7,18 +7,14 @@
 //   2. Each piece's bytes are looked up whole (tiktoken's shortcut, kept for identical output), else merged by
 //      BPE: repeatedly merge the adjacent pair whose concatenation has the lowest rank, the leftmost on ties.
 //
-// Invalid UTF-8 (our tools read raw bytes; tiktoken only takes a Python str). Every byte that is not part of
-// a well-formed UTF-8 sequence (strict: no overlongs, no surrogates, nothing above U+10FFFF, as Python's
-// decoder) is pre-tokenised as one symbol character, i.e. in [^\s\p{L}\p{N}], the class of the U+FFFD or the
-// lone surrogate it becomes when Python decodes with errors="replace" / "surrogateescape"; the piece is then
-// BPE-encoded from its original bytes. So piece boundaries equal tiktoken's on the decoded text, no byte is
-// lost, and decode(encode(x)) == x for every byte string x. tiktoken itself would encode U+FFFD (EF BF BD)
-// there instead of the raw byte: that is the one place the token ids differ, by design.
+// Invalid UTF-8 (our tools read raw bytes; tiktoken takes a Python str): every byte outside a well-formed
+// sequence (strict, as Python's decoder) is pre-tokenised as one symbol character, the class of the U+FFFD it
+// becomes in Python, then BPE-encoded from its own bytes: piece boundaries equal tiktoken's, decode(encode(x))
+// == x for every byte string, and only there do the ids differ from tiktoken's (which encodes U+FFFD), by design.
 //
 // Loads a tiktoken ranks file (`gpt2.tiktoken`: base64 bytes and rank per line) or a directory holding the
-// original GPT-2 release's encoder.json + vocab.bpe (read with util/json.h). Does not recognise special tokens
-// inside text; the UTF-8 byte rules are util/utf8.h's.
-// encode() is const and thread-safe: the compiled pattern is shared read-only, match data is thread_local.
+// original GPT-2 release's encoder.json + vocab.bpe (util/json.h). encode() is const and thread-safe (the pattern
+// shared read-only, match data thread_local). Does not recognise special tokens in text (UTF-8 rules: util/utf8.h).
 #pragma once
 
 #define PCRE2_CODE_UNIT_WIDTH 8
