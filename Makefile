@@ -99,11 +99,11 @@ report: inspect/report.cpp $(PRODUCT_H)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 
 # The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
-TEXT_H := text/tokenizer.h text/pretokenize.h util/utf8.h util/json.h
-$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h $(TEXT_H)
+TEXT_H := $(wildcard text/*.h util/*.h) errors.h
+$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h run/stop_signal.h $(TEXT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
-$(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h text/pytext.h util/io.h $(TEXT_H)
+$(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h $(TEXT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
 
