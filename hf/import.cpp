@@ -34,7 +34,8 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        {"-o, --out", "FILE", "the model.bin to write (refused when it exists, unless --overwrite)", [&o](const std::string& v) { o.out = v; }},
+        {"-o, --out", "FILE", "the model.bin to write, its directory created (refused when it exists, unless --overwrite)",
+         [&o](const std::string& v) { o.out = v; }},
         {"--overwrite", "", "replace an existing FILE", [&o](const std::string&) { o.overwrite = true; }},
         {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
     };
@@ -119,6 +120,8 @@ int run(const Options& o) {
                       " is not part of the Prism model config.json describes (" + std::to_string(found.size()) + " such tensor" +
                       (found.size() > 1 ? "s" : "") + ")");
 
+    const size_t slash = o.out.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) make_dirs(o.out.substr(0, slash));
     save_model(o.out, c, params.data(), params.size(), hc.step);
     printf("import: %s (step %ld, %zu parameters) -> %s\n", o.dir.c_str(), hc.step, params.size(), o.out.c_str());
     for (const auto& [dtype, n] : widened)

@@ -482,6 +482,29 @@ TEST_CASE("import refuses what is not an export, tensors of the wrong shape or d
     remove_all(dir);
 }
 
+TEST_CASE("the model card carries the run's training record and logged evals, from RUN_DIR or RUN/step_N/model.bin", "[hf]") {
+    const std::string run = tmp_dir(), step = run + "/step_00000010";
+    REQUIRE(sh("mkdir -p " + step).rc == 0);
+    const ModelConfig c = make("prism", "uniform", "layernorm", 0);
+    write_model(step + "/model.bin", c, 10);
+    REQUIRE(link((step + "/model.bin").c_str(), (run + "/model.bin").c_str()) == 0);
+    write_all(run + "/log.jsonl",
+              "{\"step\": 5, \"tokens\": 10240, \"train_loss\": 6.25, \"elapsed_s\": 6.0}\n"
+              "{\"step\": 10, \"tokens\": 20480, \"train_loss\": 5.5, \"val_loss\": 5.4, \"elapsed_s\": 12.5, "
+              "\"eval\": {\"task\": \"hellaswag\", \"examples\": 10, \"acc\": 0.3}}\n");
+    for (const std::string& from : {run, step + "/model.bin"}) {
+        remove_all(run + "/hf");
+        const Result e = sh("./export " + from + " -o " + run + "/hf");
+        INFO(e.out);
+        REQUIRE(e.rc == 0);
+        const std::string card = read_all(run + "/hf/README.md");
+        CHECK_THAT(card, Catch::Contains("| 10 | 20480 | 5.5000 | 5.4000 | 5.4000 | 12.5 |"));
+        CHECK_THAT(card, Catch::Contains("| hellaswag | 10 | examples 10, acc 0.3 |"));
+        CHECK_THAT(card, Catch::Contains("| 0 | 64 | 2 | 32 | " + std::to_string(c.hidden_of(0)) + " | "));
+    }
+    remove_all(run);
+}
+
 TEST_CASE("export and import: the help names every flag the parser takes, and bad command lines are one-line errors", "[hf]") {
     const Result e = sh("./export --help"), i = sh("./import --help");
     CHECK(e.rc == 0);
