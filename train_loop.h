@@ -250,7 +250,7 @@ inline std::string log_step(const StepRecord& r) {
 // Appends one line to the log and flushes it; a failed write (a full disk) is an error, not a silent gap.
 inline void append_log(FILE* log, const std::string& line, const std::string& path) {
     if (fputs(line.c_str(), log) < 0 || fflush(log) != 0)
-        throw IoError("cannot write " + path + ": " + strerror(errno) + " (disk full?); the run stopped here: make "
+        throw IoError("cannot write " + path + ": " + write_error(errno) + "; the run stopped here: make "
                       "room, then continue from its last checkpoint with --resume");
 }
 

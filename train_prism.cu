@@ -105,9 +105,13 @@ static int train_main(int argc, char** argv, Dist& dist) {
     return run_training(o, cfg, *eng, why, dist, recorded ? &record : nullptr);
 }
 
+// Before main, as the program's static objects are built: a stop signal from then on is honoured (train_loop.h
+// ends a run stopped during its start-up with kExitInterrupted); only one that lands while the kernel and the
+// dynamic loader start the process takes the signal's default action.
+static const bool g_stop_handlers_installed = (install_stop_handlers(), true);
+
 int main(int argc, char** argv) {
-    install_stop_handlers();  // first: a stop signal during the start-up is honoured too (train_loop.h)
-    for (int i = 1; i + 1 < argc; i++)  // the watchdog's limit bounds the process group's forming too (dist.h)
+    for (int i = 1; i + 1 < argc; i++)  // the watchdog's limit bounds the process group's forming too (dist/process_group.h)
         if (std::string(argv[i]) == "--comm-timeout") {
             char* end = nullptr;
             const double s = strtod(argv[i + 1], &end);
