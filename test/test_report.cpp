@@ -130,7 +130,7 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     write_run(dir + "/x&y", inspect_config("x", 256), 35, 1100, "{\"step\": 36, \"tok");  // torn by a crash
     make_dirs(dir + "/an");
     svg::Chart chart;
-    chart.title = "Attention distance", chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}});
+    chart.title = "Attention distance", chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "", {}, {}});
     const std::string doc = svg::document(svg::render(chart));
     write_atomically(dir + "/an/attention_distance.svg", {{doc.data(), doc.size()}});
     write_atomically(dir + "/an/broken.svg", {{"<svg><g></svg>", 14}});
