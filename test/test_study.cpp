@@ -310,10 +310,10 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     CHECK(again.rc == 0);
     CHECK(again.out.find("(4 done)") != std::string::npos);
     sh("rm -rf " + dir + "/uniform-uniform-s2");
-    Result only = sh(base + " --only 2" + trainer);
+    Result only = sh(base + " --only 3" + trainer);
     INFO(only.out);
     CHECK(only.rc == 0);
-    CHECK(only.out.find("[2/4] uniform-uniform-s2: training") != std::string::npos);
+    CHECK(only.out.find("[3/4] uniform-uniform-s2: training") != std::string::npos);
     CHECK(only.out.find("[1/4]") == std::string::npos);
     // A study whose flags changed does not mix its runs with the old ones.
     Result changed = sh(study + " --lr 0.02");
