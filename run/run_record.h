@@ -250,7 +250,11 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
 inline const std::vector<std::string>& may_change_on_resume() {
     static const std::vector<std::string> v = {"--steps", "--tokens", "--tokens-per-param", "--epochs", "--stop-after",
                                                "--val-every", "--eval-every", "--sample-every", "--sample-tokens",
-                                               "--ckpt-every", "--keep", "--comm-timeout", "--out"};
+                                               "--ckpt-every", "--keep", "--comm-timeout", "--out",
+                                               // how it runs, not what it computes: the micro-batch (the total
+                                               // batch stays, so another rank count reads the same windows), the
+                                               // engine, ZeRO, recomputation
+                                               "--batch", "--cpu", "--zero", "--recompute"};
     return v;
 }
 // Flags that are never recorded: what the invocation does rather than what the run is.

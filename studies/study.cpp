@@ -7,7 +7,8 @@
 //   ./study runs/mine ... --list          # one line per run: K, its state, the command that runs it now
 //   ./study runs/mine ... --only 5        # only the 5th (a scheduler's job array: --only $SLURM_ARRAY_TASK_ID)
 //
-// The runs are the grid heads x widths x seeds, in that order (seeds innermost), named HEADS-WIDTHS-sSEED.
+// The runs are the grid seeds x heads x widths, in that order (seeds outermost: a study stopped early has every
+// configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED.
 // Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S -o DIR/NAME` plus the recipe's trainer flags
 // and those after `--`. The same command can be rerun until the study is complete: a run whose record
 // (run/run_record.h) says "done" at the study's steps is skipped (and a run recorded with other flags is an
@@ -197,9 +198,9 @@ std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_fl
     }
     if (heads.empty() || widths.empty()) throw ConfigError("--heads and --widths need at least one schedule each");
     std::vector<Run> runs;
-    for (const std::string& h : heads)
-        for (const std::string& w : widths)
-            for (uint64_t s : seeds) {
+    for (uint64_t s : seeds)  // seed-major: a study stopped early has compared every configuration on its first seeds
+        for (const std::string& h : heads)
+            for (const std::string& w : widths) {
                 Run r;
                 r.heads = h, r.widths = w, r.seed = s;
                 std::string hs = h, ws = w;

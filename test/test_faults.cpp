@@ -341,7 +341,7 @@ TEST_CASE("--keep prunes every older checkpoint in OUT across resumes, and crash
                out + "/latest.tmp").rc == 0);
     REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 1 --resume").rc == 0);
     REQUIRE(checkpoints_in(out) == "step_00000006");
-    REQUIRE(sh("ls " + out).out == "latest\nlog.jsonl\nmodel.bin\nstep_00000006\n");
+    REQUIRE(sh("ls " + out).out == "latest\nlog.jsonl\nmodel.bin\nrun.json\nstep_00000006\n");
     sh("rm -rf '" + dir + "'");
 }
 

@@ -80,7 +80,7 @@ TEST_CASE("--resume -o OUT alone continues a run bit-identically; a differing fl
              {"--lr 0.02", "--resume: --lr 0.02 differs from the recorded --lr 0.01 ("},
              {"--no-shuffle", "--resume: --no-shuffle is not part of the recorded run"},
              {"--layers 3", "--resume: --layers 3 differs from the recorded --layers 2"},
-             {"-b 2", "--resume: --batch 2 differs from the recorded --batch 4"}}) {
+             {"--total-batch 256", "--resume: --total-batch 256 differs from the recorded --total-batch 128"}}) {
         Result r = sh("./train_prism --resume -o " + dir + "/resumed " + flag);
         INFO(flag << ": " << r.out);
         CHECK(one_line_error(r));
@@ -268,17 +268,17 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     REQUIRE(sh("./build/prepare_eval hellaswag " + data + "/hs.jsonl -o " + data + "/hellaswag.bin").rc == 0);
     std::string m = micro(data, "X");
     m = m.substr(std::string("./train_prism --vocab 256 ").size(), m.find(" -o ") - std::string("./train_prism --vocab 256 ").size());  // GPT-2 eval tokens need V 50257
-    const std::string study = "./study " + dir + " --heads uniform,1/2 --seeds 2 --eval-data " + data + " -- " + m +
-                              " --steps 6";
-    Result l = sh(study + " --list");
+    const std::string base = "./study " + dir + " --heads uniform,1/2 --seeds 2 --eval-data " + data,
+                      trainer = " -- " + m + " --steps 6", study = base + trainer;
+    Result l = sh(base + " --list" + trainer);
     INFO(l.out);
     REQUIRE(l.rc == 0);
-    CHECK(l.out.find("1\tnew\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir + "/uniform-uniform-s1 --d 32") == 0);
-    CHECK(l.out.find("4\tnew\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") != std::string::npos);
+    CHECK(l.out.find("1\tnew+eval\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir + "/uniform-uniform-s1 --d 32") == 0);
+    CHECK(l.out.find("4\tnew+eval\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") != std::string::npos);
     // One run interrupted after 3 steps, as a job time limit would leave it.
-    const std::string line4 = l.out.substr(l.out.find("4\tnew\t") + 6);
+    const std::string line4 = l.out.substr(l.out.find("4\tnew+eval\t") + 11);
     REQUIRE(sh(line4.substr(0, line4.find('\n')) + " --stop-after 3").rc == 0);
-    Result l2 = sh(study + " --list --only 4");
+    Result l2 = sh(base + " --list --only 4" + trainer);
     CHECK(l2.out.find("4\tresume+eval\t") != std::string::npos);
 
     Result r = sh(study);
@@ -311,10 +311,10 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     CHECK(again.rc == 0);
     CHECK(again.out.find("(4 done)") != std::string::npos);
     sh("rm -rf " + dir + "/uniform-uniform-s2");
-    Result only = sh(study + " --only 2");
+    Result only = sh(base + " --only 3" + trainer);
     INFO(only.out);
     CHECK(only.rc == 0);
-    CHECK(only.out.find("[2/4] uniform-uniform-s2: training") != std::string::npos);
+    CHECK(only.out.find("[3/4] uniform-uniform-s2: training") != std::string::npos);
     CHECK(only.out.find("[1/4]") == std::string::npos);
     // A study whose flags changed does not mix its runs with the old ones.
     Result changed = sh(study + " --lr 0.02");

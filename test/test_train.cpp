@@ -138,6 +138,12 @@ TEST_CASE("bad input ends with a one-line error and a non-zero exit", "[train][e
         Result r = sh(micro(dir, out) + " --steps 4 --resume --layers 3");
         INFO(r.out);
         REQUIRE(one_line_error(r));
+        REQUIRE(r.out.find("--layers 3 differs from the recorded --layers 2") != std::string::npos);
+        // Without the run record (a run from before records), the checkpoint's own model check refuses it.
+        REQUIRE(sh("rm " + out + "/run.json").rc == 0);
+        r = sh(micro(dir, out) + " --steps 4 --resume --layers 3");
+        INFO(r.out);
+        REQUIRE(one_line_error(r));
         REQUIRE(r.out.find("holds a different model") != std::string::npos);
     }
     sh("rm -rf '" + dir + "'");
