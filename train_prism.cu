@@ -118,7 +118,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
                 throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
             if (given) length = name;
         }
-        if (o.allow_batch_change && !o.resume) throw ConfigError("--allow-batch-change only applies to --resume");
+        if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
         if (o.help) return;
         default_model(o, gpu_engine_available(o.cpu));
         cfg = build_config(o.model, warnings);
