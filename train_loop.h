@@ -50,14 +50,16 @@ inline double now_seconds() {
 // Mean loss over `tokens` validation tokens, always from the start of the validation shards. Each rank reads
 // its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
 // windows and the same mean as one process with B x world rows. A stop signal (stop_signal.h) ends it after the
-// batch in progress: then no rank has a whole validation, and the result is NaN on every rank (not logged).
+// batch in progress once its grace has passed (StopGrace): then no rank has a whole validation, and the result
+// is NaN on every rank (not logged).
 inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist,
                               bool* cut = nullptr) {
     long batches = std::max(1L, tokens / ((long)B * T * dist.world));
     std::vector<int> in((size_t)B * T), tg((size_t)B * T);
     val.reset();
     long done = 0;
-    for (; done < batches && !stop_requested(); done++) {
+    StopGrace grace;
+    for (; done < batches && !grace.expired(); done++) {
         val.next_batch(in.data(), tg.data());
         eng.forward(in.data(), tg.data(), B, T);  // adds the batch's mean loss to the engine's loss sum
     }
@@ -69,15 +71,16 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
 
 // A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
 // the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
-// A stop signal ends it after the token in progress (the text so far, marked).
+// A stop signal ends it after the token in progress once its grace has passed (the text so far, marked).
 inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
     std::unique_ptr<Decoder> dec = eng.make_decoder(T);
     struct Stopped {};
     std::vector<int> got;
+    StopGrace grace;
     try {
         continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(), [&](int t) {
             got.push_back(t);
-            if (stop_requested()) throw Stopped();
+            if (grace.expired()) throw Stopped();
         });
     } catch (const Stopped&) {
         return tok.decode(got) + " [sample cut short by the stop signal]";
@@ -447,7 +450,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         std::string line = log_step(r);
         if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
-            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist, stop_requested);
+            StopGrace grace;
+            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist, [&] { return grace.expired(); });
             if (e.stopped) {
                 if (lead) printf("eval %s: cut short by the stop signal, not logged\n", e.task.c_str());
             } else if (lead) {

@@ -46,7 +46,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
                 throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
             if (given) length = name;
         }
-        if (o.allow_batch_change && !o.resume) throw ConfigError("--allow-batch-change only applies to --resume");
+        if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
         if (o.help) return;
         if (o.resume && !o.plan) {  // the recorded flags first, the ones given now on top (run/train_flags.h)
             default_model(o, gpu_engine_available(o.cpu));

@@ -211,12 +211,12 @@ if want sig-int-step; then fresh "$W/si"; env --default-signal=INT $TP $DATA -o 
     check sig-int-step "[ $rc = 75 ]" "exit $rc: $(grep -m1 'stopped by' "$W/si.txt" | cut -c1-150)"; fi
 sig_case sig-hup-step HUP "logged \$out 3" 75 --steps 100000
 sig_case sig-usr1-step USR1 "logged \$out 3" 75 --steps 100000
-sig_case sig-term-validation TERM "logged \$out 2; sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000
+sig_case sig-term-validation TERM "logged \$out 2 && sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000
 sig_case sig-term-ckpt-every TERM "logged \$out 5" 75 --steps 100000 --ckpt-every 1
 if [ $HAVE_TOK = 1 ]; then
     TPV="$ROOT/train_prism --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --val-every 0"
     if want sig-term-sample; then fresh "$W/ss"; bg "$W/ss.txt" $TPV $DATA -o "$W/ss" --steps 100 --sample-every 2 --sample-tokens 1000000
-        wait_for "logged $W/ss 2; sleep 0.5" 60; t0=$(date +%s); kill -TERM $pid; wait $pid; rc=$?
+        wait_for "logged $W/ss 2 && sleep 0.5" 60; t0=$(date +%s); kill -TERM $pid; wait $pid; rc=$?
         check sig-term-sample "[ $rc = 75 ] && [ \$(( \$(date +%s) - $t0 )) -lt 10 ]" "exit $rc: $(grep -m1 'stopped by' "$W/ss.txt")"; fi
 else say SKIP sig-term-sample "no tokenizer"; fi
 if want sig-term-twice; then fresh "$W/tw"; run "$W/tw" --steps 100000 --stop-after 2 > /dev/null 2>&1

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -84,7 +85,7 @@ struct EvalResult {
 // positions are fed EOT and carry target -1. Leaves the engine's activations overwritten (call between steps).
 // stop: when it returns true, the examples not yet scored are left out and STOPPED is set (the sums are partial).
 inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long limit = 0, int rank = 0, int world = 1,
-                               bool (*stop)() = nullptr) {
+                               const std::function<bool()>& stop = nullptr) {
     const ModelConfig& cfg = eng.config();
     if (f.V != cfg.V)
         throw EvalError("eval file " + f.path + ": tokenised for V = " + std::to_string(f.V) + " but the model has V = " +
@@ -181,7 +182,7 @@ inline EvalResult eval_finish(const EvalFile& f, const EvalSums& s, double secon
 // stop (a stop signal's check): on any rank, the task is cut short and the result says so (stopped, no metrics
 // worth logging), on every rank alike.
 inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0, const Dist* dist = nullptr,
-                                bool (*stop)() = nullptr) {
+                                const std::function<bool()>& stop = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
     EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world, stop)
                       : eval_task_sums(eng, f, batch, limit, 0, 1, stop);

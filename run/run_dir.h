@@ -502,7 +502,8 @@ class RunDir {
     static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
 
     // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir
-    // (each must name the run `run_id` that model.bin names), and the rest of its training state (step, tokens, RNG and loader position, which every file carries).
+    // (each must name the run `run_id` that model.bin names), and the rest of its training state (step, tokens,
+    // RNG and loader position, which every file carries).
     // state_rank0.bin's header says how many files there are; their ranges must tile [0, P), all at one step.
     // Only the files that overlap the range are read (and checksummed); rank 0's range starts at 0, so it takes
     // the RNG state from state_rank0.bin, rank 0's own.

@@ -7,8 +7,9 @@
 // A line that is not whole JSON is skipped with a warning: the last one is what a crash or a full disk leaves
 // (torn), any other is named by its line number; so is a line whose step is not a whole number >= 1 or not
 // above the step before it (a duplicated or reordered line), or whose number field holds another type (a
-// string loss). The log must be a regular file (a FIFO or a device is refused, never waited on). Wall-clock: elapsed_s restarts at each --resume, so each
-// restart's times are added to the last time before it (elapsed_total).
+// string loss). The log must be a regular file (a FIFO or a device is refused, never waited on). Wall-clock:
+// elapsed_s restarts at each --resume, so each restart's times are added to the last time before it
+// (elapsed_total).
 // Errors (RunLogError, one line): a path that is not a directory, a directory without log.jsonl or with no step
 // in it (nothing to report).
 // Does not: read checkpoints' parameters, or write anything.

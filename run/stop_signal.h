@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 // Exit codes of train_prism (README "Training").
@@ -24,6 +25,25 @@ constexpr int kExitInterrupted = 75; // stopped by SIGTERM/SIGINT/SIGHUP after a
 // The signal that asked for a stop, 0 while none has. Written only by the handler.
 inline volatile sig_atomic_t g_stop_signal = 0;
 inline bool stop_requested() { return g_stop_signal != 0; }
+
+// For a phase that a stop may cut short (a validation, an in-training eval, a text sample): it finishes when
+// it can within kStopGraceSeconds of noticing the signal (so that the usual short validation is still logged and
+// a resumed run's log reads as one run), and is cut after that (a --val-tokens 1e12 validation is not waited
+// for). expired() is checked between the phase's batches.
+constexpr double kStopGraceSeconds = 3;
+class StopGrace {
+  public:
+    bool expired() {
+        if (!stop_requested()) return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (!seen_) seen_ = true, since_ = now;
+        return std::chrono::duration<double>(now - since_).count() > kStopGraceSeconds;
+    }
+
+  private:
+    bool seen_ = false;
+    std::chrono::steady_clock::time_point since_;
+};
 
 // Async-signal-safe: sets the flag and writes a fixed message with write(2); the second signal restores the
 // default action and raises itself.

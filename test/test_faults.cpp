@@ -309,7 +309,8 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     Result r = sh(micro(dir, out) + " --steps 3");
     INFO(r.out);
     REQUIRE(one_line_error(r));
-    REQUIRE(has(r.out, out + " holds an earlier run (checkpoints up to step_00000003 and a log of "));
+    REQUIRE(has(r.out, out + " holds an earlier run (checkpoints up to step_00000003, a latest file, a model.bin and "
+                       "a log of "));
     REQUIRE(has(r.out, "pass --resume to continue it, or --overwrite to delete it and start afresh"));
     REQUIRE(file_text(out + "/log.jsonl") == log);
     REQUIRE(checkpoints_in(out) == "step_00000003");
@@ -341,7 +342,7 @@ TEST_CASE("--keep prunes every older checkpoint in OUT across resumes, and crash
                out + "/latest.tmp").rc == 0);
     REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 1 --resume").rc == 0);
     REQUIRE(checkpoints_in(out) == "step_00000006");
-    REQUIRE(sh("ls " + out).out == "latest\nlog.jsonl\nmodel.bin\nrun.json\nstep_00000006\n");
+    REQUIRE(sh("ls " + out).out == "latest\nlock\nlog.jsonl\nmodel.bin\nrun.json\nstep_00000006\n");
     sh("rm -rf '" + dir + "'");
 }
 

@@ -91,7 +91,7 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
     DataLoader train(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300);  // one set by itself: fine
     DataLoader val(prefix + "_val_*.bin", 2, 8, 0, 1, false, 0, 300);
     REQUIRE_THROWS_WITH(check_shard_sets(train.shards(), val.shards()),
-                        Catch::Contains("(set 0000000000002222) were not written together: an interrupted "
+                        Catch::Contains("(set 0000000000001111) were not written together: an interrupted "
                                         "prepare_shards --overwrite"));
     write_shard(prefix + "_train_000002.bin", t, false);  // llm.c's, no id, beside a tied one
     REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300), Catch::Contains("no set id"));
@@ -114,9 +114,12 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
         for (int i = 0; i < 120; i++) old_in << "old line " << i << "\n";
         for (int i = 0; i < 3000; i++) new_in << "NEW LINE " << i << "\n";
     }
+    const auto t_new0 = std::chrono::steady_clock::now();
     const size_t n_new = prepare(dir + "/new.txt", dir + "/n", false);
+    const double t_new = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_new0).count();
     int whole_old = 0, whole_new = 0, refused = 0;
-    for (int trial = 0; trial < 24; trial++) {
+    const int trials = 36;
+    for (int trial = 0; trial < trials; trial++) {
         sh("rm -f " + prefix + "_*");
         const size_t n_old = prepare(dir + "/old.txt", prefix, false);
         const pid_t child = fork();
@@ -127,7 +130,10 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
             }
             _exit(0);
         }
-        std::this_thread::sleep_for(std::chrono::microseconds(1000 * trial));
+        // A third of the kill moments spread over 1.5 times an uninterrupted run (the last land after its end), the
+        // rest packed around its end, where the renames are.
+        const double at = trial < 12 ? 1.5 * trial / 11 : 0.85 + 0.3 * (trial - 12) / 23;
+        std::this_thread::sleep_for(std::chrono::duration<double>(at * t_new));
         kill(child, SIGKILL);
         waitpid(child, nullptr, 0);
         try {
@@ -150,9 +156,9 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
             refused++;
         }
     }
-    printf("prepare_shards --overwrite killed at 24 moments: %d old set whole, %d new set whole, %d mixtures refused\n",
-           whole_old, whole_new, refused);
-    CHECK(whole_old + whole_new + refused == 24);
+    printf("prepare_shards --overwrite (%.0f ms, %zu shards) killed at %d moments: %d old set whole, %d new set whole, "
+           "%d mixtures refused\n", 1e3 * t_new, n_new, trials, whole_old, whole_new, refused);
+    CHECK(whole_old + whole_new + refused == trials);
     sh("rm -rf '" + dir + "'");
 }
 
@@ -225,7 +231,7 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
     std::string dir = make_data_dir(), out = dir + "/run";
     const auto t0 = std::chrono::steady_clock::now();
     Result r = sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000",
-                             dir + "/v.txt", "[ \"$(wc -l < " + out + "/log.jsonl)\" -ge 2 ]; sleep 0.3") +
+                             dir + "/v.txt", "[ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -ge 2 ] && sleep 0.3") +
                   "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/v.txt)");
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO(r.out);
