@@ -193,6 +193,22 @@ inline void check_shard_sets(const std::vector<ShardInfo>& a, const std::vector<
   for (const std::vector<ShardInfo>* v : {&a, &b})
     for (const ShardInfo& s : *v) {
       const std::string prefix = shard_set_prefix(s.path);
+      // A set prepare_shards wrote has its validation shard, renamed in last: without it (or with another set's)
+      // the set was cut short, whatever part of it the globs name.
+      if (s.set_id && prefix != s.path && !first.count(prefix)) {
+        const std::string val = prefix + "_val_000000.bin";
+        struct stat st;
+        if (stat(val.c_str(), &st) != 0)
+          throw std::runtime_error("shard " + s.path + " (" + id(s.set_id) + ") has no " + val + ": an interrupted "
+                                   "prepare_shards, or a set copied in part; run data/prepare_shards --overwrite -o " +
+                                   prefix + " again");
+        const ShardInfo vi = read_shard_info(val);
+        if (vi.set_id != s.set_id)
+          throw std::runtime_error("shards " + s.path + " (" + id(s.set_id) + ") and " + val + " (" + id(vi.set_id) +
+                                   ") were not written together: an interrupted prepare_shards --overwrite, or files "
+                                   "copied in from another set; run data/prepare_shards --overwrite -o " + prefix +
+                                   " again");
+      }
       auto it = first.emplace(prefix, &s).first;
       if (it->second->set_id != s.set_id)
         throw std::runtime_error("shards " + it->second->path + " (" + id(it->second->set_id) + ") and " + s.path + " (" +

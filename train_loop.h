@@ -338,7 +338,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             check_shard_sets(train->shards(), val->shards());
         }
         p = plan_run(o, cfg, dist.world, train->tokens_total());
-        if (recorded) check_resume_args(*recorded, record_args(o, p));
+        if (recorded) check_resume_args(*recorded, record_args(o, p), o.allow_batch_change);
         run.set_total_batch(p.total_batch);
         run.check_writable(p.steps, dist.world);  // what the first checkpoint needs, before any work
         if (o.sample_every > 0 && lead) {

@@ -9,15 +9,16 @@
 // PREFIX_train_000002.bin, ... of --shard-tokens tokens each (the last one holds the rest). Every document
 // is preceded by EOT (50256), so a shard is a plain concatenation and documents may cross shard borders,
 // as in llm.c. Documents are tokenized in parallel on every core, but always written in input order, so
-// the shards are byte-identical whatever the thread count.
+// the shards are byte-identical whatever the thread count (but for the random set id in their headers).
 //
 // A set is replaced whole or not at all: every shard of a set carries the set's random id in its header
 // (dataloader.h; llm.c ignores those words), the shards are written as NAME.bin.partial and renamed into place
 // only when the input has been read to its end; a failure (a malformed line, a full disk) removes the partial
 // files and leaves an earlier set under the same prefix as it was. A prefix that already holds shards is
-// refused unless --overwrite is given: then the new shards are renamed in first and the old set's extra
-// shards removed last, so that whatever moment a kill lands, the files under the prefix are the old set, the
-// new set, or a mixture that the trainer refuses (two set ids under one prefix), never a mixture it trains on;
+// refused unless --overwrite is given: then the new shards are renamed in from the last one, the old set's extra
+// shards removed, and the validation shard renamed in last, so that whatever moment a kill lands, the files
+// under the prefix are the old set, the new set, or a mixture that the trainer refuses (two set ids under one
+// prefix, or training shards without their validation shard), never a part of a set it trains on;
 // the next run removes the .partial files a killed one left. An input with no text at all is an error; inputs
 // must be files or pipes (a directory or a device is refused), and a single document (a whole text file, a
 // line, a paragraph) is at most 1 GiB. A UTF-8 byte-order mark at the start of a file is skipped.
@@ -411,14 +412,19 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
     for (const std::string& p : st.shards) unlink((p + ".partial").c_str());
     throw;
   }
-  // The new set is complete: each new shard is renamed over its name, then the old set's extra shards go (in
-  // this order a kill in between leaves two set ids under the prefix, which the trainer refuses; the other
-  // order would leave a smaller old set that looks whole).
-  for (const std::string& p : st.shards)
+  // The new set is complete: its shards are renamed over their names from the last to the second, the old set's
+  // extra shards go, and the validation shard (index 0) comes last. So until that last rename the old set's
+  // index 0 (or, into an empty prefix, no validation shard at all) stands beside the new shards: a kill anywhere
+  // leaves two set ids under the prefix, which the trainer refuses, never a part of either set that looks whole.
+  // (Renamed in index order, a kill could leave the new set's first shards over a smaller old set, all one id.)
+  auto rename_in = [](const std::string& p) {
     if (rename((p + ".partial").c_str(), p.c_str()) != 0)
       throw std::runtime_error("cannot rename " + p + ".partial to " + p + ": " + strerror(errno));
+  };
+  for (size_t i = st.shards.size(); i-- > 1;) rename_in(st.shards[i]);
   for (const std::string& p : old_set)
     if (std::find(st.shards.begin(), st.shards.end(), p) == st.shards.end()) unlink(p.c_str());
+  rename_in(st.shards[0]);
   if (progress) report(true);
   return st;
 }

@@ -27,7 +27,7 @@ class PrismConfig(PreTrainedConfig):
                  layer_hidden_sizes=None, residual_width=None, final_norm_width=None, max_position_embeddings=128,
                  norm_type="layernorm", norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)",
                  rope_theta=10000.0, rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
-                 init_width_scale=False, prism_step=0, use_cache=True, **kwargs):
+                 init_width_scale=False, prism_step=0, prism_run_id=None, use_cache=True, **kwargs):
         L = num_hidden_layers
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -49,6 +49,7 @@ class PrismConfig(PreTrainedConfig):
         self.mlp_multiple = mlp_multiple
         self.init_width_scale = init_width_scale
         self.prism_step = prism_step
+        self.prism_run_id = prism_run_id  # model.bin's run id (16 hex digits), so import writes the same file
         self.use_cache = use_cache
         self._check()
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -157,7 +157,7 @@ int run(const Options& o) {
     auto out = [&](const std::string& name) { return written.push_back(name), o.out + "/" + name; };
     write_safetensors(out("model.safetensors"), tensors, bf16 ? StDtype::BF16 : StDtype::F32,
                       {{"format", "pt"}, {"prism_step", std::to_string(m.step)}});
-    write_text(out("config.json"), hf_config_json(c, (long)m.step, bf16 ? "bfloat16" : "float32"));
+    write_text(out("config.json"), hf_config_json(c, (long)m.step, bf16 ? "bfloat16" : "float32", m.run_id));
     write_text(out("configuration_prism.py"), kConfigurationPrismPy);
     write_text(out("modeling_prism.py"), kModelingPrismPy);
     std::string gen = "{\n  \"do_sample\": true,\n  \"temperature\": 0.8,\n  \"top_k\": 200,\n  \"max_new_tokens\": 128";

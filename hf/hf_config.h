@@ -80,7 +80,8 @@ inline std::string int_list(const std::vector<int>& v) {
 constexpr int kGpt2Eot = 50256;
 
 // config.json of an export. dtype: "float32" or "bfloat16" (what model.safetensors holds).
-inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype) {
+// run_id: the model.bin's run (0: none, a version 2 file), kept so that import writes the same file back.
+inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype, uint64_t run_id = 0) {
     std::vector<int> widths, heads, hidden;
     for (int l = 0; l < c.L(); l++) widths.push_back(c.layers[l].width), heads.push_back(c.layers[l].heads), hidden.push_back(c.hidden_of(l));
     std::string s = "{\n";
@@ -109,6 +110,11 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("mlp_multiple", std::to_string(c.mlp_multiple));
     add("init_width_scale", c.init_width_scale ? "true" : "false");
     add("prism_step", std::to_string(step));
+    if (run_id) {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)run_id);
+        add("prism_run_id", json::quote(hex));
+    }
     if (c.V > kGpt2Eot) {
         add("bos_token_id", std::to_string(kGpt2Eot));
         add("eos_token_id", std::to_string(kGpt2Eot));
@@ -122,6 +128,7 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
 struct HfConfig {
     ModelConfig cfg;
     long step = 0;
+    uint64_t run_id = 0;  // prism_run_id (0: none given; import then draws one, as a fresh save does)
 };
 
 inline HfConfig parse_hf_config(const std::string& text, const std::string& path) {
@@ -202,6 +209,13 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     c.init_width_scale = boolean("init_width_scale");
     const json::Value* step = o.find("prism_step");
     r.step = step && step->kind != json::Value::Null ? integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
+    if (const json::Value* id = o.find("prism_run_id"); id && id->kind != json::Value::Null) {
+        char* end = nullptr;
+        const std::string h = id->kind == json::Value::String ? id->str : "";
+        r.run_id = h.size() == 16 ? strtoull(h.c_str(), &end, 16) : 0;
+        if (h.size() != 16 || *end != 0 || r.run_id == 0)
+            throw bad("\"prism_run_id\" must be 16 hex digits, not 0 (the model.bin's run id), or null");
+    }
     try {
         validate_config(c);
     } catch (const ConfigError& e) {

@@ -122,7 +122,7 @@ int run(const Options& o) {
 
     const size_t slash = o.out.find_last_of('/');
     if (slash != std::string::npos && slash > 0) make_dirs(o.out.substr(0, slash));
-    save_model(o.out, c, params.data(), params.size(), hc.step);
+    save_model(o.out, c, params.data(), params.size(), hc.step, hc.run_id);
     printf("import: %s (step %ld, %zu parameters) -> %s\n", o.dir.c_str(), hc.step, params.size(), o.out.c_str());
     for (const auto& [dtype, n] : widened)
         printf("import: note: %d tensors were %s, widened exactly to fp32 (the model.bin holds the %s values)\n", n, dtype.c_str(),

@@ -172,9 +172,26 @@ class RunDir {
     RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
     ~RunDir() {
         if (lock_fd_ >= 0) close(lock_fd_);
+        // A run that failed before it wrote anything leaves no OUT behind that it created itself: the lock goes,
+        // then the directories lock() made, innermost first (rmdir removes only empty ones).
+        if (created_.empty() || !only_lock_in(out_)) return;
+        unlink((out_ + "/lock").c_str());
+        for (auto d = created_.rbegin(); d != created_.rend(); ++d) rmdir(d->c_str());
     }
     RunDir(const RunDir&) = delete;
     RunDir& operator=(const RunDir&) = delete;
+    // Whether dir holds nothing but the lock file.
+    static bool only_lock_in(const std::string& dir) {
+        DIR* d = opendir(dir.c_str());
+        if (!d) return false;
+        bool only = true;
+        while (const dirent* e = readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != ".." && n != "lock") only = false;
+        }
+        closedir(d);
+        return only;
+    }
     const std::string& path() const { return out_; }
     std::string log_path() const { return out_ + "/log.jsonl"; }
     // The global batch (tokens per step, all ranks) every checkpoint of this run records.
@@ -198,6 +215,11 @@ class RunDir {
     // trainer on the same OUT, a --resume beside a live run included, fails here naming the holder's process.
     void lock() {
         if (!lead()) return;
+        for (size_t at = 0; at != std::string::npos;) {  // the directories make_dirs is about to create
+            at = out_.find('/', at + 1);
+            const std::string d = out_.substr(0, at);
+            if (!d.empty() && !is_dir(d)) created_.push_back(d);
+        }
         make_dirs(out_);
         const std::string p = out_ + "/lock";
         lock_fd_ = open(p.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
@@ -495,6 +517,7 @@ class RunDir {
     int keep_;
     const Dist& dist_;
     int lock_fd_ = -1;
+    std::vector<std::string> created_;  // the directories lock() created (OUT and any missing parents), outermost first
     uint64_t run_id_ = 0;  // written into every file of every checkpoint (agree_run_id)
     long total_batch_ = 0;
 

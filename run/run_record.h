@@ -260,14 +260,17 @@ inline const std::vector<std::string>& may_change_on_resume() {
 // Flags that are never recorded: what the invocation does rather than what the run is.
 inline const std::vector<std::string>& not_recorded() {
     static const std::vector<std::string> v = {"--help", "--plan", "--json", "--resume", "--overwrite", "--stop-after",
-                                               "--tokens", "--tokens-per-param", "--epochs"};
+                                               "--tokens", "--tokens-per-param", "--epochs", "--allow-batch-change"};
     return v;
 }
 
 // On a --resume: every recorded flag not in may_change_on_resume() must have the value the record has, and no
 // such flag may be new. The first difference is a ConfigError naming the flag, both values and what to do.
-inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now) {
-    const std::vector<std::string>& ok = may_change_on_resume();
+// batch_may_change (--allow-batch-change): --total-batch may differ too.
+inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now,
+                              bool batch_may_change = false) {
+    std::vector<std::string> ok = may_change_on_resume();
+    if (batch_may_change) ok.push_back("--total-batch");
     auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
     auto find = [](const std::vector<std::pair<std::string, std::string>>& v, const std::string& f) -> const std::string* {
         for (const auto& x : v)

@@ -131,9 +131,12 @@ inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
     const std::vector<std::string> given = given_flags(argc, argv, flags);
     auto is_given = [&](const std::string& f) { return std::find(given.begin(), given.end(), f) != given.end(); };
     const bool length = is_given("--steps") || is_given("--tokens") || is_given("--tokens-per-param") || is_given("--epochs");
+    // --allow-batch-change: the global batch is this invocation's (its own --total-batch, else the default for
+    // its B and ranks), not the record's.
+    const bool new_batch = is_given("--allow-batch-change");
     std::vector<std::string> out{argv[0]};
     for (const auto& [flag, value] : rec.args) {
-        if (is_given(flag) || (flag == "--steps" && length)) continue;
+        if (is_given(flag) || (flag == "--steps" && length) || (flag == "--total-batch" && new_batch)) continue;
         if ((flag == "--tied" && is_given("--untied")) || (flag == "--untied" && is_given("--tied"))) continue;
         out.push_back(flag);
         bool takes_value = false;

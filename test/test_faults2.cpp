@@ -88,11 +88,18 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
     std::vector<int> t(3000, 5);
     write_shard(prefix + "_val_000000.bin", t, false, 0x1111);
     write_shard(prefix + "_train_000001.bin", t, false, 0x2222);
-    DataLoader train(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300);  // one set by itself: fine
-    DataLoader val(prefix + "_val_*.bin", 2, 8, 0, 1, false, 0, 300);
-    REQUIRE_THROWS_WITH(check_shard_sets(train.shards(), val.shards()),
+    REQUIRE_THROWS_WITH(check_shard_sets({read_shard_info(prefix + "_train_000001.bin")},
+                                         {read_shard_info(prefix + "_val_000000.bin")}),
                         Catch::Contains("(set 0000000000001111) were not written together: an interrupted "
                                         "prepare_shards --overwrite"));
+    // The training shards alone are refused too: their set's validation shard is another set's.
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300),
+                        Catch::Contains("were not written together"));
+    sh("rm -f " + prefix + "_val_000000.bin");  // ... or missing: a set cut short before its last rename
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300),
+                        Catch::Contains("has no " + prefix + "_val_000000.bin: an interrupted prepare_shards"));
+    write_shard(prefix + "_val_000000.bin", t, false, 0x2222);
+    REQUIRE(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300).num_shards() == 1);  // one set: fine
     write_shard(prefix + "_train_000002.bin", t, false);  // llm.c's, no id, beside a tied one
     REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300), Catch::Contains("no set id"));
     sh("rm -f " + prefix + "_*");
@@ -290,6 +297,9 @@ TEST_CASE("messages say what is true: conflicting flags, a changed batch, a miss
     REQUIRE(has(task.out, "unknown task 'foo'; choose from hellaswag, piqa"));
 
     REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 2 --ckpt-every 1").rc == 0);
+    // Without its record (a run from before run records): a recorded run would restore --total-batch 128 and go on
+    // with 2 micro-steps of B 2 (test_study.cpp), so the checkpoint's own batch is what catches the change here.
+    REQUIRE(sh("rm " + out + "/run.json").rc == 0);
     Result b = sh(micro(dir, out) + " --steps 6 --resume -b 2");  // 2 x 32 tokens a step instead of 4 x 32
     INFO(b.out);
     REQUIRE(one_line_error(b));

@@ -371,7 +371,7 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
         for (const char* name : {"model.safetensors", "config.json", "configuration_prism.py", "modeling_prism.py",
                                  "generation_config.json", "README.md"})
             CHECK(access((out + "/" + name).c_str(), R_OK) == 0);
-        CHECK(read_all(out + "/config.json") == hf_config_json(c, 42, "float32"));
+        CHECK(read_all(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
         CHECK_THAT(read_all(out + "/README.md"), Catch::Contains("| 5 | " + std::to_string(c.layers[5].width) + " | "));
         CHECK_THAT(read_all(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
         const Result i = sh("./import " + out + " -o " + back);
