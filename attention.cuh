@@ -6,8 +6,11 @@
 //
 // FlashAttention-2 on tensor cores: O(T) memory, online softmax in fp32, P kept in registers; the backward in
 // recomputation form, three kernels, no atomics (a rerun repeats bit for bit). Instances for HD 64, 128, 256 and
-// a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16. The README's "Attention"
-// (under "Inside the CUDA engine") explains the tiles, the causal skipping, the backward and what was not done.
+// a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16 with zero columns that live only
+// in shared memory. Causal: key tiles wholly after a block's queries are never loaded, and blocks start longest
+// first across the whole grid. Backward: D = dout . out; dK, dV per key block; dQ per query block: 7 matmuls
+// where an atomic dQ needs 5, the price of determinism. docs/engine.md, "Attention", has the long form: the
+// tiles, the fragments, the head dims and why RoPE is not fused.
 // Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, fused RoPE.
 #pragma once
 

@@ -1,7 +1,14 @@
 // cuda_engine.cuh: CudaEngine, engine.h's Engine on the GPU: the memory (one allocation each for bf16 weights, fp32
 // gradients, fp32 master weights and AdamW moments, activations), the streams and uploads, the step's results on
 // the device, the data-parallel reductions and ZeRO-1 shards, and the optimizer glue around CudaModel (model.cuh),
-// which computes. The README's "Inside the CUDA engine" explains the streams, the buckets and ZeRO-1.
+// which computes.
+// Design, short (the long form: docs/engine.md): every block is one allocation with pointers carved out of it,
+// sized by memory_plan.h (which --plan runs without a GPU). All compute is queued on one created stream; uploads
+// go through pinned staging (staging.cuh) into two device slots on a second stream, ordered by events, so the
+// next micro-batch crosses PCIe while this one computes. The loss sum and the gradient norm stay on the device.
+// With several ranks the last micro-step reduces each layer's gradients (a bucket) on a communication stream as
+// soon as the backward finishes it; ZeRO-1 reduces each bucket piece to the rank whose shard holds it, updates
+// that shard and all-gathers the bf16 weights.
 // Does not: compute a layer (model.cuh), or wait on the host in a training step except in read_stats.
 #pragma once
 

@@ -1,9 +1,9 @@
 // engine.h: the one interface the training loop and the evaluator drive. An Engine owns a model's parameters,
 // gradients and AdamW state and runs forward, backward and the update. Two engines implement it: CpuEngine
-// (ref/cpu_engine.h, the fp32 reference) and CudaEngine (model.cuh, the bf16 kernels); engine_factory.h's make_engine
-// picks one, so train_prism and eval_zeroshot never know which they hold. Parameters cross the interface as
-// fp32 in model_config.h's param_layout order (the checkpoint format), so a checkpoint from either engine loads
-// into the other.
+// (ref/cpu_engine.h, the fp32 reference) and CudaEngine (cuda_engine.cuh, the bf16 kernels);
+// engine_factory.h's make_engine picks one, so train_prism and eval_zeroshot never know which they hold.
+// Parameters cross the interface as fp32 in model_config.h's param_layout order (the checkpoint format), so a
+// checkpoint from either engine loads into the other.
 // The interface queues work: forward, forward_backward, zero_grad, clip_grad_norm and adamw_step return as soon
 // as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
 // GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until

@@ -1,5 +1,5 @@
 // engine_factory.h: make_engine, the one place that sees both engines and picks one for this machine: the CUDA engine
-// (model.cuh) when the file is compiled by nvcc with PRISM_CUDA defined (the Makefile does this whenever nvcc
+// (cuda_engine.cuh) when the file is compiled by nvcc with PRISM_CUDA defined (the Makefile does this whenever nvcc
 // exists) and a GPU is present, the CPU reference (ref/cpu_engine.h) otherwise. PRISM_EXECUTOR builds the CUDA
 // engine with g++ on the CUDA-on-CPU executor (cuda_cpu/), so the trainer's command line can be tested
 // against it without a GPU. The entry points (train_prism, eval_zeroshot) include this; everything below them

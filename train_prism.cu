@@ -1,4 +1,4 @@
-// train_prism: trains a model (README "Training") on the GPU when one is present, else on the CPU reference,
+// train_prism: trains a model (docs/training.md) on the GPU when one is present, else on the CPU reference,
 // or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs, and
 // exits. Under mpirun (or srun, or the environment rendezvous) every process is one data-parallel rank. This
 // file is main: the flags (their table is run/train_flags.h), a resume's recorded flags, --plan, the engine, the loop.

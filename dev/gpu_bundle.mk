@@ -1,6 +1,6 @@
 # dev/gpu_bundle.mk: the GPU bundle (included at the end of the top Makefile). One folder that answers, in one
 # run of at most 8 minutes on a GPU machine with only a driver and a CUDA toolkit, everything the project cannot
-# check without a GPU (README "GPUs": how to take it there, what its summary means).
+# check without a GPU (docs/gpu.md, "The GPU bundle": how to take it there, what its summary means).
 #   make gpu-bundle         build/gpu-bundle/ (at most 48 MiB): bin/ (native sm_80 + sm_90 builds, one GPU, no MPI
 #                           or NCCL: gpu_tests, bench_attention, bench_model, train_prism, eval_zeroshot, generate,
 #                           gpu_info), data/ (real-text token shards of data/default/, the tokenizer file), run.sh
@@ -48,7 +48,7 @@ TEST_CHECKS += gpu-bundle test-sass
 test-build: gpu-bundle test-sass
 TEST_TARGETS += gpu-bundle-check
 gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS)) $(GPU_BUNDLE)/run.sh $(GPU_BUNDLE)/BUILD_INFO $(GB_DATA)
-	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (README: GPUs)"
+	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
 
 # ---- objects and binaries ----------------------------------------------------------------------------------
 # ptxas -v goes to a log beside each object (its registers and spills, read by test-ptxas); nvcc's own messages

@@ -3,7 +3,7 @@
 # where nvcc is found (make gpu-bundle, dev/gpu_bundle.mk; else the bundle already in build/gpu-bundle/ is used),
 # then runs it (build/gpu-bundle/run.sh: six stages, at most 8 minutes, the summary and logs into OUT, default
 # build/gpu_check). Compiling takes minutes: where the GPU machine's time is short, build the bundle elsewhere
-# and run only its run.sh there (README "GPUs").
+# and run only its run.sh there (docs/gpu.md, "The GPU bundle").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-build/gpu_check}

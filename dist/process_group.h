@@ -3,7 +3,7 @@
 // eval counts, barriers around checkpoints, the gradient reduce-scatter and parameter all-gather of the CPU
 // engine). train_prism and eval_zeroshot start it first thing in main.
 //
-// How a process group forms (README "Many GPUs and nodes"):
+// How a process group forms (docs/training.md, "Many GPUs and nodes"):
 //   1. an MPI launcher: mpirun -np 8, mpirun --host a:8,b:8, mpirun --hostfile H, srun --mpi=pmix. Seen from
 //      its environment (launcher_world below); MPI_Init, rank and world from MPI, the local rank from
 //      MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Host collectives are MPI's; the GPUs' NCCL id is broadcast
@@ -183,7 +183,7 @@ class Dist {
             if (world != announced)
                 throw DistError("the launcher started " + std::to_string(announced) + " ranks (" + var + ") but MPI sees " +
                                 std::to_string(world) + ": this MPI cannot talk to the launcher (srun without PMIx?); use "
-                                "srun --mpi=pmix, mpirun, or PRISM_RENDEZVOUS (README, Many GPUs and nodes)");
+                                "srun --mpi=pmix, mpirun, or PRISM_RENDEZVOUS (docs/training.md, Many GPUs and nodes)");
             int leader = local_rank == 0, nodes = 0;  // node count = local rank 0s
             MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
             char version[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -3,7 +3,7 @@
 //   ./export out/tiny -o out/tiny-hf                 # RUN_DIR/model.bin, fp32
 //   ./export out/tiny/step_00000150/model.bin -o out/tiny-hf-bf16 --dtype bf16
 //
-// Writes into DIR (README "Hugging Face and PyTorch"):
+// Writes into DIR (docs/huggingface.md):
 //   model.safetensors        every parameter under its Hugging Face name (hf/hf_config.h), fp32 or bf16
 //   config.json              everything the forward depends on, and auto_map to the two files below
 //   configuration_prism.py   PrismConfig, modeling_prism.py  PrismForCausalLM: our forward in plain PyTorch
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
         if (o.help) {
             printf("usage: export MODEL.bin|RUN_DIR -o DIR [flags]\n\nWrites a directory that Hugging Face transformers loads "
                    "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), AutoTokenizer.from_pretrained(DIR, "
-                   "trust_remote_code=True)); README \"Hugging Face and PyTorch\".\n\n");
+                   "trust_remote_code=True)); docs/huggingface.md.\n\n");
             print_flags(stdout, flags);
             return 0;
         }

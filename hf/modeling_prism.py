@@ -1,6 +1,6 @@
 # modeling_prism.py: a Prism model (uniform, Prism head schedules, Xformer width schedules) as a Hugging Face
-# causal LM in plain PyTorch, computing exactly Prism's forward (README "The model"; the fp32 CPU reference is
-# reference.h / ref_ops.h):
+# causal LM in plain PyTorch, computing exactly Prism's forward (docs/model.md, "The model exactly"; the fp32 CPU
+# reference is ref/reference.h / ref/ops.h):
 #   x = [embed(tokens) | 0]                      the residual stream (B, S, D), D = max(d, max w_l)
 #   for each layer l (width w = w_l, h = h_l heads of head_dim w / h, SwiGLU hidden_l):
 #     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     causal; q | k | v rows, heads consecutive

@@ -1,5 +1,5 @@
 // inspect/analysis.h: what `analyze` measures inside a model, per layer, on the fp32 CPU reference (ref/reference.h keeps
-// every activation these need). Definitions (README "Looking inside a model" has them too), for a layer l of
+// every activation these need). Definitions (docs/inspect.md has them too), for a layer l of
 // width w = w_l and h = h_l heads, over S sequences of T tokens (N = S T rows):
 //   attention distance   D_{l,k} = mean over queries i of sum_{j <= i} a_ij (i - j), head k's probabilities a
 //                        (positions 0-based within the window; mean over all S T queries). The layer's value is

@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
         parse_flags((int)rest.size(), rest.data(), flags, "analyze");
         if (o.help) {
             printf("usage: analyze MODEL.bin|RUN_DIR... [flags]\n\nPer-layer attention distance and entropy, logit lens, "
-                   "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, README).\n\n");
+                   "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, docs/inspect.md).\n\n");
             print_flags(stdout, flags);
             return 0;
         }

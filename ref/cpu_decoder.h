@@ -8,7 +8,7 @@
 //   then wo, the residual add, the MLP sub-block and the final norm and head as in ref/reference.h.
 // The query's scores, softmax and weighted sum follow ref::attention_forward's loops term for term, and every
 // matmul row is computed alone (ref/gemm.h's sums do not depend on the other rows), so a cached decode gives
-// the logits of a full forward over the prefix (test_inspect.cpp: equal to 1e-5; measured bit-identical).
+// the logits of a full forward over the prefix (test/test_generate.cpp: equal to 1e-5; measured bit-identical).
 // Weights: a copy of the engine's fp32 parameters, taken when the decoder is made.
 // Does not: batch sequences, or use the CPU engine's buffers (it has its own, sized for the largest chunk).
 #pragma once

@@ -47,8 +47,8 @@
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
-// are util/io.h's too). Errors are CheckpointErrors with one line naming the file, or util/io.h's IoError when the file
-// cannot be opened, read or written.
+// are util/io.h's too). Errors are CheckpointErrors with one line naming the file, or an IoError (errors.h) from
+// util/io.h when the file cannot be opened, read or written.
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // run/defaults.h: train_prism's options (TrainOptions: every flag's value, with the plain defaults as
 // initialisers) and what it does when a flag is not given, where that depends on the machine, the model or the
-// data. The rules (README "Training"):
+// data. The rules (docs/training.md, "Flags and defaults"):
 //   model (-m)        124M on a GPU, tiny on the CPU (with the head and width schedules asked for)
 //   data (--train)    data/fineweb10B/ when it exists (data/get_fineweb.sh), else data/default/; a model of 50M
 //                     parameters or more on data/default/ gets a warning: it is a demonstration corpus

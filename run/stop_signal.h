@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstring>
 
-// Exit codes of train_prism (README "Training").
+// Exit codes of train_prism (docs/training.md, "Exit codes").
 constexpr int kExitOk = 0;           // trained to the last step, or stopped by --stop-after, with a checkpoint
 constexpr int kExitError = 1;        // a one-line error: flags, data, checkpoint, output directory, disk
 constexpr int kExitDiverged = 3;     // --max-nonfinite steps in a row had a NaN/inf loss or gradient norm

@@ -1,5 +1,5 @@
 // study: a grid of training runs, configurations x seeds, one train_prism run directory each under the study's
-// directory, so that the papers' comparisons are made over seeds (README "Studies").
+// directory, so that the papers' comparisons are made over seeds (docs/studies.md).
 //
 //   ./study runs/tiny --recipe tiny                                 # 4 configurations x 3 seeds on the CPU
 //   ./study runs/p124 --recipe prism124m --launcher "mpirun -np 8"

@@ -8,8 +8,8 @@
 #                              missing-__syncthreads race must be reported
 #   make test-executor-native  the same kernel tests built by nvcc and run on a real GPU (needs one)
 #   make test-comm-mpi         only the MPI tests (the comm seam over 2 and 3 ranks); part of make test
-# Kernel tests elsewhere join the sanitizer and native builds with KERNEL_TEST_SRCS += test/test_x.cpp, and
-# their kernel files join the nvcc check with NVCC_CHECK_CUH += x.cuh.
+# Kernel tests elsewhere join the sanitizer and native builds with KERNEL_TEST_SRCS += test/test_<name>.cpp, and
+# their kernel files join the nvcc check with NVCC_CHECK_CUH += <name>.cuh.
 
 KERNEL_TEST_SRCS += test/test_executor.cpp test/test_executor_seams.cpp
 NVCC_CHECK_CUH += cuda_common.cuh matmul.cuh comm.cuh test/executor_kernels.cuh

@@ -1,4 +1,4 @@
-// test_kernels.cuh: plain CUDA kernels that exercise the executor's semantics. The same file compiles with nvcc
+// executor_kernels.cuh: plain CUDA kernels that exercise the executor's semantics. The same file compiles with nvcc
 // (test-executor-native runs them on a GPU, which checks the executor against hardware) and with g++ under the
 // executor (test/test_executor.cpp). Two kernels are wrong on purpose: missing_sync_kernel (a shared-memory
 // race) and divergent_barrier_kernel (__syncthreads in divergent code); the tests expect the executor to catch

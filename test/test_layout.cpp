@@ -1,4 +1,4 @@
-// test_layout.cpp: the tree's shape, as the README's "Files" section draws it: the root holds the training step
+// test_layout.cpp: the tree's shape, as the README's "The code" section draws it: the root holds the training step
 // (at most 30 source files), no source file passes 600 lines, no product file includes anything under test/, the
 // includes form no cycle, and test/*.mk build only tests (every product binary's rule is the top Makefile's).
 // Run from the checkout's root (make test does); reads the sources, builds nothing.

@@ -1,4 +1,4 @@
-// test_model_cuda.cpp: the whole GPU model (model.cuh's CudaEngine) against the fp32 reference (RefModel, and
+// test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
 // CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
 // uniform, Prism and X configurations, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal
 // one batch of 8), ten AdamW steps tracking the reference's losses, evaluation outputs, the fp32 interface round

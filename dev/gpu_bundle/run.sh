@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run.sh OUT [STAGE...]: the GPU bundle's one command (make gpu-bundle builds the folder this file sits in; README
-# "GPUs" says how to take it to a GPU machine). Six stages in order, each under its own time limit and each ending
+# run.sh OUT [STAGE...]: the GPU bundle's one command (make gpu-bundle builds the folder this file sits in; docs/gpu.md,
+# "The GPU bundle", says how to take it to a GPU machine). Six stages in order, each under its own time limit and each ending
 # in one summary line; together at most 8 minutes (the limits, with 2 s to kill each command, add up to 466 s). Writes OUT/summary.txt (the
 # summary lines, also printed) and at most 6 logs: device.log tests.log sanitizer.log bench_attention.log
 # bench_model.log tiny.log. Runs, checkpoints and scratch go to a temporary folder, removed at the end.
