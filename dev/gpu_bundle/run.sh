@@ -162,22 +162,24 @@ if want 4; then
             fail "4 peer: FAIL: python3 cannot import torch ($(echo "$torch" | tail -1))"
         else
             tok=$(ls data/default/*_train_*.bin | head -1)
-            peer=(python3 peer/bench_peer.py --prism "$BIN/train_prism" --export "$BIN/export" --train "$tok" --keep "$WORK/peer")
+            peer=(python3 -u peer/bench_peer.py --prism "$BIN/train_prism" --export "$BIN/export" --train "$tok" --keep "$WORK/peer")
             if [ "${torch#* }" = cuda ]; then
                 eager=(--device cuda --models 124M@16x1024,124M:prism@16x1024 --repeats 2 --steps 6 --warmup-steps 2)
                 compiled=(--device cuda --models 124M@16x1024 --repeats 1 --steps 6 --warmup-steps 3 --arms compiled)
-            else  # BUNDLE_FORCE=1 without a GPU: the same path on the CPU peer, small
-                eager=(--device cpu --models tiny@4x64 --repeats 2 --steps 4 --warmup-steps 1)
+                limits=(70 45)
+            else  # BUNDLE_FORCE=1 without a GPU: the same path on the CPU peer, small, with CPU-sized limits
+                eager=(--device cpu --models tiny@4x64 --repeats 2 --steps 3 --warmup-steps 1)
                 compiled=(--device cpu --models tiny@4x64 --repeats 1 --steps 3 --warmup-steps 1 --arms compiled)
+                limits=(300 300)
             fi
-            run_logged 70 "$P" "${peer[@]}" "${eager[@]}"
+            run_logged ${limits[0]} "$P" "${peer[@]}" "${eager[@]}"
             st1=$?
-            run_logged 45 "$P" "${peer[@]}" "${compiled[@]}"
+            run_logged ${limits[1]} "$P" "${peer[@]}" "${compiled[@]}"
             st2=$?
             ratios() { grep -E "^$1 .*ours / PyTorch $2" "$P" | tail -1 | sed -E "s/.*ours \/ PyTorch $2 ([^ ]+).*/\1/"; }
             first() { grep -E "^$1 .*PyTorch $2" "$P" | tail -1 | grep -oE 'first-step loss ours [0-9.]+ PyTorch [0-9.]+'; }
             m1=${eager[3]%%,*} m2=${eager[3]#*,}
-            line="4 peer eager $(status_word $st1), compiled $( [ $st2 = 124 ] || [ $st2 = 137 ] && echo "did not compile and run in 45 s" || status_word $st2) (torch $torch):"
+            line="4 peer eager $(status_word $st1), compiled $( [ $st2 = 124 ] || [ $st2 = 137 ] && echo "did not compile and run in ${limits[1]} s" || status_word $st2) (torch $torch):"
             line="$line $m1 ours / PyTorch eager $(ratios "$m1" eager)"
             [ "$m2" != "$m1" ] && line="$line; $m2 ours / PyTorch eager $(ratios "$m2" eager)"
             line="$line; ${compiled[3]} ours / PyTorch compiled $(ratios "${compiled[3]}" compiled)"

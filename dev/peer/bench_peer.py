@@ -185,11 +185,11 @@ def main():
                       f"{spread(peer_tps[k])} tok/s, peak {p['peak_memory_bytes'] / 2**20:.0f} MiB | "
                       f"first-step loss ours {first_ours:.5f} PyTorch {p['first_loss']:.5f} "
                       f"(|diff| {diff:.2e}{'' if ok else f' > {tol}: NOT THE SAME COMPUTATION'}) | "
-                      f"ours / PyTorch {k} {spread(ratios)}")
+                      f"ours / PyTorch {k} {spread(ratios)}", flush=True)
             if model[0] == "124M" and plan["B"] == 4 and plan["T"] == 64 and a.llmc:
                 l = [b.llmc() for _ in range(a.repeats)]
                 print(f"{spec}: llm.c train_gpt2 {spread(l)} tok/s | ours / llm.c "
-                      f"{statistics.median(ours_tps) / statistics.median(l):.3g}")
+                      f"{statistics.median(ours_tps) / statistics.median(l):.3g}", flush=True)
         if not a.llmc:
             print("llm.c: not measured (give --llmc DIR, a folder where train_gpt2 was built and prepared)")
     except (RuntimeError, subprocess.TimeoutExpired) as e:
