@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh OUT [STAGE...]: the GPU bundle's one command (make gpu-bundle builds the folder this file sits in;
-# docs/gpu.md, "The GPU bundle", says how to take it to a GPU machine). Seven stages, ordered so that a window cut short still returns the most
-# valuable answers first: is the whole step right, how far is it from PyTorch, then the detail. Each stage runs
+# docs/gpu.md, "The GPU bundle", says how to take it to a GPU machine). Seven stages, ordered so that a window cut
+# short still returns the most valuable answers first: is the whole step right, how far is it from PyTorch, then the detail. Each stage runs
 # under its own time limits and ends in one summary line; the limits, with 2 s to kill each of the 17 commands, add
 # up to 420 s (7 minutes), so a second try fits in one 15-minute window. Writes OUT/summary.txt (the summary lines,
 # also printed) and at most 8 logs: device.log tests.log tiny.log peer.log bench_attention.log sdpa.log
