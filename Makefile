@@ -102,7 +102,7 @@ report: inspect/report.cpp $(PRODUCT_H)
 TEXT_H := $(wildcard text/*.h util/*.h) errors.h
 $(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h run/stop_signal.h $(TEXT_H)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
 $(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h $(TEXT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8

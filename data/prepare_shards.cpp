@@ -52,18 +52,44 @@
 #include <string_view>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "dataloader.h"
 #include "util/json.h"
 #include "util/io.h"
 
 // ------------------------------------------------------------------------------------------------------
-// JSON Lines: the text field of one line, with util/json.h's strict parser so that a malformed line is caught, not
-// silently mis-tokenized.
+// JSON Lines: the text field of one line, parsed strictly so that a malformed line is caught, not silently
+// mis-tokenized. simdjson's DOM parser (it validates the whole line: grammar, UTF-8, escapes) reads the common
+// line; util/json.h (nlohmann/json) reads whatever simdjson does not take as it stands, and writes every error
+// message, so the rules and the messages are util/json.h's alone. Why two: on 100 MB of FineWeb-shaped lines (one
+// thread, CPU time) the JSON alone reads at ~1.7 GB/s through simdjson and ~160 MB/s through nlohmann, and the
+// whole tool with the GPT-2 tokenizer takes 3.1 s and 3.9 s (the hand-written parser before them: 3.5 s).
 
 // The string field `field` of a line holding one JSON object. Returns false with the one-line reason in err
-// ("invalid JSON: expected ':' after key at column 12", "missing field \"text\"") when the line is malformed
-// or lacks the field.
+// ("invalid JSON: ... at column 12", "missing field \"text\"") when the line is malformed or lacks the field.
 inline bool get_string_field(std::string_view line, std::string_view field, std::string& out, std::string& err) {
+  // simdjson's DOM takes ~10 bytes of memory per byte of line, kept per thread: longer lines go to util/json.h.
+  constexpr size_t kSimdjsonLine = (size_t)1 << 20;
+  if (line.size() <= kSimdjsonLine) {
+    thread_local simdjson::dom::parser parser = [] {
+      simdjson::dom::parser p;
+      if (p.allocate(1 << 16, 512)) {}  // util/json.h's depth bound, kept as it grows (a failure fails parse)
+      return p;
+    }();
+    simdjson::dom::object o;
+    if (parser.parse(line.data(), line.size()).get(o) == simdjson::SUCCESS) {
+      std::string_view text;
+      bool found = false;
+      for (simdjson::dom::key_value_pair kv : o)  // every member: the last of duplicate keys wins, as in Python
+        if (kv.key == field) found = kv.value.get(text) == simdjson::SUCCESS;
+      // simdjson encodes a lone surrogate escape as its three bytes; util/json.h makes it U+FFFD.
+      if (found && first_invalid_utf8((const unsigned char*)text.data(), text.size()) == text.size()) {
+        out.assign(text.data(), text.size());
+        return true;
+      }
+    }
+  }
   try {
     out = json::str_field(json::parse(line), field);
     return true;

@@ -4,8 +4,10 @@
 # `make test-asan` builds and runs before the kernel tests.
 #   make test-fuzz-asan   only the fuzz loop, address build
 
+# test_fuzz.cpp includes prepare_shards' source (without main) for its JSON Lines reader, which uses simdjson.
+$(BUILD)/test/test_fuzz.o $(BUILD)/asan/test_fuzz.o: data/prepare_shards.cpp
 $(BUILD)/test_fuzz_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_fuzz.o
-	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8
+	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8 -lsimdjson
 
 .PHONY: test-fuzz-asan
 test-fuzz-asan: $(BUILD)/test_fuzz_asan

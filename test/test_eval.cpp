@@ -81,10 +81,10 @@ TEST_CASE("the JSON parser reads RFC 8259 values and rejects malformed lines wit
 }
 
 TEST_CASE("json::quote writes a string literal that json::parse reads back byte for byte", "[eval]") {
-    // Quotes, backslashes and every control character escaped; UTF-8 and even invalid bytes left as they are.
+    // Quotes, backslashes and every control character escaped; UTF-8 left as it is.
     std::string s = "say \"hi\" \\ ";
     for (int c = 0; c < 0x20; c++) s += (char)c;
-    s += " caf\xC3\xA9 \xFF";
+    s += " caf\xC3\xA9 \xF0\x9F\x98\x80";
     std::string q = json::quote(s);
     CHECK(q.front() == '"');
     CHECK(q.back() == '"');
@@ -93,6 +93,10 @@ TEST_CASE("json::quote writes a string literal that json::parse reads back byte 
     REQUIRE(v.kind == json::Value::String);
     CHECK(v.str == s);
     CHECK(json::quote("a\tb") == "\"a\\u0009b\"");
+    // A byte that is not UTF-8 is written as U+FFFD (JSON is UTF-8 text), which is also how parse reads one.
+    const std::string bad = "x\xFF \xC3( \xED\xA0\x80", fffd = "\xEF\xBF\xBD";
+    CHECK(json::quote(bad) == "\"x" + fffd + " " + fffd + "( " + fffd + fffd + fffd + "\"");
+    CHECK(J("\"" + bad + "\"").str == J(json::quote(bad)).str);
 }
 
 TEST_CASE("Python string rules: capitalize lower-cases the rest, strip knows Unicode space, len counts code points", "[eval]") {

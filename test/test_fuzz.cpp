@@ -1,8 +1,8 @@
 // The loaders of every file a run reads, fed thousands of mutated copies of a good file (a fixed-seed loop):
-// a token shard, model.bin, a state file, an eval file and JSON Lines records (prepare_shards' text field and
-// the eval tasks' raw records). Every case must either load a result equal to the original or fail with one
-// line (an exception whose message is one non-empty line), never crash, hang or try to allocate what a
-// corrupt count claims. Two formats cannot tell every change: llm.c's shards carry no checksum, so a token
+// a token shard, model.bin, a state file, an eval file and JSON Lines records (prepare_shards' text field, read
+// by simdjson and by util/json.h, which must agree, and the eval tasks' raw records). Every case must either
+// load a result equal to the original or fail with one line (an exception whose message is one non-empty line),
+// never crash, hang or try to allocate what a corrupt count claims. Two formats cannot tell every change: llm.c's shards carry no checksum, so a token
 // changed to another token below V loads; and a JSON line whose text changed is still a JSON line. Those
 // cases are counted apart ("accepted, different, undetectable by the format") and still checked (every
 // token below V; the record re-parses). A second pass re-seals each mutated checkpoint and eval file with a
@@ -28,6 +28,8 @@
 #include "eval/eval_file.h"
 #include "util/io.h"
 #include "util/json.h"
+#define PREPARE_SHARDS_NO_MAIN
+#include "data/prepare_shards.cpp"
 
 namespace {
 
@@ -208,7 +210,24 @@ Bytes load_eval_summary(const std::string& path) {
     return out;
 }
 
+// prepare_shards reads a line's text through simdjson and falls back to util/json.h: the two must agree on every
+// line, in the text and in the error message.
+void check_text_field_agrees(const std::string& line) {
+    std::string tool, tool_err, direct, direct_err;
+    const bool ok = get_string_field(line, "text", tool, tool_err);
+    try {
+        direct = json::str_field(json::parse(line), "text");
+    } catch (const json::Error& e) {
+        direct_err = e.what();
+    }
+    INFO("prepare_shards' reader against util/json.h: " << (ok ? "text" : tool_err) << " / "
+                                                         << (direct_err.empty() ? "text" : direct_err));
+    REQUIRE(ok == direct_err.empty());
+    REQUIRE((ok ? tool == direct : tool_err == direct_err));
+}
+
 Bytes load_jsonl_line(const std::string& line) {
+    check_text_field_agrees(line);
     json::Value v = json::parse(line);
     const json::Value* k = v.kind == json::Value::Object ? v.find("kind") : nullptr;
     if (k && k->kind == json::Value::String) {

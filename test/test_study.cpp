@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,32 @@ TEST_CASE("the t distribution's quantiles and CDF match published tables", "[stu
     CHECK(p.sd == Approx(std::sqrt(((1 - 4.0 / 3) * (1 - 4.0 / 3) + 2 * (1.5 - 4.0 / 3) * (1.5 - 4.0 / 3)) / 2)));
     CHECK(p.hi - p.mean == Approx(4.3027 * p.sd / std::sqrt(3.0)).epsilon(1e-4));
     CHECK(std::isnan(stats::paired_difference(std::map<int, double>{{1, 1}}, std::map<int, double>{{1, 0}}).lo));
+}
+
+TEST_CASE("the t distribution matches scipy's where scipy is installed", "[study][stats]") {
+    // scipy.stats.t is an independent implementation (Cephes' incomplete beta); without scipy this is skipped.
+    const Result r = sh("python3 -c 'import scipy.stats as s\n"
+                        "for df in (1, 1.5, 2, 3, 7, 30, 1000):\n"
+                        "    for t in (-40, -5, -1, 0, 0.5, 2, 10):\n"
+                        "        print(\"cdf\", df, t, repr(float(s.t.cdf(t, df))))\n"
+                        "    for p in (1e-6, 0.025, 0.3, 0.5, 0.9, 0.975, 0.9999):\n"
+                        "        print(\"ppf\", df, p, repr(float(s.t.ppf(p, df))))'");
+    if (r.rc != 0) {
+        WARN("scipy not importable, comparison skipped: " << r.out.substr(0, r.out.find('\n')));
+        return;
+    }
+    int n = 0;
+    std::istringstream in(r.out);
+    std::string what;
+    double df, x, want;
+    while (in >> what >> df >> x >> want) {
+        INFO(what << "(" << x << ", df " << df << "), scipy " << want);
+        // scipy's quantile (stdtrit) is good to ~1e-9 (its own CDF puts Boost's nearer p), and its median is 1e-16.
+        if (what == "cdf") CHECK(stats::t_cdf(x, df) == Approx(want).epsilon(1e-11).margin(1e-300));
+        else CHECK(stats::t_quantile(x, df) == Approx(want).epsilon(1e-8).margin(1e-15));
+        n++;
+    }
+    CHECK(n == 7 * 14);
 }
 
 TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
