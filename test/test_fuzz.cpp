@@ -363,8 +363,8 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
            "%ld valid but different; %.1f s\n", total.cases, total.clean_errors, total.equal, total.different,
            resealed.cases, resealed.clean_errors, resealed.equal, resealed.different, secs);
     fflush(stdout);
-    // (Every case was checked in run_case: an accepted case of a checksummed format had to be equal.)
-    CHECK(secs < 60);
+    // (Every case was checked in run_case: an accepted case of a checksummed format had to be equal.) The time is
+    // printed, not asserted: on a loaded machine a wall-clock bound fails for reasons that are not the code's.
     std::string rm = "rm -rf '" + dir + "'";
     REQUIRE(system(rm.c_str()) == 0);
 }
