@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip
-          bible-kjv zlib1g-dev)
+          bible-kjv zlib1g-dev libxml2-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
