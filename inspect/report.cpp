@@ -370,7 +370,7 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
         if (!why.empty()) {
             if (++unshown <= kNamed) {
                 warnings.push_back(path + " " + why + ": not shown; rewrite it with analyze -o " + dir + ", or remove it");
-                fprintf(stderr, "report: warning: %s\n", warnings.back().c_str());
+                fprintf(stderr, "report: warning: %s\n", printable(warnings.back()).c_str());
             }
             continue;
         }
@@ -380,7 +380,7 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
     }
     if (unshown > kNamed) {
         warnings.push_back(dir + ": " + std::to_string(unshown - kNamed) + " more files not shown, as above");
-        fprintf(stderr, "report: warning: %s\n", warnings.back().c_str());
+        fprintf(stderr, "report: warning: %s\n", printable(warnings.back()).c_str());
     }
     return h.empty() ? "" : "<div class=\"charts\">\n" + h + "</div>\n";
 }
@@ -394,7 +394,7 @@ std::string oom_reading(const std::string& dir) {
         if (stat((dir + "/" + f).c_str(), &st) == 0)
             sizes += (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) + " bytes";
     }
-    return "out of memory reading the run " + dir + " (" + sizes + ": each is read whole); leave it out of the "
+    return "out of memory reading the run " + printable(dir) + " (" + sizes + ": each is read whole); leave it out of the "
            "report, or check that its files are the ones train_prism wrote";
 }
 
@@ -430,7 +430,9 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
             if (s.same(id)) return skip(d, "it is the run " + s.path + " again");
         seen.push_back(id);
         try {
-            runs.push_back(read_run(d, [](const std::string& w) { fprintf(stderr, "report: warning: %s\n", w.c_str()); }));
+            runs.push_back(read_run(d, [](const std::string& w) {
+                fprintf(stderr, "report: warning: %s\n", printable(w).c_str());
+            }));
         } catch (const std::bad_alloc&) {
             throw ConfigError(oom_reading(d));
         } catch (const std::runtime_error& e) {  // RunLogError, or an IoError from a file beside the log
@@ -444,10 +446,11 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
         struct stat st;
         if (p.empty()) throw ConfigError("an empty run directory path; pass train_prism output directories (-o OUT)");
         if (lstat(p.c_str(), &st) != 0)
-            throw ConfigError(p + " does not exist; pass train_prism output directories (-o OUT) or a study directory");
+            throw ConfigError(printable(p) + " does not exist; pass train_prism output directories (-o OUT) or a study "
+                              "directory");
         FileId id;
         if (!file_id(p, id)) {
-            skip(p, "it is a link to nothing");
+            skip(p, std::string("it is a link that leads nowhere (") + strerror(errno) + ")");
             continue;
         }
         if (std::any_of(outputs.begin(), outputs.end(), [&](const FileId& x) { return x.same(id); })) {
@@ -483,12 +486,26 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
     if (runs.empty()) {
         const std::string hint = "; pass train_prism output directories (-o OUT) or a study directory";
         const Skipped& s = skipped.at(0);
-        if (skipped.size() == 1) throw ConfigError(s.path + ": " + s.why + (s.advised ? "" : hint));
-        throw ConfigError("no run among the " + std::to_string(skipped.size()) + " paths given (the first, " + s.path +
-                          ": " + s.why + ")" + hint);
+        if (skipped.size() == 1) throw ConfigError(printable(s.path + ": " + s.why) + (s.advised ? "" : hint));
+        throw ConfigError("no run among the " + std::to_string(skipped.size()) + " paths given (the first, " +
+                          printable(s.path + ": " + s.why) + ")" + hint);
     }
-    for (const Skipped& s : skipped) fprintf(stderr, "report: note: %s: %s; skipped\n", s.path.c_str(), s.why.c_str());
+    const size_t kNotes = 20;  // a study of ten thousand stray folders is not ten thousand lines
+    for (size_t i = 0; i < std::min(kNotes, skipped.size()); i++)
+        fprintf(stderr, "report: note: %s: %s; skipped\n", printable(skipped[i].path).c_str(),
+                printable(skipped[i].why).c_str());
+    if (skipped.size() > kNotes)
+        fprintf(stderr, "report: note: %zu more paths that are not runs skipped\n", skipped.size() - kNotes);
     return runs;
+}
+
+// Refuses an output path that holds something other than a regular file (or nothing): the page is written beside it
+// and renamed over it, which would replace a device such as /dev/null (as root) or a FIFO with the page.
+void check_output_kind(const std::string& out, const char* flag) {
+    struct stat st;
+    if (!out.empty() && stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw ConfigError(std::string(flag) + " " + printable(out) + " is " + file_kind(st.st_mode) +
+                          ", not a regular file; pass the name of the file to write");
 }
 
 // Refuses an output that is one of the files read: `report RUN -o RUN/log.jsonl` would replace the log.
@@ -497,7 +514,8 @@ void check_not_an_input(const std::string& out, const char* flag, const std::vec
     if (out.empty() || !file_id(out, id)) return;
     for (const FileId& in : inputs)
         if (in.same(id))
-            throw ConfigError(std::string(flag) + " " + out + " is " + (in.path == out ? "" : in.path + ", ") +
+            throw ConfigError(std::string(flag) + " " + printable(out) + " is " +
+                              (in.path == out ? "" : printable(in.path) + ", ") +
                               "one of the files this report reads; write the report to another file");
 }
 
@@ -517,6 +535,8 @@ const char* kStyle =
     ".note { color: #666666; font-size: 13px; } .warn { color: #a33; }\n";
 
 int run(const Options& o) {
+    check_output_kind(o.out, "-o");
+    check_output_kind(o.json, "--json");
     std::vector<std::string> warnings;
     std::vector<Skipped> skipped;
     std::vector<FileId> inputs;
@@ -593,11 +613,19 @@ int run(const Options& o) {
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
 
     std::vector<std::string> dirs;
+    std::vector<FileId> dir_ids;
+    auto add_dir = [&](const std::string& d) {  // each directory once, however it is named
+        FileId id;
+        if (!file_id(d, id) || std::any_of(dir_ids.begin(), dir_ids.end(), [&](const FileId& x) { return x.same(id); }))
+            return;
+        dir_ids.push_back(id), dirs.push_back(d);
+    };
     for (const RunLog& r : runs)
-        if (is_dir(r.dir + "/analyze")) dirs.push_back(r.dir + "/analyze");
+        if (is_dir(r.dir + "/analyze")) add_dir(r.dir + "/analyze");
     for (const std::string& d : o.analyze) {
-        if (!is_dir(d)) throw ConfigError("--analyze " + d + " is not a directory; pass what analyze -o DIR wrote");
-        dirs.push_back(d);
+        if (!is_dir(d))
+            throw ConfigError("--analyze " + printable(d) + " is not a directory; pass what analyze -o DIR wrote");
+        add_dir(d);
     }
     h += "<h2>Inside the models (analyze)</h2>\n";
     if (dirs.empty())

@@ -212,7 +212,7 @@ struct Checker {
             }
             k += n;
         }
-        if (starts("<?xml")) {
+        if (starts("<?xml") && i + 5 < s.size() && is_space(s[i + 5])) {  // not <?xml-stylesheet ...?>, a PI
             const size_t end = s.find("?>", i);
             if (end == std::string_view::npos) return fail("unterminated XML declaration");
             i = end + 2;

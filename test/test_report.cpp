@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -146,6 +147,14 @@ TEST_CASE("inspect/xml_check.h agrees with libxml2: both accept well-formed docu
         CHECK(e.find(b.says) != std::string::npos);
         CHECK(e.rfind("line 1, column ", 0) == 0);
         CHECK(libxml_error(b.text) != "");  // the reference parser refuses it too
+    }
+    // Stricter than XML, on purpose (nothing Prism writes has them): an internal DTD subset (entity expansion: the
+    // "billion laughs") and processing instructions (an external stylesheet).
+    for (const char* strict : {"<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>", "<?xml-stylesheet href=\"x.css\"?><a/>",
+                               "<a><?pi x?></a>"}) {
+        INFO(strict);
+        CHECK(xml_error(strict) != "");
+        CHECK(libxml_error(strict) == "");
     }
     // What xml_check accepts beyond the cases above (the root's name and attributes are what report reads).
     XmlRoot root;
@@ -392,6 +401,11 @@ TEST_CASE("report: no script from a run directory reaches the page; hostile char
     CHECK(imgs == 2);
     CHECK(html.find("&quot;&gt;&lt;img src=x onerror=alert(3)&gt;.svg") != std::string::npos);  // named, escaped
 
+    // RUN/analyze named again with --analyze (or through a link) is shown once.
+    REQUIRE(symlink(an.c_str(), (dir + "/an_link").c_str()) == 0);
+    REQUIRE(sh("./report " + run + " --analyze " + an + " --analyze " + dir + "/an_link -o " + dir + "/again.html").rc == 0);
+    CHECK(image_charts(read_text(dir + "/again.html")).size() == 2);
+
     // Thirty broken charts: ten named, then one line for the rest.
     const std::string many = dir + "/many";
     make_dirs(many);
@@ -435,6 +449,22 @@ TEST_CASE("report writes over none of its inputs: -o or --json naming a file it 
     }
     CHECK(sh("./report " + run + " -o " + dir + "/link").out.find("is " + run + "/log.jsonl, one of the files") !=
           std::string::npos);
+    // Nor anything that is not a regular file: the page is renamed over its path, which would replace a FIFO (or,
+    // as root, a device: -o /dev/null made /dev/null a regular file).
+    REQUIRE(mkfifo((dir + "/fifo").c_str(), 0644) == 0);
+    for (const std::string& args : {"-o " + dir + "/fifo", "-o " + dir + "/p.html --json " + dir + "/fifo"}) {
+        Result e = sh("./report " + run + " " + args);
+        INFO(args << ": " << e.out);
+        CHECK(one_line_error(e));
+        CHECK(e.out.find(dir + "/fifo is a FIFO, not a regular file; pass the name of the file to write") !=
+              std::string::npos);
+    }
+    struct stat st;
+    CHECK((lstat((dir + "/fifo").c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+    if (mknod((dir + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {  // root only
+        CHECK(one_line_error(sh("./report " + run + " -o " + dir + "/null")));
+        CHECK((lstat((dir + "/null").c_str(), &st) == 0 && S_ISCHR(st.st_mode)));
+    }
     for (const auto& [f, text] : before) CHECK(read_text(dir + "/" + f) == text);
     CHECK(sh("ls " + run).out == "analyze\neval.json\nlog.jsonl\nmodel.bin\n");  // no .tmp left either
     CHECK(sh("./report " + run + " -o " + run + "/report.html --json " + run + "/report.json").rc == 0);
