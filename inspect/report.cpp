@@ -403,6 +403,15 @@ struct Skipped {
     bool advised = false;   // why says what to do already
 };
 
+void print_skipped(const std::vector<Skipped>& skipped) {
+    const size_t kNotes = 20;  // a study of ten thousand stray folders is not ten thousand lines
+    for (size_t i = 0; i < std::min(kNotes, skipped.size()); i++)
+        fprintf(stderr, "report: note: %s: %s; skipped\n", printable(skipped[i].path).c_str(),
+                printable(skipped[i].why).c_str());
+    if (skipped.size() > kNotes)
+        fprintf(stderr, "report: note: %zu more paths that are not runs skipped\n", skipped.size() - kNotes);
+}
+
 // The runs among the paths given (RUN_DIR...), in order. A directory holding log.jsonl is a run; a directory
 // without one whose subdirectories include runs is a study and stands for them (in name order). Skipped, each
 // with a note: this report's own outputs, what is not a directory (a stray file, an earlier report.html), a
@@ -490,12 +499,6 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
         throw ConfigError("no run among the " + std::to_string(skipped.size()) + " paths given (the first, " +
                           printable(s.path + ": " + s.why) + ")" + hint);
     }
-    const size_t kNotes = 20;  // a study of ten thousand stray folders is not ten thousand lines
-    for (size_t i = 0; i < std::min(kNotes, skipped.size()); i++)
-        fprintf(stderr, "report: note: %s: %s; skipped\n", printable(skipped[i].path).c_str(),
-                printable(skipped[i].why).c_str());
-    if (skipped.size() > kNotes)
-        fprintf(stderr, "report: note: %zu more paths that are not runs skipped\n", skipped.size() - kNotes);
     return runs;
 }
 
@@ -541,6 +544,12 @@ int run(const Options& o) {
     std::vector<Skipped> skipped;
     std::vector<FileId> inputs;
     const std::vector<RunLog> runs = read_runs(o, warnings, skipped, inputs);
+    check_not_an_input(o.out, "-o", inputs);  // the runs' files now, analyze's charts once they are read
+    check_not_an_input(o.json, "--json", inputs);
+    FileId out_id, json_id;
+    if (o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id)))
+        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o); write the JSON to another file");
+    print_skipped(skipped);
     std::vector<Summary> sums;
     for (const RunLog& r : runs) sums.push_back(summarize(r));
     const std::vector<Group> groups = make_groups(runs, sums);
@@ -647,9 +656,6 @@ int run(const Options& o) {
     if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
     check_not_an_input(o.out, "-o", inputs);
     check_not_an_input(o.json, "--json", inputs);
-    FileId out_id, json_id;
-    if (o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id)))
-        throw ConfigError("--json " + o.json + " is the page's own file (-o); write the JSON to another file");
     try {
         write_atomically(o.out, {{h.data(), h.size()}});
     } catch (const IoError& e) {

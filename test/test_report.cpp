@@ -521,6 +521,11 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     CHECK(sh("./report " + st + "/analyze " + st + "/notes.txt").out.find("no run among the 2 paths given") !=
           std::string::npos);
     CHECK(sh("./report " + st + "/nope").out.find(st + "/nope does not exist") != std::string::npos);
+    Result o = sh("./report " + st + " -o " + st + "/prism-s1/log.jsonl");  // a run's log, the study given whole
+    INFO(o.out);
+    CHECK(one_line_error(o));
+    CHECK(o.out.find("note:") == std::string::npos);
+    CHECK(o.out.find("-o " + st + "/prism-s1/log.jsonl is one of the files this report reads") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
 
