@@ -79,7 +79,8 @@ int run(Options& o) {
         const size_t kMaxPrompt = (size_t)4 << 20;
         o.prompt.resize(kMaxPrompt + 1);
         const size_t got = fread(&o.prompt[0], 1, o.prompt.size(), stdin);
-        if (ferror(stdin)) throw ConfigError(std::string("cannot read the prompt from standard input: ") + strerror(errno));
+        if (ferror(stdin))
+            throw ConfigError(std::string("cannot read the prompt from standard input: ") + strerror(errno));
         if (got > kMaxPrompt)
             throw ConfigError("the prompt on standard input is longer than 4 MiB (" + std::to_string(kMaxPrompt) +
                               " bytes), the most generate reads (the model reads only its last T = " +

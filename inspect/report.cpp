@@ -46,8 +46,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <new>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -323,14 +323,16 @@ const size_t kMaxChartsTotal = (size_t)64 << 20;  // all of them in one page
 bool read_chart(const std::string& path, std::string& text, std::string& why, std::vector<FileId>& inputs) {
     const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        why = errno == ELOOP ? "is a symbolic link (analyze writes none)" : std::string("cannot be read: ") + strerror(errno);
+        why = errno == ELOOP ? std::string("is a symbolic link (analyze writes none)")
+                             : std::string("cannot be read: ") + strerror(errno);
         return false;
     }
     struct stat st;
     bool ok = fstat(fd, &st) == 0;
     if (ok) inputs.push_back({st.st_dev, st.st_ino, path});  // shown or not, no output may replace it
     if (!ok) why = std::string("cannot be read: ") + strerror(errno);
-    else if (!S_ISREG(st.st_mode)) ok = false, why = std::string("is ") + file_kind(st.st_mode) + ", not a regular file";
+    else if (!S_ISREG(st.st_mode))
+        ok = false, why = std::string("is ") + file_kind(st.st_mode) + ", not a regular file";
     else if ((size_t)st.st_size > kMaxChart)
         ok = false, why = "is " + std::to_string((long long)st.st_size) + " bytes, more than the " +
                           std::to_string(kMaxChart >> 20) + " MiB a chart may have";
@@ -364,19 +366,22 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
             const std::string* ns = root.attr("xmlns");
             if (!err.empty()) why = "is not well-formed XML (" + err + ")";
             else if (root.name != "svg") why = "is not an SVG (its root element is <" + root.name + ">, not <svg>)";
-            else if (!ns || *ns != "http://www.w3.org/2000/svg") why = "is not an SVG (its <svg> has no xmlns=\"http://www.w3.org/2000/svg\")";
-            else if (text.size() > budget) why = "would take the page past " + std::to_string(kMaxChartsTotal >> 20) + " MiB of charts";
+            else if (!ns || *ns != "http://www.w3.org/2000/svg")
+                why = "is not an SVG (its <svg> has no xmlns=\"http://www.w3.org/2000/svg\")";
+            else if (text.size() > budget)
+                why = "would take the page past " + std::to_string(kMaxChartsTotal >> 20) + " MiB of charts";
         }
         if (!why.empty()) {
             if (++unshown <= kNamed) {
-                warnings.push_back(path + " " + why + ": not shown; rewrite it with analyze -o " + dir + ", or remove it");
+                warnings.push_back(path + " " + why + ": not shown; rewrite it with analyze -o " + dir +
+                                   ", or remove it");
                 fprintf(stderr, "report: warning: %s\n", printable(warnings.back()).c_str());
             }
             continue;
         }
         budget -= text.size();
-        h += "<img alt=\"" + xml_escape(n) + "\" src=\"data:image/svg+xml;base64," + base64(recolour(text, runs, colours)) +
-             "\"/>\n";
+        h += "<img alt=\"" + xml_escape(n) + "\" src=\"data:image/svg+xml;base64," +
+             base64(recolour(text, runs, colours)) + "\"/>\n";
     }
     if (unshown > kNamed) {
         warnings.push_back(dir + ": " + std::to_string(unshown - kNamed) + " more files not shown, as above");
@@ -392,10 +397,11 @@ std::string oom_reading(const std::string& dir) {
     for (const char* f : {"log.jsonl", "run.json", "eval.json"}) {
         struct stat st;
         if (stat((dir + "/" + f).c_str(), &st) == 0)
-            sizes += (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) + " bytes";
+            sizes += (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) +
+                     " bytes";
     }
-    return "out of memory reading the run " + printable(dir) + " (" + sizes + ": each is read whole); leave it out of the "
-           "report, or check that its files are the ones train_prism wrote";
+    return "out of memory reading the run " + printable(dir) + " (" + sizes + ": each is read whole); leave it out "
+           "of the report, or check that its files are the ones train_prism wrote";
 }
 
 struct Skipped {
@@ -496,7 +502,7 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
         const std::string hint = "; pass train_prism output directories (-o OUT) or a study directory";
         const Skipped& s = skipped.at(0);
         if (skipped.size() == 1) throw ConfigError(printable(s.path + ": " + s.why) + (s.advised ? "" : hint));
-        throw ConfigError("no run among the " + std::to_string(skipped.size()) + " paths given (the first, " +
+        throw ConfigError("no run to report among " + std::to_string(skipped.size()) + " paths (the first, " +
                           printable(s.path + ": " + s.why) + ")" + hint);
     }
     return runs;
@@ -547,7 +553,8 @@ int run(const Options& o) {
     check_not_an_input(o.out, "-o", inputs);  // the runs' files now, analyze's charts once they are read
     check_not_an_input(o.json, "--json", inputs);
     FileId out_id, json_id;
-    if (o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id)))
+    const bool same_out = o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
+    if (!o.json.empty() && same_out)
         throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o); write the JSON to another file");
     print_skipped(skipped);
     std::vector<Summary> sums;
@@ -568,7 +575,7 @@ int run(const Options& o) {
     h += "<p class=\"note\">" + std::to_string(runs.size()) + " run" + (runs.size() == 1 ? "" : "s") + ": ";
     for (size_t i = 0; i < runs.size(); i++) h += (i ? ", " : "") + xml_escape(runs[i].dir);
     if (!skipped.empty()) {
-        h += ". Not runs, skipped: ";
+        h += ". Skipped (not runs, or named twice): ";
         for (size_t i = 0; i < skipped.size(); i++) h += (i ? ", " : "") + xml_escape(skipped[i].path);
     }
     h += ". Written by <code>report</code> on " + std::string(date) + ".</p>\n";

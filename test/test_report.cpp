@@ -509,7 +509,7 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     CHECK(a.out.find(st + "/analyze: it is not a run of the study " + st + " (no log.jsonl); skipped") != std::string::npos);
     CHECK(a.out.find(st + "/prism-s1: it is the run " + st + "/prism-s1 again; skipped") != std::string::npos);
     const std::string html = read_text(dir + "/a.html");
-    CHECK(html.find("Not runs, skipped: ") != std::string::npos);
+    CHECK(html.find("Skipped (not runs, or named twice): ") != std::string::npos);
     // Nothing that is a run, or a path that does not exist: one line.
     for (const std::string& bad : {st + "/analyze", st + "/notes.txt", st + "/analyze " + st + "/notes.txt",
                                    st + "/nope", st + "/uniform-s1 " + st + "/nope", std::string("''")}) {
@@ -518,7 +518,7 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
         CHECK(one_line_error(e));
         CHECK(e.out.find("note:") == std::string::npos);
     }
-    CHECK(sh("./report " + st + "/analyze " + st + "/notes.txt").out.find("no run among the 2 paths given") !=
+    CHECK(sh("./report " + st + "/analyze " + st + "/notes.txt").out.find("no run to report among 2 paths") !=
           std::string::npos);
     CHECK(sh("./report " + st + "/nope").out.find(st + "/nope does not exist") != std::string::npos);
     Result o = sh("./report " + st + " -o " + st + "/prism-s1/log.jsonl");  // a run's log, the study given whole
