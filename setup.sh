@@ -3,7 +3,8 @@
 #   1. build dependencies from Debian (apt-get; as root, or through sudo): g++, make, Catch2 v2, PCRE2,
 #      Boost.Context (the CUDA-on-CPU test executor), OpenMPI, python3 + pip (only to download data files),
 #      bible-kjv (part of the default corpus), zlib (the tests read a browser's PNG screenshot), nlohmann/json
-#      (util/json.h), simdjson (prepare_shards' JSON Lines), Boost.Math headers (studies/stats.h: Student's t).
+#      (util/json.h), simdjson (prepare_shards' JSON Lines), Boost.Math headers (studies/stats.h: Student's t),
+#      libxml2 (the tests parse report's page and every SVG with it).
 #      The CUDA toolkit (nvcc, cuBLASLt, NCCL) is optional: without
 #      it everything builds and trains on the CPU.
 #   2. the GPT-2 ranks file into data/cache/ (data/get_tokenizer.sh)
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip
-          bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev)
+          bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libxml2-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,10 +11,10 @@
 // so stdout is the text alone.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,7 +75,17 @@ int run(Options& o) {
                           ": this checkpoint was not trained on GPT-2 tokens, so its text cannot be decoded");
     if (!o.has_prompt) {
         if (isatty(0)) fprintf(stderr, "generate: reading the prompt from standard input (end it with Ctrl-D)\n");
-        o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        // Bounded: only the last T tokens are read anyway, and a pipe from /dev/zero must not fill the memory.
+        const size_t kMaxPrompt = (size_t)4 << 20;
+        o.prompt.resize(kMaxPrompt + 1);
+        const size_t got = fread(&o.prompt[0], 1, o.prompt.size(), stdin);
+        if (ferror(stdin))
+            throw ConfigError(std::string("cannot read the prompt from standard input: ") + strerror(errno));
+        if (got > kMaxPrompt)
+            throw ConfigError("the prompt on standard input is longer than 4 MiB (" + std::to_string(kMaxPrompt) +
+                              " bytes), the most generate reads (the model reads only its last T = " +
+                              std::to_string(m.cfg.T) + " tokens); pass a shorter one, e.g. through tail -c 100000");
+        o.prompt.resize(got);
     }
     std::vector<int> context = {tok.eot()};
     tok.encode(o.prompt, context);

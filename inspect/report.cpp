@@ -20,17 +20,34 @@
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
-//     `analyze -o DIR` writes), checked well-formed before they are inlined
+//     `analyze -o DIR` writes), embedded as images (below)
 // One colour per group (a run takes its group's colour), the same in every chart, analyze's included (report
-// recolours each inlined chart's <g data-series="RUN"> to the run's colour). --smooth K draws the training
+// recolours each chart's <g data-series="RUN"> to the run's colour). --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
+// The paths given may be runs or study directories (a directory whose subdirectories are runs stands for them);
+// what is not a run (this report's own earlier page, analyze's output, a stray file, a run named twice) is
+// skipped with a note, so `report runs/tiny/* -o runs/tiny/report.html` can be rerun. No output (-o, --json)
+// may be one of the files read (the same file by device and inode, under any name).
+// No script runs in the page, whoever wrote the run directories (they are shared between people and machines):
+// everything report writes itself is escaped text and its own charts; what it did not write, analyze's SVG
+// files, goes in as <img src="data:image/svg+xml;base64,...">, and an SVG loaded as an image never runs script
+// nor loads anything. A Content-Security-Policy in the page forbids script outright, so a case missed here
+// still cannot run. A chart file that is a link, not a regular file, over 16 MiB, not well-formed XML or not an
+// <svg> document is named in a warning and not shown.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -270,28 +287,251 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string
     return h;
 }
 
-// The charts analyze wrote into dir (*.svg, in name order), checked and without their XML declaration.
+// A file by identity (device and inode): the same file under any name, through any link.
+struct FileId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::string path;
+    bool same(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+bool file_id(const std::string& path, FileId& id) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    id = {st.st_dev, st.st_ino, path};
+    return true;
+}
+
+std::string base64(const std::string& in) {
+    static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    for (size_t i = 0; i < in.size(); i += 3) {
+        const size_t n = std::min<size_t>(3, in.size() - i);
+        uint32_t v = 0;
+        for (size_t k = 0; k < 3; k++) v = v << 8 | (k < n ? (unsigned char)in[i + k] : 0);
+        for (size_t k = 0; k < 4; k++) out += k <= n ? a[v >> (18 - 6 * k) & 63] : '=';
+    }
+    return out;
+}
+
+const size_t kMaxChart = (size_t)16 << 20;        // analyze's charts are tens of KB
+const size_t kMaxChartsTotal = (size_t)64 << 20;  // all of them in one page
+
+// An analyze chart's text, or false and why not. Only a regular file is read, not a link (analyze writes none;
+// a link planted in a shared directory would pull any file of the reader's into the page) and not a FIFO or a
+// device (never waited on); at most kMaxChart bytes. Its identity joins `inputs`.
+bool read_chart(const std::string& path, std::string& text, std::string& why, std::vector<FileId>& inputs) {
+    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        why = errno == ELOOP ? std::string("is a symbolic link (analyze writes none)")
+                             : std::string("cannot be read: ") + strerror(errno);
+        return false;
+    }
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0;
+    if (ok) inputs.push_back({st.st_dev, st.st_ino, path});  // shown or not, no output may replace it
+    if (!ok) why = std::string("cannot be read: ") + strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        ok = false, why = std::string("is ") + file_kind(st.st_mode) + ", not a regular file";
+    else if ((size_t)st.st_size > kMaxChart)
+        ok = false, why = "is " + std::to_string((long long)st.st_size) + " bytes, more than the " +
+                          std::to_string(kMaxChart >> 20) + " MiB a chart may have";
+    if (ok) {
+        text.resize((size_t)st.st_size);
+        size_t got = 0;
+        for (ssize_t k; got < text.size() && (k = read(fd, &text[got], text.size() - got)) > 0;) got += (size_t)k;
+        if (got != text.size()) ok = false, why = "changed size while it was read";
+    }
+    close(fd);
+    return ok;
+}
+
+// The charts analyze wrote into dir (*.svg, in name order), each an <img> of its file (recoloured): a browser
+// runs no script in an image. `budget`: the bytes of charts the page may still take.
 std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings, const std::vector<RunLog>& runs,
-                           const std::vector<std::string>& colours) {
+                           const std::vector<std::string>& colours, std::vector<FileId>& inputs, size_t& budget) {
     std::vector<std::string> names;
     for (const std::string& n : list_dir(dir))
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) names.push_back(n);
     std::sort(names.begin(), names.end());
     std::string h;
+    size_t unshown = 0;
+    const size_t kNamed = 10;  // warnings per directory; a directory of a million bad files is one more line
     for (const std::string& n : names) {
-        std::string text = read_text(dir + "/" + n);
-        const std::string err = xml_error(text);
-        size_t at = text.find("<svg");
-        if (!err.empty() || at == std::string::npos) {
-            warnings.push_back(dir + "/" + n + " is not a well-formed SVG (" + (err.empty() ? "no <svg> element" : err) +
-                               "): not shown");
-            fprintf(stderr, "report: warning: %s\n", warnings.back().c_str());
+        const std::string path = dir + "/" + n;
+        std::string text, why;
+        XmlRoot root;
+        if (read_chart(path, text, why, inputs)) {
+            const std::string err = xml_error(text, &root);
+            const std::string* ns = root.attr("xmlns");
+            if (!err.empty()) why = "is not well-formed XML (" + err + ")";
+            else if (root.name != "svg") why = "is not an SVG (its root element is <" + root.name + ">, not <svg>)";
+            else if (!ns || *ns != "http://www.w3.org/2000/svg")
+                why = "is not an SVG (its <svg> has no xmlns=\"http://www.w3.org/2000/svg\")";
+            else if (text.size() > budget)
+                why = "would take the page past " + std::to_string(kMaxChartsTotal >> 20) + " MiB of charts";
+        }
+        if (!why.empty()) {
+            if (++unshown <= kNamed) {
+                warnings.push_back(path + " " + why + ": not shown; rewrite it with analyze -o " + dir +
+                                   ", or remove it");
+                fprintf(stderr, "report: warning: %s\n", printable(warnings.back()).c_str());
+            }
             continue;
         }
-        h += recolour(text.substr(at), runs, colours) + "\n";
+        budget -= text.size();
+        h += "<img alt=\"" + xml_escape(n) + "\" src=\"data:image/svg+xml;base64," +
+             base64(recolour(text, runs, colours)) + "\"/>\n";
+    }
+    if (unshown > kNamed) {
+        warnings.push_back(dir + ": " + std::to_string(unshown - kNamed) + " more files not shown, as above");
+        fprintf(stderr, "report: warning: %s\n", printable(warnings.back()).c_str());
     }
     return h.empty() ? "" : "<div class=\"charts\">\n" + h + "</div>\n";
 }
+
+// Out of memory while reading a run: name its files and their sizes (the log is read whole), not only "out of
+// memory".
+std::string oom_reading(const std::string& dir) {
+    std::string sizes;
+    for (const char* f : {"log.jsonl", "run.json", "eval.json"}) {
+        struct stat st;
+        if (stat((dir + "/" + f).c_str(), &st) == 0)
+            sizes += (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) +
+                     " bytes";
+    }
+    return "out of memory reading the run " + printable(dir) + " (" + sizes + ": each is read whole); leave it out "
+           "of the report, or check that its files are the ones train_prism wrote";
+}
+
+struct Skipped {
+    std::string path, why;  // "P: why" is a sentence
+    bool advised = false;   // why says what to do already
+};
+
+void print_skipped(const std::vector<Skipped>& skipped) {
+    const size_t kNotes = 20;  // a study of ten thousand stray folders is not ten thousand lines
+    for (size_t i = 0; i < std::min(kNotes, skipped.size()); i++)
+        fprintf(stderr, "report: note: %s: %s; skipped\n", printable(skipped[i].path).c_str(),
+                printable(skipped[i].why).c_str());
+    if (skipped.size() > kNotes)
+        fprintf(stderr, "report: note: %zu more paths that are not runs skipped\n", skipped.size() - kNotes);
+}
+
+// The runs among the paths given (RUN_DIR...), in order. A directory holding log.jsonl is a run; a directory
+// without one whose subdirectories include runs is a study and stands for them (in name order). Skipped, each
+// with a note: this report's own outputs, what is not a directory (a stray file, an earlier report.html), a
+// directory that is not a run (analyze's output), a run whose log cannot be read or holds no step, and a run
+// already named. Errors: a path that does not exist, and no run at all. Each run's files join `inputs`.
+std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnings, std::vector<Skipped>& skipped,
+                              std::vector<FileId>& inputs) {
+    std::vector<FileId> outputs, seen;
+    for (const std::string& f : {o.out, o.json}) {
+        FileId id;
+        if (!f.empty() && file_id(f, id)) outputs.push_back(id);
+    }
+    auto skip = [&](const std::string& path, const std::string& why, bool advised = false) {
+        skipped.push_back({path, why, advised});
+    };
+    auto has_log = [](const std::string& d) {
+        struct stat st;
+        return lstat((d + "/log.jsonl").c_str(), &st) == 0;
+    };
+    std::vector<RunLog> runs;
+    auto add_run = [&](const std::string& d) {
+        FileId id;
+        if (!file_id(d, id)) return skip(d, std::string("cannot be read: ") + strerror(errno));
+        for (const FileId& s : seen)
+            if (s.same(id)) return skip(d, "it is the run " + s.path + " again");
+        seen.push_back(id);
+        try {
+            runs.push_back(read_run(d, [](const std::string& w) {
+                fprintf(stderr, "report: warning: %s\n", printable(w).c_str());
+            }));
+        } catch (const std::bad_alloc&) {
+            throw ConfigError(oom_reading(d));
+        } catch (const std::runtime_error& e) {  // RunLogError, or an IoError from a file beside the log
+            return skip(d, e.what(), true);
+        }
+        for (const std::string& w : runs.back().warnings) warnings.push_back(w);
+        for (const char* f : {"log.jsonl", "run.json", "eval.json", "model.bin"})
+            if (file_id(d + "/" + f, id)) inputs.push_back(id);
+    };
+    for (const std::string& p : o.runs) {
+        struct stat st;
+        if (p.empty()) throw ConfigError("an empty run directory path; pass train_prism output directories (-o OUT)");
+        if (lstat(p.c_str(), &st) != 0)
+            throw ConfigError(printable(p) + " does not exist; pass train_prism output directories (-o OUT) or a study "
+                              "directory");
+        FileId id;
+        if (!file_id(p, id)) {
+            skip(p, std::string("it is a link that leads nowhere (") + strerror(errno) + ")");
+            continue;
+        }
+        if (std::any_of(outputs.begin(), outputs.end(), [&](const FileId& x) { return x.same(id); })) {
+            skip(p, "it is this report's own output (-o or --json)");
+            continue;
+        }
+        if (!is_dir(p)) {
+            stat(p.c_str(), &st);
+            skip(p, std::string("it is ") + file_kind(st.st_mode) + ", not a run directory");
+            continue;
+        }
+        if (has_log(p)) {
+            add_run(p);
+            continue;
+        }
+        std::vector<std::string> subs, charts;
+        for (const std::string& n : list_dir(p)) {
+            if (is_dir(p + "/" + n)) subs.push_back(n);
+            else if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) charts.push_back(n);
+        }
+        std::sort(subs.begin(), subs.end());
+        if (std::none_of(subs.begin(), subs.end(), [&](const std::string& n) { return has_log(p + "/" + n); })) {
+            if (charts.empty()) skip(p, "it holds no log.jsonl, so it is not a run");
+            else skip(p, "it holds charts, not a run (pass --analyze " + p + " to show them)", true);
+            continue;
+        }
+        for (const std::string& n : subs) {  // a study: its runs
+            const std::string d = (p.back() == '/' ? p : p + "/") + n;
+            if (has_log(d)) add_run(d);
+            else skip(d, "it is not a run of the study " + p + " (no log.jsonl)");
+        }
+    }
+    if (runs.empty()) {
+        const std::string hint = "; pass train_prism output directories (-o OUT) or a study directory";
+        const Skipped& s = skipped.at(0);
+        if (skipped.size() == 1) throw ConfigError(printable(s.path + ": " + s.why) + (s.advised ? "" : hint));
+        throw ConfigError("no run to report among " + std::to_string(skipped.size()) + " paths (the first, " +
+                          printable(s.path + ": " + s.why) + ")" + hint);
+    }
+    return runs;
+}
+
+// Refuses an output path that holds something other than a regular file (or nothing): the page is written beside it
+// and renamed over it, which would replace a device such as /dev/null (as root) or a FIFO with the page.
+void check_output_kind(const std::string& out, const char* flag) {
+    struct stat st;
+    if (!out.empty() && stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw ConfigError(std::string(flag) + " " + printable(out) + " is " + file_kind(st.st_mode) +
+                          ", not a regular file; pass the name of the file to write");
+}
+
+// Refuses an output that is one of the files read: `report RUN -o RUN/log.jsonl` would replace the log.
+void check_not_an_input(const std::string& out, const char* flag, const std::vector<FileId>& inputs) {
+    FileId id;
+    if (out.empty() || !file_id(out, id)) return;
+    for (const FileId& in : inputs)
+        if (in.same(id))
+            throw ConfigError(std::string(flag) + " " + printable(out) + " is " +
+                              (in.path == out ? "" : printable(in.path) + ", ") +
+                              "one of the files this report reads; write the report to another file");
+}
+
+// The page's Content-Security-Policy: no script, no plugin, no frame, nothing fetched; only its own <style>
+// and style attributes, and images from data: URLs (analyze's charts). It must come first in <head>.
+const char* kPolicy = "default-src 'none'; script-src 'none'; object-src 'none'; img-src data:; "
+                      "style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 
 const char* kStyle =
     "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px; color: #222222; }\n"
@@ -300,16 +540,23 @@ const char* kStyle =
     "table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }\n"
     "th, td { border: 1px solid #dddddd; padding: 3px 8px; text-align: right; }\n"
     "th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }\n"
-    ".charts svg { margin: 0 12px 12px 0; vertical-align: top; }\n"
+    ".charts svg, .charts img { margin: 0 12px 12px 0; vertical-align: top; }\n"
     ".note { color: #666666; font-size: 13px; } .warn { color: #a33; }\n";
 
 int run(const Options& o) {
-    std::vector<RunLog> runs;
+    check_output_kind(o.out, "-o");
+    check_output_kind(o.json, "--json");
     std::vector<std::string> warnings;
-    for (const std::string& d : o.runs) {
-        runs.push_back(read_run(d, [](const std::string& w) { fprintf(stderr, "report: warning: %s\n", w.c_str()); }));
-        for (const std::string& w : runs.back().warnings) warnings.push_back(w);
-    }
+    std::vector<Skipped> skipped;
+    std::vector<FileId> inputs;
+    const std::vector<RunLog> runs = read_runs(o, warnings, skipped, inputs);
+    check_not_an_input(o.out, "-o", inputs);  // the runs' files now, analyze's charts once they are read
+    check_not_an_input(o.json, "--json", inputs);
+    FileId out_id, json_id;
+    const bool same_out = o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
+    if (!o.json.empty() && same_out)
+        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o); write the JSON to another file");
+    print_skipped(skipped);
     std::vector<Summary> sums;
     for (const RunLog& r : runs) sums.push_back(summarize(r));
     const std::vector<Group> groups = make_groups(runs, sums);
@@ -319,13 +566,18 @@ int run(const Options& o) {
     const std::vector<Quantity> qs = quantities(sums);
 
     std::string h = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
-                    "<meta charset=\"utf-8\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
+                    "<meta charset=\"utf-8\"/>\n<meta http-equiv=\"Content-Security-Policy\" content=\"" +
+                    std::string(kPolicy) + "\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
                     "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
     char date[64];
     const time_t now = time(nullptr);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     h += "<p class=\"note\">" + std::to_string(runs.size()) + " run" + (runs.size() == 1 ? "" : "s") + ": ";
     for (size_t i = 0; i < runs.size(); i++) h += (i ? ", " : "") + xml_escape(runs[i].dir);
+    if (!skipped.empty()) {
+        h += ". Skipped (not runs, or named twice): ";
+        for (size_t i = 0; i < skipped.size(); i++) h += (i ? ", " : "") + xml_escape(skipped[i].path);
+    }
     h += ". Written by <code>report</code> on " + std::string(date) + ".</p>\n";
 
     std::string text;
@@ -377,18 +629,27 @@ int run(const Options& o) {
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
 
     std::vector<std::string> dirs;
+    std::vector<FileId> dir_ids;
+    auto add_dir = [&](const std::string& d) {  // each directory once, however it is named
+        FileId id;
+        if (!file_id(d, id) || std::any_of(dir_ids.begin(), dir_ids.end(), [&](const FileId& x) { return x.same(id); }))
+            return;
+        dir_ids.push_back(id), dirs.push_back(d);
+    };
     for (const RunLog& r : runs)
-        if (is_dir(r.dir + "/analyze")) dirs.push_back(r.dir + "/analyze");
+        if (is_dir(r.dir + "/analyze")) add_dir(r.dir + "/analyze");
     for (const std::string& d : o.analyze) {
-        if (!is_dir(d)) throw ConfigError("--analyze " + d + " is not a directory; pass what analyze -o DIR wrote");
-        dirs.push_back(d);
+        if (!is_dir(d))
+            throw ConfigError("--analyze " + printable(d) + " is not a directory; pass what analyze -o DIR wrote");
+        add_dir(d);
     }
     h += "<h2>Inside the models (analyze)</h2>\n";
     if (dirs.empty())
         h += "<p>No analyze charts: run <code>analyze RUN_DIR... -o RUN_DIR/analyze</code> (or <code>-o DIR</code> and "
              "pass <code>--analyze DIR</code> here).</p>\n";
+    size_t budget = kMaxChartsTotal;
     for (const std::string& d : dirs) {
-        const std::string charts = analyze_charts(d, warnings, runs, colours);
+        const std::string charts = analyze_charts(d, warnings, runs, colours, inputs, budget);
         h += "<h3>" + xml_escape(d) + "</h3>\n" + (charts.empty() ? "<p>No charts in it.</p>\n" : charts);
     }
     if (!warnings.empty()) {
@@ -397,8 +658,11 @@ int run(const Options& o) {
         h += "</ul>\n";
     }
     h += "</body>\n</html>\n";
+    // Everything in the page is report's own or escaped, so a page that is not well-formed is report's bug.
     const std::string err = xml_error(h);
     if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
+    check_not_an_input(o.out, "-o", inputs);
+    check_not_an_input(o.json, "--json", inputs);
     try {
         write_atomically(o.out, {{h.data(), h.size()}});
     } catch (const IoError& e) {

@@ -1,18 +1,25 @@
 // inspect/xml_check.h: a strict well-formedness check of XML 1.0 text, for the SVG and XHTML-compatible HTML that inspect/svg.h
-// and report write: `report` checks each analyze chart before inlining it, and the tests check everything the
-// tools write. xml_error(text) is "" for a well-formed document, else "line L, column C: what is wrong".
+// and report write. `report` uses it to decide which analyze charts to show (a file that is not a well-formed
+// <svg> document is named in a warning rather than shown as a broken image) and to assert that its own page is
+// well-formed. It is not what keeps a hostile chart from running script: report embeds charts as images and the
+// page forbids script (inspect/report.cpp). The tests hold it to libxml2 (test/xml_lib.h): what it accepts, libxml2
+// accepts. xml_error(text) is "" for a well-formed document, else "line L, column C: what is wrong"; with `root`,
+// the root element's name and attributes (values as written, references unexpanded).
 // Checked: valid UTF-8 and only XML's characters (no control bytes but tab, newline, return); an optional XML
-// declaration first; an optional <!DOCTYPE name> without an internal subset; one root element, tags nested and
-// matched; names; attributes quoted, not repeated in a tag, without '<'; '&' only in the five predefined entities
-// or a character reference to an XML character; no "]]>" in text; comments without "--"; CDATA sections.
+// declaration first; an optional <!DOCTYPE name> without an internal subset; one root element, tags nested (at
+// most 256 deep) and matched; names; attributes quoted, not repeated in a tag, without '<'; '&' only in the five
+// predefined entities or a character reference to an XML character; no "]]>" in text; comments without "--";
+// CDATA sections.
 // Does not: validate against a schema or DTD, resolve namespaces, or accept processing instructions other than
 // the declaration.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/utf8.h"
@@ -23,6 +30,12 @@ struct Checker {
     std::string_view s;
     size_t i = 0;
     std::string err;
+    std::string root;
+    std::vector<std::pair<std::string, std::string>> root_attrs;
+    int depth = 0;
+    // Elements nest at most this deep (libxml2's default limit too): the check recurses per level, and a hostile
+    // file of millions of open tags must be an error, not a stack overflow.
+    static constexpr int kMaxDepth = 256;
 
     bool fail(const std::string& what) {
         if (err.empty()) {
@@ -97,10 +110,19 @@ struct Checker {
         return true;
     }
     bool element() {  // at '<' + name
+        if (depth >= kMaxDepth) return fail("elements nested deeper than " + std::to_string(kMaxDepth) + " levels");
+        depth++;
+        const bool ok = element_body();
+        depth--;
+        return ok;
+    }
+    bool element_body() {
         i++;
         std::string tag;
         if (!name(tag)) return false;
-        std::vector<std::string> attrs;
+        const bool is_root = root.empty();
+        if (is_root) root = tag;
+        std::set<std::string> attrs;  // a set: a tag of 100,000 attributes is checked in n log n, not n^2
         for (;;) {
             const size_t before = i;
             spaces();
@@ -116,15 +138,14 @@ struct Checker {
             if (i == before) return fail("expected a space before an attribute of <" + tag + ">");
             std::string a;
             if (!name(a)) return false;
-            for (const std::string& x : attrs)
-                if (x == a) return fail("attribute " + a + " repeated in <" + tag + ">");
-            attrs.push_back(a);
+            if (!attrs.insert(a).second) return fail("attribute " + a + " repeated in <" + tag + ">");
             spaces();
             if (i >= s.size() || s[i] != '=') return fail("attribute " + a + " without '=' (XML has no bare attributes)");
             i++;
             spaces();
             if (i >= s.size() || (s[i] != '"' && s[i] != '\'')) return fail("attribute " + a + "'s value is not quoted");
             const char q = s[i++];
+            const size_t value = i;
             while (i < s.size() && s[i] != q) {
                 if (s[i] == '<') return fail("'<' in the value of attribute " + a);
                 if (s[i] == '&') {
@@ -134,6 +155,7 @@ struct Checker {
                 }
             }
             if (i >= s.size()) return fail("unterminated value of attribute " + a);
+            if (is_root) root_attrs.push_back({a, std::string(s.substr(value, i - value))});
             i++;
         }
         for (;;) {  // content
@@ -190,7 +212,7 @@ struct Checker {
             }
             k += n;
         }
-        if (starts("<?xml")) {
+        if (starts("<?xml") && i + 5 < s.size() && is_space(s[i + 5])) {  // not <?xml-stylesheet ...?>, a PI
             const size_t end = s.find("?>", i);
             if (end == std::string_view::npos) return fail("unterminated XML declaration");
             i = end + 2;
@@ -214,10 +236,22 @@ struct Checker {
 
 }  // namespace xml_check_detail
 
-// "" when `text` is a well-formed XML document, else where and what the first problem is.
-inline std::string xml_error(std::string_view text) {
+struct XmlRoot {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> attrs;
+    const std::string* attr(const std::string& n) const {
+        for (const auto& a : attrs)
+            if (a.first == n) return &a.second;
+        return nullptr;
+    }
+};
+
+// "" when `text` is a well-formed XML document, else where and what the first problem is; *root (when given and
+// the document is well-formed): its root element.
+inline std::string xml_error(std::string_view text, XmlRoot* root = nullptr) {
     xml_check_detail::Checker c;
     c.s = text;
     c.document();
+    if (root && c.err.empty()) root->name = c.root, root->attrs = c.root_attrs;
     return c.err;
 }

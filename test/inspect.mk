@@ -20,7 +20,10 @@ test-asan-decode: $(BUILD)/test_decode_asan
 	PRISM_TEST_RESULTS=$(TEST_RESULTS)/asan_decode.txt ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$<
 
-TEST_LDLIBS += -lz
+TEST_LDLIBS += -lz -lxml2
+# test/xml_lib.h (libxml2; setup.sh installs libxml2-dev): its headers live under include/libxml2.
+XML2_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+$(BUILD)/test/test_report.o $(BUILD)/test/test_analyze.o: CXXFLAGS += $(XML2_CFLAGS)
 
 .PHONY: test-report-browser
 test-report-browser: $(BUILD)/test_prism report

@@ -14,7 +14,7 @@
 #include "test/inspect_util.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
-#include "inspect/xml_check.h"
+#include "test/xml_lib.h"
 
 namespace {
 
@@ -189,7 +189,7 @@ TEST_CASE("analyze overlays three checkpoints: table, JSON and one well-formed S
                              "matrix_entropy", "swiglu_density"}) {
         const std::string svg = read_text(dir + "/an/" + name + ".svg");
         INFO(name);
-        CHECK(xml_error(svg) == "");
+        CHECK(libxml_error(svg) == "");
         for (const char* label : {">uniform<", ">prism<", ">x<"}) CHECK(svg.find(label) != std::string::npos);
     }
     if (sh("command -v xmllint").rc == 0)  // a second, independent parser where Debian's is installed

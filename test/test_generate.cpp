@@ -244,6 +244,21 @@ TEST_CASE("generate prints text, the same with the cache and without; bad input 
     REQUIRE(info.rc == 0);
     CHECK(info.out.find("From stdin") != std::string::npos);
     CHECK(info.out.find("tokens/s") != std::string::npos);  // the timing line (stderr, merged by sh)
+    // Standard input is read to at most 4 MiB: /dev/zero (endless) and a prompt one byte over are one line, at
+    // once; one of exactly 4 MiB is read.
+    for (const std::string& in : {std::string("< /dev/zero"), std::string("< ") + dir + "/over.txt"}) {
+        sh("head -c 4194305 /dev/zero | tr '\\0' a > " + dir + "/over.txt");
+        Result big = sh("timeout 60 ./generate " + dir + " --tokens 1 --cpu " + in);
+        INFO(in << ": " << big.out);
+        CHECK(one_line_error(big));
+        CHECK(big.out.find("the prompt on standard input is longer than 4 MiB (4194304 bytes), the most generate reads "
+                           "(the model reads only its last T = 32 tokens); pass a shorter one") != std::string::npos);
+    }
+    sh("head -c 4194304 /dev/zero | tr '\\0' ' ' > " + dir + "/fits.txt");
+    Result fits = sh("timeout 300 ./generate " + dir + " --tokens 1 --cpu < " + dir + "/fits.txt");
+    INFO(fits.out.substr(fits.out.size() > 2000 ? fits.out.size() - 2000 : 0));
+    CHECK(fits.rc == 0);
+    CHECK(fits.out.find("longer than T: only its last T are read") != std::string::npos);
 
     ModelConfig small = inspect_config("uniform", 256, 16);
     const std::vector<float> ps = inspect_params(small, 1);

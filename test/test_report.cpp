@@ -1,10 +1,18 @@
-// test_report.cpp: the strict XML check itself, inspect/svg.h's escaping and charts, run/run_log.h's reading of a run
-// directory (torn lines, resumed clocks), and the report binary end to end: three runs of different schedules,
-// their evals and analyze charts in one page that parses as XML, bad input as one line, and the page rendered by
-// a real headless browser (Debian's chromium) into a screenshot that is not blank.
+// test_report.cpp: inspect/xml_check.h held to libxml2 (test/xml_lib.h), inspect/svg.h's escaping and charts,
+// run/run_log.h's reading of a run directory (torn lines, resumed clocks), and the report binary end to end: three
+// runs of different schedules, their evals and analyze charts in one page that libxml2 parses, bad input as one
+// line; hostile analyze charts (script, links, FIFOs, huge, not SVG) neither run nor break the page; no output
+// replaces an input; study directories and stray paths; and the page rendered by a real headless browser
+// (Debian's chromium): a screenshot that is not blank, and a hostile chart's script that does not run.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +25,7 @@
 #include "test/png_check.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
+#include "test/xml_lib.h"
 #include "inspect/xml_check.h"
 
 namespace {
@@ -45,15 +54,79 @@ void write_run(const std::string& dir, const ModelConfig& c, int steps, double s
     write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}, {tail.data(), tail.size()}});
 }
 
+void write_file(const std::string& path, const std::string& text) {
+    write_atomically(path, {{text.data(), text.size()}});
+}
+
+// The SVG documents of the page's <img src="data:image/svg+xml;base64,..."> charts, decoded.
+std::vector<std::string> image_charts(const std::string& html) {
+    const std::string key = "src=\"data:image/svg+xml;base64,";
+    std::vector<std::string> out;
+    for (size_t at = html.find(key); at != std::string::npos; at = html.find(key, at + 1)) {
+        const size_t a = at + key.size(), e = html.find('"', a);
+        std::string bin;
+        uint32_t v = 0;
+        int bits = 0;
+        for (size_t i = a; i < e && html[i] != '='; i++) {
+            const char c = html[i];
+            const int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                        : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+            REQUIRE(d >= 0);
+            v = v << 6 | d, bits += 6;
+            if (bits >= 8) bits -= 8, bin += (char)(v >> bits & 0xFF);
+        }
+        out.push_back(bin);
+    }
+    return out;
+}
+
+// Debian's chromium (or another Chromium) when installed, else "".
+std::string find_browser() {
+    for (const char* b : {"chromium", "chromium-browser", "google-chrome"})
+        if (sh(std::string("command -v ") + b).rc == 0) return b;
+    return "";
+}
+
+// The DOM of a page after the browser loaded it (and ran whatever script it would run).
+// --no-sandbox: chromium's sandbox refuses to run as root (CI).
+std::string rendered_dom(const std::string& browser, const std::string& page) {
+    Result r = sh("timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --dump-dom 'file://" + page +
+                  "' 2>/dev/null");
+    INFO(r.out.substr(0, 2000));
+    REQUIRE(r.rc == 0);
+    REQUIRE(r.out.find("</html>") != std::string::npos);
+    return r.out;
+}
+
+// A chart with script in every place SVG runs it: a <script> element and an onload handler. Each sets a marker
+// in the page's DOM when it runs; the markers' text is built at run time, so the source alone never matches.
+const char* kHostileSvg =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"120\" height=\"60\" "
+    "onload=\"document.body.setAttribute('data-xss-onload', 'r' + 'an')\">"
+    "<script>var d = document.createElement('div'); d.id = 'xss' + '-marker'; document.body.appendChild(d);</script>"
+    "<rect width=\"50\" height=\"50\" fill=\"#000000\"/></svg>\n";
+bool marker_set(const std::string& dom) {
+    return dom.find("id=\"xss-marker\"") != std::string::npos || dom.find("data-xss-onload=\"ran\"") != std::string::npos;
+}
+
 }  // namespace
 
-TEST_CASE("the strict XML check accepts well-formed documents and names the first problem of others", "[report][xml]") {
-    CHECK(xml_error("<?xml version=\"1.0\"?>\n<svg a=\"1\" b='2'><g/><text>a &amp; b &#x3C; &#60;</text></svg>\n") == "");
-    CHECK(xml_error("<!DOCTYPE html>\n<html><body><!-- note --><p>x</p><![CDATA[<&>]]></body></html>") == "");
+TEST_CASE("inspect/xml_check.h agrees with libxml2: both accept well-formed documents, both refuse the rest",
+          "[report][xml]") {
+    for (const char* good : {"<?xml version=\"1.0\"?>\n<svg a=\"1\" b='2'><g/><text>a &amp; b &#x3C; &#60;</text></svg>\n",
+                             "<!DOCTYPE html>\n<html><body><!-- note --><p>x</p><![CDATA[<&>]]></body></html>"}) {
+        INFO(good);
+        CHECK(xml_error(good) == "");
+        CHECK(libxml_error(good) == "");
+    }
     struct Bad {
-        const char* text;
+        std::string text;
         const char* says;
     };
+    std::string deep;
+    for (int k = 0; k < 300; k++) deep += "<g>";
+    for (int k = 0; k < 300; k++) deep += "</g>";
     for (const Bad& b : std::vector<Bad>{{"<a>&</a>", "'&'"},
                                          {"<a>x < y</a>", "expected a name"},
                                          {"<a><b></a></b>", "</a> closes <b>"},
@@ -67,12 +140,41 @@ TEST_CASE("the strict XML check accepts well-formed documents and names the firs
                                          {"<a><!-- a -- b --></a>", "'--'"},
                                          {"<a>&#0;</a>", "character reference"},
                                          {"<a>", "never closed"},
-                                         {"", "root element"}}) {
-        INFO(b.text);
+                                         {"", "root element"},
+                                         {deep, "nested deeper than 256"}}) {
+        INFO(b.text.substr(0, 40));
         const std::string e = xml_error(b.text);
         CHECK(e.find(b.says) != std::string::npos);
         CHECK(e.rfind("line 1, column ", 0) == 0);
+        CHECK(libxml_error(b.text) != "");  // the reference parser refuses it too
     }
+    // Stricter than XML, on purpose (nothing Prism writes has them): an internal DTD subset (entity expansion: the
+    // "billion laughs") and processing instructions (an external stylesheet).
+    for (const char* strict : {"<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>", "<?xml-stylesheet href=\"x.css\"?><a/>",
+                               "<a><?pi x?></a>"}) {
+        INFO(strict);
+        CHECK(xml_error(strict) != "");
+        CHECK(libxml_error(strict) == "");
+    }
+    // What xml_check accepts beyond the cases above (the root's name and attributes are what report reads).
+    XmlRoot root;
+    CHECK(xml_error("<?xml version='1.0'?><!-- c --><svg xmlns='http://www.w3.org/2000/svg' w='&amp;'><a/></svg>", &root) == "");
+    CHECK(root.name == "svg");
+    REQUIRE(root.attr("xmlns"));
+    CHECK(*root.attr("xmlns") == "http://www.w3.org/2000/svg");
+    CHECK(*root.attr("w") == "&amp;");
+    // A tag of 200,000 attributes: checked in n log n (the repeat check was quadratic: minutes). libxml2 agrees on
+    // 2,000 of them (it keeps a tag's attributes in a list: quadratic itself).
+    auto wide = [](int n) {
+        std::string t = "<svg";
+        for (int k = 0; k < n; k++) t += " a" + std::to_string(k) + "='1'";
+        return t + "/>";
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(xml_error(wide(200000)) == "");
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+    CHECK(xml_error(wide(2000)) == "");
+    CHECK(libxml_error(wide(2000)) == "");
 }
 
 TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and breaks at missing values", "[report][svg]") {
@@ -86,7 +188,7 @@ TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and br
     b.dot_x = {1, 2}, b.dot_y = {0.5, 3};
     c.series = {a, b, empty};
     const std::string s = svg::render(c);
-    CHECK(xml_error(svg::document(s)) == "");
+    CHECK(libxml_error(svg::document(s)) == "");
     CHECK(s.find("a&amp;b&lt;c&gt;") != std::string::npos);
     CHECK(std::count(s.begin(), s.end(), '\n') > 20);
     size_t lines = 0;
@@ -95,7 +197,7 @@ TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and br
     svg::Chart none;
     none.title = "empty";
     CHECK(svg::render(none).find("no data") != std::string::npos);
-    CHECK(xml_error(svg::render(none)) == "");
+    CHECK(libxml_error(svg::render(none)) == "");
     double step;
     CHECK(svg::ticks(0, 10, 5, false, step) == std::vector<double>{0, 2, 4, 6, 8, 10});
     CHECK(svg::tick_label(250000, 50000) == "250K");
@@ -130,7 +232,8 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     write_run(dir + "/x&y", inspect_config("x", 256), 35, 1100, "{\"step\": 36, \"tok");  // torn by a crash
     make_dirs(dir + "/an");
     svg::Chart chart;
-    chart.title = "Attention distance", chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "", {}, {}});
+    chart.title = "Attention distance";
+    chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}});  // report recolours it
     const std::string doc = svg::document(svg::render(chart));
     write_atomically(dir + "/an/attention_distance.svg", {{doc.data(), doc.size()}});
     write_atomically(dir + "/an/broken.svg", {{"<svg><g></svg>", 14}});
@@ -139,15 +242,21 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     INFO(r.out);
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("warning: " + dir + "/x&y/log.jsonl line 36 is torn") != std::string::npos);
-    CHECK(r.out.find("broken.svg is not a well-formed SVG") != std::string::npos);
+    CHECK(r.out.find("broken.svg is not well-formed XML (line 1, column 14: </svg> closes <g>): not shown") !=
+          std::string::npos);
     const std::string html = read_text(dir + "/report.html");
-    CHECK(xml_error(html) == "");
+    CHECK(libxml_error(html) == "");
     if (sh("command -v xmllint").rc == 0) CHECK(sh("xmllint --noout " + dir + "/report.html").rc == 0);
     for (const char* s : {"tiny &lt;runs&gt;", "x&amp;y", "Heads per layer", "Width per layer", "Training loss",
                           "Validation loss against wall-clock", "Tokens per second", "lambada", "acc %",
-                          "Attention distance", "line 36 is torn"})
+                          "line 36 is torn"})
         CHECK(html.find(s) != std::string::npos);
     CHECK(html.find("<script") == std::string::npos);
+    const std::vector<std::string> charts = image_charts(html);  // analyze's chart, as an image of its file
+    REQUIRE(charts.size() == 1);
+    CHECK(charts[0].find("Attention distance") != std::string::npos);
+    CHECK(charts[0].find("<g data-series=\"uniform\" color=\"" + std::string(svg::color(0)) + "\">") !=
+          std::string::npos);  // recoloured to the run's colour
 
     make_dirs(dir + "/empty");
     make_dirs(dir + "/blank");
@@ -164,9 +273,7 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
 }
 
 TEST_CASE("the report renders in a headless browser (chromium): the screenshot shows the charts", "[report][browser]") {
-    std::string browser;
-    for (const char* b : {"chromium", "chromium-browser", "google-chrome"})
-        if (browser.empty() && sh(std::string("command -v ") + b).rc == 0) browser = b;
+    const std::string browser = find_browser();
     if (browser.empty()) {
         WARN("skipped: no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
         return;
@@ -202,5 +309,282 @@ TEST_CASE("the report renders in a headless browser (chromium): the screenshot s
     INFO("non-white pixels " << ink << ", run colours " << seen[0] << " " << seen[1] << " " << seen[2]);
     CHECK(ink > (long)im.width * im.height / 50);
     for (int k = 0; k < 3; k++) CHECK(seen[k] > 50);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report: no script from a run directory reaches the page; hostile chart files are images or one warning each",
+          "[report][xss]") {
+    char tmpl[] = "/tmp/prism_xss_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string run = dir + "/r", an = run + "/analyze";
+    write_run(run, inspect_config("uniform", 256), 12, 900);
+    make_dirs(an);
+    write_file(an + "/a_hostile.svg", kHostileSvg);
+    // Script in the other places SVG and HTML run it: an HTML island, an animation setting an href, a link.
+    write_file(an + "/b_island.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><foreignObject width=\"9\" height=\"9\">"
+                                     "<body xmlns=\"http://www.w3.org/1999/xhtml\"><script>top.x=1</script></body>"
+                                     "</foreignObject><a href=\"javascript:alert(1)\"><set attributeName=\"href\" "
+                                     "to=\"javascript:alert(2)\"/><rect width=\"5\" height=\"5\"/></a>"
+                                     "<image href=\"file:///etc/passwd\"/></svg>");
+    struct Refused {
+        std::string name, says;
+    };
+    std::vector<Refused> refused = {
+        {"c_nested.svg", "is not an SVG (its root element is <a>, not <svg>): not shown; rewrite it with analyze -o"},
+        {"d_nons.svg", "is not an SVG (its <svg> has no xmlns=\"http://www.w3.org/2000/svg\")"},
+        {"e_link.svg", "is a symbolic link (analyze writes none): not shown"},
+        {"f_fifo.svg", "is a FIFO, not a regular file: not shown"},
+        {"g_huge.svg", "is 17825792 bytes, more than the 16 MiB a chart may have: not shown"},
+        {"h_deep.svg", "nested deeper than 256 levels"},
+        {"i_laughs.svg", "a DOCTYPE internal subset"},
+        {"j_binary.svg", "invalid UTF-8"},
+        {"k_dir.svg", "is a directory, not a regular file"},
+        {"\"><img src=x onerror=alert(3)>.svg", "is not well-formed XML"},
+    };
+    write_file(an + "/c_nested.svg", "<a><svg/></a>");  // was "internal error: not well-formed XML"
+    write_file(an + "/d_nons.svg", "<svg><rect width=\"5\" height=\"5\"/></svg>");
+    REQUIRE(symlink("/etc/passwd", (an + "/e_link.svg").c_str()) == 0);
+    REQUIRE(mkfifo((an + "/f_fifo.svg").c_str(), 0644) == 0);
+    REQUIRE(sh("truncate -s 17M " + an + "/g_huge.svg").rc == 0);
+    std::string deep = "<svg xmlns=\"http://www.w3.org/2000/svg\">";
+    for (int k = 0; k < 100000; k++) deep += "<g>";
+    write_file(an + "/h_deep.svg", deep);
+    write_file(an + "/i_laughs.svg", "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b "
+                                     "\"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]><svg xmlns=\"http://www.w3.org/2000/svg\">"
+                                     "<text>&b;&b;&b;</text></svg>");
+    write_file(an + "/j_binary.svg", std::string("<svg xmlns=\"http://www.w3.org/2000/svg\">\xff\xfe</svg>"));
+    make_dirs(an + "/k_dir.svg");
+    write_file(an + "/\"><img src=x onerror=alert(3)>.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><g></svg>");
+
+    Result r = sh("timeout 60 ./report " + run + " -o " + dir + "/page.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    for (const Refused& x : refused) {
+        INFO(x.name);
+        const size_t at = r.out.find("report: warning: " + an + "/" + x.name + " ");
+        REQUIRE(at != std::string::npos);
+        const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+        CHECK(line.find(x.says) != std::string::npos);
+    }
+    const std::string html = read_text(dir + "/page.html");
+    CHECK(libxml_error(html) == "");
+    // The policy comes first in <head> and forbids script; nothing anywhere in the page is script or a handler.
+    const size_t csp = html.find("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                                 "script-src 'none'; object-src 'none'; img-src data:; ");
+    REQUIRE(csp != std::string::npos);
+    CHECK(csp < html.find("<title>"));
+    for (const char* bad : {"<script", "javascript:", "<foreignObject", "<iframe", "<object", "<embed", "root:x:",
+                            "<img src=x"})
+        CHECK(html.find(bad) == std::string::npos);
+    const std::regex handler("\\son[a-z]*\\s*=", std::regex::icase);
+    for (size_t at = html.find('<'); at != std::string::npos; at = html.find('<', at + 1)) {  // no handler in a tag
+        const std::string tag = html.substr(at, html.find('>', at) - at);
+        INFO(tag.substr(0, 80));
+        CHECK(!std::regex_search(tag, handler));
+    }
+    // The two well-formed SVGs, script and all, are there as images (a browser runs no script in an image), byte
+    // for byte; the rest are not there at all.
+    const std::vector<std::string> charts = image_charts(html);
+    REQUIRE(charts.size() == 2);
+    CHECK(charts[0] == kHostileSvg);
+    CHECK(charts[1].find("<foreignObject") != std::string::npos);
+    // Every <img> is report's own tag: a data: URL and an escaped alt, nothing else.
+    size_t imgs = 0;
+    for (size_t at = html.find("<img"); at != std::string::npos; at = html.find("<img", at + 1), imgs++) {
+        const std::string tag = html.substr(at, html.find('>', at) + 1 - at);
+        const bool own = tag.rfind("<img alt=\"a_hostile.svg\" src=\"data:image/svg+xml;base64,", 0) == 0 ||
+                         tag.rfind("<img alt=\"b_island.svg\" src=\"data:image/svg+xml;base64,", 0) == 0;
+        INFO(tag.substr(0, 80));
+        CHECK(own);
+        CHECK(tag.find('"', tag.find("base64,")) == tag.size() - 3);  // the URL's quote closes the tag: "/>
+    }
+    CHECK(imgs == 2);
+    CHECK(html.find("&quot;&gt;&lt;img src=x onerror=alert(3)&gt;.svg") != std::string::npos);  // named, escaped
+
+    // RUN/analyze named again with --analyze (or through a link) is shown once.
+    REQUIRE(symlink(an.c_str(), (dir + "/an_link").c_str()) == 0);
+    REQUIRE(sh("./report " + run + " --analyze " + an + " --analyze " + dir + "/an_link -o " + dir + "/again.html").rc == 0);
+    CHECK(image_charts(read_text(dir + "/again.html")).size() == 2);
+
+    // Thirty broken charts: ten named, then one line for the rest.
+    const std::string many = dir + "/many";
+    make_dirs(many);
+    for (int k = 0; k < 30; k++) write_file(many + "/" + std::to_string(100 + k) + ".svg", "<svg>");
+    Result m = sh("./report " + run + " --analyze " + many + " -o " + dir + "/page2.html");
+    INFO(m.out);
+    CHECK(m.rc == 0);
+    size_t named = 0;
+    for (size_t at = m.out.find(many + "/1"); at != std::string::npos; at = m.out.find(many + "/1", at + 1)) named++;
+    CHECK(named == 10);
+    CHECK(m.out.find(many + ": 20 more files not shown, as above") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report writes over none of its inputs: -o or --json naming a file it reads is one line, the file kept",
+          "[report][cli]") {
+    char tmpl[] = "/tmp/prism_rep_out_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string run = dir + "/r";
+    write_run(run, inspect_config("uniform", 256), 12, 900);
+    write_file(run + "/eval.json", "{\"step\": 12, \"results\": []}");
+    make_dirs(run + "/analyze");
+    const std::string chart = svg::document(svg::render(svg::Chart()));
+    write_file(run + "/analyze/c.svg", chart);
+    REQUIRE(symlink("r/log.jsonl", (dir + "/link").c_str()) == 0);
+    REQUIRE(link((run + "/log.jsonl").c_str(), (dir + "/hard").c_str()) == 0);
+    REQUIRE(symlink("r", (dir + "/rlink").c_str()) == 0);
+    std::vector<std::pair<std::string, std::string>> before;
+    for (const char* f : {"r/log.jsonl", "r/eval.json", "r/model.bin", "r/analyze/c.svg"})
+        before.push_back({f, read_text(dir + "/" + f)});
+    for (const std::string& args : {"-o " + run + "/log.jsonl", "-o " + run + "/model.bin", "-o " + run + "/eval.json",
+                                    "-o " + run + "/analyze/c.svg", "-o " + dir + "/link", "-o " + dir + "/hard",
+                                    "-o " + dir + "/rlink/log.jsonl", "-o " + dir + "/r/../r/log.jsonl",
+                                    "-o " + dir + "/p.html --json " + run + "/log.jsonl",
+                                    "-o " + dir + "/p.html --json " + dir + "/p.html"}) {
+        Result e = sh("./report " + run + " " + args);
+        INFO(args << ": " << e.out);
+        CHECK(one_line_error(e));
+        CHECK((e.out.find("one of the files this report reads; write the report to another file") != std::string::npos ||
+               e.out.find("is the page's own file (-o)") != std::string::npos));
+    }
+    CHECK(sh("./report " + run + " -o " + dir + "/link").out.find("is " + run + "/log.jsonl, one of the files") !=
+          std::string::npos);
+    // Nor anything that is not a regular file: the page is renamed over its path, which would replace a FIFO (or,
+    // as root, a device: -o /dev/null made /dev/null a regular file).
+    REQUIRE(mkfifo((dir + "/fifo").c_str(), 0644) == 0);
+    for (const std::string& args : {"-o " + dir + "/fifo", "-o " + dir + "/p.html --json " + dir + "/fifo"}) {
+        Result e = sh("./report " + run + " " + args);
+        INFO(args << ": " << e.out);
+        CHECK(one_line_error(e));
+        CHECK(e.out.find(dir + "/fifo is a FIFO, not a regular file; pass the name of the file to write") !=
+              std::string::npos);
+    }
+    struct stat st;
+    CHECK((lstat((dir + "/fifo").c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+    if (mknod((dir + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {  // root only
+        CHECK(one_line_error(sh("./report " + run + " -o " + dir + "/null")));
+        CHECK((lstat((dir + "/null").c_str(), &st) == 0 && S_ISCHR(st.st_mode)));
+    }
+    for (const auto& [f, text] : before) CHECK(read_text(dir + "/" + f) == text);
+    CHECK(sh("ls " + run).out == "analyze\neval.json\nlog.jsonl\nmodel.bin\n");  // no .tmp left either
+    CHECK(sh("./report " + run + " -o " + run + "/report.html --json " + run + "/report.json").rc == 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report takes a study directory or any list of paths: what is not a run is skipped with a note, reruns work",
+          "[report][cli]") {
+    char tmpl[] = "/tmp/prism_rep_study_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string st = dir + "/tiny";
+    write_run(st + "/uniform-s1", inspect_config("uniform", 256), 12, 900);
+    write_run(st + "/prism-s1", inspect_config("prism", 256), 12, 900);
+    make_dirs(st + "/analyze");  // analyze -o tiny/analyze
+    write_file(st + "/analyze/attention_distance.svg", svg::document(svg::render(svg::Chart())));
+    make_dirs(st + "/starting");  // a run that has not logged a step yet
+    write_file(st + "/starting/log.jsonl", "");
+    write_file(st + "/notes.txt", "x");
+    // The README's command, twice: the second time its own report.html (and --json's) are among the paths.
+    const std::string cmd = "./report " + st + "/* -o " + st + "/report.html --json " + st + "/report.json";
+    for (int k = 0; k < 2; k++) {
+        Result r = sh(cmd);
+        INFO(k << ": " << r.out);
+        REQUIRE(r.rc == 0);
+        CHECK(r.out.find("(2 runs in 2 groups") != std::string::npos);
+        CHECK(r.out.find("report: note: " + st + "/analyze: it holds charts, not a run (pass --analyze " + st +
+                         "/analyze to show them); skipped") != std::string::npos);
+        CHECK(r.out.find("report: note: " + st + "/notes.txt: it is a regular file, not a run directory; skipped") !=
+              std::string::npos);
+        CHECK(r.out.find("report: note: " + st + "/starting: " + st + "/starting/log.jsonl holds no step (it is empty)") !=
+              std::string::npos);
+        CHECK((r.out.find("report: note: " + st + "/report.html: it is this report's own output (-o or --json); "
+                          "skipped") != std::string::npos) == (k == 1));
+        CHECK((r.out.find(st + "/report.json: it is this report's own output") != std::string::npos) == (k == 1));
+        CHECK(libxml_error(read_text(st + "/report.html")) == "");
+    }
+    // The study directory alone stands for its runs; given twice, or beside one of its runs, each run is read once.
+    Result a = sh("./report " + st + " " + st + "/ " + st + "/prism-s1 -o " + dir + "/a.html");
+    INFO(a.out);
+    REQUIRE(a.rc == 0);
+    CHECK(a.out.find("(2 runs in 2 groups") != std::string::npos);
+    CHECK(a.out.find(st + "/analyze: it is not a run of the study " + st + " (no log.jsonl); skipped") != std::string::npos);
+    CHECK(a.out.find(st + "/prism-s1: it is the run " + st + "/prism-s1 again; skipped") != std::string::npos);
+    const std::string html = read_text(dir + "/a.html");
+    CHECK(html.find("Skipped (not runs, or named twice): ") != std::string::npos);
+    // Nothing that is a run, or a path that does not exist: one line.
+    for (const std::string& bad : {st + "/analyze", st + "/notes.txt", st + "/analyze " + st + "/notes.txt",
+                                   st + "/nope", st + "/uniform-s1 " + st + "/nope", std::string("''")}) {
+        Result e = sh("./report " + bad + " -o " + dir + "/b.html");
+        INFO(bad << ": " << e.out);
+        CHECK(one_line_error(e));
+        CHECK(e.out.find("note:") == std::string::npos);
+    }
+    CHECK(sh("./report " + st + "/analyze " + st + "/notes.txt").out.find("no run to report among 2 paths") !=
+          std::string::npos);
+    CHECK(sh("./report " + st + "/nope").out.find(st + "/nope does not exist") != std::string::npos);
+    Result o = sh("./report " + st + " -o " + st + "/prism-s1/log.jsonl");  // a run's log, the study given whole
+    INFO(o.out);
+    CHECK(one_line_error(o));
+    CHECK(o.out.find("note:") == std::string::npos);
+    CHECK(o.out.find("-o " + st + "/prism-s1/log.jsonl is one of the files this report reads") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report: a run's file too large to read is named with its size, not only 'out of memory'", "[report][faults]") {
+    char tmpl[] = "/tmp/prism_rep_big_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    write_run(dir + "/log", inspect_config("uniform", 256), 12, 900);
+    write_run(dir + "/record", inspect_config("uniform", 256), 12, 900);
+    REQUIRE(sh("truncate -s 3G " + dir + "/log/log.jsonl").rc == 0);  // sparse: no disk taken
+    REQUIRE(sh("truncate -s 3G " + dir + "/record/run.json").rc == 0);
+    for (const char* which : {"log", "record"}) {
+        // ulimit -v: the 3 GB the file needs are not there, as on a machine with less memory than the file.
+        Result e = sh("bash -c 'ulimit -v 1500000; ./report " + dir + "/" + which + " -o " + dir + "/p.html'");
+        INFO(e.out);
+        CHECK(one_line_error(e));
+        CHECK(e.out.find("out of memory reading the run " + dir + "/" + which + " (log.jsonl ") != std::string::npos);
+        CHECK(e.out.find(std::string(which) == "log" ? "log.jsonl 3221225472 bytes" : "run.json 3221225472 bytes") !=
+              std::string::npos);
+    }
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report in a headless browser (chromium): a hostile chart's script does not run, and the page's policy "
+          "stops script that got in", "[report][browser]") {
+    const std::string browser = find_browser();
+    if (browser.empty()) {
+        WARN("skipped: no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
+        return;
+    }
+    char tmpl[] = "/tmp/prism_browser_xss_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string run = dir + "/r";
+    write_run(run, inspect_config("uniform", 256), 12, 900);
+    make_dirs(run + "/analyze");
+    write_file(run + "/analyze/a.svg", kHostileSvg);
+    // A chart of one colour no chart of report's has (springgreen): where it shows, images render under the policy.
+    write_file(run + "/analyze/b.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"100\">"
+                                       "<rect width=\"200\" height=\"100\" fill=\"#00ff7f\"/></svg>");
+    REQUIRE(sh("./report " + run + " -o " + dir + "/report.html").rc == 0);
+    const std::string page = read_text(dir + "/report.html");
+    CHECK(!marker_set(rendered_dom(browser, dir + "/report.html")));
+    // A case report might miss: the same SVG pasted into the page's body, as report did before. The policy
+    // stops it; without the policy the very same page runs it (so the markers do tell).
+    std::string pasted = page;
+    pasted.insert(pasted.rfind("</body>"), std::string(kHostileSvg).substr(std::string(kHostileSvg).find("<svg")));
+    write_file(dir + "/pasted.html", pasted);
+    CHECK(!marker_set(rendered_dom(browser, dir + "/pasted.html")));
+    const size_t a = pasted.find("<meta http-equiv=\"Content-Security-Policy\"");
+    REQUIRE(a != std::string::npos);
+    write_file(dir + "/no_policy.html", pasted.erase(a, pasted.find("/>", a) + 2 - a));
+    CHECK(marker_set(rendered_dom(browser, dir + "/no_policy.html")));
+    // The charts are shown: springgreen on the screenshot.
+    sh("cd '" + dir + "' && timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars "
+       "--window-size=1280,6000 --screenshot=" + dir + "/shot.png file://" + dir + "/report.html");
+    const Image im = read_png(dir + "/shot.png");
+    REQUIRE(im.error == "");
+    long green = 0;
+    for (size_t p = 0; p < im.rgb.size(); p += 3) green += im.rgb[p] == 0 && im.rgb[p + 1] == 0xff && im.rgb[p + 2] == 0x7f;
+    INFO("springgreen pixels " << green);
+    CHECK(green > 15000);  // most of the 200 x 100 chart
     sh("rm -rf '" + dir + "'");
 }
