@@ -251,21 +251,11 @@ class CudaEngine : public Engine {
     size_t state_size() const { return sharded() ? shard_.size : model_.glayout.total; }  // of master, m, v
     // Elements of params_ and grads_: Pg padded to world x S (the collectives' extent).
     size_t palloc() const { return shard_.size * dp_.world(); }
-    static const char* phase_name(Phase p) {
-        switch (p) {
-        case Phase::Open: return "a finished step (or none)";
-        case Phase::Forwarded: return "forward";
-        case Phase::Accumulating: return "zero_grad or forward_backward";
-        case Phase::Reducing: return "the last micro-step";
-        case Phase::Clipped: return "clip_grad_norm";
-        case Phase::Updated:
-        case Phase::UpdatedUnclipped: return "adamw_step (read_stats must come next)";
-        }
-        return "?";
-    }
     void expect(std::initializer_list<Phase> legal, const char* call) const {
+        static const char* const after[] = {"a finished step (or none)", "forward", "zero_grad or forward_backward",
+                                            "the last micro-step", "clip_grad_norm", "adamw_step", "adamw_step"};
         if (std::find(legal.begin(), legal.end(), phase_) == legal.end())
-            throw std::logic_error(std::string("CudaEngine: ") + call + " after " + phase_name(phase_) +
+            throw std::logic_error(std::string("CudaEngine: ") + call + " after " + after[(int)phase_] +
                                    " (a step is zero_grad, forward_backward..., clip_grad_norm, adamw_step, "
                                    "read_stats; the logits are read after forward)");
     }
