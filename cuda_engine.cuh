@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -28,7 +29,6 @@
 #include "engine.h"
 #include "forward_contract.h"
 #include "gradnorm.cuh"
-#include "inspect/cuda_decoder.cuh"
 #include "memory_plan.h"
 #include "model.cuh"
 #include "model_config.h"
@@ -60,9 +60,15 @@ inline std::vector<AdamWRange> shard_ranges(const std::vector<AdamWRange>& all, 
     return r;
 }
 
+// Makes the GPU's KV-cache decoder on a model's bf16 weights, queuing on `stream`: inspect/cuda_decoder.cuh's
+// make_cuda_decoder, handed to the engine by whoever builds it (engine_factory.h), so that the engine does not
+// depend on inspect/. An engine built without one refuses make_decoder.
+using CudaDecoderMaker = std::unique_ptr<Decoder> (*)(const CudaModel& model, cudaStream_t stream, int capacity);
+
 class CudaEngine : public Engine {
   public:
-    explicit CudaEngine(const ModelConfig& c, bool recompute = false, const DataParallel& dp = DataParallel());
+    explicit CudaEngine(const ModelConfig& c, bool recompute = false, const DataParallel& dp = DataParallel(),
+                        CudaDecoderMaker decoder = nullptr);
     ~CudaEngine() override;
     CudaEngine(const CudaEngine&) = delete;
     CudaEngine& operator=(const CudaEngine&) = delete;
@@ -72,12 +78,12 @@ class CudaEngine : public Engine {
                (model_.recompute ? ", recomputing norm and SwiGLU outputs" : "") + ") on " + device_name();
     }
     double peak_flops() const override { return peak_bf16_tflops(device_name()) * 1e12; }
-    const ModelConfig& config() const override { return cfg_; }
+    const ModelConfig& config() const override { return model_.cfg; }
     size_t num_params() const override { return layout_.total; }
 
     void init_params(uint64_t seed) override {
         std::vector<float> p(layout_.total);
-        ref::init_params(p.data(), cfg_, layout_, seed);  // the reference's init: CPU and GPU runs start alike
+        ref::init_params(p.data(), model_.cfg, layout_, seed);  // the reference's init: CPU and GPU runs start alike
         set_params(p.data());
     }
     void get_params(float* out) const override {
@@ -91,59 +97,67 @@ class CudaEngine : public Engine {
     }
     void set_params(const float* in) override {
         std::vector<float> g = to_padded(in);
-        g.resize(Palloc_, 0.0f);
+        g.resize(palloc(), 0.0f);
         const size_t from = sharded() ? shard_.offset : 0;
         cudaCheck(cudaMemcpy(master_, g.data() + from, state_size() * sizeof(float), cudaMemcpyHostToDevice));
         std::vector<bf16> b(g.begin(), g.end());
-        cudaCheck(cudaMemcpy(params_, b.data(), Palloc_ * sizeof(bf16), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(params_, b.data(), palloc() * sizeof(bf16), cudaMemcpyHostToDevice));
     }
 
     void forward(const int* inputs, const int* targets, int B, int T) override;
     void forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
                           bool last_micro_step = false) override;
     void zero_grad() override {
-        cudaCheck(cudaMemsetAsync(grads_, 0, Palloc_ * sizeof(float), compute_));
-        mark("zero_grad");
-        grads_reduced_ = false, reduction_awaited_ = false;
+        expect({Phase::Open, Phase::Forwarded, Phase::Accumulating}, "zero_grad");
+        cudaCheck(cudaMemsetAsync(grads_, 0, palloc() * sizeof(float), compute_));
+        model_.mark("zero_grad", compute_);
+        phase_ = Phase::Accumulating;
     }
     // The norm is left on the device: AdamW computes the clip factor from it, read_stats reads it back. With
     // several ranks, of the summed gradient (ZeRO-1: of this rank's shard, all-reduced in queue_stats_readback).
     void clip_grad_norm(double max_norm) override {
+        expect({Phase::Accumulating, Phase::Reducing}, "clip_grad_norm");
         if (dp_.world() > 1) finish_reduction();
-        const size_t from = sharded() ? shard_.offset : 0, n = sharded() ? shard_.size : Pg_;
+        const size_t from = sharded() ? shard_.offset : 0, n = sharded() ? shard_.size : model_.glayout.total;
         grad_norm_squared(norm_sq_, grads_ + from, n, norm_partial_, compute_);
-        mark("grad_norm");
-        max_norm_ = max_norm, clip_pending_ = true;
-        queue_stats_readback();
+        model_.mark("grad_norm", compute_);
+        max_norm_ = max_norm;
+        queue_stats_readback(true);
+        phase_ = Phase::Clipped;
     }
     // The update kernel reads the step's loss and squared norm on the device (step_stats_) and leaves every
-    // buffer as it was when either is not finite; read_stats then takes the step back off the count t_.
+    // buffer as it was when either is not finite. The same two numbers are read back to the host (queued before
+    // the update), so read_stats knows whether the update applied and counts it in t_ only then.
     // With several ranks it first has the compute stream wait for the gradients' reduction (queuing what the
     // backward did not): clip_grad_norm has done so when it ran, but a caller that skips it must get summed
     // gradients too.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        expect({Phase::Accumulating, Phase::Reducing, Phase::Clipped}, "adamw_step");
+        const bool clipped = phase_ == Phase::Clipped;
         if (dp_.world() > 1) finish_reduction();
-        if (!clip_pending_) {  // no clip since the last read: snapshot the loss now, and a norm of 0 (no clipping)
-            cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
+        if (!clipped) {  // no clip: the loss read back now, with a norm of 0 (no clipping)
             cudaCheck(cudaMemsetAsync(norm_sq_, 0, sizeof(double), compute_));
+            queue_stats_readback(false);
         }
-        t_++;
-        ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_, lr, hp.beta1,
-                     hp.beta2, hp.eps, hp.weight_decay, step_stats_, clip_pending_ ? max_norm_ : 0.0, compute_);
+        ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_ + 1, lr, hp.beta1,
+                     hp.beta2, hp.eps, hp.weight_decay, step_stats_, clipped ? max_norm_ : 0.0, compute_);
         if (sharded()) comm_all_gather(comm_, params_, shard_.size, compute_);  // every rank's updated shard
-        mark("adamw");
-        clip_pending_ = false, update_unread_ = true;
+        model_.mark("adamw", compute_);
+        phase_ = clipped ? Phase::Updated : Phase::UpdatedUnclipped;
     }
     StepStats read_stats() override {
-        if (!stats_queued_) queue_stats_readback();
+        expect({Phase::Open, Phase::Forwarded, Phase::Accumulating, Phase::Reducing, Phase::Updated,
+                Phase::UpdatedUnclipped}, "read_stats");
+        const bool update = phase_ == Phase::Updated || phase_ == Phase::UpdatedUnclipped;
+        if (!update) queue_stats_readback(false);
         Watchdog::Wait w("the GPU's step (its NCCL collectives)");
         cudaCheck(cudaEventSynchronize(stats_ready_));  // the step's one wait
         ring_.synced(stats_mark_);
-        stats_queued_ = false;
-        StepStats s{stats_host_[0], norm_read_ ? std::sqrt(stats_host_[1]) : NAN};
-        // An update queued after these stats skipped itself on the device if they were not finite.
-        if (update_unread_ && !(std::isfinite(stats_host_[0]) && std::isfinite(stats_host_[1]))) t_--;
-        norm_read_ = false, update_unread_ = false;
+        StepStats s{stats_host_[0], phase_ == Phase::Updated ? std::sqrt(stats_host_[1]) : NAN};
+        if (update) {  // the update skipped itself on the device if these stats are not finite
+            if (std::isfinite(stats_host_[0]) && std::isfinite(stats_host_[1])) t_++;
+            phase_ = Phase::Open;
+        }
         return s;
     }
     std::pair<size_t, size_t> optimizer_range() const override {
@@ -151,6 +165,7 @@ class CudaEngine : public Engine {
         return {interface_index(shard_.begin), interface_index(shard_.end)};
     }
     void get_optimizer(std::vector<float>& m, std::vector<float>& v, long& t) const override {
+        expect_no_update("get_optimizer");
         if (!sharded()) {
             m.resize(layout_.total), v.resize(layout_.total);
             download_unpadded(m_, m.data());
@@ -161,6 +176,7 @@ class CudaEngine : public Engine {
         t = t_;
     }
     void set_optimizer(const std::vector<float>& m, const std::vector<float>& v, long t) override {
+        expect_no_update("set_optimizer");
         const std::pair<size_t, size_t> r = optimizer_range();
         if (m.size() != r.second - r.first || v.size() != m.size())
             throw std::runtime_error("set_optimizer: " + std::to_string(m.size()) + " moments for a range of " +
@@ -175,36 +191,37 @@ class CudaEngine : public Engine {
     void logits_at(int b, int t, float* out) const override;
 
     // Bytes of the activation block for the last forward's B x T.
-    size_t activation_bytes() const {
-        Activations<bf16> measured;
-        return carve_activations(cfg_, model_.B, model_.T, model_.recompute, nullptr, measured);
-    }
+    size_t activation_bytes() const { return model_.activation_bytes(model_.batch(), model_.seq()); }
     // For tests: the gradients (fp32, unpadded param_layout order) after backward (with several ranks, before
     // clip_grad_norm: the reduction may have begun).
-    void get_grads(float* out) const {
-        std::vector<float> g(Pg_);
-        cudaCheck(cudaMemcpy(g.data(), grads_, Pg_ * sizeof(float), cudaMemcpyDeviceToHost));
-        from_padded(g.data(), out);
-    }
+    void get_grads(float* out) const { download_unpadded(grads_, out); }
     // For dev/bench_model: time every op of the following steps (null: stop), on the stream the ops run on.
-    void set_timer(OpTimer* t) { model_.timer = t; }
+    void set_timer(OpTimer* t) { model_.set_timer(t); }
     cudaStream_t stream() const { return compute_; }
     // The KV-cache decoder reads the bf16 weights in place and queues on the compute stream.
     std::unique_ptr<Decoder> make_decoder(int capacity) const override {
-        return std::unique_ptr<Decoder>(new CudaDecoder({&cfg_, params_, &model_.glayout, model_.Vp, compute_}, capacity));
+        if (!decoder_)
+            throw std::logic_error("this CudaEngine was built without a decoder maker (engine_factory.h's make_engine "
+                                   "hands it inspect/cuda_decoder.cuh's make_cuda_decoder)");
+        return decoder_(model_, compute_, capacity);
     }
 
   private:
-    // An upload slot (memory_plan.h's upload_ints): tokens (N), targets (N), then the embedding backward's plan
-    // (embedding.cuh's embedding_plan), of which the plan's sizes are meaningful. Host staging has the same layout.
-    struct Upload {
-        int *tokens, *targets, *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;
+    // The step's phase, in engine.h's order (zero_grad, micro-steps, clip_grad_norm, adamw_step, read_stats); a
+    // call out of that order is a logic_error rather than a step computed from the wrong state.
+    enum class Phase {
+        Open,              // a fresh engine, or a step read: no logits to read, nothing queued for read_stats
+        Forwarded,         // forward() ran last: its logits are readable (target_logprobs, logits_at)
+        Accumulating,      // zero_grad or micro-steps: gradients being summed, not yet reduced across the ranks
+        Reducing,          // the last micro-step queued the reduction across the ranks during its backward
+        Clipped,           // clip_grad_norm: the reduction awaited, the norm and the stats' read-back queued
+        Updated,           // adamw_step after the clip: the update queued after the stats' read-back
+        UpdatedUnclipped,  // adamw_step without a clip (no norm): the same
     };
-    ModelConfig cfg_;
     ParamLayout layout_;  // the interface's (unpadded) order
     CudaModel model_;     // the layers; its glayout is the device's order (the same tensors, V padded to Vp)
-    size_t Pg_ = 0;
-    bf16* params_ = nullptr;
+    CudaDecoderMaker decoder_ = nullptr;
+    bf16* params_ = nullptr;  // palloc() elements, as grads_
     float *grads_ = nullptr, *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr;
     // small: the step's results (loss sum, squared norm), norm partials, the AdamW launch table
     char* small_mem_ = nullptr;
@@ -215,35 +232,43 @@ class CudaEngine : public Engine {
     AdamWLaunchRange* ranges_dev_ = nullptr;
     int n_ranges_ = 0, adamw_blocks_ = 0;
     char* acts_mem_ = nullptr;
-    long acts_N_ = 0;  // rows the activation block holds (B T of the largest forward so far)
-    int acts_B_ = 0, acts_T_ = 0;
+    long acts_N_ = 0;        // rows the activation block holds (B T of the largest forward so far)
     EmbeddingPlanSize emb_;  // the current micro-batch's embedding plan
-    long t_ = 0;
+    long t_ = 0;             // AdamW updates applied (a skipped one is never counted)
+    Phase phase_ = Phase::Open;
+    double max_norm_ = 0;    // the clip's, for the update
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
     cudaEvent_t uploaded_[2], buckets_uploaded_[2], slot_free_[2], carved_, stats_ready_;
     int slot_ = 0;  // the upload slot of the current micro-batch
     mutable StagingRing ring_;
-    int* last_host_ = nullptr;       // the current micro-batch's staging slot (same layout as Upload)
+    int* last_host_ = nullptr;       // the current micro-batch's staging slot (memory_plan.h's UploadSlot layout)
     std::vector<int> bucket_count_;  // embedding_plan's histogram
     double* stats_host_ = nullptr;   // pinned (2): loss sum, squared norm
-    bool stats_queued_ = false, norm_read_ = false, clip_pending_ = false, logits_valid_ = false;
-    bool update_unread_ = false;  // an adamw_step queued since the last read_stats
     uint64_t stats_mark_ = 0;
-    double max_norm_ = 0;
     // data parallelism (see the top)
     DataParallel dp_;
     Comm comm_;
     Shard shard_;         // this rank's part [begin, end) of the device vector [0, Pg), S = shard_.size
-    size_t Palloc_ = 0;   // elements of params_ and grads_: Pg padded to world x S (the collectives' extent)
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
     std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end): wte, layers 0 .. L-1, the head (lnf, lm_head)
-    bool grads_reduced_ = false;
-    bool reduction_awaited_ = false;  // the compute stream waits for every reduction of the current gradients
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
-    size_t state_size() const { return sharded() ? shard_.size : Pg_; }  // elements of master, m, v
+    size_t state_size() const { return sharded() ? shard_.size : model_.glayout.total; }  // of master, m, v
+    // Elements of params_ and grads_: Pg padded to world x S (the collectives' extent).
+    size_t palloc() const { return shard_.size * dp_.world(); }
+    void expect(std::initializer_list<Phase> legal, const char* call) const {
+        static const char* const after[] = {"a finished step (or none)", "forward", "zero_grad or forward_backward",
+                                            "the last micro-step", "clip_grad_norm", "adamw_step", "adamw_step"};
+        if (std::find(legal.begin(), legal.end(), phase_) == legal.end())
+            throw std::logic_error(std::string("CudaEngine: ") + call + " after " + after[(int)phase_] +
+                                   " (a step is zero_grad, forward_backward..., clip_grad_norm, adamw_step, "
+                                   "read_stats; the logits are read after forward)");
+    }
+    void expect_no_update(const char* call) const {
+        expect({Phase::Open, Phase::Forwarded, Phase::Accumulating, Phase::Reducing, Phase::Clipped}, call);
+    }
     std::string device_name() const {
         int dev = 0;
         cudaCheck(cudaGetDevice(&dev));
@@ -268,12 +293,11 @@ class CudaEngine : public Engine {
         comm_group_end(comm_);
     }
     // Everything reduced (what the backward did not do, now), and the compute stream waiting for it.
-    // Once per step's gradients (clip_grad_norm and adamw_step both call it).
+    // Once per step's gradients (clip_grad_norm, or adamw_step without a clip).
     void finish_reduction() {
-        if (reduction_awaited_) return;
-        if (!grads_reduced_)
+        if (phase_ == Phase::Clipped) return;
+        if (phase_ != Phase::Reducing)
             for (const auto& b : buckets_) reduce_bucket(b.first, b.second);
-        grads_reduced_ = true, reduction_awaited_ = true;
         cudaCheck(cudaEventRecord(reduced_, comm_stream_));
         cudaCheck(cudaStreamWaitEvent(compute_, reduced_, 0));
     }
@@ -307,13 +331,10 @@ class CudaEngine : public Engine {
         }
         return s;
     }
-    void mark(const char* op) {
-        if (model_.timer) model_.timer->mark(op, compute_);
-    }
     // Interface (unpadded) <-> device (padded) order: tensor i of one is tensor i of the other, the first
     // rows * cols elements of each device tensor are the interface tensor (rows past V are the padding).
     std::vector<float> to_padded(const float* in) const {
-        std::vector<float> g(Pg_, 0.0f);
+        std::vector<float> g(model_.glayout.total, 0.0f);
         for (size_t i = 0; i < layout_.tensors.size(); i++)
             std::copy_n(in + layout_.tensors[i].offset, layout_.tensors[i].numel(),
                         g.begin() + model_.glayout.tensors[i].offset);
@@ -324,29 +345,29 @@ class CudaEngine : public Engine {
             std::copy_n(g + model_.glayout.tensors[i].offset, layout_.tensors[i].numel(), out + layout_.tensors[i].offset);
     }
     void download_unpadded(const float* dev, float* out) const {
-        std::vector<float> g(Pg_);
-        cudaCheck(cudaMemcpy(g.data(), dev, Pg_ * sizeof(float), cudaMemcpyDeviceToHost));
+        std::vector<float> g(model_.glayout.total);
+        cudaCheck(cudaMemcpy(g.data(), dev, g.size() * sizeof(float), cudaMemcpyDeviceToHost));
         from_padded(g.data(), out);
     }
-    Upload upload_of(int* base, long N) const {
-        int* p = base + 2 * N;  // positions
-        return {base, base + N, p, p + N, p + 2 * N + 1, p + 3 * N + 1, p + 4 * N + 1, p + 5 * N + 1};
+    static UploadSlot upload_at(int* base, long N) {
+        UploadSlot u;
+        carve_upload(N, base, u);
+        return u;
     }
 
     void ensure_acts(int B, int T);
     long upload_batch(const int* inputs, const int* targets, long N);
     void upload_buckets(const int* inputs, long N);
-    void queue_stats_readback() {
+    // clipped: a training step's stats after clip_grad_norm, which with several ranks are summed over them.
+    void queue_stats_readback(bool clipped) {
         cudaCheck(cudaMemcpyAsync(step_stats_, loss_acc_, sizeof(double), cudaMemcpyDeviceToDevice, compute_));
         cudaCheck(cudaMemsetAsync(loss_acc_, 0, sizeof(double), compute_));  // after the snapshot, in stream order
         // With several ranks, a training step's loss (and ZeRO-1's squared norms of the shards) summed over the
         // ranks: every rank's AdamW then skips or clips alike, and read_stats returns the job's loss.
-        if (clip_pending_ && dp_.world() > 1) comm_all_reduce_sum(comm_, step_stats_, sharded() ? 2 : 1, compute_);
+        if (clipped && dp_.world() > 1) comm_all_reduce_sum(comm_, step_stats_, sharded() ? 2 : 1, compute_);
         cudaCheck(cudaMemcpyAsync(stats_host_, step_stats_, 2 * sizeof(double), cudaMemcpyDeviceToHost, compute_));
         cudaCheck(cudaEventRecord(stats_ready_, compute_));
         stats_mark_ = ring_.mark();
-        stats_queued_ = true;
-        norm_read_ = clip_pending_;
     }
     // Waits for everything queued (the read-backs of evaluation); every staging slot is free afterwards.
     void sync_all() const {
@@ -356,18 +377,16 @@ class CudaEngine : public Engine {
     }
 };
 
-inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataParallel& dp)
-    : cfg_((validate_config(c), c)), layout_(param_layout(c)), model_(c, recompute), dp_(dp) {
-    Pg_ = model_.glayout.total;
-    shard_ = zero_shard(Pg_, dp_.world(), dp_.rank());
-    Palloc_ = shard_.size * dp_.world();
+inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataParallel& dp, CudaDecoderMaker decoder)
+    : layout_(param_layout((validate_config(c), c))), model_(c, recompute), decoder_(decoder), dp_(dp) {
+    const ParamLayout& g = model_.glayout;
+    shard_ = zero_shard(g.total, dp_.world(), dp_.rank());
     if (dp_.world() > 1) comm_ = comm_init(*dp_.dist);
     // The buckets, in the order the backward completes them: the head, layers L-1 .. 0, the embedding.
-    const size_t layers_end = model_.glayout.lnf_w;
-    buckets_.push_back({0, model_.glayout.layer[0].ln1_w});
-    for (int l = 0; l < cfg_.L(); l++)
-        buckets_.push_back({model_.glayout.layer[l].ln1_w, l + 1 < cfg_.L() ? model_.glayout.layer[l + 1].ln1_w : layers_end});
-    buckets_.push_back({layers_end, Pg_});
+    const int L = model_.cfg.L();
+    buckets_.push_back({0, g.layer[0].ln1_w});
+    for (int l = 0; l < L; l++) buckets_.push_back({g.layer[l].ln1_w, l + 1 < L ? g.layer[l + 1].ln1_w : g.lnf_w});
+    buckets_.push_back({g.lnf_w, g.total});
     cudaCheck(cudaStreamCreate(&compute_));  // blocking: stray legacy-stream calls (cudaMemcpy) still order after it
     cudaCheck(cudaStreamCreate(&copy_));
     for (int s = 0; s < 2; s++) {
@@ -382,15 +401,15 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataPa
     cudaCheck(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
     cudaCheck(cudaMallocHost(&stats_host_, 2 * sizeof(double)));
-    cudaCheck(cudaMalloc(&params_, Palloc_ * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&grads_, Palloc_ * sizeof(float)));
+    cudaCheck(cudaMalloc(&params_, palloc() * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&grads_, palloc() * sizeof(float)));
     const size_t S = state_size();  // ZeRO-1: master, m and v of this rank's shard only
     cudaCheck(cudaMalloc(&opt_, 3 * S * sizeof(float)));
     master_ = opt_, m_ = opt_ + S, v_ = opt_ + 2 * S;
     cudaCheck(cudaMemset(opt_, 0, 3 * S * sizeof(float)));
-    cudaCheck(cudaMemset(params_, 0, Palloc_ * sizeof(bf16)));
-    cudaCheck(cudaMemset(grads_, 0, Palloc_ * sizeof(float)));
-    const std::vector<AdamWRange> all = adamw_ranges(model_.glayout);
+    cudaCheck(cudaMemset(params_, 0, palloc() * sizeof(bf16)));
+    cudaCheck(cudaMemset(grads_, 0, palloc() * sizeof(float)));
+    const std::vector<AdamWRange> all = adamw_ranges(g);
     const std::vector<AdamWLaunchRange> ranges =
         adamw_launch_ranges(sharded() ? shard_ranges(all, shard_.offset, shard_.offset + shard_.size) : all);
     n_ranges_ = (int)ranges.size(), adamw_blocks_ = ranges.back().first_block;
@@ -404,7 +423,7 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataPa
     norm_sq_ = step_stats_ + 1, loss_acc_ = step_stats_ + 2;
     cudaCheck(cudaMemset(step_stats_, 0, 3 * sizeof(double)));
     cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));
-    model_.params = params_, model_.grads = grads_;
+    model_.attach(params_, grads_);
 }
 
 inline CudaEngine::~CudaEngine() {
@@ -424,17 +443,14 @@ inline CudaEngine::~CudaEngine() {
 // new layout overlaps memory queued work may still use, so the upload stream first waits for everything queued on
 // the compute stream.
 inline void CudaEngine::ensure_acts(int B, int T) {
-    if (B == acts_B_ && T == acts_T_) return;
+    if (B == model_.batch() && T == model_.seq()) return;
     const long N = (long)B * T;
-    Activations<bf16> measured;
-    const size_t bytes = carve_activations(cfg_, B, T, model_.recompute, nullptr, measured);
     if (N > acts_N_ || !acts_mem_) {
         cudaCheck(cudaFree(acts_mem_));
-        cudaCheck(cudaMalloc(&acts_mem_, bytes));
+        cudaCheck(cudaMalloc(&acts_mem_, model_.activation_bytes(B, T)));
         acts_N_ = N;
     }
-    carve_activations(cfg_, B, T, model_.recompute, acts_mem_, model_.a);
-    acts_B_ = B, acts_T_ = T;
+    model_.carve(B, T, acts_mem_);
     cudaCheck(cudaEventRecord(carved_, compute_));
     cudaCheck(cudaStreamWaitEvent(copy_, carved_, 0));
 }
@@ -449,7 +465,7 @@ inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long
     if (targets)
         for (long n = 0; n < N; n++) host[N + n] = targets[n], count += targets[n] >= 0;
     cudaCheck(cudaStreamWaitEvent(copy_, slot_free_[slot_], 0));  // the micro-step before last is done with it
-    cudaCheck(cudaMemcpyAsync(model_.a.upload[slot_], host, (targets ? 2 : 1) * N * sizeof(int),
+    cudaCheck(cudaMemcpyAsync(model_.acts().upload[slot_], host, (targets ? 2 : 1) * N * sizeof(int),
                               cudaMemcpyHostToDevice, copy_));
     cudaCheck(cudaEventRecord(uploaded_[slot_], copy_));
     cudaCheck(cudaStreamWaitEvent(compute_, uploaded_[slot_], 0));
@@ -460,85 +476,90 @@ inline long CudaEngine::upload_batch(const int* inputs, const int* targets, long
 // The embedding backward's buckets, built from the host's tokens into the slot's staging and uploaded; called
 // once the forward is queued, so the sort overlaps the GPU's work.
 inline void CudaEngine::upload_buckets(const int* inputs, long N) {
-    int* host = last_host_;
-    const Upload h = upload_of(host, N);
+    const UploadSlot h = upload_at(last_host_, N);
     emb_ = embedding_plan(inputs, N, h.positions, h.seg_start, h.seg_row, h.seg_slot, h.fin_row, h.fin_first,
                           bucket_count_);
-    cudaCheck(cudaMemcpyAsync(upload_of(model_.a.upload[slot_], N).positions, h.positions,
-                              (upload_ints(N) - 2 * N) * sizeof(int),
-                              cudaMemcpyHostToDevice, copy_));
+    cudaCheck(cudaMemcpyAsync(upload_at(model_.acts().upload[slot_], N).positions, h.positions,
+                              (upload_ints(N) - (h.positions - h.tokens)) * sizeof(int), cudaMemcpyHostToDevice,
+                              copy_));
     cudaCheck(cudaEventRecord(buckets_uploaded_[slot_], copy_));
 }
 
 inline void CudaEngine::forward(const int* inputs, const int* targets, int B, int T) {
-    validate_forward_inputs(cfg_, inputs, targets, B, T);
+    expect({Phase::Open, Phase::Forwarded, Phase::Accumulating}, "forward");
+    const ModelConfig& c = model_.cfg;
+    validate_forward_inputs(c, inputs, targets, B, T);
     const long N = (long)B * T;
     ensure_acts(B, T);
-    model_.B = B, model_.T = T;
     const long count = upload_batch(inputs, targets, N);
-    const Upload up = upload_of(model_.a.upload[slot_], N);
+    const Activations<bf16>& a = model_.acts();
+    const UploadSlot up = upload_at(a.upload[slot_], N);
     model_.forward(up.tokens, compute_);
-    softmax_crossentropy_forward(model_.a.losses, model_.a.lse, model_.a.logits, targets ? up.targets : nullptr, N,
-                                 cfg_.V, model_.Vp, compute_);
-    mark("classifier");
+    softmax_crossentropy_forward(a.losses, a.lse, a.logits, targets ? up.targets : nullptr, N, c.V, model_.Vp,
+                                 compute_);
+    model_.mark("classifier", compute_);
     if (count) {
-        loss_sum(loss_acc_, model_.a.losses, N, 1.0 / count, compute_);
-        mark("loss_sum");
+        loss_sum(loss_acc_, a.losses, N, 1.0 / count, compute_);
+        model_.mark("loss_sum", compute_);
     }
     cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
-    logits_valid_ = true;
+    phase_ = Phase::Forwarded;
 }
 
 inline void CudaEngine::forward_backward(const int* inputs, const int* targets, int B, int T, float grad_scale,
                                          bool last_micro_step) {
     if (!targets) throw std::logic_error("forward_backward needs targets");
-    validate_forward_inputs(cfg_, inputs, targets, B, T);
+    expect({Phase::Open, Phase::Forwarded, Phase::Accumulating}, "forward_backward");
+    const ModelConfig& c = model_.cfg;
+    validate_forward_inputs(c, inputs, targets, B, T);
     const long N = (long)B * T;
     ensure_acts(B, T);
-    model_.B = B, model_.T = T;
-    logits_valid_ = false, reduction_awaited_ = false;  // new gradients: the step's reduction is still to come
+    phase_ = Phase::Accumulating;  // new gradients (and no logits): the step's reduction is still to come
     const long count = upload_batch(inputs, targets, N);
     if (count == 0) {  // every target masked: the loss is the constant 0, no gradient
         cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
         return;
     }
-    const Upload up = upload_of(model_.a.upload[slot_], N);
+    const Activations<bf16>& a = model_.acts();
+    const UploadSlot up = upload_at(a.upload[slot_], N);
     model_.forward(up.tokens, compute_);
     upload_buckets(inputs, N);  // while the GPU runs the forward
     const float dloss = grad_scale / (float)count;
-    softmax_crossentropy_fused(model_.a.losses, model_.a.logits, up.targets, N, cfg_.V, model_.Vp, dloss, compute_);
-    mark("classifier");
-    loss_sum(loss_acc_, model_.a.losses, N, (double)grad_scale / count, compute_);
-    mark("loss_sum");
+    softmax_crossentropy_fused(a.losses, a.logits, up.targets, N, c.V, model_.Vp, dloss, compute_);
+    model_.mark("classifier", compute_);
+    loss_sum(loss_acc_, a.losses, N, (double)grad_scale / count, compute_);
+    model_.mark("loss_sum", compute_);
     // The last micro-step of a data-parallel step reduces each bucket as soon as the backward completes it.
     const bool reduce_now = last_micro_step && dp_.world() > 1;
     model_.backward({up.positions, up.seg_start, up.seg_row, up.seg_slot, up.fin_row, up.fin_first, emb_.segments,
                      emb_.multi}, buckets_uploaded_[slot_], [&](size_t k) {
         if (reduce_now) reduce_bucket(buckets_[k].first, buckets_[k].second);
     }, compute_);
-    grads_reduced_ = grads_reduced_ || reduce_now;
+    if (reduce_now) phase_ = Phase::Reducing;
     cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
 }
 
 inline void CudaEngine::target_logprobs(const int* targets, float* out) const {
-    if (!logits_valid_) throw std::logic_error("target_logprobs needs a forward() (not forward_backward)");
-    const long N = (long)model_.B * model_.T;
+    if (phase_ != Phase::Forwarded) throw std::logic_error("target_logprobs needs a forward() (not forward_backward)");
+    const Activations<bf16>& a = model_.acts();
+    const long N = (long)model_.batch() * model_.seq();
     int* host = ring_.acquire(std::max(N, (long)1), compute_);
     std::copy_n(targets, N, host);
-    int* dev = upload_of(model_.a.upload[slot_], N).targets;  // this forward's slot; the compute stream orders it
+    int* dev = upload_at(a.upload[slot_], N).targets;  // this forward's slot; the compute stream orders it
     cudaCheck(cudaMemcpyAsync(dev, host, N * sizeof(int), cudaMemcpyHostToDevice, compute_));
-    ::target_logprobs(model_.a.logprobs, model_.a.logits, model_.a.lse, dev, N, model_.Vp, compute_);
+    ::target_logprobs(a.logprobs, a.logits, a.lse, dev, N, model_.Vp, compute_);
     float* back = reinterpret_cast<float*>(ring_.acquire(std::max(N, (long)1), compute_));
-    cudaCheck(cudaMemcpyAsync(back, model_.a.logprobs, N * sizeof(float), cudaMemcpyDeviceToHost, compute_));
+    cudaCheck(cudaMemcpyAsync(back, a.logprobs, N * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     sync_all();
     std::copy_n(back, N, out);
 }
 
 inline void CudaEngine::logits_at(int b, int t, float* out) const {
-    if (!logits_valid_) throw std::logic_error("logits_at needs a forward() (not forward_backward)");
-    bf16* back = reinterpret_cast<bf16*>(ring_.acquire((cfg_.V + 1) / 2, compute_));
-    cudaCheck(cudaMemcpyAsync(back, model_.a.logits + ((size_t)b * model_.T + t) * model_.Vp, cfg_.V * sizeof(bf16),
-                              cudaMemcpyDeviceToHost, compute_));
+    if (phase_ != Phase::Forwarded) throw std::logic_error("logits_at needs a forward() (not forward_backward)");
+    const int V = model_.cfg.V;
+    bf16* back = reinterpret_cast<bf16*>(ring_.acquire((V + 1) / 2, compute_));
+    cudaCheck(cudaMemcpyAsync(back, model_.acts().logits + ((size_t)b * model_.seq() + t) * model_.Vp,
+                              V * sizeof(bf16), cudaMemcpyDeviceToHost, compute_));
     sync_all();
-    for (int v = 0; v < cfg_.V; v++) out[v] = back[v];
+    for (int v = 0; v < V; v++) out[v] = back[v];
 }

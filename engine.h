@@ -8,6 +8,9 @@
 // as the work is queued (the CPU engine simply does it), so the host prepares the next micro-batch while the
 // GPU computes this one. What a step produces, the summed loss and the gradient norm, stays on the device until
 // read_stats: the one call of a training step that waits for the GPU (test_model_cuda.cpp counts them).
+// A step's calls come in train_step.h's order (zero_grad, forward_backward..., clip_grad_norm, adamw_step,
+// read_stats), and target_logprobs and logits_at follow a forward; the CUDA engine refuses any other order with a
+// std::logic_error (so that nothing is computed from a half-finished step's state).
 //
 // Data parallelism (several ranks, dist/process_group.h): each rank's engine runs forward_backward on its own micro-batches;
 // the gradients are then summed over the ranks before clip_grad_norm reads them, so clip_grad_norm and
@@ -103,11 +106,11 @@ class Engine {
     // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
     // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
-    // Waits for the work queued up to the last clip_grad_norm (or up to now, if none since the last read) and
-    // returns the loss sum since the last read (then zero) and that norm. With several ranks, a training step's
-    // loss (read after clip_grad_norm) is summed over the ranks, like the norm, so every rank's non-finite guard
-    // decides alike; a forward-only loss (validation) is this rank's. An AdamW update queued after the clip
-    // keeps running while the host goes on.
+    // Waits for the work queued up to the last clip_grad_norm (or adamw_step without one; or up to now, if neither
+    // since the last read) and returns the loss sum since the last read (then zero) and that norm. With several
+    // ranks, a training step's loss (read after clip_grad_norm) is summed over the ranks, like the norm, so every
+    // rank's non-finite guard decides alike; a forward-only loss (validation) is this rank's. An AdamW update
+    // queued after the clip keeps running while the host goes on.
     virtual StepStats read_stats() = 0;
     // The parameters whose AdamW moments this rank holds, as [begin, end) of the interface order: all of
     // [0, P) unless ZeRO-1 shards them. get/set_optimizer move the moments of exactly this range (end - begin

@@ -10,6 +10,7 @@
 // With several ranks (EngineOptions::dp, dist/process_group.h) each rank takes the GPU of its local rank (on the executor, which
 // has one, they share it), and CPU ranks split the node's cores among themselves (unless OMP_NUM_THREADS says
 // otherwise).
+// It also hands the CUDA engine its KV-cache decoder (inspect/cuda_decoder.cuh), which builds on the engine's model.
 // Does not: fall back to the CPU silently (`why` says which engine and why).
 #pragma once
 
@@ -28,6 +29,7 @@
 #define PRISM_HAS_CUDA_ENGINE 1
 #include "memory_plan.h"
 #include "cuda_engine.cuh"
+#include "inspect/cuda_decoder.cuh"
 #endif
 
 struct EngineOptions {
@@ -115,7 +117,7 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOpt
                 recompute = true;
             }
         }
-        return std::unique_ptr<Engine>(new CudaEngine(c, recompute, o.dp));
+        return std::unique_ptr<Engine>(new CudaEngine(c, recompute, o.dp, make_cuda_decoder));
     }
     why = o.force_cpu ? "CPU forced by --cpu" : "no usable GPU (" + no_gpu_reason(err) + "): running on the CPU";
     cudaGetLastError();  // clear the failed query so later CUDA calls do not report it

@@ -50,13 +50,14 @@ inline ParamLayout device_layout(const ModelConfig& c) {
     return g;
 }
 
-// Carves typed, 256-byte aligned arrays out of one allocation (the engine's), or with base == nullptr only
-// measures (the plan).
+// Carves typed arrays, each `align`-byte aligned (256 by default), out of one allocation (the engine's), or with
+// base == nullptr only measures (the plan).
 struct Carver {
     char* base = nullptr;
     size_t bytes = 0;
+    size_t align = 256;
     template <class T> T* take(size_t n) {
-        bytes = (bytes + 255) / 256 * 256;
+        bytes = (bytes + align - 1) / align * align;
         T* p = base ? reinterpret_cast<T*>(base + bytes) : nullptr;
         bytes += n * sizeof(T);
         return p;
@@ -80,8 +81,22 @@ inline ActivationWidths activation_widths(const ModelConfig& c) {
 
 // One upload of a micro-batch of N rows (an upload slot, and its pinned staging): tokens (N), targets (N), then
 // the embedding backward's plan (embedding.cuh's embedding_plan): positions (N), seg_start (N + 1), seg_row (N),
-// seg_slot (N), fin_row (N), fin_first (N + 1).
-inline size_t upload_ints(long N) { return 8 * (size_t)N + 2; }
+// seg_slot (N), fin_row (N), fin_first (N + 1). Packed (4-byte aligned): the plan, positions onwards, is one copy.
+struct UploadSlot {
+    int *tokens, *targets, *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;
+};
+// Lays a slot out from base (nullptr: only measures) and returns its ints.
+inline size_t carve_upload(long N, int* base, UploadSlot& u) {
+    Carver k{reinterpret_cast<char*>(base), 0, sizeof(int)};
+    u.tokens = k.take<int>(N), u.targets = k.take<int>(N), u.positions = k.take<int>(N);
+    u.seg_start = k.take<int>(N + 1), u.seg_row = k.take<int>(N), u.seg_slot = k.take<int>(N);
+    u.fin_row = k.take<int>(N), u.fin_first = k.take<int>(N + 1);
+    return k.bytes / sizeof(int);
+}
+inline size_t upload_ints(long N) {
+    UploadSlot measured;
+    return carve_upload(N, nullptr, measured);
+}
 
 // The CUDA engine's activation block at B x T (N = B T rows; w, h, hid of layer l): the one layout, carved by
 // the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base == nullptr).

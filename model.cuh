@@ -2,8 +2,8 @@
 // from tokens to logits, the classifier, and the backward into fp32 gradients, each op mirroring ref/reference.h's
 // RefModel op for op (same buffers, same accumulation conventions). Every tensor is in the device layout
 // (memory_plan.h: V padded to Vp, 256-byte aligned); the activations are memory_plan.h's one layout.
-// Does not: own the weights, gradients or activations (the engine allocates them: cuda_engine.cuh), know about
-// streams beyond the one it is given, ranks, or the optimizer.
+// Does not: own the weights, gradients or activations (the engine allocates them, cuda_engine.cuh, and hands them
+// in: attach, carve), know about streams beyond the one it is given, ranks, or the optimizer.
 // Design, short (the long form: docs/engine.md): every residual add is fused with the norm that follows it; each
 // branch's gradient is the residual-state gradient's leading w columns, read in place by the matmuls; no kernel
 // uses atomics, so a run repeats bit for bit. --recompute keeps ln1, ln2 and the SwiGLU output in two shared
@@ -51,17 +51,32 @@ class CudaModel {
     const ModelConfig cfg;
     const ParamLayout glayout;  // the device's parameter layout
     const int Vp;               // V padded (memory_plan.h)
-    const bool rms, recompute;  // RMSNorm (else LayerNorm); norm and SwiGLU outputs recomputed in the backward
-    // The step's memory, the engine's: weights (Pg) bf16, gradients (Pg) fp32, the activations carved for B x T.
-    bf16* params = nullptr;
-    float* grads = nullptr;
-    Activations<bf16> a{};
-    int B = 0, T = 0;
-    OpTimer* timer = nullptr;
+    const bool recompute;       // norm and SwiGLU outputs recomputed in the backward
 
-    // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
-    bf16* resid(int k) const { return a.resid + (size_t)k * B * T * cfg.D(); }
-    // Embedding, L layers, final norm, head: a.logits (N, Vp) from tokens (N) on the device.
+    // The step's memory is the engine's, handed in: the weights (glayout.total bf16) and gradients (fp32), once...
+    void attach(bf16* weights, float* gradients) { params = weights, grads = gradients; }
+    // ... and the activations for B x T, carved from `block` (activation_bytes(B, T) of it; memory_plan.h's layout).
+    void carve(int batch, int seq, char* block) {
+        carve_activations(cfg, batch, seq, recompute, block, a);
+        B = batch, T = seq;
+    }
+    size_t activation_bytes(int batch, int seq) const {
+        Activations<bf16> measured;
+        return carve_activations(cfg, batch, seq, recompute, nullptr, measured);
+    }
+    const bf16* weights() const { return params; }
+    const Activations<bf16>& acts() const { return a; }
+    int batch() const { return B; }  // the micro-batch B x T the activations are carved for
+    int seq() const { return T; }
+
+    // Every op's end, on the stream it ran on, to the timer (dev/bench_model; null: none): the model's and the
+    // engine's ops alike.
+    void set_timer(OpTimer* t) { timer = t; }
+    void mark(const char* op, cudaStream_t s) const {
+        if (timer) timer->mark(op, s);
+    }
+
+    // Embedding, L layers, final norm, head: acts().logits (N, Vp) from tokens (N) on the device.
     void forward(const int* tokens, cudaStream_t s);
     // The backward of the last forward, whose logits the fused classifier has turned into dlogits. grads += the
     // gradients; bucket_done(k) once bucket k's are complete (the head L + 1, layer l 1 + l, the embedding 0);
@@ -70,18 +85,23 @@ class CudaModel {
                   cudaStream_t s);
 
   private:
+    const bool rms;  // RMSNorm, else LayerNorm
+    bf16* params = nullptr;
+    float* grads = nullptr;
+    Activations<bf16> a{};
+    int B = 0, T = 0;
+    OpTimer* timer = nullptr;
     float* tables_ = nullptr;           // RoPE (T, head_dim) fp32 per distinct head_dim
     std::map<int, float*> table_of_;
 
+    // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
+    bf16* resid(int k) const { return a.resid + (size_t)k * B * T * cfg.D(); }
     bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
     float* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads + off; }
     size_t Wout() const { return cfg.tied ? glayout.wte : glayout.lm_head; }
     float attn_scale(int l) const {
         const double hd = cfg.layers[l].head_dim();
         return (float)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
-    }
-    void mark(const char* op, cudaStream_t s) const {
-        if (timer) timer->mark(op, s);
     }
     void layer_forward(int l, cudaStream_t s);
     void layer_backward(int l, cudaStream_t s);
@@ -91,8 +111,8 @@ class CudaModel {
 #define OP(name, ...) (__VA_ARGS__, mark(name, s))
 
 inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
-    : cfg(c), glayout(device_layout(c)), Vp(padded_vocab(c.V)), rms(c.norm == NormType::RMSNorm),
-      recompute(recompute_) {
+    : cfg(c), glayout(device_layout(c)), Vp(padded_vocab(c.V)), recompute(recompute_),
+      rms(c.norm == NormType::RMSNorm) {
     std::vector<int> hds;
     for (const LayerSpec& l : cfg.layers)
         if (std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end()) hds.push_back(l.head_dim());

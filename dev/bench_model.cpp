@@ -17,7 +17,7 @@
 // often tokens repeat (near-uniform synthetic ids hid its serial walk over the most frequent token); the first
 // micro-batch's token statistics (embedding_plan) also go into the cost model. --synthetic: the old spread ids.
 // -b 0: the largest B of 16, 8, 4, 2, 1 whose --plan memory fits 90% of the GPU's free memory (on the cost-model
-// path: B 16). --before-fixes: the cost model with the audit's inefficiencies (run/cost_model.h), for comparison.
+// path: B 16).
 // MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention counted over the full T x T square
 // as PaLM and llm.c do) x tokens/s / the dense bf16 peak (util/mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
 // missing from the table prints "MFU n/a" rather than a made-up number.
@@ -135,7 +135,7 @@ void print_ops(const std::vector<OpCost>& ops, const RooflineGpu& g, const std::
 int main(int argc, char** argv) {
     int B = 16, T = 0, steps = 10, V = 50257;
     long n_micro = 1;
-    bool recompute = false, cost_only = false, synthetic = false, before = false;
+    bool recompute = false, cost_only = false, synthetic = false;
     std::string models = "124M,124M:prism,124M:x", token_file;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -151,12 +151,11 @@ int main(int argc, char** argv) {
         else if (a == "--models") models = next();
         else if (a == "--recompute") recompute = true;
         else if (a == "--cost-model") cost_only = true;
-        else if (a == "--before-fixes") before = true;
         else if (a == "--tokens") token_file = next();
         else if (a == "--synthetic") synthetic = true;
         else {
             fprintf(stderr, "usage: bench_model [-b B (0: the largest that fits)] [-t T] [--micro-steps n] [--steps n] "
-                            "[-V vocab] [--recompute] [--cost-model [--before-fixes]] [--tokens SHARD | --synthetic] "
+                            "[-V vocab] [--recompute] [--cost-model] [--tokens SHARD | --synthetic] "
                             "[--models 124M,124M:prism,124M:x]\n");
             return 2;
         }
@@ -238,7 +237,6 @@ int main(int argc, char** argv) {
                 window++;
             };
             CostOptions copt;
-            copt.issues = before ? KernelIssues::before_fixes() : KernelIssues();
             std::string token_note;
             {
                 std::vector<int> in0(Nm), tg0(Nm);
@@ -260,9 +258,8 @@ int main(int argc, char** argv) {
             for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
             const double planned = gib(gpu_memory(c, Bm, t, recompute).total());
             printf("\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
-                   "(--plan)%s%s\n%s", name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens,
-                   param_layout(c).total, planned, recompute ? " (recompute)" : "",
-                   before ? "; cost model: the kernels BEFORE the audit's fixes (estimates)" : "", token_note.c_str());
+                   "(--plan)%s\n%s", name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens,
+                   param_layout(c).total, planned, recompute ? " (recompute)" : "", token_note.c_str());
             char line[256];
             snprintf(line, sizeof line, "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
                      "%.0f tok/s, MFU %.1f%%", name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3,

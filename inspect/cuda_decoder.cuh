@@ -1,6 +1,8 @@
-// inspect/cuda_decoder.cuh: CudaDecoder, the KV-cache Decoder (engine.h) on the GPU, reading the CUDA engine's bf16
-// weights in place (DeviceWeights: no copy, so it decodes with the weights the engine holds at each call)
+// inspect/cuda_decoder.cuh: CudaDecoder, the KV-cache Decoder (engine.h) on the GPU, reading the CUDA model's bf16
+// weights in place (model.cuh's CudaModel: no copy, so it decodes with the weights the engine holds at each call)
 // and queuing on the engine's compute stream (so a decode orders after any training work queued before it).
+// The engine makes one through make_cuda_decoder, handed to it by engine_factory.h (the engine does not include
+// inspect/).
 // A chunk of n new tokens at positions p0 .. p0 + n - 1 runs as n rows through the model's own kernels:
 //   x (n, D) = embed(tokens)
 //   per layer l (w, h, hd = w / h, hid):
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,24 +34,17 @@
 #include "matmul.cuh"
 #include "forward_contract.h"
 #include "memory_plan.h"
+#include "model.cuh"
 #include "model_config.h"
 #include "inspect/residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 
-// What the decoder reads of an engine: its bf16 weights in the device layout (V padded to Vp), in place, and the
-// stream its work orders after. The engine (cuda_engine.cuh) makes one in its make_decoder.
-struct DeviceWeights {
-    const ModelConfig* cfg;
-    const bf16* params;
-    const ParamLayout* layout;
-    int Vp;
-    cudaStream_t stream;
-};
-
 class CudaDecoder : public Decoder {
   public:
-    CudaDecoder(const DeviceWeights& w, int capacity);
+    // On the model's bf16 weights in the device layout (V padded to Vp), in place; `stream`: the one its work
+    // orders after (the engine's compute stream). The model must outlive the decoder.
+    CudaDecoder(const CudaModel& model, cudaStream_t stream, int capacity);
     ~CudaDecoder() override;
     CudaDecoder(const CudaDecoder&) = delete;
     CudaDecoder& operator=(const CudaDecoder&) = delete;
@@ -61,7 +57,7 @@ class CudaDecoder : public Decoder {
     void append(const int* tokens, int n, float* logits, bool all = false) override;
 
   private:
-    DeviceWeights w_;
+    const bf16* params_;
     ModelConfig cfg_;
     const ParamLayout& gl_;  // the engine's device layout
     int Vp_, cap_, pos_ = 0;
@@ -79,12 +75,12 @@ class CudaDecoder : public Decoder {
     float *mean_, *rstd_, *logits_;                              // (n) (n) (logit rows, Vp)
     std::vector<float> host_logits_;
 
-    const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : w_.params + off; }
+    const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params_ + off; }
     void ensure_scratch(int n, int logit_rows);
 };
 
-inline CudaDecoder::CudaDecoder(const DeviceWeights& wts, int capacity)
-    : w_(wts), cfg_(*wts.cfg), gl_(*wts.layout), Vp_(wts.Vp), cap_(capacity), stream_(wts.stream) {
+inline CudaDecoder::CudaDecoder(const CudaModel& model, cudaStream_t stream, int capacity)
+    : params_(model.weights()), cfg_(model.cfg), gl_(model.glayout), Vp_(model.Vp), cap_(capacity), stream_(stream) {
     validate_decoder_capacity(cfg_, capacity);
     for (const LayerSpec& s : cfg_.layers) cache_elems_ += 2 * (size_t)cap_ * s.width;
     cudaCheck(cudaMalloc(&cache_, cache_elems_ * sizeof(bf16)));
@@ -174,4 +170,9 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
     for (int r = 0; r < rows; r++)
         std::copy_n(host_logits_.data() + (size_t)r * Vp_, cfg_.V, logits + (size_t)r * cfg_.V);
     pos_ += n;
+}
+
+// The engine's decoder maker (cuda_engine.cuh's CudaDecoderMaker).
+inline std::unique_ptr<Decoder> make_cuda_decoder(const CudaModel& model, cudaStream_t stream, int capacity) {
+    return std::unique_ptr<Decoder>(new CudaDecoder(model, stream, capacity));
 }

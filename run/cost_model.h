@@ -13,24 +13,10 @@
 // The expected time adds what rooflines leave out, as stated assumptions: matmuls at 75% of the tensor peak
 // (cuBLASLt's typical at these shapes), memory-bound kernels at 80% of HBM bandwidth, 2 us per launch that does
 // not hide behind the previous one (a floor for the tiny ones). Both are estimates until bench_model measures.
-// Two more floors: an op whose one block walks a long dependent chain (the embedding backward's most frequent
-// token) takes at least that walk (chain_s), and an op can carry a known slowdown (the audit's, below).
-// The audit of issue 18 (all estimates until a GPU measures them; `bench_model --cost-model --before-fixes` prints
-// the step as the kernels were, the plain table the step as they are):
-//   attention exponentials   exp2f kept subnormal results: around each MUFU.EX2 a range check (FSETP.GEU x, -126)
-//                            and two conditional multiplies; est. +15% on the forward at head_dim 64 (the audit's
-//                            10-20%), scaled by exponentials per FLOP (64 / hd; the backward has 4/7 of the
-//                            forward's density). Fixed: fast_exp2 (cuda_common.cuh), one MUFU.EX2.
-//   norm_backward banks      lane L's column 8 L + i: an 8-way shared-memory bank conflict on every plane access;
-//                            est. 1.75x on the op (the audit's 1.5-2x). Fixed: swizzled planes (layernorm.cuh).
-//   embedding_backward       one block per distinct token walked all of that token's positions: a chain of
-//                            `most` positions (3-5% of a micro-batch in real text; 4% assumed, or measured from the
-//                            benchmark's tokens) at EMB_POSITION_S each. Fixed: segments of at most 32 positions
-//                            and a second pass over the partial rows of the frequent tokens (embedding.cuh).
-//   attention block order    longest first within one (b, head) only: the last heads' longest tiles started
-//                            last; the slowdown is the ratio of the two orders' makespans, list-scheduled on
-//                            ATT_SLOTS resident blocks (attention_order_slowdown). Fixed: att_block (attention.cuh).
-//   adamw_step               did not itself wait for the gradient reductions: a correctness fix, no cost.
+// One more floor: an op whose one block walks a long dependent chain takes at least that walk (chain_s): the
+// embedding backward's segments of at most EMB_SEGMENT positions of one token (embedding.cuh), at EMB_POSITION_S
+// each, so the most frequent token (3-5% of a micro-batch in real text; 4% assumed, or measured from the
+// benchmark's tokens) costs at most one segment's walk.
 // Does not: model L2 hits (the fused classifier's second read of a row, the norms' re-reads are taken as
 // L2-served, i.e. free), overlap between kernels, or communication.
 #pragma once
@@ -49,14 +35,8 @@ struct OpCost {
     int launches = 1;
     bool attention = false, matmul = false;
     double chain_s = 0;    // the longest dependent walk of one block (a floor on the expected time)
-    double slowdown = 1;   // a known inefficiency's factor on the expected time (the audit's, before its fix)
 };
 
-// Which of the audit's inefficiencies (see the top) to cost: none for the kernels as they are.
-struct KernelIssues {
-    bool exp_range_check = false, norm_bank_conflicts = false, embedding_per_token = false, order_per_head = false;
-    static KernelIssues before_fixes() { return {true, true, true, true}; }
-};
 // The token statistics the embedding backward's cost depends on: defaults for real text (estimates), or measured
 // from a micro-batch's embedding_plan (dev/bench_model does, from its real-text tokens).
 struct CostOptions {
@@ -64,33 +44,9 @@ struct CostOptions {
     double partials_per_position = 0.0125;  // partial rows per position: ~40% of real text is tokens seen > 32
                                             // times in a micro-batch, one row per 32 of their positions
     double distinct = 0;                  // distinct tokens of a micro-batch (0: the bound min(N, V))
-    KernelIssues issues;
 };
 constexpr double EMB_POSITION_S = 1e-7;  // one position of a block's walk: a 16-byte load per thread, est. 4 in
                                          // flight (~0.4 us of HBM latency each): an estimate
-constexpr int ATT_SLOTS = 2 * 132;       // resident attention blocks: 2 per SM of an H100 SXM (an estimate)
-
-// The makespan of blocks of the given lengths started in launch order on `slots` resident blocks, each new block
-// on the first free slot (list scheduling; how a GPU fills its multiprocessors).
-inline double list_makespan(const std::vector<double>& lengths, int slots) {
-    std::vector<double> free_at((size_t)slots, 0.0);
-    for (double len : lengths) {
-        auto it = std::min_element(free_at.begin(), free_at.end());
-        *it += len;
-    }
-    return *std::max_element(free_at.begin(), free_at.end());
-}
-// Causal attention's grid of heads x tiles, tile k of a head (0 the longest) of length tiles - k (in tiles of the
-// other side): the makespan with the tiles of each head in a row (longest first within the head, heads one after
-// another) over the makespan longest first across the whole grid. >= 1.
-inline double attention_order_slowdown(int heads, int tiles, int slots = ATT_SLOTS) {
-    std::vector<double> per_head, global;
-    for (int hd = 0; hd < heads; hd++)
-        for (int k = 0; k < tiles; k++) per_head.push_back(tiles - k);
-    for (int k = 0; k < tiles; k++)
-        for (int hd = 0; hd < heads; hd++) global.push_back(tiles - k);
-    return list_makespan(per_head, slots) / list_makespan(global, slots);
-}
 
 struct RooflineGpu {
     double bandwidth = 3.35e12, peak = 989e12;  // bytes/s, FLOP/s: H100 SXM
@@ -105,14 +61,12 @@ inline double op_time(const OpCost& o, const RooflineGpu& g) {
 // Expected seconds: the stated efficiencies and the launch floor.
 inline double op_expected(const OpCost& o, const RooflineGpu& g) {
     const double peak = o.attention ? g.attention_eff * g.peak : o.matmul ? g.matmul_eff * g.peak : g.peak;
-    return o.slowdown * std::max({o.bytes / (g.memory_eff * g.bandwidth), o.flops / peak, o.launches * g.launch_s,
-                                  o.chain_s});
+    return std::max({o.bytes / (g.memory_eff * g.bandwidth), o.flops / peak, o.launches * g.launch_s, o.chain_s});
 }
 
 // The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
 inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_micro, bool recompute,
                                     const CostOptions& opt = CostOptions()) {
-    const KernelIssues& is = opt.issues;
     const double N = (double)B * T, bf = 2, f4 = 4;
     const int L = c.L(), D = c.D(), Df = c.Df(), d = c.d, Vp = padded_vocab(c.V);
     const double Pg = (double)device_layout(c).total;
@@ -130,15 +84,6 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
     auto norm_bwd = [&](double w, bool ln) {
         const double partial_bytes = std::ceil(N / 64) * w * (ln ? 2 : 1) * f4;  // written, then read by the finish
         op("norm_backward", 4 * N * w * bf + 2 * N * f4 + 2 * partial_bytes + 2 * w * f4 * (ln ? 2 : 1), 0, 2);
-        if (is.norm_bank_conflicts) ops.back().slowdown = 1.75;
-    };
-    // Attention's slowdowns before the fixes: the exponentials' range check and the per-head block order (the
-    // forward's query tiles of 128 rows at hd <= 128, 64 above; the backward taken as the forward's order).
-    auto att_slowdown = [&](double hd, double h, bool backward) {
-        double f = 1;
-        if (is.exp_range_check) f *= 1 + 0.15 * 64 / hd * (backward ? 4.0 / 7 : 1.0);
-        if (is.order_per_head) f *= attention_order_slowdown(B * (int)h, (T + (hd <= 128 ? 127 : 63)) / (hd <= 128 ? 128 : 64));
-        return f;
     };
     const bool ln = c.norm == NormType::LayerNorm;
     const double U = opt.distinct > 0 ? std::min(opt.distinct, N) : std::min(N, (double)c.V);  // distinct tokens
@@ -152,7 +97,6 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             mm("matmul qkv", N, 3 * w, w, false);
             op("rope_forward", 2 * N * 2 * w * bf);
             ops.push_back({"attention_forward", (N * 3 * w + N * w) * bf + N * h * f4, 2.0 * B * T * T * w, 1, true, false});
-            ops.back().slowdown = att_slowdown(w / h, h, false);
             mm("matmul o", N, w, w, false);
             resid_norm(w, w);
             mm("matmul fc", N, 2 * hid, w, false);
@@ -182,7 +126,6 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             mm("matmul o dW", w, w, N, true);
             ops.push_back({"attention_backward", (N * 3 * w + 2 * N * w + N * 3 * w) * bf + 3 * N * h * f4,
                            7.0 * B * T * T * w, 3, true, false});
-            ops.back().slowdown = att_slowdown(w / h, h, true);
             op("rope_backward", 2 * N * 2 * w * bf);
             mm("matmul qkv dx", N, w, 3 * w, false);
             if (recompute) norm_fwd(w);
@@ -193,13 +136,8 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         // partial rows, written and read back by the second launch.
         const double most = std::max(1.0, std::round(opt.most_frequent * N));
         const double partials = std::round(opt.partials_per_position * N);
-        if (is.embedding_per_token) {
-            op("embedding_backward", N * d * bf + 3 * N * 4 + 2 * U * d * f4);
-            ops.back().chain_s = most * EMB_POSITION_S;
-        } else {
-            op("embedding_backward", N * d * bf + 6 * N * 4 + 2 * U * d * f4 + 2 * partials * d * f4, 0, 2);
-            ops.back().chain_s = std::min(most, (double)EMB_SEGMENT) * EMB_POSITION_S;
-        }
+        op("embedding_backward", N * d * bf + 6 * N * 4 + 2 * U * d * f4 + 2 * partials * d * f4, 0, 2);
+        ops.back().chain_s = std::min(most, (double)EMB_SEGMENT) * EMB_POSITION_S;
     }
     op("grad_norm", Pg * f4, 0, 2);
     op("adamw", Pg * (4 * f4 + 3 * f4 + bf));

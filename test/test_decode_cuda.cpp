@@ -58,7 +58,7 @@ TEST_CASE("GPU cached decoding gives the GPU engine's full-forward logits at eve
         const ModelConfig c = inspect_config(kind, 37, 12);
         const std::vector<float> params = bf16_exact(inspect_params(c, 3));
         const std::vector<int> seq = inspect_tokens(c, c.T, 4);
-        CudaEngine e(c);
+        CudaEngine e(c, false, DataParallel(), make_cuda_decoder);  // as engine_factory.h builds it
         e.set_params(params.data());
         e.forward(seq.data(), nullptr, 1, c.T);
         std::vector<float> full((size_t)c.T * c.V);
@@ -91,8 +91,14 @@ TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes per token",
     SerialOpenMP serial;
     for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
         const ModelConfig c = inspect_config(kind, 37, 12);
-        CudaEngine e(c);
+        CudaEngine e(c, false, DataParallel(), make_cuda_decoder);
         std::unique_ptr<Decoder> dec = e.make_decoder(10);
         CHECK(dec->cache_bytes() == 10 * (size_t)account(c).kv_bytes_per_token);
     }
+}
+
+TEST_CASE("a CUDA engine built without a decoder maker refuses make_decoder", "[kernels][decode]") {
+    // The engine does not include inspect/: its decoder comes from whoever builds it (engine_factory.h).
+    CudaEngine e(inspect_config("uniform", 37, 12));
+    CHECK_THROWS_AS(e.make_decoder(4), std::logic_error);
 }
