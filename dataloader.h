@@ -26,7 +26,7 @@
 // unchanged, where the continuation is exact).
 //
 // Checked again each time the loader enters a shard: that the file under its path is still the one checked at
-// the start (the same set id and token count; for a shard without a set id, the same modification time), so
+// the start (the same set id and token count; for a shard without a set id, the same file and modification time), so
 // that a set replaced under a running trainer (prepare_shards --overwrite) stops the run with one line when it
 // reaches the new data, instead of training on a mixture of two sets. A file still open is read as it was.
 // Checked once, when the loader opens the shards: every header and size, and every token of every shard
@@ -128,7 +128,8 @@ struct ShardInfo {
   std::string path;
   uint64_t tokens;      // N, from the (validated) header
   uint64_t set_id = 0;  // the set it was written with (0: none recorded, as llm.c writes them)
-  int64_t mtime_ns = 0; // its modification time when read (what tells a replaced llm.c shard, which has no set id)
+  int64_t mtime_ns = 0; // its modification time and inode when read (what tells a replaced llm.c shard, which
+  uint64_t inode = 0;   // has no set id)
 };
 
 // Reads and checks one shard's header and size; throws a one-line error naming the file otherwise.
@@ -170,7 +171,7 @@ inline ShardInfo read_shard_info(const std::string& path) {
                              std::to_string(have) + " tokens)" + hint);
   uint64_t set_id = 0;
   if (header[3] == SHARD_SET_TAG) memcpy(&set_id, &header[4], 8);
-  return {path, n, set_id, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+  return {path, n, set_id, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, (uint64_t)st.st_ino};
 }
 
 // The set a shard belongs to by its name: the path without the _val_NNNNNN.bin or _train_NNNNNN.bin that
@@ -576,7 +577,7 @@ class DataLoader {
     const int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     const bool ok = got && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && (uint64_t)(uint32_t)h[2] == s.tokens &&
                     (uint64_t)st.st_size == shard_file_bytes(s.tokens) && id == s.set_id &&
-                    (s.set_id != 0 || mtime == s.mtime_ns);
+                    (s.set_id != 0 || (mtime == s.mtime_ns && (uint64_t)st.st_ino == s.inode));
     if (ok) return;
     auto set = [](uint64_t x) {
       char b[40];

@@ -239,7 +239,7 @@ class RunDir {
         const std::string p = out_ + "/lock";
         auto holder = [&] {
             std::string h = read_note(p);
-            return h.empty() ? std::string("its process id not written yet") : h;
+            return h.empty() ? std::string("its process id not known: its note was removed or not written yet") : h;
         };
         auto busy = [&] {
             return ConfigError(out_ + " is in use by another train_prism (" + holder() + " holds " + p +
@@ -265,28 +265,38 @@ class RunDir {
         }
         file_lock_only_ = !dir_locked;
         lock_st_ = st;
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
-        const std::string me = "pid " + std::to_string((long)getpid()) + " on " + host + "\n";
-        if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, me.data(), me.size(), 0) != (ssize_t)me.size())
-            throw ConfigError("cannot write " + p + ": " + write_error(errno));
+        write_note();
     }
 
     // Rank 0's, before a checkpoint is written: OUT is still the directory lock() locked (not moved, renamed or
     // replaced since), so that a run never splits its checkpoints between two directories or writes into one
     // that another trainer may have taken. Where only OUT/lock could be locked, it must be the file locked.
-    void check_identity() const {
+    void check_identity() {
         if (!lead() || dir_fd_ < 0) return;
         struct stat st;
         if (stat(out_.c_str(), &st) != 0 || st.st_dev != dir_st_.st_dev || st.st_ino != dir_st_.st_ino)
             throw CheckpointError(out_ + " is no longer the directory this run started in (moved, renamed or "
                                   "replaced while it ran); stopping without writing a checkpoint: the run's "
                                   "checkpoints are wherever its directory went; move it back and --resume there");
-        if (file_lock_only_ && (stat((out_ + "/lock").c_str(), &st) != 0 || st.st_dev != lock_st_.st_dev ||
-                                st.st_ino != lock_st_.st_ino))
+        const bool note_gone = stat((out_ + "/lock").c_str(), &st) != 0 || st.st_dev != lock_st_.st_dev ||
+                               st.st_ino != lock_st_.st_ino;
+        if (note_gone && !file_lock_only_) {  // harmless under the directory's lock: put the note back
+            const int fd = open((out_ + "/lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+            if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                close(lock_fd_);
+                lock_fd_ = fd, lock_st_ = st;
+                try {
+                    write_note();
+                } catch (const ConfigError&) {  // only a note
+                }
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        } else if (note_gone) {
             throw CheckpointError(out_ + "/lock was removed or replaced while this run held it (this file system "
                                   "locks only that file), so another train_prism may write here; stopping without "
                                   "writing a checkpoint: check for another trainer on " + out_ + ", then --resume");
+        }
     }
 
     // Before anything is loaded: OUT's own names (latest, log.jsonl, model.bin) must be regular files when they
@@ -600,6 +610,15 @@ class RunDir {
     int lock_fd_ = -1, dir_fd_ = -1;       // OUT/lock and OUT itself, locked (lock())
     struct stat dir_st_ = {}, lock_st_ = {};  // their identities when locked
     bool file_lock_only_ = false;            // the file system would not lock the directory
+
+    // "pid N on HOST" into OUT/lock (lock_fd_).
+    void write_note() const {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        const std::string me = "pid " + std::to_string((long)getpid()) + " on " + host + "\n";
+        if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, me.data(), me.size(), 0) != (ssize_t)me.size())
+            throw ConfigError("cannot write " + out_ + "/lock: " + write_error(errno));
+    }
 
     // The holder's note in OUT/lock, one line of at most 200 bytes, control bytes escaped ("" when none).
     static std::string read_note(const std::string& p) {
