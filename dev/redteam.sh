@@ -211,7 +211,7 @@ if want sig-int-step; then fresh "$W/si"; env --default-signal=INT $TP $DATA -o 
     check sig-int-step "[ $rc = 75 ]" "exit $rc: $(grep -m1 'stopped by' "$W/si.txt" | cut -c1-150)"; fi
 sig_case sig-hup-step HUP "logged \$out 3" 75 --steps 100000
 sig_case sig-usr1-step USR1 "logged \$out 3" 75 --steps 100000
-sig_case sig-term-validation TERM "logged \$out 2 && sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000
+sig_case sig-term-validation TERM "logged \$out 2 && sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000 --val "$W/big_train_*.bin"
 sig_case sig-term-ckpt-every TERM "logged \$out 5" 75 --steps 100000 --ckpt-every 1
 if [ $HAVE_TOK = 1 ]; then
     TPV="$ROOT/train_prism --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --val-every 0"
@@ -349,21 +349,21 @@ for sub, sid, k in (('d1', 0x1111, 7), ('d2', 0x2222, 3)):
     shard(d + '/%s/s_train_000001.bin' % sub, [(i * k) % 256 for i in range(36000)], sid)
     shard(d + '/%s/s_train_000002.bin' % sub, [(i * k + 1) % 256 for i in range(36000)], sid)
 EOF3
-SET="--train $W/ds/s_train_*.bin --val $W/ds/s_val_*.bin"
+trs() { $TP --train "$W/ds/s_train_*.bin" --val "$W/ds/s_val_*.bin" "$@"; }  # the globs reach train_prism unexpanded
 dset() { rm -rf "$W/ds"; cp -r "$W/d1" "$W/ds"; }
-if want data-swap-val; then dset; fresh "$W/dv"; bg "$W/dv.txt" $TP $SET -o "$W/dv" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dv/latest ]" 60
+if want data-swap-val; then dset; fresh "$W/dv"; bg "$W/dv.txt" trs -o "$W/dv" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dv/latest ]" 60
     rm -rf "$W/ds.new"; cp -r "$W/d2" "$W/ds.new"; mv "$W/ds.new/"* "$W/ds/"; wait $pid; rc=$?  # renamed over, as prepare_shards --overwrite does
     check data-swap-val "[ $rc = 1 ] && one_error $W/dv.txt && grep -q 'changed while the run used it' $W/dv.txt && resumable $W/dv" "exit $rc: $(lastline "$W/dv.txt" | cut -c1-160)"; fi
-if want data-swap-second-shard; then dset; fresh "$W/d2s"; bg "$W/d2s.txt" $TP $SET -o "$W/d2s" --steps 100000 --ckpt-every 20 --val-every 0 --no-shuffle; wait_for "[ -s $W/d2s/latest ]" 60
+if want data-swap-second-shard; then dset; fresh "$W/d2s"; bg "$W/d2s.txt" trs -o "$W/d2s" --steps 100000 --ckpt-every 20 --val-every 0 --no-shuffle; wait_for "[ -s $W/d2s/latest ]" 60
     cp "$W/d2/s_train_000002.bin" "$W/ds/s_train_000002.bin.new"; mv "$W/ds/s_train_000002.bin.new" "$W/ds/s_train_000002.bin"; wait $pid; rc=$?
     check data-swap-second-shard "[ $rc = 1 ] && one_error $W/d2s.txt && grep -q 's_train_000002.bin changed while' $W/d2s.txt" "a shard not yet reached replaced: stops on entering it, exit $rc"; fi
-if want data-truncate-midrun; then dset; fresh "$W/dt"; bg "$W/dt.txt" $TP $SET -o "$W/dt" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dt/latest ]" 60
+if want data-truncate-midrun; then dset; fresh "$W/dt"; bg "$W/dt.txt" trs -o "$W/dt" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dt/latest ]" 60
     truncate -s 2000 "$W/ds/s_val_000000.bin"; wait $pid; rc=$?
     check data-truncate-midrun "[ $rc = 1 ] && one_error $W/dt.txt" "a shard truncated in place: exit $rc: $(lastline "$W/dt.txt" | cut -c1-140)"; fi
-if want data-resume-other; then dset; fresh "$W/dr"; $TP $SET -o "$W/dr" --steps 4 --stop-after 2 > /dev/null 2>&1; cp "$W/d2/"* "$W/ds/"
+if want data-resume-other; then dset; fresh "$W/dr"; trs -o "$W/dr" --steps 4 --stop-after 2 > /dev/null 2>&1; cp "$W/d2/"* "$W/ds/"
     $TP -o "$W/dr" --resume > "$W/o" 2>&1; a=$?; $TP -o "$W/dr" --resume --allow-data-change > "$W/o2" 2>&1; b=$?
     check data-resume-other "[ $a = 1 ] && one_error $W/o && grep -q allow-data-change $W/o && [ $b = 0 ]" "other shards, same counts: $(lastline "$W/o" | cut -c1-120)...; with --allow-data-change: exit $b"; fi
-if want data-resume-old-record; then dset; fresh "$W/do"; $TP $SET -o "$W/do" --steps 4 --stop-after 2 > /dev/null 2>&1; sed -i '/^ "data": /d' "$W/do/run.json"
+if want data-resume-old-record; then dset; fresh "$W/do"; trs -o "$W/do" --steps 4 --stop-after 2 > /dev/null 2>&1; sed -i '/^ "data": /d' "$W/do/run.json"
     $TP -o "$W/do" --resume > "$W/o" 2>&1; rc=$?; check data-resume-old-record "[ $rc = 0 ] && grep -q 'records no fingerprint' $W/o" "a run.json without a fingerprint: exit $rc, with a note"; fi
 if want val-tokens-huge; then t0=$(date +%s); run "$W/x" --steps 2 --overwrite --val-tokens 100000000000 > "$W/o" 2>&1; rc=$?; secs=$(( $(date +%s) - t0 ))
     check val-tokens-huge "[ $rc = 0 ] && [ $secs -lt 30 ] && grep -q 'note: --val-tokens' $W/o" "exit $rc after $secs s: $(grep -m1 'note: --val' "$W/o" | cut -c1-150)"; fi

@@ -9,6 +9,8 @@
 //                                          parameters, and the per-layer table (layers numbered from 1)
 //   "plan": {...}                          B, T, ranks, micro-steps, total batch, steps, warmup, lr, seed (the
 //                                          latest invocation's)
+//   "data": {"train": "...", "val": "..." | null}   fingerprints of the shards (dataloader.h's shards_fingerprint):
+//                                          a --resume onto other data is refused unless --allow-data-change
 //   "invocations": [{"argv": [...], "started": "...Z", "ended": "...Z" | null, "status": "running" | "done" |
 //                    "stopped" | "interrupted" | "diverged", "start_step", "end_step", "commit", "build", "host",
 //                    "cores", "engine", "engine_why", "ranks", "zero"}, ...]
