@@ -556,6 +556,7 @@ class DataLoader {
     struct stat st;
     const bool same = fd_ >= 0 && fd_path_ == s.path && stat(s.path.c_str(), &st) == 0 && st.st_dev == fd_dev_ &&
                       st.st_ino == fd_ino_;
+    if (same && (uint64_t)st.st_size != shard_file_bytes(s.tokens)) check_unchanged(s, st);  // cut or grown in place
     if (!same) {
       close_fd();
       fd_ = open(s.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -353,7 +353,7 @@ trs() { $TP --train "$W/ds/s_train_*.bin" --val "$W/ds/s_val_*.bin" "$@"; }  # t
 dset() { rm -rf "$W/ds"; cp -r "$W/d1" "$W/ds"; }
 if want data-swap-val; then dset; fresh "$W/dv"; bg "$W/dv.txt" trs -o "$W/dv" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dv/latest ]" 60
     rm -rf "$W/ds.new"; cp -r "$W/d2" "$W/ds.new"; mv "$W/ds.new/"* "$W/ds/"; wait $pid; rc=$?  # renamed over, as prepare_shards --overwrite does
-    check data-swap-val "[ $rc = 1 ] && one_error $W/dv.txt && grep -q 'changed while the run used it' $W/dv.txt && resumable $W/dv" "exit $rc: $(lastline "$W/dv.txt" | cut -c1-160)"; fi
+    check data-swap-val "[ $rc = 1 ] && one_error $W/dv.txt && grep -q 'changed while the run used it' $W/dv.txt && [ -s $W/dv/latest ] && trs -o $W/dv --steps 100000 --resume --allow-data-change --stop-after 1 > /dev/null 2>&1" "exit $rc: $(lastline "$W/dv.txt" | cut -c1-160)"; fi
 if want data-swap-second-shard; then dset; fresh "$W/d2s"; bg "$W/d2s.txt" trs -o "$W/d2s" --steps 100000 --ckpt-every 20 --val-every 0 --no-shuffle; wait_for "[ -s $W/d2s/latest ]" 60
     cp "$W/d2/s_train_000002.bin" "$W/ds/s_train_000002.bin.new"; mv "$W/ds/s_train_000002.bin.new" "$W/ds/s_train_000002.bin"; wait $pid; rc=$?
     check data-swap-second-shard "[ $rc = 1 ] && one_error $W/d2s.txt && grep -q 's_train_000002.bin changed while' $W/d2s.txt" "a shard not yet reached replaced: stops on entering it, exit $rc"; fi

@@ -376,6 +376,12 @@ TEST_CASE("a shard replaced while the loader runs is refused when the loader ent
   const std::string f = error_of([&] { plain.reset(); });
   INFO(f);
   CHECK(f.find("(no set id, 2000 tokens at the start; now no set id, 2000 tokens, modified)") != std::string::npos);
+  // Cut short in place (the same file, still open): noticed by its size when the loader enters it again.
+  DataLoader cut(d / "s_val_*.bin", 2, 16, 0, 1, false, 0);
+  REQUIRE(truncate(val.c_str(), 2000) == 0);
+  const std::string g = error_of([&] { cut.reset(); });
+  INFO(g);
+  CHECK(g.find("shard " + val + " changed while the run used it") != std::string::npos);
 }
 
 TEST_CASE("the shards' fingerprint follows their content, not their path", "[dataloader]") {
