@@ -25,6 +25,10 @@
 // windows at or after the saved window (at most one group's windows are skipped; none when B * world is
 // unchanged, where the continuation is exact).
 //
+// Checked again each time the loader enters a shard: that the file under its path is still the one checked at
+// the start (the same set id and token count; for a shard without a set id, the same file and modification time), so
+// that a set replaced under a running trainer (prepare_shards --overwrite) stops the run with one line when it
+// reaches the new data, instead of training on a mixture of two sets. A file still open is read as it was.
 // Checked once, when the loader opens the shards: every header and size, and every token of every shard
 // below the vocabulary V (read in large blocks and scanned in parallel), so a bad token fails at the start of
 // a run, not hours in when training reaches its window; and that the shards of one set (one prefix, PREFIX_val_*
@@ -55,6 +59,7 @@
 #include <vector>
 
 #include "run/stop_signal.h"
+#include "util/io.h"
 
 static_assert(sizeof(off_t) == 8, "dataloader.h needs a 64-bit off_t (shards above 2 GiB)");
 
@@ -123,6 +128,8 @@ struct ShardInfo {
   std::string path;
   uint64_t tokens;      // N, from the (validated) header
   uint64_t set_id = 0;  // the set it was written with (0: none recorded, as llm.c writes them)
+  int64_t mtime_ns = 0; // its modification time and inode when read (what tells a replaced llm.c shard, which
+  uint64_t inode = 0;   // has no set id)
 };
 
 // Reads and checks one shard's header and size; throws a one-line error naming the file otherwise.
@@ -164,7 +171,7 @@ inline ShardInfo read_shard_info(const std::string& path) {
                              std::to_string(have) + " tokens)" + hint);
   uint64_t set_id = 0;
   if (header[3] == SHARD_SET_TAG) memcpy(&set_id, &header[4], 8);
-  return {path, n, set_id};
+  return {path, n, set_id, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, (uint64_t)st.st_ino};
 }
 
 // The set a shard belongs to by its name: the path without the _val_NNNNNN.bin or _train_NNNNNN.bin that
@@ -216,6 +223,34 @@ inline void check_shard_sets(const std::vector<ShardInfo>& a, const std::vector<
                                  "--overwrite, or files copied in from another set; run data/prepare_shards "
                                  "--overwrite -o " + prefix + " again");
     }
+}
+
+// A fingerprint of a run's shards (16 hex digits; "" for none), what OUT/run.json records so that a resume
+// onto other data is noticed: each shard's set id, token count and its first and last 4 KiB of tokens, in order
+// (not its path: a data directory may move). Cheap: two small reads per shard.
+inline std::string shards_fingerprint(const std::vector<ShardInfo>& shards) {
+  if (shards.empty()) return "";
+  Checksum64 h;
+  std::vector<unsigned char> buf(4096);
+  for (const ShardInfo& s : shards) {
+    const uint64_t head[2] = {s.set_id, s.tokens};
+    h.update(head, sizeof head);
+    const int fd = open(s.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("shard " + s.path + ": cannot open: " + strerror(errno) + "; check the data path");
+    const uint64_t bytes = s.tokens * 2, n = std::min<uint64_t>(bytes, buf.size());
+    for (const uint64_t at : {SHARD_HEADER_BYTES, SHARD_HEADER_BYTES + bytes - n}) {
+      const ssize_t got = n ? pread(fd, buf.data(), (size_t)n, (off_t)at) : 0;
+      if (got != (ssize_t)n) {
+        close(fd);
+        throw std::runtime_error("shard " + s.path + ": read failed; the file changed? re-run data/prepare_shards");
+      }
+      h.update(buf.data(), (size_t)n);
+    }
+    close(fd);
+  }
+  char b[20];
+  snprintf(b, sizeof b, "%016llx", (unsigned long long)h.value());
+  return b;
 }
 
 // The shard files a glob pattern names, in byte order of their paths (so _val_000000 < _train_000001 <
@@ -518,13 +553,45 @@ class DataLoader {
     const size_t idx = shard_order_[shard_pos_];
     const ShardInfo& s = shards_[idx];
     if (shuffle_) window_perm_ = loader_permutation(windows_in(s), loader_stream_key(seed_, epoch_, idx));
-    if (fd_path_ != s.path) {
+    struct stat st;
+    const bool same = fd_ >= 0 && fd_path_ == s.path && stat(s.path.c_str(), &st) == 0 && st.st_dev == fd_dev_ &&
+                      st.st_ino == fd_ino_;
+    if (same && (uint64_t)st.st_size != shard_file_bytes(s.tokens)) check_unchanged(s, st);  // cut or grown in place
+    if (!same) {
       close_fd();
-      fd_ = open(s.path.c_str(), O_RDONLY);
+      fd_ = open(s.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
       if (fd_ < 0)
         throw std::runtime_error("shard " + s.path + ": cannot open: " + strerror(errno) + "; check the data path");
       fd_path_ = s.path;
+      if (fstat(fd_, &st) != 0) st = {};
+      fd_dev_ = st.st_dev, fd_ino_ = st.st_ino;
+      check_unchanged(s, st);
     }
+  }
+
+  // The shard just opened (fd_, st) is the one the loader checked at its start (see the top).
+  void check_unchanged(const ShardInfo& s, const struct stat& st) const {
+    int32_t h[SHARD_HEADER_INTS] = {};
+    const bool got = S_ISREG(st.st_mode) && pread(fd_, h, sizeof h, 0) == (ssize_t)sizeof h;
+    uint64_t id = 0;
+    if (got && h[3] == SHARD_SET_TAG) memcpy(&id, &h[4], 8);
+    const int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    const bool ok = got && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && (uint64_t)(uint32_t)h[2] == s.tokens &&
+                    (uint64_t)st.st_size == shard_file_bytes(s.tokens) && id == s.set_id &&
+                    (s.set_id != 0 || (mtime == s.mtime_ns && (uint64_t)st.st_ino == s.inode));
+    if (ok) return;
+    auto set = [](uint64_t x) {
+      char b[40];
+      snprintf(b, sizeof b, x ? "set %016llx" : "no set id", (unsigned long long)x);
+      return std::string(b);
+    };
+    const std::string now = !got ? "now unreadable or not a shard"
+                            : "now " + set(id) + ", " + std::to_string(h[2]) + " tokens" +
+                                  (s.set_id == 0 && id == 0 ? ", modified" : "");
+    throw std::runtime_error("shard " + s.path + " changed while the run used it (" + set(s.set_id) + ", " +
+                             std::to_string(s.tokens) + " tokens at the start; " + now + "): its set was replaced "
+                             "(prepare_shards --overwrite?); stopping, the last checkpoint is kept: resume once the "
+                             "data is what the run recorded, or with --allow-data-change to go on with the new data");
   }
 
   void close_fd() {
@@ -567,5 +634,7 @@ class DataLoader {
   std::vector<uint32_t> window_perm_;  // window order in the current shard (when shuffling)
   std::vector<uint16_t> window_;       // (T + 1) scratch
   int fd_ = -1;
+  dev_t fd_dev_ = 0;  // the open shard's identity: a file renamed over its path is another one
+  ino_t fd_ino_ = 0;
   std::string fd_path_;
 };

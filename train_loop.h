@@ -326,6 +326,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
     long start = 0, tokens = 0;
+    long val_tokens = o.val_tokens;  // bounded by what the validation shards hold (a note says when)
+    std::string data_json;           // the shards' fingerprints for the record (rank 0's)
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
     // Set-up on every rank; a failure anywhere ends every rank with one message (dist/process_group.h).
     dist.all_or_none([&] {
@@ -337,8 +339,26 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             val.reset(new DataLoader(o.val, o.B, T, dist.rank, dist.world, false, 0, cfg.V));
             check_shard_sets(train->shards(), val->shards());
         }
+        if (recorded) check_resume_context(*recorded, cfg.T);  // before plan_run, which would blame --total-batch
         p = plan_run(o, cfg, dist.world, train->tokens_total());
-        if (recorded) check_resume_args(*recorded, record_args(o, p), o.allow_batch_change);
+        if (recorded) check_resume_args(*recorded, record_args(o, p), o.allow_batch_change, o.allow_data_change);
+        if (val) {  // more would read the same windows again, for as long as it is asked (hours at 1e11)
+            const long all = (long)val->batches_per_epoch() * o.B * T * dist.world;
+            if (val_tokens > all) {
+                val_tokens = all;
+                if (lead)
+                    fprintf(stderr, "note: --val-tokens %ld is more than the validation shards %s hold in batches "
+                            "of B %d x T %d x %d rank%s; each validation reads their %ld tokens\n", o.val_tokens,
+                            o.val.c_str(), o.B, T, dist.world, dist.world > 1 ? "s" : "", all);
+            }
+        }
+        if (lead) {  // the data the run trains on, as the record keeps it (and a resume checks it)
+            const std::string tf = shards_fingerprint(train->shards()), vf = val ? shards_fingerprint(val->shards()) : "";
+            std::vector<std::string> notes;
+            if (recorded) check_resume_data(*recorded, o.train, tf, o.val, vf, o.allow_data_change, notes);
+            for (const std::string& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
+            data_json = data_record_json(tf, vf);
+        }
         run.set_total_batch(p.total_batch);
         run.check_writable(p.steps, dist.world);  // what the first checkpoint needs, before any work
         if (o.sample_every > 0 && lead) {
@@ -365,7 +385,13 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                                   (dist.world > 1 ? "s" : "") + " x " + std::to_string(p.n_micro) +
                                   " micro-steps); pass --total-batch " + std::to_string(r.total_batch) +
                                   " to keep it, or --allow-batch-change to go on with the new one");
-            train->restore(r.loader);
+            if (o.allow_data_change && r.loader.fingerprint != train->state().fingerprint) {
+                if (lead)
+                    fprintf(stderr, "note: --allow-data-change: the training shards hold other token counts than "
+                            "the checkpoint's, so its data position does not apply: reading from their start\n");
+            } else {
+                train->restore(r.loader);
+            }
             start = r.step, tokens = r.tokens, rng = r.rng;
             if (start > p.steps)
                 throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
@@ -380,6 +406,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             record.dir = o.out, record.args = record_args(o, p), record.argv = o.argv;
             record.model_json = model_record_json(o.model, cfg);
             record.plan_json = plan_record_json(o, p);
+            record.data_json = data_json;
             record.started = run_record::utc_now(), record.engine = eng.describe(), record.engine_why = why;
             record.ranks = dist.world, record.zero = zero_stage(o, dist.world), record.start_step = start;
             record.load_earlier(o.resume);
@@ -437,7 +464,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         const bool last = step + 1 == p.steps, stopping = o.stop_after > 0 && step + 1 - start == o.stop_after;
         if (val && ((step + 1) % o.val_every == 0 || last)) {
             bool cut = false;
-            r.val_loss = validation_loss(eng, *val, o.B, p.T, o.val_tokens, dist, &cut);
+            r.val_loss = validation_loss(eng, *val, o.B, p.T, val_tokens, dist, &cut);
             r.has_val = !cut;  // cut short by a stop signal: not logged
             if (cut && lead) printf("validation at step %ld: cut short by the stop signal, not logged\n", step + 1);
         }

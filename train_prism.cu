@@ -36,6 +36,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
     std::vector<std::string> warnings, notes;
     RunRecord record;  // OUT/run.json of the run a --resume continues
     bool recorded = false;
+    std::string unrecorded;  // a --resume of an OUT without run.json: that OUT
     dist.all_or_none([&] {  // a bad flag is one message, not one per rank
         parse_flags(argc, argv, flags, "train_prism");
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
@@ -47,6 +48,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
             if (given) length = name;
         }
         if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
+        if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
         if (o.help) return;
         if (o.resume && !o.plan) {  // the recorded flags first, the ones given now on top (run/train_flags.h)
             default_model(o, gpu_engine_available(o.cpu));
@@ -61,6 +63,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
                 if (o.out.empty()) o.out = out;
                 recorded = true;
             } else if (is_dir(out)) {
+                unrecorded = out;
                 notes.push_back(out + " holds no run.json (a run from before run records): resuming with the flags "
                                 "given, which must be the first run's");
             }
@@ -102,7 +105,15 @@ static int train_main(int argc, char** argv, Dist& dist) {
     eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
     eo.dp = DataParallel{&dist, zero_stage(o, dist.world)};
     dist.all_or_none([&] { eng = make_engine(cfg, eo, why); });
-    return run_training(o, cfg, *eng, why, dist, recorded ? &record : nullptr);
+    try {
+        return run_training(o, cfg, *eng, why, dist, recorded ? &record : nullptr);
+    } catch (const AgreedFailure& e) {
+        // A set-up error of such a resume (it writes run.json once set up) most likely comes from flags that are
+        // not the first run's: run.json was deleted, or the run is from before records. Say so on the one line.
+        if (unrecorded.empty() || access(run_record_path(unrecorded).c_str(), F_OK) == 0) throw;
+        throw AgreedFailure(std::string(e.what()) + " (" + unrecorded + "/run.json is missing, so only the flags given "
+                            "apply: pass the first run's flags, or restore run.json from a copy)");
+    }
 }
 
 // Before main, as the program's static objects are built: a stop signal from then on is honoured (train_loop.h

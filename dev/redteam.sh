@@ -192,7 +192,9 @@ sig_case() {  # sig_case NAME SIGNAL CONDITION EXPECT_RC [run flags...]: signal 
 }
 # A signal before the program's first instruction (while the kernel and the dynamic loader start it) takes its
 # default action; that is the one window no program can close: then nothing may have been written.
-if want sig-term-at-once; then fresh "$W/ao"; rm -rf "$W/ao"; bg "$W/ao.txt" $TP $DATA -o "$W/ao" --steps 5; kill -TERM $pid; wait $pid; rc=$?
+# (bash itself may say "wait_for: No record of process" when its child dies before it has recorded it: its own
+# bookkeeping, the status is still the child's.)
+if want sig-term-at-once; then fresh "$W/ao"; rm -rf "$W/ao"; bg "$W/ao.txt" $TP $DATA -o "$W/ao" --steps 5; kill -TERM $pid; wait $pid 2> /dev/null; rc=$?
     check sig-term-at-once "[ $rc = 75 ] || { [ $rc = 143 ] && [ ! -e $W/ao/log.jsonl ]; }" "exit $rc: $( [ $rc = 143 ] && echo 'killed before main, nothing written' || grep -m1 'stopped by' "$W/ao.txt" | cut -c1-120)"; fi
 python3 - "$W" <<'EOF2'
 import struct, sys
@@ -211,7 +213,7 @@ if want sig-int-step; then fresh "$W/si"; env --default-signal=INT $TP $DATA -o 
     check sig-int-step "[ $rc = 75 ]" "exit $rc: $(grep -m1 'stopped by' "$W/si.txt" | cut -c1-150)"; fi
 sig_case sig-hup-step HUP "logged \$out 3" 75 --steps 100000
 sig_case sig-usr1-step USR1 "logged \$out 3" 75 --steps 100000
-sig_case sig-term-validation TERM "logged \$out 2 && sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000
+sig_case sig-term-validation TERM "logged \$out 2 && sleep 0.2" 75 --steps 100 --val-every 3 --val-tokens 1000000000000 --val "$W/big_train_*.bin"
 sig_case sig-term-ckpt-every TERM "logged \$out 5" 75 --steps 100000 --ckpt-every 1
 if [ $HAVE_TOK = 1 ]; then
     TPV="$ROOT/train_prism --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --val-every 0"
@@ -271,9 +273,14 @@ if command -v mpirun > /dev/null; then
         check mpi-two-jobs "[ $rc != 0 ] && grep -q 'in use by another train_prism' $W/o" "second job exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-160)"; fi
     if want mpi-np1-world2; then WORLD_SIZE=2 $MPI -np 1 $TP $DATA -o "$W/x" --steps 1 > "$W/o" 2>&1; rc=$?
         check mpi-np1-world2 "[ $rc = 1 ] && grep -q 'WORLD_SIZE=2 are set' $W/o" "exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-160)"; fi
+    # README (Resume): a recorded run keeps its recorded --total-batch across rank changes where it divides evenly.
     if want mpi-resume-fewer-ranks; then fresh "$W/fr"; $MPI -np 2 $TP $DATA -o "$W/fr" --steps 6 --stop-after 2 > /dev/null 2>&1
-        run "$W/fr" --steps 6 --resume > "$W/o" 2>&1; a=$?; run "$W/fr" --steps 6 --resume --total-batch 256 > "$W/o2" 2>&1; b=$?
-        check mpi-resume-fewer-ranks "[ $a = 1 ] && [ $b = 0 ] && grep -q 'global batch of 256' $W/o" "2 ranks -> 1: exit $a ($(lastline "$W/o" | cut -c1-110)...), with --total-batch 256: exit $b"; fi
+        $ROOT/train_prism -o "$W/fr" --resume > "$W/o" 2>&1; a=$?
+        check mpi-resume-fewer-ranks "[ $a = 0 ] && grep -q '\"total_batch\": 256' $W/fr/run.json" "2 ranks -> 1, -o OUT --resume alone: exit $a, the recorded total batch 256 kept ($(grep -o '"micro_steps": [0-9]*' $W/fr/run.json))"; fi
+    if want mpi-error-last; then $MPI -np 2 $TP $DATA -o "$W/x" --steps 1 --bogus > "$W/o" 2>&1; rc=$?
+        before=$(awk '/^-----|^Primary job|^mpirun/ {exit} {l = $0} END {print l}' "$W/o")
+        last_ok=0; [[ $before == *error:* ]] && last_ok=1
+        check mpi-error-last "[ $rc != 0 ] && [ \$(grep -c 'error:' $W/o) = 1 ] && [ $last_ok = 1 ]" "exit $rc: the one error line is the last line before mpirun's own summary: $(echo "$before" | cut -c1-100)"; fi
     if want mpi-resume-more-ranks; then fresh "$W/mr"; $TP $DATA -o "$W/mr" --steps 6 --stop-after 2 -b 4 > /dev/null 2>&1
         $MPI -np 2 $TP $DATA -o "$W/mr" --steps 6 --resume -b 2 > "$W/o" 2>&1; rc=$?
         check mpi-resume-more-ranks "[ $rc = 0 ]" "1 rank of B 4 -> 2 ranks of B 2 (the same global batch): exit $rc"; fi
@@ -283,8 +290,98 @@ if command -v mpirun > /dev/null; then
         check mpi-state-mixture "[ $rc != 0 ] && grep -q 'mixes two runs' $W/o" "exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-170)"; fi
 else
     for n in mpi-term-mpirun mpi-usr1-mpirun mpi-term-one-rank mpi-kill9-rank mpi-rank-never-joins mpi-rank-stopped mpi-two-jobs \
-             mpi-np1-world2 mpi-resume-fewer-ranks mpi-resume-more-ranks mpi-state-mixture; do say SKIP $n "no mpirun"; done
+             mpi-np1-world2 mpi-resume-fewer-ranks mpi-error-last mpi-resume-more-ranks mpi-state-mixture; do say SKIP $n "no mpirun"; done
 fi
+
+# ---------------------------------------------------------------- run directory, data and messages (issue 25)
+# bgrun NAME FLAGS...: a long run into $W/NAME in the background ($pid), once it has a checkpoint
+bgrun() { local n=$1; shift; fresh "$W/$n"; bg "$W/$n.txt" $TP $DATA -o "$W/$n" --steps 100000 --ckpt-every 20 "$@"; wait_for "[ -s $W/$n/latest ]" 60; }
+stop_bg() { kill -TERM $pid 2> /dev/null; wait $pid 2> /dev/null; }
+if want lock-rm; then bgrun lr; rm "$W/lr/lock"; run "$W/lr" --steps 5 --resume > "$W/o" 2>&1; rc=$?; stop_bg
+    check lock-rm "[ $rc = 1 ] && one_error $W/o && grep -q 'in use by another' $W/o" "after rm OUT/lock: $(lastline "$W/o" | cut -c1-150)"; fi
+if want lock-replace; then bgrun lp; rm "$W/lp/lock"; echo 'pid 1 on elsewhere' > "$W/lp/lock"; run "$W/lp" --steps 5 --overwrite > "$W/o" 2>&1; rc=$?; stop_bg
+    check lock-replace "[ $rc = 1 ] && one_error $W/o && [ -s $W/lp/latest ]" "OUT/lock replaced, then --overwrite: $(lastline "$W/o" | cut -c1-150)"; fi
+if want lock-link-out; then bgrun ll; ln -sfn "$W/ll" "$W/ll.link"; run "$W/ll.link" --steps 5 --resume > "$W/o" 2>&1; rc=$?; stop_bg
+    check lock-link-out "[ $rc = 1 ] && one_error $W/o" "-o through a link to a live OUT: $(lastline "$W/o" | cut -c1-150)"; fi
+if want lock-symlink-planted; then bgrun lk; cp /etc/hostname "$W/hn"; rm "$W/lk/lock"; ln -s "$W/hn" "$W/lk/lock"; sleep 1
+    run "$W/lk" --steps 5 --resume > "$W/o" 2>&1; rc=$?; stop_bg
+    check lock-symlink-planted "[ $rc = 1 ] && cmp -s /etc/hostname $W/hn" "a link planted as OUT/lock is never written through; intruder: $(lastline "$W/o" | cut -c1-120)"; fi
+if want lock-moved-out; then bgrun mo; mv "$W/mo" "$W/mo.moved"; wait $pid; rc=$?
+    check lock-moved-out "[ $rc = 1 ] && one_error $W/mo.txt && [ ! -e $W/mo ] && resumable $W/mo.moved" "exit $rc: $(lastline "$W/mo.txt" | cut -c1-150)"; fi
+if want lock-moved-parent; then mkdir -p "$W/par"; rm -rf "$W/par/o"; bg "$W/mp.txt" $TP $DATA -o "$W/par/o" --steps 100000 --ckpt-every 20
+    wait_for "[ -s $W/par/o/latest ]" 60; mv "$W/par" "$W/par.moved"; wait $pid; rc=$?
+    check lock-moved-parent "[ $rc = 1 ] && one_error $W/mp.txt && resumable $W/par.moved/o" "OUT's parent renamed: exit $rc"; fi
+if want lock-replaced-out; then bgrun ro; mv "$W/ro" "$W/ro.old"; mkdir "$W/ro"; run "$W/ro" --steps 3 > "$W/o" 2>&1; b=$?; wait $pid; rc=$?
+    check lock-replaced-out "[ $rc = 1 ] && [ $b = 0 ] && resumable $W/ro.old && [ \"\$(cat $W/ro/latest)\" = step_00000003 ]" "OUT moved aside and a new run started at its path: the old run stops (exit $rc), the new one is whole (exit $b)"; fi
+if want lock-out-becomes-file; then bgrun of; mv "$W/of" "$W/of.d"; echo x > "$W/of"; wait $pid; rc=$?
+    check lock-out-becomes-file "[ $rc = 1 ] && one_error $W/of.txt && [ \"\$(cat $W/of)\" = x ]" "OUT replaced by a file: exit $rc"; fi
+if want lock-moved-back; then fresh "$W/mb"; bg "$W/mb.txt" $TP $DATA -o "$W/mb" --steps 300 --ckpt-every 100; wait_for "logged $W/mb 5" 60
+    mv "$W/mb" "$W/mb.x"; mv "$W/mb.x" "$W/mb"; wait $pid; rc=$?
+    check lock-moved-back "[ $rc = 0 ]" "OUT renamed and back between checkpoints: the same directory, exit $rc"; fi
+if want empty-out; then fresh "$W/eo/out/tiny"; cp -r "$W/base/." "$W/eo/out/tiny/"; RUNV=
+    (cd "$W/eo" && $TP $DATA --steps 1 --overwrite -o "$RUNV") > "$W/o" 2>&1; rc=$?
+    check empty-out "[ $rc = 1 ] && one_error $W/o && [ -f $W/eo/out/tiny/step_00000002/model.bin ]" "RUN=; --overwrite -o \"\$RUN\": $(lastline "$W/o" | cut -c1-150)"; fi
+for f in "--train=" "--val=" "--tokenizer=" "--eval-data="; do n="empty-flag${f%=}"; want "$n" || continue
+    run "$W/x" --steps 1 "$f" > "$W/o" 2>&1; check "$n" "one_error $W/o && grep -q 'was given an empty' $W/o" "$(lastline "$W/o" | cut -c1-120)"; done
+for name in step_9999999999999999999 step_99999999999999999999999 step_-0000001 step_1 step_０００００００１; do n="odd-name-${name:0:12}-${#name}"; want "$n" || continue
+    fresh "$W/on"; run "$W/on" --steps 2 > /dev/null 2>&1; mkdir "$W/on/$name"; touch "$W/on/$name/mine"
+    run "$W/on" --steps 3 --resume > "$W/o" 2>&1; a=$?; run "$W/on" --steps 2 --overwrite > "$W/o2" 2>&1; b=$?
+    check "$n" "[ $a = 0 ] && [ $b = 0 ] && [ -f '$W/on/$name/mine' ] && [ -f $W/on/latest ]" "a directory $name in OUT: --resume exit $a, --overwrite exit $b, it stays"; done
+if want odd-name-huge-tmp; then fresh "$W/ot"; mkdir "$W/ot/step_9999999999999999999.tmp"; touch "$W/ot/step_9999999999999999999.tmp/mine"; run "$W/ot" --steps 1 > "$W/o" 2>&1; rc=$?
+    check odd-name-huge-tmp "[ $rc = 0 ] && [ -f $W/ot/step_9999999999999999999.tmp/mine ]" "a huge step_N.tmp is not a crash's leftover: kept, exit $rc"; fi
+if want odd-latest-huge-step; then fresh "$W/oh"; run "$W/oh" --steps 1 > /dev/null 2>&1; echo step_9999999999999999999 > "$W/oh/latest"
+    run "$W/oh" --steps 2 --resume > "$W/o" 2>&1; check odd-latest-huge-step "one_error $W/o && grep -q corrupt $W/o" "$(lastline "$W/o" | cut -c1-150)"; fi
+if want odd-latest-sparse; then fresh "$W/os"; run "$W/os" --steps 1 > /dev/null 2>&1; truncate -s 3G "$W/os/latest"
+    run "$W/os" --steps 2 --resume > "$W/o" 2>&1; check odd-latest-sparse "one_error $W/o" "a 3 GB latest: $(lastline "$W/o" | cut -c1-120)"; fi
+if want out-symlink-loop; then ln -sfn "$W/loop2" "$W/loop1"; ln -sfn "$W/loop1" "$W/loop2"; run "$W/loop1" --steps 1 > "$W/o" 2>&1
+    check out-symlink-loop "one_error $W/o" "$(lastline "$W/o" | cut -c1-150)"; fi
+if want out-parent-link; then mkdir -p "$W/realp"; ln -sfn "$W/realp" "$W/plink"; rm -rf "$W/realp/o"; run "$W/plink/o" --steps 1 > "$W/o" 2>&1
+    check out-parent-link "[ -f $W/realp/o/model.bin ]" "an OUT under a linked parent trains there"; fi
+# The data under a run (a set as prepare_shards writes it: one id on all its shards)
+python3 - "$W" <<'EOF3'
+import struct, sys
+d = sys.argv[1]
+def shard(path, toks, setid):
+    h = [20240520, 1, len(toks)] + [0] * 253; h[3] = 0x54455350; h[4] = setid
+    with open(path, 'wb') as f: f.write(struct.pack('<256I', *h)); f.write(struct.pack('<%dH' % len(toks), *toks))
+import os
+for sub, sid, k in (('d1', 0x1111, 7), ('d2', 0x2222, 3)):
+    os.makedirs(d + '/' + sub, exist_ok=True)
+    shard(d + '/%s/s_val_000000.bin' % sub, [(i * k) % 256 for i in range(4000)], sid)
+    shard(d + '/%s/s_train_000001.bin' % sub, [(i * k) % 256 for i in range(36000)], sid)
+    shard(d + '/%s/s_train_000002.bin' % sub, [(i * k + 1) % 256 for i in range(36000)], sid)
+EOF3
+trs() { $TP --train "$W/ds/s_train_*.bin" --val "$W/ds/s_val_*.bin" "$@"; }  # the globs reach train_prism unexpanded
+dset() { rm -rf "$W/ds"; cp -r "$W/d1" "$W/ds"; }
+if want data-swap-val; then dset; fresh "$W/dv"; bg "$W/dv.txt" trs -o "$W/dv" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dv/latest ]" 60
+    rm -rf "$W/ds.new"; cp -r "$W/d2" "$W/ds.new"; mv "$W/ds.new/"* "$W/ds/"; wait $pid; rc=$?  # renamed over, as prepare_shards --overwrite does
+    check data-swap-val "[ $rc = 1 ] && one_error $W/dv.txt && grep -q 'changed while the run used it' $W/dv.txt && [ -s $W/dv/latest ] && trs -o $W/dv --steps 100000 --resume --allow-data-change --stop-after 1 > /dev/null 2>&1" "exit $rc: $(lastline "$W/dv.txt" | cut -c1-160)"; fi
+if want data-swap-second-shard; then dset; fresh "$W/d2s"; bg "$W/d2s.txt" trs -o "$W/d2s" --steps 100000 --ckpt-every 20 --val-every 0 --no-shuffle; wait_for "[ -s $W/d2s/latest ]" 60
+    cp "$W/d2/s_train_000002.bin" "$W/ds/s_train_000002.bin.new"; mv "$W/ds/s_train_000002.bin.new" "$W/ds/s_train_000002.bin"; wait $pid; rc=$?
+    check data-swap-second-shard "[ $rc = 1 ] && one_error $W/d2s.txt && grep -q 's_train_000002.bin changed while' $W/d2s.txt" "a shard not yet reached replaced: stops on entering it, exit $rc"; fi
+if want data-truncate-midrun; then dset; fresh "$W/dt"; bg "$W/dt.txt" trs -o "$W/dt" --steps 100000 --ckpt-every 20; wait_for "[ -s $W/dt/latest ]" 60
+    truncate -s 2000 "$W/ds/s_val_000000.bin"; wait $pid; rc=$?
+    check data-truncate-midrun "[ $rc = 1 ] && one_error $W/dt.txt" "a shard truncated in place: exit $rc: $(lastline "$W/dt.txt" | cut -c1-140)"; fi
+if want data-resume-other; then dset; fresh "$W/dr"; trs -o "$W/dr" --steps 4 --stop-after 2 > /dev/null 2>&1; cp "$W/d2/"* "$W/ds/"
+    $TP -o "$W/dr" --resume > "$W/o" 2>&1; a=$?; $TP -o "$W/dr" --resume --allow-data-change > "$W/o2" 2>&1; b=$?
+    check data-resume-other "[ $a = 1 ] && one_error $W/o && grep -q allow-data-change $W/o && [ $b = 0 ]" "other shards, same counts: $(lastline "$W/o" | cut -c1-120)...; with --allow-data-change: exit $b"; fi
+if want data-resume-old-record; then dset; fresh "$W/do"; trs -o "$W/do" --steps 4 --stop-after 2 > /dev/null 2>&1; sed -i '/^ "data": /d' "$W/do/run.json"
+    $TP -o "$W/do" --resume > "$W/o" 2>&1; rc=$?; check data-resume-old-record "[ $rc = 0 ] && grep -q 'records no fingerprint' $W/o" "a run.json without a fingerprint: exit $rc, with a note"; fi
+if want val-tokens-huge; then t0=$(date +%s); run "$W/x" --steps 2 --overwrite --val-tokens 100000000000 > "$W/o" 2>&1; rc=$?; secs=$(( $(date +%s) - t0 ))
+    check val-tokens-huge "[ $rc = 0 ] && [ $secs -lt 30 ] && grep -q 'note: --val-tokens' $W/o" "exit $rc after $secs s: $(grep -m1 'note: --val' "$W/o" | cut -c1-150)"; fi
+if want msg-seq-len; then fresh "$W/sl2"; run "$W/sl2" --steps 2 > /dev/null 2>&1; sed -i 's/\["--seq-len", "32"\]/["--seq-len", "48"]/' "$W/sl2/run.json"
+    $ROOT/train_prism -o "$W/sl2" --resume --steps 4 > "$W/o" 2>&1; check msg-seq-len "one_error $W/o && grep -q 'seq-len' $W/o && ! grep -q total-batch $W/o" "$(lastline "$W/o" | cut -c1-160)"; fi
+if want msg-no-runjson; then fresh "$W/nr"; run "$W/nr" --steps 2 > /dev/null 2>&1; rm "$W/nr/run.json"
+    $ROOT/train_prism -o "$W/nr" --resume --steps 4 > "$W/o" 2>&1; check msg-no-runjson "one_error $W/o && grep -q 'run.json is missing' $W/o" "$(lastline "$W/o" | cut -c1-200)"; fi
+for v in RANK=abc RANK= RANK=99999999999 WORLD_SIZE=2x; do n="env-${v%%=*}-${v#*=}"; want "$n" || continue
+    env "$v" $TP $DATA -o "$W/x" --steps 1 > "$W/o" 2>&1; check "$n" "one_error $W/o && grep -q '${v%%=*}=' $W/o" "$(lastline "$W/o" | cut -c1-150)"; done
+if want env-rendezvous-local-abc; then PRISM_RENDEZVOUS=$W RANK=0 WORLD_SIZE=1 LOCAL_RANK=abc $TP $DATA -o "$W/x" --steps 1 > "$W/o" 2>&1
+    check env-rendezvous-local-abc "one_error $W/o && grep -q 'LOCAL_RANK=abc' $W/o" "$(lastline "$W/o" | cut -c1-150)"; fi
+if want big-runjson; then fresh "$W/bj"; run "$W/bj" --steps 1 > /dev/null 2>&1; truncate -s 3G "$W/bj/run.json"
+    $ROOT/train_prism -o "$W/bj" --resume --steps 2 > "$W/o" 2>&1; check big-runjson "one_error $W/o && grep -q 'run.json is 3221225472 bytes' $W/o" "$(lastline "$W/o" | cut -c1-150)"; fi
+if want big-log; then fresh "$W/bl"; run "$W/bl" --steps 1 > /dev/null 2>&1; truncate -s 3G "$W/bl/log.jsonl"
+    /usr/bin/time -f 'maxrss %M' $ROOT/train_prism -o "$W/bl" --resume --steps 2 > "$W/o" 2>&1; rc=$?; kb=$(grep -o 'maxrss [0-9]*' "$W/o" | cut -d' ' -f2)
+    check big-log "[ $rc = 0 ] && [ ${kb:-9999999} -lt 500000 ] && [ \$(wc -l < $W/bl/log.jsonl) = 2 ]" "a 3 GB log.jsonl: exit $rc, ${kb:-?} KB resident, the log's 2 lines kept"; fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
 [ $fail = 0 ]

@@ -74,10 +74,25 @@ inline int launcher_world(std::string& var) {
     return 0;
 }
 
-inline int env_int(const char* primary, const char* fallback, int dflt) {
+// An integer from the environment (primary, else fallback, else dflt). A value that is not a whole number
+// (RANK=abc, RANK=) is an error naming the variable and its value, never read as 0: rank 0 is the one that
+// writes OUT. lenient: only the leading number counts (Slurm's SLURM_STEP_TASKS_PER_NODE reads "2(x3)").
+inline int env_int(const char* primary, const char* fallback, int dflt, bool lenient = false) {
+    const char* name = primary;
     const char* s = getenv(primary);
-    if (!s && fallback) s = getenv(fallback);
-    return s ? atoi(s) : dflt;
+    if (!s && fallback) s = getenv(name = fallback);
+    if (!s) return dflt;
+    char* end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (lenient) return atoi(s);
+    if (!*s || *end || errno || v < INT32_MIN || v > INT32_MAX) {
+        std::string shown;
+        for (const char* c = s; *c && shown.size() < 40; c++) shown += (unsigned char)*c < 0x20 ? '?' : *c;
+        throw DistError(std::string(name) + "=" + shown + " in the environment is not a whole number; set it to " +
+                        "this process's value (e.g. 0) or unset it");
+    }
+    return (int)v;
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -156,7 +171,7 @@ class Dist {
             rank = env_int("RANK", "SLURM_PROCID", -1);
             world = env_int("WORLD_SIZE", "SLURM_STEP_NUM_TASKS", -1);
             local_rank = env_int("LOCAL_RANK", "SLURM_LOCALID", -1);
-            local_world = env_int("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE", 0);
+            local_world = env_int("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE", 0, true);
             if (rank < 0 || world < 1 || rank >= world || local_rank < 0)
                 throw DistError("PRISM_RENDEZVOUS is set but RANK, WORLD_SIZE and LOCAL_RANK (or SLURM_PROCID, "
                                 "SLURM_STEP_NUM_TASKS, SLURM_LOCALID) do not give a rank in [0, world): set them per process");

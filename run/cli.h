@@ -65,6 +65,11 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, c
             if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
             value = argv[++i];
         }
+        // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default may
+        // hold a run that --overwrite would then delete.
+        if (value.empty() && (hit->arg == "FILE" || hit->arg == "DIR" || hit->arg == "GLOB" || hit->arg == "PATH"))
+            throw ConfigError("flag " + a + " was given an empty " + hit->arg + "; pass a path (an unset shell "
+                              "variable?), or leave the flag out for its default");
         hit->apply(value);
     }
 }

@@ -30,6 +30,7 @@ struct TrainOptions {
     bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
     bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     bool allow_batch_change = false;  // --resume with another global batch than the checkpoint's
+    bool allow_data_change = false;   // --resume onto other shards than the recorded ones
     std::string train, val, out;  // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer;      // "": text/tokenizer.h's default_tokenizer_path
     int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context

@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,13 +97,18 @@ inline bool remove_checkpoint_dir(const std::string& path) {
     return rmdir(path.c_str()) == 0;
 }
 
-// A text file without trailing newlines and spaces, at most `limit` bytes of it (by default what its size
-// says, read once); "" when it does not exist. A FIFO, a device or a directory there is an error (io.h's
-// open_sized), never a read that waits or runs without end.
-inline std::string read_text(const std::string& path, size_t limit = (size_t)-1) {
+// A text file without trailing newlines and spaces, at most `limit` bytes of it (read once); "" when it does
+// not exist. A FIFO, a device or a directory there is an error (io.h's open_sized), never a read that waits or
+// runs without end. A file larger than `cap` is an error naming it and its size, before anything is allocated
+// (a 3 GB run.json is not a run record, and must not read as "out of memory"); the default cap is for a log.
+constexpr size_t kTextFileCap = (size_t)1 << 30;
+inline std::string read_text(const std::string& path, size_t limit = (size_t)-1, size_t cap = kTextFileCap) {
     if (access(path.c_str(), F_OK) != 0) return "";
     size_t size;
     FileHandle fh = open_sized(path, "file", size);
+    if (size > cap && limit > cap)
+        throw IoError(path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(cap >> 20) +
+                      " MiB train_prism reads of such a file; it is not one train_prism wrote: move it aside");
     std::string s(std::min(size, limit), '\0');
     s.resize(fread(&s[0], 1, s.size(), fh.get()));
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -115,12 +121,15 @@ inline std::string step_dir_name(long step) {
     return b;
 }
 
-// The step of a checkpoint directory's name, exactly as step_dir_name writes it; -1 for any other name.
+// The step of a checkpoint directory's name, exactly as step_dir_name writes it; -1 for any other name (one
+// the trainer did not write: step_9999999999999999999 is out of range and ignored, never an error).
 inline long step_of_dir_name(const std::string& name) {
-    if (name.size() < 13 || name.size() > 24 || name.compare(0, 5, "step_") != 0 ||
+    // At most 18 digits: every such number fits a long, so the parse below cannot overflow.
+    if (name.size() < 13 || name.size() > 23 || name.compare(0, 5, "step_") != 0 ||
         name.find_first_not_of("0123456789", 5) != std::string::npos)
         return -1;
-    long step = std::stol(name.substr(5));
+    long step = 0;
+    for (size_t i = 5; i < name.size(); i++) step = step * 10 + (name[i] - '0');
     return step_dir_name(step) == name ? step : -1;
 }
 
@@ -172,6 +181,7 @@ class RunDir {
     RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
     ~RunDir() {
         if (lock_fd_ >= 0) close(lock_fd_);
+        if (dir_fd_ >= 0) close(dir_fd_);
         // A run that failed before it wrote anything leaves no OUT behind that it created itself: the lock goes,
         // then the directories lock() made, innermost first (rmdir removes only empty ones).
         if (created_.empty() || !only_lock_in(out_)) return;
@@ -210,9 +220,14 @@ class RunDir {
         return steps;
     }
 
-    // One writer per OUT: rank 0 creates OUT and holds an exclusive lock (flock) on OUT/lock until the process
-    // ends (the kernel drops it when the process dies, however it dies, so a lock is never stale). A second
-    // trainer on the same OUT, a --resume beside a live run included, fails here naming the holder's process.
+    // One writer per OUT: rank 0 creates OUT and holds an exclusive lock (flock) on the directory OUT itself
+    // until the process ends (the kernel drops it when the process dies, however it dies, so a lock is never
+    // stale). A directory cannot be deleted or replaced by a path operation while it is open, so no rm, mv or
+    // ln in OUT lets a second writer in; a second trainer on the same OUT (a --resume beside a live run
+    // included, or one through a link to OUT) fails here naming the holder's process. OUT/lock is only the
+    // note of that holder ("pid N on HOST"), for people and for this message. On a file system without flock
+    // on directories (some NFS setups) the lock is taken on OUT/lock instead, whose identity every checkpoint
+    // then checks (check_identity). A moved or replaced OUT is noticed before the next checkpoint write.
     void lock() {
         if (!lead()) return;
         for (size_t at = 0; at != std::string::npos;) {  // the directories make_dirs is about to create
@@ -222,6 +237,19 @@ class RunDir {
         }
         make_dirs(out_);
         const std::string p = out_ + "/lock";
+        auto holder = [&] {
+            std::string h = read_note(p);
+            return h.empty() ? std::string("its process id not known: its note was removed or not written yet") : h;
+        };
+        auto busy = [&] {
+            return ConfigError(out_ + " is in use by another train_prism (" + holder() + " holds " + p +
+                               "); wait for it to end or stop it, or pass another -o");
+        };
+        dir_fd_ = open(out_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd_ < 0 || fstat(dir_fd_, &dir_st_) != 0)
+            throw ConfigError("cannot open " + out_ + ": " + strerror(errno) + "; -o must name a writable directory");
+        bool dir_locked = flock(dir_fd_, LOCK_EX | LOCK_NB) == 0;
+        if (!dir_locked && errno == EWOULDBLOCK) throw busy();
         lock_fd_ = open(p.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
         struct stat st;
         if (lock_fd_ < 0 || fstat(lock_fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -229,25 +257,46 @@ class RunDir {
             if (lock_fd_ >= 0) close(lock_fd_), lock_fd_ = -1;
             throw ConfigError("cannot create the lock file " + p + ": " + why + "; -o must name a writable directory");
         }
+        // The lock file too (what an older train_prism locks), and the only lock where the directory's fails.
         if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
             const int e = errno;
-            char who[200] = "";
-            const ssize_t n = pread(lock_fd_, who, sizeof who - 1, 0);
-            std::string holder(who, n > 0 ? (size_t)n : 0);
-            while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-            holder = printable(holder);
-            close(lock_fd_), lock_fd_ = -1;
-            if (e == EWOULDBLOCK)
-                throw ConfigError(out_ + " is in use by another train_prism (" +
-                                  (holder.empty() ? std::string("its process id not written yet") : holder) +
-                                  " holds " + p + "); wait for it to end or stop it, or pass another -o");
-            throw ConfigError("cannot lock " + p + ": " + strerror(e));
+            if (e == EWOULDBLOCK) throw busy();
+            if (!dir_locked) throw ConfigError("cannot lock " + out_ + " or " + p + ": " + strerror(e));
         }
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
-        const std::string me = "pid " + std::to_string((long)getpid()) + " on " + host + "\n";
-        if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, me.data(), me.size(), 0) != (ssize_t)me.size())
-            throw ConfigError("cannot write " + p + ": " + write_error(errno));
+        file_lock_only_ = !dir_locked;
+        lock_st_ = st;
+        write_note();
+    }
+
+    // Rank 0's, before a checkpoint is written: OUT is still the directory lock() locked (not moved, renamed or
+    // replaced since), so that a run never splits its checkpoints between two directories or writes into one
+    // that another trainer may have taken. Where only OUT/lock could be locked, it must be the file locked.
+    void check_identity() {
+        if (!lead() || dir_fd_ < 0) return;
+        struct stat st;
+        if (stat(out_.c_str(), &st) != 0 || st.st_dev != dir_st_.st_dev || st.st_ino != dir_st_.st_ino)
+            throw CheckpointError(out_ + " is no longer the directory this run started in (moved, renamed or "
+                                  "replaced while it ran); stopping without writing a checkpoint: the run's "
+                                  "checkpoints are wherever its directory went; move it back and --resume there");
+        const bool note_gone = stat((out_ + "/lock").c_str(), &st) != 0 || st.st_dev != lock_st_.st_dev ||
+                               st.st_ino != lock_st_.st_ino;
+        if (note_gone && !file_lock_only_) {  // harmless under the directory's lock: put the note back
+            const int fd = open((out_ + "/lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+            if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                close(lock_fd_);
+                lock_fd_ = fd, lock_st_ = st;
+                try {
+                    write_note();
+                } catch (const ConfigError&) {  // only a note
+                }
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        } else if (note_gone) {
+            throw CheckpointError(out_ + "/lock was removed or replaced while this run held it (this file system "
+                                  "locks only that file), so another train_prism may write here; stopping without "
+                                  "writing a checkpoint: check for another trainer on " + out_ + ", then --resume");
+        }
     }
 
     // Before anything is loaded: OUT's own names (latest, log.jsonl, model.bin) must be regular files when they
@@ -365,6 +414,7 @@ class RunDir {
                                   "; OUT/latest still names the last one written");
         const std::pair<size_t, size_t> range = eng.optimizer_range();
         const bool whole = range.first == 0 && range.second == eng.num_params();
+        dist_.all_or_none([&] { check_identity(); });  // a moved OUT ends every rank here, before any write
         try {
             dist_.all_or_none([&] {  // a collective: afterwards step_N.tmp/ exists for every rank, or all know
                 if (lead()) remove_checkpoint_dir(tmp), make_dirs(tmp);
@@ -478,17 +528,58 @@ class RunDir {
     // crash or a full disk) is dropped. Rank 0's.
     void truncate_log(long last_step) const {
         if (!lead()) return;
-        std::string all = read_text(log_path()), kept;
-        size_t a = 0;
-        while (a < all.size()) {
-            size_t b = all.find('\n', a);
-            std::string line = all.substr(a, b == std::string::npos ? std::string::npos : b - a);
-            long s = -1;
-            if (sscanf(line.c_str(), "{\"step\": %ld", &s) == 1 && s <= last_step && is_json(line)) kept += line + "\n";
-            if (b == std::string::npos) break;
-            a = b + 1;
+        // Streamed line by line into log.jsonl.tmp (renamed over the log when complete), so a log of any size
+        // costs one line's memory; a "line" longer than any the trainer writes (kMaxLogLine) is not one of its
+        // lines and is dropped unread.
+        constexpr size_t kMaxLogLine = (size_t)1 << 20;
+        const std::string tmp = log_path() + ".tmp";
+        unlink(tmp.c_str());
+        const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        FILE* out = fd >= 0 ? fdopen(fd, "wb") : nullptr;
+        if (!out) {
+            const int e = errno;
+            if (fd >= 0) close(fd), unlink(tmp.c_str());
+            throw IoError("cannot write " + tmp + ": " + write_error(e) + "; check the output directory");
         }
-        write_atomically(log_path(), {{kept.data(), kept.size()}});
+        std::unique_ptr<FILE, int (*)(FILE*)> closer(out, fclose);
+        bool wrote = true;
+        if (access(log_path().c_str(), F_OK) == 0) {
+            size_t size;
+            FileHandle fh = open_sized(log_path(), "log", size);
+            std::string line;
+            bool overlong = false;
+            char buf[1 << 16];
+            size_t got;
+            auto take = [&] {
+                long s = -1;
+                if (!overlong && sscanf(line.c_str(), "{\"step\": %ld", &s) == 1 && s <= last_step && is_json(line))
+                    wrote = wrote && fwrite(line.data(), 1, line.size(), out) == line.size() && fputc('\n', out) != EOF;
+                line.clear(), overlong = false;
+            };
+            while ((got = fread(buf, 1, sizeof buf, fh.get())) > 0) {
+                for (size_t a = 0; a < got;) {
+                    const char* nl = (const char*)memchr(buf + a, '\n', got - a);
+                    const size_t b = nl ? (size_t)(nl - buf) : got;
+                    if (!overlong && line.size() + (b - a) <= kMaxLogLine) line.append(buf + a, b - a);
+                    else overlong = true, line.clear();
+                    if (nl) take();
+                    a = b + 1;
+                }
+            }
+            if (!line.empty() || overlong) take();
+            if (ferror(fh.get())) {
+                unlink(tmp.c_str());
+                throw IoError("error reading " + log_path() + ": " + strerror(errno));
+            }
+        }
+        wrote = wrote && fflush(out) == 0 && fsync(fileno(out)) == 0;
+        const int e = errno;
+        if (fclose(closer.release()) != 0) wrote = false;
+        if (!wrote || rename(tmp.c_str(), log_path().c_str()) != 0) {
+            const int e2 = wrote ? errno : e;
+            unlink(tmp.c_str());
+            throw IoError("cannot rewrite " + log_path() + ": " + write_error(e2) + "; the log is unchanged");
+        }
     }
 
   private:
@@ -516,7 +607,32 @@ class RunDir {
     std::string out_;
     int keep_;
     const Dist& dist_;
-    int lock_fd_ = -1;
+    int lock_fd_ = -1, dir_fd_ = -1;       // OUT/lock and OUT itself, locked (lock())
+    struct stat dir_st_ = {}, lock_st_ = {};  // their identities when locked
+    bool file_lock_only_ = false;            // the file system would not lock the directory
+
+    // "pid N on HOST" into OUT/lock (lock_fd_).
+    void write_note() const {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        const std::string me = "pid " + std::to_string((long)getpid()) + " on " + host + "\n";
+        if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, me.data(), me.size(), 0) != (ssize_t)me.size())
+            throw ConfigError("cannot write " + out_ + "/lock: " + write_error(errno));
+    }
+
+    // The holder's note in OUT/lock, one line of at most 200 bytes, control bytes escaped ("" when none).
+    static std::string read_note(const std::string& p) {
+        const int fd = open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) return "";
+        struct stat st;
+        char who[200] = "";
+        const ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, who, sizeof who - 1, 0) : 0;
+        close(fd);
+        std::string h(who, n > 0 ? (size_t)n : 0);
+        h = h.substr(0, h.find('\n'));
+        while (!h.empty() && h.back() == ' ') h.pop_back();
+        return printable(h);
+    }
     std::vector<std::string> created_;  // the directories lock() created (OUT and any missing parents), outermost first
     uint64_t run_id_ = 0;  // written into every file of every checkpoint (agree_run_id)
     long total_batch_ = 0;

@@ -9,6 +9,8 @@
 //                                          parameters, and the per-layer table (layers numbered from 1)
 //   "plan": {...}                          B, T, ranks, micro-steps, total batch, steps, warmup, lr, seed (the
 //                                          latest invocation's)
+//   "data": {"train": "...", "val": "..." | null}   fingerprints of the shards (dataloader.h's shards_fingerprint):
+//                                          a --resume onto other data is refused unless --allow-data-change
 //   "invocations": [{"argv": [...], "started": "...Z", "ended": "...Z" | null, "status": "running" | "done" |
 //                    "stopped" | "interrupted" | "diverged", "start_step", "end_step", "commit", "build", "host",
 //                    "cores", "engine", "engine_why", "ranks", "zero"}, ...]
@@ -159,7 +161,7 @@ inline std::string run_record_path(const std::string& dir) { return dir + "/run.
 inline bool read_run_record(const std::string& dir, RunRecord& r) {
     r.path = run_record_path(dir);
     if (access(r.path.c_str(), F_OK) != 0) return false;
-    const std::string text = read_text(r.path);
+    const std::string text = read_text(r.path, (size_t)-1, (size_t)64 << 20);  // a record is a few KB
     auto bad = [&](const std::string& why) {
         return RunRecordError(r.path + " is not a run record (" + why + "); move it aside, or restore it from a copy");
     };
@@ -189,6 +191,7 @@ struct RunRecordWriter {
     std::string dir;
     std::vector<std::pair<std::string, std::string>> args;
     std::string model_json, plan_json;
+    std::string data_json;  // data_record_json: the shards' fingerprints
     std::vector<std::string> earlier;  // the earlier invocations' objects, as text
     std::vector<std::string> argv;
     std::string started, engine, engine_why;
@@ -210,7 +213,9 @@ struct RunRecordWriter {
         std::string s = "{\"prism_run\": 1,\n \"args\": [";
         for (size_t i = 0; i < args.size(); i++)
             s += std::string(i ? ", " : "") + "[" + json::quote(args[i].first) + ", " + json::quote(args[i].second) + "]";
-        s += "],\n \"model\": " + model_json + ",\n \"plan\": " + plan_json + ",\n \"invocations\": [";
+        s += "],\n \"model\": " + model_json + ",\n \"plan\": " + plan_json + ",\n";
+        if (!data_json.empty()) s += " \"data\": " + data_json + ",\n";
+        s += " \"invocations\": [";
         for (const std::string& e : earlier) s += "\n  " + e + ",";
         std::string a = "[";
         for (size_t i = 0; i < argv.size(); i++) a += (i ? ", " : "") + json::quote(argv[i]);
@@ -245,6 +250,53 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
     return s + "]}";
 }
 
+// On a --resume: the model's context T (--seq-len, else the preset's) must be the recorded model's ("model"
+// "T"), the first thing a changed --seq-len (given, or edited into the record's args) would break.
+inline void check_resume_context(const RunRecord& rec, int T) {
+    const json::Value* m = rec.doc.find("model");
+    const json::Value* t = m && m->kind == json::Value::Object ? m->find("T") : nullptr;
+    if (!t || t->kind != json::Value::Number || t->str == std::to_string(T)) return;
+    throw ConfigError("--resume: the model's context would be T " + std::to_string(T) + " (--seq-len " +
+                      std::to_string(T) + ", given or in " + rec.path + "'s \"args\"), but the recorded run's model "
+                      "has T " + t->str + " (\"model\": {\"T\"}); resume with --seq-len " + t->str +
+                      ", or restore " + rec.path + " if it was edited");
+}
+
+// The data part of a record: {"train": FINGERPRINT, "val": FINGERPRINT | null} (dataloader.h's
+// shards_fingerprint; val null when the run validates on nothing).
+inline std::string data_record_json(const std::string& train, const std::string& val) {
+    return "{\"train\": " + json::quote(train) + ", \"val\": " + (val.empty() ? std::string("null") : json::quote(val)) +
+           "}";
+}
+
+// On a --resume: the shards must be those the record's "data" fingerprints (the validation ones when both the
+// record and this invocation have some), else a ConfigError naming the shards, both fingerprints and the flag
+// that accepts the change (data_may_change: --allow-data-change). A record from before fingerprints ("data"
+// absent) is not compared: a note says so.
+inline void check_resume_data(const RunRecord& rec, const std::string& train_glob, const std::string& train,
+                              const std::string& val_glob, const std::string& val, bool data_may_change,
+                              std::vector<std::string>& notes) {
+    const json::Value* d = rec.doc.find("data");
+    const json::Value* t = d && d->kind == json::Value::Object ? d->find("train") : nullptr;
+    const json::Value* v = d && d->kind == json::Value::Object ? d->find("val") : nullptr;
+    if (!t || t->kind != json::Value::String) {
+        notes.push_back(rec.path + " records no fingerprint of its data (written by an older train_prism): the "
+                        "shards are not compared with the first run's; this invocation records them");
+        return;
+    }
+    auto differs = [&](const char* what, const std::string& glob, const std::string& was, const std::string& now) {
+        if (was == now) return;
+        const std::string m = "--resume: the " + std::string(what) + " shards " + glob + " are not the data " +
+                              rec.path + " recorded (fingerprint " + was + ", now " + now + ": another set, or its "
+                              "shards were replaced)";
+        if (!data_may_change)
+            throw ConfigError(m + "; resume on the recorded data, or pass --allow-data-change to go on with this data");
+        notes.push_back(m + "; going on with this data (--allow-data-change), the record now fingerprints it");
+    };
+    differs("training", train_glob, t->str, train);
+    if (v && v->kind == json::Value::String && !val.empty()) differs("validation", val_glob, v->str, val);
+}
+
 // The flags a resume may change (the rest must equal the record). --tokens, --tokens-per-param and --epochs
 // resolve to --steps, which is what the record keeps.
 inline const std::vector<std::string>& may_change_on_resume() {
@@ -260,17 +312,20 @@ inline const std::vector<std::string>& may_change_on_resume() {
 // Flags that are never recorded: what the invocation does rather than what the run is.
 inline const std::vector<std::string>& not_recorded() {
     static const std::vector<std::string> v = {"--help", "--plan", "--json", "--resume", "--overwrite", "--stop-after",
-                                               "--tokens", "--tokens-per-param", "--epochs", "--allow-batch-change"};
+                                               "--tokens", "--tokens-per-param", "--epochs", "--allow-batch-change",
+                                               "--allow-data-change"};
     return v;
 }
 
 // On a --resume: every recorded flag not in may_change_on_resume() must have the value the record has, and no
 // such flag may be new. The first difference is a ConfigError naming the flag, both values and what to do.
-// batch_may_change (--allow-batch-change): --total-batch may differ too.
+// batch_may_change (--allow-batch-change): --total-batch may differ too; data_may_change (--allow-data-change):
+// --train and --val.
 inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now,
-                              bool batch_may_change = false) {
+                              bool batch_may_change = false, bool data_may_change = false) {
     std::vector<std::string> ok = may_change_on_resume();
     if (batch_may_change) ok.push_back("--total-batch");
+    if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
     auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
     auto find = [](const std::vector<std::pair<std::string, std::string>>& v, const std::string& f) -> const std::string* {
         for (const auto& x : v)

@@ -73,6 +73,9 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                  [&o](const std::string&) { o.overwrite = true; }});
     f.push_back({"--allow-batch-change", "", "with --resume: go on with another global batch (tokens per step) than "
                  "the checkpoint's (without it, that is an error)", [&o](const std::string&) { o.allow_batch_change = true; }});
+    f.push_back({"--allow-data-change", "", "with --resume: go on with other training or validation shards than "
+                 "the ones OUT/run.json recorded (without it, that is an error)",
+                 [&o](const std::string&) { o.allow_data_change = true; }});
     f.push_back({"--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the run (default 3)",
                  int_flag("--max-nonfinite", o.max_nonfinite, 1, 1000000)});
     f.push_back({"--sample-every", "N", "print a text sample every N steps (0: never; default 50)",
@@ -142,7 +145,8 @@ inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
         bool takes_value = false;
         for (const Flag& f : flags)
             if (canonical_name(f) == flag) takes_value = !f.arg.empty();
-        if (takes_value) out.push_back(value);
+        if (takes_value && value.empty()) out.pop_back();  // recorded as "" (the default): no empty path flag
+        else if (takes_value) out.push_back(value);
     }
     for (int i = 1; i < argc; i++) out.push_back(argv[i]);
     return out;

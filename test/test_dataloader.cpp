@@ -348,3 +348,50 @@ TEST_CASE("a position saved by one rank count resumes on another from the same w
     CHECK(window_starts(next(five, 5, T), 5, T) == std::vector<int>(order.begin() + 15, order.begin() + 20));
   }
 }
+
+// ------------------------------------------------------------------------------------------------------
+// A set replaced under a running loader (issue 25)
+
+TEST_CASE("a shard replaced while the loader runs is refused when the loader enters it again", "[dataloader]") {
+  TempDir d;
+  const std::string val = d / "s_val_000000.bin", train = d / "s_train_000001.bin";
+  write_shard(val, ramp(2000), true, 0x1111);
+  write_shard(train, ramp(4000), true, 0x1111);
+  DataLoader dl(d / "s_val_*.bin", 2, 16, 0, 1, false, 0);
+  next(dl, 2, 16);
+  dl.reset();  // the same file: fine
+  next(dl, 2, 16);
+  // A new set (another id, the same token count), renamed over the path as prepare_shards --overwrite does.
+  write_shard(val, ramp(2000, 7), true, 0x2222);
+  const std::string e = error_of([&] { dl.reset(); });
+  INFO(e);
+  CHECK(e.find("shard " + val + " changed while the run used it (set 0000000000001111, 2000 tokens at the start; "
+               "now set 0000000000002222, 2000 tokens)") != std::string::npos);
+  CHECK(e.find("--allow-data-change") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  // An llm.c shard (no set id) rewritten with the same count: told by its modification time.
+  write_shard(val, ramp(2000), true, 0);
+  DataLoader plain(d / "s_val_*.bin", 2, 16, 0, 1, false, 0);
+  write_shard(val, ramp(2000, 3), true, 0);
+  const std::string f = error_of([&] { plain.reset(); });
+  INFO(f);
+  CHECK(f.find("(no set id, 2000 tokens at the start; now no set id, 2000 tokens, modified)") != std::string::npos);
+  // Cut short in place (the same file, still open): noticed by its size when the loader enters it again.
+  DataLoader cut(d / "s_val_*.bin", 2, 16, 0, 1, false, 0);
+  REQUIRE(truncate(val.c_str(), 2000) == 0);
+  const std::string g = error_of([&] { cut.reset(); });
+  INFO(g);
+  CHECK(g.find("shard " + val + " changed while the run used it") != std::string::npos);
+}
+
+TEST_CASE("the shards' fingerprint follows their content, not their path", "[dataloader]") {
+  TempDir d;
+  write_shard(d / "a_train_000001.bin", ramp(3000), true, 0);
+  write_shard(d / "b_train_000001.bin", ramp(3000), true, 0);
+  write_shard(d / "c_train_000001.bin", ramp(3000, 1), true, 0);  // the same count, other tokens
+  auto fp = [&](const char* n) { return shards_fingerprint({read_shard_info(d / n)}); };
+  CHECK(fp("a_train_000001.bin").size() == 16);
+  CHECK(fp("a_train_000001.bin") == fp("b_train_000001.bin"));
+  CHECK(fp("a_train_000001.bin") != fp("c_train_000001.bin"));
+  CHECK(shards_fingerprint({}) == "");
+}

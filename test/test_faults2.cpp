@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "run/checkpoint.h"
+#include "run/cli.h"
+#include "run/run_dir.h"
 #include "dataloader.h"
 #include "run/run_log.h"
 #include "test/train_util.h"
@@ -235,9 +237,12 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
           "[train][faults][signals][faults2]") {
     // Issue 19: with --val-tokens 1e12 the run was still validating 25 s after SIGTERM; SIGTERM during the
     // start-up exited 143 without a line.
+    // (--val-tokens is bounded by the validation set since issue 25: a large set makes the validation long.)
     std::string dir = make_data_dir(), out = dir + "/run";
+    write_shard(dir + "/big_val_000000.bin", std::vector<int>(20000000, 3), false);
     const auto t0 = std::chrono::steady_clock::now();
-    Result r = sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000",
+    Result r = sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000 --val '" + dir +
+                             "/big_val_*.bin'",
                              dir + "/v.txt", "[ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -ge 2 ] && sleep 0.3") +
                   "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/v.txt)");
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -342,5 +347,187 @@ TEST_CASE("report warns about negative, duplicated and string-valued steps; a di
     CHECK(one_line_error(o));
     CHECK(has(o.out, "-o " + dir + " is a directory; pass a file name"));
     CHECK(sh("ls " + dir).out == "log.jsonl\n");  // no .tmp litter
+    sh("rm -rf '" + dir + "'");
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Nothing lost, round three (issue 25): the run directory, its data and its messages.
+
+TEST_CASE("the lock is OUT itself: removing, replacing or linking around OUT/lock lets no second writer in; a "
+          "moved OUT stops the run before its next checkpoint", "[train][faults][faults25]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    const std::string second = micro(dir, out) + " --steps 5 --resume";
+    Result r = sh(background(micro(dir, out) + " --steps 100000 --ckpt-every 20", dir + "/first.txt",
+                             "[ -s " + out + "/latest ]") +
+                  "rm " + out + "/lock; " + second + "; echo \"after rm: $?\"; "
+                  "echo 'pid 1 on nowhere' > " + out + "/lock; " + second + "; echo \"after replace: $?\"; "
+                  "ln -s " + out + " " + dir + "/link; " + micro(dir, dir + "/link") + " --steps 5 --resume; "
+                  "echo \"through a link: $?\"; " + micro(dir, out) + " --steps 5 --overwrite; echo \"overwrite: $?\"; "
+                  "mv " + out + " " + dir + "/moved; wait $pid; echo \"first exit $?\")");
+    INFO(r.out);
+    // (The holder puts its note back at its next checkpoint, so what the note says here depends on timing.)
+    REQUIRE(has(r.out, "error: " + out + " is in use by another train_prism ("));
+    REQUIRE(has(r.out, "after rm: 1"));
+    REQUIRE(has(r.out, "after replace: 1"));
+    REQUIRE(has(r.out, "error: " + dir + "/link is in use by another train_prism"));
+    REQUIRE(has(r.out, "through a link: 1"));
+    REQUIRE(has(r.out, "overwrite: 1"));
+    REQUIRE(has(r.out, "first exit 1"));
+    const std::string first = slurp(dir + "/first.txt");
+    INFO(first);
+    REQUIRE(has(first, "error: " + out + " is no longer the directory this run started in (moved, renamed or "
+                       "replaced while it ran); stopping without writing a checkpoint"));
+    REQUIRE(one_line_error({1, first}));
+    REQUIRE(sh("test -e " + out).rc != 0);  // nothing written at the old path
+    Result c = sh(micro(dir, dir + "/moved") + " --steps 100000 --resume --stop-after 1");
+    INFO(c.out);
+    REQUIRE(c.rc == 0);  // the moved run is whole and resumes where it is
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("an empty path flag is an error, never the default", "[train][faults][faults25]") {
+    std::string dir = make_data_dir();
+    for (const char* flag : {"-o ''", "--out=", "--train ''", "--val ''", "--tokenizer ''", "--eval-data ''"}) {
+        Result r = sh(micro(dir, dir + "/run") + " --steps 1 --overwrite " + flag);
+        INFO(flag << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(has(r.out, "was given an empty "));
+    }
+    // Every binary parses its flags with run/cli.h: a FILE, DIR, GLOB or PATH flag refuses "" there.
+    std::string got;
+    std::vector<Flag> flags = {{"--in", "FILE", "", [&](const std::string& v) { got = v; }},
+                               {"--name", "NAME", "", [&](const std::string& v) { got = v; }}};
+    const char* a1[] = {"x", "--in", ""};
+    REQUIRE_THROWS_WITH(parse_flags(3, (char**)a1, flags, "x"),
+                        "flag --in was given an empty FILE; pass a path (an unset shell variable?), or leave the flag "
+                        "out for its default");
+    const char* a2[] = {"x", "--name="};
+    parse_flags(2, (char**)a2, flags, "x");  // not a path: "" is a value like any other
+    CHECK(got.empty());
+    REQUIRE(sh("test -e " + dir + "/run").rc != 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("names in OUT the trainer did not write (a huge step number) are ignored, before and after --overwrite",
+          "[train][faults][faults25]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
+    REQUIRE(sh("mkdir " + out + "/step_9999999999999999999 " + out + "/step_99999999999999999999999 " + out +
+               "/step_-0000001 && touch " + out + "/step_9999999999999999999/mine").rc == 0);
+    Result r = sh(micro(dir, out) + " --steps 3 --resume");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    Result o = sh(micro(dir, out) + " --steps 2 --overwrite");
+    INFO(o.out);
+    REQUIRE(o.rc == 0);
+    REQUIRE(sh("test -f " + out + "/step_9999999999999999999/mine && test -d " + out + "/step_-0000001").rc == 0);
+    REQUIRE(step_of_dir_name("step_9999999999999999999") == -1);
+    REQUIRE(step_of_dir_name("step_999999999999999999") == 999999999999999999L);
+    REQUIRE(step_of_dir_name("step_00000012") == 12);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("the data stays the recorded data: a set replaced under a running trainer stops it; a resume onto other "
+          "shards is refused unless --allow-data-change; an old record resumes with a note",
+          "[train][faults][faults25]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    // Two sets as prepare_shards writes them (one id on all of a set's shards), the second in dir/new.
+    std::vector<int> val(4000), train(36000), other(36000);
+    for (size_t i = 0; i < val.size(); i++) val[i] = (int)(i * 7 % 256);
+    for (size_t i = 0; i < train.size(); i++) train[i] = (int)(i * 7 % 256), other[i] = (int)(i * 3 % 256);
+    write_shard(dir + "/syn_val_000000.bin", val, true, 0x1111);
+    write_shard(dir + "/syn_train_000001.bin", train, true, 0x1111);
+    REQUIRE(sh("mkdir " + dir + "/new").rc == 0);
+    write_shard(dir + "/new/syn_val_000000.bin", val, true, 0x2222);
+    write_shard(dir + "/new/syn_train_000001.bin", other, true, 0x2222);
+    // prepare_shards --overwrite renames the new set over the old one: the trainer stops at its next validation.
+    Result r = sh(background(micro(dir, out) + " --steps 100000 --ckpt-every 5", dir + "/first.txt",
+                             "[ -s " + out + "/latest ]") +
+                  "mv " + dir + "/new/syn_train_000001.bin " + dir + "/new/syn_val_000000.bin " + dir + "/; "
+                  "wait $pid; echo \"first exit $?\")");
+    INFO(r.out);
+    REQUIRE(has(r.out, "first exit 1"));
+    const std::string first = slurp(dir + "/first.txt");
+    INFO(first);
+    REQUIRE(one_line_error({1, first}));
+    REQUIRE(has(first, "error: shard " + dir + "/syn_val_000000.bin changed while the run used it (set "
+                       "0000000000001111, 4000 tokens at the start; now set 0000000000002222, 4000 tokens)"));
+    const std::string latest = slurp(out + "/latest");
+    REQUIRE(sh("test -f " + out + "/" + latest.substr(0, latest.size() - 1) + "/model.bin").rc == 0);  // kept
+    // A resume onto the new set: refused, naming the flag; accepted with it.
+    Result a = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1");
+    INFO(a.out);
+    REQUIRE(one_line_error(a));
+    REQUIRE(has(a.out, "error: --resume: the training shards " + dir + "/syn_train_*.bin are not the data " + out +
+                       "/run.json recorded (fingerprint "));
+    REQUIRE(has(a.out, "another set, or its shards were replaced); resume on the recorded data, or pass "
+                       "--allow-data-change to go on with this data"));
+    Result n = sh(micro(dir, out) + " --steps 100000 --stop-after 1");
+    REQUIRE(has(n.out, "holds an earlier run"));  // (a fresh run is refused as ever)
+    Result y = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1 --allow-data-change");
+    INFO(y.out);
+    REQUIRE(y.rc == 0);
+    REQUIRE(has(y.out, "note: --resume: the training shards "));
+    REQUIRE(has(y.out, "going on with this data (--allow-data-change), the record now fingerprints it"));
+    const std::string rec = slurp(out + "/run.json");
+    REQUIRE(!has(rec.substr(0, rec.find("\"model\"")), "--allow-data-change"));  // never among the recorded args
+    Result again = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1");
+    INFO(again.out);
+    REQUIRE(again.rc == 0);  // the record holds the new data now
+    REQUIRE(has(sh(micro(dir, out) + " --steps 3 --allow-data-change").out,
+                "error: --allow-data-change only applies to --resume"));
+    // A record from before fingerprints: resumes, with a note.
+    REQUIRE(sh("sed -i '/^ \"data\": /d' " + out + "/run.json").rc == 0);
+    Result old = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1");
+    INFO(old.out);
+    REQUIRE(old.rc == 0);
+    REQUIRE(has(old.out, "note: " + out + "/run.json records no fingerprint of its data (written by an older "
+                         "train_prism): the shards are not compared with the first run's; this invocation records them"));
+    REQUIRE(has(slurp(out + "/run.json"), "\n \"data\": {\"train\": \""));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("bounded work and true messages: --val-tokens beyond the set, a changed --seq-len, a missing run.json, "
+          "RANK=abc, a 3 GB run.json or log.jsonl", "[train][faults][faults25]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result v = sh("timeout 60 " + micro(dir, out) + " --steps 2 --val-tokens 100000000000");
+    INFO(v.out);
+    REQUIRE(v.rc == 0);
+    REQUIRE(has(v.out, "note: --val-tokens 100000000000 is more than the validation shards " + dir +
+                       "/syn_val_*.bin hold in batches of B 4 x T 32 x 1 rank; each validation reads their 3968 tokens"));
+    REQUIRE(sh("cp -r " + out + " " + dir + "/s && sed -i 's/\\[\"--seq-len\", \"32\"\\]/[\"--seq-len\", \"48\"]/' " +
+               dir + "/s/run.json").rc == 0);
+    Result t = sh("./train_prism -o " + dir + "/s --resume --steps 4");
+    INFO(t.out);
+    REQUIRE(one_line_error(t));
+    REQUIRE(has(t.out, "error: --resume: the model's context would be T 48 (--seq-len 48, given or in " + dir +
+                       "/s/run.json's \"args\"), but the recorded run's model has T 32 (\"model\": {\"T\"}); resume "
+                       "with --seq-len 32"));
+    REQUIRE(sh("rm " + dir + "/s/run.json").rc == 0);
+    Result m = sh("./train_prism -o " + dir + "/s --resume --steps 4");
+    INFO(m.out);
+    REQUIRE(one_line_error(m));
+    REQUIRE(has(m.out, "(" + dir + "/s/run.json is missing, so only the flags given apply: pass the first run's "
+                       "flags, or restore run.json from a copy)"));
+    Result k = sh("RANK=abc " + micro(dir, dir + "/k") + " --steps 1");
+    INFO(k.out);
+    REQUIRE(one_line_error(k));
+    REQUIRE(has(k.out, "error: RANK=abc in the environment is not a whole number; set it to this process's value"));
+    // Sparse files: no disk, but a size that reading whole would have to allocate.
+    REQUIRE(sh("rm -rf " + out + " && " + micro(dir, out) + " --steps 2").rc == 0);
+    REQUIRE(sh("cp " + out + "/run.json " + dir + "/run.json.good && truncate -s 3G " + out + "/run.json").rc == 0);
+    Result j = sh(micro(dir, out) + " --steps 3 --resume");
+    INFO(j.out);
+    REQUIRE(one_line_error(j));
+    REQUIRE(has(j.out, "error: " + out + "/run.json is 3221225472 bytes, more than the 64 MiB train_prism reads of "
+                       "such a file; it is not one train_prism wrote: move it aside"));
+    REQUIRE(sh("mv " + dir + "/run.json.good " + out + "/run.json && truncate -s 3G " + out + "/log.jsonl").rc == 0);
+    Result l = sh("/usr/bin/time -f 'maxrss %M' " + micro(dir, out) + " --steps 3 --resume");
+    INFO(l.out);
+    REQUIRE(l.rc == 0);
+    const size_t at = l.out.find("maxrss ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(l.out.substr(at + 7)) < 500000);  // KB: the log is streamed, never held
+    CHECK(read_log(out + "/log.jsonl").size() == 3);  // the 3 GB of zeros were no log lines
     sh("rm -rf '" + dir + "'");
 }
