@@ -135,12 +135,29 @@ inline std::string write_error(int e) {
     return s;
 }
 
+// An output is written to path.tmp and renamed over path, which replaces whatever is there: so what is there must
+// be a regular file (or nothing). A device, FIFO or socket (as root, -o /dev/null would replace the node itself) is
+// refused in one line; `follow` = false refuses a symbolic link too (/dev/stdout: the rename replaces the link, not
+// what it names). The message starts with the path.
+inline void refuse_unless_regular(const std::string& path, bool follow) {
+    struct stat st;
+    if ((follow ? stat(path.c_str(), &st) : lstat(path.c_str(), &st)) != 0 || S_ISREG(st.st_mode) ||
+        S_ISDIR(st.st_mode))
+        return;
+    const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    throw IoError(path + " is " + kind + ", not a regular file; pass the name of the file to write");
+}
+
 // Before the work whose result goes to `path` (a --json FILE, an -o FILE): a directory there, or a directory
 // above it that does not exist, is an error now rather than after the work. `flag` names the option.
 inline void check_output_file(const std::string& path, const std::string& flag) {
     struct stat st;
     if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         throw IoError(flag + " " + path + " is a directory; pass a file name (e.g. " + path + "/out)");
+    refuse_unless_regular(path, true);
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -155,6 +172,7 @@ inline void write_atomically(const std::string& path, const std::vector<std::pai
     struct stat st;
     if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         throw IoError("cannot write " + path + ": it is a directory; pass a file name");
+    refuse_unless_regular(path, false);
     unlink(tmp.c_str());
     const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     FILE* f = fd >= 0 ? fdopen(fd, "wb") : nullptr;
