@@ -59,13 +59,16 @@ NCCL_LIBS := $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinke
 # nvcc takes -I -D -L -l itself; anything else in MPI's flags (-pthread, -Wl,...) goes to the host compiler.
 nvcc_host = $(foreach f,$(1),$(if $(filter -I% -D% -L% -l%,$(f)),$(f),-Xcompiler $(f)))
 
-# The engine the three GPU-capable products get from this make, in words (the info line, and build/engine/).
+# The engine the three GPU-capable products get from this make, in words (the info line), and with MPI or not
+# (build/engine/, below).
 ENGINE := $(if $(BIN_NVCC),CUDA engine (nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p') \
-          for $(GPU_ARCH:%=sm_%)$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++$(if $(CPU_ONLY), CPU_ONLY)$(if $(NVCC),,: no nvcc)))
+          for $(GPU_ARCH:%=sm_%)$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++))
+BIN_KIND := $(ENGINE)$(if $(strip $(MPI_LIBS)), + MPI)
 
 # One line saying what was found (once per make, not for clean).
 ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
-$(info make: $(ENGINE); $(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh))\
+$(info make: $(ENGINE)$(if $(BIN_NVCC),,$(if $(CPU_ONLY), CPU_ONLY, with no nvcc)); \
+$(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh))\
 $(if $(BIN_NVCC),$(if $(NCCL_CFLAGS),,; no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more))))
 endif
 
@@ -96,7 +99,7 @@ endif
 # build/engine/NAME holds the engine NAME was last built with, rewritten only when this make's differs: a binary
 # left by `make run` (CPU) is rebuilt by a later `make` (CUDA), and the other way round, never taken as up to date.
 $(BUILD)/engine/%: FORCE
-	@mkdir -p $(dir $@); [ "$$(cat $@ 2>/dev/null)" = "$(ENGINE)" ] || echo "$(ENGINE)" > $@
+	@[ "$$(cat $@ 2>/dev/null)" = "$(BIN_KIND)" ] || echo "$(BIN_KIND)" > $@
 
 # The run record (run/run_record.h) names the commit a binary was built from: `git describe --always --dirty` at
 # build time. build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
@@ -375,7 +378,8 @@ gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS)) $(GPU_BUNDLE)/run.sh $(GP
 gpu-bundle-check: gpu-bundle
 	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check
 test-nvcc-check: $(NVCC_CHECK_CUH:%=$(BUILD)/nvcc_check/%.o)
-	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) compile alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL; every other kernel file in the bundle's -Werror compiles"
+	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL" \
+	    "(every other kernel file: the bundle's -Werror compiles)"
 test-ptxas: $(BUILD)/ptxas.txt
 	@echo "test-ptxas: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"
 test-ptxas-decode: $(BUILD)/ptxas_decode.txt
@@ -478,11 +482,11 @@ crosscheck-tokenizer: $(BUILD)/tokenizer_crosscheck
 .PHONY: format-check
 format-check:
 	@command -v clang-format > /dev/null || { echo "format-check: no clang-format (apt-get install clang-format)"; exit 1; }
-	@files=$$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh'); bad=$$(for f in $$files; do \
-	     clang-format --dry-run -Werror "$$f" > /dev/null 2>&1 || echo "$$f"; done); \
-	 if [ -n "$$bad" ]; then echo "$$bad" | sed 's/^/format-check: not formatted: /'; \
-	     echo "format-check: $$(echo "$$bad" | wc -l) of $$(echo "$$files" | wc -w) files differ from .clang-format (clang-format -i FILE)"; exit 1; fi; \
-	 echo "format-check: $$(echo "$$files" | wc -w) files formatted"
+	@files=$$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh'); n=$$(echo "$$files" | wc -w); \
+	 bad=$$(for f in $$files; do clang-format --dry-run -Werror "$$f" > /dev/null 2>&1 || echo "$$f"; done); \
+	 if [ -z "$$bad" ]; then echo "format-check: the $$n C++ and CUDA files are as .clang-format writes them"; exit 0; fi; \
+	 echo "$$bad" | sed 's/^/format-check: not formatted: /'; \
+	 echo "format-check: FAILED: $$(echo "$$bad" | wc -l) of $$n files differ from .clang-format (clang-format -i FILE)"; exit 1
 
 clean:
 	rm -rf $(BUILD) $(filter-out $(BUILD)/%,$(PRODUCTS))

@@ -1,6 +1,6 @@
 // test_layout.cpp: the tree's shape: no product file includes anything under test/, the includes form no cycle,
-// and every product binary's rule is the top Makefile's (no other make file defines one). Files are split by idea, not by a line count. Run from the checkout's root (make test does); reads the
-// sources, builds nothing.
+// and every product binary's rule is the top Makefile's (no other make file defines one). Files are split by idea,
+// not by a line count. Run from the checkout's root (make test does); reads the sources, builds nothing.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
