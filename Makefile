@@ -65,8 +65,8 @@ ENGINE := $(if $(BIN_NVCC),CUDA engine (nvcc $(shell $(NVCC) --version 2>/dev/nu
           for $(GPU_ARCH:%=sm_%)$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++))
 BIN_KIND := $(ENGINE)$(if $(strip $(MPI_LIBS)), + MPI)
 
-# One line saying what was found (once per make, not for clean).
-ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
+# One line saying what was found (once per make; not for clean, nor for run, which picks its own engine).
+ifeq ($(MAKELEVEL)$(filter clean run,$(MAKECMDGOALS)),0)
 $(info make: $(ENGINE)$(if $(BIN_NVCC),,$(if $(CPU_ONLY), CPU_ONLY, with no nvcc)); \
 $(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh))\
 $(if $(BIN_NVCC),$(if $(NCCL_CFLAGS),,; no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more))))
