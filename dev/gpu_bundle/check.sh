@@ -8,7 +8,7 @@
 # builds its products CPU_ONLY, so these are its runs of nvcc-built products). With a GPU the last checks are
 # left to run.sh itself (8 minutes). Exits 1 on any failure, naming it.
 set -uo pipefail
-B=$1 max=$2 allowed=$3 scratch=$4
+B=$1 max=$2 allowed=$3 scratch=$(realpath -m "$4")
 bad=0
 fail() { echo "gpu-bundle-check: FAILED: $1"; bad=1; }
 bytes=$(du -sb "$B" | cut -f1)
@@ -47,10 +47,14 @@ else
     (cd "$B" && OMP_NUM_THREADS=2 timeout 60 ./bin/train_prism -m tiny --steps 2 --val-every 0 -o "$scratch/tiny_cpu") \
         > "$log" 2>&1
     rc=$?
-    if [ $rc != 0 ]; then sed 's/^/  train_prism: /' "$log" | tail -5; fail "train_prism -m tiny --steps 2 without a GPU exited with status $rc"
+    if [ $rc != 0 ]; then
+        sed 's/^/  train_prism: /' "$log" | tail -5
+        fail "train_prism -m tiny --steps 2 without a GPU exited with status $rc"
     elif ! grep -q '^engine: CPU' "$log"; then fail "train_prism without a GPU printed no \"engine: CPU\" line ($log)"
     elif ! grep -qE '^step +2/2 ' "$log"; then fail "train_prism without a GPU printed no step 2 ($log)"
-    else echo "gpu-bundle-check: the CUDA builds without a GPU: --help from train_prism, eval_zeroshot, generate; train_prism: $(grep -m1 '^engine:' "$log"), $(grep -E '^step +2/2 ' "$log" | cut -c1-60)"
+    else
+        echo "gpu-bundle-check: the CUDA builds without a GPU: train_prism, eval_zeroshot, generate --help;" \
+            "train_prism -m tiny: $(grep -m1 -o '^engine: CPU[^(]*' "$log")and $(grep -E '^step +2/2 ' "$log" | cut -d'|' -f1-2)"
     fi
 fi
 exit $bad
