@@ -1,5 +1,7 @@
-# Prism: one entry point. `make` builds the tools, `make test` builds and runs every test.
-# CPU-only by default; the CUDA engine is added when nvcc is present (see the CUDA section).
+# Prism's build, the one make file. `make` builds the tools, `make run` trains, `make test` builds and runs every
+# test. Read top to bottom: the tools found, the products, the tests' binaries, the GPU's checks and bundle, then
+# the targets that run them. Every compile writes its own header dependencies (build/deps/), so no rule lists
+# headers by hand.
 
 CXX      ?= g++
 OPT      ?= -O3 -march=native
@@ -7,40 +9,29 @@ CXXFLAGS ?= -std=c++17 $(OPT) -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   ?= -fopenmp -lm
 BUILD    := build
 SHELL    := /bin/bash
+# Each compile's header dependencies, one file per target, read back at the end of this file.
+DEP       = -MMD -MP -MF $(BUILD)/deps/$(subst /,_,$@).d
+# The build's directories, made before any rule writes into them.
+$(shell mkdir -p $(addprefix $(BUILD)/,deps engine test asan tsan native hf nvcc_check/test))
 
-.PHONY: all test clean run test-unit
+.PHONY: all run setup data eval-data clean FORCE
 all:
 
-# The two commands of the README. Each first does whatever set-up is missing (setup.sh: the Debian packages,
-# the GPT-2 tokenizer file, the default corpus; a few tenths of a second when all is there), then builds.
-# `make run` trains on the built-in default (tiny on the default corpus; the GPU when one is present, else the
-# CPU). Extra flags: make run ARGS="--steps 100".
-.PHONY: setup
-setup:
-	@bash setup.sh
-
-run:
-	@bash setup.sh
-	@$(MAKE) --no-print-directory train_prism
-	./train_prism $(ARGS)
-
-# ---- the binaries: CUDA engine when nvcc exists, CPU-only otherwise ------------------------------------
-# With nvcc, train_prism and eval_zeroshot are compiled as CUDA (-DPRISM_CUDA) for GPU_ARCH (sm_80 and sm_90 by
-# default) and pick the GPU at run time when one is present, the CPU reference otherwise. CPU_ONLY=1 forces the
-# g++ build. Warnings are errors in the nvcc build.
+# ==== what this machine has ========================================================================================
+# nvcc: the CUDA engine is compiled into train_prism, eval_zeroshot and generate when nvcc exists (for GPU_ARCH,
+# sm_80 and sm_90 by default); they pick the GPU at run time when one is present, the CPU reference otherwise.
+# CPU_ONLY=1 builds them with g++. Warnings are errors in every nvcc build. The GPU checks and the bundle (further
+# down) need only nvcc, whatever CPU_ONLY says.
 NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 GPU_ARCH ?= 80 90
 CUDA_LIB ?= $(abspath $(dir $(NVCC))../lib64)
-NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-            -Werror all-warnings -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
-NVCC_LDLIBS = -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8
+CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))..))
 BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
+NATIVE_ARCH ?= sm_90
 
-# ---- MPI and NCCL: found, not assumed ------------------------------------------------------------------
 # MPI (data-parallel ranks under mpirun / srun, CPU and GPU): OpenMPI's wrapper `mpicxx --showme`, else
-# pkg-config's `ompi`; defines PRISM_MPI. NCCL (the GPUs' collectives, with nvcc only): nccl.h and libnccl in
-# the CUDA toolkit's directories or the system's (Debian: libnccl-dev); defines PRISM_NCCL. NO_MPI=1 and
-# NO_NCCL=1 build without them. A build without MPI refuses to run as several ranks (dist/process_group.h).
+# pkg-config's `ompi`; defines PRISM_MPI. NO_MPI=1 builds without it; a build without MPI refuses to run as
+# several ranks (dist/process_group.h).
 ifeq ($(NO_MPI),)
 MPICXX ?= $(shell command -v mpicxx 2>/dev/null)
 MPI_CFLAGS := $(if $(MPICXX),$(shell $(MPICXX) --showme:compile 2>/dev/null))
@@ -55,134 +46,327 @@ endif
 ifneq ($(strip $(MPI_LIBS)),)
 MPI_CFLAGS += -DPRISM_MPI -DOMPI_SKIP_MPICXX
 endif
-CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))..))
-NCCL_H := $(if $(NO_NCCL)$(if $(BIN_NVCC),,x),,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
+
+# NCCL (the GPUs' collectives): nccl.h and libnccl in the CUDA toolkit's directories or the system's (Debian:
+# libnccl-dev); defines PRISM_NCCL. NO_NCCL=1 builds without it.
+NCCL_H := $(if $(NO_NCCL)$(if $(NVCC),,x),,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h \
+          /usr/local/include/nccl.h)))
 NCCL_LIBDIR := $(if $(NCCL_H),$(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_LIB)/libnccl.so \
                /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))))
 NCCL_VERSION := $(if $(NCCL_LIBDIR),$(shell sed -n 's/^\#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(NCCL_H) | paste -sd.))
-NCCL_FLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)) -L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinker $(NCCL_LIBDIR))
+NCCL_CFLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)))
+NCCL_LIBS := $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinker $(NCCL_LIBDIR))
 # nvcc takes -I -D -L -l itself; anything else in MPI's flags (-pthread, -Wl,...) goes to the host compiler.
 nvcc_host = $(foreach f,$(1),$(if $(filter -I% -D% -L% -l%,$(f)),$(f),-Xcompiler $(f)))
 
-# One line saying what was found (once per make, not for clean).
-ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
-$(info make: $(if $(BIN_NVCC),nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p') for $(GPU_ARCH:%=sm_%),no nvcc$(if $(CPU_ONLY), (CPU_ONLY)): CPU only); \
-$(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh)); \
-$(if $(BIN_NVCC),$(if $(NCCL_FLAGS),NCCL $(NCCL_VERSION),no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more)),no NCCL (CPU build)))
+# The engine the three GPU-capable products get from this make, in words (the info line), and with MPI or not
+# (build/engine/, below).
+ENGINE := $(if $(BIN_NVCC),CUDA engine (nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p') \
+          for $(GPU_ARCH:%=sm_%)$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++))
+BIN_KIND := $(ENGINE)$(if $(strip $(MPI_LIBS)), + MPI)
+
+# One line saying what was found (once per make; not for clean, nor for run, which picks its own engine).
+ifeq ($(MAKELEVEL)$(filter clean run,$(MAKECMDGOALS)),0)
+$(info make: $(ENGINE)$(if $(BIN_NVCC),,$(if $(CPU_ONLY), CPU_ONLY, with no nvcc)); \
+$(if $(strip $(MPI_LIBS)),MPI: $(MPI_NAME),no MPI$(if $(NO_MPI), (NO_MPI), install libopenmpi-dev: bash setup.sh))\
+$(if $(BIN_NVCC),$(if $(NCCL_CFLAGS),,; no NCCL (one GPU per job; libnccl-dev or the CUDA toolkit's NCCL for more))))
 endif
 
-# ---- the product binaries: `make` builds them all ------------------------------------------------------
-# Headers by folder (see the README's layout): the root is the training step, each folder one side concern.
-PRODUCT_H := $(wildcard *.h ref/*.h run/*.h dist/*.h text/*.h eval/*.h inspect/*.h util/*.h hf/*.h studies/*.h)
-CUDA_H    := $(wildcard *.cuh inspect/*.cuh cuda_cpu/*.h)
+# ==== the products: `make` builds them all ==========================================================================
+# The two commands of the README. Each first does whatever set-up is missing (setup.sh: the Debian packages, the
+# GPT-2 tokenizer file, the default corpus; a few tenths of a second when all is there), then builds. `make run`
+# trains on the built-in default (tiny on the default corpus) and builds only the engine it will use: the CUDA
+# engine where a GPU is visible (/dev/nvidia0, or nvidia-smi lists one), else the CPU engine, which compiles in
+# seconds where CUDA's takes minutes. Extra flags: make run ARGS="--steps 100".
+setup:
+	@bash setup.sh
+run:
+	@bash setup.sh
+	@if [ -e /dev/nvidia0 ] || nvidia-smi -L > /dev/null 2>&1; then $(MAKE) --no-print-directory train_prism; \
+	 else echo "make run: no GPU visible: train_prism with the CPU engine (make builds the CUDA engine too)"; \
+	      $(MAKE) --no-print-directory CPU_ONLY=1 train_prism; fi
+	./train_prism $(ARGS)
+
 ifeq ($(BIN_NVCC),)
-BIN_DEPS := $(PRODUCT_H)
-build_bin = $(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -x c++ $(1) -x none -o $(2) $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -x c++ $(1) -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
-BIN_DEPS := $(PRODUCT_H) $(CUDA_H)
-build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(call nvcc_host,$(MPI_CFLAGS)) -x cu $(1) -o $(2) $(NVCC_LDLIBS) \
-            $(call nvcc_host,$(MPI_LIBS)) $(NCCL_FLAGS)
+NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+            -Werror all-warnings -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
+build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -x cu $(1) -o $@ \
+            -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8 $(call nvcc_host,$(MPI_LIBS)) $(NCCL_LIBS)
 endif
 
-# The trainer, the evaluator and generate run on a GPU when there is one (nvcc builds them when present).
-train_prism: train_prism.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
-eval_zeroshot: eval_zeroshot.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
-generate: inspect/generate.cu $(BIN_DEPS)
-	$(call build_bin,$<,$@)
+# build/engine/NAME holds the engine NAME was last built with, rewritten only when this make's differs: a binary
+# left by `make run` (CPU) is rebuilt by a later `make` (CUDA), and the other way round, never taken as up to date.
+$(BUILD)/engine/%: FORCE
+	@[ "$$(cat $@ 2>/dev/null)" = "$(BIN_KIND)" ] || echo "$(BIN_KIND)" > $@
 
-# analyze runs on the fp32 CPU reference and report reads logs: plain C++ on every machine.
-analyze: inspect/analyze.cpp $(PRODUCT_H)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
-report: inspect/report.cpp $(PRODUCT_H)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+# The run record (run/run_record.h) names the commit a binary was built from: `git describe --always --dirty` at
+# build time. build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
+PRISM_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(shell [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || echo "$(PRISM_COMMIT)" > $(BUILD)/commit.txt)
+COMMIT_FLAG := -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
 
-# The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
-TEXT_H := $(wildcard text/*.h util/*.h) errors.h
-$(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h run/stop_signal.h $(TEXT_H)
-	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
-$(BUILD)/prepare_eval: data/prepare_eval.cpp eval/eval_file.h eval/tasks.h $(TEXT_H)
-	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
+# The trainer, the evaluator and generate run on a GPU when there is one.
+train_prism: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt
+	$(call build_bin,$< $(COMMIT_FLAG))
+eval_zeroshot: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt
+	$(call build_bin,$< $(COMMIT_FLAG))
+generate: inspect/generate.cu $(BUILD)/engine/generate
+	$(call build_bin,$<)
 
-# export and import: model.bin <-> a Hugging Face directory (hf/); plain C++, they read and write files, never an
-# engine. export carries hf/*.py inside it (build/hf/hf_python.h, generated from them), so it runs from anywhere.
+# analyze runs on the fp32 CPU reference, report reads logs, study runs a grid of train_prism runs, import reads a
+# Hugging Face directory: plain C++ on every machine.
+analyze report import study:
+	$(CXX) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS) -lpcre2-8
+analyze: inspect/analyze.cpp
+report: inspect/report.cpp
+import: hf/import.cpp
+study: studies/study.cpp
+
+# export carries hf/*.py inside it (build/hf/hf_python.h, generated from them), so it runs from anywhere.
 $(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
 	@mkdir -p $(dir $@)
 	@{ echo '// generated from hf/configuration_prism.py and hf/modeling_prism.py by the Makefile'; \
 	   printf 'static const char kConfigurationPrismPy[] = R"PRISM_PY('; cat hf/configuration_prism.py; echo ')PRISM_PY";'; \
 	   printf 'static const char kModelingPrismPy[] = R"PRISM_PY('; cat hf/modeling_prism.py; echo ')PRISM_PY";'; } > $@
-export: hf/export.cpp $(PRODUCT_H) $(BUILD)/hf/hf_python.h
-	$(CXX) $(CXXFLAGS) -I$(BUILD)/hf $< -o $@ $(LDLIBS) -lpcre2-8
-import: hf/import.cpp $(PRODUCT_H)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
+export: hf/export.cpp $(BUILD)/hf/hf_python.h
+	$(CXX) $(CXXFLAGS) $(DEP) -I$(BUILD)/hf $< -o $@ $(LDLIBS) -lpcre2-8
 
-# study: a grid of configurations x seeds of train_prism runs (studies/study.cpp); plain C++ on every machine.
-study: studies/study.cpp $(PRODUCT_H)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
-
-# The run record (run/run_record.h) names the commit a binary was built from: `git describe --always --dirty` at
-# build time. build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
-PRISM_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
-$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || echo "$(PRISM_COMMIT)" > $(BUILD)/commit.txt)
-train_prism eval_zeroshot: $(BUILD)/commit.txt
-train_prism eval_zeroshot: CXXFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
-train_prism eval_zeroshot: NVCCFLAGS += -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+# The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
+$(BUILD)/prepare_shards: data/prepare_shards.cpp
+$(BUILD)/prepare_eval: data/prepare_eval.cpp
 
 PRODUCTS := train_prism eval_zeroshot generate analyze report export import study $(BUILD)/prepare_shards \
             $(BUILD)/prepare_eval
 all: $(PRODUCTS)
 
-.PHONY: data eval-data
 data:
 	bash data/get_default.sh
 eval-data: $(BUILD)/prepare_eval
 	bash data/get_eval.sh
 
-# ---- tests -------------------------------------------------------------------------------------------
-# Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism. Each file's own
-# extra libraries go in TEST_LDLIBS (added by the fragments included below).
-TEST_SRCS := $(wildcard test/test_*.cpp)
-TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(TEST_SRCS))
-TEST_LDLIBS :=
-
-$(BUILD)/test/%.o: test/%.cpp $(PRODUCT_H) $(wildcard test/*.h)
-	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
-
+# ==== the tests' binaries ===========================================================================================
+# Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism; test/catch_main.cpp's listener
+# writes Catch2's counts of passed and failed test cases to the file PRISM_TEST_RESULTS names.
+TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(wildcard test/test_*.cpp))
+# Libraries of the tests alone: zlib (test/png_check.h reads a browser's screenshot), libxml2 (test/xml_lib.h parses
+# report's page and every SVG; its headers live under include/libxml2), simdjson (test_prepare_shards.cpp and
+# test_fuzz.cpp include prepare_shards' source, whose JSON Lines reader it is).
+XML2_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+$(BUILD)/test/test_report.o $(BUILD)/test/test_analyze.o: CXXFLAGS += $(XML2_CFLAGS)
 $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LDLIBS)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
 
-# `make test` builds first, in parallel (TEST_JOBS, the machine's cores), then runs the test targets one after
-# another, so that the tests that time several processes are not starved by compilers. test/*.mk add to:
-#   TEST_TARGETS  what runs (serially)
-#   TEST_BUILD    the binaries those targets run (test-unit depends on all of them)
-#   TEST_CHECKS   compile-only checks (nvcc, ptxas), part of the parallel build phase
-#   SAN_BUILD     the sanitizer binaries of test-asan and test-race (`make sanitizer-builds` builds them in parallel)
-TEST_TARGETS := test-unit
-TEST_BUILD := $(BUILD)/test_prism $(PRODUCTS)
-TEST_CHECKS :=
-SAN_BUILD :=
+# The other binaries the tests drive:
+#   train_prism_executor  train_prism with the CUDA engine on the CUDA-on-CPU executor (cuda_cpu/), with MPI: the
+#                         end-to-end tests drive the GPU code path's command line with it
+#   train_prism_nompi     train_prism without MPI, unoptimised: test_dist.cpp runs it as several ranks, which it must
+#                         refuse (dist/process_group.h)
+#   dp_engine_check       the CUDA engine's data parallelism on the executor, under mpirun (test_dist.cpp)
+#   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
+#   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
+#   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run
+$(BUILD)/train_prism_executor: train_prism.cu
+	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/train_prism_nompi: train_prism.cu
+	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none -o $@ -fopenmp -lm -lpcre2-8
+$(BUILD)/dp_engine_check: test/dp_engine_check.cpp
+	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
+$(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp
+	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
+$(BUILD)/bench_attention_cpu: dev/bench_attention.cpp
+$(BUILD)/bench_model_cpu: dev/bench_model.cpp
+# Developers' tools, not built by the tests: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf.
+$(BUILD)/bench_eval: dev/bench_eval.cpp
+$(BUILD)/bench_tokenizer: dev/bench_tokenizer.cpp
+$(BUILD)/tokenizer_crosscheck: dev/tokenizer_crosscheck.cpp
+$(BUILD)/hf_check: test/hf/hf_check.cpp
+
+# One source, one binary, the products' flags (the data tools, the benchmarks and checks above).
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check:
+	$(CXX) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS) -lpcre2-8
+# prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
+$(BUILD)/prepare_shards: LDLIBS += -lsimdjson
+
+TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism train_prism_executor train_prism_nompi dp_engine_check \
+              comm_mpi_check bench_attention_cpu bench_model_cpu)
+
+# ---- the sanitizer builds: the kernel tests on the executor's fiber-aware builds ----------------------------------
+# KERNEL_TESTS run under AddressSanitizer + UBSan (build/test_kernels_asan) and ThreadSanitizer
+# (build/test_kernels_tsan: no OpenMP there, libgomp is not instrumented and its barriers would read as races).
+# The whole-model tests, the GPU decoder's and the fuzz loop get address builds of their own (beside the OpenMP
+# CPU reference, so not in the race build). -O1: the sanitizers' reports stay readable and the builds quick;
+# Catch2's main is big and needs no checking: -O0.
+KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
+SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I.
+SAN_OPT = -O1
+$(BUILD)/asan/catch_main.o $(BUILD)/tsan/catch_main.o: SAN_OPT = -O0
+$(BUILD)/asan/%.o: test/%.cpp
+	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
+$(BUILD)/tsan/%.o: test/%.cpp
+	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
+
+$(BUILD)/test_kernels_asan: $(patsubst %,$(BUILD)/asan/%.o,catch_main $(KERNEL_TESTS))
+$(BUILD)/test_model_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_model_cuda.o
+$(BUILD)/test_decode_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_decode_cuda.o
+$(BUILD)/test_fuzz_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_fuzz.o
+ASAN_BINS := $(addprefix $(BUILD)/,test_fuzz_asan test_kernels_asan test_model_asan test_decode_asan)
+$(ASAN_BINS):
+	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8 -lsimdjson
+$(BUILD)/test_kernels_tsan: $(patsubst %,$(BUILD)/tsan/%.o,catch_main $(KERNEL_TESTS))
+	$(CXX) -fsanitize=thread $^ -o $@
+SAN_BUILD := $(ASAN_BINS) $(BUILD)/test_kernels_tsan
+
+# Every object, the test builds' and the sanitizers', from test/NAME.cpp.
+$(BUILD)/test/%.o: test/%.cpp
+	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
+
+# ==== the GPU's checks, without a GPU (nvcc only) ===================================================================
+# The GPU bundle, build/gpu-bundle/ (at most 48 MiB; docs/gpu.md, "The GPU bundle": how to take it to a GPU machine, what its
+# summary means): one folder that answers, in one run of at most 7 minutes on a GPU machine with only a driver
+# and a CUDA toolkit, everything the project cannot check without a GPU. bin/ (native sm_80 + sm_90 builds, one
+# GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_model, train_prism, eval_zeroshot, generate, gpu_info),
+# export (g++: the peer stage's initial weights), peer/ (dev/peer/*.py, the PyTorch peer), data/ (real-text token
+# shards of data/default/, the tokenizer file), run.sh (dev/gpu_bundle/run.sh: seven stages, their summary and logs
+# into the folder it is given), BUILD_INFO. Its host code is for any x86-64-v3 CPU (the
+# GPU machine's CPU is another), PCRE2 and the CUDA runtime static.
+#
+# Its compiles are the project's nvcc checks; no other rule compiles the same sources for the GPU again:
+#   - warnings as errors in every one (the kernel files, the test kernels of test/*.cuh, the products' sources);
+#   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
+#     ptxas -v log beside its objects: bench_model holds every kernel the engine launches, test_kernels the two
+#     it does not (residual_forward, copy_columns), generate the decoder's;
+#   - test-sass reads the attention kernels' machine code from its bench_attention;
+#   - gpu-bundle-check runs its train_prism on this machine's CPU when there is no GPU (the CUDA build's
+#     fallback), besides its size, libraries and run.sh's skips.
+# Outside it, test-nvcc-check compiles three files alone: comm.cuh with NCCL and MPI (the bundle has neither; the
+# products have them, but CI builds the products CPU_ONLY and leaves the GPU's compiles to the bundle), and the
+# test kernels (test/*.cuh), which the bundle compiles without -Werror.
+GPU_BUNDLE := $(BUILD)/gpu-bundle
+GB_OBJ := $(BUILD)/gpu-bundle-obj
+GPU_BUNDLE_ARCH ?= 80 90
+GPU_BUNDLE_MIB := 48
+GB_GENCODE := $(foreach a,$(GPU_BUNDLE_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-parameter
+# PCRE2 as its archive, named by path (nvcc reorders -l flags past any -Bstatic / -Bdynamic around them).
+GB_LINK = $(shell $(CXX) -print-file-name=libpcre2-8.a) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp
+GB_BINS := gpu_tests bench_attention bench_model train_prism eval_zeroshot generate gpu_info
+GB_TESTS := $(KERNEL_TESTS) test_model_cuda test_decode_cuda
+# Real text for the benchmarks and the tiny run: the validation shard whole, the first 1M tokens of the first
+# training shard (2 MB; the tiny run reads 51K, the benchmarks wrap windows of up to 64K).
+GB_TRAIN_SRC := $(firstword $(wildcard data/default/*_train_*.bin))
+GB_TRAIN_TOKENS := 1048576
+GB_DATA := $(GPU_BUNDLE)/data/default/$(notdir $(GB_TRAIN_SRC)) \
+           $(patsubst data/default/%,$(GPU_BUNDLE)/data/default/%,$(wildcard data/default/*_val_*.bin)) \
+           $(GPU_BUNDLE)/data/cache/gpt2.tiktoken
+ifneq ($(NVCC),)
+$(shell mkdir -p $(GB_OBJ) $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/data/default $(GPU_BUNDLE)/data/cache)
+endif
+GB_ALLOWED_LIBS := linux-vdso|ld-linux-x86-64|libc|libm|libstdc\+\+|libgcc_s|libgomp|libdl|libpthread|librt|libcublasLt|libcublas
+
+# ptxas -v goes to a log beside each object (its registers and spills); nvcc's own messages are shown when it fails.
+# The test objects are compiled as the kernel tests are written, without -Werror (Catch2 is not nvcc's; their
+# kernels, test/*.cuh, are in test-nvcc-check).
+$(GB_OBJ)/train_prism.o $(GB_OBJ)/eval_zeroshot.o $(GB_OBJ)/generate.o: GB_FLAGS = -Werror all-warnings -DPRISM_CUDA
+$(GB_OBJ)/bench_attention.o $(GB_OBJ)/bench_model.o $(GB_OBJ)/gpu_info.o: GB_FLAGS = -Werror all-warnings
+$(GB_OBJ)/train_prism.o: train_prism.cu
+$(GB_OBJ)/eval_zeroshot.o: eval_zeroshot.cu
+$(GB_OBJ)/generate.o: inspect/generate.cu
+$(GB_OBJ)/bench_attention.o: dev/bench_attention.cpp
+$(GB_OBJ)/bench_model.o: dev/bench_model.cpp
+$(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
+$(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
+GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,$(filter-out gpu_tests,$(GB_BINS)) $(GB_TESTS))
+$(GB_OBJS):
+	$(NVCC) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
+	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
+$(GB_OBJ)/catch_main.o: test/catch_main.cpp
+	$(CXX) -std=c++17 -O1 -march=x86-64-v3 -mtune=generic -I. $(DEP) -c $< -o $@
+
+# Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
+.SECONDARY: $(GB_OBJ)/catch_main.o $(GB_OBJS)
+$(GPU_BUNDLE)/bin/gpu_tests: $(patsubst %,$(GB_OBJ)/%.o,catch_main $(GB_TESTS))
+	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
+$(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
+	$(NVCC) $(GB_GENCODE) $< -o $@ $(GB_LINK)
+$(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
+	cp $< $@ && chmod +x $@
+# The peer stage: export (plain C++: the initial weights for the PyTorch peer) and the peer's Python (dev/peer/).
+GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
+$(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(GPU_BUNDLE)/bin/export: hf/export.cpp $(BUILD)/hf/hf_python.h
+	$(CXX) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) $< -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
+$(GPU_BUNDLE)/BUILD_INFO: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS))
+	@echo "commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)');" \
+	    "$$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/nvcc \1/p'), sm $(GPU_BUNDLE_ARCH);" \
+	    "built $$(date -u +%Y-%m-%dT%H:%MZ)" > $@
+# Data: real text, a slice of the training shard (its header's count rewritten).
+$(GPU_BUNDLE)/data/default/$(notdir $(GB_TRAIN_SRC)): $(GB_TRAIN_SRC)
+	@n=$(GB_TRAIN_TOKENS); have=$$(( ($$(stat -c %s $<) - 1024) / 2 )); [ $$have -lt $$n ] && n=$$have; \
+	 { head -c 8 $<; printf "$$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $$((n & 255)) $$((n >> 8 & 255)) $$((n >> 16 & 255)) $$((n >> 24 & 255)))"; \
+	   tail -c +13 $< | head -c $$((1012 + 2 * n)); } > $@.tmp && mv $@.tmp $@
+$(GPU_BUNDLE)/data/default/%: data/default/%
+	cp $< $@
+$(GPU_BUNDLE)/data/cache/gpt2.tiktoken: data/cache/gpt2.tiktoken
+	cp $< $@
+
+# test-nvcc-check: each file alone through nvcc, warnings as errors (compute_80 and compute_90, no machine code):
+# comm.cuh with NCCL and MPI (the bundle has neither), and the test kernels the bundle compiles without -Werror.
+NVCC_CHECK_CUH := comm.cuh test/executor_kernels.cuh test/attention_naive.cuh
+$(BUILD)/nvcc_check/%.o: %
+	@printf '#include "%s"\n' $< > $(basename $@).cu
+	$(NVCC) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
+	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
+
+# Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
+$(BUILD)/ptxas.txt: $(GB_OBJ)/bench_model.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
+	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
+	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
+$(BUILD)/ptxas_decode.txt: $(GB_OBJ)/generate.o test/ptxas_check.sh
+	bash test/ptxas_check.sh $<.ptxas.log > $@.all || { cat $@.all; echo "test-ptxas-decode: a kernel spills"; exit 1; }
+	@grep -i decode $@.all > $@.tmp || { echo "test-ptxas-decode: no decode kernel in $<.ptxas.log"; exit 1; }
+	@mv $@.tmp $@
+
+# The same kernel tests, and the benchmarks, built by nvcc for one GPU (NATIVE_ARCH) to run here (needs a GPU).
+$(BUILD)/native/%.o: test/%.cpp
+	$(NVCC) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
+$(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS))
+	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
+$(BUILD)/bench_attention: dev/bench_attention.cpp
+$(BUILD)/bench_model: dev/bench_model.cpp
+$(BUILD)/bench_attention $(BUILD)/bench_model:
+	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ -lcublasLt -Xcompiler -fopenmp
+
+# ==== the checks and tests ==========================================================================================
+# `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's
+# compile checks; then runs TEST_TARGETS one after another, so that the tests that time several processes are not
+# starved by compilers; then the closing line from the runner's own counts (test/summary.sh). It exits non-zero
+# when any build or test target fails or any test case failed, naming the failed cases.
+#   test-unit              build/test_prism: every Catch2 test (test_train.cpp and others drive the binaries end to end)
+#   bench-attention-smoke  dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
+#   cost-model             the per-kernel roofline cost model of a 124M step, uniform, Prism and X (no GPU needed)
+#   gpu-bundle-check       the bundle's size, libraries, its run.sh and train_prism without a GPU (with nvcc)
+# and in the build phase, with nvcc (each says so and passes when there is no nvcc):
+#   test-nvcc-check        comm.cuh with NCCL and MPI through nvcc (the kernel files: the bundle's compiles)
+#   test-ptxas             every kernel of the model for sm_80 and sm_90: fails on any register spill, writes
+#                          the register table to build/ptxas.txt
+#   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
+#   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
+#                          subnormal range check (test/sass_check.sh; needs cuobjdump, skipped with a note without)
+# The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
+# GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;
+# the planted missing-__syncthreads race must be reported). make sanitizer-builds builds them in parallel.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_RESULTS := $(BUILD)/test-results
--include test/*.mk
+TEST_TARGETS := test-unit bench-attention-smoke cost-model gpu-bundle-check
+NVCC_CHECKS := test-nvcc-check test-ptxas test-ptxas-decode gpu-bundle test-sass
 
-# test_train.cpp and others drive the binaries end to end, so they are all built first. The listener in
-# test/catch_main.cpp writes Catch2's counts of passed and failed test cases to the results file.
-test-unit: $(TEST_BUILD)
-	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/unit.txt
-	@set -o pipefail; PRISM_TEST_RESULTS=$(TEST_RESULTS)/unit.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} \
-	    ./$(BUILD)/test_prism 2>&1 | tee $(BUILD)/test_unit.log
-
-.PHONY: test-build sanitizer-builds
-test-build: $(TEST_BUILD) $(TEST_CHECKS)
-sanitizer-builds: $(SAN_BUILD)
-
-# Set-up first (see `run`), then the parallel build with the compile checks, then every test target one at a
-# time, then the closing line from the runner's own counts (test/summary.sh). Exits non-zero when any build or
-# test target fails or any test case failed, naming the failed cases.
+.PHONY: test test-build sanitizer-builds $(TEST_TARGETS) $(NVCC_CHECKS) test-asan test-race \
+        test-fuzz-asan test-asan-model test-asan-decode
 test:
 	@bash setup.sh
 	@rm -f $(TEST_RESULTS)/unit.txt
@@ -191,9 +375,136 @@ test:
 	 bash test/summary.sh test $(TEST_RESULTS)/unit.txt; s=$$?; \
 	 if [ $$b -ne 0 ] || [ $$rc -ne 0 ]; then echo "test: a build or test target failed (see above)"; fi; \
 	 exit $$((b || rc || s))
+test-build: $(TEST_BUILD) $(NVCC_CHECKS)
+sanitizer-builds: $(SAN_BUILD)
+
+test-unit: $(TEST_BUILD)
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/unit.txt
+	@set -o pipefail; PRISM_TEST_RESULTS=$(TEST_RESULTS)/unit.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} \
+	    ./$(BUILD)/test_prism 2>&1 | tee $(BUILD)/test_unit.log
+bench-attention-smoke: $(BUILD)/bench_attention_cpu
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<
+cost-model: $(BUILD)/bench_model_cpu
+	./$< --cost-model | tee $(BUILD)/cost_model.txt | tail -4
+
+ifneq ($(NVCC),)
+gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS) export) $(GPU_BUNDLE)/run.sh $(GPU_BUNDLE)/BUILD_INFO $(GB_DATA) \
+            $(GB_PEER)
+	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
+gpu-bundle-check: gpu-bundle
+	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check
+test-nvcc-check: $(NVCC_CHECK_CUH:%=$(BUILD)/nvcc_check/%.o)
+	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL" \
+	    "(every other kernel file: the bundle's -Werror compiles)"
+test-ptxas: $(BUILD)/ptxas.txt
+	@echo "test-ptxas: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"
+test-ptxas-decode: $(BUILD)/ptxas_decode.txt
+	@echo "test-ptxas-decode: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"
+test-sass: $(GPU_BUNDLE)/bin/bench_attention
+	@if command -v cuobjdump > /dev/null && command -v nvdisasm > /dev/null; then \
+	    bash test/sass_check.sh $< attention > $(BUILD)/sass.txt || { cat $(BUILD)/sass.txt; echo "test-sass: FAILED"; exit 1; }; \
+	    echo "test-sass: every attention kernel's exponentials are one MUFU.EX2 with no range check ($(BUILD)/sass.txt)"; \
+	else echo "test-sass: no cuobjdump / nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm): not checked"; fi
+else
+$(NVCC_CHECKS) gpu-bundle-check:
+	@echo "$@: no nvcc found: not checked (the GPU bundle is not built)"
+endif
+
+# The address builds run one after another (each writes its own results file for test/summary.sh); -k runs all.
+test-asan: test-fuzz-asan test-asan-model test-asan-decode $(BUILD)/test_kernels_asan
+	$(call run_asan,$(BUILD)/test_kernels_asan,asan)
+test-fuzz-asan: $(BUILD)/test_fuzz_asan
+	$(call run_asan,$<,fuzz_asan)
+test-asan-model: $(BUILD)/test_model_asan
+	$(call run_asan,$<,asan_model)
+test-asan-decode: $(BUILD)/test_decode_asan
+	$(call run_asan,$<,asan_decode)
+run_asan = @mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/$(2).txt; \
+    echo "PRISM_TEST_RESULTS=$(TEST_RESULTS)/$(2).txt ./$(1)"; PRISM_TEST_RESULTS=$(TEST_RESULTS)/$(2).txt \
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=2 ./$(1)
+
+# The [fork] tests (abort messages) are left out of the race build: TSan forgets the fibers in a forked child.
+test-race: $(BUILD)/test_kernels_tsan
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/race.txt
+	PRISM_TEST_RESULTS=$(TEST_RESULTS)/race.txt TSAN_OPTIONS=halt_on_error=1 ./$< "~[planted_race]~[fork]"
+	@TSAN_OPTIONS=halt_on_error=0 ./$< "[planted_race]" > $(BUILD)/planted_race.log 2>&1; \
+	if grep -q "ThreadSanitizer: data race" $(BUILD)/planted_race.log && grep -q missing_sync_kernel $(BUILD)/planted_race.log; then \
+	    echo "test-race: the planted missing __syncthreads race was reported, as it must be"; \
+	else \
+	    cat $(BUILD)/planted_race.log; echo "test-race: FAILED: the planted race was not reported"; exit 1; \
+	fi
+
+# One part of the tests at a time (Catch2 tags), on the executor where they concern kernels.
+.PHONY: test-attention test-executor test-kernels test-dist test-comm-mpi test-report-browser
+run_tag = OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[$(1)]"
+test-attention test-executor test-kernels test-dist test-comm-mpi test-report-browser: $(BUILD)/test_prism
+test-attention:
+	$(call run_tag,attention)
+test-executor:
+	$(call run_tag,executor)
+test-kernels:
+	$(call run_tag,kernels)
+test-dist: train_prism $(addprefix $(BUILD)/,train_prism_nompi train_prism_executor dp_engine_check)
+	$(call run_tag,dist)
+test-comm-mpi: $(BUILD)/comm_mpi_check
+	OMP_NUM_THREADS=1 ./$(BUILD)/test_prism "[mpi]"
+test-report-browser: report
+	$(call run_tag,browser)
+
+# The kernel tests on a real GPU (needs one).
+.PHONY: test-executor-native
+test-executor-native: $(BUILD)/test_kernels_native
+	./$<
+
+# Hugging Face: exports loaded in transformers and compared with the CPU reference (test/hf/test_hf.py): logits,
+# greedy generate(), lm-eval's HFLM against eval_zeroshot; skipped with a note when torch / transformers are missing.
+PYTHON ?= python3
+.PHONY: test-hf
+test-hf:
+	@if ! $(PYTHON) -c 'import torch, transformers' 2>/dev/null; then \
+	    echo "test-hf: skipped: $(PYTHON) cannot import torch and transformers (pip install torch transformers lm-eval accelerate)"; exit 0; fi; \
+	 $(MAKE) --no-print-directory export import generate eval_zeroshot $(BUILD)/prepare_eval $(BUILD)/hf_check && \
+	 OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(PYTHON) test/hf/test_hf.py
+
+# ==== benchmarks and developers' tools ==============================================================================
+#   make bench-attention        forward and backward TFLOP/s at T 1024, 2048, 4096 per head_dim, on a GPU (ARGS="...")
+#   make bench-model            tokens/s, MFU, memory, per-kernel timings for 124M uniform, Prism and X, on a GPU
+#   make bench-model-smoke      the same code on the executor, `tiny` for one step (timings meaningless)
+#   make bench-eval             items per second per task, tiny model, CPU
+#   make bench-tokenizer [BENCH_TEXT=file]   single-thread encode MB/s (ours, and tiktoken's if importable)
+#   make crosscheck-tokenizer   text/tokenizer.h vs tiktoken gpt2 on >= 1 MB (needs pip install tiktoken)
+# The tokenizer's need the ranks file: bash data/get_tokenizer.sh (or PRISM_TOKENIZER=path).
+PRISM_TOKENIZER ?= data/cache/gpt2.tiktoken
+BENCH_TEXT ?= $(BUILD)/crosscheck/english.bin
+.PHONY: bench-attention bench-model bench-model-smoke bench-eval bench-tokenizer crosscheck-tokenizer
+bench-attention: $(BUILD)/bench_attention
+	./$< $(ARGS)
+bench-model: $(BUILD)/bench_model
+	./$< $(ARGS)
+bench-model-smoke: $(BUILD)/bench_model_cpu
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$< --models tiny,tiny:prism,tiny:x -b 1 -t 16 --steps 1 -V 512
+bench-eval: $(BUILD)/bench_eval
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<
+bench-tokenizer: $(BUILD)/bench_tokenizer
+	@test -f $(BENCH_TEXT) || python3 dev/tiktoken_crosscheck.py --ranks $(PRISM_TOKENIZER) --no-codepoints
+	./$< $(BENCH_TEXT) $(PRISM_TOKENIZER)
+crosscheck-tokenizer: $(BUILD)/tokenizer_crosscheck
+	python3 dev/tiktoken_crosscheck.py --ranks $(PRISM_TOKENIZER) --out $(BUILD)/crosscheck
+	./$< $(PRISM_TOKENIZER) $(BUILD)/crosscheck
+
+# ==== formatting and cleaning =======================================================================================
+# make format-check: every tracked C++ and CUDA file as .clang-format writes it (clang-format --dry-run); lists
+# the files that differ. `clang-format -i FILE` formats one.
+.PHONY: format-check
+format-check:
+	@command -v clang-format > /dev/null || { echo "format-check: no clang-format (apt-get install clang-format)"; exit 1; }
+	@files=$$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh'); n=$$(echo "$$files" | wc -w); \
+	 bad=$$(for f in $$files; do clang-format --dry-run -Werror "$$f" > /dev/null 2>&1 || echo "$$f"; done); \
+	 if [ -z "$$bad" ]; then echo "format-check: the $$n C++ and CUDA files are as .clang-format writes them"; exit 0; fi; \
+	 echo "$$bad" | sed 's/^/format-check: not formatted: /'; \
+	 echo "format-check: FAILED: $$(echo "$$bad" | wc -l) of $$n files differ from .clang-format (clang-format -i FILE)"; exit 1
 
 clean:
 	rm -rf $(BUILD) $(filter-out $(BUILD)/%,$(PRODUCTS))
 
-# ---- the GPU bundle: make gpu-bundle, make gpu-bundle-check (see the file) ----------------------------------
-include dev/gpu_bundle.mk
+-include $(wildcard $(BUILD)/deps/*.d)

@@ -8,7 +8,7 @@
 // token below V; the record re-parses). A second pass re-seals each mutated checkpoint and eval file with a
 // valid checksum (what a buggy writer would produce), so the range checks behind the checksum are reached:
 // there a load may differ from the original, but must pass the loader's own checks; no crash, no OOM.
-// Runs in `make test` and in the address build (test/fuzz.mk), printing its counts.
+// Runs in `make test` and in the address build (build/test_fuzz_asan, make test-asan), printing its counts.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
