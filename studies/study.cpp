@@ -361,11 +361,11 @@ bool is_stop_code(int rc) {
            rc == 128 + SIGUSR1;
 }
 
-// DIR/NAME/train.log (or eval.log) opened for appending like every file the project writes: a regular file
+// DIR/NAME/train.log (or eval.log) opened for appending (and reading back the reason of a failure) like every file the project writes: a regular file
 // only, no link followed (O_NOFOLLOW), a FIFO never waited on (O_NONBLOCK), and a file with other names (a hard
 // link to a file outside DIR) refused. One line otherwise.
 int open_log(const std::string& path) {
-    const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    const int fd = open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     struct stat st;
     const int e = errno;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
