@@ -62,9 +62,14 @@ std::vector<SafetensorsFile> open_weights(const std::string& dir, size_t max_ten
     if (stat(index.c_str(), &st) != 0)
         throw HfError(dir + " holds neither model.safetensors nor model.safetensors.index.json; pass a directory written by export "
                       "or by save_pretrained");
+    const std::string text = read_text_file(index, "safetensors index");
+    const size_t values = st_json_values(text), most = 8 * (max_tensors + 1) + 2 * 4096;  // a weight_map entry: 2
+    if (values > most)
+        throw HfError(index + " holds " + std::to_string(values) + " JSON values, more than the index of a model of " +
+                      std::to_string(max_tensors) + " tensors can need (" + std::to_string(most) + "); is it the right file?");
     json::Value o;
     try {
-        o = json::parse(read_text_file(index, "safetensors index"));
+        o = json::parse(text);
     } catch (const json::Error& e) {
         throw HfError(index + ": " + e.what());
     }
@@ -77,7 +82,7 @@ std::vector<SafetensorsFile> open_weights(const std::string& dir, size_t max_ten
     std::set<std::string> seen;
     for (const auto& [name, file] : map->obj) {
         if (file.kind != json::Value::String || file.str.empty() || file.str.find('/') != std::string::npos)
-            throw HfError(index + ": tensor \"" + printable(name) + "\" maps to no file name of this directory");
+            throw HfError(index + ": tensor \"" + st_printable(name) + "\" maps to no file name of this directory");
         if (seen.insert(file.str).second) files.push_back(file.str);
     }
     std::vector<SafetensorsFile> out;
@@ -103,7 +108,7 @@ int run(const Options& o) {
     std::map<std::string, std::pair<const SafetensorsFile*, const StTensor*>> found;
     for (const SafetensorsFile& f : files)
         for (const StTensor& t : f.tensors) {
-            if (found.count(t.name)) throw HfError("tensor " + t.name + " is in both " + found[t.name].first->path + " and " + f.path);
+            if (found.count(t.name)) throw HfError("tensor " + st_printable(t.name) + " is in both " + found[t.name].first->path + " and " + f.path);
             found[t.name] = {&f, &t};
         }
 
@@ -131,7 +136,7 @@ int run(const Options& o) {
     const bool head_copy = c.tied && found.count("lm_head.weight");  // a tied model saved with its head: must be a copy
     if (head_copy) want("lm_head.weight", hf_tensor_shape(layout.tensors[0]), layout.total);
     if (!found.empty())
-        throw HfError(found.begin()->second.first->path + ": tensor " + found.begin()->first +
+        throw HfError(found.begin()->second.first->path + ": tensor " + st_printable(found.begin()->first) +
                       " is not part of the Prism model config.json describes (" + std::to_string(found.size()) + " such tensor" +
                       (found.size() > 1 ? "s" : "") + ")");
 

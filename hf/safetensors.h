@@ -156,6 +156,11 @@ struct SafetensorsFile {
     }
 };
 
+// A name or string from a file, for a one-line message: control bytes escaped, at most 200 bytes of it.
+inline std::string st_printable(const std::string& s) {
+    return s.size() > 200 ? printable(s.substr(0, 200)) + "..." : printable(s);
+}
+
 // At most this many tensors in one file by default: a Prism model has at most 8 per layer x 10000 layers + 4.
 constexpr size_t kStMaxTensors = 80004;
 
@@ -226,12 +231,12 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
             if (v.kind != json::Value::Object) throw bad("__metadata__ is not an object");
             if (v.obj.size() > 4096) throw bad("__metadata__ has more than 4096 entries");
             for (const auto& [k, s] : v.obj) {
-                if (s.kind != json::Value::String) throw bad("__metadata__ \"" + printable(k) + "\" is not a string");
+                if (s.kind != json::Value::String) throw bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
                 sf.metadata[k] = s.str;
             }
             continue;
         }
-        const std::string at = "tensor \"" + printable(name) + "\": ";
+        const std::string at = "tensor \"" + st_printable(name) + "\": ";
         if (!names.insert(name).second) throw bad(at + "listed twice");
         if (v.kind != json::Value::Object) throw bad(at + "not an object");
         const json::Value* dt = v.find("dtype");
@@ -245,7 +250,7 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
         else if (dt->str == "BF16") t.dtype = StDtype::BF16;
         else if (dt->str == "F16") t.dtype = StDtype::F16;
         else
-            throw SafetensorsError("safetensors file " + path + ": " + at + "dtype " + printable(dt->str) +
+            throw SafetensorsError("safetensors file " + path + ": " + at + "dtype " + st_printable(dt->str) +
                                    " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
         if (shape->kind != json::Value::Array || shape->arr.size() > 8) throw bad(at + "shape is not a list of at most 8 sizes");
         double numel = 1;  // in double first: the product of hostile sizes must not wrap
@@ -297,5 +302,5 @@ inline void read_safetensors_f32(const SafetensorsFile& sf, const StTensor& t, f
                 dst[at + i] = t.dtype == StDtype::BF16 ? float_from_bf16(h[i]) : float_from_f16(h[i]);
         }
     }
-    if (!ok) throw SafetensorsError("error reading tensor " + t.name + " of " + sf.path);
+    if (!ok) throw SafetensorsError("error reading tensor " + st_printable(t.name) + " of " + sf.path);
 }

@@ -323,8 +323,8 @@ volatile sig_atomic_t g_stop = 0;   // the first stop signal the study received,
 volatile sig_atomic_t g_child = 0;  // the running child's pid, 0 while none runs
 
 void study_stop_handler(int sig) {
-    const int child = g_child;
-    if (child > 0) {
+    const int child = g_child;  // negative: a process group
+    if (child != 0) {
         kill((pid_t)child, kForwardSignal);
     } else if (g_stop) {  // a second signal with no child to wait for: the signal's default action
         signal(sig, SIG_DFL);
@@ -336,14 +336,16 @@ void study_stop_handler(int sig) {
     static const char running[] = "\nstudy: stop signal: passed on to the running trainer; waiting for its checkpoint "
                                   "(send it again to end the trainer at once)\n";
     static const char idle[] = "\nstudy: stop signal: no further run will start\n";
-    ssize_t rc = child > 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
+    ssize_t rc = child != 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
     (void)rc;
 }
 
 const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
 
 // A signal the study was started with ignored (nohup's SIGHUP) stays ignored, in the study and its children.
+// The study is the subreaper of what its children start (run_logged waits for what they leave behind).
 void install_study_handlers() {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     for (int sig : kStopSignals) {
         struct sigaction old;
         if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
@@ -486,6 +488,19 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     g_child = 0;
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    // What the child started and left behind in its process group (a wrapper script that ran the trainer without
+    // exec, ended by the stop signal its trainer never saw) is the study's now: the study is their subreaper, so
+    // they are stopped and waited for here, not left running into the run's directory. A further signal reaches
+    // the whole group meanwhile.
+    if (kill(-pid, 0) == 0) {
+        g_child = -pid;
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        kill(-pid, kForwardSignal);
+        while (kill(-pid, 0) == 0)
+            if (waitpid(-pid, nullptr, WNOHANG) <= 0) usleep(50000);
+        sigprocmask(SIG_BLOCK, &stops, nullptr);
+        g_child = 0;
     }
     sigprocmask(SIG_SETMASK, &old, nullptr);
     const int rc = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);

@@ -349,6 +349,17 @@ std::string study_cmd(const std::string& data, const std::string& dir, const std
            " --sample-every 0 --steps 100000";
 }
 
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+    return n;
+}
+
+std::string fs_cwd() {
+    char b[4096];
+    return getcwd(b, sizeof b) ? b : ".";
+}
+
 // A shell loop waiting (up to 60 s) for `cond`.
 std::string wait_until(const std::string& cond) {
     return "n=0; until " + cond + " || [ $n -ge 6000 ]; do sleep 0.01; n=$((n+1)); done; ";
@@ -401,6 +412,24 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     CHECK(u.out.find("live exit 75") != std::string::npos);
     CHECK(u.out.find("study: uniform-uniform-s1 failed (exit 1): train_prism: error: " + run +
                      " is in use by another train_prism (pid ") != std::string::npos);
+
+    // A --trainer script that runs the trainer without exec dies of the stop signal itself; what it left
+    // running is stopped and waited for by the study (its subreaper), not left training in the run's directory.
+    {
+        std::ofstream w(data + "/wrap.sh");
+        w << "#!/bin/sh\n" << fs_cwd() << "/train_prism \"$@\"\n";
+    }
+    sh("chmod +x " + data + "/wrap.sh");
+    const size_t stops = count(read_text(run + "/train.log"), "stopped by SIGUSR1");
+    Result g = sh("(" + study_cmd(data, dir, "--trainer " + data + "/wrap.sh") + " > " + data + "/g.txt 2>&1 & pid=$!; " +
+                  wait_until("[ \"$(grep -c '^step' " + run + "/train.log)\" -gt " +
+                             std::to_string(count(read_text(run + "/train.log"), "\nstep")) + " ]") +
+                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- 'train_prism .*-o " + run +
+                  " ' || echo 'no trainer left')");
+    INFO(g.out);
+    CHECK(g.out.find("study exit 138") != std::string::npos);  // the script's own end: 128 + SIGUSR1
+    CHECK(g.out.find("no trainer left") != std::string::npos);
+    CHECK(count(read_text(run + "/train.log"), "stopped by SIGUSR1") == stops + 1);
     sh("rm -rf '" + data + "'");
 }
 
