@@ -446,6 +446,10 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     sigemptyset(&stops);
     for (int sig : kStopSignals) sigaddset(&stops, sig);
     sigprocmask(SIG_BLOCK, &stops, &old);  // no signal between fork and g_child goes unforwarded
+    if (g_stop) {  // a stop that came since the caller looked: nothing is started
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        return kExitInterrupted;
+    }
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid == 0) {  // the child: only async-signal-safe calls until exec
@@ -478,8 +482,7 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     }
     setpgid(pid, pid);
     g_child = pid;
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (g_stop) kill(pid, kForwardSignal);  // a stop that came just before the fork
+    sigprocmask(SIG_SETMASK, &old, nullptr);  // a signal that came meanwhile is handled now, and passed on
     siginfo_t info;
     memset(&info, 0, sizeof info);
     while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {

@@ -424,7 +424,7 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     Result g = sh("(" + study_cmd(data, dir, "--trainer " + data + "/wrap.sh") + " > " + data + "/g.txt 2>&1 & pid=$!; " +
                   wait_until("[ \"$(grep -c '^step' " + run + "/train.log)\" -gt " +
                              std::to_string(count(read_text(run + "/train.log"), "\nstep")) + " ]") +
-                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- 'train_prism .*-o " + run +
+                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- '^/[^ ]*/train_prism .*-o " + run +
                   " ' || echo 'no trainer left')");
     INFO(g.out);
     CHECK(g.out.find("study exit 138") != std::string::npos);  // the script's own end: 128 + SIGUSR1
