@@ -21,7 +21,8 @@
 // Before it starts, a study prints its runs and the cost model's estimate (cost_model.h: the CUDA engine's
 // ops at the roofline with the stated efficiencies, training steps only) in GPU-hours.
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
-// 75 when a run was stopped by a signal (rerun the same command to continue).
+// 75 when a run was stopped by a signal (rerun the same command to continue), or the stopped child's own code
+// (138, 128 + SIGUSR1, when a second signal ended the trainer at once).
 // A study is its trainer's parent and behaves as one (see "The trainer as a child" below): a stop signal to the
 // study reaches the running trainer, the study waits for its checkpoint and exits with its code; a study killed
 // outright stops its trainer too (the kernel sends it the stop signal when the study dies); the trainer is started
