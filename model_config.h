@@ -331,6 +331,11 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
                            ": head_dim below 16 (down to " + std::to_string(narrowest) +
                            "); such narrow heads learn little: use fewer heads (--heads, -s) or --head-dim");
 
+    // A head schedule that is the uniform one (-s prism below 4 layers) would be compared with itself unawares.
+    if (head_schedule && h == base)
+        warnings.push_back("head schedule '" + s.heads + "' gives every layer its baseline heads: this is the uniform "
+                           "model" + (s.heads == "prism" ? " (the Prism schedule needs 4 or more layers; this model has " +
+                                                               std::to_string(L) + ")" : std::string()));
     // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
     if (head_schedule) {
         auto rel = [&](int l) { return (double)h[l] / base[l]; };

@@ -21,7 +21,10 @@
 // prefix, or training shards without their validation shard), never a part of a set it trains on;
 // the next run removes the .partial files a killed one left. An input with no text at all is an error; inputs
 // must be files or pipes (a directory or a device is refused), and a single document (a whole text file, a
-// line, a paragraph) is at most 1 GiB. A UTF-8 byte-order mark at the start of a file is skipped.
+// line, a paragraph) is at most 1 GiB. A UTF-8 byte-order mark at the start of a file is skipped. An input that
+// is a pipe, a FIFO or a terminal with nothing to read after 2 s gets one line saying that the tool waits for it
+// (a FIFO is opened without waiting for a writer, so the line comes even when none ever opens it). On the
+// command line --shard-tokens is at least 65536 (kMinShardTokens, below).
 //
 // FineWeb sample-10BT, the short route (downloading is up to you; any tool that fetches the parquet
 // files from the hub works). Parquet to JSON Lines needs only pyarrow, and the tool reads stdin as "-":
@@ -37,7 +40,10 @@
 //
 // Everything except main() is tokenizer-agnostic (the encoder is a callback), so the tests include this
 // file with PREPARE_SHARDS_NO_MAIN and run the real pipeline with a byte-level stand-in tokenizer.
+#include <fcntl.h>
 #include <omp.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -158,10 +164,33 @@ struct Reader {
     free(buf);
   }
   static constexpr size_t kMaxDocument = (size_t)1 << 30;  // bytes of one document, line or paragraph
+  // A pipe, FIFO, socket or terminal with nothing to read for 2 s: one line saying so, then the wait goes on until
+  // there is data or the writers are gone (poll, since a read of a FIFO nobody has opened yet would be an EOF).
+  static void wait_for_input(int fd, const std::string& name) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(fd))) return;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) != 0) return;
+    fprintf(stderr, "prepare_shards: waiting for input on %s (nothing to read yet)\n", name.c_str());
+    fflush(stderr);
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+  }
   bool open_next() {
     if (file >= o.inputs.size()) return false;
     const std::string& p = o.inputs[file];
-    f = p == "-" ? stdin : fopen(p.c_str(), "rb");
+    if (p == "-") {
+      wait_for_input(fileno(stdin), "stdin");
+      f = stdin;
+    } else {  // without O_NONBLOCK, opening a FIFO would wait for a writer before the line above could be said
+      const int fd = open(p.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd >= 0) {
+        wait_for_input(fd, p);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      }
+      f = fd >= 0 ? fdopen(fd, "rb") : nullptr;
+      if (!f && fd >= 0) close(fd);
+    }
     if (!f) throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
     line = 0;
     return true;
@@ -542,6 +571,21 @@ inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
   return c;
 }
 
+// The smallest --shard-tokens the command line takes: 65536 tokens, a 128 KB shard. Every shard is a file that is
+// written, fsync'd and renamed, so below that the files multiply for nothing (--shard-tokens 1 wrote ~20k files
+// a minute) and a shard holds less than one batch of the smaller presets (the loader skips such shards); the
+// default is 100M. The pipeline itself (prepare_shards above) takes any size, which its tests use.
+constexpr uint64_t kMinShardTokens = 65536;
+
+// The checks of a parsed command line that are not about one flag's syntax.
+inline void check_prepare_cli(const PrepareCli& c) {
+  if (c.help) return;
+  if (c.o.shard_tokens < kMinShardTokens)
+    throw std::runtime_error("--shard-tokens " + std::to_string(c.o.shard_tokens) + " is below " +
+                             std::to_string(kMinShardTokens) + ": such small shards only multiply files; pass " +
+                             std::to_string(kMinShardTokens) + " or more (default 100000000)");
+}
+
 #ifndef PREPARE_SHARDS_NO_MAIN
 #include "text/tokenizer.h"
 
@@ -549,6 +593,7 @@ int main(int argc, char** argv) {
   signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG) with the ordinary one-line error
   try {
     const PrepareCli cli = parse_prepare_cli(std::vector<std::string>(argv + 1, argv + argc));
+    check_prepare_cli(cli);
     if (cli.help) {
       fputs(PREPARE_SHARDS_USAGE, stdout);
       return 0;

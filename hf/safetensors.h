@@ -11,7 +11,9 @@
 // NaN) and, like F16, read back by widening to fp32 (exact: every bf16 / f16 value is an fp32 value).
 // Reading checks every field (JSON, dtype, shape against the byte range, ranges within the file, coverage) and
 // reports a bad file as one SafetensorsError naming it; tensors are read one at a time straight into the
-// caller's buffer, so a large model is never held twice.
+// caller's buffer, so a large model is never held twice. The work a header can ask for is bounded before it is
+// parsed: at most 100 MB, at most `max_tensors` entries (counted in the raw text, so that a hostile header's
+// millions of tiny entries are refused before any is built), names checked for duplicates in O(n log n).
 // Does not: know any model (hf/hf_config.h names Prism's tensors), or write sharded checkpoints (it reads them:
 // one file at a time, the index is hf/import.cpp's).
 #pragma once
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -153,8 +156,37 @@ struct SafetensorsFile {
     }
 };
 
-// The header of a safetensors file, every field checked against the file's size.
-inline SafetensorsFile read_safetensors_header(const std::string& path) {
+// A name or string from a file, for a one-line message: control bytes escaped, at most 200 bytes of it.
+inline std::string st_printable(const std::string& s) {
+    return s.size() > 200 ? printable(s.substr(0, 200)) + "..." : printable(s);
+}
+
+// At most this many tensors in one file by default: a Prism model has at most 8 per layer x 10000 layers + 4.
+constexpr size_t kStMaxTensors = 80004;
+
+// The JSON values a header's text can hold, counted without parsing it: every value but the first follows a
+// '[', ',' or ':' outside a string. Each tensor entry needs at most 24 of them (8 shape sizes), a metadata
+// entry 2.
+inline size_t st_json_values(const std::string& h) {
+    size_t n = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < h.size(); i++) {
+        const char c = h[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == ',' || c == ':') {
+            n++;
+        }
+    }
+    return n;
+}
+
+// The header of a safetensors file, every field checked against the file's size; at most max_tensors tensors
+// (and 4096 metadata entries).
+inline SafetensorsFile read_safetensors_header(const std::string& path, size_t max_tensors = kStMaxTensors) {
     auto bad = [&](const std::string& why) {
         return SafetensorsError("safetensors file " + path + ": " + why + "; it is not a whole safetensors file");
     };
@@ -170,6 +202,11 @@ inline SafetensorsFile read_safetensors_header(const std::string& path) {
     std::string h(hn, '\0');
     if (fread(&h[0], 1, hn, fh.get()) != hn) throw bad("error reading the header");
     if (h[0] != '{') throw bad("the header does not start with '{'");
+    const size_t values = st_json_values(h), most = 24 * (max_tensors + 1) + 2 * 4096;
+    if (values > most)
+        throw SafetensorsError("safetensors file " + path + ": its header holds " + std::to_string(values) +
+                               " JSON values, more than " + std::to_string(max_tensors) + " tensors can need (" +
+                               std::to_string(most) + "); is it the right file?");
     json::Value o;
     try {
         o = json::parse(h);
@@ -184,17 +221,23 @@ inline SafetensorsFile read_safetensors_header(const std::string& path) {
             throw bad(what + " is not a non-negative integer");
         return std::stoull(v.str);
     };
+    if (o.obj.size() > max_tensors + 1)
+        throw SafetensorsError("safetensors file " + path + ": its header lists " + std::to_string(o.obj.size()) +
+                               " entries, more than the " + std::to_string(max_tensors) + " tensors it can hold here; "
+                               "is it the right file?");
+    std::set<std::string> names;
     for (const auto& [name, v] : o.obj) {
         if (name == "__metadata__") {
             if (v.kind != json::Value::Object) throw bad("__metadata__ is not an object");
+            if (v.obj.size() > 4096) throw bad("__metadata__ has more than 4096 entries");
             for (const auto& [k, s] : v.obj) {
-                if (s.kind != json::Value::String) throw bad("__metadata__ \"" + printable(k) + "\" is not a string");
+                if (s.kind != json::Value::String) throw bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
                 sf.metadata[k] = s.str;
             }
             continue;
         }
-        const std::string at = "tensor \"" + printable(name) + "\": ";
-        if (sf.find(name)) throw bad(at + "listed twice");
+        const std::string at = "tensor \"" + st_printable(name) + "\": ";
+        if (!names.insert(name).second) throw bad(at + "listed twice");
         if (v.kind != json::Value::Object) throw bad(at + "not an object");
         const json::Value* dt = v.find("dtype");
         const json::Value* shape = v.find("shape");
@@ -207,7 +250,7 @@ inline SafetensorsFile read_safetensors_header(const std::string& path) {
         else if (dt->str == "BF16") t.dtype = StDtype::BF16;
         else if (dt->str == "F16") t.dtype = StDtype::F16;
         else
-            throw SafetensorsError("safetensors file " + path + ": " + at + "dtype " + printable(dt->str) +
+            throw SafetensorsError("safetensors file " + path + ": " + at + "dtype " + st_printable(dt->str) +
                                    " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
         if (shape->kind != json::Value::Array || shape->arr.size() > 8) throw bad(at + "shape is not a list of at most 8 sizes");
         double numel = 1;  // in double first: the product of hostile sizes must not wrap
@@ -249,10 +292,15 @@ inline void read_safetensors_f32(const SafetensorsFile& sf, const StTensor& t, f
     bool ok;
     if (t.dtype == StDtype::F32) {
         ok = fread(dst, 4, n, fh.get()) == n;
-    } else {
-        std::vector<uint16_t> h(n);
-        ok = fread(h.data(), 2, n, fh.get()) == n;
-        for (size_t i = 0; i < n; i++) dst[i] = t.dtype == StDtype::BF16 ? float_from_bf16(h[i]) : float_from_f16(h[i]);
+    } else {  // widened a block at a time: no second copy of a large tensor
+        uint16_t h[1 << 14];
+        ok = true;
+        for (size_t at = 0; ok && at < n; at += sizeof h / 2) {
+            const size_t k = std::min(n - at, sizeof h / 2);
+            ok = fread(h, 2, k, fh.get()) == k;
+            for (size_t i = 0; ok && i < k; i++)
+                dst[at + i] = t.dtype == StDtype::BF16 ? float_from_bf16(h[i]) : float_from_f16(h[i]);
+        }
     }
-    if (!ok) throw SafetensorsError("error reading tensor " + t.name + " of " + sf.path);
+    if (!ok) throw SafetensorsError("error reading tensor " + st_printable(t.name) + " of " + sf.path);
 }

@@ -21,8 +21,21 @@
 // Before it starts, a study prints its runs and the cost model's estimate (cost_model.h: the CUDA engine's
 // ops at the roofline with the stated efficiencies, training steps only) in GPU-hours.
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
-// 75 when a run was stopped by a signal (rerun the same command to continue).
+// 75 when a run was stopped by a signal (rerun the same command to continue), or the stopped child's own code
+// (138, 128 + SIGUSR1, when a second signal ended the trainer at once).
+// A study is its trainer's parent and behaves as one (see "The trainer as a child" below): a stop signal to the
+// study reaches the running trainer, the study waits for its checkpoint and exits with its code; a study killed
+// outright stops its trainer too (the kernel sends it the stop signal when the study dies); the trainer is started
+// without a shell, its output appended to DIR/NAME/train.log (a regular file: a link, a FIFO or a device there is
+// refused, never followed or waited on), and a failed run's reason is the trainer's own error line.
+// A grid whose configurations resolve to the same model (-s prism on a model of 3 layers or fewer is the uniform
+// schedule) is refused: such a study would compare a model with itself.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -216,6 +229,24 @@ std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_fl
                 resolve(r);
                 runs.push_back(r);
             }
+    // Two configurations that resolve to one model (the flags are shared, so the layers tell them apart) would
+    // make every comparison of the study a model against itself.
+    const size_t configs = heads.size() * widths.size();
+    auto list = [](const ModelConfig& c, bool w) {
+        std::string s;
+        for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
+        return s;
+    };
+    for (size_t a = 0; a < configs; a++)
+        for (size_t b = a + 1; b < configs; b++) {
+            const ModelConfig &x = runs[a].cfg, &y = runs[b].cfg;
+            if (list(x, false) != list(y, false) || list(x, true) != list(y, true)) continue;
+            throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " + runs[b].heads +
+                              " --widths " + runs[b].widths + " give the same model here (" + std::to_string(x.L()) +
+                              " layers, heads " + list(x, false) + ", widths " + list(x, true) +
+                              "): the study would compare a model with itself; drop one, or use a model on which they "
+                              "differ (-s prism is the uniform schedule below 4 layers)");
+        }
     return runs;
 }
 
@@ -278,20 +309,214 @@ std::vector<std::string> eval_command(const Options& o, const Run& r, const std:
     return c;
 }
 
-// Runs `cmd` through /bin/sh with its output appended to `log`; the exit status (128 + N for a signal).
-int run_command(const std::string& cmd, const std::string& log) {
-    const std::string full = "exec " + cmd + " >> " + shell_quote(log) + " 2>&1";
-    const int st = system(full.c_str());
-    if (st == -1) throw ConfigError("cannot start /bin/sh for: " + cmd);
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return WEXITSTATUS(st);
+// ------------------------------------------------------------------------------------------------------
+// The trainer as a child. It is started with fork and exec (no shell), in a process group of its own (so that a
+// Ctrl-C at the terminal reaches the study alone, which passes it on once: two would end the trainer at once),
+// with stdin from /dev/null and its output appended to the run's log. A stop signal to the study (SIGTERM,
+// SIGINT, SIGHUP, SIGUSR1: what the trainer treats as a stop, run/stop_signal.h) is passed on to the child as
+// SIGUSR1 (a stop to the trainer, and the signal mpirun passes on to every rank; SIGTERM would make mpirun end
+// the job); the study then waits for it and exits with its code. A second signal is passed on too, which ends
+// the trainer at once. The child asks the kernel for SIGUSR1 when the study dies (PR_SET_PDEATHSIG), so a study
+// killed outright (kill -9) leaves no trainer running on: it stops with a checkpoint like any stopped run.
+
+constexpr int kForwardSignal = SIGUSR1;
+volatile sig_atomic_t g_stop = 0;   // the first stop signal the study received, 0 while none has
+volatile sig_atomic_t g_child = 0;  // the running child's pid, 0 while none runs
+
+void study_stop_handler(int sig) {
+    const int child = g_child;  // negative: a process group
+    if (child != 0) {
+        kill((pid_t)child, kForwardSignal);
+    } else if (g_stop) {  // a second signal with no child to wait for: the signal's default action
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    if (g_stop) return;
+    g_stop = sig;
+    static const char running[] = "\nstudy: stop signal: passed on to the running trainer; waiting for its checkpoint "
+                                  "(send it again to end the trainer at once)\n";
+    static const char idle[] = "\nstudy: stop signal: no further run will start\n";
+    ssize_t rc = child != 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
+    (void)rc;
 }
 
-// The last non-empty line of a file (a failed run's error).
-std::string last_line(const std::string& path) {
-    const std::string t = read_text(path);
-    const size_t nl = t.find_last_of('\n');
-    return nl == std::string::npos ? t : t.substr(nl + 1);
+const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+
+// A signal the study was started with ignored (nohup's SIGHUP) stays ignored, in the study and its children.
+// The study is the subreaper of what its children start (run_logged waits for what they leave behind).
+void install_study_handlers() {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    for (int sig : kStopSignals) {
+        struct sigaction old;
+        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = study_stop_handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        sigaction(sig, &sa, nullptr);
+    }
+}
+
+bool is_stop_code(int rc) {
+    return rc == kExitInterrupted || rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP ||
+           rc == 128 + SIGUSR1;
+}
+
+// DIR/NAME/train.log (or eval.log) opened for appending (and reading back the reason of a failure) like every file the project writes: a regular file
+// only, no link followed (O_NOFOLLOW), a FIFO never waited on (O_NONBLOCK), and a file with other names (a hard
+// link to a file outside DIR) refused. One line otherwise.
+int open_log(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    struct stat st;
+    const int e = errno;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        if (fd >= 0) close(fd);
+        std::string what;
+        if (fd >= 0 && S_ISREG(st.st_mode))
+            what = "has " + std::to_string((long)st.st_nlink) + " names (a hard link), so writing it would change a file "
+                   "outside the run";
+        else if (fd >= 0 || lstat(path.c_str(), &st) == 0)
+            what = std::string("is ") + file_kind(st.st_mode) + ", not the log the study writes";
+        if (what.empty()) throw ConfigError("cannot open " + path + ": " + write_error(e) + "; check the study directory");
+        throw ConfigError(path + " " + what + "; remove it (rm " + path + ") and rerun");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+// Appends `s` to the log; "" when it was written whole, else why not.
+std::string append(int fd, const std::string& s) {
+    for (size_t at = 0; at < s.size();) {
+        const ssize_t n = write(fd, s.data() + at, s.size() - at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return write_error(n < 0 ? errno : ENOSPC);
+        at += (size_t)n;
+    }
+    return "";
+}
+
+// The reason a run failed, from what its command wrote to the log after byte `from`: the last line that
+// carries an error ("train_prism: error: ...", "rank 1: ..."), else the last non-empty line. An earlier
+// invocation's lines are not looked at, and a stray writer's (a trainer left running by an older study, still
+// printing its progress) do not hide the error. Control bytes are escaped; at most the last MiB is read.
+std::string failure_reason(int fd, off_t from) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= from) return "";
+    const off_t a = std::max(from, st.st_size - (off_t)(1 << 20));
+    std::string t((size_t)(st.st_size - a), '\0');
+    const ssize_t n = pread(fd, &t[0], t.size(), a);
+    t.resize(n > 0 ? (size_t)n : 0);
+    std::string last, error;
+    for (size_t p = 0; p < t.size();) {
+        size_t q = t.find('\n', p);
+        if (q == std::string::npos) q = t.size();
+        std::string line = trim(t.substr(p, q - p));
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!line.empty()) last = line;
+        if (line.find("error:") != std::string::npos) error = line;
+        p = q + 1;
+    }
+    const std::string r = printable(error.empty() ? last : error);
+    return r.size() > 2000 ? r.substr(0, 2000) + "..." : r;
+}
+
+// Runs the command (argv, no shell) with its output appended to `log`, first a line naming it. Returns the exit
+// status (128 + N for a signal N); `reason` gets why it failed (the child's own error line; a log the study could
+// not write says so), or "" when it succeeded.
+int run_logged(const std::vector<std::string>& cmd, const std::string& log, std::string& reason) {
+    const int fd = open_log(log);
+    struct Closer {
+        int fd;
+        ~Closer() { close(fd); }
+    } closer{fd};
+    const time_t now = time(nullptr);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const std::string wrote = append(fd, std::string("study: ") + when + ": " + shell_join(cmd) + "\n");
+    if (!wrote.empty()) {
+        reason = "cannot write " + log + ": " + wrote + "; the run was not started";
+        return 1;
+    }
+    const off_t from = lseek(fd, 0, SEEK_END);
+    std::vector<char*> argv;
+    for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    for (int sig : kStopSignals) sigaddset(&stops, sig);
+    sigprocmask(SIG_BLOCK, &stops, &old);  // no signal between fork and g_child goes unforwarded
+    if (g_stop) {  // a stop that came since the caller looked: nothing is started
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        return kExitInterrupted;
+    }
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid == 0) {  // the child: only async-signal-safe calls until exec
+        for (int sig : kStopSignals) {
+            struct sigaction sa;
+            if (sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler == study_stop_handler) signal(sig, SIG_DFL);
+        }
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, kForwardSignal);
+        if (getppid() != parent) _exit(kExitInterrupted);  // the study died before the line above: start nothing
+        const int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) dup2(in, 0);
+        dup2(fd, 1), dup2(fd, 2);
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        execvp(argv[0], argv.data());
+        const int e = errno;
+        static const char pre[] = "study: error: cannot run ";
+        ssize_t w = write(2, pre, sizeof pre - 1);
+        w = write(2, argv[0], strlen(argv[0]));
+        w = write(2, ": ", 2);
+        w = write(2, strerror(e), strlen(strerror(e)));
+        w = write(2, "\n", 1);
+        (void)w;
+        _exit(127);
+    }
+    if (pid < 0) {
+        const int e = errno;
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        throw ConfigError(std::string("cannot start ") + argv[0] + ": " + strerror(e));
+    }
+    setpgid(pid, pid);
+    g_child = pid;
+    sigprocmask(SIG_SETMASK, &old, nullptr);  // a signal that came meanwhile is handled now, and passed on
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+    }
+    sigprocmask(SIG_BLOCK, &stops, nullptr);  // the pid is forgotten before it is reaped (and could be reused)
+    g_child = 0;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    // What the child started and left behind in its process group (a wrapper script that ran the trainer without
+    // exec, ended by the stop signal its trainer never saw) is the study's now: the study is their subreaper, so
+    // they are stopped and waited for here, not left running into the run's directory. A further signal reaches
+    // the whole group meanwhile.
+    if (kill(-pid, 0) == 0) {
+        g_child = -pid;
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        kill(-pid, kForwardSignal);
+        while (kill(-pid, 0) == 0)
+            if (waitpid(-pid, nullptr, WNOHANG) <= 0) usleep(50000);
+        sigprocmask(SIG_BLOCK, &stops, nullptr);
+        g_child = 0;
+    }
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    const int rc = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+    reason.clear();
+    if (rc != 0) {
+        reason = failure_reason(fd, from);
+        const std::string foot = append(fd, "study: exit " + std::to_string(rc) + "\n");
+        if (reason.empty()) reason = "no output in " + log;
+        if (!foot.empty())
+            reason += " (and " + log + " cannot be written: " + foot + "; the trainer's own error may be missing from it)";
+    }
+    return rc;
 }
 
 double final_val_loss(const std::string& dir) {
@@ -310,6 +535,7 @@ double final_val_loss(const std::string& dir) {
 int run(Options& o, char** argv) {
     if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
     if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
+    install_study_handlers();
     std::vector<std::string> recipe_flags;
     std::vector<Run> runs = make_runs(o, recipe_flags);
     const std::vector<std::string> tasks = eval_tasks_present(o);
@@ -357,12 +583,39 @@ int run(Options& o, char** argv) {
     }
     fflush(stdout);
     check_only();
+    // The logs of the runs to do are checked before any run starts (open_log checks each again as it opens it).
+    for (size_t k = 0; k < runs.size(); k++) {
+        if (o.only && (long)k + 1 != o.only) continue;
+        for (const char* n : {"train.log", "eval.log"}) {
+            const std::string p = runs[k].dir + "/" + n;
+            struct stat st;
+            if (lstat(p.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
+                throw ConfigError(p + (S_ISREG(st.st_mode) ? " has " + std::to_string((long)st.st_nlink) +
+                                                                 " names (a hard link), so writing it would change a file outside the run"
+                                                           : std::string(" is ") + file_kind(st.st_mode) +
+                                                                 ", not the log the study writes") +
+                                  "; remove it (rm " + p + ") and rerun");
+        }
+    }
     make_dirs(o.dir);
     int failed = 0;
+    // A stopped child: the study ends with its code (75 when it stopped with a checkpoint, 128 + N when a second
+    // signal ended it); 75 when the child finished anyway.
+    auto stopped = [&](const Run& r, int rc, const char* what) {
+        printf("study: %s%s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), what, rc);
+        fflush(stdout);
+        return rc == 0 ? kExitInterrupted : rc;
+    };
     for (size_t k = 0; k < runs.size(); k++) {
         if (o.only && (long)k + 1 != o.only) continue;
         Run& r = runs[k];
+        if (g_stop) {
+            printf("study: stopped by %s before %s; rerun the same command to continue\n", stop_signal_name(g_stop),
+                   r.name.c_str());
+            return kExitInterrupted;
+        }
         const std::string log = r.dir + "/train.log";
+        std::string reason;
         if (r.state != "done") {
             make_dirs(r.dir);
             const std::vector<std::string> cmd = train_command(o, r);
@@ -371,14 +624,13 @@ int run(Options& o, char** argv) {
                    log.c_str());
             fflush(stdout);
             const double t0 = now_seconds();
-            const int rc = run_command(shell_join(cmd), log);
-            if (rc == kExitInterrupted || rc == 128 + SIGINT || rc == 128 + SIGTERM) {
-                printf("study: %s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), rc);
-                return kExitInterrupted;
-            }
+            const int rc = run_logged(cmd, log, reason);
+            if (is_stop_code(rc)) return stopped(r, rc, "");
             if (rc != 0) {
-                fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, last_line(log).c_str());
+                fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
+                fflush(stderr);
                 failed++;
+                if (g_stop) return rc;
                 continue;
             }
             printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, runs.size(), r.name.c_str(),
@@ -386,13 +638,13 @@ int run(Options& o, char** argv) {
         } else {
             printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
         }
-        if (r.eval_missing) {
+        if (r.eval_missing && !g_stop) {
             printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json\n", k + 1, runs.size(), r.name.c_str(), r.dir.c_str());
             fflush(stdout);
-            const int rc = run_command(shell_join(eval_command(o, r, tasks)), r.dir + "/eval.log");
+            const int rc = run_logged(eval_command(o, r, tasks), r.dir + "/eval.log", reason);
+            if (is_stop_code(rc) || (g_stop && rc != 0)) return stopped(r, rc, "'s evals");
             if (rc != 0) {
-                fprintf(stderr, "study: the evals of %s failed (exit %d): %s\n", r.name.c_str(), rc,
-                        last_line(r.dir + "/eval.log").c_str());
+                fprintf(stderr, "study: the evals of %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
                 failed++;
             }
         }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -527,4 +528,86 @@ TEST_CASE("export and import: the help names every flag the parser takes, and ba
         CHECK(one_line(r.out));
         CHECK_THAT(r.out, Catch::Contains(want));
     }
+}
+
+TEST_CASE("import validates before it allocates: config sizes against the headers, a bounded header, non-finite "
+          "weights refused by name, out of memory names the file and size", "[hf][import_limits]") {
+    const std::string dir = tmp_dir(), bin = dir + "/model.bin", out = dir + "/hf";
+    const ModelConfig c = make("uniform", "uniform", "layernorm", 1);
+    std::vector<float> p = write_model(bin, c, 3);
+    REQUIRE(sh("./export " + bin + " -o " + out).rc == 0);
+    const std::string config = read_all(out + "/config.json");
+    const ParamLayout layout = param_layout(c);
+    auto import = [&](const std::string& limit = "") { return sh(limit + "./import " + out + " -o " + dir + "/x.bin"); };
+    auto refused = [&](const Result& r, const std::string& says) {
+        INFO(r.out);
+        CHECK(r.rc == 1);
+        CHECK(one_line(r.out));
+        CHECK_THAT(r.out, Catch::Contains(says));
+        CHECK(access((dir + "/x.bin").c_str(), F_OK) != 0);
+    };
+    // A small directory whose config claims vocab 2^24: refused on the shapes under 200 MB of address space,
+    // where the 4 GB buffer the claim asks for (untied: two V x d matrices) would not even be allocated.
+    std::string big = config;
+    big.replace(big.find("\"vocab_size\": 300"), 17, "\"vocab_size\": 16777216");
+    write_all(out + "/config.json", big);
+    refused(import("ulimit -v 200000; "), "tensor model.embed_tokens.weight has shape [300, 64] but config.json needs "
+                                          "[16777216, 64]");
+    write_all(out + "/config.json", config);
+
+    // Non-finite weights, fp32 and bf16: one line naming the tensor and the element.
+    auto write_tensors = [&](StDtype dtype) {
+        std::vector<StSource> t;
+        for (const ParamTensor& x : layout.tensors) t.push_back({hf_tensor_name(x), hf_tensor_shape(x), p.data() + x.offset});
+        write_safetensors(out + "/model.safetensors", t, dtype, {});
+    };
+    const ParamTensor& down = layout.tensors[layout.tensors.size() / 2];
+    p[down.offset + 5] = NAN;
+    write_tensors(StDtype::F32);
+    refused(import(), "model.safetensors: tensor " + hf_tensor_name(down) + " holds nan at element 5; a model.bin holds "
+                      "finite weights only");
+    p[down.offset + 5] = 0, p[layout.wte + 7] = INFINITY;
+    write_tensors(StDtype::BF16);
+    refused(import(), "tensor model.embed_tokens.weight holds inf at element 7");
+    p[layout.wte + 7] = 0;
+    write_tensors(StDtype::F32);
+    REQUIRE(import().rc == 0);
+    sh("rm -f " + dir + "/x.bin");
+
+    // A header of 300k zero-size entries (inside the 100 MB cap): refused at once, not checked pair by pair.
+    std::string h = "{";
+    for (int i = 0; i < 300000; i++)
+        h += (i ? ", \"t" : "\"t") + std::to_string(i) + "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
+    h += "}";
+    uint64_t hn = h.size();
+    write_all(out + "/model.safetensors", std::string((const char*)&hn, 8) + h);
+    auto t0 = std::chrono::steady_clock::now();
+    refused(import(), "model.safetensors: its header holds 3000000 JSON values, more than ");
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+    // The reader's own bound, and its duplicate check at the bound's size (80000 names, the last one twice).
+    const std::string st = dir + "/dup.safetensors";
+    h = "{";
+    for (int i = 0; i < 80000; i++)
+        h += (i ? ", \"t" : "\"t") + std::to_string(i == 79999 ? 0 : i) + "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
+    h += "}";
+    hn = h.size();
+    write_all(st, std::string((const char*)&hn, 8) + h);
+    t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(read_safetensors_header(st), Catch::Contains("tensor \"t0\": listed twice"));
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+    CHECK_THROWS_WITH(read_safetensors_header(st, 1000), Catch::Contains("more than 1000 tensors can need"));
+
+    // Out of memory: a sound bf16 directory whose fp32 model does not fit the address space names config.json
+    // and the bytes it needed.
+    ModelSpec s;
+    s.preset = "tiny", s.d = 192, s.L = 2, s.h_base = 2, s.T = 32, s.V = 50257, s.untied = 1;
+    std::vector<std::string> w;
+    const ModelConfig large = build_config(s, w);
+    write_model(bin, large, 1);
+    REQUIRE(sh("./export " + bin + " --dtype bf16 --overwrite -o " + out).rc == 0);
+    const size_t P = param_layout(large).total;
+    refused(import("ulimit -v 70000; OMP_NUM_THREADS=1 "), "out of memory: " + out + "/config.json describes a model of " + std::to_string(P) +
+                                         " parameters, and its weights need " + std::to_string(P * 4) + " bytes as fp32");
+    REQUIRE(import().rc == 0);
+    remove_all(dir);
 }

@@ -3,7 +3,12 @@
 // needs the tokenizer or downloaded data.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dataloader.h"
@@ -323,4 +329,65 @@ TEST_CASE("every flag the prepare_shards help text names is one its parser accep
   CHECK_THROWS_WITH(parse_prepare_cli({"--on-error", "ignore"}), Catch::Contains("must be skip or stop"));
   CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
   CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), "-o needs a value; see --help");
+}
+
+namespace {
+// prepare_shards(o) with stderr captured: what it wrote there, and its error ("" when it succeeded).
+std::pair<std::string, std::string> run_capturing_stderr(const TempDir& d, const PrepareOptions& o, PrepareStats& st) {
+  fflush(stderr);
+  const int saved = dup(2), fd = open((d / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  std::string error;
+  try {
+    st = prepare_shards(o, bytes_as_tokens, 50256);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  return {read_file(d / "stderr.txt"), error};
+}
+}  // namespace
+
+TEST_CASE("an input pipe with nothing to read yet is said to be waited for, once; a writer that comes later is read",
+          "[prepare_shards]") {
+  TempDir d;
+  const std::string fifo = d / "in.jsonl";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const PrepareOptions o = quiet_options(d, {fifo});
+  // The writer opens the FIFO only after 3 s: until then no writer exists (an open() without O_NONBLOCK would
+  // block with no word, and a read would see an EOF).
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::ofstream(fifo) << "{\"text\": \"late\"}\n";
+  });
+  PrepareStats st;
+  const auto [err, error] = run_capturing_stderr(d, o, st);
+  writer.join();
+  CHECK(error == "");
+  CHECK(err == "prepare_shards: waiting for input on " + fifo + " (nothing to read yet)\n");
+  CHECK(all_tokens(st) == expect_docs({"late"}));
+  // A writer that is there at once: no line.
+  std::thread prompt([&] { std::ofstream(fifo) << "{\"text\": \"now\"}\n"; });
+  PrepareOptions again = o;
+  again.overwrite = true;
+  const auto [err2, error2] = run_capturing_stderr(d, again, st);
+  prompt.join();
+  CHECK(error2 == "");
+  CHECK(err2 == "");
+  CHECK(all_tokens(st) == expect_docs({"now"}));
+}
+
+TEST_CASE("the command line's --shard-tokens is at least 65536", "[prepare_shards]") {
+  CHECK_THROWS_WITH(check_prepare_cli(parse_prepare_cli({"-o", "d/p", "--shard-tokens", "1", "a.txt"})),
+                    "--shard-tokens 1 is below 65536: such small shards only multiply files; pass 65536 or more "
+                    "(default 100000000)");
+  CHECK_THROWS_WITH(check_prepare_cli(parse_prepare_cli({"--shard-tokens", "65535"})), Catch::Contains("is below 65536"));
+  CHECK_NOTHROW(check_prepare_cli(parse_prepare_cli({"--shard-tokens", "65536"})));
+  CHECK_NOTHROW(check_prepare_cli(parse_prepare_cli({"-o", "d/p", "a.txt"})));  // the default, 100M
+  CHECK_NOTHROW(check_prepare_cli(parse_prepare_cli({"--val-tokens", "10"})));  // a small validation shard is fine
 }

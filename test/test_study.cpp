@@ -364,3 +364,188 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     }
     sh("rm -rf '" + data + "'");
 }
+
+namespace {
+
+// The study command of the signal and log tests: one run of the micro model (2 layers), long enough to be
+// stopped, no evals. `extra` goes before `--`.
+std::string study_cmd(const std::string& data, const std::string& dir, const std::string& extra = "") {
+    std::string m = micro(data, "X");
+    m = m.substr(std::string("./train_prism ").size(), m.find(" -o ") - std::string("./train_prism ").size());
+    return "./study " + dir + " --heads uniform --seeds 1 --eval-data " + data + "/noevals " + extra + " -- " + m +
+           " --sample-every 0 --steps 100000";
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+    return n;
+}
+
+std::string fs_cwd() {
+    char b[4096];
+    return getcwd(b, sizeof b) ? b : ".";
+}
+
+// A shell loop waiting (up to 60 s) for `cond`.
+std::string wait_until(const std::string& cond) {
+    return "n=0; until " + cond + " || [ $n -ge 6000 ]; do sleep 0.01; n=$((n+1)); done; ";
+}
+
+}  // namespace
+
+TEST_CASE("study is a good parent: a stop signal reaches the trainer and the study exits with its code; a study "
+          "killed outright stops its trainer; a live trainer is named as the reason", "[study][cli][signals]") {
+    const std::string data = make_data_dir(), dir = data + "/s", run = dir + "/uniform-uniform-s1",
+                      cmd = study_cmd(data, dir), logged = "[ -s " + run + "/log.jsonl ]";
+    // SIGTERM to the study (Slurm's --signal=B:TERM with exec): the trainer checkpoints, the study exits 75 after it.
+    Result t = sh("(" + cmd + " > " + data + "/t.txt 2>&1 & pid=$!; " + wait_until(logged) +
+                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; cat " + data + "/t.txt)");
+    INFO(t.out);
+    CHECK(t.out.find("study exit 75") != std::string::npos);
+    CHECK(t.out.find("study: uniform-uniform-s1 was stopped (exit 75); rerun the same command to continue") !=
+          std::string::npos);
+    const std::string log1 = read_text(run + "/train.log");
+    CHECK(log1.find("stopped by SIGUSR1 after step ") != std::string::npos);
+    CHECK(access((run + "/latest").c_str(), F_OK) == 0);
+    CHECK(sh("pgrep -f -- '^[.]/train_prism .*-o " + run + " '").rc != 0);  // no trainer left
+
+    // kill -9 to the study: the trainer is told by the kernel (its parent died) and stops with a checkpoint.
+    const std::string before = read_text(run + "/latest");
+    Result k = sh("(" + cmd + " > " + data + "/k.txt 2>&1 & pid=$!; " +
+                  wait_until("grep -q 'resumed from' " + run + "/train.log") + "sleep 1; echo \"trainer $(sed "
+                  "'s/^pid \\([0-9]*\\).*/\\1/' " + run + "/lock)\"; kill -9 $pid; wait $pid; echo \"study exit $?\")");
+    INFO(k.out);
+    CHECK(k.out.find("study exit 137") != std::string::npos);
+    const size_t at = k.out.find("trainer ");
+    REQUIRE(at != std::string::npos);
+    const std::string tpid = k.out.substr(at + 8, k.out.find('\n', at) - at - 8);
+    REQUIRE(!tpid.empty());
+    CHECK(sh(wait_until("! kill -0 " + tpid + " 2>/dev/null") + "kill -0 " + tpid + " 2>/dev/null").rc != 0);
+    const std::string log2 = read_text(run + "/train.log");
+    CHECK(log2.rfind("stopped by SIGUSR1 after step ") > log2.rfind("resumed from"));
+    CHECK(read_text(run + "/latest") != before);
+
+    // A trainer still running in the run's directory (started by hand, or left by an older study): the study's
+    // reason is the trainer's own error naming it, not the live one's progress lines in the same log.
+    Result l = sh(study_cmd(data, dir, "--list"));
+    REQUIRE(l.rc == 0);
+    std::string line = l.out.substr(l.out.find('\t', l.out.find('\t') + 1) + 1);
+    line = line.substr(0, line.find('\n'));
+    Result u = sh("(" + line + " >> " + run + "/train.log 2>&1 & pid=$!; " + wait_until("[ -s " + run + "/lock ] && grep -q \"pid $pid \" " + run + "/lock") +
+                  "sleep 1; " + cmd + "; echo \"study exit $?\"; kill -TERM $pid; wait $pid; echo \"live exit $?\")");
+    INFO(u.out);
+    CHECK(u.out.find("study exit 1") != std::string::npos);
+    CHECK(u.out.find("live exit 75") != std::string::npos);
+    CHECK(u.out.find("study: uniform-uniform-s1 failed (exit 1): train_prism: error: " + run +
+                     " is in use by another train_prism (pid ") != std::string::npos);
+
+    // A --trainer script that runs the trainer without exec dies of the stop signal itself; what it left
+    // running is stopped and waited for by the study (its subreaper), not left training in the run's directory.
+    {
+        std::ofstream w(data + "/wrap.sh");
+        w << "#!/bin/sh\n" << fs_cwd() << "/train_prism \"$@\"\n";
+    }
+    sh("chmod +x " + data + "/wrap.sh");
+    const size_t stops = count(read_text(run + "/train.log"), "stopped by SIGUSR1");
+    Result g = sh("(" + study_cmd(data, dir, "--trainer " + data + "/wrap.sh") + " > " + data + "/g.txt 2>&1 & pid=$!; " +
+                  wait_until("[ \"$(grep -c '^step' " + run + "/train.log)\" -gt " +
+                             std::to_string(count(read_text(run + "/train.log"), "\nstep")) + " ]") +
+                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- '^/[^ ]*/train_prism .*-o " + run +
+                  " ' || echo 'no trainer left')");
+    INFO(g.out);
+    CHECK(g.out.find("study exit 138") != std::string::npos);  // the script's own end: 128 + SIGUSR1
+    CHECK(g.out.find("no trainer left") != std::string::npos);
+    CHECK(count(read_text(run + "/train.log"), "stopped by SIGUSR1") == stops + 1);
+    sh("rm -rf '" + data + "'");
+}
+
+TEST_CASE("study: train.log is a regular file of the run's own; a failed run's reason is its own error line, and "
+          "a log that cannot be written says so", "[study][cli][trainlog]") {
+    const std::string data = make_data_dir(), dir = data + "/s", run = dir + "/uniform-uniform-s1";
+    REQUIRE(sh("mkdir -p " + run + " && echo mine > " + data + "/outside.txt").rc == 0);
+    // A FIFO is refused at once (not waited on), a link is not followed, a second name of an outside file refused.
+    for (const auto& [make, says] : std::vector<std::pair<std::string, std::string>>{
+             {"mkfifo " + run + "/train.log", run + "/train.log is a FIFO, not the log the study writes; remove it"},
+             {"ln -s " + data + "/outside.txt " + run + "/train.log", run + "/train.log is a symbolic link, not the log"},
+             {"ln " + data + "/outside.txt " + run + "/train.log", run + "/train.log has 2 names (a hard link)"},
+             {"mkfifo " + run + "/eval.log", run + "/eval.log is a FIFO"}}) {
+        sh("rm -f " + run + "/train.log " + run + "/eval.log; " + make);
+        Result r = sh("timeout 60 " + study_cmd(data, dir));
+        INFO(make << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(r.out.find(says) != std::string::npos);
+        CHECK(read_text(data + "/outside.txt") == "mine");
+    }
+    sh("rm -f " + run + "/train.log " + run + "/eval.log");
+
+    // Stand-in trainers: the reason is the invocation's own error line, though a stray writer's progress follows
+    // it (a trainer an older study left running); without one, the last line; an earlier invocation's error is
+    // not this one's.
+    auto stub = [&](const std::string& name, const std::string& body) {
+        std::ofstream f(data + "/" + name);
+        f << "#!/bin/sh\n" << body << "\n";
+        f.close();
+        sh("chmod +x " + data + "/" + name);
+        return " --trainer " + data + "/" + name;
+    };
+    Result e = sh(study_cmd(data, dir, stub("err.sh", "echo 'step 1/9 | loss 5'; echo 'train_prism: error: the real "
+                                                      "reason' >&2; echo 'step 1224/3000 | loss 3.1'; exit 1")));
+    INFO(e.out);
+    CHECK(e.rc == 1);
+    CHECK(e.out.find("study: uniform-uniform-s1 failed (exit 1): train_prism: error: the real reason\n") != std::string::npos);
+    Result n = sh(study_cmd(data, dir, stub("noerr.sh", "echo 'step 1/9 | loss 5'; echo 'last words'; exit 3")));
+    INFO(n.out);
+    CHECK(n.out.find("study: uniform-uniform-s1 failed (exit 3): last words\n") != std::string::npos);
+    Result q = sh(study_cmd(data, dir, stub("quiet.sh", "exit 2")));
+    INFO(q.out);
+    CHECK(q.out.find("failed (exit 2): no output in " + run + "/train.log\n") != std::string::npos);
+    Result x = sh(study_cmd(data, dir, " --trainer " + data + "/nonexistent"));
+    INFO(x.out);
+    CHECK(x.out.find("failed (exit 127): study: error: cannot run " + data + "/nonexistent: No such file or directory") !=
+          std::string::npos);
+    // The log records each invocation's command and exit.
+    const std::string log = read_text(run + "/train.log");
+    CHECK(log.find("study: ") == 0);
+    CHECK(log.find("/err.sh -m tiny -s uniform") != std::string::npos);
+    CHECK(log.find("study: exit 127") != std::string::npos);
+
+    // A full disk (here a file-size limit of 4 KiB): before the run, the run is not started; during it, the
+    // reason says the log could not be written, beside the last line that was.
+    sh("rm -f " + run + "/train.log; head -c 4096 /dev/zero > " + run + "/train.log");
+    Result f1 = sh("ulimit -f 8; " + study_cmd(data, dir, stub("ok.sh", "exit 0")));
+    INFO(f1.out);
+    CHECK(f1.out.find("failed (exit 1): cannot write " + run + "/train.log: File too large (over the file-size limit, "
+                      "ulimit -f?); the run was not started") != std::string::npos);
+    sh("rm -f " + run + "/train.log");
+    Result f2 = sh("ulimit -f 8; " + study_cmd(data, dir, stub("fill.sh", "i=0; while [ $i -lt 200 ]; do echo \"step $i/9 "
+                                                                          "| loss 5\"; i=$((i+1)); done; exit 1")));
+    INFO(f2.out);
+    CHECK(f2.out.find("failed (exit 1): step ") != std::string::npos);
+    CHECK(f2.out.find("(and " + run + "/train.log cannot be written: File too large") != std::string::npos);
+    sh("rm -rf '" + data + "'");
+}
+
+TEST_CASE("study refuses a grid of identical models; a head schedule that is the uniform one warns",
+          "[study][cli][schedule]") {
+    const std::string data = make_data_dir(), dir = data + "/s";
+    std::string m = micro(data, "X");
+    m = m.substr(std::string("./train_prism ").size(), m.find(" -o ") - std::string("./train_prism ").size());
+    // 2 layers: -s prism is the uniform schedule; so is the list 2,2.
+    for (const std::string heads : {"uniform,prism", "2x2,uniform", "uniform,uniform"}) {
+        Result r = sh("./study " + dir + " --heads " + heads + " --seeds 1 -- " + m + " --steps 2");
+        INFO(heads << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(r.out.find("give the same model here (2 layers, heads 2,2, widths 32,32): the study would compare a model "
+                         "with itself") != std::string::npos);
+    }
+    CHECK(!is_dir(dir));
+    Result w = sh("./train_prism " + m + " -s prism --plan");
+    INFO(w.out);
+    CHECK(w.rc == 0);
+    CHECK(w.out.find("warning: head schedule 'prism' gives every layer its baseline heads: this is the uniform model "
+                     "(the Prism schedule needs 4 or more layers; this model has 2)\n") != std::string::npos);
+    Result ok = sh("./train_prism " + m + " --layers 4 -s prism --plan");
+    CHECK(ok.out.find("warning: head schedule") == std::string::npos);
+    sh("rm -rf '" + data + "'");
+}
