@@ -157,11 +157,11 @@ for kind in dir zero nodir bom ulimit; do
 done
 if want prep-kill9; then
     if [ $HAVE_TOK = 1 ]; then
-        mkdir -p "$W/pk"; head -c 2000000 /dev/urandom | base64 -w 60 > "$W/k.txt"; bad=0 whole=0 refused=0
+        mkdir -p "$W/pk"; head -c 6000000 /dev/urandom | base64 -w 60 > "$W/k.txt"; bad=0 whole=0 refused=0
         for i in 1 2 3 4 5 6; do
-            rm -f "$W/pk/"*; $PS -o "$W/pk/x" --format lines --shard-tokens 3000 --val-tokens 3000 "$W/k.txt" > /dev/null 2>&1
-            head -c 1000000 /dev/urandom | base64 -w 50 > "$W/k2.txt"
-            bg "$W/o" $PS -o "$W/pk/x" --overwrite --format lines --shard-tokens 2000 --val-tokens 2000 "$W/k2.txt"
+            rm -f "$W/pk/"*; $PS -o "$W/pk/x" --format lines --shard-tokens 65536 --val-tokens 65536 "$W/k.txt" > /dev/null 2>&1
+            head -c 3000000 /dev/urandom | base64 -w 50 > "$W/k2.txt"
+            bg "$W/o" $PS -o "$W/pk/x" --overwrite --format lines --shard-tokens 65536 --val-tokens 65536 "$W/k2.txt"
             sleep "0.$((i * 15))"; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
             $ROOT/train_prism --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --sample-every 0 --train "$W/pk/x_train_*.bin" --val "$W/pk/x_val_*.bin" -o "$W/pko$i" --steps 1 > "$W/o" 2>&1
             if grep -q 'not written together' "$W/o"; then refused=$((refused + 1)); elif [ -f "$W/pko$i/model.bin" ]; then whole=$((whole + 1)); else bad=$((bad + 1)); fi
