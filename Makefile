@@ -99,7 +99,7 @@ report: inspect/report.cpp $(PRODUCT_H)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
 
 # The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
-TEXT_H := $(wildcard text/*.h util/*.h) errors.h
+TEXT_H := $(wildcard text/*.h util/*.h) errors.h run/cli.h model_config.h schedules.h
 $(BUILD)/prepare_shards: data/prepare_shards.cpp dataloader.h run/stop_signal.h $(TEXT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS) -lpcre2-8
