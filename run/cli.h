@@ -197,7 +197,11 @@ inline Flag choice_flag(const std::string& names, const std::string& arg, const 
     const std::string name = canonical_name(names);
     Flag f = make_flag(names, arg, "", [name, &dst, choices, resolve](const std::string& v) {
                if (resolve) {
-                   dst = resolve(v);
+                   try {
+                       dst = resolve(v);
+                   } catch (const std::runtime_error& e) {  // its own words, with the flag's name
+                       throw ConfigError(name + ": " + e.what());
+                   }
                    return;
                } else {
                    bool ok = false;
