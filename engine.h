@@ -31,11 +31,7 @@
 #include <vector>
 
 #include "dist/process_group.h"
-#include "model_config.h"
-
-struct OptimizerHyper {
-    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-};
+#include "model_config.h"  // also OptimizerHyper
 
 // What read_stats returns: the loss summed since the previous read (each forward with targets adds its micro-
 // batch's mean loss, each forward_backward grad_scale x that mean: a step's objective), and the global gradient

@@ -36,23 +36,22 @@ struct Options {
     std::string model, tasks = "hellaswag,piqa,arc_easy,winogrande", data = "data/eval", json, tokenizer;
     long limit = 0;
     int batch = 16;
-    bool cpu = false, help = false;
+    bool cpu = false;
 };
 
 std::vector<Flag> make_flags(Options& o) {
     std::string all = eval_task_names(",");
     return {
-        {"--tasks", "LIST", "comma-separated, from " + all + " (default " + o.tasks + "; 'all' for every one)",
-         [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }},
-        {"--data", "DIR", "directory of the eval files TASK.bin (default data/eval, made by data/get_eval.sh)",
-         [&o](const std::string& v) { o.data = v; }},
-        {"--limit", "N", "only the first N examples of each task (default: all)", long_flag("--limit", o.limit, 1, kMaxSteps)},
-        {"--batch", "B", "rows (one per choice) per forward pass (default 16)", int_flag("--batch", o.batch, 1, 1 << 20)},
-        {"--json", "FILE", "also write the results as JSON", [&o](const std::string& v) { o.json = v; }},
-        {"--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
-         [&o](const std::string& v) { o.tokenizer = v; }},
-        {"--cpu", "", "use the CPU reference even when a GPU engine is available", [&o](const std::string&) { o.cpu = true; }},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        make_flag("--tasks", "LIST", "comma-separated, from " + all + " (default " + o.tasks + "; 'all' for every one)",
+                  [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }),
+        path_flag("--data", "DIR", "directory of the eval files TASK.bin (default {default}, made by data/get_eval.sh)",
+                  o.data),
+        number_flag("--limit", "N", "only the first N examples of each task (default: all)", o.limit, 1, kMaxSteps),
+        number_flag("--batch", "B", "rows (one per choice) per forward pass (default {default})", o.batch, 1, 1 << 20),
+        path_flag("--json", "FILE", "also write the results as JSON", o.json),
+        path_flag("--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
+                  o.tokenizer),
+        switch_flag("--cpu", "use the CPU reference even when a GPU engine is available", o.cpu),
     };
 }
 
@@ -170,21 +169,18 @@ int main(int argc, char** argv) {
     return run_ranks(dist, "use a smaller --batch", [&] {
         dist.start(&argc, &argv, "eval_zeroshot");
         Options o;
-        std::vector<Flag> flags = make_flags(o);
+        Command cmd{"eval_zeroshot", "MODEL.bin|RUN_DIR [flags]", "Zero-shot scores of a checkpoint (RUN_DIR: its "
+                    "model.bin), as lm-evaluation-harness computes them (prompts and metrics: docs/zero_shot.md). "
+                    "Under mpirun the examples are split across the ranks.", make_flags(o)};
+        cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = 1;
         dist.all_or_none([&] {
-            std::vector<std::string> model;  // the one positional argument, the checkpoint
-            std::vector<char*> rest = take_positional(argc, argv, flags, model, 1);
-            if (!model.empty()) o.model = model[0];
-            parse_flags((int)rest.size(), rest.data(), flags, "eval_zeroshot");
-            if (!o.help && o.model.empty()) throw ConfigError("no checkpoint given; usage: eval_zeroshot MODEL.bin|RUN_DIR [flags] (--help)");
+            const Parsed p = parse_command(cmd, argc, argv);
+            if (cmd.help) return;
+            o.model = p.positional[0];
             if (!o.json.empty()) check_output_file(o.json, "--json");  // before the evaluation, not after it
         });
-        if (o.help) {
-            if (dist.rank == 0) {
-                printf("usage: eval_zeroshot MODEL.bin|RUN_DIR [flags]\n\nZero-shot scores of a checkpoint (RUN_DIR: its model.bin), as lm-evaluation-harness "
-                       "computes them (prompts and metrics: docs/zero_shot.md). Under mpirun the examples are split across the ranks.\n\n");
-                print_flags(stdout, flags);
-            }
+        if (cmd.help) {
+            if (dist.rank == 0) print_help(stdout, cmd);
             return 0;
         }
         return run(o, dist);

@@ -179,6 +179,12 @@ inline const Preset& find_preset(const std::string& name) {
 }
 
 // What the user asked for: a preset, schedules, and overrides (0 / empty = keep the preset's value).
+// AdamW's hyperparameters, as the engines take them (engine.h's adamw_step) and train_prism's flags set them
+// (--beta1, --beta2, --adam-eps, --wd): here rather than in engine.h so that the trainer's options need no engine.
+struct OptimizerHyper {
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};
+
 struct ModelSpec {
     std::string preset = "tiny";
     std::string heads = "uniform";   // uniform | prism | list ("3x3,6x3,12x6" or "3,3,3,6,...")

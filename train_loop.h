@@ -19,12 +19,14 @@
 // after the current step with a checkpoint (kExitInterrupted, run/stop_signal.h). A failed log write is an error.
 // With several ranks every rank sees the same loss and norm, so all skip alike; a signal that reached any rank
 // stops every rank after the same step (the ranks exchange their signal state once a step).
-// Does not: parse flags (train_prism.cu), or know which engine it drives (engine_factory.h makes it).
+// Does not: parse flags (train_prism.cu), know which engine it drives (engine_factory.h makes it), or include
+// the eval, sampling and flag-table code a run uses: it reaches them through LoopSeam (run/loop_seam.h).
 #pragma once
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,15 +34,14 @@
 #include "dataloader.h"
 #include "dist/process_group.h"
 #include "engine.h"
-#include "eval/scoring.h"
 #include "run/defaults.h"
 #include "run/plan_views.h"
 #include "run/run_dir.h"
+#include "run/run_plan.h"
 #include "run/run_record.h"
-#include "inspect/sampling.h"
 #include "model_config.h"
 #include "run/stop_signal.h"
-#include "text/tokenizer.h"
+#include "util/json.h"
 #include "train_step.h"
 
 inline double now_seconds() {
@@ -67,147 +68,6 @@ inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     dist.sum(sums, 2, "the sum of the validation losses");
     if (cut) *cut = sums[1] > 0;
     return sums[1] > 0 ? NAN : sums[0] / dist.world;
-}
-
-// A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache decoder of
-// the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
-// A stop signal ends it after the token in progress once its grace has passed (the text so far, marked).
-inline std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
-    std::unique_ptr<Decoder> dec = eng.make_decoder(T);
-    struct Stopped {};
-    std::vector<int> got;
-    StopGrace grace;
-    try {
-        continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(), [&](int t) {
-            got.push_back(t);
-            if (grace.expired()) throw Stopped();
-        });
-    } catch (const Stopped&) {
-        return tok.decode(got) + " [sample cut short by the stop signal]";
-    }
-    return tok.decode(got);
-}
-
-// The batch and length of a run, from the options, the model and the rank count: tokens per step (the global
-// batch, over all ranks), micro-steps per rank, steps, warmup.
-struct RunPlan {
-    int T = 0, world = 1;
-    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;  // micro_tokens: B T, one rank
-};
-
-// The training sequence length: -t, else the model's context.
-inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
-    const int T = o.T ? o.T : cfg.T;
-    if (T > cfg.T)
-        throw ConfigError("--train-seq " + std::to_string(T) + " exceeds the model's context T = " + std::to_string(cfg.T));
-    return T;
-}
-
-// train_tokens: the training shards' size, for --epochs.
-inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
-    RunPlan p;
-    p.T = train_seq_len(o, cfg);
-    p.world = world;
-    p.micro_tokens = (long)o.B * p.T;
-    const long all_ranks = p.micro_tokens * world;  // one micro-step of every rank
-    p.total_batch = o.total_batch ? o.total_batch : all_ranks;
-    if (p.total_batch % all_ranks != 0)
-        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of " +
-                          (world == 1 ? "B*T = " + std::to_string(all_ranks)
-                                      : "B*T*ranks = " + std::to_string(all_ranks) + " (B " + std::to_string(o.B) +
-                                            " x T " + std::to_string(p.T) + " x " + std::to_string(world) + " ranks)") +
-                          "; change --total-batch or -b");
-    p.n_micro = p.total_batch / all_ranks;
-    const size_t P = param_layout(cfg).total;
-    p.steps = o.steps;
-    if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
-    if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
-    if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
-    if (!p.steps) p.steps = 150;
-    p.warmup = (long)std::lround(o.warmup_frac * p.steps);
-    if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
-        throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
-                          " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
-    if (o.lr * o.opt.weight_decay >= 1) {  // the weights would not shrink but flip sign and grow: NaN by design
-        char b[200];
-        snprintf(b, sizeof b, "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
-                 "the matrices by 1 - lr * wd every step)", o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
-        throw ConfigError(b);
-    }
-    return p;
-}
-
-// The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
-// every flag that shapes the run, with its value, in the table's order. Model overrides appear only when given
-// (0 means "the preset's", which the model table records).
-inline std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& o, const RunPlan& p) {
-    using run_record::exact;
-    std::vector<std::pair<std::string, std::string>> a;
-    auto add = [&](const char* f, const std::string& v) { a.push_back({f, v}); };
-    auto num = [&](const char* f, long v) { add(f, std::to_string(v)); };
-    const ModelSpec& m = o.model;
-    add("--model", m.preset);
-    add("--heads-schedule", m.heads);
-    add("--widths", m.widths);
-    if (m.d) num("--d", m.d);
-    if (m.L) num("--layers", m.L);
-    if (m.h_base) num("--heads", m.h_base);
-    if (m.head_dim) num("--head-dim", m.head_dim);
-    if (m.T) num("--seq-len", m.T);
-    if (m.V) num("--vocab", m.V);
-    if (m.mlp_ratio > 0) add("--mlp-ratio", exact(m.mlp_ratio));
-    if (m.mlp_multiple) num("--mlp-multiple", m.mlp_multiple);
-    if (!m.norm.empty()) add("--norm", m.norm);
-    if (m.untied == 1) add("--untied", "");
-    if (m.untied == 0) add("--tied", "");
-    if (m.shape.k) num("--turn", m.shape.k);
-    add("--bottleneck", exact(m.shape.ratio));
-    num("--width-quantum", m.shape.quantum);
-    if (m.allow_ablation) add("--allow-ablation", "");
-    add("--train", o.train);
-    add("--val", o.val);
-    add("--out", o.out);
-    num("--batch", o.B);
-    if (o.T) num("--train-seq", o.T);
-    num("--total-batch", p.total_batch);
-    num("--steps", p.steps);
-    add("--lr", exact(o.lr));
-    add("--warmup-frac", exact(o.warmup_frac));
-    add("--final-lr-frac", exact(o.final_lr_frac));
-    add("--wd", exact(o.opt.weight_decay));
-    add("--beta1", exact(o.opt.beta1));
-    add("--beta2", exact(o.opt.beta2));
-    add("--adam-eps", exact(o.opt.eps));
-    add("--clip", exact(o.clip));
-    add("--seed", std::to_string(o.seed));
-    if (!o.shuffle) add("--no-shuffle", "");
-    num("--val-every", o.val_every);
-    num("--val-tokens", o.val_tokens);
-    num("--ckpt-every", o.ckpt_every);
-    num("--keep", o.keep);
-    num("--max-nonfinite", o.max_nonfinite);
-    if (o.sample_flag_given) num("--sample-every", o.sample_every);  // else the default, and a missing tokenizer
-    num("--sample-tokens", o.sample_tokens);                          // stays a note
-    add("--tokenizer", o.tokenizer);
-    num("--eval-every", o.eval_every);
-    add("--eval-task", o.eval_task);
-    num("--eval-limit", o.eval_limit);
-    add("--eval-data", o.eval_data);
-    if (o.cpu) add("--cpu", "");
-    if (o.recompute) add("--recompute", "");
-    if (o.zero >= 0) num("--zero", o.zero);
-    add("--comm-timeout", exact(o.comm_timeout));
-    return a;
-}
-
-// The batch plan part of the run record.
-inline std::string plan_record_json(const TrainOptions& o, const RunPlan& p) {
-    return "{\"B\": " + std::to_string(o.B) + ", \"T\": " + std::to_string(p.T) + ", \"ranks\": " +
-           std::to_string(p.world) + ", \"micro_steps\": " + std::to_string(p.n_micro) + ", \"total_batch\": " +
-           std::to_string(p.total_batch) + ", \"steps\": " + std::to_string(p.steps) + ", \"tokens\": " +
-           std::to_string(p.steps * p.total_batch) + ", \"warmup\": " + std::to_string(p.warmup) + ", \"lr\": " +
-           run_record::exact(o.lr) + ", \"final_lr\": " + run_record::exact(o.lr * o.final_lr_frac) +
-           ", \"seed\": " + std::to_string(o.seed) + "}";
 }
 
 // One optimizer step's results, as printed and logged.
@@ -312,19 +172,37 @@ inline int agreed_stop_signal(const Dist& dist) {
     return 0;
 }
 
+// What the loop does through parts outside its folder (eval/, inspect/, text/, the flag table), filled in by
+// train_prism.cu (run/loop_seam.h's train_prism_seam): the loop includes none of them.
+struct LoopSeam {
+    // The run record's [flag, value] list for the resolved options and plan, and the flags a --resume may change.
+    std::function<std::vector<std::pair<std::string, std::string>>(const TrainOptions&, const RunPlan&)> record_args;
+    std::vector<std::string> may_change;
+    // Text samples: called on rank 0 when --sample-every > 0, before training; returns the sampler (n tokens from
+    // EOT, drawing from the run's RNG, cut short by a stop signal), or null when there is none (it said why), or
+    // throws (a tokenizer asked for and missing).
+    using Sampler = std::function<std::string(Engine&, int n, uint64_t& rng, int T)>;
+    std::function<Sampler(const TrainOptions&, const ModelConfig&)> make_sampler;
+    // The in-training zero-shot eval: called on every rank when --eval-every > 0, before training (a missing
+    // file fails before any step); returns the scorer, which prints its line on the lead rank and returns the
+    // log's "eval" value ("" when a stop signal cut it short).
+    using Scorer = std::function<std::string(Engine&, const Dist&, bool lead)>;
+    std::function<Scorer(const TrainOptions&, const ModelConfig&)> make_scorer;
+};
+
 // Trains the model of o.model on `eng` (made by the caller for cfg and this rank of dist; `why` says which
 // engine and why). Every rank runs this; see the top for what each does. Returns the exit code
 // (run/stop_signal.h); errors are thrown.
 // `recorded`: the run's OUT/run.json when this is a --resume of a recorded run (its flags must match).
 inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
-                        const Dist& dist, const RunRecord* recorded = nullptr) {
+                        const Dist& dist, const LoopSeam& seam, const RunRecord* recorded = nullptr) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
     RunPlan p;
     RunDir run(o.out, o.keep, dist);
     RunRecordWriter record;  // OUT/run.json (run/run_record.h), rank 0's
     std::unique_ptr<DataLoader> train, val;
-    std::unique_ptr<Tokenizer> tok;
-    std::unique_ptr<EvalFile> evalf;  // loaded up front so that a missing file fails before training starts
+    LoopSeam::Sampler sampler;  // rank 0's, when it samples
+    LoopSeam::Scorer scorer;    // made up front so that a missing eval file fails before training starts
     long start = 0, tokens = 0;
     long val_tokens = o.val_tokens;  // bounded by what the validation shards hold (a note says when)
     std::string data_json;           // the shards' fingerprints for the record (rank 0's)
@@ -341,7 +219,9 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         if (recorded) check_resume_context(*recorded, cfg.T);  // before plan_run, which would blame --total-batch
         p = plan_run(o, cfg, dist.world, train->tokens_total());
-        if (recorded) check_resume_args(*recorded, record_args(o, p), o.allow_batch_change, o.allow_data_change);
+        if (recorded)
+            check_resume_args(*recorded, seam.record_args(o, p), seam.may_change, o.allow_batch_change,
+                              o.allow_data_change);
         if (val) {  // more would read the same windows again, for as long as it is asked (hours at 1e11)
             const long all = (long)val->batches_per_epoch() * o.B * T * dist.world;
             if (val_tokens > all) {
@@ -361,19 +241,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         run.set_total_batch(p.total_batch);
         run.check_writable(p.steps, dist.world);  // what the first checkpoint needs, before any work
-        if (o.sample_every > 0 && lead) {
-            try {
-                tok.reset(new Tokenizer(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer)));
-                if (tok->vocab_size() > cfg.V)  // samples start from EOT, which such a model cannot read
-                    throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
-                                      " tokens do not fit the model's vocabulary V = " + std::to_string(cfg.V));
-            } catch (const std::runtime_error& e) {
-                if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
-                fprintf(stderr, "note: no text samples (%s)\n", e.what());
-                tok.reset();
-            }
-        }
-        if (o.eval_every > 0) evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+        if (o.sample_every > 0 && lead) sampler = seam.make_sampler(o, cfg);
+        if (o.eval_every > 0) scorer = seam.make_scorer(o, cfg);
         run.create();
         if (o.resume) {
             ResumePoint r = run.resume(eng, cfg);
@@ -403,7 +272,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             run.start_fresh(o.overwrite);
         }
         if (lead) {
-            record.dir = o.out, record.args = record_args(o, p), record.argv = o.argv;
+            record.dir = o.out, record.args = seam.record_args(o, p), record.argv = o.argv;
             record.model_json = model_record_json(o.model, cfg);
             record.plan_json = plan_record_json(o, p);
             record.data_json = data_json;
@@ -475,22 +344,14 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
                    r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
         std::string line = log_step(r);
-        if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
+        if (scorer && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
-            StopGrace grace;
-            EvalResult e = run_eval_task(eng, *evalf, o.B, o.eval_limit, &dist, [&] { return grace.expired(); });
-            if (e.stopped) {
-                if (lead) printf("eval %s: cut short by the stop signal, not logged\n", e.task.c_str());
-            } else if (lead) {
-                printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
-                if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
-                printf(" (%.1f s)\n", e.seconds);
-            }
-            if (!e.stopped) line += ", \"eval\": " + eval_result_json(e);
+            const std::string e = scorer(eng, dist, lead);
+            if (!e.empty()) line += ", \"eval\": " + e;
         }
         if (lead) append_log(log, line + "}\n", run.log_path());
-        if (tok && (step + 1) % o.sample_every == 0)  // rank 0 only (tok): forward passes, no collectives
-            printf("sample: %s\n", sample_text(eng, *tok, o.sample_tokens, rng, p.T).c_str());
+        if (sampler && (step + 1) % o.sample_every == 0)  // rank 0 only: forward passes, no collectives
+            printf("sample: %s\n", sampler(eng, o.sample_tokens, rng, p.T).c_str());
         fflush(stdout);
         int sig = agreed_stop_signal(dist);
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {

@@ -20,8 +20,12 @@
 #include "memory_plan.h"
 // defines: print_plan, print_plan_json (--plan's per-layer table and totals)
 #include "run/plan_views.h"
-// defines: run_training (the loop: steps, validation, samples, evals, checkpoints, the log), plan_run (RunPlan)
+// defines: run_training (the loop: steps, validation, checkpoints, the log), LoopSeam (what it does through other folders)
 #include "train_loop.h"
+// defines: train_prism_seam (the run record's flags, text samples, the in-training eval: the loop's seam filled in)
+#include "run/loop_seam.h"
+// defines: plan_run (RunPlan: the batch and the length)
+#include "run/run_plan.h"
 // defines: make_train_flags (the flag table: --help is rendered from it), which flags a resume may change
 #include "run/train_flags.h"
 // defines: RunRecord (OUT/run.json: the resolved flags, the model, one entry per invocation)
@@ -30,15 +34,15 @@
 // The body of main on every rank; errors are thrown (run_ranks reports them).
 static int train_main(int argc, char** argv, Dist& dist) {
     TrainOptions o;
-    o.model.preset = "";  // run/defaults.h: 124M on a GPU, tiny on the CPU
-    std::vector<Flag> flags = make_train_flags(o);
+    Command cmd = train_prism_command(o);
     ModelConfig cfg;
     std::vector<std::string> warnings, notes;
     RunRecord record;  // OUT/run.json of the run a --resume continues
     bool recorded = false;
     std::string unrecorded;  // a --resume of an OUT without run.json: that OUT
     dist.all_or_none([&] {  // a bad flag is one message, not one per rank
-        parse_flags(argc, argv, flags, "train_prism");
+        parse_command(cmd, argc, argv);
+        if (cmd.help) return;
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
         std::string length;  // the run's length is set by one flag at most
         for (auto [given, name] : {std::pair<bool, const char*>{o.steps > 0, "--steps"}, {o.tokens > 0, "--tokens"},
@@ -49,17 +53,15 @@ static int train_main(int argc, char** argv, Dist& dist) {
         }
         if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
         if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
-        if (o.help) return;
         if (o.resume && !o.plan) {  // the recorded flags first, the ones given now on top (run/train_flags.h)
             default_model(o, gpu_engine_available(o.cpu));
             const std::string out = o.out.empty() ? default_out_dir(o.model) : o.out;
             if (read_run_record(out, record)) {
-                std::vector<std::string> args = restore_recorded_args(record, argc, argv, flags);
+                std::vector<std::string> args = restore_recorded_args(record, argc, argv, cmd.flags);
                 std::vector<char*> av;
                 for (std::string& a : args) av.push_back(&a[0]);
                 o = TrainOptions();
-                o.model.preset = "";
-                parse_flags((int)av.size(), av.data(), flags, "train_prism");
+                parse_flags((int)av.size(), av.data(), cmd.flags, "train_prism");
                 if (o.out.empty()) o.out = out;
                 recorded = true;
             } else if (is_dir(out)) {
@@ -78,13 +80,8 @@ static int train_main(int argc, char** argv, Dist& dist) {
                 for (const auto& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
         }
     });
-    if (o.help) {
-        if (dist.rank == 0) {
-            printf("usage: train_prism [flags]\n\nTrains a model on the GPU when one is present (default: 124M on "
-                   "FineWeb, or on data/default/ when data/fineweb10B/ is missing), else on the CPU (default: tiny); under "
-                   "mpirun, one data-parallel rank per process.\n\n");
-            print_flags(stdout, flags);
-        }
+    if (cmd.help) {
+        if (dist.rank == 0) print_help(stdout, cmd);
         return 0;
     }
     if (o.plan) {
@@ -106,7 +103,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
     eo.dp = DataParallel{&dist, zero_stage(o, dist.world)};
     dist.all_or_none([&] { eng = make_engine(cfg, eo, why); });
     try {
-        return run_training(o, cfg, *eng, why, dist, recorded ? &record : nullptr);
+        return run_training(o, cfg, *eng, why, dist, train_prism_seam(), recorded ? &record : nullptr);
     } catch (const AgreedFailure& e) {
         // A set-up error of such a resume (it writes run.json once set up) most likely comes from flags that are
         // not the first run's: run.json was deleted, or the run is from before records. Say so on the one line.

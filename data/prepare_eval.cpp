@@ -29,6 +29,8 @@
 #include "util/json.h"
 #include "text/pytext.h"
 #include "text/tokenizer.h"
+#include "run/cli.h"
+#include "util/fs.h"
 
 static std::string read_text_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
@@ -126,45 +128,22 @@ static std::string show_tokens(const Tokenizer& tok, const std::vector<int32_t>&
     return s;
 }
 
-static const char* kUsage =
-    "usage: prepare_eval TASK INPUT [LABELS] [-o OUT] [flags]\n"
-    "Converts an official raw eval file to a tokenised eval file (format: eval/eval_file.h).\n"
-    "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy ARC-Easy-Test.jsonl\n"
-    "                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext wiki.test.raw\n"
-    "  -o, --out FILE            output (default data/eval/TASK.bin)\n"
-    "  --tokenizer PATH          gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n"
-    "                            (default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout)\n"
-    "  --limit N                 only the first N examples\n"
-    "  --show N                  print the first N examples as token pieces\n"
-    "  -h, --help                this text\n";
-
 int main(int argc, char** argv) {
-    try {
-        std::vector<std::string> pos;
-        std::string out, tok_path;
-        long limit = 0, show = 0;
-        for (int i = 1; i < argc; i++) {
-            std::string a = argv[i];
-            auto val = [&]() -> std::string {
-                if (i + 1 >= argc) throw EvalError("flag " + a + " needs a value");
-                return argv[++i];
-            };
-            auto num = [&]() {
-                std::string v = val();
-                char* end = nullptr;
-                long x = strtol(v.c_str(), &end, 10);
-                if (v.empty() || *end || x < 0) throw EvalError(a + ": '" + v + "' is not a non-negative integer");
-                return x;
-            };
-            if (a == "-h" || a == "--help") return fputs(kUsage, stdout), 0;
-            else if (a == "-o" || a == "--out") out = val();
-            else if (a == "--tokenizer") tok_path = val();
-            else if (a == "--limit") limit = num();
-            else if (a == "--show") show = num();
-            else if (a.size() > 1 && a[0] == '-') throw EvalError("unknown flag '" + a + "'; run prepare_eval --help");
-            else pos.push_back(a);
-        }
-        if (pos.empty()) throw EvalError("no TASK given; run prepare_eval --help");
+    std::string out, tok_path;
+    long limit = 0, show = 0;
+    Command cmd("prepare_eval", "TASK INPUT [LABELS] [-o OUT] [flags]",
+                "Converts an official raw eval file to a tokenised eval file (format: eval/eval_file.h).\n"
+                "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy "
+                "ARC-Easy-Test.jsonl\n                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext "
+                "wiki.test.raw",
+                {path_flag("-o, --out", "FILE", "output (default data/eval/TASK.bin)", out),
+                 path_flag("--tokenizer", "PATH", std::string("gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n(") +
+                           kTokenizerHelp + ")", tok_path),
+                 number_flag("--limit", "N", "only the first N examples", limit, 0, kMaxLong),
+                 number_flag("--show", "N", "print the first N examples as token pieces", show, 0, kMaxLong)});
+    cmd.missing = "TASK", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
+    return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
+        const std::vector<std::string>& pos = p.positional;
         std::string task = pos[0];
         if (task == "lambada_openai") task = "lambada";
         find_eval_task(task);
@@ -185,10 +164,7 @@ int main(int argc, char** argv) {
             }
         }
         size_t slash = out.rfind('/');
-        if (slash != std::string::npos && slash > 0) {
-            std::string dir = out.substr(0, slash);
-            if (system(("mkdir -p '" + dir + "'").c_str()) != 0) throw EvalError("cannot create directory " + dir);
-        }
+        if (slash != std::string::npos && slash > 0) make_dirs(out.substr(0, slash));
         save_eval_file(out, f);
         long tokens = 0;
         for (const auto& e : f.ex) tokens += (long)e.tokens.size();
@@ -201,12 +177,5 @@ int main(int argc, char** argv) {
                    ? (" (the official file has " + std::to_string(expect) + ": is this the right file?)").c_str()
                    : "");
         return 0;
-    } catch (const std::runtime_error& e) {
-        fprintf(stderr, "prepare_eval: error: %s\n", e.what());
-    } catch (const std::bad_alloc&) {
-        fprintf(stderr, "prepare_eval: error: out of memory\n");
-    } catch (const std::exception& e) {
-        fprintf(stderr, "prepare_eval: internal error: %s\n", e.what());
-    }
-    return 1;
+    });
 }

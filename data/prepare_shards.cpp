@@ -63,6 +63,8 @@
 #include "dataloader.h"
 #include "util/json.h"
 #include "util/io.h"
+#include "run/cli.h"
+#include "text/tokenizer_path.h"
 
 // ------------------------------------------------------------------------------------------------------
 // JSON Lines: the text field of one line, parsed strictly so that a malformed line is caught, not silently
@@ -487,26 +489,6 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
 // ------------------------------------------------------------------------------------------------------
 // Command line
 
-// Shared by main() and the test that checks every flag in this text is one the parser accepts.
-inline const char* const PREPARE_SHARDS_USAGE =
-    "usage: prepare_shards [options] -o PREFIX INPUT...\n"
-    "Tokenizes INPUT files (GPT-2 BPE) into llm.c token shards PREFIX_val_000000.bin, PREFIX_train_000001.bin, ...\n"
-    "  -o, --out PREFIX          output path prefix, e.g. data/mydata/mydata (its directory must exist)\n"
-    "  --format F                auto (default: .jsonl/.json/.ndjson and - are jsonl, the rest text),\n"
-    "                            text (a file is one document), paragraphs (blank lines separate documents),\n"
-    "                            lines (each line is a document), jsonl (one JSON object per line)\n"
-    "  --field NAME              JSON field holding the text (default: text)\n"
-    "  --shard-tokens N          tokens per train shard (default: 100000000)\n"
-    "  --val-tokens N            tokens in the validation shard, the first one (default: --shard-tokens)\n"
-    "  --tokenizer PATH          gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n"
-    "                            (default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout)\n"
-    "  --threads N               tokenizer threads (default: every core)\n"
-    "  --on-error skip|stop      on a malformed JSON line: report it and skip it, or stop (default: stop, exit 1)\n"
-    "  --overwrite               replace the shard set already under PREFIX (without it, that is an error)\n"
-    "  --quiet                   no progress output\n"
-    "  -h, --help                this text\n"
-    "INPUT may be - for stdin (read as jsonl unless --format says otherwise).\n";
-
 inline uint64_t parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   errno = 0;
@@ -519,55 +501,59 @@ inline uint64_t parse_count(const std::string& flag, const std::string& v) {
 struct PrepareCli {
   PrepareOptions o;
   std::string tokenizer_path;  // empty: default_tokenizer_path()
-  bool help = false;
+  std::string format = "auto", on_error = "stop";
 };
 
-// argv[1..] -> options; throws a one-line error for anything it does not understand.
+// The command line (run/cli.h): flags, help, the INPUT files as positional arguments.
+inline Command prepare_command(PrepareCli& c) {
+  PrepareOptions& o = c.o;
+  auto count = [](const char* name, const std::string& help, std::function<void(uint64_t)> set) {
+    return make_flag(name, "N", help, [name, set](const std::string& v) { set(parse_count(name, v)); },
+                     FlagKind::Int, 1, 9.2e18);
+  };
+  Command cmd("prepare_shards", "[options] -o PREFIX INPUT...",
+              "Tokenizes INPUT files (GPT-2 BPE) into llm.c token shards PREFIX_val_000000.bin, "
+              "PREFIX_train_000001.bin, ...",
+              {path_flag("-o, --out", "PREFIX", "output path prefix, e.g. data/mydata/mydata (its directory must exist)",
+                         o.out_prefix),
+               choice_flag("--format", "F", "auto (default: .jsonl/.json/.ndjson and - are jsonl, the rest text),\n"
+                           "text (a file is one document), paragraphs (blank lines separate documents),\n"
+                           "lines (each line is a document), jsonl (one JSON object per line)", c.format,
+                           {"auto", "text", "paragraphs", "lines", "jsonl"}).then([&c] {
+                 const std::string& f = c.format;
+                 c.o.format = f == "auto" ? InputFormat::AUTO : f == "text" ? InputFormat::TEXT
+                              : f == "paragraphs" ? InputFormat::PARAGRAPHS : f == "lines" ? InputFormat::LINES
+                                                                             : InputFormat::JSONL;
+               }),
+               text_flag("--field", "NAME", "JSON field holding the text (default: {default})", o.field),
+               count("--shard-tokens", "tokens per train shard (default: 100000000)",
+                     [&o](uint64_t n) { o.shard_tokens = n; }),
+               count("--val-tokens", "tokens in the validation shard, the first one (default: --shard-tokens)",
+                     [&o](uint64_t n) { o.val_tokens = n; }),
+               path_flag("--tokenizer", "PATH", std::string("gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n(") +
+                         kTokenizerHelp + ")", c.tokenizer_path),
+               count("--threads", "tokenizer threads (default: every core)",
+                     [&o](uint64_t n) { o.threads = (int)std::min<uint64_t>(n, 4096); }),
+               choice_flag("--on-error", "skip|stop", "on a malformed JSON line: report it and skip it, or stop "
+                           "(default: stop, exit 1)", c.on_error, {"skip", "stop"})
+                   .then([&c] { c.o.skip_errors = c.on_error == "skip"; }),
+               switch_flag("--overwrite", "replace the shard set already under PREFIX (without it, that is an error)",
+                           o.overwrite),
+               switch_flag("--quiet", "no progress output", o.progress, 0)});
+  cmd.epilog = "INPUT may be - for stdin (read as jsonl unless --format says otherwise).";
+  cmd.max_positional = (size_t)-1;
+  return cmd;
+}
+
+// argv[1..] -> options (the tests' entry); throws a one-line error for anything it does not understand.
 inline PrepareCli parse_prepare_cli(const std::vector<std::string>& args) {
   PrepareCli c;
-  PrepareOptions& o = c.o;
-  for (size_t a = 0; a < args.size(); a++) {
-    const std::string& arg = args[a];
-    auto val = [&]() -> std::string {
-      if (a + 1 >= args.size()) throw std::runtime_error(arg + " needs a value; see --help");
-      return args[++a];
-    };
-    if (arg == "-h" || arg == "--help") {
-      c.help = true;
-    } else if (arg == "-o" || arg == "--out") {
-      o.out_prefix = val();
-    } else if (arg == "--format") {
-      const std::string f = val();
-      if (f == "auto") o.format = InputFormat::AUTO;
-      else if (f == "text") o.format = InputFormat::TEXT;
-      else if (f == "paragraphs") o.format = InputFormat::PARAGRAPHS;
-      else if (f == "lines") o.format = InputFormat::LINES;
-      else if (f == "jsonl") o.format = InputFormat::JSONL;
-      else throw std::runtime_error("--format must be auto, text, paragraphs, lines or jsonl, not '" + f + "'");
-    } else if (arg == "--field") {
-      o.field = val();
-    } else if (arg == "--shard-tokens") {
-      o.shard_tokens = parse_count(arg, val());
-    } else if (arg == "--val-tokens") {
-      o.val_tokens = parse_count(arg, val());
-    } else if (arg == "--tokenizer") {
-      c.tokenizer_path = val();
-    } else if (arg == "--threads") {
-      o.threads = (int)std::min<uint64_t>(parse_count(arg, val()), 4096);
-    } else if (arg == "--on-error") {
-      const std::string v = val();
-      if (v != "skip" && v != "stop") throw std::runtime_error("--on-error must be skip or stop, not '" + v + "'");
-      o.skip_errors = v == "skip";
-    } else if (arg == "--overwrite") {
-      o.overwrite = true;
-    } else if (arg == "--quiet") {
-      o.progress = 0;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw std::runtime_error("unknown option " + arg + "; see --help");
-    } else {
-      o.inputs.push_back(arg);
-    }
-  }
+  Command cmd = prepare_command(c);
+  std::vector<std::string> a = args;
+  a.insert(a.begin(), "prepare_shards");
+  std::vector<char*> argv;
+  for (std::string& x : a) argv.push_back(&x[0]);
+  c.o.inputs = parse_command(cmd, (int)argv.size(), argv.data()).positional;
   return c;
 }
 
@@ -579,7 +565,6 @@ constexpr uint64_t kMinShardTokens = 65536;
 
 // The checks of a parsed command line that are not about one flag's syntax.
 inline void check_prepare_cli(const PrepareCli& c) {
-  if (c.help) return;
   if (c.o.shard_tokens < kMinShardTokens)
     throw std::runtime_error("--shard-tokens " + std::to_string(c.o.shard_tokens) + " is below " +
                              std::to_string(kMinShardTokens) + ": such small shards only multiply files; pass " +
@@ -590,15 +575,12 @@ inline void check_prepare_cli(const PrepareCli& c) {
 #include "text/tokenizer.h"
 
 int main(int argc, char** argv) {
-  signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG) with the ordinary one-line error
-  try {
-    const PrepareCli cli = parse_prepare_cli(std::vector<std::string>(argv + 1, argv + argc));
+  PrepareCli cli;
+  Command cmd = prepare_command(cli);
+  return command_main(cmd, argc, argv, "lower --threads or --shard-tokens", [&](const Parsed& p) {
+    PrepareOptions& o = cli.o;
+    o.inputs = p.positional;
     check_prepare_cli(cli);
-    if (cli.help) {
-      fputs(PREPARE_SHARDS_USAGE, stdout);
-      return 0;
-    }
-    const PrepareOptions& o = cli.o;
     std::string tokenizer_path = cli.tokenizer_path;
     if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME (see --help)");
     if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files, or - for stdin (see --help)");
@@ -618,12 +600,6 @@ int main(int argc, char** argv) {
     if (st.shards.size() == 1)
       fprintf(stderr, "prepare_shards: warning: every token went into the validation shard; lower --val-tokens\n");
     return 0;
-  } catch (const std::bad_alloc&) {
-    fprintf(stderr, "prepare_shards: error: out of memory; lower --threads or --shard-tokens\n");
-    return 1;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "prepare_shards: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 #endif  // PREPARE_SHARDS_NO_MAIN

@@ -71,13 +71,13 @@ int main(int argc, char** argv) {
     std::string data, only;
     std::vector<Flag> flags;
     add_model_flags(flags, spec);
-    flags.push_back({"--items", "N", "items per task (default 16)", [&](const std::string& v) { items = parse_int_flag("--items", v); }});
-    flags.push_back({"--batch", "B", "rows per forward (default 16)", [&](const std::string& v) { batch = parse_int_flag("--batch", v); }});
-    flags.push_back({"--tasks", "LIST", "comma-separated subset (default: all six)", [&](const std::string& v) { only = "," + v + ","; }});
-    flags.push_back({"--data", "DIR", "score the real eval files DIR/TASK.bin instead of synthetic items",
-                     [&](const std::string& v) { data = v; }});
-    flags.push_back({"--cpu", "", "force the CPU reference", [&](const std::string&) { cpu = true; }});
-    flags.push_back({"-h, --help", "", "this text", [&](const std::string&) { help = true; }});
+    flags.push_back(make_flag("--items", "N", "items per task (default 16)", [&](const std::string& v) { items = parse_int_flag("--items", v); }));
+    flags.push_back(make_flag("--batch", "B", "rows per forward (default 16)", [&](const std::string& v) { batch = parse_int_flag("--batch", v); }));
+    flags.push_back(make_flag("--tasks", "LIST", "comma-separated subset (default: all six)", [&](const std::string& v) { only = "," + v + ","; }));
+    flags.push_back(make_flag("--data", "DIR", "score the real eval files DIR/TASK.bin instead of synthetic items",
+                     [&](const std::string& v) { data = v; }));
+    flags.push_back(make_flag("--cpu", "", "force the CPU reference", [&](const std::string&) { cpu = true; }));
+    flags.push_back(make_flag("-h, --help", "", "this text", [&](const std::string&) { help = true; }));
     try {
         parse_flags(argc, argv, flags, "bench_eval");
         if (help) {

@@ -29,29 +29,25 @@
 #include "hf/safetensors.h"
 #include "util/io.h"
 #include "util/json.h"
-#include "run/run_dir.h"
+#include "util/fs.h"
 
 namespace {
 
 struct Options {
     std::string dir, out;
-    bool overwrite = false, help = false;
+    bool overwrite = false;
 };
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        {"-o, --out", "FILE", "the model.bin to write, its directory created (refused when it exists, unless --overwrite)",
-         [&o](const std::string& v) { o.out = v; }},
-        {"--overwrite", "", "replace an existing FILE", [&o](const std::string&) { o.overwrite = true; }},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        path_flag("-o, --out", "FILE", "the model.bin to write, its directory created (refused when it exists, unless "
+                  "--overwrite)", o.out),
+        switch_flag("--overwrite", "replace an existing FILE", o.overwrite),
     };
 }
 
 // config.json and the index are small (a 10000-layer model's index is about 5 MB): 64 MB at most.
-std::string read_text_file(const std::string& path, const char* what) {
-    const std::vector<unsigned char> b = read_file_bytes(path, what, (size_t)64 << 20);
-    return std::string(b.begin(), b.end());
-}
+constexpr size_t kJsonFileCap = (size_t)64 << 20;
 
 // The safetensors files of DIR: model.safetensors, or the shards of model.safetensors.index.json; each may list
 // at most `max_tensors` tensors.
@@ -62,7 +58,7 @@ std::vector<SafetensorsFile> open_weights(const std::string& dir, size_t max_ten
     if (stat(index.c_str(), &st) != 0)
         throw HfError(dir + " holds neither model.safetensors nor model.safetensors.index.json; pass a directory written by export "
                       "or by save_pretrained");
-    const std::string text = read_text_file(index, "safetensors index");
+    const std::string text = read_file_text(index, "safetensors index", kJsonFileCap);
     const size_t values = st_json_values(text), most = 8 * (max_tensors + 1) + 2 * 4096;  // a weight_map entry: 2
     if (values > most)
         throw HfError(index + " holds " + std::to_string(values) + " JSON values, more than the index of a model of " +
@@ -96,7 +92,7 @@ int run(const Options& o) {
     struct stat st;
     if (stat(config_path.c_str(), &st) != 0)
         throw HfError(o.dir + " holds no config.json: it is not an export; pass the directory export wrote");
-    const HfConfig hc = parse_hf_config(read_text_file(config_path, "config"), config_path);
+    const HfConfig hc = parse_hf_config(read_file_text(config_path, "config", kJsonFileCap), config_path);
     const ModelConfig& c = hc.cfg;
     if (!o.overwrite && stat(o.out.c_str(), &st) == 0)
         throw ConfigError(o.out + " exists; pass --overwrite to replace it, or choose another -o");
@@ -178,19 +174,11 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    std::vector<Flag> flags = make_flags(o);
-    return run_tool("import", "", [&] {
-        std::vector<std::string> dir;
-        std::vector<char*> rest = take_positional(argc, argv, flags, dir, 1);
-        if (!dir.empty()) o.dir = dir[0];
-        parse_flags((int)rest.size(), rest.data(), flags, "import");
-        if (o.help) {
-            printf("usage: import DIR -o model.bin [flags]\n\nA directory written by export (or saved by its PrismForCausalLM's "
-                   "save_pretrained) back to a Prism model.bin.\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
-        if (o.dir.empty()) throw ConfigError("no directory given; usage: import DIR -o model.bin (--help)");
+    Command cmd{"import", "DIR -o model.bin [flags]", "A directory written by export (or saved by its "
+                "PrismForCausalLM's save_pretrained) back to a Prism model.bin.", make_flags(o)};
+    cmd.missing = "directory", cmd.min_positional = 1, cmd.max_positional = 1;
+    return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
+        o.dir = p.positional[0];
         if (o.out.empty()) throw ConfigError("no output file; pass -o model.bin");
         return run(o);
     });

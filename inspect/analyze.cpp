@@ -24,7 +24,8 @@
 #include "util/io.h"
 #include "util/json.h"
 #include "run/plan_views.h"
-#include "run/run_dir.h"
+#include "run/step_dirs.h"
+#include "util/fs.h"
 #include "inspect/svg.h"
 #include "run/run_record.h"
 
@@ -35,31 +36,29 @@ struct Options {
     std::string data = "data/default/*_val_*.bin", json, out;
     int sequences = 8, T = 0;
     double tau = 0.1;
-    bool help = false;
 };
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        {"--data", "GLOB", "token shards; windows are read from the start of the first (default data/default/*_val_*.bin)",
-         [&o](const std::string& v) { o.data = v; }},
-        {"--sequences", "N", "windows of T tokens to run (default 8)", int_flag("--sequences", o.sequences, 1, 1 << 20)},
-        {"--seq-len", "T", "tokens per window (default: each model's context T)", int_flag("--seq-len", o.T, 2, 1 << 20)},
-        {"--labels", "LIST", "comma-separated names of the checkpoints, in order (default: their run directories)",
-         [&o](const std::string& v) {
-             o.labels.clear();
-             for (size_t a = 0; a <= v.size();) {
-                 size_t b = v.find(',', a);
-                 if (b == std::string::npos) b = v.size();
-                 o.labels.push_back(trim(v.substr(a, b - a)));
-                 a = b + 1;
-             }
-         }},
-        {"--density-threshold", "TAU", "SwiGLU density counts |u| > TAU x RMS(u) (default 0.1)",
-         double_flag("--density-threshold", o.tau, 0, 100)},
-        {"--json", "FILE", "also write every number as JSON", [&o](const std::string& v) { o.json = v; }},
-        {"-o, --out", "DIR", "write DIR/analyze.json and one SVG chart per measurement (report shows them)",
-         [&o](const std::string& v) { o.out = v; }},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        text_flag("--data", "GLOB", "token shards; windows are read from the start of the first (default {default})",
+                  o.data),
+        number_flag("--sequences", "N", "windows of T tokens to run (default {default})", o.sequences, 1, 1 << 20),
+        number_flag("--seq-len", "T", "tokens per window (default: each model's context T)", o.T, 2, 1 << 20),
+        make_flag("--labels", "LIST", "comma-separated names of the checkpoints, in order (default: their run "
+                  "directories)", [&o](const std::string& v) {
+                      o.labels.clear();
+                      for (size_t a = 0; a <= v.size();) {
+                          size_t b = v.find(',', a);
+                          if (b == std::string::npos) b = v.size();
+                          o.labels.push_back(trim(v.substr(a, b - a)));
+                          a = b + 1;
+                      }
+                  }),
+        number_flag("--density-threshold", "TAU", "SwiGLU density counts |u| > TAU x RMS(u) (default {default})", o.tau,
+                    0, 100),
+        path_flag("--json", "FILE", "also write every number as JSON", o.json),
+        path_flag("-o, --out", "DIR", "write DIR/analyze.json and one SVG chart per measurement (report shows them)",
+                  o.out),
     };
 }
 
@@ -306,17 +305,12 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    std::vector<Flag> flags = make_flags(o);
-    return run_tool("analyze", "use fewer --sequences or a shorter --seq-len", [&] {
-        std::vector<char*> rest = take_positional(argc, argv, flags, o.models);  // the checkpoints
-        parse_flags((int)rest.size(), rest.data(), flags, "analyze");
-        if (o.help) {
-            printf("usage: analyze MODEL.bin|RUN_DIR... [flags]\n\nPer-layer attention distance and entropy, logit lens, "
-                   "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, docs/inspect.md).\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
-        if (o.models.empty()) throw ConfigError("no checkpoint given; usage: analyze MODEL.bin... [flags] (--help)");
+    Command cmd{"analyze", "MODEL.bin|RUN_DIR... [flags]", "Per-layer attention distance and entropy, logit lens, "
+                "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, "
+                "docs/inspect.md).", make_flags(o)};
+    cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
+    return command_main(cmd, argc, argv, "use fewer --sequences or a shorter --seq-len", [&](const Parsed& p) {
+        o.models = p.positional;  // the checkpoints
         return run(o);
     });
 }

@@ -23,7 +23,7 @@
 #include "inspect/recompute_decoder.h"
 #include "engine_factory.h"
 #include "run/plan_views.h"
-#include "run/run_dir.h"
+#include "util/fs.h"
 #include "inspect/sampling.h"
 #include "text/tokenizer.h"
 
@@ -31,7 +31,7 @@ namespace {
 
 struct Options {
     std::string model, prompt, tokenizer = default_tokenizer_path();
-    bool has_prompt = false, cpu = false, no_cache = false, help = false;
+    bool has_prompt = false, cpu = false, no_cache = false;
     int tokens = 128, top_k = 200, samples = 1;
     double temperature = 0.8, top_p = 1.0;
     long seed = 1337;
@@ -39,25 +39,23 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        {"-p, --prompt", "TEXT", "the text to continue (default: read standard input to its end; empty: from EOT alone)",
-         [&o](const std::string& v) { o.prompt = v, o.has_prompt = true; }},
-        {"-n, --tokens", "N", "tokens to sample (default 128; sampling stops earlier at EOT)",
-         int_flag("--tokens", o.tokens, 1, 1 << 24)},
-        {"--temperature", "T", "divide the logits by T (default 0.8; 0: greedy, the most likely token every time)",
-         double_flag("--temperature", o.temperature, 0, 100)},
-        {"--top-k", "K", "sample among the K most likely tokens only (default 200; 0: all)",
-         int_flag("--top-k", o.top_k, 0)},
-        {"--top-p", "P", "then among the most likely tokens whose probabilities add up to P (default 1: all)",
-         double_flag("--top-p", o.top_p, 1e-6, 1)},
-        {"--seed", "S", "seed of the sampling RNG (default 1337)", long_flag("--seed", o.seed, 0)},
-        {"--samples", "N", "independent samples of the same prompt, one after the other (default 1)",
-         int_flag("--samples", o.samples, 1, 1000)},
-        {"--tokenizer", "FILE", std::string("GPT-2 ranks file (") + kTokenizerHelp + ")",
-         [&o](const std::string& v) { o.tokenizer = v; }},
-        {"--no-cache", "", "no KV cache: a full forward over the whole context per token (slow; for checking)",
-         [&o](const std::string&) { o.no_cache = true; }},
-        {"--cpu", "", "use the CPU reference even when a GPU engine is available", [&o](const std::string&) { o.cpu = true; }},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        text_flag("-p, --prompt", "TEXT", "the text to continue (default: read standard input to its end; empty: from "
+                  "EOT alone)", o.prompt).then([&o] { o.has_prompt = true; }),
+        number_flag("-n, --tokens", "N", "tokens to sample (default {default}; sampling stops earlier at EOT)", o.tokens,
+                    1, 1 << 24),
+        number_flag("--temperature", "T", "divide the logits by T (default {default}; 0: greedy, the most likely token "
+                    "every time)", o.temperature, 0, 100),
+        number_flag("--top-k", "K", "sample among the K most likely tokens only (default {default}; 0: all)", o.top_k,
+                    0, kMaxInt),
+        number_flag("--top-p", "P", "then among the most likely tokens whose probabilities add up to P (default "
+                    "{default}: all)", o.top_p, 1e-6, 1),
+        number_flag("--seed", "S", "seed of the sampling RNG (default {default})", o.seed, 0, kMaxLong),
+        number_flag("--samples", "N", "independent samples of the same prompt, one after the other (default {default})",
+                    o.samples, 1, 1000),
+        path_flag("--tokenizer", "FILE", std::string("GPT-2 ranks file (") + kTokenizerHelp + ")", o.tokenizer),
+        switch_flag("--no-cache", "no KV cache: a full forward over the whole context per token (slow; for checking)",
+                    o.no_cache),
+        switch_flag("--cpu", "use the CPU reference even when a GPU engine is available", o.cpu),
     };
 }
 
@@ -132,19 +130,11 @@ int run(Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    std::vector<Flag> flags = make_flags(o);
-    return run_tool("generate", "", [&] {
-        std::vector<std::string> model;  // the one positional argument, the checkpoint
-        std::vector<char*> rest = take_positional(argc, argv, flags, model, 1);
-        if (!model.empty()) o.model = model[0];
-        parse_flags((int)rest.size(), rest.data(), flags, "generate");
-        if (o.help) {
-            printf("usage: generate MODEL.bin|RUN_DIR [flags]\n\nText from a checkpoint, sampled with a KV cache and "
-                   "printed as it is sampled (the GPU when present, else the CPU).\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
-        if (o.model.empty()) throw ConfigError("no checkpoint given; usage: generate MODEL.bin [flags] (--help)");
+    Command cmd{"generate", "MODEL.bin|RUN_DIR [flags]", "Text from a checkpoint, sampled with a KV cache and printed "
+                "as it is sampled (the GPU when present, else the CPU).", make_flags(o)};
+    cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = 1;
+    return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
+        o.model = p.positional[0];
         return run(o);
     });
 }

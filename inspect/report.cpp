@@ -55,7 +55,7 @@
 #include "run/cli.h"
 #include "util/io.h"
 #include "run/plan_views.h"
-#include "run/run_dir.h"
+#include "util/fs.h"
 #include "run/run_log.h"
 #include "model_config.h"
 #include "inspect/report_groups.h"
@@ -70,21 +70,23 @@ struct Options {
     std::vector<std::string> runs, analyze;
     std::string out = "report.html", title = "Prism training report", baseline, json;
     int smooth = 0;
-    bool help = false;
 };
 
 std::vector<Flag> make_flags(Options& o) {
+    Flag analyze = make_flag("--analyze", "DIR", "also show the charts analyze -o DIR wrote (repeatable; RUN_DIR/analyze/ "
+                             "is always looked in)", [&o](const std::string& v) {
+                                 if (v.empty()) throw ConfigError("--analyze needs a path, not an empty string");
+                                 o.analyze.push_back(v);
+                             }, FlagKind::Path);
     return {
-        {"-o, --out", "FILE", "the HTML file to write (default report.html)", [&o](const std::string& v) { o.out = v; }},
-        {"--analyze", "DIR", "also show the charts analyze -o DIR wrote (repeatable; RUN_DIR/analyze/ is always looked in)",
-         [&o](const std::string& v) { o.analyze.push_back(v); }},
-        {"--title", "TEXT", "the page's title", [&o](const std::string& v) { o.title = v; }},
-        {"--baseline", "NAME", "the group differences are taken against: a group's label or a run's name (default: "
-         "the group with uniform heads and widths)", [&o](const std::string& v) { o.baseline = v; }},
-        {"--json", "FILE", "also write every number the page shows as JSON", [&o](const std::string& v) { o.json = v; }},
-        {"--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
-         int_flag("--smooth", o.smooth, 1, 1000000)},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        path_flag("-o, --out", "FILE", "the HTML file to write (default {default})", o.out),
+        analyze,
+        text_flag("--title", "TEXT", "the page's title", o.title),
+        text_flag("--baseline", "NAME", "the group differences are taken against: a group's label or a run's name "
+                  "(default: the group with uniform heads and widths)", o.baseline),
+        path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
+        number_flag("--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
+                    o.smooth, 1, 1000000),
     };
 }
 
@@ -686,17 +688,11 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    std::vector<Flag> flags = make_flags(o);
-    return run_tool("report", "", [&] {
-        std::vector<char*> rest = take_positional(argc, argv, flags, o.runs);  // the run directories
-        parse_flags((int)rest.size(), rest.data(), flags, "report");
-        if (o.help) {
-            printf("usage: report RUN_DIR... [flags]\n\nOne static HTML page (inline SVG, no script) comparing training "
-                   "runs: losses, throughput, schedules, zero-shot evals and analyze's charts.\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
-        if (o.runs.empty()) throw ConfigError("no run directory given; usage: report RUN_DIR... [flags] (--help)");
+    Command cmd{"report", "RUN_DIR... [flags]", "One static HTML page (inline SVG, no script) comparing training runs: "
+                "losses, throughput, schedules, zero-shot evals and analyze's charts.", make_flags(o)};
+    cmd.missing = "run directory", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
+    return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
+        o.runs = p.positional;  // the run directories
         check_output_file(o.out, "-o");
         return run(o);
     });

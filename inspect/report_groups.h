@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "inspect/svg.h"
 #include "run/run_log.h"
+#include "run/train_flags.h"
 #include "studies/stats.h"
 
 namespace report {

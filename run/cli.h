@@ -1,109 +1,96 @@
-// run/cli.h: command-line flags from one table. Each Flag names its spellings, its argument, its help line and
-// the function that applies it, so the --help text is generated from the very table the parser reads (a
-// usage text naming flags the parser did not accept is a classic trainer bug). Errors are ConfigErrors with
-// one line naming the flag and what to do.
+// run/cli.h: the command line of every binary, from one table. A Flag is declared once: its spellings, its
+// argument, its help line, the kind of value it takes with its bounds, and the variable it sets; the --help text
+// is generated from the very table the parser reads (a usage text naming flags the parser did not accept is a
+// classic trainer bug), and the help line's "{default}" is the variable's own initial value. The trainer's flags
+// also carry their run-record rule (Flag::record; run/train_flags.h). Errors are ConfigErrors with one line
+// naming the flag and what to do.
+// One frame runs every binary's main (Command, command_main): positional arguments, --help, errors and exit
+// codes in one place. `PRISM_HELP=table BIN --help` prints the table itself, one flag a line (kind, bounds, a
+// valid value), for the test that feeds every binary's flags back to it (test/test_cli.cpp).
 #pragma once
 
 #include <cerrno>
-#include <csignal>
 #include <cmath>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "errors.h"
 #include "model_config.h"
+#include "util/number_text.h"
+
+enum class FlagKind { Switch, Int, Double, Text, Path, Choice };
+
 
 struct Flag {
-    std::string names;  // "-m, --model": every spelling, comma separated
+    std::string names;  // "-m, --model": every spelling, comma separated; the last is the canonical one
     std::string arg;    // "" for a switch, else the argument's name ("PRESET")
     std::string help;
     std::function<void(const std::string&)> apply;
+    FlagKind kind = FlagKind::Text;
+    double lo = 0, hi = 0;             // Int, Double: the bounds
+    std::vector<std::string> choices;  // Choice: the values it takes (aliases aside)
+    std::function<std::string()> value;  // the variable's value as a command line writes it (null: none)
+    std::function<bool()> is_set;        // whether the record keeps value() (null: always)
+    // train_prism's run record (run/run_record.h; other binaries keep none): `recorded`: the record keeps the
+    // flag's value (not: what the invocation does rather than what the run is); `may_change`: a --resume may
+    // give it another value (how long, how often, on what; not what the run computes). Recorded and not
+    // may_change: a --resume must match the record.
+    bool recorded = true, may_change = false;
+    bool empty_ok = false;  // Path: "" is a value (the default), not an error
+
+    Flag& changes_on_resume() { return may_change = true, *this; }
+    Flag& not_recorded() { return recorded = false, *this; }
+    // Recorded only while its value is not `unset` ("0": the preset's, the model's context, ...).
+    Flag& unless(const std::string& unset) {
+        auto v = value;
+        is_set = [v, unset] { return v() != unset; };
+        return *this;
+    }
+    Flag& record_if(std::function<bool()> f) { return is_set = std::move(f), *this; }
+    // Runs `f` after the value is applied (a flag that also notes it was given).
+    Flag& then(std::function<void()> f) {
+        auto a = apply;
+        apply = [a, f](const std::string& v) { a(v), f(); };
+        return *this;
+    }
 };
+
+// A flag of any kind from its parts (the kind's helpers below fill in the rest).
+inline Flag make_flag(const std::string& names, const std::string& arg, const std::string& help,
+                      std::function<void(const std::string&)> apply, FlagKind kind = FlagKind::Text, double lo = 0,
+                      double hi = 0) {
+    Flag f;
+    f.names = names, f.arg = arg, f.help = help, f.apply = std::move(apply), f.kind = kind, f.lo = lo, f.hi = hi;
+    return f;
+}
+
+inline std::string trim_name(const std::string& s) {
+    size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
 
 inline std::vector<std::string> flag_spellings(const Flag& f) {
     std::vector<std::string> out;
     size_t a = 0;
     while (a < f.names.size()) {
         size_t b = f.names.find(',', a);
-        out.push_back(trim(f.names.substr(a, b == std::string::npos ? std::string::npos : b - a)));
+        out.push_back(trim_name(f.names.substr(a, b == std::string::npos ? std::string::npos : b - a)));
         if (b == std::string::npos) break;
         a = b + 1;
     }
     return out;
 }
 
-inline void print_flags(FILE* out, const std::vector<Flag>& flags) {
-    for (const auto& f : flags) {
-        std::string lhs = f.names + (f.arg.empty() ? "" : " " + f.arg);
-        fprintf(out, "  %-28s %s\n", lhs.c_str(), f.help.c_str());
-    }
-}
-
-// Applies argv to the flags; "--name value" and "--name=value" both work. `program` names the binary in errors.
-inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i], value;
-        bool has_value = false;
-        size_t eq = a.find('=');
-        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = a.substr(eq + 1);
-            a = a.substr(0, eq);
-            has_value = true;
-        }
-        const Flag* hit = nullptr;
-        for (const auto& f : flags)
-            for (const auto& n : flag_spellings(f))
-                if (n == a) hit = &f;
-        if (!hit)
-            throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
-        if (hit->arg.empty()) {
-            if (has_value) throw ConfigError("flag " + a + " takes no value");
-        } else if (!has_value) {
-            if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
-            value = argv[++i];
-        }
-        // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default may
-        // hold a run that --overwrite would then delete.
-        if (value.empty() && (hit->arg == "FILE" || hit->arg == "DIR" || hit->arg == "GLOB" || hit->arg == "PATH"))
-            throw ConfigError("flag " + a + " was given an empty " + hit->arg + "; pass a path (an unset shell "
-                              "variable?), or leave the flag out for its default");
-        hit->apply(value);
-    }
-}
-
-// Takes a tool's positional arguments (those that are neither a flag nor a flag's value) out of argv, in order,
-// into `positional`, at most `max` of them (further ones stay, and parse_flags rejects them). Returns the rest,
-// argv[0] first, for parse_flags.
-inline std::vector<char*> take_positional(int argc, char** argv, const std::vector<Flag>& flags,
-                                          std::vector<std::string>& positional, size_t max = (size_t)-1) {
-    std::vector<char*> rest{argv[0]};
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        const bool is_flag = a.size() > 1 && a[0] == '-';
-        if (!is_flag && positional.size() < max) {
-            positional.push_back(a);
-            continue;
-        }
-        rest.push_back(argv[i]);
-        if (is_flag && a.find('=') == std::string::npos && i + 1 < argc)
-            for (const auto& f : flags)
-                for (const auto& n : flag_spellings(f))
-                    if (n == a && !f.arg.empty()) rest.push_back(argv[++i]);
-    }
-    return rest;
-}
-
-// How a single-process tool (generate, analyze, report) ends on an error: what it printed first, then one line
-// on stderr, "PROGRAM: error: ..." (out of memory: followed by oom_hint when it is not empty), and exit status 1.
-// Returns body's exit status otherwise. dist/process_group.h's run_ranks is the same for the binaries that run as ranks.
-// SIGXFSZ is ignored, so that a write past a file-size limit is the ordinary one-line disk error (EFBIG).
-inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
-    signal(SIGXFSZ, SIG_IGN);
-    return run_reporting(program, oom_hint, [] { return std::string(); }, body);
-}
+// A flag's canonical spelling: its last one ("-m, --model" -> "--model").
+inline std::string canonical_name(const Flag& f) { return flag_spellings(f).back(); }
+inline std::string canonical_name(const std::string& names) { return canonical_name(make_flag(names, "", "", nullptr)); }
 
 // Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.
 inline long parse_long_flag(const std::string& flag, const std::string& v) {
@@ -126,82 +113,316 @@ inline double parse_double_flag(const std::string& flag, const std::string& v) {
     return x;
 }
 
-// Appliers for numeric flags with bounds: the value must parse whole and lie in [lo, hi], else a one-line error
-// naming the flag ("--d must be positive", "--keep must be at least 1", "--d must be at most 65536", "--lr must
-// lie in [0, 10]"). Every numeric flag goes through one of them, so no value reaches the code unbounded.
 inline std::string below_message(const std::string& flag, double lo) {
     return flag + (lo == 1 ? " must be positive" : " must be at least " + std::to_string((long)lo));
 }
-inline std::function<void(const std::string&)> int_flag(const std::string& flag, int& dst, int lo,
-                                                         int hi = 2147483647) {
-    return [flag, &dst, lo, hi](const std::string& v) {
-        int x = parse_int_flag(flag, v);
-        if (x < lo) throw ConfigError(below_message(flag, lo));
-        if (x > hi) throw ConfigError(flag + " must be at most " + std::to_string(hi));
-        dst = x;
-    };
+
+// The help line with "{default}" replaced by the flag's value now (the table is built on fresh options).
+inline std::string with_default(std::string help, const std::function<std::string()>& value) {
+    const size_t at = help.find("{default}");
+    if (at != std::string::npos && value) help.replace(at, 9, value());
+    return help;
 }
-inline std::function<void(const std::string&)> long_flag(const std::string& flag, long& dst, long lo,
-                                                          long hi = 9223372036854775807L) {
-    return [flag, &dst, lo, hi](const std::string& v) {
-        long x = parse_long_flag(flag, v);
-        if (x < lo) throw ConfigError(below_message(flag, (double)lo));
-        if (x > hi) throw ConfigError(flag + " must be at most " + std::to_string(hi));
-        dst = x;
-    };
+
+// A switch: sets dst to `on`. Recorded (as "") while dst is `on`.
+template <class T> Flag switch_flag(const std::string& names, const std::string& help, T& dst, T on) {
+    Flag f = make_flag(names, "", help, [&dst, on](const std::string&) { dst = on; }, FlagKind::Switch);
+    f.value = [] { return std::string(); };
+    f.is_set = [&dst, on] { return dst == on; };
+    return f;
 }
-inline std::function<void(const std::string&)> double_flag(const std::string& flag, double& dst, double lo, double hi) {
-    return [flag, &dst, lo, hi](const std::string& v) {
-        double x = parse_double_flag(flag, v);
-        if (x < lo || x > hi) {
-            char b[96];
-            snprintf(b, sizeof b, " must lie in [%g, %g]", lo, hi);
-            throw ConfigError(flag + b);
+inline Flag switch_flag(const std::string& names, const std::string& help, bool& dst) {
+    return switch_flag<bool>(names, help, dst, true);
+}
+
+// A number in [lo, hi] (int, long, uint64_t or double): it must parse whole and lie in the bounds, else a
+// one-line error naming the flag ("--d must be positive", "--keep must be at least 1", "--d must be at most
+// 65536", "--lr must lie in [0, 10]"). Every numeric flag is one of these, so no value reaches the code unbounded.
+template <class T>
+Flag number_flag(const std::string& names, const std::string& arg, const std::string& help, T& dst, double lo,
+                 double hi) {
+    const std::string name = canonical_name(names);
+    Flag f = make_flag(names, arg, "", nullptr, std::is_floating_point<T>::value ? FlagKind::Double : FlagKind::Int, lo, hi);
+    if constexpr (std::is_floating_point<T>::value) {
+        f.apply = [name, &dst, lo, hi](const std::string& v) {
+            const double x = parse_double_flag(name, v);
+            if (x < lo || x > hi) {
+                char b[96];
+                snprintf(b, sizeof b, " must lie in [%g, %g]", lo, hi);
+                throw ConfigError(name + b);
+            }
+            dst = (T)x;
+        };
+        f.value = [&dst] { return exact_number((double)dst); };
+    } else {
+        f.apply = [name, &dst, lo, hi](const std::string& v) {
+            const long x = parse_long_flag(name, v);
+            if ((double)x < lo) throw ConfigError(below_message(name, lo));
+            if ((double)x > hi) throw ConfigError(name + " must be at most " + std::to_string((long)hi));
+            dst = (T)x;
+        };
+        f.value = [&dst] { return std::to_string(dst); };
+    }
+    f.help = with_default(help, f.value);
+    return f;
+}
+
+// A string taken as given (a preset's name, a schedule, a glob: checked where it is used).
+inline Flag text_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst) {
+    Flag f = make_flag(names, arg, "", [&dst](const std::string& v) { dst = v; }, FlagKind::Text);
+    f.value = [&dst] { return dst; };
+    f.help = with_default(help, f.value);
+    return f;
+}
+
+// A file or directory: "" is refused (an empty -o would write "" or "/..."), unless empty_ok (then "" is the default).
+inline Flag path_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
+                      bool empty_ok = false) {
+    const std::string name = canonical_name(names);
+    Flag f = make_flag(names, arg, "", [name, &dst, empty_ok](const std::string& v) {
+               // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default
+               // may hold a run that --overwrite would then delete.
+               if (v.empty() && !empty_ok)
+                   throw ConfigError("flag " + name + " was given an empty path; pass a path (an unset shell "
+                                     "variable?), or leave the flag out for its default");
+               dst = v;
+           }, FlagKind::Path);
+    f.value = [&dst] { return dst; };
+    f.empty_ok = empty_ok;
+    f.help = with_default(help, f.value);
+    return f;
+}
+
+// One of `choices`. resolve (optional) checks the value itself and returns what to keep (it may take aliases:
+// "rms"); without it any other value is "FLAG must be A, B or C, not 'X'".
+inline Flag choice_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
+                        const std::vector<std::string>& choices,
+                        std::function<std::string(const std::string&)> resolve = nullptr) {
+    const std::string name = canonical_name(names);
+    Flag f = make_flag(names, arg, "", [name, &dst, choices, resolve](const std::string& v) {
+               if (resolve) {
+                   try {
+                       dst = resolve(v);
+                   } catch (const std::runtime_error& e) {  // its own words, with the flag's name
+                       throw ConfigError(name + ": " + e.what());
+                   }
+                   return;
+               } else {
+                   bool ok = false;
+                   for (const auto& c : choices) ok = ok || c == v;
+                   if (!ok) {
+                       std::string list;
+                       for (size_t i = 0; i < choices.size(); i++)
+                           list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+                       throw ConfigError(name + " must be " + list + ", not '" + v + "'");
+                   }
+               }
+               dst = v;
+           }, FlagKind::Choice);
+    f.choices = choices;
+    f.value = [&dst] { return dst; };
+    f.help = with_default(help, f.value);
+    return f;
+}
+
+// One line a flag; a help text's own line breaks continue in its column.
+inline void print_flags(FILE* out, const std::vector<Flag>& flags) {
+    for (const auto& f : flags) {
+        std::string lhs = f.names + (f.arg.empty() ? "" : " " + f.arg), help = f.help;
+        for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 1))
+            help.insert(at + 1, std::string(31, ' '));
+        fprintf(out, "  %-28s %s\n", lhs.c_str(), help.c_str());
+    }
+}
+
+// The table as data, one flag a line, tab-separated: spellings, kind, lo, hi, a value it takes, the choices.
+inline void print_flag_table(FILE* out, const std::vector<Flag>& flags) {
+    static const char* kinds[] = {"switch", "int", "double", "text", "path", "choice"};
+    for (const auto& f : flags) {
+        std::string sample = f.kind == FlagKind::Int || f.kind == FlagKind::Double ? exact_number(f.lo)
+                             : f.kind == FlagKind::Choice                         ? f.choices.at(0)
+                             : f.kind == FlagKind::Switch                         ? ""
+                                                                                  : "x";
+        std::string choices;
+        for (const auto& c : f.choices) choices += (choices.empty() ? "" : ",") + c;
+        fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\n", f.names.c_str(), kinds[(int)f.kind], exact_number(f.lo).c_str(),
+                exact_number(f.hi).c_str(), sample.c_str(), choices.c_str());
+    }
+}
+
+inline const Flag* find_flag(const std::vector<Flag>& flags, const std::string& spelling) {
+    for (const auto& f : flags)
+        for (const auto& n : flag_spellings(f))
+            if (n == spelling) return &f;
+    return nullptr;
+}
+
+// Applies argv to the flags; "--name value" and "--name=value" both work. `program` names the binary in errors.
+inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i], value;
+        bool has_value = false;
+        size_t eq = a.find('=');
+        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+            has_value = true;
         }
-        dst = x;
-    };
+        const Flag* hit = find_flag(flags, a);
+        if (!hit)
+            throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
+        if (hit->arg.empty()) {
+            if (has_value) throw ConfigError("flag " + a + " takes no value");
+        } else if (!has_value) {
+            if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
+            value = argv[++i];
+        }
+        hit->apply(value);
+    }
+}
+
+// Takes a tool's positional arguments (those that are neither a flag nor a flag's value) out of argv, in order,
+// into `positional`, at most `max` of them (further ones stay, and parse_flags rejects them). Returns the rest,
+// argv[0] first, for parse_flags. "-" is a positional argument (stdin).
+inline std::vector<char*> take_positional(int argc, char** argv, const std::vector<Flag>& flags,
+                                          std::vector<std::string>& positional, size_t max = (size_t)-1) {
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        const bool is_flag = a.size() > 1 && a[0] == '-';
+        if (!is_flag && positional.size() < max) {
+            positional.push_back(a);
+            continue;
+        }
+        rest.push_back(argv[i]);
+        if (is_flag && a.find('=') == std::string::npos && i + 1 < argc) {
+            const Flag* f = find_flag(flags, a);
+            if (f && !f->arg.empty()) rest.push_back(argv[++i]);
+        }
+    }
+    return rest;
+}
+
+// How a single-process tool ends on an error: what it printed first, then one line on stderr, "PROGRAM: error:
+// ..." (out of memory: followed by oom_hint when it is not empty), and exit status 1. Returns body's exit status
+// otherwise. dist/process_group.h's run_ranks is the same for the binaries that run as ranks. SIGXFSZ is
+// ignored, so that a write past a file-size limit is the ordinary one-line disk error (EFBIG).
+inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
+    signal(SIGXFSZ, SIG_IGN);
+    return run_reporting(program, oom_hint, [] { return std::string(); }, body);
+}
+
+// A binary's command line: what --help prints first, its flags, its positional arguments.
+struct Command {
+    Command() = default;
+    Command(std::string name_, std::string usage_, std::string about_, std::vector<Flag> flags_)
+        : name(std::move(name_)), usage(std::move(usage_)), about(std::move(about_)), flags(std::move(flags_)) {}
+    std::string name;                 // "report": errors read "report: error: ..."
+    std::string usage;                // after "usage: NAME ": "RUN_DIR... [flags]"
+    std::string about;                // the paragraph under the usage line
+    std::vector<Flag> flags;          // parse_command adds "-h, --help"
+    std::string help_line = "this text";
+    bool help_first = false;          // the help flag heads the list (train_prism's) instead of ending it
+    std::string missing;              // "run directory": "no run directory given" when there are too few positionals
+    size_t min_positional = 0, max_positional = 0;
+    std::string stop_at;              // "--": everything after it is left to the body (study's trainer flags)
+    std::string epilog;               // a line under the flags
+    bool help = false;                // --help was given
+};
+
+// What parse_command found besides the flags.
+struct Parsed {
+    std::vector<std::string> positional, after;  // after: the arguments after cmd.stop_at
+};
+
+inline void add_help_flag(Command& cmd) {
+    if (find_flag(cmd.flags, "--help")) return;
+    Flag h = switch_flag("-h, --help", cmd.help_line, cmd.help).not_recorded();
+    cmd.flags.insert(cmd.help_first ? cmd.flags.begin() : cmd.flags.end(), h);
+}
+
+inline void print_help(FILE* out, Command& cmd) {
+    add_help_flag(cmd);
+    const char* mode = getenv("PRISM_HELP");
+    if (mode && std::string(mode) == "table") return print_flag_table(out, cmd.flags);
+    fprintf(out, "usage: %s %s\n\n%s\n\n", cmd.name.c_str(), cmd.usage.c_str(), cmd.about.c_str());
+    print_flags(out, cmd.flags);
+    if (!cmd.epilog.empty()) fprintf(out, "%s\n", cmd.epilog.c_str());
+}
+
+// Parses argv against the command: every flag is applied (so a bad value is an error even beside --help), then
+// --help wins over missing positional arguments. Errors are ConfigErrors.
+inline Parsed parse_command(Command& cmd, int argc, char** argv) {
+    add_help_flag(cmd);
+    Parsed p;
+    int n = argc;
+    if (!cmd.stop_at.empty())
+        for (int i = 1; i < argc; i++)
+            if (argv[i] == cmd.stop_at) {
+                n = i;
+                for (int j = i + 1; j < argc; j++) p.after.push_back(argv[j]);
+                break;
+            }
+    std::vector<char*> rest = take_positional(n, argv, cmd.flags, p.positional, cmd.max_positional);
+    parse_flags((int)rest.size(), rest.data(), cmd.flags, cmd.name);
+    if (!cmd.help && p.positional.size() < cmd.min_positional)
+        throw ConfigError("no " + cmd.missing + " given; usage: " + cmd.name + " " + cmd.usage + " (--help)");
+    return p;
+}
+
+// The main of a single-process tool: parses argv (parse_command), prints --help and exits 0, else runs
+// body(the positional arguments); errors end it as run_tool does.
+inline int command_main(Command& cmd, int argc, char** argv, const std::string& oom_hint,
+                       const std::function<int(const Parsed&)>& body) {
+    return run_tool(cmd.name.c_str(), oom_hint, [&] {
+        const Parsed p = parse_command(cmd, argc, argv);
+        if (cmd.help) return print_help(stdout, cmd), 0;
+        return body(p);
+    });
 }
 
 // Upper bounds shared by the command lines (model_config.h's validate_config holds the model's own: d and widths
 // <= 65536, V <= 2^24, T <= 2^20, L <= 10000).
 constexpr long kMaxSteps = 1000000000000L;          // steps, step intervals and token counts per step: 10^12
 constexpr long kMaxTokens = 1000000000000000000L;   // token budgets: 10^18
+constexpr double kMaxInt = 2147483647;
+constexpr double kMaxLong = 9223372036854775807.0;
 
-// The model flags shared by train_prism and the dev tools: a preset, schedules and overrides.
-inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m) {
+// The model flags shared by train_prism and the dev tools: a preset, schedules and overrides. preset_help: what
+// the help says of the preset's default (default: the spec's own, "tiny").
+inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::string& preset_help = "") {
     std::string names;
     for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
-    flags.push_back({"-m, --model", "PRESET", "model size: " + names + " (default tiny)",
-                     [&m](const std::string& v) { m.preset = v; }});
-    flags.push_back({"-s, --heads-schedule", "HEADS", "uniform | prism | list like 3x3,6x3,12x6 or 5,5,5 (default uniform)",
-                     [&m](const std::string& v) { m.heads = v; }});
-    flags.push_back({"-w, --widths", "WIDTHS", "uniform | x | v | lambda | 3 | list of widths (default uniform)",
-                     [&m](const std::string& v) { m.widths = v; }});
-    flags.push_back({"--d", "N", "embedding width d", int_flag("--d", m.d, 1, 65536)});
-    flags.push_back({"--layers", "N", "number of layers L", int_flag("--layers", m.L, 1, 10000)});
-    flags.push_back({"--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
-                     int_flag("--heads", m.h_base, 1, 65536)});
-    flags.push_back({"--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
-                     int_flag("--head-dim", m.head_dim, 1, 65536)});
-    flags.push_back({"--seq-len", "T", "context length T", int_flag("--seq-len", m.T, 1, 1 << 20)});
-    flags.push_back({"--vocab", "V", "vocabulary size (default 50257, GPT-2)", int_flag("--vocab", m.V, 1, 1 << 24)});
-    flags.push_back({"--mlp-ratio", "R", "SwiGLU hidden = R * w_l, to the nearest multiple (8/3 Prism presets, 4 Xformer)",
-                     double_flag("--mlp-ratio", m.mlp_ratio, 1e-3, 64)});
-    flags.push_back({"--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
-                     int_flag("--mlp-multiple", m.mlp_multiple, 1, 65536)});
-    flags.push_back({"--norm", "NORM", "layernorm | rmsnorm", [&m](const std::string& v) {
-                         parse_norm(v);
-                         m.norm = v;
-                     }});
-    flags.push_back({"--untied", "", "separate output head (default: tied to the embedding, except Xformer presets)",
-                     [&m](const std::string&) { m.untied = 1; }});
-    flags.push_back({"--tied", "", "output head shares the token embedding", [&m](const std::string&) { m.untied = 0; }});
-    flags.push_back({"--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
-                     int_flag("--turn", m.shape.k, 1, 10000)});
-    flags.push_back({"--bottleneck", "R", "width shapes: narrowest width / d (default 0.3)",
-                     double_flag("--bottleneck", m.shape.ratio, 0.01, 0.99)});
-    flags.push_back({"--width-quantum", "Q", "widths are multiples of Q (default 32)",
-                     int_flag("--width-quantum", m.shape.quantum, 1, 65536)});
-    flags.push_back({"--allow-ablation", "", "permit head schedules that break monotonicity or h_L = h_base",
-                     [&m](const std::string&) { m.allow_ablation = true; }});
+    flags.push_back(text_flag("-m, --model", "PRESET", "model size: " + names + " (" +
+                              (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
+    flags.push_back(text_flag("-s, --heads-schedule", "HEADS",
+                              "uniform | prism | list like 3x3,6x3,12x6 or 5,5,5 (default {default})", m.heads));
+    flags.push_back(text_flag("-w, --widths", "WIDTHS",
+                              "uniform | x | v | lambda | 3 | list of widths (default {default})", m.widths));
+    flags.push_back(number_flag("--d", "N", "embedding width d", m.d, 1, 65536).unless("0"));
+    flags.push_back(number_flag("--layers", "N", "number of layers L", m.L, 1, 10000).unless("0"));
+    flags.push_back(number_flag("--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
+                                m.h_base, 1, 65536).unless("0"));
+    flags.push_back(number_flag("--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
+                                m.head_dim, 1, 65536).unless("0"));
+    flags.push_back(number_flag("--seq-len", "T", "context length T", m.T, 1, 1 << 20).unless("0"));
+    flags.push_back(number_flag("--vocab", "V", "vocabulary size (default 50257, GPT-2)", m.V, 1, 1 << 24).unless("0"));
+    flags.push_back(number_flag("--mlp-ratio", "R",
+                                "SwiGLU hidden = R * w_l, to the nearest multiple (8/3 Prism presets, 4 Xformer)",
+                                m.mlp_ratio, 1e-3, 64).unless("0"));
+    flags.push_back(number_flag("--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
+                                m.mlp_multiple, 1, 65536).unless("0"));
+    flags.push_back(choice_flag("--norm", "NORM", "layernorm | rmsnorm", m.norm, {"layernorm", "rmsnorm"},
+                                [](const std::string& v) { return parse_norm(v), v; }).unless(""));
+    flags.push_back(switch_flag("--untied", "separate output head (default: tied to the embedding, except Xformer presets)",
+                                m.untied, 1));
+    flags.push_back(switch_flag("--tied", "output head shares the token embedding", m.untied, 0));
+    flags.push_back(number_flag("--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
+                                m.shape.k, 1, 10000).unless("0"));
+    flags.push_back(number_flag("--bottleneck", "R", "width shapes: narrowest width / d (default {default})",
+                                m.shape.ratio, 0.01, 0.99));
+    flags.push_back(number_flag("--width-quantum", "Q", "widths are multiples of Q (default {default})",
+                                m.shape.quantum, 1, 65536));
+    flags.push_back(switch_flag("--allow-ablation", "permit head schedules that break monotonicity or h_L = h_base",
+                                m.allow_ablation));
 }

@@ -15,19 +15,25 @@
 // Does not: check the values (plan_run and the loaders do), or read more of the data than a directory listing.
 #pragma once
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "engine.h"
 #include "model_config.h"
+#include "util/fs.h"
 
-// Every flag's value (train_prism.cu's flag table sets them); the defaults below fill in what is left 0 or NAN.
+// A model spec without a preset: default_model picks it for the machine.
+inline ModelSpec spec_without_preset() {
+    ModelSpec m;
+    m.preset = "";
+    return m;
+}
+
+// Every flag's value (run/train_flags.h's table sets them, and its help shows these initial values as the
+// defaults); the defaults below fill in what is left 0, "" or NAN.
 struct TrainOptions {
-    ModelSpec model;
-    bool plan = false, json = false, help = false, cpu = false, resume = false, overwrite = false;
+    ModelSpec model = spec_without_preset();  // preset "": 124M on a GPU, tiny on the CPU (default_model)
+    bool plan = false, json = false, cpu = false, resume = false, overwrite = false;
     bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     bool allow_batch_change = false;  // --resume with another global batch than the checkpoint's
     bool allow_data_change = false;   // --resume onto other shards than the recorded ones
@@ -61,11 +67,6 @@ constexpr double kPaperTokensPerParam = 25;   // the Prism paper's 25 to 30, at 
 constexpr double kDemoPasses = 4;             // passes over data/default/ for a paper-size model
 constexpr double kLargeModel = 50e6;          // parameters from which the papers' recipe applies
 
-inline bool dir_exists(const std::string& p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3.
 inline double default_lr(double params) {
     return params < kLargeModel ? 3e-3 : params < 200e6 ? 6e-4 : params < 500e6 ? 3e-4 : params < 1e9 ? 2.5e-4 : 2e-4;
@@ -93,7 +94,7 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
     if (std::isnan(o.lr)) o.lr = default_lr(P);
     bool demo = false;
     if (o.train.empty()) {
-        const bool fineweb = dir_exists("data/fineweb10B");
+        const bool fineweb = is_dir("data/fineweb10B");
         const std::string dir = fineweb ? "data/fineweb10B" : "data/default";
         o.train = dir + "/*_train_*.bin";
         if (o.val.empty()) o.val = dir + "/*_val_*.bin";

@@ -40,29 +40,13 @@
 #include <vector>
 
 #include "run/checkpoint.h"
+#include "run/step_dirs.h"
+#include "util/fs.h"
 #include "dataloader.h"
 #include "dist/process_group.h"
 #include "engine.h"
 #include "util/json.h"
 #include "model_config.h"
-
-inline bool is_dir(const std::string& p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// mkdir -p
-inline void make_dirs(const std::string& path) {
-    std::string cur;
-    for (size_t i = 0; i <= path.size(); i++) {
-        if (i == path.size() || path[i] == '/') {
-            if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && !(errno == EEXIST && is_dir(cur)))
-                throw ConfigError(errno == EEXIST ? cur + " exists and is not a directory; pass a directory as -o"
-                                                  : "cannot create directory " + cur + ": " + strerror(errno));
-        }
-        if (i < path.size()) cur += path[i];
-    }
-}
 
 // The names of the files the trainer writes inside a checkpoint directory: model.bin, state_rank<r>.bin, and
 // the .tmp files of their atomic writes.
@@ -95,55 +79,6 @@ inline bool remove_checkpoint_dir(const std::string& path) {
         if (is_checkpoint_file_name(n)) unlinkat(dirfd(d), n.c_str(), 0);  // flags 0: a link itself, or a file
     closedir(d);
     return rmdir(path.c_str()) == 0;
-}
-
-// A text file without trailing newlines and spaces, at most `limit` bytes of it (read once); "" when it does
-// not exist. A FIFO, a device or a directory there is an error (io.h's open_sized), never a read that waits or
-// runs without end. A file larger than `cap` is an error naming it and its size, before anything is allocated
-// (a 3 GB run.json is not a run record, and must not read as "out of memory"); the default cap is for a log.
-constexpr size_t kTextFileCap = (size_t)1 << 30;
-inline std::string read_text(const std::string& path, size_t limit = (size_t)-1, size_t cap = kTextFileCap) {
-    if (access(path.c_str(), F_OK) != 0) return "";
-    size_t size;
-    FileHandle fh = open_sized(path, "file", size);
-    if (size > cap && limit > cap)
-        throw IoError(path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(cap >> 20) +
-                      " MiB train_prism reads of such a file; it is not one train_prism wrote: move it aside");
-    std::string s(std::min(size, limit), '\0');
-    s.resize(fread(&s[0], 1, s.size(), fh.get()));
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
-inline std::string step_dir_name(long step) {
-    char b[32];
-    snprintf(b, sizeof b, "step_%08ld", step);
-    return b;
-}
-
-// The step of a checkpoint directory's name, exactly as step_dir_name writes it; -1 for any other name (one
-// the trainer did not write: step_9999999999999999999 is out of range and ignored, never an error).
-inline long step_of_dir_name(const std::string& name) {
-    // At most 18 digits: every such number fits a long, so the parse below cannot overflow.
-    if (name.size() < 13 || name.size() > 23 || name.compare(0, 5, "step_") != 0 ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos)
-        return -1;
-    long step = 0;
-    for (size_t i = 5; i < name.size(); i++) step = step * 10 + (name[i] - '0');
-    return step_dir_name(step) == name ? step : -1;
-}
-
-// The names in a directory ("." and ".." left out); empty when it cannot be read.
-inline std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> names;
-    DIR* d = opendir(dir.c_str());
-    if (!d) return names;
-    while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-    return names;
 }
 
 // "" when a checkpoint of `saved` can resume a run of `want`, else the first difference, in words.

@@ -25,7 +25,7 @@
 #include "errors.h"
 #include "run/checkpoint.h"
 #include "util/json.h"
-#include "run/run_dir.h"
+#include "util/fs.h"
 #include "run/run_record.h"
 #include "model_config.h"
 
@@ -99,8 +99,7 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                           "started; pass the directory a run wrote (-o OUT)");
     std::string text;
     try {
-        const std::vector<unsigned char> b = read_file_bytes(path, "log");
-        text.assign(b.begin(), b.end());
+        text = read_file_text(path, "log");
     } catch (const IoError& e) {
         throw RunLogError(e.what());
     }

@@ -19,7 +19,7 @@
 // Readers: report (the runs' table, the seed groups), analyze and eval_zeroshot (what they print and write),
 // study (which runs are done), train_prism --resume (the flags). A directory without run.json (a run from
 // before records) reads as "no record"; a malformed one is an error naming the file.
-// Does not: know the flag table (train_loop.h's record_args turns options into args, run/train_flags.h back).
+// Does not: know the flag table (run/train_flags.h's record_args turns options into args, and back).
 #pragma once
 
 #include <unistd.h>
@@ -32,8 +32,9 @@
 
 #include "util/io.h"
 #include "util/json.h"
+#include "util/number_text.h"
 #include "run/plan_views.h"
-#include "run/run_dir.h"
+#include "util/fs.h"
 #include "model_config.h"
 
 #ifndef PRISM_COMMIT
@@ -76,14 +77,7 @@ inline std::string utc_now() {
 }
 
 // The shortest of %.15g, %.16g, %.17g that reads back as x: 0.003 stays 0.003, and every double round-trips.
-inline std::string exact(double x) {
-    char b[40];
-    for (int p = 15; p <= 17; p++) {
-        snprintf(b, sizeof b, "%.*g", p, x);
-        if (std::strtod(b, nullptr) == x) break;
-    }
-    return b;
-}
+inline std::string exact(double x) { return exact_number(x); }
 
 inline std::string build_description() {
     std::string s = "g++ " __VERSION__;
@@ -297,33 +291,14 @@ inline void check_resume_data(const RunRecord& rec, const std::string& train_glo
     if (v && v->kind == json::Value::String && !val.empty()) differs("validation", val_glob, v->str, val);
 }
 
-// The flags a resume may change (the rest must equal the record). --tokens, --tokens-per-param and --epochs
-// resolve to --steps, which is what the record keeps.
-inline const std::vector<std::string>& may_change_on_resume() {
-    static const std::vector<std::string> v = {"--steps", "--tokens", "--tokens-per-param", "--epochs", "--stop-after",
-                                               "--val-every", "--eval-every", "--sample-every", "--sample-tokens",
-                                               "--ckpt-every", "--keep", "--comm-timeout", "--out",
-                                               // how it runs, not what it computes: the micro-batch (the total
-                                               // batch stays, so another rank count reads the same windows), the
-                                               // engine, ZeRO, recomputation
-                                               "--batch", "--cpu", "--zero", "--recompute"};
-    return v;
-}
-// Flags that are never recorded: what the invocation does rather than what the run is.
-inline const std::vector<std::string>& not_recorded() {
-    static const std::vector<std::string> v = {"--help", "--plan", "--json", "--resume", "--overwrite", "--stop-after",
-                                               "--tokens", "--tokens-per-param", "--epochs", "--allow-batch-change",
-                                               "--allow-data-change"};
-    return v;
-}
-
-// On a --resume: every recorded flag not in may_change_on_resume() must have the value the record has, and no
-// such flag may be new. The first difference is a ConfigError naming the flag, both values and what to do.
-// batch_may_change (--allow-batch-change): --total-batch may differ too; data_may_change (--allow-data-change):
-// --train and --val.
+// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have
+// the value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag,
+// both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
+// data_may_change (--allow-data-change): --train and --val.
 inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now,
-                              bool batch_may_change = false, bool data_may_change = false) {
-    std::vector<std::string> ok = may_change_on_resume();
+                              const std::vector<std::string>& may_change, bool batch_may_change = false,
+                              bool data_may_change = false) {
+    std::vector<std::string> ok = may_change;
     if (batch_may_change) ok.push_back("--total-batch");
     if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
     auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };

@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,7 +46,10 @@
 #include "run/cost_model.h"
 #include "run/run_record.h"
 #include "run/train_flags.h"
-#include "train_loop.h"
+#include "dataloader.h"  // glob_shards
+#include "run/run_plan.h"
+#include "run/stop_signal.h"
+#include "util/fs.h"
 #include "run/defaults.h"
 
 namespace {
@@ -85,7 +89,7 @@ struct Options {
     std::string dir, recipe, preset, heads, widths, seeds, launcher, trainer, evaluator;
     std::string eval_data = "data/eval";
     std::vector<std::string> trainer_flags;  // after `--`
-    bool list = false, help = false;
+    bool list = false;
     long only = 0, eval_limit = 0;
 };
 
@@ -93,29 +97,22 @@ std::vector<Flag> make_flags(Options& o) {
     std::string names;
     for (const Recipe& r : recipes()) names += std::string(names.empty() ? "" : ", ") + r.name;
     return {
-        {"--recipe", "NAME", "a named study: " + names + " (its flags; any given here override them)",
-         [&o](const std::string& v) { o.recipe = v; }},
-        {"-m, --model", "PRESET", "the preset of every run (default: the recipe's, else tiny)",
-         [&o](const std::string& v) { o.preset = v; }},
-        {"--heads", "LIST", "head schedules, comma-separated (uniform, prism, or a list with / for its commas: "
-         "3x3/6x3/12x6; default uniform)", [&o](const std::string& v) { o.heads = v; }},
-        {"--widths", "LIST", "width schedules, comma-separated (uniform, x, v, lambda, 3, or a list with /; default uniform)",
-         [&o](const std::string& v) { o.widths = v; }},
-        {"--seeds", "N|LIST", "N seeds (1..N), or a comma-separated list of two or more (default 3)",
-         [&o](const std::string& v) { o.seeds = v; }},
-        {"--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
-         [&o](const std::string& v) { o.launcher = v; }},
-        {"--list", "", "print one line per run (K, state, the command that runs it now) and exit",
-         [&o](const std::string&) { o.list = true; }},
-        {"--only", "K", "run only the K-th run of --list (1-based)", long_flag("--only", o.only, 1, 1000000)},
-        {"--trainer", "PATH", "the train_prism binary (default: the one next to study)",
-         [&o](const std::string& v) { o.trainer = v; }},
-        {"--eval-zeroshot", "PATH", "the eval_zeroshot binary (default: the one next to study)",
-         [&o](const std::string& v) { o.evaluator = v; }},
-        {"--eval-data", "DIR", "zero-shot eval files; each task present is scored after each run (default data/eval)",
-         [&o](const std::string& v) { o.eval_data = v; }},
-        {"--eval-limit", "N", "examples per task in those evals (default: all)", long_flag("--eval-limit", o.eval_limit, 1, kMaxSteps)},
-        {"-h, --help", "", "this text", [&o](const std::string&) { o.help = true; }},
+        text_flag("--recipe", "NAME", "a named study: " + names + " (its flags; any given here override them)", o.recipe),
+        text_flag("-m, --model", "PRESET", "the preset of every run (default: the recipe's, else tiny)", o.preset),
+        text_flag("--heads", "LIST", "head schedules, comma-separated (uniform, prism, or a list with / for its commas: "
+                  "3x3/6x3/12x6; default uniform)", o.heads),
+        text_flag("--widths", "LIST", "width schedules, comma-separated (uniform, x, v, lambda, 3, or a list with /; "
+                  "default uniform)", o.widths),
+        text_flag("--seeds", "N|LIST", "N seeds (1..N), or a comma-separated list of two or more (default 3)", o.seeds),
+        text_flag("--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
+                  o.launcher),
+        switch_flag("--list", "print one line per run (K, state, the command that runs it now) and exit", o.list),
+        number_flag("--only", "K", "run only the K-th run of --list (1-based)", o.only, 1, 1000000),
+        path_flag("--trainer", "PATH", "the train_prism binary (default: the one next to study)", o.trainer),
+        path_flag("--eval-zeroshot", "PATH", "the eval_zeroshot binary (default: the one next to study)", o.evaluator),
+        path_flag("--eval-data", "DIR", "zero-shot eval files; each task present is scored after each run (default "
+                  "{default})", o.eval_data),
+        number_flag("--eval-limit", "N", "examples per task in those evals (default: all)", o.eval_limit, 1, kMaxSteps),
     };
 }
 
@@ -264,7 +261,7 @@ void find_state(Run& r, bool evals) {
     const bool recorded = read_run_record(r.dir, rec);
     if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(r.plan.steps)) {
         try {
-            check_resume_args(rec, record_args(r.o, r.plan));
+            check_resume_args(rec, record_args(r.o, r.plan), may_change_on_resume());
         } catch (const ConfigError& e) {
             std::string why = e.what();
             why = why.substr(0, why.find(" ("));
@@ -623,7 +620,7 @@ int run(Options& o, char** argv) {
                    r.state == "new" ? "training" : r.state == "resume" ? "resuming" : "starting again (no checkpoint)",
                    log.c_str());
             fflush(stdout);
-            const double t0 = now_seconds();
+            const auto t0 = std::chrono::steady_clock::now();
             const int rc = run_logged(cmd, log, reason);
             if (is_stop_code(rc)) return stopped(r, rc, "");
             if (rc != 0) {
@@ -634,7 +631,7 @@ int run(Options& o, char** argv) {
                 continue;
             }
             printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, runs.size(), r.name.c_str(),
-                   now_seconds() - t0, final_val_loss(r.dir));
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), final_val_loss(r.dir));
         } else {
             printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
         }
@@ -664,27 +661,13 @@ int run(Options& o, char** argv) {
 
 int main(int argc, char** argv) {
     Options o;
-    std::vector<Flag> flags = make_flags(o);
-    return run_tool("study", "", [&] {
-        int n = argc;  // everything after `--` is the trainer's
-        for (int i = 1; i < argc; i++)
-            if (std::string(argv[i]) == "--") {
-                n = i;
-                for (int j = i + 1; j < argc; j++) o.trainer_flags.push_back(argv[j]);
-                break;
-            }
-        std::vector<std::string> dir;
-        std::vector<char*> rest = take_positional(n, argv, flags, dir, 1);
-        parse_flags((int)rest.size(), rest.data(), flags, "study");
-        if (o.help) {
-            printf("usage: study DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] "
-                   "[flags] [-- TRAINER FLAGS]\n\nRuns a grid of train_prism runs, configurations x seeds, one run "
-                   "directory each under DIR; rerun the same command until it is complete.\n\n");
-            print_flags(stdout, flags);
-            return 0;
-        }
-        if (dir.empty()) throw ConfigError("no study directory given; usage: study DIR [flags] [-- TRAINER FLAGS] (--help)");
-        o.dir = dir[0];
+    Command cmd{"study", "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [flags] "
+                "[-- TRAINER FLAGS]", "Runs a grid of train_prism runs, configurations x seeds, one run directory each "
+                "under DIR; rerun the same command until it is complete.", make_flags(o)};
+    cmd.missing = "study directory", cmd.min_positional = 1, cmd.max_positional = 1, cmd.stop_at = "--";
+    return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
+        o.trainer_flags = p.after;  // everything after `--` is the trainer's
+        o.dir = p.positional[0];
         while (o.dir.size() > 1 && o.dir.back() == '/') o.dir.pop_back();
         return run(o, argv);
     });

@@ -395,11 +395,10 @@ TEST_CASE("an empty path flag is an error, never the default", "[train][faults][
     }
     // Every binary parses its flags with run/cli.h: a FILE, DIR, GLOB or PATH flag refuses "" there.
     std::string got;
-    std::vector<Flag> flags = {{"--in", "FILE", "", [&](const std::string& v) { got = v; }},
-                               {"--name", "NAME", "", [&](const std::string& v) { got = v; }}};
+    std::vector<Flag> flags = {path_flag("--in", "FILE", "", got), text_flag("--name", "NAME", "", got)};
     const char* a1[] = {"x", "--in", ""};
     REQUIRE_THROWS_WITH(parse_flags(3, (char**)a1, flags, "x"),
-                        "flag --in was given an empty FILE; pass a path (an unset shell variable?), or leave the flag "
+                        "flag --in was given an empty path; pass a path (an unset shell variable?), or leave the flag "
                         "out for its default");
     const char* a2[] = {"x", "--name="};
     parse_flags(2, (char**)a2, flags, "x");  // not a path: "" is a value like any other

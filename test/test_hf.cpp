@@ -506,12 +506,8 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
     remove_all(run);
 }
 
-TEST_CASE("export and import: the help names every flag the parser takes, and bad command lines are one-line errors", "[hf]") {
-    const Result e = sh("./export --help"), i = sh("./import --help");
-    CHECK(e.rc == 0);
-    CHECK(i.rc == 0);
-    for (const char* f : {"-o, --out DIR", "--dtype TYPE", "--tokenizer FILE", "--overwrite", "-h, --help"}) CHECK_THAT(e.out, Catch::Contains(f));
-    for (const char* f : {"-o, --out FILE", "--overwrite", "-h, --help"}) CHECK_THAT(i.out, Catch::Contains(f));
+TEST_CASE("export and import: bad command lines are one-line errors", "[hf]") {
+    // (every flag of their --help parsed back: test_cli.cpp)
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"./export", "export: error: no checkpoint given"},
         {"./export x.bin", "export: error: no output directory; pass -o DIR"},

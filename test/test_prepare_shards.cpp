@@ -284,53 +284,6 @@ TEST_CASE("a failed prepare_shards leaves the earlier set as it was; replacing a
   CHECK(second.shards.size() < first.shards.size());
 }
 
-TEST_CASE("every flag the prepare_shards help text names is one its parser accepts", "[prepare_shards]") {
-  // llm.c once printed usage for flags its parser did not know. Here each "--flag VALUE" line of the help
-  // is fed back to the parser with a valid value of the kind it names.
-  const std::string usage = PREPARE_SHARDS_USAGE;
-  std::istringstream lines(usage);
-  std::string line;
-  int flags = 0;
-  while (std::getline(lines, line)) {
-    if (line.rfind("  -", 0) != 0) continue;
-    // "  -o, --out PREFIX          output path ...": the spec ends at the first double space.
-    std::istringstream spec(line.substr(2, line.find("  ", 2) - 2));
-    std::vector<std::string> spellings;
-    std::string w, meta;
-    while (spec >> w) {
-      if (w[0] == '-') spellings.push_back(w.back() == ',' ? w.substr(0, w.size() - 1) : w);
-      else meta = w;
-    }
-    for (const std::string& flag : spellings) {
-      std::vector<std::string> args = {flag};
-      if (meta == "N") args.push_back("5");
-      else if (meta == "F") args.push_back("paragraphs");
-      else if (meta == "skip|stop") args.push_back("skip");
-      else if (meta == "PREFIX" || meta == "NAME" || meta == "PATH") args.push_back("x");
-      else REQUIRE(meta.empty());  // a new kind of value: teach this test what to pass
-      INFO("help line: " << line);
-      CHECK_NOTHROW(parse_prepare_cli(args));
-      flags++;
-    }
-  }
-  CHECK(flags == 13);  // -o --out --format --field --shard-tokens --val-tokens --tokenizer --threads
-                      // --on-error --overwrite --quiet -h --help
-  const PrepareCli c = parse_prepare_cli({"-o", "d/p", "--format", "lines", "--shard-tokens", "1e6", "--val-tokens",
-                                          "1000", "--on-error", "skip", "--threads", "3", "--quiet", "a.txt", "-"});
-  CHECK(c.o.out_prefix == "d/p");
-  CHECK(c.o.format == InputFormat::LINES);
-  CHECK(c.o.shard_tokens == 1000000);
-  CHECK(c.o.val_tokens == 1000);
-  CHECK(c.o.skip_errors);
-  CHECK(c.o.threads == 3);
-  CHECK(c.o.progress == 0);
-  CHECK(c.o.inputs == std::vector<std::string>{"a.txt", "-"});
-  CHECK_THROWS_WITH(parse_prepare_cli({"--bogus"}), "unknown option --bogus; see --help");
-  CHECK_THROWS_WITH(parse_prepare_cli({"--on-error", "ignore"}), Catch::Contains("must be skip or stop"));
-  CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
-  CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), "-o needs a value; see --help");
-}
-
 namespace {
 // prepare_shards(o) with stderr captured: what it wrote there, and its error ("" when it succeeded).
 std::pair<std::string, std::string> run_capturing_stderr(const TempDir& d, const PrepareOptions& o, PrepareStats& st) {

@@ -254,25 +254,6 @@ TEST_CASE("warning: design rules broken but runnable", "[schedule]") {
 
 // ---- the command line ----------------------------------------------------------------------------------
 
-TEST_CASE("every flag in the help text is accepted by the parser", "[cli]") {
-    ModelSpec m;
-    std::vector<Flag> flags;
-    add_model_flags(flags, m);
-    for (const auto& f : flags)
-        for (const auto& name : flag_spellings(f)) {
-            // A valid sample for each argument name the table uses.
-            std::map<std::string, std::string> sample = {{"PRESET", "124M"}, {"HEADS", "uniform"},
-                                                         {"WIDTHS", "uniform"}, {"NORM", "rmsnorm"}, {"R", "0.5"}};
-            std::string value = f.arg.empty() ? "" : sample.count(f.arg) ? sample[f.arg] : "8";
-            std::vector<std::string> args = {"prog", name};
-            if (!value.empty()) args.push_back(value);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(&a[0]);
-            INFO(name << " " << value);
-            REQUIRE_NOTHROW(parse_flags((int)argv.size(), argv.data(), flags, "prog"));
-        }
-}
-
 TEST_CASE("cli: unknown flags and bad values are one-line errors", "[cli]") {
     ModelSpec m;
     std::vector<Flag> flags;

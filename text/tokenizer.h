@@ -42,6 +42,8 @@
 #include "text/pretokenize.h"
 #include "util/utf8.h"
 #include "util/io.h"
+#include "util/fs.h"
+#include "text/tokenizer_path.h"
 
 namespace tokenizer_detail {
 
@@ -207,8 +209,7 @@ namespace tokenizer_detail {
 inline std::string read_file(const std::string& path, const char* hint) {
     if (access(path.c_str(), F_OK) != 0) fail("tokenizer: cannot open " + path + " (" + strerror(errno) + "); " + hint);
     try {
-        const std::vector<unsigned char> b = read_file_bytes(path, "tokenizer file", (size_t)1 << 30);
-        return std::string(b.begin(), b.end());
+        return read_file_text(path, "tokenizer file", (size_t)1 << 30);
     } catch (const IoError& e) {
         fail(std::string("tokenizer: ") + e.what());
     }
@@ -437,27 +438,6 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
         fail("tokenizer: " + vb + " has " + std::to_string(merge) + " merges, expected 50000; the file is truncated, re-download it");
     t.build(std::move(ranks), ej);
     return t;
-}
-
-// Where every tool looks for the ranks file without --tokenizer: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken
-// under the current directory, else in the binary's checkout (its directory or the parent), so the tools work
-// from any directory. None found: the relative path, and load()'s error says how to get the file.
-constexpr const char* kTokenizerHelp = "default: $PRISM_TOKENIZER, else data/cache/gpt2.tiktoken of this checkout";
-inline std::string default_tokenizer_path() {
-    const char* env = getenv("PRISM_TOKENIZER");
-    if (env && *env) return env;
-    const std::string rel = "data/cache/gpt2.tiktoken";
-    if (access(rel.c_str(), R_OK) == 0) return rel;
-    char exe[4096];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        std::string dir(exe, (size_t)n);
-        for (int up = 0; up < 2 && dir.rfind('/') != std::string::npos; up++) {
-            dir = dir.substr(0, dir.rfind('/'));  // the binary's directory, then its parent
-            if (access((dir + "/" + rel).c_str(), R_OK) == 0) return dir + "/" + rel;
-        }
-    }
-    return rel;
 }
 
 // =============================================================================================================

@@ -32,9 +32,9 @@ int make_model(int argc, char** argv) {
     double scale = 5;
     std::vector<Flag> flags;
     add_model_flags(flags, spec);
-    flags.push_back({"--seed", "S", "", long_flag("--seed", seed, 0)});
-    flags.push_back({"--step", "N", "", long_flag("--step", step, 0)});
-    flags.push_back({"--scale", "X", "", double_flag("--scale", scale, 0, 100)});
+    flags.push_back(number_flag("--seed", "S", "", seed, 0, kMaxLong));
+    flags.push_back(number_flag("--step", "N", "", step, 0, kMaxLong));
+    flags.push_back(number_flag("--scale", "X", "", scale, 0, 100));
     parse_flags(argc, argv, flags, "hf_check make-model");  // argv[0] is OUT.bin
     std::vector<std::string> warnings;
     const ModelConfig c = build_config(spec, warnings);

@@ -1,0 +1,215 @@
+// test_cli.cpp: the command line of every binary (run/cli.h). For each one, its flag table as data
+// (PRISM_HELP=table BIN --help) names exactly the flags its --help lists; every spelling of every flag is
+// parsed back with a value of its kind (then --help, so nothing runs); a number outside the flag's bounds, a
+// choice it does not take, an empty path, are one-line errors naming the flag; an unknown flag and a missing
+// value are one-line errors. Then the parts the table does not show: train_prism's record rules (every flag
+// that shapes a run is recorded, the resume list comes from the table), the frame's positional arguments and
+// "--name=value", and prepare_shards' values.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test/test_util.h"
+#include "test/train_util.h"
+
+#define PREPARE_SHARDS_NO_MAIN
+#include "data/prepare_shards.cpp"
+#include "run/train_flags.h"
+
+namespace {
+
+struct TableRow {
+    std::vector<std::string> spellings;
+    std::string kind, sample, choices;
+    double lo = 0, hi = 0;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    std::istringstream in(s);
+    while (std::getline(in, cur, sep)) out.push_back(cur);
+    if (!s.empty() && s.back() == sep) out.push_back("");
+    return out;
+}
+
+std::vector<TableRow> flag_table(const std::string& bin) {
+    const Result r = sh("PRISM_HELP=table " + bin + " --help");
+    REQUIRE(r.rc == 0);
+    std::vector<TableRow> rows;
+    std::istringstream lines(r.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+        const std::vector<std::string> c = split(line, '\t');
+        INFO(bin << ": " << line);
+        REQUIRE(c.size() == 6);
+        TableRow t;
+        for (const std::string& n : split(c[0], ',')) t.spellings.push_back(trim_name(n));
+        t.kind = c[1], t.lo = std::stod(c[2]), t.hi = std::stod(c[3]), t.sample = c[4], t.choices = c[5];
+        rows.push_back(t);
+    }
+    return rows;
+}
+
+// The spellings the plain --help lists: "  -o, --out DIR   help" -> -o, --out.
+std::vector<std::string> help_spellings(const std::string& bin) {
+    const Result r = sh(bin + " --help");
+    REQUIRE(r.rc == 0);
+    std::vector<std::string> out;
+    std::istringstream lines(r.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("  -", 0) != 0) continue;
+        std::istringstream spec(line.substr(2, line.find("  ", 2) - 2));
+        std::string w;
+        while (spec >> w)
+            if (w[0] == '-') out.push_back(w.back() == ',' ? w.substr(0, w.size() - 1) : w);
+    }
+    return out;
+}
+
+std::string quoted(const std::string& v) { return "'" + v + "'"; }
+
+void check_binary(const std::string& bin, size_t min_flags) {
+    const std::vector<TableRow> rows = flag_table(bin);
+    std::vector<std::string> table_spellings;
+    for (const TableRow& t : rows) table_spellings.insert(table_spellings.end(), t.spellings.begin(), t.spellings.end());
+    CHECK(table_spellings == help_spellings(bin));  // the help lists the table, the whole table
+    CHECK(rows.size() >= min_flags);                // and the table was really read
+    for (const TableRow& t : rows) {
+        const std::string name = t.spellings.back();
+        INFO(bin << " " << name << " (" << t.kind << ")");
+        for (const std::string& s : t.spellings) {
+            const Result ok = sh(bin + " " + s + (t.kind == "switch" ? "" : " " + quoted(t.sample)) + " --help");
+            INFO(ok.out);
+            CHECK(ok.rc == 0);
+        }
+        std::vector<std::string> bad;  // values the flag must refuse
+        if (t.kind == "int" || t.kind == "double") {
+            if (t.lo > -1e18) bad.push_back(exact_number(t.kind == "int" ? t.lo - 1 : t.lo - std::max(1e-3, t.lo)));
+            if (t.hi < 1e15) bad.push_back(exact_number(t.kind == "int" ? t.hi + 1 : t.hi * 2 + 1));
+            bad.push_back("x");
+        }
+        if (t.kind == "choice") bad.push_back("no-such-choice");
+        if (t.kind == "path") bad.push_back("");
+        for (const std::string& v : bad) {
+            const Result r = sh(bin + " " + name + " " + quoted(v) + " --help");
+            INFO("value " << quoted(v) << ": " << r.out);
+            CHECK(r.rc == 1);
+            CHECK(one_line_error(r));
+            CHECK(r.out.find(name) != std::string::npos);
+        }
+        if (t.kind != "switch") {
+            const Result r = sh(bin + " " + name);  // its value missing
+            INFO(r.out);
+            CHECK(one_line_error(r));
+            CHECK(r.out.find("needs a value") != std::string::npos);
+        }
+    }
+    const Result r = sh(bin + " --frobnicate");
+    CHECK(one_line_error(r));
+    CHECK(r.out.find("unknown flag '--frobnicate'") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("every binary's --help: each flag parsed back with a value of its kind, bounds refused", "[cli]") {
+    // The binaries `make` builds, with the number of flags each had when this was written (a floor, so that a
+    // table read wrong shows).
+    const std::vector<std::pair<std::string, size_t>> bins = {
+        {"./train_prism", 57}, {"./eval_zeroshot", 8}, {"./generate", 11}, {"./analyze", 8}, {"./report", 7},
+        {"./export", 5}, {"./import", 3}, {"./study", 13}, {"./build/prepare_shards", 11}, {"./build/prepare_eval", 5}};
+    for (const auto& [bin, n] : bins) {
+        INFO(bin);
+        check_binary(bin, n);
+    }
+}
+
+TEST_CASE("train_prism's flags: the record and the resume rules are the table's", "[cli][record]") {
+    TrainOptions o;
+    // Every conditional entry set, so that a recorded flag that record_args leaves out shows.
+    o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
+    o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
+    o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
+    o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3, o.opt.weight_decay = 0.05;
+    RunPlan p;
+    p.total_batch = 4096, p.steps = 7;
+    const auto args = record_args(o, p);
+    auto recorded = [&](const std::string& f) -> const std::string* {
+        for (const auto& a : args)
+            if (a.first == f) return &a.second;
+        return nullptr;
+    };
+    TrainOptions fresh;
+    for (const Flag& f : make_train_flags(fresh)) {
+        const std::string n = canonical_name(f);
+        INFO(n);
+        CHECK((recorded(n) != nullptr) == (f.recorded && n != "--tied"));  // --untied is set, so --tied is not
+    }
+    REQUIRE(recorded("--wd"));
+    CHECK(*recorded("--wd") == "0.05");
+    CHECK(*recorded("--total-batch") == "4096");  // the plan's, not the option's 0
+    CHECK(*recorded("--steps") == "7");
+    CHECK(*recorded("--untied") == "");
+    CHECK(!recorded("--tokens"));
+    // The defaults of a fresh table: conditional flags left out, the rest as the help shows them.
+    TrainOptions d;
+    d.lr = 3e-3;
+    const auto plain = record_args(d, p);
+    for (const char* f : {"--d", "--norm", "--train-seq", "--zero", "--sample-every", "--no-shuffle", "--cpu"})
+        for (const auto& a : plain) CHECK(a.first != f);
+    const std::vector<std::string> may = may_change_on_resume();
+    for (const char* f : {"--steps", "--tokens", "--stop-after", "--out", "--batch", "--keep", "--zero"})
+        CHECK(std::find(may.begin(), may.end(), f) != may.end());
+    for (const char* f : {"--wd", "--lr", "--seed", "--model", "--total-batch"})
+        CHECK(std::find(may.begin(), may.end(), f) == may.end());
+    // The help shows the default from the value itself.
+    bool shown = false;
+    for (const Flag& f : make_train_flags(fresh))
+        if (canonical_name(f) == "--wd") shown = f.help == "AdamW weight decay on matrices (default 0.1)";
+    CHECK(shown);
+}
+
+TEST_CASE("the frame: positional arguments, --name=value, a missing argument", "[cli]") {
+    int n = 0;
+    std::string s;
+    Command cmd("tool", "FILE... [flags]", "about", {number_flag("-n, --number", "N", "n", n, 1, 10),
+                                                     text_flag("--text", "S", "s", s)});
+    cmd.missing = "file", cmd.min_positional = 1, cmd.max_positional = 2;
+    auto parse = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), "tool");
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(&a[0]);
+        return parse_command(cmd, (int)argv.size(), argv.data());
+    };
+    const Parsed p = parse({"a", "-n", "3", "--text=x=y", "b"});
+    CHECK(p.positional == std::vector<std::string>{"a", "b"});
+    CHECK(n == 3);
+    CHECK(s == "x=y");
+    CHECK_THROWS_WITH(parse({"a", "b", "c"}), Catch::Contains("unknown flag 'c'"));  // a third is one too many
+    CHECK_THROWS_WITH(parse({"-n", "3"}), Catch::Contains("no file given; usage: tool FILE... [flags] (--help)"));
+    CHECK_THROWS_WITH(parse({"a", "--number", "11"}), "--number must be at most 10");
+    CHECK_THROWS_WITH(parse({"a", "-n", "0"}), "--number must be positive");
+    CHECK_THROWS_WITH(parse({"a", "--help=1"}), "flag --help takes no value");
+    CHECK_NOTHROW(parse({"--help"}));  // --help needs no positional argument
+    CHECK(cmd.help);
+}
+
+TEST_CASE("prepare_shards' command line sets its options", "[cli][prepare_shards]") {
+    const PrepareCli c = parse_prepare_cli({"-o", "d/p", "--format", "lines", "--shard-tokens", "1e6", "--val-tokens",
+                                            "1000", "--on-error", "skip", "--threads", "3", "--quiet", "a.txt", "-"});
+    CHECK(c.o.out_prefix == "d/p");
+    CHECK(c.o.format == InputFormat::LINES);
+    CHECK(c.o.shard_tokens == 1000000);
+    CHECK(c.o.val_tokens == 1000);
+    CHECK(c.o.skip_errors);
+    CHECK(c.o.threads == 3);
+    CHECK(c.o.progress == 0);
+    CHECK(c.o.inputs == std::vector<std::string>{"a.txt", "-"});
+    CHECK_THROWS_WITH(parse_prepare_cli({"--bogus"}), Catch::Contains("unknown flag '--bogus'"));
+    CHECK_THROWS_WITH(parse_prepare_cli({"--on-error", "ignore"}), Catch::Contains("must be skip or stop"));
+    CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
+    CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), Catch::Contains("-o needs a value"));
+}
