@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "run/cli.h"
+#include "run/model_flags.h"
 #include "engine_factory.h"
 #include "eval/scoring.h"
 

@@ -18,6 +18,7 @@
 
 #include "eval/tasks.h"
 #include "run/cli.h"
+#include "run/model_flags.h"
 #include "run/defaults.h"
 #include "run/run_plan.h"
 #include "run/run_record.h"

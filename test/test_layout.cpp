@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <tuple>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -80,6 +81,45 @@ TEST_CASE("no product file includes anything under test/", "[layout]") {
             CHECK(inc.rfind("test/", 0) != 0);
         }
     }
+}
+
+namespace {
+// Every project file `file` includes, directly or through others (system and generated headers left out).
+std::set<std::string> closure_of(const std::string& file) {
+    std::set<std::string> seen;
+    std::function<void(const std::string&)> walk = [&](const std::string& f) {
+        for (const std::string& g : includes_of(f))
+            if (fs::exists(g) && seen.insert(g).second) walk(g);
+    };
+    walk(file);
+    return seen;
+}
+}  // namespace
+
+TEST_CASE("the arrows match the folders: what each side of the tree may not include", "[layout]") {
+    // {file, headers or folders (a trailing '/') that must not be in its include closure, why}
+    const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>> rules = {
+        {"data/prepare_shards.cpp", {"model_config.h", "engine.h"}, "a data tool never compiles the model"},
+        {"data/prepare_eval.cpp", {"model_config.h", "engine.h"}, "a data tool never compiles the model"},
+        {"cuda_engine.cuh", {"inspect/", "eval/", "run/"}, "the engine includes no tool and no run directory"},
+        {"train_loop.h", {"eval/", "inspect/"}, "the loop reaches eval and samples through its seam"},
+        {"inspect/report.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
+        {"hf/export.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
+        {"hf/import.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
+        {"studies/study.cpp", {"train_loop.h", "engine.h"}, "study runs train_prism, it does not train"},
+    };
+    for (const auto& [file, banned, why] : rules) {
+        const std::set<std::string> c = closure_of(file);
+        for (const std::string& b : banned)
+            for (const std::string& f : c) {
+                INFO(file << " includes " << f << " (" << why << ")");
+                CHECK(!(b.back() == '/' ? f.rfind(b, 0) == 0 : f == b));
+            }
+    }
+    // The check itself: the trainer's closure holds the engine and the loop.
+    const std::set<std::string> t = closure_of("train_prism.cu");
+    CHECK(t.count("engine.h"));
+    CHECK(t.count("train_loop.h"));
 }
 
 TEST_CASE("the includes form no cycle", "[layout]") {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "run/cli.h"
+#include "run/model_flags.h"
 #include "run/plan_views.h"
 #include "model_config.h"
 

@@ -19,6 +19,7 @@
 
 #include "run/checkpoint.h"
 #include "run/cli.h"
+#include "run/model_flags.h"
 #include "ref/cpu_engine.h"
 #include "eval/scoring.h"
 #include "ref/reference.h"
