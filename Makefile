@@ -219,7 +219,7 @@ $(BUILD)/test_kernels_tsan: $(patsubst %,$(BUILD)/tsan/%.o,catch_main $(KERNEL_T
 	$(CXX) -fsanitize=thread $^ -o $@
 SAN_BUILD := $(ASAN_BINS) $(BUILD)/test_kernels_tsan
 
-# Every object, the test builds' and the sanitizers', from test/NAME.cpp.
+# Every object, the test builds' and the sanitizers', from test/<name>.cpp.
 $(BUILD)/test/%.o: test/%.cpp
 	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
 

@@ -20,7 +20,8 @@
 // With several ranks every rank sees the same loss and norm, so all skip alike; a signal that reached any rank
 // stops every rank after the same step (the ranks exchange their signal state once a step).
 // Does not: parse flags (train_prism.cu), know which engine it drives (engine_factory.h makes it), or include
-// the eval, sampling and flag-table code a run uses: it reaches them through LoopSeam (run/loop_seam.h).
+// the eval, sampling and flag-table code a run uses: it reaches them through its LoopSeam, which
+// run/loop_seam.h fills in for train_prism.
 #pragma once
 
 #include <chrono>

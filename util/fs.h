@@ -34,13 +34,18 @@ inline void make_dirs(const std::string& path) {
     }
 }
 
-// A text file without trailing newlines and spaces, at most `limit` bytes of it (by default what its size
-// says, read once); "" when it does not exist. A FIFO, a device or a directory there is an error (io.h's
-// open_sized), never a read that waits or runs without end.
-inline std::string read_text(const std::string& path, size_t limit = (size_t)-1) {
+// A text file without trailing newlines and spaces, at most `limit` bytes of it (read once); "" when it does
+// not exist. A FIFO, a device or a directory there is an error (io.h's open_sized), never a read that waits or
+// runs without end. A file larger than `cap` is an error naming it and its size, before anything is allocated
+// (a 3 GB run.json is not a run record, and must not read as "out of memory"); the default cap is for a log.
+constexpr size_t kTextFileCap = (size_t)1 << 30;
+inline std::string read_text(const std::string& path, size_t limit = (size_t)-1, size_t cap = kTextFileCap) {
     if (access(path.c_str(), F_OK) != 0) return "";
     size_t size;
     FileHandle fh = open_sized(path, "file", size);
+    if (size > cap && limit > cap)
+        throw IoError(path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(cap >> 20) +
+                      " MiB train_prism reads of such a file; it is not one train_prism wrote: move it aside");
     std::string s(std::min(size, limit), '\0');
     s.resize(fread(&s[0], 1, s.size(), fh.get()));
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

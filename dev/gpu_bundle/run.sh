@@ -11,12 +11,12 @@
 #                attention, whole model, decoder): a crash leaves the other groups standing
 #   3 tiny       20 steps of `tiny` on the GPU (fails unless the log names the CUDA engine) against the CPU
 #                reference's losses, then 5 more resumed from the GPU's checkpoint on the CPU
-#   4 peer       ours against PyTorch (peer/bench_peer.py, peer/peer_torch.py: the same model, weights and real-text
-#                tokens): 124M uniform and Prism at B 16, T 1024 against the eager peer (bf16 autocast, SDPA), two
+#   4 peer       ours against PyTorch (dev/peer/bench_peer.py and peer_torch.py, in the bundle's peer/: the same
+#                model, weights and real-text tokens): 124M uniform and Prism at B 16, T 1024 against the eager peer (bf16 autocast, SDPA), two
 #                alternating repeats; then 124M uniform against the torch.compile'd peer, if it compiles in its
 #                limit. Each line ends in the ratio ours / PyTorch tokens/s; the first-step losses must agree
 #   5 attention  bench_attention: T 1024 and 4096, head_dim 64 .. 1024, forward and backward TFLOP/s; then SDPA at
-#                the same B, T, h and head_dim 64, 128, 256 (peer/sdpa_bench.py: which backend SDPA chose, and the
+#                the same B, T, h and head_dim 64, 128, 256 (dev/peer/sdpa_bench.py: which backend SDPA chose, and the
 #                speed ratio ours / SDPA of each)
 #   6 model      bench_model on the bundled real-text tokens: 124M uniform, Prism, X at B 16, T 1024 (tokens/s,
 #                MFU, memory against --plan, every op against its roofline), Prism / uniform
@@ -152,7 +152,7 @@ if want 3; then
 fi
 
 # ---- 4. peer: ours against PyTorch on the same model, weights and tokens ---------------------------------------
-# peer/bench_peer.py prints one line per model and arm, ending in "ours / PyTorch ARM median [min, max]"; its exit
+# dev/peer/bench_peer.py (the bundle's peer/) prints one line per model and arm, ending in "ours / PyTorch ARM median [min, max]"; its exit
 # status is 1 when a first-step loss differs beyond bf16's tolerance (then the ratio compares two computations).
 if want 4; then
     if [ $gpu = 0 ]; then skip "4 peer"; else
