@@ -22,9 +22,9 @@
 #include "vec.cuh"
 
 struct AdamWRange {
-    size_t offset, n;          // elements of the flat parameter block (params, grads)
-    bool decay;                // matrices (and embeddings) decay, norms do not
-    size_t state = SIZE_MAX;   // index of element `offset` in master, m, v (SIZE_MAX: offset, the unsharded case)
+    size_t offset, n;         // elements of the flat parameter block (params, grads)
+    bool decay;               // matrices (and embeddings) decay, norms do not
+    size_t state = SIZE_MAX;  // index of element `offset` in master, m, v (SIZE_MAX: offset, the unsharded case)
 };
 // The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
 // that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block.
@@ -57,9 +57,8 @@ inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamW
 // min(1, max_norm / norm) is computed here, in double as the reference does, so no host ever reads the norm
 // before the update.
 static __global__ void adamw_kernel(bf16* params, float* master, float* m, float* v, const float* grads,
-                                   const AdamWLaunchRange* ranges, int nranges, float b1, float b2, float eps,
-                                   float step, float rbc2, float matrix_decay, const double* stats,
-                                   double max_norm) {
+                                    const AdamWLaunchRange* ranges, int nranges, float b1, float b2, float eps,
+                                    float step, float rbc2, float matrix_decay, const double* stats, double max_norm) {
     int lo = 0, hi = nranges - 1;  // the last range with first_block <= blockIdx.x
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
@@ -110,8 +109,8 @@ inline void adamw_step(bf16* params, float* master, float* m, float* v, const fl
     // Scalars in double, rounded to fp32 exactly as ref::adamw_step rounds them.
     const double bc1 = 1.0 - std::pow(beta1, (double)t), bc2 = 1.0 - std::pow(beta2, (double)t);
     const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / bc2), decay = (float)(1.0 - lr * weight_decay);
-    LAUNCH(blocks, ADAMW_BLOCK, 0, stream, adamw_kernel)(params, master, m, v, grads, ranges, nranges, (float)beta1,
-                                                         (float)beta2, (float)eps, step, rbc2, decay, stats,
-                                                         max_norm);
+    LAUNCH(blocks, ADAMW_BLOCK, 0, stream, adamw_kernel)
+    (params, master, m, v, grads, ranges, nranges, (float)beta1, (float)beta2, (float)eps, step, rbc2, decay, stats,
+     max_norm);
     cudaCheck(cudaGetLastError());
 }

@@ -38,8 +38,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     static_assert(BR == RW * C::NW && BC % 16 == 0 && C::HD % 16 == 0, "warps own RW rows; tiles are 16-aligned");
     DYNAMIC_SHARED(bf16, smem);
     const int T = s.T, ld = s.ld;
-    bf16* sQ = smem;            // (BR, ld)
-    bf16* sKV = smem + BR * ld; // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
+    bf16* sQ = smem;             // (BR, ld)
+    bf16* sKV = smem + BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;  // the longest rows first
     const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
@@ -102,15 +102,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // O += P V, P from the registers it was computed in
             uint32_t a[MW][4];
             UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
-            UNROLL for (int nt = 0; nt < NO; nt += 2)
-                if (c0 + 8 * nt < s.hdp) {
-                    uint32_t bf[4];
-                    att_ldb_t(bf, sV + c0 + 8 * nt, ld, 16 * kc);
-                    UNROLL for (int mm = 0; mm < MW; mm++) {
-                        att_mma(o[mm][nt], a[mm], bf);
-                        att_mma(o[mm][nt + 1], a[mm], bf + 2);
-                    }
+            UNROLL for (int nt = 0; nt < NO; nt += 2) if (c0 + 8 * nt < s.hdp) {
+                uint32_t bf[4];
+                att_ldb_t(bf, sV + c0 + 8 * nt, ld, 16 * kc);
+                UNROLL for (int mm = 0; mm < MW; mm++) {
+                    att_mma(o[mm][nt], a[mm], bf);
+                    att_mma(o[mm][nt + 1], a[mm], bf + 2);
                 }
+            }
         }
     }
     cp_async_wait<0>();  // the last group is empty; nothing may be in flight at exit
@@ -133,9 +132,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 // D_t = dout_t . out_t for every (b, head, t) row into Dsum (B, h, T): the sum_j P_tj dP_tj of the softmax
 // gradient, from the bf16 output as FlashAttention-2 does. One warp per row, 4 rows per block.
 static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout, const bf16* out, int B, int T, int w,
-                                            int h) {
+                                                   int h) {
     const long row = (long)blockIdx.x * 4 + threadIdx.x / 32;  // ((b h + hh) T + t)
-    if (row >= (long)B * h * T) return;  // whole warps leave together
+    if (row >= (long)B * h * T) return;                        // whole warps leave together
     const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
     const long off = (row / ((long)T * h) * T + t) * w + hh * hd;
     float sum = 0.0f;
@@ -214,15 +213,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
             uint32_t a[MW][4];
             UNROLL for (int mm = 0; mm < MW; mm++) att_c_to_a(a[mm], sc[mm], kc);
-            UNROLL for (int nt = 0; nt < NO; nt += 2)
-                if (c0 + 8 * nt < s.hdp) {
-                    uint32_t bf[4];
-                    att_ldb_t(bf, sK + c0 + 8 * nt, ld, 16 * kc);
-                    UNROLL for (int mm = 0; mm < MW; mm++) {
-                        att_mma(dq[mm][nt], a[mm], bf);
-                        att_mma(dq[mm][nt + 1], a[mm], bf + 2);
-                    }
+            UNROLL for (int nt = 0; nt < NO; nt += 2) if (c0 + 8 * nt < s.hdp) {
+                uint32_t bf[4];
+                att_ldb_t(bf, sK + c0 + 8 * nt, ld, 16 * kc);
+                UNROLL for (int mm = 0; mm < MW; mm++) {
+                    att_mma(dq[mm][nt], a[mm], bf);
+                    att_mma(dq[mm][nt + 1], a[mm], bf + 2);
                 }
+            }
         }
     }
     cp_async_wait<0>();
@@ -244,19 +242,19 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 // 1 / QS of the HD columns.
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
-    attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                  const float* Dsum, AttShape s, float scale, float scale_log2) {
+    attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
+                                  AttShape s, float scale, float scale_log2) {
     constexpr int BR = C::BR, BC = C::BC, NT = 32 * C::NW, MW = C::MW, RW = 16 * MW, KG = BC / RW;
     constexpr int QS = C::NW / KG, BRW = BR / QS, HDW = C::HD / QS, NO = HDW / 8, LDP = BR + 8;
     static_assert(BC % RW == 0 && C::NW % KG == 0 && BR % (8 * QS) == 0 && BR % 16 == 0 && HDW % 16 == 0,
                   "tiles split evenly");
     DYNAMIC_SHARED(bf16, smem);
     const int T = s.T, ld = s.ld;
-    bf16* sK = smem;                          // (BC, ld)
-    bf16* sV = smem + BC * ld;                // (BC, ld)
-    bf16* sQdO = smem + 2 * BC * ld;          // stage st: Q (BR, ld) at sQdO + 2 st BR ld, dO right after it
-    bf16* sP = sQdO + 4 * BR * ld;            // (BC, LDP): P^T
-    bf16* sdS = sP + BC * LDP;                // (BC, LDP): dS^T / scale
+    bf16* sK = smem;                  // (BC, ld)
+    bf16* sV = smem + BC * ld;        // (BC, ld)
+    bf16* sQdO = smem + 2 * BC * ld;  // stage st: Q (BR, ld) at sQdO + 2 st BR ld, dO right after it
+    bf16* sP = sQdO + 4 * BR * ld;    // (BC, LDP): P^T
+    bf16* sdS = sP + BC * LDP;        // (BC, LDP): dS^T / scale
     float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
     const int k0 = blk.rank * BC, qb0 = k0 / BR, nqb = (T + BR - 1) / BR;  // query blocks with a query >= k0
@@ -332,20 +330,19 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
                 att_lda(ads[mm], sdS + (kr + 16 * mm) * LDP, LDP, 16 * kc);
             }
-            UNROLL for (int nt = 0; nt < NO; nt += 2)
-                if (cw + 8 * nt < s.hdp) {
-                    uint32_t bf[4];
-                    att_ldb_t(bf, sdO + cw + 8 * nt, ld, 16 * kc);
-                    UNROLL for (int mm = 0; mm < MW; mm++) {
-                        att_mma(dv[mm][nt], ap[mm], bf);
-                        att_mma(dv[mm][nt + 1], ap[mm], bf + 2);
-                    }
-                    att_ldb_t(bf, sQ + cw + 8 * nt, ld, 16 * kc);
-                    UNROLL for (int mm = 0; mm < MW; mm++) {
-                        att_mma(dk[mm][nt], ads[mm], bf);
-                        att_mma(dk[mm][nt + 1], ads[mm], bf + 2);
-                    }
+            UNROLL for (int nt = 0; nt < NO; nt += 2) if (cw + 8 * nt < s.hdp) {
+                uint32_t bf[4];
+                att_ldb_t(bf, sdO + cw + 8 * nt, ld, 16 * kc);
+                UNROLL for (int mm = 0; mm < MW; mm++) {
+                    att_mma(dv[mm][nt], ap[mm], bf);
+                    att_mma(dv[mm][nt + 1], ap[mm], bf + 2);
                 }
+                att_ldb_t(bf, sQ + cw + 8 * nt, ld, 16 * kc);
+                UNROLL for (int mm = 0; mm < MW; mm++) {
+                    att_mma(dk[mm][nt], ads[mm], bf);
+                    att_mma(dk[mm][nt + 1], ads[mm], bf + 2);
+                }
+            }
         }
     }
     cp_async_wait<0>();
@@ -425,8 +422,10 @@ inline double attention_wide_cost(int hd) {
 template <class K> void attention_smem_optin(K* kernel, size_t bytes, int hd) {
     if (bytes <= 48 * 1024) return;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
-        fprintf(stderr, "attention: head_dim %d needs %zu bytes of shared memory per block, more than this GPU "
-                "allows (A100: 163 KiB, H100: 227 KiB); use a smaller head_dim\n", hd, bytes);
+        fprintf(stderr,
+                "attention: head_dim %d needs %zu bytes of shared memory per block, more than this GPU "
+                "allows (A100: 163 KiB, H100: 227 KiB); use a smaller head_dim\n",
+                hd, bytes);
         exit(EXIT_FAILURE);
     }
 }
@@ -448,12 +447,12 @@ void attention_backward_run(bf16* dqkv, float* scratch, const bf16* dout, const 
     attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q, s.hd);
     attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv, s.hd);
     const dim3 grid_kv = att_grid(s, KV::HD, (s.T + KV::BC - 1) / KV::BC);
-    LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)(dqkv, dout, qkv, lse, scratch, s,
-                                                                                    scale, scale * ATT_LOG2E);
+    LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)
+    (dqkv, dout, qkv, lse, scratch, s, scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
     const dim3 grid_q = att_grid(s, Q::HD, (s.T + Q::BR - 1) / Q::BR);
-    LAUNCH(grid_q, 32 * Q::NW, smem_q, stream, attention_backward_dq_kernel<Q>)(dqkv, dout, qkv, lse, scratch, s, scale,
-                                                                               scale * ATT_LOG2E);
+    LAUNCH(grid_q, 32 * Q::NW, smem_q, stream, attention_backward_dq_kernel<Q>)
+    (dqkv, dout, qkv, lse, scratch, s, scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
 

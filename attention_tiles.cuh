@@ -44,8 +44,10 @@ __host__ __device__ inline AttBlock att_block(unsigned bx, unsigned by, const At
 // The grid of `tiles` tiles (of rows or keys) per (b, head, window). gridDim.y is at most 65535.
 inline dim3 att_grid(const AttShape& s, int HD, int tiles) {
     if (tiles > 65535) {
-        fprintf(stderr, "attention: T = %d needs %d tiles per head, more than a grid holds (65535); use a shorter "
-                "sequence\n", s.T, tiles);
+        fprintf(stderr,
+                "attention: T = %d needs %d tiles per head, more than a grid holds (65535); use a shorter "
+                "sequence\n",
+                s.T, tiles);
         exit(EXIT_FAILURE);
     }
     return dim3((unsigned)(s.B * s.h * att_windows(s, HD)), (unsigned)tiles, 1);

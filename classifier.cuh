@@ -38,8 +38,8 @@ constexpr int LOSS_SUM_BLOCK = 1024;  // a power of two (the tree below)
 
 // Matches ref::softmax_crossentropy_forward (lse, losses; no probabilities) and, when fused, then
 // ref::softmax_crossentropy_backward with probs = exp(logits - lse). One block per row.
-static __global__ void softmax_crossentropy_kernel(float* losses, float* lse, bf16* logits, const int* targets,
-                                                   int V, int Vp, bool fused, float dloss) {
+static __global__ void softmax_crossentropy_kernel(float* losses, float* lse, bf16* logits, const int* targets, int V,
+                                                   int Vp, bool fused, float dloss) {
     SHARED(float[32], scratch);
     const long n = blockIdx.x;
     bf16* l = logits + n * Vp;
@@ -120,8 +120,8 @@ static __global__ void loss_sum_kernel(double* acc, const float* losses, long N,
 // losses, lse (N) fp32; logits (N, Vp) read in [0, V), left intact; targets (N) on the device, or null (losses 0).
 inline void softmax_crossentropy_forward(float* losses, float* lse, const bf16* logits, const int* targets, long N,
                                          int V, int Vp, cudaStream_t stream) {
-    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)(
-        losses, lse, const_cast<bf16*>(logits), targets, V, Vp, false, 0.0f);  // not fused: never writes logits
+    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)
+    (losses, lse, const_cast<bf16*>(logits), targets, V, Vp, false, 0.0f);  // not fused: never writes logits
     cudaCheck(cudaGetLastError());
 }
 
@@ -129,8 +129,8 @@ inline void softmax_crossentropy_forward(float* losses, float* lse, const bf16* 
 // loss), e.g. grad_scale / count. targets (N) on the device.
 inline void softmax_crossentropy_fused(float* losses, bf16* logits, const int* targets, long N, int V, int Vp,
                                        float dloss, cudaStream_t stream) {
-    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)(losses, nullptr, logits, targets,
-                                                                                      V, Vp, true, dloss);
+    LAUNCH((unsigned)N, classifier_block(V), 0, stream, softmax_crossentropy_kernel)
+    (losses, nullptr, logits, targets, V, Vp, true, dloss);
     cudaCheck(cudaGetLastError());
 }
 
@@ -138,8 +138,8 @@ inline void softmax_crossentropy_fused(float* losses, bf16* logits, const int* t
 inline void target_logprobs(float* out, const bf16* logits, const float* lse, const int* targets, long N, int Vp,
                             cudaStream_t stream) {
     const int block = 256;
-    LAUNCH((unsigned)((N + block - 1) / block), block, 0, stream, target_logprobs_kernel)(out, logits, lse, targets, N,
-                                                                                          Vp);
+    LAUNCH((unsigned)((N + block - 1) / block), block, 0, stream, target_logprobs_kernel)
+    (out, logits, lse, targets, N, Vp);
     cudaCheck(cudaGetLastError());
 }
 

@@ -34,13 +34,13 @@
 
 #if defined(__CUDACC__) && defined(PRISM_NCCL)
 #include <nccl.h>
-#define ncclCheck(status)                                                                                      \
-    do {                                                                                                        \
-        ncclResult_t s_ = (status);                                                                             \
-        if (s_ != ncclSuccess) {                                                                                \
-            fprintf(stderr, "[NCCL ERROR] at %s:%d: %s\n", __FILE__, __LINE__, ncclGetErrorString(s_));        \
-            exit(EXIT_FAILURE);                                                                                 \
-        }                                                                                                       \
+#define ncclCheck(status)                                                                                              \
+    do {                                                                                                               \
+        ncclResult_t s_ = (status);                                                                                    \
+        if (s_ != ncclSuccess) {                                                                                       \
+            fprintf(stderr, "[NCCL ERROR] at %s:%d: %s\n", __FILE__, __LINE__, ncclGetErrorString(s_));                \
+            exit(EXIT_FAILURE);                                                                                        \
+        }                                                                                                              \
     } while (0)
 #endif
 
@@ -71,7 +71,8 @@ inline Comm comm_init(Dist& dist) {
     ncclComm_t nccl = c.nccl;
     Watchdog::get().add_poll([nccl] {
         ncclResult_t e = ncclSuccess;
-        if (ncclCommGetAsyncError(nccl, &e) != ncclSuccess || e == ncclSuccess || e == ncclInProgress) return std::string();
+        if (ncclCommGetAsyncError(nccl, &e) != ncclSuccess || e == ncclSuccess || e == ncclInProgress)
+            return std::string();
         return std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(e) +
                " (a peer process died or the network failed); ending the job";
     });
@@ -93,7 +94,8 @@ inline Comm comm_init(Dist& dist) {
         };
     }
 #elif defined(__CUDACC__)
-    throw DistError(std::to_string(c.world) + " GPU ranks need NCCL, and this build has none; install NCCL (Debian: "
+    throw DistError(std::to_string(c.world) +
+                    " GPU ranks need NCCL, and this build has none; install NCCL (Debian: "
                     "libnccl-dev, or the CUDA toolkit's) and rebuild: make says whether it found it");
 #elif !defined(PRISM_MPI)
     throw DistError(std::to_string(c.world) + " ranks on the executor need MPI; build with -DPRISM_MPI");
@@ -170,7 +172,8 @@ template <class T> void comm_all_reduce_sum(const Comm& c, T* buf, size_t n, cud
         comm_all_reduce_sum(c, f.data(), n, stream);
         for (size_t i = 0; i < n; i++) buf[i] = bf16(f[i]);
     } else {
-        comm_mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(buf), MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        comm_mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(buf), MPI_SUM, MPI_COMM_WORLD),
+                       "MPI_Allreduce");
     }
 #endif
     (void)buf, (void)n, (void)stream;
@@ -179,8 +182,9 @@ template <class T> void comm_reduce_sum(const Comm& c, T* buf, size_t n, int roo
     if (c.world == 1) return;
 #ifdef PRISM_MPI
     Watchdog::Wait w("a reduce (comm.cuh)");
-    comm_mpi_check(MPI_Reduce(c.rank == root ? MPI_IN_PLACE : buf, buf, (int)n, mpi_type(buf), MPI_SUM, root,
-                              MPI_COMM_WORLD), "MPI_Reduce");
+    comm_mpi_check(
+        MPI_Reduce(c.rank == root ? MPI_IN_PLACE : buf, buf, (int)n, mpi_type(buf), MPI_SUM, root, MPI_COMM_WORLD),
+        "MPI_Reduce");
 #endif
     (void)buf, (void)n, (void)root;
 }

@@ -30,18 +30,18 @@
 #define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
 template <class T> using prism_ident_t = T;
 #define SHARED(T, name) __shared__ prism_ident_t<T> name
-#define DYNAMIC_SHARED(T, name)                                                                                 \
-    extern __shared__ __align__(16) unsigned char name##_dynamic_smem_[];                                      \
+#define DYNAMIC_SHARED(T, name)                                                                                        \
+    extern __shared__ __align__(16) unsigned char name##_dynamic_smem_[];                                              \
     T* name = reinterpret_cast<T*>(name##_dynamic_smem_)
 
 // Tensor cores (sm_80+). Fragment layouts: see the header of cuda_cpu/warp.h, which implements them on
 // the CPU; the arguments are per-lane register arrays.
 __device__ __forceinline__ void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 __device__ __forceinline__ unsigned prism_smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -51,24 +51,27 @@ __device__ __forceinline__ void ldmatrix_x1(uint32_t* r, const void* p) {
 }
 __device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(prism_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(prism_smem_addr(p)));
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(prism_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(prism_smem_addr(p)));
 }
 __device__ __forceinline__ void ldmatrix_x1_trans(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(prism_smem_addr(p)));
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(prism_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(prism_smem_addr(p)));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(prism_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(prism_smem_addr(p)));
 }
-
 
 // Asynchronous copies (sm_80+, PTX cp.async). With valid false the source is not read (src-size 0) and the
 // destination is zero-filled; gmem must still be a valid, aligned address. A copy is only guaranteed to have
@@ -77,10 +80,12 @@ template <int BYTES> __device__ __forceinline__ void cp_async(void* smem, const 
     static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
     if constexpr (BYTES == 16)  // .cg: cache in L2 only (tiles are reused across blocks, not within one)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(prism_smem_addr(smem)), "l"(gmem),
-                     "r"(valid ? 16 : 0) : "memory");
+                     "r"(valid ? 16 : 0)
+                     : "memory");
     else
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(prism_smem_addr(smem)), "l"(gmem),
-                     "n"(BYTES), "r"(valid ? BYTES : 0) : "memory");
+                     "n"(BYTES), "r"(valid ? BYTES : 0)
+                     : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
@@ -98,14 +103,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-#else // the CUDA-on-CPU executor
+#else  // the CUDA-on-CPU executor
 
 #include "cuda_cpu/cuda_cpu.h"
 
-#define LAUNCH(grid, block, smem, stream, ...) \
+#define LAUNCH(grid, block, smem, stream, ...)                                                                         \
     ::cuda_cpu::make_launch(#__VA_ARGS__, (grid), (block), (smem), (stream), __VA_ARGS__)
-#define SHARED(T, name)                                                                                         \
-    static ::cuda_cpu::SharedTag name##_shared_tag_;                                                           \
+#define SHARED(T, name)                                                                                                \
+    static ::cuda_cpu::SharedTag name##_shared_tag_;                                                                   \
     ::cuda_cpu::ident_t<T>& name = ::cuda_cpu::shared_var<::cuda_cpu::ident_t<T>>(name##_shared_tag_, #name)
 #define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_cpu::dynamic_shared())
 #define UNROLL

@@ -44,8 +44,7 @@ inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
     for (const ParamTensor& t : layout.tensors) {
         if (!r.empty() && r.back().decay == t.is_matrix && r.back().offset + r.back().n == t.offset)
             r.back().n += t.numel();
-        else
-            r.push_back({t.offset, t.numel(), t.is_matrix});
+        else r.push_back({t.offset, t.numel(), t.is_matrix});
     }
     return r;
 }
@@ -147,7 +146,8 @@ class CudaEngine : public Engine {
     }
     StepStats read_stats() override {
         expect({Phase::Open, Phase::Forwarded, Phase::Accumulating, Phase::Reducing, Phase::Updated,
-                Phase::UpdatedUnclipped}, "read_stats");
+                Phase::UpdatedUnclipped},
+               "read_stats");
         const bool update = phase_ == Phase::Updated || phase_ == Phase::UpdatedUnclipped;
         if (!update) queue_stats_readback(false);
         Watchdog::Wait w("the GPU's step (its NCCL collectives)");
@@ -201,8 +201,9 @@ class CudaEngine : public Engine {
     // The KV-cache decoder reads the bf16 weights in place and queues on the compute stream.
     std::unique_ptr<Decoder> make_decoder(int capacity) const override {
         if (!decoder_)
-            throw std::logic_error("this CudaEngine was built without a decoder maker (engine_factory.h's make_engine "
-                                   "hands it inspect/cuda_decoder.cuh's make_cuda_decoder)");
+            throw std::logic_error(
+                "this CudaEngine was built without a decoder maker (engine_factory.h's make_engine "
+                "hands it inspect/cuda_decoder.cuh's make_cuda_decoder)");
         return decoder_(model_, compute_, capacity);
     }
 
@@ -236,7 +237,7 @@ class CudaEngine : public Engine {
     EmbeddingPlanSize emb_;  // the current micro-batch's embedding plan
     long t_ = 0;             // AdamW updates applied (a skipped one is never counted)
     Phase phase_ = Phase::Open;
-    double max_norm_ = 0;    // the clip's, for the update
+    double max_norm_ = 0;  // the clip's, for the update
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
     cudaEvent_t uploaded_[2], buckets_uploaded_[2], slot_free_[2], carved_, stats_ready_;
@@ -249,7 +250,7 @@ class CudaEngine : public Engine {
     // data parallelism (see the top)
     DataParallel dp_;
     Comm comm_;
-    Shard shard_;         // this rank's part [begin, end) of the device vector [0, Pg), S = shard_.size
+    Shard shard_;  // this rank's part [begin, end) of the device vector [0, Pg), S = shard_.size
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
     std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end): wte, layers 0 .. L-1, the head (lnf, lm_head)
@@ -259,8 +260,13 @@ class CudaEngine : public Engine {
     // Elements of params_ and grads_: Pg padded to world x S (the collectives' extent).
     size_t palloc() const { return shard_.size * dp_.world(); }
     void expect(std::initializer_list<Phase> legal, const char* call) const {
-        static const char* const after[] = {"a finished step (or none)", "forward", "zero_grad or forward_backward",
-                                            "the last micro-step", "clip_grad_norm", "adamw_step", "adamw_step"};
+        static const char* const after[] = {"a finished step (or none)",
+                                            "forward",
+                                            "zero_grad or forward_backward",
+                                            "the last micro-step",
+                                            "clip_grad_norm",
+                                            "adamw_step",
+                                            "adamw_step"};
         if (std::find(legal.begin(), legal.end(), phase_) == legal.end())
             throw std::logic_error(std::string("CudaEngine: ") + call + " after " + after[(int)phase_] +
                                    " (a step is zero_grad, forward_backward..., clip_grad_norm, adamw_step, "
@@ -342,7 +348,8 @@ class CudaEngine : public Engine {
     }
     void from_padded(const float* g, float* out) const {
         for (size_t i = 0; i < layout_.tensors.size(); i++)
-            std::copy_n(g + model_.glayout.tensors[i].offset, layout_.tensors[i].numel(), out + layout_.tensors[i].offset);
+            std::copy_n(g + model_.glayout.tensors[i].offset, layout_.tensors[i].numel(),
+                        out + layout_.tensors[i].offset);
     }
     void download_unpadded(const float* dev, float* out) const {
         std::vector<float> g(model_.glayout.total);
@@ -531,10 +538,13 @@ inline void CudaEngine::forward_backward(const int* inputs, const int* targets, 
     model_.mark("loss_sum", compute_);
     // The last micro-step of a data-parallel step reduces each bucket as soon as the backward completes it.
     const bool reduce_now = last_micro_step && dp_.world() > 1;
-    model_.backward({up.positions, up.seg_start, up.seg_row, up.seg_slot, up.fin_row, up.fin_first, emb_.segments,
-                     emb_.multi}, buckets_uploaded_[slot_], [&](size_t k) {
-        if (reduce_now) reduce_bucket(buckets_[k].first, buckets_[k].second);
-    }, compute_);
+    model_.backward(
+        {up.positions, up.seg_start, up.seg_row, up.seg_slot, up.fin_row, up.fin_first, emb_.segments, emb_.multi},
+        buckets_uploaded_[slot_],
+        [&](size_t k) {
+            if (reduce_now) reduce_bucket(buckets_[k].first, buckets_[k].second);
+        },
+        compute_);
     if (reduce_now) phase_ = Phase::Reducing;
     cudaCheck(cudaEventRecord(slot_free_[slot_], compute_));
 }
@@ -558,8 +568,8 @@ inline void CudaEngine::logits_at(int b, int t, float* out) const {
     if (phase_ != Phase::Forwarded) throw std::logic_error("logits_at needs a forward() (not forward_backward)");
     const int V = model_.cfg.V;
     bf16* back = reinterpret_cast<bf16*>(ring_.acquire((V + 1) / 2, compute_));
-    cudaCheck(cudaMemcpyAsync(back, model_.acts().logits + ((size_t)b * model_.seq() + t) * model_.Vp,
-                              V * sizeof(bf16), cudaMemcpyDeviceToHost, compute_));
+    cudaCheck(cudaMemcpyAsync(back, model_.acts().logits + ((size_t)b * model_.seq() + t) * model_.Vp, V * sizeof(bf16),
+                              cudaMemcpyDeviceToHost, compute_));
     sync_all();
     for (int v = 0; v < V; v++) out[v] = back[v];
 }

@@ -158,8 +158,8 @@ inline void embedding_backward(float* dwte, float* partial, const bf16* dx, long
     if (S == 0) return;
     const int vecs = (d + 7) / 8, block = vecs < 128 ? 32 * ((vecs + 31) / 32) : 128;
     const dim3 grid(S, (vecs + block - 1) / block);
-    LAUNCH(grid, block, 0, stream, embedding_backward_kernel)(dwte, partial, dx, ldx, positions, seg_start, seg_row,
-                                                              seg_slot, d);
+    LAUNCH(grid, block, 0, stream, embedding_backward_kernel)
+    (dwte, partial, dx, ldx, positions, seg_start, seg_row, seg_slot, d);
     cudaCheck(cudaGetLastError());
     if (M == 0) return;
     LAUNCH(dim3(M, grid.y), block, 0, stream, embedding_backward_finish_kernel)(dwte, partial, fin_row, fin_first, d);

@@ -56,8 +56,9 @@ inline bool gpu_engine_available(bool force_cpu) {
 // of the cores this process may run on (all of them without a launcher's binding, one when bound to a core).
 inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataParallel& dp) {
     if (dp.world() > 1 && !dp.dist->over_mpi())
-        throw ConfigError("CPU ranks need MPI for their collectives, and this process group has none (the "
-                          "environment rendezvous is for GPUs); launch with mpirun or srun --mpi=pmix");
+        throw ConfigError(
+            "CPU ranks need MPI for their collectives, and this process group has none (the "
+            "environment rendezvous is for GPUs); launch with mpirun or srun --mpi=pmix");
     if (dp.world() > 1 && !getenv("OMP_NUM_THREADS"))
         omp_set_num_threads(std::max(1, omp_get_num_procs() / dp.dist->local_world));
     return std::unique_ptr<Engine>(new CpuEngine(c, dp));
@@ -89,8 +90,8 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOpt
         if (local >= n)
             throw ConfigError("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) +
                               " but this node has " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") +
-                              "; start at most " + std::to_string(n) + " ranks per node (mpirun -np, or --host a:" +
-                              std::to_string(n) + ")");
+                              "; start at most " + std::to_string(n) +
+                              " ranks per node (mpirun -np, or --host a:" + std::to_string(n) + ")");
         cudaCheck(cudaSetDevice(local));
         cudaDeviceProp p;
         cudaCheck(cudaGetDeviceProperties(&p, local));
@@ -103,16 +104,18 @@ inline std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOpt
             const int choice = choose_recompute(c, o.B, o.T, free, shards);
             char msg[256];
             if (choice < 0) {
-                snprintf(msg, sizeof msg, "B %d x T %d needs %.1f GiB of GPU memory (%.1f GiB with --recompute) but "
-                         "%.1f GiB are free; lower -b (--total-batch keeps the tokens per step)", o.B, o.T,
-                         gib(gpu_memory(c, o.B, o.T, false, shards).total()),
-                         gib(gpu_memory(c, o.B, o.T, true, shards).total()),
-                         gib(free));
+                snprintf(msg, sizeof msg,
+                         "B %d x T %d needs %.1f GiB of GPU memory (%.1f GiB with --recompute) but "
+                         "%.1f GiB are free; lower -b (--total-batch keeps the tokens per step)",
+                         o.B, o.T, gib(gpu_memory(c, o.B, o.T, false, shards).total()),
+                         gib(gpu_memory(c, o.B, o.T, true, shards).total()), gib(free));
                 throw ConfigError(msg);
             }
             if (choice == 1 && !recompute) {
-                snprintf(msg, sizeof msg, "; recomputing norm and SwiGLU outputs in the backward (activations need "
-                         "%.1f GiB, %.1f GiB free)", gib(gpu_memory(c, o.B, o.T, false, shards).total()), gib(free));
+                snprintf(msg, sizeof msg,
+                         "; recomputing norm and SwiGLU outputs in the backward (activations need "
+                         "%.1f GiB, %.1f GiB free)",
+                         gib(gpu_memory(c, o.B, o.T, false, shards).total()), gib(free));
                 why += msg;
                 recompute = true;
             }

@@ -11,17 +11,29 @@
 #include <string>
 
 // A bad flag, model config, schedule or batch.
-struct ConfigError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct ConfigError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // A file that cannot be read or written (util/io.h).
-struct IoError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct IoError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // A model.bin or state file that is corrupt, truncated or from another run (run/checkpoint.h).
-struct CheckpointError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct CheckpointError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // The process group: a launcher, a rendezvous, a collective (dist/process_group.h).
-struct DistError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct DistError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // An eval file or a raw task input (eval/).
-struct EvalError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct EvalError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // A run directory's log read back (run/run_log.h).
-struct RunLogError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct RunLogError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 // "program: what: message" on stderr, after whatever the program printed on stdout.
 inline void print_error(const std::string& program, const char* what, const std::string& message) {

@@ -61,7 +61,9 @@ std::string fmt(const char* f, double v) {
     snprintf(b, sizeof b, f, v);
     return b;
 }
-std::string pct(double p, double se) { return std::isfinite(p) ? fmt("%.2f", 100 * p) + " ± " + fmt("%.2f", 100 * se) : "-"; }
+std::string pct(double p, double se) {
+    return std::isfinite(p) ? fmt("%.2f", 100 * p) + " ± " + fmt("%.2f", 100 * se) : "-";
+}
 // Right-aligned in w columns (printf's widths count bytes, and "±" is two).
 std::string pad(const std::string& s, int w) { return std::string(std::max(0, w - py::len(s)), ' ') + s; }
 
@@ -137,14 +139,15 @@ int run(const Options& o, Dist& dist) {
         EvalResult r = run_eval_task(*eng, f, o.batch, o.limit, &dist);
         if (!lead) continue;
         printf("%-11s %8ld %s %s %10s %9s %9s %8.1f\n", r.task.c_str(), r.n, pad(pct(r.acc, r.acc_se), 16).c_str(),
-               pad(pct(r.acc_norm, r.acc_norm_se), 16).c_str(), fmt("%.3f", r.ppl).c_str(), fmt("%.4f", r.byte_ppl).c_str(),
-               fmt("%.4f", r.bits_per_byte).c_str(), r.seconds);
+               pad(pct(r.acc_norm, r.acc_norm_se), 16).c_str(), fmt("%.3f", r.ppl).c_str(),
+               fmt("%.4f", r.byte_ppl).c_str(), fmt("%.4f", r.bits_per_byte).c_str(), r.seconds);
         fflush(stdout);
         results.push_back(r);
     }
     if (!lead) return 0;
-    printf("\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
-           "targets' (\" word\").\n");
+    printf(
+        "\nppl: LAMBADA exp(-mean target log-likelihood); WikiText word perplexity. LAMBADA's bytes are its "
+        "targets' (\" word\").\n");
     if (!o.json.empty()) {
         std::string s = "{\"model\": " + json::quote(o.model) + ", \"step\": " + std::to_string(m.step);
         if (recorded)
@@ -169,9 +172,11 @@ int main(int argc, char** argv) {
     return run_ranks(dist, "use a smaller --batch", [&] {
         dist.start(&argc, &argv, "eval_zeroshot");
         Options o;
-        Command cmd{"eval_zeroshot", "MODEL.bin|RUN_DIR [flags]", "Zero-shot scores of a checkpoint (RUN_DIR: its "
+        Command cmd{"eval_zeroshot", "MODEL.bin|RUN_DIR [flags]",
+                    "Zero-shot scores of a checkpoint (RUN_DIR: its "
                     "model.bin), as lm-evaluation-harness computes them (prompts and metrics: docs/zero_shot.md). "
-                    "Under mpirun the examples are split across the ranks.", make_flags(o)};
+                    "Under mpirun the examples are split across the ranks.",
+                    make_flags(o)};
         cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = 1;
         dist.all_or_none([&] {
             const Parsed p = parse_command(cmd, argc, argv);

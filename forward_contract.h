@@ -18,8 +18,8 @@
 // (a negative target is masked, not an error). inputs, targets (B, T); targets may be null (inference).
 inline void validate_forward_inputs(const ModelConfig& c, const int* inputs, const int* targets, int B, int T) {
     if (B < 1 || T < 1 || T > c.T)
-        throw ConfigError("forward: need B >= 1 and 1 <= T <= cfg.T = " + std::to_string(c.T) + ", got B=" +
-                          std::to_string(B) + " T=" + std::to_string(T));
+        throw ConfigError("forward: need B >= 1 and 1 <= T <= cfg.T = " + std::to_string(c.T) +
+                          ", got B=" + std::to_string(B) + " T=" + std::to_string(T));
     const long N = (long)B * T;
     for (long n = 0; n < N; n++)
         if (inputs[n] < 0 || inputs[n] >= c.V || (targets && targets[n] >= c.V))
@@ -30,8 +30,8 @@ inline void validate_forward_inputs(const ModelConfig& c, const int* inputs, con
 // A KV-cache decoder holds 1 .. T positions.
 inline void validate_decoder_capacity(const ModelConfig& c, int capacity) {
     if (capacity < 1 || capacity > c.T)
-        throw ConfigError("decoder capacity " + std::to_string(capacity) + " must lie in [1, T = " +
-                          std::to_string(c.T) + "]");
+        throw ConfigError("decoder capacity " + std::to_string(capacity) +
+                          " must lie in [1, T = " + std::to_string(c.T) + "]");
 }
 // Appending tokens[0, n) at position pos of a cache of `capacity`: the caller's mistake (a logic_error) when it
 // overflows the cache, the input's (a ConfigError) when a token is outside the vocabulary.

@@ -31,7 +31,7 @@
 #include "reduce.cuh"
 #include "vec.cuh"
 
-constexpr int NORM_BLOCK = 128;          // forward: 4 warps = 4 rows per block
+constexpr int NORM_BLOCK = 128;            // forward: 4 warps = 4 rows per block
 constexpr int NORM_SMEM_BYTES = 48 << 10;  // the backward's warp planes: within the no-opt-in limit up to w 6144
 constexpr int NORM_FINISH_COLS = 4, NORM_FINISH_SLICES = 64;  // finish block: 4 columns x 64 slices of partials
 
@@ -206,19 +206,19 @@ static __global__ void norm_backward_finish_kernel(float* dg, float* db, const f
 inline void norm_forward(bool rms, bf16* out, float* mean, float* rstd, const bf16* x, long ldx, const bf16* g,
                          const bf16* b, long N, int w, float eps, cudaStream_t stream) {
     const int rows = NORM_BLOCK / 32;
-    LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, norm_forward_kernel)(
-        rms, out, mean, rstd, x, ldx, g, b, N, w, eps);
+    LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, norm_forward_kernel)
+    (rms, out, mean, rstd, x, ldx, g, b, N, w, eps);
     cudaCheck(cudaGetLastError());
 }
 
 // x_out (N, D) = x_in (N, D) with [0, wy) += y (N, wy); then out (N, wn) = norm(x_out[:, :wn]). x_out may
 // equal x_in (in place).
-inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const bf16* y, int D, int wy,
-                                  bf16* out, float* mean, float* rstd, const bf16* g, const bf16* b, long N, int wn,
-                                  float eps, cudaStream_t stream) {
+inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const bf16* y, int D, int wy, bf16* out,
+                                  float* mean, float* rstd, const bf16* g, const bf16* b, long N, int wn, float eps,
+                                  cudaStream_t stream) {
     const int rows = NORM_BLOCK / 32;
-    LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, residual_norm_forward_kernel)(
-        rms, x_out, x_in, y, D, wy, out, mean, rstd, g, b, N, wn, eps);
+    LAUNCH((unsigned)((N + rows - 1) / rows), NORM_BLOCK, 0, stream, residual_norm_forward_kernel)
+    (rms, x_out, x_in, y, D, wy, out, mean, rstd, g, b, N, wn, eps);
     cudaCheck(cudaGetLastError());
 }
 
@@ -227,8 +227,8 @@ inline void residual_norm_forward(bool rms, bf16* x_out, const bf16* x_in, const
 // Two launches: the row pass (N / 64 blocks: 256 at N = 16K) and the finish (w / 4 x planes blocks: 384 at
 // w 768 LayerNorm).
 inline void norm_backward(bool rms, bf16* dx, long lddx, float* dg, float* db, const bf16* dout, const bf16* x,
-                          long ldx, const float* mean, const float* rstd, const bf16* g, long N, int w,
-                          float* scratch, cudaStream_t stream) {
+                          long ldx, const float* mean, const float* rstd, const bf16* g, long N, int w, float* scratch,
+                          cudaStream_t stream) {
     const int chunks = (int)((N + NORM_ROWS_PER_CHUNK - 1) / NORM_ROWS_PER_CHUNK), planes = rms ? 1 : 2;
     // As many warps (up to 8) as keep the warps' planes within 48 KiB: 8 for LayerNorm up to w 768 (16 warps per
     // SM at N = 16K: a memory-bound kernel needs them in flight), 6 at w 1024; past w 6144 one warp needs the
@@ -239,8 +239,8 @@ inline void norm_backward(bool rms, bf16* dx, long lddx, float* dg, float* db, c
     const size_t smem = warps * plane_bytes;
     if (smem > (size_t)NORM_SMEM_BYTES)
         cudaCheck(cudaFuncSetAttribute(norm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    LAUNCH(chunks, 32 * warps, smem, stream, norm_backward_kernel)(rms, dx, lddx, scratch, dout, x, ldx, mean, rstd,
-                                                                   g, N, w);
+    LAUNCH(chunks, 32 * warps, smem, stream, norm_backward_kernel)
+    (rms, dx, lddx, scratch, dout, x, ldx, mean, rstd, g, N, w);
     cudaCheck(cudaGetLastError());
     const dim3 grid((w + NORM_FINISH_COLS - 1) / NORM_FINISH_COLS, planes), block(NORM_FINISH_COLS, NORM_FINISH_SLICES);
     LAUNCH(grid, block, 0, stream, norm_backward_finish_kernel)(dg, rms ? nullptr : db, scratch, chunks, w);

@@ -51,7 +51,7 @@ using MatmulKey = std::tuple<int, int, int, bool, bool, int, int, int, bool, boo
 struct MatmulContext {
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
-    size_t workspace_bytes = 32 << 20; // what cuBLASLt wants for its fastest Hopper kernels
+    size_t workspace_bytes = 32 << 20;  // what cuBLASLt wants for its fastest Hopper kernels
     std::map<MatmulKey, MatmulPlan> plans;
 };
 inline MatmulContext& matmul_context() {
@@ -122,7 +122,7 @@ void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, in
                                &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
 }
 
-#else // the CUDA-on-CPU executor: a plain GEMM with the same contract
+#else  // the CUDA-on-CPU executor: a plain GEMM with the same contract
 
 #include <vector>
 
@@ -150,7 +150,7 @@ void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, in
             for (int k = 0; k < K; k++) acc += x[k] * y[k];
             if (bias) acc += float(bias[n]);
             Tout& o = out[(size_t)m * ldc + n];
-            if (beta != 0.0f) acc += beta * float(o); // beta == 0 never reads out, like cuBLAS
+            if (beta != 0.0f) acc += beta * float(o);  // beta == 0 never reads out, like cuBLAS
             o = Tout(acc);
         }
     }

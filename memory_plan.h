@@ -43,7 +43,9 @@ inline ParamLayout device_layout(const ModelConfig& c) {
         total = off + t.numel();
     }
     g.total = (total + 127) / 128 * 128;
-    auto mv = [&](size_t& o) { if (o != SIZE_MAX) o = moved.at(o); };
+    auto mv = [&](size_t& o) {
+        if (o != SIZE_MAX) o = moved.at(o);
+    };
     mv(g.wte), mv(g.lnf_w), mv(g.lnf_b), mv(g.lm_head);
     for (LayerOffsets& o : g.layer)
         mv(o.ln1_w), mv(o.ln1_b), mv(o.wqkv), mv(o.wo), mv(o.ln2_w), mv(o.ln2_b), mv(o.wfc), mv(o.wproj);
@@ -106,15 +108,15 @@ template <class Half> struct LayerActivations {
     float* lse;                              // (B, h, T) attention log-sum-exp
 };
 template <class Half> struct Activations {
-    int* upload[2];                           // upload_ints(N) each: the two upload slots
-    Half* resid;                              // (2 L + 1, N, D) the residual states
+    int* upload[2];  // upload_ints(N) each: the two upload slots
+    Half* resid;     // (2 L + 1, N, D) the residual states
     std::vector<LayerActivations<Half>> layer;
-    Half *branch, *lnf, *logits;              // (N, wmax) (N, Df) (N, Vp)
-    float *meanf, *rstdf, *lse, *losses;      // (N) each
-    Half *dresid, *dbig, *dsmall;             // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
-    float *norm_scratch, *att_scratch;        // norm_backward_scratch_floats(N, max width), (B, h_max, T)
-    float* logprobs;                          // (N) target_logprobs' output
-    float* emb_partial;                       // (embedding_partial_rows(N), d): the embedding backward's partials
+    Half *branch, *lnf, *logits;          // (N, wmax) (N, Df) (N, Vp)
+    float *meanf, *rstdf, *lse, *losses;  // (N) each
+    Half *dresid, *dbig, *dsmall;         // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
+    float *norm_scratch, *att_scratch;    // norm_backward_scratch_floats(N, max width), (B, h_max, T)
+    float* logprobs;                      // (N) target_logprobs' output
+    float* emb_partial;                   // (embedding_partial_rows(N), d): the embedding backward's partials
 };
 // Lays the block out from base (nullptr: only measures; the pointers are then null) and returns its bytes. With
 // recompute, ln1, ln2 (every layer's) share one (N, wmax) buffer and sw one (N, hidmax) buffer.
@@ -169,7 +171,7 @@ inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, 
     GpuMemory m;
     m.params = Palloc * 2, m.grads = Palloc * 4, m.optimizer = 3 * (shards == 1 ? Pg : S) * 4;
     m.activations = activation_bytes(c, B, T, recompute);
-    m.fixed = (size_t)32 << 20;  // cuBLASLt workspace
+    m.fixed = (size_t)32 << 20;                                                     // cuBLASLt workspace
     for (const LayerSpec& s : c.layers) m.fixed += (size_t)c.T * s.head_dim() * 4;  // RoPE tables (an upper bound)
     return m;
 }
@@ -188,12 +190,13 @@ inline double gib(size_t bytes) { return (double)bytes / (1u << 30); }
 // The --plan lines: what a GPU run at B x T needs, with and without --recompute, against 80 and 141 GiB.
 inline void print_gpu_memory(FILE* f, const ModelConfig& c, int B, int T) {
     const GpuMemory m = gpu_memory(c, B, T, false), r = gpu_memory(c, B, T, true);
-    fprintf(f, "\nGPU memory at B %d x T %d (CUDA engine): parameters %.2f GiB (bf16) + gradients %.2f GiB (fp32) + "
-               "optimizer %.2f GiB (fp32 master, m, v) + activations %.2f GiB + workspace %.2f GiB = %.2f GiB\n",
+    fprintf(f,
+            "\nGPU memory at B %d x T %d (CUDA engine): parameters %.2f GiB (bf16) + gradients %.2f GiB (fp32) + "
+            "optimizer %.2f GiB (fp32 master, m, v) + activations %.2f GiB + workspace %.2f GiB = %.2f GiB\n",
             B, T, gib(m.params), gib(m.grads), gib(m.optimizer), gib(m.activations), gib(m.fixed), gib(m.total()));
     fprintf(f, "  with --recompute: activations %.2f GiB, total %.2f GiB\n", gib(r.activations), gib(r.total()));
-    for (auto [name, gibs] : {std::pair<const char*, double>{"80 GiB (H100, A100 80GB)", 80.0},
-                              {"141 GiB (H200)", 141.0}}) {
+    for (auto [name, gibs] :
+         {std::pair<const char*, double>{"80 GiB (H100, A100 80GB)", 80.0}, {"141 GiB (H200)", 141.0}}) {
         const double cap = gibs * (1u << 30) * 0.97;  // the margin choose_recompute keeps
         const char* verdict = (double)m.total() <= cap   ? "fits"
                               : (double)r.total() <= cap ? "fits with --recompute (chosen automatically)"

@@ -91,7 +91,7 @@ class CudaModel {
     Activations<bf16> a{};
     int B = 0, T = 0;
     OpTimer* timer = nullptr;
-    float* tables_ = nullptr;           // RoPE (T, head_dim) fp32 per distinct head_dim
+    float* tables_ = nullptr;  // RoPE (T, head_dim) fp32 per distinct head_dim
     std::map<int, float*> table_of_;
 
     // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
@@ -151,11 +151,10 @@ inline void CudaModel::layer_forward(int l, cudaStream_t s) {
     const int next_w = last ? cfg.Df() : cfg.layers[l + 1].width;
     const LayerOffsets* on = last ? nullptr : &glayout.layer[l + 1];
     LayerActivations<bf16>* an = last ? nullptr : &a.layer[l + 1];
-    OP("residual_norm_forward",
-       residual_norm_forward(rms, resid(2 * l + 2), resid(2 * l + 1), a.branch, D, w, last ? a.lnf : an->ln1,
-                             last ? a.meanf : an->mean1, last ? a.rstdf : an->rstd1,
-                             P(last ? glayout.lnf_w : on->ln1_w), P(last ? glayout.lnf_b : on->ln1_b), N, next_w, eps,
-                             s));
+    OP("residual_norm_forward", residual_norm_forward(rms, resid(2 * l + 2), resid(2 * l + 1), a.branch, D, w,
+                                                      last ? a.lnf : an->ln1, last ? a.meanf : an->mean1,
+                                                      last ? a.rstdf : an->rstd1, P(last ? glayout.lnf_w : on->ln1_w),
+                                                      P(last ? glayout.lnf_b : on->ln1_b), N, next_w, eps, s));
 }
 
 inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
@@ -193,8 +192,8 @@ inline void CudaModel::layer_backward(int l, cudaStream_t s) {
     bf16* dln = a.dsmall;  // (N, w); dsw is dead
     OP("matmul fc dx", matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, s));
     if (recompute)
-        OP("norm_forward", norm_forward(rms, la.ln2, la.mean2, la.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b),
-                                        N, w, eps, s));
+        OP("norm_forward",
+           norm_forward(rms, la.ln2, la.mean2, la.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, s));
     OP("matmul fc dW", matmul(G(o.wfc), dfc, la.ln2, nonef, 2 * hid, w, (int)N, true, false, 1.0f, s));
     OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, la.mean2,
                                       la.rstd2, P(o.ln2_w), N, w, a.norm_scratch, s));
@@ -209,8 +208,8 @@ inline void CudaModel::layer_backward(int l, cudaStream_t s) {
     dln = a.dsmall;  // datty is dead
     OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, s));
     if (recompute)
-        OP("norm_forward", norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w,
-                                        eps, s));
+        OP("norm_forward",
+           norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
     OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, 3 * w, w, (int)N, true, false, 1.0f, s));
     OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, la.mean1,
                                       la.rstd1, P(o.ln1_w), N, w, a.norm_scratch, s));
@@ -224,8 +223,8 @@ inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
     // columns [d, Df) are zero (the head never reads them)
     bf16* dlnf = a.dbig;
     if (Df != d)
-        OP("memset", cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0,
-                                                 (size_t)(Df - d) * sizeof(bf16), N, s)));
+        OP("memset",
+           cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0, (size_t)(Df - d) * sizeof(bf16), N, s)));
     OP("matmul logits dx",
        matmul(dlnf, a.logits, P(Wout()), (const bf16*)nullptr, (int)N, d, Vp, false, false, 0.0f, s, 0, 0, Df));
     OP("matmul logits dW",

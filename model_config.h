@@ -27,21 +27,21 @@ enum class NormType : int { LayerNorm = 0, RMSNorm = 1 };
 inline const char* norm_name(NormType n) { return n == NormType::LayerNorm ? "layernorm" : "rmsnorm"; }
 
 struct LayerSpec {
-    int width;   // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
-    int heads;   // h_l: attention heads; head_dim = w_l / h_l
+    int width;  // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
+    int heads;  // h_l: attention heads; head_dim = w_l / h_l
     int head_dim() const { return width / heads; }
 };
 
 struct ModelConfig {
-    int d = 768;              // embedding width: the embedding writes [0, d), the output head reads [0, d)
-    int V = 50257;            // vocabulary size (the GPU pads it to Vp internally; checkpoints store V rows)
-    int T = 1024;             // maximum context length
-    int h_base = 12;          // the uniform model's head count (Prism: h_L must equal it)
+    int d = 768;                   // embedding width: the embedding writes [0, d), the output head reads [0, d)
+    int V = 50257;                 // vocabulary size (the GPU pads it to Vp internally; checkpoints store V rows)
+    int T = 1024;                  // maximum context length
+    int h_base = 12;               // the uniform model's head count (Prism: h_L must equal it)
     double mlp_ratio = 8.0 / 3.0;  // SwiGLU hidden_l = mlp_ratio * w_l rounded to a multiple of mlp_multiple
-    int mlp_multiple = 32;    //   (8/3 keeps a 3-matrix SwiGLU at the 8 w^2 parameters of a GPT-2 MLP)
+    int mlp_multiple = 32;         //   (8/3 keeps a 3-matrix SwiGLU at the 8 w^2 parameters of a GPT-2 MLP)
     NormType norm = NormType::LayerNorm;
-    bool tied = true;         // output head shares the token embedding (V, d)
-    bool mup_attn = false;    // attention scale 1/head_dim (muP, Xformer recipe) instead of 1/sqrt(head_dim)
+    bool tied = true;               // output head shares the token embedding (V, d)
+    bool mup_attn = false;          // attention scale 1/head_dim (muP, Xformer recipe) instead of 1/sqrt(head_dim)
     bool init_width_scale = false;  // scale layer l's init std by sqrt(d / w_l) (Xformer recipe)
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
@@ -191,12 +191,12 @@ struct ModelSpec {
     std::string widths = "uniform";  // uniform | x | v | lambda | 3 | list of widths
     WidthShape shape;                // turning layer, bottleneck ratio, quantum for the solver
     int d = 0, L = 0, h_base = 0, T = 0, V = 0;
-    int head_dim = 0;                // fixed head_dim under a width schedule (instead of a fixed head count)
+    int head_dim = 0;  // fixed head_dim under a width schedule (instead of a fixed head count)
     double mlp_ratio = 0;
     int mlp_multiple = 0;
-    std::string norm;                // "" | layernorm | rmsnorm
-    int untied = -1;                 // -1 preset, 0 tied, 1 untied
-    bool allow_ablation = false;     // permit Prism schedules that break monotonicity or h_L = h_base
+    std::string norm;             // "" | layernorm | rmsnorm
+    int untied = -1;              // -1 preset, 0 tied, 1 untied
+    bool allow_ablation = false;  // permit Prism schedules that break monotonicity or h_L = h_base
 };
 
 inline NormType parse_norm(const std::string& s) {
@@ -269,8 +269,9 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         const long need = s.head_dim > 0 ? s.head_dim : 2L * c.h_base, q = sh.quantum;
         long g = q, b = need;
         while (b) g %= b, std::swap(g, b);
-        if (q / g * need > 65536) throw ConfigError("width quantum " + std::to_string(q) + " and the head rule's " +
-                                                    std::to_string(need) + " have no common multiple below 65536");
+        if (q / g * need > 65536)
+            throw ConfigError("width quantum " + std::to_string(q) + " and the head rule's " + std::to_string(need) +
+                              " have no common multiple below 65536");
         sh.quantum = (int)(q / g * need);
         w = solve_widths(sh, c.d, L, c.mlp_ratio);
     } else if (s.widths.find_first_not_of("0123456789,xX* ") == std::string::npos) {
@@ -331,7 +332,8 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     int narrowest = 1 << 30;
     for (int l = 0; l < L; l++)
         if (c.layers[l].head_dim() < 16)
-            narrow += (narrow.empty() ? "" : ", ") + std::to_string(l + 1), narrowest = std::min(narrowest, c.layers[l].head_dim());
+            narrow += (narrow.empty() ? "" : ", ") + std::to_string(l + 1),
+                narrowest = std::min(narrowest, c.layers[l].head_dim());
     if (!narrow.empty())
         warnings.push_back("layer" + std::string(narrow.find(',') == std::string::npos ? " " : "s ") + narrow +
                            ": head_dim below 16 (down to " + std::to_string(narrowest) +
@@ -339,9 +341,12 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
 
     // A head schedule that is the uniform one (-s prism below 4 layers) would be compared with itself unawares.
     if (head_schedule && h == base)
-        warnings.push_back("head schedule '" + s.heads + "' gives every layer its baseline heads: this is the uniform "
-                           "model" + (s.heads == "prism" ? " (the Prism schedule needs 4 or more layers; this model has " +
-                                                               std::to_string(L) + ")" : std::string()));
+        warnings.push_back("head schedule '" + s.heads +
+                           "' gives every layer its baseline heads: this is the uniform "
+                           "model" +
+                           (s.heads == "prism" ? " (the Prism schedule needs 4 or more layers; this model has " +
+                                                     std::to_string(L) + ")"
+                                               : std::string()));
     // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
     if (head_schedule) {
         auto rel = [&](int l) { return (double)h[l] / base[l]; };
@@ -395,9 +400,9 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
 
 struct LayerCost {
     int width, heads, head_dim, hidden;
-    long long params;         // norms + wqkv + wo + wfc + wproj
-    long long matrix_params;  // wqkv + wo + wfc + wproj
-    long long dead_params;    // of those, discounted by the paper's count (first and last layer only)
+    long long params;              // norms + wqkv + wo + wfc + wproj
+    long long matrix_params;       // wqkv + wo + wfc + wproj
+    long long dead_params;         // of those, discounted by the paper's count (first and last layer only)
     double flops_per_token;        // 2 (matrix_params - dead_params) + 4 T w
     double dense_flops_per_token;  // 2 matrix_params + 4 T w
     long long kv_bytes_per_token;

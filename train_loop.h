@@ -104,8 +104,8 @@ inline std::string log_step(const StepRecord& r) {
                     ", \"train_loss\": " + json::number(r.loss, "%.6f");
     if (r.has_val) s += ", \"val_loss\": " + json::number(r.val_loss, "%.6f");
     s += ", \"lr\": " + json::number(r.lr, "%.6e") + ", \"grad_norm\": " + json::number(r.norm, "%.6f") +
-         ", \"tokens_per_s\": " + json::number(r.tokens_per_s, "%.1f") + ", \"elapsed_s\": " +
-         json::number(r.elapsed, "%.3f");
+         ", \"tokens_per_s\": " + json::number(r.tokens_per_s, "%.1f") +
+         ", \"elapsed_s\": " + json::number(r.elapsed, "%.3f");
     if (!std::isnan(r.mfu)) s += ", \"mfu\": " + json::number(r.mfu, "%.4f");
     if (r.skipped) s += ", \"skipped\": true";
     return s;
@@ -114,7 +114,8 @@ inline std::string log_step(const StepRecord& r) {
 // Appends one line to the log and flushes it; a failed write (a full disk) is an error, not a silent gap.
 inline void append_log(FILE* log, const std::string& line, const std::string& path) {
     if (fputs(line.c_str(), log) < 0 || fflush(log) != 0)
-        throw IoError("cannot write " + path + ": " + write_error(errno) + "; the run stopped here: make "
+        throw IoError("cannot write " + path + ": " + write_error(errno) +
+                      "; the run stopped here: make "
                       "room, then continue from its last checkpoint with --resume");
 }
 
@@ -128,15 +129,16 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     if (dist.world > 1)
         printf("ranks: %s, ZeRO-%d%s\n", dist.describe().c_str(), zero,
                zero ? " (optimizer state sharded across ranks)" : " (every rank keeps the whole optimizer state)");
-    printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n", describe_config(cfg).c_str(),
-           rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(), human((double)acc.params).c_str(),
-           human(acc.dense_flops_per_token).c_str());
+    printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n",
+           describe_config(cfg).c_str(), rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(),
+           human((double)acc.params).c_str(), human(acc.dense_flops_per_token).c_str());
     printf("data: %s (%s tokens, every token below V checked in %.2f s), val %s\n", o.train.c_str(),
            human((double)train.tokens_total()).c_str(), train.validate_seconds(), val ? o.val.c_str() : "off");
     std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";
     const double total = (double)tokens + (double)(p.steps - start) * p.total_batch;  // seen + still to come
     std::string length = std::to_string(p.steps) + " steps (" + human(total) + " tokens";
-    if (start > 0) length += ", of which " + human((double)tokens) + " in steps 1.." + std::to_string(start) + " already done";
+    if (start > 0)
+        length += ", of which " + human((double)tokens) + " in steps 1.." + std::to_string(start) + " already done";
     printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %s), warmup %ld, lr %g -> %g\n", o.B, p.T,
            ranks.c_str(), p.n_micro, p.total_batch, length.c_str(), p.warmup, o.lr, o.lr * o.final_lr_frac);
     fflush(stdout);
@@ -151,11 +153,14 @@ inline std::string nonfinite_message(const RunDir& run, long first_bad, long las
     return "steps " + std::to_string(first_bad) + ".." + std::to_string(last_bad) +
            " had a NaN or infinite loss or gradient norm and were skipped (no update, no checkpoint); " +
            (latest.empty() ? "no checkpoint was written; lower --lr or raise --warmup-frac and start again"
-            : source ? run.path() + "/latest names " + latest + ", which every one of these steps started from: "
-                       "it makes non-finite steps at once; resume from an earlier checkpoint (write its name into " +
-                       run.path() + "/latest), or lower --lr"
-                     : run.path() + "/latest names " + latest + ", the last good one; lower --lr or raise "
-                       "--warmup-frac, then --resume");
+            : source
+                ? run.path() + "/latest names " + latest +
+                      ", which every one of these steps started from: "
+                      "it makes non-finite steps at once; resume from an earlier checkpoint (write its name into " +
+                      run.path() + "/latest), or lower --lr"
+                : run.path() + "/latest names " + latest +
+                      ", the last good one; lower --lr or raise "
+                      "--warmup-frac, then --resume");
 }
 
 // The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
@@ -228,13 +233,15 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             if (val_tokens > all) {
                 val_tokens = all;
                 if (lead)
-                    fprintf(stderr, "note: --val-tokens %ld is more than the validation shards %s hold in batches "
-                            "of B %d x T %d x %d rank%s; each validation reads their %ld tokens\n", o.val_tokens,
-                            o.val.c_str(), o.B, T, dist.world, dist.world > 1 ? "s" : "", all);
+                    fprintf(stderr,
+                            "note: --val-tokens %ld is more than the validation shards %s hold in batches "
+                            "of B %d x T %d x %d rank%s; each validation reads their %ld tokens\n",
+                            o.val_tokens, o.val.c_str(), o.B, T, dist.world, dist.world > 1 ? "s" : "", all);
             }
         }
         if (lead) {  // the data the run trains on, as the record keeps it (and a resume checks it)
-            const std::string tf = shards_fingerprint(train->shards()), vf = val ? shards_fingerprint(val->shards()) : "";
+            const std::string tf = shards_fingerprint(train->shards()),
+                              vf = val ? shards_fingerprint(val->shards()) : "";
             std::vector<std::string> notes;
             if (recorded) check_resume_data(*recorded, o.train, tf, o.val, vf, o.allow_data_change, notes);
             for (const std::string& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
@@ -257,7 +264,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                                   " to keep it, or --allow-batch-change to go on with the new one");
             if (o.allow_data_change && r.loader.fingerprint != train->state().fingerprint) {
                 if (lead)
-                    fprintf(stderr, "note: --allow-data-change: the training shards hold other token counts than "
+                    fprintf(stderr,
+                            "note: --allow-data-change: the training shards hold other token counts than "
                             "the checkpoint's, so its data position does not apply: reading from their start\n");
             } else {
                 train->restore(r.loader);
@@ -299,8 +307,9 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         const std::string latest = lead ? run.latest() : "";
         if (lead)
             printf("stopped by %s during the start-up, before step %ld; %s\n", stop_signal_name(sig), start + 1,
-                   latest.empty() ? "no checkpoint yet: run the same command again"
-                                  : (o.out + "/latest names " + latest + "; continue with the same flags plus --resume").c_str());
+                   latest.empty()
+                       ? "no checkpoint yet: run the same command again"
+                       : (o.out + "/latest names " + latest + "; continue with the same flags plus --resume").c_str());
         fflush(stdout);
         return kExitInterrupted;
     }
@@ -313,15 +322,16 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     std::unique_ptr<FILE, int (*)(FILE*)> log_closer(log, fclose);  // none on the other ranks
     std::vector<int> in((size_t)p.micro_tokens), tg((size_t)p.micro_tokens);
     install_stop_handlers();  // main installed them already; here for callers that did not (the tests)
-    long streak = 0;  // steps in a row whose loss or gradient norm was not finite
+    long streak = 0;          // steps in a row whose loss or gradient norm was not finite
     const double t0 = now_seconds();
     for (long step = start; step < p.steps; step++) {
         Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
         r.lr = lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
-        const StepStats s = train_step(eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro,
-                                       o.clip, r.lr, o.opt, in, tg, dist.world);
+        const StepStats s = train_step(
+            eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro, o.clip, r.lr, o.opt, in, tg,
+            dist.world);
         r.loss = s.loss, r.norm = s.grad_norm;  // both summed over the ranks by the engine: the same on every rank
         // A NaN or inf anywhere reaches the loss or the norm. The engine's adamw_step skips such a step by itself
         // (on the GPU without a wait: the update kernel reads the step's loss and norm on the device), so it
@@ -357,7 +367,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         int sig = agreed_stop_signal(dist);
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) {
             if (lead)
-                fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(run, r.step - streak + 1, r.step).c_str());
+                fprintf(stderr, "train_prism: error: %s\n",
+                        nonfinite_message(run, r.step - streak + 1, r.step).c_str());
             record_end("diverged", r.step);
             return kExitDiverged;
         }
@@ -382,7 +393,9 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         fflush(stdout);
         if (stopping && !last) {
-            if (lead) printf("stopped after %ld steps; continue with train_prism --resume -o %s\n", o.stop_after, o.out.c_str());
+            if (lead)
+                printf("stopped after %ld steps; continue with train_prism --resume -o %s\n", o.stop_after,
+                       o.out.c_str());
             record_end("stopped", r.step);
             return kExitOk;
         }

@@ -40,19 +40,23 @@ static int train_main(int argc, char** argv, Dist& dist) {
     RunRecord record;  // OUT/run.json of the run a --resume continues
     bool recorded = false;
     std::string unrecorded;  // a --resume of an OUT without run.json: that OUT
-    dist.all_or_none([&] {  // a bad flag is one message, not one per rank
+    dist.all_or_none([&] {   // a bad flag is one message, not one per rank
         parse_command(cmd, argc, argv);
         if (cmd.help) return;
         if (o.json && !o.plan) throw ConfigError("--json only applies to --plan");
         std::string length;  // the run's length is set by one flag at most
-        for (auto [given, name] : {std::pair<bool, const char*>{o.steps > 0, "--steps"}, {o.tokens > 0, "--tokens"},
-                                   {o.tokens_per_param > 0, "--tokens-per-param"}, {o.epochs > 0, "--epochs"}}) {
+        for (auto [given, name] : {std::pair<bool, const char*>{o.steps > 0, "--steps"},
+                                   {o.tokens > 0, "--tokens"},
+                                   {o.tokens_per_param > 0, "--tokens-per-param"},
+                                   {o.epochs > 0, "--epochs"}}) {
             if (given && !length.empty())
                 throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
             if (given) length = name;
         }
-        if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
-        if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
+        if (o.allow_batch_change && !o.resume && !o.plan)
+            throw ConfigError("--allow-batch-change only applies to --resume");
+        if (o.allow_data_change && !o.resume && !o.plan)
+            throw ConfigError("--allow-data-change only applies to --resume");
         if (o.resume && !o.plan) {  // the recorded flags first, the ones given now on top (run/train_flags.h)
             default_model(o, gpu_engine_available(o.cpu));
             const std::string out = o.out.empty() ? default_out_dir(o.model) : o.out;
@@ -66,7 +70,8 @@ static int train_main(int argc, char** argv, Dist& dist) {
                 recorded = true;
             } else if (is_dir(out)) {
                 unrecorded = out;
-                notes.push_back(out + " holds no run.json (a run from before run records): resuming with the flags "
+                notes.push_back(out +
+                                " holds no run.json (a run from before run records): resuming with the flags "
                                 "given, which must be the first run's");
             }
         }
@@ -108,7 +113,8 @@ static int train_main(int argc, char** argv, Dist& dist) {
         // A set-up error of such a resume (it writes run.json once set up) most likely comes from flags that are
         // not the first run's: run.json was deleted, or the run is from before records. Say so on the one line.
         if (unrecorded.empty() || access(run_record_path(unrecorded).c_str(), F_OK) == 0) throw;
-        throw AgreedFailure(std::string(e.what()) + " (" + unrecorded + "/run.json is missing, so only the flags given "
+        throw AgreedFailure(std::string(e.what()) + " (" + unrecorded +
+                            "/run.json is missing, so only the flags given "
                             "apply: pass the first run's flags, or restore run.json from a copy)");
     }
 }
@@ -119,7 +125,8 @@ static int train_main(int argc, char** argv, Dist& dist) {
 static const bool g_stop_handlers_installed = (install_stop_handlers(), true);
 
 int main(int argc, char** argv) {
-    for (int i = 1; i + 1 < argc; i++)  // the watchdog's limit bounds the process group's forming too (dist/process_group.h)
+    for (int i = 1; i + 1 < argc;
+         i++)  // the watchdog's limit bounds the process group's forming too (dist/process_group.h)
         if (std::string(argv[i]) == "--comm-timeout") {
             char* end = nullptr;
             const double s = strtod(argv[i + 1], &end);

@@ -24,8 +24,7 @@ inline void async_copy_issue(void* smem, const void* gmem, int bytes, bool valid
     if (((uintptr_t)d % bytes) || d < ex.smem || d + bytes > ex.smem + kSharedArenaBytes)
         die(t, "cp_async at %s:%d: destination %p is not a %d-byte aligned shared-memory address", file, line, smem,
             bytes);
-    if ((uintptr_t)gmem % bytes)
-        die(t, "cp_async at %s:%d: source %p is not %d-byte aligned", file, line, gmem, bytes);
+    if ((uintptr_t)gmem % bytes) die(t, "cp_async at %s:%d: source %p is not %d-byte aligned", file, line, gmem, bytes);
     if (valid && !is_device_range(gmem, bytes))
         die(t, "cp_async at %s:%d: source %p..+%d is outside every device allocation", file, line, gmem, bytes);
     t->copies.push_back({d, valid ? (const char*)gmem : nullptr, bytes, t->copy_groups});
@@ -46,7 +45,7 @@ inline void async_copy_wait(int n) {
     }
     t->copies.resize(kept);
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 template <int BYTES>
 inline void cp_async(void* smem, const void* gmem, bool valid, const char* file = __builtin_FILE(),

@@ -36,13 +36,19 @@ template <class Bits, class T, class F> T atomic_cas_loop(T* p, F op) {
     } while (!__atomic_compare_exchange_n(b, &old, next, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     return oldv;
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-inline float atomicAdd(float* p, float v) { return cuda_cpu::atomic_cas_loop<uint32_t>(p, [v](float x) { return x + v; }); }
-inline double atomicAdd(double* p, double v) { return cuda_cpu::atomic_cas_loop<uint64_t>(p, [v](double x) { return x + v; }); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+inline float atomicAdd(float* p, float v) {
+    return cuda_cpu::atomic_cas_loop<uint32_t>(p, [v](float x) { return x + v; });
+}
+inline double atomicAdd(double* p, double v) {
+    return cuda_cpu::atomic_cas_loop<uint64_t>(p, [v](double x) { return x + v; });
+}
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) {
     return cuda_cpu::atomic_cas_loop<uint16_t>(p, [v](__nv_bfloat16 x) { return __nv_bfloat16(float(x) + float(v)); });
 }
@@ -50,24 +56,52 @@ inline int atomicSub(int* p, int v) { return __atomic_fetch_sub(p, v, __ATOMIC_R
 inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
 inline int atomicExch(int* p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
 inline unsigned atomicExch(unsigned* p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
-inline float atomicExch(float* p, float v) { return cuda_cpu::atomic_cas_loop<uint32_t>(p, [v](float) { return v; }); }
-inline int atomicMax(int* p, int v) { return cuda_cpu::atomic_cas_loop<int>(p, [v](int x) { return x > v ? x : v; }); }
-inline unsigned atomicMax(unsigned* p, unsigned v) { return cuda_cpu::atomic_cas_loop<unsigned>(p, [v](unsigned x) { return x > v ? x : v; }); }
-inline int atomicMin(int* p, int v) { return cuda_cpu::atomic_cas_loop<int>(p, [v](int x) { return x < v ? x : v; }); }
-inline unsigned atomicMin(unsigned* p, unsigned v) { return cuda_cpu::atomic_cas_loop<unsigned>(p, [v](unsigned x) { return x < v ? x : v; }); }
+inline float atomicExch(float* p, float v) {
+    return cuda_cpu::atomic_cas_loop<uint32_t>(p, [v](float) { return v; });
+}
+inline int atomicMax(int* p, int v) {
+    return cuda_cpu::atomic_cas_loop<int>(p, [v](int x) { return x > v ? x : v; });
+}
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+    return cuda_cpu::atomic_cas_loop<unsigned>(p, [v](unsigned x) { return x > v ? x : v; });
+}
+inline int atomicMin(int* p, int v) {
+    return cuda_cpu::atomic_cas_loop<int>(p, [v](int x) { return x < v ? x : v; });
+}
+inline unsigned atomicMin(unsigned* p, unsigned v) {
+    return cuda_cpu::atomic_cas_loop<unsigned>(p, [v](unsigned x) { return x < v ? x : v; });
+}
 template <class T> T cuda_cpu_cas(T* p, T compare, T val) {
     __atomic_compare_exchange_n(p, &compare, val, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    return compare; // the old value either way
+    return compare;  // the old value either way
 }
 inline int atomicCAS(int* p, int c, int v) { return cuda_cpu_cas(p, c, v); }
 inline unsigned atomicCAS(unsigned* p, unsigned c, unsigned v) { return cuda_cpu_cas(p, c, v); }
-inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { return cuda_cpu_cas(p, c, v); }
+inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) {
+    return cuda_cpu_cas(p, c, v);
+}
 
 // ---- bits and math -----------------------------------------------------------------------------------------
-inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
-inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline int __float_as_int(float f) {
+    int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline float __int_as_float(int u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline int __ffs(int x) { return __builtin_ffs(x); }

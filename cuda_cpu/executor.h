@@ -34,7 +34,7 @@
 
 namespace cuda_cpu {
 
-inline constexpr size_t kRedZone = 64;   // bytes between shared variables (poisoned under ASan)
+inline constexpr size_t kRedZone = 64;  // bytes between shared variables (poisoned under ASan)
 inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 // ---- fibers ----------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ inline void thread_main(void* p) {
     Thread* t = (Thread*)p;
     Exec& ex = exec();
     fiber_started(ex.scheduler);
-    for (;;) { // one iteration per block this thread slot takes part in
+    for (;;) {  // one iteration per block this thread slot takes part in
         hb_acquire(&ex.hb_block_start);
         t->bars = 0;
         t->copy_groups = 0;
@@ -70,7 +70,7 @@ inline void ensure_pool(unsigned n) {
 }
 
 // ---- block barrier ---------------------------------------------------------------------------------------
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuda_cpu;
@@ -92,18 +92,21 @@ namespace cuda_cpu {
 // ---- the scheduler ---------------------------------------------------------------------------------------
 [[noreturn]] inline void report_stuck(Thread** th, unsigned n) {
     Exec& ex = exec();
-    const char *file0 = nullptr;
+    const char* file0 = nullptr;
     int line0 = 0;
     bool divergent = false;
     for (unsigned i = 0; i < n; i++)
         if (th[i]->state.get() == kAtBarrier) {
-            if (!file0) { file0 = th[i]->file.get(); line0 = th[i]->line.get(); }
-            else if (th[i]->line.get() != line0 || strcmp(th[i]->file.get(), file0)) divergent = true;
+            if (!file0) {
+                file0 = th[i]->file.get();
+                line0 = th[i]->line.get();
+            } else if (th[i]->line.get() != line0 || strcmp(th[i]->file.get(), file0)) divergent = true;
         }
     fflush(stdout);
-    fprintf(stderr, "cuda_cpu: kernel %s, block (%u,%u,%u): %s; waiting threads:\n", ex.kernel, blockIdx.x,
-            blockIdx.y, blockIdx.z, divergent ? "barrier divergence (live threads wait at different __syncthreads)"
-                                              : "deadlock (no thread can proceed)");
+    fprintf(stderr, "cuda_cpu: kernel %s, block (%u,%u,%u): %s; waiting threads:\n", ex.kernel, blockIdx.x, blockIdx.y,
+            blockIdx.z,
+            divergent ? "barrier divergence (live threads wait at different __syncthreads)"
+                      : "deadlock (no thread can proceed)");
     unsigned shown = 0;
     for (unsigned i = 0; i < n && shown < 12; i++) {
         Thread* t = th[i];
@@ -115,7 +118,8 @@ namespace cuda_cpu {
             first = !(th[j]->state.get() == s && th[j]->line.get() == t->line.get() && th[j]->op.get() == t->op.get());
         if (!first) continue;
         if (s == kAtBarrier)
-            fprintf(stderr, "  thread (%u,%u,%u) at __syncthreads %s:%d\n", t->idx.x, t->idx.y, t->idx.z, t->file.get(), t->line.get());
+            fprintf(stderr, "  thread (%u,%u,%u) at __syncthreads %s:%d\n", t->idx.x, t->idx.y, t->idx.z, t->file.get(),
+                    t->line.get());
         else
             fprintf(stderr, "  thread (%u,%u,%u) at %s mask 0x%08x %s:%d\n", t->idx.x, t->idx.y, t->idx.z,
                     warp_op_name(t->op.get()), t->mask.get(), t->file.get(), t->line.get());
@@ -160,12 +164,15 @@ inline void run_block() {
             int l = 0;
             for (unsigned i = 0; i < n; i++) {
                 if (th[i]->state.get() != kAtBarrier) continue;
-                if (!f) { f = th[i]->file.get(); l = th[i]->line.get(); }
-                else if (th[i]->line.get() != l || strcmp(th[i]->file.get(), f)) report_stuck(th, n);
+                if (!f) {
+                    f = th[i]->file.get();
+                    l = th[i]->line.get();
+                } else if (th[i]->line.get() != l || strcmp(th[i]->file.get(), f)) report_stuck(th, n);
             }
             if (live < n && !ex.warned_exited) {
                 ex.warned_exited = true;
-                fprintf(stderr, "cuda_cpu: warning: kernel %s, block (%u,%u,%u): __syncthreads at %s:%d after %u of %u "
+                fprintf(stderr,
+                        "cuda_cpu: warning: kernel %s, block (%u,%u,%u): __syncthreads at %s:%d after %u of %u "
                         "threads exited; they count as arrived (undefined behaviour on pre-Volta GPUs)\n",
                         ex.kernel, blockIdx.x, blockIdx.y, blockIdx.z, f, l, n - live, n);
             }
@@ -178,7 +185,7 @@ inline void run_block() {
 }
 
 // ---- shared memory ---------------------------------------------------------------------------------------
-struct SharedTag { // one per SHARED declaration: where the variable lives in the current launch
+struct SharedTag {  // one per SHARED declaration: where the variable lives in the current launch
     Rx<uint64_t> launch;
     Rx<size_t> offset;
 };
@@ -191,13 +198,14 @@ inline size_t alloc_static_shared(size_t bytes, size_t align, const char* name) 
     // 48 KiB, with it at most the device's opt-in limit.
     size_t limit = ex.dyn_limit > kSharedDefault ? kSharedOptin : kSharedDefault;
     if (total > kSharedDefault || ex.dyn_bytes + total > limit || off + bytes > kSharedArenaBytes)
-        die(nullptr, "shared variable %s: %zu bytes of static plus %zu of dynamic shared memory exceed the limit "
+        die(nullptr,
+            "shared variable %s: %zu bytes of static plus %zu of dynamic shared memory exceed the limit "
             "(48 KiB static; static + dynamic 48 KiB, or %zu with cudaFuncAttributeMaxDynamicSharedMemorySize)",
             name, total, ex.dyn_bytes, kSharedOptin);
     ex.static_bytes.set(total);
     ex.static_top.set(off + bytes + kRedZone);
     ex.statics.push_back({off, bytes});
-    CUDA_CPU_UNPOISON(ex.smem + off, bytes); // already filled with the poison pattern at launch start
+    CUDA_CPU_UNPOISON(ex.smem + off, bytes);  // already filled with the poison pattern at launch start
     return off;
 }
 
@@ -222,8 +230,8 @@ inline void poison_shared() {
 // ---- launch ----------------------------------------------------------------------------------------------
 inline bool check_launch(const void* kernel, dim3 g, dim3 b, size_t smem) {
     unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
-    if (threads == 0 || threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x == 0 || g.y == 0 ||
-        g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+    if (threads == 0 || threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x == 0 || g.y == 0 || g.z == 0 ||
+        g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
         fail(cudaErrorInvalidConfiguration);
         return false;
     }
@@ -238,7 +246,8 @@ inline bool check_launch(const void* kernel, dim3 g, dim3 b, size_t smem) {
     return true;
 }
 
-inline void run_grid(const char* name, const void* kernel, dim3 g, dim3 b, size_t smem, void (*invoke)(void*), void* closure) {
+inline void run_grid(const char* name, const void* kernel, dim3 g, dim3 b, size_t smem, void (*invoke)(void*),
+                     void* closure) {
     if (!check_launch(kernel, g, b, smem)) return;
     Exec& ex = exec();
     unsigned n = b.x * b.y * b.z;
@@ -291,7 +300,7 @@ template <class... P> struct Launch {
         static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
         struct Closure {
             void (*k)(P...);
-            std::tuple<P...> args; // copied once, like CUDA's parameter buffer; each thread copies its own
+            std::tuple<P...> args;  // copied once, like CUDA's parameter buffer; each thread copies its own
         } c{kernel, std::tuple<P...>(std::forward<A>(a)...)};
         auto invoke = [](void* p) {
             Closure* cl = (Closure*)p;
@@ -301,9 +310,10 @@ template <class... P> struct Launch {
     }
 };
 template <class... P>
-Launch<P...> make_launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*kernel)(P...)) {
+Launch<P...> make_launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                         void (*kernel)(P...)) {
     note_stream(stream);  // a launch on the legacy default stream is counted (runtime.h)
     return Launch<P...>{name, kernel, grid, block, smem};
 }
 
-} // namespace cuda_cpu
+}  // namespace cuda_cpu

@@ -68,15 +68,15 @@ cuda_cpu_fiber_trampoline:
 namespace cuda_cpu {
 
 struct Fiber {
-    void* sp = nullptr;         // saved stack pointer while not running
-    char* stack = nullptr;      // lowest address of the usable stack (a guard page lies below it)
+    void* sp = nullptr;     // saved stack pointer while not running
+    char* stack = nullptr;  // lowest address of the usable stack (a guard page lies below it)
     size_t stack_size = 0;
-    void* tsan_fiber = nullptr; // TSan's handle, or the thread's own one for the scheduler fiber
+    void* tsan_fiber = nullptr;  // TSan's handle, or the thread's own one for the scheduler fiber
     void* asan_fake_stack = nullptr;
 };
 
 #if defined(CUDA_CPU_ASAN) || defined(CUDA_CPU_TSAN)
-inline constexpr size_t kFiberStackBytes = 1 << 20; // sanitisers put large frames on the stack
+inline constexpr size_t kFiberStackBytes = 1 << 20;  // sanitisers put large frames on the stack
 #else
 inline constexpr size_t kFiberStackBytes = 256 << 10;
 #endif
@@ -86,20 +86,23 @@ inline void fiber_init(Fiber& f, void (*entry)(void*), void* arg) {
     const size_t page = 4096;
     char* mem = (char*)mmap(nullptr, kFiberStackBytes + page, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) { fprintf(stderr, "cuda_cpu: cannot map a fiber stack\n"); abort(); }
-    mprotect(mem, page, PROT_NONE); // a stack overflow faults instead of corrupting a neighbour
+    if (mem == MAP_FAILED) {
+        fprintf(stderr, "cuda_cpu: cannot map a fiber stack\n");
+        abort();
+    }
+    mprotect(mem, page, PROT_NONE);  // a stack overflow faults instead of corrupting a neighbour
     f.stack = mem + page;
     f.stack_size = kFiberStackBytes;
     // Initial frame popped by cuda_cpu_fiber_switch: r15 r14 r13 r12 rbx rbp, then the return address. The top
     // is 16-byte aligned so the trampoline's call leaves the ABI-required alignment at entry().
     uintptr_t top = ((uintptr_t)(f.stack + f.stack_size)) & ~(uintptr_t)15;
     void** sp = (void**)top - 7;
-    sp[0] = nullptr;              // r15
-    sp[1] = nullptr;              // r14
-    sp[2] = (void*)entry;         // r13: called by the trampoline
-    sp[3] = arg;                  // r12: first argument
-    sp[4] = nullptr;              // rbx
-    sp[5] = nullptr;              // rbp
+    sp[0] = nullptr;       // r15
+    sp[1] = nullptr;       // r14
+    sp[2] = (void*)entry;  // r13: called by the trampoline
+    sp[3] = arg;           // r12: first argument
+    sp[4] = nullptr;       // rbx
+    sp[5] = nullptr;       // rbp
     sp[6] = (void*)&cuda_cpu_fiber_trampoline;
     f.sp = sp;
 #ifdef CUDA_CPU_TSAN
@@ -157,4 +160,4 @@ inline void hb_acquire(void* addr) {
     (void)addr;
 }
 
-} // namespace cuda_cpu
+}  // namespace cuda_cpu

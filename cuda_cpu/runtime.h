@@ -44,15 +44,23 @@ enum cudaError_t {
 typedef cudaError_t cudaError;
 
 enum cudaMemcpyKind {
-    cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
-    cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4,
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum : unsigned { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
 enum : unsigned { cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2 };
 
-struct CUstream_st { int id; };
-struct CUevent_st { std::chrono::steady_clock::time_point t; bool recorded; };
+struct CUstream_st {
+    int id;
+};
+struct CUevent_st {
+    std::chrono::steady_clock::time_point t;
+    bool recorded;
+};
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
 
@@ -64,25 +72,33 @@ struct cudaDeviceProp {
 };
 
 namespace cuda_cpu {
-inline constexpr size_t kSharedDefault = 48 << 10;   // static + dynamic limit without the opt-in attribute
-inline constexpr size_t kSharedOptin = 227 << 10;    // sharedMemPerBlockOptin of an H100
+inline constexpr size_t kSharedDefault = 48 << 10;  // static + dynamic limit without the opt-in attribute
+inline constexpr size_t kSharedOptin = 227 << 10;   // sharedMemPerBlockOptin of an H100
 inline constexpr size_t kGlobalMem = 80ull << 30;
 
 struct Runtime {
     cudaError_t last_error = cudaSuccess;
     std::map<const char*, size_t, std::less<>> allocs;  // device allocations: start -> bytes
     size_t allocated = 0;
-    std::map<const void*, int> max_dynamic_smem;      // per kernel, from cudaFuncSetAttribute
-    std::map<const char*, size_t, std::less<>> pinned; // cudaMallocHost allocations: start -> bytes
-    long syncs = 0, default_stream = 0;                // see the top
-    std::map<std::string, long> sync_calls;           // syncs by call name, for test diagnostics
+    std::map<const void*, int> max_dynamic_smem;        // per kernel, from cudaFuncSetAttribute
+    std::map<const char*, size_t, std::less<>> pinned;  // cudaMallocHost allocations: start -> bytes
+    long syncs = 0, default_stream = 0;                 // see the top
+    std::map<std::string, long> sync_calls;             // syncs by call name, for test diagnostics
 };
-inline Runtime& runtime() { static Runtime r; return r; }
-inline cudaError_t fail(cudaError_t e) { runtime().last_error = e; return e; }
+inline Runtime& runtime() {
+    static Runtime r;
+    return r;
+}
+inline cudaError_t fail(cudaError_t e) {
+    runtime().last_error = e;
+    return e;
+}
 
 // The counters of the top of this file.
 inline void count_sync(const char* call) { runtime().syncs++, runtime().sync_calls[call]++; }
-inline void note_stream(cudaStream_t s) { if (!s) runtime().default_stream++; }
+inline void note_stream(cudaStream_t s) {
+    if (!s) runtime().default_stream++;
+}
 inline long sync_count() { return runtime().syncs; }
 inline long default_stream_count() { return runtime().default_stream; }
 // "cudaMemcpy x2, cudaStreamSynchronize x1": every synchronising call so far, by name.
@@ -108,37 +124,65 @@ inline bool is_pinned_range(const void* p, size_t bytes) {
     --it;
     return (const char*)p + bytes <= it->first + it->second;
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 inline const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInitializationError: return "initialization error";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorInvalidDeviceFunction: return "invalid device function";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInitializationError:
+            return "initialization error";
+        case cudaErrorInvalidConfiguration:
+            return "invalid configuration argument";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorInsufficientDriver:
+            return "CUDA driver version is insufficient for CUDA runtime version";
+        case cudaErrorInvalidDeviceFunction:
+            return "invalid device function";
+        case cudaErrorNoDevice:
+            return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorIllegalAddress:
+            return "an illegal memory access was encountered";
+        case cudaErrorLaunchOutOfResources:
+            return "too many resources requested for launch";
     }
     return "unrecognized error code";
 }
 inline const char* cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
-inline cudaError_t cudaGetLastError() { auto e = cuda_cpu::runtime().last_error; cuda_cpu::runtime().last_error = cudaSuccess; return e; }
+inline cudaError_t cudaGetLastError() {
+    auto e = cuda_cpu::runtime().last_error;
+    cuda_cpu::runtime().last_error = cudaSuccess;
+    return e;
+}
 inline cudaError_t cudaPeekAtLastError() { return cuda_cpu::runtime().last_error; }
 
 // ---- device ----------------------------------------------------------------------------------------------
-inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) {
+    *n = 1;
+    return cudaSuccess;
+}
 inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cuda_cpu::fail(cudaErrorInvalidDevice); }
-inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { cuda_cpu::count_sync("cudaDeviceSynchronize"); return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int* d) {
+    *d = 0;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+    cuda_cpu::count_sync("cudaDeviceSynchronize");
+    return cudaSuccess;
+}
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     if (d != 0) return cuda_cpu::fail(cudaErrorInvalidDevice);
@@ -151,11 +195,16 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     p->regsPerBlock = 65536;
     p->warpSize = 32;
     p->maxThreadsPerBlock = 1024;
-    p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
-    p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+    p->maxThreadsDim[0] = 1024;
+    p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647;
+    p->maxGridSize[1] = 65535;
+    p->maxGridSize[2] = 65535;
     p->multiProcessorCount = 132;
     p->maxThreadsPerMultiProcessor = 2048;
-    p->major = 9; p->minor = 0;
+    p->major = 9;
+    p->minor = 0;
     p->l2CacheSize = 50 << 20;
     return cudaSuccess;
 }
@@ -170,11 +219,17 @@ template <class F> cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
     auto& rt = cuda_cpu::runtime();
     cuda_cpu::count_sync("cudaMalloc");
-    if (rt.allocated + bytes > cuda_cpu::kGlobalMem) { *p = nullptr; return cuda_cpu::fail(cudaErrorMemoryAllocation); }
-    void* mem = nullptr; // exactly `bytes` long, so AddressSanitizer sees an overflow of even one element
-    if (posix_memalign(&mem, 256, bytes ? bytes : 1) != 0) { *p = nullptr; return cuda_cpu::fail(cudaErrorMemoryAllocation); }
+    if (rt.allocated + bytes > cuda_cpu::kGlobalMem) {
+        *p = nullptr;
+        return cuda_cpu::fail(cudaErrorMemoryAllocation);
+    }
+    void* mem = nullptr;  // exactly `bytes` long, so AddressSanitizer sees an overflow of even one element
+    if (posix_memalign(&mem, 256, bytes ? bytes : 1) != 0) {
+        *p = nullptr;
+        return cuda_cpu::fail(cudaErrorMemoryAllocation);
+    }
     char* m = (char*)mem;
-    memset(m, 0xff, bytes); // poison: uninitialised device memory reads as NaN
+    memset(m, 0xff, bytes);  // poison: uninitialised device memory reads as NaN
     rt.allocs[m] = bytes;
     rt.allocated += bytes;
     *p = m;
@@ -217,11 +272,20 @@ inline cudaError_t checked_copy(void* dst, const void* src, size_t bytes, cudaMe
     if (bytes == 0) return cudaSuccess;
     bool ok = true;
     switch (kind) {
-    case cudaMemcpyHostToDevice: ok = is_device_range(dst, bytes); break;
-    case cudaMemcpyDeviceToHost: ok = is_device_range(src, bytes); break;
-    case cudaMemcpyDeviceToDevice: ok = is_device_range(dst, bytes) && is_device_range(src, bytes); break;
-    case cudaMemcpyHostToHost: case cudaMemcpyDefault: break;
-    default: return cuda_cpu::fail(cudaErrorInvalidMemcpyDirection);
+        case cudaMemcpyHostToDevice:
+            ok = is_device_range(dst, bytes);
+            break;
+        case cudaMemcpyDeviceToHost:
+            ok = is_device_range(src, bytes);
+            break;
+        case cudaMemcpyDeviceToDevice:
+            ok = is_device_range(dst, bytes) && is_device_range(src, bytes);
+            break;
+        case cudaMemcpyHostToHost:
+        case cudaMemcpyDefault:
+            break;
+        default:
+            return cuda_cpu::fail(cudaErrorInvalidMemcpyDirection);
     }
     if (!ok) return fail(cudaErrorInvalidValue);
     memmove(dst, src, bytes);
@@ -232,13 +296,14 @@ inline cudaError_t checked_memset(void* p, int value, size_t bytes) {
     memset(p, value, bytes);
     return cudaSuccess;
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (kind != cudaMemcpyDeviceToDevice) cuda_cpu::count_sync("cudaMemcpy");
     cuda_cpu::note_stream(nullptr);
     return cuda_cpu::checked_copy(dst, src, bytes, kind);
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = nullptr) {
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s = nullptr) {
     const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
     if (host && !cuda_cpu::is_pinned_range(host, bytes)) cuda_cpu::count_sync("cudaMemcpyAsync (pageable)");
     cuda_cpu::note_stream(s);
@@ -253,7 +318,8 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_
     return cuda_cpu::checked_memset(p, value, bytes);
 }
 // Rows of `width` bytes, `pitch` apart.
-inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s = nullptr) {
+inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height,
+                                     cudaStream_t s = nullptr) {
     cuda_cpu::note_stream(s);
     if (width > pitch) return cuda_cpu::fail(cudaErrorInvalidValue);
     for (size_t r = 0; r < height; r++)
@@ -262,22 +328,45 @@ inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t wi
 }
 
 // ---- streams and events (synchronous) ---------------------------------------------------------------------
-inline cudaError_t cudaStreamCreate(cudaStream_t* s) { static int next = 1; *s = new CUstream_st{next++}; return cudaSuccess; }
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    static int next = 1;
+    *s = new CUstream_st{next++};
+    return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { return cudaStreamCreate(s); }
-inline cudaError_t cudaStreamDestroy(cudaStream_t s) { if (!s) return cuda_cpu::fail(cudaErrorInvalidResourceHandle); delete s; return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { cuda_cpu::count_sync("cudaStreamSynchronize"); return cudaSuccess; }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return cuda_cpu::fail(cudaErrorInvalidResourceHandle);
+    delete s;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    cuda_cpu::count_sync("cudaStreamSynchronize");
+    return cudaSuccess;
+}
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
-inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{{}, false}; return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    *e = new CUevent_st{{}, false};
+    return cudaSuccess;
+}
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
-inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuda_cpu::fail(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e) return cuda_cpu::fail(cudaErrorInvalidResourceHandle);
+    delete e;
+    return cudaSuccess;
+}
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
     if (!e) return cuda_cpu::fail(cudaErrorInvalidResourceHandle);
     e->t = std::chrono::steady_clock::now();
     e->recorded = true;
     return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { cuda_cpu::count_sync("cudaEventSynchronize"); return cudaSuccess; }
-inline cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : cuda_cpu::fail(cudaErrorInvalidResourceHandle); }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+    cuda_cpu::count_sync("cudaEventSynchronize");
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return e ? cudaSuccess : cuda_cpu::fail(cudaErrorInvalidResourceHandle);
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!start || !end) return cuda_cpu::fail(cudaErrorInvalidResourceHandle);
     if (!start->recorded || !end->recorded) return cuda_cpu::fail(cudaErrorInvalidResourceHandle);

@@ -29,8 +29,8 @@ template <class T> struct Rx {
 enum State : int { kReady, kRunning, kAtBarrier, kAtWarpOp, kExited };
 enum WarpOpKind : int { kSyncwarp, kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll, kMma, kLdmatrix };
 inline const char* warp_op_name(int op) {
-    static const char* names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
-                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
+    static const char* names[] = {"__syncwarp",        "__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync",
+                                  "__shfl_xor_sync",   "__ballot_sync", "__any_sync",     "__all_sync",
                                   "mma_m16n8k16_bf16", "ldmatrix"};
     return names[op];
 }
@@ -40,30 +40,30 @@ struct AsyncCopy {
     char* dst;
     const char* src;  // nullptr: zero-fill
     int bytes;
-    int group;        // the number of groups committed before it was issued
+    int group;  // the number of groups committed before it was issued
 };
 
 struct Thread {
     Fiber fiber;
-    uint3 idx{};                 // threadIdx
-    int lane = 0, warp = 0;      // lane within the warp, warp within the block
-    int bars = 0;                // __syncthreads passed in this block (own fiber only)
+    uint3 idx{};             // threadIdx
+    int lane = 0, warp = 0;  // lane within the warp, warp within the block
+    int bars = 0;            // __syncthreads passed in this block (own fiber only)
     Rx<int> state;
-    Rx<const char*> file;        // where it waits (__syncthreads or a warp op)
+    Rx<const char*> file;  // where it waits (__syncthreads or a warp op)
     Rx<int> line;
     // A pending warp operation: kind, mask, operands in; results out (written by the scheduler).
     Rx<int> op, iarg, width;
-    Rx<unsigned> mask, group;    // group: the lanes that took part, set when the operation completes
+    Rx<unsigned> mask, group;  // group: the lanes that took part, set when the operation completes
     Rx<uint64_t> arg[10];
     Rx<uint64_t> res[8];
-    Rx<int> syncwarp_n;          // __syncwarp calls so far; selects the happens-before slot below
-    char hb_slot[2] = {0, 0};    // addresses __syncwarp releases to (race build only)
-    std::vector<AsyncCopy> copies; // cp.async copies in flight (own fiber only)
-    int copy_groups = 0;         // cp.async groups committed in this block (own fiber only)
+    Rx<int> syncwarp_n;             // __syncwarp calls so far; selects the happens-before slot below
+    char hb_slot[2] = {0, 0};       // addresses __syncwarp releases to (race build only)
+    std::vector<AsyncCopy> copies;  // cp.async copies in flight (own fiber only)
+    int copy_groups = 0;            // cp.async groups committed in this block (own fiber only)
 };
 
 struct Warp {
-    Rx<int> last_syncwarp_n[32]; // each lane's syncwarp_n at the last completed __syncwarp
+    Rx<int> last_syncwarp_n[32];  // each lane's syncwarp_n at the last completed __syncwarp
 };
 
 struct Exec {
@@ -83,25 +83,31 @@ struct Exec {
     char* smem = nullptr;
     size_t dyn_bytes = 0, dyn_limit = 0;
     Rx<size_t> static_top, static_bytes;
-    std::vector<std::pair<size_t, size_t>> statics; // (offset, bytes) of this launch's static variables
+    std::vector<std::pair<size_t, size_t>> statics;  // (offset, bytes) of this launch's static variables
     // happens-before objects of the race build
     char hb_block_start = 0, hb_block_done = 0, hb_bar[2] = {0, 0};
 };
 // Never destroyed: the fibers stay parked inside their stacks until the process ends.
-inline Exec& exec() { static Exec* e = new Exec; return *e; }
+inline Exec& exec() {
+    static Exec* e = new Exec;
+    return *e;
+}
 
-inline constexpr size_t kSharedArenaBytes = (227 << 10) + (64 << 10); // the opt-in limit plus red zones
+inline constexpr size_t kSharedArenaBytes = (227 << 10) + (64 << 10);  // the opt-in limit plus red zones
 
 // Print a one-line diagnosis naming the kernel, the block and (if any) the thread, then abort.
 [[noreturn]] inline void die(const Thread* t, const char* fmt, ...);
 
 inline Thread* current() {
     Thread* t = exec().cur.get();
-    if (!t) { fprintf(stderr, "cuda_cpu: a device function ran outside a kernel launch\n"); abort(); }
+    if (!t) {
+        fprintf(stderr, "cuda_cpu: a device function ran outside a kernel launch\n");
+        abort();
+    }
     return t;
 }
 
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 // The built-in variables. blockIdx / blockDim / gridDim change only between blocks, while no fiber runs, so
 // they are plain globals; threadIdx differs per fiber and is read through the running Thread.
@@ -125,4 +131,4 @@ namespace cuda_cpu {
     fflush(stderr);
     abort();
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu

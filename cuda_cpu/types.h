@@ -10,19 +10,33 @@
 #include <cstring>
 
 // ---- dim3 and the vector types ------------------------------------------------------------------------------
-struct uint3 { unsigned int x, y, z; };
+struct uint3 {
+    unsigned int x, y, z;
+};
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
     constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
 
-struct alignas(8) float2 { float x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) int2 { int x, y; };
-struct alignas(16) int4 { int x, y, z, w; };
-struct alignas(8) uint2 { unsigned int x, y; };
-struct alignas(16) uint4 { unsigned int x, y, z, w; };
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) int2 {
+    int x, y;
+};
+struct alignas(16) int4 {
+    int x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned int x, y;
+};
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline int2 make_int2(int x, int y) { return {x, y}; }
@@ -35,8 +49,8 @@ namespace cuda_cpu {
 inline uint16_t float_to_bf16_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); // quiet NaN, sign kept
-    u += 0x7fffu + ((u >> 16) & 1u); // round to nearest, ties to even
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // quiet NaN, sign kept
+    u += 0x7fffu + ((u >> 16) & 1u);                                              // round to nearest, ties to even
     return (uint16_t)(u >> 16);
 }
 inline float bf16_bits_to_float(uint16_t b) {
@@ -45,7 +59,7 @@ inline float bf16_bits_to_float(uint16_t b) {
     memcpy(&f, &u, 4);
     return f;
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 struct alignas(2) __nv_bfloat16 {
     unsigned short __x;
@@ -59,13 +73,19 @@ struct alignas(2) __nv_bfloat16 {
     __nv_bfloat16& operator*=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) * float(o)); }
     __nv_bfloat16& operator/=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) / float(o)); }
 };
-struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+struct alignas(4) __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
 
 inline __nv_bfloat16 operator+(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) + float(b)); }
 inline __nv_bfloat16 operator-(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) - float(b)); }
 inline __nv_bfloat16 operator*(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) * float(b)); }
 inline __nv_bfloat16 operator/(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) / float(b)); }
-inline __nv_bfloat16 operator-(__nv_bfloat16 a) { __nv_bfloat16 r; r.__x = a.__x ^ 0x8000u; return r; }
+inline __nv_bfloat16 operator-(__nv_bfloat16 a) {
+    __nv_bfloat16 r;
+    r.__x = a.__x ^ 0x8000u;
+    return r;
+}
 
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
@@ -78,7 +98,11 @@ inline float __high2float(__nv_bfloat162 b) { return float(b.y); }
 inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
 inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
 inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
-    return __nv_bfloat16(float(a) * float(b) + float(c)); // one rounding: the float product of two bf16 is exact
+    return __nv_bfloat16(float(a) * float(b) + float(c));  // one rounding: the float product of two bf16 is exact
 }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
-inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 b; b.__x = u; return b; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
+    __nv_bfloat16 b;
+    b.__x = u;
+    return b;
+}

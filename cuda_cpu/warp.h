@@ -30,7 +30,8 @@ namespace cuda_cpu {
 // ---- lane side -------------------------------------------------------------------------------------------
 inline void warp_wait(Thread* t, int op, unsigned mask, const char* file, int line) {
     if (!((mask >> t->lane) & 1u))
-        die(t, "%s at %s:%d: mask 0x%08x does not include the calling lane %d", warp_op_name(op), file, line, mask, t->lane);
+        die(t, "%s at %s:%d: mask 0x%08x does not include the calling lane %d", warp_op_name(op), file, line, mask,
+            t->lane);
     t->op.set(op);
     t->mask.set(mask);
     t->file.set(file);
@@ -40,12 +41,17 @@ inline void warp_wait(Thread* t, int op, unsigned mask, const char* file, int li
 }
 
 template <class T> uint64_t to_bits(T v) {
-    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "warp shuffles move values of at most 8 bytes");
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                  "warp shuffles move values of at most 8 bytes");
     uint64_t b = 0;
     memcpy(&b, &v, sizeof(T));
     return b;
 }
-template <class T> T from_bits(uint64_t b) { T v; memcpy(&v, &b, sizeof(T)); return v; }
+template <class T> T from_bits(uint64_t b) {
+    T v;
+    memcpy(&v, &b, sizeof(T));
+    return v;
+}
 
 template <class T> T shfl(int op, unsigned mask, T var, int arg, int width, const char* file, int line) {
     Thread* t = current();
@@ -68,16 +74,28 @@ inline unsigned vote(int op, unsigned mask, int pred, const char* file, int line
 // ---- scheduler side: complete what can complete ----------------------------------------------------------
 // PTX shfl.sync: source lane j for mode op, or the lane itself when j falls outside the segment.
 inline int shfl_source(int op, int lane, int b, int width) {
-    int segmask = 32 - width;                  // the bits of lane that select the segment
+    int segmask = 32 - width;  // the bits of lane that select the segment
     int max_lane = (op == kShflUp) ? (lane & segmask) : ((lane & segmask) | (31 & ~segmask));
     int min_lane = lane & segmask;
     int j = lane;
     bool ok = false;
     switch (op) {
-    case kShflUp: j = lane - b; ok = j >= max_lane; break;
-    case kShflDown: j = lane + b; ok = j <= max_lane; break;
-    case kShflXor: j = lane ^ b; ok = j <= max_lane; break;
-    default: j = min_lane | (b & 31 & ~segmask); ok = j <= max_lane; break;
+        case kShflUp:
+            j = lane - b;
+            ok = j >= max_lane;
+            break;
+        case kShflDown:
+            j = lane + b;
+            ok = j <= max_lane;
+            break;
+        case kShflXor:
+            j = lane ^ b;
+            ok = j <= max_lane;
+            break;
+        default:
+            j = min_lane | (b & 31 & ~segmask);
+            ok = j <= max_lane;
+            break;
     }
     return ok ? j : lane;
 }
@@ -107,7 +125,7 @@ inline void complete_mma(Thread** lanes) {
         for (int i = 0; i < 4; i++) {
             int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
             float acc = C[row][col];
-            for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col]; // bf16 x bf16 is exact in fp32
+            for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];  // bf16 x bf16 is exact in fp32
             lanes[l]->res[i].set(to_bits(acc));
         }
     }
@@ -145,30 +163,38 @@ inline bool try_complete_warp_op(Thread** lanes, int nlanes, int w, int l) {
         bool converged = group == 0xffffffffu;
         for (int m = 0; converged && m < 32; m++)
             converged = lanes[m]->line.get() == me->line.get() && lanes[m]->file.get() == me->file.get();
-        if (!converged) die(me, "%s at %s:%d needs a converged warp: all 32 lanes at the same call", warp_op_name(op), me->file.get(), me->line.get());
+        if (!converged)
+            die(me, "%s at %s:%d needs a converged warp: all 32 lanes at the same call", warp_op_name(op),
+                me->file.get(), me->line.get());
     }
     switch (op) {
-    case kMma: complete_mma(lanes); break;
-    case kLdmatrix: complete_ldmatrix(lanes); break;
-    case kBallot: case kAny: case kAll: {
-        unsigned ballot = 0;
-        for (int m = 0; m < 32; m++)
-            if (((group >> m) & 1u) && lanes[m]->arg[0].get()) ballot |= 1u << m;
-        uint64_t r = op == kBallot ? ballot : op == kAny ? (ballot != 0) : (ballot == group);
-        for (int m = 0; m < 32; m++)
-            if ((group >> m) & 1u) lanes[m]->res[0].set(r);
-        break;
-    }
-    case kSyncwarp:
-        for (int m = 0; m < 32; m++)
-            if ((group >> m) & 1u) exec().warps[w].last_syncwarp_n[m].set(lanes[m]->syncwarp_n.get());
-        break;
-    default: // shuffles
-        for (int m = 0; m < 32; m++) {
-            if (!((group >> m) & 1u)) continue;
-            int j = shfl_source(op, m, lanes[m]->iarg.get(), lanes[m]->width.get());
-            lanes[m]->res[0].set(((group >> j) & 1u) ? lanes[j]->arg[0].get() : ~0ull);
+        case kMma:
+            complete_mma(lanes);
+            break;
+        case kLdmatrix:
+            complete_ldmatrix(lanes);
+            break;
+        case kBallot:
+        case kAny:
+        case kAll: {
+            unsigned ballot = 0;
+            for (int m = 0; m < 32; m++)
+                if (((group >> m) & 1u) && lanes[m]->arg[0].get()) ballot |= 1u << m;
+            uint64_t r = op == kBallot ? ballot : op == kAny ? (ballot != 0) : (ballot == group);
+            for (int m = 0; m < 32; m++)
+                if ((group >> m) & 1u) lanes[m]->res[0].set(r);
+            break;
         }
+        case kSyncwarp:
+            for (int m = 0; m < 32; m++)
+                if ((group >> m) & 1u) exec().warps[w].last_syncwarp_n[m].set(lanes[m]->syncwarp_n.get());
+            break;
+        default:  // shuffles
+            for (int m = 0; m < 32; m++) {
+                if (!((group >> m) & 1u)) continue;
+                int j = shfl_source(op, m, lanes[m]->iarg.get(), lanes[m]->width.get());
+                lanes[m]->res[0].set(((group >> j) & 1u) ? lanes[j]->arg[0].get() : ~0ull);
+            }
     }
     for (int m = 0; m < 32; m++)
         if ((group >> m) & 1u) {
@@ -178,7 +204,7 @@ inline bool try_complete_warp_op(Thread** lanes, int nlanes, int w, int l) {
     return true;
 }
 
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
 // ---- the intrinsics kernels call ---------------------------------------------------------------------------
 // The trailing file/line parameters are filled in at the call site by the compiler; kernels never pass them.
@@ -200,22 +226,27 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, const char* file = __builtin
         }
 }
 template <class T>
-T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) {
     return cuda_cpu::shfl(cuda_cpu::kShflIdx, mask, var, src_lane, width, file, line);
 }
 template <class T>
-T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
     return cuda_cpu::shfl(cuda_cpu::kShflUp, mask, var, (int)delta, width, file, line);
 }
 template <class T>
-T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32, const char* file = __builtin_FILE(),
+                   int line = __builtin_LINE()) {
     return cuda_cpu::shfl(cuda_cpu::kShflDown, mask, var, (int)delta, width, file, line);
 }
 template <class T>
-T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32, const char* file = __builtin_FILE(),
+                  int line = __builtin_LINE()) {
     return cuda_cpu::shfl(cuda_cpu::kShflXor, mask, var, lane_mask, width, file, line);
 }
-inline unsigned __ballot_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+inline unsigned __ballot_sync(unsigned mask, int pred, const char* file = __builtin_FILE(),
+                              int line = __builtin_LINE()) {
     return cuda_cpu::vote(cuda_cpu::kBallot, mask, pred, file, line);
 }
 inline int __any_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
@@ -243,7 +274,7 @@ inline void ldmatrix(uint32_t* r, const void* row, int num, bool trans, const ch
     Thread* t = current();
     Exec& ex = exec();
     const char* p = (const char*)row;
-    bool used = t->lane < 8 * num; // the other lanes' addresses are ignored, as on hardware
+    bool used = t->lane < 8 * num;  // the other lanes' addresses are ignored, as on hardware
     if (used && (((uintptr_t)p & 15) || p < ex.smem || p + 16 > ex.smem + kSharedArenaBytes))
         die(t, "ldmatrix at %s:%d: row address %p is not a 16-byte aligned shared-memory address", file, line, row);
     t->arg[0].set((uint64_t)(uintptr_t)p);
@@ -262,12 +293,12 @@ inline void ldmatrix(uint32_t* r, const void* row, int num, bool trans, const ch
         }
     }
 }
-} // namespace cuda_cpu
+}  // namespace cuda_cpu
 
-#define CUDA_CPU_LDMATRIX(NAME, NUM, TRANS)                                                                     \
-    inline void NAME(uint32_t* r, const void* smem_row, const char* file = __builtin_FILE(),                   \
-                     int line = __builtin_LINE()) {                                                             \
-        cuda_cpu::ldmatrix(r, smem_row, NUM, TRANS, file, line);                                                \
+#define CUDA_CPU_LDMATRIX(NAME, NUM, TRANS)                                                                            \
+    inline void NAME(uint32_t* r, const void* smem_row, const char* file = __builtin_FILE(),                           \
+                     int line = __builtin_LINE()) {                                                                    \
+        cuda_cpu::ldmatrix(r, smem_row, NUM, TRANS, file, line);                                                       \
     }
 CUDA_CPU_LDMATRIX(ldmatrix_x1, 1, false)
 CUDA_CPU_LDMATRIX(ldmatrix_x2, 2, false)

@@ -42,8 +42,7 @@ static std::string read_text_file(const std::string& path, const std::string& wh
 }
 
 // Calls fn(line, line_number) for each non-blank line; errors from fn get "FILE line N: " in front.
-template <typename Fn>
-static void for_each_line(const std::string& path, const std::string& text, Fn fn) {
+template <typename Fn> static void for_each_line(const std::string& path, const std::string& text, Fn fn) {
     size_t a = 0;
     for (long no = 1; a < text.size(); no++) {
         size_t b = text.find('\n', a);
@@ -66,8 +65,7 @@ static void for_each_line(const std::string& path, const std::string& text, Fn f
 static std::vector<EvalDoc> read_docs(const std::string& task, const std::vector<std::string>& in) {
     const EvalTaskInfo& info = find_eval_task(task);
     size_t want = std::string(info.raw).find(' ') == std::string::npos ? 1 : 2;
-    if (in.size() != want)
-        throw EvalError(task + " takes " + std::to_string(want) + " input file(s): " + info.raw);
+    if (in.size() != want) throw EvalError(task + " takes " + std::to_string(want) + " input file(s): " + info.raw);
     std::vector<EvalDoc> docs;
     std::string text = read_text_file(in[0], task + " input");
     if (task == "wikitext") {
@@ -131,16 +129,18 @@ static std::string show_tokens(const Tokenizer& tok, const std::vector<int32_t>&
 int main(int argc, char** argv) {
     std::string out, tok_path;
     long limit = 0, show = 0;
-    Command cmd("prepare_eval", "TASK INPUT [LABELS] [-o OUT] [flags]",
-                "Converts an official raw eval file to a tokenised eval file (format: eval/eval_file.h).\n"
-                "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy "
-                "ARC-Easy-Test.jsonl\n                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext "
-                "wiki.test.raw",
-                {path_flag("-o, --out", "FILE", "output (default data/eval/TASK.bin)", out),
-                 path_flag("--tokenizer", "PATH", std::string("gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n(") +
-                           kTokenizerHelp + ")", tok_path),
-                 number_flag("--limit", "N", "only the first N examples", limit, 0, kMaxLong),
-                 number_flag("--show", "N", "print the first N examples as token pieces", show, 0, kMaxLong)});
+    Command cmd(
+        "prepare_eval", "TASK INPUT [LABELS] [-o OUT] [flags]",
+        "Converts an official raw eval file to a tokenised eval file (format: eval/eval_file.h).\n"
+        "  TASK / INPUT: hellaswag hellaswag_val.jsonl | piqa valid.jsonl valid-labels.lst | arc_easy "
+        "ARC-Easy-Test.jsonl\n                | winogrande dev.jsonl | lambada lambada_test.jsonl | wikitext "
+        "wiki.test.raw",
+        {path_flag("-o, --out", "FILE", "output (default data/eval/TASK.bin)", out),
+         path_flag("--tokenizer", "PATH",
+                   std::string("gpt2.tiktoken or a dir with encoder.json + vocab.bpe\n(") + kTokenizerHelp + ")",
+                   tok_path),
+         number_flag("--limit", "N", "only the first N examples", limit, 0, kMaxLong),
+         number_flag("--show", "N", "print the first N examples as token pieces", show, 0, kMaxLong)});
     cmd.missing = "TASK", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         const std::vector<std::string>& pos = p.positional;
@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
             if (e.req.empty()) printf("text: %s\n", show_tokens(tok, e.tokens, 0, (int)e.tokens.size()).c_str());
             for (size_t r = 0; r < e.req.size(); r++) {
                 const EvalRequest& q = e.req[r];
-                printf("[%zu] ctx:  %s\n    cont: %s   (norm_len %d)\n", r, show_tokens(tok, e.tokens, q.ctx_begin, q.ctx_end).c_str(),
+                printf("[%zu] ctx:  %s\n    cont: %s   (norm_len %d)\n", r,
+                       show_tokens(tok, e.tokens, q.ctx_begin, q.ctx_end).c_str(),
                        show_tokens(tok, e.tokens, q.cont_begin, q.cont_end).c_str(), q.norm_len);
             }
         }
@@ -168,10 +169,12 @@ int main(int argc, char** argv) {
         save_eval_file(out, f);
         long tokens = 0;
         for (const auto& e : f.ex) tokens += (long)e.tokens.size();
-        static const std::pair<const char*, long> official[] = {{"hellaswag", 10042}, {"piqa", 1838}, {"arc_easy", 2376},
-                                                                {"winogrande", 1267}, {"lambada", 5153}, {"wikitext", 62}};
+        static const std::pair<const char*, long> official[] = {{"hellaswag", 10042}, {"piqa", 1838},
+                                                                {"arc_easy", 2376},   {"winogrande", 1267},
+                                                                {"lambada", 5153},    {"wikitext", 62}};
         long expect = 0;
-        for (const auto& o : official) if (task == o.first) expect = o.second;
+        for (const auto& o : official)
+            if (task == o.first) expect = o.second;
         printf("prepare_eval: wrote %s: %zu examples, %ld tokens%s\n", out.c_str(), f.ex.size(), tokens,
                limit == 0 && (long)f.ex.size() != expect
                    ? (" (the official file has " + std::to_string(expect) + ": is this the right file?)").c_str()

@@ -78,8 +78,8 @@ bool bench_row(int T, int hd, long tokens, int width, int reps, double peak) {
     cudaCheck(cudaMalloc(&scratch, (size_t)B * h * T * sizeof(float)));
     const float scale = 1.0f / std::sqrt((float)hd);
     const double fwd = time_ms([&] { attention_forward(out, lse, qkv, B, T, w, h, scale, 0); }, reps);
-    const double bwd = time_ms(
-        [&] { attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, w, h, scale, 0); }, reps);
+    const double bwd =
+        time_ms([&] { attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, w, h, scale, 0); }, reps);
     std::vector<float> l((size_t)B * h * T);
     cudaCheck(cudaMemcpy(l.data(), lse, l.size() * sizeof(float), cudaMemcpyDeviceToHost));
     bool finite = true;
@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (i + 1 >= argc) {
-            fprintf(stderr, "usage: bench_attention [--T 1024,2048,4096] [--hd 64,128,256] [--tokens 16384] "
-                            "[--width 2048] [--reps 10]\n");
+            fprintf(stderr,
+                    "usage: bench_attention [--T 1024,2048,4096] [--hd 64,128,256] [--tokens 16384] "
+                    "[--width 2048] [--reps 10]\n");
             return 2;
         }
         const std::string v = argv[++i];

@@ -72,11 +72,14 @@ int main(int argc, char** argv) {
     std::string data, only;
     std::vector<Flag> flags;
     add_model_flags(flags, spec);
-    flags.push_back(make_flag("--items", "N", "items per task (default 16)", [&](const std::string& v) { items = parse_int_flag("--items", v); }));
-    flags.push_back(make_flag("--batch", "B", "rows per forward (default 16)", [&](const std::string& v) { batch = parse_int_flag("--batch", v); }));
-    flags.push_back(make_flag("--tasks", "LIST", "comma-separated subset (default: all six)", [&](const std::string& v) { only = "," + v + ","; }));
+    flags.push_back(make_flag("--items", "N", "items per task (default 16)",
+                              [&](const std::string& v) { items = parse_int_flag("--items", v); }));
+    flags.push_back(make_flag("--batch", "B", "rows per forward (default 16)",
+                              [&](const std::string& v) { batch = parse_int_flag("--batch", v); }));
+    flags.push_back(make_flag("--tasks", "LIST", "comma-separated subset (default: all six)",
+                              [&](const std::string& v) { only = "," + v + ","; }));
     flags.push_back(make_flag("--data", "DIR", "score the real eval files DIR/TASK.bin instead of synthetic items",
-                     [&](const std::string& v) { data = v; }));
+                              [&](const std::string& v) { data = v; }));
     flags.push_back(make_flag("--cpu", "", "force the CPU reference", [&](const std::string&) { cpu = true; }));
     flags.push_back(make_flag("-h, --help", "", "this text", [&](const std::string&) { help = true; }));
     try {
@@ -92,11 +95,11 @@ int main(int argc, char** argv) {
         std::string why;
         std::unique_ptr<Engine> eng = make_engine(cfg, cpu, why);
         eng->init_params(1);
-        printf("bench_eval: %s (d %d, L %d, T %d, V %d), %s, %d rows per forward\n", spec.preset.c_str(), cfg.d, cfg.L(),
-               cfg.T, cfg.V, eng->describe().c_str(), batch);
+        printf("bench_eval: %s (d %d, L %d, T %d, V %d), %s, %d rows per forward\n", spec.preset.c_str(), cfg.d,
+               cfg.L(), cfg.T, cfg.V, eng->describe().c_str(), batch);
         printf("%-11s %6s %6s %9s %9s %9s %10s\n", "task", "items", "rows", "tokens", "seconds", "items/s", "tokens/s");
-        const Shape shapes[] = {{"hellaswag", 1, 40, 4, 25}, {"piqa", 1, 15, 2, 25}, {"arc_easy", 1, 25, 4, 5},
-                                {"winogrande", 2, 15, 2, 8},  {"lambada", 1, 75, 1, 2},  {"wikitext", 1, 4600, 0, 0}};
+        const Shape shapes[] = {{"hellaswag", 1, 40, 4, 25}, {"piqa", 1, 15, 2, 25},   {"arc_easy", 1, 25, 4, 5},
+                                {"winogrande", 2, 15, 2, 8}, {"lambada", 1, 75, 1, 2}, {"wikitext", 1, 4600, 0, 0}};
         for (const auto& s : shapes) {
             if (!only.empty() && only.find("," + std::string(s.task) + ",") == std::string::npos) continue;
             EvalFile f = data.empty() ? synthetic(s, s.n_cont ? items : std::max(1, items / 16), cfg.V, 7)
@@ -109,10 +112,13 @@ int main(int argc, char** argv) {
             auto t0 = std::chrono::steady_clock::now();
             eval_task_sums(*eng, f, batch, n);
             double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            printf("%-11s %6ld %6zu %9ld %9.2f %9.2f %10.0f\n", s.task, n, rows.size(), tokens, sec, n / sec, tokens / sec);
+            printf("%-11s %6ld %6zu %9ld %9.2f %9.2f %10.0f\n", s.task, n, rows.size(), tokens, sec, n / sec,
+                   tokens / sec);
             fflush(stdout);
         }
-        printf("tokens: unpadded row lengths (a batch pads its rows to its longest). WikiText items are pages of ~4,600 tokens.\n");
+        printf(
+            "tokens: unpadded row lengths (a batch pads its rows to its longest). WikiText items are pages of ~4,600 "
+            "tokens.\n");
         return 0;
     } catch (const std::runtime_error& e) {
         fprintf(stderr, "bench_eval: error: %s\n", e.what());

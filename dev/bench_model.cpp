@@ -140,7 +140,10 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
-            if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", a.c_str()); exit(2); }
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s needs a value\n", a.c_str());
+                exit(2);
+            }
             return argv[++i];
         };
         if (a == "-b") B = atoi(next().c_str());
@@ -154,14 +157,16 @@ int main(int argc, char** argv) {
         else if (a == "--tokens") token_file = next();
         else if (a == "--synthetic") synthetic = true;
         else {
-            fprintf(stderr, "usage: bench_model [-b B (0: the largest that fits)] [-t T] [--micro-steps n] [--steps n] "
-                            "[-V vocab] [--recompute] [--cost-model] [--tokens SHARD | --synthetic] "
-                            "[--models 124M,124M:prism,124M:x]\n");
+            fprintf(stderr,
+                    "usage: bench_model [-b B (0: the largest that fits)] [-t T] [--micro-steps n] [--steps n] "
+                    "[-V vocab] [--recompute] [--cost-model] [--tokens SHARD | --synthetic] "
+                    "[--models 124M,124M:prism,124M:x]\n");
             return 2;
         }
     }
     if (B < 0 || steps < 1 || n_micro < 1) {
-        fprintf(stderr, "bench_model: -b must be >= 0 (0: the largest that fits), --steps and --micro-steps positive\n");
+        fprintf(stderr,
+                "bench_model: -b must be >= 0 (0: the largest that fits), --steps and --micro-steps positive\n");
         return 2;
     }
     if (!synthetic && token_file.empty()) {
@@ -171,8 +176,9 @@ int main(int argc, char** argv) {
         } catch (const std::exception&) {
         }
         if (found.empty()) {
-            fprintf(stderr, "bench_model: no real-text tokens: data/default/*_train_*.bin not found (bash setup.sh "
-                            "fetches it); pass --tokens SHARD, or --synthetic for spread-out ids\n");
+            fprintf(stderr,
+                    "bench_model: no real-text tokens: data/default/*_train_*.bin not found (bash setup.sh "
+                    "fetches it); pass --tokens SHARD, or --synthetic for spread-out ids\n");
             return 2;
         }
         token_file = found[0];
@@ -198,10 +204,12 @@ int main(int argc, char** argv) {
         printf("device: %s (dense bf16 peak %s)\n", prop.name,
                peak > 0 ? (std::to_string((int)(peak / 1e12)) + " TFLOP/s").c_str() : "unknown");
     }
-    printf("cost model: H100 SXM roofline, HBM %.2f TB/s, %.0f TFLOP/s dense bf16; attention at %.0f%% of the peak "
-           "(flash FLOPs, causal); expected = matmuls at %.0f%%, memory at %.0f%% of HBM, %.0f us per launch "
-           "(estimates)\n", roof.bandwidth / 1e12, roof.peak / 1e12, 100 * roof.attention_eff, 100 * roof.matmul_eff,
-           100 * roof.memory_eff, roof.launch_s * 1e6);
+    printf(
+        "cost model: H100 SXM roofline, HBM %.2f TB/s, %.0f TFLOP/s dense bf16; attention at %.0f%% of the peak "
+        "(flash FLOPs, causal); expected = matmuls at %.0f%%, memory at %.0f%% of HBM, %.0f us per launch "
+        "(estimates)\n",
+        roof.bandwidth / 1e12, roof.peak / 1e12, 100 * roof.attention_eff, 100 * roof.matmul_eff, 100 * roof.memory_eff,
+        roof.launch_s * 1e6);
     std::vector<std::string> summary;
     size_t start = 0;
     try {
@@ -247,23 +255,29 @@ int main(int argc, char** argv) {
                 copt.partials_per_position = (double)plan.size.partials / Nm;
                 copt.distinct = plan.size.distinct;
                 char buf[200];
-                snprintf(buf, sizeof buf, "  tokens of the first micro-batch: %d distinct, the most frequent %.2f%% (%d), "
-                         "%d embedding partial rows\n", plan.size.distinct, 100 * copt.most_frequent, plan.size.most,
-                         plan.size.partials);
+                snprintf(buf, sizeof buf,
+                         "  tokens of the first micro-batch: %d distinct, the most frequent %.2f%% (%d), "
+                         "%d embedding partial rows\n",
+                         plan.size.distinct, 100 * copt.most_frequent, plan.size.most, plan.size.partials);
                 token_note = buf;
             }
-            const double tokens = (double)Bm * t * n_micro, model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
+            const double tokens = (double)Bm * t * n_micro,
+                         model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
             const std::vector<OpCost> ops = step_ops(c, Bm, t, n_micro, recompute, copt);
             double rt = 0, et = 0;
             for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
             const double planned = gib(gpu_memory(c, Bm, t, recompute).total());
-            printf("\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
-                   "(--plan)%s\n%s", name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens,
-                   param_layout(c).total, planned, recompute ? " (recompute)" : "", token_note.c_str());
+            printf(
+                "\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
+                "(--plan)%s\n%s",
+                name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens, param_layout(c).total, planned,
+                recompute ? " (recompute)" : "", token_note.c_str());
             char line[256];
-            snprintf(line, sizeof line, "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
-                     "%.0f tok/s, MFU %.1f%%", name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3,
-                     tokens / et, 100 * model_flops / (et * roof.peak));
+            snprintf(line, sizeof line,
+                     "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
+                     "%.0f tok/s, MFU %.1f%%",
+                     name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3, tokens / et,
+                     100 * model_flops / (et * roof.peak));
             std::string sum = line;
             std::map<std::string, double> measured;
             if (!cost_only) {
@@ -288,9 +302,10 @@ int main(int argc, char** argv) {
                 e.set_timer(nullptr);
                 char mfu[32] = "n/a";
                 if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (sec * peak));
-                snprintf(line, sizeof line, "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB "
-                         "(--plan %.2f GiB), B %d", name.c_str(), sec * 1e3, tokens / sec, mfu,
-                         (free0 - free1) / 1073741824.0, planned, Bm);
+                snprintf(line, sizeof line,
+                         "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB "
+                         "(--plan %.2f GiB), B %d",
+                         name.c_str(), sec * 1e3, tokens / sec, mfu, (free0 - free1) / 1073741824.0, planned, Bm);
                 sum += line;
             }
             print_ops(ops, roof, measured);

@@ -21,7 +21,10 @@
 
 static std::string slurp(const std::string& path) {
     FILE* f = fopen(path.c_str(), "rb");
-    if (!f) { fprintf(stderr, "crosscheck: cannot open %s; run python3 dev/tiktoken_crosscheck.py first\n", path.c_str()); exit(2); }
+    if (!f) {
+        fprintf(stderr, "crosscheck: cannot open %s; run python3 dev/tiktoken_crosscheck.py first\n", path.c_str());
+        exit(2);
+    }
     std::string s;
     char buf[1 << 16];
     size_t k;
@@ -34,7 +37,11 @@ static std::string show_bytes(const std::string& s) {
     std::string o;
     for (unsigned char c : s) {
         if (c >= 0x20 && c < 0x7f && c != '\\') o += char(c);
-        else { char b[8]; snprintf(b, sizeof b, "\\x%02x", c); o += b; }
+        else {
+            char b[8];
+            snprintf(b, sizeof b, "\\x%02x", c);
+            o += b;
+        }
     }
     return o;
 }
@@ -42,7 +49,8 @@ static std::string show_bytes(const std::string& s) {
 static void show_tokens(const char* who, const Tokenizer& tok, const int* t, size_t n, size_t at) {
     size_t lo = at >= 3 ? at - 3 : 0, hi = std::min(n, at + 4);
     printf("    %-8s", who);
-    for (size_t i = lo; i < hi; i++) printf(" %s%d'%s'", i == at ? ">" : "", t[i], show_bytes(tok.decode(&t[i], 1)).c_str());
+    for (size_t i = lo; i < hi; i++)
+        printf(" %s%d'%s'", i == at ? ">" : "", t[i], show_bytes(tok.decode(&t[i], 1)).c_str());
     printf("\n");
 }
 
@@ -69,8 +77,10 @@ static size_t check_case(const Tokenizer& tok, const std::string& dir, const std
             if (++bad <= 10) {
                 size_t byte = b0;
                 for (size_t i = 0; i < at; i++) byte += tok.decode(&got[i], 1).size();
-                printf("  %s: MISMATCH in record %zu (bytes %zu..%zu) at token %zu (byte %zu): ours %zu tokens, tiktoken %zu\n",
-                       name.c_str(), r / 2, b0, b1, at, byte, got.size(), n);
+                printf(
+                    "  %s: MISMATCH in record %zu (bytes %zu..%zu) at token %zu (byte %zu): ours %zu tokens, tiktoken "
+                    "%zu\n",
+                    name.c_str(), r / 2, b0, b1, at, byte, got.size(), n);
                 printf("    text     '%s'\n", show_bytes(data.substr(b0, std::min<size_t>(b1 - b0, 200))).c_str());
                 show_tokens("ours", tok, got.data(), got.size(), at);
                 show_tokens("tiktoken", tok, expect.data() + t0, n, at);
@@ -82,7 +92,10 @@ static size_t check_case(const Tokenizer& tok, const std::string& dir, const std
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     *mbps = data.size() / s / 1e6;
     std::string round = tok.decode(tok.encode(data));
-    if (round != data) { printf("  %s: decode(encode(x)) != x\n", name.c_str()); bad++; }
+    if (round != data) {
+        printf("  %s: decode(encode(x)) != x\n", name.c_str());
+        bad++;
+    }
     printf("  %-13s %8.2f MB  %9zu tokens  %s\n", name.c_str(), data.size() / 1e6, expect.size(),
            bad ? "MISMATCH" : "identical to tiktoken, round trip exact");
     if (bad > 10) printf("  %s: %zu mismatching records in all\n", name.c_str(), bad);
@@ -99,7 +112,8 @@ static size_t check_class(const std::string& line) {
     std::vector<char> theirs(0x110000, 0);
     while (ss >> range) {
         size_t dash = range.find('-');
-        uint32_t a = std::stoul(range.substr(0, dash), nullptr, 16), b = std::stoul(range.substr(dash + 1), nullptr, 16);
+        uint32_t a = std::stoul(range.substr(0, dash), nullptr, 16),
+                 b = std::stoul(range.substr(dash + 1), nullptr, 16);
         for (uint32_t c = a; c <= b && c < 0x110000; c++) theirs[c] = 1;
     }
     std::string items = name == "L" ? letter_items() : name == "N" ? number_items() : space_items();
@@ -130,7 +144,8 @@ static size_t check_class(const std::string& line) {
         }
         printf("\n");
     };
-    printf("  class %-3s %s\n", name.c_str(), add.empty() && remove.empty() ? "identical to tiktoken's on every code point" : "DIFFERS from tiktoken's");
+    printf("  class %-3s %s\n", name.c_str(),
+           add.empty() && remove.empty() ? "identical to tiktoken's on every code point" : "DIFFERS from tiktoken's");
     if (!add.empty()) print("missing, add to text/pretokenize.h", add);
     if (!remove.empty()) print("extra (text/pretokenize.h needs a subtraction)", remove);
     return add.size() + remove.size();
@@ -153,7 +168,10 @@ int main(int argc, char** argv) {
             closedir(d);
         }
         std::sort(names.begin(), names.end());
-        if (names.empty()) { fprintf(stderr, "crosscheck: no cases in %s; run python3 dev/tiktoken_crosscheck.py\n", dir.c_str()); return 2; }
+        if (names.empty()) {
+            fprintf(stderr, "crosscheck: no cases in %s; run python3 dev/tiktoken_crosscheck.py\n", dir.c_str());
+            return 2;
+        }
         size_t bad = 0, total = 0;
         printf("text/tokenizer.h vs tiktoken gpt2 (%s):\n", argv[1]);
         for (auto& n : names) {
@@ -172,12 +190,16 @@ int main(int argc, char** argv) {
                 std::string data = slurp(dir + "/" + n + ".bin");
                 same = same && t2.encode(data) == tok.encode(data);
             }
-            printf("  encoder.json + vocab.bpe loader: %s\n", same ? "same vocabulary and tokens as the ranks file" : "DIFFERENT");
+            printf("  encoder.json + vocab.bpe loader: %s\n",
+                   same ? "same vocabulary and tokens as the ranks file" : "DIFFERENT");
             bad += !same;
         }
         std::ifstream cf(dir + "/classes.txt");
         for (std::string line; std::getline(cf, line);) bad += check_class(line) > 0;
-        if (bad) { printf("FAIL: %zu mismatches\n", bad); return 1; }
+        if (bad) {
+            printf("FAIL: %zu mismatches\n", bad);
+            return 1;
+        }
         printf("PASS: %zu cases identical\n", total);
     } catch (const std::exception& e) {
         fprintf(stderr, "%s\n", e.what());

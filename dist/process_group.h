@@ -137,7 +137,8 @@ inline void rendezvous_read(const std::string& dir, void* bytes, size_t n, doubl
             if (ok) return;
         }
         if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-            throw DistError("rendezvous: rank 0 did not publish " + path + " within " + std::to_string((long)timeout_s) +
+            throw DistError("rendezvous: rank 0 did not publish " + path + " within " +
+                            std::to_string((long)timeout_s) +
                             " s; is rank 0 running, and is PRISM_RENDEZVOUS the same shared directory on every node?");
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -173,15 +174,17 @@ class Dist {
             local_rank = env_int("LOCAL_RANK", "SLURM_LOCALID", -1);
             local_world = env_int("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE", 0, true);
             if (rank < 0 || world < 1 || rank >= world || local_rank < 0)
-                throw DistError("PRISM_RENDEZVOUS is set but RANK, WORLD_SIZE and LOCAL_RANK (or SLURM_PROCID, "
-                                "SLURM_STEP_NUM_TASKS, SLURM_LOCALID) do not give a rank in [0, world): set them per process");
+                throw DistError(
+                    "PRISM_RENDEZVOUS is set but RANK, WORLD_SIZE and LOCAL_RANK (or SLURM_PROCID, "
+                    "SLURM_STEP_NUM_TASKS, SLURM_LOCALID) do not give a rank in [0, world): set them per process");
             if (local_world <= local_rank) local_world = local_rank + 1;  // only used to split CPU threads
             how_ = std::to_string(world) + " ranks by environment rendezvous in " + rendezvous_dir_;
         } else if (announced > 1) {
 #ifdef PRISM_MPI
             // The watchdog bounds MPI_Init too: a rank that never joins (stopped, or lost) ends the job after the
             // limit instead of leaving the others waiting in MPI_Init forever.
-            Watchdog::get().start(program, env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK", env_int("SLURM_PROCID", nullptr, -1)),
+            Watchdog::get().start(program,
+                                  env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK", env_int("SLURM_PROCID", nullptr, -1)),
                                   Watchdog::get().limit());
             Watchdog::Wait joining("MPI_Init (the forming of the process group)");
             int provided = 0;
@@ -196,8 +199,9 @@ class Dist {
             MPI_Comm_size(node, &local_world);
             MPI_Comm_free(&node);
             if (world != announced)
-                throw DistError("the launcher started " + std::to_string(announced) + " ranks (" + var + ") but MPI sees " +
-                                std::to_string(world) + ": this MPI cannot talk to the launcher (srun without PMIx?); use "
+                throw DistError("the launcher started " + std::to_string(announced) + " ranks (" + var +
+                                ") but MPI sees " + std::to_string(world) +
+                                ": this MPI cannot talk to the launcher (srun without PMIx?); use "
                                 "srun --mpi=pmix, mpirun, or PRISM_RENDEZVOUS (docs/training.md, Many GPUs and nodes)");
             int leader = local_rank == 0, nodes = 0;  // node count = local rank 0s
             MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -209,14 +213,16 @@ class Dist {
             how_ = std::to_string(world) + " ranks over MPI (" + v + ") on " + std::to_string(nodes) +
                    (nodes == 1 ? " node" : " nodes");
 #else
-            throw DistError("started as " + std::to_string(announced) + " ranks (" + var + "=" + std::to_string(announced) +
-                            ") but this " + program + " was built without MPI; install OpenMPI (bash setup.sh) and "
+            throw DistError("started as " + std::to_string(announced) + " ranks (" + var + "=" +
+                            std::to_string(announced) + ") but this " + program +
+                            " was built without MPI; install OpenMPI (bash setup.sh) and "
                             "rebuild with make clean && make");
 #endif
         } else {
             const int r = env_int("RANK", nullptr, 0), w = env_int("WORLD_SIZE", nullptr, 1);
             if (r != 0 || w != 1)
-                throw DistError("RANK=" + std::to_string(r) + " and WORLD_SIZE=" + std::to_string(w) + " are set, but "
+                throw DistError("RANK=" + std::to_string(r) + " and WORLD_SIZE=" + std::to_string(w) +
+                                " are set, but "
                                 "neither a launcher (mpirun, srun --mpi=pmix) nor PRISM_RENDEZVOUS=DIR: these copies "
                                 "would run as independent processes into one output; set PRISM_RENDEZVOUS, launch "
                                 "with mpirun or srun, or unset RANK and WORLD_SIZE");
@@ -293,7 +299,8 @@ class Dist {
         if (world == 1) return (void)std::copy(send, send + chunk, recv);
         Watchdog::Wait w(what);
 #ifdef PRISM_MPI
-        if (mpi_) return check(MPI_Reduce_scatter_block(send, recv, (int)chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), what);
+        if (mpi_)
+            return check(MPI_Reduce_scatter_block(send, recv, (int)chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), what);
 #endif
         throw DistError(std::string(what) + ": the CPU engine needs MPI for several ranks; launch with mpirun");
     }
@@ -302,7 +309,8 @@ class Dist {
         if (world == 1) return (void)std::copy(send, send + chunk, recv);
         Watchdog::Wait w(what);
 #ifdef PRISM_MPI
-        if (mpi_) return check(MPI_Allgather(send, (int)chunk, MPI_FLOAT, recv, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD), what);
+        if (mpi_)
+            return check(MPI_Allgather(send, (int)chunk, MPI_FLOAT, recv, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD), what);
 #endif
         throw DistError(std::string(what) + ": the CPU engine needs MPI for several ranks; launch with mpirun");
     }
@@ -363,8 +371,9 @@ class Dist {
 
     void need_device(const char* what) const {
         if (!device_sum)
-            throw DistError(std::string(what) + ": no collectives yet (the environment rendezvous needs the GPUs' "
-                                                "NCCL, set up with the engine; on CPUs launch with mpirun)");
+            throw DistError(std::string(what) +
+                            ": no collectives yet (the environment rendezvous needs the GPUs' "
+                            "NCCL, set up with the engine; on CPUs launch with mpirun)");
     }
 #ifdef PRISM_MPI
     static void check(int rc, const char* what) {
@@ -388,16 +397,19 @@ inline int run_ranks(Dist& dist, const char* oom_hint, const std::function<int()
     // first, the error line last (errors.h's ladder).
     auto who = [&] { return dist.world > 1 ? "rank " + std::to_string(dist.rank) + ": " : std::string(); };
     bool failed = false;
-    const int rc = run_reporting(dist.program(), oom_hint, who, [&] {
-        try {
-            return body();
-        } catch (const ReportedByAnotherRank&) {
-            return 1;
-        } catch (const AgreedFailure& e) {
-            print_error(dist.program(), "error", e.what());
-            return 1;
-        }
-    }, &failed);
+    const int rc = run_reporting(
+        dist.program(), oom_hint, who,
+        [&] {
+            try {
+                return body();
+            } catch (const ReportedByAnotherRank&) {
+                return 1;
+            } catch (const AgreedFailure& e) {
+                print_error(dist.program(), "error", e.what());
+                return 1;
+            }
+        },
+        &failed);
     if (failed && dist.world > 1) dist.abort_job();
     return rc;
 }

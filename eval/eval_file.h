@@ -62,7 +62,7 @@ struct EvalFile {
 };
 
 static const int32_t kEvalMagic = 0x4C564550;  // "PEVL"
-static const int32_t kEvalVersion = 2;  // written; version 1 is still read
+static const int32_t kEvalVersion = 2;         // written; version 1 is still read
 
 // Identifies a vocabulary: a hash of every token's bytes, in id order.
 inline uint64_t tokenizer_fingerprint(const Tokenizer& tok) {
@@ -156,7 +156,8 @@ inline EvalFile load_eval_file(const std::string& path, int model_V = 0) {
     try {
         buf = read_file_bytes(path, "eval file");
     } catch (const IoError& e) {  // a missing file: say how to make it; a directory or a FIFO: say what it is
-        throw EvalError(std::string(e.what()) + (access(path.c_str(), F_OK) != 0 ? "; build it with data/get_eval.sh" : ""));
+        throw EvalError(std::string(e.what()) +
+                        (access(path.c_str(), F_OK) != 0 ? "; build it with data/get_eval.sh" : ""));
     }
     auto bad = [&](const std::string& why) { return EvalError("eval file " + path + ": " + why); };
     if (buf.size() < 1024) throw bad("truncated (" + std::to_string(buf.size()) + " bytes, the header needs 1024)");

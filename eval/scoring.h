@@ -63,7 +63,7 @@ inline void eval_rows(const EvalFile& f, int e, int T, std::vector<EvalRow>& out
 // Additive over examples, so data-parallel ranks sum them (all-reduce of kCount doubles) before eval_finish.
 struct EvalSums {
     enum { N, ACC, ACC_NORM, LL, WORDS, BYTES, TOKENS, STOPPED, kCount };  // STOPPED: ranks cut short
-    std::array<double, kCount> v{};  // TOKENS: scored target tokens
+    std::array<double, kCount> v{};                                        // TOKENS: scored target tokens
     double& operator[](int i) { return v[i]; }
     double operator[](int i) const { return v[i]; }
 };
@@ -74,7 +74,7 @@ struct EvalResult {
     bool has_norm = false;
     long n = 0;
     double acc = NAN, acc_se = NAN, acc_norm = NAN, acc_norm_se = NAN;  // fractions in [0, 1]
-    double ppl = NAN;                  // target: exp(-mean LL per example); rolling: word perplexity
+    double ppl = NAN;                            // target: exp(-mean LL per example); rolling: word perplexity
     double byte_ppl = NAN, bits_per_byte = NAN;  // per UTF-8 byte (target: of the targets " word")
     double seconds = 0;
     bool stopped = false;  // cut short by a stop signal (run_eval_task's stop): the metrics are partial
@@ -88,15 +88,16 @@ inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long l
                                const std::function<bool()>& stop = nullptr) {
     const ModelConfig& cfg = eng.config();
     if (f.V != cfg.V)
-        throw EvalError("eval file " + f.path + ": tokenised for V = " + std::to_string(f.V) + " but the model has V = " +
-                        std::to_string(cfg.V));
+        throw EvalError("eval file " + f.path + ": tokenised for V = " + std::to_string(f.V) +
+                        " but the model has V = " + std::to_string(cfg.V));
     if (batch < 1) throw EvalError("eval batch must be at least 1 row");
     const long n = limit > 0 ? std::min<long>(limit, (long)f.ex.size()) : (long)f.ex.size();
     std::vector<EvalRow> rows;
     for (long i = rank; i < n; i += world) eval_rows(f, (int)i, cfg.T, rows);
     std::vector<size_t> order(rows.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].seq.size() > rows[b].seq.size(); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return rows[a].seq.size() > rows[b].seq.size(); });
 
     std::vector<double> ll(rows.size(), 0.0);
     std::vector<char> greedy(rows.size(), 1);
@@ -147,7 +148,8 @@ inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long l
             size_t pick = a, pick_norm = a;  // argmax: the first of equal scores, as numpy
             for (size_t k = a; k < b; k++) {
                 if (ll[k] > ll[pick]) pick = k;
-                if (f.has_norm && ll[k] / x.req[rows[k].request].norm_len > ll[pick_norm] / x.req[rows[pick_norm].request].norm_len)
+                if (f.has_norm &&
+                    ll[k] / x.req[rows[k].request].norm_len > ll[pick_norm] / x.req[rows[pick_norm].request].norm_len)
                     pick_norm = k;
             }
             s[EvalSums::ACC] += rows[pick].request == x.gold;
@@ -166,14 +168,17 @@ inline EvalResult eval_finish(const EvalFile& f, const EvalSums& s, double secon
     EvalResult r;
     r.task = f.task, r.kind = f.kind, r.has_norm = f.has_norm, r.n = (long)s[EvalSums::N], r.seconds = seconds;
     const double n = s[EvalSums::N];
-    auto se = [&](double p) { return n > 1 ? std::sqrt(p * (1 - p) / (n - 1)) : NAN; };  // sample std (n-1) / sqrt(n), 0/1 items
+    auto se = [&](double p) {
+        return n > 1 ? std::sqrt(p * (1 - p) / (n - 1)) : NAN;
+    };  // sample std (n-1) / sqrt(n), 0/1 items
     if (n <= 0) return r;
     if (f.kind != EvalKind::Rolling) r.acc = s[EvalSums::ACC] / n, r.acc_se = se(r.acc);
     if (f.has_norm) r.acc_norm = s[EvalSums::ACC_NORM] / n, r.acc_norm_se = se(r.acc_norm);
     const double ll = s[EvalSums::LL], bytes = s[EvalSums::BYTES];
     if (f.kind == EvalKind::Target) r.ppl = std::exp(-ll / n);
     if (f.kind == EvalKind::Rolling) r.ppl = std::exp(-ll / s[EvalSums::WORDS]);
-    if (f.kind != EvalKind::Choice && bytes > 0) r.byte_ppl = std::exp(-ll / bytes), r.bits_per_byte = -ll / bytes / std::log(2.0);
+    if (f.kind != EvalKind::Choice && bytes > 0)
+        r.byte_ppl = std::exp(-ll / bytes), r.bits_per_byte = -ll / bytes / std::log(2.0);
     return r;
 }
 

@@ -25,8 +25,8 @@ enum class EvalKind : int32_t { Choice = 0, Target = 1, Rolling = 2 };
 struct EvalTaskInfo {
     const char* name;
     EvalKind kind;
-    bool has_norm;     // acc_norm defined
-    const char* raw;   // the official raw file(s) prepare_eval reads
+    bool has_norm;    // acc_norm defined
+    const char* raw;  // the official raw file(s) prepare_eval reads
 };
 inline const std::vector<EvalTaskInfo>& eval_tasks() {
     static const std::vector<EvalTaskInfo> t = {
@@ -56,7 +56,7 @@ struct EvalDoc {
     std::vector<std::string> ctx, cont;
     std::vector<int> norm_len;  // acc_norm divisor per request: code points of the choice, no leading space
     int gold = -1;
-    std::string text;           // rolling tasks: the text scored as a whole
+    std::string text;  // rolling tasks: the text scored as a whole
     int64_t words = 0, bytes = 0;
 };
 
@@ -78,7 +78,10 @@ inline std::string hellaswag_preprocess(std::string_view text) {
     for (size_t i = 0; i < s.size(); i++) {
         if (s[i] == '[') {
             size_t j = s.find_first_of("]\n", i + 1);
-            if (j != std::string::npos && s[j] == ']') { i = j; continue; }
+            if (j != std::string::npos && s[j] == ']') {
+                i = j;
+                continue;
+            }
         }
         out += s[i];
     }
@@ -160,7 +163,8 @@ inline std::string wikitext_detokenize(std::string_view page) {
     {
         std::string out;
         for (size_t i = 0; i < s.size(); i++) {
-            if (s.compare(i, 3, "/' ") == 0 && i + 4 < s.size() && isdigit((unsigned char)s[i + 3]) && s[i + 4] == '/') {
+            if (s.compare(i, 3, "/' ") == 0 && i + 4 < s.size() && isdigit((unsigned char)s[i + 3]) &&
+                s[i + 4] == '/') {
                 out += "/'[0-9]/", i += 4;
                 continue;
             }
@@ -176,7 +180,10 @@ inline std::string wikitext_detokenize(std::string_view page) {
         for (size_t i = 0; i < c.size(); i++) {
             size_t j = c[i] == (uint32_t)oc[0] ? i + 1 : c.size();
             while (j < c.size() && c[j] != (uint32_t)oc[1]) j++;
-            if (j >= c.size()) { out.push_back(c[i]); continue; }
+            if (j >= c.size()) {
+                out.push_back(c[i]);
+                continue;
+            }
             size_t a = i + 1, b = j;
             while (a < b && py::isspace(c[a])) a++;
             while (b > a && py::isspace(c[b - 1])) b--;

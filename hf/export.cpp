@@ -39,13 +39,17 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        path_flag("-o, --out", "DIR", "the directory to write (created; refused when it holds files, unless "
-                  "--overwrite)", o.out),
+        path_flag("-o, --out", "DIR",
+                  "the directory to write (created; refused when it holds files, unless "
+                  "--overwrite)",
+                  o.out),
         choice_flag("--dtype", "TYPE", "fp32 (default: exact) or bf16 (half the size, rounded to nearest even)",
                     o.dtype, {"fp32", "bf16"}),
         path_flag("--tokenizer", "FILE", "GPT-2 ranks file (default data/cache/gpt2.tiktoken)", o.tokenizer),
-        switch_flag("--overwrite", "write into a directory that already holds files (the files export writes are "
-                    "replaced)", o.overwrite),
+        switch_flag("--overwrite",
+                    "write into a directory that already holds files (the files export writes are "
+                    "replaced)",
+                    o.overwrite),
     };
 }
 
@@ -74,10 +78,11 @@ std::string fmt(const char* f, double v) {
 }
 
 // README.md: what the model is, how to load it, its layers, and what the run logged.
-std::string model_card(const ModelConfig& c, long step, const std::string& source, const std::string& run, const std::string& dtype,
-                       bool has_tokenizer) {
+std::string model_card(const ModelConfig& c, long step, const std::string& source, const std::string& run,
+                       const std::string& dtype, bool has_tokenizer) {
     const Accounting a = account(c);
-    std::string s = "---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags:\n- prism\n- custom_code\n---\n\n";
+    std::string s =
+        "---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags:\n- prism\n- custom_code\n---\n\n";
     s += "# Prism model (step " + std::to_string(step) + ")\n\n";
     s += "Exported by Prism's `export` from `" + source + "`: " + describe_config(c) + "; " + human((double)a.params) +
          " parameters, stored as " + dtype + ".\n\n";
@@ -91,13 +96,13 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
     if (has_tokenizer)
         s += "`lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True --tasks hellaswag` evaluates it. "
              "Documents start after `<|endoftext|>` in training, as in GPT-2.\n\n";
-    else
-        s += "No tokenizer files: the vocabulary (V = " + std::to_string(c.V) + ") is smaller than GPT-2's.\n\n";
-    s += "## Layers\n\n| layer | width | heads | head_dim | SwiGLU hidden | parameters |\n|---:|---:|---:|---:|---:|---:|\n";
+    else s += "No tokenizer files: the vocabulary (V = " + std::to_string(c.V) + ") is smaller than GPT-2's.\n\n";
+    s += "## Layers\n\n| layer | width | heads | head_dim | SwiGLU hidden | parameters "
+         "|\n|---:|---:|---:|---:|---:|---:|\n";
     for (int l = 0; l < c.L(); l++)
-        s += "| " + std::to_string(l) + " | " + std::to_string(c.layers[l].width) + " | " + std::to_string(c.layers[l].heads) +
-             " | " + std::to_string(c.layers[l].head_dim()) + " | " + std::to_string(c.hidden_of(l)) + " | " +
-             std::to_string(a.layers[l].params) + " |\n";
+        s += "| " + std::to_string(l) + " | " + std::to_string(c.layers[l].width) + " | " +
+             std::to_string(c.layers[l].heads) + " | " + std::to_string(c.layers[l].head_dim()) + " | " +
+             std::to_string(c.hidden_of(l)) + " | " + std::to_string(a.layers[l].params) + " |\n";
     s += "\nResidual stream width " + std::to_string(c.D()) + ", final norm over the first " + std::to_string(c.Df()) +
          " coordinates, head over the first " + std::to_string(c.d) + ".\n";
     if (run.empty()) return s;
@@ -113,10 +118,12 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
     double best_val = NAN;
     for (const RunStep& x : r.steps)
         if (std::isfinite(x.val_loss) && !(x.val_loss >= best_val)) best_val = x.val_loss;
-    s += "\n## Training record (`" + run + "/log.jsonl`)\n\n| steps | tokens | last train loss | last val loss | best val loss | wall-clock s |\n"
-         "|---:|---:|---:|---:|---:|---:|\n| " + std::to_string(last.step) + " | " + std::to_string(last.tokens) + " | " +
-         json::number(last.train_loss, "%.4f") + " | " + json::number(last.val_loss, "%.4f") + " | " + json::number(best_val, "%.4f") +
-         " | " + json::number(last.elapsed_total, "%.1f") + " |\n";
+    s += "\n## Training record (`" + run +
+         "/log.jsonl`)\n\n| steps | tokens | last train loss | last val loss | best val loss | wall-clock s |\n"
+         "|---:|---:|---:|---:|---:|---:|\n| " +
+         std::to_string(last.step) + " | " + std::to_string(last.tokens) + " | " +
+         json::number(last.train_loss, "%.4f") + " | " + json::number(last.val_loss, "%.4f") + " | " +
+         json::number(best_val, "%.4f") + " | " + json::number(last.elapsed_total, "%.1f") + " |\n";
     if (!r.evals.empty()) {
         s += "\n## Evals logged during training (the last of each task)\n\n| task | step | metrics |\n|---|---:|---|\n";
         std::vector<std::string> done;
@@ -132,7 +139,9 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
     return s;
 }
 
-void write_text(const std::string& path, const std::string& text) { write_atomically(path, {{text.data(), text.size()}}); }
+void write_text(const std::string& path, const std::string& text) {
+    write_atomically(path, {{text.data(), text.size()}});
+}
 
 int run(const Options& o) {
     const std::string path = is_dir(o.model) ? o.model + "/model.bin" : o.model;
@@ -140,15 +149,19 @@ int run(const Options& o) {
     const ModelConfig& c = m.cfg;
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
     HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
-    if (gpt2_vocab) tok_files = hf_tokenizer_files(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer));
+    if (gpt2_vocab)
+        tok_files = hf_tokenizer_files(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer));
 
     if (is_dir(o.out) && !list_dir(o.out).empty() && !o.overwrite)
-        throw ConfigError("output directory " + o.out + " already holds files; pass --overwrite to replace the export's files in it, or choose another -o");
+        throw ConfigError(
+            "output directory " + o.out +
+            " already holds files; pass --overwrite to replace the export's files in it, or choose another -o");
     make_dirs(o.out);
 
     const ParamLayout layout = param_layout(c);
     std::vector<StSource> tensors;
-    for (const ParamTensor& t : layout.tensors) tensors.push_back({hf_tensor_name(t), hf_tensor_shape(t), m.params.data() + t.offset});
+    for (const ParamTensor& t : layout.tensors)
+        tensors.push_back({hf_tensor_name(t), hf_tensor_shape(t), m.params.data() + t.offset});
     const bool bf16 = o.dtype == "bf16";
     std::vector<std::string> written;
     auto out = [&](const std::string& name) { return written.push_back(name), o.out + "/" + name; };
@@ -157,28 +170,35 @@ int run(const Options& o) {
     write_text(out("config.json"), hf_config_json(c, (long)m.step, bf16 ? "bfloat16" : "float32", m.run_id));
     write_text(out("configuration_prism.py"), kConfigurationPrismPy);
     write_text(out("modeling_prism.py"), kModelingPrismPy);
-    std::string gen = "{\n  \"do_sample\": true,\n  \"temperature\": 0.8,\n  \"top_k\": 200,\n  \"max_new_tokens\": 128";
+    std::string gen =
+        "{\n  \"do_sample\": true,\n  \"temperature\": 0.8,\n  \"top_k\": 200,\n  \"max_new_tokens\": 128";
     if (gpt2_vocab) gen += ",\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n  \"pad_token_id\": 50256";
     write_text(out("generation_config.json"), gen + "\n}\n");
     if (gpt2_vocab) {
         write_text(out("vocab.json"), tok_files.vocab_json);
         write_text(out("merges.txt"), tok_files.merges_txt);
         const std::string eot = "\"<|endoftext|>\"";
-        write_text(out("tokenizer_config.json"),
-                   "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": " + std::to_string(c.T) +
-                       ",\n  \"bos_token\": " + eot + ",\n  \"eos_token\": " + eot + ",\n  \"unk_token\": " + eot +
-                       ",\n  \"pad_token\": " + eot + ",\n  \"add_prefix_space\": false,\n  \"add_bos_token\": false,\n"
-                       "  \"clean_up_tokenization_spaces\": false,\n  \"errors\": \"replace\",\n  \"added_tokens_decoder\": "
-                       "{\"50256\": {\"content\": \"<|endoftext|>\", \"lstrip\": false, \"normalized\": true, \"rstrip\": false, "
-                       "\"single_word\": false, \"special\": true}}\n}\n");
-        write_text(out("special_tokens_map.json"), "{\"bos_token\": " + eot + ", \"eos_token\": " + eot + ", \"unk_token\": " + eot +
-                                                        ", \"pad_token\": " + eot + "}\n");
+        write_text(
+            out("tokenizer_config.json"),
+            "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": " + std::to_string(c.T) +
+                ",\n  \"bos_token\": " + eot + ",\n  \"eos_token\": " + eot + ",\n  \"unk_token\": " + eot +
+                ",\n  \"pad_token\": " + eot +
+                ",\n  \"add_prefix_space\": false,\n  \"add_bos_token\": false,\n"
+                "  \"clean_up_tokenization_spaces\": false,\n  \"errors\": \"replace\",\n  \"added_tokens_decoder\": "
+                "{\"50256\": {\"content\": \"<|endoftext|>\", \"lstrip\": false, \"normalized\": true, \"rstrip\": "
+                "false, "
+                "\"single_word\": false, \"special\": true}}\n}\n");
+        write_text(out("special_tokens_map.json"), "{\"bos_token\": " + eot + ", \"eos_token\": " + eot +
+                                                       ", \"unk_token\": " + eot + ", \"pad_token\": " + eot + "}\n");
     } else {
-        fprintf(stderr, "export: no tokenizer files: the model's vocabulary V = %d is smaller than GPT-2's 50257\n", c.V);
+        fprintf(stderr, "export: no tokenizer files: the model's vocabulary V = %d is smaller than GPT-2's 50257\n",
+                c.V);
     }
-    write_text(out("README.md"), model_card(c, (long)m.step, path, run_dir_of(o.model, path), bf16 ? "bf16" : "fp32", gpt2_vocab));
+    write_text(out("README.md"),
+               model_card(c, (long)m.step, path, run_dir_of(o.model, path), bf16 ? "bf16" : "fp32", gpt2_vocab));
 
-    printf("export: %s (step %lld, %zu parameters) -> %s\n", path.c_str(), (long long)m.step, layout.total, o.out.c_str());
+    printf("export: %s (step %lld, %zu parameters) -> %s\n", path.c_str(), (long long)m.step, layout.total,
+           o.out.c_str());
     for (const std::string& name : written) {
         struct stat st;
         stat((o.out + "/" + name).c_str(), &st);
@@ -191,9 +211,12 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"export", "MODEL.bin|RUN_DIR -o DIR [flags]", "Writes a directory that Hugging Face transformers loads "
-                "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), AutoTokenizer.from_pretrained(DIR, "
-                "trust_remote_code=True)); docs/huggingface.md.", make_flags(o)};
+    Command cmd{
+        "export", "MODEL.bin|RUN_DIR -o DIR [flags]",
+        "Writes a directory that Hugging Face transformers loads "
+        "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), AutoTokenizer.from_pretrained(DIR, "
+        "trust_remote_code=True)); docs/huggingface.md.",
+        make_flags(o)};
     cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = 1;
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.model = p.positional[0];

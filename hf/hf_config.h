@@ -38,7 +38,7 @@ struct HfError : std::runtime_error {
 // The Hugging Face name of one of param_layout's tensors ("h3.wqkv" -> "model.layers.3.attn.qkv.weight").
 inline std::string hf_tensor_name(const ParamTensor& t) {
     static const std::pair<const char*, const char*> layer_names[] = {
-        {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"}, {"wqkv", "attn.qkv.weight"},
+        {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"},  {"wqkv", "attn.qkv.weight"},
         {"wo", "attn.out.weight"},     {"ln2_w", "mlp_norm.weight"}, {"ln2_b", "mlp_norm.bias"},
         {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"}};
     if (t.name == "wte") return "model.embed_tokens.weight";
@@ -83,13 +83,17 @@ constexpr int kGpt2Eot = 50256;
 // run_id: the model.bin's run (0: none, a version 2 file), kept so that import writes the same file back.
 inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype, uint64_t run_id = 0) {
     std::vector<int> widths, heads, hidden;
-    for (int l = 0; l < c.L(); l++) widths.push_back(c.layers[l].width), heads.push_back(c.layers[l].heads), hidden.push_back(c.hidden_of(l));
+    for (int l = 0; l < c.L(); l++)
+        widths.push_back(c.layers[l].width), heads.push_back(c.layers[l].heads), hidden.push_back(c.hidden_of(l));
     std::string s = "{\n";
-    auto add = [&](const std::string& key, const std::string& value) { s += "  " + json::quote(key) + ": " + value + ",\n"; };
+    auto add = [&](const std::string& key, const std::string& value) {
+        s += "  " + json::quote(key) + ": " + value + ",\n";
+    };
     add("architectures", "[\"PrismForCausalLM\"]");
     add("model_type", "\"prism\"");
-    add("auto_map", "{\"AutoConfig\": \"configuration_prism.PrismConfig\", "
-                    "\"AutoModelForCausalLM\": \"modeling_prism.PrismForCausalLM\"}");
+    add("auto_map",
+        "{\"AutoConfig\": \"configuration_prism.PrismConfig\", "
+        "\"AutoModelForCausalLM\": \"modeling_prism.PrismForCausalLM\"}");
     add("vocab_size", std::to_string(c.V));
     add("hidden_size", std::to_string(c.d));
     add("residual_width", std::to_string(c.D()));
@@ -142,7 +146,8 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     if (o.kind != json::Value::Object) throw bad("not a JSON object");
     const json::Value* mt = o.find("model_type");
     if (!mt || mt->kind != json::Value::String || mt->str != "prism")
-        throw bad("model_type is " + (mt && mt->kind == json::Value::String ? "\"" + printable(mt->str) + "\"" : std::string("missing")) +
+        throw bad("model_type is " +
+                  (mt && mt->kind == json::Value::String ? "\"" + printable(mt->str) + "\"" : std::string("missing")) +
                   ", not \"prism\"; pass a directory written by export (or saved from its PrismForCausalLM)");
     auto need = [&](const char* key) -> const json::Value& {
         const json::Value* v = o.find(key);
@@ -161,7 +166,8 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         char* end = nullptr;
         double x = v.kind == json::Value::Number ? strtod(v.str.c_str(), &end) : NAN;
         if (v.kind != json::Value::Number || *end != 0 || !(x >= lo && x <= hi))
-            throw bad(std::string("\"") + key + "\" must be a number in [" + exact_double(lo) + ", " + exact_double(hi) + "]");
+            throw bad(std::string("\"") + key + "\" must be a number in [" + exact_double(lo) + ", " +
+                      exact_double(hi) + "]");
         return x;
     };
     auto boolean = [&](const char* key) {
@@ -172,7 +178,8 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     auto list = [&](const char* key, size_t n) {
         const json::Value& v = need(key);
         if (v.kind != json::Value::Array || v.arr.size() != n)
-            throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) + " integers");
+            throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) +
+                      " integers");
         std::vector<int> out;
         for (const json::Value& x : v.arr) out.push_back((int)integer(x, key, 1, 1 << 30));
         return out;
@@ -190,20 +197,25 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
     c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
     const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
-    const std::vector<int> widths = list("layer_widths", L), heads = list("layer_heads", L), hidden = list("layer_hidden_sizes", L);
+    const std::vector<int> widths = list("layer_widths", L), heads = list("layer_heads", L),
+                           hidden = list("layer_hidden_sizes", L);
     for (int l = 0; l < L; l++) c.layers.push_back({widths[l], heads[l]});
     const std::string norm = text_field("norm_type");
-    if (norm != "layernorm" && norm != "rmsnorm") throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
+    if (norm != "layernorm" && norm != "rmsnorm")
+        throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
     c.norm = norm == "layernorm" ? NormType::LayerNorm : NormType::RMSNorm;
     c.norm_eps = number("norm_eps", 1e-20, 1);
     c.tied = boolean("tie_word_embeddings");
     const std::string scale = text_field("attention_scale");
     if (scale != "1/sqrt(head_dim)" && scale != "1/head_dim")
-        throw bad("\"attention_scale\" is \"" + printable(scale) + "\"; it must be \"1/sqrt(head_dim)\" or \"1/head_dim\"");
+        throw bad("\"attention_scale\" is \"" + printable(scale) +
+                  "\"; it must be \"1/sqrt(head_dim)\" or \"1/head_dim\"");
     c.mup_attn = scale == "1/head_dim";
     c.rope_theta = number("rope_theta", 1, 1e12);
     if (!boolean("rope_interleaved"))
-        throw bad("\"rope_interleaved\" is false; Prism rotates interleaved pairs (2i, 2i+1), and model.bin has no other layout");
+        throw bad(
+            "\"rope_interleaved\" is false; Prism rotates interleaved pairs (2i, 2i+1), and model.bin has no other "
+            "layout");
     c.mlp_ratio = number("mlp_ratio", 1e-3, 64);
     c.mlp_multiple = (int)integer(need("mlp_multiple"), "mlp_multiple", 1, 65536);
     c.init_width_scale = boolean("init_width_scale");
@@ -223,9 +235,10 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     }
     for (int l = 0; l < L; l++)
         if (hidden[l] != c.hidden_of(l))
-            throw bad("layer " + std::to_string(l) + " has SwiGLU hidden size " + std::to_string(hidden[l]) + " but mlp_ratio " +
-                      exact_double(c.mlp_ratio) + " and mlp_multiple " + std::to_string(c.mlp_multiple) + " give " +
-                      std::to_string(c.hidden_of(l)) + "; model.bin derives hidden sizes from that rule, so it cannot hold this model");
+            throw bad("layer " + std::to_string(l) + " has SwiGLU hidden size " + std::to_string(hidden[l]) +
+                      " but mlp_ratio " + exact_double(c.mlp_ratio) + " and mlp_multiple " +
+                      std::to_string(c.mlp_multiple) + " give " + std::to_string(c.hidden_of(l)) +
+                      "; model.bin derives hidden sizes from that rule, so it cannot hold this model");
     if (integer(need("residual_width"), "residual_width", 1, 1 << 30) != c.D())
         throw bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
     if (integer(need("final_norm_width"), "final_norm_width", 1, 1 << 30) != c.Df())

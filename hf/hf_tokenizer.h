@@ -52,7 +52,8 @@ inline HfTokenizerFiles hf_tokenizer_files(const Tokenizer& tok) {
 
     HfTokenizerFiles f;
     f.vocab_json = "{";
-    for (int r = 0; r < n; r++) f.vocab_json += json::quote(gpt2_spell(bytes[r], alphabet)) + ": " + std::to_string(r) + ", ";
+    for (int r = 0; r < n; r++)
+        f.vocab_json += json::quote(gpt2_spell(bytes[r], alphabet)) + ": " + std::to_string(r) + ", ";
     f.vocab_json += json::quote(tok.decode(&n, 1)) + ": " + std::to_string(n) + "}\n";
 
     f.merges_txt = "#version: 0.2\n";
@@ -60,10 +61,14 @@ inline HfTokenizerFiles hf_tokenizer_files(const Tokenizer& tok) {
     for (int r = 0; r < n; r++) {
         const std::string& b = bytes[r];
         if (b.size() == 1) {
-            if (r >= 256) throw HfError("tokenizer: rank " + std::to_string(r) + " is a single byte after the first 256; not GPT-2's byte-level BPE");
+            if (r >= 256)
+                throw HfError("tokenizer: rank " + std::to_string(r) +
+                              " is a single byte after the first 256; not GPT-2's byte-level BPE");
             continue;
         }
-        if (r < 256) throw HfError("tokenizer: rank " + std::to_string(r) + " is not a single byte; GPT-2's first 256 ranks are the bytes");
+        if (r < 256)
+            throw HfError("tokenizer: rank " + std::to_string(r) +
+                          " is not a single byte; GPT-2's first 256 ranks are the bytes");
         parts.clear();
         for (char c : b) parts.emplace_back(1, c);
         while (parts.size() > 2) {  // merge the lowest-ranked adjacent pair below r, the leftmost on ties
@@ -77,7 +82,8 @@ inline HfTokenizerFiles hf_tokenizer_files(const Tokenizer& tok) {
             parts.erase(parts.begin() + best + 1);
         }
         if (parts.size() != 2)
-            throw HfError("tokenizer: the bytes of rank " + std::to_string(r) + " do not reduce to one merge of lower ranks; "
+            throw HfError("tokenizer: the bytes of rank " + std::to_string(r) +
+                          " do not reduce to one merge of lower ranks; "
                           "not a byte-level BPE vocabulary, so it has no merges.txt");
         f.merges_txt += gpt2_spell(parts[0], alphabet) + " " + gpt2_spell(parts[1], alphabet) + "\n";
     }

@@ -40,8 +40,10 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        path_flag("-o, --out", "FILE", "the model.bin to write, its directory created (refused when it exists, unless "
-                  "--overwrite)", o.out),
+        path_flag("-o, --out", "FILE",
+                  "the model.bin to write, its directory created (refused when it exists, unless "
+                  "--overwrite)",
+                  o.out),
         switch_flag("--overwrite", "replace an existing FILE", o.overwrite),
     };
 }
@@ -56,13 +58,16 @@ std::vector<SafetensorsFile> open_weights(const std::string& dir, size_t max_ten
     struct stat st;
     if (stat(single.c_str(), &st) == 0) return {read_safetensors_header(single, max_tensors)};
     if (stat(index.c_str(), &st) != 0)
-        throw HfError(dir + " holds neither model.safetensors nor model.safetensors.index.json; pass a directory written by export "
-                      "or by save_pretrained");
+        throw HfError(
+            dir +
+            " holds neither model.safetensors nor model.safetensors.index.json; pass a directory written by export "
+            "or by save_pretrained");
     const std::string text = read_file_text(index, "safetensors index", kJsonFileCap);
     const size_t values = st_json_values(text), most = 8 * (max_tensors + 1) + 2 * 4096;  // a weight_map entry: 2
     if (values > most)
         throw HfError(index + " holds " + std::to_string(values) + " JSON values, more than the index of a model of " +
-                      std::to_string(max_tensors) + " tensors can need (" + std::to_string(most) + "); is it the right file?");
+                      std::to_string(max_tensors) + " tensors can need (" + std::to_string(most) +
+                      "); is it the right file?");
     json::Value o;
     try {
         o = json::parse(text);
@@ -104,7 +109,9 @@ int run(const Options& o) {
     std::map<std::string, std::pair<const SafetensorsFile*, const StTensor*>> found;
     for (const SafetensorsFile& f : files)
         for (const StTensor& t : f.tensors) {
-            if (found.count(t.name)) throw HfError("tensor " + st_printable(t.name) + " is in both " + found[t.name].first->path + " and " + f.path);
+            if (found.count(t.name))
+                throw HfError("tensor " + st_printable(t.name) + " is in both " + found[t.name].first->path + " and " +
+                              f.path);
             found[t.name] = {&f, &t};
         }
 
@@ -123,8 +130,8 @@ int run(const Options& o) {
             throw HfError(o.dir + ": tensor " + name + " is missing; config.json describes a model with it");
         const StTensor& t = *it->second.second;
         if (t.shape != shape)
-            throw HfError(it->second.first->path + ": tensor " + name + " has shape " + st_shape_json(t.shape) + " but config.json needs " +
-                          st_shape_json(shape));
+            throw HfError(it->second.first->path + ": tensor " + name + " has shape " + st_shape_json(t.shape) +
+                          " but config.json needs " + st_shape_json(shape));
         wants.push_back({name, it->second.first, &t, offset});
         found.erase(it);
     };
@@ -133,8 +140,8 @@ int run(const Options& o) {
     if (head_copy) want("lm_head.weight", hf_tensor_shape(layout.tensors[0]), layout.total);
     if (!found.empty())
         throw HfError(found.begin()->second.first->path + ": tensor " + st_printable(found.begin()->first) +
-                      " is not part of the Prism model config.json describes (" + std::to_string(found.size()) + " such tensor" +
-                      (found.size() > 1 ? "s" : "") + ")");
+                      " is not part of the Prism model config.json describes (" + std::to_string(found.size()) +
+                      " such tensor" + (found.size() > 1 ? "s" : "") + ")");
 
     std::vector<float> params;
     const size_t floats = layout.total + (head_copy ? layout.tensors[0].numel() : 0);
@@ -143,7 +150,8 @@ int run(const Options& o) {
     } catch (const std::bad_alloc&) {
         throw HfError("out of memory: " + config_path + " describes a model of " + std::to_string(layout.total) +
                       " parameters, and its weights need " + std::to_string(floats * 4) + " bytes as fp32 (" +
-                      std::to_string(floats * 4 >> 20) + " MiB), more than this machine gives; import it on one with more memory");
+                      std::to_string(floats * 4 >> 20) +
+                      " MiB), more than this machine gives; import it on one with more memory");
     }
     std::map<std::string, int> widened;  // dtype -> tensors
     for (const Want& w : wants) {
@@ -152,21 +160,25 @@ int run(const Options& o) {
         const size_t n = w.t->numel(), bad = first_nonfinite(dst, n);
         if (bad < n)
             throw HfError(w.file->path + ": tensor " + w.name + " holds " + std::to_string(dst[bad]) + " at element " +
-                          std::to_string(bad) + "; a model.bin holds finite weights only (every tool refuses one that "
+                          std::to_string(bad) +
+                          "; a model.bin holds finite weights only (every tool refuses one that "
                           "does not): fix or retrain the model, then save it again");
         if (w.t->dtype != StDtype::F32) widened[st_dtype_name(w.t->dtype)]++;
     }
-    if (head_copy && memcmp(params.data() + layout.total, params.data() + layout.wte, layout.tensors[0].numel() * 4) != 0)
-        throw HfError(o.dir + ": config.json says tie_word_embeddings but lm_head.weight differs from model.embed_tokens.weight; "
-                      "set tie_word_embeddings false to keep a separate head");
+    if (head_copy &&
+        memcmp(params.data() + layout.total, params.data() + layout.wte, layout.tensors[0].numel() * 4) != 0)
+        throw HfError(
+            o.dir +
+            ": config.json says tie_word_embeddings but lm_head.weight differs from model.embed_tokens.weight; "
+            "set tie_word_embeddings false to keep a separate head");
 
     const size_t slash = o.out.find_last_of('/');
     if (slash != std::string::npos && slash > 0) make_dirs(o.out.substr(0, slash));
     save_model(o.out, c, params.data(), layout.total, hc.step, hc.run_id);
     printf("import: %s (step %ld, %zu parameters) -> %s\n", o.dir.c_str(), hc.step, layout.total, o.out.c_str());
     for (const auto& [dtype, n] : widened)
-        printf("import: note: %d tensors were %s, widened exactly to fp32 (the model.bin holds the %s values)\n", n, dtype.c_str(),
-               dtype.c_str());
+        printf("import: note: %d tensors were %s, widened exactly to fp32 (the model.bin holds the %s values)\n", n,
+               dtype.c_str(), dtype.c_str());
     return 0;
 }
 
@@ -174,8 +186,10 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"import", "DIR -o model.bin [flags]", "A directory written by export (or saved by its "
-                "PrismForCausalLM's save_pretrained) back to a Prism model.bin.", make_flags(o)};
+    Command cmd{"import", "DIR -o model.bin [flags]",
+                "A directory written by export (or saved by its "
+                "PrismForCausalLM's save_pretrained) back to a Prism model.bin.",
+                make_flags(o)};
     cmd.missing = "directory", cmd.min_positional = 1, cmd.max_positional = 1;
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.dir = p.positional[0];

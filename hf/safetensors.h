@@ -108,8 +108,9 @@ inline void write_safetensors(const std::string& path, const std::vector<StSourc
     size_t at = 0;
     for (const StSource& t : tensors) {
         const size_t n = t.numel() * es;
-        h += ", " + json::quote(t.name) + ": {\"dtype\": \"" + st_dtype_name(dtype) + "\", \"shape\": " +
-             st_shape_json(t.shape) + ", \"data_offsets\": [" + std::to_string(at) + ", " + std::to_string(at + n) + "]}";
+        h += ", " + json::quote(t.name) + ": {\"dtype\": \"" + st_dtype_name(dtype) +
+             "\", \"shape\": " + st_shape_json(t.shape) + ", \"data_offsets\": [" + std::to_string(at) + ", " +
+             std::to_string(at + n) + "]}";
         at += n;
     }
     h += "}";
@@ -223,7 +224,8 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
     };
     if (o.obj.size() > max_tensors + 1)
         throw SafetensorsError("safetensors file " + path + ": its header lists " + std::to_string(o.obj.size()) +
-                               " entries, more than the " + std::to_string(max_tensors) + " tensors it can hold here; "
+                               " entries, more than the " + std::to_string(max_tensors) +
+                               " tensors it can hold here; "
                                "is it the right file?");
     std::set<std::string> names;
     for (const auto& [name, v] : o.obj) {
@@ -231,7 +233,8 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
             if (v.kind != json::Value::Object) throw bad("__metadata__ is not an object");
             if (v.obj.size() > 4096) throw bad("__metadata__ has more than 4096 entries");
             for (const auto& [k, s] : v.obj) {
-                if (s.kind != json::Value::String) throw bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
+                if (s.kind != json::Value::String)
+                    throw bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
                 sf.metadata[k] = s.str;
             }
             continue;
@@ -250,12 +253,16 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
         else if (dt->str == "BF16") t.dtype = StDtype::BF16;
         else if (dt->str == "F16") t.dtype = StDtype::F16;
         else
-            throw SafetensorsError("safetensors file " + path + ": " + at + "dtype " + st_printable(dt->str) +
-                                   " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
-        if (shape->kind != json::Value::Array || shape->arr.size() > 8) throw bad(at + "shape is not a list of at most 8 sizes");
+            throw SafetensorsError(
+                "safetensors file " + path + ": " + at + "dtype " + st_printable(dt->str) +
+                " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
+        if (shape->kind != json::Value::Array || shape->arr.size() > 8)
+            throw bad(at + "shape is not a list of at most 8 sizes");
         double numel = 1;  // in double first: the product of hostile sizes must not wrap
-        for (const json::Value& s : shape->arr) t.shape.push_back((int64_t)count(s, at + "a shape entry")), numel *= (double)t.shape.back();
-        if (offs->kind != json::Value::Array || offs->arr.size() != 2) throw bad(at + "data_offsets is not [begin, end]");
+        for (const json::Value& s : shape->arr)
+            t.shape.push_back((int64_t)count(s, at + "a shape entry")), numel *= (double)t.shape.back();
+        if (offs->kind != json::Value::Array || offs->arr.size() != 2)
+            throw bad(at + "data_offsets is not [begin, end]");
         const uint64_t b = count(offs->arr[0], at + "data_offsets"), e = count(offs->arr[1], at + "data_offsets");
         if (b > e || e > data_bytes)
             throw bad(at + "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] outside the " +
@@ -274,8 +281,8 @@ inline SafetensorsFile read_safetensors_header(const std::string& path, size_t m
     for (const auto& s : spans) {
         if (s.first != at)
             throw bad(s.first < at ? "two tensors overlap at data byte " + std::to_string(s.first - data0)
-                                   : "data bytes [" + std::to_string(at - data0) + ", " + std::to_string(s.first - data0) +
-                                         ") belong to no tensor");
+                                   : "data bytes [" + std::to_string(at - data0) + ", " +
+                                         std::to_string(s.first - data0) + ") belong to no tensor");
         at = s.second;
     }
     if (at != size) throw bad("data bytes from " + std::to_string(at - data0) + " on belong to no tensor");

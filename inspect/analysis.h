@@ -57,8 +57,7 @@ struct AttentionSums {
 };
 
 // att (T, T): row i = query i's probabilities over keys j <= i (entries past i are ignored).
-template <typename S>
-void add_attention(AttentionSums& sums, const S* att, int T) {
+template <typename S> void add_attention(AttentionSums& sums, const S* att, int T) {
     for (int i = 0; i < T; i++) {
         const S* a = att + (size_t)i * T;
         double dist = 0, ent = 0;
@@ -160,8 +159,7 @@ class Gram {
   public:
     explicit Gram(int w) : w_(w), shift_(w), sum_(w, 0.0), g_((size_t)w * w, 0.0) {}
     // rows (n, ld): columns [0, w) of each.
-    template <typename S>
-    void add(const S* rows, long n, long ld) {
+    template <typename S> void add(const S* rows, long n, long ld) {
         if (n <= 0) return;
         if (n_ == 0)
             for (int c = 0; c < w_; c++) shift_[c] = rows[c];
@@ -226,7 +224,7 @@ inline SpectrumEntropy matrix_entropy(const Gram& g) {
 // ======================================================================================================
 
 struct LayerStats {
-    int layer = 0, width = 0, heads = 0;  // layer 1..L (0: the embedding, logit lens only)
+    int layer = 0, width = 0, heads = 0;    // layer 1..L (0: the embedding, logit lens only)
     std::vector<double> distance, entropy;  // per head
     double distance_mean = NAN, entropy_mean = NAN;
     double lens_loss = NAN, lens_top1 = NAN;
@@ -235,7 +233,7 @@ struct LayerStats {
 };
 
 struct ModelStats {
-    double loss = NAN;              // the model's own mean loss over the S T targets
+    double loss = NAN;  // the model's own mean loss over the S T targets
     long sequences = 0, tokens = 0;
     std::vector<LayerStats> layers;  // [0] the embedding (lens only), then layers 1..L
 };
@@ -281,7 +279,8 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
             ref::norm_forward(c.norm, lnf.data(), mean.data(), rstd.data(), rm.residual_state(2 * l), D,
                               P(layout.lnf_w), P(layout.lnf_b), T, Df, c.norm_eps);
             ref::matmul_forward(logits.data(), V, lnf.data(), Df, Wout, T, d, V);
-            ref::softmax_crossentropy_forward((float*)nullptr, lse.data(), losses.data(), logits.data(), tg.data(), T, V);
+            ref::softmax_crossentropy_forward((float*)nullptr, lse.data(), losses.data(), logits.data(), tg.data(), T,
+                                              V);
             lens_loss[l] += ref::mean_loss(losses.data(), tg.data(), T);
             for (int t = 0; t < T; t++) {
                 const float* lg = logits.data() + (size_t)t * V;

@@ -44,8 +44,10 @@ std::vector<Flag> make_flags(Options& o) {
                   o.data),
         number_flag("--sequences", "N", "windows of T tokens to run (default {default})", o.sequences, 1, 1 << 20),
         number_flag("--seq-len", "T", "tokens per window (default: each model's context T)", o.T, 2, 1 << 20),
-        make_flag("--labels", "LIST", "comma-separated names of the checkpoints, in order (default: their run "
-                  "directories)", [&o](const std::string& v) {
+        make_flag("--labels", "LIST",
+                  "comma-separated names of the checkpoints, in order (default: their run "
+                  "directories)",
+                  [&o](const std::string& v) {
                       o.labels.clear();
                       for (size_t a = 0; a <= v.size();) {
                           size_t b = v.find(',', a);
@@ -147,11 +149,13 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
     for (size_t i = 0; i < ks.size(); i++) {
         const Checkpoint& k = ks[i];
         const analysis::ModelStats& m = k.stats;
-        s += std::string(i ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(k.label) + ", \"path\": " +
-             json::quote(k.path) + ", \"step\": " + std::to_string(k.step) + ", \"d\": " + std::to_string(k.cfg.d) +
-             ", \"widths\": " + json_ints(layer_widths(k.cfg)) + ", \"heads\": " + json_ints(layer_heads(k.cfg)) +
-             (k.run.empty() ? "" : ", \"run\": " + json::quote(k.run)) + ", \"data\": " + json::quote(k.shard) + ", \"sequences\": " + std::to_string(m.sequences) +
-             ", \"T\": " + std::to_string(k.T) + ", \"loss\": " + json::number(m.loss, "%.6f") +
+        s += std::string(i ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(k.label) +
+             ", \"path\": " + json::quote(k.path) + ", \"step\": " + std::to_string(k.step) +
+             ", \"d\": " + std::to_string(k.cfg.d) + ", \"widths\": " + json_ints(layer_widths(k.cfg)) +
+             ", \"heads\": " + json_ints(layer_heads(k.cfg)) +
+             (k.run.empty() ? "" : ", \"run\": " + json::quote(k.run)) + ", \"data\": " + json::quote(k.shard) +
+             ", \"sequences\": " + std::to_string(m.sequences) + ", \"T\": " + std::to_string(k.T) +
+             ", \"loss\": " + json::number(m.loss, "%.6f") +
              ",\n   \"embedding\": {\"lens_loss\": " + json::number(m.layers[0].lens_loss, "%.6f") +
              ", \"lens_top1\": " + json::number(m.layers[0].lens_top1, "%.6f") + "},\n   \"layers\": [";
         for (size_t l = 1; l < m.layers.size(); l++) {
@@ -226,10 +230,11 @@ std::vector<std::pair<std::string, svg::Chart>> charts(const std::vector<Checkpo
         for (int T : Ts) {
             const std::string at = Ts.size() > 1 ? ", T " + std::to_string(T) : "";
             if (std::string(m.file) == "attention_distance")
-                c.refs.push_back({(T - 1) / 4.0, "uniform attention: (T - 1) / 4 = " + fmt((T - 1) / 4.0, "%.2f") + at});
+                c.refs.push_back(
+                    {(T - 1) / 4.0, "uniform attention: (T - 1) / 4 = " + fmt((T - 1) / 4.0, "%.2f") + at});
             if (std::string(m.file) == "attention_entropy")
-                c.refs.push_back({std::lgamma(T + 1.0) / T, "uniform attention: ln(T!) / T = " +
-                                                                fmt(std::lgamma(T + 1.0) / T, "%.3f") + at});
+                c.refs.push_back({std::lgamma(T + 1.0) / T,
+                                  "uniform attention: ln(T!) / T = " + fmt(std::lgamma(T + 1.0) / T, "%.3f") + at});
         }
         out.push_back({m.file, c});
     }
@@ -263,8 +268,8 @@ int run(const Options& o) {
         k.step = m.step, k.cfg = m.cfg;
         k.T = o.T ? o.T : m.cfg.T;
         if (k.T > m.cfg.T)
-            throw ConfigError("--seq-len " + std::to_string(k.T) + " exceeds " + k.path + "'s context T = " +
-                              std::to_string(m.cfg.T));
+            throw ConfigError("--seq-len " + std::to_string(k.T) + " exceeds " + k.path +
+                              "'s context T = " + std::to_string(m.cfg.T));
         const std::vector<std::string> shards = glob_shards(o.data);
         k.shard = shards[0];
         std::unique_ptr<DataLoader> data;
@@ -295,7 +300,8 @@ int run(const Options& o) {
     if (!o.out.empty()) {
         make_dirs(o.out);
         write_file(o.out + "/analyze.json", js);
-        for (const auto& [name, chart] : charts(ks)) write_file(o.out + "/" + name + ".svg", svg::document(svg::render(chart)));
+        for (const auto& [name, chart] : charts(ks))
+            write_file(o.out + "/" + name + ".svg", svg::document(svg::render(chart)));
         printf("wrote %s/analyze.json and 6 charts (%s/*.svg)\n", o.out.c_str(), o.out.c_str());
     }
     return 0;
@@ -305,9 +311,11 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"analyze", "MODEL.bin|RUN_DIR... [flags]", "Per-layer attention distance and entropy, logit lens, "
+    Command cmd{"analyze", "MODEL.bin|RUN_DIR... [flags]",
+                "Per-layer attention distance and entropy, logit lens, "
                 "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, "
-                "docs/inspect.md).", make_flags(o)};
+                "docs/inspect.md).",
+                make_flags(o)};
     cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
     return command_main(cmd, argc, argv, "use fewer --sequences or a shorter --seq-len", [&](const Parsed& p) {
         o.models = p.positional;  // the checkpoints

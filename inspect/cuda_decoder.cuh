@@ -113,7 +113,8 @@ inline void CudaDecoder::ensure_scratch(int n, int logit_rows) {
     if (n <= rows_ && logit_rows <= logit_rows_) return;
     rows_ = std::max(rows_, n), logit_rows_ = std::max(logit_rows_, logit_rows);
     int wmax = 0, hidmax = 0;
-    for (int l = 0; l < cfg_.L(); l++) wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
+    for (int l = 0; l < cfg_.L(); l++)
+        wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
     const long N = rows_;
     cudaCheck(cudaStreamSynchronize(stream_));  // the old scratch may still be in use by queued work
     cudaCheck(cudaFree(scratch_));
@@ -161,11 +162,11 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
     norm_forward(rms, lnf_, mean_, rstd_, x_ + (size_t)first * D, D, P(gl_.lnf_w), P(gl_.lnf_b), rows, Df, eps,
                  stream_);
     // fp32 logits (the engine's are bf16): sampling sees them unrounded. The head reads lnf's first d columns.
-    matmul(logits_, lnf_, P(cfg_.tied ? gl_.wte : gl_.lm_head), (const float*)nullptr, rows, Vp_, d, false, true,
-           0.0f, stream_, Df);
+    matmul(logits_, lnf_, P(cfg_.tied ? gl_.wte : gl_.lm_head), (const float*)nullptr, rows, Vp_, d, false, true, 0.0f,
+           stream_, Df);
     host_logits_.resize((size_t)rows * Vp_);
-    cudaCheck(cudaMemcpyAsync(host_logits_.data(), logits_, host_logits_.size() * sizeof(float),
-                              cudaMemcpyDeviceToHost, stream_));
+    cudaCheck(cudaMemcpyAsync(host_logits_.data(), logits_, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream_));
     cudaCheck(cudaStreamSynchronize(stream_));
     for (int r = 0; r < rows; r++)
         std::copy_n(host_logits_.data() + (size_t)r * Vp_, cfg_.V, logits + (size_t)r * cfg_.V);

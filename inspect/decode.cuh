@@ -18,8 +18,8 @@
 #include "cuda_common.cuh"
 #include "reduce.cuh"
 
-constexpr int DECODE_WARPS = 8;           // warps per (query, head) block
-constexpr int DECODE_MAX_PER_LANE = 32;   // head_dim <= 32 * 32 = 1024
+constexpr int DECODE_WARPS = 8;          // warps per (query, head) block
+constexpr int DECODE_MAX_PER_LANE = 32;  // head_dim <= 32 * 32 = 1024
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels
@@ -87,8 +87,8 @@ template <int K>
 void decode_attention_k(bf16* out, const bf16* qkv, const bf16* Kc, const bf16* Vc, int n, int p0, int w, int h,
                         float scale, cudaStream_t stream) {
     const size_t smem = (size_t)DECODE_WARPS * (w / h + 2) * sizeof(float);  // <= 8 x 1026 x 4 = 32.8 KB
-    LAUNCH((unsigned)n * h, 32 * DECODE_WARPS, smem, stream, decode_attention_kernel<K>)(out, qkv, Kc, Vc, p0, w, h,
-                                                                                          scale);
+    LAUNCH((unsigned)n * h, 32 * DECODE_WARPS, smem, stream, decode_attention_kernel<K>)
+    (out, qkv, Kc, Vc, p0, w, h, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -105,11 +105,23 @@ inline void decode_attention(bf16* out, const bf16* qkv, const bf16* Kc, const b
     int K = 1;
     while (32 * K < hd) K *= 2;
     switch (K) {
-    case 1: decode_attention_k<1>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
-    case 2: decode_attention_k<2>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
-    case 4: decode_attention_k<4>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
-    case 8: decode_attention_k<8>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
-    case 16: decode_attention_k<16>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
-    default: decode_attention_k<32>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream); break;
+        case 1:
+            decode_attention_k<1>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
+        case 2:
+            decode_attention_k<2>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
+        case 4:
+            decode_attention_k<4>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
+        case 8:
+            decode_attention_k<8>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
+        case 16:
+            decode_attention_k<16>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
+        default:
+            decode_attention_k<32>(out, qkv, Kc, Vc, n, p0, w, h, scale, stream);
+            break;
     }
 }

@@ -39,16 +39,23 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        text_flag("-p, --prompt", "TEXT", "the text to continue (default: read standard input to its end; empty: from "
-                  "EOT alone)", o.prompt).then([&o] { o.has_prompt = true; }),
-        number_flag("-n, --tokens", "N", "tokens to sample (default {default}; sampling stops earlier at EOT)", o.tokens,
-                    1, 1 << 24),
-        number_flag("--temperature", "T", "divide the logits by T (default {default}; 0: greedy, the most likely token "
-                    "every time)", o.temperature, 0, 100),
+        text_flag("-p, --prompt", "TEXT",
+                  "the text to continue (default: read standard input to its end; empty: from "
+                  "EOT alone)",
+                  o.prompt)
+            .then([&o] { o.has_prompt = true; }),
+        number_flag("-n, --tokens", "N", "tokens to sample (default {default}; sampling stops earlier at EOT)",
+                    o.tokens, 1, 1 << 24),
+        number_flag("--temperature", "T",
+                    "divide the logits by T (default {default}; 0: greedy, the most likely token "
+                    "every time)",
+                    o.temperature, 0, 100),
         number_flag("--top-k", "K", "sample among the K most likely tokens only (default {default}; 0: all)", o.top_k,
                     0, kMaxInt),
-        number_flag("--top-p", "P", "then among the most likely tokens whose probabilities add up to P (default "
-                    "{default}: all)", o.top_p, 1e-6, 1),
+        number_flag("--top-p", "P",
+                    "then among the most likely tokens whose probabilities add up to P (default "
+                    "{default}: all)",
+                    o.top_p, 1e-6, 1),
         number_flag("--seed", "S", "seed of the sampling RNG (default {default})", o.seed, 0, kMaxLong),
         number_flag("--samples", "N", "independent samples of the same prompt, one after the other (default {default})",
                     o.samples, 1, 1000),
@@ -130,8 +137,10 @@ int run(Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"generate", "MODEL.bin|RUN_DIR [flags]", "Text from a checkpoint, sampled with a KV cache and printed "
-                "as it is sampled (the GPU when present, else the CPU).", make_flags(o)};
+    Command cmd{"generate", "MODEL.bin|RUN_DIR [flags]",
+                "Text from a checkpoint, sampled with a KV cache and printed "
+                "as it is sampled (the GPU when present, else the CPU).",
+                make_flags(o)};
     cmd.missing = "checkpoint", cmd.min_positional = 1, cmd.max_positional = 1;
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.model = p.positional[0];

@@ -73,17 +73,23 @@ struct Options {
 };
 
 std::vector<Flag> make_flags(Options& o) {
-    Flag analyze = make_flag("--analyze", "DIR", "also show the charts analyze -o DIR wrote (repeatable; RUN_DIR/analyze/ "
-                             "is always looked in)", [&o](const std::string& v) {
-                                 if (v.empty()) throw ConfigError("--analyze needs a path, not an empty string");
-                                 o.analyze.push_back(v);
-                             }, FlagKind::Path);
+    Flag analyze = make_flag(
+        "--analyze", "DIR",
+        "also show the charts analyze -o DIR wrote (repeatable; RUN_DIR/analyze/ "
+        "is always looked in)",
+        [&o](const std::string& v) {
+            if (v.empty()) throw ConfigError("--analyze needs a path, not an empty string");
+            o.analyze.push_back(v);
+        },
+        FlagKind::Path);
     return {
         path_flag("-o, --out", "FILE", "the HTML file to write (default {default})", o.out),
         analyze,
         text_flag("--title", "TEXT", "the page's title", o.title),
-        text_flag("--baseline", "NAME", "the group differences are taken against: a group's label or a run's name "
-                  "(default: the group with uniform heads and widths)", o.baseline),
+        text_flag("--baseline", "NAME",
+                  "the group differences are taken against: a group's label or a run's name "
+                  "(default: the group with uniform heads and widths)",
+                  o.baseline),
         path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
         number_flag("--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
                     o.smooth, 1, 1000000),
@@ -93,11 +99,13 @@ std::vector<Flag> make_flags(Options& o) {
 using namespace report;
 using svg::xml_escape;
 
-std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums, const std::vector<Group>& groups) {
-    std::string h = "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
-                    "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
-                    "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time</th>"
-                    "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
+std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
+                       const std::vector<Group>& groups) {
+    std::string h =
+        "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
+        "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
+        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time</th>"
+        "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
@@ -106,11 +114,11 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(r.name) + "</td><td>" +
              xml_escape(g.label) + "</td>";
         if (r.has_model)
-            h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " + std::to_string(r.cfg.T) +
-                 ", " + norm_name(r.cfg.norm) + "</td><td>" + xml_escape(rle_list(layer_widths(r.cfg))) + "</td><td>" +
-                 xml_escape(rle_list(layer_heads(r.cfg))) + "</td>";
-        else
-            h += "<td colspan=\"3\">no model.bin</td>";
+            h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
+                 std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + "</td><td>" +
+                 xml_escape(rle_list(layer_widths(r.cfg))) + "</td><td>" + xml_escape(rle_list(layer_heads(r.cfg))) +
+                 "</td>";
+        else h += "<td colspan=\"3\">no model.bin</td>";
         h += "<td>" + xml_escape(m.seed.empty() ? "-" : m.seed) + "</td><td>" +
              (r.has_model ? xml_escape(human((double)account(r.cfg).params)) : "-") + "</td>";
         h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
@@ -131,8 +139,8 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
                     ",\n \"groups\": [";
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group& g = groups[gi];
-        s += std::string(gi ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(g.label) + ", \"colour\": " +
-             json::quote(g.colour) + ", \"runs\": [";
+        s += std::string(gi ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(g.label) +
+             ", \"colour\": " + json::quote(g.colour) + ", \"runs\": [";
         for (size_t k = 0; k < g.runs.size(); k++) s += (k ? ", " : "") + json::quote(runs[g.runs[k]].name);
         s += "], \"seeds\": [";
         for (size_t k = 0; k < g.runs.size(); k++) s += (k ? ", " : "") + json::quote(sums[g.runs[k]].seed);
@@ -143,8 +151,8 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
                  ", \"mean\": " + num(st.mean) + ", \"std\": " + num(st.sd);
             if (gi != base)
                 s += ", \"vs_baseline\": {\"n\": " + std::to_string(st.diff.n) + ", \"mean\": " + num(st.diff.mean) +
-                     ", \"std\": " + num(st.diff.sd) + ", \"t975\": " + num(st.diff.t975) + ", \"lo\": " +
-                     num(st.diff.lo) + ", \"hi\": " + num(st.diff.hi) + "}";
+                     ", \"std\": " + num(st.diff.sd) + ", \"t975\": " + num(st.diff.t975) +
+                     ", \"lo\": " + num(st.diff.lo) + ", \"hi\": " + num(st.diff.hi) + "}";
             s += "}";
         }
         s += "}}";
@@ -154,9 +162,10 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
         const RunStep& last = r.steps.back();
-        s += std::string(i ? ",\n  " : "\n  ") + "{\"name\": " + json::quote(r.name) + ", \"dir\": " + json::quote(r.dir) +
-             ", \"group\": " + json::quote(groups[m.group].label) + ", \"seed\": " + json::quote(m.seed) +
-             ", \"steps\": " + std::to_string(last.step) + ", \"tokens\": " + std::to_string(last.tokens) +
+        s += std::string(i ? ",\n  " : "\n  ") + "{\"name\": " + json::quote(r.name) +
+             ", \"dir\": " + json::quote(r.dir) + ", \"group\": " + json::quote(groups[m.group].label) +
+             ", \"seed\": " + json::quote(m.seed) + ", \"steps\": " + std::to_string(last.step) +
+             ", \"tokens\": " + std::to_string(last.tokens) +
              ", \"params\": " + (r.has_model ? std::to_string(account(r.cfg).params) : std::string("null")) +
              ", \"widths\": " + (r.has_model ? json::quote(rle_list(layer_widths(r.cfg))) : std::string("null")) +
              ", \"heads\": " + (r.has_model ? json::quote(rle_list(layer_heads(r.cfg))) : std::string("null")) +
@@ -168,10 +177,12 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
             s += (k ? ", " : "") + json::quote(m.metrics[k].first) + ": " + num(m.metrics[k].second);
         s += "}";
         if (r.has_record)
-            s += ", \"record\": {\"status\": " + json::quote(r.record.status()) + ", \"commit\": " +
-                 json::quote(r.record.latest("commit")) + ", \"host\": " + json::quote(r.record.latest("host")) +
-                 ", \"engine\": " + json::quote(r.record.latest("engine")) + ", \"lr\": " +
-                 json::quote(r.record.arg("--lr")) + ", \"total_batch\": " + json::quote(r.record.arg("--total-batch")) + "}";
+            s += ", \"record\": {\"status\": " + json::quote(r.record.status()) +
+                 ", \"commit\": " + json::quote(r.record.latest("commit")) +
+                 ", \"host\": " + json::quote(r.record.latest("host")) +
+                 ", \"engine\": " + json::quote(r.record.latest("engine")) +
+                 ", \"lr\": " + json::quote(r.record.arg("--lr")) +
+                 ", \"total_batch\": " + json::quote(r.record.arg("--total-batch")) + "}";
         s += "}";
     }
     return s + "\n ]}\n";
@@ -216,7 +227,9 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::st
                     table += "<td>";
                     if (l < r.cfg.L()) {
                         const LayerSpec& s = r.cfg.layers[l];
-                        table += std::to_string(what[0] == 'h' && what[4] == 's' ? s.heads : what[0] == 'h' ? s.head_dim() : s.width);
+                        table += std::to_string(what[0] == 'h' && what[4] == 's' ? s.heads
+                                                : what[0] == 'h'                 ? s.head_dim()
+                                                                                 : s.width);
                     }
                     table += "</td>";
                 }
@@ -263,7 +276,8 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string
         row("examples", [](const RunEval& e) { return fmt(e.get("examples"), "%.0f"); });
         auto pct = [](const RunEval& e, const char* k, const char* se) {
             const double v = e.get(k), s = e.get(se);
-            return std::isfinite(v) ? fmt(100 * v, "%.2f") + (std::isfinite(s) ? " ± " + fmt(100 * s, "%.2f") : "") : "-";
+            return std::isfinite(v) ? fmt(100 * v, "%.2f") + (std::isfinite(s) ? " ± " + fmt(100 * s, "%.2f") : "")
+                                    : "-";
         };
         row("acc %", [&](const RunEval& e) { return pct(e, "acc", "acc_stderr"); });
         row("acc_norm %", [&](const RunEval& e) { return pct(e, "acc_norm", "acc_norm_stderr"); });
@@ -399,10 +413,11 @@ std::string oom_reading(const std::string& dir) {
     for (const char* f : {"log.jsonl", "run.json", "eval.json"}) {
         struct stat st;
         if (stat((dir + "/" + f).c_str(), &st) == 0)
-            sizes += (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) +
-                     " bytes";
+            sizes +=
+                (sizes.empty() ? "" : ", ") + std::string(f) + " " + std::to_string((long long)st.st_size) + " bytes";
     }
-    return "out of memory reading the run " + printable(dir) + " (" + sizes + ": each is read whole); leave it out "
+    return "out of memory reading the run " + printable(dir) + " (" + sizes +
+           ": each is read whole); leave it out "
            "of the report, or check that its files are the ones train_prism wrote";
 }
 
@@ -447,9 +462,8 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
             if (s.same(id)) return skip(d, "it is the run " + s.path + " again");
         seen.push_back(id);
         try {
-            runs.push_back(read_run(d, [](const std::string& w) {
-                fprintf(stderr, "report: warning: %s\n", printable(w).c_str());
-            }));
+            runs.push_back(read_run(
+                d, [](const std::string& w) { fprintf(stderr, "report: warning: %s\n", printable(w).c_str()); }));
         } catch (const std::bad_alloc&) {
             throw ConfigError(oom_reading(d));
         } catch (const std::runtime_error& e) {  // RunLogError, or an IoError from a file beside the log
@@ -463,7 +477,8 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
         struct stat st;
         if (p.empty()) throw ConfigError("an empty run directory path; pass train_prism output directories (-o OUT)");
         if (lstat(p.c_str(), &st) != 0)
-            throw ConfigError(printable(p) + " does not exist; pass train_prism output directories (-o OUT) or a study "
+            throw ConfigError(printable(p) +
+                              " does not exist; pass train_prism output directories (-o OUT) or a study "
                               "directory");
         FileId id;
         if (!file_id(p, id)) {
@@ -532,8 +547,9 @@ void check_not_an_input(const std::string& out, const char* flag, const std::vec
 
 // The page's Content-Security-Policy: no script, no plugin, no frame, nothing fetched; only its own <style>
 // and style attributes, and images from data: URLs (analyze's charts). It must come first in <head>.
-const char* kPolicy = "default-src 'none'; script-src 'none'; object-src 'none'; img-src data:; "
-                      "style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+const char* kPolicy =
+    "default-src 'none'; script-src 'none'; object-src 'none'; img-src data:; "
+    "style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 
 const char* kStyle =
     "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px; color: #222222; }\n"
@@ -555,9 +571,11 @@ int run(const Options& o) {
     check_not_an_input(o.out, "-o", inputs);  // the runs' files now, analyze's charts once they are read
     check_not_an_input(o.json, "--json", inputs);
     FileId out_id, json_id;
-    const bool same_out = o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
+    const bool same_out =
+        o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
     if (!o.json.empty() && same_out)
-        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o); write the JSON to another file");
+        throw ConfigError("--json " + printable(o.json) +
+                          " is the page's own file (-o); write the JSON to another file");
     print_skipped(skipped);
     std::vector<Summary> sums;
     for (const RunLog& r : runs) sums.push_back(summarize(r));
@@ -567,10 +585,11 @@ int run(const Options& o) {
     for (const Summary& m : sums) colours.push_back(groups[m.group].colour);
     const std::vector<Quantity> qs = quantities(sums);
 
-    std::string h = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
-                    "<meta charset=\"utf-8\"/>\n<meta http-equiv=\"Content-Security-Policy\" content=\"" +
-                    std::string(kPolicy) + "\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
-                    "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
+    std::string h =
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+        "<meta charset=\"utf-8\"/>\n<meta http-equiv=\"Content-Security-Policy\" content=\"" +
+        std::string(kPolicy) + "\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
+        "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
     char date[64];
     const time_t now = time(nullptr);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -586,7 +605,9 @@ int run(const Options& o) {
     h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, text);
     h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
          "the flags that tell the groups apart. Mean ± sample standard deviation over the group's runs; the difference "
-         "to the baseline (" + xml_escape(groups[base].label) + ", <code>--baseline</code>) is paired by seed over the "
+         "to the baseline (" +
+         xml_escape(groups[base].label) +
+         ", <code>--baseline</code>) is paired by seed over the "
          "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
          "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
          "of its own.</p>\n";
@@ -595,22 +616,30 @@ int run(const Options& o) {
     bool seeds = false;
     for (const Group& g : groups) seeds |= g.runs.size() > 1;
     if (seeds) {
-        h += svg::render(group_chart(runs, groups, "Validation loss, mean over seeds (band: ± 1 std)", &RunStep::val_loss, 1));
-        h += svg::render(group_chart(runs, groups, std::string("Training loss, mean over seeds (band: ± 1 std") +
-                                                       (o.smooth > 1 ? ", smoothed)" : ")"), &RunStep::train_loss, o.smooth));
+        h += svg::render(
+            group_chart(runs, groups, "Validation loss, mean over seeds (band: ± 1 std)", &RunStep::val_loss, 1));
+        h += svg::render(group_chart(
+            runs, groups,
+            std::string("Training loss, mean over seeds (band: ± 1 std") + (o.smooth > 1 ? ", smoothed)" : ")"),
+            &RunStep::train_loss, o.smooth));
     }
     const std::string sm = o.smooth > 1 ? " (mean of the last " + std::to_string(o.smooth) + " steps)" : "";
-    h += svg::render(steps_chart(runs, colours, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss, true, o.smooth));
-    h += svg::render(steps_chart(runs, colours, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
+    h += svg::render(steps_chart(runs, colours, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
+                                 true, o.smooth));
+    h +=
+        svg::render(steps_chart(runs, colours, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
     h += svg::render(steps_chart(runs, colours, "Training loss against wall-clock" + sm, "seconds", "loss",
                                  &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth));
-    h += svg::render(steps_chart(runs, colours, "Validation loss against wall-clock", "seconds", "loss", &RunStep::elapsed_total,
-                                 &RunStep::val_loss, false));
-    h += "</div>\n<p class=\"note\">One colour per group, the same in every chart (a group's runs share it). Wall-clock "
-         "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as means "
-         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
+    h += svg::render(steps_chart(runs, colours, "Validation loss against wall-clock", "seconds", "loss",
+                                 &RunStep::elapsed_total, &RunStep::val_loss, false));
+    h +=
+        "</div>\n<p class=\"note\">One colour per group, the same in every chart (a group's runs share it). Wall-clock "
+        "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
+        "means "
+        "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
-    svg::Chart tps = steps_chart(runs, colours, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
+    svg::Chart tps =
+        steps_chart(runs, colours, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
     tps.y_zero = true;
     h += svg::render(tps) + "</div>\n";
     std::vector<std::string> hosts;
@@ -622,11 +651,12 @@ int run(const Options& o) {
         }
     std::string host_list;
     for (const std::string& x : hosts) host_list += (host_list.empty() ? "" : "; ") + x;
-    h += "<p class=\"note\">Tokens/s and time are what each run measured" +
-         (host_list.empty() ? std::string("") : " on " + xml_escape(host_list)) +
-         ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
-         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
-         "same hardware; the losses do not depend on it.</p>\n";
+    h +=
+        "<p class=\"note\">Tokens/s and time are what each run measured" +
+        (host_list.empty() ? std::string("") : " on " + xml_escape(host_list)) +
+        ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
+        "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
+        "same hardware; the losses do not depend on it.</p>\n";
     h += "<h2>Schedules</h2>\n" + schedules(runs, colours);
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
 
@@ -680,7 +710,8 @@ int run(const Options& o) {
     }
     printf("%s", text.c_str());
     printf("report: wrote %s (%zu runs in %zu groups, baseline %s, %.0f KB)%s\n", o.out.c_str(), runs.size(),
-           groups.size(), groups[base].label.c_str(), h.size() / 1024.0, o.json.empty() ? "" : (" and " + o.json).c_str());
+           groups.size(), groups[base].label.c_str(), h.size() / 1024.0,
+           o.json.empty() ? "" : (" and " + o.json).c_str());
     return 0;
 }
 
@@ -688,8 +719,10 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"report", "RUN_DIR... [flags]", "One static HTML page (inline SVG, no script) comparing training runs: "
-                "losses, throughput, schedules, zero-shot evals and analyze's charts.", make_flags(o)};
+    Command cmd{"report", "RUN_DIR... [flags]",
+                "One static HTML page (inline SVG, no script) comparing training runs: "
+                "losses, throughput, schedules, zero-shot evals and analyze's charts.",
+                make_flags(o)};
     cmd.missing = "run directory", cmd.min_positional = 1, cmd.max_positional = (size_t)-1;
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.runs = p.positional;  // the run directories

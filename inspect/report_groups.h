@@ -70,9 +70,9 @@ inline std::vector<double> smoothed(const std::vector<double>& y, int k) {
 }
 
 // A chart of one field of every run's steps against another; colours[i] is run i's.
-inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<std::string>& colours, const std::string& title,
-                       const std::string& xlabel, const std::string& ylabel, double RunStep::*xf, double RunStep::*yf,
-                       bool tokens_x, int smooth = 1) {
+inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<std::string>& colours,
+                              const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                              double RunStep::*xf, double RunStep::*yf, bool tokens_x, int smooth = 1) {
     svg::Chart c;
     c.title = title, c.xlabel = xlabel, c.ylabel = ylabel;
     for (size_t i = 0; i < runs.size(); i++) {
@@ -105,7 +105,7 @@ inline double median(std::vector<double> v) {
 struct Summary {
     double last_train = NAN, last_val = NAN, best_val = NAN, median_tps = NAN;
     long skipped = 0;
-    std::string seed;                                  // the record's --seed ("" without a record)
+    std::string seed;                                     // the record's --seed ("" without a record)
     std::vector<std::pair<std::string, double>> metrics;  // "hellaswag acc" -> value: the zero-shot results
     size_t group = 0;
     double metric(const std::string& k) const {
@@ -135,7 +135,9 @@ inline Summary summarize(const RunLog& r) {
     Summary m;
     std::vector<double> tps;
     for (const RunStep& s : r.steps) {
-        if (std::isfinite(s.val_loss)) m.last_val = s.val_loss, m.best_val = std::isfinite(m.best_val) ? std::min(m.best_val, s.val_loss) : s.val_loss;
+        if (std::isfinite(s.val_loss))
+            m.last_val = s.val_loss,
+            m.best_val = std::isfinite(m.best_val) ? std::min(m.best_val, s.val_loss) : s.val_loss;
         if (std::isfinite(s.train_loss)) m.last_train = s.train_loss;
         tps.push_back(s.tokens_per_s);
         m.skipped += s.skipped;
@@ -150,7 +152,7 @@ struct Group {
     std::string key, label, colour;
     std::vector<size_t> runs;
     std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
-    bool uniform = false;  // uniform heads and widths
+    bool uniform = false;                                       // uniform heads and widths
 };
 
 // What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
@@ -175,7 +177,8 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
         if (it == groups.end()) {
             Group g;
             g.key = key, g.identity = id;
-            g.uniform = r.has_record && r.record.arg("--heads-schedule") == "uniform" && r.record.arg("--widths") == "uniform";
+            g.uniform =
+                r.has_record && r.record.arg("--heads-schedule") == "uniform" && r.record.arg("--widths") == "uniform";
             groups.push_back(g);
             it = groups.end() - 1;
         }
@@ -191,7 +194,8 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
                 bool same = false, has = false;
                 for (const auto& [f2, v2] : h.identity)
                     if (f2 == f) has = true, same = v2 == v;
-                if (!h.identity.empty() && (!has || !same) && std::find(differ.begin(), differ.end(), f) == differ.end())
+                if (!h.identity.empty() && (!has || !same) &&
+                    std::find(differ.begin(), differ.end(), f) == differ.end())
                     differ.push_back(f);
             }
     for (size_t gi = 0; gi < groups.size(); gi++) {
@@ -221,8 +225,9 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
 }
 
 // A group's values of one quantity, by seed (runs without a seed are keyed by their name, so they never pair).
-inline std::map<std::string, double> by_seed(const Group& g, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                                      const std::function<double(const Summary&)>& get) {
+inline std::map<std::string, double> by_seed(const Group& g, const std::vector<RunLog>& runs,
+                                             const std::vector<Summary>& sums,
+                                             const std::function<double(const Summary&)>& get) {
     std::map<std::string, double> m;
     for (size_t i : g.runs) m[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = get(sums[i]);
     return m;
@@ -241,8 +246,7 @@ inline std::vector<Quantity> quantities(const std::vector<Summary>& sums) {
     for (const Summary& s : sums)
         for (const auto& m : s.metrics)
             if (std::find(names.begin(), names.end(), m.first) == names.end()) names.push_back(m.first);
-    for (const std::string& n : names)
-        q.push_back({n, [n](const Summary& s) { return s.metric(n); }, "%.4f"});
+    for (const std::string& n : names) q.push_back({n, [n](const Summary& s) { return s.metric(n); }, "%.4f"});
     return q;
 }
 
@@ -252,8 +256,8 @@ struct GroupStat {
     stats::Paired diff;  // against the baseline (n 0 for the baseline itself)
 };
 
-inline GroupStat group_stat(const Group& g, const Group& base, bool is_base, const Quantity& q, const std::vector<RunLog>& runs,
-                     const std::vector<Summary>& sums) {
+inline GroupStat group_stat(const Group& g, const Group& base, bool is_base, const Quantity& q,
+                            const std::vector<RunLog>& runs, const std::vector<Summary>& sums) {
     GroupStat st;
     std::vector<double> v;
     for (size_t i : g.runs)
@@ -277,7 +281,8 @@ inline std::string diff_text(const stats::Paired& d, const char* f) {
     return s + " (n " + std::to_string(d.n) + ")";
 }
 
-inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs, const std::string& want) {
+inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs,
+                            const std::string& want) {
     if (!want.empty()) {
         for (size_t g = 0; g < groups.size(); g++) {
             if (groups[g].label == want) return g;
@@ -295,10 +300,11 @@ inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<
 
 // The groups' table (HTML), and the same as text for stdout.
 inline std::string groups_table(const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
-                         const std::vector<RunLog>& runs, const std::vector<Summary>& sums, std::string& text) {
+                                const std::vector<RunLog>& runs, const std::vector<Summary>& sums, std::string& text) {
     std::string h = "<table>\n<tr><th>group</th><th>runs</th><th>seeds</th>";
     for (const Quantity& q : qs)
-        h += "<th>" + xml_escape(q.name) + "<br/>mean ± std</th><th>" + xml_escape(q.name) + " − baseline<br/>"
+        h += "<th>" + xml_escape(q.name) + "<br/>mean ± std</th><th>" + xml_escape(q.name) +
+             " − baseline<br/>"
              "mean [95% t interval] (n)</th>";
     h += "</tr>\n";
     char line[512];
@@ -316,8 +322,9 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
         h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(g.label) +
              (gi == base ? " (baseline)" : "") + "</td><td>" + std::to_string(g.runs.size()) + "</td><td>" +
              xml_escape(seeds) + "</td>";
-        snprintf(line, sizeof line, "%-34s %4zu %-10s", (g.label + (gi == base ? " (baseline)" : "")).substr(0, 34).c_str(),
-                 g.runs.size(), seeds.substr(0, 10).c_str());
+        snprintf(line, sizeof line, "%-34s %4zu %-10s",
+                 (g.label + (gi == base ? " (baseline)" : "")).substr(0, 34).c_str(), g.runs.size(),
+                 seeds.substr(0, 10).c_str());
         text += line;
         for (const Quantity& q : qs) {
             const GroupStat st = group_stat(g, groups[base], gi == base, q, runs, sums);
@@ -333,8 +340,8 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
 }
 
 // Per group: the mean over its runs at each step all of them logged, with a band of +- one std.
-inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector<Group>& groups, const std::string& title,
-                       double RunStep::*yf, int smooth) {
+inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector<Group>& groups,
+                              const std::string& title, double RunStep::*yf, int smooth) {
     svg::Chart c;
     c.title = title, c.xlabel = "tokens", c.ylabel = "loss";
     for (const Group& g : groups) {
@@ -345,7 +352,8 @@ inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector
             for (const RunStep& st : runs[i].steps) y.push_back(st.*yf);
             y = smoothed(y, smooth);
             for (size_t k = 0; k < y.size(); k++)
-                if (std::isfinite(y[k])) at[runs[i].steps[k].step].push_back(y[k]), tokens[runs[i].steps[k].step] = runs[i].steps[k].tokens;
+                if (std::isfinite(y[k]))
+                    at[runs[i].steps[k].step].push_back(y[k]), tokens[runs[i].steps[k].step] = runs[i].steps[k].tokens;
         }
         svg::Series s;
         s.name = g.label + " (" + std::to_string(g.runs.size()) + (g.runs.size() == 1 ? " run)" : " runs)");
@@ -354,7 +362,8 @@ inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector
             if (v.size() != g.runs.size()) continue;
             const double m = stats::mean(v), sd = stats::stddev(v);
             s.x.push_back((double)tokens[step]), s.y.push_back(m);
-            s.band_lo.push_back(std::isfinite(sd) ? m - sd : NAN), s.band_hi.push_back(std::isfinite(sd) ? m + sd : NAN);
+            s.band_lo.push_back(std::isfinite(sd) ? m - sd : NAN),
+                s.band_hi.push_back(std::isfinite(sd) ? m + sd : NAN);
         }
         c.series.push_back(s);
     }

@@ -48,8 +48,8 @@ inline void residual_forward(bf16* x_out, const bf16* x_in, const bf16* y, long 
 // dst and src must not overlap (a copy between two buffers, bit for bit).
 inline void copy_columns(bf16* dst, long ld_dst, const bf16* src, long ld_src, long N, int w, cudaStream_t stream) {
     const int block = 256;
-    LAUNCH((unsigned)((N * w + block - 1) / block), block, 0, stream, copy_columns_kernel)(dst, ld_dst, src, ld_src,
-                                                                                         N, w);
+    LAUNCH((unsigned)((N * w + block - 1) / block), block, 0, stream, copy_columns_kernel)
+    (dst, ld_dst, src, ld_src, N, w);
     cudaCheck(cudaGetLastError());
 }
 

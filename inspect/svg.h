@@ -62,26 +62,26 @@ inline const char* color(size_t i) {
 
 struct Series {
     std::string name;
-    std::vector<double> x, y;          // NaN y: no point (the line breaks)
-    bool step = false;                 // a staircase of flat steps [x - 0.5, x + 0.5]
-    bool markers = true;               // a dot on each point (when there are at most 60)
-    std::vector<double> dot_x, dot_y;  // extra loose dots in the series' colour
-    std::string color;                 // "#rrggbb"; "": the palette's colour for the series' index
+    std::vector<double> x, y;              // NaN y: no point (the line breaks)
+    bool step = false;                     // a staircase of flat steps [x - 0.5, x + 0.5]
+    bool markers = true;                   // a dot on each point (when there are at most 60)
+    std::vector<double> dot_x, dot_y;      // extra loose dots in the series' colour
+    std::string color;                     // "#rrggbb"; "": the palette's colour for the series' index
     std::vector<double> band_lo, band_hi;  // per point: a shaded band (NaN: none at that point)
 };
 
 struct Chart {
     std::string title, xlabel, ylabel;
     std::vector<Series> series;
-    bool integer_x = false;             // x ticks on whole numbers only (layers)
-    bool y_zero = false;                // the y range includes 0
-    double y_lo = NAN, y_hi = NAN;      // a fixed y range (e.g. 0 and 1 for fractions)
+    bool integer_x = false;         // x ticks on whole numbers only (layers)
+    bool y_zero = false;            // the y range includes 0
+    double y_lo = NAN, y_hi = NAN;  // a fixed y range (e.g. 0 and 1 for fractions)
     int width = 560, height = 340;
     struct Ref {
         double y;
         std::string label;
     };
-    std::vector<Ref> refs;              // dashed grey horizontal lines, labelled at the right
+    std::vector<Ref> refs;  // dashed grey horizontal lines, labelled at the right
 };
 
 // "Nice" tick positions covering [lo, hi]: steps of 1, 2 or 5 x 10^k, about `want` of them.
@@ -92,7 +92,8 @@ inline std::vector<double> ticks(double lo, double hi, int want, bool integer, d
     step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
     if (integer) step = std::max(1.0, std::round(step));
     std::vector<double> t;
-    for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+    for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+        t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
     return t;
 }
 
@@ -119,7 +120,10 @@ inline std::string num(double v) {
 inline std::string render(const Chart& c) {
     const double W = c.width;
     // The legend: entries left to right, wrapped; about 7 px per character at font size 12.
-    struct Entry { double x, y; size_t i; };
+    struct Entry {
+        double x, y;
+        size_t i;
+    };
     std::vector<Entry> legend;
     double lx = 64, ly = 0;
     for (size_t i = 0; i < c.series.size(); i++) {
@@ -203,13 +207,16 @@ inline std::string render(const Chart& c) {
         if (!std::isfinite(r.y) || r.y < ylo || r.y > yhi) continue;
         o += "<line x1=\"" + num(px0) + "\" y1=\"" + num(Y(r.y)) + "\" x2=\"" + num(px1) + "\" y2=\"" + num(Y(r.y)) +
              "\" stroke=\"#777777\" stroke-width=\"1.2\" stroke-dasharray=\"5 4\"/>\n";
-        o += "<text x=\"" + num(px1 - 4) + "\" y=\"" + num(Y(r.y) - 4) + "\" text-anchor=\"end\" fill=\"#555555\" "
-             "font-size=\"11\">" + xml_escape(r.label) + "</text>\n";
+        o += "<text x=\"" + num(px1 - 4) + "\" y=\"" + num(Y(r.y) - 4) +
+             "\" text-anchor=\"end\" fill=\"#555555\" "
+             "font-size=\"11\">" +
+             xml_escape(r.label) + "</text>\n";
     }
     // How many later series have exactly this one's points: each such one is drawn on top, so this one is wider.
     auto same = [](const Series& a, const Series& b) {
         return a.x == b.x && a.y.size() == b.y.size() && a.step == b.step &&
-               std::equal(a.y.begin(), a.y.end(), b.y.begin(), [](double p, double q) { return p == q || (p != p && q != q); });
+               std::equal(a.y.begin(), a.y.end(), b.y.begin(),
+                          [](double p, double q) { return p == q || (p != p && q != q); });
     };
     for (size_t si = 0; si < c.series.size(); si++) {
         const Series& s = c.series[si];
@@ -271,7 +278,8 @@ inline std::string render(const Chart& c) {
     for (const Entry& e : legend) {
         const double y = c.height + 10 + e.y;  // the text's baseline
         const Series& s = c.series[e.i];
-        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) + "\">";
+        o +=
+            "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) + "\">";
         o += "<rect x=\"" + num(e.x) + "\" y=\"" + num(y - 6) + "\" width=\"18\" height=\"4\" fill=\"currentColor\"/>";
         o += "<text x=\"" + num(e.x + 24) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
     }

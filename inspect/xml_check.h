@@ -49,7 +49,9 @@ struct Checker {
         return false;
     }
     bool starts(std::string_view p) const { return s.substr(i, p.size()) == p; }
-    static bool name_start(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z' ? true : c == '_' || c == ':' || c >= 0x80; }
+    static bool name_start(unsigned char c) {
+        return (c | 32) >= 'a' && (c | 32) <= 'z' ? true : c == '_' || c == ':' || c >= 0x80;
+    }
     static bool name_char(unsigned char c) { return name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.'; }
     static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
     void spaces() {
@@ -77,8 +79,8 @@ struct Checker {
             char* end = nullptr;
             const unsigned long cp = digits.empty() ? 0 : std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
             if (!digits.empty() && *end == 0 && digits.find_first_of("+- ") == std::string::npos &&
-                (cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
-                 (cp >= 0x10000 && cp <= 0x10FFFF))) {
+                (cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+                 (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF))) {
                 i = semi + 1;
                 return true;
             }
@@ -140,10 +142,12 @@ struct Checker {
             if (!name(a)) return false;
             if (!attrs.insert(a).second) return fail("attribute " + a + " repeated in <" + tag + ">");
             spaces();
-            if (i >= s.size() || s[i] != '=') return fail("attribute " + a + " without '=' (XML has no bare attributes)");
+            if (i >= s.size() || s[i] != '=')
+                return fail("attribute " + a + " without '=' (XML has no bare attributes)");
             i++;
             spaces();
-            if (i >= s.size() || (s[i] != '"' && s[i] != '\'')) return fail("attribute " + a + "'s value is not quoted");
+            if (i >= s.size() || (s[i] != '"' && s[i] != '\''))
+                return fail("attribute " + a + "'s value is not quoted");
             const char q = s[i++];
             const size_t value = i;
             while (i < s.size() && s[i] != q) {

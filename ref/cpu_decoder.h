@@ -29,8 +29,7 @@ namespace ref {
 
 // RoPE on the q and k of rows (n, 3 w) at positions p0 + i: ref::rope_rotate's rotation (angles in double,
 // rounded to S), with the position of row i p0 + i instead of i mod T.
-template <typename S>
-void rope_at(S* qkv, long n, int w, int h, double theta, long p0) {
+template <typename S> void rope_at(S* qkv, long n, int w, int h, double theta, long p0) {
     const int hd = w / h;
     std::vector<double> freq(hd / 2);
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
@@ -96,7 +95,7 @@ class CpuDecoder : public Decoder {
     ParamLayout layout_;
     std::vector<float> params_;
     int cap_, pos_ = 0;
-    std::vector<std::vector<float>> k_, v_;  // per layer (capacity, w_l) each
+    std::vector<std::vector<float>> k_, v_;                                          // per layer (capacity, w_l) each
     std::vector<float> x_, ln_, qkv_, atty_, branch_, fc_, sw_, lnf_, mean_, rstd_;  // chunk scratch
 
     const float* P(size_t off) const { return off == SIZE_MAX ? nullptr : params_.data() + off; }
@@ -106,7 +105,8 @@ inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all
     validate_decode_append(cfg_, cap_, pos_, tokens, n);
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
     int wmax = 0, hidmax = 0;
-    for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
+    for (int l = 0; l < L; l++)
+        wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
     x_.resize((size_t)n * D), ln_.resize((size_t)n * wmax), qkv_.resize((size_t)n * 3 * wmax);
     atty_.resize((size_t)n * wmax), branch_.resize((size_t)n * wmax), fc_.resize((size_t)n * 2 * hidmax);
     sw_.resize((size_t)n * hidmax), lnf_.resize((size_t)n * Df), mean_.resize(n), rstd_.resize(n);
@@ -116,8 +116,8 @@ inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all
         const LayerOffsets& o = layout_.layer[l];
         const double hd = cfg_.layers[l].head_dim();
         const float scale = (float)(cfg_.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
-        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b), n,
-                          w, cfg_.norm_eps);
+        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b), n, w,
+                          cfg_.norm_eps);
         ref::matmul_forward(qkv_.data(), 3 * w, ln_.data(), w, P(o.wqkv), n, w, 3 * w);
         ref::rope_at(qkv_.data(), n, w, h, cfg_.rope_theta, pos_);
         for (int i = 0; i < n; i++) {
@@ -127,8 +127,8 @@ inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all
         ref::attention_over_cache(atty_.data(), qkv_.data(), k_[l].data(), v_[l].data(), n, pos_, w, h, scale);
         ref::matmul_forward(branch_.data(), w, atty_.data(), w, P(o.wo), n, w, w);
         ref::residual_forward(x_.data(), D, branch_.data(), n, w);
-        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln2_w), P(o.ln2_b), n,
-                          w, cfg_.norm_eps);
+        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln2_w), P(o.ln2_b), n, w,
+                          cfg_.norm_eps);
         ref::matmul_forward(fc_.data(), 2 * hid, ln_.data(), w, P(o.wfc), n, w, 2 * hid);
         ref::swiglu_forward(sw_.data(), fc_.data(), n, hid);
         ref::matmul_forward(branch_.data(), w, sw_.data(), hid, P(o.wproj), n, hid, w);

@@ -150,7 +150,8 @@ class CpuEngine : public Engine {
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }
     void require_logits() const {
-        if (!logits_valid_) throw std::logic_error("target_logprobs / logits_at need a forward() (not forward_backward)");
+        if (!logits_valid_)
+            throw std::logic_error("target_logprobs / logits_at need a forward() (not forward_backward)");
     }
     // The gradients (P), padded to world x S (dist/shard.h), reduce-scattered: this rank's shard of the sum (S); ZeRO-0
     // all-gathers the summed shards back into the whole gradient.

@@ -29,8 +29,8 @@ constexpr int GEMM_MR = 6, GEMM_KC = 256, GEMM_NC = 256;
 // C[0:mr, 0:nr] (= or +=) A (mr rows, kc) . Bp (kc, NR panel); NR = two registers of S. A is read in place,
 // A(i, k) = A[i * ars + k * acs] (rows past mr re-read row mr - 1; their results are dropped).
 template <typename S>
-inline void gemm_microkernel(int kc, const S* __restrict A, long ars, long acs, const S* __restrict Bp,
-                             S* __restrict C, long ldc, int mr, int nr, bool overwrite) {
+inline void gemm_microkernel(int kc, const S* __restrict A, long ars, long acs, const S* __restrict Bp, S* __restrict C,
+                             long ldc, int mr, int nr, bool overwrite) {
     typedef typename Simd<S>::type Vs;
     constexpr int Ln = Simd<S>::lanes, NR = 2 * Ln, MR = GEMM_MR;
     const S* a[MR];
@@ -56,8 +56,7 @@ inline void gemm_microkernel(int kc, const S* __restrict A, long ars, long acs, 
 
 // Packs rows [0, m) x k [0, kc) of X(r, k) = X[r * rs + k * ks] into R-row panels: P[r0 * kc + k * R + (r - r0)],
 // zero padded to a multiple of R rows.
-template <typename S, int R>
-void pack_panels(S* P, const S* X, long rs, long ks, long m, long kc) {
+template <typename S, int R> void pack_panels(S* P, const S* X, long rs, long ks, long m, long kc) {
     for (long r0 = 0; r0 < m; r0 += R) {
         S* dst = P + r0 * kc;
         const S* src = X + r0 * rs;
@@ -120,15 +119,14 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
 }
 
 // y (N, out) = x (N, in) . W^T, W (out, in). x rows have stride ldx, y rows stride ldy.
-template <typename S>
-void matmul_forward(S* y, long ldy, const S* x, long ldx, const S* W, long N, int in, int out) {
+template <typename S> void matmul_forward(S* y, long ldy, const S* x, long ldx, const S* W, long N, int in, int out) {
     gemm<S>(N, out, in, x, ldx, 1, W, 1, in, y, ldy, false);
 }
 
 // dx (N, in) = dy . W (assigned; skipped when dx is null), dW (out, in) += dy^T . x (summed over the N rows).
 template <typename S>
-void matmul_backward(S* dx, long lddx, S* dW, const S* dy, long lddy, const S* x, long ldx, const S* W, long N,
-                     int in, int out) {
+void matmul_backward(S* dx, long lddx, S* dW, const S* dy, long lddy, const S* x, long ldx, const S* W, long N, int in,
+                     int out) {
     if (dx) gemm<S>(N, in, out, dy, lddy, 1, W, in, 1, dx, lddx, false);
     gemm<S>(out, in, N, dy, 1, lddy, x, ldx, 1, dW, in, true);
 }

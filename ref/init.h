@@ -32,8 +32,7 @@ struct Rng {
 // GPT-2 init into params (layout.total): matrices N(0, 0.02); residual output projections (wo, wproj)
 // N(0, 0.02 / sqrt(2 L)); norm weights 1, biases 0; with cfg.init_width_scale, layer l's matrices' std is
 // multiplied by sqrt(d / w_l). Each tensor draws from its own stream seeded by (seed, tensor index).
-template <typename S>
-void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
+template <typename S> void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
     // Each tensor draws from its own stream, so the tensors are filled in parallel with the same result (a 2B
     // model: ~40 s on one core).
 #pragma omp parallel for schedule(dynamic)

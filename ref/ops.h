@@ -43,8 +43,7 @@ namespace ref {
 // token embedding
 // ======================================================================================================
 // x (N, D): row n = [wte[tokens[n]] (d) | zeros (D - d)].
-template <typename S>
-void embedding_forward(S* x, const int* tokens, const S* wte, long N, int d, int D) {
+template <typename S> void embedding_forward(S* x, const int* tokens, const S* wte, long N, int d, int D) {
 #pragma omp parallel for if (N * D >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         std::copy_n(wte + (size_t)tokens[n] * d, d, x + n * D);
@@ -54,8 +53,7 @@ void embedding_forward(S* x, const int* tokens, const S* wte, long N, int d, int
 
 // dwte (V, d) += dx[:, :d] scattered by token. Threads own column chunks and walk the tokens in order, so
 // repeated tokens add in a fixed order.
-template <typename S>
-void embedding_backward(S* dwte, const S* dx, long ldx, const int* tokens, long N, int d) {
+template <typename S> void embedding_backward(S* dwte, const S* dx, long ldx, const int* tokens, long N, int d) {
     const int CH = 16;
 #pragma omp parallel for if (N * d >= OMP_MIN_WORK)
     for (int c0 = 0; c0 < d; c0 += CH)
@@ -72,8 +70,8 @@ void embedding_backward(S* dwte, const S* dx, long ldx, const int* tokens, long 
 // RMSNorm:   y = x * rstd * g,             rstd = 1 / sqrt(mean(x^2) + eps); mean is stored as 0.
 // out (N, w) compact; mean, rstd (N) saved for the backward. b is ignored for RMSNorm (may be null).
 template <typename S>
-void norm_forward(NormType type, S* out, S* mean, S* rstd, const S* x, long ldx, const S* g, const S* b, long N,
-                  int w, double eps) {
+void norm_forward(NormType type, S* out, S* mean, S* rstd, const S* x, long ldx, const S* g, const S* b, long N, int w,
+                  double eps) {
 #pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) {
         const S* xr = x + n * ldx;
@@ -140,8 +138,7 @@ void norm_backward(NormType type, S* dx, long lddx, S* dg, S* db, const S* dout,
 // (a, b) at position t -> (a cos - b sin, a sin + b cos) with angle t * theta^(-2i / hd), i in [0, hd/2).
 // The backward is the inverse rotation (angle -> -angle) applied to dqkv; v is untouched.
 // cos/sin are computed in double and rounded to S so float and double agree to S's precision.
-template <typename S>
-void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign) {
+template <typename S> void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign) {
     const int hd = w / h;
     if (hd % 2)
         throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(h));
@@ -163,10 +160,12 @@ void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign
         }
     }
 }
-template <typename S>
-void rope_forward(S* qkv, long B, long T, int w, int h, double theta) { rope_rotate(qkv, B, T, w, h, theta, 1.0); }
-template <typename S>
-void rope_backward(S* dqkv, long B, long T, int w, int h, double theta) { rope_rotate(dqkv, B, T, w, h, theta, -1.0); }
+template <typename S> void rope_forward(S* qkv, long B, long T, int w, int h, double theta) {
+    rope_rotate(qkv, B, T, w, h, theta, 1.0);
+}
+template <typename S> void rope_backward(S* dqkv, long B, long T, int w, int h, double theta) {
+    rope_rotate(dqkv, B, T, w, h, theta, -1.0);
+}
 
 // ======================================================================================================
 // causal self-attention: qkv (B, T, 3 w) = [q | k | v], head hh at columns hh * hd .. (hh + 1) * hd
@@ -201,8 +200,7 @@ void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, 
 
 // att (B, h, T, T): att[b, hh, t, j] = softmax_j<=t(scale * q_t . k_j), zero for j > t (kept for the backward
 // and for attention-distance analysis). out (B, T, w) = sum_j att * v_j. scale = 1/sqrt(hd), or 1/hd (muP).
-template <typename S>
-void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
+template <typename S> void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
     const int hd = w / h;
 #pragma omp parallel for collapse(3) if (B * h * T * T * hd >= OMP_MIN_WORK)
     for (long b = 0; b < B; b++)
@@ -267,8 +265,7 @@ void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long
 // ======================================================================================================
 // SwiGLU: in (N, 2 hid) = [gate | up] -> out (N, hid) = silu(gate) * up, silu(g) = g * sigmoid(g)
 // ======================================================================================================
-template <typename S>
-void swiglu_forward(S* out, const S* in, long N, int hid) {
+template <typename S> void swiglu_forward(S* out, const S* in, long N, int hid) {
 #pragma omp parallel for if (N * hid >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < hid; c++) {
@@ -278,8 +275,7 @@ void swiglu_forward(S* out, const S* in, long N, int hid) {
 }
 
 // din (N, 2 hid) assigned: dgate = dout * up * sig * (1 + g (1 - sig)), dup = dout * silu(g).
-template <typename S>
-void swiglu_backward(S* din, const S* dout, const S* in, long N, int hid) {
+template <typename S> void swiglu_backward(S* din, const S* dout, const S* in, long N, int hid) {
 #pragma omp parallel for if (N * hid >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < hid; c++) {
@@ -294,15 +290,13 @@ void swiglu_backward(S* din, const S* dout, const S* in, long N, int hid) {
 // residual add into the leading slice [0, w) of the stream
 // ======================================================================================================
 // x[:, :w] += y, x (N, ldx) the stream, y (N, w) the branch output.
-template <typename S>
-void residual_forward(S* x, long ldx, const S* y, long N, int w) {
+template <typename S> void residual_forward(S* x, long ldx, const S* y, long N, int w) {
 #pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++)
         for (int c = 0; c < w; c++) x[n * ldx + c] += y[n * w + c];
 }
 // dy (N, w) = dx[:, :w] (assigned). The skip path's gradient is dx itself, unchanged, so nothing else to do.
-template <typename S>
-void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
+template <typename S> void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
 #pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) std::copy_n(dx + n * lddx, w, dy + n * w);
 }
@@ -345,8 +339,7 @@ inline void exp_nonpositive(float* out, const float* in) {
 }
 
 // e[v] = exp(l[v] - mx) for v in [0, V) (stored when e is not null); returns the sum in double.
-template <typename S>
-double exp_shifted_sum(S* e, const S* l, int V, S mx) {
+template <typename S> double exp_shifted_sum(S* e, const S* l, int V, S mx) {
     double sum = 0;
     for (int v = 0; v < V; v++) {
         const S x = std::exp(l[v] - mx);
@@ -427,8 +420,7 @@ void softmax_crossentropy_backward(S* dlogits, const S* probs, const int* target
 }
 
 // Mean of losses over unmasked targets, summed serially in double (0 when every target is masked).
-template <typename S>
-S mean_loss(const S* losses, const int* targets, long N) {
+template <typename S> S mean_loss(const S* losses, const int* targets, long N) {
     double sum = 0;
     long count = 0;
     for (long n = 0; n < N; n++)

@@ -19,8 +19,7 @@ namespace ref {
 
 // Sum of squares of g (n), in double. Fixed 64K-element chunks summed in order: the same bits for any thread
 // count. (Data-parallel engines add the ranks' sums of their shards, in rank order.)
-template <typename S>
-double grad_sum_squares(const S* g, size_t n) {
+template <typename S> double grad_sum_squares(const S* g, size_t n) {
     const size_t CH = 1 << 16, nch = (n + CH - 1) / CH;
     std::vector<double> part(nch);
 #pragma omp parallel for if (n >= (size_t)OMP_MIN_WORK)
@@ -35,21 +34,16 @@ double grad_sum_squares(const S* g, size_t n) {
 }
 
 // L2 norm of g (n), in double.
-template <typename S>
-double grad_norm(const S* g, size_t n) {
-    return std::sqrt(grad_sum_squares(g, n));
-}
+template <typename S> double grad_norm(const S* g, size_t n) { return std::sqrt(grad_sum_squares(g, n)); }
 
 // The factor clip_grad_norm scales by: max_norm / norm when the norm exceeds max_norm (> 0), else 1.
-template <typename S>
-S clip_scale(double norm, double max_norm) {
+template <typename S> S clip_scale(double norm, double max_norm) {
     return max_norm > 0 && norm > max_norm ? (S)(max_norm / norm) : S(1);
 }
 
 // Scales g so that its norm is at most max_norm (no-op when max_norm <= 0 or the norm is already within).
 // Returns the norm before clipping (what the training log reports).
-template <typename S>
-double clip_grad_norm(S* g, size_t n, double max_norm) {
+template <typename S> double clip_grad_norm(S* g, size_t n, double max_norm) {
     const double norm = grad_norm(g, n);
     if (max_norm > 0 && norm > max_norm) {
         const S scale = clip_scale<S>(norm, max_norm);
@@ -65,8 +59,7 @@ struct AdamWParams {
 
 // AdamW state: first and second moments (layout.total each, flat so they checkpoint as one buffer) and the
 // number of steps taken.
-template <typename S>
-struct AdamWState {
+template <typename S> struct AdamWState {
     std::vector<S> m, v;
     long t = 0;
     explicit AdamWState(size_t n = 0) : m(n, S(0)), v(n, S(0)) {}
@@ -106,6 +99,5 @@ void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout&
     st.t++;
     adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, 0, layout.total, lr, hp);
 }
-
 
 }  // namespace ref

@@ -13,8 +13,7 @@ namespace ref {
 // depend on it (nothing depends on the thread count).
 constexpr long OMP_MIN_WORK = 4096;
 
-template <typename S>
-struct Simd {
+template <typename S> struct Simd {
     typedef S type __attribute__((vector_size(32)));  // 8 floats or 4 doubles (one AVX register)
     static constexpr int lanes = 32 / sizeof(S);
 };

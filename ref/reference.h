@@ -42,8 +42,7 @@
 
 namespace ref {
 
-template <typename S>
-struct RefModel {
+template <typename S> struct RefModel {
     ModelConfig cfg;
     ParamLayout layout;
     std::vector<S> params, grads;  // (layout.total) each, in param_layout order
@@ -101,10 +100,10 @@ struct RefModel {
     std::vector<int> inputs_, targets_;  // (N)
     std::vector<S> resid_;               // (2 L + 1, N, D): the residual state before each sub-block, and at the end
     std::vector<LayerActs> acts_;
-    std::vector<S> branch_;                      // (N, w_max) branch output before the residual add
-    std::vector<S> lnf_, meanf_, rstdf_;         // (N, Df) (N) (N)
-    std::vector<S> logits_, probs_;              // (N, V) each; probs_ becomes dlogits in backward
-    std::vector<S> losses_, lse_;                // (N)
+    std::vector<S> branch_;                            // (N, w_max) branch output before the residual add
+    std::vector<S> lnf_, meanf_, rstdf_;               // (N, Df) (N) (N)
+    std::vector<S> logits_, probs_;                    // (N, V) each; probs_ becomes dlogits in backward
+    std::vector<S> losses_, lse_;                      // (N)
     std::vector<S> dresid_, dbranch_, dbig_, dsmall_;  // (N, D) (N, w_max) (N, max(3 w, 2 hid, Df)) (N, max(w, hid))
 
     S* P(size_t off) { return off == SIZE_MAX ? nullptr : params.data() + off; }
@@ -118,8 +117,7 @@ struct RefModel {
     size_t Wout() const { return cfg.tied ? layout.wte : layout.lm_head; }
 };
 
-template <typename S>
-S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
+template <typename S> S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
     validate_forward_inputs(cfg, inputs, targets, B, T);
     const long N = (long)B * T;
     const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d, V = cfg.V;
@@ -165,8 +163,8 @@ S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
         residual_forward(x2, D, branch_.data(), N, w);
     }
     lnf_.resize(N * Df), meanf_.resize(N), rstdf_.resize(N);
-    norm_forward(cfg.norm, lnf_.data(), meanf_.data(), rstdf_.data(), resid(2 * L), D, P(layout.lnf_w),
-                 P(layout.lnf_b), N, Df, cfg.norm_eps);
+    norm_forward(cfg.norm, lnf_.data(), meanf_.data(), rstdf_.data(), resid(2 * L), D, P(layout.lnf_w), P(layout.lnf_b),
+                 N, Df, cfg.norm_eps);
     logits_.resize((size_t)N * V), losses_.resize(N), lse_.resize(N);
     matmul_forward(logits_.data(), V, lnf_.data(), Df, P(Wout()), N, d, V);  // the head reads [0, d)
     if (targets) probs_.resize((size_t)N * V);
@@ -176,8 +174,7 @@ S RefModel<S>::forward(const int* inputs, const int* targets, int B, int T) {
     return loss_;
 }
 
-template <typename S>
-void RefModel<S>::backward(S grad_scale) {
+template <typename S> void RefModel<S>::backward(S grad_scale) {
     gate_.backward_starts();
     if (n_targets_ == 0) return;  // every target masked: the loss is the constant 0
     const long N = (long)B_ * T_;
@@ -196,8 +193,8 @@ void RefModel<S>::backward(S grad_scale) {
     S* dlnf = dbig_.data();
     matmul_backward(dlnf, Df, G(Wout()), dlogits, V, lnf_.data(), Df, P(Wout()), N, d, V);
     for (long n = 0; n < N; n++) std::fill(dlnf + n * Df + d, dlnf + (n + 1) * Df, S(0));
-    norm_backward(cfg.norm, dresid_.data(), D, G(layout.lnf_w), G(layout.lnf_b), dlnf, resid(2 * L), D,
-                  meanf_.data(), rstdf_.data(), P(layout.lnf_w), N, Df);
+    norm_backward(cfg.norm, dresid_.data(), D, G(layout.lnf_w), G(layout.lnf_b), dlnf, resid(2 * L), D, meanf_.data(),
+                  rstdf_.data(), P(layout.lnf_w), N, Df);
 
     for (int l = L - 1; l >= 0; l--) {
         const int w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
@@ -212,8 +209,8 @@ void RefModel<S>::backward(S grad_scale) {
         swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
         S* dln = dsmall_.data();  // (N, w); dsw is dead
         matmul_backward(dln, w, G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
-        norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(),
-                      a.rstd2.data(), P(o.ln2_w), N, w);
+        norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(), a.rstd2.data(),
+                      P(o.ln2_w), N, w);
         // attention sub-block, mirrored
         residual_backward(dbranch_.data(), ds, D, N, w);
         S* datty = dsmall_.data();  // (N, w)
@@ -223,8 +220,8 @@ void RefModel<S>::backward(S grad_scale) {
         rope_backward(dqkv, B_, T_, w, h, cfg.rope_theta);
         dln = dsmall_.data();  // datty is dead
         matmul_backward(dln, w, G(o.wqkv), dqkv, 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
-        norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(),
-                      a.rstd1.data(), P(o.ln1_w), N, w);
+        norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(), a.rstd1.data(),
+                      P(o.ln1_w), N, w);
     }
     embedding_backward(G(layout.wte), dresid_.data(), D, inputs_.data(), N, d);
 }

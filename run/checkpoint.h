@@ -76,15 +76,13 @@ inline size_t first_nonfinite(const float* x, size_t n) {
 }
 
 // Range checks of header words. `bad` builds the error naming the file.
-template <class Bad>
-int32_t header_int(const int32_t* h, int at, const char* name, long lo, long hi, Bad bad) {
+template <class Bad> int32_t header_int(const int32_t* h, int at, const char* name, long lo, long hi, Bad bad) {
     if (h[at] < lo || h[at] > hi)
         throw bad("corrupt header: " + std::string(name) + " = " + std::to_string(h[at]) + " (word " +
                   std::to_string(at) + "), must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return h[at];
 }
-template <class Bad>
-double header_double(const int32_t* h, int at, const char* name, double lo, double hi, Bad bad) {
+template <class Bad> double header_double(const int32_t* h, int at, const char* name, double lo, double hi, Bad bad) {
     double v = getf64(h, at);
     if (!(v >= lo && v <= hi)) {  // false for NaN too
         char b[160];
@@ -107,18 +105,17 @@ inline Checksum64 header_checksum(const int32_t* h, int at) {
 }
 
 // The version word of a model.bin or state file: 3 or 2 read, 1 refused (see the top), anything else unknown.
-template <class Bad>
-int checkpoint_version(const int32_t* h, Bad bad) {
+template <class Bad> int checkpoint_version(const int32_t* h, Bad bad) {
     if (h[1] == 1)
-        throw bad("version 1, whose checksum does not cover its header (a changed field could not be detected); this "
-                  "build reads versions 2 and 3: resume it once with an older train_prism, which saves the next version");
+        throw bad(
+            "version 1, whose checksum does not cover its header (a changed field could not be detected); this "
+            "build reads versions 2 and 3: resume it once with an older train_prism, which saves the next version");
     if (h[1] != 2 && h[1] != 3) throw bad("version " + std::to_string(h[1]) + ", this build reads versions 2 and 3");
     return h[1];
 }
 
 // Words [from, 256) other than the listed ones must be zero.
-template <class Bad>
-void header_zeros(const int32_t* h, int from, Bad bad) {
+template <class Bad> void header_zeros(const int32_t* h, int from, Bad bad) {
     for (int i = from; i < 256; i++)
         if (h[i] != 0)
             throw bad("corrupt header: word " + std::to_string(i) + " is " + std::to_string(h[i]) + ", must be 0");
@@ -156,8 +153,7 @@ struct LoadedModel {
 };
 
 // The config of a model.bin header and layer table, every field range-checked (see the top of this file).
-template <class Bad>
-ModelConfig model_config_of(const int32_t* h, const std::vector<int32_t>& table, Bad bad) {
+template <class Bad> ModelConfig model_config_of(const int32_t* h, const std::vector<int32_t>& table, Bad bad) {
     ModelConfig c;
     c.d = header_int(h, 2, "d", 1, 65536, bad);
     c.V = header_int(h, 3, "V", 1, 1 << 24, bad);
@@ -224,17 +220,18 @@ inline LoadedModel load_model(const std::string& path) {
     const size_t bad_at = first_nonfinite(m.params.data(), P);
     if (bad_at < P)
         throw bad("parameter " + std::to_string(bad_at) + " of " + std::to_string(P) + " is " +
-                  std::to_string(m.params[bad_at]) + ": the model was saved after it diverged; use an earlier checkpoint");
+                  std::to_string(m.params[bad_at]) +
+                  ": the model was saved after it diverged; use an earlier checkpoint");
     return m;
 }
 
 // Everything besides the parameters that a bit-identical resume needs.
 struct TrainState {
-    int64_t step = 0;         // optimizer steps done
-    int64_t tokens = 0;       // training tokens seen (all ranks)
-    uint64_t rng = 0;         // sampling RNG state
+    int64_t step = 0;                   // optimizer steps done
+    int64_t tokens = 0;                 // training tokens seen (all ranks)
+    uint64_t rng = 0;                   // sampling RNG state
     std::vector<unsigned char> loader;  // the data loader's position, as raw POD bytes
-    std::vector<float> m, v;  // AdamW moments, n each
+    std::vector<float> m, v;            // AdamW moments, n each
     // Data parallelism (header words 13..19): zero for a single process, whose m and v cover every parameter.
     int32_t rank = 0, world = 0;
     int64_t first_param = 0, model_params = 0;
@@ -272,12 +269,11 @@ inline void save_state(const std::string& path, const TrainState& s) {
 struct StateHeader {
     int32_t words[256];
     int version = 0;
-    int64_t n = 0;             // moments in the file
+    int64_t n = 0;  // moments in the file
     size_t loader_bytes = 0;
-    TrainState fields;         // step, tokens, rng and the data-parallel words; no loader, m or v yet
+    TrainState fields;  // step, tokens, rng and the data-parallel words; no loader, m or v yet
 };
-template <class Bad>
-StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
+template <class Bad> StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
     StateHeader r;
     int32_t* h = r.words;
     if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
@@ -362,7 +358,8 @@ inline TrainState load_state(const std::string& path, size_t n_expected) {
         if (s.v[i] < 0) at = i;
     if (at < P)
         throw bad("the moments of parameter " + std::to_string(at) + " are m " + std::to_string(s.m[at]) + ", v " +
-                  std::to_string(s.v[at]) + " (not finite, or v negative): the state was saved after it diverged; use "
+                  std::to_string(s.v[at]) +
+                  " (not finite, or v negative): the state was saved after it diverged; use "
                   "an earlier checkpoint");
     return s;
 }

@@ -26,15 +26,14 @@
 
 enum class FlagKind { Switch, Int, Double, Text, Path, Choice };
 
-
 struct Flag {
     std::string names;  // "-m, --model": every spelling, comma separated; the last is the canonical one
     std::string arg;    // "" for a switch, else the argument's name ("PRESET")
     std::string help;
     std::function<void(const std::string&)> apply;
     FlagKind kind = FlagKind::Text;
-    double lo = 0, hi = 0;             // Int, Double: the bounds
-    std::vector<std::string> choices;  // Choice: the values it takes (aliases aside)
+    double lo = 0, hi = 0;               // Int, Double: the bounds
+    std::vector<std::string> choices;    // Choice: the values it takes (aliases aside)
     std::function<std::string()> value;  // the variable's value as a command line writes it (null: none)
     std::function<bool()> is_set;        // whether the record keeps value() (null: always)
     // train_prism's run record (run/run_record.h; other binaries keep none): `recorded`: the record keeps the
@@ -89,7 +88,9 @@ inline std::vector<std::string> flag_spellings(const Flag& f) {
 
 // A flag's canonical spelling: its last one ("-m, --model" -> "--model").
 inline std::string canonical_name(const Flag& f) { return flag_spellings(f).back(); }
-inline std::string canonical_name(const std::string& names) { return canonical_name(make_flag(names, "", "", nullptr)); }
+inline std::string canonical_name(const std::string& names) {
+    return canonical_name(make_flag(names, "", "", nullptr));
+}
 
 // Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.
 inline long parse_long_flag(const std::string& flag, const std::string& v) {
@@ -125,7 +126,8 @@ inline std::string with_default(std::string help, const std::function<std::strin
 
 // A switch: sets dst to `on`. Recorded (as "") while dst is `on`.
 template <class T> Flag switch_flag(const std::string& names, const std::string& help, T& dst, T on) {
-    Flag f = make_flag(names, "", help, [&dst, on](const std::string&) { dst = on; }, FlagKind::Switch);
+    Flag f = make_flag(
+        names, "", help, [&dst, on](const std::string&) { dst = on; }, FlagKind::Switch);
     f.value = [] { return std::string(); };
     f.is_set = [&dst, on] { return dst == on; };
     return f;
@@ -141,7 +143,8 @@ template <class T>
 Flag number_flag(const std::string& names, const std::string& arg, const std::string& help, T& dst, double lo,
                  double hi) {
     const std::string name = canonical_name(names);
-    Flag f = make_flag(names, arg, "", nullptr, std::is_floating_point<T>::value ? FlagKind::Double : FlagKind::Int, lo, hi);
+    Flag f =
+        make_flag(names, arg, "", nullptr, std::is_floating_point<T>::value ? FlagKind::Double : FlagKind::Int, lo, hi);
     if constexpr (std::is_floating_point<T>::value) {
         f.apply = [name, &dst, lo, hi](const std::string& v) {
             const double x = parse_double_flag(name, v);
@@ -168,7 +171,8 @@ Flag number_flag(const std::string& names, const std::string& arg, const std::st
 
 // A string taken as given (a preset's name, a schedule, a glob: checked where it is used).
 inline Flag text_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst) {
-    Flag f = make_flag(names, arg, "", [&dst](const std::string& v) { dst = v; }, FlagKind::Text);
+    Flag f = make_flag(
+        names, arg, "", [&dst](const std::string& v) { dst = v; }, FlagKind::Text);
     f.value = [&dst] { return dst; };
     f.help = with_default(help, f.value);
     return f;
@@ -178,14 +182,18 @@ inline Flag text_flag(const std::string& names, const std::string& arg, const st
 inline Flag path_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
                       bool empty_ok = false) {
     const std::string name = canonical_name(names);
-    Flag f = make_flag(names, arg, "", [name, &dst, empty_ok](const std::string& v) {
-               // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default
-               // may hold a run that --overwrite would then delete.
-               if (v.empty() && !empty_ok)
-                   throw ConfigError("flag " + name + " was given an empty path; pass a path (an unset shell "
-                                     "variable?), or leave the flag out for its default");
-               dst = v;
-           }, FlagKind::Path);
+    Flag f = make_flag(
+        names, arg, "",
+        [name, &dst, empty_ok](const std::string& v) {
+            // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default
+            // may hold a run that --overwrite would then delete.
+            if (v.empty() && !empty_ok)
+                throw ConfigError("flag " + name +
+                                  " was given an empty path; pass a path (an unset shell "
+                                  "variable?), or leave the flag out for its default");
+            dst = v;
+        },
+        FlagKind::Path);
     f.value = [&dst] { return dst; };
     f.empty_ok = empty_ok;
     f.help = with_default(help, f.value);
@@ -198,26 +206,29 @@ inline Flag choice_flag(const std::string& names, const std::string& arg, const 
                         const std::vector<std::string>& choices,
                         std::function<std::string(const std::string&)> resolve = nullptr) {
     const std::string name = canonical_name(names);
-    Flag f = make_flag(names, arg, "", [name, &dst, choices, resolve](const std::string& v) {
-               if (resolve) {
-                   try {
-                       dst = resolve(v);
-                   } catch (const std::runtime_error& e) {  // its own words, with the flag's name
-                       throw ConfigError(name + ": " + e.what());
-                   }
-                   return;
-               } else {
-                   bool ok = false;
-                   for (const auto& c : choices) ok = ok || c == v;
-                   if (!ok) {
-                       std::string list;
-                       for (size_t i = 0; i < choices.size(); i++)
-                           list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
-                       throw ConfigError(name + " must be " + list + ", not '" + v + "'");
-                   }
-               }
-               dst = v;
-           }, FlagKind::Choice);
+    Flag f = make_flag(
+        names, arg, "",
+        [name, &dst, choices, resolve](const std::string& v) {
+            if (resolve) {
+                try {
+                    dst = resolve(v);
+                } catch (const std::runtime_error& e) {  // its own words, with the flag's name
+                    throw ConfigError(name + ": " + e.what());
+                }
+                return;
+            } else {
+                bool ok = false;
+                for (const auto& c : choices) ok = ok || c == v;
+                if (!ok) {
+                    std::string list;
+                    for (size_t i = 0; i < choices.size(); i++)
+                        list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+                    throw ConfigError(name + " must be " + list + ", not '" + v + "'");
+                }
+            }
+            dst = v;
+        },
+        FlagKind::Choice);
     f.choices = choices;
     f.value = [&dst] { return dst; };
     f.help = with_default(help, f.value);
@@ -239,9 +250,9 @@ inline void print_flag_table(FILE* out, const std::vector<Flag>& flags) {
     static const char* kinds[] = {"switch", "int", "double", "text", "path", "choice"};
     for (const auto& f : flags) {
         std::string sample = f.kind == FlagKind::Int || f.kind == FlagKind::Double ? exact_number(f.lo)
-                             : f.kind == FlagKind::Choice                         ? f.choices.at(0)
-                             : f.kind == FlagKind::Switch                         ? ""
-                                                                                  : "x";
+                             : f.kind == FlagKind::Choice                          ? f.choices.at(0)
+                             : f.kind == FlagKind::Switch                          ? ""
+                                                                                   : "x";
         std::string choices;
         for (const auto& c : f.choices) choices += (choices.empty() ? "" : ",") + c;
         fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\n", f.names.c_str(), kinds[(int)f.kind], exact_number(f.lo).c_str(),
@@ -268,8 +279,7 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, c
             has_value = true;
         }
         const Flag* hit = find_flag(flags, a);
-        if (!hit)
-            throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
+        if (!hit) throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
         if (hit->arg.empty()) {
             if (has_value) throw ConfigError("flag " + a + " takes no value");
         } else if (!has_value) {
@@ -308,7 +318,8 @@ inline std::vector<char*> take_positional(int argc, char** argv, const std::vect
 // ignored, so that a write past a file-size limit is the ordinary one-line disk error (EFBIG).
 inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
     signal(SIGXFSZ, SIG_IGN);
-    return run_reporting(program, oom_hint, [] { return std::string(); }, body);
+    return run_reporting(
+        program, oom_hint, [] { return std::string(); }, body);
 }
 
 // A binary's command line: what --help prints first, its flags, its positional arguments.
@@ -316,17 +327,17 @@ struct Command {
     Command() = default;
     Command(std::string name_, std::string usage_, std::string about_, std::vector<Flag> flags_)
         : name(std::move(name_)), usage(std::move(usage_)), about(std::move(about_)), flags(std::move(flags_)) {}
-    std::string name;                 // "report": errors read "report: error: ..."
-    std::string usage;                // after "usage: NAME ": "RUN_DIR... [flags]"
-    std::string about;                // the paragraph under the usage line
-    std::vector<Flag> flags;          // parse_command adds "-h, --help"
+    std::string name;         // "report": errors read "report: error: ..."
+    std::string usage;        // after "usage: NAME ": "RUN_DIR... [flags]"
+    std::string about;        // the paragraph under the usage line
+    std::vector<Flag> flags;  // parse_command adds "-h, --help"
     std::string help_line = "this text";
-    bool help_first = false;          // the help flag heads the list (train_prism's) instead of ending it
-    std::string missing;              // "run directory": "no run directory given" when there are too few positionals
+    bool help_first = false;  // the help flag heads the list (train_prism's) instead of ending it
+    std::string missing;      // "run directory": "no run directory given" when there are too few positionals
     size_t min_positional = 0, max_positional = 0;
-    std::string stop_at;              // "--": everything after it is left to the body (study's trainer flags)
-    std::string epilog;               // a line under the flags
-    bool help = false;                // --help was given
+    std::string stop_at;  // "--": everything after it is left to the body (study's trainer flags)
+    std::string epilog;   // a line under the flags
+    bool help = false;    // --help was given
 };
 
 // What parse_command found besides the flags.
@@ -372,7 +383,7 @@ inline Parsed parse_command(Command& cmd, int argc, char** argv) {
 // The main of a single-process tool: parses argv (parse_command), prints --help and exits 0, else runs
 // body(the positional arguments); errors end it as run_tool does.
 inline int command_main(Command& cmd, int argc, char** argv, const std::string& oom_hint,
-                       const std::function<int(const Parsed&)>& body) {
+                        const std::function<int(const Parsed&)>& body) {
     return run_tool(cmd.name.c_str(), oom_hint, [&] {
         const Parsed p = parse_command(cmd, argc, argv);
         if (cmd.help) return print_help(stdout, cmd), 0;
@@ -382,7 +393,7 @@ inline int command_main(Command& cmd, int argc, char** argv, const std::string& 
 
 // Upper bounds shared by the command lines (model_config.h's validate_config holds the model's own: d and widths
 // <= 65536, V <= 2^24, T <= 2^20, L <= 10000).
-constexpr long kMaxSteps = 1000000000000L;          // steps, step intervals and token counts per step: 10^12
-constexpr long kMaxTokens = 1000000000000000000L;   // token budgets: 10^18
+constexpr long kMaxSteps = 1000000000000L;         // steps, step intervals and token counts per step: 10^12
+constexpr long kMaxTokens = 1000000000000000000L;  // token budgets: 10^18
 constexpr double kMaxInt = 2147483647;
 constexpr double kMaxLong = 9223372036854775807.0;

@@ -34,16 +34,16 @@ struct OpCost {
     double bytes = 0, flops = 0;
     int launches = 1;
     bool attention = false, matmul = false;
-    double chain_s = 0;    // the longest dependent walk of one block (a floor on the expected time)
+    double chain_s = 0;  // the longest dependent walk of one block (a floor on the expected time)
 };
 
 // The token statistics the embedding backward's cost depends on: defaults for real text (estimates), or measured
 // from a micro-batch's embedding_plan (dev/bench_model does, from its real-text tokens).
 struct CostOptions {
-    double most_frequent = 0.04;          // the most frequent token's share of a micro-batch (real text: 3-5%)
+    double most_frequent = 0.04;            // the most frequent token's share of a micro-batch (real text: 3-5%)
     double partials_per_position = 0.0125;  // partial rows per position: ~40% of real text is tokens seen > 32
                                             // times in a micro-batch, one row per 32 of their positions
-    double distinct = 0;                  // distinct tokens of a micro-batch (0: the bound min(N, V))
+    double distinct = 0;                    // distinct tokens of a micro-batch (0: the bound min(N, V))
 };
 constexpr double EMB_POSITION_S = 1e-7;  // one position of a block's walk: a 16-byte load per thread, est. 4 in
                                          // flight (~0.4 us of HBM latency each): an estimate
@@ -80,7 +80,9 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         ops.push_back({name, bytes, 2 * M * n * k, 1, false, true});
     };
     auto norm_fwd = [&](double w) { op("norm_forward", 2 * N * w * bf + 2 * N * f4); };
-    auto resid_norm = [&](double wy, double wn) { op("residual_norm_forward", (2 * N * D + N * wy + N * wn) * bf + 2 * N * f4); };
+    auto resid_norm = [&](double wy, double wn) {
+        op("residual_norm_forward", (2 * N * D + N * wy + N * wn) * bf + 2 * N * f4);
+    };
     auto norm_bwd = [&](double w, bool ln) {
         const double partial_bytes = std::ceil(N / 64) * w * (ln ? 2 : 1) * f4;  // written, then read by the finish
         op("norm_backward", 4 * N * w * bf + 2 * N * f4 + 2 * partial_bytes + 2 * w * f4 * (ln ? 2 : 1), 0, 2);
@@ -96,7 +98,8 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
             mm("matmul qkv", N, 3 * w, w, false);
             op("rope_forward", 2 * N * 2 * w * bf);
-            ops.push_back({"attention_forward", (N * 3 * w + N * w) * bf + N * h * f4, 2.0 * B * T * T * w, 1, true, false});
+            ops.push_back(
+                {"attention_forward", (N * 3 * w + N * w) * bf + N * h * f4, 2.0 * B * T * T * w, 1, true, false});
             mm("matmul o", N, w, w, false);
             resid_norm(w, w);
             mm("matmul fc", N, 2 * hid, w, false);

@@ -34,38 +34,38 @@ inline ModelSpec spec_without_preset() {
 struct TrainOptions {
     ModelSpec model = spec_without_preset();  // preset "": 124M on a GPU, tiny on the CPU (default_model)
     bool plan = false, json = false, cpu = false, resume = false, overwrite = false;
-    bool recompute = false;     // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
+    bool recompute = false;           // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     bool allow_batch_change = false;  // --resume with another global batch than the checkpoint's
     bool allow_data_change = false;   // --resume onto other shards than the recorded ones
-    std::string train, val, out;  // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
-    std::string tokenizer;      // "": text/tokenizer.h's default_tokenizer_path
-    int B = 16, T = 0;          // micro-batch rows; T = 0: the model's context
-    long total_batch = 0;       // tokens per optimizer step, all ranks (0: run/defaults.h); a multiple of B T ranks
-    long steps = 0;             // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
-    long tokens = 0;            // token budget
+    std::string train, val, out;      // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
+    std::string tokenizer;            // "": text/tokenizer.h's default_tokenizer_path
+    int B = 16, T = 0;                // micro-batch rows; T = 0: the model's context
+    long total_batch = 0;  // tokens per optimizer step, all ranks (0: run/defaults.h); a multiple of B T ranks
+    long steps = 0;        // optimizer steps (0: from --tokens / --tokens-per-param / --epochs, else 150)
+    long tokens = 0;       // token budget
     double tokens_per_param = 0;
-    double epochs = 0;          // passes over the training shards
-    double lr = NAN;            // NAN: by model size (run/defaults.h)
+    double epochs = 0;  // passes over the training shards
+    double lr = NAN;    // NAN: by model size (run/defaults.h)
     double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     OptimizerHyper opt;
     uint64_t seed = 1337;
     bool shuffle = true;
     long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
     bool sample_flag_given = false;
-    long stop_after = 0;        // stop (with a checkpoint) after this many steps of this invocation
+    long stop_after = 0;  // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
-    int max_nonfinite = 3;      // steps in a row with a NaN/inf loss or gradient norm before the run stops
+    int max_nonfinite = 3;                  // steps in a row with a NaN/inf loss or gradient norm before the run stops
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
     std::vector<std::string> argv;  // this invocation's command line, for the run record
-    int zero = -1;              // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
-    double comm_timeout = 600;  // seconds a rank may wait in a collective (dist/watchdog.h)
+    int zero = -1;                  // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
+    double comm_timeout = 600;      // seconds a rank may wait in a collective (dist/watchdog.h)
 };
 
-constexpr long kPaperBatchTokens = 524288;    // 2^19: GPT-2 / GPT-3 small, llm.c, the Prism paper
-constexpr double kPaperTokensPerParam = 25;   // the Prism paper's 25 to 30, at its low end
-constexpr double kDemoPasses = 4;             // passes over data/default/ for a paper-size model
-constexpr double kLargeModel = 50e6;          // parameters from which the papers' recipe applies
+constexpr long kPaperBatchTokens = 524288;   // 2^19: GPT-2 / GPT-3 small, llm.c, the Prism paper
+constexpr double kPaperTokensPerParam = 25;  // the Prism paper's 25 to 30, at its low end
+constexpr double kDemoPasses = 4;            // passes over data/default/ for a paper-size model
+constexpr double kLargeModel = 50e6;         // parameters from which the papers' recipe applies
 
 // GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3.
 inline double default_lr(double params) {
@@ -100,9 +100,12 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         if (o.val.empty()) o.val = dir + "/*_val_*.bin";
         demo = !fineweb;
         if (demo && large)
-            notes.push_back("data/fineweb10B/ not found: training on data/default/, a demonstration corpus of ~3M "
-                            "tokens, for " + std::to_string((int)kDemoPasses) + " passes; bash data/get_fineweb.sh "
-                            "fetches FineWeb for the papers' run");
+            notes.push_back(
+                "data/fineweb10B/ not found: training on data/default/, a demonstration corpus of ~3M "
+                "tokens, for " +
+                std::to_string((int)kDemoPasses) +
+                " passes; bash data/get_fineweb.sh "
+                "fetches FineWeb for the papers' run");
     }
     if (o.val.empty()) o.val = "data/default/*_val_*.bin";
     const bool length_given = o.steps || o.tokens || o.tokens_per_param > 0 || o.epochs > 0;
@@ -111,8 +114,8 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         o.total_batch = std::max(1L, std::lround((double)kPaperBatchTokens / unit)) * unit;
         if (o.total_batch != kPaperBatchTokens)
             notes.push_back("total batch " + std::to_string(o.total_batch) + " tokens: the papers' " +
-                            std::to_string(kPaperBatchTokens) + " rounded to a multiple of B*T*ranks = " +
-                            std::to_string(unit));
+                            std::to_string(kPaperBatchTokens) +
+                            " rounded to a multiple of B*T*ranks = " + std::to_string(unit));
     }
     if (!length_given && large) {
         if (demo) o.epochs = kDemoPasses;

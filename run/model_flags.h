@@ -14,8 +14,9 @@
 inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::string& preset_help = "") {
     std::string names;
     for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
-    flags.push_back(text_flag("-m, --model", "PRESET", "model size: " + names + " (" +
-                              (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
+    flags.push_back(text_flag(
+        "-m, --model", "PRESET",
+        "model size: " + names + " (" + (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
     flags.push_back(text_flag("-s, --heads-schedule", "HEADS",
                               "uniform | prism | list like 3x3,6x3,12x6 or 5,5,5 (default {default})", m.heads));
     flags.push_back(text_flag("-w, --widths", "WIDTHS",
@@ -23,23 +24,29 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
     flags.push_back(number_flag("--d", "N", "embedding width d", m.d, 1, 65536).unless("0"));
     flags.push_back(number_flag("--layers", "N", "number of layers L", m.L, 1, 10000).unless("0"));
     flags.push_back(number_flag("--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",
-                                m.h_base, 1, 65536).unless("0"));
+                                m.h_base, 1, 65536)
+                        .unless("0"));
     flags.push_back(number_flag("--head-dim", "N", "under -w: a fixed head_dim per layer instead of a fixed head count",
-                                m.head_dim, 1, 65536).unless("0"));
+                                m.head_dim, 1, 65536)
+                        .unless("0"));
     flags.push_back(number_flag("--seq-len", "T", "context length T", m.T, 1, 1 << 20).unless("0"));
     flags.push_back(number_flag("--vocab", "V", "vocabulary size (default 50257, GPT-2)", m.V, 1, 1 << 24).unless("0"));
     flags.push_back(number_flag("--mlp-ratio", "R",
                                 "SwiGLU hidden = R * w_l, to the nearest multiple (8/3 Prism presets, 4 Xformer)",
-                                m.mlp_ratio, 1e-3, 64).unless("0"));
+                                m.mlp_ratio, 1e-3, 64)
+                        .unless("0"));
     flags.push_back(number_flag("--mlp-multiple", "N", "round the SwiGLU hidden size to a multiple of N (default 32)",
-                                m.mlp_multiple, 1, 65536).unless("0"));
+                                m.mlp_multiple, 1, 65536)
+                        .unless("0"));
     flags.push_back(choice_flag("--norm", "NORM", "layernorm | rmsnorm", m.norm, {"layernorm", "rmsnorm"},
-                                [](const std::string& v) { return parse_norm(v), v; }).unless(""));
-    flags.push_back(switch_flag("--untied", "separate output head (default: tied to the embedding, except Xformer presets)",
-                                m.untied, 1));
+                                [](const std::string& v) { return parse_norm(v), v; })
+                        .unless(""));
+    flags.push_back(switch_flag(
+        "--untied", "separate output head (default: tied to the embedding, except Xformer presets)", m.untied, 1));
     flags.push_back(switch_flag("--tied", "output head shares the token embedding", m.untied, 0));
-    flags.push_back(number_flag("--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))",
-                                m.shape.k, 1, 10000).unless("0"));
+    flags.push_back(
+        number_flag("--turn", "K", "X / 3 shapes: 1-indexed turning layer (default round(0.75 L))", m.shape.k, 1, 10000)
+            .unless("0"));
     flags.push_back(number_flag("--bottleneck", "R", "width shapes: narrowest width / d (default {default})",
                                 m.shape.ratio, 0.01, 0.99));
     flags.push_back(number_flag("--width-quantum", "Q", "widths are multiples of Q (default {default})",

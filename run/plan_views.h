@@ -59,8 +59,7 @@ inline std::string describe_config(const ModelConfig& c) {
              "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %s (%.4g w to a multiple of %d), %s, %s "
              "embeddings, stream D %d, attention scale %s",
              c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, c.mlp_ratio, c.mlp_multiple,
-             norm_name(c.norm),
-             c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
+             norm_name(c.norm), c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
     return buf;
 }
 
@@ -85,8 +84,9 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
     row("forward FLOPs/token (dense)", a.dense_flops_per_token, b.dense_flops_per_token);
     row("KV-cache bytes/token (bf16)", (double)a.kv_bytes_per_token, (double)b.kv_bytes_per_token);
     row("average layer width", a.avg_width, b.avg_width);
-    fprintf(f, "(FLOPs at context T = %d over the full T x T attention square; 'paper' discounts the dead weights\n"
-               " the Xformer paper excludes from its parameter match, 'dense' is what a dense implementation runs)\n",
+    fprintf(f,
+            "(FLOPs at context T = %d over the full T x T attention square; 'paper' discounts the dead weights\n"
+            " the Xformer paper excludes from its parameter match, 'dense' is what a dense implementation runs)\n",
             c.T);
 }
 
@@ -102,9 +102,11 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
             json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
-    fprintf(f, "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
-            c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
-            c.mup_attn ? "true" : "false");
+    fprintf(
+        f,
+        "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
+        c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
+        c.mup_attn ? "true" : "false");
     fprintf(f, " \"layers\": [\n");
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
@@ -125,7 +127,6 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
             a.flops_per_token / b.flops_per_token, a.dense_flops_per_token / b.dense_flops_per_token,
             (double)a.kv_bytes_per_token / b.kv_bytes_per_token, a.avg_width / b.avg_width);
     fprintf(f, " \"warnings\": [");
-    for (size_t i = 0; i < warnings.size(); i++)
-        fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
+    for (size_t i = 0; i < warnings.size(); i++) fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
     fprintf(f, "]}\n");
 }

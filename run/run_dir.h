@@ -91,9 +91,11 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
     if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
     for (int l = 0; l < saved.L(); l++) {
         if (saved.layers[l].width != want.layers[l].width)
-            return diff(("layer " + std::to_string(l + 1) + " width").c_str(), saved.layers[l].width, want.layers[l].width);
+            return diff(("layer " + std::to_string(l + 1) + " width").c_str(), saved.layers[l].width,
+                        want.layers[l].width);
         if (saved.layers[l].heads != want.layers[l].heads)
-            return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads, want.layers[l].heads);
+            return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads,
+                        want.layers[l].heads);
     }
     if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
     if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";
@@ -104,7 +106,7 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
 
 // What a checkpoint restores besides the parameters and AdamW moments (which go straight into the engine).
 struct ResumePoint {
-    std::string dir;       // the checkpoint directory
+    std::string dir;  // the checkpoint directory
     long step = 0, tokens = 0;
     long total_batch = 0;  // the global batch it was trained with, tokens per step (0: not known)
     uint64_t rng = 0;      // sampling RNG state (rank 0's, the one that samples)
@@ -210,11 +212,12 @@ class RunDir {
         if (!lead() || dir_fd_ < 0) return;
         struct stat st;
         if (stat(out_.c_str(), &st) != 0 || st.st_dev != dir_st_.st_dev || st.st_ino != dir_st_.st_ino)
-            throw CheckpointError(out_ + " is no longer the directory this run started in (moved, renamed or "
+            throw CheckpointError(out_ +
+                                  " is no longer the directory this run started in (moved, renamed or "
                                   "replaced while it ran); stopping without writing a checkpoint: the run's "
                                   "checkpoints are wherever its directory went; move it back and --resume there");
-        const bool note_gone = stat((out_ + "/lock").c_str(), &st) != 0 || st.st_dev != lock_st_.st_dev ||
-                               st.st_ino != lock_st_.st_ino;
+        const bool note_gone =
+            stat((out_ + "/lock").c_str(), &st) != 0 || st.st_dev != lock_st_.st_dev || st.st_ino != lock_st_.st_ino;
         if (note_gone && !file_lock_only_) {  // harmless under the directory's lock: put the note back
             const int fd = open((out_ + "/lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
             if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -228,9 +231,11 @@ class RunDir {
                 close(fd);
             }
         } else if (note_gone) {
-            throw CheckpointError(out_ + "/lock was removed or replaced while this run held it (this file system "
+            throw CheckpointError(out_ +
+                                  "/lock was removed or replaced while this run held it (this file system "
                                   "locks only that file), so another train_prism may write here; stopping without "
-                                  "writing a checkpoint: check for another trainer on " + out_ + ", then --resume");
+                                  "writing a checkpoint: check for another trainer on " +
+                                  out_ + ", then --resume");
         }
     }
 
@@ -245,8 +250,10 @@ class RunDir {
         for (const char* n : {"latest", "log.jsonl", "model.bin", "lock"}) {
             const std::string p = out_ + "/" + n;
             if (lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-                throw ConfigError(p + " is " + file_kind(st.st_mode) + ", not the file train_prism writes there; "
-                                  "remove it (rm " + p + ") or pass another -o");
+                throw ConfigError(p + " is " + file_kind(st.st_mode) +
+                                  ", not the file train_prism writes there; "
+                                  "remove it (rm " +
+                                  p + ") or pass another -o");
         }
         if (resume || overwrite) return;
         std::vector<std::string> held;
@@ -255,15 +262,17 @@ class RunDir {
         long links = 0;
         for (const std::string& n : list_dir(out_))
             if (step_of_dir_name(n) >= 0 && lstat((out_ + "/" + n).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) links++;
-        if (links) held.push_back(std::to_string(links) + (links > 1 ? " files or links" : " file or link") +
-                                  " named like a checkpoint");
+        if (links)
+            held.push_back(std::to_string(links) + (links > 1 ? " files or links" : " file or link") +
+                           " named like a checkpoint");
         if (access((out_ + "/latest").c_str(), F_OK) == 0) held.push_back("a latest file");
         if (access((out_ + "/model.bin").c_str(), F_OK) == 0) held.push_back("a model.bin");
         if (stat(log_path().c_str(), &st) == 0 && st.st_size > 0)
             held.push_back("a log of " + std::to_string(st.st_size) + " bytes");
         if (held.empty()) return;
         std::string what;
-        for (size_t i = 0; i < held.size(); i++) what += (i == 0 ? "" : i + 1 == held.size() ? " and " : ", ") + held[i];
+        for (size_t i = 0; i < held.size(); i++)
+            what += (i == 0 ? "" : i + 1 == held.size() ? " and " : ", ") + held[i];
         throw ConfigError(out_ + " holds an earlier run (" + what +
                           "); pass --resume to continue it, or --overwrite to delete it and start afresh");
     }
@@ -301,8 +310,8 @@ class RunDir {
         unlink(file.c_str());
         rmdir(dir.c_str());
         if (!ok)
-            throw ConfigError("the first checkpoint could not be written: creating " + file + " failed: " +
-                              strerror(e) + "; pass a shorter or writable -o");
+            throw ConfigError("the first checkpoint could not be written: creating " + file +
+                              " failed: " + strerror(e) + "; pass a shorter or writable -o");
     }
 
     // A fresh run: with `overwrite`, deletes the earlier run's checkpoints (remove_checkpoint_dir: only what the
@@ -404,7 +413,8 @@ class RunDir {
         if (step_of_dir_name(name) < 0)
             throw CheckpointError(out_ + "/latest is corrupt: it holds \"" + printable(name.substr(0, 200)) +
                                   "\", not a checkpoint name like step_00000100; write the name of a step_* "
-                                  "directory of " + out_ + " into it");
+                                  "directory of " +
+                                  out_ + " into it");
         return name;
     }
 
@@ -417,7 +427,8 @@ class RunDir {
         std::string latest_name = latest();
         if (latest_name.empty()) {
             if (steps.empty())
-                throw ConfigError("--resume: " + out_ + " holds no checkpoint (no latest, no step_* directory); train "
+                throw ConfigError("--resume: " + out_ +
+                                  " holds no checkpoint (no latest, no step_* directory); train "
                                   "without --resume first");
             throw ConfigError("--resume: " + out_ + "/latest is missing, but " + out_ + " holds " +
                               std::to_string(steps.size()) + " checkpoint" + (steps.size() > 1 ? "s" : "") +
@@ -432,9 +443,10 @@ class RunDir {
                                                                     : std::string("which is ") + file_kind(st.st_mode) +
                                                                           ", not a checkpoint directory of this run";
             throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", " + what +
-                              (newest.empty() ? "; " + out_ + " holds no other checkpoint: start afresh with --overwrite"
-                                              : "; " + out_ + " holds " + newest + ": echo " + newest + " > " + out_ +
-                                                    "/latest to resume from it"));
+                              (newest.empty()
+                                   ? "; " + out_ + " holds no other checkpoint: start afresh with --overwrite"
+                                   : "; " + out_ + " holds " + newest + ": echo " + newest + " > " + out_ +
+                                         "/latest to resume from it"));
         }
         LoadedModel m = load_model(r.dir + "/model.bin");
         std::string diff = model_difference(m.cfg, cfg);
@@ -444,16 +456,18 @@ class RunDir {
         const size_t P = param_layout(cfg).total;
         TrainState st_ = load_optimizer_range(r.dir, P, eng.optimizer_range(), m.run_id);
         if (st_.step != m.step)
-            throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) + " but state_rank0.bin at step " +
-                                  std::to_string(st_.step) + "; the checkpoint mixes two steps");
+            throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) +
+                                  " but state_rank0.bin at step " + std::to_string(st_.step) +
+                                  "; the checkpoint mixes two steps");
         eng.set_params(m.params.data());
         eng.set_optimizer(st_.m, st_.v, (long)st_.step);
         if (st_.loader.size() != sizeof r.loader)
             throw CheckpointError(r.dir + ": data-loader position has the wrong size");
         memcpy(&r.loader, st_.loader.data(), sizeof r.loader);
         r.step = st_.step, r.tokens = st_.tokens, r.rng = st_.rng;
-        r.total_batch = st_.total_batch ? (long)st_.total_batch
-                        : st_.step > 0 && st_.tokens % st_.step == 0 ? (long)(st_.tokens / st_.step) : 0;
+        r.total_batch = st_.total_batch                              ? (long)st_.total_batch
+                        : st_.step > 0 && st_.tokens % st_.step == 0 ? (long)(st_.tokens / st_.step)
+                                                                     : 0;
         run_id_ = m.run_id;  // 0 for a version 2 checkpoint: agree_run_id draws a new one
         return r;
     }
@@ -542,9 +556,9 @@ class RunDir {
     std::string out_;
     int keep_;
     const Dist& dist_;
-    int lock_fd_ = -1, dir_fd_ = -1;       // OUT/lock and OUT itself, locked (lock())
+    int lock_fd_ = -1, dir_fd_ = -1;          // OUT/lock and OUT itself, locked (lock())
     struct stat dir_st_ = {}, lock_st_ = {};  // their identities when locked
-    bool file_lock_only_ = false;            // the file system would not lock the directory
+    bool file_lock_only_ = false;             // the file system would not lock the directory
 
     // "pid N on HOST" into OUT/lock (lock_fd_).
     void write_note() const {
@@ -569,7 +583,7 @@ class RunDir {
         return printable(h);
     }
     std::vector<std::string> created_;  // the directories lock() created (OUT and any missing parents), outermost first
-    uint64_t run_id_ = 0;  // written into every file of every checkpoint (agree_run_id)
+    uint64_t run_id_ = 0;               // written into every file of every checkpoint (agree_run_id)
     long total_batch_ = 0;
 
     bool lead() const { return dist_.rank == 0; }
@@ -595,14 +609,15 @@ class RunDir {
         for (size_t i = 0; i < files.size(); i++) {
             const StateRange& f = files[i];
             if (f.run_id != run_id)
-                throw CheckpointError(dir + ": " + state_file_name((int)i) + " names " + run(f.run_id) + ", model.bin " +
-                                      run(run_id) + ": the checkpoint mixes two runs (a file copied in from another "
+                throw CheckpointError(dir + ": " + state_file_name((int)i) + " names " + run(f.run_id) +
+                                      ", model.bin " + run(run_id) +
+                                      ": the checkpoint mixes two runs (a file copied in from another "
                                       "run?); resume from a checkpoint written whole, or put its own files back");
             if (f.P != (int64_t)P || f.first != covered || f.world != files[0].world || f.step != files[0].step)
-                throw CheckpointError(dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
-                                      state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " +
-                                      std::to_string(f.P) + ", step " + std::to_string(f.step) +
-                                      "); the checkpoint is incomplete or mixes two runs");
+                throw CheckpointError(
+                    dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
+                    state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " + std::to_string(f.P) +
+                    ", step " + std::to_string(f.step) + "); the checkpoint is incomplete or mixes two runs");
             covered += f.n;
         }
         if (covered != (int64_t)P)
@@ -617,7 +632,8 @@ class RunDir {
                          b = std::min(range.second, first + (size_t)files[i].n);
             if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
             TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
-            for (size_t k = a; k < b; k++) out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
+            for (size_t k = a; k < b; k++)
+                out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
             if (!have_rest)
                 out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader,
                 out.total_batch = f.total_batch;

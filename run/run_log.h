@@ -95,7 +95,8 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
     if (!is_dir(dir)) throw RunLogError(dir + " is not a directory; pass train_prism output directories (-o OUT)");
     const std::string path = dir + "/log.jsonl";
     if (access(path.c_str(), F_OK) != 0)
-        throw RunLogError(dir + " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
+        throw RunLogError(dir +
+                          " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
                           "started; pass the directory a run wrote (-o OUT)");
     std::string text;
     try {
@@ -117,22 +118,24 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
         try {
             o = json::parse(line);
             parsed = true;
-            if (o.kind != json::Value::Object || !std::isfinite(number(o, "step"))) throw json::Error("no \"step\" number");
+            if (o.kind != json::Value::Object || !std::isfinite(number(o, "step")))
+                throw json::Error("no \"step\" number");
             const double st = number(o, "step");
             if (st < 1 || st != std::floor(st) || st > 1e15)
                 throw json::Error("step " + json::number(st, "%.17g") + " is not a whole number >= 1");
             if ((long)st <= last_step)
-                throw json::Error("step " + std::to_string((long)st) + " does not follow step " + std::to_string(last_step) +
-                                  ": a duplicated or reordered line");
+                throw json::Error("step " + std::to_string((long)st) + " does not follow step " +
+                                  std::to_string(last_step) + ": a duplicated or reordered line");
             for (const char* k : {"tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) {
                 const json::Value* v = o.find(k);
                 if (v && v->kind != json::Value::Number && v->kind != json::Value::Null)
                     throw json::Error(std::string("\"") + k + "\" is not a number");
             }
         } catch (const json::Error& e) {
-            const std::string msg = path + " line " + std::to_string(line_no) +
-                                    (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
-                                          : std::string(" is not a step's JSON (") + e.what() + "): skipped");
+            const std::string msg =
+                path + " line " + std::to_string(line_no) +
+                (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
+                                 : std::string(" is not a step's JSON (") + e.what() + "): skipped");
             r.warnings.push_back(msg);
             warn(msg);
             continue;
@@ -158,7 +161,8 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
             const json::Value* task = ev->find("task");
             e.task = task && task->kind == json::Value::String ? task->str : "?";
             for (const auto& kv : ev->obj)
-                if (kv.second.kind == json::Value::Number) e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+                if (kv.second.kind == json::Value::Number)
+                    e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
             r.evals.push_back(e);
         }
     }
@@ -186,7 +190,8 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                 const json::Value* task = t.find("task");
                 e.task = task && task->kind == json::Value::String ? task->str : "?";
                 for (const auto& kv : t.obj)
-                    if (kv.second.kind == json::Value::Number) e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+                    if (kv.second.kind == json::Value::Number)
+                        e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
                 r.evals.push_back(e);
             }
         } catch (const json::Error& e) {

@@ -24,7 +24,8 @@ struct RunPlan {
 inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
     const int T = o.T ? o.T : cfg.T;
     if (T > cfg.T)
-        throw ConfigError("--train-seq " + std::to_string(T) + " exceeds the model's context T = " + std::to_string(cfg.T));
+        throw ConfigError("--train-seq " + std::to_string(T) +
+                          " exceeds the model's context T = " + std::to_string(cfg.T));
     return T;
 }
 
@@ -55,8 +56,10 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
                           " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
     if (o.lr * o.opt.weight_decay >= 1) {  // the weights would not shrink but flip sign and grow: NaN by design
         char b[200];
-        snprintf(b, sizeof b, "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
-                 "the matrices by 1 - lr * wd every step)", o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
+        snprintf(b, sizeof b,
+                 "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
+                 "the matrices by 1 - lr * wd every step)",
+                 o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
         throw ConfigError(b);
     }
     return p;
@@ -64,10 +67,10 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
 
 // The batch plan part of the run record.
 inline std::string plan_record_json(const TrainOptions& o, const RunPlan& p) {
-    return "{\"B\": " + std::to_string(o.B) + ", \"T\": " + std::to_string(p.T) + ", \"ranks\": " +
-           std::to_string(p.world) + ", \"micro_steps\": " + std::to_string(p.n_micro) + ", \"total_batch\": " +
-           std::to_string(p.total_batch) + ", \"steps\": " + std::to_string(p.steps) + ", \"tokens\": " +
-           std::to_string(p.steps * p.total_batch) + ", \"warmup\": " + std::to_string(p.warmup) + ", \"lr\": " +
-           exact_number(o.lr) + ", \"final_lr\": " + exact_number(o.lr * o.final_lr_frac) +
+    return "{\"B\": " + std::to_string(o.B) + ", \"T\": " + std::to_string(p.T) +
+           ", \"ranks\": " + std::to_string(p.world) + ", \"micro_steps\": " + std::to_string(p.n_micro) +
+           ", \"total_batch\": " + std::to_string(p.total_batch) + ", \"steps\": " + std::to_string(p.steps) +
+           ", \"tokens\": " + std::to_string(p.steps * p.total_batch) + ", \"warmup\": " + std::to_string(p.warmup) +
+           ", \"lr\": " + exact_number(o.lr) + ", \"final_lr\": " + exact_number(o.lr * o.final_lr_frac) +
            ", \"seed\": " + std::to_string(o.seed) + "}";
 }

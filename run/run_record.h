@@ -50,10 +50,14 @@ namespace run_record {
 // A JSON value back to text (numbers as their literal: what was read is written unchanged).
 inline std::string dump(const json::Value& v) {
     switch (v.kind) {
-        case json::Value::Null: return "null";
-        case json::Value::Bool: return v.b ? "true" : "false";
-        case json::Value::Number: return v.str;
-        case json::Value::String: return json::quote(v.str);
+        case json::Value::Null:
+            return "null";
+        case json::Value::Bool:
+            return v.b ? "true" : "false";
+        case json::Value::Number:
+            return v.str;
+        case json::Value::String:
+            return json::quote(v.str);
         case json::Value::Array: {
             std::string s = "[";
             for (size_t i = 0; i < v.arr.size(); i++) s += (i ? ", " : "") + dump(v.arr[i]);
@@ -82,7 +86,8 @@ inline std::string exact(double x) { return exact_number(x); }
 inline std::string build_description() {
     std::string s = "g++ " __VERSION__;
 #ifdef __CUDACC__
-    s = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + " (host " + s + ")";
+    s = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + " (host " + s +
+        ")";
 #endif
 #ifdef PRISM_CUDA
     s += ", CUDA engine";
@@ -185,7 +190,7 @@ struct RunRecordWriter {
     std::string dir;
     std::vector<std::pair<std::string, std::string>> args;
     std::string model_json, plan_json;
-    std::string data_json;  // data_record_json: the shards' fingerprints
+    std::string data_json;             // data_record_json: the shards' fingerprints
     std::vector<std::string> earlier;  // the earlier invocations' objects, as text
     std::vector<std::string> argv;
     std::string started, engine, engine_why;
@@ -206,7 +211,8 @@ struct RunRecordWriter {
     void write(const std::string& status, long end_step, bool ended) const {
         std::string s = "{\"prism_run\": 1,\n \"args\": [";
         for (size_t i = 0; i < args.size(); i++)
-            s += std::string(i ? ", " : "") + "[" + json::quote(args[i].first) + ", " + json::quote(args[i].second) + "]";
+            s += std::string(i ? ", " : "") + "[" + json::quote(args[i].first) + ", " + json::quote(args[i].second) +
+                 "]";
         s += "],\n \"model\": " + model_json + ",\n \"plan\": " + plan_json + ",\n";
         if (!data_json.empty()) s += " \"data\": " + data_json + ",\n";
         s += " \"invocations\": [";
@@ -214,12 +220,13 @@ struct RunRecordWriter {
         std::string a = "[";
         for (size_t i = 0; i < argv.size(); i++) a += (i ? ", " : "") + json::quote(argv[i]);
         a += "]";
-        s += "\n  {\"argv\": " + a + ", \"started\": " + json::quote(started) + ", \"ended\": " +
-             (ended ? json::quote(run_record::utc_now()) : std::string("null")) + ", \"status\": " + json::quote(status) +
-             ", \"start_step\": " + std::to_string(start_step) + ", \"end_step\": " + std::to_string(end_step) +
-             ", \"commit\": " + json::quote(PRISM_COMMIT) + ", \"build\": " + json::quote(run_record::build_description()) +
-             ", \"host\": " + json::quote(run_record::host_name()) + ", \"cores\": " +
-             std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + ", \"engine\": " + json::quote(engine) +
+        s += "\n  {\"argv\": " + a + ", \"started\": " + json::quote(started) +
+             ", \"ended\": " + (ended ? json::quote(run_record::utc_now()) : std::string("null")) +
+             ", \"status\": " + json::quote(status) + ", \"start_step\": " + std::to_string(start_step) +
+             ", \"end_step\": " + std::to_string(end_step) + ", \"commit\": " + json::quote(PRISM_COMMIT) +
+             ", \"build\": " + json::quote(run_record::build_description()) +
+             ", \"host\": " + json::quote(run_record::host_name()) +
+             ", \"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + ", \"engine\": " + json::quote(engine) +
              ", \"engine_why\": " + json::quote(engine_why) + ", \"ranks\": " + std::to_string(ranks) +
              ", \"zero\": " + std::to_string(zero) + "}\n ]}\n";
         write_atomically(run_record_path(dir), {{s.data(), s.size()}});
@@ -232,15 +239,16 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
                     ", \"widths_schedule\": " + json::quote(spec.widths) + ", \"d\": " + std::to_string(c.d) +
                     ", \"L\": " + std::to_string(c.L()) + ", \"h_base\": " + std::to_string(c.h_base) +
                     ", \"T\": " + std::to_string(c.T) + ", \"V\": " + std::to_string(c.V) + ", \"norm\": \"" +
-                    norm_name(c.norm) + "\", \"tied\": " + (c.tied ? "true" : "false") + ", \"mlp_ratio\": " +
-                    run_record::exact(c.mlp_ratio) + ", \"params\": " + std::to_string(param_layout(c).total) +
-                    ", \"widths\": " + json::quote(rle_list(layer_widths(c))) + ", \"heads\": " +
-                    json::quote(rle_list(layer_heads(c))) + ",\n   \"layers\": [";
+                    norm_name(c.norm) + "\", \"tied\": " + (c.tied ? "true" : "false") +
+                    ", \"mlp_ratio\": " + run_record::exact(c.mlp_ratio) +
+                    ", \"params\": " + std::to_string(param_layout(c).total) +
+                    ", \"widths\": " + json::quote(rle_list(layer_widths(c))) +
+                    ", \"heads\": " + json::quote(rle_list(layer_heads(c))) + ",\n   \"layers\": [";
     for (int l = 0; l < c.L(); l++)
-        s += std::string(l ? ", " : "") + "{\"layer\": " + std::to_string(l + 1) + ", \"width\": " +
-             std::to_string(c.layers[l].width) + ", \"heads\": " + std::to_string(c.layers[l].heads) +
-             ", \"head_dim\": " + std::to_string(c.layers[l].head_dim()) + ", \"hidden\": " +
-             std::to_string(c.hidden_of(l)) + "}";
+        s += std::string(l ? ", " : "") + "{\"layer\": " + std::to_string(l + 1) +
+             ", \"width\": " + std::to_string(c.layers[l].width) + ", \"heads\": " + std::to_string(c.layers[l].heads) +
+             ", \"head_dim\": " + std::to_string(c.layers[l].head_dim()) +
+             ", \"hidden\": " + std::to_string(c.hidden_of(l)) + "}";
     return s + "]}";
 }
 
@@ -251,16 +259,18 @@ inline void check_resume_context(const RunRecord& rec, int T) {
     const json::Value* t = m && m->kind == json::Value::Object ? m->find("T") : nullptr;
     if (!t || t->kind != json::Value::Number || t->str == std::to_string(T)) return;
     throw ConfigError("--resume: the model's context would be T " + std::to_string(T) + " (--seq-len " +
-                      std::to_string(T) + ", given or in " + rec.path + "'s \"args\"), but the recorded run's model "
-                      "has T " + t->str + " (\"model\": {\"T\"}); resume with --seq-len " + t->str +
-                      ", or restore " + rec.path + " if it was edited");
+                      std::to_string(T) + ", given or in " + rec.path +
+                      "'s \"args\"), but the recorded run's model "
+                      "has T " +
+                      t->str + " (\"model\": {\"T\"}); resume with --seq-len " + t->str + ", or restore " + rec.path +
+                      " if it was edited");
 }
 
 // The data part of a record: {"train": FINGERPRINT, "val": FINGERPRINT | null} (dataloader.h's
 // shards_fingerprint; val null when the run validates on nothing).
 inline std::string data_record_json(const std::string& train, const std::string& val) {
-    return "{\"train\": " + json::quote(train) + ", \"val\": " + (val.empty() ? std::string("null") : json::quote(val)) +
-           "}";
+    return "{\"train\": " + json::quote(train) +
+           ", \"val\": " + (val.empty() ? std::string("null") : json::quote(val)) + "}";
 }
 
 // On a --resume: the shards must be those the record's "data" fingerprints (the validation ones when both the
@@ -274,14 +284,16 @@ inline void check_resume_data(const RunRecord& rec, const std::string& train_glo
     const json::Value* t = d && d->kind == json::Value::Object ? d->find("train") : nullptr;
     const json::Value* v = d && d->kind == json::Value::Object ? d->find("val") : nullptr;
     if (!t || t->kind != json::Value::String) {
-        notes.push_back(rec.path + " records no fingerprint of its data (written by an older train_prism): the "
+        notes.push_back(rec.path +
+                        " records no fingerprint of its data (written by an older train_prism): the "
                         "shards are not compared with the first run's; this invocation records them");
         return;
     }
     auto differs = [&](const char* what, const std::string& glob, const std::string& was, const std::string& now) {
         if (was == now) return;
         const std::string m = "--resume: the " + std::string(what) + " shards " + glob + " are not the data " +
-                              rec.path + " recorded (fingerprint " + was + ", now " + now + ": another set, or its "
+                              rec.path + " recorded (fingerprint " + was + ", now " + now +
+                              ": another set, or its "
                               "shards were replaced)";
         if (!data_may_change)
             throw ConfigError(m + "; resume on the recorded data, or pass --allow-data-change to go on with this data");
@@ -302,21 +314,25 @@ inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<
     if (batch_may_change) ok.push_back("--total-batch");
     if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
     auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
-    auto find = [](const std::vector<std::pair<std::string, std::string>>& v, const std::string& f) -> const std::string* {
+    auto find = [](const std::vector<std::pair<std::string, std::string>>& v,
+                   const std::string& f) -> const std::string* {
         for (const auto& x : v)
             if (x.first == f) return &x.second;
         return nullptr;
     };
     std::string list;
     for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
-    const std::string tail = " (" + rec.path + "); resume without it to continue the run as recorded, or start a new "
-                             "run in another -o (a resume may change only " + list + ")";
+    const std::string tail = " (" + rec.path +
+                             "); resume without it to continue the run as recorded, or start a new "
+                             "run in another -o (a resume may change only " +
+                             list + ")";
     for (const auto& [flag, value] : now) {
         if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
         const std::string* was = find(rec.args, flag);
         if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
         if (*was != value)
-            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) + tail);
+            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) +
+                              tail);
     }
     for (const auto& [flag, value] : rec.args)
         if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))

@@ -16,11 +16,11 @@
 #include <cstring>
 
 // Exit codes of train_prism (docs/training.md, "Exit codes").
-constexpr int kExitOk = 0;           // trained to the last step, or stopped by --stop-after, with a checkpoint
-constexpr int kExitError = 1;        // a one-line error: flags, data, checkpoint, output directory, disk
-constexpr int kExitDiverged = 3;     // --max-nonfinite steps in a row had a NaN/inf loss or gradient norm
-constexpr int kExitInterrupted = 75; // stopped by SIGTERM/SIGINT/SIGHUP after a checkpoint (sysexits' TEMPFAIL:
-                                     // resume with the same flags plus --resume)
+constexpr int kExitOk = 0;            // trained to the last step, or stopped by --stop-after, with a checkpoint
+constexpr int kExitError = 1;         // a one-line error: flags, data, checkpoint, output directory, disk
+constexpr int kExitDiverged = 3;      // --max-nonfinite steps in a row had a NaN/inf loss or gradient norm
+constexpr int kExitInterrupted = 75;  // stopped by SIGTERM/SIGINT/SIGHUP after a checkpoint (sysexits' TEMPFAIL:
+                                      // resume with the same flags plus --resume)
 
 // The signal that asked for a stop, 0 while none has. Written only by the handler.
 inline volatile sig_atomic_t g_stop_signal = 0;
@@ -54,8 +54,9 @@ inline void stop_signal_handler(int sig) {
         return;
     }
     g_stop_signal = sig;
-    static const char msg[] = "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
-                              "checkpoint when there is new work (send it again to exit at once)\n";
+    static const char msg[] =
+        "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
+        "checkpoint when there is new work (send it again to exit at once)\n";
     ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)rc;
 }
@@ -77,6 +78,9 @@ inline void install_stop_handlers() {
 }
 
 inline const char* stop_signal_name(int sig) {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1"
-                                                                                                   : "a signal";
+    return sig == SIGTERM   ? "SIGTERM"
+           : sig == SIGINT  ? "SIGINT"
+           : sig == SIGHUP  ? "SIGHUP"
+           : sig == SIGUSR1 ? "SIGUSR1"
+                            : "a signal";
 }

@@ -28,100 +28,167 @@
 // option's initial value), the TrainOptions field it sets, and its run-record rule (Fixed unless marked).
 inline std::vector<Flag> make_train_flags(TrainOptions& o) {
     std::vector<Flag> f;
-    f.push_back(switch_flag("--plan", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit",
-                            o.plan).not_recorded());
+    f.push_back(
+        switch_flag("--plan", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", o.plan)
+            .not_recorded());
     f.push_back(switch_flag("--json", "with --plan: print it as JSON", o.json).not_recorded());
     add_model_flags(f, o.model, "default: 124M on a GPU, tiny on the CPU");
-    f.push_back(path_flag("--train", "GLOB", "training shards (default data/fineweb10B/*_train_*.bin if that directory "
-                          "exists, else data/default/*_train_*.bin)", o.train));
-    f.push_back(path_flag("--val", "GLOB", "validation shards (default: the _val_ shards next to the default training "
-                          "shards)", o.val));
-    f.push_back(path_flag("-o, --out", "DIR", "output directory: log.jsonl, checkpoints (default "
-                          "out/PRESET[-HEADS][-WIDTHS])", o.out).changes_on_resume());
+    f.push_back(path_flag("--train", "GLOB",
+                          "training shards (default data/fineweb10B/*_train_*.bin if that directory "
+                          "exists, else data/default/*_train_*.bin)",
+                          o.train));
+    f.push_back(path_flag("--val", "GLOB",
+                          "validation shards (default: the _val_ shards next to the default training "
+                          "shards)",
+                          o.val));
+    f.push_back(path_flag("-o, --out", "DIR",
+                          "output directory: log.jsonl, checkpoints (default "
+                          "out/PRESET[-HEADS][-WIDTHS])",
+                          o.out)
+                    .changes_on_resume());
     // how it runs, not what it computes: the micro-batch (the total batch stays, so another rank count reads the
     // same windows), the engine, ZeRO, recomputation
-    f.push_back(number_flag("-b, --batch", "B", "micro-batch rows (default {default})", o.B, 1, 1 << 20).changes_on_resume());
-    f.push_back(number_flag("-t, --train-seq", "T", "training sequence length (default: the model's context)", o.T, 1,
-                            1 << 20).unless("0"));
-    f.push_back(number_flag("--total-batch", "TOKENS", "tokens per optimizer step, all ranks together; a multiple of "
+    f.push_back(
+        number_flag("-b, --batch", "B", "micro-batch rows (default {default})", o.B, 1, 1 << 20).changes_on_resume());
+    f.push_back(
+        number_flag("-t, --train-seq", "T", "training sequence length (default: the model's context)", o.T, 1, 1 << 20)
+            .unless("0"));
+    f.push_back(number_flag("--total-batch", "TOKENS",
+                            "tokens per optimizer step, all ranks together; a multiple of "
                             "B*T*ranks (gradient accumulation); default 524288 for models of 50M parameters or more, "
-                            "else B*T*ranks", o.total_batch, 1, kMaxSteps));
+                            "else B*T*ranks",
+                            o.total_batch, 1, kMaxSteps));
     // The length: --tokens, --tokens-per-param and --epochs resolve to --steps, which is what the record keeps.
-    f.push_back(number_flag("--steps", "N", "optimizer steps (default: 25 tokens per parameter for models of 50M or "
-                            "more, else 150)", o.steps, 1, kMaxSteps).changes_on_resume());
+    f.push_back(number_flag("--steps", "N",
+                            "optimizer steps (default: 25 tokens per parameter for models of 50M or "
+                            "more, else 150)",
+                            o.steps, 1, kMaxSteps)
+                    .changes_on_resume());
     f.push_back(number_flag("--tokens", "N", "token budget: steps = N / total batch", o.tokens, 1, kMaxTokens)
-                    .not_recorded().changes_on_resume());
-    f.push_back(number_flag("--tokens-per-param", "R", "token budget of R tokens per parameter (the papers use 25 to "
-                            "30)", o.tokens_per_param, 1e-9, 1e6).not_recorded().changes_on_resume());
+                    .not_recorded()
+                    .changes_on_resume());
+    f.push_back(number_flag("--tokens-per-param", "R",
+                            "token budget of R tokens per parameter (the papers use 25 to "
+                            "30)",
+                            o.tokens_per_param, 1e-9, 1e6)
+                    .not_recorded()
+                    .changes_on_resume());
     f.push_back(number_flag("--epochs", "E", "token budget of E passes over the training shards", o.epochs, 1e-9, 1e6)
-                    .not_recorded().changes_on_resume());
-    f.push_back(number_flag("--lr", "LR", "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 "
-                            "to 200M, 3e-4 to 500M, 2.5e-4 to 1B)", o.lr, 0, 10));
+                    .not_recorded()
+                    .changes_on_resume());
+    f.push_back(number_flag("--lr", "LR",
+                            "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 "
+                            "to 200M, 3e-4 to 500M, 2.5e-4 to 1B)",
+                            o.lr, 0, 10));
     f.push_back(number_flag("--warmup-frac", "F", "linear warmup over this fraction of the steps (default {default})",
                             o.warmup_frac, 0, 1));
-    f.push_back(number_flag("--final-lr-frac", "F", "cosine decays to F * lr (default {default})", o.final_lr_frac, 0, 1));
-    f.push_back(number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
+    f.push_back(
+        number_flag("--final-lr-frac", "F", "cosine decays to F * lr (default {default})", o.final_lr_frac, 0, 1));
+    f.push_back(
+        number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
     f.push_back(number_flag("--beta1", "B1", "AdamW beta1 (default {default})", o.opt.beta1, 0, 0.999999));
     f.push_back(number_flag("--beta2", "B2", "AdamW beta2 (default {default})", o.opt.beta2, 0, 0.999999));
     f.push_back(number_flag("--adam-eps", "E", "AdamW epsilon (default {default})", o.opt.eps, 1e-30, 1));
-    f.push_back(number_flag("--clip", "C", "clip the global gradient norm to C (0: off; default {default})", o.clip, 0,
-                            1e9));
-    f.push_back(number_flag("--seed", "S", "seed for init, data order and sampling (default {default})", o.seed, 0,
-                            kMaxLong));
+    f.push_back(
+        number_flag("--clip", "C", "clip the global gradient norm to C (0: off; default {default})", o.clip, 0, 1e9));
+    f.push_back(
+        number_flag("--seed", "S", "seed for init, data order and sampling (default {default})", o.seed, 0, kMaxLong));
     f.push_back(switch_flag("--no-shuffle", "read shards and windows in order", o.shuffle, false));
-    f.push_back(number_flag("--val-every", "N", "validation loss every N steps and at the end (0: never; default "
-                            "{default})", o.val_every, 0, kMaxSteps).changes_on_resume());
-    f.push_back(number_flag("--val-tokens", "N", "tokens per validation (default {default})", o.val_tokens, 1, kMaxSteps));
-    f.push_back(number_flag("--ckpt-every", "N", "checkpoint every N steps; always one at the end (default: only at "
-                            "the end)", o.ckpt_every, 0, kMaxSteps).changes_on_resume());
-    f.push_back(number_flag("--keep", "K", "checkpoints to keep (default {default})", o.keep, 1, 1000000).changes_on_resume());
-    f.push_back(number_flag("--stop-after", "N", "stop after N steps of this run, with a checkpoint (e.g. to fit a job "
-                            "time limit)", o.stop_after, 1, kMaxSteps).not_recorded().changes_on_resume());
-    f.push_back(switch_flag("--resume", "continue the run in OUT from OUT/latest with its recorded flags "
-                            "(OUT/run.json); -o OUT alone is enough", o.resume).not_recorded());
-    f.push_back(switch_flag("--overwrite", "start afresh in an OUT that holds a run: delete its checkpoints and log "
-                            "first", o.overwrite).not_recorded());
-    f.push_back(switch_flag("--allow-batch-change", "with --resume: go on with another global batch (tokens per step) "
-                            "than the checkpoint's (without it, that is an error)", o.allow_batch_change).not_recorded());
-    f.push_back(switch_flag("--allow-data-change", "with --resume: go on with other training or validation shards "
-                            "than the ones OUT/run.json recorded (without it, that is an error)", o.allow_data_change)
+    f.push_back(number_flag("--val-every", "N",
+                            "validation loss every N steps and at the end (0: never; default "
+                            "{default})",
+                            o.val_every, 0, kMaxSteps)
+                    .changes_on_resume());
+    f.push_back(
+        number_flag("--val-tokens", "N", "tokens per validation (default {default})", o.val_tokens, 1, kMaxSteps));
+    f.push_back(number_flag("--ckpt-every", "N",
+                            "checkpoint every N steps; always one at the end (default: only at "
+                            "the end)",
+                            o.ckpt_every, 0, kMaxSteps)
+                    .changes_on_resume());
+    f.push_back(
+        number_flag("--keep", "K", "checkpoints to keep (default {default})", o.keep, 1, 1000000).changes_on_resume());
+    f.push_back(number_flag("--stop-after", "N",
+                            "stop after N steps of this run, with a checkpoint (e.g. to fit a job "
+                            "time limit)",
+                            o.stop_after, 1, kMaxSteps)
+                    .not_recorded()
+                    .changes_on_resume());
+    f.push_back(switch_flag("--resume",
+                            "continue the run in OUT from OUT/latest with its recorded flags "
+                            "(OUT/run.json); -o OUT alone is enough",
+                            o.resume)
                     .not_recorded());
-    f.push_back(number_flag("--max-nonfinite", "K", "a NaN/inf loss or grad norm skips the step; K in a row stop the "
-                            "run (default {default})", o.max_nonfinite, 1, 1000000));
+    f.push_back(switch_flag("--overwrite",
+                            "start afresh in an OUT that holds a run: delete its checkpoints and log "
+                            "first",
+                            o.overwrite)
+                    .not_recorded());
+    f.push_back(switch_flag("--allow-batch-change",
+                            "with --resume: go on with another global batch (tokens per step) "
+                            "than the checkpoint's (without it, that is an error)",
+                            o.allow_batch_change)
+                    .not_recorded());
+    f.push_back(switch_flag("--allow-data-change",
+                            "with --resume: go on with other training or validation shards "
+                            "than the ones OUT/run.json recorded (without it, that is an error)",
+                            o.allow_data_change)
+                    .not_recorded());
+    f.push_back(number_flag("--max-nonfinite", "K",
+                            "a NaN/inf loss or grad norm skips the step; K in a row stop the "
+                            "run (default {default})",
+                            o.max_nonfinite, 1, 1000000));
     // Recorded only when given: else the default, and a missing tokenizer stays a note.
     f.push_back(number_flag("--sample-every", "N", "print a text sample every N steps (0: never; default {default})",
                             o.sample_every, 0, kMaxSteps)
                     .then([&o] { o.sample_flag_given = true; })
                     .record_if([&o] { return o.sample_flag_given; })
                     .changes_on_resume());
-    f.push_back(number_flag("--sample-tokens", "N", "tokens per sample (default {default})", o.sample_tokens, 1, 1 << 20)
-                    .changes_on_resume());
+    f.push_back(
+        number_flag("--sample-tokens", "N", "tokens per sample (default {default})", o.sample_tokens, 1, 1 << 20)
+            .changes_on_resume());
     f.push_back(path_flag("--tokenizer", "FILE", std::string("GPT-2 ranks file for samples (") + kTokenizerHelp + ")",
                           o.tokenizer));
-    f.push_back(number_flag("--eval-every", "N", "run the zero-shot task --eval-task every N steps and log it (0: "
-                            "never)", o.eval_every, 0, kMaxSteps).changes_on_resume());
+    f.push_back(number_flag("--eval-every", "N",
+                            "run the zero-shot task --eval-task every N steps and log it (0: "
+                            "never)",
+                            o.eval_every, 0, kMaxSteps)
+                    .changes_on_resume());
     std::vector<std::string> tasks;
     for (const EvalTaskInfo& t : eval_tasks()) tasks.push_back(t.name);
-    f.push_back(choice_flag("--eval-task", "TASK", "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext "
-                            "(default {default})", o.eval_task, tasks,
+    f.push_back(choice_flag("--eval-task", "TASK",
+                            "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext "
+                            "(default {default})",
+                            o.eval_task, tasks,
                             [](const std::string& v) { return std::string(find_eval_task(v).name); }));
     f.push_back(number_flag("--eval-limit", "N", "examples per in-training eval (0: all; default {default})",
                             o.eval_limit, 0, kMaxSteps));
-    f.push_back(path_flag("--eval-data", "DIR", "prepared eval files (default {default}, see data/get_eval.sh)",
-                          o.eval_data));
-    f.push_back(switch_flag("--cpu", "train on the CPU reference even when a GPU is present", o.cpu).changes_on_resume());
-    f.push_back(switch_flag("--recompute", "GPU: recompute norm and SwiGLU outputs in the backward (less memory; "
-                            "automatic when needed)", o.recompute).changes_on_resume());
-    Flag zero = make_flag("--zero", "STAGE", "with several ranks: 1 shards the optimizer state across them (default), 0 keeps all "
-              "of it on every rank", [&o](const std::string& v) {
-                  o.zero = parse_int_flag("--zero", v);
-                  if (o.zero != 0 && o.zero != 1) throw ConfigError("--zero must be 0 or 1");
-              }, FlagKind::Choice);
+    f.push_back(
+        path_flag("--eval-data", "DIR", "prepared eval files (default {default}, see data/get_eval.sh)", o.eval_data));
+    f.push_back(
+        switch_flag("--cpu", "train on the CPU reference even when a GPU is present", o.cpu).changes_on_resume());
+    f.push_back(switch_flag("--recompute",
+                            "GPU: recompute norm and SwiGLU outputs in the backward (less memory; "
+                            "automatic when needed)",
+                            o.recompute)
+                    .changes_on_resume());
+    Flag zero = make_flag(
+        "--zero", "STAGE",
+        "with several ranks: 1 shards the optimizer state across them (default), 0 keeps all "
+        "of it on every rank",
+        [&o](const std::string& v) {
+            o.zero = parse_int_flag("--zero", v);
+            if (o.zero != 0 && o.zero != 1) throw ConfigError("--zero must be 0 or 1");
+        },
+        FlagKind::Choice);
     zero.choices = {"0", "1"};
     zero.value = [&o] { return std::to_string(o.zero); };
     f.push_back(zero.unless("-1").changes_on_resume());
-    f.push_back(number_flag("--comm-timeout", "S", "with several ranks: end the job when a rank waits S seconds in a "
-                            "collective (a rank died or hangs; default {default})", o.comm_timeout, 1, 1e6).changes_on_resume());
+    f.push_back(number_flag("--comm-timeout", "S",
+                            "with several ranks: end the job when a rank waits S seconds in a "
+                            "collective (a rank died or hangs; default {default})",
+                            o.comm_timeout, 1, 1e6)
+                    .changes_on_resume());
     return f;
 }
 
@@ -130,9 +197,10 @@ inline Command train_prism_command(TrainOptions& o) {
     Command c;
     c.name = "train_prism";
     c.usage = "[flags]";
-    c.about = "Trains a model on the GPU when one is present (default: 124M on FineWeb, or on data/default/ when "
-              "data/fineweb10B/ is missing), else on the CPU (default: tiny); under mpirun, one data-parallel rank "
-              "per process.";
+    c.about =
+        "Trains a model on the GPU when one is present (default: 124M on FineWeb, or on data/default/ when "
+        "data/fineweb10B/ is missing), else on the CPU (default: tiny); under mpirun, one data-parallel rank "
+        "per process.";
     c.flags = make_train_flags(o);
     c.help_line = "print this help and exit";
     c.help_first = true;
@@ -184,7 +252,8 @@ inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
                                                       const std::vector<Flag>& flags) {
     const std::vector<std::string> given = given_flags(argc, argv, flags);
     auto is_given = [&](const std::string& f) { return std::find(given.begin(), given.end(), f) != given.end(); };
-    const bool length = is_given("--steps") || is_given("--tokens") || is_given("--tokens-per-param") || is_given("--epochs");
+    const bool length =
+        is_given("--steps") || is_given("--tokens") || is_given("--tokens-per-param") || is_given("--epochs");
     // --allow-batch-change: the global batch is this invocation's (its own --total-batch, else the default for
     // its B and ranks), not the record's.
     const bool new_batch = is_given("--allow-batch-change");

@@ -31,8 +31,9 @@ inline double stddev(const std::vector<double>& v) {
 
 namespace detail {
 // Out-of-domain arguments give NaN rather than an exception: a report prints "nan" for a group it cannot judge.
-using Policy = boost::math::policies::policy<boost::math::policies::domain_error<boost::math::policies::ignore_error>,
-                                             boost::math::policies::overflow_error<boost::math::policies::ignore_error>>;
+using Policy =
+    boost::math::policies::policy<boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::overflow_error<boost::math::policies::ignore_error>>;
 inline boost::math::students_t_distribution<double, Policy> t(double df) {
     return boost::math::students_t_distribution<double, Policy>(df);
 }
@@ -56,8 +57,7 @@ struct Paired {
     int n = 0;
     double mean = NAN, sd = NAN, lo = NAN, hi = NAN, t975 = NAN;
 };
-template <typename K>
-Paired paired_difference(const std::map<K, double>& a, const std::map<K, double>& b) {
+template <typename K> Paired paired_difference(const std::map<K, double>& a, const std::map<K, double>& b) {
     std::vector<double> d;
     for (const auto& [k, x] : a) {
         auto it = b.find(k);

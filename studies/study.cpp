@@ -70,15 +70,39 @@ const std::vector<Recipe>& recipes() {
     // to 30), on FineWeb (data/get_fineweb.sh). tiny: 60 steps of 8 x 128 tokens per run, about 20 minutes
     // for its 12 runs on two otherwise idle CPU cores.
     static const std::vector<Recipe> r = {
-        {"prism124m", "124M", "uniform,prism", "uniform", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+        {"prism124m",
+         "124M",
+         "uniform,prism",
+         "uniform",
+         3,
+         {"--total-batch", "524288", "--tokens-per-param", "25"},
          "Prism 124M: uniform vs the Prism schedule"},
-        {"prism354m", "354M", "uniform,prism", "uniform", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+        {"prism354m",
+         "354M",
+         "uniform,prism",
+         "uniform",
+         3,
+         {"--total-batch", "524288", "--tokens-per-param", "25"},
          "Prism 354M: uniform vs the Prism schedule"},
-        {"xformer200m", "200M", "uniform", "uniform,x", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+        {"xformer200m",
+         "200M",
+         "uniform",
+         "uniform,x",
+         3,
+         {"--total-batch", "524288", "--tokens-per-param", "25"},
          "Xformer 200M: uniform vs X widths"},
-        {"both124m", "124M", "uniform,prism", "uniform,x", 3, {"--total-batch", "524288", "--tokens-per-param", "25"},
+        {"both124m",
+         "124M",
+         "uniform,prism",
+         "uniform,x",
+         3,
+         {"--total-batch", "524288", "--tokens-per-param", "25"},
          "124M: uniform, Prism, X, Prism + X"},
-        {"tiny", "tiny", "uniform,prism", "uniform,x", 3,
+        {"tiny",
+         "tiny",
+         "uniform,prism",
+         "uniform,x",
+         3,
          {"--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"},
          "tiny on the CPU: uniform, Prism, X, Prism + X (a demonstration of the method, not of the papers' effects)"},
     };
@@ -97,12 +121,17 @@ std::vector<Flag> make_flags(Options& o) {
     std::string names;
     for (const Recipe& r : recipes()) names += std::string(names.empty() ? "" : ", ") + r.name;
     return {
-        text_flag("--recipe", "NAME", "a named study: " + names + " (its flags; any given here override them)", o.recipe),
+        text_flag("--recipe", "NAME", "a named study: " + names + " (its flags; any given here override them)",
+                  o.recipe),
         text_flag("-m, --model", "PRESET", "the preset of every run (default: the recipe's, else tiny)", o.preset),
-        text_flag("--heads", "LIST", "head schedules, comma-separated (uniform, prism, or a list with / for its commas: "
-                  "3x3/6x3/12x6; default uniform)", o.heads),
-        text_flag("--widths", "LIST", "width schedules, comma-separated (uniform, x, v, lambda, 3, or a list with /; "
-                  "default uniform)", o.widths),
+        text_flag("--heads", "LIST",
+                  "head schedules, comma-separated (uniform, prism, or a list with / for its commas: "
+                  "3x3/6x3/12x6; default uniform)",
+                  o.heads),
+        text_flag("--widths", "LIST",
+                  "width schedules, comma-separated (uniform, x, v, lambda, 3, or a list with /; "
+                  "default uniform)",
+                  o.widths),
         text_flag("--seeds", "N|LIST", "N seeds (1..N), or a comma-separated list of two or more (default 3)", o.seeds),
         text_flag("--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
                   o.launcher),
@@ -110,8 +139,10 @@ std::vector<Flag> make_flags(Options& o) {
         number_flag("--only", "K", "run only the K-th run of --list (1-based)", o.only, 1, 1000000),
         path_flag("--trainer", "PATH", "the train_prism binary (default: the one next to study)", o.trainer),
         path_flag("--eval-zeroshot", "PATH", "the eval_zeroshot binary (default: the one next to study)", o.evaluator),
-        path_flag("--eval-data", "DIR", "zero-shot eval files; each task present is scored after each run (default "
-                  "{default})", o.eval_data),
+        path_flag("--eval-data", "DIR",
+                  "zero-shot eval files; each task present is scored after each run (default "
+                  "{default})",
+                  o.eval_data),
         number_flag("--eval-limit", "N", "examples per task in those evals (default: all)", o.eval_limit, 1, kMaxSteps),
     };
 }
@@ -130,7 +161,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 // A word for /bin/sh: as it is when it is safe, else in single quotes.
 std::string shell_quote(const std::string& s) {
-    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./,:@%") == std::string::npos)
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./,:@%") ==
+                          std::string::npos)
         return s;
     std::string q = "'";
     for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -149,7 +181,7 @@ struct Run {
     TrainOptions o;                  // those flags, resolved as train_prism resolves them
     ModelConfig cfg;
     RunPlan plan;
-    std::string state;               // done | resume | restart | new
+    std::string state;  // done | resume | restart | new
     bool eval_missing = false;
 };
 
@@ -163,7 +195,8 @@ void resolve(Run& r) {
     for (std::string& a : args) av.push_back(&a[0]);
     parse_flags((int)av.size(), av.data(), flags, "train_prism (in the study's trainer flags)");
     if (r.o.resume || r.o.overwrite || r.o.plan)
-        throw ConfigError("--resume, --overwrite and --plan are the study's to give; leave them out of its trainer flags");
+        throw ConfigError(
+            "--resume, --overwrite and --plan are the study's to give; leave them out of its trainer flags");
     if (r.o.stop_after) throw ConfigError("--stop-after would leave every run unfinished; leave it out of a study");
     std::vector<std::string> warnings, notes;
     r.cfg = build_config(r.o.model, warnings);
@@ -195,7 +228,8 @@ std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_fl
     const std::string seed_arg = !o.seeds.empty() ? o.seeds : std::to_string(rec ? rec->seeds : 3);
     if (seed_arg.find(',') == std::string::npos) {
         const long n = parse_long_flag("--seeds", seed_arg);
-        if (n < 1 || n > 1000) throw ConfigError("--seeds " + seed_arg + ": give a count from 1 to 1000, or a list like 1,2,3");
+        if (n < 1 || n > 1000)
+            throw ConfigError("--seeds " + seed_arg + ": give a count from 1 to 1000, or a list like 1,2,3");
         for (long s = 1; s <= n; s++) seeds.push_back((uint64_t)s);
     } else {
         for (const std::string& s : split(seed_arg, ',')) {
@@ -238,9 +272,9 @@ std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_fl
         for (size_t b = a + 1; b < configs; b++) {
             const ModelConfig &x = runs[a].cfg, &y = runs[b].cfg;
             if (list(x, false) != list(y, false) || list(x, true) != list(y, true)) continue;
-            throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " + runs[b].heads +
-                              " --widths " + runs[b].widths + " give the same model here (" + std::to_string(x.L()) +
-                              " layers, heads " + list(x, false) + ", widths " + list(x, true) +
+            throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " +
+                              runs[b].heads + " --widths " + runs[b].widths + " give the same model here (" +
+                              std::to_string(x.L()) + " layers, heads " + list(x, false) + ", widths " + list(x, true) +
                               "): the study would compare a model with itself; drop one, or use a model on which they "
                               "differ (-s prism is the uniform schedule below 4 layers)");
         }
@@ -331,10 +365,12 @@ void study_stop_handler(int sig) {
     }
     if (g_stop) return;
     g_stop = sig;
-    static const char running[] = "\nstudy: stop signal: passed on to the running trainer; waiting for its checkpoint "
-                                  "(send it again to end the trainer at once)\n";
+    static const char running[] =
+        "\nstudy: stop signal: passed on to the running trainer; waiting for its checkpoint "
+        "(send it again to end the trainer at once)\n";
     static const char idle[] = "\nstudy: stop signal: no further run will start\n";
-    ssize_t rc = child != 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
+    ssize_t rc =
+        child != 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
     (void)rc;
 }
 
@@ -365,18 +401,21 @@ bool is_stop_code(int rc) {
 // only, no link followed (O_NOFOLLOW), a FIFO never waited on (O_NONBLOCK), and a file with other names (a hard
 // link to a file outside DIR) refused. One line otherwise.
 int open_log(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    const int fd =
+        open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     struct stat st;
     const int e = errno;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
         if (fd >= 0) close(fd);
         std::string what;
         if (fd >= 0 && S_ISREG(st.st_mode))
-            what = "has " + std::to_string((long)st.st_nlink) + " names (a hard link), so writing it would change a file "
+            what = "has " + std::to_string((long)st.st_nlink) +
+                   " names (a hard link), so writing it would change a file "
                    "outside the run";
         else if (fd >= 0 || lstat(path.c_str(), &st) == 0)
             what = std::string("is ") + file_kind(st.st_mode) + ", not the log the study writes";
-        if (what.empty()) throw ConfigError("cannot open " + path + ": " + write_error(e) + "; check the study directory");
+        if (what.empty())
+            throw ConfigError("cannot open " + path + ": " + write_error(e) + "; check the study directory");
         throw ConfigError(path + " " + what + "; remove it (rm " + path + ") and rerun");
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -444,7 +483,7 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     sigemptyset(&stops);
     for (int sig : kStopSignals) sigaddset(&stops, sig);
     sigprocmask(SIG_BLOCK, &stops, &old);  // no signal between fork and g_child goes unforwarded
-    if (g_stop) {  // a stop that came since the caller looked: nothing is started
+    if (g_stop) {                          // a stop that came since the caller looked: nothing is started
         sigprocmask(SIG_SETMASK, &old, nullptr);
         return kExitInterrupted;
     }
@@ -511,7 +550,8 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
         const std::string foot = append(fd, "study: exit " + std::to_string(rc) + "\n");
         if (reason.empty()) reason = "no output in " + log;
         if (!foot.empty())
-            reason += " (and " + log + " cannot be written: " + foot + "; the trainer's own error may be missing from it)";
+            reason +=
+                " (and " + log + " cannot be written: " + foot + "; the trainer's own error may be missing from it)";
     }
     return rc;
 }
@@ -539,7 +579,8 @@ int run(Options& o, char** argv) {
     for (Run& r : runs) find_state(r, !tasks.empty());
     const auto check_only = [&] {
         if (o.only && o.only > (long)runs.size())
-            throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(runs.size()) + " runs");
+            throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(runs.size()) +
+                              " runs");
     };
     if (o.list) {
         check_only();
@@ -565,12 +606,17 @@ int run(Options& o, char** argv) {
     const Run& r0 = runs[0];
     printf("study %s%s: %s, %zu configurations x %zu seeds = %zu runs (%ld done); %ld steps of %ld tokens each\n",
            o.dir.c_str(), o.recipe.empty() ? "" : (" (recipe " + o.recipe + ")").c_str(), r0.o.model.preset.c_str(),
-           runs.size() / std::max<size_t>(1, std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; })),
-           (size_t)std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; }),
+           runs.size() / std::max<size_t>(1, std::count_if(runs.begin(), runs.end(),
+                                                           [&](const Run& r) {
+                                                               return r.heads == r0.heads && r.widths == r0.widths;
+                                                           })),
+           (size_t)std::count_if(runs.begin(), runs.end(),
+                                 [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; }),
            runs.size(), done, r0.plan.steps, r0.plan.total_batch);
-    printf("estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
-           "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
-           gpu_s / 3600, runs.size());
+    printf(
+        "estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
+        "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
+        gpu_s / 3600, runs.size());
     if (tasks.empty())
         printf("zero-shot evals: none (no eval files in %s; bash data/get_eval.sh makes them)\n", o.eval_data.c_str());
     else {
@@ -587,11 +633,13 @@ int run(Options& o, char** argv) {
             const std::string p = runs[k].dir + "/" + n;
             struct stat st;
             if (lstat(p.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
-                throw ConfigError(p + (S_ISREG(st.st_mode) ? " has " + std::to_string((long)st.st_nlink) +
-                                                                 " names (a hard link), so writing it would change a file outside the run"
-                                                           : std::string(" is ") + file_kind(st.st_mode) +
-                                                                 ", not the log the study writes") +
-                                  "; remove it (rm " + p + ") and rerun");
+                throw ConfigError(
+                    p +
+                    (S_ISREG(st.st_mode)
+                         ? " has " + std::to_string((long)st.st_nlink) +
+                               " names (a hard link), so writing it would change a file outside the run"
+                         : std::string(" is ") + file_kind(st.st_mode) + ", not the log the study writes") +
+                    "; remove it (rm " + p + ") and rerun");
         }
     }
     make_dirs(o.dir);
@@ -617,7 +665,9 @@ int run(Options& o, char** argv) {
             make_dirs(r.dir);
             const std::vector<std::string> cmd = train_command(o, r);
             printf("[%zu/%zu] %s: %s (output: %s)\n", k + 1, runs.size(), r.name.c_str(),
-                   r.state == "new" ? "training" : r.state == "resume" ? "resuming" : "starting again (no checkpoint)",
+                   r.state == "new"      ? "training"
+                   : r.state == "resume" ? "resuming"
+                                         : "starting again (no checkpoint)",
                    log.c_str());
             fflush(stdout);
             const auto t0 = std::chrono::steady_clock::now();
@@ -636,7 +686,8 @@ int run(Options& o, char** argv) {
             printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
         }
         if (r.eval_missing && !g_stop) {
-            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json\n", k + 1, runs.size(), r.name.c_str(), r.dir.c_str());
+            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json\n", k + 1, runs.size(), r.name.c_str(),
+                   r.dir.c_str());
             fflush(stdout);
             const int rc = run_logged(eval_command(o, r, tasks), r.dir + "/eval.log", reason);
             if (is_stop_code(rc) || (g_stop && rc != 0)) return stopped(r, rc, "'s evals");
@@ -648,8 +699,10 @@ int run(Options& o, char** argv) {
         fflush(stdout);
     }
     if (failed) {
-        fprintf(stderr, "study: error: %d of the runs failed (their logs are named above); fix the cause and rerun "
-                        "the same command: finished runs are skipped\n", failed);
+        fprintf(stderr,
+                "study: error: %d of the runs failed (their logs are named above); fix the cause and rerun "
+                "the same command: finished runs are skipped\n",
+                failed);
         return 1;
     }
     printf("study %s: complete; compare the runs with: report %s/* -o %s/report.html\n", o.dir.c_str(), o.dir.c_str(),
@@ -661,9 +714,12 @@ int run(Options& o, char** argv) {
 
 int main(int argc, char** argv) {
     Options o;
-    Command cmd{"study", "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [flags] "
-                "[-- TRAINER FLAGS]", "Runs a grid of train_prism runs, configurations x seeds, one run directory each "
-                "under DIR; rerun the same command until it is complete.", make_flags(o)};
+    Command cmd{"study",
+                "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [flags] "
+                "[-- TRAINER FLAGS]",
+                "Runs a grid of train_prism runs, configurations x seeds, one run directory each "
+                "under DIR; rerun the same command until it is complete.",
+                make_flags(o)};
     cmd.missing = "study directory", cmd.min_positional = 1, cmd.max_positional = 1, cmd.stop_at = "--";
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.trainer_flags = p.after;  // everything after `--` is the trainer's

@@ -51,7 +51,7 @@ template <int K>
 static __global__ void attention_naive_forward_kernel(bf16* out, float* lse, const bf16* qkv, int B, int T, int w,
                                                       int h, float scale) {
     const long row = (long)blockIdx.x * NAIVE_WARPS + threadIdx.x / 32;  // ((b h + hh) T + t)
-    if (row >= (long)B * h * T) return;  // whole warps leave together
+    if (row >= (long)B * h * T) return;                                  // whole warps leave together
     const int lane = threadIdx.x % 32, hd = w / h, t = (int)(row % T), hh = (int)(row / T % h);
     const long b = row / ((long)T * h);
     const bf16* base = qkv + b * T * 3 * w + hh * hd;  // q of (b, 0, hh); k at + w, v at + 2 w
@@ -172,11 +172,11 @@ void attention_naive_backward_k(bf16* dqkv, float* scratch, const bf16* dout, co
                                 int T, int w, int h, float scale, cudaStream_t stream) {
     const long rows = (long)B * h * T;
     const unsigned grid = (unsigned)((rows + NAIVE_WARPS - 1) / NAIVE_WARPS);
-    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dq_kernel<K>)(dqkv, scratch, dout, qkv, lse, B,
-                                                                                   T, w, h, scale);
+    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dq_kernel<K>)
+    (dqkv, scratch, dout, qkv, lse, B, T, w, h, scale);
     cudaCheck(cudaGetLastError());
-    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dkv_kernel<K>)(dqkv, scratch, dout, qkv, lse, B,
-                                                                                    T, w, h, scale);
+    LAUNCH(grid, 32 * NAIVE_WARPS, 0, stream, attention_naive_backward_dkv_kernel<K>)
+    (dqkv, scratch, dout, qkv, lse, B, T, w, h, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -184,12 +184,24 @@ void attention_naive_backward_k(bf16* dqkv, float* scratch, const bf16* dout, co
 inline void attention_naive_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
                                     cudaStream_t stream) {
     switch (attention_naive_per_lane(w, h)) {
-    case 1: attention_naive_forward_k<1>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 2: attention_naive_forward_k<2>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 4: attention_naive_forward_k<4>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 8: attention_naive_forward_k<8>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    case 16: attention_naive_forward_k<16>(out, lse, qkv, B, T, w, h, scale, stream); break;
-    default: attention_naive_forward_k<32>(out, lse, qkv, B, T, w, h, scale, stream); break;
+        case 1:
+            attention_naive_forward_k<1>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
+        case 2:
+            attention_naive_forward_k<2>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
+        case 4:
+            attention_naive_forward_k<4>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
+        case 8:
+            attention_naive_forward_k<8>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
+        case 16:
+            attention_naive_forward_k<16>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
+        default:
+            attention_naive_forward_k<32>(out, lse, qkv, B, T, w, h, scale, stream);
+            break;
     }
 }
 
@@ -197,11 +209,23 @@ inline void attention_naive_forward(bf16* out, float* lse, const bf16* qkv, int 
 inline void attention_naive_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const float* lse,
                                      int B, int T, int w, int h, float scale, cudaStream_t stream) {
     switch (attention_naive_per_lane(w, h)) {
-    case 1: attention_naive_backward_k<1>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 2: attention_naive_backward_k<2>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 4: attention_naive_backward_k<4>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 8: attention_naive_backward_k<8>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    case 16: attention_naive_backward_k<16>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
-    default: attention_naive_backward_k<32>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream); break;
+        case 1:
+            attention_naive_backward_k<1>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
+        case 2:
+            attention_naive_backward_k<2>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
+        case 4:
+            attention_naive_backward_k<4>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
+        case 8:
+            attention_naive_backward_k<8>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
+        case 16:
+            attention_naive_backward_k<16>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
+        default:
+            attention_naive_backward_k<32>(dqkv, scratch, dout, qkv, lse, B, T, w, h, scale, stream);
+            break;
     }
 }

@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
             dist.all_gather((double)(h >> 32), hi.data(), "the parameter hashes");
             for (int r = 0; r < W; r++)
                 if (lo[r] != lo[0] || hi[r] != hi[0])
-                    fail("step " + std::to_string(s) + ": ZeRO-" + std::to_string(1 - e) + " parameters differ between ranks 0 and " +
-                         std::to_string(r));
+                    fail("step " + std::to_string(s) + ": ZeRO-" + std::to_string(1 - e) +
+                         " parameters differ between ranks 0 and " + std::to_string(r));
         }
         for (int e = 0; e < 2; e++) {
             const std::string name = e == 0 ? "ZeRO-1" : "ZeRO-0";
@@ -118,17 +118,21 @@ int main(int argc, char** argv) {
                 const auto r = e == 0 ? z1.optimizer_range() : std::make_pair((size_t)0, P);
                 double d = 0, top = 0;
                 for (size_t i = r.first; i < r.second; i++)
-                    d = std::max(d, (double)std::fabs(g[e][i] - g[2][i])), top = std::max(top, (double)std::fabs(g[2][i]));
+                    d = std::max(d, (double)std::fabs(g[e][i] - g[2][i])),
+                    top = std::max(top, (double)std::fabs(g[2][i]));
                 worst_grad = std::max(worst_grad, d / top);
                 if (d > 1e-5 * top)
-                    fail(name + "'s summed gradient differs from one rank's by " + std::to_string(d / top) + " of the largest");
+                    fail(name + "'s summed gradient differs from one rank's by " + std::to_string(d / top) +
+                         " of the largest");
             }
             if (!clip) continue;
             worst_loss = std::max(worst_loss, std::fabs(loss[e] - loss[2]) / std::fabs(loss[2]));
             worst_norm = std::max(worst_norm, std::fabs(norm[e] - norm[2]) / norm[2]);
-            if (std::fabs(loss[e] - loss[2]) > 1e-4 * std::fabs(loss[2]) || std::fabs(norm[e] - norm[2]) > 1e-4 * norm[2])
+            if (std::fabs(loss[e] - loss[2]) > 1e-4 * std::fabs(loss[2]) ||
+                std::fabs(norm[e] - norm[2]) > 1e-4 * norm[2])
                 fail("step " + std::to_string(s) + ": " + name + " loss " + std::to_string(loss[e]) + " norm " +
-                     std::to_string(norm[e]) + " vs one rank's " + std::to_string(loss[2]) + " " + std::to_string(norm[2]));
+                     std::to_string(norm[e]) + " vs one rank's " + std::to_string(loss[2]) + " " +
+                     std::to_string(norm[2]));
         }
     }
     // The ranks' optimizer ranges tile [0, P), and a shard's moments round-trip.
@@ -143,11 +147,14 @@ int main(int argc, char** argv) {
     long t = 0, t2 = 0;
     z1.get_optimizer(m, v, t);
     z0.get_optimizer(m0, v0, t2);
-    if (m.size() != range.second - range.first || t != 4 || m0.size() != P) fail("get_optimizer: wrong size or step count");
+    if (m.size() != range.second - range.first || t != 4 || m0.size() != P)
+        fail("get_optimizer: wrong size or step count");
     double dm = 0, top = 0;
     for (size_t i = 0; i < m.size() && m0.size() == P; i++)
-        dm = std::max(dm, (double)std::fabs(m[i] - m0[range.first + i])), top = std::max(top, (double)std::fabs(m0[range.first + i]));
-    if (dm > 1e-4 * top) fail("ZeRO-1's moments in interface order differ from ZeRO-0's by " + std::to_string(dm / top));
+        dm = std::max(dm, (double)std::fabs(m[i] - m0[range.first + i])),
+        top = std::max(top, (double)std::fabs(m0[range.first + i]));
+    if (dm > 1e-4 * top)
+        fail("ZeRO-1's moments in interface order differ from ZeRO-0's by " + std::to_string(dm / top));
     for (float& x : m) x *= 2;
     z1.set_optimizer(m, v, t);
     z1.get_optimizer(m2, v2, t2);

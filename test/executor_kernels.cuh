@@ -110,7 +110,7 @@ __global__ void histogram_kernel(unsigned* hist, float* total, bf16* total_bf16,
 // out (cols, rows) = in (rows, cols)^T through a TILE x (TILE + 1) tile in dynamic shared memory; the padding
 // column is why a plain 2-D array is not used. blockDim = (TILE, 8).
 __global__ void transpose_kernel(float* out, const float* in, int rows, int cols, int tile) {
-    DYNAMIC_SHARED(float, smem); // tile * (tile + 1) floats
+    DYNAMIC_SHARED(float, smem);  // tile * (tile + 1) floats
     int bx = blockIdx.x * tile, by = blockIdx.y * tile;
     for (int y = threadIdx.y; y < tile; y += blockDim.y) {
         int r = by + y, c = bx + threadIdx.x;
@@ -118,7 +118,7 @@ __global__ void transpose_kernel(float* out, const float* in, int rows, int cols
     }
     __syncthreads();
     for (int y = threadIdx.y; y < tile; y += blockDim.y) {
-        int r = bx + y, c = by + threadIdx.x; // row of out = column of in
+        int r = bx + y, c = by + threadIdx.x;  // row of out = column of in
         if (r < cols && c < rows) out[(size_t)r * rows + c] = smem[threadIdx.x * (tile + 1) + y];
     }
 }
@@ -148,7 +148,7 @@ __global__ void missing_sync_kernel(float* out, const float* in) {
     SHARED(float[256], s);
     int t = threadIdx.x;
     s[t] = in[t];
-    out[t] = s[(t + 1) % blockDim.x]; // needs __syncthreads() before this line
+    out[t] = s[(t + 1) % blockDim.x];  // needs __syncthreads() before this line
 }
 
 // BUG on purpose: the two halves of the block wait at different __syncthreads.
@@ -200,7 +200,7 @@ __global__ void mma_ldmatrix_kernel(float* d, const bf16* a, const bf16* b) {
     for (int i = lane; i < 128; i += 32) sb[i] = b[i];
     __syncthreads();
     uint32_t af[4], bfr[2];
-    int m = lane >> 3, r = lane & 7; // lane 8m + r addresses row r of matrix m
+    int m = lane >> 3, r = lane & 7;  // lane 8m + r addresses row r of matrix m
     ldmatrix_x4(af, &sa[(r + 8 * (m & 1)) * 16 + 8 * (m >> 1)]);
     ldmatrix_x2_trans(bfr, &sb[(r + 8 * (m & 1)) * 8]);
     float cf[4] = {0.0f, 0.0f, 0.0f, 0.0f}, df[4];

@@ -31,8 +31,7 @@ inline bool grad_close(double analytic, double numeric) {
 }
 
 // d f / d x by central differences; x is restored.
-template <class F>
-inline double central_diff(double& x, F&& f, double h = 1e-5) {
+template <class F> inline double central_diff(double& x, F&& f, double h = 1e-5) {
     const double x0 = x;
     x = x0 + h;
     const double fp = f();

@@ -22,7 +22,9 @@ inline Image read_png(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (b.size() < 8 || b[1] != 'P' || b[2] != 'N' || b[3] != 'G') return im.error = "not a PNG", im;
-    auto be32 = [&](size_t at) { return (uint32_t)b[at] << 24 | (uint32_t)b[at + 1] << 16 | (uint32_t)b[at + 2] << 8 | b[at + 3]; };
+    auto be32 = [&](size_t at) {
+        return (uint32_t)b[at] << 24 | (uint32_t)b[at + 1] << 16 | (uint32_t)b[at + 2] << 8 | b[at + 3];
+    };
     std::vector<uint8_t> z;
     int depth = 0, type = 0, interlace = 0;
     for (size_t at = 8; at + 8 <= b.size();) {
@@ -43,7 +45,8 @@ inline Image read_png(const std::string& path) {
     const size_t stride = (size_t)im.width * bpp;
     std::vector<uint8_t> raw((stride + 1) * im.height);
     uLongf got = raw.size();
-    if (uncompress(raw.data(), &got, z.data(), z.size()) != Z_OK || got != raw.size()) return im.error = "bad image data", im;
+    if (uncompress(raw.data(), &got, z.data(), z.size()) != Z_OK || got != raw.size())
+        return im.error = "bad image data", im;
     std::vector<uint8_t> cur(stride), prev(stride, 0);
     im.rgb.resize((size_t)im.width * im.height * 3);
     for (int y = 0; y < im.height; y++) {

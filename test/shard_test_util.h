@@ -15,39 +15,38 @@
 
 // A fresh directory under /tmp, removed with everything in it when the test ends.
 struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/prism_dataloader_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/prism_dataloader_XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
 inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
 }
 
 inline std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 inline std::vector<uint16_t> shard_tokens(const std::string& path) {
-  const std::string b = read_file(path);
-  std::vector<uint16_t> t((b.size() - 1024) / 2);
-  memcpy(t.data(), b.data() + 1024, t.size() * 2);
-  return t;
+    const std::string b = read_file(path);
+    std::vector<uint16_t> t((b.size() - 1024) / 2);
+    memcpy(t.data(), b.data() + 1024, t.size() * 2);
+    return t;
 }
 
 // The error message a callable throws ("" if none).
-template <class F>
-inline std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
+template <class F> inline std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const std::runtime_error& e) {
+        return e.what();
+    }
+    return "";
 }

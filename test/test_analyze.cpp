@@ -67,8 +67,7 @@ double entropy_of(const std::vector<double>& s) {
 
 }  // namespace
 
-TEST_CASE("attention distance: all on the token itself is 0, uniform causal attention the closed form",
-          "[analyze]") {
+TEST_CASE("attention distance: all on the token itself is 0, uniform causal attention the closed form", "[analyze]") {
     const int T = 9;
     std::vector<double> diag((size_t)T * T, 0.0), uni((size_t)T * T, 0.0), prev((size_t)T * T, 0.0);
     for (int i = 0; i < T; i++) {
@@ -82,7 +81,7 @@ TEST_CASE("attention distance: all on the token itself is 0, uniform causal atte
     analysis::add_attention(c, prev.data(), T);
     CHECK(a.mean_distance() == 0);
     CHECK(a.mean_entropy() == 0);
-    CHECK(b.mean_distance() == Approx((T - 1) / 4.0).epsilon(1e-12));  // mean over i of i / 2
+    CHECK(b.mean_distance() == Approx((T - 1) / 4.0).epsilon(1e-12));            // mean over i of i / 2
     CHECK(b.mean_entropy() == Approx(std::lgamma(T + 1.0) / T).epsilon(1e-12));  // mean of ln(i + 1) = ln(T!) / T
     CHECK(c.mean_distance() == Approx((T - 1.0) / T).epsilon(1e-12));
     CHECK(c.mean_entropy() == 0);
@@ -90,18 +89,17 @@ TEST_CASE("attention distance: all on the token itself is 0, uniform causal atte
     CHECK(b.mean_distance() == Approx((T - 1) / 8.0).epsilon(1e-12));
 }
 
-TEST_CASE("matrix entropy on matrices of known spectra (flat, rank one, 3-2-1), whatever their offset",
-          "[analyze]") {
+TEST_CASE("matrix entropy on matrices of known spectra (flat, rank one, 3-2-1), whatever their offset", "[analyze]") {
     const int N = 40, w = 6;  // rank bound min(N - 1, w) = 6
     struct Case {
         std::vector<double> s;
         double want;
     };
     const std::vector<Case> cases = {
-        {{2, 2, 2, 2, 2, 2}, 1.0},                                    // flat over all 6 directions
-        {{5}, 0.0},                                                   // one direction
-        {{3, 2, 1}, entropy_of({3, 2, 1}) / std::log(6.0)},           // H(1/2, 1/3, 1/6) / ln 6
-        {{1, 1, 1}, std::log(3.0) / std::log(6.0)},                   // flat over half of them
+        {{2, 2, 2, 2, 2, 2}, 1.0},                           // flat over all 6 directions
+        {{5}, 0.0},                                          // one direction
+        {{3, 2, 1}, entropy_of({3, 2, 1}) / std::log(6.0)},  // H(1/2, 1/3, 1/6) / ln 6
+        {{1, 1, 1}, std::log(3.0) / std::log(6.0)},          // flat over half of them
     };
     for (double offset : {0.0, 1000.0}) {  // a large common offset must not cancel digits (the Gram's shift)
         for (const Case& k : cases) {
@@ -112,8 +110,9 @@ TEST_CASE("matrix entropy on matrices of known spectra (flat, rank one, 3-2-1), 
             g.add(Z.data() + 25 * w, N - 25, w);
             const analysis::SpectrumEntropy e = analysis::matrix_entropy(g);
             CHECK(e.rank_bound == 6);
-            if (offset == 0) CHECK(e.numerical_rank == (long)k.s.size());  // (the offset's fp32 rounding is noise
-                                                                            // above numpy's threshold)
+            if (offset == 0)
+                CHECK(e.numerical_rank == (long)k.s.size());  // (the offset's fp32 rounding is noise
+                                                              // above numpy's threshold)
             // fp32 storage of Z (relative 6e-8, times the offset's 1000 over s ~ 1: 1e-4 absolute on s) bounds it
             CHECK(e.normalized == Approx(k.want).margin(offset ? 2e-3 : 1e-5));
         }
@@ -166,8 +165,10 @@ TEST_CASE("the logit lens at the last layer is the model itself: its loss, agree
     }
 }
 
-TEST_CASE("analyze overlays three checkpoints: table, JSON and one well-formed SVG per measurement; bad input is "
-          "one line", "[analyze][cli]") {
+TEST_CASE(
+    "analyze overlays three checkpoints: table, JSON and one well-formed SVG per measurement; bad input is "
+    "one line",
+    "[analyze][cli]") {
     const std::string dir = make_data_dir();  // shards of tokens below 256
     std::vector<std::string> paths;
     for (std::string kind : {"uniform", "prism", "x"}) {

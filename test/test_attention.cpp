@@ -244,10 +244,12 @@ TEST_CASE("flash attention with T not a multiple of any tile, several heads and 
     // T 130 is three query and key tiles of every instance (two of the 256 instance's dK/dV query tiles and
     // more), so both pipeline stages are reused and the causal skips and masks all run.
     SerialOpenMP serial;
-    struct Shape { int B, T, h, hd; };
-    const std::vector<Shape> all = {{3, 130, 2, 64}, {1, 130, 3, 128}, {3, 67, 1, 256}, {1, 130, 2, 256},
-                                    {3, 17, 2, 72},  {1, 130, 1, 40},  {2, 17, 2, 1024}, {1, 40, 1, 776},
-                                    {1, 33, 1, 520}};
+    struct Shape {
+        int B, T, h, hd;
+    };
+    const std::vector<Shape> all = {{3, 130, 2, 64},  {1, 130, 3, 128}, {3, 67, 1, 256},
+                                    {1, 130, 2, 256}, {3, 17, 2, 72},   {1, 130, 1, 40},
+                                    {2, 17, 2, 1024}, {1, 40, 1, 776},  {1, 33, 1, 520}};
     const std::vector<Shape> sanitized = {{2, 130, 1, 64}, {1, 130, 1, 128}, {1, 130, 1, 256}, {1, 40, 1, 1024}};
     AttWorst worst;
     for (Shape s : SANITIZED ? sanitized : all)
@@ -280,7 +282,9 @@ TEST_CASE("flash attention agrees with the old per-row kernel (test/attention_na
     // once (u |x|, itself within the bound), so the two differ by at most twice the flash kernel's bound.
     // (Under the sanitizers the first shape only: the per-row kernel is slow there at head_dim 776.)
     SerialOpenMP serial;
-    struct Shape { int B, T, h, hd; };
+    struct Shape {
+        int B, T, h, hd;
+    };
     const std::vector<Shape> shapes = {{2, 37, 2, 96}, {1, 20, 1, 776}};
     for (size_t i = 0; i < (SANITIZED ? 1 : shapes.size()); i++) {
         const Shape s = shapes[i];
@@ -374,7 +378,9 @@ TEST_CASE("attention blocks start longest first across the whole grid, not per h
     // What the hardware's start order (x, then y) makes of att_grid and att_block: the longest tile of every
     // (b, head, window) before any shorter one, so the grid's tail is short tiles. Shapes: several heads and B,
     // T no multiple of a tile, and the wide instance's windows.
-    struct Shape { int B, T, h, hd; };
+    struct Shape {
+        int B, T, h, hd;
+    };
     for (Shape sh : {Shape{3, 1000, 5, 64}, Shape{2, 700, 3, 128}, Shape{2, 300, 2, 256}, Shape{1, 200, 2, 776}}) {
         const AttShape s = attention_shape(sh.B, sh.T, sh.h * sh.hd, sh.h, nullptr, nullptr);
         if (sh.hd <= 64) {
@@ -405,7 +411,7 @@ __global__ void cp_async_groups_kernel(float* seen, const bf16* src, int n_valid
     cp_async_commit();
     seen[t] = __bfloat162float(tile[8 * t]);  // own copy, not yet waited for: still the poison
     cp_async_wait<1>();
-    seen[64 + t] = __bfloat162float(tile[8 * t]);        // group 1 landed
+    seen[64 + t] = __bfloat162float(tile[8 * t]);         // group 1 landed
     seen[128 + t] = __bfloat162float(tile[512 + 8 * t]);  // group 2 not yet
     cp_async_wait<0>();
     __syncthreads();
@@ -435,7 +441,7 @@ TEST_CASE("cp.async copies land at the wait that retires their group, zero-filli
     for (int t = 0; t < 64; t++) {
         INFO("thread " << t);
 #ifdef CUDA_CPU_EXECUTOR
-        CHECK(std::isnan(r[t]));        // the executor lands copies only at the wait (hardware may be earlier)
+        CHECK(std::isnan(r[t]));  // the executor lands copies only at the wait (hardware may be earlier)
         CHECK(std::isnan(r[128 + t]));
 #endif
         CHECK(r[64 + t] == h[8 * t]);

@@ -75,7 +75,8 @@ std::string quoted(const std::string& v) { return "'" + v + "'"; }
 void check_binary(const std::string& bin, size_t min_flags) {
     const std::vector<TableRow> rows = flag_table(bin);
     std::vector<std::string> table_spellings;
-    for (const TableRow& t : rows) table_spellings.insert(table_spellings.end(), t.spellings.begin(), t.spellings.end());
+    for (const TableRow& t : rows)
+        table_spellings.insert(table_spellings.end(), t.spellings.begin(), t.spellings.end());
     CHECK(table_spellings == help_spellings(bin));  // the help lists the table, the whole table
     CHECK(rows.size() >= min_flags);                // and the table was really read
     for (const TableRow& t : rows) {
@@ -118,9 +119,16 @@ void check_binary(const std::string& bin, size_t min_flags) {
 TEST_CASE("every binary's --help: each flag parsed back with a value of its kind, bounds refused", "[cli]") {
     // The binaries `make` builds, with the number of flags each had when this was written (a floor, so that a
     // table read wrong shows).
-    const std::vector<std::pair<std::string, size_t>> bins = {
-        {"./train_prism", 57}, {"./eval_zeroshot", 8}, {"./generate", 11}, {"./analyze", 8}, {"./report", 7},
-        {"./export", 5}, {"./import", 3}, {"./study", 13}, {"./build/prepare_shards", 11}, {"./build/prepare_eval", 5}};
+    const std::vector<std::pair<std::string, size_t>> bins = {{"./train_prism", 57},
+                                                              {"./eval_zeroshot", 8},
+                                                              {"./generate", 11},
+                                                              {"./analyze", 8},
+                                                              {"./report", 7},
+                                                              {"./export", 5},
+                                                              {"./import", 3},
+                                                              {"./study", 13},
+                                                              {"./build/prepare_shards", 11},
+                                                              {"./build/prepare_eval", 5}};
     for (const auto& [bin, n] : bins) {
         INFO(bin);
         check_binary(bin, n);
@@ -175,8 +183,8 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
 TEST_CASE("the frame: positional arguments, --name=value, a missing argument", "[cli]") {
     int n = 0;
     std::string s;
-    Command cmd("tool", "FILE... [flags]", "about", {number_flag("-n, --number", "N", "n", n, 1, 10),
-                                                     text_flag("--text", "S", "s", s)});
+    Command cmd("tool", "FILE... [flags]", "about",
+                {number_flag("-n, --number", "N", "n", n, 1, 10), text_flag("--text", "S", "s", s)});
     cmd.missing = "file", cmd.min_positional = 1, cmd.max_positional = 2;
     auto parse = [&](std::vector<std::string> args) {
         args.insert(args.begin(), "tool");

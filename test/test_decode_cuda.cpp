@@ -50,8 +50,10 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("GPU cached decoding gives the GPU engine's full-forward logits at every position (uniform, prism, x, "
-          "lambda)", "[kernels][decode]") {
+TEST_CASE(
+    "GPU cached decoding gives the GPU engine's full-forward logits at every position (uniform, prism, x, "
+    "lambda)",
+    "[kernels][decode]") {
     SerialOpenMP serial;
     for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
         INFO(kind);
@@ -80,14 +82,14 @@ TEST_CASE("GPU cached decoding gives the GPU engine's full-forward logits at eve
         std::vector<float> want((size_t)c.T * c.V);
         cpu.append(seq.data(), c.T, want.data(), true);
         double num = 0, den = 0;
-        for (size_t i = 0; i < got.size(); i++) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+        for (size_t i = 0; i < got.size(); i++)
+            num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
         INFO("relative RMS difference vs CPU " << std::sqrt(num / den));
         CHECK(std::sqrt(num / den) <= 1e-1);
     }
 }
 
-TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes per token",
-          "[kernels][decode]") {
+TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes per token", "[kernels][decode]") {
     SerialOpenMP serial;
     for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
         const ModelConfig c = inspect_config(kind, 37, 12);

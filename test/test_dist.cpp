@@ -38,7 +38,8 @@ namespace {
 
 // `timeout` bounds every run: a hang fails the test instead of stalling CI.
 std::string mpirun(int ranks) {
-    return "OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) + " ";
+    return "OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(ranks) +
+           " ";
 }
 
 // The train_loss (and val_loss when present) of every step of a log.
@@ -168,7 +169,8 @@ TEST_CASE("a checkpoint written by 2 ranks resumes on 2 with the same losses, an
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("set-up errors on several ranks are one line, and data too small for the ranks is one of them", "[dist][mpi]") {
+TEST_CASE("set-up errors on several ranks are one line, and data too small for the ranks is one of them",
+          "[dist][mpi]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     Result r = sh(mpirun(2) + micro(dir, out) + " --steps 2 -b 300");  // 2 x 300 x 32 tokens > 36000 in the shard
     INFO(r.out);
@@ -208,9 +210,10 @@ pid_t start_background(const std::string& cmd, const std::string& out_file, cons
 
 // The pid of the train_prism process of MPI rank `rank` whose command line names `out`, or 0.
 pid_t rank_pid(const std::string& out, int rank) {
-    Result r = sh("for p in $(pgrep -f 'train_prism.*" + out + "'); do "
-                  "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=" + std::to_string(rank) +
-                  " && grep -q train_prism /proc/$p/comm 2>/dev/null && echo $p; done");
+    Result r = sh("for p in $(pgrep -f 'train_prism.*" + out +
+                  "'); do "
+                  "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=" +
+                  std::to_string(rank) + " && grep -q train_prism /proc/$p/comm 2>/dev/null && echo $p; done");
     return (pid_t)atol(r.out.c_str());
 }
 
@@ -242,7 +245,8 @@ long latest_step(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("a rank killed mid-run ends the job within 60 s, naming it, and the last checkpoint stays good", "[dist][mpi]") {
+TEST_CASE("a rank killed mid-run ends the job within 60 s, naming it, and the last checkpoint stays good",
+          "[dist][mpi]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     start_background(mpirun(2) + micro(dir, out) + " --steps 100000 -b 2 --ckpt-every 5 --val-every 0",
                      dir + "/out.txt", dir + "/rc.txt");
@@ -346,8 +350,10 @@ TEST_CASE("the rendezvous file: rank 0 publishes the id, the others wait for it 
 // ---------------------------------------------------------------------------------------------------------
 // The CUDA engine, on the CUDA-on-CPU executor, over MPI (comm.cuh's collectives on host memory)
 
-TEST_CASE("the CUDA engine's ranks hold identical parameters every step and match one process (executor, 2 and 3 "
-          "ranks)", "[dist][mpi]") {
+TEST_CASE(
+    "the CUDA engine's ranks hold identical parameters every step and match one process (executor, 2 and 3 "
+    "ranks)",
+    "[dist][mpi]") {
     for (int ranks : {2, 3}) {
         Result r = sh(mpirun(ranks) + "build/dp_engine_check");
         INFO(r.out);
@@ -365,8 +371,10 @@ TEST_CASE("the CUDA engine's ranks hold identical parameters every step and matc
 // order), bound 1e-3; the CPU engine (fp32) continuing a GPU checkpoint against the GPU's own continuation, 1.9e-4
 // measured, bound 2e-2 absolute, the bound test_model_cuda.cpp keeps between GPU and CPU steps (bf16 rounding of
 // every activation). Optimizer moments put back in the wrong places would show from the first resumed step.
-TEST_CASE("train_prism's CUDA engine trains over 2 ranks like one process, and its sharded checkpoints resume on "
-          "the GPU and on the CPU", "[dist][mpi]") {
+TEST_CASE(
+    "train_prism's CUDA engine trains over 2 ranks like one process, and its sharded checkpoints resume on "
+    "the GPU and on the CPU",
+    "[dist][mpi]") {
     std::string dir = make_data_dir();
     auto gpu = [](const std::string& cmd) {
         return "./build/train_prism_executor" + cmd.substr(std::string("./train_prism").size());

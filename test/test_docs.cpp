@@ -40,9 +40,9 @@ const std::vector<std::string>& repo_files() {
             const std::string rel = fs::relative(it->path(), ".").string();
             const std::string name = it->path().filename().string();
             const bool hidden = name.size() > 1 && name[0] == '.' && name != ".ci";
-            if (it->is_directory() && (hidden || rel == "build" || rel == "out" || rel == "runs" ||
-                                       rel == "data/default" || rel == "data/cache" || rel == "data/eval" ||
-                                       rel.rfind("data/fineweb", 0) == 0)) {
+            if (it->is_directory() &&
+                (hidden || rel == "build" || rel == "out" || rel == "runs" || rel == "data/default" ||
+                 rel == "data/cache" || rel == "data/eval" || rel.rfind("data/fineweb", 0) == 0)) {
                 it.disable_recursion_pending();
                 continue;
             }
@@ -329,7 +329,8 @@ TEST_CASE("every relative link in README.md and docs/ resolves, anchors included
             const size_t hash = target.find('#');
             const std::string path = target.substr(0, hash);
             const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
-            const fs::path resolved = path.empty() ? fs::path(md) : (fs::path(md).parent_path() / path).lexically_normal();
+            const fs::path resolved =
+                path.empty() ? fs::path(md) : (fs::path(md).parent_path() / path).lexically_normal();
             const Ref r{md, line_of(text, (size_t)it->position()), target};
             checked++;
             if (resolved.string().rfind("..", 0) == 0 || !fs::exists(resolved)) {
@@ -388,8 +389,9 @@ TEST_CASE("every section and type a document or comment points at is where it sa
 
 TEST_CASE("the docs checks catch what they are for", "[docs]") {
     // A stale name in a comment, a URL, a string literal and a run-time path: only the first is a claim to check.
-    const std::string src = "// see inspect/decoders.h and model.cuh\nconst char* s = \"not/a_comment.h\";\n"
-                            "// https://example.com/x/y.md, out/tiny/a.py, R\"(x)\" done\n";
+    const std::string src =
+        "// see inspect/decoders.h and model.cuh\nconst char* s = \"not/a_comment.h\";\n"
+        "// https://example.com/x/y.md, out/tiny/a.py, R\"(x)\" done\n";
     const std::vector<Ref> r = paths_named("x.cpp", comments_of("x.cpp", src));
     std::vector<std::string> tokens;
     for (const Ref& x : r) tokens.push_back(x.token);
@@ -403,9 +405,10 @@ TEST_CASE("the docs checks catch what they are for", "[docs]") {
     CHECK(slug("The GPU bundle: everything a GPU must confirm, in one 8-minute run") ==
           "the-gpu-bundle-everything-a-gpu-must-confirm-in-one-8-minute-run");
     CHECK(slug("state_rank<r>.bin") == "state_rankrbin");
-    const std::vector<Ref> claims = wrong_claims("x.cpp", "// CudaEngine (model.cuh), model.cuh's CudaEngine, CudaEngine "
-                                                          "(cuda_engine.cuh), README \"No such section\", README "
-                                                          "\"The code\", Word (model.cuh)\n");
+    const std::vector<Ref> claims = wrong_claims("x.cpp",
+                                                 "// CudaEngine (model.cuh), model.cuh's CudaEngine, CudaEngine "
+                                                 "(cuda_engine.cuh), README \"No such section\", README "
+                                                 "\"The code\", Word (model.cuh)\n");
     REQUIRE(claims.size() == 3);
     CHECK(claims[0].token == "README \"No such section\"");
     CHECK(claims[1].token.rfind("CudaEngine (model.cuh", 0) == 0);

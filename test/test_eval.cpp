@@ -39,7 +39,9 @@ const Tokenizer& gpt2() {
 
 json::Value J(const std::string& s) { return json::parse(s); }
 
-std::vector<int> range(const EvalExample& e, int a, int b) { return std::vector<int>(e.tokens.begin() + a, e.tokens.begin() + b); }
+std::vector<int> range(const EvalExample& e, int a, int b) {
+    return std::vector<int>(e.tokens.begin() + a, e.tokens.begin() + b);
+}
 
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
@@ -66,15 +68,18 @@ ModelConfig small_gpt2_vocab(int T) {
 // ---------------------------------------------------------------------------------------------------------
 
 TEST_CASE("the JSON parser reads RFC 8259 values and rejects malformed lines with the column", "[eval]") {
-    json::Value o = J(R"( {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x", "a": 7} )");
+    json::Value o =
+        J(R"( {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x", "a": 7} )");
     REQUIRE(o.kind == json::Value::Object);
     CHECK(json::field(o, "a").str == "7");  // duplicate key: the last wins, as in Python
     CHECK(o.obj[0].second.arr[1].str == "-2.5e3");
     CHECK(o.obj[0].second.arr[2].b);
-    CHECK(json::str_field(o, "s") == "q\"\\/\b\f\n\r\t\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBDx");  // lone surrogate -> U+FFFD
+    CHECK(json::str_field(o, "s") ==
+          "q\"\\/\b\f\n\r\t\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBDx");  // lone surrogate -> U+FFFD
     CHECK(json::int_field(J(R"({"label": "3"})"), "label") == 3);
     CHECK(json::int_field(J(R"({"label": 2})"), "label") == 2);
-    for (const char* bad : {"{\"a\": 1,}", "{\"a\" 1}", "[1 2]", "\"tab\there\"", "01", "{\"a\": tru}", "\"\\x\"", "{} x"})
+    for (const char* bad :
+         {"{\"a\": 1,}", "{\"a\" 1}", "[1 2]", "\"tab\there\"", "01", "{\"a\": tru}", "\"\\x\"", "{} x"})
         CHECK_THROWS_AS(J(bad), json::Error);
     CHECK_THROWS_WITH(J("{\"a\": 1,}"), Catch::Contains("column 9"));
     CHECK_THROWS_WITH(json::str_field(J("{}"), "ctx_b"), "missing field \"ctx_b\"");
@@ -99,7 +104,8 @@ TEST_CASE("json::quote writes a string literal that json::parse reads back byte 
     CHECK(J("\"" + bad + "\"").str == J(json::quote(bad)).str);
 }
 
-TEST_CASE("Python string rules: capitalize lower-cases the rest, strip knows Unicode space, len counts code points", "[eval]") {
+TEST_CASE("Python string rules: capitalize lower-cases the rest, strip knows Unicode space, len counts code points",
+          "[eval]") {
     CHECK(py::capitalize("tHEN YOU knead") == "Then you knead");
     CHECK(py::capitalize("") == "");
     CHECK(py::capitalize("1ST Place") == "1st place");
@@ -133,8 +139,10 @@ TEST_CASE("HellaSwag prompt: [title] becomes '. ', brackets vanish, ctx_b is cap
     CHECK(range(e, e.req[0].cont_begin, e.req[0].cont_end) == std::vector<int>{262, 15756, 329, 3478, 2431, 13});
     CHECK(e.req[3].ctx_begin == e.req[0].ctx_begin);  // the choices share one context range
     // An empty ctx_b leaves "ctx_a " whose trailing space the strip removes.
-    CHECK(hellaswag_doc(J(R"({"activity_label": "Ice fishing", "ctx_a": "A man sits.", "ctx_b": "", "endings": ["a"], "label": 0})"))
-              .ctx[0] == "Ice fishing: A man sits.");
+    CHECK(
+        hellaswag_doc(
+            J(R"({"activity_label": "Ice fishing", "ctx_a": "A man sits.", "ctx_b": "", "endings": ["a"], "label": 0})"))
+            .ctx[0] == "Ice fishing: A man sits.");
     CHECK_THROWS_WITH(hellaswag_doc(J(R"({"activity_label": "a", "ctx_a": "b", "endings": ["a"], "label": 0})")),
                       "missing field \"ctx_b\"");
 }
@@ -152,8 +160,9 @@ TEST_CASE("PIQA, ARC-Easy (numeric labels, five choices) and LAMBADA prompts", "
     CHECK(a.cont == std::vector<std::string>{" Moon", " Mars", " Sun", " Comet", " Star"});
     CHECK(a.norm_len == std::vector<int>{4, 4, 3, 5, 4});
     CHECK(a.gold == 1);
-    CHECK_THROWS_WITH(arc_doc(J(R"({"question": {"stem": "s", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "B"})")),
-                      Catch::Contains("answerKey \"B\""));
+    CHECK_THROWS_WITH(
+        arc_doc(J(R"({"question": {"stem": "s", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "B"})")),
+        Catch::Contains("answerKey \"B\""));
 
     EvalDoc l = lambada_doc(J(R"({"text": "the cat sat on the mat"})"));
     CHECK(l.ctx[0] == "the cat sat on the");
@@ -167,26 +176,31 @@ TEST_CASE("PIQA, ARC-Easy (numeric labels, five choices) and LAMBADA prompts", "
 TEST_CASE("WinoGrande partial scoring: two contexts, one continuation that keeps its space before 's", "[eval]") {
     EvalDoc w = winogrande_doc(J(R"({"qID": "x", "sentence": "Sarah lent Maria her car because _'s car was broken.",
         "option1": "Sarah", "option2": "Maria", "answer": "2"})"));
-    CHECK(w.ctx == std::vector<std::string>{"Sarah lent Maria her car because Sarah", "Sarah lent Maria her car because Maria"});
+    CHECK(w.ctx ==
+          std::vector<std::string>{"Sarah lent Maria her car because Sarah", "Sarah lent Maria her car because Maria"});
     CHECK(w.cont == std::vector<std::string>(2, " 's car was broken."));
     CHECK(w.gold == 1);
     EvalExample e = encode_doc(gpt2(), w);
     REQUIRE(e.req.size() == 2);
-    CHECK(range(e, e.req[0].ctx_begin, e.req[0].ctx_end) == std::vector<int>{29284, 26269, 14200, 607, 1097, 780, 10490});
+    CHECK(range(e, e.req[0].ctx_begin, e.req[0].ctx_end) ==
+          std::vector<int>{29284, 26269, 14200, 607, 1097, 780, 10490});
     CHECK(range(e, e.req[0].cont_begin, e.req[0].cont_end) == std::vector<int>{705, 82, 1097, 373, 5445, 13});
     CHECK(e.req[1].ctx_begin != e.req[0].ctx_begin);
     CHECK_THROWS_WITH(winogrande_doc(J(R"({"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"})")),
                       Catch::Contains("no blank"));
 }
 
-TEST_CASE("WikiText: pages split at top-level titles, Megatron detokenisation, words and bytes of the original", "[eval]") {
-    std::string raw = " \n = Alpha = \n \n Alpha is a test , with ( a bracket ) and 1 @,@ 000 @.@ 5 \" quotes \" . \n \n"
-                      " = = Section = = \n \n It 's N ° C ; done . \n \n = Beta = \n \n b c . \n";
+TEST_CASE("WikiText: pages split at top-level titles, Megatron detokenisation, words and bytes of the original",
+          "[eval]") {
+    std::string raw =
+        " \n = Alpha = \n \n Alpha is a test , with ( a bracket ) and 1 @,@ 000 @.@ 5 \" quotes \" . \n \n"
+        " = = Section = = \n \n It 's N ° C ; done . \n \n = Beta = \n \n b c . \n";
     std::vector<std::string> pages = wikitext_pages(raw);
     REQUIRE(pages.size() == 2);  // the blank opening line is no page; "= = Section = =" is not top level
     CHECK(pages[1] == " = Beta = \n \n b c . \n");
     CHECK(wikitext_detokenize(pages[0]) ==
-          " = Alpha =\n\nAlpha is a test, with (a bracket) and 1,000.5 \"quotes\".\n\n== Section ==\n\nIt's N°C; done.\n");
+          " = Alpha =\n\nAlpha is a test, with (a bracket) and 1,000.5 \"quotes\".\n\n== Section ==\n\nIt's N°C; "
+          "done.\n");
     CHECK(wikitext_detokenize("x /' 5/ y") == "x /'[0-9]/ y");  // the original rule's quirk, kept
     EvalDoc d = wikitext_doc(pages[1]);
     CHECK(d.text == " = Beta =\n\nb c.\n");
@@ -232,7 +246,7 @@ TEST_CASE("a context longer than T keeps the last T + 1 tokens; rolling windows 
     EvalFile f;
     f.kind = EvalKind::Choice, f.V = 100, f.eot = 99;
     EvalExample e;
-    e.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};        // ctx 1..7, cont 8 9 10
+    e.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // ctx 1..7, cont 8 9 10
     e.req = {{0, 7, 7, 10, 3}, {0, 7, 9, 10, 1}};
     f.ex = {e};
     std::vector<EvalRow> rows;
@@ -257,7 +271,7 @@ TEST_CASE("a context longer than T keeps the last T + 1 tokens; rolling windows 
     REQUIRE(rows.size() == 3);
     CHECK(rows[0].seq == std::vector<int>{99, 1, 2, 3, 4});  // [EOT] + t[0:3] predicts t[0:4]
     CHECK(rows[0].n_scored == 4);
-    CHECK(rows[1].seq == std::vector<int>{4, 5, 6, 7, 8});   // predicts t[4:8]
+    CHECK(rows[1].seq == std::vector<int>{4, 5, 6, 7, 8});  // predicts t[4:8]
     CHECK(rows[1].n_scored == 4);
     CHECK(rows[2].seq == std::vector<int>{6, 7, 8, 9, 10});  // full-length input, scores only t[8:10]
     CHECK(rows[2].n_scored == 2);
@@ -268,7 +282,8 @@ TEST_CASE("a context longer than T keeps the last T + 1 tokens; rolling windows 
     CHECK(rows[0].seq == std::vector<int>{99, 5, 6});
 }
 
-TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and acc_norm picks follow by hand", "[eval]") {
+TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and acc_norm picks follow by hand",
+          "[eval]") {
     struct OneThread {  // the matrices are tiny: OpenMP's barriers would cost more than the work
         int saved = omp_get_max_threads();
         OneThread() { omp_set_num_threads(1); }
@@ -284,9 +299,10 @@ TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and ac
     EvalFile f;
     f.task = "hellaswag", f.kind = EvalKind::Choice, f.has_norm = true, f.V = 50257, f.eot = 50256;
     std::string ctx = "A context long enough that T = 8 truncates it on the left, since it has many words";
-    f.ex.push_back(encode_doc(gpt2(), choice_doc(ctx, {"go home.", "run.", "sit down now.", "eat."}, 2)));  // acc 0, norm 1
-    f.ex.push_back(encode_doc(gpt2(), choice_doc(ctx, {"eat.", "sit down now."}, 0)));                      // acc 1, norm 0
-    f.ex.push_back(encode_doc(gpt2(), choice_doc("Q", {"run.", "go home."}, 1)));                          // acc 0, norm 1
+    f.ex.push_back(
+        encode_doc(gpt2(), choice_doc(ctx, {"go home.", "run.", "sit down now.", "eat."}, 2)));  // acc 0, norm 1
+    f.ex.push_back(encode_doc(gpt2(), choice_doc(ctx, {"eat.", "sit down now."}, 0)));           // acc 1, norm 0
+    f.ex.push_back(encode_doc(gpt2(), choice_doc("Q", {"run.", "go home."}, 1)));                // acc 0, norm 1
     for (int batch : {1, 3, 64}) {  // packing must not change a score
         EvalSums s = eval_task_sums(eng, f, batch);
         CHECK(s[EvalSums::N] == 3);
@@ -298,8 +314,8 @@ TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and ac
     CHECK(r.acc == Approx(1.0 / 3));
     CHECK(r.acc_se == Approx(std::sqrt((1.0 / 3) * (2.0 / 3) / 2)));  // sample std (n-1) / sqrt(n)
     CHECK(r.acc_norm == Approx(2.0 / 3));
-    CHECK(eval_task_sums(eng, f, 4, 2)[EvalSums::N] == 2);                 // --limit
-    CHECK(eval_task_sums(eng, f, 4, 0, 1, 2)[EvalSums::ACC_NORM] == 0);    // rank 1 of 2 holds example 1 only
+    CHECK(eval_task_sums(eng, f, 4, 2)[EvalSums::N] == 2);               // --limit
+    CHECK(eval_task_sums(eng, f, 4, 0, 1, 2)[EvalSums::ACC_NORM] == 0);  // rank 1 of 2 holds example 1 only
 
     // LAMBADA: targets " mat" (1 token) and, with the moved space, "  down" (2): LL = -3 ln V; the argmax of
     // equal logits is token 0, never the target, so acc = 0.
@@ -318,7 +334,8 @@ TEST_CASE("on an all-zero model every continuation scores -n ln V, so acc and ac
     // WikiText: every token is scored exactly once whatever the windows, so LL = -N ln V.
     EvalFile w;
     w.task = "wikitext", w.kind = EvalKind::Rolling, w.V = 50257, w.eot = 50256;
-    EvalDoc d = wikitext_doc(" = Beta = \n \n b c . \n Some more words here so that the page takes several windows of eight tokens . \n");
+    EvalDoc d = wikitext_doc(
+        " = Beta = \n \n b c . \n Some more words here so that the page takes several windows of eight tokens . \n");
     w.ex.push_back(encode_doc(gpt2(), d));
     const double N = (double)w.ex[0].tokens.size();
     REQUIRE(N > 16);
@@ -369,26 +386,33 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     char tmpl[] = "/tmp/prism_eval_test_XXXXXX";
     std::string dir = mkdtemp(tmpl), raw = dir + "/raw", ev = dir + "/eval";
     REQUIRE(system(("mkdir -p " + raw).c_str()) == 0);
-    write_file(raw + "/hellaswag_val.jsonl",
-               R"({"ind": 1, "activity_label": "Baking bread", "ctx_a": "[header] How to bake bread [title] Mix the flour.", "ctx_b": "tHEN YOU knead", "endings": ["go home.", "run.", "sit down now.", "eat."], "label": 2})"
-               "\n"
-               R"({"ind": 2, "activity_label": "Ice fishing", "ctx_a": "A man sits.", "ctx_b": "", "endings": ["eat.", "sit down now."], "label": "0"})"
-               "\n");
-    write_file(raw + "/valid.jsonl", R"({"goal": "How do I open a jar?", "sol1": "go home.", "sol2": "run."})" "\n");
+    write_file(
+        raw + "/hellaswag_val.jsonl",
+        R"({"ind": 1, "activity_label": "Baking bread", "ctx_a": "[header] How to bake bread [title] Mix the flour.", "ctx_b": "tHEN YOU knead", "endings": ["go home.", "run.", "sit down now.", "eat."], "label": 2})"
+        "\n"
+        R"({"ind": 2, "activity_label": "Ice fishing", "ctx_a": "A man sits.", "ctx_b": "", "endings": ["eat.", "sit down now."], "label": "0"})"
+        "\n");
+    write_file(raw + "/valid.jsonl", R"({"goal": "How do I open a jar?", "sol1": "go home.", "sol2": "run."})"
+                                     "\n");
     write_file(raw + "/valid-labels.lst", "0\n");
-    write_file(raw + "/ARC-Easy-Test.jsonl",
-               R"({"id": "Q1", "question": {"stem": "Which is a planet?", "choices": [{"text": "Mars", "label": "1"}, {"text": "Moon", "label": "2"}, {"text": "Sun", "label": "3"}, {"text": "Comet", "label": "4"}, {"text": "Star", "label": "5"}]}, "answerKey": "1"})"
-               "\n");
-    write_file(raw + "/dev.jsonl",
-               R"({"qID": "a", "sentence": "Sarah lent Maria her car because _'s car was broken.", "option1": "Sarah", "option2": "Maria", "answer": "2"})"
-               "\n"
-               R"({"qID": "b", "sentence": "The trophy did not fit in the suitcase because the _ was too big.", "option1": "trophy", "option2": "suitcase", "answer": "1"})"
-               "\n");
-    write_file(raw + "/lambada_test.jsonl", "{\"text\": \"the cat sat on the mat\"}\n{\"text\": \"the cat sat  down\"}\n");
-    write_file(raw + "/wiki.test.raw", " \n = Alpha = \n \n Alpha is a test , with ( a bracket ) . \n \n = Beta = \n \n b c . \n");
-    const std::vector<std::string> cmds = {"hellaswag hellaswag_val.jsonl", "piqa valid.jsonl " + raw + "/valid-labels.lst",
-                                           "arc_easy ARC-Easy-Test.jsonl", "winogrande dev.jsonl",
-                                           "lambada lambada_test.jsonl", "wikitext wiki.test.raw"};
+    write_file(
+        raw + "/ARC-Easy-Test.jsonl",
+        R"({"id": "Q1", "question": {"stem": "Which is a planet?", "choices": [{"text": "Mars", "label": "1"}, {"text": "Moon", "label": "2"}, {"text": "Sun", "label": "3"}, {"text": "Comet", "label": "4"}, {"text": "Star", "label": "5"}]}, "answerKey": "1"})"
+        "\n");
+    write_file(
+        raw + "/dev.jsonl",
+        R"({"qID": "a", "sentence": "Sarah lent Maria her car because _'s car was broken.", "option1": "Sarah", "option2": "Maria", "answer": "2"})"
+        "\n"
+        R"({"qID": "b", "sentence": "The trophy did not fit in the suitcase because the _ was too big.", "option1": "trophy", "option2": "suitcase", "answer": "1"})"
+        "\n");
+    write_file(raw + "/lambada_test.jsonl",
+               "{\"text\": \"the cat sat on the mat\"}\n{\"text\": \"the cat sat  down\"}\n");
+    write_file(raw + "/wiki.test.raw",
+               " \n = Alpha = \n \n Alpha is a test , with ( a bracket ) . \n \n = Beta = \n \n b c . \n");
+    const std::vector<std::string> cmds = {
+        "hellaswag hellaswag_val.jsonl", "piqa valid.jsonl " + raw + "/valid-labels.lst",
+        "arc_easy ARC-Easy-Test.jsonl",  "winogrande dev.jsonl",
+        "lambada lambada_test.jsonl",    "wikitext wiki.test.raw"};
     for (const auto& c : cmds) {
         std::string task = c.substr(0, c.find(' ')), in = c.substr(c.find(' ') + 1);
         Result r = sh("./build/prepare_eval " + task + " " + raw + "/" + in + " -o " + ev + "/" + task + ".bin");
@@ -400,7 +424,8 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     std::vector<float> zeros(param_layout(cfg).total, 0.0f);
     save_model(dir + "/model.bin", cfg, zeros.data(), zeros.size(), 5);
     // One thread: on a shared two-core machine OpenMP's barriers over such tiny matrices cost more than the work.
-    Result r = sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks all --data " + ev + " --batch 3 --json " + dir + "/r.json");
+    Result r = sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks all --data " + ev +
+                  " --batch 3 --json " + dir + "/r.json");
     INFO(r.out);
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("hellaswag") != std::string::npos);
@@ -427,7 +452,8 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(num(4, "perplexity") == Approx(std::pow(50257.0, 1.5)).epsilon(1e-5));
     EvalFile wf = load_eval_file(ev + "/wikitext.bin");
     REQUIRE(wf.ex.size() == 2);
-    double N = (double)(wf.ex[0].tokens.size() + wf.ex[1].tokens.size()), words = (double)(wf.ex[0].words + wf.ex[1].words);
+    double N = (double)(wf.ex[0].tokens.size() + wf.ex[1].tokens.size()),
+           words = (double)(wf.ex[0].words + wf.ex[1].words);
     CHECK(num(5, "word_perplexity") == Approx(std::exp(N * std::log(50257.0) / words)).epsilon(1e-5));
     CHECK(res[5].find("acc") == nullptr);
 
@@ -449,12 +475,16 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
         }
 
     // One-line errors naming the file.
-    Result e1 = sh("./build/prepare_eval piqa " + raw + "/valid.jsonl " + raw + "/missing-labels.lst -o " + dir + "/x.bin");
+    Result e1 =
+        sh("./build/prepare_eval piqa " + raw + "/valid.jsonl " + raw + "/missing-labels.lst -o " + dir + "/x.bin");
     CHECK(e1.rc == 1);
     CHECK(one_line(e1.out));
     CHECK(e1.out.find(raw + "/missing-labels.lst") != std::string::npos);
-    write_file(raw + "/bad.jsonl", R"({"activity_label": "a", "ctx_a": "b", "ctx_b": "c", "endings": ["d"], "label": 0})" "\n"
-                                   R"({"activity_label": "a", "ctx_a": "b", "endings": ["d"], "label": 0})" "\n");
+    write_file(raw + "/bad.jsonl",
+               R"({"activity_label": "a", "ctx_a": "b", "ctx_b": "c", "endings": ["d"], "label": 0})"
+               "\n"
+               R"({"activity_label": "a", "ctx_a": "b", "endings": ["d"], "label": 0})"
+               "\n");
     Result e2 = sh("./build/prepare_eval hellaswag " + raw + "/bad.jsonl -o " + dir + "/x.bin");
     CHECK(e2.rc == 1);
     CHECK(one_line(e2.out));
@@ -475,8 +505,11 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(e4.out.find(dir + "/other/piqa.bin") != std::string::npos);
     CHECK(e4.out.find("tokenizer 'bytes'") != std::string::npos);
     // --tokenizer: files made with it pass, a file with another fingerprint (same V) is refused.
-    std::string tok_path = getenv("PRISM_TOKENIZER") && *getenv("PRISM_TOKENIZER") ? getenv("PRISM_TOKENIZER") : "data/cache/gpt2.tiktoken";
-    CHECK(sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + ev + " --tokenizer " + tok_path).rc == 0);
+    std::string tok_path = getenv("PRISM_TOKENIZER") && *getenv("PRISM_TOKENIZER") ? getenv("PRISM_TOKENIZER")
+                                                                                   : "data/cache/gpt2.tiktoken";
+    CHECK(sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + ev + " --tokenizer " +
+             tok_path)
+              .rc == 0);
     EvalFile fp = load_eval_file(ev + "/piqa.bin");
     fp.fingerprint ^= 1;
     REQUIRE(system(("mkdir -p " + dir + "/fp").c_str()) == 0);

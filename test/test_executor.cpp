@@ -43,7 +43,7 @@ void sync_and_check() {
     cudaCheck(cudaDeviceSynchronize());
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("block reduction through shared memory and shuffles sums each block", "[executor]") {
     const int blocks = 5, n = 1000;
@@ -64,8 +64,8 @@ TEST_CASE("block reduction through shared memory and shuffles sums each block", 
 TEST_CASE("warp butterfly sum and votes see exactly the warp's lanes", "[executor]") {
     const int n = 128;
     auto h = small_ints(n, 3);
-    for (int i = 64; i < 96; i++) h[i] = 1.0f; // warp 2: all positive
-    for (int i = 96; i < 128; i++) h[i] = -1.0f; // warp 3: none positive
+    for (int i = 64; i < 96; i++) h[i] = 1.0f;    // warp 2: all positive
+    for (int i = 96; i < 128; i++) h[i] = -1.0f;  // warp 3: none positive
     DeviceBuffer<float> in(h), sums(n);
     DeviceBuffer<unsigned> ballots(n / 32);
     DeviceBuffer<int> any_all(n / 32);
@@ -94,10 +94,10 @@ TEST_CASE("shuffles with width 8 follow the PTX segment rules", "[executor]") {
     auto r = out.download();
     for (int l = 0; l < 32; l++) {
         int seg = l & ~7, in_seg = l & 7;
-        CHECK(r[0 * 32 + l] == seg + 3);                                // idx: srcLane within the segment
-        CHECK(r[1 * 32 + l] == (in_seg >= 2 ? l - 2 : l));              // up: own value below the segment start
-        CHECK(r[2 * 32 + l] == (in_seg <= 6 ? l + 1 : l));              // down: own value past the segment end
-        CHECK(r[3 * 32 + l] == (((l ^ 5) <= (seg | 7)) ? (l ^ 5) : l)); // xor: earlier segments allowed
+        CHECK(r[0 * 32 + l] == seg + 3);                                 // idx: srcLane within the segment
+        CHECK(r[1 * 32 + l] == (in_seg >= 2 ? l - 2 : l));               // up: own value below the segment start
+        CHECK(r[2 * 32 + l] == (in_seg <= 6 ? l + 1 : l));               // down: own value past the segment end
+        CHECK(r[3 * 32 + l] == (((l ^ 5) <= (seg | 7)) ? (l ^ 5) : l));  // xor: earlier segments allowed
     }
 }
 
@@ -154,7 +154,7 @@ TEST_CASE("histogram with shared and global atomics counts every value", "[execu
     LAUNCH(4, 128, 0, 0, histogram_kernel)(hist.p, sum.p, sum_bf16.p, values.p, n, bins);
     sync_and_check();
     CHECK(hist.download() == want);
-    CHECK(sum.download()[0] == (float)total); // integers below 2^24: exact in any order
+    CHECK(sum.download()[0] == (float)total);  // integers below 2^24: exact in any order
     // Adding 1 to a bf16 stops at 256 (the spacing there is 2 and 256 + 1 rounds to even): the atomic is a
     // bf16 read-modify-write, not a float one.
     CHECK(__bfloat162float(sum_bf16.download()[0]) == 256.0f);
@@ -219,7 +219,7 @@ TEST_CASE("mma_m16n8k16_bf16 and ldmatrix compute the plain matrix product", "[e
 
 TEST_CASE("ldmatrix fragments follow the PTX layout, with and without .trans", "[executor]") {
     std::vector<bf16> m(256);
-    for (int i = 0; i < 256; i++) m[i] = __ushort_as_bfloat16((unsigned short)(0x3f80 + i)); // distinct values
+    for (int i = 0; i < 256; i++) m[i] = __ushort_as_bfloat16((unsigned short)(0x3f80 + i));  // distinct values
     DeviceBuffer<bf16> dm(m);
     DeviceBuffer<uint32_t> out(std::vector<uint32_t>(6 * 32 * 4, 0));
     LAUNCH(1, 32, 0, 0, ldmatrix_fragments_kernel)(out.p, dm.p);
@@ -231,8 +231,8 @@ TEST_CASE("ldmatrix fragments follow the PTX layout, with and without .trans", "
         for (int lane = 0; lane < 32; lane++)
             for (int i = 0; i < nums[v % 3]; i++) {
                 int g = lane >> 2, t = lane % 4;
-                uint32_t want = v < 3 ? at(i, g, 2 * t) | at(i, g, 2 * t + 1) << 16
-                                      : at(i, 2 * t, g) | at(i, 2 * t + 1, g) << 16;
+                uint32_t want =
+                    v < 3 ? at(i, g, 2 * t) | at(i, g, 2 * t + 1) << 16 : at(i, 2 * t, g) | at(i, 2 * t + 1, g) << 16;
                 INFO("variant " << v << " lane " << lane << " register " << i);
                 CHECK(r[(v * 32 + lane) * 4 + i] == want);
             }
@@ -240,9 +240,9 @@ TEST_CASE("ldmatrix fragments follow the PTX layout, with and without .trans", "
 
 TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN", "[executor]") {
     CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f)) == 0x3f80);
-    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 1.0f / 256)) == 0x3f80);   // tie, even stays
-    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 3.0f / 256)) == 0x3f82);   // tie, odd rounds up
-    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 1.5f / 256)) == 0x3f81);   // above the tie
+    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 1.0f / 256)) == 0x3f80);  // tie, even stays
+    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 3.0f / 256)) == 0x3f82);  // tie, odd rounds up
+    CHECK(__bfloat16_as_ushort(__float2bfloat16(1.0f + 1.5f / 256)) == 0x3f81);  // above the tie
     CHECK(std::isnan(__bfloat162float(__float2bfloat16(NAN))));
     CHECK(__bfloat162float(__float2bfloat16(-2.5f)) == -2.5f);
 }
@@ -254,7 +254,7 @@ TEST_CASE("launch configuration errors are reported like the driver's", "[execut
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
     LAUNCH(dim3(1, 70000), 32, 0, 0, scale_kernel)(out.p, out.p, 1.0f, 64);
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
-    CHECK(cudaGetLastError() == cudaSuccess); // reading the error clears it
+    CHECK(cudaGetLastError() == cudaSuccess);  // reading the error clears it
     // 100 KiB of dynamic shared memory needs the opt-in attribute first.
     const int rows = 64, cols = 64, tile = 128;
     DeviceBuffer<float> in(std::vector<float>(rows * cols, 1.0f)), t(rows * cols);
@@ -300,7 +300,7 @@ int run_in_child(void (*fn)(), std::string& err) {
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        signal(SIGABRT, SIG_DFL); // Catch2's handler would report the abort as a failure of this test
+        signal(SIGABRT, SIG_DFL);  // Catch2's handler would report the abort as a failure of this test
         dup2(fds[1], 2);
         dup2(fds[1], 1);
         close(fds[0]);
@@ -317,7 +317,7 @@ int run_in_child(void (*fn)(), std::string& err) {
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
-} // namespace
+}  // namespace
 
 TEST_CASE("a missing __syncthreads reads the poison: the result changes", "[executor][planted_race]") {
     // The race detector build runs this test separately and must report the race (make test-race).
@@ -328,15 +328,17 @@ TEST_CASE("a missing __syncthreads reads the poison: the result changes", "[exec
     auto r = out.download();
     int nan = 0;
     for (float v : r) nan += std::isnan(v);
-    CHECK(nan > 0); // fibers run in order, so thread t reads slot t+1 before thread t+1 wrote it
+    CHECK(nan > 0);  // fibers run in order, so thread t reads slot t+1 before thread t+1 wrote it
 }
 
 TEST_CASE("a divergent __syncthreads aborts naming the kernel and the threads", "[executor][fork]") {
     std::string err;
-    int sig = run_in_child([] {
-        DeviceBuffer<float> out(32);
-        LAUNCH(1, 32, 0, 0, divergent_barrier_kernel)(out.p);
-    }, err);
+    int sig = run_in_child(
+        [] {
+            DeviceBuffer<float> out(32);
+            LAUNCH(1, 32, 0, 0, divergent_barrier_kernel)(out.p);
+        },
+        err);
     INFO(err);
     CHECK(sig == SIGABRT);
     CHECK(err.find("barrier divergence") != std::string::npos);
@@ -347,10 +349,12 @@ TEST_CASE("a divergent __syncthreads aborts naming the kernel and the threads", 
 
 TEST_CASE("a warp collective waiting on lanes at a barrier is a deadlock", "[executor][fork]") {
     std::string err;
-    int sig = run_in_child([] {
-        DeviceBuffer<float> out(64);
-        LAUNCH(1, 64, 0, 0, warp_deadlock_kernel)(out.p);
-    }, err);
+    int sig = run_in_child(
+        [] {
+            DeviceBuffer<float> out(64);
+            LAUNCH(1, 64, 0, 0, warp_deadlock_kernel)(out.p);
+        },
+        err);
     INFO(err);
     CHECK(sig == SIGABRT);
     CHECK(err.find("deadlock") != std::string::npos);
@@ -360,17 +364,21 @@ TEST_CASE("a warp collective waiting on lanes at a barrier is a deadlock", "[exe
 #ifdef __SANITIZE_ADDRESS__
 TEST_CASE("AddressSanitizer catches global and shared out-of-bounds writes in kernels", "[executor][fork]") {
     std::string err;
-    run_in_child([] {
-        DeviceBuffer<float> out(31);
-        LAUNCH(1, 32, 0, 0, global_overflow_kernel)(out.p);
-    }, err);
+    run_in_child(
+        [] {
+            DeviceBuffer<float> out(31);
+            LAUNCH(1, 32, 0, 0, global_overflow_kernel)(out.p);
+        },
+        err);
     CHECK(err.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
     CHECK(err.find("global_overflow_kernel") != std::string::npos);
     err.clear();
-    run_in_child([] {
-        DeviceBuffer<float> out(32);
-        LAUNCH(1, 32, 0, 0, shared_overflow_kernel)(out.p);
-    }, err);
+    run_in_child(
+        [] {
+            DeviceBuffer<float> out(32);
+            LAUNCH(1, 32, 0, 0, shared_overflow_kernel)(out.p);
+        },
+        err);
     // UBSan (halt_on_error, as test-asan runs it) may see the constant-size array index first; either
     // sanitizer stopping the kernel at the overflow is the property under test.
     INFO(err);

@@ -29,10 +29,10 @@ std::vector<bf16> random_bf16(size_t n, unsigned seed) {
     }
     return v;
 }
-} // namespace
+}  // namespace
 
 TEST_CASE("matmul seam matches a naive GEMM for all transposes, beta and bias", "[executor][seam]") {
-    const int M = 33, N = 20, K = 47; // odd sizes: no tiling assumption hides an indexing bug
+    const int M = 33, N = 20, K = 47;  // odd sizes: no tiling assumption hides an indexing bug
     for (int transA = 0; transA < 2; transA++)
         for (int transB = 0; transB < 2; transB++)
             for (int accumulate = 0; accumulate < 2; accumulate++)
@@ -78,7 +78,7 @@ TEST_CASE("matmul with beta = 0 never reads the output buffer", "[executor][seam
     bf16 *dA = to_device(one), *dB = to_device(one);
     float* out;
     cudaCheck(cudaMalloc(&out, M * N * sizeof(float)));
-    cudaCheck(cudaMemset(out, 0xff, M * N * sizeof(float))); // NaN: would poison a read
+    cudaCheck(cudaMemset(out, 0xff, M * N * sizeof(float)));  // NaN: would poison a read
     matmul(out, dA, dB, (const float*)nullptr, M, N, K, false, false, 0.0f, 0);
     for (float v : to_host(out, M * N)) CHECK(v == 4.0f);
     cudaCheck(cudaFree(dA));

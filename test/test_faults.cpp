@@ -79,8 +79,10 @@ TEST_CASE("a NaN step makes no update and no checkpoint; K in a row stop the run
     for (int i = 0; i < 20000; i++) train.push_back((i * 7) % 200);
     train[300] = 250;
     write_shard(dir + "/rare_train_000001.bin", train);
-    std::string cmd = "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --untied --no-shuffle "
-                      "--val-every 0 --sample-every 0 --train '" + dir + "/rare_train_*.bin' -o " + out;
+    std::string cmd =
+        "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --untied --no-shuffle "
+        "--val-every 0 --sample-every 0 --train '" +
+        dir + "/rare_train_*.bin' -o " + out;
     REQUIRE(sh(cmd + " --steps 8 --stop-after 1").rc == 0);
     poison(out + "/step_00000001/model.bin", 250);
     Result r = sh(cmd + " --steps 8 --resume --ckpt-every 1 --keep 1");
@@ -106,7 +108,7 @@ TEST_CASE("a NaN step makes no update and no checkpoint; K in a row stop the run
     REQUIRE(has(d.out, "error: steps 9..11 had a NaN or infinite loss or gradient norm and were skipped"));
     // step_8 is finite but makes every step NaN at once: it is named as their source, not as a good one (issue 19).
     REQUIRE(has(d.out, out + "/latest names step_00000008, which every one of these steps started from: it makes "
-                       "non-finite steps at once; resume from an earlier checkpoint"));
+                             "non-finite steps at once; resume from an earlier checkpoint"));
     REQUIRE(checkpoints_in(out) == "step_00000008");  // never pruned for a bad one
     REQUIRE(file_text(out + "/latest") == "step_00000008\n");
     require_json_lines(out + "/log.jsonl");
@@ -120,14 +122,14 @@ TEST_CASE("values that make NaN or overflow by construction are refused by the f
         const char* flags;
         const char* message;
     };
-    for (const Case& c : {Case{"--adam-eps 0", "--adam-eps must lie in [1e-30, 1]"},
-                          Case{"--lr 10 --wd 10", "--lr 10 times --wd 10 is 100; it must be below 1"},
-                          Case{"--mlp-ratio 1e300", "--mlp-ratio must lie in [0.001, 64]"},
-                          Case{"--bottleneck 0", "--bottleneck must lie in [0.01, 0.99]"},
-                          Case{"--d 100000", "--d must be at most 65536"},
-                          Case{"--batch 2000000", "--batch must be at most 1048576"},
-                          Case{"--steps 99999999999999", "--steps must be at most 1000000000000"},
-                          Case{"--max-nonfinite 0", "--max-nonfinite must be positive"}}) {
+    for (const Case& c :
+         {Case{"--adam-eps 0", "--adam-eps must lie in [1e-30, 1]"},
+          Case{"--lr 10 --wd 10", "--lr 10 times --wd 10 is 100; it must be below 1"},
+          Case{"--mlp-ratio 1e300", "--mlp-ratio must lie in [0.001, 64]"},
+          Case{"--bottleneck 0", "--bottleneck must lie in [0.01, 0.99]"},
+          Case{"--d 100000", "--d must be at most 65536"}, Case{"--batch 2000000", "--batch must be at most 1048576"},
+          Case{"--steps 99999999999999", "--steps must be at most 1000000000000"},
+          Case{"--max-nonfinite 0", "--max-nonfinite must be positive"}}) {
         Result r = sh(std::string("./train_prism --steps 1 -o /nonexistent/out ") + c.flags);
         INFO(c.flags << "\n" << r.out);
         REQUIRE(one_line_error(r));
@@ -236,10 +238,14 @@ TEST_CASE("SIGTERM and SIGHUP end a run after its step with a checkpoint it resu
     REQUIRE(a.rc == 0);
     // The run is started in the background; the signal goes to it once it has logged 5 steps.
     auto interrupted = [&](const std::string& out, const std::string& signals) {
-        return sh("(" + micro(dir, out) + " --steps 2000 --sample-every 0 > " + out + ".txt 2>&1 & pid=$!; "
-                  "while kill -0 $pid 2>/dev/null && [ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -lt 5 ]; "
+        return sh("(" + micro(dir, out) + " --steps 2000 --sample-every 0 > " + out +
+                  ".txt 2>&1 & pid=$!; "
+                  "while kill -0 $pid 2>/dev/null && [ \"$(cat " +
+                  out +
+                  "/log.jsonl 2>/dev/null | wc -l)\" -lt 5 ]; "
                   "do sleep 0.02; done; "
-                  "for s in " + signals + "; do kill -$s $pid; done; wait $pid; echo \"exit $?\"; cat " + out + ".txt)");
+                  "for s in " +
+                  signals + "; do kill -$s $pid; done; wait $pid; echo \"exit $?\"; cat " + out + ".txt)");
     };
     for (const char* sig : {"TERM", "HUP"}) {
         std::string out = dir + "/" + sig;
@@ -277,7 +283,7 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     INFO(r.out);
     REQUIRE(one_line_error(r));
     REQUIRE(has(r.out, out + " holds an earlier run (checkpoints up to step_00000003, a latest file, a model.bin and "
-                       "a log of "));
+                             "a log of "));
     REQUIRE(has(r.out, "pass --resume to continue it, or --overwrite to delete it and start afresh"));
     REQUIRE(file_text(out + "/log.jsonl") == log);
     REQUIRE(checkpoints_in(out) == "step_00000003");
@@ -306,7 +312,8 @@ TEST_CASE("--keep prunes every older checkpoint in OUT across resumes, and crash
     REQUIRE(checkpoints_in(out) == "step_00000004 step_00000005");
     // What a kill -9 in the middle of a save leaves: a partial directory and a half-written latest.tmp.
     REQUIRE(sh("mkdir " + out + "/step_00000006.tmp && echo x > " + out + "/step_00000006.tmp/model.bin && echo y > " +
-               out + "/latest.tmp").rc == 0);
+               out + "/latest.tmp")
+                .rc == 0);
     REQUIRE(sh(micro(dir, out) + " --steps 10 --stop-after 1 --keep 1 --resume").rc == 0);
     REQUIRE(checkpoints_in(out) == "step_00000006");
     REQUIRE(sh("ls " + out).out == "latest\nlock\nlog.jsonl\nmodel.bin\nrun.json\nstep_00000006\n");

@@ -70,7 +70,8 @@ TEST_CASE("pruning and --overwrite unlink a link under a checkpoint's name, neve
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-named link", "[train][faults][faults2]") {
+TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-named link",
+          "[train][faults][faults2]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, dir + "/other") + " --steps 1").rc == 0);
     REQUIRE(sh("mkdir " + out + " && cp " + dir + "/other/model.bin " + out + "/").rc == 0);
@@ -79,12 +80,15 @@ TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-n
     REQUIRE(one_line_error(r));
     REQUIRE(has(r.out, out + " holds an earlier run (a model.bin); pass --resume to continue it, or --overwrite"));
     REQUIRE(sh("rm " + out + "/model.bin && ln -s " + dir + "/other/step_00000001 " + out + "/step_00000001").rc == 0);
-    REQUIRE(has(sh(micro(dir, out) + " --steps 1").out, "holds an earlier run (1 file or link named like a checkpoint)"));
+    REQUIRE(
+        has(sh(micro(dir, out) + " --steps 1").out, "holds an earlier run (1 file or link named like a checkpoint)"));
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere in prepare_shards --overwrite "
-          "leaves the old set, the new set, or a refused mixture", "[data][faults][faults2]") {
+TEST_CASE(
+    "shards of two sets under one prefix are refused; a kill -9 anywhere in prepare_shards --overwrite "
+    "leaves the old set, the new set, or a refused mixture",
+    "[data][faults][faults2]") {
     char tmpl[] = "/tmp/prism_sets_XXXXXX";
     std::string dir = mkdtemp(tmpl), prefix = dir + "/c";
     std::vector<int> t(3000, 5);
@@ -114,9 +118,15 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
     auto prepare = [&](const std::string& in, const std::string& out, bool overwrite) {
         PrepareOptions o;
         o.inputs = {in}, o.out_prefix = out, o.format = InputFormat::LINES;
-        o.shard_tokens = 200, o.val_tokens = 200, o.progress = 0, o.sync = false, o.overwrite = overwrite, o.threads = 1;
-        return prepare_shards(o, [](std::string_view s, std::vector<int>& v) { for (unsigned char c : s) v.push_back(c); },
-                              0).shards.size();
+        o.shard_tokens = 200, o.val_tokens = 200, o.progress = 0, o.sync = false, o.overwrite = overwrite,
+        o.threads = 1;
+        return prepare_shards(
+                   o,
+                   [](std::string_view s, std::vector<int>& v) {
+                       for (unsigned char c : s) v.push_back(c);
+                   },
+                   0)
+            .shards.size();
     };
     {
         std::ofstream old_in(dir + "/old.txt"), new_in(dir + "/new.txt");
@@ -165,8 +175,10 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
             refused++;
         }
     }
-    printf("prepare_shards --overwrite (%.0f ms, %zu shards) killed at %d moments: %d old set whole, %d new set whole, "
-           "%d mixtures refused\n", 1e3 * t_new, n_new, trials, whole_old, whole_new, refused);
+    printf(
+        "prepare_shards --overwrite (%.0f ms, %zu shards) killed at %d moments: %d old set whole, %d new set whole, "
+        "%d mixtures refused\n",
+        1e3 * t_new, n_new, trials, whole_old, whole_new, refused);
     CHECK(whole_old + whole_new + refused == trials);
     sh("rm -rf '" + dir + "'");
 }
@@ -174,8 +186,7 @@ TEST_CASE("shards of two sets under one prefix are refused; a kill -9 anywhere i
 TEST_CASE("one writer per OUT: a second trainer or a --resume beside a live run fails naming its pid",
           "[train][faults][faults2]") {
     std::string dir = make_data_dir(), out = dir + "/run";
-    Result r = sh(background(micro(dir, out) + " --steps 100000", dir + "/first.txt",
-                             "[ -s " + out + "/log.jsonl ]") +
+    Result r = sh(background(micro(dir, out) + " --steps 100000", dir + "/first.txt", "[ -s " + out + "/log.jsonl ]") +
                   micro(dir, out) + " --steps 5 --resume; echo \"second exit $? first $pid\"; " + micro(dir, out) +
                   " --steps 5 --overwrite; kill -TERM $pid; wait $pid; echo \"first exit $?\")");
     INFO(r.out);
@@ -241,10 +252,11 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
     std::string dir = make_data_dir(), out = dir + "/run";
     write_shard(dir + "/big_val_000000.bin", std::vector<int>(20000000, 3), false);
     const auto t0 = std::chrono::steady_clock::now();
-    Result r = sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000 --val '" + dir +
-                             "/big_val_*.bin'",
-                             dir + "/v.txt", "[ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -ge 2 ] && sleep 0.3") +
-                  "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/v.txt)");
+    Result r =
+        sh(background(micro(dir, out) + " --steps 100 --val-every 3 --val-tokens 1000000000000 --val '" + dir +
+                          "/big_val_*.bin'",
+                      dir + "/v.txt", "[ \"$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)\" -ge 2 ] && sleep 0.3") +
+           "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/v.txt)");
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO(r.out);
     REQUIRE(has(r.out, "exit 75"));
@@ -257,14 +269,16 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
     // The start-up: the signal lands once the lock is taken (the first thing the set-up does), while the 60
     // shards are checked; whichever phase it meets, the run ends with 75 and a line, never 143.
     std::vector<int> t(200000, 3);
-    for (int i = 0; i < 60; i++) write_shard(dir + "/big_train_" + std::to_string(100000 + i).substr(1) + ".bin", t, false);
+    for (int i = 0; i < 60; i++)
+        write_shard(dir + "/big_train_" + std::to_string(100000 + i).substr(1) + ".bin", t, false);
     std::string cmd = micro(dir, dir + "/s") + " --steps 3 --train '" + dir + "/big_train_*.bin'";
     Result s = sh(background(cmd, dir + "/s.txt", "ls -l /proc/$pid/fd 2>/dev/null | grep -q " + dir + "/s/lock") +
                   "kill -TERM $pid; wait $pid; echo \"exit $?\"; cat " + dir + "/s.txt)");
     INFO(s.out);
     REQUIRE(has(s.out, "exit 75"));
-    REQUIRE((has(s.out, "stopped by SIGTERM during the start-up, before step 1; no checkpoint yet: run the same "
-                        "command again") ||
+    REQUIRE((has(s.out,
+                 "stopped by SIGTERM during the start-up, before step 1; no checkpoint yet: run the same "
+                 "command again") ||
              has(s.out, "stopped by SIGTERM after step 1")));
     if (has(s.out, "during the start-up")) REQUIRE(sh(cmd).rc == 0);  // the same command starts: an empty log is no run
     sh("rm -rf '" + dir + "'");
@@ -286,7 +300,8 @@ TEST_CASE("FIFOs, devices and links where OUT's files belong are refused in one 
         }
     }
     REQUIRE(sh("rm -f " + out + "/log.jsonl && mkfifo " + out + "/log.jsonl && mkfifo " + dir + "/model.fifo").rc == 0);
-    REQUIRE_THROWS_WITH(read_run(out, [](const std::string&) {}), Catch::Contains("log.jsonl is a FIFO, not a regular file"));
+    REQUIRE_THROWS_WITH(read_run(out, [](const std::string&) {}),
+                        Catch::Contains("log.jsonl is a FIFO, not a regular file"));
     REQUIRE_THROWS_WITH(load_model(dir + "/model.fifo"), Catch::Contains("model.fifo is a FIFO, not a regular file"));
     REQUIRE_THROWS_WITH(load_model(dir), Catch::Contains("is a directory, not a regular file"));
     sh("rm -rf '" + dir + "'");
@@ -308,8 +323,9 @@ TEST_CASE("messages say what is true: conflicting flags, a changed batch, a miss
     Result b = sh(micro(dir, out) + " --steps 6 --resume -b 2");  // 2 x 32 tokens a step instead of 4 x 32
     INFO(b.out);
     REQUIRE(one_line_error(b));
-    REQUIRE(has(b.out, "was trained with a global batch of 128 tokens per step, this run would take 64 (B 2 x T 32 x 1 "
-                       "rank x 1 micro-steps); pass --total-batch 128 to keep it, or --allow-batch-change"));
+    REQUIRE(has(b.out,
+                "was trained with a global batch of 128 tokens per step, this run would take 64 (B 2 x T 32 x 1 "
+                "rank x 1 micro-steps); pass --total-batch 128 to keep it, or --allow-batch-change"));
     Result k = sh(micro(dir, out) + " --steps 6 --resume -b 2 --total-batch 128 --stop-after 1");
     INFO(k.out);
     REQUIRE(k.rc == 0);
@@ -318,8 +334,10 @@ TEST_CASE("messages say what is true: conflicting flags, a changed batch, a miss
     REQUIRE(sh("rm " + out + "/latest").rc == 0);
     Result l = sh(micro(dir, out) + " --steps 6 --resume");
     INFO(l.out);
-    REQUIRE(has(l.out, out + "/latest is missing, but " + out + " holds 2 checkpoints (newest step_00000003); to "
-                       "resume from it: echo step_00000003 > " + out + "/latest, then run again"));
+    REQUIRE(has(l.out, out + "/latest is missing, but " + out +
+                           " holds 2 checkpoints (newest step_00000003); to "
+                           "resume from it: echo step_00000003 > " +
+                           out + "/latest, then run again"));
     REQUIRE(sh("echo step_00000005 > " + out + "/latest").rc == 0);
     Result g = sh(micro(dir, out) + " --steps 6 --resume");
     INFO(g.out);
@@ -341,7 +359,8 @@ TEST_CASE("report warns about negative, duplicated and string-valued steps; a di
     REQUIRE(r.steps.size() == 2);
     REQUIRE(warned.size() == 3);
     CHECK(has(warned[0], "line 2 is not a step's JSON (step -3 is not a whole number >= 1)"));
-    CHECK(has(warned[1], "line 3 is not a step's JSON (step 1 does not follow step 1: a duplicated or reordered line)"));
+    CHECK(
+        has(warned[1], "line 3 is not a step's JSON (step 1 does not follow step 1: a duplicated or reordered line)"));
     CHECK(has(warned[2], "line 4 is not a step's JSON (\"train_loss\" is not a number)"));
     Result o = sh("./report " + dir + " -o " + dir);
     CHECK(one_line_error(o));
@@ -353,17 +372,27 @@ TEST_CASE("report warns about negative, duplicated and string-valued steps; a di
 // ------------------------------------------------------------------------------------------------------
 // Nothing lost, round three (issue 25): the run directory, its data and its messages.
 
-TEST_CASE("the lock is OUT itself: removing, replacing or linking around OUT/lock lets no second writer in; a "
-          "moved OUT stops the run before its next checkpoint", "[train][faults][faults25]") {
+TEST_CASE(
+    "the lock is OUT itself: removing, replacing or linking around OUT/lock lets no second writer in; a "
+    "moved OUT stops the run before its next checkpoint",
+    "[train][faults][faults25]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     const std::string second = micro(dir, out) + " --steps 5 --resume";
     Result r = sh(background(micro(dir, out) + " --steps 100000 --ckpt-every 20", dir + "/first.txt",
                              "[ -s " + out + "/latest ]") +
-                  "rm " + out + "/lock; " + second + "; echo \"after rm: $?\"; "
-                  "echo 'pid 1 on nowhere' > " + out + "/lock; " + second + "; echo \"after replace: $?\"; "
-                  "ln -s " + out + " " + dir + "/link; " + micro(dir, dir + "/link") + " --steps 5 --resume; "
-                  "echo \"through a link: $?\"; " + micro(dir, out) + " --steps 5 --overwrite; echo \"overwrite: $?\"; "
-                  "mv " + out + " " + dir + "/moved; wait $pid; echo \"first exit $?\")");
+                  "rm " + out + "/lock; " + second +
+                  "; echo \"after rm: $?\"; "
+                  "echo 'pid 1 on nowhere' > " +
+                  out + "/lock; " + second +
+                  "; echo \"after replace: $?\"; "
+                  "ln -s " +
+                  out + " " + dir + "/link; " + micro(dir, dir + "/link") +
+                  " --steps 5 --resume; "
+                  "echo \"through a link: $?\"; " +
+                  micro(dir, out) +
+                  " --steps 5 --overwrite; echo \"overwrite: $?\"; "
+                  "mv " +
+                  out + " " + dir + "/moved; wait $pid; echo \"first exit $?\")");
     INFO(r.out);
     // (The holder puts its note back at its next checkpoint, so what the note says here depends on timing.)
     REQUIRE(has(r.out, "error: " + out + " is in use by another train_prism ("));
@@ -375,8 +404,9 @@ TEST_CASE("the lock is OUT itself: removing, replacing or linking around OUT/loc
     REQUIRE(has(r.out, "first exit 1"));
     const std::string first = slurp(dir + "/first.txt");
     INFO(first);
-    REQUIRE(has(first, "error: " + out + " is no longer the directory this run started in (moved, renamed or "
-                       "replaced while it ran); stopping without writing a checkpoint"));
+    REQUIRE(has(first, "error: " + out +
+                           " is no longer the directory this run started in (moved, renamed or "
+                           "replaced while it ran); stopping without writing a checkpoint"));
     REQUIRE(one_line_error({1, first}));
     REQUIRE(sh("test -e " + out).rc != 0);  // nothing written at the old path
     Result c = sh(micro(dir, dir + "/moved") + " --steps 100000 --resume --stop-after 1");
@@ -412,7 +442,8 @@ TEST_CASE("names in OUT the trainer did not write (a huge step number) are ignor
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
     REQUIRE(sh("mkdir " + out + "/step_9999999999999999999 " + out + "/step_99999999999999999999999 " + out +
-               "/step_-0000001 && touch " + out + "/step_9999999999999999999/mine").rc == 0);
+               "/step_-0000001 && touch " + out + "/step_9999999999999999999/mine")
+                .rc == 0);
     Result r = sh(micro(dir, out) + " --steps 3 --resume");
     INFO(r.out);
     REQUIRE(r.rc == 0);
@@ -426,9 +457,10 @@ TEST_CASE("names in OUT the trainer did not write (a huge step number) are ignor
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("the data stays the recorded data: a set replaced under a running trainer stops it; a resume onto other "
-          "shards is refused unless --allow-data-change; an old record resumes with a note",
-          "[train][faults][faults25]") {
+TEST_CASE(
+    "the data stays the recorded data: a set replaced under a running trainer stops it; a resume onto other "
+    "shards is refused unless --allow-data-change; an old record resumes with a note",
+    "[train][faults][faults25]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     // Two sets as prepare_shards writes them (one id on all of a set's shards), the second in dir/new.
     std::vector<int> val(4000), train(36000), other(36000);
@@ -442,15 +474,17 @@ TEST_CASE("the data stays the recorded data: a set replaced under a running trai
     // prepare_shards --overwrite renames the new set over the old one: the trainer stops at its next validation.
     Result r = sh(background(micro(dir, out) + " --steps 100000 --ckpt-every 5", dir + "/first.txt",
                              "[ -s " + out + "/latest ]") +
-                  "mv " + dir + "/new/syn_train_000001.bin " + dir + "/new/syn_val_000000.bin " + dir + "/; "
+                  "mv " + dir + "/new/syn_train_000001.bin " + dir + "/new/syn_val_000000.bin " + dir +
+                  "/; "
                   "wait $pid; echo \"first exit $?\")");
     INFO(r.out);
     REQUIRE(has(r.out, "first exit 1"));
     const std::string first = slurp(dir + "/first.txt");
     INFO(first);
     REQUIRE(one_line_error({1, first}));
-    REQUIRE(has(first, "error: shard " + dir + "/syn_val_000000.bin changed while the run used it (set "
-                       "0000000000001111, 4000 tokens at the start; now set 0000000000002222, 4000 tokens)"));
+    REQUIRE(has(first, "error: shard " + dir +
+                           "/syn_val_000000.bin changed while the run used it (set "
+                           "0000000000001111, 4000 tokens at the start; now set 0000000000002222, 4000 tokens)"));
     const std::string latest = slurp(out + "/latest");
     REQUIRE(sh("test -f " + out + "/" + latest.substr(0, latest.size() - 1) + "/model.bin").rc == 0);  // kept
     // A resume onto the new set: refused, naming the flag; accepted with it.
@@ -458,9 +492,10 @@ TEST_CASE("the data stays the recorded data: a set replaced under a running trai
     INFO(a.out);
     REQUIRE(one_line_error(a));
     REQUIRE(has(a.out, "error: --resume: the training shards " + dir + "/syn_train_*.bin are not the data " + out +
-                       "/run.json recorded (fingerprint "));
-    REQUIRE(has(a.out, "another set, or its shards were replaced); resume on the recorded data, or pass "
-                       "--allow-data-change to go on with this data"));
+                           "/run.json recorded (fingerprint "));
+    REQUIRE(has(a.out,
+                "another set, or its shards were replaced); resume on the recorded data, or pass "
+                "--allow-data-change to go on with this data"));
     Result n = sh(micro(dir, out) + " --steps 100000 --stop-after 1");
     REQUIRE(has(n.out, "holds an earlier run"));  // (a fresh run is refused as ever)
     Result y = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1 --allow-data-change");
@@ -480,34 +515,42 @@ TEST_CASE("the data stays the recorded data: a set replaced under a running trai
     Result old = sh(micro(dir, out) + " --steps 100000 --resume --stop-after 1");
     INFO(old.out);
     REQUIRE(old.rc == 0);
-    REQUIRE(has(old.out, "note: " + out + "/run.json records no fingerprint of its data (written by an older "
-                         "train_prism): the shards are not compared with the first run's; this invocation records them"));
+    REQUIRE(has(old.out,
+                "note: " + out +
+                    "/run.json records no fingerprint of its data (written by an older "
+                    "train_prism): the shards are not compared with the first run's; this invocation records them"));
     REQUIRE(has(slurp(out + "/run.json"), "\n \"data\": {\"train\": \""));
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("bounded work and true messages: --val-tokens beyond the set, a changed --seq-len, a missing run.json, "
-          "RANK=abc, a 3 GB run.json or log.jsonl", "[train][faults][faults25]") {
+TEST_CASE(
+    "bounded work and true messages: --val-tokens beyond the set, a changed --seq-len, a missing run.json, "
+    "RANK=abc, a 3 GB run.json or log.jsonl",
+    "[train][faults][faults25]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     Result v = sh("timeout 60 " + micro(dir, out) + " --steps 2 --val-tokens 100000000000");
     INFO(v.out);
     REQUIRE(v.rc == 0);
-    REQUIRE(has(v.out, "note: --val-tokens 100000000000 is more than the validation shards " + dir +
-                       "/syn_val_*.bin hold in batches of B 4 x T 32 x 1 rank; each validation reads their 3968 tokens"));
+    REQUIRE(has(v.out,
+                "note: --val-tokens 100000000000 is more than the validation shards " + dir +
+                    "/syn_val_*.bin hold in batches of B 4 x T 32 x 1 rank; each validation reads their 3968 tokens"));
     REQUIRE(sh("cp -r " + out + " " + dir + "/s && sed -i 's/\\[\"--seq-len\", \"32\"\\]/[\"--seq-len\", \"48\"]/' " +
-               dir + "/s/run.json").rc == 0);
+               dir + "/s/run.json")
+                .rc == 0);
     Result t = sh("./train_prism -o " + dir + "/s --resume --steps 4");
     INFO(t.out);
     REQUIRE(one_line_error(t));
-    REQUIRE(has(t.out, "error: --resume: the model's context would be T 48 (--seq-len 48, given or in " + dir +
+    REQUIRE(
+        has(t.out, "error: --resume: the model's context would be T 48 (--seq-len 48, given or in " + dir +
                        "/s/run.json's \"args\"), but the recorded run's model has T 32 (\"model\": {\"T\"}); resume "
                        "with --seq-len 32"));
     REQUIRE(sh("rm " + dir + "/s/run.json").rc == 0);
     Result m = sh("./train_prism -o " + dir + "/s --resume --steps 4");
     INFO(m.out);
     REQUIRE(one_line_error(m));
-    REQUIRE(has(m.out, "(" + dir + "/s/run.json is missing, so only the flags given apply: pass the first run's "
-                       "flags, or restore run.json from a copy)"));
+    REQUIRE(has(m.out, "(" + dir +
+                           "/s/run.json is missing, so only the flags given apply: pass the first run's "
+                           "flags, or restore run.json from a copy)"));
     Result k = sh("RANK=abc " + micro(dir, dir + "/k") + " --steps 1");
     INFO(k.out);
     REQUIRE(one_line_error(k));
@@ -518,8 +561,9 @@ TEST_CASE("bounded work and true messages: --val-tokens beyond the set, a change
     Result j = sh(micro(dir, out) + " --steps 3 --resume");
     INFO(j.out);
     REQUIRE(one_line_error(j));
-    REQUIRE(has(j.out, "error: " + out + "/run.json is 3221225472 bytes, more than the 64 MiB train_prism reads of "
-                       "such a file; it is not one train_prism wrote: move it aside"));
+    REQUIRE(has(j.out, "error: " + out +
+                           "/run.json is 3221225472 bytes, more than the 64 MiB train_prism reads of "
+                           "such a file; it is not one train_prism wrote: move it aside"));
     REQUIRE(sh("mv " + dir + "/run.json.good " + out + "/run.json && truncate -s 3G " + out + "/log.jsonl").rc == 0);
     Result l = sh("/usr/bin/time -f 'maxrss %M' " + micro(dir, out) + " --steps 3 --resume");
     INFO(l.out);

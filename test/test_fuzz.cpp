@@ -63,10 +63,28 @@ Bytes mutate(Bytes b, SplitMix64& r, size_t header) {
         if (header && r.below(2) == 0) return (size_t)r.below(std::min(header, b.size()));
         return (size_t)r.below(b.size());
     };
-    static const int32_t ints[] = {0, 1, -1, 2, 3, 255, 256, 65535, 65536, 1 << 20, 1 << 24, 1 << 30,
-                                   std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+    static const int32_t ints[] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   3,
+                                   255,
+                                   256,
+                                   65535,
+                                   65536,
+                                   1 << 20,
+                                   1 << 24,
+                                   1 << 30,
+                                   std::numeric_limits<int32_t>::max(),
+                                   std::numeric_limits<int32_t>::min()};
     const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-    static const int64_t longs[] = {0, -1, 1, 1LL << 32, 1LL << 40, 1LL << 62, std::numeric_limits<int64_t>::max(),
+    static const int64_t longs[] = {0,
+                                    -1,
+                                    1,
+                                    1LL << 32,
+                                    1LL << 40,
+                                    1LL << 62,
+                                    std::numeric_limits<int64_t>::max(),
                                     std::numeric_limits<int64_t>::min()};
     switch (r.below(9)) {
         case 0:
@@ -150,10 +168,7 @@ Bytes reseal(Bytes b, int word) {
     return b;
 }
 
-template <class T>
-void append_pod(Bytes& s, const T& x) {
-    s.append((const char*)&x, sizeof x);
-}
+template <class T> void append_pod(Bytes& s, const T& x) { s.append((const char*)&x, sizeof x); }
 Bytes floats(const std::vector<float>& v) { return Bytes((const char*)v.data(), v.size() * 4); }
 
 // ---- the loaders, each reduced to a comparable string -----------------------------------------------------
@@ -178,8 +193,8 @@ Bytes load_model_summary(const std::string& path) {
     LoadedModel m = load_model(path);
     const ModelConfig& c = m.cfg;
     Bytes out;
-    for (int v : {c.d, c.V, c.T, c.h_base, c.mlp_multiple, (int)c.norm, (int)c.tied, (int)c.mup_attn,
-                  (int)c.init_width_scale})
+    for (int v :
+         {c.d, c.V, c.T, c.h_base, c.mlp_multiple, (int)c.norm, (int)c.tied, (int)c.mup_attn, (int)c.init_width_scale})
         append_pod(out, v);
     for (double v : {c.mlp_ratio, c.rope_theta, c.norm_eps}) append_pod(out, v);
     for (const LayerSpec& s : c.layers) append_pod(out, s.width), append_pod(out, s.heads);
@@ -190,7 +205,8 @@ Bytes load_model_summary(const std::string& path) {
 Bytes load_state_summary(const std::string& path, size_t P) {
     TrainState s = load_state(path, P);
     Bytes out;
-    for (int64_t v : {s.step, s.tokens, (int64_t)s.rng, (int64_t)s.rank, (int64_t)s.world, s.first_param, s.model_params})
+    for (int64_t v :
+         {s.step, s.tokens, (int64_t)s.rng, (int64_t)s.rank, (int64_t)s.world, s.first_param, s.model_params})
         append_pod(out, v);
     out += Bytes(s.loader.begin(), s.loader.end());
     return out + floats(s.m) + floats(s.v);
@@ -221,7 +237,7 @@ void check_text_field_agrees(const std::string& line) {
         direct_err = e.what();
     }
     INFO("prepare_shards' reader against util/json.h: " << (ok ? "text" : tool_err) << " / "
-                                                         << (direct_err.empty() ? "text" : direct_err));
+                                                        << (direct_err.empty() ? "text" : direct_err));
     REQUIRE(ok == direct_err.empty());
     REQUIRE((ok ? tool == direct : tool_err == direct_err));
 }
@@ -275,7 +291,8 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
     save_state(dir + "/orig_state.bin", st);
 
     EvalFile ef;
-    ef.task = "hellaswag", ef.kind = EvalKind::Choice, ef.has_norm = true, ef.V = 300, ef.eot = 299, ef.fingerprint = 99;
+    ef.task = "hellaswag", ef.kind = EvalKind::Choice, ef.has_norm = true, ef.V = 300, ef.eot = 299,
+    ef.fingerprint = 99;
     for (int e = 0; e < 4; e++) {
         EvalExample x;
         for (int t = 0; t < 12; t++) x.tokens.push_back((e * 31 + t * 7) % 299);
@@ -300,15 +317,15 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
         const char* name;
         std::string original;
         Loader load;
-        size_t header;    // bytes of header to aim at (0: none)
-        int seal_word;    // checksum word for the re-sealed pass (-1: no checksum)
+        size_t header;              // bytes of header to aim at (0: none)
+        int seal_word;              // checksum word for the re-sealed pass (-1: no checksum)
         bool undetectable_changes;  // the format cannot tell every change (shard tokens)
     };
     std::vector<Format> formats = {
         {"shard", dir + "/orig_shard.bin", load_shard, 1024, -1, true},
         {"model.bin", dir + "/orig_model.bin", load_model_summary, 1024 + 16, 24, false},
-        {"state", dir + "/orig_state.bin", [P](const std::string& p) { return load_state_summary(p, P); }, 1024 + 56, 11,
-         false},
+        {"state", dir + "/orig_state.bin", [P](const std::string& p) { return load_state_summary(p, P); }, 1024 + 56,
+         11, false},
         {"eval file", dir + "/orig_eval.bin", load_eval_summary, 1024 + 64, 12, false},
     };
     Counts total, resealed;
@@ -320,11 +337,14 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
         for (int i = 0; i < per_format; i++) {
             Bytes b = mutate(good, rng, f.header);
             write_all(path, b);
-            run_case(f.load, path, expect, c, [&](const Bytes&) { return f.undetectable_changes; },
-                     std::string(f.name) + " case " + std::to_string(i));
+            run_case(
+                f.load, path, expect, c, [&](const Bytes&) { return f.undetectable_changes; },
+                std::string(f.name) + " case " + std::to_string(i));
         }
-        printf("fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
-               "(undetectable by the format)\n", f.name, c.cases, c.clean_errors, c.equal, c.different);
+        printf(
+            "fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
+            "(undetectable by the format)\n",
+            f.name, c.cases, c.clean_errors, c.equal, c.different);
         total.cases += c.cases, total.clean_errors += c.clean_errors, total.equal += c.equal;
         total.different += c.different;
         if (f.seal_word < 0) continue;
@@ -332,11 +352,14 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
         Counts s;
         for (int i = 0; i < per_format / 2; i++) {
             write_all(path, reseal(mutate(good, rng, f.header), f.seal_word));
-            run_case(f.load, path, expect, s, [](const Bytes&) { return true; },
-                     std::string(f.name) + " re-sealed case " + std::to_string(i));
+            run_case(
+                f.load, path, expect, s, [](const Bytes&) { return true; },
+                std::string(f.name) + " re-sealed case " + std::to_string(i));
         }
-        printf("fuzz %-10s %5ld re-sealed cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and "
-               "different (a valid file with other values)\n", f.name, s.cases, s.clean_errors, s.equal, s.different);
+        printf(
+            "fuzz %-10s %5ld re-sealed cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and "
+            "different (a valid file with other values)\n",
+            f.name, s.cases, s.clean_errors, s.equal, s.different);
         resealed.cases += s.cases, resealed.clean_errors += s.clean_errors, resealed.equal += s.equal;
         resealed.different += s.different;
     }
@@ -352,16 +375,20 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
                      "JSON line " + std::to_string(i) + ": " + m);
         }
     }
-    printf("fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
-           "(a valid record with other text)\n", "JSON lines", j.cases, j.clean_errors, j.equal, j.different);
+    printf(
+        "fuzz %-10s %5ld cases: %5ld clean errors, %5ld accepted and equal, %4ld accepted and different "
+        "(a valid record with other text)\n",
+        "JSON lines", j.cases, j.clean_errors, j.equal, j.different);
     total.cases += j.cases, total.clean_errors += j.clean_errors, total.equal += j.equal;
     total.different += j.different;
 
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    printf("fuzz total: %ld cases: %ld clean errors, %ld accepted and equal, %ld accepted and different where the "
-           "format cannot tell (shard tokens below V, JSON text); %ld re-sealed cases: %ld clean errors, %ld equal, "
-           "%ld valid but different; %.1f s\n", total.cases, total.clean_errors, total.equal, total.different,
-           resealed.cases, resealed.clean_errors, resealed.equal, resealed.different, secs);
+    printf(
+        "fuzz total: %ld cases: %ld clean errors, %ld accepted and equal, %ld accepted and different where the "
+        "format cannot tell (shard tokens below V, JSON text); %ld re-sealed cases: %ld clean errors, %ld equal, "
+        "%ld valid but different; %.1f s\n",
+        total.cases, total.clean_errors, total.equal, total.different, resealed.cases, resealed.clean_errors,
+        resealed.equal, resealed.different, secs);
     fflush(stdout);
     // (Every case was checked in run_case: an accepted case of a checksummed format had to be equal.) The time is
     // printed, not asserted: on a loaded machine a wall-clock bound fails for reasons that are not the code's.

@@ -27,8 +27,10 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
 
 }  // namespace
 
-TEST_CASE("cached decoding gives a full forward's logits at every position (CPU reference: uniform, prism, x, "
-          "lambda)", "[generate][cache]") {
+TEST_CASE(
+    "cached decoding gives a full forward's logits at every position (CPU reference: uniform, prism, x, "
+    "lambda)",
+    "[generate][cache]") {
     // Tolerance 1e-5 of the logits' scale: the decoder runs the reference's own ops on the same rows (fp32, same
     // summation order), so any difference is a bug; measured 0 (bit-identical). A wrong position, head or cache
     // row moves logits by O(1).
@@ -85,7 +87,8 @@ TEST_CASE("decoders through the Engine interface: cache and full recompute sampl
     RecomputeDecoder full(eng, 8);
     uint64_t r1 = 1, r2 = 1;
     std::vector<int> emitted;
-    std::vector<int> a = continue_text(*cached, c.V, {1, 2, 3}, 40, greedy, r1, -1, [&](int t) { emitted.push_back(t); });
+    std::vector<int> a =
+        continue_text(*cached, c.V, {1, 2, 3}, 40, greedy, r1, -1, [&](int t) { emitted.push_back(t); });
     std::vector<int> b = continue_text(full, c.V, {1, 2, 3}, 40, greedy, r2, -1, [](int) {});
     REQUIRE(a.size() == 40);
     CHECK(a == b);
@@ -97,7 +100,8 @@ TEST_CASE("decoders through the Engine interface: cache and full recompute sampl
           continue_text(full, c.V, tail, 5, greedy, r2, -1, [](int) {}));
 }
 
-TEST_CASE("sampling: greedy, top-k, top-p and temperature draw from the distribution they promise", "[generate][sampling]") {
+TEST_CASE("sampling: greedy, top-k, top-p and temperature draw from the distribution they promise",
+          "[generate][sampling]") {
     const int V = 6;
     const std::vector<float> logits = {1.0f, 3.0f, 0.5f, 2.0f, 3.0f, -1.0f};  // ties at ids 1 and 4
     auto draw = [&](SamplingOptions s, uint64_t& rng) {
@@ -175,8 +179,7 @@ TEST_CASE("at temperature 1 the sampler is the trainer's old one, draw for draw"
     }
 }
 
-TEST_CASE("streamed UTF-8: a character split across tokens prints whole, invalid bytes as U+FFFD",
-          "[generate][utf8]") {
+TEST_CASE("streamed UTF-8: a character split across tokens prints whole, invalid bytes as U+FFFD", "[generate][utf8]") {
     const std::string R = "\xEF\xBF\xBD";  // U+FFFD
     auto feed = [](const std::vector<std::string>& pieces) {
         Utf8Stream s;
@@ -184,14 +187,14 @@ TEST_CASE("streamed UTF-8: a character split across tokens prints whole, invalid
         for (const std::string& p : pieces) out += s.push(p) + "|";
         return out + s.finish();
     };
-    CHECK(feed({"caf\xC3", "\xA9!"}) == "caf|\xC3\xA9!|");                       // é split 1 + 1
-    CHECK(feed({"\xE2", "\x82", "\xAC"}) == "||\xE2\x82\xAC|");                  // € split 1 + 1 + 1
-    CHECK(feed({"\xF0\x9F", "\x98\x80 ok"}) == "|\xF0\x9F\x98\x80 ok|");         // 😀 split 2 + 2
-    CHECK(feed({"a\xC0", "b"}) == "a" + R + "|b|");                               // C0 never starts a character
-    CHECK(feed({"\xE2\x82", "A"}) == "|" + R + "A|");                             // one U+FFFD for E2 82, as Python
-    CHECK(feed({"\xED\xA0\x80"}) == R + R + R + "|");                             // a surrogate: 3 maximal subparts
-    CHECK(feed({"end\xE2\x82"}) == "end|" + R);                                   // incomplete at the end: finish
-    CHECK(feed({"\x80x"}) == R + "x|");                                           // a lone continuation byte
+    CHECK(feed({"caf\xC3", "\xA9!"}) == "caf|\xC3\xA9!|");                // é split 1 + 1
+    CHECK(feed({"\xE2", "\x82", "\xAC"}) == "||\xE2\x82\xAC|");           // € split 1 + 1 + 1
+    CHECK(feed({"\xF0\x9F", "\x98\x80 ok"}) == "|\xF0\x9F\x98\x80 ok|");  // 😀 split 2 + 2
+    CHECK(feed({"a\xC0", "b"}) == "a" + R + "|b|");                       // C0 never starts a character
+    CHECK(feed({"\xE2\x82", "A"}) == "|" + R + "A|");                     // one U+FFFD for E2 82, as Python
+    CHECK(feed({"\xED\xA0\x80"}) == R + R + R + "|");                     // a surrogate: 3 maximal subparts
+    CHECK(feed({"end\xE2\x82"}) == "end|" + R);                           // incomplete at the end: finish
+    CHECK(feed({"\x80x"}) == R + "x|");                                   // a lone continuation byte
 }
 
 TEST_CASE("the trainer's samples continue identically after --resume (CPU and GPU engines)", "[generate][train]") {
@@ -231,8 +234,10 @@ TEST_CASE("generate prints text, the same with the cache and without; bad input 
     ModelConfig c = inspect_config("prism", 50257, 32);
     const std::vector<float> p = inspect_params(c, 8);
     save_model(dir + "/model.bin", c, p.data(), p.size(), 7);
-    Result a = sh("(./generate " + dir + "/model.bin --prompt 'And God said' --tokens 12 --temperature 0 --cpu 2>/dev/null)");
-    Result b = sh("(./generate " + dir + " --prompt 'And God said' --tokens 12 --temperature 0 --cpu --no-cache 2>/dev/null)");
+    Result a =
+        sh("(./generate " + dir + "/model.bin --prompt 'And God said' --tokens 12 --temperature 0 --cpu 2>/dev/null)");
+    Result b =
+        sh("(./generate " + dir + " --prompt 'And God said' --tokens 12 --temperature 0 --cpu --no-cache 2>/dev/null)");
     INFO(a.out << "\n" << b.out);
     REQUIRE(a.rc == 0);
     REQUIRE(b.rc == 0);
@@ -263,12 +268,14 @@ TEST_CASE("generate prints text, the same with the cache and without; bad input 
     ModelConfig small = inspect_config("uniform", 256, 16);
     const std::vector<float> ps = inspect_params(small, 1);
     save_model(dir + "/small.bin", small, ps.data(), ps.size(), 1);
-    for (std::string bad : {dir + "/small.bin --prompt hi", dir + "/missing.bin --prompt hi",
-                            dir + "/model.bin --temperature -1", dir + "/model.bin --top-p 0", std::string("--prompt hi")}) {
+    for (std::string bad :
+         {dir + "/small.bin --prompt hi", dir + "/missing.bin --prompt hi", dir + "/model.bin --temperature -1",
+          dir + "/model.bin --top-p 0", std::string("--prompt hi")}) {
         Result r = sh("./generate " + bad);
         INFO(bad << ": " << r.out);
         CHECK(one_line_error(r));
     }
-    CHECK(sh("./generate " + dir + "/small.bin --prompt hi").out.find("not trained on GPT-2 tokens") != std::string::npos);
+    CHECK(sh("./generate " + dir + "/small.bin --prompt hi").out.find("not trained on GPT-2 tokens") !=
+          std::string::npos);
     sh("rm -rf '" + dir + "'");
 }

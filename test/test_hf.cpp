@@ -102,7 +102,8 @@ struct HfBpe {
             const std::string first = word[at], second = word[at + 1];
             std::vector<std::string> merged;
             for (size_t i = 0; i < word.size(); i++) {
-                if (i + 1 < word.size() && word[i] == first && word[i + 1] == second) merged.push_back(first + second), i++;
+                if (i + 1 < word.size() && word[i] == first && word[i + 1] == second)
+                    merged.push_back(first + second), i++;
                 else merged.push_back(word[i]);
             }
             word.swap(merged);
@@ -122,7 +123,8 @@ std::vector<std::string> pieces(const std::string& text) {
     pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
     std::vector<std::string> out;
     for (size_t pos = 0; pos < text.size();) {
-        REQUIRE(pcre2_match(re, (PCRE2_SPTR)text.data(), text.size(), pos, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, nullptr) > 0);
+        REQUIRE(pcre2_match(re, (PCRE2_SPTR)text.data(), text.size(), pos, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md,
+                            nullptr) > 0);
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         REQUIRE(ov[1] > pos);
         out.push_back(text.substr(pos, ov[1] - pos));
@@ -135,7 +137,8 @@ std::vector<std::string> pieces(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("safetensors: fp32 reads back bit for bit, bf16 rounds to nearest even, the data starts 8-byte aligned", "[hf]") {
+TEST_CASE("safetensors: fp32 reads back bit for bit, bf16 rounds to nearest even, the data starts 8-byte aligned",
+          "[hf]") {
     const std::string dir = tmp_dir(), path = dir + "/t.safetensors";
     std::vector<float> a = {1.0f, -0.0f, 3.14159274f, 1e-40f, INFINITY, -2.5e30f}, b(12);
     for (size_t i = 0; i < b.size(); i++) b[i] = (float)(i * 0.37 - 1);
@@ -164,7 +167,7 @@ TEST_CASE("safetensors: fp32 reads back bit for bit, bf16 rounds to nearest even
     CHECK(back[1] == 1.0f + 0x1.0p-7f);
     CHECK(std::isnan(back[2]));
     CHECK(back[3] == -3.0f);
-    CHECK(float_from_f16(0x3c00) == 1.0f);   // F16, read by import: 1, the smallest subnormal, -infinity
+    CHECK(float_from_f16(0x3c00) == 1.0f);  // F16, read by import: 1, the smallest subnormal, -infinity
     CHECK(float_from_f16(0x0001) == 0x1.0p-24f);
     CHECK(float_from_f16(0xfc00) == -INFINITY);
     remove_all(dir);
@@ -191,7 +194,8 @@ TEST_CASE("safetensors: a damaged file is refused in one line that names it", "[
         {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", "belong to no tensor"},
         {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
          "overlap"},
-        {R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", "dtype I64 is not a floating-point type we read"},
+        {R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})",
+         "dtype I64 is not a floating-point type we read"},
         {R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", "not a non-negative integer"},
         {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
          "listed twice"},
@@ -215,11 +219,14 @@ TEST_CASE("safetensors: a damaged file is refused in one line that names it", "[
     remove_all(dir);
 }
 
-TEST_CASE("config.json reads back as the same model for uniform, Prism, X, lambda, RMSNorm, untied and muP models", "[hf]") {
-    std::vector<ModelConfig> kinds = {make("uniform", "uniform", "layernorm", 0), make("prism", "uniform", "layernorm", 0),
-                                      make("uniform", "x", "layernorm", 0),        make("uniform", "lambda", "layernorm", 0),
-                                      make("prism", "x", "rmsnorm", 1),            make("uniform", "uniform", "rmsnorm", 1)};
-    kinds.back().mup_attn = true, kinds.back().init_width_scale = true, kinds.back().rope_theta = 500000, kinds.back().norm_eps = 1e-6;
+TEST_CASE("config.json reads back as the same model for uniform, Prism, X, lambda, RMSNorm, untied and muP models",
+          "[hf]") {
+    std::vector<ModelConfig> kinds = {
+        make("uniform", "uniform", "layernorm", 0), make("prism", "uniform", "layernorm", 0),
+        make("uniform", "x", "layernorm", 0),       make("uniform", "lambda", "layernorm", 0),
+        make("prism", "x", "rmsnorm", 1),           make("uniform", "uniform", "rmsnorm", 1)};
+    kinds.back().mup_attn = true, kinds.back().init_width_scale = true, kinds.back().rope_theta = 500000,
+    kinds.back().norm_eps = 1e-6;
     for (const ModelConfig& c : kinds) {
         const std::string text = hf_config_json(c, 1234, "float32");
         INFO(text);
@@ -239,8 +246,10 @@ TEST_CASE("config.json reads back as the same model for uniform, Prism, X, lambd
         CHECK(b.rope_theta == c.rope_theta);
         CHECK(b.norm_eps == c.norm_eps);
         REQUIRE(b.L() == c.L());
-        for (int l = 0; l < c.L(); l++) CHECK((b.layers[l].width == c.layers[l].width && b.layers[l].heads == c.layers[l].heads));
-        CHECK(json::parse(text).find("auto_map")->find("AutoModelForCausalLM")->str == "modeling_prism.PrismForCausalLM");
+        for (int l = 0; l < c.L(); l++)
+            CHECK((b.layers[l].width == c.layers[l].width && b.layers[l].heads == c.layers[l].heads));
+        CHECK(json::parse(text).find("auto_map")->find("AutoModelForCausalLM")->str ==
+              "modeling_prism.PrismForCausalLM");
     }
     CHECK(exact_double(8.0 / 3.0) == "2.6666666666666665");
     CHECK(exact_double(1e-5) == "1e-05");
@@ -264,16 +273,23 @@ TEST_CASE("config.json whose numbers contradict each other is refused in one lin
         return "(no error)";
     };
     const int hid0 = c.hidden_of(0);
-    CHECK_THAT(error("\"layer_hidden_sizes\": [" + std::to_string(hid0), "\"layer_hidden_sizes\": [" + std::to_string(hid0 + 32)),
+    CHECK_THAT(error("\"layer_hidden_sizes\": [" + std::to_string(hid0),
+                     "\"layer_hidden_sizes\": [" + std::to_string(hid0 + 32)),
                Catch::Contains("layer 0 has SwiGLU hidden size") && Catch::Contains("cannot hold this model"));
-    CHECK_THAT(error("\"residual_width\": " + std::to_string(c.D()), "\"residual_width\": 64"), Catch::Contains("residual_width"));
+    CHECK_THAT(error("\"residual_width\": " + std::to_string(c.D()), "\"residual_width\": 64"),
+               Catch::Contains("residual_width"));
     CHECK_THAT(error("\"model_type\": \"prism\"", "\"model_type\": \"gpt2\""), Catch::Contains("not \"prism\""));
-    CHECK_THAT(error("\"rope_interleaved\": true", "\"rope_interleaved\": false"), Catch::Contains("interleaved pairs"));
-    CHECK_THAT(error("\"num_hidden_layers\": 6", "\"num_hidden_layers\": 5"), Catch::Contains("list of num_hidden_layers = 5"));
-    CHECK_THAT(error("\"norm_type\": \"layernorm\"", "\"norm_type\": \"batchnorm\""), Catch::Contains("layernorm or rmsnorm"));
+    CHECK_THAT(error("\"rope_interleaved\": true", "\"rope_interleaved\": false"),
+               Catch::Contains("interleaved pairs"));
+    CHECK_THAT(error("\"num_hidden_layers\": 6", "\"num_hidden_layers\": 5"),
+               Catch::Contains("list of num_hidden_layers = 5"));
+    CHECK_THAT(error("\"norm_type\": \"layernorm\"", "\"norm_type\": \"batchnorm\""),
+               Catch::Contains("layernorm or rmsnorm"));
     CHECK_THAT(error("\"layer_heads\": [", "\"layer_heads\": [3, "), Catch::Contains("list of num_hidden_layers"));
-    CHECK_THAT(error("\"vocab_size\": 300", "\"vocab_size\": 3.5"), Catch::Contains("\"vocab_size\" must be an integer"));
-    CHECK_THAT(error("\"attention_scale\": \"1/sqrt(head_dim)\"", "\"attention_scale\": 0.125"), Catch::Contains("must be a string"));
+    CHECK_THAT(error("\"vocab_size\": 300", "\"vocab_size\": 3.5"),
+               Catch::Contains("\"vocab_size\" must be an integer"));
+    CHECK_THAT(error("\"attention_scale\": \"1/sqrt(head_dim)\"", "\"attention_scale\": 0.125"),
+               Catch::Contains("must be a string"));
     const std::string e = error("\"tie_word_embeddings\": true,", "");
     CHECK_THAT(e, Catch::Contains("x/config.json: missing \"tie_word_embeddings\""));
     CHECK(e.find('\n') == std::string::npos);
@@ -304,7 +320,8 @@ TEST_CASE("every parameter tensor has one Hugging Face name, and the shapes cove
     CHECK(hf_tensor_shape(wqkv0) == std::vector<int64_t>{3 * c.layers[0].width, c.layers[0].width});
 }
 
-TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h does, merged the Hugging Face way", "[hf]") {
+TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h does, merged the Hugging Face way",
+          "[hf]") {
     const Tokenizer& tok = gpt2();
     const HfTokenizerFiles f = hf_tokenizer_files(tok);
     CHECK(std::count(f.merges_txt.begin(), f.merges_txt.end(), '\n') == 50001);
@@ -319,7 +336,8 @@ TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h 
     std::vector<std::string> texts = {
         "I'm sure you'll see we've done what they'd said: it's theirs. IT'S DON'T WE'LL you\u2019re 'll '''s",
         "a   b trailing   \n\nline\n\nnext line\nx \n y\t\tindent\r\n a\u00a0b \u3000c",
-        "emoji \U0001F44B\U0001F30D \U0001F468\u200d\U0001F469\u200d\U0001F467 中文字符 日本語 한국어 Привет мир café naïve",
+        "emoji \U0001F44B\U0001F30D \U0001F468\u200d\U0001F469\u200d\U0001F467 中文字符 日本語 한국어 Привет мир café "
+        "naïve",
         "12345 3.14159 1,000,000 " + std::string(100, 'a') + " " + std::string(130, '1')};
     const std::string shard = "data/default/default_val_000000.bin";
     INFO("needs the default corpus: bash setup.sh");
@@ -339,7 +357,8 @@ TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h 
     const HfBpe hf(f.vocab_json, f.merges_txt);
     size_t total = 0, differ = 0;
     for (const std::string& t : texts) {
-        if (first_invalid_utf8((const unsigned char*)t.data(), t.size()) < t.size()) continue;  // Python takes text, not bytes
+        if (first_invalid_utf8((const unsigned char*)t.data(), t.size()) < t.size())
+            continue;  // Python takes text, not bytes
         std::vector<int> theirs;
         for (const std::string& p : pieces(t)) hf.encode_piece(p, theirs);
         const std::vector<int> ours = tok.encode(t);
@@ -359,7 +378,8 @@ TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h 
     remove_all(dir);
 }
 
-TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves the file and imports its rounded values", "[hf]") {
+TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves the file and imports its rounded values",
+          "[hf]") {
     const std::string dir = tmp_dir();
     for (const ModelConfig& c : {make("prism", "uniform", "layernorm", 0), make("uniform", "x", "rmsnorm", 1)}) {
         const std::string bin = dir + "/model.bin", out = dir + "/hf", back = dir + "/back.bin";
@@ -390,9 +410,11 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
         for (size_t k = 0; k < layout.tensors.size(); k++) {
             const ParamTensor& t = layout.tensors[k];
             shard[k % 2].push_back({hf_tensor_name(t), hf_tensor_shape(t), p.data() + t.offset});
-            map += std::string(k ? ", " : "") + json::quote(hf_tensor_name(t)) + ": \"part-" + std::to_string(k % 2) + ".safetensors\"";
+            map += std::string(k ? ", " : "") + json::quote(hf_tensor_name(t)) + ": \"part-" + std::to_string(k % 2) +
+                   ".safetensors\"";
         }
-        for (int s = 0; s < 2; s++) write_safetensors(sharded + "/part-" + std::to_string(s) + ".safetensors", shard[s], StDtype::F32, {});
+        for (int s = 0; s < 2; s++)
+            write_safetensors(sharded + "/part-" + std::to_string(s) + ".safetensors", shard[s], StDtype::F32, {});
         write_all(sharded + "/model.safetensors.index.json", "{\"metadata\": {}, \"weight_map\": {" + map + "}}");
         const Result i2 = sh("./import " + sharded + " -o " + back2);
         INFO(i2.out);
@@ -415,7 +437,9 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
     remove_all(dir);
 }
 
-TEST_CASE("import refuses what is not an export, tensors of the wrong shape or dtype, and a config that contradicts them", "[hf]") {
+TEST_CASE(
+    "import refuses what is not an export, tensors of the wrong shape or dtype, and a config that contradicts them",
+    "[hf]") {
     const std::string dir = tmp_dir(), bin = dir + "/model.bin", out = dir + "/hf";
     const ModelConfig c = make("uniform", "uniform", "layernorm", 1);
     const std::vector<float> p = write_model(bin, c, 3);
@@ -442,7 +466,9 @@ TEST_CASE("import refuses what is not an export, tensors of the wrong shape or d
 
     // a tensor of the wrong shape (same bytes, so the file itself is sound)
     write_tensors("model.layers.2.attn.out.weight", {(int64_t)c.d * c.d / 2, 2}, StDtype::F32, false);
-    CHECK_THAT(import_error(), Catch::Contains("tensor model.layers.2.attn.out.weight has shape [2048, 2] but config.json needs [64, 64]"));
+    CHECK_THAT(
+        import_error(),
+        Catch::Contains("tensor model.layers.2.attn.out.weight has shape [2048, 2] but config.json needs [64, 64]"));
     // a tensor the config has no place for
     write_tensors("", {}, StDtype::F32, true);
     CHECK_THAT(import_error(), Catch::Contains("tensor model.layers.0.attn.bias is not part of the Prism model"));
@@ -461,7 +487,8 @@ TEST_CASE("import refuses what is not an export, tensors of the wrong shape or d
                   "\"layer_hidden_sizes\": [" + std::to_string(c.hidden(96)));
     wider.replace(wider.find("\"residual_width\": 64"), 20, "\"residual_width\": 96");
     write_all(out + "/config.json", wider);
-    CHECK_THAT(import_error(), Catch::Contains("tensor model.layers.0.attn_norm.weight has shape [64] but config.json needs [96]"));
+    CHECK_THAT(import_error(),
+               Catch::Contains("tensor model.layers.0.attn_norm.weight has shape [64] but config.json needs [96]"));
     std::string tied = config;
     tied.replace(tied.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
     write_all(out + "/config.json", tied);
@@ -483,7 +510,8 @@ TEST_CASE("import refuses what is not an export, tensors of the wrong shape or d
     remove_all(dir);
 }
 
-TEST_CASE("the model card carries the run's training record and logged evals, from RUN_DIR or RUN/step_N/model.bin", "[hf]") {
+TEST_CASE("the model card carries the run's training record and logged evals, from RUN_DIR or RUN/step_N/model.bin",
+          "[hf]") {
     const std::string run = tmp_dir(), step = run + "/step_00000010";
     REQUIRE(sh("mkdir -p " + step).rc == 0);
     const ModelConfig c = make("prism", "uniform", "layernorm", 0);
@@ -526,15 +554,19 @@ TEST_CASE("export and import: bad command lines are one-line errors", "[hf]") {
     }
 }
 
-TEST_CASE("import validates before it allocates: config sizes against the headers, a bounded header, non-finite "
-          "weights refused by name, out of memory names the file and size", "[hf][import_limits]") {
+TEST_CASE(
+    "import validates before it allocates: config sizes against the headers, a bounded header, non-finite "
+    "weights refused by name, out of memory names the file and size",
+    "[hf][import_limits]") {
     const std::string dir = tmp_dir(), bin = dir + "/model.bin", out = dir + "/hf";
     const ModelConfig c = make("uniform", "uniform", "layernorm", 1);
     std::vector<float> p = write_model(bin, c, 3);
     REQUIRE(sh("./export " + bin + " -o " + out).rc == 0);
     const std::string config = read_all(out + "/config.json");
     const ParamLayout layout = param_layout(c);
-    auto import = [&](const std::string& limit = "") { return sh(limit + "./import " + out + " -o " + dir + "/x.bin"); };
+    auto import = [&](const std::string& limit = "") {
+        return sh(limit + "./import " + out + " -o " + dir + "/x.bin");
+    };
     auto refused = [&](const Result& r, const std::string& says) {
         INFO(r.out);
         CHECK(r.rc == 1);
@@ -547,21 +579,24 @@ TEST_CASE("import validates before it allocates: config sizes against the header
     std::string big = config;
     big.replace(big.find("\"vocab_size\": 300"), 17, "\"vocab_size\": 16777216");
     write_all(out + "/config.json", big);
-    refused(import("ulimit -v 200000; "), "tensor model.embed_tokens.weight has shape [300, 64] but config.json needs "
-                                          "[16777216, 64]");
+    refused(import("ulimit -v 200000; "),
+            "tensor model.embed_tokens.weight has shape [300, 64] but config.json needs "
+            "[16777216, 64]");
     write_all(out + "/config.json", config);
 
     // Non-finite weights, fp32 and bf16: one line naming the tensor and the element.
     auto write_tensors = [&](StDtype dtype) {
         std::vector<StSource> t;
-        for (const ParamTensor& x : layout.tensors) t.push_back({hf_tensor_name(x), hf_tensor_shape(x), p.data() + x.offset});
+        for (const ParamTensor& x : layout.tensors)
+            t.push_back({hf_tensor_name(x), hf_tensor_shape(x), p.data() + x.offset});
         write_safetensors(out + "/model.safetensors", t, dtype, {});
     };
     const ParamTensor& down = layout.tensors[layout.tensors.size() / 2];
     p[down.offset + 5] = NAN;
     write_tensors(StDtype::F32);
-    refused(import(), "model.safetensors: tensor " + hf_tensor_name(down) + " holds nan at element 5; a model.bin holds "
-                      "finite weights only");
+    refused(import(), "model.safetensors: tensor " + hf_tensor_name(down) +
+                          " holds nan at element 5; a model.bin holds "
+                          "finite weights only");
     p[down.offset + 5] = 0, p[layout.wte + 7] = INFINITY;
     write_tensors(StDtype::BF16);
     refused(import(), "tensor model.embed_tokens.weight holds inf at element 7");
@@ -573,7 +608,8 @@ TEST_CASE("import validates before it allocates: config sizes against the header
     // A header of 300k zero-size entries (inside the 100 MB cap): refused at once, not checked pair by pair.
     std::string h = "{";
     for (int i = 0; i < 300000; i++)
-        h += (i ? ", \"t" : "\"t") + std::to_string(i) + "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
+        h += (i ? ", \"t" : "\"t") + std::to_string(i) +
+             "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
     h += "}";
     uint64_t hn = h.size();
     write_all(out + "/model.safetensors", std::string((const char*)&hn, 8) + h);
@@ -584,7 +620,8 @@ TEST_CASE("import validates before it allocates: config sizes against the header
     const std::string st = dir + "/dup.safetensors";
     h = "{";
     for (int i = 0; i < 80000; i++)
-        h += (i ? ", \"t" : "\"t") + std::to_string(i == 79999 ? 0 : i) + "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
+        h += (i ? ", \"t" : "\"t") + std::to_string(i == 79999 ? 0 : i) +
+             "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
     h += "}";
     hn = h.size();
     write_all(st, std::string((const char*)&hn, 8) + h);
@@ -602,8 +639,9 @@ TEST_CASE("import validates before it allocates: config sizes against the header
     write_model(bin, large, 1);
     REQUIRE(sh("./export " + bin + " --dtype bf16 --overwrite -o " + out).rc == 0);
     const size_t P = param_layout(large).total;
-    refused(import("ulimit -v 70000; OMP_NUM_THREADS=1 "), "out of memory: " + out + "/config.json describes a model of " + std::to_string(P) +
-                                         " parameters, and its weights need " + std::to_string(P * 4) + " bytes as fp32");
+    refused(import("ulimit -v 70000; OMP_NUM_THREADS=1 "),
+            "out of memory: " + out + "/config.json describes a model of " + std::to_string(P) +
+                " parameters, and its weights need " + std::to_string(P * 4) + " bytes as fp32");
     REQUIRE(import().rc == 0);
     remove_all(dir);
 }

@@ -44,7 +44,9 @@
 // ------------------------------------------------------------------------------------------------------
 
 TEST_CASE("embedding forward copies token rows into [0, d) and zeros [d, D)", "[kernels]") {
-    struct Shape { int B, T, V, d, D; };
+    struct Shape {
+        int B, T, V, d, D;
+    };
     for (Shape s : {Shape{1, 7, 11, 12, 20}, Shape{3, 5, 50, 32, 32}, Shape{2, 9, 7, 8, 40}}) {
         const long N = (long)s.B * s.T;
         auto wte = rand_bf16((size_t)s.V * s.d, 1);
@@ -123,7 +125,9 @@ EmbeddingPlanSize check_embedding_backward(const std::vector<int>& tok, int V, i
 
 TEST_CASE("embedding backward sums repeated tokens without atomics and leaves untouched rows alone", "[kernels]") {
     // {2, 33, 3}: two tokens of 33 positions (two segments each); {4, 50, 4}: three tokens of ~67 (three segments).
-    struct Shape { int B, T, V, d, ldx; };
+    struct Shape {
+        int B, T, V, d, ldx;
+    };
     for (Shape s : {Shape{1, 7, 5, 12, 20}, Shape{3, 11, 9, 40, 40}, Shape{2, 33, 3, 8, 16}, Shape{2, 9, 6, 20, 28},
                     Shape{4, 50, 4, 24, 24}}) {
         INFO("B=" << s.B << " T=" << s.T << " V=" << s.V << " d=" << s.d);
@@ -156,10 +160,11 @@ TEST_CASE("embedding backward on a real shard's micro-batch: no block walks more
     const EmbeddingPlanSize z = check_embedding_backward(tok, GPT2_VOCAB, 8, 8, 41);
     CHECK(z.most > 4 * EMB_SEGMENT);  // real text: a token far above one segment (what this plan exists for)
     CHECK(z.partials <= embedding_partial_rows(N));
-    printf("embedding backward, real micro-batch (B 16 x T 1024 of %s): %d distinct tokens, the most frequent %d "
-           "times (%.1f%%): longest serial walk of one block %d positions one block per token, %d now (%d blocks + "
-           "%d finishing blocks instead of %d)\n",
-           path, z.distinct, z.most, 100.0 * z.most / N, z.most, EMB_SEGMENT, z.segments, z.multi, z.distinct);
+    printf(
+        "embedding backward, real micro-batch (B 16 x T 1024 of %s): %d distinct tokens, the most frequent %d "
+        "times (%.1f%%): longest serial walk of one block %d positions one block per token, %d now (%d blocks + "
+        "%d finishing blocks instead of %d)\n",
+        path, z.distinct, z.most, 100.0 * z.most / N, z.most, EMB_SEGMENT, z.segments, z.multi, z.distinct);
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -167,7 +172,10 @@ TEST_CASE("embedding backward on a real shard's micro-batch: no block walks more
 // ------------------------------------------------------------------------------------------------------
 
 namespace {
-struct NormShape { long N; int w, ldx; };
+struct NormShape {
+    long N;
+    int w, ldx;
+};
 const NormShape norm_shapes[] = {{7, 40, 56}, {1, 24, 24}, {33, 96, 96}, {5, 300, 320}, {9, 8, 64}, {130, 64, 72}};
 }  // namespace
 
@@ -180,8 +188,8 @@ TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and R
             auto x = rand_bf16(s.N * s.ldx, 4, -0.5f, 1.5f);  // non-zero mean, so the centring matters
             auto g = rand_bf16(s.w, 5, 0.5f, 1.5f), b = rand_bf16(s.w, 6);
             std::vector<float> out(s.N * s.w), mean(s.N), rstd(s.N);
-            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N,
-                              s.w, 1e-5);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N, s.w,
+                              1e-5);
             Dev<bf16> dx(x), dg(g), db(b), dout(s.N * s.w);
             Dev<float> dmean(s.N), drstd(s.N);
             norm_forward(rms, dout.p, dmean.p, drstd.p, dx.p, s.ldx, dg.p, rms ? nullptr : db.p, s.N, s.w, 1e-5f, 0);
@@ -195,7 +203,10 @@ TEST_CASE("norm forward matches the reference on leading slices (LayerNorm and R
 TEST_CASE("residual add fused with the next norm equals the add then the norm", "[kernels]") {
     // The residual sum is one fp32 add of two bf16 values rounded once: bit-identical to rounding the reference
     // sum. The norm then reads those bf16 values, so the reference norm is run on the rounded residual state.
-    struct Shape { long N; int D, wy, wn; };
+    struct Shape {
+        long N;
+        int D, wy, wn;
+    };
     for (NormType type : {NormType::LayerNorm, NormType::RMSNorm})
         for (Shape s : {Shape{5, 64, 32, 48}, Shape{1, 40, 40, 40}, Shape{11, 96, 64, 96}, Shape{3, 72, 72, 24}}) {
             INFO(norm_name(type) << " N=" << s.N << " D=" << s.D << " wy=" << s.wy << " wn=" << s.wn);
@@ -206,8 +217,8 @@ TEST_CASE("residual add fused with the next norm equals the add then the norm", 
             ref::residual_forward(xs.data(), s.D, y.data(), s.N, s.wy);
             for (float& v : xs) v = float(bf16(v));
             std::vector<float> out(s.N * s.wn), mean(s.N), rstd(s.N);
-            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), xs.data(), s.D, g.data(), b.data(), s.N,
-                              s.wn, 1e-5);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), xs.data(), s.D, g.data(), b.data(), s.N, s.wn,
+                              1e-5);
             Dev<bf16> dx(x), dy(y), dxo(s.N * s.D), dg(g), db(b), dout(s.N * s.wn);
             Dev<float> dmean(s.N), drstd(s.N);
             residual_norm_forward(rms, dxo.p, dx.p, dy.p, s.D, s.wy, dout.p, dmean.p, drstd.p, dg.p, db.p, s.N, s.wn,
@@ -244,7 +255,10 @@ TEST_CASE("residual add and its backward touch exactly the leading slice", "[ker
 
 TEST_CASE("copy_columns copies the leading w columns bit for bit and leaves the rest of dst alone", "[kernels]") {
     // Both ways the model uses it: out of a wider matrix (head_in = lnf[:, :d]) and into one (dlnf = [dhead | 0]).
-    struct Shape { long N; int w, ld_dst, ld_src; };
+    struct Shape {
+        long N;
+        int w, ld_dst, ld_src;
+    };
     for (Shape s : {Shape{7, 24, 24, 40}, Shape{5, 16, 48, 16}, Shape{1, 8, 8, 8}, Shape{13, 32, 40, 96}}) {
         INFO("N=" << s.N << " w=" << s.w << " ld_dst=" << s.ld_dst << " ld_src=" << s.ld_src);
         auto src = rand_bf16(s.N * s.ld_src, 20), dst0 = rand_bf16(s.N * s.ld_dst, 21);
@@ -274,8 +288,8 @@ TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db",
             auto dout = rand_bf16(s.N * s.w, 16);
             auto dx0 = rand_bf16(s.N * s.ldx, 17), dg0 = rand_bf16(s.w, 18), db0 = rand_bf16(s.w, 19);
             std::vector<float> out(s.N * s.w), mean(s.N), rstd(s.N);
-            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N,
-                              s.w, 1e-5);
+            ref::norm_forward(type, out.data(), mean.data(), rstd.data(), x.data(), s.ldx, g.data(), b.data(), s.N, s.w,
+                              1e-5);
             std::vector<float> dx = dx0, dg = dg0, db = db0;
             ref::norm_backward(type, dx.data(), s.ldx, dg.data(), db.data(), dout.data(), x.data(), s.ldx, mean.data(),
                                rstd.data(), g.data(), s.N, s.w);
@@ -283,8 +297,8 @@ TEST_CASE("norm backward matches the reference and accumulates into dx, dg, db",
             Dev<float> d_dg(dg0), d_db(db0);
             Dev<float> d_mean(s.N), d_rstd(s.N), scratch(norm_backward_scratch_floats(s.N, s.w));
             norm_forward(rms, d_out.p, d_mean.p, d_rstd.p, d_x.p, s.ldx, d_g.p, d_b.p, s.N, s.w, 1e-5f, 0);
-            norm_backward(rms, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p,
-                          d_rstd.p, d_g.p, s.N, s.w, scratch.p, 0);
+            norm_backward(rms, d_dx.p, s.ldx, d_dg.p, ln ? d_db.p : nullptr, d_dout.p, d_x.p, s.ldx, d_mean.p, d_rstd.p,
+                          d_g.p, s.N, s.w, scratch.p, 0);
             sync();
             check_close(d_dx.get(), dx, BF16_REL, 1e-4, "dx");  // columns [w, ldx) must be unchanged too
             check_close(d_dg.get(), dg, 1e-5, 1e-4, "dg");
@@ -336,7 +350,9 @@ TEST_CASE("norm backward's shared planes: every warp access hits 32 distinct ban
 TEST_CASE("rope forward and backward rotate q and k pairs like the reference, v untouched", "[kernels]") {
     // a cos - b sin in fp32 (abs 1e-6 of the largest for the cancellation), one rounding. The table is the
     // reference's own double -> float values, so only the rounding differs.
-    struct Shape { int B, T, w, h; };
+    struct Shape {
+        int B, T, w, h;
+    };
     for (Shape s : {Shape{1, 7, 8, 4} /*hd 2*/, Shape{2, 5, 16, 2} /*8*/, Shape{1, 9, 36, 3} /*12*/,
                     Shape{2, 3, 36, 2} /*18*/, Shape{1, 5, 120, 2} /*60*/, Shape{1, 33, 64, 1} /*64*/,
                     Shape{1, 4, 144, 2} /*72*/, Shape{1, 3, 256, 2} /*128*/, Shape{1, 3, 256, 1} /*256*/}) {
@@ -380,11 +396,14 @@ TEST_CASE("swiglu forward and backward match the reference", "[kernels]") {
 // classifier
 // ------------------------------------------------------------------------------------------------------
 
-TEST_CASE("softmax cross-entropy ignores padded columns and masked targets; the fused pass writes dlogits", "[kernels]") {
+TEST_CASE("softmax cross-entropy ignores padded columns and masked targets; the fused pass writes dlogits",
+          "[kernels]") {
     // lse: fp32 sum of V exps vs the reference's double (relative 1e-6 of ~log V): abs 1e-4 on lse and loss.
     // dlogits: (exp(l - lse) - onehot) * dloss in fp32, one rounding; abs 1e-5 covers the lse difference.
     // V = 100, 257: rows end in a partial 8-column chunk; padded columns hold NaN, so any read of them shows.
-    struct Shape { int B, T, V, Vp; };
+    struct Shape {
+        int B, T, V, Vp;
+    };
     for (Shape s : {Shape{1, 7, 100, 128}, Shape{3, 5, 64, 64}, Shape{2, 3, 257, 384}}) {
         INFO("B=" << s.B << " T=" << s.T << " V=" << s.V << " Vp=" << s.Vp);
         const long N = (long)s.B * s.T;
@@ -408,7 +427,8 @@ TEST_CASE("softmax cross-entropy ignores padded columns and masked targets; the 
         check_close(d_lse.get(), lse, 0, 1e-4 / max_abs(lse), "lse");
         check_close(d_losses.get(), losses, 0, 1e-4 / max_abs(losses), "losses");
         auto kept = d_logits.get();
-        for (size_t i = 0; i < kept.size(); i++) CHECK((kept[i] == float(bf16(padded[i])) || (std::isnan(kept[i]) && std::isnan(padded[i]))));
+        for (size_t i = 0; i < kept.size(); i++)
+            CHECK((kept[i] == float(bf16(padded[i])) || (std::isnan(kept[i]) && std::isnan(padded[i]))));
         Dev<float> d_logp(N);
         target_logprobs(d_logp.p, d_logits.p, d_lse.p, d_targets.p, N, s.Vp, 0);
         sync();
@@ -517,8 +537,8 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
             const double lr = 1e-3 * step;
             ref::adamw_step(params.data(), g.data(), st, layout, lr, hp);
             adamw_step(p16.p, master.p, m.p, v.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block,
-                       step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step >= 2 ? stats.p : nullptr,
-                       max_norm, 0);
+                       step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step >= 2 ? stats.p : nullptr, max_norm,
+                       0);
             sync();
             check_close(master.get(), params, 1e-5, 1e-7, "master");
             check_close(m.get(), st.m, 1e-5, 1e-7, "m");

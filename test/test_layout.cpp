@@ -67,9 +67,7 @@ std::vector<std::string> includes_of(const std::string& file) {
     return out;
 }
 
-bool is_product(const std::string& f) {
-    return f.rfind("test/", 0) != 0 && f.rfind("dev/", 0) != 0;
-}
+bool is_product(const std::string& f) { return f.rfind("test/", 0) != 0 && f.rfind("dev/", 0) != 0; }
 
 }  // namespace
 
@@ -158,8 +156,15 @@ TEST_CASE("the includes form no cycle", "[layout]") {
 
 TEST_CASE("the top Makefile has every product binary's rule, and no other make file does", "[layout]") {
     REQUIRE(fs::exists("train_prism.cu"));  // run from the checkout's root
-    const std::vector<std::string> products = {"train_prism", "eval_zeroshot", "generate", "analyze", "report",
-                                               "export", "import", "study", "$(BUILD)/prepare_shards",
+    const std::vector<std::string> products = {"train_prism",
+                                               "eval_zeroshot",
+                                               "generate",
+                                               "analyze",
+                                               "report",
+                                               "export",
+                                               "import",
+                                               "study",
+                                               "$(BUILD)/prepare_shards",
                                                "$(BUILD)/prepare_eval"};
     const std::string top = read_text("Makefile");
     for (const std::string& p : products) {

@@ -78,7 +78,8 @@ void make_batch(const ModelConfig& c, int B, int T, uint64_t seed, std::vector<i
 
 double rel_err(const float* got, const float* want, size_t n) {
     double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) num += (double)(got[i] - want[i]) * (got[i] - want[i]), den += (double)want[i] * want[i];
+    for (size_t i = 0; i < n; i++)
+        num += (double)(got[i] - want[i]) * (got[i] - want[i]), den += (double)want[i] * want[i];
     return std::sqrt(num / std::max(den, 1e-30));
 }
 
@@ -139,7 +140,8 @@ TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch",
         CudaEngine e(c);
         e.set_params(rm.params.data());
         e.zero_grad();
-        for (int micro = 0; micro < 2; micro++) e.forward_backward(in.data() + micro * T, tg.data() + micro * T, 1, T, 0.5f);
+        for (int micro = 0; micro < 2; micro++)
+            e.forward_backward(in.data() + micro * T, tg.data() + micro * T, 1, T, 0.5f);
         std::vector<float> g(e.num_params());
         e.get_grads(g.data());
         check_grads(c, g, rm.grads);
@@ -264,9 +266,9 @@ TEST_CASE("a step with a non-finite loss changes nothing on either engine, and d
         e->set_params(p.data());
         std::vector<float> m0(p.size(), 0.25f), v0(p.size(), 0.5f);
         e->set_optimizer(m0, v0, 7);
-        const StepStats st = train_step(*e, [&](int* i, int* t) { std::copy(in.begin(), in.end(), i),
-                                                                  std::copy(tg.begin(), tg.end(), t); },
-                                        2, 8, 1, 1.0, 1e-3, hp, in, tg);
+        const StepStats st = train_step(
+            *e, [&](int* i, int* t) { std::copy(in.begin(), in.end(), i), std::copy(tg.begin(), tg.end(), t); }, 2, 8,
+            1, 1.0, 1e-3, hp, in, tg);
         INFO(e->describe() << ": loss " << st.loss << ", norm " << st.grad_norm);
         CHECK(!(std::isfinite(st.loss) && std::isfinite(st.grad_norm)));
         std::vector<float> after(p.size()), m, v;
@@ -337,7 +339,8 @@ TEST_CASE("device parameter layout pads the vocabulary and aligns every tensor f
         CHECK(dev.tensors[i].offset % 128 == 0);
         const bool vocab = dev.tensors[i].name == "wte" || dev.tensors[i].name == "lm_head";
         CHECK(dev.tensors[i].rows == (vocab ? (size_t)padded_vocab(c.V) : host.tensors[i].rows));
-        if (i + 1 < dev.tensors.size()) CHECK(dev.tensors[i].offset + dev.tensors[i].numel() <= dev.tensors[i + 1].offset);
+        if (i + 1 < dev.tensors.size())
+            CHECK(dev.tensors[i].offset + dev.tensors[i].numel() <= dev.tensors[i + 1].offset);
     }
     for (const ParamTensor& t : dev.tensors)  // named offsets follow their tensors
         if (t.name == "h1.wfc") CHECK(dev.layer[1].wfc == t.offset);
@@ -361,7 +364,7 @@ TEST_CASE("AdamW ranges cover every tensor once, decay exactly the matrices and 
             INFO(t.name);
             CHECK(owners == 1);
         }
-        CHECK(covered == total);  // with the line above: no range overlaps another or reaches into a gap
+        CHECK(covered == total);               // with the line above: no range overlaps another or reaches into a gap
         for (size_t i = 1; i < r.size(); i++)  // neighbours are left apart only for a different kind or a gap
             CHECK((r[i].decay != r[i - 1].decay || r[i].offset != r[i - 1].offset + r[i - 1].n));
         CHECK(r.size() < layout.tensors.size());
@@ -458,18 +461,21 @@ TEST_CASE("fp32 gradient accumulation: 8 micro-batches of B equal one batch of 8
             auto diff = [&](const std::vector<float>& g, auto&& want) {
                 double num = 0, den = 0;
                 for (size_t i = t.offset; i < t.offset + t.numel(); i++)
-                    num += ((double)g[i] - want(i)) * ((double)g[i] - want(i)), den += (double)rm.grads[i] * rm.grads[i];
+                    num += ((double)g[i] - want(i)) * ((double)g[i] - want(i)),
+                        den += (double)rm.grads[i] * rm.grads[i];
                 return std::sqrt(num / std::max(den, 1e-30));
             };
             auto sum = [&](size_t i) { return exact[i]; };
             auto one = [&](size_t i) { return (double)whole[i]; };
-            fp32_vs_sum = std::max(fp32_vs_sum, diff(micro, sum)), bf16_vs_sum = std::max(bf16_vs_sum, diff(bf16_acc, sum));
+            fp32_vs_sum = std::max(fp32_vs_sum, diff(micro, sum)),
+            bf16_vs_sum = std::max(bf16_vs_sum, diff(bf16_acc, sum));
             fp32_vs_whole = std::max(fp32_vs_whole, diff(micro, one));
             bf16_vs_whole = std::max(bf16_vs_whole, diff(bf16_acc, one));
         }
-        printf("gradient accumulation over 8 micro-batches (%s), worst tensor relative to the reference gradient: "
-               "fp32 %.2e (vs the exact sum), %.2e (vs one batch of 8); bf16 %.2e, %.2e\n", kind.c_str(), fp32_vs_sum,
-               fp32_vs_whole, bf16_vs_sum, bf16_vs_whole);
+        printf(
+            "gradient accumulation over 8 micro-batches (%s), worst tensor relative to the reference gradient: "
+            "fp32 %.2e (vs the exact sum), %.2e (vs one batch of 8); bf16 %.2e, %.2e\n",
+            kind.c_str(), fp32_vs_sum, fp32_vs_whole, bf16_vs_sum, bf16_vs_whole);
         CHECK(fp32_vs_sum <= 1e-5);
         CHECK(bf16_vs_sum > 1e-5);  // the bound separates the two
 #ifdef CUDA_CPU_EXECUTOR

@@ -147,8 +147,7 @@ TEST_CASE("rope rotates interleaved pairs by pos * theta^(-2i/hd) and its backwa
     }
 }
 
-TEST_CASE("causal attention gradients match finite differences for several head counts and head dims",
-          "[reference]") {
+TEST_CASE("causal attention gradients match finite differences for several head counts and head dims", "[reference]") {
     const int B = 2, T = 4;
     for (auto wh : {std::pair<int, int>{8, 1}, {8, 4}, {12, 3}, {6, 3}}) {  // head_dim 8 (single head), 2, 4, 2
         for (bool mup : {false, true}) {

@@ -92,8 +92,7 @@ TEST_CASE("prism model gradients match finite differences (heads 1,2,4,4, RMSNor
     check_model_gradients(small_config(16, {{16, 1}, {16, 2}, {16, 4}, {16, 4}}, NormType::RMSNorm, false), 0.0);
 }
 
-TEST_CASE("X-width model gradients match finite differences (D > d, masked targets, muP attention)",
-          "[reference]") {
+TEST_CASE("X-width model gradients match finite differences (D > d, masked targets, muP attention)", "[reference]") {
     // widths 32 16 8 24 over d = 16: w_1 > d, a middle layer narrower than d, w_L > d so Df = 24 > d
     ModelConfig c = small_config(16, {{32, 4}, {16, 2}, {8, 2}, {24, 3}}, NormType::RMSNorm, false);
     c.mup_attn = true, c.init_width_scale = true;
@@ -102,8 +101,7 @@ TEST_CASE("X-width model gradients match finite differences (D > d, masked targe
     check_model_gradients(c, 0.3);
 }
 
-TEST_CASE("lambda-shape model gradients match finite differences (last layer narrower than d, tied)",
-          "[reference]") {
+TEST_CASE("lambda-shape model gradients match finite differences (last layer narrower than d, tied)", "[reference]") {
     ModelConfig c = small_config(16, {{24, 2}, {8, 2}}, NormType::LayerNorm, true);  // Df = d = 16 > w_L = 8
     REQUIRE(c.Df() == 16);
     check_model_gradients(c, 0.2);

@@ -45,7 +45,8 @@ void write_run(const std::string& dir, const ModelConfig& c, int steps, double s
                  "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
                  s, 128 * s, 5.5 - std::log(s) * 0.3 + 0.05 * std::sin(s), "", speed, elapsed);
         std::string line = b;
-        if (s % 10 == 0) line.insert(line.find("\"lr\""), "\"val_loss\": " + std::to_string(5.4 - std::log(s) * 0.3) + ", ");
+        if (s % 10 == 0)
+            line.insert(line.find("\"lr\""), "\"val_loss\": " + std::to_string(5.4 - std::log(s) * 0.3) + ", ");
         if (s % 20 == 0)
             line += ", \"eval\": {\"task\": \"lambada\", \"examples\": 150, \"acc\": " + std::to_string(0.01 * s / 20) +
                     ", \"acc_stderr\": 0.005, \"perplexity\": 1234.5, \"seconds\": 2.5}";
@@ -69,8 +70,12 @@ std::vector<std::string> image_charts(const std::string& html) {
         int bits = 0;
         for (size_t i = a; i < e && html[i] != '='; i++) {
             const char c = html[i];
-            const int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
-                        : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+            const int d = c >= 'A' && c <= 'Z'   ? c - 'A'
+                          : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                          : c >= '0' && c <= '9' ? c - '0' + 52
+                          : c == '+'             ? 62
+                          : c == '/'             ? 63
+                                                 : -1;
             REQUIRE(d >= 0);
             v = v << 6 | d, bits += 6;
             if (bits >= 8) bits -= 8, bin += (char)(v >> bits & 0xFF);
@@ -107,15 +112,17 @@ const char* kHostileSvg =
     "<script>var d = document.createElement('div'); d.id = 'xss' + '-marker'; document.body.appendChild(d);</script>"
     "<rect width=\"50\" height=\"50\" fill=\"#000000\"/></svg>\n";
 bool marker_set(const std::string& dom) {
-    return dom.find("id=\"xss-marker\"") != std::string::npos || dom.find("data-xss-onload=\"ran\"") != std::string::npos;
+    return dom.find("id=\"xss-marker\"") != std::string::npos ||
+           dom.find("data-xss-onload=\"ran\"") != std::string::npos;
 }
 
 }  // namespace
 
 TEST_CASE("inspect/xml_check.h agrees with libxml2: both accept well-formed documents, both refuse the rest",
           "[report][xml]") {
-    for (const char* good : {"<?xml version=\"1.0\"?>\n<svg a=\"1\" b='2'><g/><text>a &amp; b &#x3C; &#60;</text></svg>\n",
-                             "<!DOCTYPE html>\n<html><body><!-- note --><p>x</p><![CDATA[<&>]]></body></html>"}) {
+    for (const char* good :
+         {"<?xml version=\"1.0\"?>\n<svg a=\"1\" b='2'><g/><text>a &amp; b &#x3C; &#60;</text></svg>\n",
+          "<!DOCTYPE html>\n<html><body><!-- note --><p>x</p><![CDATA[<&>]]></body></html>"}) {
         INFO(good);
         CHECK(xml_error(good) == "");
         CHECK(libxml_error(good) == "");
@@ -150,15 +157,16 @@ TEST_CASE("inspect/xml_check.h agrees with libxml2: both accept well-formed docu
     }
     // Stricter than XML, on purpose (nothing Prism writes has them): an internal DTD subset (entity expansion: the
     // "billion laughs") and processing instructions (an external stylesheet).
-    for (const char* strict : {"<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>", "<?xml-stylesheet href=\"x.css\"?><a/>",
-                               "<a><?pi x?></a>"}) {
+    for (const char* strict :
+         {"<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>", "<?xml-stylesheet href=\"x.css\"?><a/>", "<a><?pi x?></a>"}) {
         INFO(strict);
         CHECK(xml_error(strict) != "");
         CHECK(libxml_error(strict) == "");
     }
     // What xml_check accepts beyond the cases above (the root's name and attributes are what report reads).
     XmlRoot root;
-    CHECK(xml_error("<?xml version='1.0'?><!-- c --><svg xmlns='http://www.w3.org/2000/svg' w='&amp;'><a/></svg>", &root) == "");
+    CHECK(xml_error("<?xml version='1.0'?><!-- c --><svg xmlns='http://www.w3.org/2000/svg' w='&amp;'><a/></svg>",
+                    &root) == "");
     CHECK(root.name == "svg");
     REQUIRE(root.attr("xmlns"));
     CHECK(*root.attr("xmlns") == "http://www.w3.org/2000/svg");
@@ -177,7 +185,8 @@ TEST_CASE("inspect/xml_check.h agrees with libxml2: both accept well-formed docu
     CHECK(libxml_error(wide(2000)) == "");
 }
 
-TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and breaks at missing values", "[report][svg]") {
+TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and breaks at missing values",
+          "[report][svg]") {
     CHECK(svg::xml_escape("a<b>&\"c'\x01\xC3") == "a&lt;b&gt;&amp;&quot;c&#39;\xEF\xBF\xBD");
     svg::Chart c;
     c.title = "Loss <of> \"R&D\"", c.xlabel = "tokens", c.ylabel = "loss";
@@ -237,8 +246,8 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     const std::string doc = svg::document(svg::render(chart));
     write_atomically(dir + "/an/attention_distance.svg", {{doc.data(), doc.size()}});
     write_atomically(dir + "/an/broken.svg", {{"<svg><g></svg>", 14}});
-    Result r = sh("./report " + dir + "/uniform " + dir + "/prism '" + dir + "/x&y' --analyze " + dir + "/an -o " + dir +
-                  "/report.html --title 'tiny <runs>'");
+    Result r = sh("./report " + dir + "/uniform " + dir + "/prism '" + dir + "/x&y' --analyze " + dir + "/an -o " +
+                  dir + "/report.html --title 'tiny <runs>'");
     INFO(r.out);
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("warning: " + dir + "/x&y/log.jsonl line 36 is torn") != std::string::npos);
@@ -247,9 +256,9 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     const std::string html = read_text(dir + "/report.html");
     CHECK(libxml_error(html) == "");
     if (sh("command -v xmllint").rc == 0) CHECK(sh("xmllint --noout " + dir + "/report.html").rc == 0);
-    for (const char* s : {"tiny &lt;runs&gt;", "x&amp;y", "Heads per layer", "Width per layer", "Training loss",
-                          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc %",
-                          "line 36 is torn"})
+    for (const char* s :
+         {"tiny &lt;runs&gt;", "x&amp;y", "Heads per layer", "Width per layer", "Training loss",
+          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc %", "line 36 is torn"})
         CHECK(html.find(s) != std::string::npos);
     CHECK(html.find("<script") == std::string::npos);
     const std::vector<std::string> charts = image_charts(html);  // analyze's chart, as an image of its file
@@ -261,8 +270,8 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     make_dirs(dir + "/empty");
     make_dirs(dir + "/blank");
     write_atomically(dir + "/blank/log.jsonl", {{"", 0}});
-    for (std::string bad : {dir + "/empty", dir + "/missing", dir + "/blank", dir + "/uniform --analyze " + dir + "/nope",
-                            std::string("")}) {
+    for (std::string bad : {dir + "/empty", dir + "/missing", dir + "/blank",
+                            dir + "/uniform --analyze " + dir + "/nope", std::string("")}) {
         Result e = sh("./report " + bad + " -o " + dir + "/bad.html");
         INFO(bad << ": " << e.out);
         CHECK(one_line_error(e));
@@ -321,11 +330,12 @@ TEST_CASE("report: no script from a run directory reaches the page; hostile char
     make_dirs(an);
     write_file(an + "/a_hostile.svg", kHostileSvg);
     // Script in the other places SVG and HTML run it: an HTML island, an animation setting an href, a link.
-    write_file(an + "/b_island.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><foreignObject width=\"9\" height=\"9\">"
-                                     "<body xmlns=\"http://www.w3.org/1999/xhtml\"><script>top.x=1</script></body>"
-                                     "</foreignObject><a href=\"javascript:alert(1)\"><set attributeName=\"href\" "
-                                     "to=\"javascript:alert(2)\"/><rect width=\"5\" height=\"5\"/></a>"
-                                     "<image href=\"file:///etc/passwd\"/></svg>");
+    write_file(an + "/b_island.svg",
+               "<svg xmlns=\"http://www.w3.org/2000/svg\"><foreignObject width=\"9\" height=\"9\">"
+               "<body xmlns=\"http://www.w3.org/1999/xhtml\"><script>top.x=1</script></body>"
+               "</foreignObject><a href=\"javascript:alert(1)\"><set attributeName=\"href\" "
+               "to=\"javascript:alert(2)\"/><rect width=\"5\" height=\"5\"/></a>"
+               "<image href=\"file:///etc/passwd\"/></svg>");
     struct Refused {
         std::string name, says;
     };
@@ -349,9 +359,10 @@ TEST_CASE("report: no script from a run directory reaches the page; hostile char
     std::string deep = "<svg xmlns=\"http://www.w3.org/2000/svg\">";
     for (int k = 0; k < 100000; k++) deep += "<g>";
     write_file(an + "/h_deep.svg", deep);
-    write_file(an + "/i_laughs.svg", "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b "
-                                     "\"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]><svg xmlns=\"http://www.w3.org/2000/svg\">"
-                                     "<text>&b;&b;&b;</text></svg>");
+    write_file(an + "/i_laughs.svg",
+               "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b "
+               "\"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]><svg xmlns=\"http://www.w3.org/2000/svg\">"
+               "<text>&b;&b;&b;</text></svg>");
     write_file(an + "/j_binary.svg", std::string("<svg xmlns=\"http://www.w3.org/2000/svg\">\xff\xfe</svg>"));
     make_dirs(an + "/k_dir.svg");
     write_file(an + "/\"><img src=x onerror=alert(3)>.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><g></svg>");
@@ -369,12 +380,13 @@ TEST_CASE("report: no script from a run directory reaches the page; hostile char
     const std::string html = read_text(dir + "/page.html");
     CHECK(libxml_error(html) == "");
     // The policy comes first in <head> and forbids script; nothing anywhere in the page is script or a handler.
-    const size_t csp = html.find("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-                                 "script-src 'none'; object-src 'none'; img-src data:; ");
+    const size_t csp = html.find(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "script-src 'none'; object-src 'none'; img-src data:; ");
     REQUIRE(csp != std::string::npos);
     CHECK(csp < html.find("<title>"));
-    for (const char* bad : {"<script", "javascript:", "<foreignObject", "<iframe", "<object", "<embed", "root:x:",
-                            "<img src=x"})
+    for (const char* bad :
+         {"<script", "javascript:", "<foreignObject", "<iframe", "<object", "<embed", "root:x:", "<img src=x"})
         CHECK(html.find(bad) == std::string::npos);
     const std::regex handler("\\son[a-z]*\\s*=", std::regex::icase);
     for (size_t at = html.find('<'); at != std::string::npos; at = html.find('<', at + 1)) {  // no handler in a tag
@@ -403,7 +415,9 @@ TEST_CASE("report: no script from a run directory reaches the page; hostile char
 
     // RUN/analyze named again with --analyze (or through a link) is shown once.
     REQUIRE(symlink(an.c_str(), (dir + "/an_link").c_str()) == 0);
-    REQUIRE(sh("./report " + run + " --analyze " + an + " --analyze " + dir + "/an_link -o " + dir + "/again.html").rc == 0);
+    REQUIRE(
+        sh("./report " + run + " --analyze " + an + " --analyze " + dir + "/an_link -o " + dir + "/again.html").rc ==
+        0);
     CHECK(image_charts(read_text(dir + "/again.html")).size() == 2);
 
     // Thirty broken charts: ten named, then one line for the rest.
@@ -436,16 +450,17 @@ TEST_CASE("report writes over none of its inputs: -o or --json naming a file it 
     std::vector<std::pair<std::string, std::string>> before;
     for (const char* f : {"r/log.jsonl", "r/eval.json", "r/model.bin", "r/analyze/c.svg"})
         before.push_back({f, read_text(dir + "/" + f)});
-    for (const std::string& args : {"-o " + run + "/log.jsonl", "-o " + run + "/model.bin", "-o " + run + "/eval.json",
-                                    "-o " + run + "/analyze/c.svg", "-o " + dir + "/link", "-o " + dir + "/hard",
-                                    "-o " + dir + "/rlink/log.jsonl", "-o " + dir + "/r/../r/log.jsonl",
-                                    "-o " + dir + "/p.html --json " + run + "/log.jsonl",
-                                    "-o " + dir + "/p.html --json " + dir + "/p.html"}) {
+    for (const std::string& args :
+         {"-o " + run + "/log.jsonl", "-o " + run + "/model.bin", "-o " + run + "/eval.json",
+          "-o " + run + "/analyze/c.svg", "-o " + dir + "/link", "-o " + dir + "/hard",
+          "-o " + dir + "/rlink/log.jsonl", "-o " + dir + "/r/../r/log.jsonl",
+          "-o " + dir + "/p.html --json " + run + "/log.jsonl", "-o " + dir + "/p.html --json " + dir + "/p.html"}) {
         Result e = sh("./report " + run + " " + args);
         INFO(args << ": " << e.out);
         CHECK(one_line_error(e));
-        CHECK((e.out.find("one of the files this report reads; write the report to another file") != std::string::npos ||
-               e.out.find("is the page's own file (-o)") != std::string::npos));
+        CHECK(
+            (e.out.find("one of the files this report reads; write the report to another file") != std::string::npos ||
+             e.out.find("is the page's own file (-o)") != std::string::npos));
     }
     CHECK(sh("./report " + run + " -o " + dir + "/link").out.find("is " + run + "/log.jsonl, one of the files") !=
           std::string::npos);
@@ -494,9 +509,10 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
                          "/analyze to show them); skipped") != std::string::npos);
         CHECK(r.out.find("report: note: " + st + "/notes.txt: it is a regular file, not a run directory; skipped") !=
               std::string::npos);
-        CHECK(r.out.find("report: note: " + st + "/starting: " + st + "/starting/log.jsonl holds no step (it is empty)") !=
-              std::string::npos);
-        CHECK((r.out.find("report: note: " + st + "/report.html: it is this report's own output (-o or --json); "
+        CHECK(r.out.find("report: note: " + st + "/starting: " + st +
+                         "/starting/log.jsonl holds no step (it is empty)") != std::string::npos);
+        CHECK((r.out.find("report: note: " + st +
+                          "/report.html: it is this report's own output (-o or --json); "
                           "skipped") != std::string::npos) == (k == 1));
         CHECK((r.out.find(st + "/report.json: it is this report's own output") != std::string::npos) == (k == 1));
         CHECK(libxml_error(read_text(st + "/report.html")) == "");
@@ -506,7 +522,8 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     INFO(a.out);
     REQUIRE(a.rc == 0);
     CHECK(a.out.find("(2 runs in 2 groups") != std::string::npos);
-    CHECK(a.out.find(st + "/analyze: it is not a run of the study " + st + " (no log.jsonl); skipped") != std::string::npos);
+    CHECK(a.out.find(st + "/analyze: it is not a run of the study " + st + " (no log.jsonl); skipped") !=
+          std::string::npos);
     CHECK(a.out.find(st + "/prism-s1: it is the run " + st + "/prism-s1 again; skipped") != std::string::npos);
     const std::string html = read_text(dir + "/a.html");
     CHECK(html.find("Skipped (not runs, or named twice): ") != std::string::npos);
@@ -529,7 +546,8 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("report: a run's file too large to read is named with its size, not only 'out of memory'", "[report][faults]") {
+TEST_CASE("report: a run's file too large to read is named with its size, not only 'out of memory'",
+          "[report][faults]") {
     char tmpl[] = "/tmp/prism_rep_big_XXXXXX";
     const std::string dir = mkdtemp(tmpl);
     write_run(dir + "/log", inspect_config("uniform", 256), 12, 900);
@@ -550,8 +568,10 @@ TEST_CASE("report: a run's file too large to read is named with its size, not on
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("report in a headless browser (chromium): a hostile chart's script does not run, and the page's policy "
-          "stops script that got in", "[report][browser]") {
+TEST_CASE(
+    "report in a headless browser (chromium): a hostile chart's script does not run, and the page's policy "
+    "stops script that got in",
+    "[report][browser]") {
     const std::string browser = find_browser();
     if (browser.empty()) {
         WARN("skipped: no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
@@ -564,8 +584,9 @@ TEST_CASE("report in a headless browser (chromium): a hostile chart's script doe
     make_dirs(run + "/analyze");
     write_file(run + "/analyze/a.svg", kHostileSvg);
     // A chart of one colour no chart of report's has (springgreen): where it shows, images render under the policy.
-    write_file(run + "/analyze/b.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"100\">"
-                                       "<rect width=\"200\" height=\"100\" fill=\"#00ff7f\"/></svg>");
+    write_file(run + "/analyze/b.svg",
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"100\">"
+               "<rect width=\"200\" height=\"100\" fill=\"#00ff7f\"/></svg>");
     REQUIRE(sh("./report " + run + " -o " + dir + "/report.html").rc == 0);
     const std::string page = read_text(dir + "/report.html");
     CHECK(!marker_set(rendered_dom(browser, dir + "/report.html")));
@@ -580,12 +601,15 @@ TEST_CASE("report in a headless browser (chromium): a hostile chart's script doe
     write_file(dir + "/no_policy.html", pasted.erase(a, pasted.find("/>", a) + 2 - a));
     CHECK(marker_set(rendered_dom(browser, dir + "/no_policy.html")));
     // The charts are shown: springgreen on the screenshot.
-    sh("cd '" + dir + "' && timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars "
-       "--window-size=1280,6000 --screenshot=" + dir + "/shot.png file://" + dir + "/report.html");
+    sh("cd '" + dir + "' && timeout 120 " + browser +
+       " --headless --no-sandbox --disable-gpu --hide-scrollbars "
+       "--window-size=1280,6000 --screenshot=" +
+       dir + "/shot.png file://" + dir + "/report.html");
     const Image im = read_png(dir + "/shot.png");
     REQUIRE(im.error == "");
     long green = 0;
-    for (size_t p = 0; p < im.rgb.size(); p += 3) green += im.rgb[p] == 0 && im.rgb[p + 1] == 0xff && im.rgb[p + 2] == 0x7f;
+    for (size_t p = 0; p < im.rgb.size(); p += 3)
+        green += im.rgb[p] == 0 && im.rgb[p + 1] == 0xff && im.rgb[p + 2] == 0x7f;
     INFO("springgreen pixels " << green);
     CHECK(green > 15000);  // most of the 200 x 100 chart
     sh("rm -rf '" + dir + "'");

@@ -99,10 +99,10 @@ TEST_CASE("prism preset obeys the three constraints and both design rules at eve
         INFO(p.name << " heads " << rle_list(layer_heads(c)));
         REQUIRE(warnings.empty());
         for (int l = 0; l < c.L(); l++) {
-            REQUIRE(c.d % c.layers[l].heads == 0);                           // divisibility
-            if (l) REQUIRE(c.layers[l].heads >= c.layers[l - 1].heads);      // monotonicity
+            REQUIRE(c.d % c.layers[l].heads == 0);                       // divisibility
+            if (l) REQUIRE(c.layers[l].heads >= c.layers[l - 1].heads);  // monotonicity
         }
-        REQUIRE(c.layers.back().heads == (p.xformer_recipe ? 16 : c.h_base) );  // boundary convergence
+        REQUIRE(c.layers.back().heads == (p.xformer_recipe ? 16 : c.h_base));  // boundary convergence
         Accounting a = account(c), b = account(uniform_baseline(c));
         REQUIRE(a.params == b.params);  // exactly: W_Q, W_K, W_V, W_O keep their shapes
         REQUIRE(a.flops_per_token == b.flops_per_token);
@@ -130,8 +130,9 @@ TEST_CASE("a width schedule keeps the model's head rule: h_base heads per layer;
     CHECK(rle_list(layer_widths(c)) == "192,128,96,64,32,192");
     CHECK(rle_list(layer_heads(c)) == "4x6");  // not the Xformer presets' 16: head_dim 2 would learn nothing
     REQUIRE(w.size() == 1);
-    CHECK(w[0] == "layer 5: head_dim below 16 (down to 8); such narrow heads learn little: use fewer heads "
-                  "(--heads, -s) or --head-dim");
+    CHECK(w[0] ==
+          "layer 5: head_dim below 16 (down to 8); such narrow heads learn little: use fewer heads "
+          "(--heads, -s) or --head-dim");
     CHECK(describe_config(c).find("heads 4x6 (h_base 4)") != std::string::npos);
     ModelConfig p = build(spec("tiny", "prism", "x"));
     CHECK(rle_list(layer_heads(p)) == "2x2,4x4");
@@ -170,8 +171,8 @@ TEST_CASE("uniform model is the ordinary transformer", "[schedule]") {
     REQUIRE(account(c).params == expect);
     REQUIRE((long long)param_layout(c).total == expect);
     // FLOPs: 2 x matrices + 4 T d per layer + 2 d V.
-    REQUIRE(account(c).flops_per_token == Approx(2.0 * (expect - 50257 * d - 12 * 4 * d - 2 * d) + 12 * 4.0 * 1024 * d +
-                                                 2.0 * d * 50257));
+    REQUIRE(account(c).flops_per_token ==
+            Approx(2.0 * (expect - 50257 * d - 12 * 4 * d - 2 * d) + 12 * 4.0 * 1024 * d + 2.0 * d * 50257));
     REQUIRE(account(c).kv_bytes_per_token == 12 * 4 * d);
 }
 
@@ -223,7 +224,8 @@ TEST_CASE("error: width list of the wrong length", "[schedule][errors]") {
     require_error(spec("tiny", "uniform", "128,128"), "width schedule has 2 entries but the model has 6 layers");
 }
 TEST_CASE("error: width off its quantum", "[schedule][errors]") {
-    require_error(spec("tiny", "uniform", "128,100,128,128,128,128"), "width 100 is not a multiple of the width quantum 32");
+    require_error(spec("tiny", "uniform", "128,100,128,128,128,128"),
+                  "width 100 is not a multiple of the width quantum 32");
 }
 TEST_CASE("error: unknown preset", "[schedule][errors]") {
     require_error(spec("125M"), "unknown preset '125M'; choose one of tiny, 124M");

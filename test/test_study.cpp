@@ -22,8 +22,8 @@
 
 TEST_CASE("the t distribution's quantiles and CDF match published tables", "[study][stats]") {
     // Two-sided 95% critical values t_{0.975, df} (any statistics table) and one-sided 95% ones.
-    const std::vector<std::pair<int, double>> t975 = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764},
-                                                      {5, 2.5706}, {10, 2.2281}, {30, 2.0423}, {120, 1.9799}};
+    const std::vector<std::pair<int, double>> t975 = {{1, 12.7062}, {2, 4.3027},  {3, 3.1824},  {4, 2.7764},
+                                                      {5, 2.5706},  {10, 2.2281}, {30, 2.0423}, {120, 1.9799}};
     for (const auto& [df, t] : t975) {
         INFO("df " << df);
         CHECK(stats::t_quantile(0.975, df) == Approx(t).margin(5e-5));
@@ -33,7 +33,7 @@ TEST_CASE("the t distribution's quantiles and CDF match published tables", "[stu
     CHECK(stats::t_quantile(0.95, 2) == Approx(2.9200).margin(5e-5));
     CHECK(stats::t_quantile(0.95, 10) == Approx(1.8125).margin(5e-5));
     CHECK(stats::t_quantile(0.025, 4) == Approx(-2.7764).margin(5e-5));
-    CHECK(stats::t_cdf(1, 1) == Approx(0.75).margin(1e-12));  // Cauchy: 1/2 + atan(1)/pi
+    CHECK(stats::t_cdf(1, 1) == Approx(0.75).margin(1e-12));               // Cauchy: 1/2 + atan(1)/pi
     CHECK(stats::t_quantile(0.975, 1e6) == Approx(1.95996).margin(5e-5));  // the normal's
     // Paired differences pair by key: only the common seeds count.
     stats::Paired p = stats::paired_difference(std::map<int, double>{{1, 2.0}, {2, 3.0}, {3, 4.5}, {9, 7}},
@@ -47,12 +47,13 @@ TEST_CASE("the t distribution's quantiles and CDF match published tables", "[stu
 
 TEST_CASE("the t distribution matches scipy's where scipy is installed", "[study][stats]") {
     // scipy.stats.t is an independent implementation (Cephes' incomplete beta); without scipy this is skipped.
-    const Result r = sh("python3 -c 'import scipy.stats as s\n"
-                        "for df in (1, 1.5, 2, 3, 7, 30, 1000):\n"
-                        "    for t in (-40, -5, -1, 0, 0.5, 2, 10):\n"
-                        "        print(\"cdf\", df, t, repr(float(s.t.cdf(t, df))))\n"
-                        "    for p in (1e-6, 0.025, 0.3, 0.5, 0.9, 0.975, 0.9999):\n"
-                        "        print(\"ppf\", df, p, repr(float(s.t.ppf(p, df))))'");
+    const Result r =
+        sh("python3 -c 'import scipy.stats as s\n"
+           "for df in (1, 1.5, 2, 3, 7, 30, 1000):\n"
+           "    for t in (-40, -5, -1, 0, 0.5, 2, 10):\n"
+           "        print(\"cdf\", df, t, repr(float(s.t.cdf(t, df))))\n"
+           "    for p in (1e-6, 0.025, 0.3, 0.5, 0.9, 0.975, 0.9999):\n"
+           "        print(\"ppf\", df, p, repr(float(s.t.ppf(p, df))))'");
     if (r.rc != 0) {
         WARN("scipy not importable, comparison skipped: " << r.out.substr(0, r.out.find('\n')));
         return;
@@ -162,22 +163,29 @@ TEST_CASE("--resume -o OUT alone continues a run bit-identically; a differing fl
 namespace {
 
 // A run directory as train_prism leaves it, with a record: log lines with a validation loss every 5 steps.
-void write_recorded_run(const std::string& dir, const std::string& heads, uint64_t seed, const std::vector<double>& vals) {
+void write_recorded_run(const std::string& dir, const std::string& heads, uint64_t seed,
+                        const std::vector<double>& vals) {
     make_dirs(dir);
     std::string log;
     for (size_t k = 0; k < vals.size(); k++) {
         const long step = 5 * (long)(k + 1);
         char b[256];
-        snprintf(b, sizeof b, "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
-                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n", step, step * 128,
-                 vals[k] + 0.1, vals[k], step * 0.1);
+        snprintf(b, sizeof b,
+                 "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
+                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n",
+                 step, step * 128, vals[k] + 0.1, vals[k], step * 0.1);
         log += b;
     }
     write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
     RunRecordWriter w;
     w.dir = dir;
-    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads}, {"--widths", "uniform"}, {"--lr", "0.003"},
-              {"--seed", std::to_string(seed)}, {"--out", dir}, {"--steps", std::to_string(5 * vals.size())}};
+    w.args = {{"--model", "tiny"},
+              {"--heads-schedule", heads},
+              {"--widths", "uniform"},
+              {"--lr", "0.003"},
+              {"--seed", std::to_string(seed)},
+              {"--out", dir},
+              {"--steps", std::to_string(5 * vals.size())}};
     w.model_json = w.plan_json = "{}";
     w.started = "2026-01-01T00:00:00Z";
     w.write("done", 5 * (long)vals.size(), true);
@@ -294,14 +302,17 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     }
     REQUIRE(sh("./build/prepare_eval hellaswag " + data + "/hs.jsonl -o " + data + "/hellaswag.bin").rc == 0);
     std::string m = micro(data, "X");
-    m = m.substr(std::string("./train_prism --vocab 256 ").size(), m.find(" -o ") - std::string("./train_prism --vocab 256 ").size());  // GPT-2 eval tokens need V 50257
+    m = m.substr(std::string("./train_prism --vocab 256 ").size(),
+                 m.find(" -o ") - std::string("./train_prism --vocab 256 ").size());  // GPT-2 eval tokens need V 50257
     const std::string base = "./study " + dir + " --heads uniform,1/2 --seeds 2 --eval-data " + data,
                       trainer = " -- " + m + " --steps 6", study = base + trainer;
     Result l = sh(base + " --list" + trainer);
     INFO(l.out);
     REQUIRE(l.rc == 0);
-    CHECK(l.out.find("1\tnew+eval\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir + "/uniform-uniform-s1 --d 32") == 0);
-    CHECK(l.out.find("4\tnew+eval\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") != std::string::npos);
+    CHECK(l.out.find("1\tnew+eval\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir +
+                     "/uniform-uniform-s1 --d 32") == 0);
+    CHECK(l.out.find("4\tnew+eval\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") !=
+          std::string::npos);
     // One run interrupted after 3 steps, as a job time limit would leave it.
     const std::string line4 = l.out.substr(l.out.find("4\tnew+eval\t") + 11);
     REQUIRE(sh(line4.substr(0, line4.find('\n')) + " --stop-after 3").rc == 0);
@@ -346,8 +357,9 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     // A study whose flags changed does not mix its runs with the old ones.
     Result changed = sh(study + " --lr 0.02");
     CHECK(one_line_error(changed));
-    CHECK(changed.out.find("is done with other flags than this study's: --lr 0.02 differs from the recorded --lr 0.01") !=
-          std::string::npos);
+    CHECK(
+        changed.out.find("is done with other flags than this study's: --lr 0.02 differs from the recorded --lr 0.01") !=
+        std::string::npos);
     // The report groups the study by heads and shows the evals' metrics with their paired differences.
     Result rep = sh("./report " + dir + "/* -o " + dir + "/r.html");
     INFO(rep.out);
@@ -355,9 +367,9 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     CHECK(rep.out.find("heads uniform (baseline)") != std::string::npos);
     CHECK(rep.out.find("hellaswag acc") != std::string::npos);
     // Bad input: one line each.
-    for (const std::string& bad : {std::string("./study"), "./study " + dir + " --recipe nope",
-                                   "./study " + dir + " --seeds 0", "./study " + dir + " -- --resume",
-                                   "./study " + dir + " --list --only 9 -- " + m}) {
+    for (const std::string& bad :
+         {std::string("./study"), "./study " + dir + " --recipe nope", "./study " + dir + " --seeds 0",
+          "./study " + dir + " -- --resume", "./study " + dir + " --list --only 9 -- " + m}) {
         Result e = sh(bad);
         INFO(bad << ": " << e.out);
         CHECK(one_line_error(e));
@@ -394,8 +406,10 @@ std::string wait_until(const std::string& cond) {
 
 }  // namespace
 
-TEST_CASE("study is a good parent: a stop signal reaches the trainer and the study exits with its code; a study "
-          "killed outright stops its trainer; a live trainer is named as the reason", "[study][cli][signals]") {
+TEST_CASE(
+    "study is a good parent: a stop signal reaches the trainer and the study exits with its code; a study "
+    "killed outright stops its trainer; a live trainer is named as the reason",
+    "[study][cli][signals]") {
     const std::string data = make_data_dir(), dir = data + "/s", run = dir + "/uniform-uniform-s1",
                       cmd = study_cmd(data, dir), logged = "[ -s " + run + "/log.jsonl ]";
     // SIGTERM to the study (Slurm's --signal=B:TERM with exec): the trainer checkpoints, the study exits 75 after it.
@@ -413,8 +427,10 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     // kill -9 to the study: the trainer is told by the kernel (its parent died) and stops with a checkpoint.
     const std::string before = read_text(run + "/latest");
     Result k = sh("(" + cmd + " > " + data + "/k.txt 2>&1 & pid=$!; " +
-                  wait_until("grep -q 'resumed from' " + run + "/train.log") + "sleep 1; echo \"trainer $(sed "
-                  "'s/^pid \\([0-9]*\\).*/\\1/' " + run + "/lock)\"; kill -9 $pid; wait $pid; echo \"study exit $?\")");
+                  wait_until("grep -q 'resumed from' " + run + "/train.log") +
+                  "sleep 1; echo \"trainer $(sed "
+                  "'s/^pid \\([0-9]*\\).*/\\1/' " +
+                  run + "/lock)\"; kill -9 $pid; wait $pid; echo \"study exit $?\")");
     INFO(k.out);
     CHECK(k.out.find("study exit 137") != std::string::npos);
     const size_t at = k.out.find("trainer ");
@@ -432,8 +448,9 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     REQUIRE(l.rc == 0);
     std::string line = l.out.substr(l.out.find('\t', l.out.find('\t') + 1) + 1);
     line = line.substr(0, line.find('\n'));
-    Result u = sh("(" + line + " >> " + run + "/train.log 2>&1 & pid=$!; " + wait_until("[ -s " + run + "/lock ] && grep -q \"pid $pid \" " + run + "/lock") +
-                  "sleep 1; " + cmd + "; echo \"study exit $?\"; kill -TERM $pid; wait $pid; echo \"live exit $?\")");
+    Result u = sh("(" + line + " >> " + run + "/train.log 2>&1 & pid=$!; " +
+                  wait_until("[ -s " + run + "/lock ] && grep -q \"pid $pid \" " + run + "/lock") + "sleep 1; " + cmd +
+                  "; echo \"study exit $?\"; kill -TERM $pid; wait $pid; echo \"live exit $?\")");
     INFO(u.out);
     CHECK(u.out.find("study exit 1") != std::string::npos);
     CHECK(u.out.find("live exit 75") != std::string::npos);
@@ -448,11 +465,12 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     }
     sh("chmod +x " + data + "/wrap.sh");
     const size_t stops = count(read_text(run + "/train.log"), "stopped by SIGUSR1");
-    Result g = sh("(" + study_cmd(data, dir, "--trainer " + data + "/wrap.sh") + " > " + data + "/g.txt 2>&1 & pid=$!; " +
-                  wait_until("[ \"$(grep -c '^step' " + run + "/train.log)\" -gt " +
-                             std::to_string(count(read_text(run + "/train.log"), "\nstep")) + " ]") +
-                  "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- '^/[^ ]*/train_prism .*-o " + run +
-                  " ' || echo 'no trainer left')");
+    Result g =
+        sh("(" + study_cmd(data, dir, "--trainer " + data + "/wrap.sh") + " > " + data + "/g.txt 2>&1 & pid=$!; " +
+           wait_until("[ \"$(grep -c '^step' " + run + "/train.log)\" -gt " +
+                      std::to_string(count(read_text(run + "/train.log"), "\nstep")) + " ]") +
+           "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- '^/[^ ]*/train_prism .*-o " + run +
+           " ' || echo 'no trainer left')");
     INFO(g.out);
     CHECK(g.out.find("study exit 138") != std::string::npos);  // the script's own end: 128 + SIGUSR1
     CHECK(g.out.find("no trainer left") != std::string::npos);
@@ -460,14 +478,17 @@ TEST_CASE("study is a good parent: a stop signal reaches the trainer and the stu
     sh("rm -rf '" + data + "'");
 }
 
-TEST_CASE("study: train.log is a regular file of the run's own; a failed run's reason is its own error line, and "
-          "a log that cannot be written says so", "[study][cli][trainlog]") {
+TEST_CASE(
+    "study: train.log is a regular file of the run's own; a failed run's reason is its own error line, and "
+    "a log that cannot be written says so",
+    "[study][cli][trainlog]") {
     const std::string data = make_data_dir(), dir = data + "/s", run = dir + "/uniform-uniform-s1";
     REQUIRE(sh("mkdir -p " + run + " && echo mine > " + data + "/outside.txt").rc == 0);
     // A FIFO is refused at once (not waited on), a link is not followed, a second name of an outside file refused.
     for (const auto& [make, says] : std::vector<std::pair<std::string, std::string>>{
              {"mkfifo " + run + "/train.log", run + "/train.log is a FIFO, not the log the study writes; remove it"},
-             {"ln -s " + data + "/outside.txt " + run + "/train.log", run + "/train.log is a symbolic link, not the log"},
+             {"ln -s " + data + "/outside.txt " + run + "/train.log",
+              run + "/train.log is a symbolic link, not the log"},
              {"ln " + data + "/outside.txt " + run + "/train.log", run + "/train.log has 2 names (a hard link)"},
              {"mkfifo " + run + "/eval.log", run + "/eval.log is a FIFO"}}) {
         sh("rm -f " + run + "/train.log " + run + "/eval.log; " + make);
@@ -489,11 +510,14 @@ TEST_CASE("study: train.log is a regular file of the run's own; a failed run's r
         sh("chmod +x " + data + "/" + name);
         return " --trainer " + data + "/" + name;
     };
-    Result e = sh(study_cmd(data, dir, stub("err.sh", "echo 'step 1/9 | loss 5'; echo 'train_prism: error: the real "
-                                                      "reason' >&2; echo 'step 1224/3000 | loss 3.1'; exit 1")));
+    Result e = sh(study_cmd(data, dir,
+                            stub("err.sh",
+                                 "echo 'step 1/9 | loss 5'; echo 'train_prism: error: the real "
+                                 "reason' >&2; echo 'step 1224/3000 | loss 3.1'; exit 1")));
     INFO(e.out);
     CHECK(e.rc == 1);
-    CHECK(e.out.find("study: uniform-uniform-s1 failed (exit 1): train_prism: error: the real reason\n") != std::string::npos);
+    CHECK(e.out.find("study: uniform-uniform-s1 failed (exit 1): train_prism: error: the real reason\n") !=
+          std::string::npos);
     Result n = sh(study_cmd(data, dir, stub("noerr.sh", "echo 'step 1/9 | loss 5'; echo 'last words'; exit 3")));
     INFO(n.out);
     CHECK(n.out.find("study: uniform-uniform-s1 failed (exit 3): last words\n") != std::string::npos);
@@ -502,8 +526,8 @@ TEST_CASE("study: train.log is a regular file of the run's own; a failed run's r
     CHECK(q.out.find("failed (exit 2): no output in " + run + "/train.log\n") != std::string::npos);
     Result x = sh(study_cmd(data, dir, " --trainer " + data + "/nonexistent"));
     INFO(x.out);
-    CHECK(x.out.find("failed (exit 127): study: error: cannot run " + data + "/nonexistent: No such file or directory") !=
-          std::string::npos);
+    CHECK(x.out.find("failed (exit 127): study: error: cannot run " + data +
+                     "/nonexistent: No such file or directory") != std::string::npos);
     // The log records each invocation's command and exit.
     const std::string log = read_text(run + "/train.log");
     CHECK(log.find("study: ") == 0);
@@ -515,11 +539,14 @@ TEST_CASE("study: train.log is a regular file of the run's own; a failed run's r
     sh("rm -f " + run + "/train.log; head -c 4096 /dev/zero > " + run + "/train.log");
     Result f1 = sh("ulimit -f 8; " + study_cmd(data, dir, stub("ok.sh", "exit 0")));
     INFO(f1.out);
-    CHECK(f1.out.find("failed (exit 1): cannot write " + run + "/train.log: File too large (over the file-size limit, "
+    CHECK(f1.out.find("failed (exit 1): cannot write " + run +
+                      "/train.log: File too large (over the file-size limit, "
                       "ulimit -f?); the run was not started") != std::string::npos);
     sh("rm -f " + run + "/train.log");
-    Result f2 = sh("ulimit -f 8; " + study_cmd(data, dir, stub("fill.sh", "i=0; while [ $i -lt 200 ]; do echo \"step $i/9 "
-                                                                          "| loss 5\"; i=$((i+1)); done; exit 1")));
+    Result f2 = sh("ulimit -f 8; " + study_cmd(data, dir,
+                                               stub("fill.sh",
+                                                    "i=0; while [ $i -lt 200 ]; do echo \"step $i/9 "
+                                                    "| loss 5\"; i=$((i+1)); done; exit 1")));
     INFO(f2.out);
     CHECK(f2.out.find("failed (exit 1): step ") != std::string::npos);
     CHECK(f2.out.find("(and " + run + "/train.log cannot be written: File too large") != std::string::npos);
@@ -536,8 +563,9 @@ TEST_CASE("study refuses a grid of identical models; a head schedule that is the
         Result r = sh("./study " + dir + " --heads " + heads + " --seeds 1 -- " + m + " --steps 2");
         INFO(heads << ": " << r.out);
         CHECK(one_line_error(r));
-        CHECK(r.out.find("give the same model here (2 layers, heads 2,2, widths 32,32): the study would compare a model "
-                         "with itself") != std::string::npos);
+        CHECK(
+            r.out.find("give the same model here (2 layers, heads 2,2, widths 32,32): the study would compare a model "
+                       "with itself") != std::string::npos);
     }
     CHECK(!is_dir(dir));
     Result w = sh("./train_prism " + m + " -s prism --plan");

@@ -82,10 +82,10 @@ TEST_CASE("gpt2 tokenizer: contractions are lower-case ASCII only, as in GPT-2's
     const Tokenizer& t = gpt2();
     CHECK(t.encode("I'm sure you'll see we've done what they'd said: it's theirs.") ==
           V{40, 1101, 1654, 345, 1183, 766, 356, 1053, 1760, 644, 484, 1549, 531, 25, 340, 338, 22021, 13});
-    CHECK(t.encode("IT'S DON'T WE'LL") == V{2043, 6, 50, 23917, 6, 51, 12887, 6, 3069});  // 'S is ' + S
+    CHECK(t.encode("IT'S DON'T WE'LL") == V{2043, 6, 50, 23917, 6, 51, 12887, 6, 3069});    // 'S is ' + S
     CHECK(t.encode("you\u2019re it\u2019s") == V{5832, 447, 247, 260, 340, 447, 247, 82});  // curly apostrophe
-    CHECK(t.encode(" 'll") == V{705, 297});       // a space before ' makes it punctuation
-    CHECK(t.encode("'''s") == V{7061, 6, 82});     // the punctuation run takes the last '
+    CHECK(t.encode(" 'll") == V{705, 297});     // a space before ' makes it punctuation
+    CHECK(t.encode("'''s") == V{7061, 6, 82});  // the punctuation run takes the last '
 }
 
 TEST_CASE("gpt2 tokenizer: a whitespace run leaves its last space to the next word", "[tokenizer]") {
@@ -103,8 +103,9 @@ TEST_CASE("gpt2 tokenizer: emoji, CJK, Cyrillic, accents and digits", "[tokenize
     const Tokenizer& t = gpt2();
     CHECK(t.encode("emoji \U0001F44B\U0001F30D \U0001F468\u200d\U0001F469\u200d\U0001F467") ==
           V{368, 31370, 50169, 233, 8582, 234, 235, 50169, 101, 447, 235, 41840, 102, 447, 235, 41840, 100});
-    CHECK(t.encode("中文字符 日本語 한국어") == V{40792, 23877, 229, 27764, 245, 163, 105, 99, 10545, 245, 98, 17312,
-                                                 105, 45739, 252, 220, 47991, 250, 166, 113, 255, 168, 244, 112});
+    CHECK(t.encode("中文字符 日本語 한국어") == V{40792, 23877, 229, 27764, 245, 163,   105, 99,
+                                                  10545, 245,   98,  17312, 105, 45739, 252, 220,
+                                                  47991, 250,   166, 113,   255, 168,   244, 112});
     CHECK(t.encode("Привет мир") == V{140, 253, 21169, 18849, 38857, 16843, 20375, 12466, 120, 18849, 21169});
     CHECK(t.encode("café naïve") == V{66, 1878, 2634, 41492});
     CHECK(t.encode("12345 3.14159 1,000,000") == V{10163, 2231, 513, 13, 1415, 19707, 352, 11, 830, 11, 830});
@@ -115,12 +116,13 @@ TEST_CASE("gpt2 tokenizer: invalid UTF-8 bytes are symbols that keep their own b
     // symbol character), tiktoken's BPE on each piece's original bytes.
     const Tokenizer& t = gpt2();
     CHECK(t.encode("\xff") == V{187});
-    CHECK(t.encode("a\xff" "b") == V{64, 187, 65});
-    CHECK(t.encode(" \xff\xfe!") == V{220, 187, 186, 0});             // one symbol piece with the space
-    CHECK(t.encode("caf\xe9 ok") == V{66, 1878, 165, 12876});          // Latin-1 e-acute: not a letter
+    CHECK(t.encode("a\xff"
+                   "b") == V{64, 187, 65});
+    CHECK(t.encode(" \xff\xfe!") == V{220, 187, 186, 0});                        // one symbol piece with the space
+    CHECK(t.encode("caf\xe9 ok") == V{66, 1878, 165, 12876});                    // Latin-1 e-acute: not a letter
     CHECK(t.encode("\xe2\x82 euro \xe2\x82\xac") == V{158, 224, 11063, 10432});  // truncated, then whole euro sign
-    CHECK(t.encode("it\xff's") == V{270, 187, 6, 82});                 // the symbol run takes the apostrophe
-    CHECK(t.encode("\xc0\x80\xed\xa0\x80") == V{124, 222, 169, 254, 222});  // overlong NUL, UTF-16 surrogate
+    CHECK(t.encode("it\xff's") == V{270, 187, 6, 82});                           // the symbol run takes the apostrophe
+    CHECK(t.encode("\xc0\x80\xed\xa0\x80") == V{124, 222, 169, 254, 222});       // overlong NUL, UTF-16 surrogate
 }
 
 TEST_CASE("gpt2 tokenizer: long pieces take the heap merge and agree with tiktoken", "[tokenizer]") {
@@ -141,9 +143,32 @@ TEST_CASE("gpt2 tokenizer: decode(encode(x)) == x on arbitrary bytes", "[tokeniz
     const Tokenizer& t = gpt2();
     std::mt19937_64 rng(20240520);
     // Pieces to glue: valid multi-byte characters, their fragments, spaces of all kinds, apostrophes.
-    const char* frags[] = {"a", "Z", "7", " ", "  ", "\n", "\r\n", "\t", "'", "'s", "\xc3\xa9", "\xe4\xb8\xad",
-                           "\xf0\x9f\x98\x80", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x99", "\xc3", "\xe4\xb8",
-                           "\xf0\x9f", "\x80", "\xff", "\xed\xa0\x80", "\xc0\xaf", "\x00", "!", "\xea\x9f\x9a"};
+    const char* frags[] = {"a",
+                           "Z",
+                           "7",
+                           " ",
+                           "  ",
+                           "\n",
+                           "\r\n",
+                           "\t",
+                           "'",
+                           "'s",
+                           "\xc3\xa9",
+                           "\xe4\xb8\xad",
+                           "\xf0\x9f\x98\x80",
+                           "\xc2\xa0",
+                           "\xe3\x80\x80",
+                           "\xe2\x80\x99",
+                           "\xc3",
+                           "\xe4\xb8",
+                           "\xf0\x9f",
+                           "\x80",
+                           "\xff",
+                           "\xed\xa0\x80",
+                           "\xc0\xaf",
+                           "\x00",
+                           "!",
+                           "\xea\x9f\x9a"};
     for (int it = 0; it < 3000; it++) {
         std::string s;
         size_t len = rng() % 200;
@@ -180,8 +205,19 @@ TEST_CASE("gpt2 tokenizer: the ASCII shortcut splits exactly as PCRE2, on every 
     const Tokenizer& t = gpt2();
     Tokenizer pcre_only = t;
     pcre_only.disable_ascii_shortcut();
-    const std::vector<std::string> alphabet = {"a", "s", "r", "e", "1", "!", "'", " ", "\n", "\xc3\xa9" /* e-acute */,
-                                               "\xd9\xa3" /* Arabic-Indic 3 */, "\xc2\xa0" /* NBSP */, "\xff"};
+    const std::vector<std::string> alphabet = {"a",
+                                               "s",
+                                               "r",
+                                               "e",
+                                               "1",
+                                               "!",
+                                               "'",
+                                               " ",
+                                               "\n",
+                                               "\xc3\xa9" /* e-acute */,
+                                               "\xd9\xa3" /* Arabic-Indic 3 */,
+                                               "\xc2\xa0" /* NBSP */,
+                                               "\xff"};
     size_t A = alphabet.size(), checked = 0, bad = 0;
     for (int len = 1; len <= 5; len++) {
         size_t total = 1;
@@ -208,7 +244,10 @@ TEST_CASE("gpt2 tokenizer: encode is thread-safe", "[tokenizer]") {
     std::vector<V> serial, parallel(texts.size());
     for (auto& s : texts) serial.push_back(t.encode(s));
     std::vector<std::thread> th;
-    for (size_t k = 0; k < texts.size(); k++) th.emplace_back([&, k] { for (int r = 0; r < 3; r++) parallel[k] = t.encode(texts[k]); });
+    for (size_t k = 0; k < texts.size(); k++)
+        th.emplace_back([&, k] {
+            for (int r = 0; r < 3; r++) parallel[k] = t.encode(texts[k]);
+        });
     for (auto& x : th) x.join();
     CHECK(parallel == serial);
 }
@@ -232,9 +271,15 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
         std::string s;
         for (unsigned char c : bytes) {
             int cp = spell[c];
-            if (cp == '"' || cp == '\\') { s += '\\'; s += char(cp); }
-            else if (cp < 0x80) s += char(cp);
-            else { char buf[16]; snprintf(buf, sizeof buf, "\\u%04x", cp); s += buf; }
+            if (cp == '"' || cp == '\\') {
+                s += '\\';
+                s += char(cp);
+            } else if (cp < 0x80) s += char(cp);
+            else {
+                char buf[16];
+                snprintf(buf, sizeof buf, "\\u%04x", cp);
+                s += buf;
+            }
         }
         return s;
     };
@@ -243,7 +288,10 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
         for (unsigned char c : bytes) {
             int cp = spell[c];
             if (cp < 0x80) s += char(cp);
-            else { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
+            else {
+                s += char(0xC0 | (cp >> 6));
+                s += char(0x80 | (cp & 0x3F));
+            }
         }
         return s;
     };
@@ -280,7 +328,8 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
     for (const char* ej_bad : {"{\"a\": 1,}", "[1, 2]", "{\"a\": -1}", "{\"a\": 1.5}", "{\"a\": \"1\"}"}) {
         write_file(dir + "/encoder.json", ej_bad);
         err = load_error(dir);
-        CHECK_THAT(err, Catch::Contains("encoder.json is not a valid encoder.json") && Catch::Contains("get_tokenizer.sh"));
+        CHECK_THAT(err,
+                   Catch::Contains("encoder.json is not a valid encoder.json") && Catch::Contains("get_tokenizer.sh"));
         CHECK(err.find('\n') == std::string::npos);
     }
     CHECK_THAT(err, Catch::Contains("not a non-negative integer"));
@@ -289,7 +338,8 @@ TEST_CASE("gpt2 tokenizer: encoder.json + vocab.bpe load the same tokenizer as t
     rmdir(dir.c_str());
 }
 
-TEST_CASE("util/utf8.h: every scalar value is written as one well-formed sequence that reads back as itself", "[tokenizer]") {
+TEST_CASE("util/utf8.h: every scalar value is written as one well-formed sequence that reads back as itself",
+          "[tokenizer]") {
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         if (cp >= 0xD800 && cp <= 0xDFFF) continue;
         std::string s;

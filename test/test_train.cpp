@@ -17,7 +17,6 @@
 #include "run/checkpoint.h"
 #include "test/train_util.h"
 
-
 TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
     std::string dir = make_data_dir();
     Result a = sh(micro(dir, dir + "/straight") + " --steps 40");
@@ -60,7 +59,8 @@ TEST_CASE("a torn checkpoint never replaces the last good one", "[train]") {
     REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 3").rc == 0);
     // A crash while writing the next checkpoint leaves a partial .tmp directory behind.
     REQUIRE(sh("mkdir -p " + out + "/step_00000006.tmp && head -c 100 " + out + "/step_00000003/model.bin > " + out +
-               "/step_00000006.tmp/model.bin").rc == 0);
+               "/step_00000006.tmp/model.bin")
+                .rc == 0);
     Result r = sh(micro(dir, out) + " --steps 6 --resume");
     INFO(r.out);
     REQUIRE(r.rc == 0);
@@ -171,7 +171,7 @@ TEST_CASE("model.bin round-trips the config and every parameter", "[train][check
     REQUIRE(m.cfg.mlp_ratio == c.mlp_ratio);
     TrainState s;
     s.step = 5, s.tokens = 999, s.rng = 42;
-    s.loader = {1, 2, 3};  // a length that is not a multiple of 8
+    s.loader = {1, 2, 3};                        // a length that is not a multiple of 8
     s.m = p, s.v = std::vector<float>(P, 0.5f);  // v, a mean of squares, is never negative
     save_state(dir + "/s.bin", s);
     TrainState r = load_state(dir + "/s.bin", P);

@@ -32,7 +32,8 @@ inline std::string make_data_dir() {
 
 inline std::string micro(const std::string& dir, const std::string& out) {
     return "./train_prism --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --lr 1e-2 --val-every 10 "
-           "--val-tokens 256 --train '" + dir + "/syn_train_*.bin' --val '" + dir + "/syn_val_*.bin' -o " + out;
+           "--val-tokens 256 --train '" +
+           dir + "/syn_train_*.bin' --val '" + dir + "/syn_val_*.bin' -o " + out;
 }
 
 // step -> the full JSON line, from OUT/log.jsonl
@@ -49,9 +50,7 @@ inline std::map<long, std::string> read_log(const std::string& path) {
 }
 
 // The loss fields of a log line (train and val loss, lr and norm, without timings).
-inline std::string losses_of(const std::string& line) {
-    return line.substr(0, line.find(", \"tokens_per_s\""));
-}
+inline std::string losses_of(const std::string& line) { return line.substr(0, line.find(", \"tokens_per_s\"")); }
 
 // A failed run: non-zero exit, and the error is the output's last line, the only one saying "error:" (what
 // the run printed before finding the problem, such as the model summary, may precede it).

@@ -78,7 +78,8 @@ inline size_t ascii_piece_end(const unsigned char* s, size_t n, size_t pos) {
     if (c == '\'' && pos + 1 < n) {
         unsigned char d = s[pos + 1];
         if (d == 's' || d == 't' || d == 'm' || d == 'd') return pos + 2;
-        if (pos + 2 < n && ((d == 'r' && s[pos + 2] == 'e') || (d == 'v' && s[pos + 2] == 'e') || (d == 'l' && s[pos + 2] == 'l')))
+        if (pos + 2 < n &&
+            ((d == 'r' && s[pos + 2] == 'e') || (d == 'v' && s[pos + 2] == 'e') || (d == 'l' && s[pos + 2] == 'l')))
             return pos + 3;
     }
     size_t i = pos;

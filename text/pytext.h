@@ -25,7 +25,10 @@ inline std::vector<uint32_t> decode(std::string_view s) {
     const unsigned char* p = (const unsigned char*)s.data();
     for (size_t i = 0; i < s.size();) {
         size_t k = utf8_seq_len(p, i, s.size());
-        if (k == 0) { cps.push_back(0xDC00 + p[i]), i++; continue; }
+        if (k == 0) {
+            cps.push_back(0xDC00 + p[i]), i++;
+            continue;
+        }
         cps.push_back(utf8_code_point(p, i, k)), i += k;
     }
     return cps;
@@ -60,7 +63,8 @@ inline std::string rstrip(std::string_view s) { return strip(s, false, true); }
 inline std::string replace(std::string_view s, std::string_view from, std::string_view to) {
     std::string out;
     size_t i = 0;
-    for (size_t j; (j = s.find(from, i)) != std::string_view::npos; i = j + from.size()) out.append(s, i, j - i), out += to;
+    for (size_t j; (j = s.find(from, i)) != std::string_view::npos; i = j + from.size())
+        out.append(s, i, j - i), out += to;
     return out.append(s.substr(i));
 }
 

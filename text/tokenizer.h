@@ -50,15 +50,27 @@ namespace tokenizer_detail {
 // ---- byte-string hashing ----------------------------------------------------------------------------------
 
 inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 32; x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32; x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
     return x ^ (x >> 32);
 }
 
 inline uint64_t hash_bytes(const char* p, size_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0x100000001b3ull);
-    while (n >= 8) { uint64_t w; memcpy(&w, p, 8); h = mix64(h ^ w); p += 8; n -= 8; }
-    if (n) { uint64_t w = 0; memcpy(&w, p, n); h = mix64(h ^ w ^ 0xff00000000000000ull); }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = mix64(h ^ w);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        memcpy(&w, p, n);
+        h = mix64(h ^ w ^ 0xff00000000000000ull);
+    }
     return h;
 }
 
@@ -66,18 +78,30 @@ inline uint64_t hash_bytes(const char* p, size_t n) {
 // the lookups are the encoder's hot loop and their tables (2 MB each) should stay in cache.
 
 // The first 12 bytes of a byte string, zero-padded: with the length, the whole key of 99% of GPT-2's tokens.
-struct Prefix12 { uint64_t a = 0; uint32_t b = 0; };
+struct Prefix12 {
+    uint64_t a = 0;
+    uint32_t b = 0;
+};
 inline Prefix12 prefix12(const char* p, size_t n) {
     Prefix12 k;
-    if (n >= 12) { memcpy(&k.a, p, 8); memcpy(&k.b, p + 8, 4); }
-    else if (n > 8) { memcpy(&k.a, p, 8); memcpy(&k.b, p + 8, n - 8); }
-    else memcpy(&k.a, p, n);
+    if (n >= 12) {
+        memcpy(&k.a, p, 8);
+        memcpy(&k.b, p + 8, 4);
+    } else if (n > 8) {
+        memcpy(&k.a, p, 8);
+        memcpy(&k.b, p + 8, n - 8);
+    } else memcpy(&k.a, p, n);
     return k;
 }
 
 // Open-addressing map from a token's bytes to its rank (linear probing, load factor <= 1/2).
 struct BytesToRank {
-    struct Slot { uint64_t a; uint32_t b; uint16_t len; uint16_t rank; };  // len 0: empty
+    struct Slot {
+        uint64_t a;
+        uint32_t b;
+        uint16_t len;
+        uint16_t rank;
+    };  // len 0: empty
     std::vector<Slot> slots;
     size_t mask = 0;
 
@@ -107,7 +131,8 @@ struct BytesToRank {
         for (size_t i = h & mask;; i = (i + 1) & mask) {
             const Slot& s = slots[i];
             if (s.len == 0) return -1;
-            if (s.a == k.a && s.b == k.b && s.len == n && (n <= 12 || memcmp(arena + off[s.rank] + 12, p + 12, n - 12) == 0))
+            if (s.a == k.a && s.b == k.b && s.len == n &&
+                (n <= 12 || memcmp(arena + off[s.rank] + 12, p + 12, n - 12) == 0))
                 return s.rank;
         }
     }
@@ -152,7 +177,7 @@ struct PairToRank {
 }  // namespace tokenizer_detail
 
 class Tokenizer {
- public:
+  public:
     // A .tiktoken ranks file, or a directory holding encoder.json + vocab.bpe. Throws std::runtime_error with a
     // one-line message naming the file and what to do.
     static Tokenizer load(const std::string& path);
@@ -160,7 +185,11 @@ class Tokenizer {
     // Appends the tokens of `text` (raw bytes; invalid UTF-8 allowed, see the top of the file). Ordinary text
     // only: "<|endoftext|>" inside text is encoded as the characters it is made of.
     void encode(std::string_view text, std::vector<int>& out) const;
-    std::vector<int> encode(std::string_view text) const { std::vector<int> v; encode(text, v); return v; }
+    std::vector<int> encode(std::string_view text) const {
+        std::vector<int> v;
+        encode(text, v);
+        return v;
+    }
 
     // The bytes of the tokens, concatenated (may be invalid UTF-8 when a multi-byte character is split across
     // a window boundary). Throws std::out_of_range on an id outside [0, V).
@@ -176,7 +205,7 @@ class Tokenizer {
     int eot() const { return n_ranks_; }             // 50256: the id after the last BPE rank
     int vocab_size() const { return n_ranks_ + 1; }  // 50257
 
- private:
+  private:
     static constexpr int kGpt2Ranks = 50256;
     static constexpr const char* kEotText = "<|endoftext|>";
 
@@ -321,7 +350,8 @@ inline void Tokenizer::build(std::vector<std::string> ranks, const std::string& 
     len_.resize(n_ranks_ + 1);
     for (int r = 0; r < n_ranks_; r++) {
         if (ranks[r].empty())
-            fail("tokenizer: " + what + " has no token for rank " + std::to_string(r) + "; the file is corrupt, re-run data/get_tokenizer.sh");
+            fail("tokenizer: " + what + " has no token for rank " + std::to_string(r) +
+                 "; the file is corrupt, re-run data/get_tokenizer.sh");
         off_[r] = bytes_.size();
         len_[r] = ranks[r].size();
         bytes_ += ranks[r];
@@ -332,20 +362,23 @@ inline void Tokenizer::build(std::vector<std::string> ranks, const std::string& 
     bytes_ += kEotText;
     for (int b = 0; b < 256; b++)
         if (byte_rank_[b] < 0)
-            fail("tokenizer: " + what + " lacks the single-byte token " + std::to_string(b) + "; not a byte-level BPE file, re-run data/get_tokenizer.sh");
+            fail("tokenizer: " + what + " lacks the single-byte token " + std::to_string(b) +
+                 "; not a byte-level BPE file, re-run data/get_tokenizer.sh");
 
     std::vector<uint32_t> o(off_.begin(), off_.end() - 1), l(len_.begin(), len_.end() - 1);
     whole_.build(bytes_, o, l);
     for (int r = 0; r < n_ranks_; r++)
         if (whole_.find(bytes_.data(), off_.data(), bytes_.data() + off_[r], len_[r]) != r)
-            fail("tokenizer: " + what + " lists the bytes of rank " + std::to_string(r) + " twice; the file is corrupt, re-run data/get_tokenizer.sh");
+            fail("tokenizer: " + what + " lists the bytes of rank " + std::to_string(r) +
+                 " twice; the file is corrupt, re-run data/get_tokenizer.sh");
 
     // Every split of every token into two tokens (see PairToRank).
     std::vector<std::array<int, 3>> pairs;
     for (int r = 0; r < n_ranks_; r++) {
         const char* p = bytes_.data() + off_[r];
         for (size_t k = 1; k < len_[r]; k++) {
-            int a = whole_.find(bytes_.data(), off_.data(), p, k), b = whole_.find(bytes_.data(), off_.data(), p + k, len_[r] - k);
+            int a = whole_.find(bytes_.data(), off_.data(), p, k),
+                b = whole_.find(bytes_.data(), off_.data(), p + k, len_[r] - k);
             if (a >= 0 && b >= 0) pairs.push_back({a, b, r});
         }
     }
@@ -355,12 +388,13 @@ inline void Tokenizer::build(std::vector<std::string> ranks, const std::string& 
     int err;
     PCRE2_SIZE erroff;
     std::string pat = gpt2_pattern();
-    pcre2_code* code = pcre2_compile((PCRE2_SPTR)pat.data(), pat.size(), PCRE2_UTF | PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK,
-                                     &err, &erroff, nullptr);
+    pcre2_code* code = pcre2_compile((PCRE2_SPTR)pat.data(), pat.size(),
+                                     PCRE2_UTF | PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, &err, &erroff, nullptr);
     if (!code) {
         PCRE2_UCHAR buf[256];
         pcre2_get_error_message(err, buf, sizeof buf);
-        fail(std::string("tokenizer: PCRE2 rejected the GPT-2 pattern (") + (const char*)buf + "); PCRE2 >= 10.40 with Unicode support is required");
+        fail(std::string("tokenizer: PCRE2 rejected the GPT-2 pattern (") + (const char*)buf +
+             "); PCRE2 >= 10.40 with Unicode support is required");
     }
     re_.reset(code, pcre2_code_free);
     // Without JIT (an unsupported CPU) pcre2_match gives the same matches, only slower.
@@ -371,7 +405,9 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
     using namespace tokenizer_detail;
     struct stat st;
     if (stat(path.c_str(), &st) != 0)
-        fail("tokenizer: " + path + " does not exist; run data/get_tokenizer.sh (writes data/cache/gpt2.tiktoken) or pass a directory with encoder.json + vocab.bpe");
+        fail("tokenizer: " + path +
+             " does not exist; run data/get_tokenizer.sh (writes data/cache/gpt2.tiktoken) or pass a directory with "
+             "encoder.json + vocab.bpe");
     Tokenizer t;
     if (!S_ISDIR(st.st_mode)) {
         // .tiktoken: "<base64 bytes> <rank>\n" per line.
@@ -387,7 +423,8 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
             if (sp == std::string_view::npos) bad("expected '<base64> <rank>'");
             if (!decode_base64(ln.substr(0, sp), tok)) bad("bad base64");
             std::string_view num = ln.substr(sp + 1);
-            if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) bad("bad rank");
+            if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos)
+                bad("bad rank");
             long r = std::stol(std::string(num));
             if (r >= kGpt2Ranks) bad("rank out of range for GPT-2 (>= 50256)");
             if ((size_t)r >= ranks.size()) ranks.resize(r + 1);
@@ -400,7 +437,9 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
 
     // Directory: the GPT-2 release's encoder.json (token -> id) and vocab.bpe (merges in rank order).
     std::string ej = path + "/encoder.json", vb = path + "/vocab.bpe";
-    const char* hint = "the directory must hold GPT-2's encoder.json and vocab.bpe, or pass data/cache/gpt2.tiktoken from data/get_tokenizer.sh";
+    const char* hint =
+        "the directory must hold GPT-2's encoder.json and vocab.bpe, or pass data/cache/gpt2.tiktoken from "
+        "data/get_tokenizer.sh";
     std::string ej_text = read_file(ej, hint), vb_text = read_file(vb, hint);
     std::vector<std::pair<std::string, long>> entries;
     parse_encoder_json(ej_text, ej, entries);
@@ -409,14 +448,20 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
     std::string bytes;
     for (auto& [key, id] : entries) {
         if (key == kEotText) {
-            if (id != kGpt2Ranks) fail("tokenizer: " + ej + ": <|endoftext|> has id " + std::to_string(id) + ", expected 50256; not the GPT-2 encoder.json");
+            if (id != kGpt2Ranks)
+                fail("tokenizer: " + ej + ": <|endoftext|> has id " + std::to_string(id) +
+                     ", expected 50256; not the GPT-2 encoder.json");
             continue;
         }
         if (!gpt2_alphabet_to_bytes(key, cp2b, bytes))
-            fail("tokenizer: " + ej + ": token id " + std::to_string(id) + " is not spelled in GPT-2's byte alphabet; not the GPT-2 encoder.json");
-        if (id >= kGpt2Ranks) fail("tokenizer: " + ej + ": id " + std::to_string(id) + " out of range for GPT-2; not the GPT-2 encoder.json");
+            fail("tokenizer: " + ej + ": token id " + std::to_string(id) +
+                 " is not spelled in GPT-2's byte alphabet; not the GPT-2 encoder.json");
+        if (id >= kGpt2Ranks)
+            fail("tokenizer: " + ej + ": id " + std::to_string(id) +
+                 " out of range for GPT-2; not the GPT-2 encoder.json");
         if ((size_t)id >= ranks.size()) ranks.resize(id + 1);
-        if (!ranks[id].empty()) fail("tokenizer: " + ej + ": id " + std::to_string(id) + " listed twice; the file is corrupt");
+        if (!ranks[id].empty())
+            fail("tokenizer: " + ej + ": id " + std::to_string(id) + " listed twice; the file is corrupt");
         ranks[id] = bytes;
     }
     // The BPE ranks are the ids: merge i of vocab.bpe makes id 256 + i. Check it, since byte-pair merging by
@@ -432,10 +477,12 @@ inline Tokenizer Tokenizer::load(const std::string& path) {
             fail(where + "expected two tokens in GPT-2's byte alphabet; not the GPT-2 vocab.bpe");
         size_t id = 256 + merge++;
         if (id >= ranks.size() || ranks[id] != a + b)
-            fail(where + "merge does not produce id " + std::to_string(id) + " of encoder.json; the two files do not belong together");
+            fail(where + "merge does not produce id " + std::to_string(id) +
+                 " of encoder.json; the two files do not belong together");
     });
     if (merge + 256 != (size_t)kGpt2Ranks)
-        fail("tokenizer: " + vb + " has " + std::to_string(merge) + " merges, expected 50000; the file is truncated, re-download it");
+        fail("tokenizer: " + vb + " has " + std::to_string(merge) +
+             " merges, expected 50000; the file is truncated, re-download it");
     t.build(std::move(ranks), ej);
     return t;
 }
@@ -450,16 +497,29 @@ inline void Tokenizer::bpe_small(const char* p, size_t n, std::vector<int>& out)
     size_t m = n;
     for (size_t i = 0; i < n; i++) tok[i] = byte_rank_[(unsigned char)p[i]];
     for (size_t i = 0; i + 1 < m; i++) pair_.prefetch(tok[i], tok[i + 1]);  // n - 1 cache misses at once
-    for (size_t i = 0; i + 1 < m; i++) { int r = pair_.find(tok[i], tok[i + 1]); pr[i] = r < 0 ? INT32_MAX : r; }
+    for (size_t i = 0; i + 1 < m; i++) {
+        int r = pair_.find(tok[i], tok[i + 1]);
+        pr[i] = r < 0 ? INT32_MAX : r;
+    }
     while (m > 1) {
         size_t best = 0;
-        for (size_t i = 1; i + 1 < m; i++) if (pr[i] < pr[best]) best = i;  // strict <: leftmost on ties
+        for (size_t i = 1; i + 1 < m; i++)
+            if (pr[i] < pr[best]) best = i;  // strict <: leftmost on ties
         if (pr[best] == INT32_MAX) break;
         tok[best] = pr[best];  // the pair's rank is the merged token
-        for (size_t i = best + 1; i + 1 < m; i++) { tok[i] = tok[i + 1]; pr[i] = pr[i + 1]; }
+        for (size_t i = best + 1; i + 1 < m; i++) {
+            tok[i] = tok[i + 1];
+            pr[i] = pr[i + 1];
+        }
         m--;
-        if (best + 1 < m) { int r = pair_.find(tok[best], tok[best + 1]); pr[best] = r < 0 ? INT32_MAX : r; }
-        if (best > 0) { int r = pair_.find(tok[best - 1], tok[best]); pr[best - 1] = r < 0 ? INT32_MAX : r; }
+        if (best + 1 < m) {
+            int r = pair_.find(tok[best], tok[best + 1]);
+            pr[best] = r < 0 ? INT32_MAX : r;
+        }
+        if (best > 0) {
+            int r = pair_.find(tok[best - 1], tok[best]);
+            pr[best - 1] = r < 0 ? INT32_MAX : r;
+        }
     }
     out.insert(out.end(), tok, tok + m);
 }
@@ -490,16 +550,29 @@ inline void Tokenizer::bpe_large(const char* p, size_t n, std::vector<int>& out)
         tok[j] = -1;  // j is gone
         next[i] = next[j];
         if (next[j] >= 0) prev[next[j]] = i;
-        if (next[i] >= 0) { int q = pair_.find(tok[i], tok[next[i]]); if (q >= 0) heap.push({q, i}); }
-        if (prev[i] >= 0) { int q = pair_.find(tok[prev[i]], tok[i]); if (q >= 0) heap.push({q, prev[i]}); }
+        if (next[i] >= 0) {
+            int q = pair_.find(tok[i], tok[next[i]]);
+            if (q >= 0) heap.push({q, i});
+        }
+        if (prev[i] >= 0) {
+            int q = pair_.find(tok[prev[i]], tok[i]);
+            if (q >= 0) heap.push({q, prev[i]});
+        }
     }
     for (int i = 0; i >= 0; i = next[i]) out.push_back(tok[i]);
 }
 
 inline void Tokenizer::encode_piece(const char* p, size_t n, uint64_t h, std::vector<int>& out) const {
-    if (n == 1) { out.push_back(byte_rank_[(unsigned char)p[0]]); return; }
-    int r = whole_.find(bytes_.data(), off_.data(), p, n, h);  // tiktoken's shortcut: a piece that is a token is that token
-    if (r >= 0) { out.push_back(r); return; }
+    if (n == 1) {
+        out.push_back(byte_rank_[(unsigned char)p[0]]);
+        return;
+    }
+    int r =
+        whole_.find(bytes_.data(), off_.data(), p, n, h);  // tiktoken's shortcut: a piece that is a token is that token
+    if (r >= 0) {
+        out.push_back(r);
+        return;
+    }
     if (n <= 64) bpe_small(p, n, out);
     else bpe_large(p, n, out);
 }
@@ -517,8 +590,10 @@ inline void Tokenizer::encode(std::string_view text, std::vector<int>& out) cons
         clean.assign(text.data(), n);
         for (size_t i = bad; i < n;) {
             size_t k = utf8_seq_len(s, i, n);
-            if (k == 0) { clean[i] = '!'; i++; }
-            else i += k;
+            if (k == 0) {
+                clean[i] = '!';
+                i++;
+            } else i += k;
         }
         subject = (const unsigned char*)clean.data();
     }
@@ -551,7 +626,8 @@ inline void Tokenizer::encode(std::string_view text, std::vector<int>& out) cons
                 PCRE2_UCHAR buf[256];
                 pcre2_get_error_message(rc, buf, sizeof buf);
                 throw std::logic_error("tokenizer: pre-tokeniser stopped at byte " + std::to_string(pos) + " (" +
-                                       (rc < 0 ? (const char*)buf : "empty match") + "); this is a bug in text/tokenizer.h");
+                                       (rc < 0 ? (const char*)buf : "empty match") +
+                                       "); this is a bug in text/tokenizer.h");
             }
             pos = ov[1];
             start[++m] = pos;
@@ -575,6 +651,9 @@ inline std::string Tokenizer::decode(const int* tokens, size_t n) const {
     }
     s.resize(total);
     char* d = s.data();
-    for (size_t i = 0; i < n; i++) { memcpy(d, bytes_.data() + off_[tokens[i]], len_[tokens[i]]); d += len_[tokens[i]]; }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(d, bytes_.data() + off_[tokens[i]], len_[tokens[i]]);
+        d += len_[tokens[i]];
+    }
     return s;
 }

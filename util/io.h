@@ -122,9 +122,14 @@ inline double getf64(const int32_t* h, int at) {
 
 // The kind of a file for messages: "a directory", "a FIFO", "a character device", ...
 inline const char* file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link"
-         : S_ISREG(m) ? "a regular file" : "not a regular file";
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m)  ? "a symbolic link"
+           : S_ISREG(m)  ? "a regular file"
+                         : "not a regular file";
 }
 
 // Why a write failed, for messages: strerror, plus the likely cause of the two that mean "no room".

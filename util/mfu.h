@@ -14,10 +14,9 @@ struct DevicePeak {
 
 inline double peak_bf16_tflops(const std::string& device) {
     static const DevicePeak peaks[] = {
-        {"H200", 989.0},      {"GH200", 989.0},     {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0},
-        {"H100 NVL", 835.0},  {"H100 PCIe", 756.0}, {"H100", 756.0},     {"A100", 312.0},
-        {"L40S", 362.0},      {"L4", 121.0},        {"A10G", 70.0},      {"RTX 4090", 165.2},
-        {"RTX 3090", 71.0},
+        {"H200", 989.0},      {"GH200", 989.0},    {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0}, {"H100 NVL", 835.0},
+        {"H100 PCIe", 756.0}, {"H100", 756.0},     {"A100", 312.0},     {"L40S", 362.0},           {"L4", 121.0},
+        {"A10G", 70.0},       {"RTX 4090", 165.2}, {"RTX 3090", 71.0},
     };
     for (const DevicePeak& p : peaks)
         if (device.find(p.name) != std::string::npos) return p.tflops;

@@ -32,8 +32,12 @@ inline size_t first_invalid_utf8(const unsigned char* s, size_t n) {
     size_t i = 0;
     while (i < n) {
         if (i + 8 <= n) {  // ASCII fast path: 8 bytes with no high bit
-            uint64_t w; memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) { i += 8; continue; }
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) {
+                i += 8;
+                continue;
+            }
         }
         size_t k = utf8_seq_len(s, i, n);
         if (k == 0) return i;

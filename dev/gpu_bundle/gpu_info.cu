@@ -22,8 +22,10 @@ int main() {
     int n = 0;
     const cudaError_t err = cudaGetDeviceCount(&n);
     if (err == cudaErrorInsufficientDriver || driver < runtime) {
-        printf("driver too old: it supports CUDA %s, the bundle's runtime is CUDA %s: update the driver, or build the "
-               "bundle with a CUDA %s toolkit (make gpu-bundle NVCC=...)\n", dv, rv, dv);
+        printf(
+            "driver too old: it supports CUDA %s, the bundle's runtime is CUDA %s: update the driver, or build the "
+            "bundle with a CUDA %s toolkit (make gpu-bundle NVCC=...)\n",
+            dv, rv, dv);
         return 4;
     }
     if (err == cudaErrorNoDevice || (err == cudaSuccess && n == 0)) {

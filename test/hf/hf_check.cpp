@@ -76,7 +76,8 @@ int logits(char** argv) {
 int requests(int argc, char** argv) {
     const LoadedModel m = load_model(argv[0]);
     const EvalFile f = load_eval_file(argv[1], m.cfg.V);
-    if (f.kind == EvalKind::Rolling) throw ConfigError("requests: rolling tasks have no (context, continuation) requests");
+    if (f.kind == EvalKind::Rolling)
+        throw ConfigError("requests: rolling tasks have no (context, continuation) requests");
     const long limit = argc > 2 ? parse_long_flag("N", argv[2]) : (long)f.ex.size();
     const Tokenizer tok = Tokenizer::load(default_tokenizer_path());
     CpuEngine eng(m.cfg);
@@ -95,10 +96,12 @@ int requests(int argc, char** argv) {
             };
             const std::string ctx = tok.decode(x.tokens.data() + q.ctx_begin, q.ctx_end - q.ctx_begin);
             const std::string cont = tok.decode(x.tokens.data() + q.cont_begin, q.cont_end - q.cont_begin);
-            printf("{\"example\": %ld, \"request\": %zu, \"gold\": %d, \"norm_len\": %d, \"context\": %s, \"continuation\": %s, "
-                   "\"context_ids\": %s, \"continuation_ids\": %s, \"ll\": %.17g}\n",
-                   e, r, x.gold, q.norm_len, json::quote(ctx).c_str(), json::quote(cont).c_str(), ids(q.ctx_begin, q.ctx_end).c_str(),
-                   ids(q.cont_begin, q.cont_end).c_str(), ll);
+            printf(
+                "{\"example\": %ld, \"request\": %zu, \"gold\": %d, \"norm_len\": %d, \"context\": %s, "
+                "\"continuation\": %s, "
+                "\"context_ids\": %s, \"continuation_ids\": %s, \"ll\": %.17g}\n",
+                e, r, x.gold, q.norm_len, json::quote(ctx).c_str(), json::quote(cont).c_str(),
+                ids(q.ctx_begin, q.ctx_end).c_str(), ids(q.cont_begin, q.cont_end).c_str(), ll);
         }
     return 0;
 }
@@ -121,6 +124,8 @@ int main(int argc, char** argv) {
         if (cmd == "logits" && argc == 6) return logits(argv + 2);
         if (cmd == "requests" && (argc == 4 || argc == 5)) return requests(argc - 2, argv + 2);
         if (cmd == "encode" && argc == 3) return encode(argv + 2);
-        throw ConfigError("usage: hf_check make-model OUT.bin [flags] | logits MODEL TOKENS B OUT | requests MODEL EVAL [N] | encode FILE");
+        throw ConfigError(
+            "usage: hf_check make-model OUT.bin [flags] | logits MODEL TOKENS B OUT | requests MODEL EVAL [N] | encode "
+            "FILE");
     });
 }
