@@ -79,7 +79,7 @@ inline uint64_t shard_token_offset(uint64_t index) { return SHARD_HEADER_BYTES +
 inline uint64_t shard_file_bytes(uint64_t tokens) { return shard_token_offset(tokens); }
 
 // ------------------------------------------------------------------------------------------------------
-// Writing shards (used by data/prepare_shards and by the tests)
+// Writing shards (used by data/prepare_shards.cpp and by the tests)
 
 // Writes a complete shard atomically: to PATH.tmp.PID first, flushed (and fsync'ed unless sync is false),
 // then renamed over PATH, so a crash never leaves a torn shard under the real name.
@@ -136,7 +136,7 @@ struct ShardInfo {
 
 // Reads and checks one shard's header and size; throws a one-line error naming the file otherwise.
 inline ShardInfo read_shard_info(const std::string& path) {
-    const std::string hint = "; re-run data/prepare_shards";
+    const std::string hint = "; re-run build/prepare_shards";
     struct stat st;
     if (stat(path.c_str(), &st) != 0)
         throw std::runtime_error("shard " + path + ": " + strerror(errno) + "; check the data path");
@@ -211,14 +211,14 @@ inline void check_shard_sets(const std::vector<ShardInfo>& a, const std::vector<
                     throw std::runtime_error(
                         "shard " + s.path + " (" + id(s.set_id) + ") has no " + val +
                         ": an interrupted "
-                        "prepare_shards, or a set copied in part; run data/prepare_shards --overwrite -o " +
+                        "prepare_shards, or a set copied in part; run build/prepare_shards --overwrite -o " +
                         prefix + " again");
                 const ShardInfo vi = read_shard_info(val);
                 if (vi.set_id != s.set_id)
                     throw std::runtime_error(
                         "shards " + s.path + " (" + id(s.set_id) + ") and " + val + " (" + id(vi.set_id) +
                         ") were not written together: an interrupted prepare_shards --overwrite, or files "
-                        "copied in from another set; run data/prepare_shards --overwrite -o " +
+                        "copied in from another set; run build/prepare_shards --overwrite -o " +
                         prefix + " again");
             }
             auto it = first.emplace(prefix, &s).first;
@@ -226,7 +226,7 @@ inline void check_shard_sets(const std::vector<ShardInfo>& a, const std::vector<
                 throw std::runtime_error("shards " + it->second->path + " (" + id(it->second->set_id) + ") and " +
                                          s.path + " (" + id(s.set_id) +
                                          ") were not written together: an interrupted prepare_shards "
-                                         "--overwrite, or files copied in from another set; run data/prepare_shards "
+                                         "--overwrite, or files copied in from another set; run build/prepare_shards "
                                          "--overwrite -o " +
                                          prefix + " again");
         }
@@ -251,7 +251,7 @@ inline std::string shards_fingerprint(const std::vector<ShardInfo>& shards) {
             if (got != (ssize_t)n) {
                 close(fd);
                 throw std::runtime_error("shard " + s.path +
-                                         ": read failed; the file changed? re-run data/prepare_shards");
+                                         ": read failed; the file changed? re-run build/prepare_shards");
             }
             h.update(buf.data(), (size_t)n);
         }
@@ -279,7 +279,7 @@ inline std::vector<std::string> glob_shards(const std::string& pattern) {
         const bool dir_exists = dir.find_first_of("*?[") != std::string::npos || stat(dir.c_str(), &st) == 0;
         throw std::runtime_error("no shards match " + pattern +
                                  (dir_exists ? "" : " (directory " + dir + " does not exist)") +
-                                 "; run data/get_default.sh or data/prepare_shards, or fix the path");
+                                 "; run data/get_default.sh or build/prepare_shards, or fix the path");
     }
     std::sort(paths.begin(), paths.end());
     return paths;
@@ -330,12 +330,12 @@ inline void validate_shard_tokens(const ShardInfo& s, int vocab) {
     for (uint64_t c = 0; c < chunks; c++) {
         if (read_error[c])
             throw std::runtime_error("shard " + s.path + ": read failed: " + strerror(read_error[c]) +
-                                     "; the file changed while it was being checked? re-run data/prepare_shards");
+                                     "; the file changed while it was being checked? re-run build/prepare_shards");
         if (first_bad[c] != none)
             throw std::runtime_error("shard " + s.path + ": token " + std::to_string(bad_value[c]) + " at position " +
                                      std::to_string(first_bad[c]) + " is outside the vocabulary (" +
                                      std::to_string(vocab) +
-                                     "); the shard is corrupt or from another tokenizer; re-run data/prepare_shards");
+                                     "); the shard is corrupt or from another tokenizer; re-run build/prepare_shards");
     }
 }
 
@@ -629,7 +629,7 @@ class DataLoader {
             if (got <= 0)
                 throw std::runtime_error("shard " + s.path + ": read failed at byte " + std::to_string((uint64_t)off) +
                                          ": " + (got == 0 ? std::string("unexpected end of file") : strerror(errno)) +
-                                         "; the file changed while training? re-run data/prepare_shards");
+                                         "; the file changed while training? re-run build/prepare_shards");
             dst += got;
             left -= (size_t)got;
             off += got;

@@ -97,10 +97,11 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
         s += "`lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True --tasks hellaswag` evaluates it. "
              "Documents start after `<|endoftext|>` in training, as in GPT-2.\n\n";
     else s += "No tokenizer files: the vocabulary (V = " + std::to_string(c.V) + ") is smaller than GPT-2's.\n\n";
-    s += "## Layers\n\n| layer | width | heads | head_dim | SwiGLU hidden | parameters "
+    s += "## Layers\n\nNumbered from 1, as `--plan` and `--turn` number them.\n\n| layer | width | heads | head_dim | "
+         "SwiGLU hidden | parameters "
          "|\n|---:|---:|---:|---:|---:|---:|\n";
     for (int l = 0; l < c.L(); l++)
-        s += "| " + std::to_string(l) + " | " + std::to_string(c.layers[l].width) + " | " +
+        s += "| " + std::to_string(l + 1) + " | " + std::to_string(c.layers[l].width) + " | " +
              std::to_string(c.layers[l].heads) + " | " + std::to_string(c.layers[l].head_dim()) + " | " +
              std::to_string(c.hidden_of(l)) + " | " + std::to_string(a.layers[l].params) + " |\n";
     s += "\nResidual stream width " + std::to_string(c.D()) + ", final norm over the first " + std::to_string(c.Df()) +

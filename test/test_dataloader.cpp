@@ -86,7 +86,7 @@ TEST_CASE("a damaged shard fails with a one-line error naming the file and the p
     write_file(d / "trunc.bin", good.substr(0, good.size() - 10));
     CHECK(error_of([&] { DataLoader dl(d / "trunc.bin", 1, 4, 0, 1, false, 0); }) ==
           "shard " + (d / "trunc.bin") +
-              ": truncated, header says 100 tokens but file has 95; re-run data/prepare_shards");
+              ": truncated, header says 100 tokens but file has 95; re-run build/prepare_shards");
 
     write_file(d / "long.bin", good + "xx");
     CHECK_THROWS_WITH(DataLoader(d / "long.bin", 1, 4, 0, 1, false, 0), Catch::Contains("header says 100 tokens"));

@@ -393,7 +393,8 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
                                  "generation_config.json", "README.md"})
             CHECK(access((out + "/" + name).c_str(), R_OK) == 0);
         CHECK(read_all(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
-        CHECK_THAT(read_all(out + "/README.md"), Catch::Contains("| 5 | " + std::to_string(c.layers[5].width) + " | "));
+        // The card's table numbers layers from 1: the sixth layer (index 5) is row 6.
+        CHECK_THAT(read_all(out + "/README.md"), Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
         CHECK_THAT(read_all(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
         const Result i = sh("./import " + out + " -o " + back);
         INFO(i.out);
@@ -529,7 +530,9 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
         const std::string card = read_all(run + "/hf/README.md");
         CHECK_THAT(card, Catch::Contains("| 10 | 20480 | 5.5000 | 5.4000 | 5.4000 | 12.5 |"));
         CHECK_THAT(card, Catch::Contains("| hellaswag | 10 | examples 10, acc 0.3 |"));
-        CHECK_THAT(card, Catch::Contains("| 0 | 64 | 2 | 32 | " + std::to_string(c.hidden_of(0)) + " | "));
+        // Layers numbered from 1, as --plan numbers them.
+        CHECK_THAT(card, Catch::Contains("| 1 | 64 | 2 | 32 | " + std::to_string(c.hidden_of(0)) + " | "));
+        CHECK_THAT(card, !Catch::Contains("| 0 | 64 |"));
     }
     remove_all(run);
 }
