@@ -13,6 +13,8 @@
 // row per task: examples, acc and acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and
 // bits per byte, seconds. Under mpirun every process is a rank (dist/process_group.h): each scores every world-th example on
 // its own GPU and the counts are summed, so 8 GPUs take an eighth of the time for the same numbers.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,13 +39,17 @@ struct Options {
     long limit = 0;
     int batch = 16;
     bool cpu = false;
+    bool tasks_given = false;  // --tasks named them: a missing file is an error, not a task left out
 };
 
 std::vector<Flag> make_flags(Options& o) {
     std::string all = eval_task_names(",");
     return {
         make_flag("--tasks", "LIST", "comma-separated, from " + all + " (default " + o.tasks + "; 'all' for every one)",
-                  [&o, all](const std::string& v) { o.tasks = v == "all" ? all : v; }),
+                  [&o, all](const std::string& v) {
+                      o.tasks = v == "all" ? all : v;
+                      o.tasks_given = true;
+                  }),
         path_flag("--data", "DIR", "directory of the eval files TASK.bin (default {default}, made by data/get_eval.sh)",
                   o.data),
         number_flag("--limit", "N", "only the first N examples of each task (default: all)", o.limit, 1, kMaxSteps),
@@ -87,6 +93,21 @@ Prepared prepare(const Options& o, Dist& dist) {
         a = b + 1;
     }
     if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
+    if (!o.tasks_given) {  // the default tasks: score those whose file is there, and name the others
+        std::vector<std::string> present, missing;
+        for (const auto& t : tasks)
+            (access((o.data + "/" + t + ".bin").c_str(), F_OK) == 0 ? present : missing).push_back(t);
+        std::string names, words;
+        for (const auto& t : missing) names += (names.empty() ? "" : ", ") + t, words += " " + t;
+        if (present.empty())
+            throw EvalError("no eval file of the default tasks (" + names + ") in " + o.data +
+                            "; run data/get_eval.sh, or pass --data DIR");
+        if (!missing.empty() && dist.rank == 0)
+            fprintf(stderr, "note: no eval file in %s for %s: %s left out (bash data/get_eval.sh%s fetches %s)\n",
+                    o.data.c_str(), names.c_str(), missing.size() == 1 ? "it is" : "they are", words.c_str(),
+                    missing.size() == 1 ? "it" : "them");
+        tasks = present;
+    }
 
     p.m = load_model(is_dir(o.model) ? o.model + "/model.bin" : o.model);
     const LoadedModel& m = p.m;

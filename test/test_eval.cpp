@@ -528,6 +528,25 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     Result e7 = sh("./eval_zeroshot " + dir + "/model.bin --tasks lambada --data " + dir + "/raw");
     CHECK(e7.rc == 1);
     CHECK(e7.out.find(dir + "/raw/lambada.bin") != std::string::npos);
+    // The default tasks score the files that are there and name the others; a task named by --tasks whose file is
+    // missing stays an error, and so does a directory holding none of the default tasks.
+    REQUIRE(system(("mkdir -p " + dir + "/only && cp " + ev + "/piqa.bin " + dir + "/only/").c_str()) == 0);
+    Result d1 = sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --data " + dir + "/only");
+    INFO(d1.out);
+    CHECK(d1.rc == 0);
+    CHECK(d1.out.find("note: no eval file in " + dir +
+                      "/only for hellaswag, arc_easy, winogrande: they are left "
+                      "out (bash data/get_eval.sh hellaswag arc_easy winogrande fetches them)") != std::string::npos);
+    CHECK(d1.out.find("piqa") != std::string::npos);
+    Result d2 = sh("./eval_zeroshot " + dir + "/model.bin --tasks piqa,hellaswag --data " + dir + "/only");
+    CHECK(d2.rc == 1);
+    CHECK(one_line(d2.out));
+    CHECK(d2.out.find(dir + "/only/hellaswag.bin") != std::string::npos);
+    Result d3 = sh("./eval_zeroshot " + dir + "/model.bin --data " + dir + "/raw");
+    CHECK(d3.rc == 1);
+    CHECK(one_line(d3.out));
+    CHECK(d3.out.find("no eval file of the default tasks (hellaswag, piqa, arc_easy, winogrande) in " + dir +
+                      "/raw; run data/get_eval.sh") != std::string::npos);
 
     // (every flag of its --help parsed back: test_cli.cpp)
     REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
