@@ -18,7 +18,7 @@ TEST_CASE("an output never replaces a FIFO, a device or a symbolic link at its p
     const char data[] = "x";
     // The check before the work: a FIFO (or a device, /dev/null) is refused, naming it; a regular file is fine.
     CHECK_THROWS_WITH(check_output_file(fifo, "-o"), Catch::Contains(fifo + " is a FIFO, not a regular file"));
-    CHECK_THROWS_WITH(check_output_file("/dev/null", "-o"), Catch::Contains("/dev/null is a device"));
+    CHECK_THROWS_WITH(check_output_file("/dev/null", "-o"), Catch::Contains("/dev/null is a character device"));
     CHECK_NOTHROW(check_output_file(file, "-o"));
     // The write itself: a FIFO or a link at the path is refused and stays what it was, with no path.tmp left.
     CHECK_THROWS_WITH(write_atomically(fifo, {{data, 1}}), Catch::Contains("is a FIFO"));

@@ -149,11 +149,7 @@ inline void refuse_unless_regular(const std::string& path, bool follow) {
     if ((follow ? stat(path.c_str(), &st) : lstat(path.c_str(), &st)) != 0 || S_ISREG(st.st_mode) ||
         S_ISDIR(st.st_mode))
         return;
-    const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "a device";
-    throw IoError(path + " is " + kind + ", not a regular file; pass the name of the file to write");
+    throw IoError(path + " is " + file_kind(st.st_mode) + ", not a regular file; pass the name of the file to write");
 }
 
 // Before the work whose result goes to `path` (a --json FILE, an -o FILE): a directory there, or a directory
