@@ -361,7 +361,10 @@ class RunDir {
         dist_.all_or_none([&] { check_identity(); });  // a moved OUT ends every rank here, before any write
         try {
             dist_.all_or_none([&] {  // a collective: afterwards step_N.tmp/ exists for every rank, or all know
-                if (lead()) remove_checkpoint_dir(tmp), make_dirs(tmp);
+                if (!lead()) return;
+                remove_checkpoint_dir(tmp);
+                if (mkdir(tmp.c_str(), 0755) != 0)  // not make_dirs: a moved OUT is never made again here
+                    throw IoError("cannot create directory " + tmp + ": " + write_error(errno));
             });
             dist_.all_or_none([&] {  // afterwards every rank's files are complete, or every rank knows
                 if (lead()) save_model(tmp + "/model.bin", eng.config(), params.data(), params.size(), step, run_id_);
@@ -385,19 +388,25 @@ class RunDir {
             if (lead()) remove_checkpoint_dir(tmp);
             throw;
         } catch (const AgreedFailure& e) {  // a full disk: free what this attempt took, keep the last one
+            if (lead()) check_identity();   // or OUT moved while the files were written: say that
             if (lead()) remove_checkpoint_dir(tmp);
             std::string last = latest();
             throw AgreedFailure("checkpoint " + name + " not written: " + e.what() + "; " +
                                 (last.empty() ? "no checkpoint yet" : out_ + "/latest still names " + last));
         }
         if (!lead()) return;
-        remove_checkpoint_dir(dir);
-        if (rename(tmp.c_str(), dir.c_str()) != 0)
-            throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno) +
-                                  (errno == ENOTEMPTY || errno == EEXIST
-                                       ? " (" + dir + " holds files train_prism did not write; move them away)"
-                                       : std::string()));
-        write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
+        try {
+            remove_checkpoint_dir(dir);
+            if (rename(tmp.c_str(), dir.c_str()) != 0)
+                throw CheckpointError("cannot rename " + tmp + " to " + dir + ": " + strerror(errno) +
+                                      (errno == ENOTEMPTY || errno == EEXIST
+                                           ? " (" + dir + " holds files train_prism did not write; move them away)"
+                                           : std::string()));
+            write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
+        } catch (const std::runtime_error&) {
+            check_identity();  // OUT moved between the check above and here: that is the reason, not the write
+            throw;
+        }
         std::string link_tmp = out_ + "/model.bin.tmp";
         unlink(link_tmp.c_str());
         if (link((dir + "/model.bin").c_str(), link_tmp.c_str()) == 0)
