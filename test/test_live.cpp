@@ -1,0 +1,355 @@
+// test_live.cpp: tools/prism_live.py, the live view (docs/live.md), checked end to end: micro trainings, the bridge,
+// then each library's own reader (TensorBoard's plugin_event_accumulator, the loader behind its dashboards; W&B's
+// `wandb leet inspect --json` of the offline run's transaction log) reads back what it wrote, compared value by
+// value with log.jsonl, run.json and eval.json.
+// Python is $PRISM_PYTHON, else python3; a library that does not import there is skipped with a WARN (CI installs
+// neither), and then the bridge's one-line error naming its pip package is what is checked.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "test/train_util.h"
+#include "util/json.h"
+
+namespace {
+
+std::string python() {
+    const char* p = getenv("PRISM_PYTHON");
+    return p && *p ? p : "python3";
+}
+
+bool importable(const std::string& module) { return sh(python() + " -c 'import " + module + "'").rc == 0; }
+
+// Prints what a library's own reader finds, one fact a line:
+//   scalar RUN STEP TAG VALUE | hparam RUN KEY JSON | text RUN TAG JSON | config RUN JSON | summary RUN KEY VALUE
+const char* kReader = R"PY(
+import glob, json, os, subprocess, sys
+kind, where = sys.argv[1], sys.argv[2]
+if kind == "tb":
+    from tensorboard.backend.event_processing import plugin_event_accumulator as ea
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    from tensorboard.util import tensor_util
+    for run in sorted(os.listdir(where)):
+        acc = ea.EventAccumulator(os.path.join(where, run), size_guidance={ea.TENSORS: 0})
+        acc.Reload()
+        for tag in acc.Tags()["tensors"]:
+            plugin = acc.SummaryMetadata(tag).plugin_data.plugin_name
+            for e in acc.Tensors(tag):
+                v = tensor_util.make_ndarray(e.tensor_proto)
+                if plugin == "text":
+                    print("text", run, tag, json.dumps(v.item().decode()))
+                elif plugin == "scalars":
+                    print("scalar", run, e.step, tag, repr(float(v.item())))
+        for tag, content in acc.PluginTagToContent("hparams").items():
+            d = plugin_data_pb2.HParamsPluginData.FromString(content)
+            for k, v in d.session_start_info.hparams.items():
+                x = v.WhichOneof("kind")
+                print("hparam", run, k, json.dumps(getattr(v, x) if x else None))
+else:
+    cli = os.path.join(os.path.dirname(sys.executable), "wandb")
+    for f in sorted(glob.glob(os.path.join(where, "wandb", "offline-run-*", "run-*.wandb"))):
+        out = subprocess.run([cli, "leet", "inspect", "--json", f], capture_output=True, text=True, check=True).stdout
+        name = None
+        for line in out.splitlines():
+            r = json.loads(line)
+            t = r.get("type")
+            if t == "run":
+                name = r["run"]["display_name"]
+                print("config", name, json.dumps(r["run"].get("config", {}).get("update", {})))
+            elif t == "config":
+                print("config", name, json.dumps(r["config"].get("update", {})))
+            elif t == "history":
+                for k, v in r["history"]["item"].items():
+                    if not k.startswith("_"):
+                        print("scalar", name, r["history"]["step"]["num"], k, repr(float(v)))
+            elif t == "summary":
+                for k, v in r["summary"]["update"].items():
+                    if not k.startswith("_"):
+                        print("summary", name, k, repr(float(v)))
+)PY";
+
+// What a reader printed.
+struct ReadBack {
+    std::map<std::tuple<std::string, long, std::string>, double> scalars;  // (run, step, tag) -> value
+    int duplicates = 0;                                                    // a (run, step, tag) seen twice
+    std::map<std::pair<std::string, std::string>, std::string> hparams, summary;
+    std::map<std::string, std::string> config, text;  // run -> the last JSON / text
+    std::set<std::string> runs;
+};
+
+ReadBack read_back(const std::string& kind, const std::string& where, const std::string& tmp) {
+    std::ofstream(tmp + "/reader.py") << kReader;
+    Result r = sh("(" + python() + " " + tmp + "/reader.py " + kind + " " + where + " 2>" + tmp + "/reader.err)");
+    INFO(r.out << sh("cat " + tmp + "/reader.err").out);
+    REQUIRE(r.rc == 0);
+    ReadBack b;
+    std::istringstream in(r.out);
+    std::string what, run, line;
+    while (std::getline(in, line)) {
+        std::istringstream l(line);
+        l >> what >> run;
+        std::string rest;
+        std::getline(l >> std::ws, rest);
+        if (what == "scalar" || what == "hparam" || what == "summary" || what == "config" || what == "text")
+            b.runs.insert(run);
+        if (what == "scalar") {
+            std::istringstream s(rest);
+            long step;
+            std::string tag, value;
+            s >> step >> tag >> value;
+            if (!b.scalars.emplace(std::make_tuple(run, step, tag), std::stod(value)).second) b.duplicates++;
+        } else if (what == "hparam" || what == "summary") {
+            const size_t sp = rest.find(' ');
+            (what == "hparam" ? b.hparams : b.summary)[{run, rest.substr(0, sp)}] = rest.substr(sp + 1);
+        } else if (what == "config") {
+            if (rest != "{\"_wandb\": {}}") b.config[run] = rest;
+        } else if (what == "text") {
+            b.text[run] = json::parse(rest.substr(rest.find(' ') + 1)).str;
+        }
+    }
+    return b;
+}
+
+// log.jsonl's fields and the scalar tag each is logged as (tools/prism_live.py's STEP_TAGS).
+const std::vector<std::pair<std::string, std::string>> kTags = {
+    {"train_loss", "train/loss"},     {"val_loss", "val/loss"},   {"lr", "train/lr"},
+    {"grad_norm", "train/grad_norm"}, {"tokens", "train/tokens"}, {"tokens_per_s", "perf/tokens_per_s"},
+    {"elapsed_s", "perf/elapsed_s"},  {"mfu", "perf/mfu"}};
+
+// Every number of every step of the log at `log_path` was read back for `run`, equal (TensorBoard keeps float32:
+// equal as float32, W&B doubles: equal), and the run holds no other step scalar. Returns the log's number count.
+size_t check_log(const ReadBack& b, const std::string& run, const std::string& log_path, bool float32) {
+    std::ifstream f(log_path);
+    std::string line;
+    size_t numbers = 0, steps = 0;
+    while (std::getline(f, line)) {
+        const json::Value o = json::parse(line);
+        const long step = std::stol(o.find("step")->str);
+        steps++;
+        for (const auto& [key, tag] : kTags) {
+            const json::Value* v = o.find(key);
+            if (!v || v->kind != json::Value::Number) continue;
+            numbers++;
+            const double want = std::stod(v->str);
+            auto it = b.scalars.find({run, step, tag});
+            INFO(run << " step " << step << " " << tag << " logged " << v->str);
+            REQUIRE(it != b.scalars.end());
+            if (float32) CHECK((float)it->second == (float)want);
+            else CHECK(it->second == want);
+        }
+    }
+    size_t read = 0;
+    for (const auto& [k, v] : b.scalars)
+        if (std::get<0>(k) == run && std::get<2>(k).rfind("zeroshot/", 0) != 0) read++;
+    CHECK(read == numbers);
+    CHECK(steps > 0);
+    return numbers;
+}
+
+std::string file_of(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Waits up to `seconds` for `text` in the file at `path`.
+bool wait_for(const std::string& path, const std::string& text, int seconds) {
+    for (int i = 0; i < seconds * 10; i++) {
+        if (file_of(path).find(text) != std::string::npos) return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+const std::string kBridge = "tools/prism_live.py";
+
+}  // namespace
+
+TEST_CASE(
+    "live: a finished run and its zero-shot scores, imported with --once, read back by TensorBoard's and W&B's "
+    "own readers",
+    "[live]") {
+    const std::string dir = make_data_dir(), out = dir + "/tiny-run";
+    Result t = sh(micro(dir, out) + " --steps 20");
+    INFO(t.out);
+    REQUIRE(t.rc == 0);
+    // eval_zeroshot --json's form (eval/scoring.h's eval_result_json), as study writes it beside the run.
+    std::ofstream(out + "/eval.json") << "{\"model\": \"" << out << "/model.bin\", \"step\": 20, \"results\": [\n"
+                                      << "  {\"task\": \"piqa\", \"examples\": 16, \"acc\": 0.5625, \"acc_stderr\": "
+                                         "0.1280868845, \"acc_norm\": 0.625, \"acc_norm_stderr\": 0.125}\n]}\n";
+    const bool tb = importable("tensorboard"), wb = importable("wandb");
+    Result none = sh(python() + " " + kBridge + " " + out + " --once");
+    CHECK(none.rc == 1);
+    CHECK(none.out == "prism_live: error: nothing to write to: pass --tensorboard LOGDIR and/or --wandb\n");
+
+    SECTION("TensorBoard") {
+        if (!tb) {
+            WARN("skipped: the tensorboard package is not importable by " << python()
+                                                                          << " (set PRISM_PYTHON to a python with it)");
+            Result e = sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once");
+            INFO(e.out);
+            CHECK(e.rc == 1);
+            CHECK(one_line_error(e));
+            CHECK(e.out.find("pip install tensorboard\n") != std::string::npos);
+            return;
+        }
+        Result r = sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once");
+        INFO(r.out);
+        REQUIRE(r.rc == 0);
+        CHECK(r.out.find("tiny-run: done at step 20 (logged to step 20)") != std::string::npos);
+        ReadBack b = read_back("tb", dir + "/tb", dir);
+        CHECK(b.duplicates == 0);
+        CHECK(check_log(b, "tiny-run", out + "/log.jsonl", true) > 40);  // 20 steps x 6 fields, 2 val losses
+        CHECK(b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc"}) == 0.5625);
+        CHECK((float)b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc_norm"}) == 0.625f);
+        // The run record's flags, model and per-layer table as hyper-parameters, and as text.
+        CHECK(b.hparams.at({"tiny-run", "args/lr"}) == "0.01");
+        CHECK(b.hparams.at({"tiny-run", "args/steps"}) == "20.0");
+        CHECK(b.hparams.at({"tiny-run", "model/widths"}) == "\"32x2\"");
+        CHECK(b.hparams.at({"tiny-run", "layer/01/width"}) == "32.0");
+        CHECK(b.hparams.at({"tiny-run", "layer/02/heads"}) == "2.0");
+        CHECK(b.text.at("tiny-run").find("| --lr | 0.01 |") != std::string::npos);
+        CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 16 | 96 |") != std::string::npos);
+        // Imported again into the same LOGDIR: the second import replaces the first (its SessionLog START at
+        // step 0), so every value is still there once.
+        REQUIRE(sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once").rc == 0);
+        ReadBack again = read_back("tb", dir + "/tb", dir);
+        CHECK(again.duplicates == 0);
+        CHECK(again.scalars == b.scalars);
+    }
+    SECTION("Weights & Biases, offline") {
+        if (!wb) {
+            WARN("skipped: the wandb package is not importable by " << python()
+                                                                    << " (set PRISM_PYTHON to a python with it)");
+            Result e = sh(python() + " " + kBridge + " " + out + " --wandb --wandb-mode offline --once");
+            INFO(e.out);
+            CHECK(e.rc == 1);
+            CHECK(one_line_error(e));
+            CHECK(e.out.find("pip install wandb\n") != std::string::npos);
+            return;
+        }
+        Result r = sh("WANDB_API_KEY= " + python() + " " + kBridge + " " + out + " --wandb --wandb-mode offline " +
+                      "--wandb-project prism-test --wandb-dir " + dir + "/wb --once");
+        INFO(r.out);
+        REQUIRE(r.rc == 0);
+        CHECK(r.out.find("upload with wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
+        ReadBack b = read_back("wb", dir + "/wb", dir);
+        CHECK(b.runs == std::set<std::string>{"tiny-run"});
+        CHECK(b.duplicates == 0);
+        CHECK(check_log(b, "tiny-run", out + "/log.jsonl", false) > 40);
+        CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/acc"}) == "0.5625");
+        CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/examples"}) == "16.0");
+        const json::Value cfg = json::parse(b.config.at("tiny-run"));
+        CHECK(cfg.find("args")->find("lr")->str == "0.01");
+        CHECK(cfg.find("args")->find("heads-schedule")->str == "uniform");
+        const json::Value* layers = cfg.find("model")->find("layers");
+        REQUIRE(layers->arr.size() == 2);
+        CHECK(layers->arr[1].find("layer")->str == "2");
+        CHECK(layers->arr[1].find("width")->str == "32");
+        CHECK(layers->arr[1].find("heads")->str == "2");
+    }
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE(
+    "live: following a study while it trains: a run that appears later, a log rewritten by a resume from an "
+    "earlier checkpoint; a run followed before its directory exists",
+    "[live]") {
+    const bool tb = importable("tensorboard"), wb = importable("wandb");
+    if (!tb && !wb) {
+        WARN("skipped: neither tensorboard nor wandb is importable by " << python()
+                                                                        << " (set PRISM_PYTHON to a python with them)");
+        return;
+    }
+    const std::string dir = make_data_dir(), study = dir + "/study", bout = dir + "/bridge.out";
+    const std::string sinks =
+        std::string(tb ? " --tensorboard " + dir + "/tb" : "") +
+        (wb ? " --wandb --wandb-mode offline --wandb-project prism-test --wandb-dir " + dir + "/wb" : "");
+    REQUIRE(sh("mkdir " + study).rc == 0);
+    // The bridge in the background, following the (still empty) study; its pid from the shell it replaces.
+    REQUIRE(sh("(sh -c 'echo $$ > " + dir + "/bridge.pid; exec env WANDB_API_KEY= " + python() + " " + kBridge + " " +
+               study + sinks + " --interval 0.1' > " + bout + " 2>&1; echo $? > " + dir +
+               "/bridge.rc) > /dev/null 2>&1 &")
+                .rc == 0);
+    REQUIRE(wait_for(dir + "/bridge.pid", "\n", 10));
+    const int pid = std::stoi(file_of(dir + "/bridge.pid"));
+    REQUIRE(wait_for(bout, "waiting for a run in " + study, 30));
+    Result a = sh(micro(dir, study + "/a") + " --steps 20 --ckpt-every 10 --keep 5");
+    INFO(a.out);
+    REQUIRE(a.rc == 0);
+    REQUIRE(wait_for(bout, "a: done at step 20 (logged to step 20)", 30));
+    const std::string first_log = file_of(study + "/a/log.jsonl");
+    std::ofstream(dir + "/a_first.jsonl") << first_log;
+    // A run that appears later, then a resumed from its step-10 checkpoint into a longer schedule: its log is
+    // rewritten (steps 1-10 kept) and steps 11-20 get other values.
+    REQUIRE(sh(micro(dir, study + "/b") + " --steps 10").rc == 0);
+    REQUIRE(sh("echo step_00000010 > " + study + "/a/latest").rc == 0);
+    Result r = sh(micro(dir, study + "/a") + " --steps 30 --resume");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    REQUIRE(wait_for(bout, "a: done at step 30 (logged to step 30)", 30));
+    REQUIRE(wait_for(bout, "b: done at step 10 (logged to step 10)", 30));
+    kill(pid, SIGTERM);
+    REQUIRE(wait_for(dir + "/bridge.rc", "\n", 60));
+    INFO(file_of(bout));
+    CHECK(file_of(dir + "/bridge.rc") == "0\n");
+    CHECK(file_of(bout).find("a: the log was rewritten from step 11 (a --resume from an earlier checkpoint)") !=
+          std::string::npos);
+    CHECK(file_of(bout).find("stopped by SIGTERM; everything read so far is written") != std::string::npos);
+    // The test means something: the branch's values at steps 11-20 differ from the first run's.
+    auto lr_at = [](const std::string& log, int step) {
+        const std::string key = "{\"step\": " + std::to_string(step) + ",";
+        return json::parse(log.substr(log.find(key), log.find('\n', log.find(key)) - log.find(key))).find("lr")->str;
+    };
+    REQUIRE(lr_at(first_log, 15) != lr_at(file_of(study + "/a/log.jsonl"), 15));
+    REQUIRE(lr_at(first_log, 5) == lr_at(file_of(study + "/a/log.jsonl"), 5));
+
+    if (tb) {
+        // TensorBoard: the run as it is now (the abandoned steps 11-20 purged), and the later run.
+        ReadBack b = read_back("tb", dir + "/tb", dir);
+        CHECK(b.runs == std::set<std::string>{"a", "b"});
+        CHECK(b.duplicates == 0);
+        check_log(b, "a", study + "/a/log.jsonl", true);
+        check_log(b, "b", study + "/b/log.jsonl", true);
+    } else {
+        WARN("TensorBoard part skipped: the tensorboard package is not importable by " << python());
+    }
+    if (wb) {
+        // W&B: the first run as it was, the branch as a run of its own holding the rewritten log whole.
+        ReadBack b = read_back("wb", dir + "/wb", dir);
+        CHECK(b.runs == std::set<std::string>{"a", "a@11", "b"});
+        CHECK(b.duplicates == 0);
+        check_log(b, "a", dir + "/a_first.jsonl", false);
+        check_log(b, "a@11", study + "/a/log.jsonl", false);
+        check_log(b, "b", study + "/b/log.jsonl", false);
+        CHECK(json::parse(b.config.at("a@11")).find("args")->find("steps")->str == "30");
+    } else {
+        WARN("W&B part skipped: the wandb package is not importable by " << python());
+    }
+
+    // One run followed from before its directory exists: the bridge waits for it and stops once it is done.
+    const std::string one = tb ? " --tensorboard " + dir + "/tb1"
+                               : " --wandb --wandb-mode offline --wandb-dir " + dir + "/wb1 --wandb-project prism-test";
+    REQUIRE(sh("(env WANDB_API_KEY= " + python() + " " + kBridge + " " + dir + "/c" + one + " --interval 0.1 > " + dir +
+               "/c.out 2>&1; echo $? > " + dir + "/c.rc) > /dev/null 2>&1 &")
+                .rc == 0);
+    REQUIRE(wait_for(dir + "/c.out", "waiting for a run in " + dir + "/c", 30));
+    REQUIRE(sh(micro(dir, dir + "/c") + " --steps 10").rc == 0);
+    REQUIRE(wait_for(dir + "/c.rc", "\n", 60));
+    INFO(file_of(dir + "/c.out"));
+    CHECK(file_of(dir + "/c.rc") == "0\n");
+    CHECK(file_of(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") != std::string::npos);
+    ReadBack c = read_back(tb ? "tb" : "wb", dir + (tb ? "/tb1" : "/wb1"), dir);
+    check_log(c, "c", dir + "/c/log.jsonl", tb);
+    sh("rm -rf '" + dir + "'");
+}
