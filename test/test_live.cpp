@@ -192,7 +192,7 @@ TEST_CASE(
     CHECK(none.rc == 1);
     CHECK(none.out == "prism_live: error: nothing to write to: pass --tensorboard LOGDIR and/or --wandb\n");
 
-    SECTION("TensorBoard") {
+    {  // TensorBoard
         if (!tb) {
             WARN("skipped: the tensorboard package is not importable by " << python()
                                                                           << " (set PRISM_PYTHON to a python with it)");
@@ -201,33 +201,33 @@ TEST_CASE(
             CHECK(e.rc == 1);
             CHECK(one_line_error(e));
             CHECK(e.out.find("pip install tensorboard\n") != std::string::npos);
-            return;
+        } else {
+            Result r = sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once");
+            INFO(r.out);
+            REQUIRE(r.rc == 0);
+            CHECK(r.out.find("tiny-run: done at step 20 (logged to step 20)") != std::string::npos);
+            ReadBack b = read_back("tb", dir + "/tb", dir);
+            CHECK(b.duplicates == 0);
+            CHECK(check_log(b, "tiny-run", out + "/log.jsonl", true) > 40);  // 20 steps x 6 fields, 2 val losses
+            CHECK(b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc"}) == 0.5625);
+            CHECK((float)b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc_norm"}) == 0.625f);
+            // The run record's flags, model and per-layer table as hyper-parameters, and as text.
+            CHECK(b.hparams.at({"tiny-run", "args/lr"}) == "0.01");
+            CHECK(b.hparams.at({"tiny-run", "args/steps"}) == "20.0");
+            CHECK(b.hparams.at({"tiny-run", "model/widths"}) == "\"32x2\"");
+            CHECK(b.hparams.at({"tiny-run", "layer/01/width"}) == "32.0");
+            CHECK(b.hparams.at({"tiny-run", "layer/02/heads"}) == "2.0");
+            CHECK(b.text.at("tiny-run").find("| --lr | 0.01 |") != std::string::npos);
+            CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 16 | 96 |") != std::string::npos);
+            // Imported again into the same LOGDIR: the second import replaces the first (its SessionLog START at
+            // step 0), so every value is still there once.
+            REQUIRE(sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once").rc == 0);
+            ReadBack again = read_back("tb", dir + "/tb", dir);
+            CHECK(again.duplicates == 0);
+            CHECK(again.scalars == b.scalars);
         }
-        Result r = sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once");
-        INFO(r.out);
-        REQUIRE(r.rc == 0);
-        CHECK(r.out.find("tiny-run: done at step 20 (logged to step 20)") != std::string::npos);
-        ReadBack b = read_back("tb", dir + "/tb", dir);
-        CHECK(b.duplicates == 0);
-        CHECK(check_log(b, "tiny-run", out + "/log.jsonl", true) > 40);  // 20 steps x 6 fields, 2 val losses
-        CHECK(b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc"}) == 0.5625);
-        CHECK((float)b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc_norm"}) == 0.625f);
-        // The run record's flags, model and per-layer table as hyper-parameters, and as text.
-        CHECK(b.hparams.at({"tiny-run", "args/lr"}) == "0.01");
-        CHECK(b.hparams.at({"tiny-run", "args/steps"}) == "20.0");
-        CHECK(b.hparams.at({"tiny-run", "model/widths"}) == "\"32x2\"");
-        CHECK(b.hparams.at({"tiny-run", "layer/01/width"}) == "32.0");
-        CHECK(b.hparams.at({"tiny-run", "layer/02/heads"}) == "2.0");
-        CHECK(b.text.at("tiny-run").find("| --lr | 0.01 |") != std::string::npos);
-        CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 16 | 96 |") != std::string::npos);
-        // Imported again into the same LOGDIR: the second import replaces the first (its SessionLog START at
-        // step 0), so every value is still there once.
-        REQUIRE(sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once").rc == 0);
-        ReadBack again = read_back("tb", dir + "/tb", dir);
-        CHECK(again.duplicates == 0);
-        CHECK(again.scalars == b.scalars);
     }
-    SECTION("Weights & Biases, offline") {
+    {  // Weights & Biases, offline
         if (!wb) {
             WARN("skipped: the wandb package is not importable by " << python()
                                                                     << " (set PRISM_PYTHON to a python with it)");
@@ -236,27 +236,27 @@ TEST_CASE(
             CHECK(e.rc == 1);
             CHECK(one_line_error(e));
             CHECK(e.out.find("pip install wandb\n") != std::string::npos);
-            return;
+        } else {
+            Result r = sh("WANDB_API_KEY= " + python() + " " + kBridge + " " + out + " --wandb --wandb-mode offline " +
+                          "--wandb-project prism-test --wandb-dir " + dir + "/wb --once");
+            INFO(r.out);
+            REQUIRE(r.rc == 0);
+            CHECK(r.out.find("upload with wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
+            ReadBack b = read_back("wb", dir + "/wb", dir);
+            CHECK(b.runs == std::set<std::string>{"tiny-run"});
+            CHECK(b.duplicates == 0);
+            CHECK(check_log(b, "tiny-run", out + "/log.jsonl", false) > 40);
+            CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/acc"}) == "0.5625");
+            CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/examples"}) == "16.0");
+            const json::Value cfg = json::parse(b.config.at("tiny-run"));
+            CHECK(cfg.find("args")->find("lr")->str == "0.01");
+            CHECK(cfg.find("args")->find("heads-schedule")->str == "uniform");
+            const json::Value* layers = cfg.find("model")->find("layers");
+            REQUIRE(layers->arr.size() == 2);
+            CHECK(layers->arr[1].find("layer")->str == "2");
+            CHECK(layers->arr[1].find("width")->str == "32");
+            CHECK(layers->arr[1].find("heads")->str == "2");
         }
-        Result r = sh("WANDB_API_KEY= " + python() + " " + kBridge + " " + out + " --wandb --wandb-mode offline " +
-                      "--wandb-project prism-test --wandb-dir " + dir + "/wb --once");
-        INFO(r.out);
-        REQUIRE(r.rc == 0);
-        CHECK(r.out.find("upload with wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
-        ReadBack b = read_back("wb", dir + "/wb", dir);
-        CHECK(b.runs == std::set<std::string>{"tiny-run"});
-        CHECK(b.duplicates == 0);
-        CHECK(check_log(b, "tiny-run", out + "/log.jsonl", false) > 40);
-        CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/acc"}) == "0.5625");
-        CHECK(b.summary.at({"tiny-run", "zeroshot/piqa/examples"}) == "16.0");
-        const json::Value cfg = json::parse(b.config.at("tiny-run"));
-        CHECK(cfg.find("args")->find("lr")->str == "0.01");
-        CHECK(cfg.find("args")->find("heads-schedule")->str == "uniform");
-        const json::Value* layers = cfg.find("model")->find("layers");
-        REQUIRE(layers->arr.size() == 2);
-        CHECK(layers->arr[1].find("layer")->str == "2");
-        CHECK(layers->arr[1].find("width")->str == "32");
-        CHECK(layers->arr[1].find("heads")->str == "2");
     }
     sh("rm -rf '" + dir + "'");
 }
