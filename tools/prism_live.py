@@ -406,7 +406,10 @@ class WandbRun:
 
 
 class Run:
-    def __init__(self, path, name, group, sinks):
+    def __init__(self, path, name, group, sinks, outputs):
+        for flag, out in outputs:  # what the bridge writes never lands in a run directory
+            if (os.path.realpath(out) + "/").startswith(os.path.realpath(path) + "/"):
+                raise UserError(f"{flag} {out} is inside the run directory {path}: pass a directory beside it")
         self.path, self.name, self.group, self.sinks = path, name, group, sinks
         self.tail = LogTail(os.path.join(path, "log.jsonl"))
         self.handles = None  # opened on the first thing to log
@@ -561,11 +564,8 @@ def main(argv):
     root = os.path.normpath(a.dir)
     if a.once and not os.path.isdir(root):
         raise UserError(f"{a.dir} is not a directory; pass a train_prism output directory (-o OUT) or a study's")
-    if a.tensorboard and os.path.isdir(root) and is_run_dir(root):
-        inside = os.path.realpath(a.tensorboard) + "/"
-        if inside.startswith(os.path.realpath(root) + "/"):
-            raise UserError(f"--tensorboard {a.tensorboard} is inside the run directory {a.dir}: pass a LOGDIR beside it")
     sinks = []
+    outputs = [(f, d) for f, d in (("--tensorboard", a.tensorboard), ("--wandb-dir", a.wandb_dir)) if d]
     if a.tensorboard:
         sinks.append(TensorBoardSink(a.tensorboard))
     if a.wandb:
@@ -587,12 +587,12 @@ def main(argv):
                     single = False
             if single:
                 if root not in runs:
-                    runs[root] = Run(root, os.path.basename(os.path.abspath(root)), None, sinks)
+                    runs[root] = Run(root, os.path.basename(os.path.abspath(root)), None, sinks, outputs)
             elif single is False:
                 study = os.path.basename(os.path.abspath(root))
                 for e in sorted(os.scandir(root), key=lambda e: e.name):
                     if e.path not in runs and e.is_dir(follow_symlinks=False) and is_run_dir(e.path):
-                        runs[e.path] = Run(e.path, e.name, study, sinks)
+                        runs[e.path] = Run(e.path, e.name, study, sinks, outputs)
             elif a.once:
                 raise UserError(
                     f"{a.dir} holds no run: no log.jsonl or run.json in it or in its subdirectories; pass a "
