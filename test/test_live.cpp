@@ -241,7 +241,7 @@ TEST_CASE(
                           "--wandb-project prism-test --wandb-dir " + dir + "/wb --once");
             INFO(r.out);
             REQUIRE(r.rc == 0);
-            CHECK(r.out.find("upload with wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
+            CHECK(r.out.find("upload: wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
             ReadBack b = read_back("wb", dir + "/wb", dir);
             CHECK(b.runs == std::set<std::string>{"tiny-run"});
             CHECK(b.duplicates == 0);

@@ -128,16 +128,14 @@ class LogTail:
         self.partial = False  # bytes after the last newline (being written, or torn by a crash)
 
     def poll(self):
-        """(reopened, [(step, obj, line_text)]) for the new whole lines."""
+        """[(step, obj, line_text)] for the new whole lines."""
         f = open_regular(self.path)
         if f is None:
-            return False, []
-        reopened = False
+            return []
         with f:
             st = os.fstat(f.fileno())
             ident = (st.st_dev, st.st_ino)
             if ident != self.ident or st.st_size < self.offset:
-                reopened = self.ident is not None
                 self.ident, self.offset, self.line_no, self.last_step = ident, 0, 0, 0
             f.seek(self.offset)
             data = f.read(st.st_size - self.offset)
@@ -159,7 +157,7 @@ class LogTail:
             warn(f"{self.path} line {self.line_no + 1} is over {MAX_LINE >> 20} MiB without an end: skipped")
             self.offset += len(data) - start
             self.partial = False
-        return reopened, out
+        return out
 
     def _parse(self, raw):
         where = f"{self.path} line {self.line_no}"
@@ -180,7 +178,8 @@ class LogTail:
             return None
         step = int(step)
         if step <= self.last_step:
-            warn(f"{where}: step {step} does not follow step {self.last_step} (a duplicated or reordered line): skipped")
+            warn(f"{where}: step {step} does not follow step {self.last_step} (a duplicated or reordered line): "
+                 "skipped")
             return None
         for k in STEP_TAGS:
             if k in obj and obj[k] is not None and not is_number(obj[k]):
@@ -193,8 +192,7 @@ class LogTail:
 def record_lines(path, below):
     """The steps < below of the log at path, read again from its start (for a W&B run that starts at a branch)."""
     tail = LogTail(path)
-    _, recs = tail.poll()
-    return [r for r in recs if r[0] < below]
+    return [r for r in tail.poll() if r[0] < below]
 
 
 def flag_value(v):
@@ -251,7 +249,8 @@ def config_markdown(cfg):
         lines += ["", "| layer | width | heads | head_dim | hidden |", "|---|---|---|---|---|"]
         for layer in layers:
             if isinstance(layer, dict):
-                lines.append("| " + " | ".join(str(layer.get(k, "")) for k in ("layer", "width", "heads", "head_dim", "hidden")) + " |")
+                cells = (str(layer.get(k, "")) for k in ("layer", "width", "heads", "head_dim", "hidden"))
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -305,7 +304,8 @@ class TensorBoardRun:
     def config(self, cfg, start_time):
         hp = flat_hparams(cfg)
         if hp:
-            self._add(step=0, wall_time=time.time(), summary=self.sink.hparams.hparams_pb(hp, start_time_secs=start_time))
+            summary = self.sink.hparams.hparams_pb(hp, start_time_secs=start_time)
+            self._add(step=0, wall_time=time.time(), summary=summary)
         self._add(step=0, wall_time=time.time(), summary=self.sink.text.text_pb("config", config_markdown(cfg)))
 
     def scalars(self, step, values, wall_time):
@@ -343,9 +343,8 @@ class WandbSink:
 
 
 class WandbRun:
-    def __init__(self, sink, run, branch_step=None):
-        self.sink, self.name = sink, run.name if branch_step is None else f"{run.name}@{branch_step}"
-        self.group, self.cfg = run.group, {}
+    def __init__(self, sink, run):
+        self.sink, self.name, self.group, self.cfg = sink, run.name, run.group, {}
         self.run = self._init()
 
     def _init(self):
@@ -399,7 +398,8 @@ class WandbRun:
         d = getattr(self.run, "dir", "") or ""
         offline = getattr(self.run.settings, "mode", "") == "offline" or self.sink.mode == "offline"
         where = os.path.dirname(d.rstrip("/")) if d else ""
-        return f"W&B run {self.name}" + (f" (offline: {where}; upload with wandb sync {where})" if offline and where else "")
+        tail = f" (offline: {where}; upload: wandb sync {where})" if offline and where else ""
+        return f"W&B run {self.name}{tail}"
 
 
 # ---- one run directory -----------------------------------------------------------------------------------------
@@ -445,7 +445,7 @@ class Run:
         return time.time()
 
     def status(self):
-        """The latest invocation's status in run.json, "" without one."""
+        """The latest invocation's status in run.json; "running" until it has ended, and without a record."""
         inv = self.record.get("invocations") if isinstance(self.record, dict) else None
         last = inv[-1] if isinstance(inv, list) and inv and isinstance(inv[-1], dict) else {}
         return last.get("status", "") if last.get("ended") is not None else "running"
@@ -468,7 +468,7 @@ class Run:
                     start = parse_utc(inv[0].get("started")) if inv and isinstance(inv[0], dict) else None
                     self._each(lambda h: h.config(cfg, start))
                 did = True
-        reopened, recs = self.tail.poll()
+        recs = self.tail.poll()
         if recs:
             self._open()
             self.changed_at = time.monotonic()
@@ -515,7 +515,8 @@ class Run:
         status = self.status()
         if status != "running" and self.ended_said != self.record_raw:  # run.json's end follows the log's last line
             inv = self.record["invocations"][-1]
-            note(f"{self.name}: {status} at step {inv.get('end_step', '?')} (logged to step {max(self.logged, default=0)})")
+            logged = max(self.logged, default=0)
+            note(f"{self.name}: {status} at step {inv.get('end_step', '?')} (logged to step {logged})")
             self.ended_said = self.record_raw
         return did
 
