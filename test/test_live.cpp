@@ -29,6 +29,15 @@ std::string python() {
 
 bool importable(const std::string& module) { return sh(python() + " -c 'import " + module + "'").rc == 0; }
 
+// W&B's reader of an offline run's transaction log (the .wandb file) is `wandb leet inspect`, in recent wandb.
+bool wandb_readable() {
+    if (sh(python() + " -m wandb leet inspect --help").rc == 0) return true;
+    WARN(
+        "this wandb has no `wandb leet inspect` to read an offline run back: its read-back is skipped "
+        "(pip install -U wandb)");
+    return false;
+}
+
 // Prints what a library's own reader finds, one fact a line:
 //   scalar RUN STEP TAG VALUE | hparam RUN KEY JSON | text RUN TAG JSON | config RUN JSON | summary RUN KEY VALUE
 const char* kReader = R"PY(
@@ -55,9 +64,9 @@ if kind == "tb":
                 x = v.WhichOneof("kind")
                 print("hparam", run, k, json.dumps(getattr(v, x) if x else None))
 else:
-    cli = os.path.join(os.path.dirname(sys.executable), "wandb")
     for f in sorted(glob.glob(os.path.join(where, "wandb", "offline-run-*", "run-*.wandb"))):
-        out = subprocess.run([cli, "leet", "inspect", "--json", f], capture_output=True, text=True, check=True).stdout
+        cmd = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", f]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         name = None
         for line in out.splitlines():
             r = json.loads(line)
@@ -242,6 +251,8 @@ TEST_CASE(
             INFO(r.out);
             REQUIRE(r.rc == 0);
             CHECK(r.out.find("upload: wandb sync " + dir + "/wb/wandb/offline-run-") != std::string::npos);
+        }
+        if (wb && wandb_readable()) {
             ReadBack b = read_back("wb", dir + "/wb", dir);
             CHECK(b.runs == std::set<std::string>{"tiny-run"});
             CHECK(b.duplicates == 0);
@@ -276,9 +287,10 @@ TEST_CASE(
         std::string(tb ? " --tensorboard " + dir + "/tb" : "") +
         (wb ? " --wandb --wandb-mode offline --wandb-project prism-test --wandb-dir " + dir + "/wb" : "");
     REQUIRE(sh("mkdir " + study).rc == 0);
-    // The bridge in the background, following the (still empty) study; its pid from the shell it replaces.
-    REQUIRE(sh("(sh -c 'echo $$ > " + dir + "/bridge.pid; exec env WANDB_API_KEY= " + python() + " " + kBridge + " " +
-               study + sinks + " --interval 0.1' > " + bout + " 2>&1; echo $? > " + dir +
+    // The bridge in the background, following the (still empty) study; its pid from the shell it replaces (timeout
+    // passes SIGTERM on, and ends a bridge a failed check left running).
+    REQUIRE(sh("(sh -c 'echo $$ > " + dir + "/bridge.pid; exec timeout 300 env WANDB_API_KEY= " + python() + " " +
+               kBridge + " " + study + sinks + " --interval 0.1' > " + bout + " 2>&1; echo $? > " + dir +
                "/bridge.rc) > /dev/null 2>&1 &")
                 .rc == 0);
     REQUIRE(wait_for(dir + "/bridge.pid", "\n", 10));
@@ -324,7 +336,7 @@ TEST_CASE(
     } else {
         WARN("TensorBoard part skipped: the tensorboard package is not importable by " << python());
     }
-    if (wb) {
+    if (wb && wandb_readable()) {
         // W&B: the first run as it was, the branch as a run of its own holding the rewritten log whole.
         ReadBack b = read_back("wb", dir + "/wb", dir);
         CHECK(b.runs == std::set<std::string>{"a", "a@11", "b"});
@@ -334,14 +346,16 @@ TEST_CASE(
         check_log(b, "b", study + "/b/log.jsonl", false);
         CHECK(json::parse(b.config.at("a@11")).find("args")->find("steps")->str == "30");
     } else {
-        WARN("W&B part skipped: the wandb package is not importable by " << python());
+        WARN("W&B part skipped: the wandb package is not importable by " << python() << ", or not readable");
     }
 
     // One run followed from before its directory exists: the bridge waits for it and stops once it is done.
-    const std::string one = tb ? " --tensorboard " + dir + "/tb1"
-                               : " --wandb --wandb-mode offline --wandb-dir " + dir + "/wb1 --wandb-project prism-test";
-    REQUIRE(sh("(env WANDB_API_KEY= " + python() + " " + kBridge + " " + dir + "/c" + one + " --interval 0.1 > " + dir +
-               "/c.out 2>&1; echo $? > " + dir + "/c.rc) > /dev/null 2>&1 &")
+    const bool via_tb = tb;
+    const std::string one =
+        via_tb ? " --tensorboard " + dir + "/tb1"
+               : " --wandb --wandb-mode offline --wandb-dir " + dir + "/wb1 --wandb-project prism-test";
+    REQUIRE(sh("(timeout 300 env WANDB_API_KEY= " + python() + " " + kBridge + " " + dir + "/c" + one +
+               " --interval 0.1 > " + dir + "/c.out 2>&1; echo $? > " + dir + "/c.rc) > /dev/null 2>&1 &")
                 .rc == 0);
     REQUIRE(wait_for(dir + "/c.out", "waiting for a run in " + dir + "/c", 30));
     REQUIRE(sh(micro(dir, dir + "/c") + " --steps 10").rc == 0);
@@ -349,7 +363,8 @@ TEST_CASE(
     INFO(file_of(dir + "/c.out"));
     CHECK(file_of(dir + "/c.rc") == "0\n");
     CHECK(file_of(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") != std::string::npos);
-    ReadBack c = read_back(tb ? "tb" : "wb", dir + (tb ? "/tb1" : "/wb1"), dir);
-    check_log(c, "c", dir + "/c/log.jsonl", tb);
+    if (!via_tb && !wandb_readable()) return;  // the bridge's own end was checked; nothing reads W&B back here
+    ReadBack c = read_back(via_tb ? "tb" : "wb", dir + (via_tb ? "/tb1" : "/wb1"), dir);
+    check_log(c, "c", dir + "/c/log.jsonl", via_tb);
     sh("rm -rf '" + dir + "'");
 }
