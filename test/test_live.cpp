@@ -188,6 +188,10 @@ TEST_CASE(
     "live: a finished run and its zero-shot scores, imported with --once, read back by TensorBoard's and W&B's "
     "own readers",
     "[live]") {
+    if (sh(python() + " -c 'import json'").rc != 0) {
+        WARN("skipped: no " << python() << " to run tools/prism_live.py with (set PRISM_PYTHON)");
+        return;
+    }
     const std::string dir = make_data_dir(), out = dir + "/tiny-run";
     Result t = sh(micro(dir, out) + " --steps 20");
     INFO(t.out);
