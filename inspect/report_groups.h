@@ -492,7 +492,7 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
     auto pad = [](const std::string& s, size_t w) {  // to w characters on screen (UTF-8 continuation bytes aside)
         size_t n = 0;
         for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-        return s + std::string(n < w ? w - n : 0, ' ');
+        return s + std::string(n < w ? w - n : 2, ' ');  // a longer cell pushes the rest right
     };
     for (const Quantity& q : qs) {
         const double effect = effects.of(q);
