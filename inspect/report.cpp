@@ -8,9 +8,12 @@
 //   - seed groups: runs whose records differ only in --seed (and in what a resume may change) form one group,
 //     labelled by the flags that tell the groups apart. Per group: final and best validation loss, mean +- sample
 //     std over its runs; against the baseline group (--baseline NAME: a group's label or one of its runs' names;
-//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n and
-//     its 95% interval from Student's t (studies/stats.h); the same for every zero-shot metric present (eval.json,
-//     else the last in-training eval). Printed on stdout too, and with --json FILE every number as JSON.
+//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n, its
+//     standard error (the seeds' spread, and for a zero-shot metric the eval set's sampling error: per example
+//     from RUN/samples.jsonl, else eval.json's standard errors), its 95% t interval where one is estimable (else
+//     why not), the smallest effect detectable at 95%/80% and, with --effect/--effect-acc, the seeds needed to
+//     detect one (studies/stats.h); the same for every zero-shot metric present (eval.json, else the last
+//     in-training eval). Printed on stdout too, and with --json FILE every number as JSON.
 //     A run without a record is a group of its own.
 //   - a table of the runs: model, schedule, seed, parameters, steps, tokens, final and best losses, median
 //     tokens/s, time, status and commit
@@ -172,6 +175,7 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
                     s += ", \"effect\": " + num(o.effect.of(qs[qi])) + ", \"seeds_needed\": " +
                          (n == stats::kNotEstimable  ? "null"
                           : n == stats::kUnreachable ? "\"none suffice\""
+                          : n > stats::kMaxSeeds     ? "\"over " + std::to_string(stats::kMaxSeeds) + "\""
                                                      : std::to_string(n));
                 }
                 s += "}";

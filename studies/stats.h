@@ -102,20 +102,17 @@ struct Spread {
 };
 
 // How many seeds (pairs of runs, one per arm) detect `effect`: the smallest n >= 2 with detectable(n) <= |effect|.
-// kNotEstimable where detectable is NaN; kUnreachable where the shared part B alone, at any number of seeds, keeps
-// detectable above the effect (the eval set is too small for it); kMaxSeeds + 1 beyond kMaxSeeds. detectable(n)
-// falls with n (V(n) falls, and its t quantiles with the df); scanned one by one to 1000, then by bisection.
+// kNotEstimable where detectable is NaN; beyond kMaxSeeds, kUnreachable where there is a shared part B (A / n is
+// nothing by then: the eval set is too small for the effect, whatever the seeds) and kMaxSeeds + 1 where not.
+// Scanned one by one to 1000 (the df of a small B can make detectable(n) rise and fall there), then by bisection,
+// where V(n) has all but reached B and detectable(n) falls with n.
 constexpr long kNotEstimable = -1, kUnreachable = 0, kMaxSeeds = 1000000;
 inline long seeds_needed(const Spread& s, double effect) {
     effect = std::fabs(effect);
     if (!(effect > 0) || std::isnan(s.detectable(2))) return kNotEstimable;
-    if (s.B > 0) {
-        const double floor = (t_quantile(0.975, s.dfB) + t_quantile(0.80, s.dfB)) * std::sqrt(s.B);
-        if (floor >= effect) return kUnreachable;
-    }
     for (long n = 2; n <= 1000; n++)
         if (s.detectable(n) <= effect) return n;
-    if (s.detectable(kMaxSeeds) > effect) return kMaxSeeds + 1;
+    if (s.detectable(kMaxSeeds) > effect) return s.B > 0 ? kUnreachable : kMaxSeeds + 1;
     long lo = 1000, hi = kMaxSeeds;  // detectable(lo) > effect >= detectable(hi)
     while (hi - lo > 1) {
         const long mid = lo + (hi - lo) / 2;
