@@ -190,9 +190,11 @@ inline Comparison seeds_only(const std::vector<double>& d) {
 //   MS_rest = sum_si (x_si - d_s - D_i + mean)^2 / ((n - 1)(N - 1)),
 // the unbiased estimates, each component cut at zero (the usual truncation):
 //   A = s_a^2 + s_e^2 / N = max(MS_seed, MS_rest) / N          (df n - 1, conservatively)
-//   B = s_b^2 / N         = max(0, MS_example - MS_rest) / (n N) (df by Satterthwaite over the two mean squares)
-// so V(n) = A / n + B, and two seeds whose means agree still have A > 0 when their examples disagree. With one
-// seed: A is unknown, and B = var_i(x_i) / N (the paired sampling variance of that seed's difference).
+//   B = s_b^2 / N         = max(0, MS_example - MS_rest) / (n N) (df N - 1, MS_example's)
+// so V(n) = A / n + B, and two seeds whose means agree still have A > 0 when their examples disagree. (B's df is
+// not Satterthwaite's for the difference of two mean squares: that one collapses towards 1 where they are close,
+// i.e. where B is near zero and matters least, and would then decide alone that no number of seeds suffices.)
+// With one seed: A is unknown, and B = var_i(x_i) / N (the paired sampling variance of that seed's difference).
 inline Comparison paired_by_example(const std::vector<std::vector<double>>& x) {
     Comparison c;
     c.n = (int)x.size();
@@ -226,11 +228,7 @@ inline Comparison paired_by_example(const std::vector<std::vector<double>>& x) {
             }
         const double ms_rest = rest / ((n - 1) * (Nd - 1));
         c.spread.A = std::max(ms_seed, ms_rest) / Nd;
-        if (ms_ex > ms_rest) {
-            c.spread.B = (ms_ex - ms_rest) / (n * Nd);
-            c.spread.dfB = (ms_ex - ms_rest) * (ms_ex - ms_rest) /
-                           (ms_ex * ms_ex / (Nd - 1) + ms_rest * ms_rest / ((n - 1) * (Nd - 1)));
-        }
+        if (ms_ex > ms_rest) c.spread.B = (ms_ex - ms_rest) / (n * Nd), c.spread.dfB = Nd - 1;
     }
     finish(c);
     return c;
