@@ -8,9 +8,12 @@
 //   - seed groups: runs whose records differ only in --seed (and in what a resume may change) form one group,
 //     labelled by the flags that tell the groups apart. Per group: final and best validation loss, mean +- sample
 //     std over its runs; against the baseline group (--baseline NAME: a group's label or one of its runs' names;
-//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n and
-//     its 95% interval from Student's t (studies/stats.h); the same for every zero-shot metric present (eval.json,
-//     else the last in-training eval). Printed on stdout too, and with --json FILE every number as JSON.
+//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n, its
+//     standard error (the seeds' spread, and for a zero-shot metric the eval set's sampling error: per example
+//     from RUN/samples.jsonl, else eval.json's standard errors), its 95% t interval where one is estimable (else
+//     why not), the smallest effect detectable at 95%/80% and, with --effect/--effect-acc, the seeds needed to
+//     detect one (studies/stats.h); the same for every zero-shot metric present (eval.json, else the last
+//     in-training eval). Printed on stdout too, and with --json FILE every number as JSON.
 //     A run without a record is a group of its own.
 //   - a table of the runs: model, schedule, seed, parameters, steps, tokens, final and best losses, median
 //     tokens/s, time, status and commit
@@ -70,6 +73,7 @@ struct Options {
     std::vector<std::string> runs, analyze;
     std::string out = "report.html", title = "Prism training report", baseline, json;
     int smooth = 0;
+    report::Effects effect;  // --effect, --effect-acc
 };
 
 std::vector<Flag> make_flags(Options& o) {
@@ -91,6 +95,14 @@ std::vector<Flag> make_flags(Options& o) {
                   "(default: the group with uniform heads and widths)",
                   o.baseline),
         path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
+        number_flag("--effect", "NATS",
+                    "also print, per comparison of validation losses, the seeds needed to detect a difference of "
+                    "NATS (0.014: the Prism paper's at 124M; default none)",
+                    o.effect.nats, 0, 100),
+        number_flag("--effect-acc", "FRACTION",
+                    "the same for zero-shot accuracies, in their unit, a fraction of the examples (0.02: 2 points; "
+                    "default none)",
+                    o.effect.acc, 0, 1),
         number_flag("--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
                     o.smooth, 1, 1000000),
     };
@@ -149,10 +161,25 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
             const GroupStat st = group_stat(g, groups[base], gi == base, qs[qi], runs, sums);
             s += std::string(qi ? ", " : "") + json::quote(qs[qi].name) + ": {\"n\": " + std::to_string(st.n) +
                  ", \"mean\": " + num(st.mean) + ", \"std\": " + num(st.sd);
-            if (gi != base)
-                s += ", \"vs_baseline\": {\"n\": " + std::to_string(st.diff.n) + ", \"mean\": " + num(st.diff.mean) +
-                     ", \"std\": " + num(st.diff.sd) + ", \"t975\": " + num(st.diff.t975) +
-                     ", \"lo\": " + num(st.diff.lo) + ", \"hi\": " + num(st.diff.hi) + "}";
+            if (gi != base) {
+                const stats::Comparison& d = st.diff;
+                s += ", \"vs_baseline\": {\"n\": " + std::to_string(d.n) + ", \"mean\": " + num(d.mean) +
+                     ", \"std\": " + num(d.sd) + ", \"se\": " + num(d.se) + ", \"df\": " + num(d.df) +
+                     ", \"t975\": " + num(d.t975) + ", \"lo\": " + num(d.lo) + ", \"hi\": " + num(d.hi) +
+                     ", \"no_interval\": " + (d.why.empty() ? "null" : json::quote(d.why)) +
+                     ", \"method\": " + json::quote(d.method) + ", \"A\": " + num(d.spread.A) +
+                     ", \"B\": " + num(d.spread.B) + ", \"examples\": " + std::to_string(d.examples) +
+                     ", \"detectable\": " + num(d.detectable);
+                if (o.effect.of(qs[qi]) > 0) {
+                    const long n = stats::seeds_needed(d.spread, o.effect.of(qs[qi]));
+                    s += ", \"effect\": " + num(o.effect.of(qs[qi])) + ", \"seeds_needed\": " +
+                         (n == stats::kNotEstimable  ? "null"
+                          : n == stats::kUnreachable ? "\"none suffice\""
+                          : n > stats::kMaxSeeds     ? "\"over " + std::to_string(stats::kMaxSeeds) + "\""
+                                                     : std::to_string(n));
+                }
+                s += "}";
+            }
             s += "}";
         }
         s += "}}";
@@ -470,7 +497,7 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
             return skip(d, e.what(), true);
         }
         for (const std::string& w : runs.back().warnings) warnings.push_back(w);
-        for (const char* f : {"log.jsonl", "run.json", "eval.json", "model.bin"})
+        for (const char* f : {"log.jsonl", "run.json", "eval.json", "samples.jsonl", "model.bin"})
             if (file_id(d + "/" + f, id)) inputs.push_back(id);
     };
     for (const std::string& p : o.runs) {
@@ -569,7 +596,13 @@ int run(const Options& o) {
                           " is the page's own file (-o); write the JSON to another file");
     print_skipped(skipped);
     std::vector<Summary> sums;
-    for (const RunLog& r : runs) sums.push_back(summarize(r));
+    for (const RunLog& r : runs) {
+        sums.push_back(summarize(r));
+        for (const std::string& w : sums.back().warnings) {
+            fprintf(stderr, "report: warning: %s\n", printable(w).c_str());
+            warnings.push_back(w);
+        }
+    }
     const std::vector<Group> groups = make_groups(runs, sums);
     const size_t base = find_baseline(groups, runs, o.baseline);
     std::vector<std::string> colours;  // a run's colour is its group's
@@ -593,15 +626,21 @@ int run(const Options& o) {
     h += ". Written by <code>report</code> on " + std::string(date) + ".</p>\n";
 
     std::string text;
-    h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, text);
+    h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, o.effect, text);
     h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
-         "the flags that tell the groups apart. Mean ± sample standard deviation over the group's runs; the difference "
-         "to the baseline (" +
+         "the flags that tell the groups apart; a run without a record is a group of its own. Mean ± sample standard "
+         "deviation over the group's runs. − baseline: the difference to the baseline (" +
          xml_escape(groups[base].label) +
-         ", <code>--baseline</code>) is paired by seed over the "
-         "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
-         "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
-         "of its own.</p>\n";
+         ", <code>--baseline</code>), paired by seed over the seeds both groups have (n), and for a zero-shot "
+         "metric by example too where both runs of every seed have <code>samples.jsonl</code>; its variance is "
+         "V(n) = A/n + B, A what more seeds average out, B what they share (the eval examples' sampling error), "
+         "each table's note says how they were estimated. SE = √V(n); the 95% interval is mean ± t<sub>0.975, "
+         "df</sub> SE of Student's t, shown only from 3 seeds and a spread over seeds that is not zero (else the "
+         "cell says why). An interval that contains 0 does not tell the two apart at that level. Detectable at "
+         "95%/80%: the smallest true difference a two-sided 95% test on these seeds detects with 80% power, "
+         "(t<sub>0.975, df</sub> + t<sub>0.80, df</sub>) SE, from the observed spread; with <code>--effect "
+         "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
+         "group) whose V(n) brings it down to that effect.</p>\n";
     h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;

@@ -1,15 +1,21 @@
 // inspect/report_groups.h: report's numbers: formatting, the charts of steps, and the seed groups (runs whose
-// records differ only in --seed) with their statistics (mean +- std, the paired difference against a baseline
-// group with a 95% t interval: studies/stats.h), as tables and charts.
+// records differ only in --seed) with their statistics (mean +- std; the difference against a baseline group,
+// paired by seed, and by example where the runs' samples.jsonl allow, with its 95% t interval or why none, the
+// smallest detectable effect and the seeds an --effect needs: studies/stats.h), as tables and charts.
 // Does not: read run directories (run/run_log.h) or write the page (inspect/report.cpp).
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "errors.h"
@@ -102,11 +108,22 @@ inline double median(std::vector<double> v) {
 
 // ---- the runs' numbers and the seed groups --------------------------------------------------------------
 
+// What a run's zero-shot result of one metric ("piqa acc") holds beside its value: its sampling error, for the
+// differences between groups (studies/stats.h).
+struct MetricInfo {
+    double se = NAN;              // the result's standard error ("acc_stderr"), NaN where it has none
+    long examples = 0;            // the examples it was computed on ("examples"; 0 unknown)
+    bool after_training = false;  // eval.json's (the finished model's), to which RUN/samples.jsonl belongs
+    std::vector<std::pair<long, double>> samples;  // (example index, 1 or 0) by index, from samples.jsonl; or empty
+};
+
 struct Summary {
     double last_train = NAN, last_val = NAN, best_val = NAN, median_tps = NAN;
     long skipped = 0;
     std::string seed;                                     // the record's --seed ("" without a record)
     std::vector<std::pair<std::string, double>> metrics;  // "hellaswag acc" -> value: the zero-shot results
+    std::map<std::string, MetricInfo> info;               // the same keys: their standard errors and samples
+    std::vector<std::string> warnings;                    // a samples.jsonl that could not be used, and why
     size_t group = 0;
     double metric(const std::string& k) const {
         for (const auto& m : metrics)
@@ -115,8 +132,10 @@ struct Summary {
     }
 };
 
-// The zero-shot metrics of a run: per task, eval.json's result when there is one, else the last logged.
-inline std::vector<std::pair<std::string, double>> run_metrics(const RunLog& r) {
+// The zero-shot metrics of a run: per task, eval.json's result when there is one, else the last logged; `info`
+// gets their standard errors and example counts.
+inline std::vector<std::pair<std::string, double>> run_metrics(const RunLog& r,
+                                                               std::map<std::string, MetricInfo>* info = nullptr) {
     std::vector<std::pair<std::string, double>> out;
     std::vector<std::string> tasks;
     for (const RunEval& e : r.evals)
@@ -126,9 +145,83 @@ inline std::vector<std::pair<std::string, double>> run_metrics(const RunLog& r) 
         for (const RunEval& e : r.evals)
             if (e.task == t && (!pick || e.after_training || !pick->after_training)) pick = &e;
         for (const char* k : {"acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte"})
-            if (std::isfinite(pick->get(k))) out.push_back({t + " " + k, pick->get(k)});
+            if (std::isfinite(pick->get(k))) {
+                out.push_back({t + " " + k, pick->get(k)});
+                if (!info) continue;
+                MetricInfo& mi = (*info)[out.back().first];
+                mi.se = pick->get(std::string(k) + "_stderr"), mi.after_training = pick->after_training;
+                const double n = pick->get("examples");
+                mi.examples = n >= 1 && n < 1e12 ? (long)n : 0;
+            }
     }
     return out;
+}
+
+// RUN/samples.jsonl (eval_zeroshot --log-samples): one JSON object per scored example, with "task", "index" (the
+// example's 0-based index in its task), "acc" (1 or 0) and, where the task has it, "acc_norm". Its results pair
+// two runs' differences per example. They are used for a metric only when they are eval.json's: as many examples
+// as eval.json counts, whose mean is its value; otherwise (or for a line that is not such an object, an index
+// twice) a warning says why, and the comparison falls back to eval.json's standard errors.
+constexpr size_t kSamplesCap = (size_t)256 << 20;
+inline void read_samples(const std::string& dir, Summary& m) {
+    const std::string path = dir + "/samples.jsonl";
+    if (access(path.c_str(), F_OK) != 0) return;
+    auto unused = [&](const std::string& why) {
+        m.warnings.push_back(path + ": " + why + "; eval.json's standard errors are used instead");
+    };
+    std::string text;
+    try {
+        text = read_text(path, (size_t)-1, kSamplesCap);
+    } catch (const std::runtime_error& e) {
+        return unused(e.what());
+    }
+    std::map<std::string, std::vector<std::pair<long, double>>> got;
+    size_t line_no = 0;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string_view line(text.data() + at, end - at);
+        at = end + 1, line_no++;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        try {
+            const json::Value o = json::parse(line);
+            const std::string task = json::str_field(o, "task");
+            const long index = json::int_field(o, "index");
+            if (index < 0) throw json::Error("\"index\" is negative");
+            for (const char* k : {"acc", "acc_norm"}) {
+                const json::Value* v = o.find(k);
+                if (!v && k[3] == '_') continue;  // acc_norm: only where the task has it
+                const double x = v && v->kind == json::Value::Number ? std::strtod(v->str.c_str(), nullptr) : NAN;
+                if (x != 0 && x != 1) throw json::Error(std::string("\"") + k + "\" is not 1 or 0");
+                got[task + " " + k].push_back({index, x});
+            }
+        } catch (const json::Error& e) {
+            return unused("line " + std::to_string(line_no) + " is not a scored example (" + e.what() + ")");
+        }
+    }
+    for (auto& [key, v] : got) {
+        std::sort(v.begin(), v.end());
+        for (size_t i = 1; i < v.size(); i++)
+            if (v[i].first == v[i - 1].first) {
+                unused(key + " has example " + std::to_string(v[i].first) + " twice");
+                v.clear();
+                break;
+            }
+        if (v.empty()) continue;
+        auto it = m.info.find(key);
+        double s = 0;
+        for (const auto& x : v) s += x.second;
+        const double mean = s / v.size(), value = m.metric(key);
+        char b[256];
+        if (it == m.info.end() || !it->second.after_training) {
+            unused(key + " has no result in eval.json to which its " + std::to_string(v.size()) + " examples belong");
+        } else if ((long)v.size() != it->second.examples || !(std::fabs(mean - value) <= 1e-8)) {
+            snprintf(b, sizeof b, "%s: %zu examples with mean %.6g, but eval.json has %ld with %.6g", key.c_str(),
+                     v.size(), mean, it->second.examples, value);
+            unused(b);
+        } else {
+            it->second.samples = std::move(v);
+        }
+    }
 }
 
 inline Summary summarize(const RunLog& r) {
@@ -144,7 +237,8 @@ inline Summary summarize(const RunLog& r) {
     }
     m.median_tps = median(tps);
     if (r.has_record) m.seed = r.record.arg("--seed");
-    m.metrics = run_metrics(r);
+    m.metrics = run_metrics(r, &m.info);
+    read_samples(r.dir, m);
     return m;
 }
 
@@ -224,37 +318,104 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
     return groups;
 }
 
-// A group's values of one quantity, by seed (runs without a seed are keyed by their name, so they never pair).
-inline std::map<std::string, double> by_seed(const Group& g, const std::vector<RunLog>& runs,
-                                             const std::vector<Summary>& sums,
-                                             const std::function<double(const Summary&)>& get) {
-    std::map<std::string, double> m;
-    for (size_t i : g.runs) m[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = get(sums[i]);
+// A group's runs by seed (runs without a seed are keyed by their name, so they never pair).
+inline std::map<std::string, size_t> by_seed(const Group& g, const std::vector<RunLog>& runs,
+                                             const std::vector<Summary>& sums) {
+    std::map<std::string, size_t> m;
+    for (size_t i : g.runs) m[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = i;
     return m;
 }
 
 struct Quantity {
+    enum Unit { Nats, Accuracy, Other };
     std::string name;  // "final val loss", "hellaswag acc"
     std::function<double(const Summary&)> get;
     const char* format;
+    Unit unit = Other;
+    bool eval = false;  // a zero-shot metric (Summary::info has its standard error and samples)
+    std::string title() const {
+        return name + (unit == Nats ? " (nats)" : unit == Accuracy ? " (fraction of examples)" : "");
+    }
 };
 
 inline std::vector<Quantity> quantities(const std::vector<Summary>& sums) {
-    std::vector<Quantity> q = {{"final val loss", [](const Summary& s) { return s.last_val; }, "%.4f"},
-                               {"best val loss", [](const Summary& s) { return s.best_val; }, "%.4f"}};
+    std::vector<Quantity> q = {{"final val loss", [](const Summary& s) { return s.last_val; }, "%.4f", Quantity::Nats},
+                               {"best val loss", [](const Summary& s) { return s.best_val; }, "%.4f", Quantity::Nats}};
     std::vector<std::string> names;
     for (const Summary& s : sums)
         for (const auto& m : s.metrics)
             if (std::find(names.begin(), names.end(), m.first) == names.end()) names.push_back(m.first);
-    for (const std::string& n : names) q.push_back({n, [n](const Summary& s) { return s.metric(n); }, "%.4f"});
+    for (const std::string& n : names) {
+        const bool acc = n.size() > 4 && (n.compare(n.size() - 4, 4, " acc") == 0 ||
+                                          (n.size() > 9 && n.compare(n.size() - 9, 9, " acc_norm") == 0));
+        q.push_back({n, [n](const Summary& s) { return s.metric(n); }, "%.4f",
+                     acc ? Quantity::Accuracy : Quantity::Other, true});
+    }
     return q;
 }
+
+// report --effect and --effect-acc: the effect to find the seeds for, per unit (0: none).
+struct Effects {
+    double nats = 0, acc = 0;
+    double of(const Quantity& q) const {
+        return q.unit == Quantity::Nats ? nats : q.unit == Quantity::Accuracy ? acc : 0;
+    }
+};
 
 struct GroupStat {
     int n = 0;
     double mean = NAN, sd = NAN;
-    stats::Paired diff;  // against the baseline (n 0 for the baseline itself)
+    stats::Comparison diff;  // against the baseline (n 0 for the baseline itself)
 };
+
+// The difference g - base of one quantity over the seeds both have, by the first method the runs' data allow:
+// paired per example (every paired run's samples.jsonl, the same examples), eval.json's standard errors (every
+// paired run has one), seeds only (a validation loss, or a metric without a standard error).
+inline stats::Comparison compare(const Group& g, const Group& base, const Quantity& q, const std::vector<RunLog>& runs,
+                                 const std::vector<Summary>& sums) {
+    std::vector<std::pair<size_t, size_t>> pairs;  // (g's run, base's run) per common seed with both values
+    const std::map<std::string, size_t> b = by_seed(base, runs, sums);
+    for (const auto& [seed, i] : by_seed(g, runs, sums)) {
+        auto it = b.find(seed);
+        if (it != b.end() && std::isfinite(q.get(sums[i])) && std::isfinite(q.get(sums[it->second])))
+            pairs.push_back({i, it->second});
+    }
+    std::vector<double> d;
+    for (const auto& [i, j] : pairs) d.push_back(q.get(sums[i]) - q.get(sums[j]));
+    if (!q.eval || pairs.empty()) return stats::seeds_only(d);
+    auto info = [&](size_t run) -> const MetricInfo& { return sums[run].info.at(q.name); };
+    // Paired per example: every run's samples, on the same examples as the first's.
+    const std::vector<std::pair<long, double>>& first = info(pairs[0].first).samples;
+    bool same = first.size() >= 2;
+    for (const auto& [i, j] : pairs)
+        for (size_t r : {i, j}) {
+            const auto& s = info(r).samples;
+            same = same && s.size() == first.size() &&
+                   std::equal(s.begin(), s.end(), first.begin(),
+                              [](const auto& x, const auto& y) { return x.first == y.first; });
+        }
+    if (same) {
+        std::vector<std::vector<double>> x;
+        for (const auto& [i, j] : pairs) {
+            const auto &a = info(i).samples, &c = info(j).samples;
+            x.emplace_back(a.size());
+            for (size_t k = 0; k < a.size(); k++) x.back()[k] = a[k].second - c[k].second;
+        }
+        return stats::paired_by_example(x);
+    }
+    std::vector<double> v;
+    long examples = std::numeric_limits<long>::max();
+    for (const auto& [i, j] : pairs) {
+        const MetricInfo &a = info(i), &c = info(j);
+        if (!(a.se >= 0) || !(c.se >= 0) || a.examples < 2 || c.examples < 2) break;
+        v.push_back(a.se * a.se + c.se * c.se);
+        examples = std::min({examples, a.examples, c.examples});
+    }
+    if (v.size() == pairs.size()) return stats::with_std_errors(d, v, examples);
+    stats::Comparison s = stats::seeds_only(d);
+    s.method += "; the eval's own sampling error is not included (no standard error for every run)";
+    return s;
+}
 
 inline GroupStat group_stat(const Group& g, const Group& base, bool is_base, const Quantity& q,
                             const std::vector<RunLog>& runs, const std::vector<Summary>& sums) {
@@ -263,7 +424,7 @@ inline GroupStat group_stat(const Group& g, const Group& base, bool is_base, con
     for (size_t i : g.runs)
         if (std::isfinite(q.get(sums[i]))) v.push_back(q.get(sums[i]));
     st.n = (int)v.size(), st.mean = stats::mean(v), st.sd = stats::stddev(v);
-    if (!is_base) st.diff = stats::paired_difference(by_seed(g, runs, sums, q.get), by_seed(base, runs, sums, q.get));
+    if (!is_base) st.diff = compare(g, base, q, runs, sums);
     return st;
 }
 
@@ -274,11 +435,34 @@ inline std::string mean_sd(const GroupStat& s, const char* f) {
 inline std::string signed_fmt(double v, const char* f) {
     return std::isfinite(v) ? (v >= 0 ? "+" : "") + fmt(v, f) : "-";
 }
-inline std::string diff_text(const stats::Paired& d, const char* f) {
+// The difference and its n: "-0.0625 (n 2)".
+inline std::string diff_text(const stats::Comparison& d, const char* f) {
     if (d.n == 0) return "no common seed";
-    std::string s = signed_fmt(d.mean, f);
-    if (d.n >= 2) s += " [" + signed_fmt(d.lo, f) + ", " + signed_fmt(d.hi, f) + "]";
-    return s + " (n " + std::to_string(d.n) + ")";
+    return signed_fmt(d.mean, f) + " (n " + std::to_string(d.n) + ")";
+}
+// The interval, or why there is none.
+inline std::string interval_text(const stats::Comparison& d, const char* f) {
+    if (!d.why.empty()) return d.why;
+    return "[" + signed_fmt(d.lo, f) + ", " + signed_fmt(d.hi, f) + "]";
+}
+// "±0.0210 nats; seeds for 0.014: 7": the smallest detectable effect, and the seeds an --effect needs.
+inline std::string detectable_text(const stats::Comparison& d, const Quantity& q, double effect) {
+    const std::string unit = q.unit == Quantity::Nats ? " nats" : "";
+    std::string s;
+    if (std::isfinite(d.detectable)) s = "±" + fmt(d.detectable, q.format) + unit;
+    else if (d.n < 2) s = "not estimable (n " + std::to_string(d.n) + ")";
+    else if (d.spread.A == 0) s = "not estimable (zero spread)";
+    else s = "not estimable";
+    if (!(effect > 0)) return s;
+    char e[32];
+    snprintf(e, sizeof e, "%g", effect);
+    const long n = stats::seeds_needed(d.spread, effect);
+    s += std::string("; seeds for ") + e + ": ";
+    if (n == stats::kNotEstimable) return s + "not estimable";
+    if (n == stats::kUnreachable)
+        return s + "none suffice (the " + std::to_string(d.examples) + " eval examples alone hide it)";
+    if (n > stats::kMaxSeeds) return s + "over " + std::to_string(stats::kMaxSeeds);
+    return s + std::to_string(n);
 }
 
 inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs,
@@ -298,45 +482,72 @@ inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<
     return 0;
 }
 
-// The groups' table (HTML), and the same as text for stdout.
+// The groups' tables (HTML), one per quantity, each with a footnote stating how its differences' intervals were
+// estimated (numbered when the comparisons of one quantity differ in it), and the same as text for stdout.
 inline std::string groups_table(const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
-                                const std::vector<RunLog>& runs, const std::vector<Summary>& sums, std::string& text) {
-    std::string h = "<table>\n<tr><th>group</th><th>runs</th><th>seeds</th>";
-    for (const Quantity& q : qs)
-        h += "<th>" + xml_escape(q.name) + "<br/>mean ± std</th><th>" + xml_escape(q.name) +
-             " − baseline<br/>"
-             "mean [95% t interval] (n)</th>";
-    h += "</tr>\n";
-    char line[512];
-    snprintf(line, sizeof line, "%-34s %4s %-10s", "group", "runs", "seeds");
-    text = line;
+                                const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
+                                const Effects& effects, std::string& text) {
+    std::string h;
+    text.clear();
+    auto pad = [](const std::string& s, size_t w) {  // to w characters on screen (UTF-8 continuation bytes aside)
+        size_t n = 0;
+        for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+        return s + std::string(n < w ? w - n : 2, ' ');  // a longer cell pushes the rest right
+    };
     for (const Quantity& q : qs) {
-        snprintf(line, sizeof line, " | %-17s %-36s", (q.name + " ± std").c_str(), "- baseline [95% t interval] (n)");
-        text += line;
-    }
-    text += "\n";
-    for (size_t gi = 0; gi < groups.size(); gi++) {
-        const Group& g = groups[gi];
-        std::string seeds;
-        for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
-        h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(g.label) +
-             (gi == base ? " (baseline)" : "") + "</td><td>" + std::to_string(g.runs.size()) + "</td><td>" +
-             xml_escape(seeds) + "</td>";
-        snprintf(line, sizeof line, "%-34s %4zu %-10s",
-                 (g.label + (gi == base ? " (baseline)" : "")).substr(0, 34).c_str(), g.runs.size(),
-                 seeds.substr(0, 10).c_str());
-        text += line;
-        for (const Quantity& q : qs) {
-            const GroupStat st = group_stat(g, groups[base], gi == base, q, runs, sums);
-            const std::string d = gi == base ? "baseline" : diff_text(st.diff, q.format);
-            h += "<td>" + mean_sd(st, q.format) + "</td><td>" + xml_escape(d) + "</td>";
-            snprintf(line, sizeof line, " | %-17s %-36s", mean_sd(st, q.format).c_str(), d.c_str());
-            text += line;
+        const double effect = effects.of(q);
+        std::vector<GroupStat> st;
+        std::vector<std::string> methods;
+        for (size_t gi = 0; gi < groups.size(); gi++) {
+            st.push_back(group_stat(groups[gi], groups[base], gi == base, q, runs, sums));
+            const std::string& m = st.back().diff.method;
+            if (gi != base && st.back().diff.n > 0 && std::find(methods.begin(), methods.end(), m) == methods.end())
+                methods.push_back(m);
         }
-        h += "</tr>\n";
+        auto mark = [&](const stats::Comparison& d) {
+            if (methods.size() < 2) return std::string();
+            return " [" + std::to_string(std::find(methods.begin(), methods.end(), d.method) - methods.begin() + 1) +
+                   "]";
+        };
+        h += "<h3>" + xml_escape(q.title()) +
+             "</h3>\n<table>\n<tr><th>group</th><th>runs</th><th>seeds</th>"
+             "<th>mean ± std</th><th>− baseline (n)</th><th>95% interval</th><th>SE</th>"
+             "<th>detectable at 95%/80%</th></tr>\n";
+        text += q.title() + "\n" + pad("  group", 36) + pad("runs", 5) + pad("seeds", 11) + pad("mean ± std", 20) +
+                pad("− baseline (n)", 18) + pad("95% interval", 46) + pad("SE", 9) + "detectable at 95%/80%\n";
+        for (size_t gi = 0; gi < groups.size(); gi++) {
+            const Group& g = groups[gi];
+            const stats::Comparison& d = st[gi].diff;
+            std::string seeds;
+            for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
+            const std::string label = g.label + (gi == base ? " (baseline)" : "");
+            h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) + "</td><td>" +
+                 std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
+                 mean_sd(st[gi], q.format) + "</td>";
+            text += "  " + pad(label.substr(0, 34), 34) + pad(std::to_string(g.runs.size()), 5) +
+                    pad(seeds.substr(0, 10), 11) + pad(mean_sd(st[gi], q.format), 20);
+            if (gi == base) {
+                h += "<td colspan=\"4\">baseline</td></tr>\n";
+                text += "baseline\n";
+                continue;
+            }
+            const std::string cells[4] = {diff_text(d, q.format), d.n ? interval_text(d, q.format) + mark(d) : "",
+                                          fmt(d.se, q.format), d.n ? detectable_text(d, q, effect) : ""};
+            for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>";
+            h += "</tr>\n";
+            text += pad(cells[0], 18) + pad(cells[1], 46) + pad(cells[2], 9) + cells[3] + "\n";
+        }
+        h += "</table>\n";
+        std::string note;
+        for (size_t k = 0; k < methods.size(); k++)
+            note += (methods.size() > 1 ? (k ? "; [" : "[") + std::to_string(k + 1) + "] " : "") + methods[k];
+        if (!note.empty()) {
+            h += "<p class=\"note\">− baseline: " + xml_escape(note) + ".</p>\n";
+            text += "  − baseline: " + note + ".\n";
+        }
         text += "\n";
     }
-    return h + "</table>\n";
+    return h;
 }
 
 // Per group: the mean over its runs at each step all of them logged, with a band of +- one std.
