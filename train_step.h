@@ -132,6 +132,9 @@ inline std::string describe_lr_schedule(const LrSchedule& s) {
     const double lo = s.final_frac * s.lr;
     if (s.kind == "constant")
         snprintf(b, sizeof b, "lr: constant, %s, then %g to step %ld", warm.c_str(), s.lr, s.total);
+    else if (s.kind == "wsd" && s.decay_start() + 1 == s.total)
+        snprintf(b, sizeof b, "lr: wsd, %s, stable at %g to step %ld (no decay: --decay-frac 0)", warm.c_str(), s.lr,
+                 s.total);
     else if (s.kind == "wsd")
         snprintf(b, sizeof b, "lr: wsd, %s, stable at %g to step %ld, %s decay over %ld steps to %g", warm.c_str(),
                  s.lr, s.decay_start() + 1, s.shape == "sqrt" ? "1-sqrt" : s.shape.c_str(),

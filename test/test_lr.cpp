@@ -127,6 +127,8 @@ TEST_CASE("the corners: no warmup, decay fractions 0 and 1, a run of one step, w
 TEST_CASE("the schedule's description and its refusals", "[lr]") {
     CHECK(describe_lr_schedule(wsd(40, 5, 0.25, "sqrt", 3e-3)) ==
           "lr: wsd, warmup 5, stable at 0.003 to step 30, 1-sqrt decay over 10 steps to 0.0003");
+    CHECK(describe_lr_schedule(wsd(40, 0, 0, "linear", 3e-3)) ==
+          "lr: wsd, no warmup, stable at 0.003 to step 40 (no decay: --decay-frac 0)");
     CHECK(describe_lr_schedule(make_lr_schedule("cosine", 150, 4, 3e-3, 0.1)) ==
           "lr: cosine, warmup 4, 0.003 -> 0.0003 at step 150");
     CHECK(describe_lr_schedule(make_lr_schedule("constant", 150, 0, 3e-3, 0.1)) ==
