@@ -127,9 +127,10 @@ inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
     return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
 }
 
-// On a --resume of a recorded run from the checkpoint at step `start`: the schedule `now` may differ from the
-// recorded one (changes: the schedule flags check_resume_args let differ; or another --steps) only where no
-// step already done is touched: every step before `start` must get the same lr under both, exactly. So a wsd
+// On a --resume of a recorded run from the checkpoint at step `start`: this invocation's schedule (o, p) may
+// differ from the recorded one (`changes`: the schedule flags check_resume_args let differ; or another --steps)
+// only where no step already done is touched: every step before `start` must get the same lr under both,
+// exactly. So a wsd
 // run is branched into another decay length or shape from its stable phase, and refused once its decay began.
 // A cosine run whose length alone changes keeps the rule it always had (its decay stretches; nothing checked).
 // Returns the changes at `start` for run.json's "branches" (--steps among them when it changed).
@@ -155,7 +156,7 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
             if (c.new_value.empty()) c.new_value = "cosine";
         }
         c.step = start;
-        what += (what.empty() ? "" : ", ") + c.flag + " " + (c.new_value.empty() ? "(none)" : c.new_value) +
+        what += (what.empty() ? "" : ", ") + (c.new_value.empty() ? "no " + c.flag : c.flag + " " + c.new_value) +
                 " (recorded " + (c.old_value.empty() ? "none" : c.old_value) + ")";
     }
     for (long s = 0; s < start; s++) {

@@ -100,8 +100,8 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.decay_frac, 0, 1)
                     .record_if([&o] { return o.lr_schedule == "wsd"; }));
     f.push_back(choice_flag("--decay-shape", "SHAPE",
-                            "wsd: the decay's shape: sqrt (1 - sqrt of its progress, default: what recent WSD "
-                            "work finds best), linear or cosine",
+                            "wsd: the decay's shape: sqrt (1 - sqrt of its progress; the default, best in "
+                            "Hagele et al. 2024's comparison), linear or cosine",
                             o.decay_shape, lr_decay_shapes())
                     .record_if([&o] { return o.lr_schedule == "wsd"; }));
     f.push_back(number_flag("--final-lr-frac", "F", "the schedule decays to F * lr (default {default})",
@@ -286,12 +286,18 @@ inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
     // --allow-batch-change: the global batch is this invocation's (its own --total-batch, else the default for
     // its B and ranks), not the record's.
     const bool new_batch = is_given("--allow-batch-change");
+    std::string schedule;  // --lr-schedule as given now ("": not given)
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--lr-schedule" && i + 1 < argc) schedule = argv[i + 1];
+        else if (a.rfind("--lr-schedule=", 0) == 0) schedule = a.substr(a.find('=') + 1);
+    }
     std::vector<std::string> out{argv[0]};
     for (const auto& [flag, value] : rec.args) {
         if (is_given(flag) || (flag == "--steps" && length) || (flag == "--total-batch" && new_batch)) continue;
         if ((flag == "--tied" && is_given("--untied")) || (flag == "--untied" && is_given("--tied"))) continue;
-        // Another schedule given: the recorded wsd decay is not carried into it (it would be an error there).
-        if ((flag == "--decay-frac" || flag == "--decay-shape") && is_given("--lr-schedule")) continue;
+        // Another schedule than wsd given: the recorded wsd decay is not carried into it (an error there).
+        if ((flag == "--decay-frac" || flag == "--decay-shape") && !schedule.empty() && schedule != "wsd") continue;
         out.push_back(flag);
         bool takes_value = false;
         for (const Flag& f : flags)

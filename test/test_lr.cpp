@@ -264,5 +264,21 @@ TEST_CASE("a wsd run logs the formula's lr; branched from its stable phase into 
     RunRecord rc2;
     REQUIRE(read_run_record(dir + "/c", rc2));
     CHECK(rc2.doc.find("branches")->arr.size() == 1);
+
+    // Restating --lr-schedule wsd keeps the recorded decay (no branch); cosine from step 10 is refused (its decay
+    // would start at the warmup's end).
+    REQUIRE(sh("cp -r '" + dir + "/b' '" + dir + "/e'").rc == 0);
+    const Result cos = sh("./train_prism --resume -o '" + dir + "/e' --lr-schedule cosine");
+    INFO(cos.out);
+    CHECK(one_line_error(cos));
+    CHECK(cos.out.find("--lr-schedule cosine (recorded wsd), no --decay-frac (recorded 0.3), no --decay-shape "
+                       "(recorded sqrt) would change the lr of step 4") != std::string::npos);
+    const Result same = sh("./train_prism --resume -o '" + dir + "/e' --lr-schedule wsd --stop-after 1");
+    INFO(same.out);
+    REQUIRE(same.rc == 0);
+    RunRecord re;
+    REQUIRE(read_run_record(dir + "/e", re));
+    CHECK(re.arg("--decay-frac") == "0.3");
+    CHECK(!re.doc.find("branches"));
     sh("rm -rf '" + dir + "'");
 }
