@@ -1,8 +1,9 @@
 // train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
 // or as one of `world` data-parallel ranks (dist/process_group.h). One step (train_step.h), on every rank: zero_grad; for each
 // of n_micro micro-batches: forward_backward(1 / (n_micro world)) (gradient accumulation); the gradients summed
-// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (linear warmup,
-// cosine to final_lr_frac * lr); AdamW; one read-back of the loss and the norm
+// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (train_step.h's
+// lr_at, on the host for every engine: warmup, then cosine, wsd, linear or constant); AdamW; one read-back of
+// the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
 // The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
 // reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -119,7 +121,64 @@ inline void append_log(FILE* log, const std::string& line, const std::string& pa
                       "room, then continue from its last checkpoint with --resume");
 }
 
-// The run's header: engine, ranks, model, data, batch.
+// The run's learning-rate schedule (after default_run and plan_run); a bad combination of its flags is a
+// ConfigError.
+inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
+    return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
+}
+
+// On a --resume of a recorded run from the checkpoint at step `start`: this invocation's schedule (o, p) may
+// differ from the recorded one (`changes`: the schedule flags check_resume_args let differ; or another --steps)
+// only where no step already done is touched: every step before `start` must get the same lr under both,
+// exactly. So a wsd
+// run is branched into another decay length or shape from its stable phase, and refused once its decay began.
+// A cosine run whose length alone changes keeps the rule it always had (its decay stretches; nothing checked).
+// Returns the changes at `start` for run.json's "branches" (--steps among them when it changed).
+inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<RunBranch> changes,
+                                              const TrainOptions& o, const ModelConfig& cfg, const RunPlan& p,
+                                              size_t train_tokens, long start) {
+    TrainOptions was = o;  // the record's schedule flags; the rest equal the record (check_resume_args)
+    was.lr_schedule = rec.has("--lr-schedule") ? rec.arg("--lr-schedule") : "cosine";
+    was.decay_frac = rec.has("--decay-frac") ? std::strtod(rec.arg("--decay-frac").c_str(), nullptr) : NAN;
+    was.decay_shape = rec.arg("--decay-shape");
+    was.warmup = rec.has("--warmup") ? std::strtol(rec.arg("--warmup").c_str(), nullptr, 10) : -1;
+    if (rec.has("--steps")) was.steps = std::strtol(rec.arg("--steps").c_str(), nullptr, 10);
+    was.tokens = 0, was.tokens_per_param = 0, was.epochs = 0;
+    const RunPlan wp = plan_run(was, cfg, p.world, train_tokens);
+    const LrSchedule before = lr_schedule(was, wp), after = lr_schedule(o, p);
+    if (changes.empty() && before.kind == "cosine") return {};
+    if (wp.steps != p.steps) changes.push_back({0, "--steps", std::to_string(wp.steps), std::to_string(p.steps)});
+    if (changes.empty()) return {};
+    std::string what;
+    for (RunBranch& c : changes) {
+        if (c.flag == "--lr-schedule") {  // not recorded when cosine
+            if (c.old_value.empty()) c.old_value = "cosine";
+            if (c.new_value.empty()) c.new_value = "cosine";
+        }
+        c.step = start;
+        what += (what.empty() ? "" : ", ") + (c.new_value.empty() ? "no " + c.flag : c.flag + " " + c.new_value) +
+                " (recorded " + (c.old_value.empty() ? "none" : c.old_value) + ")";
+    }
+    for (long s = 0; s < start; s++) {
+        const double a = lr_at(before, s), b = lr_at(after, s);
+        if (a == b) continue;
+        char lr[96];
+        snprintf(lr, sizeof lr, " (%.6g, now %.6g)", a, b);
+        const long last_peak = before.decay_start() + 1;  // the last step at the peak, counted from 1
+        const std::string why = before.kind == "wsd" && start > last_peak
+                                    ? "; the recorded decay began after step " + std::to_string(last_peak) +
+                                          ": only a checkpoint at step " + std::to_string(last_peak) +
+                                          " or before can go into another decay"
+                                    : "";
+        throw ConfigError("--resume: " + what + " would change the lr of step " + std::to_string(s + 1) +
+                          ", already done" + lr + ", and the checkpoint is at step " + std::to_string(start) + why +
+                          "; resume with the recorded schedule, or branch a copy of the run from an earlier checkpoint "
+                          "(docs/training.md, \"Learning-rate schedules\")");
+    }
+    return changes;
+}
+
+// The run's header: engine, ranks, model, data, batch, learning-rate schedule.
 // start, tokens: where a resumed run starts (0, 0 for a fresh one).
 inline void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
                          const DataLoader& train, bool val, const RunPlan& p, const Dist& dist, int zero, long start,
@@ -139,8 +198,9 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     std::string length = std::to_string(p.steps) + " steps (" + human(total) + " tokens";
     if (start > 0)
         length += ", of which " + human((double)tokens) + " in steps 1.." + std::to_string(start) + " already done";
-    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %s), warmup %ld, lr %g -> %g\n", o.B, p.T,
-           ranks.c_str(), p.n_micro, p.total_batch, length.c_str(), p.warmup, o.lr, o.lr * o.final_lr_frac);
+    printf("batch: B %d x T %d%s x %ld micro-steps = %ld tokens/step; %s)\n", o.B, p.T, ranks.c_str(), p.n_micro,
+           p.total_batch, length.c_str());
+    printf("%s\n", describe_lr_schedule(lr_schedule(o, p)).c_str());
     fflush(stdout);
 }
 
@@ -184,6 +244,7 @@ struct LoopSeam {
     // The run record's [flag, value] list for the resolved options and plan, and the flags a --resume may change.
     std::function<std::vector<std::pair<std::string, std::string>>(const TrainOptions&, const RunPlan&)> record_args;
     std::vector<std::string> may_change;
+    std::vector<std::string> lr_branch_flags;  // the schedule flags a resume may change where no step done changes
     // Text samples: called on rank 0 when --sample-every > 0, before training; returns the sampler (n tokens from
     // EOT, drawing from the run's RNG, cut short by a stop signal), or null when there is none (it said why), or
     // throws (a tokenizer asked for and missing).
@@ -204,6 +265,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                         const Dist& dist, const LoopSeam& seam, const RunRecord* recorded = nullptr) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
     RunPlan p;
+    LrSchedule sched;                   // the lr of every step (train_step.h), on every engine
+    std::vector<RunBranch> lr_changes;  // a resume's changes of the schedule, for run.json's "branches"
     RunDir run(o.out, o.keep, dist);
     RunRecordWriter record;  // OUT/run.json (run/run_record.h), rank 0's
     std::unique_ptr<DataLoader> train, val;
@@ -225,9 +288,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         if (recorded) check_resume_context(*recorded, cfg.T);  // before plan_run, which would blame --total-batch
         p = plan_run(o, cfg, dist.world, train->tokens_total());
+        sched = lr_schedule(o, p);
         if (recorded)
-            check_resume_args(*recorded, seam.record_args(o, p), seam.may_change, o.allow_batch_change,
-                              o.allow_data_change);
+            lr_changes = check_resume_args(*recorded, seam.record_args(o, p), seam.may_change, o.allow_batch_change,
+                                           o.allow_data_change, seam.lr_branch_flags);
         if (val) {  // more would read the same windows again, for as long as it is asked (hours at 1e11)
             const long all = (long)val->batches_per_epoch() * o.B * T * dist.world;
             if (val_tokens > all) {
@@ -274,6 +338,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             if (start > p.steps)
                 throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
                                   std::to_string(p.steps));
+            if (recorded) lr_changes = check_lr_branch(*recorded, lr_changes, o, cfg, p, train->tokens_total(), start);
             run.truncate_log(start);
             if (lead) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
         } else {
@@ -288,6 +353,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             record.started = run_record::utc_now(), record.engine = eng.describe(), record.engine_why = why;
             record.ranks = dist.world, record.zero = zero_stage(o, dist.world), record.start_step = start;
             record.load_earlier(o.resume);
+            for (const RunBranch& b : lr_changes) record.branches.push_back(branch_json(b));
             record.write("running", start, false);
         }
     });
@@ -328,7 +394,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         Watchdog::get().set_step(step);
         const double ts = now_seconds();
         StepRecord r;
-        r.lr = lr_at(step, p.steps, p.warmup, o.lr, o.final_lr_frac);
+        r.lr = lr_at(sched, step);
         const StepStats s = train_step(
             eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro, o.clip, r.lr, o.opt, in, tg,
             dist.world);

@@ -9,6 +9,7 @@
 //   length (--steps)  a model of 50M or more: the papers' 25 tokens per parameter on real data, 4 passes over
 //                     the demonstration corpus; smaller models: 150 steps (the quick CPU run)
 //   lr (--lr)         by size, as GPT-3's table: 3e-3 below 50M, 6e-4 to 200M, 3e-4 to 500M, 2.5e-4 to 1B, 2e-4
+//   schedule          cosine; wsd decays over the last 20% of the steps in a 1-sqrt shape (train_step.h)
 //   output (-o)       out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism
 // So `mpirun -np 8 ./train_prism -s prism` trains 124M Prism on 8 GPUs: the papers' run on FineWeb, a
 // minutes-long demonstration on the default corpus.
@@ -47,6 +48,10 @@ struct TrainOptions {
     double epochs = 0;  // passes over the training shards
     double lr = NAN;    // NAN: by model size (run/defaults.h)
     double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
+    long warmup = -1;                    // warmup steps (-1: warmup_frac of the steps)
+    std::string lr_schedule = "cosine";  // cosine | wsd | linear | constant (train_step.h's LrSchedule)
+    double decay_frac = NAN;             // wsd: the decay's fraction of the steps (NAN: kWsdDecayFrac)
+    std::string decay_shape;             // wsd: sqrt | linear | cosine ("": sqrt)
     OptimizerHyper opt;
     uint64_t seed = 1337;
     bool shuffle = true;
@@ -66,6 +71,10 @@ constexpr long kPaperBatchTokens = 524288;   // 2^19: GPT-2 / GPT-3 small, llm.c
 constexpr double kPaperTokensPerParam = 25;  // the Prism paper's 25 to 30, at its low end
 constexpr double kDemoPasses = 4;            // passes over data/default/ for a paper-size model
 constexpr double kLargeModel = 50e6;         // parameters from which the papers' recipe applies
+// wsd's decay: the last 20% of the steps, in a 1-sqrt shape. Hägele et al. 2024 ("Scaling Laws and
+// Compute-Optimal Training Beyond Fixed Training Durations") find a 20% cooldown matching a cosine schedule's
+// loss, and 1-sqrt better than linear; MiniCPM (Hu et al. 2024), which named WSD, decays over about 10%.
+constexpr double kWsdDecayFrac = 0.2;
 
 // GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3.
 inline double default_lr(double params) {
@@ -122,4 +131,8 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         else o.tokens_per_param = kPaperTokensPerParam;
     }
     if (o.out.empty()) o.out = default_out_dir(o.model);
+    if (o.lr_schedule == "wsd") {  // what the record keeps, so that a resume compares the values themselves
+        if (std::isnan(o.decay_frac)) o.decay_frac = kWsdDecayFrac;
+        if (o.decay_shape.empty()) o.decay_shape = "sqrt";
+    }
 }

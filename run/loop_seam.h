@@ -77,6 +77,7 @@ inline LoopSeam train_prism_seam() {
     LoopSeam s;
     s.record_args = [](const TrainOptions& o, const RunPlan& p) { return record_args(o, p); };
     s.may_change = may_change_on_resume();
+    s.lr_branch_flags = lr_branch_flags();
     s.make_sampler = make_sampler;
     s.make_scorer = make_scorer;
     return s;

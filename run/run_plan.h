@@ -50,7 +50,7 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
     if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
     if (!p.steps) p.steps = 150;
-    p.warmup = (long)std::lround(o.warmup_frac * p.steps);
+    p.warmup = o.warmup >= 0 ? o.warmup : (long)std::lround(o.warmup_frac * p.steps);  // --warmup, else the fraction
     if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
         throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
                           " tokens is beyond 10^18 tokens; lower --steps or --total-batch");

@@ -11,6 +11,10 @@
 //                                          latest invocation's)
 //   "data": {"train": "...", "val": "..." | null}   fingerprints of the shards (dataloader.h's shards_fingerprint):
 //                                          a --resume onto other data is refused unless --allow-data-change
+//   "branches": [{"step": 30, "flag": "--decay-frac", "old": "0.25", "new": "0.1"}, ...]   (only when there
+//                                          are some) each resume that changed the lr schedule of a non-cosine
+//                                          run, or any schedule flag (train_loop.h's check_lr_branch): the step
+//                                          it went on from, the flag, its value before and after (null: absent)
 //   "invocations": [{"argv": [...], "started": "...Z", "ended": "...Z" | null, "status": "running" | "done" |
 //                    "stopped" | "interrupted" | "diverged", "start_step", "end_step", "commit", "build", "host",
 //                    "cores", "engine", "engine_why", "ranks", "zero"}, ...]
@@ -185,13 +189,26 @@ inline bool read_run_record(const std::string& dir, RunRecord& r) {
     return true;
 }
 
+// A change of a schedule flag at a resume (run.json's "branches"); "" is a flag the record does not have.
+struct RunBranch {
+    long step = 0;  // the checkpoint the resume went on from
+    std::string flag, old_value, new_value;
+};
+
+inline std::string branch_json(const RunBranch& b) {
+    auto value = [](const std::string& v) { return v.empty() ? std::string("null") : json::quote(v); };
+    return "{\"step\": " + std::to_string(b.step) + ", \"flag\": " + json::quote(b.flag) +
+           ", \"old\": " + value(b.old_value) + ", \"new\": " + value(b.new_value) + "}";
+}
+
 // What one invocation of the trainer writes: the rest of the record is kept from the file.
 struct RunRecordWriter {
     std::string dir;
     std::vector<std::pair<std::string, std::string>> args;
     std::string model_json, plan_json;
-    std::string data_json;             // data_record_json: the shards' fingerprints
-    std::vector<std::string> earlier;  // the earlier invocations' objects, as text
+    std::string data_json;              // data_record_json: the shards' fingerprints
+    std::vector<std::string> earlier;   // the earlier invocations' objects, as text
+    std::vector<std::string> branches;  // "branches": the earlier ones (as text), then this invocation's
     std::vector<std::string> argv;
     std::string started, engine, engine_why;
     int ranks = 1, zero = 0;
@@ -199,12 +216,15 @@ struct RunRecordWriter {
 
     // Keeps the invocations of DIR/run.json (a resumed run); a fresh run passes keep = false.
     void load_earlier(bool keep) {
-        earlier.clear();
+        earlier.clear(), branches.clear();
         RunRecord r;
         if (!keep || !read_run_record(dir, r)) return;
         const json::Value* inv = r.doc.find("invocations");
         if (inv && inv->kind == json::Value::Array)
             for (const json::Value& v : inv->arr) earlier.push_back(run_record::dump(v));
+        const json::Value* br = r.doc.find("branches");
+        if (br && br->kind == json::Value::Array)
+            for (const json::Value& v : br->arr) branches.push_back(run_record::dump(v));
     }
 
     // Writes the record with this invocation's entry: status "running" and end null until it ends.
@@ -215,6 +235,11 @@ struct RunRecordWriter {
                  "]";
         s += "],\n \"model\": " + model_json + ",\n \"plan\": " + plan_json + ",\n";
         if (!data_json.empty()) s += " \"data\": " + data_json + ",\n";
+        if (!branches.empty()) {
+            s += " \"branches\": [";
+            for (size_t i = 0; i < branches.size(); i++) s += (i ? ", " : "") + branches[i];
+            s += "],\n";
+        }
         s += " \"invocations\": [";
         for (const std::string& e : earlier) s += "\n  " + e + ",";
         std::string a = "[";
@@ -306,11 +331,23 @@ inline void check_resume_data(const RunRecord& rec, const std::string& train_glo
 // On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have
 // the value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag,
 // both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
-// data_may_change (--allow-data-change): --train and --val.
-inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<std::string, std::string>>& now,
-                              const std::vector<std::string>& may_change, bool batch_may_change = false,
-                              bool data_may_change = false) {
+// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/train_flags.h's
+// lr_branch_flags) may differ, be new or be gone: their changes are returned (step 0) for the caller to check
+// (train_loop.h's check_lr_branch) and record.
+inline std::vector<RunBranch> check_resume_args(const RunRecord& rec,
+                                                const std::vector<std::pair<std::string, std::string>>& now,
+                                                const std::vector<std::string>& may_change,
+                                                bool batch_may_change = false, bool data_may_change = false,
+                                                const std::vector<std::string>& may_branch = {}) {
+    std::vector<RunBranch> changes;
+    for (const std::string& f : may_branch) {
+        std::string value;
+        for (const auto& x : now)
+            if (x.first == f) value = x.second;
+        if (value != rec.arg(f)) changes.push_back({0, f, rec.arg(f), value});
+    }
     std::vector<std::string> ok = may_change;
+    ok.insert(ok.end(), may_branch.begin(), may_branch.end());
     if (batch_may_change) ok.push_back("--total-batch");
     if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
     auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
@@ -337,4 +374,5 @@ inline void check_resume_args(const RunRecord& rec, const std::vector<std::pair<
     for (const auto& [flag, value] : rec.args)
         if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
             throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
+    return changes;
 }

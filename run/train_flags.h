@@ -23,6 +23,7 @@
 #include "run/run_plan.h"
 #include "run/run_record.h"
 #include "text/tokenizer_path.h"
+#include "train_step.h"
 
 // Every flag of train_prism, each declared once: spellings, value kind and bounds, help ("{default}" is the
 // option's initial value), the TrainOptions field it sets, and its run-record rule (Fixed unless marked).
@@ -82,8 +83,29 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.lr, 0, 10));
     f.push_back(number_flag("--warmup-frac", "F", "linear warmup over this fraction of the steps (default {default})",
                             o.warmup_frac, 0, 1));
-    f.push_back(
-        number_flag("--final-lr-frac", "F", "cosine decays to F * lr (default {default})", o.final_lr_frac, 0, 1));
+    // The schedule (train_step.h's LrSchedule). --warmup, --lr-schedule, --decay-frac and --decay-shape may
+    // change on a resume only where the lr of every step done stays the same (lr_branch_flags): a wsd run
+    // branched into another decay from its stable phase.
+    f.push_back(number_flag("--warmup", "N", "linear warmup over N steps (default: --warmup-frac of the steps)",
+                            o.warmup, 0, kMaxSteps)
+                    .unless("-1"));
+    f.push_back(choice_flag("--lr-schedule", "KIND",
+                            "after the warmup: cosine to --final-lr-frac (default); wsd: stable, then a decay over "
+                            "the last --decay-frac of the steps (resumable into another decay); linear; constant",
+                            o.lr_schedule, lr_schedule_kinds())
+                    .unless("cosine"));
+    f.push_back(number_flag("--decay-frac", "F",
+                            "wsd: decay over the last F of the steps (default 0.2, the cooldown Hagele et al. "
+                            "2024 find matches cosine)",
+                            o.decay_frac, 0, 1)
+                    .record_if([&o] { return o.lr_schedule == "wsd"; }));
+    f.push_back(choice_flag("--decay-shape", "SHAPE",
+                            "wsd: the decay's shape: sqrt (1 - sqrt of its progress; the default, best in "
+                            "Hagele et al. 2024's comparison), linear or cosine",
+                            o.decay_shape, lr_decay_shapes())
+                    .record_if([&o] { return o.lr_schedule == "wsd"; }));
+    f.push_back(number_flag("--final-lr-frac", "F", "the schedule decays to F * lr (default {default})",
+                            o.final_lr_frac, 0, 1));
     f.push_back(
         number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
     f.push_back(number_flag("--beta1", "B1", "AdamW beta1 (default {default})", o.opt.beta1, 0, 0.999999));
@@ -207,6 +229,13 @@ inline Command train_prism_command(TrainOptions& o) {
     return c;
 }
 
+// The flags a resume may change when the lr of every step done stays the same (train_loop.h checks it and
+// records each change in run.json's "branches"): a wsd run branched into another decay. --steps may change in
+// any case (may_change_on_resume); for a schedule other than cosine it is checked the same way.
+inline std::vector<std::string> lr_branch_flags() {
+    return {"--warmup", "--lr-schedule", "--decay-frac", "--decay-shape"};
+}
+
 // The flags a resume may change (the rest must equal the record), from the table.
 inline std::vector<std::string> may_change_on_resume() {
     TrainOptions o;
@@ -257,10 +286,18 @@ inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
     // --allow-batch-change: the global batch is this invocation's (its own --total-batch, else the default for
     // its B and ranks), not the record's.
     const bool new_batch = is_given("--allow-batch-change");
+    std::string schedule;  // --lr-schedule as given now ("": not given)
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--lr-schedule" && i + 1 < argc) schedule = argv[i + 1];
+        else if (a.rfind("--lr-schedule=", 0) == 0) schedule = a.substr(a.find('=') + 1);
+    }
     std::vector<std::string> out{argv[0]};
     for (const auto& [flag, value] : rec.args) {
         if (is_given(flag) || (flag == "--steps" && length) || (flag == "--total-batch" && new_batch)) continue;
         if ((flag == "--tied" && is_given("--untied")) || (flag == "--untied" && is_given("--tied"))) continue;
+        // Another schedule than wsd given: the recorded wsd decay is not carried into it (an error there).
+        if ((flag == "--decay-frac" || flag == "--decay-shape") && !schedule.empty() && schedule != "wsd") continue;
         out.push_back(flag);
         bool takes_value = false;
         for (const Flag& f : flags)

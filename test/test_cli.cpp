@@ -142,6 +142,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3, o.opt.weight_decay = 0.05;
+    o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
     RunPlan p;
     p.total_batch = 4096, p.steps = 7;
     const auto args = record_args(o, p);
@@ -166,12 +167,13 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     TrainOptions d;
     d.lr = 3e-3;
     const auto plain = record_args(d, p);
-    for (const char* f : {"--d", "--norm", "--train-seq", "--zero", "--sample-every", "--no-shuffle", "--cpu"})
+    for (const char* f : {"--d", "--norm", "--train-seq", "--zero", "--sample-every", "--no-shuffle", "--cpu",
+                          "--warmup", "--lr-schedule", "--decay-frac", "--decay-shape"})
         for (const auto& a : plain) CHECK(a.first != f);
     const std::vector<std::string> may = may_change_on_resume();
     for (const char* f : {"--steps", "--tokens", "--stop-after", "--out", "--batch", "--keep", "--zero"})
         CHECK(std::find(may.begin(), may.end(), f) != may.end());
-    for (const char* f : {"--wd", "--lr", "--seed", "--model", "--total-batch"})
+    for (const char* f : {"--wd", "--lr", "--seed", "--model", "--total-batch", "--lr-schedule", "--decay-frac"})
         CHECK(std::find(may.begin(), may.end(), f) == may.end());
     // The help shows the default from the value itself.
     bool shown = false;
