@@ -59,6 +59,7 @@
 #include "run/run_log.h"
 #include "model_config.h"
 #include "inspect/report_groups.h"
+#include "inspect/report_sweep.h"
 #include "inspect/svg.h"
 #include "inspect/xml_check.h"
 #include "run/run_record.h"
@@ -602,6 +603,7 @@ int run(const Options& o) {
          "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
          "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
          "of its own.</p>\n";
+    h += sweep_sections(groups, sums, text);  // "each arm at its best FLAG", for each flag swept
     h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;

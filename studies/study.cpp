@@ -66,7 +66,7 @@ struct Recipe {
     const char* heads;
     const char* widths;
     int seeds;
-    std::vector<std::string> flags;                  // trainer flags
+    std::vector<std::string> flags;                         // trainer flags
     std::vector<std::pair<std::string, std::string>> grid;  // axes: trainer flag (no dashes) and its values
     const char* what;
 };
@@ -79,20 +79,56 @@ const std::vector<Recipe>& recipes() {
     // tokens per run, about 20 minutes for its 12 runs on two otherwise idle CPU cores; tiny-lr: its sweep, the
     // same length and budget.
     static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
-    static const std::vector<std::string> cpu = {"--steps",      "60",   "-b", "8", "--val-every", "20",
-                                                 "--val-tokens", "4096", "--sample-every", "0"};
+    static const std::vector<std::string> cpu = {
+        "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
     static const std::vector<Recipe> r = {
-        {"prism124m", "124M", "uniform,prism", "uniform", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"prism124m",
+         "124M",
+         "uniform,prism",
+         "uniform",
+         3,
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
          "Prism 124M: uniform vs the Prism schedule, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"prism354m", "354M", "uniform,prism", "uniform", 3, paper, {{"lr", "1.5e-4,3e-4,6e-4"}},
+        {"prism354m",
+         "354M",
+         "uniform,prism",
+         "uniform",
+         3,
+         paper,
+         {{"lr", "1.5e-4,3e-4,6e-4"}},
          "Prism 354M: uniform vs the Prism schedule, each at lr 1.5e-4, 3e-4, 6e-4"},
-        {"xformer200m", "200M", "uniform", "uniform,x", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"xformer200m",
+         "200M",
+         "uniform",
+         "uniform,x",
+         3,
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
          "Xformer 200M: uniform vs X widths, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"both124m", "124M", "uniform,prism", "uniform,x", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"both124m",
+         "124M",
+         "uniform,prism",
+         "uniform,x",
+         3,
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
          "124M: uniform, Prism, X, Prism + X, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"tiny", "tiny", "uniform,prism", "uniform,x", 3, cpu, {},
+        {"tiny",
+         "tiny",
+         "uniform,prism",
+         "uniform,x",
+         3,
+         cpu,
+         {},
          "tiny on the CPU: uniform, Prism, X, Prism + X (a demonstration of the method, not of the papers' effects)"},
-        {"tiny-lr", "tiny", "uniform,prism", "uniform", 2, cpu, {{"lr", "1.5e-3,3e-3,6e-3"}},
+        {"tiny-lr",
+         "tiny",
+         "uniform,prism",
+         "uniform",
+         2,
+         cpu,
+         {{"lr", "1.5e-3,3e-3,6e-3"}},
          "tiny on the CPU: uniform vs Prism, each at lr 1.5e-3, 3e-3, 6e-3 (the sweep of a study, demonstrated)"},
     };
     return r;
@@ -378,7 +414,8 @@ Grid make_grid(const Options& o) {
     for (const std::string& spec : o.grid) {
         Axis a = parse_axis(spec, "command line");
         for (const Axis& b : mine)
-            if (b.flag == a.flag) throw ConfigError("--grid " + spec + ": " + a.flag + " is an axis already; give it once");
+            if (b.flag == a.flag)
+                throw ConfigError("--grid " + spec + ": " + a.flag + " is an axis already; give it once");
         if (given_after(a.flag))
             throw ConfigError("--grid " + spec + ": " + a.flag + " is also given after --; give it in one place");
         mine.push_back(a);
@@ -403,8 +440,7 @@ Grid make_grid(const Options& o) {
     if (rec) {
         g.recipe_flags = rec->flags;
         for (const std::string& f : trainer_flags_in(rec->flags, flags)) {
-            const bool axis =
-                std::any_of(g.axes.begin(), g.axes.end(), [&](const Axis& a) { return a.flag == f; });
+            const bool axis = std::any_of(g.axes.begin(), g.axes.end(), [&](const Axis& a) { return a.flag == f; });
             if (!axis && !given_after(f)) continue;
             std::string removed;
             g.recipe_flags = without_flag(g.recipe_flags, f, flags, &removed);
@@ -423,7 +459,8 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
             // Configuration c: heads, widths, then each axis, the first the slowest to change.
             size_t rest = c;
             std::vector<size_t> at(g.axes.size());
-            for (size_t i = g.axes.size(); i-- > 0;) at[i] = rest % g.axes[i].values.size(), rest /= g.axes[i].values.size();
+            for (size_t i = g.axes.size(); i-- > 0;)
+                at[i] = rest % g.axes[i].values.size(), rest /= g.axes[i].values.size();
             const std::string& h = g.heads[rest / g.widths.size()];
             const std::string& w = g.widths[rest % g.widths.size()];
             Run r;
@@ -793,6 +830,7 @@ double final_val_loss(const std::string& dir) {
 struct Pace {
     long steps = 0, tokens = 0, done = 0;
     double seconds = 0;
+    bool validated = false;  // the latest invocation has logged a validation loss
     double rate() const { return steps > 0 && tokens > 0 && seconds > 0 ? tokens / seconds : NAN; }
 };
 
@@ -815,7 +853,8 @@ Pace read_pace(const std::string& dir) {
             const json::Value v = json::parse(std::string_view(t).substr(a, b - a));
             const long tokens = std::strtol(json::field(v, "tokens").str.c_str(), nullptr, 10);
             const double s = std::strtod(json::field(v, "elapsed_s").str.c_str(), nullptr);
-            if (s < last_s) before = p.done, p.steps = 0;
+            if (s < last_s) before = p.done, p.steps = 0, p.validated = false;
+            p.validated |= v.find("val_loss") != nullptr;
             p.steps++, p.tokens = tokens - before, p.seconds = s, p.done = tokens, last_s = s;
         } catch (const std::exception&) {  // a torn last line (the trainer is writing it): the next poll reads it
         }
@@ -843,8 +882,8 @@ std::string wall_text(double tokens_left, size_t runs_left, double rate, const s
 
 // The grid as it is printed before the study starts: each part, its values and where they come from.
 std::string grid_text(const Grid& g, size_t runs) {
-    std::string s = "grid: " + std::to_string(g.heads.size()) + " heads x " + std::to_string(g.widths.size()) +
-                    " widths";
+    std::string s =
+        "grid: " + std::to_string(g.heads.size()) + " heads x " + std::to_string(g.widths.size()) + " widths";
     for (const Axis& a : g.axes) s += " x " + std::to_string(a.values.size()) + " " + a.tag();
     s += " x " + std::to_string(g.seeds.size()) + " seed" + (g.seeds.size() == 1 ? "" : "s") + " = " +
          std::to_string(runs) + " runs\n";
@@ -912,8 +951,8 @@ int run(Options& o, char** argv) {
         return n;
     };
     const Run& r0 = runs[0];
-    std::string steps = std::to_string(r0.plan.steps) + " steps of " + std::to_string(r0.plan.total_batch) +
-                        " tokens each";
+    std::string steps =
+        std::to_string(r0.plan.steps) + " steps of " + std::to_string(r0.plan.total_batch) + " tokens each";
     for (const Run& r : runs)
         if (r.plan.steps != r0.plan.steps || r.plan.total_batch != r0.plan.total_batch)
             steps = "steps and tokens per step differ between runs (--list shows each run's command)";
@@ -995,15 +1034,18 @@ int run(Options& o, char** argv) {
                    log.c_str());
             fflush(stdout);
             const auto t0 = std::chrono::steady_clock::now();
-            // Until the study has a pace measured here, this run's first steps give it.
+            // Until the study has a pace measured here, this run's first steps give it: at least kPaceSteps, and
+            // up to its first validation (what every val_every steps cost is in the pace).
             std::function<bool()> tick;
             if (std::isnan(rate))
                 tick = [&, k] {
                     const Pace p = read_pace(r.dir);
-                    if (p.steps < kPaceSteps || !std::isfinite(p.rate())) return true;
+                    if (p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) || !std::isfinite(p.rate()))
+                        return true;
                     rate = p.rate(), measured_on = r.name + "'s first " + std::to_string(p.steps) + " steps";
-                    printf("[%zu/%zu] %s: wall time: %s\n", k + 1, runs.size(), r.name.c_str(),
-                           wall_text(std::max(0.0, tokens_left(k) - p.tokens), runs_left(k), rate, measured_on).c_str());
+                    printf(
+                        "[%zu/%zu] %s: wall time: %s\n", k + 1, runs.size(), r.name.c_str(),
+                        wall_text(std::max(0.0, tokens_left(k) - p.tokens), runs_left(k), rate, measured_on).c_str());
                     fflush(stdout);
                     return false;
                 };
