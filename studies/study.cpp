@@ -4,13 +4,17 @@
 //   ./study runs/tiny --recipe tiny                                 # 4 configurations x 3 seeds on the CPU
 //   ./study runs/p124 --recipe prism124m --launcher "mpirun -np 8"
 //   ./study runs/mine -m tiny --heads uniform,prism --widths uniform,x --seeds 3 -- --steps 300 --lr 2e-3
+//   ./study runs/lr -m tiny --heads uniform,prism --grid lr=1e-3,3e-3   # a trainer flag as an axis
 //   ./study runs/mine ... --list          # one line per run: K, its state, the command that runs it now
 //   ./study runs/mine ... --only 5        # only the 5th (a scheduler's job array: --only $SLURM_ARRAY_TASK_ID)
 //
-// The runs are the grid seeds x heads x widths, in that order (seeds outermost: a study stopped early has every
-// configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED.
-// Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S -o DIR/NAME` plus the recipe's trainer flags
-// and those after `--`. The same command can be rerun until the study is complete: a run whose record
+// The runs are the grid seeds x heads x widths x axes, in that order (seeds outermost: a study stopped early has
+// every configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED, with
+// each axis's flag and value before the seed (HEADS-WIDTHS-lr1e-3-sSEED). An axis (--grid FLAG=LIST, or a
+// recipe's) is any trainer flag that the run record compares and the study does not set itself, checked against
+// train_prism's flag table (run/train_flags.h). Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S
+// -o DIR/NAME` plus its axes' values, the recipe's trainer flags (less those an axis or `--` gives again) and those
+// after `--`. The same command can be rerun until the study is complete: a run whose record
 // (run/run_record.h) says "done" at the study's steps is skipped (and a run recorded with other flags is an
 // error naming the flag), one with a checkpoint is resumed (--resume, which refuses changed flags), one that
 // died before its first checkpoint is started again (--overwrite: only its own directory), the rest start.
@@ -18,8 +22,11 @@
 // and the ranks only), so configurations compare seed by seed. After each run, when eval files exist
 // (--eval-data, default data/eval), eval_zeroshot scores the run's model on every task present into
 // DIR/NAME/eval.json, which `report` reads. Each run's output goes to DIR/NAME/train.log.
-// Before it starts, a study prints its runs and the cost model's estimate (cost_model.h: the CUDA engine's
-// ops at the roofline with the stated efficiencies, training steps only) in GPU-hours.
+// Before it starts, a study prints its grid with where each part comes from (command line, recipe, default: an
+// override is never silent), its runs and the cost model's estimate (cost_model.h: the CUDA engine's ops at the
+// roofline with the stated efficiencies, training steps only) in GPU-hours, and the wall time on this machine: the
+// tokens left at the pace a run of the study logged here (validation included); without one yet, the first run's
+// first steps measure it (--list prints all this on stderr).
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
 // 75 when a run was stopped by a signal (rerun the same command to continue), or the stopped child's own code
 // (138, 128 + SIGUSR1, when a second signal ended the trainer at once).
@@ -487,11 +494,6 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
             resolve(r);
             runs.push_back(r);
         }
-    for (size_t a = 0; a < runs.size(); a++)
-        for (size_t b = a + 1; b < runs.size(); b++)
-            if (runs[a].name == runs[b].name)
-                throw ConfigError("two runs of the grid would both be named " + runs[a].name +
-                                  " (values that differ only in '/', ',' or ' '); give values that name them apart");
     // Two configurations that resolve to one run (the same model and the same flags once resolved) would make
     // every comparison of the study between a run and itself.
     auto list = [](const ModelConfig& c, bool w) {
@@ -520,6 +522,11 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
                               "): the study would compare a model with itself; drop one, or use a model on which they "
                               "differ (-s prism is the uniform schedule below 4 layers)");
         }
+    for (size_t a = 0; a < runs.size(); a++)
+        for (size_t b = a + 1; b < runs.size(); b++)
+            if (runs[a].name == runs[b].name)
+                throw ConfigError("two runs of the grid would both be named " + runs[a].name +
+                                  " (a run's name writes '/', ',' and ' ' as '_'); give values that name them apart");
     return runs;
 }
 
@@ -1098,7 +1105,8 @@ int run(Options& o, char** argv) {
 int main(int argc, char** argv) {
     Options o;
     Command cmd{"study",
-                "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [flags] "
+                "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [--grid FLAG=LIST]... "
+                "[flags] "
                 "[-- TRAINER FLAGS]",
                 "Runs a grid of train_prism runs, configurations x seeds, one run directory each "
                 "under DIR; rerun the same command until it is complete.",

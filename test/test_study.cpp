@@ -652,6 +652,7 @@ TEST_CASE(
              {"--grid steps=5,10", "--steps is not compared between runs (a resume may change it)"},
              {"--grid tokens=5,10", "--tokens is not compared between runs (the run record does not keep it)"},
              {"--grid no-shuffle=1", "--no-shuffle is a switch, with no values to sweep"},
+             {"--grid tokenizer=x/y,x_y", "two runs of the grid would both be named uniform-uniform-tokenizerx_y-s1"},
              {"--grid lr=1e-2 --grid --lr=2e-2", "--lr is an axis already; give it once"},
              {"--grid wd=0,0.1 -- --wd 0.2", "--grid wd=0,0.1: --wd is also given after --; give it in one place"}}) {
         const size_t dd = grid.find(" -- ");
@@ -659,7 +660,7 @@ TEST_CASE(
                       (dd == std::string::npos ? "" : grid.substr(dd + 3)));
         INFO(grid << ": " << r.out);
         CHECK(one_line_error(r));
-        CHECK(r.out.find("study: error: --grid ") != std::string::npos);
+        CHECK(r.out.find("study: error: ") != std::string::npos);
         CHECK(r.out.find(says) != std::string::npos);
     }
     // With dashes or without: the same axis.
