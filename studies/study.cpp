@@ -935,7 +935,8 @@ int run(Options& o, char** argv) {
     double gpu_s = 0, rate = NAN;
     long done = 0;
     std::string measured_on;
-    std::vector<double> left(runs.size(), 0);  // tokens each run has still to train
+    std::vector<double> left(runs.size(), 0);       // tokens each run has still to train
+    std::vector<long> done_before(runs.size(), 0);  // tokens each run's log holds before this study's invocation
     for (size_t k = 0; k < runs.size(); k++) {
         const Run& r = runs[k];
         double step_s = 0;
@@ -944,6 +945,7 @@ int run(Options& o, char** argv) {
         done += r.state == "done";
         const Pace p = r.state == "new" ? Pace() : read_pace(r.dir);
         if (std::isnan(rate) && std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
+        done_before[k] = p.done;
         if (to_do(k))
             left[k] = std::max(0.0, (double)r.plan.steps * r.plan.total_batch - (r.state == "resume" ? p.done : 0));
     }
@@ -1047,8 +1049,9 @@ int run(Options& o, char** argv) {
             if (std::isnan(rate))
                 tick = [&, k] {
                     const Pace p = read_pace(r.dir);
-                    if (p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) || !std::isfinite(p.rate()))
-                        return true;
+                    if (p.done <= done_before[k] || p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) ||
+                        !std::isfinite(p.rate()))
+                        return true;  // not yet: (a resumed run's log holds its earlier invocation's lines first)
                     rate = p.rate(), measured_on = r.name + "'s first " + std::to_string(p.steps) + " steps";
                     printf(
                         "[%zu/%zu] %s: wall time: %s\n", k + 1, runs.size(), r.name.c_str(),
