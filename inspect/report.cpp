@@ -603,7 +603,7 @@ int run(const Options& o) {
          "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
          "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
          "of its own.</p>\n";
-    h += sweep_sections(groups, sums, text);  // "each arm at its best FLAG", for each flag swept
+    h += sweep_sections(groups, base, runs, sums, text);  // "each arm at its best FLAG", for each flag swept
     h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;

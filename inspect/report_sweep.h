@@ -2,7 +2,8 @@
 // arms' own flags (a study's --grid lr=...: runs that differ in --lr and in --heads-schedule / --widths); an arm is
 // the groups that agree on every flag but the swept one. Per swept flag: each arm at its best value, chosen on the
 // final validation loss averaged over the arm's seeds at that value (said so in the table), every value's mean
-// beside it, and the sweep's curves: validation loss against the value, one line per arm, each seed a dot.
+// beside it, each arm at its best against the baseline group's arm at its best (paired by seed, as the groups'
+// table pairs), and the sweep's curves: validation loss against the value, one line per arm, each seed a dot.
 // As HTML, and as text for stdout.
 // Does not: read run directories (run/run_log.h) or form the seed groups (inspect/report_groups.h).
 #pragma once
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,8 @@ inline std::string identity_value(const Group& g, const std::string& flag) {
 }
 
 struct SweepCell {
-    std::vector<double> losses;  // the final validation loss of each of its runs that has one
+    std::vector<double> losses;             // the final validation loss of each of its runs that has one
+    std::map<std::string, double> by_seed;  // the same by seed (a run without one by its directory)
     double mean = NAN, sd = NAN;
 };
 
@@ -41,6 +44,7 @@ struct Sweep {
     std::vector<std::string> arms;              // labels
     std::vector<std::vector<SweepCell>> cells;  // [arm][value]; a cell without runs has no losses
     std::vector<int> best;                      // per arm: the value with the lowest mean (-1: none)
+    size_t base = 0;                            // the arm the others are compared with: the baseline group's
 };
 
 // The flags the recorded groups differ in, in the order their records list them.
@@ -67,7 +71,8 @@ inline bool as_number(const std::string& s, double& x) {
 
 // The sweeps of the groups: one per flag (besides the schedule flags, which make the arms) in which some arm
 // has two values or more.
-inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, const std::vector<Summary>& sums) {
+inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t base_group,
+                                      const std::vector<RunLog>& runs, const std::vector<Summary>& sums) {
     std::vector<Sweep> out;
     const std::vector<std::string> differ = differing_flags(groups);
     for (const std::string& flag : differ) {
@@ -103,8 +108,13 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, const st
             const size_t vi =
                 std::find(s.values.begin(), s.values.end(), identity_value(groups[gi], flag)) - s.values.begin();
             for (size_t i : groups[gi].runs)
-                if (std::isfinite(sums[i].last_val)) s.cells[arm_of[gi]][vi].losses.push_back(sums[i].last_val);
+                if (std::isfinite(sums[i].last_val)) {
+                    SweepCell& c = s.cells[arm_of[gi]][vi];
+                    c.losses.push_back(sums[i].last_val);
+                    c.by_seed[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = sums[i].last_val;
+                }
         }
+        if (arm_of[base_group] != (size_t)-1) s.base = arm_of[base_group];
         bool swept = false;
         for (std::vector<SweepCell>& arm : s.cells) {
             int with_runs = 0, best = -1;
@@ -193,21 +203,33 @@ inline svg::Chart sweep_chart(const Sweep& s) {
 }
 
 // The sweeps' sections of the page ("" when nothing was swept), and their tables as text for stdout.
-inline std::string sweep_sections(const std::vector<Group>& groups, const std::vector<Summary>& sums,
-                                  std::string& text) {
+inline std::string sweep_sections(const std::vector<Group>& groups, size_t base_group, const std::vector<RunLog>& runs,
+                                  const std::vector<Summary>& sums, std::string& text) {
     std::string h;
-    for (const Sweep& s : find_sweeps(groups, sums)) {
+    for (const Sweep& s : find_sweeps(groups, base_group, runs, sums)) {
+        // Each arm at its best against the baseline's arm at its best, paired by seed.
+        const int bb = s.best[s.base];
+        auto vs_base = [&](size_t a) {
+            if (a == s.base) return std::string("baseline");
+            if (s.best[a] < 0 || bb < 0) return std::string("-");
+            return diff_text(stats::paired_difference(s.cells[a][s.best[a]].by_seed, s.cells[s.base][bb].by_seed),
+                             "%.4f");
+        };
+        const std::string vs = "− " + s.arms[s.base] + " at its best";
         const std::string name = flag_label(s.flag), how = "chosen on final validation loss (" + seeds_phrase(s) + ")";
         h += "<h2>Each arm at its best " + xml_escape(name) + "</h2>\n<p>Best " + xml_escape(name) + " " +
              xml_escape(how) + "; the runs differ in <code>" + xml_escape(s.flag) +
-             "</code> within each arm. Mean ± sample std over seeds (n).</p>\n<table>\n<tr><th>arm</th><th>best " +
-             xml_escape(name) + "</th><th>val loss at best</th>";
+             "</code> within each arm. Mean ± sample std over seeds (n). Against the baseline's arm at its best: "
+             "the difference paired by seed, with its 95% t interval, as in the groups' table. The same seeds chose "
+             "each best value, which favours every arm alike; fresh seeds at the chosen values measure it "
+             "unbiased.</p>\n<table>\n<tr><th>arm</th><th>best " +
+             xml_escape(name) + "</th><th>val loss at best</th><th>" + xml_escape(vs) + "<br/>(n)</th>";
         for (const std::string& v : s.values) h += "<th>" + xml_escape(name + " " + v) + "</th>";
         h += "</tr>\n";
         text += "\neach arm at its best " + name + ", " + how + ":\n";
         char line[256];
-        snprintf(line, sizeof line, "%-28s %-12s %-24s", "arm", ("best " + name).substr(0, 12).c_str(),
-                 "val loss at best");
+        snprintf(line, sizeof line, "%-28s %-12s %-24s %-36s", "arm", ("best " + name).substr(0, 12).c_str(),
+                 "val loss at best", ("- " + s.arms[s.base] + " at best").substr(0, 36).c_str());
         text += line;
         for (const std::string& v : s.values) {
             snprintf(line, sizeof line, " | %-24s", (name + " " + v).c_str());
@@ -217,9 +239,11 @@ inline std::string sweep_sections(const std::vector<Group>& groups, const std::v
         for (size_t a = 0; a < s.arms.size(); a++) {
             const int b = s.best[a];
             const std::string best = b < 0 ? "-" : s.values[b], at = b < 0 ? "-" : cell_text(s.cells[a][b]);
-            h += "<tr><td>" + xml_escape(s.arms[a]) + "</td><td>" + xml_escape(best) + "</td><td>" + xml_escape(at) +
-                 "</td>";
-            snprintf(line, sizeof line, "%-28s %-12s %-24s", s.arms[a].substr(0, 28).c_str(), best.c_str(), at.c_str());
+            const std::string d = vs_base(a);
+            h += "<tr><td>" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
+                 xml_escape(best) + "</td><td>" + xml_escape(at) + "</td><td>" + xml_escape(d) + "</td>";
+            snprintf(line, sizeof line, "%-28s %-12s %-24s %-36s", s.arms[a].substr(0, 28).c_str(), best.c_str(),
+                     at.c_str(), d.c_str());
             text += line;
             for (size_t vi = 0; vi < s.values.size(); vi++) {
                 const std::string t = cell_text(s.cells[a][vi]);
