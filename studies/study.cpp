@@ -945,7 +945,7 @@ int run(Options& o, char** argv) {
         done += r.state == "done";
         const Pace p = r.state == "new" ? Pace() : read_pace(r.dir);
         if (std::isnan(rate) && std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
-        done_before[k] = p.done;
+        done_before[k] = r.state == "resume" ? p.done : 0;  // a restart's log starts afresh (--overwrite)
         if (to_do(k))
             left[k] = std::max(0.0, (double)r.plan.steps * r.plan.total_batch - (r.state == "resume" ? p.done : 0));
     }
