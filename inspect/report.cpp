@@ -62,6 +62,7 @@
 #include "run/run_log.h"
 #include "model_config.h"
 #include "inspect/report_groups.h"
+#include "inspect/report_sweep.h"
 #include "inspect/svg.h"
 #include "inspect/xml_check.h"
 #include "run/run_record.h"
@@ -641,6 +642,7 @@ int run(const Options& o) {
          "(t<sub>0.975, df</sub> + t<sub>0.80, df</sub>) SE, from the observed spread; with <code>--effect "
          "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
          "group) whose V(n) brings it down to that effect.</p>\n";
+    h += sweep_sections(groups, base, runs, sums, text);  // "each arm at its best FLAG", for each flag swept
     h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;

@@ -4,13 +4,17 @@
 //   ./study runs/tiny --recipe tiny                                 # 4 configurations x 3 seeds on the CPU
 //   ./study runs/p124 --recipe prism124m --launcher "mpirun -np 8"
 //   ./study runs/mine -m tiny --heads uniform,prism --widths uniform,x --seeds 3 -- --steps 300 --lr 2e-3
+//   ./study runs/lr -m tiny --heads uniform,prism --grid lr=1e-3,3e-3   # a trainer flag as an axis
 //   ./study runs/mine ... --list          # one line per run: K, its state, the command that runs it now
 //   ./study runs/mine ... --only 5        # only the 5th (a scheduler's job array: --only $SLURM_ARRAY_TASK_ID)
 //
-// The runs are the grid seeds x heads x widths, in that order (seeds outermost: a study stopped early has every
-// configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED.
-// Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S -o DIR/NAME` plus the recipe's trainer flags
-// and those after `--`. The same command can be rerun until the study is complete: a run whose record
+// The runs are the grid seeds x heads x widths x axes, in that order (seeds outermost: a study stopped early has
+// every configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED, with
+// each axis's flag and value before the seed (HEADS-WIDTHS-lr1e-3-sSEED). An axis (--grid FLAG=LIST, or a
+// recipe's) is any trainer flag that the run record compares and the study does not set itself, checked against
+// train_prism's flag table (run/train_flags.h). Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S
+// -o DIR/NAME` plus its axes' values, the recipe's trainer flags (less those an axis or `--` gives again) and those
+// after `--`. The same command can be rerun until the study is complete: a run whose record
 // (run/run_record.h) says "done" at the study's steps is skipped (and a run recorded with other flags is an
 // error naming the flag), one with a checkpoint is resumed (--resume, which refuses changed flags), one that
 // died before its first checkpoint is started again (--overwrite: only its own directory), the rest start.
@@ -18,8 +22,11 @@
 // and the ranks only), so configurations compare seed by seed. After each run, when eval files exist
 // (--eval-data, default data/eval), eval_zeroshot scores the run's model on every task present into
 // DIR/NAME/eval.json, which `report` reads. Each run's output goes to DIR/NAME/train.log.
-// Before it starts, a study prints its runs and the cost model's estimate (cost_model.h: the CUDA engine's
-// ops at the roofline with the stated efficiencies, training steps only) in GPU-hours.
+// Before it starts, a study prints its grid with where each part comes from (command line, recipe, default: an
+// override is never silent), its runs and the cost model's estimate (cost_model.h: the CUDA engine's ops at the
+// roofline with the stated efficiencies, training steps only) in GPU-hours, and the wall time on this machine: the
+// tokens left at the pace a run of the study logged here (validation included); without one yet, the first run's
+// first steps measure it (--list prints all this on stderr).
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
 // 75 when a run was stopped by a signal (rerun the same command to continue), or the stopped child's own code
 // (138, 128 + SIGUSR1, when a second signal ended the trainer at once).
@@ -38,7 +45,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,8 +60,11 @@
 #include "run/stop_signal.h"
 #include "util/fs.h"
 #include "run/defaults.h"
+#include "util/json.h"
 
 namespace {
+
+constexpr long kPaceSteps = 5;  // steps of a run's log from which the study measures its pace
 
 // A named recipe: the papers' experiments, and one that runs on two CPU cores.
 struct Recipe {
@@ -61,50 +73,70 @@ struct Recipe {
     const char* heads;
     const char* widths;
     int seeds;
-    std::vector<std::string> flags;  // trainer flags
+    std::vector<std::string> flags;                         // trainer flags
+    std::vector<std::pair<std::string, std::string>> grid;  // axes: trainer flag (no dashes) and its values
     const char* what;
 };
 
 const std::vector<Recipe>& recipes() {
     // The papers' batch (2^19 tokens) and budget (25 tokens per parameter, the low end of the Prism paper's 25
-    // to 30), on FineWeb (data/get_fineweb.sh). tiny: 60 steps of 8 x 128 tokens per run, about 20 minutes
-    // for its 12 runs on two otherwise idle CPU cores.
+    // to 30), on FineWeb (data/get_fineweb.sh). Their learning rate is an axis: the trainer's default for the
+    // size (GPT-3's table, run/defaults.h: 6e-4 to 200M parameters, 3e-4 to 500M) with half and twice it, so
+    // each arm is compared at its own best rate (report's "each arm at its best lr"). tiny: 60 steps of 8 x 128
+    // tokens per run, about 20 minutes for its 12 runs on two otherwise idle CPU cores; tiny-lr: its sweep, the
+    // same length and budget.
+    static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
+    static const std::vector<std::string> cpu = {
+        "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
     static const std::vector<Recipe> r = {
         {"prism124m",
          "124M",
          "uniform,prism",
          "uniform",
          3,
-         {"--total-batch", "524288", "--tokens-per-param", "25"},
-         "Prism 124M: uniform vs the Prism schedule"},
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
+         "Prism 124M: uniform vs the Prism schedule, each at lr 3e-4, 6e-4, 1.2e-3"},
         {"prism354m",
          "354M",
          "uniform,prism",
          "uniform",
          3,
-         {"--total-batch", "524288", "--tokens-per-param", "25"},
-         "Prism 354M: uniform vs the Prism schedule"},
+         paper,
+         {{"lr", "1.5e-4,3e-4,6e-4"}},
+         "Prism 354M: uniform vs the Prism schedule, each at lr 1.5e-4, 3e-4, 6e-4"},
         {"xformer200m",
          "200M",
          "uniform",
          "uniform,x",
          3,
-         {"--total-batch", "524288", "--tokens-per-param", "25"},
-         "Xformer 200M: uniform vs X widths"},
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
+         "Xformer 200M: uniform vs X widths, each at lr 3e-4, 6e-4, 1.2e-3"},
         {"both124m",
          "124M",
          "uniform,prism",
          "uniform,x",
          3,
-         {"--total-batch", "524288", "--tokens-per-param", "25"},
-         "124M: uniform, Prism, X, Prism + X"},
+         paper,
+         {{"lr", "3e-4,6e-4,1.2e-3"}},
+         "124M: uniform, Prism, X, Prism + X, each at lr 3e-4, 6e-4, 1.2e-3"},
         {"tiny",
          "tiny",
          "uniform,prism",
          "uniform,x",
          3,
-         {"--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"},
+         cpu,
+         {},
          "tiny on the CPU: uniform, Prism, X, Prism + X (a demonstration of the method, not of the papers' effects)"},
+        {"tiny-lr",
+         "tiny",
+         "uniform,prism",
+         "uniform",
+         2,
+         cpu,
+         {{"lr", "1.5e-3,3e-3,6e-3"}},
+         "tiny on the CPU: uniform vs Prism, each at lr 1.5e-3, 3e-3, 6e-3 (the sweep of a study, demonstrated)"},
     };
     return r;
 }
@@ -113,6 +145,7 @@ struct Options {
     std::string dir, recipe, preset, heads, widths, seeds, launcher, trainer, evaluator;
     std::string eval_data = "data/eval";
     std::vector<std::string> trainer_flags;  // after `--`
+    std::vector<std::string> grid;           // --grid FLAG=V1,V2, in the order given
     bool list = false;
     long only = 0, eval_limit = 0;
 };
@@ -133,6 +166,11 @@ std::vector<Flag> make_flags(Options& o) {
                   "default uniform)",
                   o.widths),
         text_flag("--seeds", "N|LIST", "N seeds (1..N), or a comma-separated list of two or more (default 3)", o.seeds),
+        make_flag(
+            "--grid", "FLAG=LIST",
+            "a trainer flag as an axis of the grid, e.g. lr=3e-4,6e-4,1e-3 (repeatable; replaces a recipe's "
+            "axis of that flag)",
+            [&o](const std::string& v) { o.grid.push_back(v); }, FlagKind::Text),
         text_flag("--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
                   o.launcher),
         switch_flag("--list", "print one line per run (K, state, the command that runs it now) and exit", o.list),
@@ -176,6 +214,7 @@ std::string shell_join(const std::vector<std::string>& v) {
 
 struct Run {
     std::string name, dir, heads, widths;
+    std::vector<std::string> axis_values;  // one per axis of the grid
     uint64_t seed = 0;
     std::vector<std::string> flags;  // the trainer's flags, without the binary
     TrainOptions o;                  // those flags, resolved as train_prism resolves them
@@ -210,74 +249,284 @@ void resolve(Run& r) {
     r.plan = plan_run(r.o, r.cfg, 1, train_tokens);
 }
 
-std::vector<Run> make_runs(const Options& o, std::vector<std::string>& recipe_flags) {
-    const Recipe* rec = nullptr;
+// One axis of the grid besides heads and widths: a trainer flag and its values (--grid FLAG=LIST, or a recipe's).
+struct Axis {
+    std::string flag;                 // the trainer flag's canonical name: "--lr"
+    std::vector<std::string> values;  // as given, in order
+    std::string source;               // where it comes from, as the grid is printed
+    std::string tag() const { return flag.substr(flag.find_first_not_of('-')); }  // in run names: "lr"
+};
+
+// The flags the study gives every run itself, and what sets them.
+const std::vector<std::pair<std::string, std::string>>& study_set_flags() {
+    static const std::vector<std::pair<std::string, std::string>> v = {{"--model", "-m"},
+                                                                       {"--heads-schedule", "--heads"},
+                                                                       {"--widths", "--widths"},
+                                                                       {"--seed", "--seeds"},
+                                                                       {"--out", "the study's directory"}};
+    return v;
+}
+
+// FLAG=V1,V2 checked against train_prism's flag table (FLAG with or without its dashes): a flag that tells runs
+// apart in their records (not one the study sets, not a switch, not one a resume may change, which the record and
+// report's groups do not compare), values the flag takes, none of them twice (6e-4 and 0.0006 are one value).
+Axis parse_axis(const std::string& spec, const std::string& source) {
+    const size_t eq = spec.find('=');
+    const std::string name = trim(spec.substr(0, eq)), where = "--grid " + spec;
+    if (eq == std::string::npos || name.empty())
+        throw ConfigError(where + ": give a trainer flag and its values, e.g. --grid lr=3e-4,6e-4,1e-3");
+    TrainOptions scratch;
+    const std::vector<Flag> flags = make_train_flags(scratch);
+    const std::string dashed = name[0] == '-' ? name : "--" + name;
+    const Flag* f = find_flag(flags, dashed);
+    if (!f && name[0] != '-') f = find_flag(flags, "-" + name);
+    if (!f) throw ConfigError(where + ": train_prism has no flag " + dashed + " (train_prism --help lists them)");
+    Axis a;
+    a.flag = canonical_name(*f), a.source = source;
+    for (const auto& [flag, by] : study_set_flags())
+        if (a.flag == flag)
+            throw ConfigError(where + ": the study sets " + flag + " of every run itself (" + by +
+                              "), so it cannot be a --grid axis");
+    if (f->arg.empty())
+        throw ConfigError(where + ": " + a.flag + " is a switch, with no values to sweep; give it after -- to set it " +
+                          "for every run");
+    if (!f->recorded || f->may_change)
+        throw ConfigError(where + ": " + a.flag + " is not compared between runs (" +
+                          (f->recorded ? "a resume may change it" : "the run record does not keep it") +
+                          "), so its runs could not be told apart; give it after -- to set it for every run");
+    a.values = split(spec.substr(eq + 1), ',');
+    if (a.values.empty()) throw ConfigError(where + ": no values; give one or more, comma-separated");
+    std::vector<std::string> resolved;  // each value as the record writes it
+    for (const std::string& v : a.values) {
+        try {
+            f->apply(v);
+        } catch (const ConfigError& e) {
+            throw ConfigError(where + ": " + e.what());
+        }
+        resolved.push_back(f->value ? f->value() : v);
+        for (size_t j = 0; j + 1 < resolved.size(); j++)
+            if (resolved[j] == resolved.back())
+                throw ConfigError(where + ": " +
+                                  (a.values[j] == v ? v + " is given twice"
+                                                    : a.values[j] + " and " + v + " are the same value of " + a.flag) +
+                                  "; give each value once");
+    }
+    return a;
+}
+
+// The canonical names of the trainer flags an argument list gives.
+std::vector<std::string> trainer_flags_in(const std::vector<std::string>& args, const std::vector<Flag>& flags) {
+    std::vector<std::string> v{"train_prism"};
+    v.insert(v.end(), args.begin(), args.end());
+    std::vector<char*> av;
+    for (std::string& a : v) av.push_back(&a[0]);
+    return given_flags((int)av.size(), av.data(), flags);
+}
+
+// The argument list without the trainer flag `canon` (and its value).
+std::vector<std::string> without_flag(const std::vector<std::string>& args, const std::string& canon,
+                                      const std::vector<Flag>& flags, std::string* removed = nullptr) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < args.size(); i++) {
+        const size_t eq = args[i].rfind("--", 0) == 0 ? args[i].find('=') : std::string::npos;
+        const Flag* f = find_flag(flags, args[i].substr(0, eq));
+        if (!f || canonical_name(*f) != canon) {
+            out.push_back(args[i]);
+            continue;
+        }
+        std::string text = args[i];
+        if (!f->arg.empty() && eq == std::string::npos && i + 1 < args.size()) text += " " + args[++i];
+        if (removed) *removed += (removed->empty() ? "" : " ") + text;
+    }
+    return out;
+}
+
+// What the study runs, and where each part of it comes from (the recipe, the command line, a default), as it is
+// printed before the study starts: a recipe's part that the command line replaces is named beside it.
+struct Grid {
+    const Recipe* recipe = nullptr;
+    std::string preset, preset_from;
+    std::vector<std::string> heads, widths;
+    std::string heads_from, widths_from;
+    std::vector<uint64_t> seeds;
+    std::string seeds_from;
+    std::vector<Axis> axes;                 // in name order: the recipe's, then --grid's
+    std::vector<std::string> recipe_flags;  // the recipe's trainer flags, less those an axis or `--` replaces
+    std::vector<std::string> overrides;     // one line each: what replaced a recipe's trainer flag or axis
+    size_t configurations() const {
+        size_t n = heads.size() * widths.size();
+        for (const Axis& a : axes) n *= a.values.size();
+        return n;
+    }
+};
+
+std::string joined(const std::vector<std::string>& v, const char* sep = ",") {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+Grid make_grid(const Options& o) {
+    Grid g;
     if (!o.recipe.empty()) {
         std::string known;
         for (const Recipe& r : recipes()) {
-            if (o.recipe == r.name) rec = &r;
+            if (o.recipe == r.name) g.recipe = &r;
             known += std::string(known.empty() ? "" : ", ") + r.name;
         }
-        if (!rec) throw ConfigError("unknown recipe '" + o.recipe + "'; choose one of " + known);
-        recipe_flags = rec->flags;
+        if (!g.recipe) throw ConfigError("unknown recipe '" + o.recipe + "'; choose one of " + known);
     }
-    const std::string preset = !o.preset.empty() ? o.preset : rec ? rec->preset : "tiny";
-    const std::vector<std::string> heads = split(!o.heads.empty() ? o.heads : rec ? rec->heads : "uniform", ',');
-    const std::vector<std::string> widths = split(!o.widths.empty() ? o.widths : rec ? rec->widths : "uniform", ',');
-    std::vector<uint64_t> seeds;
+    const Recipe* rec = g.recipe;
+    const std::string recipe_name = rec ? std::string("recipe ") + rec->name : "";
+    // "command line; recipe tiny: uniform,prism", "recipe tiny", "default"
+    auto from = [&](bool given, const std::string& recipe_value) {
+        if (given) return std::string("command line") + (rec ? "; " + recipe_name + ": " + recipe_value : "");
+        return rec ? recipe_name : std::string("default");
+    };
+    g.preset = !o.preset.empty() ? o.preset : rec ? rec->preset : "tiny";
+    g.preset_from = from(!o.preset.empty(), rec ? rec->preset : "");
+    g.heads = split(!o.heads.empty() ? o.heads : rec ? rec->heads : "uniform", ',');
+    g.heads_from = from(!o.heads.empty(), rec ? rec->heads : "");
+    g.widths = split(!o.widths.empty() ? o.widths : rec ? rec->widths : "uniform", ',');
+    g.widths_from = from(!o.widths.empty(), rec ? rec->widths : "");
     const std::string seed_arg = !o.seeds.empty() ? o.seeds : std::to_string(rec ? rec->seeds : 3);
+    g.seeds_from = from(!o.seeds.empty(), rec ? std::to_string(rec->seeds) : "");
     if (seed_arg.find(',') == std::string::npos) {
         const long n = parse_long_flag("--seeds", seed_arg);
         if (n < 1 || n > 1000)
             throw ConfigError("--seeds " + seed_arg + ": give a count from 1 to 1000, or a list like 1,2,3");
-        for (long s = 1; s <= n; s++) seeds.push_back((uint64_t)s);
+        for (long s = 1; s <= n; s++) g.seeds.push_back((uint64_t)s);
     } else {
         for (const std::string& s : split(seed_arg, ',')) {
             const long v = parse_long_flag("--seeds", s);
             if (v < 0) throw ConfigError("--seeds: " + s + " is negative");
-            if (std::find(seeds.begin(), seeds.end(), (uint64_t)v) != seeds.end())
+            if (std::find(g.seeds.begin(), g.seeds.end(), (uint64_t)v) != g.seeds.end())
                 throw ConfigError("--seeds: " + s + " is given twice");
-            seeds.push_back((uint64_t)v);
+            g.seeds.push_back((uint64_t)v);
         }
     }
-    if (heads.empty() || widths.empty()) throw ConfigError("--heads and --widths need at least one schedule each");
-    std::vector<Run> runs;
-    for (uint64_t s : seeds)  // seed-major: a study stopped early has compared every configuration on its first seeds
-        for (const std::string& h : heads)
-            for (const std::string& w : widths) {
-                Run r;
-                r.heads = h, r.widths = w, r.seed = s;
-                std::string hs = h, ws = w;
-                for (char& c : hs) c = c == '/' ? ',' : c;
-                for (char& c : ws) c = c == '/' ? ',' : c;
-                r.name = h + "-" + w + "-s" + std::to_string(s);
-                for (char& c : r.name)
-                    if (c == '/' || c == ',' || c == ' ') c = '_';
-                r.dir = o.dir + "/" + r.name;
-                r.flags = {"-m", preset, "-s", hs, "-w", ws, "--seed", std::to_string(s), "-o", r.dir};
-                r.flags.insert(r.flags.end(), recipe_flags.begin(), recipe_flags.end());
-                r.flags.insert(r.flags.end(), o.trainer_flags.begin(), o.trainer_flags.end());
-                resolve(r);
-                runs.push_back(r);
+    if (g.heads.empty() || g.widths.empty()) throw ConfigError("--heads and --widths need at least one schedule each");
+
+    // The axes: --grid's, each checked, then the recipe's that neither --grid nor `--` replaces (first in names).
+    TrainOptions scratch;
+    const std::vector<Flag> flags = make_train_flags(scratch);
+    const std::vector<std::string> after = trainer_flags_in(o.trainer_flags, flags);
+    auto given_after = [&](const std::string& f) { return std::find(after.begin(), after.end(), f) != after.end(); };
+    auto after_text = [&](const std::string& f) {  // "--steps 30": the flag as given after `--`
+        std::string t;
+        without_flag(o.trainer_flags, f, flags, &t);
+        return t;
+    };
+    std::vector<Axis> mine;
+    for (const std::string& spec : o.grid) {
+        Axis a = parse_axis(spec, "command line");
+        for (const Axis& b : mine)
+            if (b.flag == a.flag)
+                throw ConfigError("--grid " + spec + ": " + a.flag + " is an axis already; give it once");
+        if (given_after(a.flag))
+            throw ConfigError("--grid " + spec + ": " + a.flag + " is also given after --; give it in one place");
+        mine.push_back(a);
+    }
+    if (rec)
+        for (const auto& [flag, values] : rec->grid) {
+            Axis a = parse_axis(flag + "=" + values, recipe_name);
+            const std::string was = a.tag() + " " + joined(a.values) + " of " + recipe_name;
+            auto it = std::find_if(mine.begin(), mine.end(), [&](const Axis& b) { return b.flag == a.flag; });
+            if (it != mine.end()) {
+                it->source = "command line; " + recipe_name + ": " + joined(a.values);
+                continue;
             }
-    // Two configurations that resolve to one model (the flags are shared, so the layers tell them apart) would
-    // make every comparison of the study a model against itself.
-    const size_t configs = heads.size() * widths.size();
+            if (given_after(a.flag)) {
+                g.overrides.push_back("the axis " + was + " is replaced by " + after_text(a.flag) + " (after --)");
+                continue;
+            }
+            g.axes.push_back(a);
+        }
+    g.axes.insert(g.axes.end(), mine.begin(), mine.end());
+    // The recipe's trainer flags, less those an axis sets or `--` gives again (named as replaced).
+    if (rec) {
+        g.recipe_flags = rec->flags;
+        for (const std::string& f : trainer_flags_in(rec->flags, flags)) {
+            const bool axis = std::any_of(g.axes.begin(), g.axes.end(), [&](const Axis& a) { return a.flag == f; });
+            if (!axis && !given_after(f)) continue;
+            std::string removed;
+            g.recipe_flags = without_flag(g.recipe_flags, f, flags, &removed);
+            g.overrides.push_back(removed + " of " + recipe_name + " is replaced by " +
+                                  (axis ? "the axis " + f.substr(2) : after_text(f) + " (after --)"));
+        }
+    }
+    return g;
+}
+
+std::vector<Run> make_runs(const Options& o, const Grid& g) {
+    std::vector<Run> runs;
+    const size_t per_seed = g.configurations();
+    for (uint64_t s : g.seeds)  // seed-major: a study stopped early has compared every configuration on its first seeds
+        for (size_t c = 0; c < per_seed; c++) {
+            // Configuration c: heads, widths, then each axis, the first the slowest to change.
+            size_t rest = c;
+            std::vector<size_t> at(g.axes.size());
+            for (size_t i = g.axes.size(); i-- > 0;)
+                at[i] = rest % g.axes[i].values.size(), rest /= g.axes[i].values.size();
+            const std::string& h = g.heads[rest / g.widths.size()];
+            const std::string& w = g.widths[rest % g.widths.size()];
+            Run r;
+            r.heads = h, r.widths = w, r.seed = s;
+            std::string hs = h, ws = w;
+            for (char& ch : hs) ch = ch == '/' ? ',' : ch;
+            for (char& ch : ws) ch = ch == '/' ? ',' : ch;
+            r.name = h + "-" + w;
+            std::vector<std::string> axis_flags;
+            for (size_t i = 0; i < g.axes.size(); i++) {
+                const std::string& v = g.axes[i].values[at[i]];
+                r.name += "-" + g.axes[i].tag() + v;
+                r.axis_values.push_back(v);
+                axis_flags.insert(axis_flags.end(), {g.axes[i].flag, v});
+            }
+            r.name += "-s" + std::to_string(s);
+            for (char& ch : r.name)
+                if (ch == '/' || ch == ',' || ch == ' ') ch = '_';
+            r.dir = o.dir + "/" + r.name;
+            r.flags = {"-m", g.preset, "-s", hs, "-w", ws, "--seed", std::to_string(s), "-o", r.dir};
+            r.flags.insert(r.flags.end(), axis_flags.begin(), axis_flags.end());
+            r.flags.insert(r.flags.end(), g.recipe_flags.begin(), g.recipe_flags.end());
+            r.flags.insert(r.flags.end(), o.trainer_flags.begin(), o.trainer_flags.end());
+            resolve(r);
+            runs.push_back(r);
+        }
+    // Two configurations that resolve to one run (the same model and the same flags once resolved) would make
+    // every comparison of the study between a run and itself.
     auto list = [](const ModelConfig& c, bool w) {
         std::string s;
         for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
         return s;
     };
-    for (size_t a = 0; a < configs; a++)
-        for (size_t b = a + 1; b < configs; b++) {
+    auto flags_of = [](const Run& r) {
+        std::vector<std::pair<std::string, std::string>> v;
+        for (const auto& a : record_args(r.o, r.plan))
+            if (a.first != "--out" && a.first != "--heads-schedule" && a.first != "--widths") v.push_back(a);
+        return v;
+    };
+    for (size_t a = 0; a < per_seed; a++)
+        for (size_t b = a + 1; b < per_seed; b++) {
             const ModelConfig &x = runs[a].cfg, &y = runs[b].cfg;
             if (list(x, false) != list(y, false) || list(x, true) != list(y, true)) continue;
+            if (flags_of(runs[a]) != flags_of(runs[b])) continue;
+            if (runs[a].axis_values != runs[b].axis_values)
+                throw ConfigError(runs[a].name + " and " + runs[b].name +
+                                  " resolve to the same run here (the same model and flags): the study would compare "
+                                  "a run with itself; drop one of the values");
             throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " +
                               runs[b].heads + " --widths " + runs[b].widths + " give the same model here (" +
                               std::to_string(x.L()) + " layers, heads " + list(x, false) + ", widths " + list(x, true) +
                               "): the study would compare a model with itself; drop one, or use a model on which they "
                               "differ (-s prism is the uniform schedule below 4 layers)");
         }
+    for (size_t a = 0; a < runs.size(); a++)
+        for (size_t b = a + 1; b < runs.size(); b++)
+            if (runs[a].name == runs[b].name)
+                throw ConfigError("two runs of the grid would both be named " + runs[a].name +
+                                  " (a run's name writes '/', ',' and ' ' as '_'); give values that name them apart");
     return runs;
 }
 
@@ -461,7 +710,9 @@ std::string failure_reason(int fd, off_t from) {
 // Runs the command (argv, no shell) with its output appended to `log`, first a line naming it. Returns the exit
 // status (128 + N for a signal N); `reason` gets why it failed (the child's own error line; a log the study could
 // not write says so), or "" when it succeeded.
-int run_logged(const std::vector<std::string>& cmd, const std::string& log, std::string& reason) {
+// While the command runs, tick (when given) is called about once a second until it returns false.
+int run_logged(const std::vector<std::string>& cmd, const std::string& log, std::string& reason,
+               const std::function<bool()>& tick = nullptr) {
     const int fd = open_log(log);
     struct Closer {
         int fd;
@@ -522,7 +773,18 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     sigprocmask(SIG_SETMASK, &old, nullptr);  // a signal that came meanwhile is handled now, and passed on
     siginfo_t info;
     memset(&info, 0, sizeof info);
-    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+    for (bool polling = (bool)tick;;) {
+        memset(&info, 0, sizeof info);
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT | (polling ? WNOHANG : 0)) != 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (!polling || info.si_pid != 0) break;
+        polling = tick();
+        if (polling) {
+            struct timespec second = {1, 0};
+            nanosleep(&second, nullptr);  // a signal cuts it short: handled (passed on) and the loop goes on
+        }
     }
     sigprocmask(SIG_BLOCK, &stops, nullptr);  // the pid is forgotten before it is reaped (and could be reused)
     g_child = 0;
@@ -569,12 +831,95 @@ double final_val_loss(const std::string& dir) {
     return v;
 }
 
+// A run's pace on this machine, from its log.jsonl: the tokens and seconds of its latest invocation (elapsed_s
+// restarts at each resume; validation is in it, the start-up is not), and the tokens the run has done in all.
+// A run whose record names another host (a study directory copied from elsewhere) measures nothing here.
+struct Pace {
+    long steps = 0, tokens = 0, done = 0;
+    double seconds = 0;
+    bool validated = false;  // the latest invocation has logged a validation loss
+    double rate() const { return steps > 0 && tokens > 0 && seconds > 0 ? tokens / seconds : NAN; }
+};
+
+Pace read_pace(const std::string& dir) {
+    Pace p;
+    RunRecord rec;
+    std::string t;
+    try {
+        if (!read_run_record(dir, rec) || rec.latest("host") != run_record::host_name()) return p;
+        t = read_text(dir + "/log.jsonl");
+    } catch (const std::exception&) {  // unreadable: no measurement (the run itself reports its own errors)
+        return p;
+    }
+    long before = 0;  // tokens done before the latest invocation
+    double last_s = -1;
+    for (size_t a = 0; a < t.size();) {
+        size_t b = t.find('\n', a);
+        if (b == std::string::npos) b = t.size();
+        try {
+            const json::Value v = json::parse(std::string_view(t).substr(a, b - a));
+            const long tokens = std::strtol(json::field(v, "tokens").str.c_str(), nullptr, 10);
+            const double s = std::strtod(json::field(v, "elapsed_s").str.c_str(), nullptr);
+            if (s < last_s) before = p.done, p.steps = 0, p.validated = false;
+            p.validated |= v.find("val_loss") != nullptr;
+            p.steps++, p.tokens = tokens - before, p.seconds = s, p.done = tokens, last_s = s;
+        } catch (const std::exception&) {  // a torn last line (the trainer is writing it): the next poll reads it
+        }
+        a = b + 1;
+    }
+    return p;
+}
+
+std::string about(double s) {
+    char b[64];
+    if (s < 60) return "under a minute";
+    if (s < 90 * 60) snprintf(b, sizeof b, "about %.0f min", s / 60);
+    else snprintf(b, sizeof b, "about %.1f h", s / 3600);
+    return b;
+}
+
+// "about 19 min on this machine for the 12 runs to do (measured: 1234 tok/s on NAME, ...)"
+std::string wall_text(double tokens_left, size_t runs_left, double rate, const std::string& on) {
+    char b[96];
+    snprintf(b, sizeof b, "%.0f tok/s", rate);
+    return about(tokens_left / rate) + " on this machine for the " + std::to_string(runs_left) + " run" +
+           (runs_left == 1 ? "" : "s") + " to do (measured: " + b + " on " + on +
+           ", validation included; evals not counted)";
+}
+
+// The grid as it is printed before the study starts: each part, its values and where they come from.
+std::string grid_text(const Grid& g, size_t runs) {
+    std::string s =
+        "grid: " + std::to_string(g.heads.size()) + " heads x " + std::to_string(g.widths.size()) + " widths";
+    for (const Axis& a : g.axes) s += " x " + std::to_string(a.values.size()) + " " + a.tag();
+    s += " x " + std::to_string(g.seeds.size()) + " seed" + (g.seeds.size() == 1 ? "" : "s") + " = " +
+         std::to_string(runs) + " runs\n";
+    int w = 6;  // the names' column
+    for (const Axis& a : g.axes) w = std::max(w, (int)a.tag().size());
+    auto row = [&](const std::string& what, const std::string& values, const std::string& src) {
+        char line[64];
+        snprintf(line, sizeof line, "  %-*s  ", w, what.c_str());
+        s += line + values + std::string(values.size() < 24 ? 24 - values.size() : 0, ' ') + " (" + src + ")\n";
+    };
+    row("model", g.preset, g.preset_from);
+    row("heads", joined(g.heads), g.heads_from);
+    row("widths", joined(g.widths), g.widths_from);
+    for (const Axis& a : g.axes) row(a.tag(), joined(a.values), a.source);
+    std::vector<std::string> seeds;
+    for (uint64_t x : g.seeds) seeds.push_back(std::to_string(x));
+    row("seeds", joined(seeds), g.seeds_from);
+    if (g.recipe && !g.recipe_flags.empty())
+        row("flags", shell_join(g.recipe_flags), std::string("recipe ") + g.recipe->name);
+    for (const std::string& x : g.overrides) s += "  " + x + "\n";
+    return s;
+}
+
 int run(Options& o, char** argv) {
     if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
     if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
     install_study_handlers();
-    std::vector<std::string> recipe_flags;
-    std::vector<Run> runs = make_runs(o, recipe_flags);
+    const Grid grid = make_grid(o);
+    std::vector<Run> runs = make_runs(o, grid);
     const std::vector<std::string> tasks = eval_tasks_present(o);
     for (Run& r : runs) find_state(r, !tasks.empty());
     const auto check_only = [&] {
@@ -582,8 +927,67 @@ int run(Options& o, char** argv) {
             throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(runs.size()) +
                               " runs");
     };
+    if (o.list) check_only();
+    auto to_do = [&](size_t k) { return (!o.only || (long)k + 1 == o.only) && runs[k].state != "done"; };
+    // The plan, its cost on the cost model's GPU, and its wall time here: the runs' tokens left at the pace
+    // measured on the first run of the study that has steps logged on this machine.
+    const RooflineGpu gpu;
+    double gpu_s = 0, rate = NAN;
+    long done = 0;
+    std::string measured_on;
+    std::vector<double> left(runs.size(), 0);       // tokens each run has still to train
+    std::vector<long> done_before(runs.size(), 0);  // tokens each run's log holds before this study's invocation
+    for (size_t k = 0; k < runs.size(); k++) {
+        const Run& r = runs[k];
+        double step_s = 0;
+        for (const OpCost& op : step_ops(r.cfg, r.o.B, r.plan.T, r.plan.n_micro, false)) step_s += op_expected(op, gpu);
+        gpu_s += step_s * r.plan.steps;
+        done += r.state == "done";
+        const Pace p = r.state == "new" ? Pace() : read_pace(r.dir);
+        if (std::isnan(rate) && std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
+        done_before[k] = r.state == "resume" ? p.done : 0;  // a restart's log starts afresh (--overwrite)
+        if (to_do(k))
+            left[k] = std::max(0.0, (double)r.plan.steps * r.plan.total_batch - (r.state == "resume" ? p.done : 0));
+    }
+    auto tokens_left = [&](size_t from) {
+        double t = 0;
+        for (size_t k = from; k < runs.size(); k++) t += left[k];
+        return t;
+    };
+    auto runs_left = [&](size_t from) {
+        size_t n = 0;
+        for (size_t k = from; k < runs.size(); k++) n += to_do(k);
+        return n;
+    };
+    const Run& r0 = runs[0];
+    std::string steps =
+        std::to_string(r0.plan.steps) + " steps of " + std::to_string(r0.plan.total_batch) + " tokens each";
+    for (const Run& r : runs)
+        if (r.plan.steps != r0.plan.steps || r.plan.total_batch != r0.plan.total_batch)
+            steps = "steps and tokens per step differ between runs (--list shows each run's command)";
+    std::string head = grid_text(grid, runs.size());
+    char line[2048];
+    snprintf(line, sizeof line, "study %s%s: %s, %zu configurations x %zu seed%s = %zu runs (%ld done); %s\n",
+             o.dir.c_str(), o.recipe.empty() ? "" : (" (recipe " + o.recipe + ")").c_str(), r0.o.model.preset.c_str(),
+             grid.configurations(), grid.seeds.size(), grid.seeds.size() == 1 ? "" : "s", runs.size(), done,
+             steps.c_str());
+    head += line;
+    snprintf(line, sizeof line,
+             "estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
+             "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
+             gpu_s / 3600, runs.size());
+    head += line;
+    const size_t n_to_do = runs_left(0);
+    if (n_to_do == 0) head += "wall time on this machine: nothing left to train\n";
+    else if (std::isnan(rate)) head += "wall time on this machine: measured after the first run's first steps\n";
+    else head += "wall time: " + wall_text(tokens_left(0), n_to_do, rate, measured_on) + "\n";
+    if (tasks.empty())
+        head += "zero-shot evals: none (no eval files in " + o.eval_data + "; bash data/get_eval.sh makes them)\n";
+    else head += "zero-shot evals after each run: " + joined(tasks, ", ") + " (from " + o.eval_data + ")\n";
+    // --list: stdout stays one line per run (for scripts); the grid and its cost go to stderr.
+    fputs(head.c_str(), o.list ? stderr : stdout);
+    fflush(o.list ? stderr : stdout);
     if (o.list) {
-        check_only();
         for (size_t k = 0; k < runs.size(); k++) {
             const Run& r = runs[k];
             const bool needs_eval = r.eval_missing;
@@ -593,38 +997,6 @@ int run(Options& o, char** argv) {
         }
         return 0;
     }
-    // The plan and its cost.
-    const RooflineGpu gpu;
-    double gpu_s = 0;
-    long done = 0;
-    for (const Run& r : runs) {
-        double step_s = 0;
-        for (const OpCost& op : step_ops(r.cfg, r.o.B, r.plan.T, r.plan.n_micro, false)) step_s += op_expected(op, gpu);
-        gpu_s += step_s * r.plan.steps;
-        done += r.state == "done";
-    }
-    const Run& r0 = runs[0];
-    printf("study %s%s: %s, %zu configurations x %zu seeds = %zu runs (%ld done); %ld steps of %ld tokens each\n",
-           o.dir.c_str(), o.recipe.empty() ? "" : (" (recipe " + o.recipe + ")").c_str(), r0.o.model.preset.c_str(),
-           runs.size() / std::max<size_t>(1, std::count_if(runs.begin(), runs.end(),
-                                                           [&](const Run& r) {
-                                                               return r.heads == r0.heads && r.widths == r0.widths;
-                                                           })),
-           (size_t)std::count_if(runs.begin(), runs.end(),
-                                 [&](const Run& r) { return r.heads == r0.heads && r.widths == r0.widths; }),
-           runs.size(), done, r0.plan.steps, r0.plan.total_batch);
-    printf(
-        "estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
-        "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
-        gpu_s / 3600, runs.size());
-    if (tasks.empty())
-        printf("zero-shot evals: none (no eval files in %s; bash data/get_eval.sh makes them)\n", o.eval_data.c_str());
-    else {
-        std::string list;
-        for (const std::string& t : tasks) list += (list.empty() ? "" : ", ") + t;
-        printf("zero-shot evals after each run: %s (from %s)\n", list.c_str(), o.eval_data.c_str());
-    }
-    fflush(stdout);
     check_only();
     // The logs of the runs to do are checked before any run starts (open_log checks each again as it opens it).
     for (size_t k = 0; k < runs.size(); k++) {
@@ -671,7 +1043,23 @@ int run(Options& o, char** argv) {
                    log.c_str());
             fflush(stdout);
             const auto t0 = std::chrono::steady_clock::now();
-            const int rc = run_logged(cmd, log, reason);
+            // Until the study has a pace measured here, this run's first steps give it: at least kPaceSteps, and
+            // up to its first validation (what every val_every steps cost is in the pace).
+            std::function<bool()> tick;
+            if (std::isnan(rate))
+                tick = [&, k] {
+                    const Pace p = read_pace(r.dir);
+                    if (p.done <= done_before[k] || p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) ||
+                        !std::isfinite(p.rate()))
+                        return true;  // not yet: (a resumed run's log holds its earlier invocation's lines first)
+                    rate = p.rate(), measured_on = r.name + "'s first " + std::to_string(p.steps) + " steps";
+                    printf(
+                        "[%zu/%zu] %s: wall time: %s\n", k + 1, runs.size(), r.name.c_str(),
+                        wall_text(std::max(0.0, tokens_left(k) - p.tokens), runs_left(k), rate, measured_on).c_str());
+                    fflush(stdout);
+                    return false;
+                };
+            const int rc = run_logged(cmd, log, reason, tick);
             if (is_stop_code(rc)) return stopped(r, rc, "");
             if (rc != 0) {
                 fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
@@ -682,6 +1070,11 @@ int run(Options& o, char** argv) {
             }
             printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, runs.size(), r.name.c_str(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), final_val_loss(r.dir));
+            const Pace p = read_pace(r.dir);  // the whole run now: the pace for the rest
+            if (std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
+            if (runs_left(k + 1) && std::isfinite(rate))
+                printf("[%zu/%zu] wall time left: %s\n", k + 1, runs.size(),
+                       wall_text(tokens_left(k + 1), runs_left(k + 1), rate, measured_on).c_str());
         } else {
             printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
         }
@@ -715,7 +1108,8 @@ int run(Options& o, char** argv) {
 int main(int argc, char** argv) {
     Options o;
     Command cmd{"study",
-                "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [flags] "
+                "DIR [--recipe NAME] [-m PRESET] [--heads LIST] [--widths LIST] [--seeds N|LIST] [--grid FLAG=LIST]... "
+                "[flags] "
                 "[-- TRAINER FLAGS]",
                 "Runs a grid of train_prism runs, configurations x seeds, one run directory each "
                 "under DIR; rerun the same command until it is complete.",

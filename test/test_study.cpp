@@ -258,8 +258,8 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     Result l = sh(base + " --list" + trainer);
     INFO(l.out);
     REQUIRE(l.rc == 0);
-    CHECK(l.out.find("1\tnew+eval\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir +
-                     "/uniform-uniform-s1 --d 32") == 0);
+    CHECK(l.out.find("\n1\tnew+eval\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir +
+                     "/uniform-uniform-s1 --d 32") != std::string::npos);
     CHECK(l.out.find("4\tnew+eval\t./train_prism -m tiny -s 1,2 -w uniform --seed 2 -o " + dir + "/1_2-uniform-s2") !=
           std::string::npos);
     // One run interrupted after 3 steps, as a job time limit would leave it.
@@ -525,4 +525,280 @@ TEST_CASE("study refuses a grid of identical models; a head schedule that is the
     Result ok = sh("./train_prism " + m + " --layers 4 -s prism --plan");
     CHECK(ok.out.find("warning: head schedule") == std::string::npos);
     sh("rm -rf '" + data + "'");
+}
+
+namespace {
+
+// The micro model's trainer flags without --lr (an axis of the grid tests), for `study ... -- FLAGS`.
+std::string micro_flags_without_lr(const std::string& data) {
+    std::string m = micro(data, "X");
+    m = m.substr(std::string("./train_prism ").size(), m.find(" -o ") - std::string("./train_prism ").size());
+    const size_t at = m.find(" --lr 1e-2");
+    REQUIRE(at != std::string::npos);
+    return m.erase(at, 10);
+}
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(prefix, 0) == 0) out.push_back(line);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "study --grid: any trainer flag as an axis, checked against the trainer's table; runs named by it; the "
+    "grid printed with what overrides what",
+    "[study][cli][grid]") {
+    const std::string data = make_data_dir(), dir = data + "/s", m = micro_flags_without_lr(data);
+    const std::string base = "./study " + dir + " --heads uniform,1/2 --seeds 2 --eval-data " + data + "/none";
+    // Two axes: seeds outermost, then heads, widths and the axes in the order given; the values name the runs.
+    Result l = sh(base + " --grid lr=1e-2,3e-2 --grid wd=0,0.1 --list -- " + m);
+    INFO(l.out);
+    REQUIRE(l.rc == 0);
+    std::vector<std::string> listed;
+    for (const std::string& line : lines_starting(l.out, ""))
+        if (!line.empty() && isdigit((unsigned char)line[0])) listed.push_back(line);
+    REQUIRE(listed.size() == 16);
+    const std::vector<std::string> names = {"uniform-uniform-lr1e-2-wd0-s1", "uniform-uniform-lr1e-2-wd0.1-s1",
+                                            "uniform-uniform-lr3e-2-wd0-s1", "uniform-uniform-lr3e-2-wd0.1-s1",
+                                            "1_2-uniform-lr1e-2-wd0-s1",     "1_2-uniform-lr1e-2-wd0.1-s1",
+                                            "1_2-uniform-lr3e-2-wd0-s1",     "1_2-uniform-lr3e-2-wd0.1-s1"};
+    for (size_t k = 0; k < 16; k++) {
+        INFO(listed[k]);
+        std::string name = names[k % 8];
+        name.back() = k < 8 ? '1' : '2';
+        const std::string lr = k % 8 % 4 < 2 ? "1e-2" : "3e-2", wd = k % 2 ? "0.1" : "0";
+        CHECK(listed[k].rfind(std::to_string(k + 1) + "\tnew\t./train_prism -m tiny -s " +
+                                  (k % 8 < 4 ? "uniform" : "1,2") + " -w uniform --seed " + (k < 8 ? "1" : "2") +
+                                  " -o " + dir + "/" + name + " --lr " + lr + " --wd " + wd + " --vocab 256",
+                              0) == 0);
+    }
+    // The grid and its cost on stderr, stdout one line per run.
+    CHECK(l.out.find("grid: 2 heads x 1 widths x 2 lr x 2 wd x 2 seeds = 16 runs\n") != std::string::npos);
+    CHECK(l.out.find("\n  lr      1e-2,3e-2                (command line)\n") != std::string::npos);
+    CHECK(l.out.find("\n  widths  uniform                  (default)\n") != std::string::npos);
+    CHECK(l.out.find("8 configurations x 2 seeds = 16 runs (0 done)") != std::string::npos);
+    CHECK(l.out.find("wall time on this machine: measured after the first run's first steps\n") != std::string::npos);
+    Result quiet = sh("(" + base + " --grid lr=1e-2,3e-2 --list -- " + m + " 2>/dev/null)");
+    CHECK(lines_starting(quiet.out, "").size() == 8);
+
+    // Bad axes: one line each, naming the problem.
+    for (const auto& [grid, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--grid nope=1,2", "--grid nope=1,2: train_prism has no flag --nope"},
+             {"--grid lr", "--grid lr: give a trainer flag and its values, e.g. --grid lr=3e-4,6e-4,1e-3"},
+             {"--grid lr=", "--grid lr=: no values"},
+             {"--grid lr=1e-2,0.01", "1e-2 and 0.01 are the same value of --lr; give each value once"},
+             {"--grid lr=1e-2,1e-2", "1e-2 is given twice"},
+             {"--grid lr=1e-2,99", "--grid lr=1e-2,99: --lr must lie in [0, 10]"},
+             {"--grid seed=1,2", "the study sets --seed of every run itself (--seeds)"},
+             {"--grid s=uniform,prism", "the study sets --heads-schedule of every run itself (--heads)"},
+             {"--grid out=a,b", "the study sets --out of every run itself"},
+             {"--grid steps=5,10", "--steps is not compared between runs (a resume may change it)"},
+             {"--grid tokens=5,10", "--tokens is not compared between runs (the run record does not keep it)"},
+             {"--grid no-shuffle=1", "--no-shuffle is a switch, with no values to sweep"},
+             {"--grid tokenizer=x/y,x_y", "two runs of the grid would both be named uniform-uniform-tokenizerx_y-s1"},
+             {"--grid lr=1e-2 --grid --lr=2e-2", "--lr is an axis already; give it once"},
+             {"--grid wd=0,0.1 -- --wd 0.2", "--grid wd=0,0.1: --wd is also given after --; give it in one place"}}) {
+        const size_t dd = grid.find(" -- ");
+        Result r = sh(base + " --list " + grid.substr(0, dd) + " -- " + m +
+                      (dd == std::string::npos ? "" : grid.substr(dd + 3)));
+        INFO(grid << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(r.out.find("study: error: ") != std::string::npos);
+        CHECK(r.out.find(says) != std::string::npos);
+    }
+    // With dashes or without: the same axis.
+    Result dashed = sh("(" + base + " --grid --lr=1e-2,3e-2 --list -- " + m + " 2>/dev/null)");
+    CHECK(dashed.out == quiet.out);
+
+    // A recipe with overrides: each part's source, the recipe's value beside the one that replaces it, the recipe's
+    // other axes kept; a recipe flag an axis or `--` gives again is replaced, not repeated.
+    Result o = sh("./study " + dir + " --recipe tiny-lr --heads uniform --grid wd=0,0.1 --seeds 1 --eval-data " + data +
+                  "/none --list -- --steps 2");
+    INFO(o.out);
+    REQUIRE(o.rc == 0);
+    CHECK(o.out.find("grid: 1 heads x 1 widths x 3 lr x 2 wd x 1 seed = 6 runs\n") != std::string::npos);
+    CHECK(o.out.find("\n  heads   uniform                  (command line; recipe tiny-lr: uniform,prism)\n") !=
+          std::string::npos);
+    CHECK(o.out.find("\n  lr      1.5e-3,3e-3,6e-3         (recipe tiny-lr)\n") != std::string::npos);
+    CHECK(o.out.find("\n  wd      0,0.1                    (command line)\n") != std::string::npos);
+    CHECK(o.out.find("\n  seeds   1                        (command line; recipe tiny-lr: 2)\n") != std::string::npos);
+    CHECK(o.out.find("\n  --steps 60 of recipe tiny-lr is replaced by --steps 2 (after --)\n") != std::string::npos);
+    CHECK(o.out.find("6\tnew\t./train_prism -m tiny -s uniform -w uniform --seed 1 -o " + dir +
+                     "/uniform-uniform-lr6e-3-wd0.1-s1 --lr 6e-3 --wd 0.1 -b 8 --val-every 20 --val-tokens 4096 "
+                     "--sample-every 0 --steps 2\n") != std::string::npos);
+    CHECK(count(o.out, "--steps 60") == 1);  // in the override's line only, in no run's command
+    Result o2 = sh("(./study " + dir + " --recipe tiny-lr --grid lr=1e-3,2e-3 --list 2>&1 >/dev/null)");
+    CHECK(o2.out.find("\n  lr      1e-3,2e-3                (command line; recipe tiny-lr: 1.5e-3,3e-3,6e-3)\n") !=
+          std::string::npos);
+    Result o3 = sh("(./study " + dir + " --recipe tiny-lr --list -- --lr 1e-3 2>&1 >/dev/null)");
+    CHECK(o3.out.find("grid: 2 heads x 1 widths x 2 seeds = 4 runs\n") != std::string::npos);
+    CHECK(o3.out.find("\n  the axis lr 1.5e-3,3e-3,6e-3 of recipe tiny-lr is replaced by --lr 1e-3 (after --)\n") !=
+          std::string::npos);
+    // The papers' recipes sweep lr around the default for their size, and their cost covers the axis: three
+    // times the runs of one rate.
+    Result p = sh("(./study " + dir + " --recipe prism124m --list 2>&1 >/dev/null)");
+    Result p1 = sh("(./study " + dir + " --recipe prism124m --list -- --lr 6e-4 2>&1 >/dev/null)");
+    INFO(p.out << p1.out);
+    CHECK(p.out.find("\n  lr      3e-4,6e-4,1.2e-3         (recipe prism124m)\n") != std::string::npos);
+    CHECK(p.out.find("6 configurations x 3 seeds = 18 runs") != std::string::npos);
+    auto hours = [](const std::string& t) {
+        const size_t at = t.find("estimated cost: ");
+        return at == std::string::npos ? NAN : std::strtod(t.c_str() + at + 16, nullptr);
+    };
+    CHECK(hours(p.out) == Approx(3 * hours(p1.out)).epsilon(0.01));
+    sh("rm -rf '" + data + "'");
+}
+
+TEST_CASE(
+    "study --grid end to end: the axis trained, a rerun skips it, a new value adds its runs; wall time "
+    "measured on this machine",
+    "[study][cli][grid]") {
+    const std::string data = make_data_dir(), dir = data + "/s", m = micro_flags_without_lr(data);
+    const std::string base = "./study " + dir + " --heads uniform --eval-data " + data + "/none --seeds ";
+    Result r = sh(base + "1 --grid lr=1e-2,2e-2 -- " + m + " --steps 6");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("wall time on this machine: measured after the first run's first steps\n") != std::string::npos);
+    CHECK(r.out.find("[1/2] wall time left: ") != std::string::npos);
+    CHECK(r.out.find(" on this machine for the 1 run to do (measured: ") != std::string::npos);
+    CHECK(r.out.find(" tok/s on uniform-uniform-lr1e-2-s1, validation included; evals not counted)\n") !=
+          std::string::npos);
+    for (const char* lr : {"1e-2", "2e-2"}) {
+        RunRecord rec;
+        REQUIRE(read_run_record(dir + "/uniform-uniform-lr" + lr + "-s1", rec));
+        CHECK(rec.status() == "done");
+        CHECK(rec.arg("--lr") == (lr[0] == '1' ? "0.01" : "0.02"));
+    }
+    // Rerun with a second seed and a third value: the done runs are skipped, the new ones' time is measured on
+    // the runs already here.
+    Result again = sh(base + "2 --grid lr=1e-2,2e-2,4e-2 -- " + m + " --steps 6");
+    INFO(again.out);
+    REQUIRE(again.rc == 0);
+    CHECK(again.out.find("3 configurations x 2 seeds = 6 runs (2 done)") != std::string::npos);
+    CHECK(again.out.find("wall time: ") != std::string::npos);
+    CHECK(again.out.find("on this machine for the 4 runs to do (measured: ") != std::string::npos);
+    CHECK(again.out.find("[1/6] uniform-uniform-lr1e-2-s1: done already, skipped") != std::string::npos);
+    CHECK(again.out.find("[3/6] uniform-uniform-lr4e-2-s1: training") != std::string::npos);
+    Result done = sh(base + "2 --grid lr=1e-2,2e-2,4e-2 -- " + m + " --steps 6");
+    CHECK(done.out.find("wall time on this machine: nothing left to train\n") != std::string::npos);
+    // The report compares the arm at its best lr over the two seeds.
+    Result rep = sh("./report " + dir + " -o " + data + "/r.html");
+    INFO(rep.out);
+    CHECK(rep.rc == 0);
+    CHECK(rep.out.find("each arm at its best lr, chosen on final validation loss (mean over 2 seeds):\n") !=
+          std::string::npos);
+    sh("rm -rf '" + data + "'");
+}
+
+namespace {
+
+// A recorded run of a sweep: heads, lr and seed in its record, `val` its final validation loss.
+void write_swept_run(const std::string& dir, const std::string& heads, const std::string& lr, uint64_t seed,
+                     double val) {
+    make_dirs(dir);
+    char b[512];
+    snprintf(b, sizeof b,
+             "{\"step\": 5, \"tokens\": 640, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
+             "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": 0.5}\n",
+             val + 0.2, val + 0.5);
+    std::string log = b;
+    snprintf(b, sizeof b,
+             "{\"step\": 10, \"tokens\": 1280, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-4, "
+             "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": 1.0}\n",
+             val + 0.1, val);
+    log += b;
+    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
+    RunRecordWriter w;
+    w.dir = dir;
+    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads},      {"--widths", "uniform"},
+              {"--lr", lr},        {"--seed", std::to_string(seed)}, {"--out", dir},
+              {"--steps", "10"}};
+    w.model_json = w.plan_json = "{}";
+    w.started = "2026-01-01T00:00:00Z";
+    w.write("done", 10, true);
+}
+
+}  // namespace
+
+TEST_CASE("report: each arm at its best value of a swept flag, on validation loss averaged over seeds",
+          "[study][report][sweep]") {
+    char tmpl[] = "/tmp/prism_sweep_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // Two arms x three rates x two seeds (the last cell of prism has one seed): uniform is best at 0.001 on
+    // average though seed 2 alone prefers 0.003; prism is best at 0.003.
+    const std::vector<std::string> lrs = {"0.003", "0.001", "0.01"};  // not in order: the table sorts them
+    const std::map<std::string, std::vector<std::vector<double>>> val = {
+        {"uniform", {{5.30, 5.10}, {5.00, 5.25}, {5.60, 5.70}}},  // [lr][seed], lrs' order
+        {"prism", {{4.90, 4.96}, {5.20, 5.22}, {5.50}}}};
+    for (const auto& [heads, v] : val)
+        for (size_t i = 0; i < lrs.size(); i++)
+            for (size_t s = 0; s < v[i].size(); s++)
+                write_swept_run(dir + "/" + heads + "-lr" + lrs[i] + "-s" + std::to_string(s + 1), heads, lrs[i], s + 1,
+                                v[i][s]);
+    Result r = sh("./report " + dir + " -o " + dir + "/r.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    // The expected rows, computed here: mean and sample std of each cell, the best the lowest mean.
+    auto cell = [](const std::vector<double>& x) {
+        double m = 0;
+        for (double v : x) m += v;
+        m /= x.size();
+        char b[64];
+        if (x.size() == 1) {
+            snprintf(b, sizeof b, "%.4f (n 1)", m);
+            return std::string(b);
+        }
+        double s = 0;
+        for (double v : x) s += (v - m) * (v - m);
+        snprintf(b, sizeof b, "%.4f ± %.4f (n %zu)", m, std::sqrt(s / (x.size() - 1)), x.size());
+        return std::string(b);
+    };
+    const std::string head =
+        "each arm at its best lr, chosen on final validation loss (mean over each value's "
+        "seeds, n 1 to 2):\n";
+    const size_t at = r.out.find(head);
+    REQUIRE(at != std::string::npos);
+    const std::string table = r.out.substr(at + head.size());
+    // A row: the arm, its best lr and the loss there, the difference to the baseline arm at its best, then every
+    // value's cell in lr order (0.001, 0.003, 0.01 = lrs' indices 1, 0, 2).
+    auto check_row = [&](const std::string& arm, const std::string& best, const std::vector<std::vector<double>>& v,
+                         const std::string& vs_base) {
+        const std::vector<std::string> rows = lines_starting(table, arm + " ");
+        REQUIRE(rows.size() == 1);
+        INFO(rows[0]);
+        char b[512];
+        snprintf(b, sizeof b, "%-28s %-12s %-24s ", arm.c_str(), best.c_str(),
+                 cell(v[best == "0.001" ? 1 : 0]).c_str());
+        CHECK(rows[0].rfind(b, 0) == 0);
+        CHECK(rows[0].find(vs_base, 28 + 12 + 24 + 3) == 28 + 12 + 24 + 3);
+        snprintf(b, sizeof b, " | %-24s | %-24s | %-24s", cell(v[1]).c_str(), cell(v[0]).c_str(), cell(v[2]).c_str());
+        CHECK(rows[0].size() >= strlen(b));
+        CHECK(rows[0].compare(rows[0].size() - strlen(b), strlen(b), b) == 0);
+    };
+    check_row("heads uniform", "0.001", val.at("uniform"), "baseline");
+    // prism at 0.003 against uniform at 0.001, by seed: 4.90 - 5.00 and 4.96 - 5.25.
+    check_row("heads prism", "0.003", val.at("prism"), "-0.1950");
+    CHECK(table.find("lr 0.001                 | lr 0.003                 | lr 0.01") != std::string::npos);
+    // The page: the table with the method stated, the best cell marked, the sweep's chart with a line per arm.
+    const std::string html = read_text(dir + "/r.html");
+    CHECK(html.find("<h2>Each arm at its best lr</h2>") != std::string::npos);
+    CHECK(html.find("Best lr chosen on final validation loss (mean over each value&#39;s seeds, n 1 to 2)") !=
+          std::string::npos);
+    CHECK(html.find("<td><b>" + cell(val.at("prism")[0]) + "</b></td>") != std::string::npos);
+    CHECK(html.find("<title>Final validation loss against lr (mean over seeds)</title>") != std::string::npos);
+    CHECK(html.find("log10 lr") != std::string::npos);
+    CHECK(html.find("<g data-series=\"heads prism\"") != std::string::npos);
+
+    // Runs that differ in their schedules alone: no sweep section.
+    Result none = sh("./report " + dir + "/uniform-lr0.001-s1 " + dir + "/prism-lr0.001-s1 -o " + dir + "/n.html");
+    CHECK(none.rc == 0);
+    CHECK(none.out.find("each arm at its best") == std::string::npos);
+    CHECK(read_text(dir + "/n.html").find("Each arm at its best") == std::string::npos);
+    sh("rm -rf '" + dir + "'");
 }
