@@ -1098,7 +1098,7 @@ int run(Options& o, char** argv) {
                 failed);
         return 1;
     }
-    printf("study %s: complete; compare the runs with: report %s/* -o %s/report.html\n", o.dir.c_str(), o.dir.c_str(),
+    printf("study %s: complete; compare the runs with: report %s -o %s/report.html\n", o.dir.c_str(), o.dir.c_str(),
            o.dir.c_str());
     return 0;
 }
