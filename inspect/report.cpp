@@ -21,8 +21,9 @@
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
-// One colour per group (a run takes its group's colour), the same in every chart, analyze's included (report
-// recolours each chart's <g data-series="RUN"> to the run's colour). --smooth K draws the training
+// One colour per group (a run takes its group's colour) and, within a group, one dash pattern and marker shape
+// per run (its seeds told apart), the same in every chart, analyze's included (report restyles each chart's
+// <g data-series="RUN"> to the run's colour and dash). --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
@@ -189,18 +190,24 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
 }
 
 // analyze's charts name each series by its run (<g data-series="RUN" color="...">): give it the run's colour.
-std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+// Its dash too, where the <g> has none (its lines inherit it), so that seeds are told apart there as well.
+std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     for (size_t i = 0; i < runs.size(); i++) {
         const std::string key = "<g data-series=\"" + xml_escape(runs[i].name) + "\" color=\"";
+        const std::string dash = svg::dash(styles[i].place);
         for (size_t at = svg_text.find(key); at != std::string::npos; at = svg_text.find(key, at + 1)) {
-            const size_t v = at + key.size(), end = svg_text.find('"', v);
-            if (end != std::string::npos && end - v == 7) svg_text.replace(v, 7, colours[i]);
+            const size_t v = at + key.size(), end = svg_text.find('"', v), close = svg_text.find('>', v);
+            if (end == std::string::npos || end - v != 7 || close == std::string::npos) continue;
+            svg_text.replace(v, 7, styles[i].colour);
+            if (!dash.empty() &&
+                svg_text.substr(end + 1, close - end - 1).find("stroke-dasharray") == std::string::npos)
+                svg_text.insert(end + 1, " stroke-dasharray=\"" + dash + "\"");
         }
     }
     return svg_text;
 }
 
-std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
@@ -215,7 +222,7 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::st
         const RunLog& r = runs[i];
         svg::Series hs, ws;
         hs.name = ws.name = r.name, hs.step = true;
-        hs.color = ws.color = colours[i];
+        styles[i].apply(hs), styles[i].apply(ws);
         if (r.has_model) {
             for (int l = 0; l < r.cfg.L(); l++) {
                 hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].heads);
@@ -242,7 +249,7 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::st
     return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table;
 }
 
-std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     std::vector<std::string> tasks;
     for (const RunLog& r : runs)
         for (const RunEval& e : r.evals)
@@ -292,7 +299,8 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string
         for (size_t i = 0; i < runs.size(); i++) {
             const RunLog& r = runs[i];
             svg::Series s;
-            s.name = r.name, s.color = colours[i];
+            s.name = r.name;
+            styles[i].apply(s);
             for (const RunEval& e : r.evals)
                 if (e.task == task && !e.after_training) s.x.push_back((double)e.tokens), s.y.push_back(e.get("acc"));
             most = std::max(most, s.x.size());
@@ -365,7 +373,7 @@ bool read_chart(const std::string& path, std::string& text, std::string& why, st
 // The charts analyze wrote into dir (*.svg, in name order), each an <img> of its file (recoloured): a browser
 // runs no script in an image. `budget`: the bytes of charts the page may still take.
 std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings, const std::vector<RunLog>& runs,
-                           const std::vector<std::string>& colours, std::vector<FileId>& inputs, size_t& budget) {
+                           const std::vector<RunStyle>& styles, std::vector<FileId>& inputs, size_t& budget) {
     std::vector<std::string> names;
     for (const std::string& n : list_dir(dir))
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) names.push_back(n);
@@ -397,7 +405,7 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
         }
         budget -= text.size();
         h += "<img alt=\"" + xml_escape(n) + "\" src=\"data:image/svg+xml;base64," +
-             base64(recolour(text, runs, colours)) + "\"/>\n";
+             base64(recolour(text, runs, styles)) + "\"/>\n";
     }
     if (unshown > kNamed) {
         warnings.push_back(dir + ": " + std::to_string(unshown - kNamed) + " more files not shown, as above");
@@ -572,8 +580,11 @@ int run(const Options& o) {
     for (const RunLog& r : runs) sums.push_back(summarize(r));
     const std::vector<Group> groups = make_groups(runs, sums);
     const size_t base = find_baseline(groups, runs, o.baseline);
-    std::vector<std::string> colours;  // a run's colour is its group's
-    for (const Summary& m : sums) colours.push_back(groups[m.group].colour);
+    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its place in the group
+    for (size_t i = 0; i < runs.size(); i++) {
+        const Group& g = groups[sums[i].group];
+        styles.push_back({g.colour, (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
+    }
     const std::vector<Quantity> qs = quantities(sums);
 
     std::string h =
@@ -615,22 +626,21 @@ int run(const Options& o) {
             &RunStep::train_loss, o.smooth));
     }
     const std::string sm = o.smooth > 1 ? " (mean of the last " + std::to_string(o.smooth) + " steps)" : "";
-    h += svg::render(steps_chart(runs, colours, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
+    h += svg::render(steps_chart(runs, styles, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
                                  true, o.smooth));
-    h +=
-        svg::render(steps_chart(runs, colours, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
-    h += svg::render(steps_chart(runs, colours, "Training loss against wall-clock" + sm, "seconds", "loss",
+    h += svg::render(steps_chart(runs, styles, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
+    h += svg::render(steps_chart(runs, styles, "Training loss against wall-clock" + sm, "seconds", "loss",
                                  &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth));
-    h += svg::render(steps_chart(runs, colours, "Validation loss against wall-clock", "seconds", "loss",
+    h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", "seconds", "loss",
                                  &RunStep::elapsed_total, &RunStep::val_loss, false));
-    h +=
-        "</div>\n<p class=\"note\">One colour per group, the same in every chart (a group's runs share it). Wall-clock "
-        "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
-        "means "
-        "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
+    h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
+         "it and are told apart by their dash pattern and marker shape, as the legends show. Wall-clock "
+         "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
+         "means "
+         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
     svg::Chart tps =
-        steps_chart(runs, colours, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
+        steps_chart(runs, styles, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
     tps.y_zero = true;
     h += svg::render(tps) + "</div>\n";
     std::vector<std::string> hosts;
@@ -648,8 +658,8 @@ int run(const Options& o) {
         ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
         "same hardware; the losses do not depend on it.</p>\n";
-    h += "<h2>Schedules</h2>\n" + schedules(runs, colours);
-    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
+    h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles);
 
     std::vector<std::string> dirs;
     std::vector<FileId> dir_ids;
@@ -672,7 +682,7 @@ int run(const Options& o) {
              "pass <code>--analyze DIR</code> here).</p>\n";
     size_t budget = kMaxChartsTotal;
     for (const std::string& d : dirs) {
-        const std::string charts = analyze_charts(d, warnings, runs, colours, inputs, budget);
+        const std::string charts = analyze_charts(d, warnings, runs, styles, inputs, budget);
         h += "<h3>" + xml_escape(d) + "</h3>\n" + (charts.empty() ? "<p>No charts in it.</p>\n" : charts);
     }
     if (!warnings.empty()) {

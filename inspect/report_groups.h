@@ -69,8 +69,17 @@ inline std::vector<double> smoothed(const std::vector<double>& y, int k) {
     return out;
 }
 
-// A chart of one field of every run's steps against another; colours[i] is run i's.
-inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<std::string>& colours,
+// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its place
+// among its group's runs (so the seeds of a group are told apart; the first run, and a run alone, is solid with round
+// markers).
+struct RunStyle {
+    std::string colour;
+    size_t place = 0;
+    void apply(svg::Series& s) const { s.color = colour, s.dash = svg::dash(place), s.marker = (int)place; }
+};
+
+// A chart of one field of every run's steps against another; styles[i] is run i's.
+inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles,
                               const std::string& title, const std::string& xlabel, const std::string& ylabel,
                               double RunStep::*xf, double RunStep::*yf, bool tokens_x, int smooth = 1) {
     svg::Chart c;
@@ -78,7 +87,8 @@ inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         svg::Series s;
-        s.name = r.name, s.color = colours[i];
+        s.name = r.name;
+        styles[i].apply(s);
         std::vector<double> y;
         for (const RunStep& st : r.steps) y.push_back(st.*yf);
         y = smoothed(y, smooth);
