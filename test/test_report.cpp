@@ -85,7 +85,13 @@ std::string study_report(const std::string& dir) {
     write_study_run(dir + "/uniform-s2", "uniform", 2, 0.04);
     write_study_run(dir + "/prism-s1", "prism", 1, -0.06);
     write_study_run(dir + "/prism-s2", "prism", 2, -0.02);
-    Result r = sh("./report " + dir + " -o " + dir + "/report.html");
+    make_dirs(dir + "/an");  // an analyze chart of the runs: report restyles it too
+    svg::Chart chart;
+    chart.title = "Attention distance";
+    for (const char* run : {"uniform-s1", "uniform-s2"})
+        chart.series.push_back({run, {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}});
+    write_file(dir + "/an/attention_distance.svg", svg::document(svg::render(chart)));
+    Result r = sh("./report " + dir + " --analyze " + dir + "/an -o " + dir + "/report.html");
     INFO(r.out);
     REQUIRE(r.rc == 0);
     return read_text(dir + "/report.html");
@@ -283,6 +289,12 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
     // The second seed's markers are squares, in the chart and in its legend entry.
     const size_t legend = html.rfind("<g data-series=\"uniform-s2\"", html.find("Validation loss</title>"));
     CHECK(html.substr(legend, html.find("</g>", legend) - legend).find("<rect") != std::string::npos);
+    const std::vector<std::string> images = image_charts(html);
+    REQUIRE(images.size() == 1);
+    const std::string orange = svg::color(1);  // the second group's: uniform (the runs sort prism-s1 first)
+    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\">") != std::string::npos);
+    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+                         "\">") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
 
