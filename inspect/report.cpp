@@ -101,11 +101,13 @@ using namespace report;
 using svg::xml_escape;
 
 std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                       const std::vector<Group>& groups) {
+                       const std::vector<Group>& groups, const TimeUnit& time) {
     std::string h =
         "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
         "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
-        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time</th>"
+        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time (" +
+        std::string(time.name) +
+        ")</th>"
         "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
@@ -125,7 +127,7 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
              xml_escape(r.has_record ? r.record.arg("--lr") : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
              "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
-             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total) + "</td><td>" +
+             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total, time) + "</td><td>" +
              std::to_string(m.skipped) + "</td><td>" + xml_escape(r.has_record ? r.record.status() : "no record") +
              "</td><td>" + xml_escape(r.has_record ? r.record.latest("commit") : "-") + "</td></tr>\n";
     }
@@ -281,13 +283,12 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& 
         };
         row("at step", [](const RunEval& e) { return std::to_string(e.step); });
         row("examples", [](const RunEval& e) { return fmt(e.get("examples"), "%.0f"); });
-        auto pct = [](const RunEval& e, const char* k, const char* se) {
+        auto acc = [](const RunEval& e, const char* k, const char* se) {  // fractions, as in the groups' table
             const double v = e.get(k), s = e.get(se);
-            return std::isfinite(v) ? fmt(100 * v, "%.2f") + (std::isfinite(s) ? " ± " + fmt(100 * s, "%.2f") : "")
-                                    : "-";
+            return std::isfinite(v) ? accuracy(v) + (std::isfinite(s) ? " ± " + accuracy(s) : "") : "-";
         };
-        row("acc %", [&](const RunEval& e) { return pct(e, "acc", "acc_stderr"); });
-        row("acc_norm %", [&](const RunEval& e) { return pct(e, "acc_norm", "acc_norm_stderr"); });
+        row("acc ± stderr", [&](const RunEval& e) { return acc(e, "acc", "acc_stderr"); });
+        row("acc_norm ± stderr", [&](const RunEval& e) { return acc(e, "acc_norm", "acc_norm_stderr"); });
         row("perplexity", [](const RunEval& e) { return fmt(e.get("perplexity"), "%.3f"); });
         row("word perplexity", [](const RunEval& e) { return fmt(e.get("word_perplexity"), "%.3f"); });
         row("bits per byte", [](const RunEval& e) { return fmt(e.get("bits_per_byte"), "%.4f"); });
@@ -613,7 +614,12 @@ int run(const Options& o) {
          "seeds both groups have: its mean, the 95% interval mean ± t<sub>0.975, n−1</sub> sd / √n of Student's t, and "
          "n. An interval that contains 0 does not tell the two apart at that level. A run without a record is a group "
          "of its own.</p>\n";
-    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
+    double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
+    for (const RunLog& r : runs)
+        for (const RunStep& st : r.steps)
+            if (std::isfinite(st.elapsed_total)) longest = std::max(longest, st.elapsed_total);
+    const TimeUnit time = time_unit(longest);
+    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, time);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;
     for (const Group& g : groups) seeds |= g.runs.size() > 1;
@@ -629,15 +635,17 @@ int run(const Options& o) {
     h += svg::render(steps_chart(runs, styles, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
                                  true, o.smooth));
     h += svg::render(steps_chart(runs, styles, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
-    h += svg::render(steps_chart(runs, styles, "Training loss against wall-clock" + sm, "seconds", "loss",
-                                 &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth));
-    h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", "seconds", "loss",
-                                 &RunStep::elapsed_total, &RunStep::val_loss, false));
+    h += svg::render(steps_chart(runs, styles, "Training loss against wall-clock" + sm, time.axis, "loss",
+                                 &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth, time.seconds));
+    h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", time.axis, "loss",
+                                 &RunStep::elapsed_total, &RunStep::val_loss, false, 1, time.seconds));
     h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
          "it and are told apart by their dash pattern and marker shape, as the legends show. Wall-clock "
          "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
          "means "
-         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
+         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per "
+         "quantity on the page: times in " +
+         std::string(time.axis) + ", accuracies as fractions (0 to 1).</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
     svg::Chart tps =
         steps_chart(runs, styles, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);

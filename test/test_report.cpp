@@ -298,6 +298,38 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
     sh("rm -rf '" + dir + "'");
 }
 
+TEST_CASE("report: one unit per quantity: times in the longest run's unit, accuracies as fractions in every table",
+          "[report]") {
+    char tmpl[] = "/tmp/prism_units_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // 40 steps of 128 tokens: 104 s and 282 s (4.7 min) in all; a lambada eval with acc 0.01 and 0.02.
+    write_run(dir + "/fast", inspect_config("uniform", 256), 40, 5120 / 104.0);
+    write_run(dir + "/slow", inspect_config("prism", 256), 40, 5120 / 282.0);
+    Result r = sh("./report " + dir + "/fast " + dir + "/slow -o " + dir + "/report.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    const std::string html = read_text(dir + "/report.html");
+    CHECK(html.find("<th>time (min)</th>") != std::string::npos);
+    CHECK(html.find("<td>1.7</td>") != std::string::npos);  // 104 s, in minutes beside 4.7
+    CHECK(html.find("<td>4.7</td>") != std::string::npos);
+    CHECK(html.find(" s</td>") == std::string::npos);
+    CHECK(html.find(" min</td>") == std::string::npos);
+    CHECK(html.find(">minutes</text>") != std::string::npos);  // the wall-clock charts' axis
+    CHECK(html.find(">seconds</text>") == std::string::npos);
+    // The groups' table and the evals' table both in fractions: lambada's last acc 0.02 (stderr 0.005).
+    CHECK(html.find("<td>0.0200</td>") != std::string::npos);
+    CHECK(html.find("<td>0.0200 ± 0.0050</td>") != std::string::npos);
+    CHECK(html.find("2.00") == std::string::npos);
+    // Short runs: seconds.
+    write_run(dir + "/short", inspect_config("uniform", 256), 40, 5120 / 90.0);
+    REQUIRE(sh("./report " + dir + "/short -o " + dir + "/s.html").rc == 0);
+    const std::string short_html = read_text(dir + "/s.html");
+    CHECK(short_html.find("<th>time (s)</th>") != std::string::npos);
+    CHECK(short_html.find("<td>90.0</td>") != std::string::npos);
+    CHECK(short_html.find(">seconds</text>") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("a run directory reads back: steps, evals, the schedule, resumed clocks, a torn last line skipped",
           "[report]") {
     char tmpl[] = "/tmp/prism_runlog_XXXXXX";
@@ -344,7 +376,7 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     if (sh("command -v xmllint").rc == 0) CHECK(sh("xmllint --noout " + dir + "/report.html").rc == 0);
     for (const char* s :
          {"tiny &lt;runs&gt;", "x&amp;y", "Heads per layer", "Width per layer", "Training loss",
-          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc %", "line 36 is torn"})
+          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc ± stderr", "line 36 is torn"})
         CHECK(html.find(s) != std::string::npos);
     CHECK(html.find("<script") == std::string::npos);
     const std::vector<std::string> charts = image_charts(html);  // analyze's chart, as an image of its file
