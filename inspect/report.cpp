@@ -101,7 +101,7 @@ using namespace report;
 using svg::xml_escape;
 
 std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                       const std::vector<Group>& groups, const TimeUnit& time) {
+                       const std::vector<Group>& groups, const std::vector<RunStyle>& styles, const TimeUnit& time) {
     std::string h =
         "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
         "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
@@ -114,8 +114,9 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         const Summary& m = sums[i];
         const Group& g = groups[m.group];
         const RunStep& last = r.steps.back();
-        h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(r.name) + "</td><td>" +
-             xml_escape(g.label) + "</td>";
+        svg::Series look;  // the run's line as the charts draw it
+        styles[i].apply(look);
+        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td><td>" + xml_escape(g.label) + "</td>";
         if (r.has_model)
             h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
                  std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + "</td><td>" +
@@ -558,6 +559,7 @@ const char* kStyle =
     "table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }\n"
     "th, td { border: 1px solid #dddddd; padding: 3px 8px; text-align: right; }\n"
     "th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }\n"
+    "td:first-child { white-space: nowrap; } td svg { vertical-align: middle; }\n"
     ".charts svg, .charts img { margin: 0 12px 12px 0; vertical-align: top; }\n"
     ".note { color: #666666; font-size: 13px; } .warn { color: #a33; }\n";
 
@@ -619,7 +621,7 @@ int run(const Options& o) {
         for (const RunStep& st : r.steps)
             if (std::isfinite(st.elapsed_total)) longest = std::max(longest, st.elapsed_total);
     const TimeUnit time = time_unit(longest);
-    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, time);
+    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;
     for (const Group& g : groups) seeds |= g.runs.size() > 1;

@@ -329,6 +329,14 @@ inline std::string render(const Chart& c) {
     return o + "</svg>\n";
 }
 
+// A legend's sample of a series' look (its line, dash and marker) as a small inline <svg>, for a table's row.
+inline std::string swatch(const Series& s) {
+    std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"28\" height=\"10\" viewBox=\"0 0 28 10\">";
+    o += "<g color=\"" + xml_escape(s.color) + "\"" + dash_attr(s) + "><line x1=\"1\" y1=\"5\" x2=\"27\" y2=\"5\" " +
+         "stroke=\"currentColor\" stroke-width=\"2.5\"/>";
+    return o + marker_shape(s.marker, 14, 5, 3) + "</g></svg>";
+}
+
 // A standalone .svg file's content.
 inline std::string document(const std::string& svg_element) {
     return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg_element;

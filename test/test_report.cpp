@@ -286,6 +286,13 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
     }
     // Training and validation loss (against tokens and wall-clock), tokens/s, heads, widths, lambada's accuracy.
     CHECK(charts == 8);
+    // The runs table shows each run's look: four swatches, two of them dashed.
+    const std::regex swatch_re(
+        "<svg [^>]*width=\"28\"[^>]*><g color=\"(#[0-9a-f]{6})\"( stroke-dasharray=\"([^\"]*)\")?>");
+    std::set<std::pair<std::string, std::string>> swatches;
+    for (std::sregex_iterator m(html.begin(), html.end(), swatch_re), end; m != end; ++m)
+        swatches.insert({(*m)[1].str(), (*m)[3].str()});
+    CHECK(swatches.size() == 4);
     // The second seed's markers are squares, in the chart and in its legend entry.
     const size_t legend = html.rfind("<g data-series=\"uniform-s2\"", html.find("Validation loss</title>"));
     CHECK(html.substr(legend, html.find("</g>", legend) - legend).find("<rect") != std::string::npos);
