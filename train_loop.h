@@ -314,8 +314,8 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             const size_t at = resumed_line.find(", \"lr\": ");
             if (lead && !cut && at != std::string::npos) {
                 run.truncate_log(start, resumed_line.insert(at, ", \"val_loss\": " + json::number(v, "%.6f")));
-                printf("validation at step %ld, cut short before the resume: val %.4f, added to its log line\n", start,
-                       v);
+                printf("validation at step %ld, not in the log (a stop cut it short): val %.4f, added to its line\n",
+                       start, v);
             }
         }
     }
