@@ -57,7 +57,7 @@ inline std::string xml_escape(std::string_view s) {
 }
 
 // A dash pattern per series of one colour (a group's seeds), in order: solid, dashed, dotted, dash-dot, long dash;
-// the patterns repeat after five, the markers (marker_shape) after four, so ten share no pair.
+// the patterns repeat after five and the markers (marker_shape) after four, so no two of twenty look alike.
 inline const char* dash(size_t i) {
     static const char* patterns[] = {"", "7 4", "2 3", "9 3 2 3", "14 4"};
     return patterns[i % 5];
