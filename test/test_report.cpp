@@ -89,7 +89,7 @@ std::string study_report(const std::string& dir) {
     svg::Chart chart;
     chart.title = "Attention distance";
     for (const char* run : {"uniform-s1", "uniform-s2"})
-        chart.series.push_back({run, {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}});
+        chart.series.push_back({run, {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}, "", 0});
     write_file(dir + "/an/attention_distance.svg", svg::document(svg::render(chart)));
     Result r = sh("./report " + dir + " --analyze " + dir + "/an -o " + dir + "/report.html");
     INFO(r.out);
@@ -367,7 +367,8 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     make_dirs(dir + "/an");
     svg::Chart chart;
     chart.title = "Attention distance";
-    chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}});  // report recolours it
+    chart.series.push_back(
+        {"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}, "", 0});  // report recolours it
     const std::string doc = svg::document(svg::render(chart));
     write_atomically(dir + "/an/attention_distance.svg", {{doc.data(), doc.size()}});
     write_atomically(dir + "/an/broken.svg", {{"<svg><g></svg>", 14}});
