@@ -3,6 +3,7 @@
 //   ./eval_zeroshot out/step_000300/model.bin                        # hellaswag, piqa, arc_easy, winogrande
 //   ./eval_zeroshot model.bin --tasks lambada,wikitext --json r.json
 //   ./eval_zeroshot out/tiny --json out/tiny/eval.json                # a run directory: its model.bin
+//   ./eval_zeroshot out/tiny --log-samples out/tiny/samples.jsonl     # and every example's log-likelihoods
 //
 // Given a run directory (train_prism -o OUT), it scores OUT/model.bin and reads OUT/run.json (run/run_record.h):
 // the run's model, seed and status are printed and written into the JSON ("run"), which `report` reads back
@@ -13,6 +14,8 @@
 // row per task: examples, acc and acc_norm with standard errors (sample std (n-1) / sqrt(n)), perplexities and
 // bits per byte, seconds. Under mpirun every process is a rank (dist/process_group.h): each scores every world-th example on
 // its own GPU and the counts are summed, so 8 GPUs take an eighth of the time for the same numbers.
+// --log-samples FILE: one JSON line per example (eval/scoring.h's eval_samples_jsonl), the ranks' values summed
+// into rank 0's, which writes the file atomically after the last task.
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,7 +38,7 @@
 namespace {
 
 struct Options {
-    std::string model, tasks = "hellaswag,piqa,arc_easy,winogrande", data = "data/eval", json, tokenizer;
+    std::string model, tasks = "hellaswag,piqa,arc_easy,winogrande", data = "data/eval", json, samples, tokenizer;
     long limit = 0;
     int batch = 16;
     bool cpu = false;
@@ -55,6 +58,9 @@ std::vector<Flag> make_flags(Options& o) {
         number_flag("--limit", "N", "only the first N examples of each task (default: all)", o.limit, 1, kMaxSteps),
         number_flag("--batch", "B", "rows (one per choice) per forward pass (default {default})", o.batch, 1, 1 << 20),
         path_flag("--json", "FILE", "also write the results as JSON", o.json),
+        path_flag("--log-samples", "FILE",
+                  "also write every example's choices' log-likelihoods and picks as JSON Lines (docs/zero_shot.md)",
+                  o.samples),
         path_flag("--tokenizer", "FILE", "check the eval files were made with this tokenizer (gpt2.tiktoken)",
                   o.tokenizer),
         switch_flag("--cpu", "use the CPU reference even when a GPU engine is available", o.cpu),
@@ -156,9 +162,13 @@ int run(const Options& o, Dist& dist) {
                "bits/byte", "seconds");
     }
     std::vector<EvalResult> results;
+    std::string samples;  // --log-samples: the lines of every task, in task order
     for (const auto& f : p.files) {
-        EvalResult r = run_eval_task(*eng, f, o.batch, o.limit, &dist);
+        EvalSamples per_example;
+        EvalResult r =
+            run_eval_task(*eng, f, o.batch, o.limit, &dist, nullptr, o.samples.empty() ? nullptr : &per_example);
         if (!lead) continue;
+        if (!o.samples.empty()) samples += eval_samples_jsonl(f, per_example);
         printf("%-11s %8ld %s %s %10s %9s %9s %8.1f\n", r.task.c_str(), r.n, pad(pct(r.acc, r.acc_se), 16).c_str(),
                pad(pct(r.acc_norm, r.acc_norm_se), 16).c_str(), fmt("%.3f", r.ppl).c_str(),
                fmt("%.4f", r.byte_ppl).c_str(), fmt("%.4f", r.bits_per_byte).c_str(), r.seconds);
@@ -183,6 +193,13 @@ int run(const Options& o, Dist& dist) {
             throw EvalError(std::string("--json: ") + e.what());
         }
     }
+    if (!o.samples.empty()) {
+        try {
+            write_atomically(o.samples, {{samples.data(), samples.size()}});
+        } catch (const IoError& e) {
+            throw EvalError(std::string("--log-samples: ") + e.what());
+        }
+    }
     return 0;
 }
 
@@ -204,6 +221,9 @@ int main(int argc, char** argv) {
             if (cmd.help) return;
             o.model = p.positional[0];
             if (!o.json.empty()) check_output_file(o.json, "--json");  // before the evaluation, not after it
+            if (!o.samples.empty()) check_output_file(o.samples, "--log-samples");
+            if (!o.samples.empty() && o.samples == o.json)
+                throw ConfigError("--log-samples " + o.samples + " is also the --json file; write them to two files");
         });
         if (cmd.help) {
             if (dist.rank == 0) print_help(stdout, cmd);

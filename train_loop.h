@@ -55,7 +55,7 @@ inline double now_seconds() {
 // its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
 // windows and the same mean as one process with B x world rows. A stop signal (stop_signal.h) ends it after the
 // batch in progress once its grace has passed (StopGrace): then no rank has a whole validation, and the result
-// is NaN on every rank (not logged).
+// is NaN on every rank (not logged; a resume from that step runs it again: run_training).
 inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist,
                               bool* cut = nullptr) {
     long batches = std::max(1L, tokens / ((long)B * T * dist.world));
@@ -273,6 +273,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
     LoopSeam::Sampler sampler;  // rank 0's, when it samples
     LoopSeam::Scorer scorer;    // made up front so that a missing eval file fails before training starts
     long start = 0, tokens = 0;
+    std::string resumed_line;        // the log's line of the checkpoint's step (rank 0's, on --resume)
     long val_tokens = o.val_tokens;  // bounded by what the validation shards hold (a note says when)
     std::string data_json;           // the shards' fingerprints for the record (rank 0's)
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
@@ -339,7 +340,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
                 throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start) + ", beyond --steps " +
                                   std::to_string(p.steps));
             if (recorded) lr_changes = check_lr_branch(*recorded, lr_changes, o, cfg, p, train->tokens_total(), start);
-            run.truncate_log(start);
+            resumed_line = run.truncate_log(start);
             if (lead) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start, tokens);
         } else {
             eng.init_params(o.seed);
@@ -367,6 +368,23 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
     };
     run.agree_run_id();
+    // The validation at the checkpoint's step when a stop cut it short (its line has no val_loss): run now, on the
+    // checkpoint's parameters (what it would have measured), and its val_loss written into that line, so that the
+    // log has one at every --val-every step. A stop during it leaves the line as it was, for the next resume.
+    if (val && start > 0 && (start % o.val_every == 0 || start == p.steps)) {
+        double missing = lead && !resumed_line.empty() && resumed_line.find("\"val_loss\": ") == std::string::npos;
+        dist.sum(&missing, 1, "the check of the resumed step's validation");
+        if (missing > 0) {
+            bool cut = false;
+            const double v = validation_loss(eng, *val, o.B, p.T, val_tokens, dist, &cut);
+            const size_t at = resumed_line.find(", \"lr\": ");
+            if (lead && !cut && at != std::string::npos) {
+                run.truncate_log(start, resumed_line.insert(at, ", \"val_loss\": " + json::number(v, "%.6f")));
+                printf("validation at step %ld, not in the log (a stop cut it short): val %.4f, added to its line\n",
+                       start, v);
+            }
+        }
+    }
     // A stop signal during the set-up (run/stop_signal.h: the handlers are installed first thing in main): no step
     // was done, so nothing new to save; OUT/latest is what it was.
     if (const int sig = agreed_stop_signal(dist)) {

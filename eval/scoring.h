@@ -80,12 +80,44 @@ struct EvalResult {
     bool stopped = false;  // cut short by a stop signal (run_eval_task's stop): the metrics are partial
 };
 
+// Per-example results (eval_zeroshot --log-samples): each example's log-likelihood per request (choice tasks: one
+// per choice), of its target (target tasks: one) or of its whole text over all windows (rolling: one), and for a
+// target task whether every target token was the argmax. Laid out over all the examples scored (every rank's),
+// zero where another rank scored the example, so that the ranks' copies summed hold every example's values.
+struct EvalSamples {
+    std::vector<size_t> first;       // example i's values are ll[first[i], first[i + 1])
+    std::vector<double> ll, greedy;  // greedy: per example, 1 or 0 (target tasks)
+    void layout(const EvalFile& f, long n) {
+        first.assign(1, 0);
+        for (long i = 0; i < n; i++)
+            first.push_back(first.back() + (f.kind == EvalKind::Choice ? f.ex[i].req.size() : 1));
+        ll.assign(first.back(), 0.0), greedy.assign(n, 0.0);
+    }
+};
+
+// A choice example's picks from its choices' log-likelihoods ll[0, req.size()): the argmax (the first of equal
+// scores, as numpy), and where the task has acc_norm the argmax of the log-likelihood per code point (-1 otherwise).
+struct EvalPick {
+    int pick = 0, pick_norm = -1;
+};
+inline EvalPick eval_pick(const EvalFile& f, const EvalExample& x, const double* ll) {
+    EvalPick p;
+    for (int k = 0; k < (int)x.req.size(); k++) {
+        if (ll[k] > ll[p.pick]) p.pick = k;
+        if (f.has_norm &&
+            (p.pick_norm < 0 || ll[k] / x.req[k].norm_len > ll[p.pick_norm] / x.req[p.pick_norm].norm_len))
+            p.pick_norm = k;
+    }
+    return p;
+}
+
 // Scores this rank's share (examples i < limit with i % world == rank; limit <= 0: all) with `batch` rows
 // per forward. Rows are sorted by length so a batch is padded to its own longest row, not to T. Padded
 // positions are fed EOT and carry target -1. Leaves the engine's activations overwritten (call between steps).
 // stop: when it returns true, the examples not yet scored are left out and STOPPED is set (the sums are partial).
+// samples: when given, laid out for every example and filled in for this rank's share (EvalSamples).
 inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long limit = 0, int rank = 0, int world = 1,
-                               const std::function<bool()>& stop = nullptr) {
+                               const std::function<bool()>& stop = nullptr, EvalSamples* samples = nullptr) {
     const ModelConfig& cfg = eng.config();
     if (f.V != cfg.V)
         throw EvalError("eval file " + f.path + ": tokenised for V = " + std::to_string(f.V) +
@@ -137,26 +169,24 @@ inline EvalSums eval_task_sums(Engine& eng, const EvalFile& f, int batch, long l
     }
 
     EvalSums s;
+    if (samples) samples->layout(f, n);
     for (size_t a = 0; a < rows.size();) {  // rows of one example are adjacent (built in example order)
         size_t b = a;
         while (b < rows.size() && rows[b].example == rows[a].example) b++;
-        const EvalExample& x = f.ex[rows[a].example];
+        const int e = rows[a].example;
+        const EvalExample& x = f.ex[e];
         double total = 0;
         for (size_t k = a; k < b; k++) total += ll[k], s[EvalSums::TOKENS] += rows[k].n_scored;
         s[EvalSums::N] += 1, s[EvalSums::WORDS] += (double)x.words, s[EvalSums::BYTES] += (double)x.bytes;
-        if (f.kind == EvalKind::Choice) {
-            size_t pick = a, pick_norm = a;  // argmax: the first of equal scores, as numpy
-            for (size_t k = a; k < b; k++) {
-                if (ll[k] > ll[pick]) pick = k;
-                if (f.has_norm &&
-                    ll[k] / x.req[rows[k].request].norm_len > ll[pick_norm] / x.req[rows[pick_norm].request].norm_len)
-                    pick_norm = k;
-            }
-            s[EvalSums::ACC] += rows[pick].request == x.gold;
-            s[EvalSums::ACC_NORM] += f.has_norm && rows[pick_norm].request == x.gold;
+        if (f.kind == EvalKind::Choice) {  // one row per request, in request order
+            const EvalPick p = eval_pick(f, x, &ll[a]);
+            s[EvalSums::ACC] += p.pick == x.gold;
+            s[EvalSums::ACC_NORM] += f.has_norm && p.pick_norm == x.gold;
+            if (samples) std::copy(ll.begin() + a, ll.begin() + b, samples->ll.begin() + samples->first[e]);
         } else {
             s[EvalSums::ACC] += f.kind == EvalKind::Target && greedy[a];
             s[EvalSums::LL] += total;
+            if (samples) samples->ll[samples->first[e]] = total, samples->greedy[e] = greedy[a];
         }
         a = b;
     }
@@ -186,12 +216,17 @@ inline EvalResult eval_finish(const EvalFile& f, const EvalSums& s, double secon
 // counts summed over the ranks (every rank calls it and gets the same result).
 // stop (a stop signal's check): on any rank, the task is cut short and the result says so (stopped, no metrics
 // worth logging), on every rank alike.
+// samples: when given, every example's values (EvalSamples), on every rank.
 inline EvalResult run_eval_task(Engine& eng, const EvalFile& f, int batch, long limit = 0, const Dist* dist = nullptr,
-                                const std::function<bool()>& stop = nullptr) {
+                                const std::function<bool()>& stop = nullptr, EvalSamples* samples = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
-    EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world, stop)
-                      : eval_task_sums(eng, f, batch, limit, 0, 1, stop);
+    EvalSums s = dist ? eval_task_sums(eng, f, batch, limit, dist->rank, dist->world, stop, samples)
+                      : eval_task_sums(eng, f, batch, limit, 0, 1, stop, samples);
     if (dist) dist->sum(s.v.data(), EvalSums::kCount, "the sum of the eval counts");
+    if (dist && samples) {
+        dist->sum(samples->ll.data(), (int)samples->ll.size(), "the sum of the per-example log-likelihoods");
+        dist->sum(samples->greedy.data(), (int)samples->greedy.size(), "the sum of the per-example greedy flags");
+    }
     EvalResult r = eval_finish(f, s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     r.stopped = s[EvalSums::STOPPED] > 0;
     return r;
@@ -210,4 +245,52 @@ inline std::string eval_result_json(const EvalResult& r) {
     add(r.kind == EvalKind::Rolling ? "word_perplexity" : "perplexity", r.ppl);
     add("byte_perplexity", r.byte_ppl), add("bits_per_byte", r.bits_per_byte), add("seconds", r.seconds);
     return s + "}";
+}
+
+// The lines of one task in eval_zeroshot --log-samples's JSON Lines file (docs/zero_shot.md, "Per-example
+// results"): one object per example in file order, {"task", "index", "label", "acc", "acc_norm" (where the task
+// has it), "loglik": [per choice]} and, for error analysis, "pred", "pred_norm", "loglik_norm" (per code point),
+// each choice's continuation "tokens" and, where the task has acc_norm, "chars" (its divisor). Target tasks: one
+// "loglik" (the target's), acc the greedy match. Rolling tasks (no choices, no accuracy): "loglik" of the whole
+// text, its "tokens", "words", "bytes".
+// Log-likelihoods are written with 17 significant digits: the doubles the scorer summed, exactly.
+inline std::string eval_samples_jsonl(const EvalFile& f, const EvalSamples& s) {
+    auto num = [](double v) { return json::number(v, "%.17g"); };
+    std::string out;
+    for (size_t i = 0; i + 1 < s.first.size(); i++) {
+        const EvalExample& x = f.ex[i];
+        const double* ll = &s.ll[s.first[i]];
+        const size_t k = s.first[i + 1] - s.first[i];
+        std::string line = "{\"task\": " + json::quote(f.task) + ", \"index\": " + std::to_string(i);
+        std::string lls = "[", norm = "[", tokens = "[", chars = "[";
+        for (size_t c = 0; c < k; c++) {
+            const char* sep = c ? ", " : "";
+            lls += sep + num(ll[c]);
+            if (f.kind == EvalKind::Choice) {
+                const EvalRequest& q = x.req[c];
+                tokens += sep + std::to_string(q.cont_end - q.cont_begin), chars += sep + std::to_string(q.norm_len);
+                if (f.has_norm) norm += sep + num(ll[c] / q.norm_len);
+            }
+        }
+        if (f.kind == EvalKind::Choice) {
+            const EvalPick p = eval_pick(f, x, ll);
+            line += ", \"label\": " + std::to_string(x.gold) + ", \"acc\": " + (p.pick == x.gold ? "1" : "0");
+            if (f.has_norm) line += std::string(", \"acc_norm\": ") + (p.pick_norm == x.gold ? "1" : "0");
+            line += ", \"pred\": " + std::to_string(p.pick);
+            if (f.has_norm) line += ", \"pred_norm\": " + std::to_string(p.pick_norm);
+            line += ", \"loglik\": " + lls + "]";
+            if (f.has_norm) line += ", \"loglik_norm\": " + norm + "]";
+            line += ", \"tokens\": " + tokens + "]";
+            if (f.has_norm) line += ", \"chars\": " + chars + "]";
+        } else if (f.kind == EvalKind::Target) {
+            const EvalRequest& q = x.req[0];
+            line += std::string(", \"label\": 0, \"acc\": ") + (s.greedy[i] > 0 ? "1" : "0") + ", \"loglik\": " + lls +
+                    "], \"tokens\": [" + std::to_string(q.cont_end - q.cont_begin) + "]";
+        } else {
+            line += ", \"loglik\": " + lls + "], \"tokens\": [" + std::to_string(x.tokens.size()) +
+                    "], \"words\": " + std::to_string(x.words) + ", \"bytes\": " + std::to_string(x.bytes);
+        }
+        out += line + "}\n";
+    }
+    return out;
 }

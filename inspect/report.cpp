@@ -24,8 +24,9 @@
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
-// One colour per group (a run takes its group's colour), the same in every chart, analyze's included (report
-// recolours each chart's <g data-series="RUN"> to the run's colour). --smooth K draws the training
+// One colour per group (a run takes its group's colour) and, within a group, one dash pattern and marker shape
+// per run (its seeds told apart), the same in every chart, analyze's included (report restyles each chart's
+// <g data-series="RUN"> to the run's colour and dash). --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
@@ -113,19 +114,22 @@ using namespace report;
 using svg::xml_escape;
 
 std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                       const std::vector<Group>& groups) {
+                       const std::vector<Group>& groups, const std::vector<RunStyle>& styles, const TimeUnit& time) {
     std::string h =
         "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
         "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
-        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time</th>"
+        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time (" +
+        std::string(time.name) +
+        ")</th>"
         "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
         const Group& g = groups[m.group];
         const RunStep& last = r.steps.back();
-        h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(r.name) + "</td><td>" +
-             xml_escape(g.label) + "</td>";
+        svg::Series look;  // the run's line as the charts draw it
+        styles[i].apply(look);
+        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td><td>" + xml_escape(g.label) + "</td>";
         if (r.has_model)
             h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
                  std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + "</td><td>" +
@@ -137,7 +141,7 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
              xml_escape(r.has_record ? r.record.arg("--lr") : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
              "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
-             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total) + "</td><td>" +
+             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total, time) + "</td><td>" +
              std::to_string(m.skipped) + "</td><td>" + xml_escape(r.has_record ? r.record.status() : "no record") +
              "</td><td>" + xml_escape(r.has_record ? r.record.latest("commit") : "-") + "</td></tr>\n";
     }
@@ -217,18 +221,24 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
 }
 
 // analyze's charts name each series by its run (<g data-series="RUN" color="...">): give it the run's colour.
-std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+// Its dash too, where the <g> has none (its lines inherit it), so that seeds are told apart there as well.
+std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     for (size_t i = 0; i < runs.size(); i++) {
         const std::string key = "<g data-series=\"" + xml_escape(runs[i].name) + "\" color=\"";
+        const std::string dash = svg::dash(styles[i].place);
         for (size_t at = svg_text.find(key); at != std::string::npos; at = svg_text.find(key, at + 1)) {
-            const size_t v = at + key.size(), end = svg_text.find('"', v);
-            if (end != std::string::npos && end - v == 7) svg_text.replace(v, 7, colours[i]);
+            const size_t v = at + key.size(), end = svg_text.find('"', v), close = svg_text.find('>', v);
+            if (end == std::string::npos || end - v != 7 || close == std::string::npos) continue;
+            svg_text.replace(v, 7, styles[i].colour);
+            if (!dash.empty() &&
+                svg_text.substr(end + 1, close - end - 1).find("stroke-dasharray") == std::string::npos)
+                svg_text.insert(end + 1, " stroke-dasharray=\"" + dash + "\"");
         }
     }
     return svg_text;
 }
 
-std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
@@ -243,7 +253,7 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::st
         const RunLog& r = runs[i];
         svg::Series hs, ws;
         hs.name = ws.name = r.name, hs.step = true;
-        hs.color = ws.color = colours[i];
+        styles[i].apply(hs), styles[i].apply(ws);
         if (r.has_model) {
             for (int l = 0; l < r.cfg.L(); l++) {
                 hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].heads);
@@ -270,7 +280,7 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<std::st
     return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table;
 }
 
-std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string>& colours) {
+std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     std::vector<std::string> tasks;
     for (const RunLog& r : runs)
         for (const RunEval& e : r.evals)
@@ -302,13 +312,12 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string
         };
         row("at step", [](const RunEval& e) { return std::to_string(e.step); });
         row("examples", [](const RunEval& e) { return fmt(e.get("examples"), "%.0f"); });
-        auto pct = [](const RunEval& e, const char* k, const char* se) {
+        auto acc = [](const RunEval& e, const char* k, const char* se) {  // fractions, as in the groups' table
             const double v = e.get(k), s = e.get(se);
-            return std::isfinite(v) ? fmt(100 * v, "%.2f") + (std::isfinite(s) ? " ± " + fmt(100 * s, "%.2f") : "")
-                                    : "-";
+            return std::isfinite(v) ? accuracy(v) + (std::isfinite(s) ? " ± " + accuracy(s) : "") : "-";
         };
-        row("acc %", [&](const RunEval& e) { return pct(e, "acc", "acc_stderr"); });
-        row("acc_norm %", [&](const RunEval& e) { return pct(e, "acc_norm", "acc_norm_stderr"); });
+        row("acc ± stderr", [&](const RunEval& e) { return acc(e, "acc", "acc_stderr"); });
+        row("acc_norm ± stderr", [&](const RunEval& e) { return acc(e, "acc_norm", "acc_norm_stderr"); });
         row("perplexity", [](const RunEval& e) { return fmt(e.get("perplexity"), "%.3f"); });
         row("word perplexity", [](const RunEval& e) { return fmt(e.get("word_perplexity"), "%.3f"); });
         row("bits per byte", [](const RunEval& e) { return fmt(e.get("bits_per_byte"), "%.4f"); });
@@ -320,7 +329,8 @@ std::string evals(const std::vector<RunLog>& runs, const std::vector<std::string
         for (size_t i = 0; i < runs.size(); i++) {
             const RunLog& r = runs[i];
             svg::Series s;
-            s.name = r.name, s.color = colours[i];
+            s.name = r.name;
+            styles[i].apply(s);
             for (const RunEval& e : r.evals)
                 if (e.task == task && !e.after_training) s.x.push_back((double)e.tokens), s.y.push_back(e.get("acc"));
             most = std::max(most, s.x.size());
@@ -393,7 +403,7 @@ bool read_chart(const std::string& path, std::string& text, std::string& why, st
 // The charts analyze wrote into dir (*.svg, in name order), each an <img> of its file (recoloured): a browser
 // runs no script in an image. `budget`: the bytes of charts the page may still take.
 std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings, const std::vector<RunLog>& runs,
-                           const std::vector<std::string>& colours, std::vector<FileId>& inputs, size_t& budget) {
+                           const std::vector<RunStyle>& styles, std::vector<FileId>& inputs, size_t& budget) {
     std::vector<std::string> names;
     for (const std::string& n : list_dir(dir))
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) names.push_back(n);
@@ -425,7 +435,7 @@ std::string analyze_charts(const std::string& dir, std::vector<std::string>& war
         }
         budget -= text.size();
         h += "<img alt=\"" + xml_escape(n) + "\" src=\"data:image/svg+xml;base64," +
-             base64(recolour(text, runs, colours)) + "\"/>\n";
+             base64(recolour(text, runs, styles)) + "\"/>\n";
     }
     if (unshown > kNamed) {
         warnings.push_back(dir + ": " + std::to_string(unshown - kNamed) + " more files not shown, as above");
@@ -577,6 +587,7 @@ const char* kStyle =
     "table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }\n"
     "th, td { border: 1px solid #dddddd; padding: 3px 8px; text-align: right; }\n"
     "th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }\n"
+    "td:first-child { white-space: nowrap; } td svg { vertical-align: middle; }\n"
     ".charts svg, .charts img { margin: 0 12px 12px 0; vertical-align: top; }\n"
     ".note { color: #666666; font-size: 13px; } .warn { color: #a33; }\n";
 
@@ -606,8 +617,11 @@ int run(const Options& o) {
     }
     const std::vector<Group> groups = make_groups(runs, sums);
     const size_t base = find_baseline(groups, runs, o.baseline);
-    std::vector<std::string> colours;  // a run's colour is its group's
-    for (const Summary& m : sums) colours.push_back(groups[m.group].colour);
+    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its place in the group
+    for (size_t i = 0; i < runs.size(); i++) {
+        const Group& g = groups[sums[i].group];
+        styles.push_back({g.colour, (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
+    }
     const std::vector<Quantity> qs = quantities(sums);
 
     std::string h =
@@ -643,7 +657,12 @@ int run(const Options& o) {
          "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
          "group) whose V(n) brings it down to that effect.</p>\n";
     h += sweep_sections(groups, base, runs, sums, text);  // "each arm at its best FLAG", for each flag swept
-    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups);
+    double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
+    for (const RunLog& r : runs)
+        for (const RunStep& st : r.steps)
+            if (std::isfinite(st.elapsed_total)) longest = std::max(longest, st.elapsed_total);
+    const TimeUnit time = time_unit(longest);
+    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time);
     h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
     bool seeds = false;
     for (const Group& g : groups) seeds |= g.runs.size() > 1;
@@ -656,22 +675,23 @@ int run(const Options& o) {
             &RunStep::train_loss, o.smooth));
     }
     const std::string sm = o.smooth > 1 ? " (mean of the last " + std::to_string(o.smooth) + " steps)" : "";
-    h += svg::render(steps_chart(runs, colours, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
+    h += svg::render(steps_chart(runs, styles, "Training loss" + sm, "tokens", "loss", nullptr, &RunStep::train_loss,
                                  true, o.smooth));
-    h +=
-        svg::render(steps_chart(runs, colours, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
-    h += svg::render(steps_chart(runs, colours, "Training loss against wall-clock" + sm, "seconds", "loss",
-                                 &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth));
-    h += svg::render(steps_chart(runs, colours, "Validation loss against wall-clock", "seconds", "loss",
-                                 &RunStep::elapsed_total, &RunStep::val_loss, false));
-    h +=
-        "</div>\n<p class=\"note\">One colour per group, the same in every chart (a group's runs share it). Wall-clock "
-        "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
-        "means "
-        "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it.</p>\n";
+    h += svg::render(steps_chart(runs, styles, "Validation loss", "tokens", "loss", nullptr, &RunStep::val_loss, true));
+    h += svg::render(steps_chart(runs, styles, "Training loss against wall-clock" + sm, time.axis, "loss",
+                                 &RunStep::elapsed_total, &RunStep::train_loss, false, o.smooth, time.seconds));
+    h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", time.axis, "loss",
+                                 &RunStep::elapsed_total, &RunStep::val_loss, false, 1, time.seconds));
+    h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
+         "it and are told apart by their dash pattern and marker shape, as the legends show. Wall-clock "
+         "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
+         "means "
+         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per "
+         "quantity on the page: times in " +
+         std::string(time.axis) + ", accuracies as fractions (0 to 1).</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
     svg::Chart tps =
-        steps_chart(runs, colours, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
+        steps_chart(runs, styles, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
     tps.y_zero = true;
     h += svg::render(tps) + "</div>\n";
     std::vector<std::string> hosts;
@@ -689,8 +709,8 @@ int run(const Options& o) {
         ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
         "same hardware; the losses do not depend on it.</p>\n";
-    h += "<h2>Schedules</h2>\n" + schedules(runs, colours);
-    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, colours);
+    h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles);
 
     std::vector<std::string> dirs;
     std::vector<FileId> dir_ids;
@@ -713,7 +733,7 @@ int run(const Options& o) {
              "pass <code>--analyze DIR</code> here).</p>\n";
     size_t budget = kMaxChartsTotal;
     for (const std::string& d : dirs) {
-        const std::string charts = analyze_charts(d, warnings, runs, colours, inputs, budget);
+        const std::string charts = analyze_charts(d, warnings, runs, styles, inputs, budget);
         h += "<h3>" + xml_escape(d) + "</h3>\n" + (charts.empty() ? "<p>No charts in it.</p>\n" : charts);
     }
     if (!warnings.empty()) {

@@ -35,14 +35,22 @@ inline std::string fmt(double v, const char* f) {
     return b;
 }
 
-inline std::string duration(double s) {
-    if (!std::isfinite(s)) return "-";
-    char b[64];
-    if (s < 120) snprintf(b, sizeof b, "%.0f s", s);
-    else if (s < 7200) snprintf(b, sizeof b, "%.1f min", s / 60);
-    else snprintf(b, sizeof b, "%.1f h", s / 3600);
-    return b;
+// One unit per quantity on the whole page: accuracies are fractions (0 to 1) everywhere, as lm-evaluation-harness
+// and the group statistics have them, and durations are in one unit, the one the longest of them reads best in
+// (seconds below 2 minutes, minutes below 2 hours, else hours), in every table and axis, never "4.7 min" beside
+// "104 s".
+struct TimeUnit {
+    double seconds = 1;            // the unit's length
+    const char* name = "s";        // after a value or in a column's header
+    const char* axis = "seconds";  // an axis label
+};
+inline TimeUnit time_unit(double longest) {
+    if (!(longest >= 120)) return {1, "s", "seconds"};
+    if (longest < 7200) return {60, "min", "minutes"};
+    return {3600, "h", "hours"};
 }
+inline std::string duration(double s, const TimeUnit& u) { return fmt(s / u.seconds, "%.1f"); }
+inline std::string accuracy(double v) { return fmt(v, "%.4f"); }
 
 // At most `max` points: consecutive points averaged in equal buckets (a 100K-step log stays a small chart).
 inline void downsample(std::vector<double>& x, std::vector<double>& y, size_t max) {
@@ -75,23 +83,34 @@ inline std::vector<double> smoothed(const std::vector<double>& y, int k) {
     return out;
 }
 
-// A chart of one field of every run's steps against another; colours[i] is run i's.
-inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<std::string>& colours,
+// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its place
+// among its group's runs (so the seeds of a group are told apart; the first run, and a run alone, is solid with round
+// markers).
+struct RunStyle {
+    std::string colour;
+    size_t place = 0;
+    void apply(svg::Series& s) const { s.color = colour, s.dash = svg::dash(place), s.marker = (int)place; }
+};
+
+// A chart of one field of every run's steps against another (xf's values divided by x_unit); styles[i] is run i's.
+inline svg::Chart steps_chart(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles,
                               const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                              double RunStep::*xf, double RunStep::*yf, bool tokens_x, int smooth = 1) {
+                              double RunStep::*xf, double RunStep::*yf, bool tokens_x, int smooth = 1,
+                              double x_unit = 1) {
     svg::Chart c;
     c.title = title, c.xlabel = xlabel, c.ylabel = ylabel;
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         svg::Series s;
-        s.name = r.name, s.color = colours[i];
+        s.name = r.name;
+        styles[i].apply(s);
         std::vector<double> y;
         for (const RunStep& st : r.steps) y.push_back(st.*yf);
         y = smoothed(y, smooth);
         for (size_t k = 0; k < r.steps.size(); k++) {
             const RunStep& st = r.steps[k];
             if (!std::isfinite(y[k])) continue;  // a step without this value (no validation at this step)
-            s.x.push_back(tokens_x ? (double)st.tokens : xf ? st.*xf : (double)st.step), s.y.push_back(y[k]);
+            s.x.push_back(tokens_x ? (double)st.tokens : xf ? st.*xf / x_unit : (double)st.step), s.y.push_back(y[k]);
         }
         downsample(s.x, s.y, 1500);
         c.series.push_back(s);

@@ -7,8 +7,11 @@
 //                  staircases (step: each point a flat step from x - 0.5 to x + 0.5, for per-layer values), and
 //                  loose dots (per-head values around a layer's mean), and a band (lo..hi around the line: the
 //                  spread over seeds); a series may name its colour (report gives a run the same colour in
-//                  every chart). Each series is one <g data-series="NAME" color="#rrggbb"> whose marks are
-//                  drawn in currentColor, so a page can recolour a chart it inlines by that one attribute.
+//                  every chart), its line's dash pattern and its markers' shape (report tells a group's seeds
+//                  apart by them). Each series is one <g data-series="NAME" color="#rrggbb"
+//                  [stroke-dasharray="..."]> whose marks are drawn in currentColor and whose lines inherit the
+//                  dash, so a page can restyle a chart it inlines by those attributes. The legend shows each
+//                  series' line, dash and marker.
 //                  A series that coincides with a later one (the same points) is drawn wider beneath it, so
 //                  both stay visible (identical schedules, identical runs).
 //   refs           horizontal reference lines with a label (e.g. uniform attention's closed form)
@@ -53,6 +56,13 @@ inline std::string xml_escape(std::string_view s) {
     return out;
 }
 
+// A dash pattern per series of one colour (a group's seeds), in order: solid, dashed, dotted, dash-dot, long dash;
+// the patterns repeat after five and the markers (marker_shape) after four, so no two of twenty look alike.
+inline const char* dash(size_t i) {
+    static const char* patterns[] = {"", "7 4", "2 3", "9 3 2 3", "14 4"};
+    return patterns[i % 5];
+}
+
 // A colour per series, in order (Tableau 10: distinct, and readable on white).
 inline const char* color(size_t i) {
     static const char* palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -68,6 +78,8 @@ struct Series {
     std::vector<double> dot_x, dot_y;      // extra loose dots in the series' colour
     std::string color;                     // "#rrggbb"; "": the palette's colour for the series' index
     std::vector<double> band_lo, band_hi;  // per point: a shaded band (NaN: none at that point)
+    std::string dash;                      // the line's stroke-dasharray ("": solid)
+    int marker = 0;                        // the markers' shape: 0 circle, 1 square, 2 triangle, 3 diamond
 };
 
 struct Chart {
@@ -117,6 +129,37 @@ inline std::string num(double v) {
     return b;
 }
 
+// A marker of shape `shape` (Series::marker) of radius about r at (x, y), filled with currentColor.
+inline std::string marker_shape(int shape, double x, double y, double r) {
+    auto pt = [](double a, double b) { return num(a) + "," + num(b); };
+    switch (shape % 4) {
+        case 1:
+            return "<rect x=\"" + num(x - r * 0.85) + "\" y=\"" + num(y - r * 0.85) + "\" width=\"" + num(1.7 * r) +
+                   "\" height=\"" + num(1.7 * r) + "\" fill=\"currentColor\"/>";
+        case 2:
+            return "<polygon points=\"" + pt(x, y - 1.2 * r) + " " + pt(x + 1.1 * r, y + 0.8 * r) + " " +
+                   pt(x - 1.1 * r, y + 0.8 * r) + "\" fill=\"currentColor\"/>";
+        case 3:
+            return "<polygon points=\"" + pt(x, y - 1.25 * r) + " " + pt(x + 1.05 * r, y) + " " + pt(x, y + 1.25 * r) +
+                   " " + pt(x - 1.05 * r, y) + "\" fill=\"currentColor\"/>";
+        default:
+            return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"" + num(r) + "\" fill=\"currentColor\"/>";
+    }
+}
+
+// Whether a series' points are drawn with markers: lines (not staircases) of at most 60 finite points.
+inline bool has_markers(const Series& s) {
+    if (!s.markers || s.step) return false;
+    size_t finite = 0;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) finite += std::isfinite(s.x[i]) && std::isfinite(s.y[i]);
+    return finite <= 60;
+}
+
+// The <g> attribute that gives a series' lines its dash pattern ("" for a solid line).
+inline std::string dash_attr(const Series& s) {
+    return s.dash.empty() ? "" : " stroke-dasharray=\"" + xml_escape(s.dash) + "\"";
+}
+
 inline std::string render(const Chart& c) {
     const double W = c.width;
     // The legend: entries left to right, wrapped; about 7 px per character at font size 12.
@@ -127,7 +170,7 @@ inline std::string render(const Chart& c) {
     std::vector<Entry> legend;
     double lx = 64, ly = 0;
     for (size_t i = 0; i < c.series.size(); i++) {
-        const double w = 28 + 7.0 * c.series[i].name.size();
+        const double w = 36 + 7.0 * c.series[i].name.size();
         if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
         legend.push_back({lx, ly, i});
         lx += w + 12;
@@ -224,7 +267,7 @@ inline std::string render(const Chart& c) {
         int under = 0;
         for (size_t sj = si + 1; sj < c.series.size(); sj++) under += !s.x.empty() && same(s, c.series[sj]);
         const std::string width = num(1.8 + 2.6 * under);
-        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + col + "\">\n";
+        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + col + "\"" + dash_attr(s) + ">\n";
         // The band: lo along the points, hi back, closed; broken where a bound is missing.
         std::string band_lo, band_hi;
         auto flush_band = [&] {
@@ -253,13 +296,11 @@ inline std::string render(const Chart& c) {
                      (under ? " stroke-opacity=\"0.55\"" : "") + " points=\"" + pts + "\"/>\n";
             pts.clear();
         };
-        size_t finite = 0;
         for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
             if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
                 flush();
                 continue;
             }
-            finite++;
             if (s.step) {
                 pts += (pts.empty() ? "" : " ") + num(X(s.x[i] - 0.5)) + "," + num(Y(s.y[i]));
                 pts += " " + num(X(s.x[i] + 0.5)) + "," + num(Y(s.y[i]));
@@ -268,22 +309,32 @@ inline std::string render(const Chart& c) {
             }
         }
         flush();
-        if (s.markers && !s.step && finite <= 60)
+        if (has_markers(s))
             for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++)
                 if (std::isfinite(s.x[i]) && std::isfinite(s.y[i]))
-                    o += "<circle cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) + "\" r=\"" +
-                         num(3 + 1.5 * under) + "\" fill=\"currentColor\"/>\n";
+                    o += marker_shape(s.marker, X(s.x[i]), Y(s.y[i]), 3 + 1.5 * under) + "\n";
         o += "</g>\n";
     }
     for (const Entry& e : legend) {
         const double y = c.height + 10 + e.y;  // the text's baseline
         const Series& s = c.series[e.i];
-        o +=
-            "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) + "\">";
-        o += "<rect x=\"" + num(e.x) + "\" y=\"" + num(y - 6) + "\" width=\"18\" height=\"4\" fill=\"currentColor\"/>";
-        o += "<text x=\"" + num(e.x + 24) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
+        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) +
+             "\"" + dash_attr(s) + ">";
+        // The series' line (its dash inherited from the <g>) and, when its points have markers, one in the middle.
+        o += "<line x1=\"" + num(e.x) + "\" y1=\"" + num(y - 4) + "\" x2=\"" + num(e.x + 26) + "\" y2=\"" + num(y - 4) +
+             "\" stroke=\"currentColor\" stroke-width=\"2.5\"/>";
+        if (has_markers(s)) o += marker_shape(s.marker, e.x + 13, y - 4, 3);
+        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
     }
     return o + "</svg>\n";
+}
+
+// A legend's sample of a series' look (its line, dash and marker) as a small inline <svg>, for a table's row.
+inline std::string swatch(const Series& s) {
+    std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"28\" height=\"10\" viewBox=\"0 0 28 10\">";
+    o += "<g color=\"" + xml_escape(s.color) + "\"" + dash_attr(s) + "><line x1=\"1\" y1=\"5\" x2=\"27\" y2=\"5\" " +
+         "stroke=\"currentColor\" stroke-width=\"2.5\"/>";
+    return o + marker_shape(s.marker, 14, 5, 3) + "</g></svg>";
 }
 
 // A standalone .svg file's content.

@@ -483,9 +483,11 @@ class RunDir {
 
     // Keeps the log lines of steps <= last_step (a resumed run rewrites what the interrupted one logged after
     // its checkpoint, so the log reads as one uninterrupted run). A line that is not whole JSON (torn by a
-    // crash or a full disk) is dropped. Rank 0's.
-    void truncate_log(long last_step) const {
-        if (!lead()) return;
+    // crash or a full disk) is dropped. Rank 0's. Returns the line of step last_step as it was ("" when there is
+    // none); replace_last, when not empty, is written in its place (a validation re-run at resume adds its loss).
+    std::string truncate_log(long last_step, const std::string& replace_last = "") const {
+        std::string kept;
+        if (!lead()) return kept;
         // Streamed line by line into log.jsonl.tmp (renamed over the log when complete), so a log of any size
         // costs one line's memory; a "line" longer than any the trainer writes (kMaxLogLine) is not one of its
         // lines and is dropped unread.
@@ -510,8 +512,11 @@ class RunDir {
             size_t got;
             auto take = [&] {
                 long s = -1;
-                if (!overlong && sscanf(line.c_str(), "{\"step\": %ld", &s) == 1 && s <= last_step && is_json(line))
-                    wrote = wrote && fwrite(line.data(), 1, line.size(), out) == line.size() && fputc('\n', out) != EOF;
+                if (!overlong && sscanf(line.c_str(), "{\"step\": %ld", &s) == 1 && s <= last_step && is_json(line)) {
+                    if (s == last_step) kept = line;
+                    const std::string& w = s == last_step && !replace_last.empty() ? replace_last : line;
+                    wrote = wrote && fwrite(w.data(), 1, w.size(), out) == w.size() && fputc('\n', out) != EOF;
+                }
                 line.clear(), overlong = false;
             };
             while ((got = fread(buf, 1, sizeof buf, fh.get())) > 0) {
@@ -538,6 +543,7 @@ class RunDir {
             unlink(tmp.c_str());
             throw IoError("cannot rewrite " + log_path() + ": " + write_error(e2) + "; the log is unchanged");
         }
+        return kept;
     }
 
   private:

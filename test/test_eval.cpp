@@ -375,6 +375,12 @@ TEST_CASE("padding and packing rows into batches leave every score unchanged (ra
     }
     // Float sums over different batch shapes: agree to ~1e-6 relative; 1e-5 leaves room for the reduction order.
     for (int batch : {1, 2, 3}) CHECK(eval_task_sums(eng, f, batch)[EvalSums::LL] == Approx(want).epsilon(1e-5));
+    // --log-samples's per-example values are the ones summed: they add up to the task's log-likelihood exactly.
+    EvalSamples samples;
+    const EvalSums s = eval_task_sums(eng, f, 2, 0, 0, 1, nullptr, &samples);
+    REQUIRE(samples.ll.size() == 3);
+    CHECK(samples.ll[0] + samples.ll[1] + samples.ll[2] == s[EvalSums::LL]);
+    CHECK(samples.ll[0] + samples.ll[1] + samples.ll[2] == Approx(want).epsilon(1e-5));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -425,7 +431,7 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     save_model(dir + "/model.bin", cfg, zeros.data(), zeros.size(), 5);
     // One thread: on a shared two-core machine OpenMP's barriers over such tiny matrices cost more than the work.
     Result r = sh("OMP_NUM_THREADS=1 ./eval_zeroshot " + dir + "/model.bin --tasks all --data " + ev +
-                  " --batch 3 --json " + dir + "/r.json");
+                  " --batch 3 --json " + dir + "/r.json --log-samples " + dir + "/s.jsonl");
     INFO(r.out);
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("hellaswag") != std::string::npos);
@@ -457,10 +463,58 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     CHECK(num(5, "word_perplexity") == Approx(std::exp(N * std::log(50257.0) / words)).epsilon(1e-5));
     CHECK(res[5].find("acc") == nullptr);
 
+    // --log-samples: one line per example in task order; per task the examples' acc (acc_norm) average to the
+    // task's, and the log-likelihoods are the scorer's own (recomputed here in process, the same doubles), on the
+    // all-zero model -(continuation tokens) ln V each.
+    {
+        std::vector<json::Value> lines;
+        std::ifstream in(dir + "/s.jsonl");
+        for (std::string l; std::getline(in, l);) lines.push_back(J(l));
+        size_t at = 0;
+        for (int t = 0; t < 6; t++) {
+            const std::string task = json::field(res[t], "task").str;
+            INFO("task " << task);
+            const EvalFile f = load_eval_file(ev + "/" + task + ".bin");
+            EvalSamples want;
+            CpuEngine eng(cfg);
+            eng.set_params(zeros.data());
+            run_eval_task(eng, f, 3, 0, nullptr, nullptr, &want);
+            double acc = 0, acc_norm = 0;
+            for (size_t i = 0; i < f.ex.size(); i++, at++) {
+                REQUIRE(at < lines.size());
+                const json::Value& o = lines[at];
+                CHECK(json::field(o, "task").str == task);
+                CHECK(json::int_field(o, "index") == (int)i);
+                const auto& ll = json::field(o, "loglik").arr;
+                REQUIRE(ll.size() == want.first[i + 1] - want.first[i]);
+                for (size_t c = 0; c < ll.size(); c++) {
+                    CHECK(std::stod(ll[c].str) == want.ll[want.first[i] + c]);
+                    if (f.kind != EvalKind::Rolling)
+                        CHECK(
+                            std::stod(ll[c].str) ==
+                            Approx(-std::stod(json::field(o, "tokens").arr[c].str) * std::log(50257.0)).epsilon(1e-6));
+                }
+                if (f.kind == EvalKind::Rolling) {
+                    CHECK(o.find("acc") == nullptr);
+                    continue;
+                }
+                CHECK(json::int_field(o, "label") == std::max(0, (int)f.ex[i].gold));
+                acc += json::int_field(o, "acc");
+                CHECK((o.find("acc_norm") != nullptr) == f.has_norm);
+                if (f.has_norm) acc_norm += json::int_field(o, "acc_norm");
+            }
+            if (f.kind == EvalKind::Rolling) continue;
+            CHECK(acc / f.ex.size() == num(t, "acc"));
+            if (f.has_norm) CHECK(acc_norm / f.ex.size() == num(t, "acc_norm"));
+        }
+        CHECK(at == lines.size());
+    }
+
     // Under mpirun each rank scores every other example and the counts are summed over the ranks: the same
     // results (log-likelihoods summed in another order: 1e-12 relative).
     Result m = sh("OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 2 ./eval_zeroshot " + dir +
-                  "/model.bin --tasks all --data " + ev + " --batch 3 --json " + dir + "/r2.json");
+                  "/model.bin --tasks all --data " + ev + " --batch 3 --json " + dir + "/r2.json --log-samples " + dir +
+                  "/s2.jsonl");
     INFO(m.out);
     REQUIRE(m.rc == 0);
     CHECK(m.out.find("2 ranks over MPI") != std::string::npos);
@@ -473,6 +527,21 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
             REQUIRE((res[t].find(k) == nullptr) == (res2[t].find(k) == nullptr));
             if (res[t].find(k)) CHECK(std::stod(json::field(res2[t], k).str) == Approx(num(t, k)).epsilon(1e-12));
         }
+    CHECK(read_all(dir + "/s2.jsonl") == read_all(dir + "/s.jsonl"));  // rank 0 writes every rank's examples
+    // --log-samples where no file can be: one line, before any scoring.
+    REQUIRE(system(("mkfifo " + dir + "/fifo && mkdir " + dir + "/sdir").c_str()) == 0);
+    for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+             {dir + "/sdir", dir + "/sdir is a directory"},
+             {dir + "/fifo", dir + "/fifo is a FIFO"},
+             {dir + "/no/s.jsonl", "the directory " + dir + "/no does not exist"},
+             {dir + "/r.json --json " + dir + "/r.json", "is also the --json file"}}) {
+        Result b =
+            sh("timeout 60 ./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + ev + " --log-samples " + bad);
+        INFO(b.out);
+        CHECK(b.rc == 1);
+        CHECK(one_line(b.out));
+        CHECK(b.out.find(says) != std::string::npos);
+    }
 
     // One-line errors naming the file.
     Result e1 =

@@ -265,6 +265,25 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
     CHECK(secs < 20);
     REQUIRE(read_log(out + "/log.jsonl").size() == 3);
     REQUIRE(!has(read_log(out + "/log.jsonl")[3], "val_loss"));
+    // The resumed run validates at step 3 first (here on the small validation set: the checkpoint's parameters are
+    // what an uninterrupted run has at step 3, so its val_loss is that run's), and the log has a val_loss at every
+    // --val-every step.
+    const std::string flags6 =
+        " --steps 100 --val-every 3 --val-tokens 1000000000000 --val '" + dir + "/syn_val_*.bin'";
+    Result res = sh(micro(dir, out) + flags6 + " --resume --allow-data-change --stop-after 3");
+    INFO(res.out);
+    REQUIRE(res.rc == 0);
+    REQUIRE(has(res.out, "validation at step 3, not in the log (a stop cut it short): val "));
+    Result whole_run = sh(micro(dir, dir + "/whole") + flags6 + " --stop-after 6");
+    INFO(whole_run.out);
+    REQUIRE(whole_run.rc == 0);
+    const auto resumed = read_log(out + "/log.jsonl"), whole = read_log(dir + "/whole/log.jsonl");
+    REQUIRE(resumed.size() == 6);
+    for (long k : {3L, 6L}) {
+        INFO("step " << k);
+        REQUIRE(has(resumed.at(k), "\"val_loss\": "));
+        CHECK(losses_of(resumed.at(k)) == losses_of(whole.at(k)));
+    }
 
     // The start-up: the signal lands once the lock is taken (the first thing the set-up does), while the 60
     // shards are checked; whichever phase it meets, the run ends with 75 and a line, never 143.

@@ -10,9 +10,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,7 @@
 #include "run/plan_views.h"
 #include "run/run_dir.h"
 #include "run/run_log.h"
+#include "run/run_record.h"
 #include "inspect/svg.h"
 #include "test/inspect_util.h"
 #include "test/png_check.h"
@@ -31,8 +35,10 @@
 namespace {
 
 // A run directory as train_prism leaves it: model.bin of config c, and a log of `steps` lines (validation every
-// 10 steps, a lambada eval every 20, the clock restarting at step 21 as after a --resume); `tail` is appended.
-void write_run(const std::string& dir, const ModelConfig& c, int steps, double speed, const std::string& tail = "") {
+// 10 steps, a lambada eval every 20, the clock restarting at step 21 as after a --resume); `tail` is appended;
+// `shift` is added to every loss (seeds of one configuration).
+void write_run(const std::string& dir, const ModelConfig& c, int steps, double speed, const std::string& tail = "",
+               double shift = 0) {
     make_dirs(dir);
     const std::vector<float> p = inspect_params(c, 1);
     save_model(dir + "/model.bin", c, p.data(), p.size(), steps);
@@ -43,10 +49,10 @@ void write_run(const std::string& dir, const ModelConfig& c, int steps, double s
         snprintf(b, sizeof b,
                  "{\"step\": %d, \"tokens\": %d, \"train_loss\": %.6f, %s\"lr\": 1e-3, \"grad_norm\": 0.5, "
                  "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
-                 s, 128 * s, 5.5 - std::log(s) * 0.3 + 0.05 * std::sin(s), "", speed, elapsed);
+                 s, 128 * s, 5.5 + shift - std::log(s) * 0.3 + 0.05 * std::sin(s), "", speed, elapsed);
         std::string line = b;
         if (s % 10 == 0)
-            line.insert(line.find("\"lr\""), "\"val_loss\": " + std::to_string(5.4 - std::log(s) * 0.3) + ", ");
+            line.insert(line.find("\"lr\""), "\"val_loss\": " + std::to_string(5.4 + shift - std::log(s) * 0.3) + ", ");
         if (s % 20 == 0)
             line += ", \"eval\": {\"task\": \"lambada\", \"examples\": 150, \"acc\": " + std::to_string(0.01 * s / 20) +
                     ", \"acc_stderr\": 0.005, \"perplexity\": 1234.5, \"seconds\": 2.5}";
@@ -57,6 +63,38 @@ void write_run(const std::string& dir, const ModelConfig& c, int steps, double s
 
 void write_file(const std::string& path, const std::string& text) {
     write_atomically(path, {{text.data(), text.size()}});
+}
+
+// A run of a study: write_run's, 40 steps, and a record (run.json) of heads schedule `heads` and seed `seed`, so
+// that report groups the runs whose records differ only in the seed.
+void write_study_run(const std::string& dir, const std::string& heads, int seed, double shift) {
+    write_run(dir, inspect_config(heads, 256), 40, 1000, "", shift);
+    RunRecordWriter w;
+    w.dir = dir;
+    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads},      {"--widths", "uniform"},
+              {"--lr", "0.003"},   {"--seed", std::to_string(seed)}, {"--out", dir},
+              {"--steps", "40"}};
+    w.model_json = w.plan_json = "{}";
+    w.started = "2026-01-01T00:00:00Z";
+    w.write("done", 40, true);
+}
+
+// A 2 x 2 study (heads uniform and prism, seeds 1 and 2) and its report, in dir.
+std::string study_report(const std::string& dir) {
+    write_study_run(dir + "/uniform-s1", "uniform", 1, 0);
+    write_study_run(dir + "/uniform-s2", "uniform", 2, 0.04);
+    write_study_run(dir + "/prism-s1", "prism", 1, -0.06);
+    write_study_run(dir + "/prism-s2", "prism", 2, -0.02);
+    make_dirs(dir + "/an");  // an analyze chart of the runs: report restyles it too
+    svg::Chart chart;
+    chart.title = "Attention distance";
+    for (const char* run : {"uniform-s1", "uniform-s2"})
+        chart.series.push_back({run, {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}, "", 0});
+    write_file(dir + "/an/attention_distance.svg", svg::document(svg::render(chart)));
+    Result r = sh("./report " + dir + " --analyze " + dir + "/an -o " + dir + "/report.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    return read_text(dir + "/report.html");
 }
 
 // The SVG documents of the page's <img src="data:image/svg+xml;base64,..."> charts, decoded.
@@ -212,6 +250,93 @@ TEST_CASE("inspect/svg.h escapes names and draws every series, staircases and br
     CHECK(svg::tick_label(250000, 50000) == "250K");
 }
 
+TEST_CASE("report tells a group's seeds apart: one colour per group, one dash and marker per run, legends included",
+          "[report][svg]") {
+    char tmpl[] = "/tmp/prism_seeds_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string html = study_report(dir);
+    CHECK(libxml_error(html) == "");
+    const std::vector<std::string> names = {"uniform-s1", "uniform-s2", "prism-s1", "prism-s2"};
+    // Every per-run chart: each run's <g> (its line, then its legend entry) with its colour and dash.
+    const std::regex g_re("<g data-series=\"([^\"]*)\" color=\"(#[0-9a-f]{6})\"( stroke-dasharray=\"([^\"]*)\")?>");
+    int charts = 0;
+    for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+        const std::string chart = html.substr(at, html.find("</svg>", at) - at);
+        std::map<std::string, std::vector<std::pair<std::string, std::string>>> styles;  // run -> its <g>s' styles
+        for (std::sregex_iterator m(chart.begin(), chart.end(), g_re), end; m != end; ++m)
+            if (std::find(names.begin(), names.end(), (*m)[1].str()) != names.end())
+                styles[(*m)[1].str()].push_back({(*m)[2].str(), (*m)[4].str()});
+        if (styles.empty()) continue;  // a chart of groups, not runs
+        charts++;
+        INFO(chart.substr(0, chart.find("</title>")));
+        REQUIRE(styles.size() == 4);
+        std::set<std::pair<std::string, std::string>> pairs;
+        std::set<std::string> colours;
+        for (const auto& [run, gs] : styles) {
+            INFO(run);
+            REQUIRE(gs.size() == 2);  // the series and its legend entry, drawn alike
+            CHECK(gs[0] == gs[1]);
+            pairs.insert(gs[0]), colours.insert(gs[0].first);
+        }
+        CHECK(pairs.size() == 4);    // four runs, four looks
+        CHECK(colours.size() == 2);  // one colour per group
+        CHECK(styles["uniform-s1"][0].first == styles["uniform-s2"][0].first);
+        CHECK(styles["uniform-s1"][0].second == "");  // the first seed solid, the second dashed
+        CHECK(styles["uniform-s2"][0].second != "");
+    }
+    // Training and validation loss (against tokens and wall-clock), tokens/s, heads, widths, lambada's accuracy.
+    CHECK(charts == 8);
+    // The runs table shows each run's look: four swatches, two of them dashed.
+    const std::regex swatch_re(
+        "<svg [^>]*width=\"28\"[^>]*><g color=\"(#[0-9a-f]{6})\"( stroke-dasharray=\"([^\"]*)\")?>");
+    std::set<std::pair<std::string, std::string>> swatches;
+    for (std::sregex_iterator m(html.begin(), html.end(), swatch_re), end; m != end; ++m)
+        swatches.insert({(*m)[1].str(), (*m)[3].str()});
+    CHECK(swatches.size() == 4);
+    // The second seed's markers are squares, in the chart and in its legend entry.
+    const size_t legend = html.rfind("<g data-series=\"uniform-s2\"", html.find("Validation loss</title>"));
+    CHECK(html.substr(legend, html.find("</g>", legend) - legend).find("<rect") != std::string::npos);
+    const std::vector<std::string> images = image_charts(html);
+    REQUIRE(images.size() == 1);
+    const std::string orange = svg::color(1);  // the second group's: uniform (the runs sort prism-s1 first)
+    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\">") != std::string::npos);
+    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+                         "\">") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report: one unit per quantity: times in the longest run's unit, accuracies as fractions in every table",
+          "[report]") {
+    char tmpl[] = "/tmp/prism_units_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // 40 steps of 128 tokens: 104 s and 282 s (4.7 min) in all; a lambada eval with acc 0.01 and 0.02.
+    write_run(dir + "/fast", inspect_config("uniform", 256), 40, 5120 / 104.0);
+    write_run(dir + "/slow", inspect_config("prism", 256), 40, 5120 / 282.0);
+    Result r = sh("./report " + dir + "/fast " + dir + "/slow -o " + dir + "/report.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    const std::string html = read_text(dir + "/report.html");
+    CHECK(html.find("<th>time (min)</th>") != std::string::npos);
+    CHECK(html.find("<td>1.7</td>") != std::string::npos);  // 104 s, in minutes beside 4.7
+    CHECK(html.find("<td>4.7</td>") != std::string::npos);
+    CHECK(html.find(" s</td>") == std::string::npos);
+    CHECK(html.find(" min</td>") == std::string::npos);
+    CHECK(html.find(">minutes</text>") != std::string::npos);  // the wall-clock charts' axis
+    CHECK(html.find(">seconds</text>") == std::string::npos);
+    // The groups' table and the evals' table both in fractions: lambada's last acc 0.02 (stderr 0.005).
+    CHECK(html.find("<td>0.0200</td>") != std::string::npos);
+    CHECK(html.find("<td>0.0200 ± 0.0050</td>") != std::string::npos);
+    CHECK(html.find("2.00") == std::string::npos);
+    // Short runs: seconds.
+    write_run(dir + "/short", inspect_config("uniform", 256), 40, 5120 / 90.0);
+    REQUIRE(sh("./report " + dir + "/short -o " + dir + "/s.html").rc == 0);
+    const std::string short_html = read_text(dir + "/s.html");
+    CHECK(short_html.find("<th>time (s)</th>") != std::string::npos);
+    CHECK(short_html.find("<td>90.0</td>") != std::string::npos);
+    CHECK(short_html.find(">seconds</text>") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("a run directory reads back: steps, evals, the schedule, resumed clocks, a torn last line skipped",
           "[report]") {
     char tmpl[] = "/tmp/prism_runlog_XXXXXX";
@@ -242,7 +367,8 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     make_dirs(dir + "/an");
     svg::Chart chart;
     chart.title = "Attention distance";
-    chart.series.push_back({"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}});  // report recolours it
+    chart.series.push_back(
+        {"uniform", {1, 2}, {3, 4}, false, true, {}, {}, "#123456", {}, {}, "", 0});  // report recolours it
     const std::string doc = svg::document(svg::render(chart));
     write_atomically(dir + "/an/attention_distance.svg", {{doc.data(), doc.size()}});
     write_atomically(dir + "/an/broken.svg", {{"<svg><g></svg>", 14}});
@@ -258,7 +384,7 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
     if (sh("command -v xmllint").rc == 0) CHECK(sh("xmllint --noout " + dir + "/report.html").rc == 0);
     for (const char* s :
          {"tiny &lt;runs&gt;", "x&amp;y", "Heads per layer", "Width per layer", "Training loss",
-          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc %", "line 36 is torn"})
+          "Validation loss against wall-clock", "Tokens per second", "lambada", "acc ± stderr", "line 36 is torn"})
         CHECK(html.find(s) != std::string::npos);
     CHECK(html.find("<script") == std::string::npos);
     const std::vector<std::string> charts = image_charts(html);  // analyze's chart, as an image of its file
