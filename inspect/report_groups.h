@@ -177,7 +177,8 @@ inline std::vector<std::pair<std::string, double>> run_metrics(const RunLog& r,
 }
 
 // RUN/samples.jsonl (eval_zeroshot --log-samples): one JSON object per scored example, with "task", "index" (the
-// example's 0-based index in its task), "acc" (1 or 0) and, where the task has it, "acc_norm". Its results pair
+// example's 0-based index in its task), "acc" (1 or 0) and, where the task has it, "acc_norm" (a line without "acc",
+// a rolling task's, is skipped). Its results pair
 // two runs' differences per example. They are used for a metric only when they are eval.json's: as many examples
 // as eval.json counts, whose mean is its value; otherwise (or for a line that is not such an object, an index
 // twice) a warning says why, and the comparison falls back to eval.json's standard errors.
@@ -206,6 +207,7 @@ inline void read_samples(const std::string& dir, Summary& m) {
             const std::string task = json::str_field(o, "task");
             const long index = json::int_field(o, "index");
             if (index < 0) throw json::Error("\"index\" is negative");
+            if (!o.find("acc")) continue;  // a rolling task's line (wikitext: log-likelihoods, no choices to pair)
             for (const char* k : {"acc", "acc_norm"}) {
                 const json::Value* v = o.find(k);
                 if (!v && k[3] == '_') continue;  // acc_norm: only where the task has it

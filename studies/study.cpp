@@ -21,7 +21,8 @@
 // Runs with the same seed read the same data in the same order (the loader's order depends on the seed, B, T
 // and the ranks only), so configurations compare seed by seed. After each run, when eval files exist
 // (--eval-data, default data/eval), eval_zeroshot scores the run's model on every task present into
-// DIR/NAME/eval.json, which `report` reads. Each run's output goes to DIR/NAME/train.log.
+// DIR/NAME/eval.json and every example's result into DIR/NAME/samples.jsonl, which `report` reads. Each run's output
+// goes to DIR/NAME/train.log.
 // Before it starts, a study prints its grid with where each part comes from (command line, recipe, default: an
 // override is never silent), its runs and the cost model's estimate (cost_model.h: the CUDA engine's ops at the
 // roofline with the stated efficiencies, training steps only) in GPU-hours, and the wall time on this machine: the
@@ -583,7 +584,8 @@ std::vector<std::string> eval_command(const Options& o, const Run& r, const std:
     std::vector<std::string> c = launcher_words(o);
     std::string list;
     for (const std::string& t : tasks) list += (list.empty() ? "" : ",") + t;
-    c.insert(c.end(), {o.evaluator, r.dir, "--tasks", list, "--data", o.eval_data, "--json", r.dir + "/eval.json"});
+    c.insert(c.end(), {o.evaluator, r.dir, "--tasks", list, "--data", o.eval_data, "--json", r.dir + "/eval.json",
+                       "--log-samples", r.dir + "/samples.jsonl"});  // report pairs the runs per example with them
     if (o.eval_limit) c.insert(c.end(), {"--limit", std::to_string(o.eval_limit)});
     if (r.o.cpu) c.push_back("--cpu");
     return c;
@@ -1079,7 +1081,7 @@ int run(Options& o, char** argv) {
             printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
         }
         if (r.eval_missing && !g_stop) {
-            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json\n", k + 1, runs.size(), r.name.c_str(),
+            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json, samples.jsonl\n", k + 1, runs.size(), r.name.c_str(),
                    r.dir.c_str());
             fflush(stdout);
             const int rc = run_logged(eval_command(o, r, tasks), r.dir + "/eval.log", reason);
