@@ -219,6 +219,7 @@ struct ModelSpec {
     std::string mlp = "uniform";       // uniform (--mlp-ratio) | openelm[:LO-HI] | list of hidden sizes
     std::string window = "global";     // global | local:W | local:W,N:M | list (0 = global)
     std::string no_attention, no_mlp;  // layer numbers from 1 ("3,5,7-9") whose sub-block is dropped
+    std::string match;                 // "" | mlp: scale that column until the layers match the uniform model's
     WidthShape shape;                  // turning layer, bottleneck ratio, quantum for the solver
     int d = 0, L = 0, h_base = 0, T = 0, V = 0;
     int head_dim = 0;  // fixed head_dim under a width schedule (instead of a fixed head count)
@@ -316,6 +317,8 @@ inline void refuse_without_kernels(const ModelConfig& c, const std::string& what
     refuse_layer_features(c, kKernelFeatures, what,
                           "the CUDA kernels for KV groups, attention windows and layers without attention or MLP are");
 }
+
+inline void match_parameters(ModelConfig& c, const std::string& column);
 
 // Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
 // break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
@@ -421,6 +424,7 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     c.layers.resize(L);
     for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l], kv[l], hid[l], win[l], !no_attn[l], !no_mlp[l]};
     validate_config(c);
+    if (!s.match.empty()) match_parameters(c, s.match);
     for (int l = 0; l < L; l++)
         if (win[l] >= c.T)
             warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(win[l]) +
@@ -566,4 +570,57 @@ inline Accounting account(const ModelConfig& c) {
     a.flops_per_token += 2.0 * c.d * c.V;
     a.dense_flops_per_token += 2.0 * c.d * c.V;
     return a;
+}
+
+// --match mlp: the parameter match of a schedule to its uniform baseline, as the width solver matches the X shape's:
+// every layer's SwiGLU hidden size (as built: the rule's, --mlp's or OpenELM's) is scaled by one factor f and rounded
+// to the nearest mlp_multiple, and f is chosen so that the layer matrices (the paper's count, matched_params) come
+// closest to the uniform model's. So a schedule that saves parameters elsewhere (GQA's smaller wqkv, dropped
+// attention, OpenELM's small early MLPs) spends them on MLP width, and one that spends more gives them back, keeping
+// the MLP's profile across depth. Each layer's size stays within one multiple of f times its own, and the match is
+// within one rounding step of one layer's MLP (3 w_l mlp_multiple parameters).
+inline void match_parameters(ModelConfig& c, const std::string& column) {
+    if (column != "mlp") throw ConfigError("unknown --match column '" + column + "'; use mlp (the MLP hidden sizes)");
+    const long long target = account(uniform_baseline(c)).matched_params;
+    std::vector<int> h0(c.L(), 0);
+    for (int l = 0; l < c.L(); l++) h0[l] = c.hidden_of(l);
+    if (std::all_of(h0.begin(), h0.end(), [](int h) { return h == 0; }))
+        throw ConfigError("--match mlp: no layer has an MLP to scale; drop --match or keep an MLP (--no-mlp)");
+    const long q = std::max(1, c.mlp_multiple);
+    auto apply = [&](double f) {
+        for (int l = 0; l < c.L(); l++)
+            if (h0[l])
+                c.layers[l].hidden = (int)std::min<long>(1 << 20, std::max<long>(q, std::lround(f * h0[l] / q) * q));
+        return account(c).matched_params;
+    };
+    double lo = 1e-3, hi = 1e3;
+    if (apply(lo) > target)
+        throw ConfigError("--match mlp: even MLPs of " + std::to_string(q) +
+                          " leave the layers above the uniform model's parameters; match another way");
+    if (apply(hi) < target)
+        throw ConfigError("--match mlp: the MLPs would need more than 2^20 hidden units to match the uniform model");
+    for (int i = 0; i < 100; i++) {  // the smallest f whose count reaches the target (the count grows with f)
+        const double mid = std::sqrt(lo * hi);
+        (apply(mid) >= target ? hi : lo) = mid;
+    }
+    const long long below = apply(lo), above = apply(hi);
+    long long now = apply(target - below <= above - target ? lo : hi);
+    // Equal hidden sizes cross their rounding boundaries together (a step of L layers); from the last layer back,
+    // move a layer's hidden one multiple up or down while that brings the count closer (each stays within one
+    // multiple of the factor's).
+    for (int l = c.L() - 1; l >= 0; l--) {
+        if (!h0[l]) continue;
+        for (int step : {(int)q, -(int)q}) {
+            const int was = c.layers[l].hidden;
+            if (was + step < q || was + step > 1 << 20) continue;
+            c.layers[l].hidden = was + step;
+            const long long next = account(c).matched_params;
+            if (std::llabs(next - target) < std::llabs(now - target)) {
+                now = next;
+                break;
+            }
+            c.layers[l].hidden = was;
+        }
+    }
+    validate_config(c);  // --plan shows the match reached
 }

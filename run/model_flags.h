@@ -37,6 +37,10 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
     flags.push_back(text_flag("--no-attention", "LAYERS", "layers (from 1: 3,5,7-9) without an attention sub-block",
                               m.no_attention));
     flags.push_back(text_flag("--no-mlp", "LAYERS", "layers (from 1: 3,5,7-9) without an MLP sub-block", m.no_mlp));
+    flags.push_back(text_flag("--match", "COLUMN",
+                              "parameter-match the uniform model by scaling one column: mlp (every layer's MLP "
+                              "hidden size by one factor)",
+                              m.match));
     flags.push_back(number_flag("--d", "N", "embedding width d", m.d, 1, 65536).unless("0"));
     flags.push_back(number_flag("--layers", "N", "number of layers L", m.L, 1, 10000).unless("0"));
     flags.push_back(number_flag("--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",

@@ -512,3 +512,35 @@ TEST_CASE("a CPU run of GQA, windows and a dropped block trains and resumes bit 
     REQUIRE(model_difference(ma.cfg, want) == "layer 1 KV heads 2 vs 4 asked for");
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("--match mlp scales every MLP by one factor until the layers match the uniform model", "[layers]") {
+    struct Case {
+        const char *heads, *kv, *mlp, *no_attn;
+    };
+    for (const Case& k : {Case{"uniform", "gqa:4", "uniform", ""}, Case{"openelm", "uniform", "openelm", ""},
+                          Case{"prism", "3x3,6x3,4x6", "uniform", ""}, Case{"uniform", "uniform", "uniform", "1,12"}}) {
+        ModelSpec s = spec("124M");
+        s.heads = k.heads, s.kv_heads = k.kv, s.mlp = k.mlp, s.no_attention = k.no_attn;
+        const ModelConfig before = build(s);
+        s.match = "mlp";
+        const ModelConfig c = build(s);
+        const double ratio = (double)account(c).matched_params / account(uniform_baseline(c)).matched_params;
+        INFO(k.heads << " " << k.kv << " " << k.mlp << " " << k.no_attn << ": hidden " << rle_list(layer_hidden(c))
+                     << ", ratio " << ratio);
+        REQUIRE(std::fabs(ratio - 1) < 0.0009);  // within one layer's rounding step (3 x 768 x 32 / 85M)
+        REQUIRE(std::fabs((double)account(before).matched_params / account(uniform_baseline(c)).matched_params - 1) >
+                0.02);  // and it had something to match
+        // one factor: every layer's hidden over its unmatched hidden agrees to within one multiple (32) each
+        for (int l = 1; l < c.L(); l++)
+            if (c.layers[l].mlp)
+                REQUIRE(std::fabs((double)c.hidden_of(l) / before.hidden_of(l) -
+                                  (double)c.hidden_of(0) / before.hidden_of(0)) <=
+                        32.0 / before.hidden_of(l) + 32.0 / before.hidden_of(0));
+    }
+    ModelSpec s = spec("124M");
+    s.match = "heads";
+    require_error(s, "unknown --match column 'heads'");
+    s = spec("tiny");
+    s.match = "mlp", s.mlp = "uniform", s.d = 128, s.L = 2, s.no_mlp = "1-2";
+    require_error(s, "--match mlp: no layer has an MLP to scale");
+}
