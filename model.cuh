@@ -113,6 +113,7 @@ class CudaModel {
 inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     : cfg(c), glayout(device_layout(c)), Vp(padded_vocab(c.V)), recompute(recompute_),
       rms(c.norm == NormType::RMSNorm) {
+    refuse_without_kernels(c, "the CUDA model");
     std::vector<int> hds;
     for (const LayerSpec& l : cfg.layers)
         if (std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end()) hds.push_back(l.head_dim());

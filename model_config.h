@@ -1,14 +1,18 @@
 // model_config.h: what a model is. A ModelConfig is d, V, T, L, an MLP rule, a norm type, tied or untied
-// embeddings, and one LayerSpec {w_l, h_l} per layer. Uniform, Prism (per-layer head counts) and Xformer
-// (per-layer widths) models are the same struct with different LayerSpecs, so every other file (reference,
-// kernels, checkpoints) has one code path.
+// embeddings, and one LayerSpec per layer: {w_l, h_l} and, each defaulting to today's layer, KV heads kv_l (GQA),
+// the MLP's hidden size, an attention window, and whether the layer has attention and an MLP at all. Uniform,
+// Prism (per-layer head counts), Xformer (per-layer widths), OpenELM-style (heads and MLP scaled with depth),
+// GQA, local/global and pruned (no-op sub-block) models are the same struct with different LayerSpecs, so every
+// other file (reference, kernels, checkpoints) has one code path. Tools that do not implement a column yet refuse
+// it in one line (refuse_layer_features).
 //
 // Also here: the parameter layout, presets, building a config from a ModelSpec (with the head and width schedules
 // of schedules.h), validation, and parameter / FLOP / KV-cache accounting. Pure C++17, no CUDA, no I/O beyond
 // warnings on stderr.
 //
 // Sizes: B batch, T sequence, d model (embedding) width, w_l layer width, h_l heads, head_dim = w_l / h_l,
-// hidden_l the SwiGLU intermediate size, D = max(d, max w_l) the residual stream width, V vocabulary, L layers.
+// kv_l K/V heads (h_l a multiple of it), hidden_l the SwiGLU intermediate size, D = max(d, max w_l) the residual
+// stream width, V vocabulary, L layers.
 #pragma once
 
 #include <algorithm>
@@ -26,10 +30,21 @@ enum class NormType : int { LayerNorm = 0, RMSNorm = 1 };
 
 inline const char* norm_name(NormType n) { return n == NormType::LayerNorm ? "layernorm" : "rmsnorm"; }
 
+// A layer's shape. Only width and heads are needed: {w, h} is today's layer (every head its own K and V, the MLP
+// rule's hidden size, global attention, both sub-blocks), so LayerSpec{w, h} and every config written before the
+// other columns existed mean what they meant. The other columns: 0 means "the default", resolved by the accessors.
 struct LayerSpec {
-    int width;  // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
-    int heads;  // h_l: attention heads; head_dim = w_l / h_l
+    int width;              // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
+    int heads;              // h_l: query heads; head_dim = w_l / h_l
+    int kv_heads = 0;       // kv_l: K/V heads, each shared by h_l / kv_l query heads (GQA); 0: kv_l = h_l
+    int hidden = 0;         // SwiGLU intermediate size; 0: the model's rule (ModelConfig::hidden(w_l))
+    int window = 0;         // attention window: key j visible to query i iff i - window < j <= i; 0: global (causal)
+    bool attention = true;  // false: no attention sub-block (no ln1, wqkv, wo): Megatron's no-op attention
+    bool mlp = true;        // false: no MLP sub-block (no ln2, wfc, wproj)
     int head_dim() const { return width / heads; }
+    int kv() const { return kv_heads ? kv_heads : heads; }
+    int kv_width() const { return kv() * head_dim(); }       // columns of k (and of v)
+    int qkv_rows() const { return width + 2 * kv_width(); }  // rows of wqkv: q (w), k (kv_w), v (kv_w)
 };
 
 struct ModelConfig {
@@ -54,7 +69,11 @@ struct ModelConfig {
         long h = std::lround(mlp_ratio * w / (double)q) * q;
         return (int)std::max<long>(h, q);
     }
-    int hidden_of(int l) const { return hidden(layers[l].width); }
+    // Layer l's SwiGLU intermediate size: its own (--mlp), else the rule's; 0 for a layer without an MLP.
+    int hidden_of(int l) const {
+        const LayerSpec& s = layers[l];
+        return !s.mlp ? 0 : s.hidden ? s.hidden : hidden(s.width);
+    }
     // Residual stream width: wide enough for the embedding and for every layer.
     int D() const {
         int m = d;
@@ -76,12 +95,14 @@ struct ModelConfig {
 // Parameter layout: one flat block, in this order (checkpoints, the reference and the GPU model all use it).
 // Matrices are row-major (out, in) so that y = x W^T, as in PyTorch and llm.c.
 //   wte       (V, d)              token embedding (and the output head when tied)
-//   per layer l = 0..L-1, with w = w_l, hid = hidden_l:
+//   per layer l = 0..L-1, with w = w_l, hid = hidden_l, kw = kv_l * head_dim (= w without GQA):
 //     ln1_w   (w)                 pre-attention norm weight
 //     ln1_b   (w)                 pre-attention norm bias (LayerNorm only)
-//     wqkv    (3 w, w)            rows [0,w) q, [w,2w) k, [2w,3w) v; head h owns rows h*head_dim..+head_dim
+//     wqkv    (w + 2 kw, w)       rows [0,w) q, [w,w+kw) k, [w+kw,w+2kw) v; head j owns rows j*head_dim..+head_dim
+//                                 of its part; query head j reads K/V head j / (h_l / kv_l)
 //     wo      (w, w)              attention output projection (a residual output projection)
-//     ln2_w   (w)
+//                                 (ln1_*, wqkv and wo are absent from a layer without attention)
+//     ln2_w   (w)                 (ln2_*, wfc and wproj are absent from a layer without an MLP)
 //     ln2_b   (w)                 (LayerNorm only)
 //     wfc     (2 hid, w)          rows [0,hid) gate, [hid,2hid) up: SwiGLU(x) = silu(x Wg^T) * (x Wu^T)
 //     wproj   (w, hid)            MLP down projection (a residual output projection)
@@ -120,17 +141,22 @@ inline ParamLayout param_layout(const ModelConfig& c) {
     bool ln = c.norm == NormType::LayerNorm;
     p.wte = add("wte", c.V, c.d, true, -1);
     for (int l = 0; l < c.L(); l++) {
-        size_t w = c.layers[l].width, hid = c.hidden_of(l);
+        const LayerSpec& s = c.layers[l];
+        size_t w = s.width, hid = c.hidden_of(l);
         std::string h = "h" + std::to_string(l) + ".";
-        LayerOffsets o;
-        o.ln1_w = add(h + "ln1_w", w, 1, false, l);
-        o.ln1_b = ln ? add(h + "ln1_b", w, 1, false, l) : SIZE_MAX;
-        o.wqkv = add(h + "wqkv", 3 * w, w, true, l);
-        o.wo = add(h + "wo", w, w, true, l);
-        o.ln2_w = add(h + "ln2_w", w, 1, false, l);
-        o.ln2_b = ln ? add(h + "ln2_b", w, 1, false, l) : SIZE_MAX;
-        o.wfc = add(h + "wfc", 2 * hid, w, true, l);
-        o.wproj = add(h + "wproj", w, hid, true, l);
+        LayerOffsets o = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        if (s.attention) {
+            o.ln1_w = add(h + "ln1_w", w, 1, false, l);
+            o.ln1_b = ln ? add(h + "ln1_b", w, 1, false, l) : SIZE_MAX;
+            o.wqkv = add(h + "wqkv", s.qkv_rows(), w, true, l);
+            o.wo = add(h + "wo", w, w, true, l);
+        }
+        if (s.mlp) {
+            o.ln2_w = add(h + "ln2_w", w, 1, false, l);
+            o.ln2_b = ln ? add(h + "ln2_b", w, 1, false, l) : SIZE_MAX;
+            o.wfc = add(h + "wfc", 2 * hid, w, true, l);
+            o.wproj = add(h + "wproj", w, hid, true, l);
+        }
         p.layer.push_back(o);
     }
     p.lnf_w = add("lnf_w", c.Df(), 1, false, -1);
@@ -187,9 +213,14 @@ struct OptimizerHyper {
 
 struct ModelSpec {
     std::string preset = "tiny";
-    std::string heads = "uniform";   // uniform | prism | list ("3x3,6x3,12x6" or "3,3,3,6,...")
-    std::string widths = "uniform";  // uniform | x | v | lambda | 3 | list of widths
-    WidthShape shape;                // turning layer, bottleneck ratio, quantum for the solver
+    std::string heads = "uniform";     // uniform | prism | list ("3x3,6x3,12x6" or "3,3,3,6,...")
+    std::string widths = "uniform";    // uniform | x | v | lambda | 3 | list of widths
+    std::string kv_heads = "uniform";  // uniform (kv_l = h_l) | mqa | gqa:G | list (schedules.h's kv_schedule)
+    std::string mlp = "uniform";       // uniform (--mlp-ratio) | openelm[:LO-HI] | list of hidden sizes
+    std::string window = "global";     // global | local:W | local:W,N:M | list (0 = global)
+    std::string no_attention, no_mlp;  // layer numbers from 1 ("3,5,7-9") whose sub-block is dropped
+    std::string match;                 // "" | mlp: scale that column until the layers match the uniform model's
+    WidthShape shape;                  // turning layer, bottleneck ratio, quantum for the solver
     int d = 0, L = 0, h_base = 0, T = 0, V = 0;
     int head_dim = 0;  // fixed head_dim under a width schedule (instead of a fixed head count)
     double mlp_ratio = 0;
@@ -231,8 +262,63 @@ inline void validate_config(const ModelConfig& c) {
         if (s.head_dim() % 2 != 0)
             throw ConfigError(at + "head_dim " + std::to_string(s.head_dim()) + " (= " + std::to_string(s.width) +
                               " / " + std::to_string(s.heads) + ") is odd; RoPE needs an even head_dim");
+        if (s.kv_heads < 0 || s.kv() > s.heads || s.heads % s.kv() != 0)
+            throw ConfigError(at + std::to_string(s.heads) + " query heads are not a multiple of " +
+                              std::to_string(s.kv_heads) +
+                              " KV heads; choose a KV-head count that divides the head count (--kv-heads)");
+        if (s.hidden < 0 || s.hidden > 1 << 20)
+            throw ConfigError(at + "MLP hidden size " + std::to_string(s.hidden) +
+                              " is out of range [1, 2^20] (--mlp)");
+        if (s.window < 0)
+            throw ConfigError(at + "window " + std::to_string(s.window) +
+                              " is below 1; give a window of at least 1 token, or 0 for global attention (--window)");
+        if (!s.attention && !s.mlp)
+            throw ConfigError(at + "has neither attention nor an MLP; drop the layer instead (--layers)");
     }
 }
+
+// The layer columns a tool may not implement yet, as a mask for unsupported_layer.
+enum LayerFeature : unsigned {
+    kKvGroups = 1,        // kv_l < h_l (GQA / MQA)
+    kWindow = 2,          // an attention window
+    kNoOpSublayer = 4,    // a layer without attention or without an MLP
+    kOwnHidden = 8,       // an MLP hidden size other than the --mlp-ratio rule's
+    kKernelFeatures = 7,  // what the CUDA kernels lack (a per-layer hidden size only changes matrix shapes)
+};
+// The first layer that uses one of `features`, in words ("layer 3 has 4 KV heads for 12 query heads"); "" if none.
+inline std::string unsupported_layer(const ModelConfig& c, unsigned features) {
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& s = c.layers[l];
+        const std::string at = "layer " + std::to_string(l + 1) + " has ";
+        if ((features & kNoOpSublayer) && !s.attention) return at + "no attention";
+        if ((features & kNoOpSublayer) && !s.mlp) return at + "no MLP";
+        if ((features & kKvGroups) && s.attention && s.kv() != s.heads)
+            return at + std::to_string(s.kv()) + " KV heads for " + std::to_string(s.heads) + " query heads (GQA)";
+        if ((features & kWindow) && s.attention && s.window)
+            return at + "an attention window of " + std::to_string(s.window);
+        if ((features & kOwnHidden) && s.mlp && c.hidden_of(l) != c.hidden(s.width))
+            return at + "MLP hidden " + std::to_string(c.hidden_of(l)) + " (the --mlp-ratio rule gives " +
+                   std::to_string(c.hidden(s.width)) + ")";
+    }
+    return "";
+}
+inline std::string kernel_unsupported_layer(const ModelConfig& c) { return unsupported_layer(c, kKernelFeatures); }
+// Throws the one-line refusal of a tool (`what`) that has not implemented `features` yet (`missing` says which
+// part is not written), pointing at the CPU engine, which runs every layer shape.
+inline void refuse_layer_features(const ModelConfig& c, unsigned features, const std::string& what,
+                                  const std::string& missing) {
+    const std::string why = unsupported_layer(c, features);
+    if (!why.empty())
+        throw ConfigError(what + ": " + why + ", which it cannot run yet (" + missing +
+                          " not written yet); the CPU engine trains and samples it (train_prism --cpu)");
+}
+// The CUDA engine's, decoder's and model's refusal.
+inline void refuse_without_kernels(const ModelConfig& c, const std::string& what) {
+    refuse_layer_features(c, kKernelFeatures, what,
+                          "the CUDA kernels for KV groups, attention windows and layers without attention or MLP are");
+}
+
+inline void match_parameters(ModelConfig& c, const std::string& column);
 
 // Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
 // break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
@@ -316,17 +402,33 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
                                   " / " + std::to_string(m[l]) + " heads, which is not whole; give -s as a list");
             h[l] = base[l] / m[l];
         }
+    } else if (s.heads == "openelm" || s.heads.compare(0, 8, "openelm:") == 0) {
+        // OpenELM's head scaling at Prism's fixed layer width: heads grow linearly with depth from LO to HI times
+        // the baseline, each rounded to the nearest count that divides w_l with an even head_dim.
+        const auto r = parse_range(s.heads, "openelm", kOpenElmHeads[0], kOpenElmHeads[1], "head schedule");
+        for (int l = 0; l < L; l++) h[l] = nearest_head_count(layerwise(r.first, r.second, l, L) * base[l], w[l]);
     } else if (s.heads.find_first_not_of("0123456789,xX* ") == std::string::npos) {
         h = parse_layer_list(s.heads, "head schedule");
         if ((int)h.size() != L)
             throw ConfigError("head schedule has " + std::to_string(h.size()) + " entries but the model has " +
                               std::to_string(L) + " layers; give one head count per layer (e.g. 3x3,6x3,12x6)");
     } else {
-        throw ConfigError("unknown head schedule '" + s.heads + "'; use uniform, prism or a list like 3x3,6x3,12x6");
+        throw ConfigError("unknown head schedule '" + s.heads +
+                          "'; use uniform, prism, openelm, openelm:LO-HI or a list like 3x3,6x3,12x6");
     }
+    // The other columns.
+    const std::vector<int> kv = kv_schedule(s.kv_heads, h), hid = mlp_schedule(s.mlp, w, c.mlp_multiple),
+                           win = window_schedule(s.window, L);
+    const std::vector<bool> no_attn = layer_set(s.no_attention, L, "--no-attention"),
+                            no_mlp = layer_set(s.no_mlp, L, "--no-mlp");
     c.layers.resize(L);
-    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
+    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l], kv[l], hid[l], win[l], !no_attn[l], !no_mlp[l]};
     validate_config(c);
+    if (!s.match.empty()) match_parameters(c, s.match);
+    for (int l = 0; l < L; l++)
+        if (win[l] >= c.T)
+            warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(win[l]) +
+                               " is not below T = " + std::to_string(c.T) + ", so the layer attends globally");
     // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
     std::string narrow;
     int narrowest = 1 << 30;
@@ -358,6 +460,9 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         if (h[L - 1] != base[L - 1] && !s.allow_ablation)
             throw ConfigError("head schedule ends at " + std::to_string(h[L - 1]) + " heads but h_base is " +
                               std::to_string(base[L - 1]) + "; Prism needs h_L = h_base (pass --allow-ablation)");
+    }
+    // The paper's design rules are Prism's; a rule of another paper (openelm) is not held to them.
+    if (head_schedule && s.heads.compare(0, 7, "openelm") != 0) {
         int at_base = 0;
         for (int l = 0; l < L; l++) at_base += h[l] == base[l];
         if (2 * at_base < L)
@@ -387,25 +492,31 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
 
 // ------------------------------------------------------------------------------------------------------
 // Accounting. FLOPs are forward FLOPs per token (multiply-add = 2): every matmul, plus attention's QK^T and AV
-// at context T counted over the full T x T square (4 T w_l per layer, the convention of PaLM's MFU formula and
-// llm.c; causal masking halves the useful part). Training FLOPs are 3x forward. KV-cache bytes are for bf16 K
-// and V: 2 * 2 * w_l per layer per token.
+// over the keys a query attends to, counted as the full square: T keys at context T for a global layer (4 T w_l
+// per layer, the convention of PaLM's MFU formula and llm.c; causal masking halves the useful part), min(W, T)
+// for a layer of window W. GQA does not change them (every query head still scores every key it attends to).
+// Training FLOPs are 3x forward. KV-cache bytes are for bf16 K and V: 2 * 2 * kv_l * head_dim per layer per
+// token cached (w_l without GQA, 0 without attention); at context T a window layer caches only its last
+// min(W, T) tokens, so `kv_cache_bytes` (one sequence of T tokens) is where a window saves.
 //
 // Two counts, because the Xformer paper matches parameters after discounting "dead" weights: the first layer's
-// QKV columns beyond d (inputs the embedding never writes) and the last layer's MLP down-projection rows beyond
-// d (outputs the head never reads). `matched_params` and `flops_per_token` discount them as the paper does;
-// `params` and `dense_flops_per_token` count everything a dense implementation stores and executes (use these
-// for memory and MFU). For models with w_1, w_L <= d (uniform, Prism) the two counts are equal.
+// input columns beyond d of its first matrix (inputs the embedding never writes: wqkv's, or wfc's in a layer
+// without attention) and the last layer's output rows beyond d of its last matrix (outputs the head never reads:
+// wproj's, or wo's in a layer without an MLP). `matched_params` and `flops_per_token` discount them as the paper
+// does; `params` and `dense_flops_per_token` count everything a dense implementation stores and executes (use
+// these for memory and MFU). For models with w_1, w_L <= d (uniform, Prism) the two counts are equal.
 // ------------------------------------------------------------------------------------------------------
 
 struct LayerCost {
-    int width, heads, head_dim, hidden;
-    long long params;              // norms + wqkv + wo + wfc + wproj
+    int width, heads, kv_heads, head_dim, hidden, window;  // window 0: global
+    bool attention, mlp;
+    long long params;              // norms + wqkv + wo + wfc + wproj (those the layer has)
     long long matrix_params;       // wqkv + wo + wfc + wproj
     long long dead_params;         // of those, discounted by the paper's count (first and last layer only)
-    double flops_per_token;        // 2 (matrix_params - dead_params) + 4 T w
-    double dense_flops_per_token;  // 2 matrix_params + 4 T w
-    long long kv_bytes_per_token;
+    double flops_per_token;        // 2 (matrix_params - dead_params) + 4 keys w, keys = T or min(W, T)
+    double dense_flops_per_token;  // 2 matrix_params + 4 keys w
+    long long kv_bytes_per_token;  // per token cached
+    long long kv_cache_bytes;      // one sequence at context T: kv_bytes_per_token x keys
 };
 
 struct Accounting {
@@ -416,6 +527,7 @@ struct Accounting {
     double flops_per_token = 0;    // forward, paper count, including the output head's 2 d V
     double dense_flops_per_token = 0;
     long long kv_bytes_per_token = 0;
+    long long kv_cache_bytes = 0;  // one sequence at context T
     double avg_width = 0;
 };
 
@@ -425,29 +537,90 @@ inline Accounting account(const ModelConfig& c) {
     int norm_vecs = c.norm == NormType::LayerNorm ? 2 : 1;
     int L = c.L();
     for (int l = 0; l < L; l++) {
-        long long w = c.layers[l].width, hid = c.hidden_of(l);
+        const LayerSpec& s = c.layers[l];
+        long long w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
+        const long long keys = !s.attention ? 0 : s.window ? std::min(s.window, c.T) : c.T;
         LayerCost lc;
         lc.width = (int)w;
-        lc.heads = c.layers[l].heads;
-        lc.head_dim = c.layers[l].head_dim();
+        lc.heads = s.heads;
+        lc.kv_heads = s.kv();
+        lc.head_dim = s.head_dim();
         lc.hidden = (int)hid;
-        lc.matrix_params = 4 * w * w + 3 * w * hid;
-        lc.params = lc.matrix_params + 2 * norm_vecs * w;
+        lc.window = s.window;
+        lc.attention = s.attention, lc.mlp = s.mlp;
+        const long long attn = s.attention ? qkv * w + w * w : 0, mlp = 3 * w * hid;
+        lc.matrix_params = attn + mlp;
+        lc.params = lc.matrix_params + ((int)s.attention + (int)s.mlp) * norm_vecs * w;
         lc.dead_params = 0;
-        if (l == 0 && w > c.d) lc.dead_params += 3 * (w - c.d) * w;
-        if (l == L - 1 && w > c.d) lc.dead_params += hid * (w - c.d);
-        lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * c.T * w;
-        lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * c.T * w;
-        lc.kv_bytes_per_token = 2 * 2 * w;
+        if (l == 0 && w > c.d) lc.dead_params += (s.attention ? qkv : 2 * hid) * (w - c.d);
+        if (l == L - 1 && w > c.d) lc.dead_params += (s.mlp ? hid : w) * (w - c.d);
+        lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * keys * w;
+        lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * keys * w;
+        lc.kv_bytes_per_token = s.attention ? 2 * 2 * (long long)s.kv_width() : 0;
+        lc.kv_cache_bytes = lc.kv_bytes_per_token * keys;
         a.layers.push_back(lc);
         a.layer_params += lc.params;
         a.matched_params += lc.matrix_params - lc.dead_params;
         a.flops_per_token += lc.flops_per_token;
         a.dense_flops_per_token += lc.dense_flops_per_token;
         a.kv_bytes_per_token += lc.kv_bytes_per_token;
+        a.kv_cache_bytes += lc.kv_cache_bytes;
         a.avg_width += (double)w / L;
     }
     a.flops_per_token += 2.0 * c.d * c.V;
     a.dense_flops_per_token += 2.0 * c.d * c.V;
     return a;
+}
+
+// --match mlp: the parameter match of a schedule to its uniform baseline, as the width solver matches the X shape's:
+// every layer's SwiGLU hidden size (as built: the rule's, --mlp's or OpenELM's) is scaled by one factor f and rounded
+// to the nearest mlp_multiple, and f is chosen so that the layer matrices (the paper's count, matched_params) come
+// closest to the uniform model's. So a schedule that saves parameters elsewhere (GQA's smaller wqkv, dropped
+// attention, OpenELM's small early MLPs) spends them on MLP width, and one that spends more gives them back, keeping
+// the MLP's profile across depth. Each layer's size stays within one multiple of f times its own, and the match is
+// within one rounding step of one layer's MLP (3 w_l mlp_multiple parameters).
+inline void match_parameters(ModelConfig& c, const std::string& column) {
+    if (column != "mlp") throw ConfigError("unknown --match column '" + column + "'; use mlp (the MLP hidden sizes)");
+    const long long target = account(uniform_baseline(c)).matched_params;
+    std::vector<int> h0(c.L(), 0);
+    for (int l = 0; l < c.L(); l++) h0[l] = c.hidden_of(l);
+    if (std::all_of(h0.begin(), h0.end(), [](int h) { return h == 0; }))
+        throw ConfigError("--match mlp: no layer has an MLP to scale; drop --match or keep an MLP (--no-mlp)");
+    const long q = std::max(1, c.mlp_multiple);
+    auto apply = [&](double f) {
+        for (int l = 0; l < c.L(); l++)
+            if (h0[l])
+                c.layers[l].hidden = (int)std::min<long>(1 << 20, std::max<long>(q, std::lround(f * h0[l] / q) * q));
+        return account(c).matched_params;
+    };
+    double lo = 1e-3, hi = 1e3;
+    if (apply(lo) > target)
+        throw ConfigError("--match mlp: even MLPs of " + std::to_string(q) +
+                          " leave the layers above the uniform model's parameters; match another way");
+    if (apply(hi) < target)
+        throw ConfigError("--match mlp: the MLPs would need more than 2^20 hidden units to match the uniform model");
+    for (int i = 0; i < 100; i++) {  // the smallest f whose count reaches the target (the count grows with f)
+        const double mid = std::sqrt(lo * hi);
+        (apply(mid) >= target ? hi : lo) = mid;
+    }
+    const long long below = apply(lo), above = apply(hi);
+    long long now = apply(target - below <= above - target ? lo : hi);
+    // Equal hidden sizes cross their rounding boundaries together (a step of L layers); from the last layer back,
+    // move a layer's hidden one multiple up or down while that brings the count closer (each stays within one
+    // multiple of the factor's).
+    for (int l = c.L() - 1; l >= 0; l--) {
+        if (!h0[l]) continue;
+        for (int step : {(int)q, -(int)q}) {
+            const int was = c.layers[l].hidden;
+            if (was + step < q || was + step > 1 << 20) continue;
+            c.layers[l].hidden = was + step;
+            const long long next = account(c).matched_params;
+            if (std::llabs(next - target) < std::llabs(now - target)) {
+                now = next;
+                break;
+            }
+            c.layers[l].hidden = was;
+        }
+    }
+    validate_config(c);  // --plan shows the match reached
 }

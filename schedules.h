@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.h"
@@ -20,18 +22,19 @@ inline std::string trim(const std::string& s) {
     return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-// A strict positive integer: "12" ok; "", "1.5", "-3", "12a" are ConfigErrors naming `what`.
-inline int parse_positive_int(const std::string& tok, const std::string& what) {
+// A strict positive integer: "12" ok; "", "1.5", "-3", "12a" are ConfigErrors naming `what`. allow_zero: "0" too.
+inline int parse_positive_int(const std::string& tok, const std::string& what, bool allow_zero = false) {
     std::string t = trim(tok);
     if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
-        throw ConfigError(what + ": '" + tok + "' is not a positive integer");
+        throw ConfigError(what + ": '" + tok + "' is not a " + (allow_zero ? "non-negative" : "positive") + " integer");
     int v = std::stoi(t);
-    if (v <= 0) throw ConfigError(what + ": '" + tok + "' must be positive");
+    if (v <= 0 && !(allow_zero && v == 0)) throw ConfigError(what + ": '" + tok + "' must be positive");
     return v;
 }
 
-// "3x3,6x3,12x6" (value x repeat) and plain "5,5,5" lists, mixed freely. Returns the expanded list.
-inline std::vector<int> parse_layer_list(const std::string& s, const std::string& what) {
+// "3x3,6x3,12x6" (value x repeat) and plain "5,5,5" lists, mixed freely. Returns the expanded list. allow_zero:
+// 0 is a value (a window list's "global").
+inline std::vector<int> parse_layer_list(const std::string& s, const std::string& what, bool allow_zero = false) {
     std::vector<int> out;
     size_t start = 0;
     while (start <= s.size()) {
@@ -39,9 +42,9 @@ inline std::vector<int> parse_layer_list(const std::string& s, const std::string
         std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         size_t x = item.find_first_of("xX*");
         if (x == std::string::npos) {
-            out.push_back(parse_positive_int(item, what));
+            out.push_back(parse_positive_int(item, what, allow_zero));
         } else {
-            int v = parse_positive_int(item.substr(0, x), what);
+            int v = parse_positive_int(item.substr(0, x), what, allow_zero);
             int n = parse_positive_int(item.substr(x + 1), what + " repeat count");
             if (out.size() + n > 100000) throw ConfigError(what + ": list is absurdly long");
             out.insert(out.end(), n, v);
@@ -68,6 +71,132 @@ inline std::vector<int> prism_multipliers(int L) {
         m.insert(m.end(), n, 2);
     }
     m.insert(m.end(), L - m.size(), 1);
+    return m;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// The other per-layer columns: KV heads (GQA), MLP hidden sizes, attention windows, layers without attention or
+// MLP. Each parser returns one value per layer (0 where the column keeps its default) and throws a one-line
+// ConfigError naming the flag, and the layer where one is at fault.
+// ------------------------------------------------------------------------------------------------------
+
+inline std::string layer_at(int l) { return "layer " + std::to_string(l + 1) + ": "; }
+
+// A list like parse_layer_list's, of exactly L entries.
+inline std::vector<int> parse_list_of(const std::string& s, int L, const std::string& what, bool allow_zero) {
+    std::vector<int> v = parse_layer_list(s, what, allow_zero);
+    if ((int)v.size() != L)
+        throw ConfigError(what + " has " + std::to_string(v.size()) + " entries but the model has " +
+                          std::to_string(L) + " layers; give one per layer (run-length lists like 12x6,4x6 work)");
+    return v;
+}
+
+inline bool is_list(const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789,xX* ") == std::string::npos;
+}
+
+// "A-B" (two decimal numbers, A <= B) after a rule's "name:"; {lo, hi} = the default when there is no ":".
+inline std::pair<double, double> parse_range(const std::string& rule, const std::string& name, double lo, double hi,
+                                             const std::string& what) {
+    if (rule == name) return {lo, hi};
+    const std::string r = rule.substr(name.size() + 1);
+    const size_t dash = r.find('-');
+    char* end = nullptr;
+    const std::string a = trim(r.substr(0, dash)), b = dash == std::string::npos ? "" : trim(r.substr(dash + 1));
+    const double x = std::strtod(a.c_str(), &end);
+    const bool ok_a = !a.empty() && *end == 0;
+    const double y = std::strtod(b.c_str(), &end);
+    const bool ok_b = !b.empty() && *end == 0;
+    if (dash == std::string::npos || !ok_a || !ok_b || !(x > 0 && y >= x && y <= 64))
+        throw ConfigError(what + " '" + rule + "': give the range as " + name + ":LO-HI with 0 < LO <= HI <= 64");
+    return {x, y};
+}
+
+// OpenELM's layer-wise scaling (Mehta et al. 2024, arXiv 2404.14619): layer l of L gets the multiplier
+// lo + (hi - lo) l / (L - 1), linear in depth. Its released models use (0.5, 1.0) for the attention's heads
+// ("qkv_multipliers") and (0.5, 4.0) for the FFN ("ffn_multipliers"), relative to the model width.
+inline double layerwise(double lo, double hi, int l, int L) { return L > 1 ? lo + (hi - lo) * l / (L - 1) : lo; }
+static const double kOpenElmHeads[2] = {0.5, 1.0}, kOpenElmFfn[2] = {0.5, 4.0};
+
+// The head count nearest to `target` that divides w with an even head_dim (ties go to the larger count).
+inline int nearest_head_count(double target, int w) {
+    int best = 0;
+    for (int h = 1; h <= w; h++)
+        if (w % h == 0 && (w / h) % 2 == 0 && (!best || std::fabs(h - target) <= std::fabs(best - target))) best = h;
+    return best;
+}
+
+// --kv-heads: uniform (kv_l = h_l) | mqa (one K/V head per layer) | gqa:G (G K/V heads in every layer) | a list.
+// heads: the layers' query heads, for the rules; 0 entries (uniform) are resolved by the config.
+inline std::vector<int> kv_schedule(const std::string& s, const std::vector<int>& heads) {
+    const int L = (int)heads.size();
+    if (s == "uniform") return std::vector<int>(L, 0);
+    if (s == "mqa") return std::vector<int>(L, 1);
+    if (s.compare(0, 4, "gqa:") == 0) return std::vector<int>(L, parse_positive_int(s.substr(4), "--kv-heads gqa:G"));
+    if (is_list(s)) return parse_list_of(s, L, "--kv-heads", false);
+    throw ConfigError("unknown KV-head schedule '" + s + "'; use uniform, mqa, gqa:G or a list like 12x6,4x6");
+}
+
+// --mlp: uniform (the --mlp-ratio rule) | openelm[:LO-HI] (hidden = the layer's multiplier x w_l, to the nearest
+// multiple, as OpenELM's FFN scaling) | a list of hidden sizes.
+inline std::vector<int> mlp_schedule(const std::string& s, const std::vector<int>& widths, int multiple) {
+    const int L = (int)widths.size();
+    if (s == "uniform") return std::vector<int>(L, 0);
+    if (s == "openelm" || s.compare(0, 8, "openelm:") == 0) {
+        const auto r = parse_range(s, "openelm", kOpenElmFfn[0], kOpenElmFfn[1], "--mlp");
+        std::vector<int> v(L);
+        const long q = std::max(1, multiple);
+        for (int l = 0; l < L; l++)
+            v[l] = (int)std::max<long>(q, std::lround(layerwise(r.first, r.second, l, L) * widths[l] / q) * q);
+        return v;
+    }
+    if (is_list(s)) return parse_list_of(s, L, "--mlp", false);
+    throw ConfigError("unknown MLP schedule '" + s +
+                      "'; use uniform, openelm, openelm:LO-HI or a list of hidden sizes");
+}
+
+// --window: global | local:W (every layer) | local:W,N:M (N layers of window W, then M global, repeated from layer
+// 1) | a list of windows, 0 for a global layer (run-length: 256x5,0).
+inline std::vector<int> window_schedule(const std::string& s, int L) {
+    if (s == "global") return std::vector<int>(L, 0);
+    if (s.compare(0, 6, "local:") == 0) {
+        const std::string r = s.substr(6);
+        const size_t comma = r.find(',');
+        const int W = parse_positive_int(r.substr(0, comma), "--window local:W");
+        int n = L, m = 0;
+        if (comma != std::string::npos) {
+            const std::string ratio = r.substr(comma + 1);
+            const size_t colon = ratio.find(':');
+            if (colon == std::string::npos)
+                throw ConfigError("--window '" + s + "': give the interleave as local:W,N:M (N local, M global)");
+            n = parse_positive_int(ratio.substr(0, colon), "--window local:W,N:M's N");
+            m = parse_positive_int(ratio.substr(colon + 1), "--window local:W,N:M's M");
+        }
+        std::vector<int> v(L);
+        for (int l = 0; l < L; l++) v[l] = l % (n + m) < n ? W : 0;
+        return v;
+    }
+    if (is_list(s)) return parse_list_of(s, L, "--window", true);
+    throw ConfigError("unknown window schedule '" + s + "'; use global, local:W, local:W,N:M or a list (0 = global)");
+}
+
+// --no-attention / --no-mlp: layer numbers from 1, "3,5" or ranges "7-9"; returns a mask of L.
+inline std::vector<bool> layer_set(const std::string& s, int L, const std::string& what) {
+    std::vector<bool> m(L, false);
+    if (trim(s).empty()) return m;
+    size_t start = 0;
+    while (start <= s.size()) {
+        const size_t comma = s.find(',', start);
+        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const size_t dash = item.find('-');
+        const int a = parse_positive_int(item.substr(0, dash), what);
+        const int b = dash == std::string::npos ? a : parse_positive_int(item.substr(dash + 1), what);
+        if (b < a || b > L)
+            throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L));
+        for (int l = a; l <= b; l++) m[l - 1] = true;
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
     return m;
 }
 

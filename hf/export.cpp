@@ -148,6 +148,9 @@ int run(const Options& o) {
     const std::string path = is_dir(o.model) ? o.model + "/model.bin" : o.model;
     const LoadedModel m = load_model(path);
     const ModelConfig& c = m.cfg;
+    refuse_layer_features(c, kKernelFeatures | kOwnHidden, "export",
+                          "the Hugging Face export of KV groups, windows, per-layer MLP sizes and layers without "
+                          "attention or MLP (hf/modeling_prism.py) is");
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
     HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
     if (gpt2_vocab)

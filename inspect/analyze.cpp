@@ -265,6 +265,8 @@ int run(const Options& o) {
             k.run = "seed " + rec.arg("--seed") + ", " + rec.arg("--steps") + " steps, lr " + rec.arg("--lr") + ", " +
                     rec.status() + " (" + rec.path + ")";
         LoadedModel m = load_model(k.path);
+        refuse_layer_features(m.cfg, kWindow | kNoOpSublayer, "analyze " + k.path,
+                              "attention distance against a window and the statistics of a missing sub-block are");
         k.step = m.step, k.cfg = m.cfg;
         k.T = o.T ? o.T : m.cfg.T;
         if (k.T > m.cfg.T)

@@ -82,6 +82,7 @@ class CudaDecoder : public Decoder {
 inline CudaDecoder::CudaDecoder(const CudaModel& model, cudaStream_t stream, int capacity)
     : params_(model.weights()), cfg_(model.cfg), gl_(model.glayout), Vp_(model.Vp), cap_(capacity), stream_(stream) {
     validate_decoder_capacity(cfg_, capacity);
+    refuse_without_kernels(cfg_, "the CUDA decoder");
     for (const LayerSpec& s : cfg_.layers) cache_elems_ += 2 * (size_t)cap_ * s.width;
     cudaCheck(cudaMalloc(&cache_, cache_elems_ * sizeof(bf16)));
     bf16* p = cache_;

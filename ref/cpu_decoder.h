@@ -1,10 +1,12 @@
 // ref/cpu_decoder.h: CpuDecoder, the KV-cache Decoder (engine.h) on the fp32 CPU reference. A chunk of n new tokens
 // at positions p0 .. p0 + n - 1 goes through the model as n rows, exactly as ref/reference.h's forward does for
 // those rows of a full sequence (the same ref:: ops, so the same arithmetic), except attention:
-//   per layer l (w = w_l, h = h_l, hd = w / h):
-//     qkv (n, 3 w) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below)
-//     K[p0 + i], V[p0 + i] = k_i, v_i                      the cache: K, V (capacity, w) fp32 each
-//     atty_i = sum_{j <= p0 + i} softmax_j(scale q_i . K_j) V_j        per head, over the cache
+//   per layer l (w = w_l, h = h_l, hd = w / h, kv = kv_l):
+//     qkv (n, w + 2 kv hd) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below)
+//     K[p0 + i], V[p0 + i] = k_i, v_i                      the cache: K, V (capacity, kv hd) fp32 each
+//     atty_i = sum_{j visible} softmax_j(scale q_i . K_j) V_j     per query head, over its K/V head's cache
+//   (j visible: j <= p0 + i, and j > p0 + i - window in a window layer; the cache keeps every position, so a
+//   window's cache is not yet bounded by the window.) Layers without attention or MLP skip that sub-block.
 //   then wo, the residual add, the MLP sub-block and the final norm and head as in ref/reference.h.
 // The query's scores, softmax and weighted sum follow ref::attention_forward's loops term for term, and every
 // matmul row is computed alone (ref/gemm.h's sums do not depend on the other rows), so a cached decode gives
@@ -27,41 +29,41 @@
 
 namespace ref {
 
-// RoPE on the q and k of rows (n, 3 w) at positions p0 + i: ref::rope_rotate's rotation (angles in double,
+// RoPE on the q and k of rows (n, ld) at positions p0 + i: ref::rope_rotate's rotation (angles in double,
 // rounded to S), with the position of row i p0 + i instead of i mod T.
-template <typename S> void rope_at(S* qkv, long n, int w, int h, double theta, long p0) {
-    const int hd = w / h;
+template <typename S> void rope_at(S* qkv, long n, const AttnShape& a, double theta, long p0) {
+    const int hd = a.hd, w = a.w();
     std::vector<double> freq(hd / 2);
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
     for (long r = 0; r < n; r++) {
         const long t = p0 + r;
-        S* row = qkv + r * 3 * w;
+        S* row = qkv + r * a.ld();
         for (int i = 0; i < hd / 2; i++) {
             const S c = (S)std::cos(t * freq[i]), s = (S)std::sin(t * freq[i]);
-            for (int hh = 0; hh < h; hh++)
-                for (int part = 0; part < 2; part++) {
-                    S* p = row + part * w + hh * hd + 2 * i;
-                    const S a = p[0], b = p[1];
-                    p[0] = a * c - b * s;
-                    p[1] = a * s + b * c;
-                }
+            for (int hh = 0; hh < a.h + a.kv; hh++) {  // the query heads, then the K heads
+                S* p = row + (hh < a.h ? hh * hd : w + (hh - a.h) * hd) + 2 * i;
+                const S x = p[0], y = p[1];
+                p[0] = x * c - y * s;
+                p[1] = x * s + y * c;
+            }
         }
     }
 }
 
-// out (n, w): row i, head hh = softmax over j <= p0 + i of scale q_i . K_j, times V_j; q rows of stride 3 w,
-// K, V (>= p0 + n, w): ref::attention_row (as attention_forward runs it), keys read from the cache.
+// out (n, w): row i, query head hh = softmax over the keys j visible at position p0 + i (first_key <= j <= p0 + i)
+// of scale q_i . K_j, times V_j, K/V head a.kv_of(hh); q rows of stride ld, K, V (>= p0 + n, kv hd):
+// ref::attention_row (as attention_forward runs it), keys read from the cache.
 template <typename S>
-void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, long p0, int w, int h, S scale) {
-    const int hd = w / h;
+void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, long p0, const AttnShape& a, S scale) {
+    const int hd = a.hd, h = a.h, w = a.w(), kw = a.kw();
 #pragma omp parallel if (n * h * (p0 + n) * hd >= OMP_MIN_WORK)
     {
         std::vector<S> p_buf(p0 + n);
 #pragma omp for collapse(2)
         for (long i = 0; i < n; i++)
             for (int hh = 0; hh < h; hh++)
-                attention_row(out + i * w + hh * hd, p_buf.data(), qkv + i * 3 * w + hh * hd, K + hh * hd, V + hh * hd,
-                              (long)w, p0 + i, hd, scale);
+                attention_row(out + i * w + hh * hd, p_buf.data(), qkv + i * a.ld() + hh * hd, K + a.kv_of(hh) * hd,
+                              V + a.kv_of(hh) * hd, (long)kw, p0 + i, hd, scale, a.first_key(p0 + i));
     }
 }
 
@@ -75,8 +77,9 @@ class CpuDecoder : public Decoder {
         validate_decoder_capacity(c, capacity);
         if (params_.size() != layout_.total) throw std::logic_error("CpuDecoder: parameter count mismatch");
         for (const LayerSpec& s : c.layers) {
-            k_.emplace_back((size_t)cap_ * s.width, 0.0f);
-            v_.emplace_back((size_t)cap_ * s.width, 0.0f);
+            const size_t kw = s.attention ? s.kv_width() : 0;
+            k_.emplace_back((size_t)cap_ * kw, 0.0f);
+            v_.emplace_back((size_t)cap_ * kw, 0.0f);
         }
     }
     int capacity() const override { return cap_; }
@@ -84,7 +87,7 @@ class CpuDecoder : public Decoder {
     void reset() override { pos_ = 0; }
     size_t cache_bytes() const override {
         size_t b = 0;
-        for (const LayerSpec& s : cfg_.layers) b += 2 * (size_t)cap_ * s.width * sizeof(float);
+        for (const LayerSpec& s : cfg_.layers) b += 2 * (size_t)cap_ * (s.attention ? s.kv_width() : 0) * sizeof(float);
         return b;
     }
     std::string describe() const override { return "CPU reference (fp32 KV cache)"; }
@@ -95,7 +98,7 @@ class CpuDecoder : public Decoder {
     ParamLayout layout_;
     std::vector<float> params_;
     int cap_, pos_ = 0;
-    std::vector<std::vector<float>> k_, v_;                                          // per layer (capacity, w_l) each
+    std::vector<std::vector<float>> k_, v_;  // per layer (capacity, kv_l head_dim) each (empty without attention)
     std::vector<float> x_, ln_, qkv_, atty_, branch_, fc_, sw_, lnf_, mean_, rstd_;  // chunk scratch
 
     const float* P(size_t off) const { return off == SIZE_MAX ? nullptr : params_.data() + off; }
@@ -104,35 +107,45 @@ class CpuDecoder : public Decoder {
 inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all) {
     validate_decode_append(cfg_, cap_, pos_, tokens, n);
     const int L = cfg_.L(), D = cfg_.D(), Df = cfg_.Df(), d = cfg_.d, V = cfg_.V;
-    int wmax = 0, hidmax = 0;
-    for (int l = 0; l < L; l++)
-        wmax = std::max(wmax, cfg_.layers[l].width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
-    x_.resize((size_t)n * D), ln_.resize((size_t)n * wmax), qkv_.resize((size_t)n * 3 * wmax);
+    int wmax = 0, hidmax = 0, qkvmax = 0;
+    for (int l = 0; l < L; l++) {
+        const LayerSpec& s = cfg_.layers[l];
+        wmax = std::max(wmax, s.width), hidmax = std::max(hidmax, cfg_.hidden_of(l));
+        if (s.attention) qkvmax = std::max(qkvmax, s.qkv_rows());
+    }
+    x_.resize((size_t)n * D), ln_.resize((size_t)n * wmax), qkv_.resize((size_t)n * qkvmax);
     atty_.resize((size_t)n * wmax), branch_.resize((size_t)n * wmax), fc_.resize((size_t)n * 2 * hidmax);
     sw_.resize((size_t)n * hidmax), lnf_.resize((size_t)n * Df), mean_.resize(n), rstd_.resize(n);
     ref::embedding_forward(x_.data(), tokens, P(layout_.wte), n, d, D);
     for (int l = 0; l < L; l++) {
-        const int w = cfg_.layers[l].width, h = cfg_.layers[l].heads, hid = cfg_.hidden_of(l);
+        const LayerSpec& s = cfg_.layers[l];
+        const int w = s.width, hid = cfg_.hidden_of(l);
+        const ref::AttnShape as = ref::AttnShape::of(s);
         const LayerOffsets& o = layout_.layer[l];
-        const double hd = cfg_.layers[l].head_dim();
-        const float scale = (float)(cfg_.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
-        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b), n, w,
-                          cfg_.norm_eps);
-        ref::matmul_forward(qkv_.data(), 3 * w, ln_.data(), w, P(o.wqkv), n, w, 3 * w);
-        ref::rope_at(qkv_.data(), n, w, h, cfg_.rope_theta, pos_);
-        for (int i = 0; i < n; i++) {
-            std::copy_n(qkv_.data() + (size_t)i * 3 * w + w, w, k_[l].data() + (size_t)(pos_ + i) * w);
-            std::copy_n(qkv_.data() + (size_t)i * 3 * w + 2 * w, w, v_[l].data() + (size_t)(pos_ + i) * w);
+        if (s.attention) {
+            const double hd = s.head_dim();
+            const float scale = (float)(cfg_.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
+            const int ld = (int)as.ld(), kw = as.kw();
+            ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b),
+                              n, w, cfg_.norm_eps);
+            ref::matmul_forward(qkv_.data(), ld, ln_.data(), w, P(o.wqkv), n, w, ld);
+            ref::rope_at(qkv_.data(), n, as, cfg_.rope_theta, pos_);
+            for (int i = 0; i < n; i++) {
+                std::copy_n(qkv_.data() + (size_t)i * ld + w, kw, k_[l].data() + (size_t)(pos_ + i) * kw);
+                std::copy_n(qkv_.data() + (size_t)i * ld + w + kw, kw, v_[l].data() + (size_t)(pos_ + i) * kw);
+            }
+            ref::attention_over_cache(atty_.data(), qkv_.data(), k_[l].data(), v_[l].data(), n, pos_, as, scale);
+            ref::matmul_forward(branch_.data(), w, atty_.data(), w, P(o.wo), n, w, w);
+            ref::residual_forward(x_.data(), D, branch_.data(), n, w);
         }
-        ref::attention_over_cache(atty_.data(), qkv_.data(), k_[l].data(), v_[l].data(), n, pos_, w, h, scale);
-        ref::matmul_forward(branch_.data(), w, atty_.data(), w, P(o.wo), n, w, w);
-        ref::residual_forward(x_.data(), D, branch_.data(), n, w);
-        ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln2_w), P(o.ln2_b), n, w,
-                          cfg_.norm_eps);
-        ref::matmul_forward(fc_.data(), 2 * hid, ln_.data(), w, P(o.wfc), n, w, 2 * hid);
-        ref::swiglu_forward(sw_.data(), fc_.data(), n, hid);
-        ref::matmul_forward(branch_.data(), w, sw_.data(), hid, P(o.wproj), n, hid, w);
-        ref::residual_forward(x_.data(), D, branch_.data(), n, w);
+        if (s.mlp) {
+            ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln2_w), P(o.ln2_b),
+                              n, w, cfg_.norm_eps);
+            ref::matmul_forward(fc_.data(), 2 * hid, ln_.data(), w, P(o.wfc), n, w, 2 * hid);
+            ref::swiglu_forward(sw_.data(), fc_.data(), n, hid);
+            ref::matmul_forward(branch_.data(), w, sw_.data(), hid, P(o.wproj), n, hid, w);
+            ref::residual_forward(x_.data(), D, branch_.data(), n, w);
+        }
     }
     // Only the rows whose logits are wanted go through the final norm and the head.
     const int first = all ? 0 : n - 1, rows = n - first;

@@ -2,8 +2,10 @@
 // and backward, each the function a GPU kernel names in its "Matches ref::..." comment. Templated on the scalar
 // S: float for training, double for the finite-difference gradient checks in test/test_reference.cpp.
 //   embedding   x (N, D) = [wte[token] | 0]                      residual  x[:, :w] += y (N, w)
-//   norm        LayerNorm / RMSNorm of x[:, :w], x (N, ldx)       rope      in place on q and k of qkv (B, T, 3 w)
-//   attention   causal, h heads of qkv (B, T, 3 w) -> (B, T, w)   swiglu    (N, 2 hid) -> (N, hid)
+//   norm        LayerNorm / RMSNorm of x[:, :w], x (N, ldx)       rope      in place on q and k of qkv (B, T, ld)
+//   attention   causal (or windowed), h query heads over kv K/V heads of qkv (B, T, ld) -> (B, T, w)
+//   swiglu      (N, 2 hid) -> (N, hid)
+//   (ld = w + 2 kv hd: 3 w without KV groups; AttnShape below)
 //   softmax cross-entropy over V: lse, losses, probs, and its backward; the mean loss
 //
 // Conventions (the same in every backward below, and in RefModel::backward, ref/reference.h):
@@ -133,50 +135,75 @@ void norm_backward(NormType type, S* dx, long lddx, S* dg, S* db, const S* dout,
 }
 
 // ======================================================================================================
-// RoPE: interleaved pairs (2i, 2i+1) within each head of q and k, in place on qkv (B, T, 3 w)
+// The attention's shape: h query heads and kv K/V heads of head_dim hd, a window (0: global), and the qkv row
+// [q (h hd) | k (kv hd) | v (kv hd)] of ld = (h + 2 kv) hd columns. Query head j reads K/V head j / (h / kv)
+// (consecutive query heads share one K/V head, as in GQA's usual layout). kv = h and window 0 is the plain
+// causal multi-head attention, computed with exactly the arithmetic it had before KV groups and windows existed.
+// ======================================================================================================
+struct AttnShape {
+    int h, kv, hd, window;
+    int w() const { return h * hd; }    // q and attention-output columns
+    int kw() const { return kv * hd; }  // k (and v) columns
+    long ld() const { return (long)(h + 2 * kv) * hd; }
+    int kv_of(int head) const { return head / (h / kv); }
+    long first_key(long t) const { return window ? std::max(0L, t - window + 1) : 0; }  // keys [first, t]
+    static AttnShape plain(int w, int h) { return {h, h, w / h, 0}; }
+    static AttnShape of(const LayerSpec& s) { return {s.heads, s.kv(), s.head_dim(), s.window}; }
+};
+
+// ======================================================================================================
+// RoPE on every query head and every K head of qkv (B, T, ld), in place
 // ======================================================================================================
 // (a, b) at position t -> (a cos - b sin, a sin + b cos) with angle t * theta^(-2i / hd), i in [0, hd/2).
 // The backward is the inverse rotation (angle -> -angle) applied to dqkv; v is untouched.
 // cos/sin are computed in double and rounded to S so float and double agree to S's precision.
-template <typename S> void rope_rotate(S* qkv, long B, long T, int w, int h, double theta, double sign) {
-    const int hd = w / h;
+template <typename S> void rope_rotate(S* qkv, long B, long T, const AttnShape& a, double theta, double sign) {
+    const int hd = a.hd, w = a.w();
+    const long ld = a.ld();
     if (hd % 2)
-        throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(h));
+        throw ConfigError("RoPE needs an even head_dim; got w=" + std::to_string(w) + " h=" + std::to_string(a.h));
     std::vector<double> freq(hd / 2);
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
-#pragma omp parallel for if (B * T * w >= OMP_MIN_WORK)
+#pragma omp parallel for if (B * T * ld >= OMP_MIN_WORK)
     for (long n = 0; n < B * T; n++) {
         const long t = n % T;
-        S* row = qkv + n * 3 * w;
+        S* row = qkv + n * ld;
         for (int i = 0; i < hd / 2; i++) {
             const S c = (S)std::cos(t * freq[i]), s = (S)(sign * std::sin(t * freq[i]));
-            for (int hh = 0; hh < h; hh++)
-                for (int part = 0; part < 2; part++) {  // q then k
-                    S* p = row + part * w + hh * hd + 2 * i;
-                    const S a = p[0], b = p[1];
-                    p[0] = a * c - b * s;
-                    p[1] = a * s + b * c;
-                }
+            for (int hh = 0; hh < a.h + a.kv; hh++) {  // the query heads, then the K heads
+                S* p = row + (hh < a.h ? hh * hd : w + (hh - a.h) * hd) + 2 * i;
+                const S x = p[0], y = p[1];
+                p[0] = x * c - y * s;
+                p[1] = x * s + y * c;
+            }
         }
     }
 }
+template <typename S> void rope_forward(S* qkv, long B, long T, const AttnShape& a, double theta) {
+    rope_rotate(qkv, B, T, a, theta, 1.0);
+}
+template <typename S> void rope_backward(S* dqkv, long B, long T, const AttnShape& a, double theta) {
+    rope_rotate(dqkv, B, T, a, theta, -1.0);
+}
+// Plain multi-head attention's qkv (B, T, 3 w), h heads.
 template <typename S> void rope_forward(S* qkv, long B, long T, int w, int h, double theta) {
-    rope_rotate(qkv, B, T, w, h, theta, 1.0);
+    rope_rotate(qkv, B, T, AttnShape::plain(w, h), theta, 1.0);
 }
 template <typename S> void rope_backward(S* dqkv, long B, long T, int w, int h, double theta) {
-    rope_rotate(dqkv, B, T, w, h, theta, -1.0);
+    rope_rotate(dqkv, B, T, AttnShape::plain(w, h), theta, -1.0);
 }
 
 // ======================================================================================================
-// causal self-attention: qkv (B, T, 3 w) = [q | k | v], head hh at columns hh * hd .. (hh + 1) * hd
+// causal self-attention over qkv (B, T, ld), optionally windowed and with KV groups -> (B, T, w)
 // ======================================================================================================
-// One query row t of causal attention, one head: p[j] = softmax over j <= t of scale q . k_j, o (hd) = sum_j
-// p[j] v_j, with key j's vectors at K + j stride and V + j stride. attention_forward's inner loops, and the
-// cached decoder's (ref/cpu_decoder.h), which therefore agrees with a full forward bit for bit.
+// One query row t of causal attention, one head: p[j] = softmax over j0 <= j <= t of scale q . k_j, o (hd) =
+// sum_j p[j] v_j, with key j's vectors at K + j stride and V + j stride; p[j] for j < j0 is left alone (j0 > 0:
+// a window). attention_forward's inner loops, and the cached decoder's (ref/cpu_decoder.h), which therefore
+// agrees with a full forward bit for bit.
 template <typename S>
-void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, long t, int hd, S scale) {
+void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, long t, int hd, S scale, long j0 = 0) {
     S mx = -INFINITY;
-    for (long j = 0; j <= t; j++) {
+    for (long j = j0; j <= t; j++) {
         const S* k = K + j * stride;
         S s = 0;
 #pragma omp simd reduction(+ : s)
@@ -185,81 +212,100 @@ void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, 
         mx = std::max(mx, p[j]);
     }
     S sum = 0;
-    for (long j = 0; j <= t; j++) {
+    for (long j = j0; j <= t; j++) {
         p[j] = std::exp(p[j] - mx);
         sum += p[j];
     }
     const S inv = S(1) / sum;
-    for (long j = 0; j <= t; j++) p[j] *= inv;
+    for (long j = j0; j <= t; j++) p[j] *= inv;
     for (int c = 0; c < hd; c++) o[c] = 0;
-    for (long j = 0; j <= t; j++) {
+    for (long j = j0; j <= t; j++) {
         const S* v = V + j * stride;
         for (int c = 0; c < hd; c++) o[c] += p[j] * v[c];
     }
 }
 
-// att (B, h, T, T): att[b, hh, t, j] = softmax_j<=t(scale * q_t . k_j), zero for j > t (kept for the backward
-// and for attention-distance analysis). out (B, T, w) = sum_j att * v_j. scale = 1/sqrt(hd), or 1/hd (muP).
-template <typename S> void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
-    const int hd = w / h;
+// att (B, h, T, T): att[b, hh, t, j] = softmax over the visible keys j (first_key(t) <= j <= t) of
+// scale * q_t . k_j, zero for every other j (kept for the backward and for attention-distance analysis).
+// out (B, T, w) = sum_j att * v_j. scale = 1/sqrt(hd), or 1/hd (muP).
+template <typename S>
+void attention_forward(S* out, S* att, const S* qkv, long B, long T, const AttnShape& a, S scale) {
+    const int hd = a.hd, h = a.h, w = a.w();
+    const long ld = a.ld();
 #pragma omp parallel for collapse(3) if (B * h * T * T * hd >= OMP_MIN_WORK)
     for (long b = 0; b < B; b++)
         for (int hh = 0; hh < h; hh++)
             for (long t = 0; t < T; t++) {
-                const S* x = qkv + b * T * 3 * w + hh * hd;  // sequence b's q of head hh; its k, v at + w, + 2 w
+                const S* x = qkv + b * T * ld;  // sequence b
+                const int g = a.kv_of(hh);
+                const long j0 = a.first_key(t);
                 S* p = att + ((b * h + hh) * T + t) * T;
-                attention_row(out + (b * T + t) * w + hh * hd, p, x + t * 3 * w, x + w, x + 2 * w, 3L * w, t, hd,
-                              scale);
+                for (long j = 0; j < j0; j++) p[j] = 0;
+                attention_row(out + (b * T + t) * w + hh * hd, p, x + t * ld + hh * hd, x + w + g * hd,
+                              x + w + a.kw() + g * hd, ld, t, hd, scale, j0);
                 for (long j = t + 1; j < T; j++) p[j] = 0;
             }
 }
+template <typename S> void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
+    attention_forward(out, att, qkv, B, T, AttnShape::plain(w, h), scale);
+}
 
-// dqkv (B, T, 3 w) = gradient w.r.t. the (rotated) q, k, v, assigned. One thread owns one (b, head) pair and
-// walks t in order, so the dk and dv sums over queries have a fixed order.
+// dqkv (B, T, ld) = gradient w.r.t. the (rotated) q, k, v, assigned. One thread owns one (b, K/V head) pair and
+// walks its query heads, then t, in order, so the dk and dv sums over queries (and over the heads of a group)
+// have a fixed order.
 template <typename S>
-void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long B, long T, int w, int h, S scale) {
-    const int hd = w / h;
+void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long B, long T, const AttnShape& a,
+                        S scale) {
+    const int hd = a.hd, h = a.h, w = a.w(), group = a.h / a.kv;
+    const long ld = a.ld(), kvo = w + a.kw();  // columns of k and of v
 #pragma omp parallel if (B * h * T * T * hd >= OMP_MIN_WORK)
     {
         std::vector<S> dp_buf(T), dq_buf(hd);  // (T) d loss / d scores of row t, (hd) dq of row t
 #pragma omp for collapse(2)
         for (long b = 0; b < B; b++)
-            for (int hh = 0; hh < h; hh++) {
-                for (long t = 0; t < T; t++)
-                    for (int part = 1; part < 3; part++)  // dk, dv accumulate over queries; dq is written whole
-                        std::fill_n(dqkv + (b * T + t) * 3 * w + part * w + hh * hd, hd, S(0));
+            for (int g = 0; g < a.kv; g++) {
+                for (long t = 0; t < T; t++) {  // dk, dv accumulate over queries; dq is written whole
+                    std::fill_n(dqkv + (b * T + t) * ld + w + g * hd, hd, S(0));
+                    std::fill_n(dqkv + (b * T + t) * ld + kvo + g * hd, hd, S(0));
+                }
                 S* __restrict dp = dp_buf.data();
                 S* __restrict dq = dq_buf.data();
-                for (long t = 0; t < T; t++) {
-                    const S* p = att + ((b * h + hh) * T + t) * T;
-                    const S* q = qkv + (b * T + t) * 3 * w + hh * hd;
-                    const S* dy = dout + (b * T + t) * w + hh * hd;
-                    S sum_pdp = 0;
-                    for (long j = 0; j <= t; j++) {  // dp_j = dy_t . v_j
-                        const S* v = qkv + (b * T + j) * 3 * w + 2 * w + hh * hd;
-                        S s = 0;
+                for (int hh = g * group; hh < (g + 1) * group; hh++)
+                    for (long t = 0; t < T; t++) {
+                        const long j0 = a.first_key(t);
+                        const S* p = att + ((b * h + hh) * T + t) * T;
+                        const S* q = qkv + (b * T + t) * ld + hh * hd;
+                        const S* dy = dout + (b * T + t) * w + hh * hd;
+                        S sum_pdp = 0;
+                        for (long j = j0; j <= t; j++) {  // dp_j = dy_t . v_j
+                            const S* v = qkv + (b * T + j) * ld + kvo + g * hd;
+                            S s = 0;
 #pragma omp simd reduction(+ : s)
-                        for (int c = 0; c < hd; c++) s += dy[c] * v[c];
-                        dp[j] = s;
-                        sum_pdp += p[j] * s;
-                    }
-                    for (long j = 0; j <= t; j++) dp[j] = p[j] * (dp[j] - sum_pdp) * scale;  // now d score_j
-                    std::fill_n(dq, hd, S(0));
-                    for (long j = 0; j <= t; j++) {
-                        const S* k = qkv + (b * T + j) * 3 * w + w + hh * hd;
-                        S* __restrict dk = dqkv + (b * T + j) * 3 * w + w + hh * hd;
-                        S* __restrict dv = dk + w;
-                        const S ds = dp[j], pj = p[j];
-                        for (int c = 0; c < hd; c++) {
-                            dq[c] += ds * k[c];
-                            dk[c] += ds * q[c];
-                            dv[c] += pj * dy[c];
+                            for (int c = 0; c < hd; c++) s += dy[c] * v[c];
+                            dp[j] = s;
+                            sum_pdp += p[j] * s;
                         }
+                        for (long j = j0; j <= t; j++) dp[j] = p[j] * (dp[j] - sum_pdp) * scale;  // now d score_j
+                        std::fill_n(dq, hd, S(0));
+                        for (long j = j0; j <= t; j++) {
+                            const S* k = qkv + (b * T + j) * ld + w + g * hd;
+                            S* __restrict dk = dqkv + (b * T + j) * ld + w + g * hd;
+                            S* __restrict dv = dqkv + (b * T + j) * ld + kvo + g * hd;
+                            const S ds = dp[j], pj = p[j];
+                            for (int c = 0; c < hd; c++) {
+                                dq[c] += ds * k[c];
+                                dk[c] += ds * q[c];
+                                dv[c] += pj * dy[c];
+                            }
+                        }
+                        std::copy_n(dq, hd, dqkv + (b * T + t) * ld + hh * hd);
                     }
-                    std::copy_n(dq, hd, dqkv + (b * T + t) * 3 * w + hh * hd);
-                }
             }
     }
+}
+template <typename S>
+void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* att, long B, long T, int w, int h, S scale) {
+    attention_backward(dqkv, dout, qkv, att, B, T, AttnShape::plain(w, h), scale);
 }
 
 // ======================================================================================================

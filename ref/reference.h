@@ -5,9 +5,11 @@
 //
 // What it computes (ModelConfig and the flat parameter layout come from model_config.h):
 //   x = embed(tokens)                       residual stream (B, T, D): coords [0, d) = wte[token], [d, D) = 0
-//   for each layer l (w = w_l, h = h_l, hd = w / h, hid = hidden_l):
-//     x[:, :w] += wo   . attn(rope(wqkv . norm1(x[:, :w])))       causal, h heads of head_dim hd
+//   for each layer l (w = w_l, h = h_l, hd = w / h, kv = kv_l, hid = hidden_l):
+//     x[:, :w] += wo   . attn(rope(wqkv . norm1(x[:, :w])))       causal (or windowed), h query heads of head_dim
+//                                                                  hd over kv K/V heads (ref/ops.h's AttnShape)
 //     x[:, :w] += wproj. swiglu(wfc . norm2(x[:, :w]))              coords [w, D) bypass the layer
+//   (a layer without attention or without an MLP skips that line: the stream passes unchanged)
 //   logits = normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied), loss = mean CE over
 //   positions whose target >= 0 (target < 0 is masked).
 // RefModel keeps the residual state before every sub-block (2 L + 1 copies of x) and every op's saved
@@ -86,7 +88,7 @@ template <typename S> struct RefModel {
   private:
     struct LayerActs {
         std::vector<S> ln1, mean1, rstd1;  // (N, w) (N) (N)
-        std::vector<S> qkv;                // (N, 3 w) after RoPE
+        std::vector<S> qkv;                // (N, w + 2 kv hd) after RoPE
         std::vector<S> att;                // (B, h, T, T)
         std::vector<S> atty;               // (N, w) attention output before wo
         std::vector<S> ln2, mean2, rstd2;  // (N, w) (N) (N)
@@ -104,7 +106,7 @@ template <typename S> struct RefModel {
     std::vector<S> lnf_, meanf_, rstdf_;               // (N, Df) (N) (N)
     std::vector<S> logits_, probs_;                    // (N, V) each; probs_ becomes dlogits in backward
     std::vector<S> losses_, lse_;                      // (N)
-    std::vector<S> dresid_, dbranch_, dbig_, dsmall_;  // (N, D) (N, w_max) (N, max(3 w, 2 hid, Df)) (N, max(w, hid))
+    std::vector<S> dresid_, dbranch_, dbig_, dsmall_;  // (N, D) (N, w_max) (N, max(qkv, 2 hid, Df)) (N, max(w, hid))
 
     S* P(size_t off) { return off == SIZE_MAX ? nullptr : params.data() + off; }
     S* G(size_t off) { return off == SIZE_MAX ? nullptr : grads.data() + off; }
@@ -123,8 +125,8 @@ template <typename S> S RefModel<S>::forward(const int* inputs, const int* targe
     const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d, V = cfg.V;
     B_ = B, T_ = T;
     gate_.forward_ran(targets != nullptr);
-    int wmax = 0, hidmax = 0;
-    for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg.layers[l].width), hidmax = std::max(hidmax, cfg.hidden_of(l));
+    int wmax = 0;
+    for (int l = 0; l < L; l++) wmax = std::max(wmax, cfg.layers[l].width);
     inputs_.assign(inputs, inputs + N);
     if (targets) targets_.assign(targets, targets + N);
     resid_.resize((size_t)(2 * L + 1) * N * D);
@@ -133,34 +135,38 @@ template <typename S> S RefModel<S>::forward(const int* inputs, const int* targe
     embedding_forward(resid(0), inputs, P(layout.wte), N, d, D);
     std::vector<S> att_scratch;  // inference needs no per-layer attention probabilities
     for (int l = 0; l < L; l++) {
-        const int w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
+        const LayerSpec& spec = cfg.layers[l];
+        const int w = spec.width, hid = cfg.hidden_of(l);
+        const AttnShape as = AttnShape::of(spec);
         LayerActs& a = acts_[l];
-        a.ln1.resize(N * w), a.mean1.resize(N), a.rstd1.resize(N), a.qkv.resize(N * 3 * w);
-        a.atty.resize(N * w), a.ln2.resize(N * w), a.mean2.resize(N), a.rstd2.resize(N);
-        a.fc.resize(N * 2 * hid), a.sw.resize(N * hid);
-        std::vector<S>& att = targets ? a.att : att_scratch;  // (B, h, T, T)
-        att.resize((size_t)B * h * T * T);
-
         S* x0 = resid(2 * l);
         S* x1 = resid(2 * l + 1);
         S* x2 = resid(2 * l + 2);
         const LayerOffsets& o = layout.layer[l];
-        norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
-                     cfg.norm_eps);
-        matmul_forward(a.qkv.data(), 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
-        rope_forward(a.qkv.data(), B, T, w, h, cfg.rope_theta);
-        attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, w, h, attn_scale(l));
-        matmul_forward(branch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
         std::copy_n(x0, N * D, x1);
-        residual_forward(x1, D, branch_.data(), N, w);
+        if (spec.attention) {
+            a.ln1.resize(N * w), a.mean1.resize(N), a.rstd1.resize(N), a.qkv.resize(N * as.ld()), a.atty.resize(N * w);
+            std::vector<S>& att = targets ? a.att : att_scratch;  // (B, h, T, T)
+            att.resize((size_t)B * as.h * T * T);
+            norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
+                         cfg.norm_eps);
+            matmul_forward(a.qkv.data(), (int)as.ld(), a.ln1.data(), w, P(o.wqkv), N, w, (int)as.ld());
+            rope_forward(a.qkv.data(), B, T, as, cfg.rope_theta);
+            attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, as, attn_scale(l));
+            matmul_forward(branch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
+            residual_forward(x1, D, branch_.data(), N, w);
+        }
 
-        norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w,
-                     cfg.norm_eps);
-        matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
-        swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
-        matmul_forward(branch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
         std::copy_n(x1, N * D, x2);
-        residual_forward(x2, D, branch_.data(), N, w);
+        if (spec.mlp) {
+            a.ln2.resize(N * w), a.mean2.resize(N), a.rstd2.resize(N), a.fc.resize(N * 2 * hid), a.sw.resize(N * hid);
+            norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w,
+                         cfg.norm_eps);
+            matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
+            swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
+            matmul_forward(branch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
+            residual_forward(x2, D, branch_.data(), N, w);
+        }
     }
     lnf_.resize(N * Df), meanf_.resize(N), rstdf_.resize(N);
     norm_forward(cfg.norm, lnf_.data(), meanf_.data(), rstdf_.data(), resid(2 * L), D, P(layout.lnf_w), P(layout.lnf_b),
@@ -182,7 +188,8 @@ template <typename S> void RefModel<S>::backward(S grad_scale) {
     int wmax = 0, bigmax = Df, smallmax = 0;
     for (int l = 0; l < L; l++) {
         const int w = cfg.layers[l].width, hid = cfg.hidden_of(l);
-        wmax = std::max(wmax, w), bigmax = std::max({bigmax, 3 * w, 2 * hid}), smallmax = std::max({smallmax, w, hid});
+        const int qkv = cfg.layers[l].attention ? cfg.layers[l].qkv_rows() : 0;
+        wmax = std::max(wmax, w), bigmax = std::max({bigmax, qkv, 2 * hid}), smallmax = std::max({smallmax, w, hid});
     }
     dresid_.assign((size_t)N * D, S(0));
     dbranch_.resize((size_t)N * wmax), dbig_.resize((size_t)N * bigmax), dsmall_.resize((size_t)N * smallmax);
@@ -196,32 +203,38 @@ template <typename S> void RefModel<S>::backward(S grad_scale) {
     norm_backward(cfg.norm, dresid_.data(), D, G(layout.lnf_w), G(layout.lnf_b), dlnf, resid(2 * L), D, meanf_.data(),
                   rstdf_.data(), P(layout.lnf_w), N, Df);
 
+    // A missing sub-block is the identity on the stream: its gradient passes through unchanged.
     for (int l = L - 1; l >= 0; l--) {
-        const int w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
+        const LayerSpec& spec = cfg.layers[l];
+        const int w = spec.width, hid = cfg.hidden_of(l);
+        const AttnShape as = AttnShape::of(spec);
         const LayerOffsets& o = layout.layer[l];
         LayerActs& a = acts_[l];
         S* ds = dresid_.data();
-        // MLP sub-block, mirrored
-        residual_backward(dbranch_.data(), ds, D, N, w);
-        S* dsw = dsmall_.data();  // (N, hid)
-        matmul_backward(dsw, hid, G(o.wproj), dbranch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
-        S* dfc = dbig_.data();  // (N, 2 hid)
-        swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
-        S* dln = dsmall_.data();  // (N, w); dsw is dead
-        matmul_backward(dln, w, G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
-        norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(), a.rstd2.data(),
-                      P(o.ln2_w), N, w);
-        // attention sub-block, mirrored
-        residual_backward(dbranch_.data(), ds, D, N, w);
-        S* datty = dsmall_.data();  // (N, w)
-        matmul_backward(datty, w, G(o.wo), dbranch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
-        S* dqkv = dbig_.data();  // (N, 3 w)
-        attention_backward(dqkv, datty, a.qkv.data(), a.att.data(), B_, T_, w, h, attn_scale(l));
-        rope_backward(dqkv, B_, T_, w, h, cfg.rope_theta);
-        dln = dsmall_.data();  // datty is dead
-        matmul_backward(dln, w, G(o.wqkv), dqkv, 3 * w, a.ln1.data(), w, P(o.wqkv), N, w, 3 * w);
-        norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(), a.rstd1.data(),
-                      P(o.ln1_w), N, w);
+        if (spec.mlp) {  // MLP sub-block, mirrored
+            residual_backward(dbranch_.data(), ds, D, N, w);
+            S* dsw = dsmall_.data();  // (N, hid)
+            matmul_backward(dsw, hid, G(o.wproj), dbranch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
+            S* dfc = dbig_.data();  // (N, 2 hid)
+            swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
+            S* dln = dsmall_.data();  // (N, w); dsw is dead
+            matmul_backward(dln, w, G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
+            norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(),
+                          a.rstd2.data(), P(o.ln2_w), N, w);
+        }
+        if (spec.attention) {  // attention sub-block, mirrored
+            const int ld = (int)as.ld();
+            residual_backward(dbranch_.data(), ds, D, N, w);
+            S* datty = dsmall_.data();  // (N, w)
+            matmul_backward(datty, w, G(o.wo), dbranch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
+            S* dqkv = dbig_.data();  // (N, ld)
+            attention_backward(dqkv, datty, a.qkv.data(), a.att.data(), B_, T_, as, attn_scale(l));
+            rope_backward(dqkv, B_, T_, as, cfg.rope_theta);
+            S* dln = dsmall_.data();  // datty is dead
+            matmul_backward(dln, w, G(o.wqkv), dqkv, ld, a.ln1.data(), w, P(o.wqkv), N, w, ld);
+            norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(), a.rstd1.data(),
+                          P(o.ln1_w), N, w);
+        }
     }
     embedding_backward(G(layout.wte), dresid_.data(), D, inputs_.data(), N, d);
 }

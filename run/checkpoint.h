@@ -2,20 +2,24 @@
 // so that a crash never leaves a torn checkpoint, and read back with every header field range-checked and
 // every byte of the file, header included, covered by the checksum.
 //
-// model.bin, little-endian, version 3:
+// model.bin, little-endian, version 4:
 //   bytes [0, 1024)       256 x int32 header
-//       [0] magic 0x4D535250 ("PRSM")   [1] version 3   [2] d   [3] V   [4] T   [5] L   [6] h_base
+//       [0] magic 0x4D535250 ("PRSM")   [1] version 4   [2] d   [3] V   [4] T   [5] L   [6] h_base
 //       [7] norm (0 layernorm, 1 rmsnorm)   [8] tied (0/1)   [9] mup_attn (0/1)   [10] init_width_scale (0/1)
 //       [11] mlp_multiple   [12] dtype of the parameters (0 = fp32)   [13] reserved, 0 (it keeps the 64-bit
 //       fields 8-byte aligned)   [14..15] parameter count P (int64)   [16..17] mlp_ratio (float64)
 //       [18..19] rope_theta (float64)   [20..21] norm_eps (float64)   [22..23] training step (int64)
 //       [24..25] checksum (uint64)   [26..27] run id (uint64, not 0: the run that wrote it)   [28..255] zero
-//   bytes [1024, 1024 + 8L)            L x {int32 width w_l, int32 heads h_l}
-//   bytes [1024 + 8L, 1024 + 8L + 4P)  P x fp32 parameters in model_config.h's param_layout order (V rows, never Vp)
-// The file size must be exactly 1024 + 8L + 4P. The checksum is util/io.h's checksum64 of the whole file with the
+//   bytes [1024, 1024 + 24L)             the layer table: L x 6 int32 {width w_l, heads h_l, KV heads (0: h_l),
+//                                        MLP hidden (0: the mlp_ratio rule), window (0: global), flags (bit 0: no
+//                                        attention, bit 1: no MLP)}: model_config.h's LayerSpec as written
+//   bytes [1024 + 24L, 1024 + 24L + 4P)  P x fp32 parameters in model_config.h's param_layout order (V rows, never Vp)
+// The file size must be exactly 1024 + 24L + 4P (versions 2 and 3: their table is L x {width, heads}, 8L bytes,
+// and every other column its default). The checksum is util/io.h's checksum64 of the whole file with the
 // checksum's own 8 bytes read as zero. Ranges checked on reading: d, h_base, mlp_multiple and every w_l in
 // [1, 65536], V in [1, 2^24], T in [1, 2^20], L in [1, 10000], the 0/1 flags, mlp_ratio in [0.001, 64], rope_theta in
-// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count; then validate_config; then
+// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count, the KV heads, hidden and window
+// words in [0, 2^20], the flags in [0, 3]; then validate_config; then
 // every parameter must be finite (a model.bin of NaNs is refused by every tool that loads it).
 //
 // state file (state_rank<r>.bin), little-endian, version 3:
@@ -42,8 +46,8 @@
 // the step; run_dir.h refuses a checkpoint whose files disagree (a state file copied from another run).
 // Version 2 files are version 3 without the run id and batch words (they read as 0: unknown; a checkpoint
 // mixing 0 and an id is refused too). Version 1 files (their checksum left the header out, so a changed header
-// field that stays in range, such as a flipped attention-scale flag, cannot be detected) are refused. Every
-// file is written as version 3.
+// field that stays in range, such as a flipped attention-scale flag, cannot be detected) are refused. model.bin
+// is written as version 4 (version 3 with the wider layer table), the state file as version 3 (unchanged).
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
@@ -64,7 +68,9 @@
 
 static const int32_t kModelMagic = 0x4D535250;
 static const int32_t kStateMagic = 0x5453524D;
-static const int32_t kCheckpointVersion = 3;  // written; version 2 is still read, version 1 refused
+static const int32_t kCheckpointVersion = 3;  // the state file's, written; version 2 is still read, 1 refused
+static const int32_t kModelVersion = 4;       // model.bin's, written; versions 2 and 3 are still read
+static const int kLayerWords = 6;             // int32 words per layer in a version 4 table (2 before)
 
 // The index of the first value that is NaN or infinite, n when all are finite.
 inline size_t first_nonfinite(const float* x, size_t n) {
@@ -104,15 +110,21 @@ inline Checksum64 header_checksum(const int32_t* h, int at) {
     return c;
 }
 
-// The version word of a model.bin or state file: 3 or 2 read, 1 refused (see the top), anything else unknown.
-template <class Bad> int checkpoint_version(const int32_t* h, Bad bad) {
+// The version word of a model.bin or state file: 2 up to `newest` (4 for model.bin, 3 for a state file) read, 1
+// refused (see the top), anything else unknown.
+template <class Bad> int checkpoint_version(const int32_t* h, Bad bad, int newest = kCheckpointVersion) {
+    const std::string known = "versions 2 to " + std::to_string(newest);
     if (h[1] == 1)
         throw bad(
             "version 1, whose checksum does not cover its header (a changed field could not be detected); this "
-            "build reads versions 2 and 3: resume it once with an older train_prism, which saves the next version");
-    if (h[1] != 2 && h[1] != 3) throw bad("version " + std::to_string(h[1]) + ", this build reads versions 2 and 3");
+            "build reads " +
+            known + ": resume it once with an older train_prism, which saves the next version");
+    if (h[1] < 2 || h[1] > newest) throw bad("version " + std::to_string(h[1]) + ", this build reads " + known);
     return h[1];
 }
+
+// Bytes per layer in a model.bin's layer table of this version.
+inline size_t layer_row_bytes(int version) { return 4 * (size_t)(version >= 4 ? kLayerWords : 2); }
 
 // Words [from, 256) other than the listed ones must be zero.
 template <class Bad> void header_zeros(const int32_t* h, int from, Bad bad) {
@@ -125,7 +137,7 @@ inline void save_model(const std::string& path, const ModelConfig& c, const floa
                        uint64_t run_id = 0) {
     int32_t h[256] = {0};
     h[0] = kModelMagic;
-    h[1] = kCheckpointVersion;
+    h[1] = kModelVersion;
     h[2] = c.d, h[3] = c.V, h[4] = c.T, h[5] = c.L(), h[6] = c.h_base;
     h[7] = (int)c.norm, h[8] = c.tied, h[9] = c.mup_attn, h[10] = c.init_width_scale, h[11] = c.mlp_multiple;
     h[12] = 0;
@@ -136,7 +148,8 @@ inline void save_model(const std::string& path, const ModelConfig& c, const floa
     put64(h, 22, step);
     put64(h, 26, (int64_t)(run_id ? run_id : random_id()));
     std::vector<int32_t> table;
-    for (auto& s : c.layers) table.push_back(s.width), table.push_back(s.heads);
+    for (auto& s : c.layers)
+        table.insert(table.end(), {s.width, s.heads, s.kv_heads, s.hidden, s.window, (!s.attention) | (!s.mlp) << 1});
     Checksum64 sum;  // over the file as written, with the checksum field still zero
     sum.update(h, sizeof h);
     sum.update(table.data(), table.size() * 4);
@@ -167,7 +180,21 @@ template <class Bad> ModelConfig model_config_of(const int32_t* h, const std::ve
     c.mlp_ratio = header_double(h, 16, "mlp_ratio", 1e-3, 64, bad);
     c.rope_theta = header_double(h, 18, "rope_theta", 1, 1e12, bad);
     c.norm_eps = header_double(h, 20, "norm_eps", 1e-20, 1, bad);
-    for (size_t l = 0; l + 1 < table.size(); l += 2) c.layers.push_back({table[l], table[l + 1]});
+    // `table` holds L rows of `words` int32: 2 (versions 2, 3: width, heads) or kLayerWords (version 4)
+    const size_t words = table.size() / std::max<size_t>(1, (size_t)h[5]);
+    for (size_t r = 0; r + words <= table.size(); r += words) {
+        LayerSpec s = {table[r], table[r + 1]};
+        if (words == (size_t)kLayerWords) {
+            const int32_t* x = &table[r];
+            const std::string at = "layer " + std::to_string(r / words + 1) + " ";
+            header_int(x, 2, (at + "KV heads").c_str(), 0, 1 << 20, bad);
+            header_int(x, 3, (at + "MLP hidden").c_str(), 0, 1 << 20, bad);
+            header_int(x, 4, (at + "window").c_str(), 0, 1 << 20, bad);
+            header_int(x, 5, (at + "flags").c_str(), 0, 3, bad);
+            s.kv_heads = x[2], s.hidden = x[3], s.window = x[4], s.attention = !(x[5] & 1), s.mlp = !(x[5] & 2);
+        }
+        c.layers.push_back(s);
+    }
     try {
         validate_config(c);
     } catch (const ConfigError& e) {
@@ -187,18 +214,19 @@ inline LoadedModel load_model(const std::string& path) {
     int32_t h[256];
     if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
     if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
-    const int version = checkpoint_version(h, bad);
+    const int version = checkpoint_version(h, bad, kModelVersion);
     header_int(h, 12, "parameter dtype", 0, 0, bad);
     header_int(h, 13, "reserved word", 0, 0, bad);
-    header_zeros(h, version == 3 ? 28 : 26, bad);
-    const uint64_t run_id = version == 3 ? (uint64_t)get64(h, 26) : 0;
-    if (version == 3 && run_id == 0) throw bad("corrupt header: run id 0");
+    header_zeros(h, version >= 3 ? 28 : 26, bad);
+    const uint64_t run_id = version >= 3 ? (uint64_t)get64(h, 26) : 0;
+    if (version >= 3 && run_id == 0) throw bad("corrupt header: run id 0");
     const int L = header_int(h, 5, "L", 1, 10000, bad);
     const int64_t step = get64(h, 22), P_header = get64(h, 14);
     if (step < 0) throw bad("corrupt header: step " + std::to_string(step) + " is negative");
-    if (size < 1024 + 8 * (size_t)L) throw bad("truncated inside the layer table");
-    std::vector<int32_t> table(2 * (size_t)L);
-    if (fread(table.data(), 8, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
+    const size_t row = layer_row_bytes(version);
+    if (size < 1024 + row * L) throw bad("truncated inside the layer table");
+    std::vector<int32_t> table(row / 4 * (size_t)L);
+    if (fread(table.data(), row, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
     LoadedModel m;
     m.cfg = model_config_of(h, table, bad);
     m.step = step;
@@ -207,14 +235,14 @@ inline LoadedModel load_model(const std::string& path) {
     if ((int64_t)P != P_header)
         throw bad("corrupt header: parameter count " + std::to_string(P_header) + ", but its config has " +
                   std::to_string(P));
-    const size_t want = 1024 + 8 * (size_t)L + 4 * P;
+    const size_t want = 1024 + row * L + 4 * P;
     if (size != want)
         throw bad((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) + " bytes, expected " +
                   std::to_string(want));
     m.params.resize(P);
     if (fread(m.params.data(), 4, P, f) != P) throw bad("error reading the parameters");
     Checksum64 c = header_checksum(h, 24);
-    c.update(table.data(), 8 * (size_t)L);
+    c.update(table.data(), row * L);
     c.update(m.params.data(), 4 * P);
     if ((int64_t)c.value() != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
     const size_t bad_at = first_nonfinite(m.params.data(), P);

@@ -8,7 +8,8 @@
 //   step_ops        the ops of one step (zero_grad, n_micro micro-steps, grad_norm, adamw)
 //   RooflineGpu     HBM bandwidth and dense bf16 peak (default: H100 SXM, 3.35 TB/s and 989 TFLOP/s)
 //   op_time         max(bytes / bandwidth, FLOPs / peak); attention at an assumed 50% of the tensor peak; its
-//                   FLOPs are the causal ones attention.cuh executes: forward 2 B T^2 w, backward 7 B T^2 w
+//                   FLOPs are the causal ones attention.cuh executes: forward 2 B T^2 w, backward 7 B T^2 w (T^2 / 2
+//                   scores; causal_keys below: a window W < T scores about W T)
 //                   (3 launches: D, dK/dV, and a dQ pass that recomputes the scores and dP for determinism)
 // The expected time adds what rooflines leave out, as stated assumptions: matmuls at 75% of the tensor peak
 // (cuBLASLt's typical at these shapes), memory-bound kernels at 80% of HBM bandwidth, 2 us per launch that does
@@ -64,6 +65,16 @@ inline double op_expected(const OpCost& o, const RooflineGpu& g) {
     return std::max({o.bytes / (g.memory_eff * g.bandwidth), o.flops / peak, o.launches * g.launch_s, o.chain_s});
 }
 
+// The keys an average query of a sequence of T attends to under the causal mask: (T + 1) / 2 (T^2 / 2 scores of the
+// B T^2 counts above, to within T / 2), or, in a window of W < T, W - W (W - 1) / (2 T) (the first W queries see
+// fewer). With a window this is what attention kernels that skip the blocks outside it would compute: an estimate,
+// since the CUDA engine has no window kernels yet (it refuses such models).
+inline double causal_keys(const LayerSpec& s, int T) {
+    if (!s.window || s.window >= T) return T / 2.0;
+    const double W = s.window;
+    return W - W * (W - 1) / (2.0 * T);
+}
+
 // The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
 inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_micro, bool recompute,
                                     const CostOptions& opt = CostOptions()) {
@@ -96,10 +107,11 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         norm_fwd(c.layers[0].width);
         for (int l = 0; l < L; l++) {
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
-            mm("matmul qkv", N, 3 * w, w, false);
-            op("rope_forward", 2 * N * 2 * w * bf);
+            const double qkv = c.layers[l].qkv_rows(), keys = causal_keys(c.layers[l], T);
+            mm("matmul qkv", N, qkv, w, false);
+            op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
             ops.push_back(
-                {"attention_forward", (N * 3 * w + N * w) * bf + N * h * f4, 2.0 * B * T * T * w, 1, true, false});
+                {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, 4.0 * B * T * keys * w, 1, true, false});
             mm("matmul o", N, w, w, false);
             resid_norm(w, w);
             mm("matmul fc", N, 2 * hid, w, false);
@@ -117,6 +129,7 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         norm_bwd(Df, ln);
         for (int l = L - 1; l >= 0; l--) {
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
+            const double qkv = c.layers[l].qkv_rows(), keys = causal_keys(c.layers[l], T);
             mm("matmul proj dx", N, hid, w, false);
             if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
             mm("matmul proj dW", w, hid, N, true);
@@ -127,12 +140,12 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             norm_bwd(w, ln);
             mm("matmul o dx", N, w, w, false);
             mm("matmul o dW", w, w, N, true);
-            ops.push_back({"attention_backward", (N * 3 * w + 2 * N * w + N * 3 * w) * bf + 3 * N * h * f4,
-                           7.0 * B * T * T * w, 3, true, false});
-            op("rope_backward", 2 * N * 2 * w * bf);
-            mm("matmul qkv dx", N, w, 3 * w, false);
+            ops.push_back({"attention_backward", (N * qkv + 2 * N * w + N * qkv) * bf + 3 * N * h * f4,
+                           14.0 * B * T * keys * w, 3, true, false});
+            op("rope_backward", 2 * N * (w + (qkv - w) / 2) * bf);
+            mm("matmul qkv dx", N, w, qkv, false);
             if (recompute) norm_fwd(w);
-            mm("matmul qkv dW", 3 * w, w, N, true);
+            mm("matmul qkv dW", qkv, w, N, true);
             norm_bwd(w, ln);
         }
         // dx rows once, the plan, dwte's touched rows read and written; with segments also the frequent tokens'

@@ -18,9 +18,29 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
         "-m, --model", "PRESET",
         "model size: " + names + " (" + (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
     flags.push_back(text_flag("-s, --heads-schedule", "HEADS",
-                              "uniform | prism | list like 3x3,6x3,12x6 or 5,5,5 (default {default})", m.heads));
+                              "uniform | prism | openelm[:LO-HI] | list like 3x3,6x3,12x6 or 5,5,5 (default {default})",
+                              m.heads));
     flags.push_back(text_flag("-w, --widths", "WIDTHS",
                               "uniform | x | v | lambda | 3 | list of widths (default {default})", m.widths));
+    flags.push_back(text_flag("--kv-heads", "KV",
+                              "K/V heads per layer (GQA): uniform (= heads) | mqa | gqa:G | list like 3x3,6x3,4x6 "
+                              "(default {default})",
+                              m.kv_heads));
+    flags.push_back(text_flag("--mlp", "HIDDEN",
+                              "SwiGLU hidden per layer: uniform (--mlp-ratio) | openelm[:LO-HI] (OpenELM's 0.5-4.0 w) "
+                              "| list of sizes (default {default})",
+                              m.mlp));
+    flags.push_back(text_flag("--window", "WINDOW",
+                              "attention window per layer: global | local:W | local:W,N:M (N local then M global, "
+                              "repeated) | list, 0 = global (default {default})",
+                              m.window));
+    flags.push_back(text_flag("--no-attention", "LAYERS", "layers (from 1: 3,5,7-9) without an attention sub-block",
+                              m.no_attention));
+    flags.push_back(text_flag("--no-mlp", "LAYERS", "layers (from 1: 3,5,7-9) without an MLP sub-block", m.no_mlp));
+    flags.push_back(text_flag("--match", "COLUMN",
+                              "parameter-match the uniform model by scaling one column: mlp (every layer's MLP "
+                              "hidden size by one factor)",
+                              m.match));
     flags.push_back(number_flag("--d", "N", "embedding width d", m.d, 1, 65536).unless("0"));
     flags.push_back(number_flag("--layers", "N", "number of layers L", m.L, 1, 10000).unless("0"));
     flags.push_back(number_flag("--heads", "N", "h_base: the uniform model's heads (and the fixed count under -w)",

@@ -1,5 +1,6 @@
 // run/plan_views.h: the human and JSON views of a ModelConfig: `train_prism --plan` prints the per-layer table (width,
-// heads, head_dim, hidden, parameters, forward FLOPs per token, KV-cache bytes per token) and the totals of the
+// heads, KV heads, head_dim, hidden, window, parameters, forward FLOPs per token, KV-cache bytes per token; "-" for
+// the columns of a sub-block a layer does not have) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
 // numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
 #pragma once
@@ -35,6 +36,44 @@ inline std::vector<int> layer_heads(const ModelConfig& c) {
     for (auto& s : c.layers) v.push_back(s.heads);
     return v;
 }
+inline std::vector<int> layer_kv_heads(const ModelConfig& c) {
+    std::vector<int> v;
+    for (auto& s : c.layers) v.push_back(s.kv());
+    return v;
+}
+inline std::vector<int> layer_hidden(const ModelConfig& c) {
+    std::vector<int> v;
+    for (int l = 0; l < c.L(); l++) v.push_back(c.hidden_of(l));
+    return v;
+}
+inline std::vector<int> layer_windows(const ModelConfig& c) {
+    std::vector<int> v;
+    for (auto& s : c.layers) v.push_back(s.window);
+    return v;
+}
+// Whether any layer departs from today's layer in a column besides width and heads (then the plan shows them).
+inline bool has_layer_columns(const ModelConfig& c) {
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& s = c.layers[l];
+        if (s.kv() != s.heads || s.window || !s.attention || !s.mlp || c.hidden_of(l) != c.hidden(s.width)) return true;
+    }
+    return false;
+}
+// "3,5-7" from a mask; "" when none is set.
+inline std::string layer_ranges(const std::vector<bool>& m) {
+    std::string s;
+    for (size_t a = 0; a < m.size();) {
+        if (!m[a]) {
+            a++;
+            continue;
+        }
+        size_t b = a;
+        while (b < m.size() && m[b]) b++;
+        s += (s.empty() ? "" : ",") + std::to_string(a + 1) + (b - a > 1 ? "-" + std::to_string(b) : "");
+        a = b;
+    }
+    return s;
+}
 
 // 123456789 -> "123.46M"
 inline std::string human(double x) {
@@ -49,29 +88,49 @@ inline std::string human(double x) {
 // The SwiGLU hidden size is the one built (hidden_of: R w rounded to the multiple, at least one multiple), so
 // that a multiple far above R w shows what it makes.
 inline std::string describe_config(const ModelConfig& c) {
-    int lo = c.L() ? c.hidden_of(0) : 0, hi = lo;
-    for (int l = 1; l < c.L(); l++) lo = std::min(lo, c.hidden_of(l)), hi = std::max(hi, c.hidden_of(l));
-    char hidden[96];
+    int lo = 0, hi = 0;  // over the layers that have an MLP
+    for (int l = 0; l < c.L(); l++)
+        if (c.layers[l].mlp) lo = lo ? std::min(lo, c.hidden_of(l)) : c.hidden_of(l), hi = std::max(hi, c.hidden_of(l));
+    char hidden[160];
     if (lo == hi) snprintf(hidden, sizeof hidden, "%d", lo);
     else snprintf(hidden, sizeof hidden, "%d..%d", lo, hi);
-    char buf[640];
+    char rule[96];  // the rule, or that --mlp set the sizes
+    if (unsupported_layer(c, kOwnHidden).empty())
+        snprintf(rule, sizeof rule, "%.4g w to a multiple of %d", c.mlp_ratio, c.mlp_multiple);
+    else snprintf(rule, sizeof rule, "per layer");
+    char buf[720];
     snprintf(buf, sizeof buf,
-             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %s (%.4g w to a multiple of %d), %s, %s "
+             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %s (%s), %s, %s "
              "embeddings, stream D %d, attention scale %s",
-             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, c.mlp_ratio, c.mlp_multiple,
-             norm_name(c.norm), c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
+             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, rule, norm_name(c.norm),
+             c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
     return buf;
 }
 
 inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
-    fprintf(f, "  widths %s\n  heads  %s\n\n", rle_list(layer_widths(c)).c_str(), rle_list(layer_heads(c)).c_str());
-    fprintf(f, "%5s %6s %5s %8s %6s %10s %14s %9s\n", "layer", "width", "heads", "head_dim", "hidden", "params",
-            "FLOPs/token", "KV B/tok");
+    fprintf(f, "  widths %s\n  heads  %s\n", rle_list(layer_widths(c)).c_str(), rle_list(layer_heads(c)).c_str());
+    const bool extra = has_layer_columns(c);
+    if (extra) {
+        std::vector<bool> no_attn, no_mlp;
+        for (const LayerSpec& s : c.layers) no_attn.push_back(!s.attention), no_mlp.push_back(!s.mlp);
+        fprintf(f, "  kv     %s\n  hidden %s\n  window %s (0 = global)\n", rle_list(layer_kv_heads(c)).c_str(),
+                rle_list(layer_hidden(c)).c_str(), rle_list(layer_windows(c)).c_str());
+        if (!layer_ranges(no_attn).empty()) fprintf(f, "  no attention: layers %s\n", layer_ranges(no_attn).c_str());
+        if (!layer_ranges(no_mlp).empty()) fprintf(f, "  no MLP: layers %s\n", layer_ranges(no_mlp).c_str());
+    }
+    fprintf(f, "\n%5s %6s %5s %4s %8s %6s %7s %10s %14s %9s\n", "layer", "width", "heads", "kv", "head_dim", "hidden",
+            "window", "params", "FLOPs/token", "KV B/tok");
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
-        fprintf(f, "%5d %6d %5d %8d %6d %10s %14s %9lld\n", l + 1, x.width, x.heads, x.head_dim, x.hidden,
+        auto num = [](bool on, int v) { return on ? std::to_string(v) : std::string("-"); };
+        fprintf(f, "%5d %6d %5s %4s %8s %6s %7s %10s %14s %9lld\n", l + 1, x.width, num(x.attention, x.heads).c_str(),
+                num(x.attention, x.kv_heads).c_str(), num(x.attention, x.head_dim).c_str(),
+                num(x.mlp, x.hidden).c_str(),
+                !x.attention ? "-"
+                : x.window   ? std::to_string(x.window).c_str()
+                             : "global",
                 human((double)x.params).c_str(), human(x.flops_per_token).c_str(), x.kv_bytes_per_token);
     }
     auto row = [&](const char* name, double m, double u) {
@@ -83,18 +142,25 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
     row("forward FLOPs/token (paper)", a.flops_per_token, b.flops_per_token);
     row("forward FLOPs/token (dense)", a.dense_flops_per_token, b.dense_flops_per_token);
     row("KV-cache bytes/token (bf16)", (double)a.kv_bytes_per_token, (double)b.kv_bytes_per_token);
+    row("KV-cache bytes at T (bf16)", (double)a.kv_cache_bytes, (double)b.kv_cache_bytes);
     row("average layer width", a.avg_width, b.avg_width);
     fprintf(f,
-            "(FLOPs at context T = %d over the full T x T attention square; 'paper' discounts the dead weights\n"
-            " the Xformer paper excludes from its parameter match, 'dense' is what a dense implementation runs)\n",
+            "(FLOPs at context T = %d, attention over the full square of the keys a query attends to: T, or a\n"
+            " window's W; 'paper' discounts the dead weights the Xformer paper excludes from its parameter match,\n"
+            " 'dense' is what a dense implementation runs. KV bytes/token: per token cached; at T: one sequence of T\n"
+            " tokens, a window layer caching only its last W)\n",
             c.T);
+    const std::string why = kernel_unsupported_layer(c);
+    if (!why.empty())
+        fprintf(f, "(%s: the CUDA engine cannot run it yet, the CPU engine trains it with --cpu)\n", why.c_str());
 }
 
 inline void print_totals_json(FILE* f, const Accounting& a) {
     fprintf(f,
             "{\"params\": %lld, \"matched_params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": "
-            "%.0f, \"kv_bytes_per_token\": %lld, \"avg_width\": %.4f}",
-            a.params, a.matched_params, a.flops_per_token, a.dense_flops_per_token, a.kv_bytes_per_token, a.avg_width);
+            "%.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld, \"avg_width\": %.4f}",
+            a.params, a.matched_params, a.flops_per_token, a.dense_flops_per_token, a.kv_bytes_per_token,
+            a.kv_cache_bytes, a.avg_width);
 }
 
 inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
@@ -111,10 +177,12 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
         fprintf(f,
-                "  {\"layer\": %d, \"width\": %d, \"heads\": %d, \"head_dim\": %d, \"hidden\": %d, \"params\": %lld, "
-                "\"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, \"kv_bytes_per_token\": %lld}%s\n",
-                l + 1, x.width, x.heads, x.head_dim, x.hidden, x.params, x.flops_per_token, x.dense_flops_per_token,
-                x.kv_bytes_per_token, l + 1 < c.L() ? "," : "");
+                "  {\"layer\": %d, \"width\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"hidden\": %d, "
+                "\"window\": %d, \"attention\": %s, \"mlp\": %s, \"params\": %lld, \"flops_per_token\": %.0f, "
+                "\"dense_flops_per_token\": %.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
+                l + 1, x.width, x.heads, x.kv_heads, x.head_dim, x.hidden, x.window, x.attention ? "true" : "false",
+                x.mlp ? "true" : "false", x.params, x.flops_per_token, x.dense_flops_per_token, x.kv_bytes_per_token,
+                x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
     }
     fprintf(f, " ],\n \"totals\": ");
     print_totals_json(f, a);
@@ -122,10 +190,12 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
     print_totals_json(f, b);
     fprintf(f,
             ",\n \"ratios\": {\"params\": %.6f, \"matched_params\": %.6f, \"flops_per_token\": %.6f, "
-            "\"dense_flops_per_token\": %.6f, \"kv_bytes_per_token\": %.6f, \"avg_width\": %.6f},\n",
+            "\"dense_flops_per_token\": %.6f, \"kv_bytes_per_token\": %.6f, \"kv_cache_bytes\": %.6f, "
+            "\"avg_width\": %.6f},\n",
             (double)a.params / b.params, (double)a.matched_params / b.matched_params,
             a.flops_per_token / b.flops_per_token, a.dense_flops_per_token / b.dense_flops_per_token,
-            (double)a.kv_bytes_per_token / b.kv_bytes_per_token, a.avg_width / b.avg_width);
+            (double)a.kv_bytes_per_token / b.kv_bytes_per_token, (double)a.kv_cache_bytes / b.kv_cache_bytes,
+            a.avg_width / b.avg_width);
     fprintf(f, " \"warnings\": [");
     for (size_t i = 0; i < warnings.size(); i++) fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
     fprintf(f, "]}\n");

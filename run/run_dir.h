@@ -96,6 +96,13 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
         if (saved.layers[l].heads != want.layers[l].heads)
             return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads,
                         want.layers[l].heads);
+        const LayerSpec &a = saved.layers[l], &b = want.layers[l];
+        const std::string at = "layer " + std::to_string(l + 1);
+        if (a.kv() != b.kv()) return diff((at + " KV heads").c_str(), a.kv(), b.kv());
+        if (saved.hidden_of(l) != want.hidden_of(l))
+            return diff((at + " MLP hidden").c_str(), saved.hidden_of(l), want.hidden_of(l));
+        if (a.window != b.window) return diff((at + " window").c_str(), a.window, b.window);
+        if (a.attention != b.attention) return diff((at + " attention").c_str(), a.attention, b.attention);
     }
     if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
     if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";

@@ -69,8 +69,9 @@ inline ModelConfig read_model_header(const std::string& path, long& step) {
     if (size < 1024 || fread(h, sizeof h, 1, fh.get()) != 1) throw bad("truncated header");
     if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic)");
     const int L = header_int(h, 5, "L", 1, 10000, bad);
-    std::vector<int32_t> table(2 * (size_t)L);
-    if (fread(table.data(), 8, (size_t)L, fh.get()) != (size_t)L) throw bad("truncated inside the layer table");
+    const size_t row = layer_row_bytes(checkpoint_version(h, bad, kModelVersion));
+    std::vector<int32_t> table(row / 4 * (size_t)L);
+    if (fread(table.data(), row, (size_t)L, fh.get()) != (size_t)L) throw bad("truncated inside the layer table");
     step = (long)get64(h, 22);
     return model_config_of(h, table, bad);
 }
