@@ -1,7 +1,7 @@
 // train_loop.h: the training loop of train_prism on whichever Engine this machine has (engine.h), on one rank
 // or as one of `world` data-parallel ranks (dist/process_group.h). One step (train_step.h), on every rank: zero_grad; for each
 // of n_micro micro-batches: forward_backward(1 / (n_micro world)) (gradient accumulation); the gradients summed
-// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (train_step.h's
+// over the ranks (the mean over the global batch); clip the global norm; lr from the schedule (lr_schedule.h's
 // lr_at, on the host for every engine: warmup, then cosine, wsd, linear or constant); AdamW; one read-back of
 // the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.

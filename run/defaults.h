@@ -9,7 +9,7 @@
 //   length (--steps)  a model of 50M or more: the papers' 25 tokens per parameter on real data, 4 passes over
 //                     the demonstration corpus; smaller models: 150 steps (the quick CPU run)
 //   lr (--lr)         by size, as GPT-3's table: 3e-3 below 50M, 6e-4 to 200M, 3e-4 to 500M, 2.5e-4 to 1B, 2e-4
-//   schedule          cosine; wsd decays over the last 20% of the steps in a 1-sqrt shape (train_step.h)
+//   schedule          cosine; wsd decays over the last 20% of the steps in a 1-sqrt shape (lr_schedule.h)
 //   output (-o)       out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism
 // So `mpirun -np 8 ./train_prism -s prism` trains 124M Prism on 8 GPUs: the papers' run on FineWeb, a
 // minutes-long demonstration on the default corpus.
@@ -49,7 +49,7 @@ struct TrainOptions {
     double lr = NAN;    // NAN: by model size (run/defaults.h)
     double warmup_frac = 0.025, final_lr_frac = 0.1, clip = 1.0;
     long warmup = -1;                    // warmup steps (-1: warmup_frac of the steps)
-    std::string lr_schedule = "cosine";  // cosine | wsd | linear | constant (train_step.h's LrSchedule)
+    std::string lr_schedule = "cosine";  // cosine | wsd | linear | constant (lr_schedule.h's LrSchedule)
     double decay_frac = NAN;             // wsd: the decay's fraction of the steps (NAN: kWsdDecayFrac)
     std::string decay_shape;             // wsd: sqrt | linear | cosine ("": sqrt)
     OptimizerHyper opt;

@@ -23,7 +23,7 @@
 #include "run/run_plan.h"
 #include "run/run_record.h"
 #include "text/tokenizer_path.h"
-#include "train_step.h"
+#include "lr_schedule.h"
 
 // Every flag of train_prism, each declared once: spellings, value kind and bounds, help ("{default}" is the
 // option's initial value), the TrainOptions field it sets, and its run-record rule (Fixed unless marked).
@@ -83,7 +83,7 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.lr, 0, 10));
     f.push_back(number_flag("--warmup-frac", "F", "linear warmup over this fraction of the steps (default {default})",
                             o.warmup_frac, 0, 1));
-    // The schedule (train_step.h's LrSchedule). --warmup, --lr-schedule, --decay-frac and --decay-shape may
+    // The schedule (lr_schedule.h's LrSchedule). --warmup, --lr-schedule, --decay-frac and --decay-shape may
     // change on a resume only where the lr of every step done stays the same (lr_branch_flags): a wsd run
     // branched into another decay from its stable phase.
     f.push_back(number_flag("--warmup", "N", "linear warmup over N steps (default: --warmup-frac of the steps)",

@@ -1,4 +1,4 @@
-// test_lr.cpp: the learning-rate schedules (train_step.h's LrSchedule and lr_at, the one function every engine's
+// test_lr.cpp: the learning-rate schedules (lr_schedule.h's LrSchedule and lr_at, the one function every engine's
 // lr comes from): every corner of every kind, the flags' refusals, and train_prism end to end on the micro model:
 // a wsd run logs the formula's lr at every step, a cosine run the lr of the function as it was before the other
 // kinds existed, and a wsd run branched into another decay from its stable phase (recorded in run.json), refused
@@ -11,7 +11,7 @@
 
 #include "run/run_record.h"
 #include "test/train_util.h"
-#include "train_step.h"
+#include "lr_schedule.h"
 
 namespace {
 
