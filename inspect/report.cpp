@@ -189,7 +189,7 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
         }
         s += "}}";
     }
-    s += "\n ],\n \"runs\": [";
+    s += "\n ],\n \"sweeps\": " + sweeps_json(groups, base, runs, sums) + ",\n \"runs\": [";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];

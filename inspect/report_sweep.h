@@ -4,7 +4,7 @@
 // final validation loss averaged over the arm's seeds at that value (said so in the table), every value's mean
 // beside it, each arm at its best against the baseline group's arm at its best (paired by seed, as the groups'
 // table pairs), and the sweep's curves: validation loss against the value, one line per arm, each seed a dot.
-// As HTML, and as text for stdout.
+// As HTML, as text for stdout, and as JSON for report --json.
 // Does not: read run directories (run/run_log.h) or form the seed groups (inspect/report_groups.h).
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "inspect/report_groups.h"
 #include "inspect/svg.h"
 #include "studies/stats.h"
+#include "util/json.h"
 
 namespace report {
 
@@ -200,6 +201,38 @@ inline svg::Chart sweep_chart(const Sweep& s) {
         c.series.push_back(ser);
     }
     return c;
+}
+
+// The sweeps as report --json's "sweeps": per swept flag, how the best was chosen, the values in order, and per
+// arm its best value and every value's mean, std and n (null where a value has no run with a validation loss).
+inline std::string sweeps_json(const std::vector<Group>& groups, size_t base_group, const std::vector<RunLog>& runs,
+                               const std::vector<Summary>& sums) {
+    auto num = [](double v) { return json::number(v, "%.9g"); };
+    std::string j = "[";
+    bool first = true;
+    for (const Sweep& s : find_sweeps(groups, base_group, runs, sums)) {
+        j += std::string(first ? "\n  " : ",\n  ") + "{\"flag\": " + json::quote(s.flag) +
+             ", \"chosen_on\": " + json::quote("final validation loss (" + seeds_phrase(s) + ")") +
+             ", \"baseline_arm\": " + json::quote(s.arms[s.base]) + ", \"values\": [";
+        first = false;
+        for (size_t v = 0; v < s.values.size(); v++) j += (v ? ", " : "") + json::quote(s.values[v]);
+        j += "], \"arms\": [";
+        for (size_t a = 0; a < s.arms.size(); a++) {
+            const int b = s.best[a];
+            j += std::string(a ? ", " : "") + "{\"arm\": " + json::quote(s.arms[a]) +
+                 ", \"best\": " + (b < 0 ? std::string("null") : json::quote(s.values[b])) + ", \"cells\": [";
+            for (size_t v = 0; v < s.values.size(); v++) {
+                const SweepCell& c = s.cells[a][v];
+                j += (v ? ", " : "") + (c.losses.empty()
+                                            ? std::string("null")
+                                            : "{\"n\": " + std::to_string(c.losses.size()) +
+                                                  ", \"mean\": " + num(c.mean) + ", \"std\": " + num(c.sd) + "}");
+            }
+            j += "]}";
+        }
+        j += "]}";
+    }
+    return j + (first ? "]" : "\n ]");
 }
 
 // The sweeps' sections of the page ("" when nothing was swept), and their tables as text for stdout.

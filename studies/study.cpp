@@ -84,7 +84,7 @@ const std::vector<Recipe>& recipes() {
     // to 30), on FineWeb (data/get_fineweb.sh). Their learning rate is an axis: the trainer's default for the
     // size (GPT-3's table, run/defaults.h: 6e-4 to 200M parameters, 3e-4 to 500M) with half and twice it, so
     // each arm is compared at its own best rate (report's "each arm at its best lr"). tiny: 60 steps of 8 x 128
-    // tokens per run, about 20 minutes for its 12 runs on two otherwise idle CPU cores; tiny-lr: its sweep, the
+    // tokens per run, about 11 minutes for its 12 runs on two otherwise idle CPU cores; tiny-lr: its sweep, the
     // same length and budget.
     static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
     static const std::vector<std::string> cpu = {

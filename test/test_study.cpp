@@ -741,9 +741,35 @@ TEST_CASE("report: each arm at its best value of a swept flag, on validation los
             for (size_t s = 0; s < v[i].size(); s++)
                 write_swept_run(dir + "/" + heads + "-lr" + lrs[i] + "-s" + std::to_string(s + 1), heads, lrs[i], s + 1,
                                 v[i][s]);
-    Result r = sh("./report " + dir + " -o " + dir + "/r.html");
+    Result r = sh("./report " + dir + " -o " + dir + "/r.html --json " + dir + "/r.json");
     INFO(r.out);
     REQUIRE(r.rc == 0);
+    {  // --json has the sweep: the values in order, each arm's best and every cell's n and mean
+        const json::Value doc = json::parse(read_text(dir + "/r.json"));
+        const json::Value* sw = doc.find("sweeps");
+        REQUIRE((sw && sw->kind == json::Value::Array && sw->arr.size() == 1));
+        const json::Value& s0 = sw->arr[0];
+        CHECK(json::str_field(s0, "flag") == "--lr");
+        const json::Value* values = s0.find("values");
+        REQUIRE((values && values->arr.size() == 3));
+        CHECK(values->arr[0].str == "0.001");
+        CHECK(values->arr[2].str == "0.01");
+        const json::Value* arms = s0.find("arms");
+        REQUIRE((arms && arms->arr.size() == 2));
+        for (const json::Value& a : arms->arr) {
+            const std::string arm = json::str_field(a, "arm"), best = json::str_field(a, "best");
+            CHECK(best == (arm == "heads prism" ? "0.003" : "0.001"));
+            const json::Value* cells = a.find("cells");
+            REQUIRE((cells && cells->arr.size() == 3));
+            const std::vector<double>& at_best =
+                val.at(arm == "heads prism" ? "prism" : "uniform")[best == "0.001" ? 1 : 0];
+            double m = 0;
+            for (double x : at_best) m += x / at_best.size();
+            const json::Value& c = cells->arr[best == "0.001" ? 0 : 1];
+            CHECK(json::int_field(c, "n") == (long)at_best.size());
+            CHECK(std::fabs(std::strtod(c.find("mean")->str.c_str(), nullptr) - m) < 1e-9);
+        }
+    }
     // The expected rows, computed here: mean and sample std of each cell, the best the lowest mean.
     auto cell = [](const std::vector<double>& x) {
         double m = 0;

@@ -231,7 +231,7 @@ def flat_hparams(cfg):
             if k == "layers" and isinstance(v, list):
                 for layer in v:
                     if isinstance(layer, dict) and is_number(layer.get("layer")):
-                        for f in ("width", "heads", "head_dim", "hidden"):
+                        for f in ("width", "heads", "head_dim", "hidden", "kv_heads", "window"):
                             if is_number(layer.get(f)):
                                 out[f"layer/{int(layer['layer']):02d}/{f}"] = layer[f]
             elif isinstance(v, (bool, str)) or is_number(v):
@@ -246,10 +246,11 @@ def config_markdown(cfg):
     model = cfg.get("model", {})
     layers = model.get("layers") if isinstance(model.get("layers"), list) else []
     if layers:
-        lines += ["", "| layer | width | heads | head_dim | hidden |", "|---|---|---|---|---|"]
+        cols = ("layer", "width", "heads", "head_dim", "hidden", "kv_heads", "window")
+        lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for layer in layers:
             if isinstance(layer, dict):
-                cells = (str(layer.get(k, "")) for k in ("layer", "width", "heads", "head_dim", "hidden"))
+                cells = (str(layer.get(k, "")) for k in cols)
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
