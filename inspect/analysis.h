@@ -5,6 +5,19 @@
 //                        (positions 0-based within the window; mean over all S T queries). The layer's value is
 //                        the mean over its heads. All attention on the token itself gives 0; uniform causal
 //                        attention a_ij = 1 / (i + 1) gives i / 2 per query, (T - 1) / 4 over a window.
+//   the window           a layer of window W (0: global) lets query i see keys j with i - W < j <= i, so its
+//                        distances are at most r_i = min(i, W - 1) (global: r_i = i). Over a window of T tokens:
+//                        reach R_l = mean over queries of r_i (global: (T - 1) / 2; W <= T: below W - 1);
+//                        span use U_l = D_l / R_l in [0, 1], 1/2 for uniform attention over what the layer
+//                        sees, near 1 for a layer that reads its farthest visible tokens, near 0 for one that reads
+//                        the token itself; near-half mass = the fraction of attention mass on keys at distance
+//                        i - j < S / 2, S = min(W, T) (global: T), the nearer half of the layer's span; and, in a
+//                        model with windows (the smallest, W_min < T), beyond-local mass = the fraction at
+//                        distance >= W_min, the part of a layer's attention that a W_min-window layer could not
+//                        give (0 in a layer of window W_min; what a global layer of a local/global model adds).
+//                        All per head, the layer's value the mean over its heads. A layer without attention
+//                        (--no-attention) has none of these (NaN, shown as "-"); one without an MLP has no
+//                        SwiGLU density.
 //   attention entropy    H_{l,k} = mean over queries i of -sum_j a_ij ln a_ij, in nats (uniform causal attention:
 //                        ln(i + 1) per query, ln(T!) / T over a window); the layer's value is its heads' mean.
 //   logit lens           the residual stream after layer l (after the embedding for l = 0) read as the model reads
@@ -48,24 +61,34 @@ namespace analysis {
 // attention: distance and entropy
 // ======================================================================================================
 
-// Sums over query rows of one head: distance += sum_j a_ij (i - j), entropy += -sum_j a_ij ln a_ij (0 ln 0 = 0).
+// Sums over query rows of one head: distance += sum_j a_ij (i - j), entropy += -sum_j a_ij ln a_ij (0 ln 0 = 0),
+// reach += r_i, near += the mass at 2 (i - j) < S, beyond += the mass at i - j >= W_min (see the top).
 struct AttentionSums {
-    double distance = 0, entropy = 0;
+    double distance = 0, entropy = 0, reach = 0, near = 0, beyond = 0;
     long queries = 0;
     double mean_distance() const { return queries ? distance / queries : NAN; }
     double mean_entropy() const { return queries ? entropy / queries : NAN; }
+    double mean_reach() const { return queries ? reach / queries : NAN; }
+    double span_use() const { return reach > 0 ? distance / reach : NAN; }  // sum D_i / sum r_i = D / R
+    double near_mass() const { return queries ? near / queries : NAN; }
 };
 
-// att (T, T): row i = query i's probabilities over keys j <= i (entries past i are ignored).
-template <typename S> void add_attention(AttentionSums& sums, const S* att, int T) {
+// att (T, T): row i = query i's probabilities over keys j <= i (entries past i are ignored); window: the layer's
+// (0: global); local_window: W_min of the model (0: none; then `beyond` stays 0 and means nothing).
+template <typename S>
+void add_attention(AttentionSums& sums, const S* att, int T, int window = 0, int local_window = 0) {
+    const long span = window > 0 ? std::min(window, T) : T;
     for (int i = 0; i < T; i++) {
         const S* a = att + (size_t)i * T;
-        double dist = 0, ent = 0;
+        double dist = 0, ent = 0, near = 0, beyond = 0;
         for (int j = 0; j <= i; j++) {
             dist += (double)a[j] * (i - j);
             if (a[j] > 0) ent -= (double)a[j] * std::log((double)a[j]);
+            if (2L * (i - j) < span) near += a[j];
+            if (local_window > 0 && i - j >= local_window) beyond += a[j];
         }
-        sums.distance += dist, sums.entropy += ent, sums.queries++;
+        sums.distance += dist, sums.entropy += ent, sums.near += near, sums.beyond += beyond, sums.queries++;
+        sums.reach += window > 0 ? std::min(i, window - 1) : i;
     }
 }
 
@@ -225,8 +248,13 @@ inline SpectrumEntropy matrix_entropy(const Gram& g) {
 
 struct LayerStats {
     int layer = 0, width = 0, heads = 0;    // layer 1..L (0: the embedding, logit lens only)
+    int kv_heads = 0, window = 0;           // the layer's K/V heads and window (0: global)
+    bool attention = true, mlp = true;      // false: the sub-block is absent (its statistics NaN / empty)
     std::vector<double> distance, entropy;  // per head
+    std::vector<double> span_use, near_mass, beyond_local;  // per head
     double distance_mean = NAN, entropy_mean = NAN;
+    double reach = NAN;  // R_l: the mean farthest visible distance (the same for every head)
+    double span_use_mean = NAN, near_mass_mean = NAN, beyond_local_mean = NAN;
     double lens_loss = NAN, lens_top1 = NAN;
     SpectrumEntropy matrix;
     double density = NAN;
@@ -235,6 +263,7 @@ struct LayerStats {
 struct ModelStats {
     double loss = NAN;  // the model's own mean loss over the S T targets
     long sequences = 0, tokens = 0;
+    int local_window = 0;            // W_min: the smallest window below T of a layer with attention (0: none)
     std::vector<LayerStats> layers;  // [0] the embedding (lens only), then layers 1..L
 };
 
@@ -249,9 +278,16 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
     const float* Wout = rm.params.data() + (c.tied ? layout.wte : layout.lm_head);
     auto P = [&](size_t off) -> const float* { return off == SIZE_MAX ? nullptr : rm.params.data() + off; };
 
+    int local_window = 0;  // W_min (a window of T or more is global over these windows)
+    for (const LayerSpec& s : c.layers)
+        if (s.attention && s.window > 0 && s.window < T && (!local_window || s.window < local_window))
+            local_window = s.window;
     std::vector<std::vector<AttentionSums>> att(L);
     std::vector<Gram> grams;
-    for (int l = 0; l < L; l++) att[l].resize(c.layers[l].heads), grams.emplace_back(c.layers[l].width);
+    for (int l = 0; l < L; l++) {
+        if (c.layers[l].attention) att[l].resize(c.layers[l].heads);
+        grams.emplace_back(c.layers[l].width);
+    }
     std::vector<double> lens_loss(L + 1, 0.0), density_hits(L, 0.0), density_total(L, 0.0);
     std::vector<long> lens_agree(L + 1, 0);
     double loss_sum = 0;
@@ -265,9 +301,11 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
             final_top[t] = (int)(std::max_element(l, l + V) - l);
         }
         for (int l = 0; l < L; l++) {
-            const int h = c.layers[l].heads, hid = c.hidden_of(l);
-            for (int k = 0; k < h; k++) add_attention(att[l][k], rm.attention(l) + (size_t)k * T * T, T);
+            const int hid = c.hidden_of(l);
+            for (size_t k = 0; k < att[l].size(); k++)
+                add_attention(att[l][k], rm.attention(l) + k * T * T, T, c.layers[l].window, local_window);
             grams[l].add(rm.residual_state(2 * l + 2), T, D);
+            if (!c.layers[l].mlp) continue;  // no SwiGLU output to measure
             const float* u = rm.swiglu_out(l);
             double ss = 0;
             for (size_t i = 0; i < (size_t)T * hid; i++) ss += (double)u[i] * u[i];
@@ -290,6 +328,7 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
     }
     ModelStats m;
     m.sequences = sequences, m.tokens = (long)sequences * T, m.loss = loss_sum / sequences;
+    m.local_window = local_window;
     m.layers.resize(L + 1);
     for (int l = 0; l <= L; l++) {
         LayerStats& ls = m.layers[l];
@@ -298,15 +337,25 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
         ls.lens_top1 = (double)lens_agree[l] / m.tokens;
         if (l == 0) continue;
         const LayerSpec& spec = c.layers[l - 1];
-        ls.width = spec.width, ls.heads = spec.heads;
-        double dsum = 0, esum = 0;
-        for (const AttentionSums& a : att[l - 1]) {
+        ls.width = spec.width, ls.heads = spec.heads, ls.kv_heads = spec.kv(), ls.window = spec.window;
+        ls.attention = spec.attention, ls.mlp = spec.mlp;
+        const std::vector<AttentionSums>& heads = att[l - 1];
+        auto mean = [&](const std::vector<double>& v) {
+            double sum = 0;
+            for (double x : v) sum += x;
+            return v.empty() ? NAN : sum / v.size();
+        };
+        for (const AttentionSums& a : heads) {
             ls.distance.push_back(a.mean_distance()), ls.entropy.push_back(a.mean_entropy());
-            dsum += a.mean_distance(), esum += a.mean_entropy();
+            ls.span_use.push_back(a.span_use()), ls.near_mass.push_back(a.near_mass());
+            if (local_window) ls.beyond_local.push_back(a.beyond / a.queries);
         }
-        ls.distance_mean = dsum / spec.heads, ls.entropy_mean = esum / spec.heads;
+        ls.distance_mean = mean(ls.distance), ls.entropy_mean = mean(ls.entropy);
+        ls.span_use_mean = mean(ls.span_use), ls.near_mass_mean = mean(ls.near_mass);
+        ls.beyond_local_mean = mean(ls.beyond_local);
+        if (!heads.empty()) ls.reach = heads[0].mean_reach();
         ls.matrix = matrix_entropy(grams[l - 1]);
-        ls.density = density_hits[l - 1] / density_total[l - 1];
+        if (spec.mlp) ls.density = density_hits[l - 1] / density_total[l - 1];
     }
     return m;
 }

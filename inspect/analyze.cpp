@@ -6,9 +6,11 @@
 //
 // Each checkpoint (model.bin, or RUN_DIR for RUN_DIR/model.bin) runs on the fp32 CPU reference over --sequences
 // windows of T tokens from the start of the first shard --data matches (the validation shard by default), and
-// inspect/analysis.h measures: attention distance and entropy per layer and head, the logit lens (loss and top-1
-// agreement with the model's own prediction), the normalised matrix entropy of each layer's output, and the
-// SwiGLU activation density. inspect/analysis.h's header defines each one exactly.
+// inspect/analysis.h measures: attention distance and entropy per layer and head, the distance against the layer's
+// window (reach, span use, near-half and beyond-local mass), the logit lens (loss and top-1 agreement with the
+// model's own prediction), the normalised matrix entropy of each layer's output, and the SwiGLU activation density.
+// Every layer shape runs (KV groups, windows, layers without attention or MLP: those show "-" where a measurement
+// needs the missing sub-block). inspect/analysis.h's header defines each one exactly.
 // Output: a table per checkpoint on stdout; --json FILE; -o DIR writes DIR/analyze.json and DIR/<measurement>.svg
 // (layers on x, one line per checkpoint; `report` shows the charts it finds in RUN_DIR/analyze/ and --analyze DIR).
 #include <algorithm>
@@ -97,31 +99,64 @@ std::string fmt(double v, const char* f) {
     return b;
 }
 
+// A layer's attention in one word: its window, "global", or "none" (no attention sub-block).
+std::string window_word(const analysis::LayerStats& l) {
+    return !l.attention ? "none" : l.window ? std::to_string(l.window) : "global";
+}
+
 void print_table(const Checkpoint& k, const Options& o) {
     const analysis::ModelStats& m = k.stats;
     printf("== %s: %s (step %ld): widths %s, heads %s\n", k.label.c_str(), k.path.c_str(), k.step,
            rle_list(layer_widths(k.cfg)).c_str(), rle_list(layer_heads(k.cfg)).c_str());
+    if (has_layer_columns(k.cfg))
+        printf("   kv heads %s, MLP hidden %s, windows %s (0: global)\n", rle_list(layer_kv_heads(k.cfg)).c_str(),
+               rle_list(layer_hidden(k.cfg)).c_str(), rle_list(layer_windows(k.cfg)).c_str());
     if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
     printf("   %ld windows x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
-    printf("%5s %6s %5s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "attn dist", "attn ent",
-           "lens loss", "lens top1", "matrix H", "rank", "density");
+    printf("%5s %6s %5s %4s %7s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "kv", "window",
+           "attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "rank", "density");
     for (const analysis::LayerStats& l : m.layers) {
         if (l.layer == 0) {
-            printf("%5s %6s %5s %10s %10s %10s %10s %10s %6s %8s\n", "emb", "-", "-", "-", "-",
+            printf("%5s %6s %5s %4s %7s %10s %10s %10s %10s %10s %6s %8s\n", "emb", "-", "-", "-", "-", "-", "-",
                    fmt(l.lens_loss, "%.4f").c_str(), fmt(l.lens_top1, "%.4f").c_str(), "-", "-", "-");
             continue;
         }
-        printf("%5d %6d %5d %10s %10s %10s %10s %10s %6ld %8s\n", l.layer, l.width, l.heads,
+        printf("%5d %6d %5s %4s %7s %10s %10s %10s %10s %10s %6ld %8s\n", l.layer, l.width,
+               l.attention ? std::to_string(l.heads).c_str() : "-",
+               l.attention ? std::to_string(l.kv_heads).c_str() : "-", window_word(l).c_str(),
                fmt(l.distance_mean, "%.3f").c_str(), fmt(l.entropy_mean, "%.4f").c_str(),
                fmt(l.lens_loss, "%.4f").c_str(), fmt(l.lens_top1, "%.4f").c_str(),
-               fmt(l.matrix.normalized, "%.4f").c_str(), l.matrix.numerical_rank, fmt(l.density, "%.4f").c_str());
+               fmt(l.matrix.normalized, "%.4f").c_str(), l.matrix.numerical_rank,
+               l.mlp ? fmt(l.density, "%.4f").c_str() : "no MLP");
+    }
+    // The distance against what each layer can see (analysis.h): a researcher's question about a local/global
+    // model is whether local layers fill their window and whether global layers reach past it.
+    const std::string wmin = std::to_string(m.local_window), beyond = "beyond " + wmin;
+    printf(
+        "attention against the window: reach = mean farthest visible distance, use = dist / reach (1/2: uniform "
+        "over what the layer sees), near half = mass within half its span%s\n",
+        m.local_window ? (", " + beyond + " = mass at distances a window of " + wmin + " cannot see").c_str() : "");
+    printf("%5s %7s %10s %10s %6s %9s", "layer", "window", "attn dist", "reach", "use", "near half");
+    if (m.local_window) printf(" %11s", beyond.c_str());
+    printf("\n");
+    for (const analysis::LayerStats& l : m.layers) {
+        if (l.layer == 0) continue;
+        if (!l.attention) {
+            printf("%5d %7s %10s\n", l.layer, "none", "(no attention sub-block)");
+            continue;
+        }
+        printf("%5d %7s %10s %10s %6s %9s", l.layer, window_word(l).c_str(), fmt(l.distance_mean, "%.3f").c_str(),
+               fmt(l.reach, "%.2f").c_str(), fmt(l.span_use_mean, "%.3f").c_str(),
+               fmt(l.near_mass_mean, "%.4f").c_str());
+        if (m.local_window) printf(" %11s", fmt(l.beyond_local_mean, "%.4f").c_str());
+        printf("\n");
     }
     printf("attention distance per head (tokens):\n");
     for (const analysis::LayerStats& l : m.layers) {
         if (l.layer == 0) continue;
         printf("%5d:", l.layer);
         for (double x : l.distance) printf(" %.2f", x);
-        printf("\n");
+        printf("%s\n", l.attention ? "" : " (no attention)");
     }
     (void)o;
 }
@@ -140,7 +175,13 @@ std::string json_ints(const std::vector<int>& v) {
 std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
     std::string s = "{\"density_threshold\": " + json::number(o.tau, "%g") + ",\n \"definitions\": {" +
                     "\"attention_distance\": \"mean over query positions i of sum_j a_ij (i - j), in tokens; layer: "
-                    "mean over heads\", \"attention_entropy\": \"mean over query positions of -sum_j a_ij ln a_ij, "
+                    "mean over heads; null without attention\", \"window\": \"key j visible to query i iff i - window "
+                    "< j <= i; 0: global\", \"reach\": \"mean over queries of the farthest visible distance min(i, "
+                    "window - 1) (global: i)\", \"attention_span_use\": \"attention_distance / reach\", "
+                    "\"near_half_mass\": \"fraction of attention mass at distance < min(window, T) / 2 (global: T / "
+                    "2)\", \"beyond_local_mass\": \"fraction of attention mass at distance >= local_window, the "
+                    "model's smallest window below T (null without one)\", \"attention_entropy\": \"mean over query "
+                    "positions of -sum_j a_ij ln a_ij, "
                     "nats\", \"lens\": \"stream after layer l through the final norm (first Df coordinates) and the "
                     "head (first d); layer 0 = after the embedding; top1 = agreement with the model's argmax\", "
                     "\"matrix_entropy\": \"H(s / sum s) / ln min(N - 1, w) over the singular values s of the "
@@ -154,6 +195,10 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
              ", \"d\": " + std::to_string(k.cfg.d) + ", \"widths\": " + json_ints(layer_widths(k.cfg)) +
              ", \"heads\": " + json_ints(layer_heads(k.cfg)) +
              (k.run.empty() ? "" : ", \"run\": " + json::quote(k.run)) + ", \"data\": " + json::quote(k.shard) +
+             ", \"kv_heads\": " + json_ints(layer_kv_heads(k.cfg)) +
+             ", \"mlp_hidden\": " + json_ints(layer_hidden(k.cfg)) +
+             ", \"windows\": " + json_ints(layer_windows(k.cfg)) +
+             ", \"local_window\": " + (m.local_window ? std::to_string(m.local_window) : "null") +
              ", \"sequences\": " + std::to_string(m.sequences) + ", \"T\": " + std::to_string(k.T) +
              ", \"loss\": " + json::number(m.loss, "%.6f") +
              ",\n   \"embedding\": {\"lens_loss\": " + json::number(m.layers[0].lens_loss, "%.6f") +
@@ -162,8 +207,17 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
             const analysis::LayerStats& x = m.layers[l];
             s += std::string(l > 1 ? ",\n    " : "\n    ") + "{\"layer\": " + std::to_string(x.layer) +
                  ", \"width\": " + std::to_string(x.width) + ", \"heads\": " + std::to_string(x.heads) +
+                 ", \"kv_heads\": " + std::to_string(x.kv_heads) + ", \"window\": " + std::to_string(x.window) +
+                 ", \"attention\": " + (x.attention ? "true" : "false") + ", \"mlp\": " + (x.mlp ? "true" : "false") +
                  ", \"attention_distance\": " + json::number(x.distance_mean, "%.6g") +
                  ", \"attention_distance_per_head\": " + json_list(x.distance) +
+                 ", \"reach\": " + json::number(x.reach, "%.6g") +
+                 ", \"attention_span_use\": " + json::number(x.span_use_mean, "%.6g") +
+                 ", \"attention_span_use_per_head\": " + json_list(x.span_use) +
+                 ", \"near_half_mass\": " + json::number(x.near_mass_mean, "%.6g") +
+                 ", \"near_half_mass_per_head\": " + json_list(x.near_mass) +
+                 ", \"beyond_local_mass\": " + json::number(x.beyond_local_mean, "%.6g") +
+                 ", \"beyond_local_mass_per_head\": " + json_list(x.beyond_local) +
                  ", \"attention_entropy\": " + json::number(x.entropy_mean, "%.6g") +
                  ", \"attention_entropy_per_head\": " + json_list(x.entropy) +
                  ", \"lens_loss\": " + json::number(x.lens_loss, "%.6f") +
@@ -193,6 +247,9 @@ std::vector<std::pair<std::string, svg::Chart>> charts(const std::vector<Checkpo
         {"attention_distance", "Attention distance (line: mean over heads; dots: heads)", "tokens", false, false,
          [](const analysis::LayerStats& l) { return l.distance_mean; },
          [](const analysis::LayerStats& l) { return l.distance; }},
+        {"attention_span_use", "Attention distance / reach (the mean farthest distance the layer's window lets it see)",
+         "fraction of reach", false, true, [](const analysis::LayerStats& l) { return l.span_use_mean; },
+         [](const analysis::LayerStats& l) { return l.span_use; }},
         {"attention_entropy", "Attention entropy (line: mean over heads; dots: heads)", "nats", false, false,
          [](const analysis::LayerStats& l) { return l.entropy_mean; },
          [](const analysis::LayerStats& l) { return l.entropy; }},
@@ -232,6 +289,8 @@ std::vector<std::pair<std::string, svg::Chart>> charts(const std::vector<Checkpo
             if (std::string(m.file) == "attention_distance")
                 c.refs.push_back(
                     {(T - 1) / 4.0, "uniform attention: (T - 1) / 4 = " + fmt((T - 1) / 4.0, "%.2f") + at});
+            if (std::string(m.file) == "attention_span_use" && T == Ts[0])
+                c.refs.push_back({0.5, "uniform attention over what the layer sees: 1/2"});
             if (std::string(m.file) == "attention_entropy")
                 c.refs.push_back({std::lgamma(T + 1.0) / T,
                                   "uniform attention: ln(T!) / T = " + fmt(std::lgamma(T + 1.0) / T, "%.3f") + at});
@@ -265,8 +324,6 @@ int run(const Options& o) {
             k.run = "seed " + rec.arg("--seed") + ", " + rec.arg("--steps") + " steps, lr " + rec.arg("--lr") + ", " +
                     rec.status() + " (" + rec.path + ")";
         LoadedModel m = load_model(k.path);
-        refuse_layer_features(m.cfg, kWindow | kNoOpSublayer, "analyze " + k.path,
-                              "attention distance against a window and the statistics of a missing sub-block are");
         k.step = m.step, k.cfg = m.cfg;
         k.T = o.T ? o.T : m.cfg.T;
         if (k.T > m.cfg.T)
@@ -302,9 +359,9 @@ int run(const Options& o) {
     if (!o.out.empty()) {
         make_dirs(o.out);
         write_file(o.out + "/analyze.json", js);
-        for (const auto& [name, chart] : charts(ks))
-            write_file(o.out + "/" + name + ".svg", svg::document(svg::render(chart)));
-        printf("wrote %s/analyze.json and 6 charts (%s/*.svg)\n", o.out.c_str(), o.out.c_str());
+        const auto cs = charts(ks);
+        for (const auto& [name, chart] : cs) write_file(o.out + "/" + name + ".svg", svg::document(svg::render(chart)));
+        printf("wrote %s/analyze.json and %zu charts (%s/*.svg)\n", o.out.c_str(), cs.size(), o.out.c_str());
     }
     return 0;
 }
@@ -314,7 +371,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     Command cmd{"analyze", "MODEL.bin|RUN_DIR... [flags]",
-                "Per-layer attention distance and entropy, logit lens, "
+                "Per-layer attention distance (against each layer's window) and entropy, logit lens, "
                 "matrix entropy and SwiGLU density of one or more checkpoints (definitions: inspect/analysis.h, "
                 "docs/inspect.md).",
                 make_flags(o)};

@@ -1,6 +1,7 @@
 // test_analyze.cpp: inspect/analysis.h's measurements on cases with known answers (hand-built attention patterns,
-// matrices of known spectra, the logit lens at the last layer), and the analyze binary end to end: three
-// checkpoints overlaid, every SVG and the JSON parsed strictly, bad input as one line.
+// matrices of known spectra, the logit lens at the last layer, windowed attention's closed forms), windows, KV
+// groups and layers without attention or MLP through a model, and the analyze binary end to end: three
+// checkpoints overlaid, every SVG and the JSON parsed strictly, bad input as one line, a local/global model.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -186,8 +187,8 @@ TEST_CASE(
     for (const char* col : {"attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "density", "== uniform",
                             "== prism", "== x", "attention distance per head"})
         CHECK(r.out.find(col) != std::string::npos);
-    for (const char* name : {"attention_distance", "attention_entropy", "logit_lens_loss", "logit_lens_top1",
-                             "matrix_entropy", "swiglu_density"}) {
+    for (const char* name : {"attention_distance", "attention_span_use", "attention_entropy", "logit_lens_loss",
+                             "logit_lens_top1", "matrix_entropy", "swiglu_density"}) {
         const std::string svg = read_text(dir + "/an/" + name + ".svg");
         INFO(name);
         CHECK(libxml_error(svg) == "");
@@ -213,5 +214,128 @@ TEST_CASE(
         INFO(bad << ": " << e.out);
         CHECK(one_line_error(e));
     }
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("attention against a window: reach, span use, near-half and beyond-local mass in closed form", "[analyze]") {
+    const int T = 9, W = 4;
+    std::vector<double> local((size_t)T * T, 0.0), global((size_t)T * T, 0.0);
+    for (int i = 0; i < T; i++) {
+        for (int j = std::max(0, i - W + 1); j <= i; j++) local[(size_t)i * T + j] = 1.0 / (std::min(i, W - 1) + 1);
+        for (int j = 0; j <= i; j++) global[(size_t)i * T + j] = 1.0 / (i + 1);
+    }
+    analysis::AttentionSums a, b;
+    analysis::add_attention(a, local.data(), T, W, W);  // uniform over the window, which is also W_min
+    analysis::add_attention(b, global.data(), T, 0, W);
+    // reach: min(i, 3) for i = 0..8 = 0 + 1 + 2 + 3 * 6 = 21; global: 0 + ... + 8 = 36.
+    CHECK(a.mean_reach() == Approx(21.0 / T).epsilon(1e-12));
+    CHECK(b.mean_reach() == Approx(36.0 / T).epsilon(1e-12));
+    CHECK(a.mean_distance() == Approx(21.0 / 2 / T).epsilon(1e-12));  // r_i / 2 per query
+    CHECK(a.span_use() == Approx(0.5).epsilon(1e-12));                // uniform over what it sees: 1/2
+    CHECK(b.span_use() == Approx(0.5).epsilon(1e-12));
+    // near half of a window of 4: distances 0 and 1: 1, 1, 2/3, then 1/2 for the six queries i >= 3.
+    CHECK(a.near_mass() == Approx((1 + 1 + 2.0 / 3 + 6 * 0.5) / T).epsilon(1e-12));
+    // near half of T = 9: distances 0..4 (2 k < 9): all of queries 0..4, then 5/6, 5/7, 5/8, 5/9.
+    CHECK(b.near_mass() == Approx((5 + 5.0 / 6 + 5.0 / 7 + 5.0 / 8 + 5.0 / 9) / T).epsilon(1e-12));
+    CHECK(a.beyond == 0);  // a window of W_min sees nothing at distance >= W_min
+    // global: distances >= 4 hold (i - 3) / (i + 1) of query i's mass, i = 4..8
+    CHECK(b.beyond / b.queries == Approx((1.0 / 5 + 2.0 / 6 + 3.0 / 7 + 4.0 / 8 + 5.0 / 9) / T).epsilon(1e-12));
+}
+
+namespace {
+// A local/global model with KV groups and both kinds of dropped sub-block: layer 1 window 4 with 1 KV head,
+// layer 2 global, layer 3 no attention, layer 4 window 4 and no MLP, layer 5 global. T 24.
+ModelConfig local_global_config(int V, bool windows) {
+    ModelConfig c;
+    c.V = V, c.T = 24, c.d = 32, c.h_base = 4, c.mlp_multiple = 32;
+    c.layers = {{32, 4, 1, 0, 4}, {32, 4}, {32, 4}, {32, 4, 0, 0, 4}, {32, 4}};
+    c.layers[2].attention = false, c.layers[3].mlp = false;
+    if (!windows)
+        for (LayerSpec& s : c.layers) s.window = 0;
+    validate_config(c);
+    return c;
+}
+}  // namespace
+
+TEST_CASE("analyze on a local/global model: a windowed layer's distance stays inside its window, no-op layers shown",
+          "[analyze]") {
+    const ModelConfig c = local_global_config(37, true), g = local_global_config(37, false);
+    const std::vector<float> params = inspect_params(c, 4);  // windows change no parameter: g reads the same
+    REQUIRE(param_layout(g).total == params.size());
+    auto run = [&](const ModelConfig& m) {
+        ref::Rng rng(8);
+        return analysis::analyze_model(m, params, 3, m.T, 0.1, [&](int* in, int* tg) {
+            for (int t = 0; t < m.T; t++) in[t] = (int)(rng.next() % m.V), tg[t] = (int)(rng.next() % m.V);
+        });
+    };
+    const analysis::ModelStats m = run(c), u = run(g);
+    CHECK(m.local_window == 4);
+    CHECK(u.local_window == 0);
+    // reach of a window of 4 over 24 tokens: (0 + 1 + 2 + 3 * 21) / 24; global: 23 / 2
+    const double reach4 = (0 + 1 + 2 + 3.0 * 21) / 24;
+    for (int l : {1, 4}) {
+        const analysis::LayerStats& x = m.layers[l];
+        INFO("layer " << l);
+        CHECK(x.window == 4);
+        CHECK(x.reach == Approx(reach4).epsilon(1e-12));
+        REQUIRE(x.distance.size() == 4);
+        for (double d : x.distance) CHECK((d > 0 && d <= x.reach));  // a window of 4: never past distance 3
+        for (double b : x.beyond_local) CHECK(b == 0);
+        CHECK(x.distance_mean < u.layers[l].distance_mean);  // the same queries and keys, seen globally, reach farther
+        CHECK((x.span_use_mean > 0 && x.span_use_mean <= 1));
+    }
+    CHECK(m.layers[1].kv_heads == 1);
+    for (int l : {2, 5}) {
+        INFO("layer " << l);
+        CHECK(m.layers[l].window == 0);
+        CHECK(m.layers[l].reach == Approx(11.5).epsilon(1e-12));
+        CHECK(m.layers[l].beyond_local_mean > 0);  // a global layer reads past what the local ones can
+        CHECK(m.layers[l].distance_mean > m.layers[1].reach);
+    }
+    // Without its window, layer 1 (the same embedding in, the same weights) can see all of it.
+    CHECK(u.layers[1].reach == Approx(11.5).epsilon(1e-12));
+    const analysis::LayerStats& none = m.layers[3];
+    CHECK(!none.attention);
+    CHECK(none.distance.empty());
+    CHECK(std::isnan(none.distance_mean));
+    CHECK(std::isnan(none.span_use_mean));
+    CHECK((none.density > 0 && none.density <= 1));  // its MLP is measured
+    const analysis::LayerStats& nomlp = m.layers[4];
+    CHECK(!nomlp.mlp);
+    CHECK(std::isnan(nomlp.density));
+    CHECK((nomlp.matrix.normalized > 0 && nomlp.matrix.normalized <= 1));  // its output is still a stream
+    CHECK(m.layers.back().lens_top1 == 1.0);
+}
+
+TEST_CASE("the analyze binary on a local/global model with no-op layers: the window table and JSON", "[analyze][cli]") {
+    const std::string dir = make_data_dir();
+    const ModelConfig c = local_global_config(256, true);
+    const std::vector<float> p = inspect_params(c, 1);
+    make_dirs(dir + "/lg");
+    save_model(dir + "/lg/model.bin", c, p.data(), p.size(), 10);
+    Result r =
+        sh("./analyze " + dir + "/lg --sequences 2 --json " + dir + "/lg.json --data '" + dir + "/syn_val_*.bin'");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    for (const char* want : {"windows 4,0x2,4,0", "attention against the window", "beyond 4", "no MLP",
+                             "(no attention sub-block)", "global", "near half"})
+        CHECK(r.out.find(want) != std::string::npos);
+    const json::Value j = json::parse(read_text(dir + "/lg.json"));
+    const json::Value& k = json::field(j, "checkpoints").arr.at(0);
+    auto num = [](const json::Value& o, const char* key) { return std::stod(json::field(o, key).str); };
+    auto null = [](const json::Value& o, const char* key) { return json::field(o, key).kind == json::Value::Null; };
+    CHECK(json::int_field(k, "local_window") == 4);
+    const auto& layers = json::field(k, "layers").arr;
+    REQUIRE(layers.size() == 5);
+    CHECK(json::int_field(layers[0], "window") == 4);
+    CHECK(json::int_field(layers[0], "kv_heads") == 1);
+    CHECK(num(layers[0], "beyond_local_mass") == 0);
+    CHECK(num(layers[0], "attention_distance") <= num(layers[0], "reach"));
+    CHECK(json::field(layers[2], "attention").kind == json::Value::Bool);
+    CHECK(!json::field(layers[2], "attention").b);
+    CHECK(null(layers[2], "attention_distance"));
+    CHECK(!json::field(layers[3], "mlp").b);
+    CHECK(null(layers[3], "swiglu_density"));
+    CHECK(num(layers[4], "beyond_local_mass") > 0);
     sh("rm -rf '" + dir + "'");
 }
