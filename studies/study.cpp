@@ -45,6 +45,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,9 +87,22 @@ const std::vector<Recipe>& recipes() {
     // each arm is compared at its own best rate (report's "each arm at its best lr"). tiny: 60 steps of 8 x 128
     // tokens per run, about 11 minutes for its 12 runs on two otherwise idle CPU cores; tiny-lr: its sweep, the
     // same length and budget.
+    // Issue 28's comparisons. openelm124m: the head schedule (uniform, Prism, OpenELM's alpha rule) crossed with the
+    // MLP schedule (the ratio rule, OpenELM's beta rule), every arm parameter-matched to uniform by --match mlp
+    // (Prism and OpenELM heads keep the attention's parameters, so only OpenELM's MLP profile needs the match):
+    // Prism heads (prism, uniform MLP), OpenELM's layer-wise scaling (openelm, openelm), both (prism, openelm),
+    // and each half of OpenELM alone. window124m: global attention vs Gemma's local/global 5:1 interleave (a
+    // window of T / 4), under uniform and Prism heads; a window changes no parameter, only FLOPs and the cache.
+    // tiny-openelm and tiny-window: the same grids at tiny on the CPU (window 32 of T 128), tiny's length.
+    auto plus = [](std::vector<std::string> v, const std::vector<std::string>& more) {
+        v.insert(v.end(), more.begin(), more.end());
+        return v;
+    };
     static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
     static const std::vector<std::string> cpu = {
         "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
+    static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
+                                          cpu_match = plus(cpu, {"--match", "mlp"});
     static const std::vector<Recipe> r = {
         {"prism124m",
          "124M",
@@ -122,6 +136,24 @@ const std::vector<Recipe>& recipes() {
          paper,
          {{"lr", "3e-4,6e-4,1.2e-3"}},
          "124M: uniform, Prism, X, Prism + X, each at lr 3e-4, 6e-4, 1.2e-3"},
+        {"openelm124m",
+         "124M",
+         "uniform,prism,openelm",
+         "uniform",
+         3,
+         paper_match,
+         {{"mlp", "uniform,openelm"}, {"lr", "3e-4,6e-4,1.2e-3"}},
+         "124M at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM (OpenELM's layer-wise "
+         "scaling is openelm x openelm; Prism + OpenELM's MLP is prism x openelm), each at lr 3e-4, 6e-4, 1.2e-3"},
+        {"window124m",
+         "124M",
+         "uniform,prism",
+         "uniform",
+         3,
+         paper,
+         {{"window", "global,local:256/5:1"}, {"lr", "3e-4,6e-4,1.2e-3"}},
+         "124M: global attention vs local 256 / global 5:1, under uniform and Prism heads, each at lr 3e-4, 6e-4, "
+         "1.2e-3"},
         {"tiny",
          "tiny",
          "uniform,prism",
@@ -138,6 +170,22 @@ const std::vector<Recipe>& recipes() {
          cpu,
          {{"lr", "1.5e-3,3e-3,6e-3"}},
          "tiny on the CPU: uniform vs Prism, each at lr 1.5e-3, 3e-3, 6e-3 (the sweep of a study, demonstrated)"},
+        {"tiny-openelm",
+         "tiny",
+         "uniform,prism,openelm",
+         "uniform",
+         2,
+         cpu_match,
+         {{"mlp", "uniform,openelm"}},
+         "tiny on the CPU at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM"},
+        {"tiny-window",
+         "tiny",
+         "uniform,prism",
+         "uniform",
+         3,
+         cpu,
+         {{"window", "global,local:32/5:1"}},
+         "tiny on the CPU: global vs local 32 / global 5:1 attention, under uniform and Prism heads"},
     };
     return r;
 }
@@ -250,12 +298,26 @@ void resolve(Run& r) {
     r.plan = plan_run(r.o, r.cfg, 1, train_tokens);
 }
 
+// The model's per-layer schedule flags whose values are lists: as an axis, like --heads, each value writes '/' for
+// its commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
+bool is_layer_list_flag(const std::string& canon) {
+    for (const char* f : {"--kv-heads", "--mlp", "--window", "--no-attention", "--no-mlp"})
+        if (canon == f) return true;
+    return false;
+}
+
 // One axis of the grid besides heads and widths: a trainer flag and its values (--grid FLAG=LIST, or a recipe's).
 struct Axis {
     std::string flag;                 // the trainer flag's canonical name: "--lr"
     std::vector<std::string> values;  // as given, in order
     std::string source;               // where it comes from, as the grid is printed
     std::string tag() const { return flag.substr(flag.find_first_not_of('-')); }  // in run names: "lr"
+    // Value i as the trainer takes it ('/' back to ',' for a layer list flag).
+    std::string arg(size_t i) const {
+        std::string v = values[i];
+        if (is_layer_list_flag(flag)) std::replace(v.begin(), v.end(), '/', ',');
+        return v;
+    }
 };
 
 // The flags the study gives every run itself, and what sets them.
@@ -298,9 +360,10 @@ Axis parse_axis(const std::string& spec, const std::string& source) {
     a.values = split(spec.substr(eq + 1), ',');
     if (a.values.empty()) throw ConfigError(where + ": no values; give one or more, comma-separated");
     std::vector<std::string> resolved;  // each value as the record writes it
-    for (const std::string& v : a.values) {
+    for (size_t i = 0; i < a.values.size(); i++) {
+        const std::string& v = a.values[i];
         try {
-            f->apply(v);
+            f->apply(a.arg(i));
         } catch (const ConfigError& e) {
             throw ConfigError(where + ": " + e.what());
         }
@@ -482,7 +545,7 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
                 const std::string& v = g.axes[i].values[at[i]];
                 r.name += "-" + g.axes[i].tag() + v;
                 r.axis_values.push_back(v);
-                axis_flags.insert(axis_flags.end(), {g.axes[i].flag, v});
+                axis_flags.insert(axis_flags.end(), {g.axes[i].flag, g.axes[i].arg(at[i])});
             }
             r.name += "-s" + std::to_string(s);
             for (char& ch : r.name)
