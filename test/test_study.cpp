@@ -828,3 +828,144 @@ TEST_CASE("report: each arm at its best value of a swept flag, on validation los
     CHECK(read_text(dir + "/n.html").find("Each arm at its best") == std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
+
+// Issue 28's recipes. Each listed run's command is parsed by the trainer's own flag table and built as
+// train_prism builds it, so the arms' parameters come from the model's accounting (model_config.h's account).
+namespace {
+struct ListedRun {
+    std::string name, command;
+    TrainOptions o;
+    ModelConfig cfg;
+};
+std::vector<ListedRun> listed_runs(const std::string& args) {
+    std::vector<ListedRun> runs;
+    std::istringstream lines(sh("(./study " + args + " --list 2>/dev/null)").out);
+    for (std::string line; std::getline(lines, line);) {
+        ListedRun r;
+        r.command = line.substr(line.rfind('\t') + 1);
+        std::istringstream words(r.command);
+        std::vector<std::string> av;
+        for (std::string w; words >> w;) av.push_back(w);  // no value of these recipes needs quoting
+        for (size_t i = 0; i + 1 < av.size(); i++)
+            if (av[i] == "-o") r.name = av[i + 1].substr(av[i + 1].rfind('/') + 1);
+        std::vector<char*> argv;
+        for (std::string& w : av) argv.push_back(&w[0]);
+        std::vector<Flag> flags = make_train_flags(r.o);
+        parse_flags((int)argv.size(), argv.data(), flags, "train_prism");
+        std::vector<std::string> warnings;
+        r.cfg = build_config(r.o.model, warnings);
+        runs.push_back(r);
+    }
+    return runs;
+}
+// args, then trainer flags after `--` (after).
+double gpu_hours(const std::string& args, const std::string& after = "") {
+    const std::string t =
+        sh("(./study " + args + " --list" + (after.empty() ? "" : " -- " + after) + " 2>&1 >/dev/null)").out;
+    const size_t at = t.find("estimated cost: ");
+    return at == std::string::npos ? NAN : std::strtod(t.c_str() + at + 16, nullptr);
+}
+bool has(const std::string& command, const std::string& words) {
+    return (command + " ").find(" " + words + " ") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("recipes openelm124m and tiny-openelm: heads x MLP schedules at equal parameters, with their GPU-hours",
+          "[study]") {
+    const std::string dir = make_data_dir();
+    for (const std::string recipe : {"openelm124m", "tiny-openelm"}) {
+        INFO(recipe);
+        const bool paper = recipe == "openelm124m";
+        const std::vector<ListedRun> runs = listed_runs(dir + "/st --recipe " + recipe);
+        const std::vector<std::string> lrs =
+            paper ? std::vector<std::string>{"3e-4", "6e-4", "1.2e-3"} : std::vector<std::string>{""};
+        const int seeds = paper ? 3 : 2;
+        REQUIRE(runs.size() == 3 * 2 * lrs.size() * seeds);
+        size_t k = 0;  // seeds outermost, then heads, MLP, lr
+        for (int s = 1; s <= seeds; s++)
+            for (std::string heads : {"uniform", "prism", "openelm"})
+                for (std::string mlp : {"uniform", "openelm"})
+                    for (const std::string& lr : lrs) {
+                        const ListedRun& r = runs[k++];
+                        INFO(r.command);
+                        CHECK(r.name ==
+                              heads + "-uniform-mlp" + mlp + (lr.empty() ? "" : "-lr" + lr) + "-s" + std::to_string(s));
+                        CHECK(has(r.command, "-m " + std::string(paper ? "124M" : "tiny")));
+                        CHECK(has(r.command, "-s " + heads));
+                        CHECK(has(r.command, "--mlp " + mlp));
+                        CHECK(has(r.command, "--match mlp"));
+                        CHECK(has(r.command, "--seed " + std::to_string(s)));
+                        if (paper) CHECK(has(r.command, "--lr " + lr + " --total-batch 524288 --tokens-per-param 25"));
+                        else CHECK(has(r.command, "--steps 60 -b 8"));
+                        // The arm is the model it claims: OpenELM's MLP grows with depth, its heads too; uniform
+                        // keeps both flat.
+                        const ModelConfig& c = r.cfg;
+                        const int L = c.L();
+                        CHECK((c.hidden_of(0) < c.hidden_of(L - 1)) == (mlp == "openelm"));
+                        CHECK((c.layers[0].heads < c.layers[L - 1].heads) == (heads != "uniform"));
+                        if (heads == "openelm")  // OpenELM's alpha from 0.5: the first layer at half the heads
+                            CHECK(c.layers[0].heads == c.h_base / 2);
+                        // Equal parameters: the layer matrices within one layer's rounding step of the MLP solver
+                        // (3 w x mlp_multiple), and so the embeddings and the whole model too.
+                        const Accounting a = account(c), u = account(uniform_baseline(c));
+                        CHECK(std::llabs(a.matched_params - u.matched_params) <= 3LL * c.d * c.mlp_multiple);
+                        CHECK(std::fabs((double)a.params / u.params - 1) < 0.01);
+                    }
+    }
+    // Hours: openelm124m is 54 runs of 124M at equal parameters, three times prism124m's 18 (the MLPs' FLOPs
+    // follow their parameters; attention is the same in every arm).
+    const double h = gpu_hours(dir + "/st --recipe openelm124m"), p = gpu_hours(dir + "/st --recipe prism124m");
+    INFO(h << " GPU-hours vs prism124m's " << p);
+    CHECK(h > 0);
+    CHECK(h == Approx(3 * p).epsilon(0.02));
+    CHECK(gpu_hours(dir + "/st --recipe tiny-openelm") > 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("recipes window124m and tiny-window: global vs local/global 5:1 under uniform and Prism heads, cheaper",
+          "[study]") {
+    const std::string dir = make_data_dir();
+    for (const std::string recipe : {"window124m", "tiny-window"}) {
+        INFO(recipe);
+        const bool paper = recipe == "window124m";
+        const int W = paper ? 256 : 32;
+        const std::vector<ListedRun> runs = listed_runs(dir + "/st --recipe " + recipe);
+        REQUIRE(runs.size() == (paper ? 36u : 12u));
+        size_t k = 0;
+        for (int s = 1; s <= 3; s++)
+            for (std::string heads : {"uniform", "prism"})
+                for (bool local : {false, true})
+                    for (int lr = 0; lr < (paper ? 3 : 1); lr++) {
+                        const ListedRun& r = runs[k++];
+                        INFO(r.command);
+                        const std::string window = local ? "local:" + std::to_string(W) + ",5:1" : "global";
+                        CHECK(r.name.rfind(heads + "-uniform-window" +
+                                               (local ? "local:" + std::to_string(W) + "_5:1" : "global"),
+                                           0) == 0);
+                        CHECK(has(r.command, "--window " + window));
+                        CHECK(has(r.command, "-s " + heads));
+                        CHECK(has(r.command, "--seed " + std::to_string(s)));
+                        // 5:1 from layer 1: five local layers then a global one, repeated (layers 6 and 12 of
+                        // 124M, 6 of tiny); a window changes no parameter.
+                        const ModelConfig& c = r.cfg;
+                        for (int l = 0; l < c.L(); l++) CHECK(c.layers[l].window == (local && l % 6 != 5 ? W : 0));
+                        const Accounting a = account(c), u = account(uniform_baseline(c));
+                        CHECK(a.params == u.params);
+                        if (local) {
+                            CHECK(a.flops_per_token < u.flops_per_token);  // min(W, T) keys in the local layers
+                            CHECK(a.kv_cache_bytes < u.kv_cache_bytes);
+                        } else {
+                            CHECK(a.flops_per_token == u.flops_per_token);
+                        }
+                    }
+    }
+    // The local arms cost less: window124m's hours are below twice those of its global half alone (-- --window
+    // global replaces the axis), and above the global half's (the local arms still train every matrix).
+    const double both = gpu_hours(dir + "/st --recipe window124m"),
+                 global = gpu_hours(dir + "/st --recipe window124m", "--window global");
+    INFO(both << " GPU-hours, global only " << global);
+    CHECK(global > 0);
+    CHECK(both < 2 * global);
+    CHECK(both > 1.5 * global);
+    sh("rm -rf '" + dir + "'");
+}
