@@ -267,8 +267,16 @@ struct Group {
     std::string key, label, colour;
     std::vector<size_t> runs;
     std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
-    bool uniform = false;                                       // uniform heads and widths
+    bool uniform = false;                                       // every layer column uniform
 };
+
+// Every layer column at the uniform model's value (a record older than a column lacks its flag: its default).
+inline bool uniform_layers(const RunRecord& rec) {
+    for (const char* f : {"--heads-schedule", "--widths", "--kv-heads", "--mlp"})
+        if (rec.arg(f) != "uniform" && !rec.arg(f).empty()) return false;
+    const std::string w = rec.arg("--window");
+    return (w.empty() || w == "global") && rec.arg("--no-attention").empty() && rec.arg("--no-mlp").empty();
+}
 
 // What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
 inline std::vector<std::pair<std::string, std::string>> identity_of(const RunLog& r) {
@@ -292,8 +300,7 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
         if (it == groups.end()) {
             Group g;
             g.key = key, g.identity = id;
-            g.uniform =
-                r.has_record && r.record.arg("--heads-schedule") == "uniform" && r.record.arg("--widths") == "uniform";
+            g.uniform = r.has_record && uniform_layers(r.record);
             groups.push_back(g);
             it = groups.end() - 1;
         }
