@@ -50,10 +50,11 @@ struct DataParallel {
 };
 
 // Incremental decoding of one sequence with a KV cache (Engine::make_decoder makes one: ref/cpu_decoder.h on
-// the CPU reference, inspect/cuda_decoder.cuh on the GPU; inspect/sampling.h drives it). Per layer l it keeps the keys and
-// values of every position so far, (capacity, w_l) each: h_l heads of head_dim_l, so 2 w_l numbers a token,
-// what --plan counts as KV-cache bytes (bf16 on the GPU, fp32 on the CPU). Each new token is one row through
-// the layers, its query attending over the cache: the logits equal a full forward over the whole prefix.
+// the CPU reference, inspect/cuda_decoder.cuh on the GPU; inspect/sampling.h drives it). Per layer l with attention
+// it keeps the keys and values of its kv_l K/V heads, (capacity, kv_l head_dim_l) each, or of a window's last W_l
+// positions (a ring): what --plan counts as KV-cache bytes at T (bf16 on the GPU, fp32 on the CPU). Each new token
+// is one row through the layers, its query attending over the cache: the logits equal a full forward over the
+// whole prefix.
 // It runs on the engine's weights as they are when it is made; make a new one after they change.
 // Does not: batch several sequences, or evict (a full cache is the caller's to reset: inspect/sampling.h slides).
 class Decoder {

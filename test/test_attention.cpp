@@ -345,18 +345,19 @@ namespace {
 template <class C> void check_launch_order(const AttShape& s, bool key_tiles, const char* kernel) {
     INFO(kernel << ": B=" << s.B << " T=" << s.T << " h=" << s.h << " head_dim=" << s.hd);
     const int tiles = key_tiles ? (s.T + C::BC - 1) / C::BC : (s.T + C::BR - 1) / C::BR;
-    const dim3 grid = att_grid(s, C::HD, tiles);
+    const int heads = key_tiles ? s.kv : s.h;
+    const dim3 grid = att_grid(s, C::HD, tiles, heads);
     const int nwin = att_windows(s, C::HD), nqb = (s.T + C::BR - 1) / C::BR, nkb = (s.T + C::BC - 1) / C::BC;
-    CHECK(grid.x == (unsigned)(s.B * s.h * nwin));
+    CHECK(grid.x == (unsigned)(s.B * heads * nwin));
     CHECK(grid.z == 1u);
     std::set<std::vector<int>> seen;
     int prev = 1 << 30;
     bool monotone = true;
     for (unsigned y = 0; y < grid.y; y++)
         for (unsigned x = 0; x < grid.x; x++) {
-            const AttBlock b = att_block(x, y, s, C::HD);
+            const AttBlock b = att_block(x, y, s, C::HD, heads);
             seen.insert({b.bh, b.c0, b.rank});
-            CHECK(b.b * s.h + b.hh == b.bh);
+            CHECK(b.b * heads + b.hh == b.bh);
             int len;  // key tiles a query block sees (forward, dQ); query blocks a key block sees (dK/dV)
             if (!key_tiles) {
                 const int q0 = (nqb - 1 - b.rank) * C::BR;
@@ -370,7 +371,7 @@ template <class C> void check_launch_order(const AttShape& s, bool key_tiles, co
     CHECK(monotone);
     CHECK(seen.size() == (size_t)grid.x * grid.y);
     CHECK((int)seen.begin()->at(0) == 0);
-    CHECK((int)seen.rbegin()->at(0) == s.B * s.h - 1);
+    CHECK((int)seen.rbegin()->at(0) == s.B * heads - 1);
 }
 }  // namespace
 
@@ -382,7 +383,7 @@ TEST_CASE("attention blocks start longest first across the whole grid, not per h
         int B, T, h, hd;
     };
     for (Shape sh : {Shape{3, 1000, 5, 64}, Shape{2, 700, 3, 128}, Shape{2, 300, 2, 256}, Shape{1, 200, 2, 776}}) {
-        const AttShape s = attention_shape(sh.B, sh.T, sh.h * sh.hd, sh.h, nullptr, nullptr);
+        const AttShape s = attention_shape(sh.B, sh.T, LayerSpec{sh.h * sh.hd, sh.h}, nullptr, nullptr);
         if (sh.hd <= 64) {
             check_launch_order<AttForward64>(s, false, "forward"), check_launch_order<AttDq64>(s, false, "dQ");
             check_launch_order<AttDkv64>(s, true, "dK/dV");

@@ -28,13 +28,14 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
 }  // namespace
 
 TEST_CASE(
-    "cached decoding gives a full forward's logits at every position (CPU reference: uniform, prism, x, "
-    "lambda)",
+    "cached decoding gives a full forward's logits at every position (CPU reference: uniform, prism, x, lambda, "
+    "shapes)",
     "[generate][cache]") {
     // Tolerance 1e-5 of the logits' scale: the decoder runs the reference's own ops on the same rows (fp32, same
     // summation order), so any difference is a bug; measured 0 (bit-identical). A wrong position, head or cache
-    // row moves logits by O(1).
-    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+    // row moves logits by O(1). "shapes" has GQA, MQA, windows of 3 and 5 (their rings wrap: in the first chunk of
+    // 5, in the chunk of 6 longer than either ring, and token by token), and layers without attention or MLP.
+    for (std::string kind : {"uniform", "prism", "x", "lambda", "shapes"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind);
         const std::vector<float> params = inspect_params(c, 3);
@@ -49,55 +50,72 @@ TEST_CASE(
 
         CpuDecoder dec(c, params, c.T);
         std::vector<float> got((size_t)c.T * c.V);
-        dec.append(seq.data(), 5, got.data(), true);  // a prefill chunk of 5, every position's logits
-        for (int t = 5; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);  // then one at a time
+        dec.append(seq.data(), 5, got.data(), true);                 // a prefill chunk of 5, every position's logits
+        dec.append(&seq[5], 6, got.data() + (size_t)5 * c.V, true);  // a chunk of 6
+        for (int t = 11; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);  // then one at a time
         REQUIRE(dec.position() == c.T);
+        INFO("max |diff| " << max_abs_diff(got.data(), full, got.size()) << " of scale " << scale);
         CHECK(max_abs_diff(got.data(), full, got.size()) <= 1e-5 * scale);
         REQUIRE_THROWS(dec.append(&seq[0], 1, got.data()));  // the cache is full
 
         // reset() starts over: the same logits again, from one token at a time
         dec.reset();
         std::vector<float> again(c.V);
-        for (int t = 0; t < c.T; t++) dec.append(&seq[t], 1, again.data());
-        CHECK(max_abs_diff(again.data(), full + (size_t)(c.T - 1) * c.V, c.V) <= 1e-5 * scale);
+        for (int t = 0; t < c.T; t++) {
+            dec.append(&seq[t], 1, again.data());
+            CHECK(max_abs_diff(again.data(), full + (size_t)t * c.V, c.V) <= 1e-5 * scale);
+        }
     }
 }
 
-TEST_CASE("the CPU decoder's cache is 2 w_l fp32 numbers per layer and token, twice --plan's bf16 bytes",
-          "[generate][cache]") {
-    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
-        const ModelConfig c = inspect_config(kind);
-        CpuDecoder dec(c, inspect_params(c, 1), 10);
-        CHECK(dec.cache_bytes() == 2 * 10 * (size_t)account(c).kv_bytes_per_token);
+TEST_CASE(
+    "the CPU decoder's cache is 2 kv_l head_dim_l fp32 numbers per layer and position it keeps (a window's "
+    "last W), twice --plan's bf16 bytes",
+    "[generate][cache]") {
+    for (std::string kind : {"uniform", "prism", "x", "lambda", "shapes"}) {
+        INFO(kind);
+        const ModelConfig c = inspect_config(kind), c10 = inspect_config(kind, 37, 10);  // capacity 10: T = 10's
+        CHECK(CpuDecoder(c, inspect_params(c, 1), c.T).cache_bytes() == 2 * (size_t)account(c).kv_cache_bytes);
+        CHECK(CpuDecoder(c, inspect_params(c, 1), 10).cache_bytes() == 2 * (size_t)account(c10).kv_cache_bytes);
+        if (kind == "uniform") CHECK(account(c).kv_cache_bytes == (long long)c.T * account(c).kv_bytes_per_token);
     }
+    // GQA and windows shrink it: shapes' layers keep 24, 12, 48, 0, 12 and 24 columns of each of K and V per
+    // position, of 3 positions (a window of 3), 16 (global: T), 5 (a window of 5), none (no attention), 16 (a window
+    // past T) and 16.
+    const ModelConfig s = inspect_config("shapes");
+    CHECK(CpuDecoder(s, inspect_params(s, 1), 16).cache_bytes() ==
+          2 * sizeof(float) * (size_t)(3 * 24 + 16 * 12 + 5 * 48 + 16 * 12 + 16 * 24));
 }
 
 TEST_CASE("decoders through the Engine interface: cache and full recompute sample the same text, past T",
           "[generate][cache]") {
     // Greedy decoding of 40 tokens from a decoder of capacity 8: the cache fills and slides four times
     // (inspect/sampling.h). The recompute decoder runs a full Engine::forward per token; both follow the same slide, so
-    // greedy picks must agree token for token.
-    const ModelConfig c = inspect_config("prism", 37, 8);
-    CpuEngine eng(c);
-    const std::vector<float> params = inspect_params(c, 5);
-    eng.set_params(params.data());
-    SamplingOptions greedy;
-    greedy.temperature = 0;
-    std::unique_ptr<Decoder> cached = eng.make_decoder(8);
-    RecomputeDecoder full(eng, 8);
-    uint64_t r1 = 1, r2 = 1;
-    std::vector<int> emitted;
-    std::vector<int> a =
-        continue_text(*cached, c.V, {1, 2, 3}, 40, greedy, r1, -1, [&](int t) { emitted.push_back(t); });
-    std::vector<int> b = continue_text(full, c.V, {1, 2, 3}, 40, greedy, r2, -1, [](int) {});
-    REQUIRE(a.size() == 40);
-    CHECK(a == b);
-    CHECK(emitted == a);
-    CHECK(r1 == 1);  // greedy draws nothing
-    // A context longer than the capacity keeps its last 8 tokens: the same as passing those 8.
-    std::vector<int> long_ctx = inspect_tokens(c, 20, 9), tail(long_ctx.end() - 8, long_ctx.end());
-    CHECK(continue_text(*cached, c.V, long_ctx, 5, greedy, r1, -1, [](int) {}) ==
-          continue_text(full, c.V, tail, 5, greedy, r2, -1, [](int) {}));
+    // greedy picks must agree token for token. (shapes: each slide's re-prefill of 4 is longer than a window of 3.)
+    for (std::string kind : {"prism", "shapes"}) {
+        INFO(kind);
+        const ModelConfig c = inspect_config(kind, 37, 8);
+        CpuEngine eng(c);
+        const std::vector<float> params = inspect_params(c, 5);
+        eng.set_params(params.data());
+        SamplingOptions greedy;
+        greedy.temperature = 0;
+        std::unique_ptr<Decoder> cached = eng.make_decoder(8);
+        RecomputeDecoder full(eng, 8);
+        uint64_t r1 = 1, r2 = 1;
+        std::vector<int> emitted;
+        std::vector<int> a =
+            continue_text(*cached, c.V, {1, 2, 3}, 40, greedy, r1, -1, [&](int t) { emitted.push_back(t); });
+        std::vector<int> b = continue_text(full, c.V, {1, 2, 3}, 40, greedy, r2, -1, [](int) {});
+        REQUIRE(a.size() == 40);
+        CHECK(a == b);
+        CHECK(emitted == a);
+        CHECK(r1 == 1);  // greedy draws nothing
+        // A context longer than the capacity keeps its last 8 tokens: the same as passing those 8.
+        std::vector<int> long_ctx = inspect_tokens(c, 20, 9), tail(long_ctx.end() - 8, long_ctx.end());
+        CHECK(continue_text(*cached, c.V, long_ctx, 5, greedy, r1, -1, [](int) {}) ==
+              continue_text(full, c.V, tail, 5, greedy, r2, -1, [](int) {}));
+    }
 }
 
 TEST_CASE("sampling: greedy, top-k, top-p and temperature draw from the distribution they promise",
@@ -244,6 +262,19 @@ TEST_CASE("generate prints text, the same with the cache and without; bad input 
     CHECK(a.out.rfind("And God said", 0) == 0);
     CHECK(a.out.size() > std::string("And God said\n").size());
     CHECK(a.out == b.out);
+    // GQA, windows (3 and 5: their rings wrap within the prompt and the 12 tokens) and dropped sub-blocks: the
+    // cached text is the full recompute's
+    ModelConfig shapes = inspect_config("shapes", 50257, 32);
+    const std::vector<float> ps5 = inspect_params(shapes, 8);
+    save_model(dir + "/shapes.bin", shapes, ps5.data(), ps5.size(), 7);
+    Result sa =
+        sh("(./generate " + dir + "/shapes.bin --prompt 'And God said' --tokens 12 --temperature 0 --cpu 2>/dev/null)");
+    Result sb = sh("(./generate " + dir +
+                   "/shapes.bin --prompt 'And God said' --tokens 12 --temperature 0 --cpu --no-cache 2>/dev/null)");
+    INFO(sa.out << "\n" << sb.out);
+    REQUIRE(sa.rc == 0);
+    REQUIRE(sb.rc == 0);
+    CHECK(sa.out == sb.out);
     Result info = sh("echo 'From stdin' | ./generate " + dir + " --tokens 3 --seed 5 --top-p 0.9 --cpu");
     INFO(info.out);
     REQUIRE(info.rc == 0);

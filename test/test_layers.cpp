@@ -391,7 +391,7 @@ TEST_CASE("the cached CPU decoder agrees with a full forward on GQA, windows and
     std::vector<int> in = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
     m.forward(in.data(), nullptr, 1, (int)in.size());
     CpuDecoder dec(c, m.params, c.T);
-    REQUIRE(dec.cache_bytes() == (size_t)c.T * account(c).kv_bytes_per_token * 2);  // fp32: twice bf16's bytes
+    REQUIRE(dec.cache_bytes() == (size_t)account(c).kv_cache_bytes * 2);  // fp32: twice bf16's bytes
     std::vector<float> logits(c.V), chunk(4 * c.V);
     dec.append(in.data(), 4, chunk.data(), true);  // a chunk, then one token at a time
     for (int t = 0; t < 4; t++)
