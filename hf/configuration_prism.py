@@ -72,14 +72,15 @@ class PrismConfig(PreTrainedConfig):
                 raise ValueError(f"PrismConfig: {key} has {len(getattr(self, key))} entries, num_hidden_layers is {L}")
         for l, (w, h, kv, hid, win) in enumerate(zip(self.layer_widths, self.layer_heads, self.layer_kv_heads,
                                                      self.layer_hidden_sizes, self.layer_windows)):
+            at = f"PrismConfig: layer {l}"
             if w % h or (w // h) % 2:
-                raise ValueError(f"PrismConfig: layer {l}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
+                raise ValueError(f"{at}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
             if kv < 0 or (kv and h % kv):
-                raise ValueError(f"PrismConfig: layer {l}: layer_kv_heads {kv} must divide layer_heads {h} (0: no attention)")
+                raise ValueError(f"{at}: layer_kv_heads {kv} must divide layer_heads {h} (0: no attention)")
             if hid < 0 or win < 0 or (win and not kv):
-                raise ValueError(f"PrismConfig: layer {l}: hidden size {hid} and window {win} must be >= 0, window 0 without attention")
+                raise ValueError(f"{at}: hidden size {hid} and window {win} must be >= 0, window 0 without attention")
             if not kv and not hid:
-                raise ValueError(f"PrismConfig: layer {l} has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0)")
+                raise ValueError(f"{at} has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0)")
         if self.residual_width != max([self.hidden_size] + self.layer_widths):
             raise ValueError("PrismConfig: residual_width must be max(hidden_size, layer_widths)")
         if self.final_norm_width != max(self.hidden_size, self.layer_widths[-1]):

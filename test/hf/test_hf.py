@@ -160,7 +160,8 @@ def check_old_config(d):
         r = rel(model(tokens).logits, ref_logits(d + "/model.bin", tokens))
     run(["./import", old, "-o", d + "/old.bin"])
     same = open(d + "/old.bin", "rb").read() == open(d + "/model.bin", "rb").read()
-    check(r <= 1e-5 and same, f"a config.json without layer_kv_heads and layer_windows (older exports): logits {r:.2e}, import byte-identical: {same}")
+    check(r <= 1e-5 and same, "a config.json without layer_kv_heads and layer_windows (older exports): "
+                              f"logits {r:.2e}, import byte-identical: {same}")
 
 
 def check_fine_tune(name, d):
