@@ -598,6 +598,19 @@ TEST_CASE(
     write_all(out + "/config.json", wider);
     CHECK_THAT(import_error(),
                Catch::Contains("tensor model.layers.0.attn_norm.weight has shape [64] but config.json needs [96]"));
+    // per-layer columns: KV heads that do not divide the heads; valid GQA the tensors do not have (wqkv's rows)
+    std::string gqa = config;
+    const std::string kv4 = "\"layer_kv_heads\": [4";
+    gqa.replace(gqa.find(kv4), kv4.size(), "\"layer_kv_heads\": [3");
+    write_all(out + "/config.json", gqa);
+    CHECK_THAT(import_error(),
+               Catch::Contains("config.json: layer 0 (model.layers.0): layer_kv_heads 3 does not divide "
+                               "layer_heads 4"));
+    gqa.replace(gqa.find("\"layer_kv_heads\": [3"), kv4.size(), "\"layer_kv_heads\": [2");
+    write_all(out + "/config.json", gqa);
+    CHECK_THAT(
+        import_error(),
+        Catch::Contains("tensor model.layers.0.attn.qkv.weight has shape [192, 64] but config.json needs [128, 64]"));
     std::string tied = config;
     tied.replace(tied.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
     write_all(out + "/config.json", tied);
