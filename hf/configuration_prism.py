@@ -1,9 +1,15 @@
 # configuration_prism.py: PrismConfig, the Hugging Face config of a Prism model (written next to it by Prism's
-# `export`). Every number the forward depends on is here: d (hidden_size), the per-layer widths w_l, heads h_l
-# and SwiGLU hidden sizes, the residual stream width D = max(d, max w_l), the final-norm width
-# Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The rest
-# of model.bin's header (h_base, the MLP rule, init_width_scale, the training step) rides along so that Prism's
-# `import` writes model.bin back unchanged.
+# `export`). Every number the forward depends on is here: d (hidden_size), the per-layer widths w_l, heads h_l,
+# K/V heads (layer_kv_heads: GQA when below h_l, 0 for a layer without attention), SwiGLU hidden sizes
+# (layer_hidden_sizes: 0 for a layer without an MLP) and attention windows (layer_windows: key j visible to query i
+# iff i - W < j <= i, 0 for global), the residual stream width D = max(d, max w_l), the final-norm width
+# Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The per-layer
+# lists are Prism's own keys rather than transformers' num_key_value_heads / intermediate_size / sliding_window,
+# which transformers reads as one number for every layer (a DynamicCache built from the config would turn a
+# sliding_window list into sliding-window cache layers). The rest of model.bin's header (h_base, the MLP rule,
+# init_width_scale, the training step, the run id, the layer table's own words) rides along so that Prism's
+# `import` writes model.bin back unchanged. A config without layer_kv_heads or layer_windows (an older export)
+# means every head its own K and V and global attention, as it did.
 import math
 
 try:
@@ -24,18 +30,22 @@ class PrismConfig(PreTrainedConfig):
     keys_to_ignore_at_inference = ["past_key_values", "cache"]
 
     def __init__(self, vocab_size=50257, hidden_size=128, num_hidden_layers=6, layer_widths=None, layer_heads=None,
-                 layer_hidden_sizes=None, residual_width=None, final_norm_width=None, max_position_embeddings=128,
-                 norm_type="layernorm", norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)",
-                 rope_theta=10000.0, rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
-                 init_width_scale=False, prism_step=0, prism_run_id=None, use_cache=True, **kwargs):
+                 layer_kv_heads=None, layer_hidden_sizes=None, layer_windows=None, residual_width=None,
+                 final_norm_width=None, max_position_embeddings=128, norm_type="layernorm", norm_eps=1e-5,
+                 tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)", rope_theta=10000.0,
+                 rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
+                 init_width_scale=False, prism_step=0, prism_run_id=None, prism_layer_words=None, use_cache=True,
+                 **kwargs):
         L = num_hidden_layers
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = L
         self.layer_widths = list(layer_widths) if layer_widths is not None else [hidden_size] * L
         self.layer_heads = list(layer_heads) if layer_heads is not None else [num_attention_heads] * L
+        self.layer_kv_heads = list(layer_kv_heads) if layer_kv_heads is not None else list(self.layer_heads)
         self.layer_hidden_sizes = (list(layer_hidden_sizes) if layer_hidden_sizes is not None else
                                    [swiglu_hidden(w, mlp_ratio, mlp_multiple) for w in self.layer_widths])
+        self.layer_windows = list(layer_windows) if layer_windows is not None else [0] * L
         self.residual_width = residual_width if residual_width is not None else max([hidden_size] + self.layer_widths)
         self.final_norm_width = final_norm_width if final_norm_width is not None else max(hidden_size, self.layer_widths[-1])
         self.max_position_embeddings = max_position_embeddings
@@ -50,18 +60,27 @@ class PrismConfig(PreTrainedConfig):
         self.init_width_scale = init_width_scale
         self.prism_step = prism_step
         self.prism_run_id = prism_run_id  # model.bin's run id (16 hex digits), so import writes the same file
+        self.prism_layer_words = prism_layer_words  # model.bin's [kv_heads, hidden, window] words, when needed
         self.use_cache = use_cache
         self._check()
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
 
     def _check(self):
         L = self.num_hidden_layers
-        for key in ("layer_widths", "layer_heads", "layer_hidden_sizes"):
+        for key in ("layer_widths", "layer_heads", "layer_kv_heads", "layer_hidden_sizes", "layer_windows"):
             if len(getattr(self, key)) != L:
                 raise ValueError(f"PrismConfig: {key} has {len(getattr(self, key))} entries, num_hidden_layers is {L}")
-        for l, (w, h) in enumerate(zip(self.layer_widths, self.layer_heads)):
+        for l, (w, h, kv, hid, win) in enumerate(zip(self.layer_widths, self.layer_heads, self.layer_kv_heads,
+                                                     self.layer_hidden_sizes, self.layer_windows)):
+            at = f"PrismConfig: layer {l}"
             if w % h or (w // h) % 2:
-                raise ValueError(f"PrismConfig: layer {l}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
+                raise ValueError(f"{at}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
+            if kv < 0 or (kv and h % kv):
+                raise ValueError(f"{at}: layer_kv_heads {kv} must divide layer_heads {h} (0: no attention)")
+            if hid < 0 or win < 0 or (win and not kv):
+                raise ValueError(f"{at}: hidden size {hid} and window {win} must be >= 0, window 0 without attention")
+            if not kv and not hid:
+                raise ValueError(f"{at} has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0)")
         if self.residual_width != max([self.hidden_size] + self.layer_widths):
             raise ValueError("PrismConfig: residual_width must be max(hidden_size, layer_widths)")
         if self.final_norm_width != max(self.hidden_size, self.layer_widths[-1]):

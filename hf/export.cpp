@@ -97,13 +97,17 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
         s += "`lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True --tasks hellaswag` evaluates it. "
              "Documents start after `<|endoftext|>` in training, as in GPT-2.\n\n";
     else s += "No tokenizer files: the vocabulary (V = " + std::to_string(c.V) + ") is smaller than GPT-2's.\n\n";
-    s += "## Layers\n\nNumbered from 1, as `--plan` and `--turn` number them.\n\n| layer | width | heads | head_dim | "
-         "SwiGLU hidden | parameters "
-         "|\n|---:|---:|---:|---:|---:|---:|\n";
-    for (int l = 0; l < c.L(); l++)
-        s += "| " + std::to_string(l + 1) + " | " + std::to_string(c.layers[l].width) + " | " +
-             std::to_string(c.layers[l].heads) + " | " + std::to_string(c.layers[l].head_dim()) + " | " +
-             std::to_string(c.hidden_of(l)) + " | " + std::to_string(a.layers[l].params) + " |\n";
+    s += "## Layers\n\nNumbered from 1, as `--plan` and `--turn` number them; - where the layer has no attention or "
+         "no MLP.\n\n| layer | width | heads | KV heads | head_dim | window | SwiGLU hidden | parameters "
+         "|\n|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& x = c.layers[l];
+        auto attn = [&](const std::string& v) { return x.attention ? v : std::string("-"); };
+        s += "| " + std::to_string(l + 1) + " | " + std::to_string(x.width) + " | " + attn(std::to_string(x.heads)) +
+             " | " + attn(std::to_string(x.kv())) + " | " + attn(std::to_string(x.head_dim())) + " | " +
+             attn(x.window ? std::to_string(x.window) : "global") + " | " +
+             (x.mlp ? std::to_string(c.hidden_of(l)) : "-") + " | " + std::to_string(a.layers[l].params) + " |\n";
+    }
     s += "\nResidual stream width " + std::to_string(c.D()) + ", final norm over the first " + std::to_string(c.Df()) +
          " coordinates, head over the first " + std::to_string(c.d) + ".\n";
     if (run.empty()) return s;
@@ -148,9 +152,6 @@ int run(const Options& o) {
     const std::string path = is_dir(o.model) ? o.model + "/model.bin" : o.model;
     const LoadedModel m = load_model(path);
     const ModelConfig& c = m.cfg;
-    refuse_layer_features(c, kKernelFeatures | kOwnHidden, "export",
-                          "the Hugging Face export of KV groups, windows, per-layer MLP sizes and layers without "
-                          "attention or MLP (hf/modeling_prism.py) is");
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
     HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
     if (gpt2_vocab)

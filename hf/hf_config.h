@@ -1,22 +1,31 @@
 // hf/hf_config.h: a Prism model in Hugging Face's terms: the safetensors name and shape of each of
 // model_config.h's parameter tensors, and config.json (what hf/modeling_prism.py's forward reads), both ways.
 //
-// Tensor names (modeling_prism.py's module names, so save_pretrained writes the same ones back):
+// Tensor names (modeling_prism.py's module names, so save_pretrained writes the same ones back); kw_l = kv_l *
+// head_dim_l (w_l without KV groups); a layer without attention has no attn_norm / attn tensors, one without an
+// MLP no mlp_norm / mlp tensors:
 //   wte                 model.embed_tokens.weight           (V, d)
 //   h{l}.ln1_w / ln1_b  model.layers.{l}.attn_norm.weight / .bias   (w_l)        bias: LayerNorm only
-//   h{l}.wqkv           model.layers.{l}.attn.qkv.weight    (3 w_l, w_l)  rows q | k | v, heads consecutive
+//   h{l}.wqkv           model.layers.{l}.attn.qkv.weight    (w_l + 2 kw_l, w_l)  rows q | k | v, heads consecutive
 //   h{l}.wo             model.layers.{l}.attn.out.weight    (w_l, w_l)
 //   h{l}.ln2_w / ln2_b  model.layers.{l}.mlp_norm.weight / .bias    (w_l)
 //   h{l}.wfc            model.layers.{l}.mlp.gate_up.weight (2 hidden_l, w_l)  rows gate | up
 //   h{l}.wproj          model.layers.{l}.mlp.down.weight    (w_l, hidden_l)
 //   lnf_w / lnf_b       model.norm.weight / .bias           (Df)
 //   lm_head             lm_head.weight                      (V, d)  untied only (tied: the embedding)
-// config.json holds every number the forward depends on (d, V, T, per-layer widths, heads and SwiGLU hidden
-// sizes, the residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its
-// interleaved pairs) and the rest of model.bin's header (h_base, the MLP rule, init_width_scale, the step),
-// so that import writes model.bin back byte for byte. Reading it checks that the numbers agree with each other
-// (a hidden size the MLP rule does not give, a residual width that is not max(d, w_l), ...): model.bin derives
-// them, so a config that contradicts the rule cannot be represented and is refused in one line.
+// config.json holds every number the forward depends on (d, V, T, per-layer widths, heads, KV heads, SwiGLU
+// hidden sizes and attention windows, the residual and final-norm widths, norm kind and eps, tying, attention
+// scale, RoPE theta and its interleaved pairs) and the rest of model.bin (h_base, the MLP rule, init_width_scale,
+// the step, the run id, and the layer table's own words where the lists alone would not say them), so that
+// import writes model.bin back byte for byte. The per-layer lists say what each layer computes: layer_kv_heads 0
+// is a layer without attention (its layer_windows entry 0), layer_hidden_sizes 0 one without an MLP. model.bin
+// stores 0 for "the default" (KV heads = heads, hidden = the mlp_ratio rule) and keeps a column's word on a layer
+// that lacks the sub-block; when its words are not what the lists imply (an explicit KV-head count equal to the
+// head count, say), prism_layer_words carries them: one [kv_heads, hidden, window] row per layer. Reading checks
+// that the numbers agree with each other (a residual width that is not max(d, w_l), KV heads that do not divide
+// the heads, a window on a layer without attention, words that contradict the lists, ...) and refuses a
+// contradiction in one line. Lists an older export lacks (layer_kv_heads, layer_windows) mean what they meant:
+// every head its own K and V, global attention.
 // Does not: read or write files (hf/export.cpp, hf/import.cpp), or know the safetensors format.
 #pragma once
 
@@ -79,12 +88,29 @@ inline std::string int_list(const std::vector<int>& v) {
 
 constexpr int kGpt2Eot = 50256;
 
+// The layer table's words (LayerSpec's kv_heads, hidden, window) that the lists of hf_config_json imply, so that
+// only a model whose words differ needs prism_layer_words: 0 where the layer takes the default or lacks the
+// sub-block.
+inline std::vector<int> implied_layer_words(const ModelConfig& c, int l) {
+    const LayerSpec& s = c.layers[l];
+    return {s.attention && s.kv() != s.heads ? s.kv() : 0,
+            s.mlp && c.hidden_of(l) != c.hidden(s.width) ? c.hidden_of(l) : 0, s.attention ? s.window : 0};
+}
+
 // config.json of an export. dtype: "float32" or "bfloat16" (what model.safetensors holds).
 // run_id: the model.bin's run (0: none, a version 2 file), kept so that import writes the same file back.
 inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype, uint64_t run_id = 0) {
-    std::vector<int> widths, heads, hidden;
-    for (int l = 0; l < c.L(); l++)
-        widths.push_back(c.layers[l].width), heads.push_back(c.layers[l].heads), hidden.push_back(c.hidden_of(l));
+    std::vector<int> widths, heads, kv, hidden, windows;
+    std::string words;  // prism_layer_words, when some layer's words are not the implied ones
+    bool implied = true;
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& s = c.layers[l];
+        widths.push_back(s.width), heads.push_back(s.heads), hidden.push_back(c.hidden_of(l));
+        kv.push_back(s.attention ? s.kv() : 0), windows.push_back(s.attention ? s.window : 0);
+        const std::vector<int> own = {s.kv_heads, s.hidden, s.window};
+        implied = implied && own == implied_layer_words(c, l);
+        words += (l ? ", " : "") + int_list(own);
+    }
     std::string s = "{\n";
     auto add = [&](const std::string& key, const std::string& value) {
         s += "  " + json::quote(key) + ": " + value + ",\n";
@@ -101,7 +127,9 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("num_hidden_layers", std::to_string(c.L()));
     add("layer_widths", int_list(widths));
     add("layer_heads", int_list(heads));
+    add("layer_kv_heads", int_list(kv));
     add("layer_hidden_sizes", int_list(hidden));
+    add("layer_windows", int_list(windows));
     add("max_position_embeddings", std::to_string(c.T));
     add("norm_type", json::quote(norm_name(c.norm)));
     add("norm_eps", exact_double(c.norm_eps));
@@ -114,6 +142,7 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("mlp_multiple", std::to_string(c.mlp_multiple));
     add("init_width_scale", c.init_width_scale ? "true" : "false");
     add("prism_step", std::to_string(step));
+    if (!implied) add("prism_layer_words", "[" + words + "]");
     if (run_id) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)run_id);
@@ -175,13 +204,16 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         if (v.kind != json::Value::Bool) throw bad(std::string("\"") + key + "\" must be true or false");
         return v.b;
     };
-    auto list = [&](const char* key, size_t n) {
-        const json::Value& v = need(key);
-        if (v.kind != json::Value::Array || v.arr.size() != n)
+    // A list of num_hidden_layers integers in [lo, hi]; `fallback` when the key is absent or null (lists an older
+    // export lacks), required when it is empty.
+    auto list = [&](const char* key, size_t n, long lo, long hi, const std::vector<int>& fallback = {}) {
+        const json::Value* v = o.find(key);
+        if ((!v || v->kind == json::Value::Null) && !fallback.empty()) return fallback;
+        if (!v || v->kind != json::Value::Array || v->arr.size() != n)
             throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) +
                       " integers");
         std::vector<int> out;
-        for (const json::Value& x : v.arr) out.push_back((int)integer(x, key, 1, 1 << 30));
+        for (const json::Value& x : v->arr) out.push_back((int)integer(x, key, lo, hi));
         return out;
     };
     auto text_field = [&](const char* key) {
@@ -197,9 +229,10 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
     c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
     const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
-    const std::vector<int> widths = list("layer_widths", L), heads = list("layer_heads", L),
-                           hidden = list("layer_hidden_sizes", L);
-    for (int l = 0; l < L; l++) c.layers.push_back({widths[l], heads[l]});
+    const std::vector<int> widths = list("layer_widths", L, 1, 1 << 30), heads = list("layer_heads", L, 1, 1 << 30),
+                           kv = list("layer_kv_heads", L, 0, 65536, heads),
+                           hidden = list("layer_hidden_sizes", L, 0, 1 << 20),
+                           windows = list("layer_windows", L, 0, 1 << 20, std::vector<int>(L, 0));
     const std::string norm = text_field("norm_type");
     if (norm != "layernorm" && norm != "rmsnorm")
         throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
@@ -218,6 +251,39 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
             "layout");
     c.mlp_ratio = number("mlp_ratio", 1e-3, 64);
     c.mlp_multiple = (int)integer(need("mlp_multiple"), "mlp_multiple", 1, 65536);
+    // The layers: what the lists say, stored as model.bin stores it (implied_layer_words), or prism_layer_words'
+    // own words, which must then say the same.
+    for (int l = 0; l < L; l++) {
+        LayerSpec s{widths[l], heads[l]};
+        s.attention = kv[l] != 0, s.mlp = hidden[l] != 0;
+        const std::string at = "layer " + std::to_string(l) + " (model.layers." + std::to_string(l) + ")";
+        if (!s.attention && windows[l])
+            throw bad(at + " has no attention (layer_kv_heads 0) but layer_windows " + std::to_string(windows[l]) +
+                      "; a layer without attention has window 0");
+        if (!s.attention && !s.mlp)
+            throw bad(at +
+                      " has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0); drop the layer");
+        if (s.attention && (kv[l] > heads[l] || heads[l] % kv[l]))
+            throw bad(at + ": layer_kv_heads " + std::to_string(kv[l]) + " does not divide layer_heads " +
+                      std::to_string(heads[l]) + "; each K/V head serves a whole group of query heads");
+        s.kv_heads = s.attention && kv[l] != heads[l] ? kv[l] : 0;
+        s.hidden = s.mlp && hidden[l] != c.hidden(widths[l]) ? hidden[l] : 0;
+        s.window = windows[l];
+        c.layers.push_back(s);
+    }
+    if (const json::Value* w = o.find("prism_layer_words"); w && w->kind != json::Value::Null) {
+        const std::string want = "\"prism_layer_words\" must be a list of num_hidden_layers = " + std::to_string(L) +
+                                 " rows [kv_heads, hidden, window] of integers in [0, 1048576]";
+        if (w->kind != json::Value::Array || w->arr.size() != (size_t)L) throw bad(want);
+        for (int l = 0; l < L; l++) {
+            const json::Value& row = w->arr[l];
+            if (row.kind != json::Value::Array || row.arr.size() != 3) throw bad(want);
+            LayerSpec& s = c.layers[l];
+            s.kv_heads = (int)integer(row.arr[0], "prism_layer_words", 0, 1 << 20);
+            s.hidden = (int)integer(row.arr[1], "prism_layer_words", 0, 1 << 20);
+            s.window = (int)integer(row.arr[2], "prism_layer_words", 0, 1 << 20);
+        }
+    }
     c.init_width_scale = boolean("init_width_scale");
     const json::Value* step = o.find("prism_step");
     r.step = step && step->kind != json::Value::Null ? integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
@@ -233,12 +299,17 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     } catch (const ConfigError& e) {
         throw bad(e.what());
     }
-    for (int l = 0; l < L; l++)
-        if (hidden[l] != c.hidden_of(l))
-            throw bad("layer " + std::to_string(l) + " has SwiGLU hidden size " + std::to_string(hidden[l]) +
-                      " but mlp_ratio " + exact_double(c.mlp_ratio) + " and mlp_multiple " +
-                      std::to_string(c.mlp_multiple) + " give " + std::to_string(c.hidden_of(l)) +
-                      "; model.bin derives hidden sizes from that rule, so it cannot hold this model");
+    for (int l = 0; l < L; l++) {
+        const LayerSpec& s = c.layers[l];
+        if ((s.attention ? s.kv() : 0) != kv[l] || c.hidden_of(l) != hidden[l] ||
+            (s.attention ? s.window : 0) != windows[l])
+            throw bad("\"prism_layer_words\" row " + std::to_string(l) + " " +
+                      int_list({s.kv_heads, s.hidden, s.window}) + " (model.bin's words, 0: the default) gives " +
+                      std::to_string(s.attention ? s.kv() : 0) + " KV heads, hidden " + std::to_string(c.hidden_of(l)) +
+                      " and window " + std::to_string(s.attention ? s.window : 0) + " where the lists say " +
+                      std::to_string(kv[l]) + ", " + std::to_string(hidden[l]) + " and " + std::to_string(windows[l]) +
+                      "; delete prism_layer_words (kept only for a byte-identical import) if you changed the lists");
+    }
     if (integer(need("residual_width"), "residual_width", 1, 1 << 30) != c.D())
         throw bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
     if (integer(need("final_norm_width"), "final_norm_width", 1, 1 << 30) != c.Df())

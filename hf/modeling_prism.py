@@ -1,15 +1,21 @@
-# modeling_prism.py: a Prism model (uniform, Prism head schedules, Xformer width schedules) as a Hugging Face
-# causal LM in plain PyTorch, computing exactly Prism's forward (docs/model.md, "The model exactly"; the fp32 CPU
-# reference is ref/reference.h / ref/ops.h):
+# modeling_prism.py: a Prism model (uniform, Prism head schedules, Xformer width schedules, and per layer K/V heads,
+# SwiGLU hidden sizes, attention windows and dropped sub-blocks) as a Hugging Face causal LM in plain PyTorch,
+# computing exactly Prism's forward (docs/model.md, "The model exactly"; the fp32 CPU reference is
+# ref/reference.h / ref/ops.h):
 #   x = [embed(tokens) | 0]                      the residual stream (B, S, D), D = max(d, max w_l)
-#   for each layer l (width w = w_l, h = h_l heads of head_dim w / h, SwiGLU hidden_l):
-#     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     causal; q | k | v rows, heads consecutive
+#   for each layer l (width w = w_l, h = h_l query heads of head_dim w / h, kv = kv_l K/V heads, SwiGLU hidden_l):
+#     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     q (h heads) | k (kv heads) | v (kv heads) rows,
+#                                                              heads consecutive; query head j reads K/V head
+#                                                              j // (h / kv); causal, and with a window W key j is
+#                                                              visible to query i iff i - W < j <= i
 #     x[..., :w] += down(silu(gate) * up),  gate | up = gate_up(norm(x[..., :w]))
 #   logits = lm_head(norm_f(x[..., :Df])[..., :d])                   Df = max(d, w_L); tied: the embedding
+# A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line.
 # Coordinates beyond w_l bypass layer l. RoPE rotates the interleaved pairs (2i, 2i+1) of each head by
 # position * theta^(-2i / head_dim), angles in float64 as the reference does. Norms and softmax run in fp32
-# whatever the weights' dtype. past_key_values / cache hold each layer's K and V (h_l heads of head_dim_l), so
-# generate() decodes one token per step.
+# whatever the weights' dtype. past_key_values / cache hold each layer's kv_l K and V heads (a query group
+# reads its K/V head without copying it), so generate() decodes one token per step; a windowed layer keeps its
+# whole cache and masks the keys older than its window; a layer without attention caches nothing.
 import math
 
 import torch
@@ -69,24 +75,31 @@ class PrismAttention(nn.Module):
         self.layer_idx = layer_idx
         self.width = config.layer_widths[layer_idx]
         self.heads = config.layer_heads[layer_idx]
+        self.kv_heads = config.layer_kv_heads[layer_idx]
         self.head_dim = self.width // self.heads
+        self.kv_width = self.kv_heads * self.head_dim
         self.scale = 1.0 / self.head_dim if config.attention_scale == "1/head_dim" else 1.0 / math.sqrt(self.head_dim)
         self.theta = config.rope_theta
-        self.qkv = nn.Linear(self.width, 3 * self.width, bias=False)
+        self.qkv = nn.Linear(self.width, self.width + 2 * self.kv_width, bias=False)
         self.out = nn.Linear(self.width, self.width, bias=False)
 
     def forward(self, x, positions, key_mask, cache):
         B, S, _ = x.shape
-        q, k, v = self.qkv(x).split(self.width, dim=-1)
-        q, k, v = (t.view(B, S, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.qkv(x).split((self.width, self.kv_width, self.kv_width), dim=-1)
+        q = q.view(B, S, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (t.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2) for t in (k, v))
         cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, q.dtype)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
-        scores = (q.float() @ k.float().transpose(-1, -2)) * self.scale  # (B, h, S, S_total)
-        scores = scores.masked_fill(~key_mask[:, None], torch.finfo(torch.float32).min)
+        # Each K/V head serves a group of h / kv consecutive query heads: (B, kv, group, S, head_dim) against
+        # (B, kv, 1, S_total, head_dim), broadcast rather than copied per query head.
+        g = self.heads // self.kv_heads
+        qg = q.float().view(B, self.kv_heads, g, S, self.head_dim)
+        scores = (qg @ k.float()[:, :, None].transpose(-1, -2)) * self.scale  # (B, kv, g, S, S_total)
+        scores = scores.masked_fill(~key_mask[:, None, None], torch.finfo(torch.float32).min)
         p = torch.softmax(scores, dim=-1).to(v.dtype)
-        y = (p @ v).transpose(1, 2).reshape(B, S, self.width)
+        y = (p @ v[:, :, None]).view(B, self.heads, S, self.head_dim).transpose(1, 2).reshape(B, S, self.width)
         return self.out(y)
 
 
@@ -103,24 +116,36 @@ class PrismMLP(nn.Module):
 
 
 class PrismLayer(nn.Module):
-    """Reads and writes the leading slice [0, w_l) of the residual stream; the rest passes by."""
+    """Reads and writes the leading slice [0, w_l) of the residual stream; the rest passes by. A sub-block the
+    layer lacks (layer_kv_heads 0: no attention, layer_hidden_sizes 0: no MLP) has no modules and no weights."""
 
     def __init__(self, config, layer_idx):
         super().__init__()
+        self.layer_idx = layer_idx
         self.width = config.layer_widths[layer_idx]
-        self.attn_norm = PrismNorm(self.width, config.norm_type, config.norm_eps)
-        self.attn = PrismAttention(config, layer_idx)
-        self.mlp_norm = PrismNorm(self.width, config.norm_type, config.norm_eps)
-        self.mlp = PrismMLP(config, layer_idx)
+        self.window = config.layer_windows[layer_idx]
+        if config.layer_kv_heads[layer_idx]:
+            self.attn_norm = PrismNorm(self.width, config.norm_type, config.norm_eps)
+            self.attn = PrismAttention(config, layer_idx)
+        else:
+            self.attn = None
+        if config.layer_hidden_sizes[layer_idx]:
+            self.mlp_norm = PrismNorm(self.width, config.norm_type, config.norm_eps)
+            self.mlp = PrismMLP(config, layer_idx)
+        else:
+            self.mlp = None
 
     def _add(self, x, y):
         if self.width == x.shape[-1]:
             return x + y
         return torch.cat((x[..., : self.width] + y, x[..., self.width :]), dim=-1)
 
-    def forward(self, x, positions, key_mask, cache):
-        x = self._add(x, self.attn(self.attn_norm(x[..., : self.width]), positions, key_mask, cache))
-        return self._add(x, self.mlp(self.mlp_norm(x[..., : self.width])))
+    def forward(self, x, positions, key_masks, cache):
+        if self.attn is not None:
+            x = self._add(x, self.attn(self.attn_norm(x[..., : self.width]), positions, key_masks[self.window], cache))
+        if self.mlp is not None:
+            x = self._add(x, self.mlp(self.mlp_norm(x[..., : self.width])))
+        return x
 
 
 class PrismPreTrainedModel(PreTrainedModel):
@@ -145,6 +170,7 @@ class PrismModel(PrismPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(PrismLayer(config, l) for l in range(config.num_hidden_layers))
+        self.first_attention = next((l for l, kv in enumerate(config.layer_kv_heads) if kv), 0)
         self.norm = PrismNorm(config.final_norm_width, config.norm_type, config.norm_eps)
         self.post_init()
 
@@ -159,20 +185,25 @@ class PrismModel(PrismPreTrainedModel):
         B, S = input_ids.shape
         if use_cache and cache is None:
             cache = DynamicCache()
-        past = cache.get_seq_length() if cache is not None else 0
+        # A layer without attention leaves its cache layer empty: the length is the first attention layer's.
+        past = cache.get_seq_length(self.first_attention) if cache is not None else 0
         if position_ids is None:
             position_ids = (torch.arange(S, device=input_ids.device) + past).expand(B, S)
-        # key_mask (B, S, past + S): causal over absolute positions, and no padded key (attention_mask 0)
+        # key_mask (B, S, past + S): causal over absolute positions, and no padded key (attention_mask 0); and per
+        # window W of a layer, the keys j > i - W of query i (the cache holds every position, so i and j index it)
         q_at = torch.arange(S, device=input_ids.device)[:, None] + past
-        key_mask = (torch.arange(past + S, device=input_ids.device)[None, :] <= q_at)[None].expand(B, S, past + S)
+        k_at = torch.arange(past + S, device=input_ids.device)[None, :]
+        key_mask = (k_at <= q_at)[None].expand(B, S, past + S)
         if attention_mask is not None:
             key_mask = key_mask & attention_mask[:, None, -(past + S):].bool()
+        key_masks = {W: key_mask & (k_at > q_at - W)[None] if W else key_mask
+                     for W in set(self.config.layer_windows)}
         d, D, Df = self.config.hidden_size, self.config.residual_width, self.config.final_norm_width
         x = self.embed_tokens(input_ids)
         if D > d:
             x = F.pad(x, (0, D - d))
         for layer in self.layers:
-            x = layer(x, position_ids, key_mask, cache)
+            x = layer(x, position_ids, key_masks, cache)
         return self.norm(x[..., :Df])[..., :d], cache
 
 

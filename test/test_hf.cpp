@@ -59,6 +59,29 @@ ModelConfig make(const std::string& heads, const std::string& widths, const std:
     return build_config(s, w);
 }
 
+// A model with the per-layer columns (model_flags.h's --kv-heads, --mlp, --window, --no-attention, --no-mlp).
+ModelConfig make_columns(const std::string& kv, const std::string& mlp, const std::string& window,
+                         const std::string& no_attention, const std::string& no_mlp,
+                         const std::string& heads = "uniform", const std::string& widths = "uniform") {
+    ModelSpec s;
+    s.preset = "tiny", s.heads = heads, s.widths = widths, s.d = 64, s.L = 6, s.T = 32, s.V = 300, s.h_base = 4;
+    s.kv_heads = kv, s.mlp = mlp, s.window = window, s.no_attention = no_attention, s.no_mlp = no_mlp;
+    s.allow_ablation = true;
+    std::vector<std::string> w;
+    return build_config(s, w);
+}
+// Every per-layer word model.bin stores (LayerSpec's, the defaults' 0 included).
+bool same_layers(const ModelConfig& a, const ModelConfig& b) {
+    if (a.L() != b.L()) return false;
+    for (int l = 0; l < a.L(); l++) {
+        const LayerSpec &x = a.layers[l], &y = b.layers[l];
+        if (x.width != y.width || x.heads != y.heads || x.kv_heads != y.kv_heads || x.hidden != y.hidden ||
+            x.window != y.window || x.attention != y.attention || x.mlp != y.mlp)
+            return false;
+    }
+    return true;
+}
+
 // Random parameters of c, every tensor distinct (norm weights included), written as model.bin.
 std::vector<float> write_model(const std::string& path, const ModelConfig& c, long step) {
     const ParamLayout layout = param_layout(c);
@@ -219,12 +242,22 @@ TEST_CASE("safetensors: a damaged file is refused in one line that names it", "[
     remove_all(dir);
 }
 
-TEST_CASE("config.json reads back as the same model for uniform, Prism, X, lambda, RMSNorm, untied and muP models",
-          "[hf]") {
+TEST_CASE(
+    "config.json reads back as the same model for uniform, Prism, X, lambda, RMSNorm, untied and muP models, and "
+    "every per-layer column",
+    "[hf]") {
     std::vector<ModelConfig> kinds = {
-        make("uniform", "uniform", "layernorm", 0), make("prism", "uniform", "layernorm", 0),
-        make("uniform", "x", "layernorm", 0),       make("uniform", "lambda", "layernorm", 0),
-        make("prism", "x", "rmsnorm", 1),           make("uniform", "uniform", "rmsnorm", 1)};
+        make("uniform", "uniform", "layernorm", 0),
+        make("prism", "uniform", "layernorm", 0),
+        make("uniform", "x", "layernorm", 0),
+        make("uniform", "lambda", "layernorm", 0),
+        make("prism", "x", "rmsnorm", 1),
+        make_columns("gqa:2", "uniform", "global", "", ""),
+        make_columns("mqa", "openelm", "local:8,2:1", "", ""),
+        make_columns("uniform", "uniform", "global", "1,4", "2"),
+        make_columns("gqa:4", "uniform", "global", "", ""),                         // explicit KV heads = heads
+        make_columns("1,1,1,1,2,4", "openelm", "8x3,0x3", "2", "5", "prism", "x"),  // window on a no-attention layer
+        make("uniform", "uniform", "rmsnorm", 1)};
     kinds.back().mup_attn = true, kinds.back().init_width_scale = true, kinds.back().rope_theta = 500000,
     kinds.back().norm_eps = 1e-6;
     for (const ModelConfig& c : kinds) {
@@ -245,9 +278,7 @@ TEST_CASE("config.json reads back as the same model for uniform, Prism, X, lambd
         CHECK(b.init_width_scale == c.init_width_scale);
         CHECK(b.rope_theta == c.rope_theta);
         CHECK(b.norm_eps == c.norm_eps);
-        REQUIRE(b.L() == c.L());
-        for (int l = 0; l < c.L(); l++)
-            CHECK((b.layers[l].width == c.layers[l].width && b.layers[l].heads == c.layers[l].heads));
+        CHECK(same_layers(b, c));  // every word of the layer table, a default's 0 included
         CHECK(json::parse(text).find("auto_map")->find("AutoModelForCausalLM")->str ==
               "modeling_prism.PrismForCausalLM");
     }
@@ -272,10 +303,10 @@ TEST_CASE("config.json whose numbers contradict each other is refused in one lin
         }
         return "(no error)";
     };
+    // A hidden size other than the rule's is the layer's own (model.bin stores it); 0 is a layer without an MLP.
     const int hid0 = c.hidden_of(0);
-    CHECK_THAT(error("\"layer_hidden_sizes\": [" + std::to_string(hid0),
-                     "\"layer_hidden_sizes\": [" + std::to_string(hid0 + 32)),
-               Catch::Contains("layer 0 has SwiGLU hidden size") && Catch::Contains("cannot hold this model"));
+    CHECK(error("\"layer_hidden_sizes\": [" + std::to_string(hid0),
+                "\"layer_hidden_sizes\": [" + std::to_string(hid0 + 32)) == "(no error)");
     CHECK_THAT(error("\"residual_width\": " + std::to_string(c.D()), "\"residual_width\": 64"),
                Catch::Contains("residual_width"));
     CHECK_THAT(error("\"model_type\": \"prism\"", "\"model_type\": \"gpt2\""), Catch::Contains("not \"prism\""));
@@ -293,6 +324,79 @@ TEST_CASE("config.json whose numbers contradict each other is refused in one lin
     const std::string e = error("\"tie_word_embeddings\": true,", "");
     CHECK_THAT(e, Catch::Contains("x/config.json: missing \"tie_word_embeddings\""));
     CHECK(e.find('\n') == std::string::npos);
+}
+
+TEST_CASE(
+    "config.json's per-layer columns: layer_kv_heads, layer_hidden_sizes and layer_windows say what each layer "
+    "computes, prism_layer_words only when model.bin's words differ, older configs read as before, contradictions "
+    "refused",
+    "[hf]") {
+    // GQA 2 groups, a 2:1 local/global interleave of window 8, layer 2 without attention, layer 5 without an MLP
+    const ModelConfig c = make_columns("gqa:2", "uniform", "local:8,2:1", "2", "5");
+    const std::string good = hf_config_json(c, 0, "float32");
+    INFO(good);
+    const int hid = c.hidden(64);
+    CHECK_THAT(good, Catch::Contains("\"layer_kv_heads\": [2, 0, 2, 2, 2, 2],"));
+    CHECK_THAT(good, Catch::Contains("\"layer_windows\": [8, 0, 0, 8, 8, 0],"));  // layer 2's window: no attention
+    const std::string h = std::to_string(hid);
+    CHECK_THAT(good,
+               Catch::Contains("\"layer_hidden_sizes\": [" + h + ", " + h + ", " + h + ", " + h + ", 0, " + h + "],"));
+    // layer 2's window word (8) is only in model.bin's table: prism_layer_words carries it
+    CHECK_THAT(good, Catch::Contains("\"prism_layer_words\": [[2, 0, 8], [2, 0, 8], [2, 0, 0], [2, 0, 8], [2, 0, 8], "
+                                     "[2, 0, 0]]"));
+    CHECK(same_layers(parse_hf_config(good, "config.json").cfg, c));
+    // A model whose words the lists imply writes none; a uniform one reads back without the new keys at all.
+    const ModelConfig plain = make_columns("gqa:2", "uniform", "local:8,2:1", "", "");
+    CHECK_THAT(hf_config_json(plain, 0, "float32"), !Catch::Contains("prism_layer_words"));
+    const ModelConfig uniform = make("uniform", "uniform", "layernorm", 0);
+    std::string old = hf_config_json(uniform, 0, "float32");
+    for (const char* key :
+         {"  \"layer_kv_heads\": [4, 4, 4, 4, 4, 4],\n", "  \"layer_windows\": [0, 0, 0, 0, 0, 0],\n"}) {
+        REQUIRE(old.find(key) != std::string::npos);
+        old.erase(old.find(key), strlen(key));
+    }
+    CHECK(same_layers(parse_hf_config(old, "config.json").cfg, uniform));
+
+    auto error = [&](const std::string& from, const std::string& to) -> std::string {
+        std::string t = good;
+        const size_t at = t.find(from);
+        REQUIRE(at != std::string::npos);
+        t.replace(at, from.size(), to);
+        try {
+            parse_hf_config(t, "x/config.json");
+        } catch (const HfError& e) {
+            return e.what();
+        }
+        return "(no error)";
+    };
+    const std::string kv = "\"layer_kv_heads\": [2, 0, 2, 2, 2, 2]", win = "\"layer_windows\": [8, 0, 0, 8, 8, 0]";
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {error(kv, "\"layer_kv_heads\": [3, 0, 2, 2, 2, 2]"),
+         "x/config.json: layer 0 (model.layers.0): layer_kv_heads 3 does not divide layer_heads 4"},
+        {error(kv, "\"layer_kv_heads\": [8, 0, 2, 2, 2, 2]"), "layer_kv_heads 8 does not divide layer_heads 4"},
+        {error(kv, "\"layer_kv_heads\": [-1, 0, 2, 2, 2, 2]"), "\"layer_kv_heads\" must be an integer in [0, 65536]"},
+        {error(kv, "\"layer_kv_heads\": [2, 0, 2, 2, 2]"),
+         "\"layer_kv_heads\" must be a list of num_hidden_layers = 6"},
+        {error(kv, "\"layer_kv_heads\": 2"), "\"layer_kv_heads\" must be a list of num_hidden_layers = 6"},
+        {error(win, "\"layer_windows\": [8, 4, 0, 8, 8, 0]"),
+         "layer 1 (model.layers.1) has no attention (layer_kv_heads 0) but layer_windows 4"},
+        {error(win, "\"layer_windows\": [8, 0, 0, 8, -8, 0]"), "\"layer_windows\" must be an integer in [0, 1048576]"},
+        {error("\"layer_hidden_sizes\": [" + h + ", " + h, "\"layer_hidden_sizes\": [" + h + ", 0"),
+         "x/config.json: layer 1 (model.layers.1) has neither attention (layer_kv_heads 0) nor an MLP"},
+        {error("[2, 0, 8], [2, 0, 8], [2, 0, 0]", "[2, 0, 8], [2, 0, 8], [1, 0, 0]"),
+         "\"prism_layer_words\" row 2 [1, 0, 0] (model.bin's words, 0: the default) gives 1 KV heads, hidden " + h +
+             " and window 0 where the lists say 2, " + h + " and 0; delete prism_layer_words"},
+        {error("[2, 0, 8], [2, 0, 8], [2, 0, 0]", "[2, 0, 8], [2, 0, 8], [2, 0, 0, 0]"),
+         "\"prism_layer_words\" must be a list of num_hidden_layers = 6 rows [kv_heads, hidden, window]"},
+        {error("[2, 0, 8], [2, 0, 8], [2, 0, 0]", "[2, 0, 8], [2, 0, 8], [2, 0, 2000000]"),
+         "\"prism_layer_words\" must be an integer in [0, 1048576]"},
+        {error("\"prism_layer_words\": [[2, 0, 8], ", "\"prism_layer_words\": [8, "),
+         "rows [kv_heads, hidden, window]"},
+    };
+    for (const auto& [e, want] : bad) {
+        CHECK_THAT(e, Catch::Contains(want));
+        CHECK(e.find('\n') == std::string::npos);
+    }
 }
 
 TEST_CASE("every parameter tensor has one Hugging Face name, and the shapes cover the model", "[hf]") {
@@ -381,7 +485,8 @@ TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h 
 TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves the file and imports its rounded values",
           "[hf]") {
     const std::string dir = tmp_dir();
-    for (const ModelConfig& c : {make("prism", "uniform", "layernorm", 0), make("uniform", "x", "rmsnorm", 1)}) {
+    for (const ModelConfig& c : {make("prism", "uniform", "layernorm", 0), make("uniform", "x", "rmsnorm", 1),
+                                 make_columns("1,1,1,1,2,4", "openelm", "8x3,0x3", "2", "5", "prism", "x")}) {
         const std::string bin = dir + "/model.bin", out = dir + "/hf", back = dir + "/back.bin";
         remove_all(out), unlink(back.c_str());
         const std::vector<float> p = write_model(bin, c, 42);
@@ -395,6 +500,9 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
         CHECK(read_all(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
         // The card's table numbers layers from 1: the sixth layer (index 5) is row 6.
         CHECK_THAT(read_all(out + "/README.md"), Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
+        if (!c.layers[1].attention)  // the columns of a sub-block the layer lacks are "-"
+            CHECK_THAT(read_all(out + "/README.md"),
+                       Catch::Contains("| 2 | " + std::to_string(c.layers[1].width) + " | - | - | - | - | "));
         CHECK_THAT(read_all(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
         const Result i = sh("./import " + out + " -o " + back);
         INFO(i.out);
@@ -490,6 +598,19 @@ TEST_CASE(
     write_all(out + "/config.json", wider);
     CHECK_THAT(import_error(),
                Catch::Contains("tensor model.layers.0.attn_norm.weight has shape [64] but config.json needs [96]"));
+    // per-layer columns: KV heads that do not divide the heads; valid GQA the tensors do not have (wqkv's rows)
+    std::string gqa = config;
+    const std::string kv4 = "\"layer_kv_heads\": [4";
+    gqa.replace(gqa.find(kv4), kv4.size(), "\"layer_kv_heads\": [3");
+    write_all(out + "/config.json", gqa);
+    CHECK_THAT(import_error(),
+               Catch::Contains("config.json: layer 0 (model.layers.0): layer_kv_heads 3 does not divide "
+                               "layer_heads 4"));
+    gqa.replace(gqa.find("\"layer_kv_heads\": [3"), kv4.size(), "\"layer_kv_heads\": [2");
+    write_all(out + "/config.json", gqa);
+    CHECK_THAT(
+        import_error(),
+        Catch::Contains("tensor model.layers.0.attn.qkv.weight has shape [192, 64] but config.json needs [128, 64]"));
     std::string tied = config;
     tied.replace(tied.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
     write_all(out + "/config.json", tied);
@@ -531,7 +652,7 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
         CHECK_THAT(card, Catch::Contains("| 10 | 20480 | 5.5000 | 5.4000 | 5.4000 | 12.5 |"));
         CHECK_THAT(card, Catch::Contains("| hellaswag | 10 | examples 10, acc 0.3 |"));
         // Layers numbered from 1, as --plan numbers them.
-        CHECK_THAT(card, Catch::Contains("| 1 | 64 | 2 | 32 | " + std::to_string(c.hidden_of(0)) + " | "));
+        CHECK_THAT(card, Catch::Contains("| 1 | 64 | 2 | 2 | 32 | global | " + std::to_string(c.hidden_of(0)) + " | "));
         CHECK_THAT(card, !Catch::Contains("| 0 | 64 |"));
     }
     remove_all(run);

@@ -3,12 +3,17 @@
 against our own numbers:
 
   logits     uniform, Prism, X (the Xformer recipe: RMSNorm, untied, 1/head_dim), lambda, RMSNorm, untied and
-             Prism x X models: AutoModelForCausalLM's fp32 logits against the CPU reference's (build/hf_check
-             logits), relative difference max|hf - ref| / max|ref| at most 1e-5 (fp32 sums in another order:
-             measured 8e-7 to 5e-6), once in one forward and once decoded token by token through the KV cache;
-             a bf16 export loaded as fp32 against the reference run on the imported (rounded) model.bin
-  round trip save_pretrained of the loaded model, imported back: the same model.bin, byte for byte; and a model
-             fine-tuned for three AdamW steps in PyTorch, saved and imported: the reference's logits match its
+             Prism x X models, and the per-layer columns: GQA (2 groups), MQA, a local/global interleave (window 16,
+             two local layers to one global, at a sequence of 64), layers without attention (the first among them)
+             or without an MLP, OpenELM's layer-wise heads and MLP, and all of them at once on Prism x X:
+             AutoModelForCausalLM's fp32 logits against the CPU reference's (build/hf_check logits), relative
+             difference max|hf - ref| / max|ref| at most 1e-5 (fp32 sums in another order: measured 6e-7 to 5e-6),
+             once in one forward and once decoded token by token through the KV cache (past the window);
+             a bf16 export loaded as fp32 against the reference run on the imported (rounded) model.bin;
+             a config.json without the per-layer keys older exports lack loads and means what it meant
+  round trip save_pretrained of the loaded model, imported back: the same model.bin, byte for byte (every kind
+             with a per-layer column, and X); and a model fine-tuned for three AdamW steps in PyTorch (Prism, and
+             the all-columns model), saved and imported: the reference's logits match its
   tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
   generate   greedy generate() against ./generate --temperature 0: the same text
   HFLM       lm-evaluation-harness's own HFLM loglikelihood() of every request of small HellaSwag, WinoGrande,
@@ -61,7 +66,18 @@ KINDS = {
     "rmsnorm": SMALL + ["--heads", "4", "--norm", "rmsnorm"],
     "untied": SMALL + ["--heads", "4", "--untied"],
     "prism-x": SMALL + ["-w", "x", "-s", "prism", "--heads", "4"],
+    "gqa": SMALL + ["--heads", "4", "--kv-heads", "gqa:2"],
+    "mqa": SMALL + ["--heads", "4", "--kv-heads", "mqa"],
+    "window": SMALL + ["--heads", "4", "--window", "local:16,2:1"],
+    "no-attn": SMALL + ["--heads", "4", "--no-attention", "1,4"],
+    "no-mlp": SMALL + ["--heads", "4", "--no-mlp", "2,6"],
+    "openelm": SMALL + ["--heads", "4", "-s", "openelm", "--mlp", "openelm"],
+    # every column at once; layer 2's window and the explicit KV-head count of layer 6 (= its heads) are words
+    # that only prism_layer_words carries
+    "combo": SMALL + ["-w", "x", "-s", "prism", "--heads", "4", "--kv-heads", "1,1,1,1,2,4", "--window", "8x3,0x3",
+                      "--no-attention", "2", "--no-mlp", "5", "--mlp", "openelm", "--norm", "rmsnorm", "--untied"],
 }
+COLUMNS = ["gqa", "mqa", "window", "no-attn", "no-mlp", "openelm", "combo"]
 
 
 def make_kind(name, seed):
@@ -110,7 +126,7 @@ def check_logits(name, d):
     return model, r_full, r_cached
 
 
-def check_bf16_and_round_trip(d):
+def check_bf16(name, d):
     run(["./export", d + "/model.bin", "-o", d + "/hf16", "--dtype", "bf16"])
     run(["./import", d + "/hf16", "-o", d + "/rounded.bin"])
     model = AutoModelForCausalLM.from_pretrained(d + "/hf16", trust_remote_code=True, dtype=torch.float32).eval()
@@ -118,15 +134,37 @@ def check_bf16_and_round_trip(d):
     with torch.no_grad():
         r = rel(model(tokens).logits, ref_logits(d + "/rounded.bin", tokens))
     size32, size16 = os.path.getsize(d + "/hf/model.safetensors"), os.path.getsize(d + "/hf16/model.safetensors")
-    check(r <= 1e-5, f"bf16 export ({size16} bytes, fp32 {size32}) loaded as fp32 vs the reference on its imported model.bin: {r:.2e}")
+    check(r <= 1e-5, f"bf16 {name:8s} export ({size16} bytes, fp32 {size32}) loaded as fp32 vs the reference on its imported model.bin: {r:.2e}")
+
+
+def check_round_trip(name, d):
     model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32)
     model.save_pretrained(d + "/saved")
     run(["./import", d + "/saved", "-o", d + "/saved.bin"])
     same = open(d + "/saved.bin", "rb").read() == open(d + "/model.bin", "rb").read()
-    check(same, f"save_pretrained -> import: model.bin identical byte for byte ({os.path.getsize(d + '/model.bin')} bytes)")
+    check(same, f"round trip {name:8s} save_pretrained -> import: model.bin identical byte for byte ({os.path.getsize(d + '/model.bin')} bytes)")
 
 
-def check_fine_tune(d):
+def check_old_config(d):
+    """An export written before the per-layer columns existed (no layer_kv_heads, no layer_windows) still loads, means
+    the same model, and imports to the same model.bin."""
+    old = d + "/old"
+    shutil.copytree(d + "/hf", old)
+    config = json.load(open(old + "/config.json"))
+    for key in ("layer_kv_heads", "layer_windows"):
+        del config[key]
+    json.dump(config, open(old + "/config.json", "w"), indent=2)
+    model = AutoModelForCausalLM.from_pretrained(old, trust_remote_code=True, dtype=torch.float32).eval()
+    tokens = torch.randint(0, EOT + 1, (1, T))
+    with torch.no_grad():
+        r = rel(model(tokens).logits, ref_logits(d + "/model.bin", tokens))
+    run(["./import", old, "-o", d + "/old.bin"])
+    same = open(d + "/old.bin", "rb").read() == open(d + "/model.bin", "rb").read()
+    check(r <= 1e-5 and same, "a config.json without layer_kv_heads and layer_windows (older exports): "
+                              f"logits {r:.2e}, import byte-identical: {same}")
+
+
+def check_fine_tune(name, d):
     """A model changed in PyTorch (three AdamW steps on its own loss), saved, imported: our reference agrees with it."""
     model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -144,7 +182,7 @@ def check_fine_tune(d):
         r = rel(model(tokens).logits, ref_logits(d + "/tuned.bin", tokens))
     changed = open(d + "/tuned.bin", "rb").read() != open(d + "/model.bin", "rb").read()
     check(r <= 1e-5 and changed and losses[-1] < losses[0],
-          f"fine-tuned in PyTorch (loss {losses[0]:.4f} -> {losses[-1]:.4f}), saved, imported: reference vs PyTorch logits {r:.2e}")
+          f"fine-tuned {name:8s} in PyTorch (loss {losses[0]:.4f} -> {losses[-1]:.4f}), saved, imported: reference vs PyTorch logits {r:.2e}")
 
 
 def check_tokenizer(d):
@@ -285,10 +323,15 @@ def main():
     models = {}
     for name, d in dirs.items():
         models[name], _, _ = check_logits(name, d)
-    check_bf16_and_round_trip(dirs["x"])
-    check_fine_tune(dirs["prism"])
+    for name in ("x", "combo"):
+        check_bf16(name, dirs[name])
+    for name in ["x"] + COLUMNS:
+        check_round_trip(name, dirs[name])
+    check_old_config(dirs["uniform"])
+    for name in ("prism", "combo"):
+        check_fine_tune(name, dirs[name])
     tok = check_tokenizer(dirs["uniform"])
-    for name in ("uniform", "prism", "x", "lambda"):
+    for name in ["uniform", "prism", "x", "lambda"] + COLUMNS:
         check_generate(name, dirs[name], models[name], tok)
     ev = make_eval_files()
     for name in ("prism", "x"):
