@@ -44,6 +44,7 @@
 #include "attention.cuh"
 #include "ref/ops.h"
 #include "model_config.h"
+#include "run/cost_model.h"
 #include "test/attention_naive.cuh"
 #include "test/kernel_test_util.h"
 
@@ -574,6 +575,53 @@ TEST_CASE("a window skips key blocks: the executor's tensor-core instruction cou
     CHECK(bwd_mma[1] * 2 < bwd_mma[0]);
 }
 #endif
+
+TEST_CASE("the cost model's attention FLOPs are the tiles the kernels visit; a 512 window at T 4096 (estimate)",
+          "[attention]") {
+    // attention_flops (run/cost_model.h) counts the tiles att_visits walks: at least the visible (query, key)
+    // products, at most those plus the masked parts of one row of edge tiles per query (a tile's width, 128). The
+    // saving of 124M with every layer local:512 at T 4096 (B 8) is an estimate of the roofline model
+    // (ATT_REPORT=1 prints it).
+    ModelSpec spec;
+    spec.preset = "124M";
+    std::vector<std::string> warnings;
+    const ModelConfig global = build_config(spec, warnings);
+    ModelConfig local = global;
+    for (LayerSpec& l : local.layers) l.window = 512;
+    const int T = 4096, B = 8;
+    const LayerSpec& g = global.layers[0];
+    const double per_pair = 2.0 * g.head_dim() * g.heads;  // one matmul's FLOPs per (query, key) product
+    for (int W : {0, 512, 100}) {
+        INFO("window " << W);
+        LayerSpec ls = g;
+        ls.window = W;
+        double visible = 0;
+        for (int t = 0; t < T; t++) visible += W ? std::min(t + 1, W) : t + 1;
+        const AttentionFlops f = attention_flops(ls, T);
+        CHECK(f.forward >= 2 * per_pair * visible);
+        CHECK(f.forward <= 2 * per_pair * (visible + 128.0 * T));
+        CHECK(f.backward >= 7 * per_pair * visible);
+        CHECK(f.backward <= 7 * per_pair * (visible + 128.0 * T));
+    }
+    const RooflineGpu gpu;
+    auto times = [&](const ModelConfig& c, double& attention, double& step) {
+        attention = step = 0;
+        for (const OpCost& o : step_ops(c, B, T, 1, false)) {
+            step += op_expected(o, gpu);
+            if (o.attention) attention += op_expected(o, gpu);
+        }
+    };
+    double ag, sg, al, sl;
+    times(global, ag, sg);
+    times(local, al, sl);
+    CHECK(al < ag / 3);  // 512 of 4096 keys per query, against 2048 on average
+    CHECK(sl < sg);
+    if (getenv("ATT_REPORT"))
+        printf(
+            "cost model (estimate), 124M, B %d, T %d: attention %.1f ms global, %.1f ms local:512 (-%.0f%%); step "
+            "%.1f ms, %.1f ms (-%.0f%%)\n",
+            B, T, 1e3 * ag, 1e3 * al, 100 * (1 - al / ag), 1e3 * sg, 1e3 * sl, 100 * (1 - sl / sg));
+}
 
 // ------------------------------------------------------------------------------------------------------
 // the executor's cp.async (cuda_common.cuh), which the kernels above stage their tiles with
