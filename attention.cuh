@@ -1,17 +1,22 @@
-// attention.cuh: causal multi-head self-attention on tensor cores (FlashAttention-2), forward and backward.
-//   qkv (B, T, 3 w) = [q | k | v] after RoPE, head hh at columns hh * hd .. (hh + 1) * hd of each, hd = w / h
-//   forward:  out (B, T, w) = softmax_{j <= t}(scale q_t . k_j) v_j per head; lse (B, h, T) fp32 saved
-//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
+// attention.cuh: causal self-attention on tensor cores (FlashAttention-2), forward and backward, with KV groups
+// (GQA, MQA) and a sliding window, the layer's shape from its LayerSpec (h heads, kv K/V heads, window W).
+//   qkv (B, T, w + 2 kv hd) = [q (h heads) | k (kv heads) | v (kv heads)] after RoPE, hd = w / h; query head hh
+//            reads K/V head hh / (h / kv)
+//   forward:  out (B, T, w) = softmax_{t - W < j <= t}(scale q_t . k_j) v_j per head (W = 0: j <= t); lse (B, h, T)
+//   backward: dqkv (shaped as qkv) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
 // Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
 //
 // FlashAttention-2 on tensor cores: O(T) memory, online softmax in fp32, P kept in registers; the backward in
 // recomputation form, three kernels, no atomics (a rerun repeats bit for bit). Instances for HD 64, 128, 256 and
 // a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16 with zero columns that live only
-// in shared memory. Causal: key tiles wholly after a block's queries are never loaded, and blocks start longest
-// first across the whole grid. Backward: D = dout . out; dK, dV per key block; dQ per query block: 7 matmuls
-// where an atomic dQ needs 5, the price of determinism. docs/engine.md, "Attention", has the long form: the
-// tiles, the fragments, the head dims and why RoPE is not fused.
-// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, fused RoPE.
+// in shared memory. Key tiles no query of a block sees (after it: causal; before its window) are never loaded,
+// nor query tiles outside a key block's viewers (attention_span.h, which the cost model shares); masks run on
+// edge tiles only; blocks start longest first across the whole grid. K/V heads are indexed, never copied per
+// query head; the dK/dV kernel sums a group's query heads in registers. Backward: D = dout . out; dK, dV per
+// key block; dQ per query block: 7 matmuls where an atomic dQ needs 5, the price of determinism. docs/engine.md,
+// "Attention", has the long form: the tiles, the fragments, the head dims, windows, groups and why RoPE is not fused.
+// Does not: dropout, non-causal masks, an odd head_dim or one above 1024, fused RoPE; one forward block per
+// query head (a group's blocks share K/V tiles through L2, not shared memory).
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,7 @@
-// attention_tiles.cuh: attention.cuh's building blocks: the runtime shape (the instances' tile shapes and the
-// tiles a window lets a block skip are attention_span.h's, shared with the cost model), which tile a block computes (longest first across the whole grid), the cp.async copies of tiles into padded
-// shared rows, and the mma fragments (ldmatrix loads, bf16 packing, the C-to-A reuse that keeps P in registers).
+// attention_tiles.cuh: attention.cuh's building blocks: the runtime shape, which tile a block computes (longest
+// first across the whole grid), the cp.async copies of tiles into padded shared rows, and the mma fragments
+// (ldmatrix loads, bf16 packing, the C-to-A reuse that keeps P in registers). The instances' tile shapes and the
+// tiles a window lets a block skip are attention_span.h's, shared with the cost model.
 // Does not: compute attention (attention.cuh), or know the model (sizes and pointers only).
 #pragma once
 
@@ -25,13 +26,14 @@ struct AttShape {
     int vec;     // elements per cp.async: 8, 4 or 2 (16, 8 or 4 bytes), what hd and the pointers' alignment allow
 };
 
-// Which tile a block computes. The grid is (B heads windows, tiles), heads the query heads (forward, dQ) or the
-// K/V heads (dK/dV): blockIdx.x = (b heads + head) windows + window (the output
-// columns c0 .. c0 + HD), blockIdx.y = the tile's rank by length, 0 the longest (the forward's and dQ's last query
-// block, which sees the most keys; dK/dV's first key block, which sees the most queries). The hardware starts
-// blocks in order of x, then y, so every (b, head, window)'s longest tile starts before any shorter one: longest
-// first across the whole grid, and the shortest tiles fill its tail. (With the tiles along x, the order held only
-// within one (b, head): the last heads' long tiles started last and ran on alone.)
+// Which tile a block computes. The grid is (B heads windows, tiles), heads the query heads (forward, dQ) or the K/V
+// heads (dK/dV): blockIdx.x = (b heads + head) windows + window (the output columns c0 .. c0 + HD), blockIdx.y =
+// the tile's rank by length, 0 the longest (the forward's and dQ's last query block, which sees the most keys;
+// dK/dV's first key block, which sees the most queries). The hardware starts blocks in order of x, then y, so
+// every (b, head, window)'s longest tile starts before any shorter one: longest first across the whole grid, and
+// the shortest tiles fill its tail. (With the tiles along x, the order held only within one (b, head): the last
+// heads' long tiles started last and ran on alone.) Under a sliding window the tiles are nearly all the same
+// length (the window's tiles), so the order matters little there and is kept as it is.
 struct AttBlock {
     int bh, b, hh, c0, rank;
 };
