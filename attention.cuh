@@ -1,17 +1,22 @@
-// attention.cuh: causal multi-head self-attention on tensor cores (FlashAttention-2), forward and backward.
-//   qkv (B, T, 3 w) = [q | k | v] after RoPE, head hh at columns hh * hd .. (hh + 1) * hd of each, hd = w / h
-//   forward:  out (B, T, w) = softmax_{j <= t}(scale q_t . k_j) v_j per head; lse (B, h, T) fp32 saved
-//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
+// attention.cuh: causal self-attention on tensor cores (FlashAttention-2), forward and backward, with KV groups
+// (GQA, MQA) and a sliding window, the layer's shape from its LayerSpec (h heads, kv K/V heads, window W).
+//   qkv (B, T, w + 2 kv hd) = [q (h heads) | k (kv heads) | v (kv heads)] after RoPE, hd = w / h; query head hh
+//            reads K/V head hh / (h / kv)
+//   forward:  out (B, T, w) = softmax_{t - W < j <= t}(scale q_t . k_j) v_j per head (W = 0: j <= t); lse (B, h, T)
+//   backward: dqkv (shaped as qkv) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
 // Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
 //
 // FlashAttention-2 on tensor cores: O(T) memory, online softmax in fp32, P kept in registers; the backward in
 // recomputation form, three kernels, no atomics (a rerun repeats bit for bit). Instances for HD 64, 128, 256 and
 // a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16 with zero columns that live only
-// in shared memory. Causal: key tiles wholly after a block's queries are never loaded, and blocks start longest
-// first across the whole grid. Backward: D = dout . out; dK, dV per key block; dQ per query block: 7 matmuls
-// where an atomic dQ needs 5, the price of determinism. docs/engine.md, "Attention", has the long form: the
-// tiles, the fragments, the head dims and why RoPE is not fused.
-// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, fused RoPE.
+// in shared memory. Key tiles no query of a block sees (after it: causal; before its window) are never loaded,
+// nor query tiles outside a key block's viewers (attention_span.h, which the cost model shares); masks run on
+// edge tiles only; blocks start longest first across the whole grid. K/V heads are indexed, never copied per
+// query head; the dK/dV kernel sums a group's query heads in registers. Backward: D = dout . out; dK, dV per
+// key block; dQ per query block: 7 matmuls where an atomic dQ needs 5, the price of determinism. docs/engine.md,
+// "Attention", has the long form: the tiles, the fragments, the head dims, windows, groups and why RoPE is not fused.
+// Does not: dropout, non-causal masks, an odd head_dim or one above 1024, fused RoPE; one forward block per
+// query head (a group's blocks share K/V tiles through L2, not shared memory).
 #pragma once
 
 #include <cmath>
@@ -22,6 +27,7 @@
 
 #include "attention_tiles.cuh"
 #include "cuda_common.cuh"
+#include "model_config.h"
 #include "reduce.cuh"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -40,19 +46,20 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     const int T = s.T, ld = s.ld;
     bf16* sQ = smem;             // (BR, ld)
     bf16* sKV = smem + BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
-    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;  // the longest rows first
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
-    const long stride = 3L * s.w;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
-    const bf16* k_g = q_g + s.w;
-    const bf16* v_g = q_g + 2 * s.w;
-    const int nkb = min((T + BC - 1) / BC, (q0 + BR - 1) / BC + 1);  // tiles with a key <= the block's last query
+    const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
+    const bf16* v_g = k_g + s.kv * s.hd;
+    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);  // tiles with a key some query of the block sees
+    const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, BR + 4 * BC, s);
     att_load_tile<BR, NT>(sQ, q_g, stride, q0, s);
-    att_load_tile<BC, NT>(sKV, k_g, stride, 0, s);
-    att_load_tile<BC, NT>(sKV + BC * ld, v_g, stride, 0, s);
+    att_load_tile<BC, NT>(sKV + (kb0 & 1) * 2 * BC * ld, k_g, stride, kb0 * BC, s);
+    att_load_tile<BC, NT>(sKV + (kb0 & 1) * 2 * BC * ld + BC * ld, v_g, stride, kb0 * BC, s);
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -60,7 +67,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     float o[MW][NO][4] = {};        // O, unnormalised, columns c0 .. c0 + HD
     float m[MW][2], l[MW][2] = {};  // per row: running max (log2 units) and this thread's share of the sum
     UNROLL for (int mm = 0; mm < MW; mm++) m[mm][0] = m[mm][1] = -INFINITY;
-    for (int kb = 0; kb < nkb; kb++) {
+    for (int kb = kb0; kb < nkb; kb++) {
         cp_async_wait<0>();
         __syncthreads();  // tile kb has landed for every thread, and every warp is done with tile kb - 1's stage
         if (kb + 1 < nkb) {
@@ -70,18 +77,20 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || k0 > r0 + RW - 1) continue;  // rows past the end, or keys all after this warp's rows
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;  // rows past the end, or no key of theirs here
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
         float sc[MW][BC / 8][4] = {};
         att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
-        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T;  // the tile straddles the diagonal or the end
+        // The tile straddles the diagonal or the end, or (a window) its first key falls out of the last row's.
+        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || (W > 0 && k0 <= r0 + RW - 1 - W);
         UNROLL for (int mm = 0; mm < MW; mm++) {
             float mx[2] = {m[mm][0], m[mm][1]};
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                sc[mm][nt][i] = edge && (key > row || key >= T) ? -INFINITY : sc[mm][nt][i] * scale_log2;
+                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                sc[mm][nt][i] = edge && hidden ? -INFINITY : sc[mm][nt][i] * scale_log2;
                 mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
             }
             float base[2];
@@ -161,20 +170,21 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sQ = smem;                 // (BR, ld)
     bf16* sdO = smem + BR * ld;      // (BR, ld)
     bf16* sKV = smem + 2 * BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
-    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
-    const long stride = 3L * s.w;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
-    const bf16* k_g = q_g + s.w;
-    const bf16* v_g = q_g + 2 * s.w;
-    const int nkb = min((T + BC - 1) / BC, (q0 + BR - 1) / BC + 1);
+    const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
+    const bf16* v_g = k_g + s.kv * s.hd;
+    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);
+    const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, 2 * BR + 4 * BC, s);
     att_load_tile<BR, NT>(sQ, q_g, stride, q0, s);
     att_load_tile<BR, NT>(sdO, dout + (long)b * T * s.w + hh * s.hd, s.w, q0, s);
-    att_load_tile<BC, NT>(sKV, k_g, stride, 0, s);
-    att_load_tile<BC, NT>(sKV + BC * ld, v_g, stride, 0, s);
+    att_load_tile<BC, NT>(sKV + (kb0 & 1) * 2 * BC * ld, k_g, stride, kb0 * BC, s);
+    att_load_tile<BC, NT>(sKV + (kb0 & 1) * 2 * BC * ld + BC * ld, v_g, stride, kb0 * BC, s);
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -186,7 +196,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         Dr[mm][r] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
     }
     float dq[MW][NO][4] = {};
-    for (int kb = 0; kb < nkb; kb++) {
+    for (int kb = kb0; kb < nkb; kb++) {
         cp_async_wait<0>();
         __syncthreads();
         if (kb + 1 < nkb) {
@@ -196,7 +206,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || k0 > r0 + RW - 1) continue;
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
@@ -206,7 +216,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const float p = key > row || key >= T ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
+                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
             }
         }
@@ -256,22 +267,26 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sP = sQdO + 4 * BR * ld;    // (BC, LDP): P^T
     bf16* sdS = sP + BC * LDP;        // (BC, LDP): dS^T / scale
     float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
-    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD);
-    const int k0 = blk.rank * BC, qb0 = k0 / BR, nqb = (T + BR - 1) / BR;  // query blocks with a query >= k0
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0;
-    const long stride = 3L * s.w;
-    const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
-    const bf16* do_g = dout + (long)b * T * s.w + hh * s.hd;
-    const float* lse_g = lse + (long)blk.bh * T;
-    const float* D_g = Dsum + (long)blk.bh * T;
+    const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.kv);  // blk.hh: the K/V head
+    const int k0 = blk.rank * BC, b = blk.b, c0 = blk.c0, W = s.window, group = s.h / s.kv;
+    const AttSpan span = att_query_tiles(k0, BC, T, W, BR);  // query blocks with a query that sees a key here
+    const int qb0 = span.lo, nq = span.hi - span.lo, steps = group * nq;  // every query head of the group in turn
+    const long stride = s.stride;
+    const bf16* k_g = qkv + (long)b * T * stride + s.w + blk.hh * s.hd;
+    // Step i: query head hq = the group's (i / nq)-th, query block qb0 + i % nq. Its Q, dO, lse and D into stage st.
+    auto load_step = [&](int i, int st) {
+        const int hq = blk.hh * group + i / nq, q0 = (qb0 + i % nq) * BR;
+        bf16* stage = sQdO + st * 2 * BR * ld;
+        att_load_tile<BR, NT>(stage, qkv + (long)b * T * stride + hq * s.hd, stride, q0, s);
+        att_load_tile<BR, NT>(stage + BR * ld, dout + (long)b * T * s.w + hq * s.hd, s.w, q0, s);
+        att_load_rows<BR, NT>(sLD + st * 2 * BR, lse + ((long)b * s.h + hq) * T, q0, T);
+        att_load_rows<BR, NT>(sLD + st * 2 * BR + BR, Dsum + ((long)b * s.h + hq) * T, q0, T);
+    };
 
     att_zero_pad<NT>(smem, 2 * BC + 4 * BR, s);
-    att_load_tile<BC, NT>(sK, q_g + s.w, stride, k0, s);
-    att_load_tile<BC, NT>(sV, q_g + 2 * s.w, stride, k0, s);
-    att_load_tile<BR, NT>(sQdO, q_g, stride, qb0 * BR, s);
-    att_load_tile<BR, NT>(sQdO + BR * ld, do_g, s.w, qb0 * BR, s);
-    att_load_rows<BR, NT>(sLD, lse_g, qb0 * BR, T);
-    att_load_rows<BR, NT>(sLD + BR, D_g, qb0 * BR, T);
+    att_load_tile<BC, NT>(sK, k_g, stride, k0, s);
+    att_load_tile<BC, NT>(sV, k_g + s.kv * s.hd, stride, k0, s);
+    load_step(0, 0);
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -279,17 +294,13 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     const int kr = RW * kg, kk = k0 + kr;        // this warp's first key, within the block and absolute
     const int cw = c0 + part * HDW;              // this warp's first dK, dV column (phase B)
     float dk[MW][NO][4] = {}, dv[MW][NO][4] = {};
-    for (int qb = qb0; qb < nqb; qb++) {
-        const int st = (qb - qb0) & 1, q0 = qb * BR;
+    // dK and dV sum over the group's query heads here, in registers, in a fixed order: no atomics, and K and V
+    // are read once per group.
+    for (int i = 0; i < steps; i++) {
+        const int st = i & 1, q0 = (qb0 + i % nq) * BR;
         cp_async_wait<0>();
         __syncthreads();  // stage st has landed; every warp is done with the other stage and with sP, sdS
-        if (qb + 1 < nqb) {
-            bf16* next = sQdO + (st ^ 1) * 2 * BR * ld;
-            att_load_tile<BR, NT>(next, q_g, stride, q0 + BR, s);
-            att_load_tile<BR, NT>(next + BR * ld, do_g, s.w, q0 + BR, s);
-            att_load_rows<BR, NT>(sLD + (st ^ 1) * 2 * BR, lse_g, q0 + BR, T);
-            att_load_rows<BR, NT>(sLD + (st ^ 1) * 2 * BR + BR, D_g, q0 + BR, T);
-        }
+        if (i + 1 < steps) load_step(i + 1, st ^ 1);
         cp_async_commit();
         const bf16* sQ = sQdO + st * 2 * BR * ld;
         const bf16* sdO = sQ + BR * ld;
@@ -299,7 +310,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         // Phase A: P^T and dS^T for keys kk .. kk + RW - 1 and queries qq .. qq + BRW - 1.
         const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
         float pt[MW][BRW / 8][4] = {}, dpt[MW][BRW / 8][4] = {};
-        const bool any = kk < T && qq + BRW - 1 >= kk;  // else P^T = dS^T = 0 (all beyond T or before the keys)
+        const bool any = kk < T && att_sees(qq, BRW, kk, RW, W);  // else P^T = dS^T = 0
         if (any) {
             att_mma_abt<MW, BRW / 8>(pt, sK + kr * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
             att_mma_abt<MW, BRW / 8>(dpt, sV + kr * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
@@ -310,7 +321,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 float p[2], ds[2];
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
-                    const bool masked = !any || q0 + q < key || q0 + q >= T;
+                    const bool masked = !any || q0 + q < key || q0 + q >= T || (W > 0 && q0 + q >= key + W);
                     p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }
@@ -323,8 +334,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
         // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + RW - 1, columns cw .. cw + HDW - 1.
         UNROLL for (int kc = 0; kc < BR / 16; kc++) {
-            if (q0 + 16 * kc + 15 < kk) continue;  // these queries all precede this warp's keys: P = 0
             if (q0 + 16 * kc >= T) break;
+            if (!att_sees(q0 + 16 * kc, 16, kk, RW, W)) continue;  // none of these queries sees these keys: P = 0
             uint32_t ap[MW][4], ads[MW][4];
             UNROLL for (int mm = 0; mm < MW; mm++) {
                 att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
@@ -349,12 +360,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
         const int key = kk + 16 * mm + g + 8 * r;
         if (key >= T) continue;
-        bf16* gk = dqkv + ((long)b * T + key) * stride + s.w + hh * s.hd;
+        bf16* gk = dqkv + ((long)b * T + key) * stride + s.w + blk.hh * s.hd;
         UNROLL for (int nt = 0; nt < NO; nt++) {
             const int col = cw + 8 * nt + 2 * t4;
             if (col < s.hd) {
                 att_store2(gk + col, dk[mm][nt][2 * r] * scale, dk[mm][nt][2 * r + 1] * scale);
-                att_store2(gk + s.w + col, dv[mm][nt][2 * r], dv[mm][nt][2 * r + 1]);
+                att_store2(gk + s.kv * s.hd + col, dv[mm][nt][2 * r], dv[mm][nt][2 * r + 1]);
             }
         }
     }
@@ -364,20 +375,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 // launchers
 // ---------------------------------------------------------------------------------------------------------
 
-// The instances: tile shapes per HD for registers (ptxas: no spills at sm_80 / sm_90, make test) and shared
-// memory (bytes at the largest hd of each instance in attention_smem_bytes' comment). Wide: hd 258..1024.
-struct AttForward64 : AttTiles<64, 128, 64, 4, 2> {};
-struct AttForward128 : AttTiles<128, 128, 32, 4, 2> {};
-struct AttForward256 : AttTiles<256, 64, 32, 4> {};
-struct AttForwardWide : AttTiles<256, 32, 16, 2> {};
-struct AttDq64 : AttTiles<64, 128, 32, 4, 2> {};
-struct AttDq128 : AttTiles<128, 128, 32, 4, 2> {};
-struct AttDq256 : AttTiles<256, 64, 32, 4> {};
-struct AttDqWide : AttTiles<256, 16, 16, 1> {};
-struct AttDkv64 : AttTiles<64, 64, 64, 4, 2> {};
-struct AttDkv128 : AttTiles<128, 64, 64, 4, 2> {};
-struct AttDkv256 : AttTiles<256, 32, 64, 8> {};
-struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
+// The instances (AttForward64 .. AttDkvWide) are attention_span.h's, where the cost model reads them too.
 
 // Dynamic shared memory of each kernel for a row stride ld (hdp + 8). At the largest hd of each instance:
 //   forward  64: 54 KiB   128: 68 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
@@ -390,11 +388,16 @@ template <class C> size_t attention_dkv_smem(int ld) {
 }
 
 // Validates the shape and picks the copy width. Fails loudly: these are configuration errors, not data.
-inline AttShape attention_shape(int B, int T, int w, int h, const void* a, const void* b) {
-    const int hd = h > 0 ? w / h : 0;
+inline AttShape attention_shape(int B, int T, const LayerSpec& ls, const void* a, const void* b) {
+    const int w = ls.width, h = ls.heads, kv = ls.kv(), hd = h > 0 ? w / h : 0;
     if (h <= 0 || w % h != 0 || hd % 2 != 0 || hd < 2 || hd > ATT_MAX_HEAD_DIM) {
         fprintf(stderr, "attention: w=%d h=%d gives head_dim %d; the kernel needs an even head_dim in 2..%d\n", w, h,
                 hd, ATT_MAX_HEAD_DIM);
+        exit(EXIT_FAILURE);
+    }
+    if (kv <= 0 || h % kv != 0 || ls.window < 0) {
+        fprintf(stderr, "attention: h=%d kv=%d window=%d: the kernel needs kv dividing h and a window >= 0\n", h, kv,
+                ls.window);
         exit(EXIT_FAILURE);
     }
     const uintptr_t align = (uintptr_t)a | (uintptr_t)b;
@@ -405,7 +408,7 @@ inline AttShape attention_shape(int B, int T, int w, int h, const void* a, const
     int vec = 8;
     while (vec > 2 && (hd % vec || align % (2 * vec))) vec /= 2;
     const int hdp = (hd + 15) / 16 * 16;
-    return AttShape{B, T, w, h, hd, hdp, hdp + 8, vec};
+    return AttShape{B, T, w, h, hd, kv, ls.window, ls.qkv_rows(), hdp, hdp + 8, vec};
 }
 
 // What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a
@@ -435,7 +438,7 @@ void attention_forward_run(bf16* out, float* lse, const bf16* qkv, const AttShap
                            cudaStream_t stream) {
     const size_t smem = attention_forward_smem<C>(s.ld);
     attention_smem_optin(attention_forward_kernel<C>, smem, s.hd);
-    const dim3 grid = att_grid(s, C::HD, (s.T + C::BR - 1) / C::BR);
+    const dim3 grid = att_grid(s, C::HD, (s.T + C::BR - 1) / C::BR, s.h);
     LAUNCH(grid, 32 * C::NW, smem, stream, attention_forward_kernel<C>)(out, lse, qkv, s, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
@@ -446,20 +449,21 @@ void attention_backward_run(bf16* dqkv, float* scratch, const bf16* dout, const 
     const size_t smem_q = attention_dq_smem<Q>(s.ld), smem_kv = attention_dkv_smem<KV>(s.ld);
     attention_smem_optin(attention_backward_dq_kernel<Q>, smem_q, s.hd);
     attention_smem_optin(attention_backward_dkv_kernel<KV>, smem_kv, s.hd);
-    const dim3 grid_kv = att_grid(s, KV::HD, (s.T + KV::BC - 1) / KV::BC);
+    const dim3 grid_kv = att_grid(s, KV::HD, (s.T + KV::BC - 1) / KV::BC, s.kv);
     LAUNCH(grid_kv, 32 * KV::NW, smem_kv, stream, attention_backward_dkv_kernel<KV>)
     (dqkv, dout, qkv, lse, scratch, s, scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
-    const dim3 grid_q = att_grid(s, Q::HD, (s.T + Q::BR - 1) / Q::BR);
+    const dim3 grid_q = att_grid(s, Q::HD, (s.T + Q::BR - 1) / Q::BR, s.h);
     LAUNCH(grid_q, 32 * Q::NW, smem_q, stream, attention_backward_dq_kernel<Q>)
     (dqkv, dout, qkv, lse, scratch, s, scale, scale * ATT_LOG2E);
     cudaCheck(cudaGetLastError());
 }
 
-// out (B, T, w), lse (B, h, T) fp32, qkv (B, T, 3 w). scale = 1 / sqrt(hd), or 1 / hd (muP).
-inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
+// out (B, T, w), lse (B, h, T) fp32, qkv (B, T, ls.qkv_rows()): h = ls.heads query heads over ls.kv() K/V heads,
+// ls.window the sliding window (0: global). scale = 1 / sqrt(hd), or 1 / hd (muP).
+inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, const LayerSpec& ls, float scale,
                               cudaStream_t stream) {
-    const AttShape s = attention_shape(B, T, w, h, qkv, qkv);
+    const AttShape s = attention_shape(B, T, ls, qkv, qkv);
     if (B == 0 || T == 0) return;
     if (s.hd <= 64) attention_forward_run<AttForward64>(out, lse, qkv, s, scale, stream);
     else if (s.hd <= 128) attention_forward_run<AttForward128>(out, lse, qkv, s, scale, stream);
@@ -467,16 +471,26 @@ inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int
     else attention_forward_run<AttForwardWide>(out, lse, qkv, s, scale, stream);
 }
 
-// dqkv (B, T, 3 w) assigned; dout (B, T, w); qkv, out and lse from the forward; scratch (B, h, T) fp32.
+// dqkv (B, T, ls.qkv_rows()) assigned; dout (B, T, w); qkv, out and lse from the forward; scratch (B, h, T) fp32.
 inline void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                               const float* lse, int B, int T, int w, int h, float scale, cudaStream_t stream) {
-    const AttShape s = attention_shape(B, T, w, h, qkv, dout);
+                               const float* lse, int B, int T, const LayerSpec& ls, float scale, cudaStream_t stream) {
+    const AttShape s = attention_shape(B, T, ls, qkv, dout);
     if (B == 0 || T == 0) return;
-    const long rows = (long)B * h * T;
-    LAUNCH((unsigned)((rows + 3) / 4), 128, 0, stream, attention_backward_d_kernel)(scratch, dout, out, B, T, w, h);
+    const long rows = (long)B * s.h * T;
+    LAUNCH((unsigned)((rows + 3) / 4), 128, 0, stream, attention_backward_d_kernel)(scratch, dout, out, B, T, s.w, s.h);
     cudaCheck(cudaGetLastError());
     if (s.hd <= 64) attention_backward_run<AttDq64, AttDkv64>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
     else if (s.hd <= 128) attention_backward_run<AttDq128, AttDkv128>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
     else if (s.hd <= 256) attention_backward_run<AttDq256, AttDkv256>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
     else attention_backward_run<AttDqWide, AttDkvWide>(dqkv, scratch, dout, qkv, lse, s, scale, stream);
+}
+
+// Plain multi-head attention over qkv (B, T, 3 w), h heads, global: LayerSpec {w, h}.
+inline void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int w, int h, float scale,
+                              cudaStream_t stream) {
+    attention_forward(out, lse, qkv, B, T, LayerSpec{w, h}, scale, stream);
+}
+inline void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                               const float* lse, int B, int T, int w, int h, float scale, cudaStream_t stream) {
+    attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, LayerSpec{w, h}, scale, stream);
 }
