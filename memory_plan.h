@@ -192,7 +192,7 @@ inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, 
     GpuMemory m;
     m.params = Palloc * 2, m.grads = Palloc * 4, m.optimizer = 3 * (shards == 1 ? Pg : S) * 4;
     m.activations = activation_bytes(c, B, T, recompute);
-    m.fixed = (size_t)32 << 20;                                                     // cuBLASLt workspace
+    m.fixed = (size_t)32 << 20;          // cuBLASLt workspace
     for (const LayerSpec& s : c.layers)  // RoPE tables (an upper bound: one per distinct head_dim)
         if (s.attention) m.fixed += (size_t)c.T * s.head_dim() * 4;
     return m;

@@ -135,7 +135,6 @@ class CudaModel {
 inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     : cfg(c), glayout(device_layout(c)), Vp(padded_vocab(c.V)), recompute(recompute_),
       rms(c.norm == NormType::RMSNorm) {
-    refuse_engine_without_kernels(c, "the CUDA model");
     for (int l = 0; l < cfg.L(); l++) {
         if (cfg.layers[l].attention) subs_.push_back({l, true});
         if (cfg.layers[l].mlp) subs_.push_back({l, false});
@@ -171,10 +170,10 @@ inline void CudaModel::sub_forward(int i, cudaStream_t s) {
     LayerActivations<bf16>& la = a.layer[l];
     if (sb.attention) {
         const LayerSpec& ls = cfg.layers[l];
-        const int h = ls.heads, qkv = ls.qkv_rows();
+        const int qkv = ls.qkv_rows();
         OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, qkv, w, false, true, 0.0f, s));
-        OP("rope_forward", rope_forward(la.qkv, table_of_.at(w / h), B, T, w, h, s));
-        OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, w, h, attn_scale(l), s));
+        OP("rope_forward", rope_forward(la.qkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+        OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, ls, attn_scale(l), s));
         OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     } else {
         OP("matmul fc", matmul(la.fc, la.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, s));
@@ -182,8 +181,8 @@ inline void CudaModel::sub_forward(int i, cudaStream_t s) {
         OP("matmul proj", matmul(a.branch, la.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, s));
     }
     const NormSlot n = norm_of(i + 1);
-    OP("residual_norm_forward", residual_norm_forward(rms, resid(i + 1), resid(i), a.branch, D, w, n.out, n.mean, n.rstd,
-                                                      P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
+    OP("residual_norm_forward", residual_norm_forward(rms, resid(i + 1), resid(i), a.branch, D, w, n.out, n.mean,
+                                                      n.rstd, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
 }
 
 inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
@@ -191,8 +190,8 @@ inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
     const int D = cfg.D(), d = cfg.d;
     OP("embedding_forward", embedding_forward(resid(0), tokens, P(glayout.wte), N, d, D, s));
     const NormSlot n = norm_of(0);
-    OP("norm_forward", norm_forward(rms, n.out, n.mean, n.rstd, resid(0), D, P(n.w), P(n.b), N, n.width,
-                                    (float)cfg.norm_eps, s));
+    OP("norm_forward",
+       norm_forward(rms, n.out, n.mean, n.rstd, resid(0), D, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
     for (int i = 0; i < (int)subs_.size(); i++) sub_forward(i, s);
     // The head reads [0, d) of the final norm in place (row stride Df).
     OP("matmul logits",
@@ -230,22 +229,22 @@ inline void CudaModel::sub_backward(int i, cudaStream_t s) {
         return;
     }
     const LayerSpec& ls = cfg.layers[l];
-    const int h = ls.heads, qkv = ls.qkv_rows();
+    const int qkv = ls.qkv_rows();
     bf16* datty = a.dsmall;  // (N, w)
     OP("matmul o dx", matmul(datty, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
     OP("matmul o dW", matmul(G(o.wo), a.dresid, la.atty, nonef, w, w, (int)N, true, false, 1.0f, s, D));
     bf16* dqkv = a.dbig;  // (N, qkv)
     OP("attention_backward",
-       attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, w, h, attn_scale(l), s));
-    OP("rope_backward", rope_backward(dqkv, table_of_.at(w / h), B, T, w, h, s));
+       attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, ls, attn_scale(l), s));
+    OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
     bf16* dln = a.dsmall;  // datty is dead
     OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, qkv, false, false, 0.0f, s));
     if (recompute)
         OP("norm_forward",
            norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
     OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, qkv, w, (int)N, true, false, 1.0f, s));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1,
-                                      la.rstd1, P(o.ln1_w), N, w, a.norm_scratch, s));
+    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
+                                      P(o.ln1_w), N, w, a.norm_scratch, s));
 }
 
 inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
@@ -264,8 +263,8 @@ inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
        matmul(G(Wout()), a.logits, a.lnf, (const float*)nullptr, Vp, d, (int)N, true, false, 1.0f, s, 0, Df));
     // The residual-state gradient accumulates from both consumers of every residual state, so it starts at zero.
     OP("memset", cudaCheck(cudaMemsetAsync(a.dresid, 0, (size_t)N * D * sizeof(bf16), s)));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(glayout.lnf_w), G(glayout.lnf_b), dlnf, resid(S), D,
-                                      a.meanf, a.rstdf, P(glayout.lnf_w), N, Df, a.norm_scratch, s));
+    OP("norm_backward", norm_backward(rms, a.dresid, D, G(glayout.lnf_w), G(glayout.lnf_b), dlnf, resid(S), D, a.meanf,
+                                      a.rstdf, P(glayout.lnf_w), N, Df, a.norm_scratch, s));
     bucket_done(L + 1);  // the head: the final norm, and lm_head when untied
     for (int i = S - 1; i >= 0; i--) {
         sub_backward(i, s);

@@ -283,8 +283,7 @@ enum LayerFeature : unsigned {
     kWindow = 2,          // an attention window
     kNoOpSublayer = 4,    // a layer without attention or without an MLP
     kOwnHidden = 8,       // an MLP hidden size other than the --mlp-ratio rule's
-    kKernelFeatures = 7,  // what the CUDA decoder lacks (inspect/cuda_decoder.cuh)
-    kEngineFeatures = 3,  // what the CUDA model and engine lack: attention kernels for KV groups and windows
+    kKernelFeatures = 7,  // what the CUDA decoder lacks (inspect/cuda_decoder.cuh); the CUDA engine runs them all
 };
 // The first layer that uses one of `features`, in words ("layer 3 has 4 KV heads for 12 query heads"); "" if none.
 inline std::string unsupported_layer(const ModelConfig& c, unsigned features) {
@@ -303,7 +302,7 @@ inline std::string unsupported_layer(const ModelConfig& c, unsigned features) {
     }
     return "";
 }
-inline std::string kernel_unsupported_layer(const ModelConfig& c) { return unsupported_layer(c, kEngineFeatures); }
+inline std::string kernel_unsupported_layer(const ModelConfig& c) { return unsupported_layer(c, kKernelFeatures); }
 // Throws the one-line refusal of a tool (`what`) that has not implemented `features` yet (`missing` says which
 // part is not written), pointing at the CPU engine, which runs every layer shape.
 inline void refuse_layer_features(const ModelConfig& c, unsigned features, const std::string& what,
@@ -317,10 +316,6 @@ inline void refuse_layer_features(const ModelConfig& c, unsigned features, const
 inline void refuse_without_kernels(const ModelConfig& c, const std::string& what) {
     refuse_layer_features(c, kKernelFeatures, what,
                           "the CUDA kernels for KV groups, attention windows and layers without attention or MLP are");
-}
-// The CUDA model's and engine's refusal.
-inline void refuse_engine_without_kernels(const ModelConfig& c, const std::string& what) {
-    refuse_layer_features(c, kEngineFeatures, what, "the CUDA attention kernels for KV groups and windows are");
 }
 
 inline void match_parameters(ModelConfig& c, const std::string& column);

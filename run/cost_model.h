@@ -112,19 +112,22 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
     for (long k = 0; k < n_micro; k++) {
         op("embedding_forward", N * 4 + N * d * bf + N * D * bf);
         norm_fwd(c.layers[0].width);
-        for (int l = 0; l < L; l++) {
+        for (int l = 0; l < L; l++) {  // the sub-blocks a layer has (model.cuh); the next norm's width after each
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
-            const double qkv = c.layers[l].qkv_rows();
-            mm("matmul qkv", N, qkv, w, false);
-            op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
-            ops.push_back(
-                {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, B * att[l].forward, 1, true, false});
-            mm("matmul o", N, w, w, false);
-            resid_norm(w, w);
+            const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
+            if (c.layers[l].attention) {
+                mm("matmul qkv", N, qkv, w, false);
+                op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
+                ops.push_back(
+                    {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, B * att[l].forward, 1, true, false});
+                mm("matmul o", N, w, w, false);
+                resid_norm(w, c.layers[l].mlp ? w : next);
+            }
+            if (!c.layers[l].mlp) continue;
             mm("matmul fc", N, 2 * hid, w, false);
             op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
             mm("matmul proj", N, w, hid, false);
-            resid_norm(w, l + 1 < L ? c.layers[l + 1].width : Df);
+            resid_norm(w, next);
         }
         mm("matmul logits", N, Vp, d, false);
         op("classifier", 2 * N * Vp * bf + N * (4 + f4));
@@ -137,14 +140,17 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         for (int l = L - 1; l >= 0; l--) {
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
             const double qkv = c.layers[l].qkv_rows();
-            mm("matmul proj dx", N, hid, w, false);
-            if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
-            mm("matmul proj dW", w, hid, N, true);
-            op("swiglu_backward", (N * 2 * hid + N * hid + N * 2 * hid) * bf);
-            mm("matmul fc dx", N, w, 2 * hid, false);
-            if (recompute) norm_fwd(w);
-            mm("matmul fc dW", 2 * hid, w, N, true);
-            norm_bwd(w, ln);
+            if (c.layers[l].mlp) {
+                mm("matmul proj dx", N, hid, w, false);
+                if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
+                mm("matmul proj dW", w, hid, N, true);
+                op("swiglu_backward", (N * 2 * hid + N * hid + N * 2 * hid) * bf);
+                mm("matmul fc dx", N, w, 2 * hid, false);
+                if (recompute) norm_fwd(w);
+                mm("matmul fc dW", 2 * hid, w, N, true);
+                norm_bwd(w, ln);
+            }
+            if (!c.layers[l].attention) continue;
             mm("matmul o dx", N, w, w, false);
             mm("matmul o dW", w, w, N, true);
             ops.push_back({"attention_backward", (N * qkv + 2 * N * w + N * qkv) * bf + 3 * N * h * f4,

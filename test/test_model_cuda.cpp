@@ -80,7 +80,7 @@ ModelConfig small_config(const std::string& kind) {
         std::vector<std::string> warnings;
         c = build_config(s, warnings);
     } else if (kind == "combo") {  // X widths, RMSNorm, untied, muP: GQA + window + own hidden, MQA without an MLP,
-        c.d = 32, c.h_base = 4;     // a layer without attention, GQA global; Df = 64 > d
+        c.d = 32, c.h_base = 4;    // a layer without attention, GQA global; Df = 64 > d
         c.layers = {{64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {32, 2, 0, 64, 0, false}, {64, 4, 2, 0, 2}};
         c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.init_width_scale = true;
         c.mlp_ratio = 4.0;
@@ -93,7 +93,7 @@ ModelConfig small_config(const std::string& kind) {
 
 // The layer shapes of issue 28 (every column besides width and heads).
 const std::vector<std::string>& column_kinds() {
-    static const std::vector<std::string> k = {"no_attention", "no_mlp", "openelm", "gqa",
+    static const std::vector<std::string> k = {"no_attention", "no_mlp", "openelm",    "gqa",
                                                "mqa",          "local",  "interleave", "combo"};
     return k;
 }
@@ -641,7 +641,7 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
         std::vector<std::string> seen;
         void mark(const char* op, cudaStream_t) override { seen.push_back(op); }
     };
-    for (std::string kind : {"uniform", "x"})
+    for (std::string kind : {"uniform", "x", "combo"})
         for (bool recompute : {false, true}) {
             INFO(kind << " recompute " << recompute);
             const ModelConfig c = small_config(kind);
