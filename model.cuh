@@ -4,10 +4,12 @@
 // (memory_plan.h: V padded to Vp, 256-byte aligned); the activations are memory_plan.h's one layout.
 // Does not: own the weights, gradients or activations (the engine allocates them, cuda_engine.cuh, and hands them
 // in: attach, carve), know about streams beyond the one it is given, ranks, or the optimizer.
-// Design, short (the long form: docs/engine.md): every residual add is fused with the norm that follows it; each
-// branch's gradient is the residual-state gradient's leading w columns, read in place by the matmuls; no kernel
-// uses atomics, so a run repeats bit for bit. --recompute keeps ln1, ln2 and the SwiGLU output in two shared
-// buffers and recomputes them just before the weight gradient that reads them (bit-identical gradients).
+// Design, short (the long form: docs/engine.md): a layer is the chain of the sub-blocks it has (attention, MLP; a
+// missing one is skipped, the stream passing on unchanged); KV groups and windows are the attention kernels', given
+// the layer's LayerSpec; every residual add is fused with the norm that follows it; each branch's gradient is the
+// residual-state gradient's leading w columns, read in place by the matmuls; no kernel uses atomics, so a run
+// repeats bit for bit. --recompute keeps ln1, ln2 and the SwiGLU output in two shared buffers and recomputes them
+// just before the weight gradient that reads them (bit-identical gradients).
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
 // CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
-// uniform, Prism and X configurations, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal
+// uniform, Prism and X configurations and every layer column (KV groups, windows, layers without attention or
+// an MLP, OpenELM's per-layer heads and hidden sizes, all at once), the logits of those, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal
 // one batch of 8), ten AdamW steps tracking the reference's losses, evaluation outputs, the fp32 interface round
 // trips, the host waits of a training step (one: read_stats), and the activation sizes memory_plan.h predicts.
 //
@@ -630,13 +631,23 @@ TEST_CASE("memory_plan.h predicts the engine's activation block for every shape 
                 e.forward(in.data(), nullptr, B, T);
                 CHECK(e.activation_bytes() == activation_bytes(c, B, T, recompute));
             }
+    // qkv holds w + 2 kv hd columns, so KV groups shrink the block; a missing sub-block keeps no activations and
+    // no residual state.
+    ModelConfig plain = small_config("gqa");
+    for (LayerSpec& l : plain.layers) l.kv_heads = 0;
+    CHECK(activation_bytes(small_config("gqa"), 2, 7, false) < activation_bytes(plain, 2, 7, false));
+    ModelConfig dropped = small_config("uniform");
+    dropped.layers[1].attention = false;
+    CHECK(residual_states(dropped) == 4);
+    CHECK(activation_bytes(dropped, 2, 7, false) < activation_bytes(small_config("uniform"), 2, 7, false));
 }
 
 TEST_CASE("the cost model lists exactly the ops a training step runs, in order", "[kernels][model]") {
     SerialOpenMP serial;
     // dev/bench_model puts each op's measured time (the engine's OpTimer marks) next to run/cost_model.h's roofline
     // time by name; this keeps the two lists the same: every kernel, memset and matmul of a step, for a model
-    // with Df > d (X: the dlnf tail memset), with and without recomputation, over two micro-steps.
+    // with Df > d (X: the dlnf tail memset) and one with every layer column (combo: layers without attention or
+    // without an MLP), with and without recomputation, over two micro-steps.
     struct Names : OpTimer {
         std::vector<std::string> seen;
         void mark(const char* op, cudaStream_t) override { seen.push_back(op); }
