@@ -188,8 +188,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
-    float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
+    const int r0 = q0 + RW * warp;          // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
+    float lse2[MW][2], Dr[MW][2];           // per row: lse in log2 units, and D
+    const int reach = W > 0 ? W : 1 << 30;  // keys <= row - reach are before the row's window
     UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
         const int row = r0 + 16 * mm + g + 8 * r;
         lse2[mm][r] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
@@ -216,7 +217,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                // Rows < T: a key >= T is after the row, so key > row masks it; rows >= T are never stored.
+                const bool hidden = key > row || key <= row - reach;
                 const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
             }
