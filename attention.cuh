@@ -48,12 +48,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sKV = smem + BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;  // the longest rows first
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
     const bf16* v_g = k_g + s.kv * s.hd;
-    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);  // tiles with a key some query of the block sees
+    const AttSpan span = att_key_tiles(q0, BR, T, s.window, BC);  // tiles with a key some query of the block sees
     const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, BR + 4 * BC, s);
@@ -77,19 +77,19 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;  // rows past the end, or no key of theirs here
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, s.window)) continue;  // rows past the end, or no key of theirs here
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
         float sc[MW][BC / 8][4] = {};
         att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
         // The tile straddles the diagonal or the end, or (a window) its first key falls out of the last row's.
-        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || (W > 0 && k0 <= r0 + RW - 1 - W);
+        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || k0 <= r0 + RW - 1 - s.window;
         UNROLL for (int mm = 0; mm < MW; mm++) {
             float mx[2] = {m[mm][0], m[mm][1]};
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                const bool hidden = key > row || key >= T || key <= row - s.window;
                 sc[mm][nt][i] = edge && hidden ? -INFINITY : sc[mm][nt][i] * scale_log2;
                 mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
             }
@@ -172,12 +172,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sKV = smem + 2 * BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
     const bf16* v_g = k_g + s.kv * s.hd;
-    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);
+    const AttSpan span = att_key_tiles(q0, BR, T, s.window, BC);
     const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, 2 * BR + 4 * BC, s);
@@ -206,7 +206,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, s.window)) continue;
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
@@ -216,7 +216,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                // Rows < T: a key >= T is after the row, so key > row masks it; rows >= T are never stored.
+                const bool hidden = key > row || key <= row - s.window;
                 const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
             }
@@ -268,8 +269,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sdS = sP + BC * LDP;        // (BC, LDP): dS^T / scale
     float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.kv);  // blk.hh: the K/V head
-    const int k0 = blk.rank * BC, b = blk.b, c0 = blk.c0, W = s.window, group = s.h / s.kv;
-    const AttSpan span = att_query_tiles(k0, BC, T, W, BR);  // query blocks with a query that sees a key here
+    const int k0 = blk.rank * BC, b = blk.b, c0 = blk.c0, group = s.h / s.kv;
+    const AttSpan span = att_query_tiles(k0, BC, T, s.window, BR);  // query blocks with a query that sees a key here
     const int qb0 = span.lo, nq = span.hi - span.lo, steps = group * nq;  // every query head of the group in turn
     const long stride = s.stride;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + blk.hh * s.hd;
@@ -310,7 +311,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         // Phase A: P^T and dS^T for keys kk .. kk + RW - 1 and queries qq .. qq + BRW - 1.
         const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
         float pt[MW][BRW / 8][4] = {}, dpt[MW][BRW / 8][4] = {};
-        const bool any = kk < T && att_sees(qq, BRW, kk, RW, W);  // else P^T = dS^T = 0
+        const bool any = kk < T && att_sees(qq, BRW, kk, RW, s.window);  // else P^T = dS^T = 0
         if (any) {
             att_mma_abt<MW, BRW / 8>(pt, sK + kr * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
             att_mma_abt<MW, BRW / 8>(dpt, sV + kr * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
@@ -321,7 +322,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 float p[2], ds[2];
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
-                    const bool masked = !any || q0 + q < key || q0 + q >= T || (W > 0 && q0 + q >= key + W);
+                    const bool masked = !any || q0 + q < key || q0 + q >= T || q0 + q >= key + s.window;
                     p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }
@@ -335,7 +336,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + RW - 1, columns cw .. cw + HDW - 1.
         UNROLL for (int kc = 0; kc < BR / 16; kc++) {
             if (q0 + 16 * kc >= T) break;
-            if (!att_sees(q0 + 16 * kc, 16, kk, RW, W)) continue;  // none of these queries sees these keys: P = 0
+            if (!att_sees(q0 + 16 * kc, 16, kk, RW, s.window))
+                continue;  // none of these queries sees these keys: P = 0
             uint32_t ap[MW][4], ads[MW][4];
             UNROLL for (int mm = 0; mm < MW; mm++) {
                 att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
@@ -408,7 +410,7 @@ inline AttShape attention_shape(int B, int T, const LayerSpec& ls, const void* a
     int vec = 8;
     while (vec > 2 && (hd % vec || align % (2 * vec))) vec /= 2;
     const int hdp = (hd + 15) / 16 * 16;
-    return AttShape{B, T, w, h, hd, kv, ls.window, ls.qkv_rows(), hdp, hdp + 8, vec};
+    return AttShape{B, T, w, h, hd, kv, ls.window > 0 ? ls.window : ATT_NO_WINDOW, ls.qkv_rows(), hdp, hdp + 8, vec};
 }
 
 // What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a
