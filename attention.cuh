@@ -157,8 +157,8 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
 }
 
 // dQ of ref::attention_backward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
-// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V. Each warp owns RW = 16 MW query rows, as in the
-// forward: its MW m16 tiles share every K and V fragment.
+// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V; then 2 BR fp32 (lse, D). Each warp owns RW = 16 MW
+// query rows, as in the forward: its MW m16 tiles share every K and V fragment.
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
@@ -189,12 +189,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
-    float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
-    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
-        const int row = r0 + 16 * mm + g + 8 * r;
-        lse2[mm][r] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
-        Dr[mm][r] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
-    }
+    // Per row of the block: lse in log2 units at sLD[row - q0], D at sLD[BR + row - q0]. In shared memory, not
+    // registers: the HD 128 instance is at 255 (read after the loop's first barrier).
+    float* sLD = reinterpret_cast<float*>(smem + (2 * BR + 4 * BC) * ld);
+    if (t4 == 0) UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+            const int row = r0 + 16 * mm + g + 8 * r;
+            sLD[row - q0] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
+            sLD[BR + row - q0] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
+        }
     float dq[MW][NO][4] = {};
     for (int kb = kb0; kb < nkb; kb++) {
         cp_async_wait<0>();
@@ -216,10 +218,11 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                // Rows < T: a key >= T is after the row, so key > row masks it; rows >= T are never stored.
-                const bool hidden = key > row || key <= row - s.window;
-                const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
-                sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
+                // Visible iff 0 <= row - key < window: one unsigned compare (a key after the row wraps to a huge
+                // distance). Rows < T: a key >= T is after the row; rows >= T are never stored.
+                const bool hidden = (unsigned)(row - key) >= (unsigned)s.window;
+                const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - sLD[row - q0]);
+                sc[mm][nt][i] = p * (dp[mm][nt][i] - sLD[BR + row - q0]);  // dS / scale
             }
         }
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
@@ -384,7 +387,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 //   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
 //   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
 template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
-template <class C> size_t attention_dq_smem(int ld) { return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16); }
+template <class C> size_t attention_dq_smem(int ld) {
+    return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16) + 2 * C::BR * sizeof(float);
+}
 template <class C> size_t attention_dkv_smem(int ld) {
     return (size_t)((2 * C::BC + 4 * C::BR) * ld + 2 * C::BC * (C::BR + 8)) * sizeof(bf16) + 4 * C::BR * sizeof(float);
 }
