@@ -4,10 +4,10 @@
 // with 2 and 3 ranks (3: shards of a vector that no layer boundary divides evenly).
 //
 // Twice: on layers of three widths, and on every layer column (KV groups, windows, layers without attention or
-// without an MLP, own hidden sizes). Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its own rows of each global micro-batch
-// (2 micro-steps each; on even steps the last one reduces during its backward, on odd steps clip_grad_norm does,
-// except the last, step 3, which skips clip_grad_norm: adamw_step must then reduce and wait by itself), and, as the
-// oracle, a one-rank engine on all of the rows (B x world). It checks:
+// without an MLP, own hidden sizes). Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its
+// own rows of each global micro-batch (2 micro-steps each; on even steps the last one reduces during its backward,
+// on odd steps clip_grad_norm does, except the last, step 3, which skips clip_grad_norm: adamw_step must then
+// reduce and wait by itself), and, as the oracle, a one-rank engine on all of the rows (B x world). It checks:
 //   - the first step's summed gradient: ZeRO-0's whole vector and ZeRO-1's shard (what each rank holds of it)
 //     against the one-rank engine's, within 1e-5 of the largest gradient;
 //   - after every step, every rank holds bit-identical parameters (a hash of them, all-gathered), for ZeRO-1

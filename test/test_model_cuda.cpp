@@ -1,9 +1,10 @@
 // test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
 // CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
 // uniform, Prism and X configurations and every layer column (KV groups, windows, layers without attention or
-// an MLP, OpenELM's per-layer heads and hidden sizes, all at once), the logits of those, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal
-// one batch of 8), ten AdamW steps tracking the reference's losses, evaluation outputs, the fp32 interface round
-// trips, the host waits of a training step (one: read_stats), and the activation sizes memory_plan.h predicts.
+// an MLP, OpenELM's per-layer heads and hidden sizes, all at once), the logits of those, gradient accumulation
+// over micro-batches (in fp32: 8 micro-batches equal one batch of 8), ten AdamW steps tracking the reference's
+// losses, evaluation outputs, the fp32 interface round trips, the host waits of a training step (one:
+// read_stats), and the activation sizes memory_plan.h predicts.
 //
 // Tolerances. Both models start from the same bf16-exact weights, so the differences come from bf16 storage of
 // every activation and gradient (relative 2^-9 per rounding), compounded through the layers. They are checked
