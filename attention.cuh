@@ -1,17 +1,22 @@
-// attention.cuh: causal multi-head self-attention on tensor cores (FlashAttention-2), forward and backward.
-//   qkv (B, T, 3 w) = [q | k | v] after RoPE, head hh at columns hh * hd .. (hh + 1) * hd of each, hd = w / h
-//   forward:  out (B, T, w) = softmax_{j <= t}(scale q_t . k_j) v_j per head; lse (B, h, T) fp32 saved
-//   backward: dqkv (B, T, 3 w) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
+// attention.cuh: causal self-attention on tensor cores (FlashAttention-2), forward and backward, with KV groups
+// (GQA, MQA) and a sliding window, the layer's shape from its LayerSpec (h heads, kv K/V heads, window W).
+//   qkv (B, T, w + 2 kv hd) = [q (h heads) | k (kv heads) | v (kv heads)] after RoPE, hd = w / h; query head hh
+//            reads K/V head hh / (h / kv)
+//   forward:  out (B, T, w) = softmax_{t - W < j <= t}(scale q_t . k_j) v_j per head (W = 0: j <= t); lse (B, h, T)
+//   backward: dqkv (shaped as qkv) assigned, from dout (B, T, w), qkv, out and lse; scratch (B, h, T) fp32 (D below)
 // Matches ref::attention_forward (out; the log-sum-exp instead of the probabilities) and ref::attention_backward.
 //
 // FlashAttention-2 on tensor cores: O(T) memory, online softmax in fp32, P kept in registers; the backward in
 // recomputation form, three kernels, no atomics (a rerun repeats bit for bit). Instances for HD 64, 128, 256 and
 // a wide one (hd 258..1024); any even hd runs padded to the next multiple of 16 with zero columns that live only
-// in shared memory. Causal: key tiles wholly after a block's queries are never loaded, and blocks start longest
-// first across the whole grid. Backward: D = dout . out; dK, dV per key block; dQ per query block: 7 matmuls
-// where an atomic dQ needs 5, the price of determinism. docs/engine.md, "Attention", has the long form: the
-// tiles, the fragments, the head dims and why RoPE is not fused.
-// Does not: dropout, non-causal or sliding-window masks, an odd head_dim or one above 1024, fused RoPE.
+// in shared memory. Key tiles no query of a block sees (after it: causal; before its window) are never loaded,
+// nor query tiles outside a key block's viewers (attention_span.h, which the cost model shares); masks run on
+// edge tiles only; blocks start longest first across the whole grid. K/V heads are indexed, never copied per
+// query head; the dK/dV kernel sums a group's query heads in registers. Backward: D = dout . out; dK, dV per
+// key block; dQ per query block: 7 matmuls where an atomic dQ needs 5, the price of determinism. docs/engine.md,
+// "Attention", has the long form: the tiles, the fragments, the head dims, windows, groups and why RoPE is not fused.
+// Does not: dropout, non-causal masks, an odd head_dim or one above 1024, fused RoPE; one forward block per
+// query head (a group's blocks share K/V tiles through L2, not shared memory).
 #pragma once
 
 #include <cmath>
@@ -43,12 +48,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sKV = smem + BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;  // the longest rows first
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
     const bf16* v_g = k_g + s.kv * s.hd;
-    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);  // tiles with a key some query of the block sees
+    const AttSpan span = att_key_tiles(q0, BR, T, s.window, BC);  // tiles with a key some query of the block sees
     const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, BR + 4 * BC, s);
@@ -72,19 +77,19 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;  // rows past the end, or no key of theirs here
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, s.window)) continue;  // rows past the end, or no key of theirs here
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
         float sc[MW][BC / 8][4] = {};
         att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
         // The tile straddles the diagonal or the end, or (a window) its first key falls out of the last row's.
-        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || (W > 0 && k0 <= r0 + RW - 1 - W);
+        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || k0 <= r0 + RW - 1 - s.window;
         UNROLL for (int mm = 0; mm < MW; mm++) {
             float mx[2] = {m[mm][0], m[mm][1]};
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
+                const bool hidden = key > row || key >= T || key <= row - s.window;
                 sc[mm][nt][i] = edge && hidden ? -INFINITY : sc[mm][nt][i] * scale_log2;
                 mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
             }
@@ -152,8 +157,8 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
 }
 
 // dQ of ref::attention_backward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
-// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V. Each warp owns RW = 16 MW query rows, as in the
-// forward: its MW m16 tiles share every K and V fragment.
+// (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V; then 2 BR fp32 (lse, D). Each warp owns RW = 16 MW
+// query rows, as in the forward: its MW m16 tiles share every K and V fragment.
 template <class C>
 static __global__ void __launch_bounds__(32 * C::NW, 1)
     attention_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dsum,
@@ -167,12 +172,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sKV = smem + 2 * BR * ld;  // stage st: K (BC, ld) at sKV + 2 st BC ld, V right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.h);
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - blk.rank;
-    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR, W = s.window;
+    const int b = blk.b, hh = blk.hh, c0 = blk.c0, q0 = qb * BR;
     const long stride = s.stride;
     const bf16* q_g = qkv + (long)b * T * stride + hh * s.hd;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + hh / (s.h / s.kv) * s.hd;  // the group's K/V head
     const bf16* v_g = k_g + s.kv * s.hd;
-    const AttSpan span = att_key_tiles(q0, BR, T, W, BC);
+    const AttSpan span = att_key_tiles(q0, BR, T, s.window, BC);
     const int kb0 = span.lo, nkb = span.hi;
 
     att_zero_pad<NT>(smem, 2 * BR + 4 * BC, s);
@@ -184,12 +189,14 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const int r0 = q0 + RW * warp;  // this warp's rows; this thread's are r0 + 16 mm + g (+ 8)
-    float lse2[MW][2], Dr[MW][2];   // per row: lse in log2 units, and D
-    UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
-        const int row = r0 + 16 * mm + g + 8 * r;
-        lse2[mm][r] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
-        Dr[mm][r] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
-    }
+    // Per row of the block: lse in log2 units at sLD[row - q0], D at sLD[BR + row - q0]. In shared memory, not
+    // registers: the HD 128 instance is at 255 (read after the loop's first barrier).
+    float* sLD = reinterpret_cast<float*>(smem + (2 * BR + 4 * BC) * ld);
+    if (t4 == 0) UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int r = 0; r < 2; r++) {
+            const int row = r0 + 16 * mm + g + 8 * r;
+            sLD[row - q0] = row < T ? lse[(long)blk.bh * T + row] * ATT_LOG2E : 0.0f;
+            sLD[BR + row - q0] = row < T ? Dsum[(long)blk.bh * T + row] : 0.0f;
+        }
     float dq[MW][NO][4] = {};
     for (int kb = kb0; kb < nkb; kb++) {
         cp_async_wait<0>();
@@ -201,7 +208,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         }
         cp_async_commit();
         const int k0 = kb * BC;
-        if (r0 >= T || !att_sees(r0, RW, k0, BC, W)) continue;
+        if (r0 >= T || !att_sees(r0, RW, k0, BC, s.window)) continue;
         const bf16* sK = sKV + (kb & 1) * 2 * BC * ld;
         const bf16* sV = sK + BC * ld;
 
@@ -211,9 +218,11 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || (W > 0 && key <= row - W);
-                const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - lse2[mm][i / 2]);
-                sc[mm][nt][i] = p * (dp[mm][nt][i] - Dr[mm][i / 2]);  // dS / scale
+                // Visible iff 0 <= row - key < window: one unsigned compare (a key after the row wraps to a huge
+                // distance). Rows < T: a key >= T is after the row; rows >= T are never stored.
+                const bool hidden = (unsigned)(row - key) >= (unsigned)s.window;
+                const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - sLD[row - q0]);
+                sc[mm][nt][i] = p * (dp[mm][nt][i] - sLD[BR + row - q0]);  // dS / scale
             }
         }
         UNROLL for (int kc = 0; kc < BC / 16; kc++) {  // dQ += dS K
@@ -263,8 +272,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     bf16* sdS = sP + BC * LDP;        // (BC, LDP): dS^T / scale
     float* sLD = reinterpret_cast<float*>(sdS + BC * LDP);  // stage st: lse at sLD + 2 st BR, D right after it
     const AttBlock blk = att_block(blockIdx.x, blockIdx.y, s, C::HD, s.kv);  // blk.hh: the K/V head
-    const int k0 = blk.rank * BC, b = blk.b, c0 = blk.c0, W = s.window, group = s.h / s.kv;
-    const AttSpan span = att_query_tiles(k0, BC, T, W, BR);  // query blocks with a query that sees a key here
+    const int k0 = blk.rank * BC, b = blk.b, c0 = blk.c0, group = s.h / s.kv;
+    const AttSpan span = att_query_tiles(k0, BC, T, s.window, BR);  // query blocks with a query that sees a key here
     const int qb0 = span.lo, nq = span.hi - span.lo, steps = group * nq;  // every query head of the group in turn
     const long stride = s.stride;
     const bf16* k_g = qkv + (long)b * T * stride + s.w + blk.hh * s.hd;
@@ -305,7 +314,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         // Phase A: P^T and dS^T for keys kk .. kk + RW - 1 and queries qq .. qq + BRW - 1.
         const int ql = part * BRW, qq = q0 + ql;  // ql: the slice's first query within the block
         float pt[MW][BRW / 8][4] = {}, dpt[MW][BRW / 8][4] = {};
-        const bool any = kk < T && att_sees(qq, BRW, kk, RW, W);  // else P^T = dS^T = 0
+        const bool any = kk < T && att_sees(qq, BRW, kk, RW, s.window);  // else P^T = dS^T = 0
         if (any) {
             att_mma_abt<MW, BRW / 8>(pt, sK + kr * ld, ld, sQ + ql * ld, ld, s.hdp / 16);    // S^T = K Q^T
             att_mma_abt<MW, BRW / 8>(dpt, sV + kr * ld, ld, sdO + ql * ld, ld, s.hdp / 16);  // dP^T = V dO^T
@@ -316,7 +325,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 float p[2], ds[2];
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
-                    const bool masked = !any || q0 + q < key || q0 + q >= T || (W > 0 && q0 + q >= key + W);
+                    const bool masked = !any || q0 + q < key || q0 + q >= T || q0 + q >= key + s.window;
                     p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }
@@ -330,7 +339,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         // Phase B: dV += P^T dO and dK += dS^T Q for keys kk .. kk + RW - 1, columns cw .. cw + HDW - 1.
         UNROLL for (int kc = 0; kc < BR / 16; kc++) {
             if (q0 + 16 * kc >= T) break;
-            if (!att_sees(q0 + 16 * kc, 16, kk, RW, W)) continue;  // none of these queries sees these keys: P = 0
+            if (!att_sees(q0 + 16 * kc, 16, kk, RW, s.window))
+                continue;  // none of these queries sees these keys: P = 0
             uint32_t ap[MW][4], ads[MW][4];
             UNROLL for (int mm = 0; mm < MW; mm++) {
                 att_lda(ap[mm], sP + (kr + 16 * mm) * LDP, LDP, 16 * kc);
@@ -377,7 +387,9 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 //   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
 //   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
 template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
-template <class C> size_t attention_dq_smem(int ld) { return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16); }
+template <class C> size_t attention_dq_smem(int ld) {
+    return (size_t)(2 * C::BR + 4 * C::BC) * ld * sizeof(bf16) + 2 * C::BR * sizeof(float);
+}
 template <class C> size_t attention_dkv_smem(int ld) {
     return (size_t)((2 * C::BC + 4 * C::BR) * ld + 2 * C::BC * (C::BR + 8)) * sizeof(bf16) + 4 * C::BR * sizeof(float);
 }
@@ -403,7 +415,7 @@ inline AttShape attention_shape(int B, int T, const LayerSpec& ls, const void* a
     int vec = 8;
     while (vec > 2 && (hd % vec || align % (2 * vec))) vec /= 2;
     const int hdp = (hd + 15) / 16 * 16;
-    return AttShape{B, T, w, h, hd, kv, ls.window, ls.qkv_rows(), hdp, hdp + 8, vec};
+    return AttShape{B, T, w, h, hd, kv, ls.window > 0 ? ls.window : ATT_NO_WINDOW, ls.qkv_rows(), hdp, hdp + 8, vec};
 }
 
 // What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a

@@ -68,8 +68,11 @@ ATT_SPAN_FN AttSpan att_query_tiles(int k0, int nk, int T, int W, int BR) {
 //   dkv_a     phase A's (RW keys) x (BR / QS queries) products (S^T and dP^T); counted per query head of a group
 //   dkv_b     phase B's (RW keys) x (16 queries) steps, each over HD / QS columns of dK and dV
 //   dkv_loaded: query tiles loaded by the key blocks, per query head of a group
+// and the (query, key) products those tiles span (fwd_pairs .. dkv_b_pairs: tiles x their rows x their keys),
+// masked parts included: what the tensor cores execute.
 struct AttVisits {
     long fwd = 0, fwd_loaded = 0, dq = 0, dkv_a = 0, dkv_b = 0, dkv_loaded = 0;
+    double fwd_pairs = 0, dq_pairs = 0, dkv_a_pairs = 0, dkv_b_pairs = 0;
 };
 template <class F, class Q, class KV> AttVisits att_visits_of(int T, int W) {
     AttVisits v;
@@ -97,6 +100,8 @@ template <class F, class Q, class KV> AttVisits att_visits_of(int T, int W) {
                     v.dkv_b += att_sees(q, 16, kk, RW, W);
             }
     }
+    v.fwd_pairs = (double)v.fwd * RWF * F::BC, v.dq_pairs = (double)v.dq * RWQ * Q::BC;
+    v.dkv_a_pairs = (double)v.dkv_a * RW * BRW, v.dkv_b_pairs = (double)v.dkv_b * RW * 16;
     return v;
 }
 // The instances attention.cuh runs for head_dim hd.

@@ -1,6 +1,7 @@
-// attention_tiles.cuh: attention.cuh's building blocks: the runtime shape (the instances' tile shapes and the
-// tiles a window lets a block skip are attention_span.h's, shared with the cost model), which tile a block computes (longest first across the whole grid), the cp.async copies of tiles into padded
-// shared rows, and the mma fragments (ldmatrix loads, bf16 packing, the C-to-A reuse that keeps P in registers).
+// attention_tiles.cuh: attention.cuh's building blocks: the runtime shape, which tile a block computes (longest
+// first across the whole grid), the cp.async copies of tiles into padded shared rows, and the mma fragments
+// (ldmatrix loads, bf16 packing, the C-to-A reuse that keeps P in registers). The instances' tile shapes and the
+// tiles a window lets a block skip are attention_span.h's, shared with the cost model.
 // Does not: compute attention (attention.cuh), or know the model (sizes and pointers only).
 #pragma once
 
@@ -12,26 +13,31 @@
 constexpr float ATT_LOG2E = 1.4426950408889634f;  // softmax in base 2: exp(x) = exp2(x log2 e), one FMUL saved
 constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr int ATT_MAX_HEAD_DIM = 1024;
+// A global layer's window: beyond any T (a grid holds at most 65535 tiles of 128: T < 2^23), so the window tests
+// hold without a branch and without overflow, and the kernels keep no flag in a register (the HD 128 dQ and dK/dV
+// instances are at 255).
+constexpr int ATT_NO_WINDOW = 1 << 30;
 
 // The runtime shape every kernel gets.
 // qkv rows are [q (h hd) | k (kv hd) | v (kv hd)], `stride` elements apart; query head hh reads K/V head hh / (h / kv).
 struct AttShape {
     int B, T, w, h, hd;
     int kv;      // K/V heads (kv = h: plain multi-head attention)
-    int window;  // sliding window W: key j visible to query i iff i - W < j <= i; 0: every j <= i (causal)
+    int window;  // sliding window W: key j visible to query i iff i - W < j <= i; ATT_NO_WINDOW for a global layer
     int stride;  // qkv row: w + 2 kv hd
     int hdp;     // hd rounded up to 16: the mma k extent; columns [hd, hdp) of every shared tile are zeros
     int ld;      // shared row stride in elements: hdp + 8 (an odd number of 16-byte units: conflict-free ldmatrix)
     int vec;     // elements per cp.async: 8, 4 or 2 (16, 8 or 4 bytes), what hd and the pointers' alignment allow
 };
 
-// Which tile a block computes. The grid is (B heads windows, tiles), heads the query heads (forward, dQ) or the
-// K/V heads (dK/dV): blockIdx.x = (b heads + head) windows + window (the output
-// columns c0 .. c0 + HD), blockIdx.y = the tile's rank by length, 0 the longest (the forward's and dQ's last query
-// block, which sees the most keys; dK/dV's first key block, which sees the most queries). The hardware starts
-// blocks in order of x, then y, so every (b, head, window)'s longest tile starts before any shorter one: longest
-// first across the whole grid, and the shortest tiles fill its tail. (With the tiles along x, the order held only
-// within one (b, head): the last heads' long tiles started last and ran on alone.)
+// Which tile a block computes. The grid is (B heads windows, tiles), heads the query heads (forward, dQ) or the K/V
+// heads (dK/dV): blockIdx.x = (b heads + head) windows + window (the output columns c0 .. c0 + HD), blockIdx.y =
+// the tile's rank by length, 0 the longest (the forward's and dQ's last query block, which sees the most keys;
+// dK/dV's first key block, which sees the most queries). The hardware starts blocks in order of x, then y, so
+// every (b, head, window)'s longest tile starts before any shorter one: longest first across the whole grid, and
+// the shortest tiles fill its tail. (With the tiles along x, the order held only within one (b, head): the last
+// heads' long tiles started last and ran on alone.) Under a sliding window the tiles are nearly all the same
+// length (the window's tiles), so the order matters little there and is kept as it is.
 struct AttBlock {
     int bh, b, hh, c0, rank;
 };

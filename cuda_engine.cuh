@@ -385,15 +385,16 @@ class CudaEngine : public Engine {
 };
 
 inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataParallel& dp, CudaDecoderMaker decoder)
-    : layout_(param_layout((validate_config(c), refuse_without_kernels(c, "the CUDA engine"), c))),
-      model_(c, recompute), decoder_(decoder), dp_(dp) {
+    : layout_(param_layout((validate_config(c), c))), model_(c, recompute), decoder_(decoder), dp_(dp) {
     const ParamLayout& g = model_.glayout;
     shard_ = zero_shard(g.total, dp_.world(), dp_.rank());
     if (dp_.world() > 1) comm_ = comm_init(*dp_.dist);
     // The buckets, in the order the backward completes them: the head, layers L-1 .. 0, the embedding.
     const int L = model_.cfg.L();
-    buckets_.push_back({0, g.layer[0].ln1_w});
-    for (int l = 0; l < L; l++) buckets_.push_back({g.layer[l].ln1_w, l + 1 < L ? g.layer[l + 1].ln1_w : g.lnf_w});
+    // A layer's first tensor is ln1_w, or ln2_w in a layer without attention.
+    auto first = [&](int l) { return g.layer[l].ln1_w != SIZE_MAX ? g.layer[l].ln1_w : g.layer[l].ln2_w; };
+    buckets_.push_back({0, first(0)});
+    for (int l = 0; l < L; l++) buckets_.push_back({first(l), l + 1 < L ? first(l + 1) : g.lnf_w});
     buckets_.push_back({g.lnf_w, g.total});
     cudaCheck(cudaStreamCreate(&compute_));  // blocking: stray legacy-stream calls (cudaMemcpy) still order after it
     cudaCheck(cudaStreamCreate(&copy_));

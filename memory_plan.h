@@ -66,19 +66,31 @@ struct Carver {
     }
 };
 
-// The widths the activation block is sized by.
+// The widths the activation block is sized by, over the sub-blocks the layers have (qkv: w + 2 kv_l head_dim rows,
+// 3 w without KV groups).
 struct ActivationWidths {
-    int wmax = 0, hmax = 0, hidmax = 0, big = 0, small = 0;  // big: max(3 w, 2 hid, Df); small: max(w, hid, d)
+    int wmax = 0, hmax = 0, hidmax = 0, big = 0, small = 0;  // big: max(qkv, 2 hid, Df); small: max(w, hid, d)
 };
 inline ActivationWidths activation_widths(const ModelConfig& c) {
     ActivationWidths a;
     a.big = c.Df(), a.small = c.d;
     for (int l = 0; l < c.L(); l++) {
-        const int w = c.layers[l].width, hid = c.hidden_of(l);
-        a.wmax = std::max(a.wmax, w), a.hmax = std::max(a.hmax, c.layers[l].heads), a.hidmax = std::max(a.hidmax, hid);
-        a.big = std::max({a.big, 3 * w, 2 * hid}), a.small = std::max({a.small, w, hid});
+        const LayerSpec& s = c.layers[l];
+        const int w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
+        a.wmax = std::max(a.wmax, w), a.hidmax = std::max(a.hidmax, hid);
+        if (s.attention) a.hmax = std::max(a.hmax, s.heads);
+        a.big = std::max({a.big, qkv, 2 * hid}), a.small = std::max({a.small, w, hid});
     }
     return a;
+}
+
+// The residual states the model keeps: the one before every sub-block a layer has (attention, MLP) and the one
+// after the last (2 L + 1 when every layer has both). A missing sub-block is the identity on the stream, so it
+// adds no state: the next sub-block (or the final norm) reads the state the previous one wrote.
+inline int residual_states(const ModelConfig& c) {
+    int n = 1;
+    for (const LayerSpec& s : c.layers) n += (int)s.attention + (int)s.mlp;
+    return n;
 }
 
 // One upload of a micro-batch of N rows (an upload slot, and its pinned staging): tokens (N), targets (N), then
@@ -100,20 +112,22 @@ inline size_t upload_ints(long N) {
     return carve_upload(N, nullptr, measured);
 }
 
-// The CUDA engine's activation block at B x T (N = B T rows; w, h, hid of layer l): the one layout, carved by
-// the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base == nullptr).
+// The CUDA engine's activation block at B x T (N = B T rows; w, h, hid of layer l, qkv = w + 2 kv_l head_dim): the
+// one layout, carved by the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base ==
+// nullptr). A layer without attention has no ln1, qkv, atty, mean1, rstd1, lse; one without an MLP no ln2, fc, sw,
+// mean2, rstd2 (null pointers, no bytes).
 template <class Half> struct LayerActivations {
-    Half *ln1, *qkv, *atty, *ln2, *fc, *sw;  // (N, w) (N, 3 w) (N, w) (N, w) (N, 2 hid) (N, hid)
+    Half *ln1, *qkv, *atty, *ln2, *fc, *sw;  // (N, w) (N, qkv) (N, w) (N, w) (N, 2 hid) (N, hid)
     float *mean1, *rstd1, *mean2, *rstd2;    // (N) each
     float* lse;                              // (B, h, T) attention log-sum-exp
 };
 template <class Half> struct Activations {
     int* upload[2];  // upload_ints(N) each: the two upload slots
-    Half* resid;     // (2 L + 1, N, D) the residual states
+    Half* resid;     // (residual_states, N, D)
     std::vector<LayerActivations<Half>> layer;
     Half *branch, *lnf, *logits;          // (N, wmax) (N, Df) (N, Vp)
     float *meanf, *rstdf, *lse, *losses;  // (N) each
-    Half *dresid, *dbig, *dsmall;         // (N, D) (N, max(3 w, 2 hid, Df)) (N, max(w, hid, d))
+    Half *dresid, *dbig, *dsmall;         // (N, D) (N, max(qkv, 2 hid, Df)) (N, max(w, hid, d))
     float *norm_scratch, *att_scratch;    // norm_backward_scratch_floats(N, max width), (B, h_max, T)
     float* logprobs;                      // (N) target_logprobs' output
     float* emb_partial;                   // (embedding_partial_rows(N), d): the embedding backward's partials
@@ -128,19 +142,26 @@ size_t carve_activations(const ModelConfig& c, int B, int T, bool recompute, cha
     const ActivationWidths wd = activation_widths(c);
     Carver k{base, 0};
     a.upload[0] = k.take<int>(upload_ints(N)), a.upload[1] = k.take<int>(upload_ints(N));
-    a.resid = k.take<Half>((size_t)(2 * L + 1) * N * D);
+    a.resid = k.take<Half>((size_t)residual_states(c) * N * D);
     a.layer.resize(L);
     Half* shared_ln = recompute ? k.take<Half>(N * wd.wmax) : nullptr;
     Half* shared_sw = recompute ? k.take<Half>(N * wd.hidmax) : nullptr;
     for (int l = 0; l < L; l++) {
-        const int w = c.layers[l].width, h = c.layers[l].heads, hid = c.hidden_of(l);
+        const LayerSpec& s = c.layers[l];
+        const int w = s.width, hid = c.hidden_of(l);
         LayerActivations<Half>& la = a.layer[l];
-        la.qkv = k.take<Half>(N * 3 * w), la.atty = k.take<Half>(N * w), la.fc = k.take<Half>(N * 2 * hid);
-        la.ln1 = recompute ? shared_ln : k.take<Half>(N * w);
-        la.ln2 = recompute ? shared_ln : k.take<Half>(N * w);
-        la.sw = recompute ? shared_sw : k.take<Half>(N * hid);
-        la.mean1 = k.take<float>(N), la.rstd1 = k.take<float>(N), la.mean2 = k.take<float>(N);
-        la.rstd2 = k.take<float>(N), la.lse = k.take<float>(N * h);
+        la = LayerActivations<Half>{};
+        if (s.attention) {
+            la.qkv = k.take<Half>(N * s.qkv_rows()), la.atty = k.take<Half>(N * w);
+            la.ln1 = recompute ? shared_ln : k.take<Half>(N * w);
+            la.mean1 = k.take<float>(N), la.rstd1 = k.take<float>(N), la.lse = k.take<float>(N * s.heads);
+        }
+        if (s.mlp) {
+            la.fc = k.take<Half>(N * 2 * hid);
+            la.ln2 = recompute ? shared_ln : k.take<Half>(N * w);
+            la.sw = recompute ? shared_sw : k.take<Half>(N * hid);
+            la.mean2 = k.take<float>(N), la.rstd2 = k.take<float>(N);
+        }
     }
     a.branch = k.take<Half>(N * wd.wmax), a.lnf = k.take<Half>(N * Df), a.logits = k.take<Half>(N * Vp);
     a.meanf = k.take<float>(N), a.rstdf = k.take<float>(N), a.lse = k.take<float>(N), a.losses = k.take<float>(N);
@@ -171,8 +192,9 @@ inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, 
     GpuMemory m;
     m.params = Palloc * 2, m.grads = Palloc * 4, m.optimizer = 3 * (shards == 1 ? Pg : S) * 4;
     m.activations = activation_bytes(c, B, T, recompute);
-    m.fixed = (size_t)32 << 20;                                                     // cuBLASLt workspace
-    for (const LayerSpec& s : c.layers) m.fixed += (size_t)c.T * s.head_dim() * 4;  // RoPE tables (an upper bound)
+    m.fixed = (size_t)32 << 20;          // cuBLASLt workspace
+    for (const LayerSpec& s : c.layers)  // RoPE tables (an upper bound: one per distinct head_dim)
+        if (s.attention) m.fixed += (size_t)c.T * s.head_dim() * 4;
     return m;
 }
 

@@ -4,10 +4,12 @@
 // (memory_plan.h: V padded to Vp, 256-byte aligned); the activations are memory_plan.h's one layout.
 // Does not: own the weights, gradients or activations (the engine allocates them, cuda_engine.cuh, and hands them
 // in: attach, carve), know about streams beyond the one it is given, ranks, or the optimizer.
-// Design, short (the long form: docs/engine.md): every residual add is fused with the norm that follows it; each
-// branch's gradient is the residual-state gradient's leading w columns, read in place by the matmuls; no kernel
-// uses atomics, so a run repeats bit for bit. --recompute keeps ln1, ln2 and the SwiGLU output in two shared
-// buffers and recomputes them just before the weight gradient that reads them (bit-identical gradients).
+// Design, short (the long form: docs/engine.md): a layer is the chain of the sub-blocks it has (attention, MLP; a
+// missing one is skipped, the stream passing on unchanged); KV groups and windows are the attention kernels', given
+// the layer's LayerSpec; every residual add is fused with the norm that follows it; each branch's gradient is the
+// residual-state gradient's leading w columns, read in place by the matmuls; no kernel uses atomics, so a run
+// repeats bit for bit. --recompute keeps ln1, ln2 and the SwiGLU output in two shared buffers and recomputes them
+// just before the weight gradient that reads them (bit-identical gradients).
 #pragma once
 
 #include <algorithm>
@@ -94,8 +96,30 @@ class CudaModel {
     float* tables_ = nullptr;  // RoPE (T, head_dim) fp32 per distinct head_dim
     std::map<int, float*> table_of_;
 
-    // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
-    bf16* resid(int k) const { return a.resid + (size_t)k * B * T * cfg.D(); }
+    // A sub-block: layer `layer`'s attention, or its MLP. subs_ holds those the layers have, in forward order.
+    struct SubBlock {
+        int layer;
+        bool attention;
+    };
+    std::vector<SubBlock> subs_;
+    // The norm in front of sub-block i (its layer's ln1 or ln2), or for i == subs_.size() the final norm: its
+    // output, statistics, weight and bias offsets and width.
+    struct NormSlot {
+        bf16* out;
+        float *mean, *rstd;
+        size_t w, b;
+        int width;
+    };
+    NormSlot norm_of(int i) const {
+        if (i == (int)subs_.size()) return {a.lnf, a.meanf, a.rstdf, glayout.lnf_w, glayout.lnf_b, cfg.Df()};
+        const int l = subs_[i].layer;
+        const LayerActivations<bf16>& la = a.layer[l];
+        const LayerOffsets& o = glayout.layer[l];
+        if (subs_[i].attention) return {la.ln1, la.mean1, la.rstd1, o.ln1_w, o.ln1_b, cfg.layers[l].width};
+        return {la.ln2, la.mean2, la.rstd2, o.ln2_w, o.ln2_b, cfg.layers[l].width};
+    }
+    // Residual state i (N, D): the one before sub-block i, or after the last for i == subs_.size().
+    bf16* resid(int i) const { return a.resid + (size_t)i * B * T * cfg.D(); }
     bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
     float* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads + off; }
     size_t Wout() const { return cfg.tied ? glayout.wte : glayout.lm_head; }
@@ -103,8 +127,8 @@ class CudaModel {
         const double hd = cfg.layers[l].head_dim();
         return (float)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
     }
-    void layer_forward(int l, cudaStream_t s);
-    void layer_backward(int l, cudaStream_t s);
+    void sub_forward(int i, cudaStream_t s);
+    void sub_backward(int i, cudaStream_t s);
 };
 
 // Every op of a step is one OP(name, call): the call, then the timer's mark under the op's cost-model name.
@@ -113,13 +137,16 @@ class CudaModel {
 inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     : cfg(c), glayout(device_layout(c)), Vp(padded_vocab(c.V)), recompute(recompute_),
       rms(c.norm == NormType::RMSNorm) {
-    refuse_without_kernels(c, "the CUDA model");
+    for (int l = 0; l < cfg.L(); l++) {
+        if (cfg.layers[l].attention) subs_.push_back({l, true});
+        if (cfg.layers[l].mlp) subs_.push_back({l, false});
+    }
     std::vector<int> hds;
     for (const LayerSpec& l : cfg.layers)
-        if (std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end()) hds.push_back(l.head_dim());
+        if (l.attention && std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end()) hds.push_back(l.head_dim());
     size_t total = 0;
     for (int hd : hds) total += (size_t)cfg.T * hd;
-    cudaCheck(cudaMalloc(&tables_, total * sizeof(float)));
+    cudaCheck(cudaMalloc(&tables_, std::max<size_t>(total, 1) * sizeof(float)));
     size_t off = 0;
     for (int hd : hds) {
         std::vector<float> t = rope_table(cfg.T, hd, cfg.rope_theta);
@@ -129,97 +156,103 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     }
 }
 
-// Per layer (x0, x1, x2 = resid(2 l), resid(2 l + 1), resid(2 l + 2); every residual add fused with the norm that
-// follows it): qkv = ln1 Wqkv^T; rope; atty = attn(qkv); x1 = x0 + atty Wo^T, ln2 = norm(x1);
-// sw = swiglu(ln2 Wfc^T); x2 = x1 + sw Wproj^T, then the next layer's ln1 (or the final norm over [0, Df)).
-inline void CudaModel::layer_forward(int l, cudaStream_t s) {
+// The sub-blocks in forward order (x_i = resid(i) is the residual state before sub-block i, x_S after the last;
+// every residual add fused with the norm that follows it):
+//   attention of layer l: qkv = ln1 Wqkv^T; rope; atty = attn(qkv); x_{i+1} = x_i + atty Wo^T
+//   MLP of layer l:       sw = swiglu(ln2 Wfc^T); x_{i+1} = x_i + sw Wproj^T
+// and then the next sub-block's norm of x_{i+1} (its layer's ln1 or ln2, or the final norm over [0, Df)). A layer
+// without attention or without an MLP has no such sub-block: the stream passes to the next one unchanged, which
+// is RefModel's copy of the state without the copy.
+inline void CudaModel::sub_forward(int i, cudaStream_t s) {
     const long N = (long)B * T;
-    const int D = cfg.D(), w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
-    const float eps = (float)cfg.norm_eps;
+    const SubBlock& sb = subs_[i];
+    const int l = sb.layer, D = cfg.D(), w = cfg.layers[l].width, hid = cfg.hidden_of(l);
     const bf16* none = nullptr;
     const LayerOffsets& o = glayout.layer[l];
     LayerActivations<bf16>& la = a.layer[l];
-    OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, 3 * w, w, false, true, 0.0f, s));
-    OP("rope_forward", rope_forward(la.qkv, table_of_.at(w / h), B, T, w, h, s));
-    OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, w, h, attn_scale(l), s));
-    OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
-    OP("residual_norm_forward", residual_norm_forward(rms, resid(2 * l + 1), resid(2 * l), a.branch, D, w, la.ln2,
-                                                      la.mean2, la.rstd2, P(o.ln2_w), P(o.ln2_b), N, w, eps, s));
-    OP("matmul fc", matmul(la.fc, la.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, s));
-    OP("swiglu_forward", swiglu_forward(la.sw, la.fc, N, hid, s));
-    OP("matmul proj", matmul(a.branch, la.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, s));
-    const bool last = l + 1 == cfg.L();
-    const int next_w = last ? cfg.Df() : cfg.layers[l + 1].width;
-    const LayerOffsets* on = last ? nullptr : &glayout.layer[l + 1];
-    LayerActivations<bf16>* an = last ? nullptr : &a.layer[l + 1];
-    OP("residual_norm_forward", residual_norm_forward(rms, resid(2 * l + 2), resid(2 * l + 1), a.branch, D, w,
-                                                      last ? a.lnf : an->ln1, last ? a.meanf : an->mean1,
-                                                      last ? a.rstdf : an->rstd1, P(last ? glayout.lnf_w : on->ln1_w),
-                                                      P(last ? glayout.lnf_b : on->ln1_b), N, next_w, eps, s));
+    if (sb.attention) {
+        const LayerSpec& ls = cfg.layers[l];
+        const int qkv = ls.qkv_rows();
+        OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, qkv, w, false, true, 0.0f, s));
+        OP("rope_forward", rope_forward(la.qkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+        OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, ls, attn_scale(l), s));
+        OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
+    } else {
+        OP("matmul fc", matmul(la.fc, la.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, s));
+        OP("swiglu_forward", swiglu_forward(la.sw, la.fc, N, hid, s));
+        OP("matmul proj", matmul(a.branch, la.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, s));
+    }
+    const NormSlot n = norm_of(i + 1);
+    OP("residual_norm_forward", residual_norm_forward(rms, resid(i + 1), resid(i), a.branch, D, w, n.out, n.mean,
+                                                      n.rstd, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
 }
 
 inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
     const long N = (long)B * T;
     const int D = cfg.D(), d = cfg.d;
-    const LayerOffsets& o = glayout.layer[0];
     OP("embedding_forward", embedding_forward(resid(0), tokens, P(glayout.wte), N, d, D, s));
-    OP("norm_forward", norm_forward(rms, a.layer[0].ln1, a.layer[0].mean1, a.layer[0].rstd1, resid(0), D, P(o.ln1_w),
-                                    P(o.ln1_b), N, cfg.layers[0].width, (float)cfg.norm_eps, s));
-    for (int l = 0; l < cfg.L(); l++) layer_forward(l, s);
+    const NormSlot n = norm_of(0);
+    OP("norm_forward",
+       norm_forward(rms, n.out, n.mean, n.rstd, resid(0), D, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
+    for (int i = 0; i < (int)subs_.size(); i++) sub_forward(i, s);
     // The head reads [0, d) of the final norm in place (row stride Df).
     OP("matmul logits",
        matmul(a.logits, a.lnf, P(Wout()), (const bf16*)nullptr, (int)N, Vp, d, false, true, 0.0f, s, cfg.Df()));
 }
 
-// Mirrors layer_forward. Each branch's gradient is the residual-state gradient's leading w columns, read in place
-// (row stride D) by the matmuls, all queued before the norm backward adds into dresid. With recompute, ln2, sw and
-// ln1 are recomputed just before the weight gradient that reads them (the same kernels on the same bf16 inputs:
-// the gradients are bit-identical to the stored path).
-inline void CudaModel::layer_backward(int l, cudaStream_t s) {
+// Mirrors sub_forward. The branch's gradient is the residual-state gradient's leading w columns, read in place
+// (row stride D) by the matmuls, all queued before the norm backward adds into dresid. With recompute, the norm
+// output and sw are recomputed just before the weight gradient that reads them (the same kernels on the same bf16
+// inputs: the gradients are bit-identical to the stored path).
+inline void CudaModel::sub_backward(int i, cudaStream_t s) {
     const long N = (long)B * T;
-    const int D = cfg.D(), w = cfg.layers[l].width, h = cfg.layers[l].heads, hid = cfg.hidden_of(l);
+    const SubBlock& sb = subs_[i];
+    const int l = sb.layer, D = cfg.D(), w = cfg.layers[l].width, hid = cfg.hidden_of(l);
     const float eps = (float)cfg.norm_eps;
     const bf16* none = nullptr;
     const float* nonef = nullptr;
     const LayerOffsets& o = glayout.layer[l];
     LayerActivations<bf16>& la = a.layer[l];
-    // MLP sub-block
-    bf16* dsw = a.dsmall;  // (N, hid)
-    OP("matmul proj dx", matmul(dsw, a.dresid, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, s, D));
-    if (recompute) OP("swiglu_forward", swiglu_forward(la.sw, la.fc, N, hid, s));
-    OP("matmul proj dW", matmul(G(o.wproj), a.dresid, la.sw, nonef, w, hid, (int)N, true, false, 1.0f, s, D));
-    bf16* dfc = a.dbig;  // (N, 2 hid)
-    OP("swiglu_backward", swiglu_backward(dfc, dsw, la.fc, N, hid, s));
-    bf16* dln = a.dsmall;  // (N, w); dsw is dead
-    OP("matmul fc dx", matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, s));
-    if (recompute)
-        OP("norm_forward",
-           norm_forward(rms, la.ln2, la.mean2, la.rstd2, resid(2 * l + 1), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, s));
-    OP("matmul fc dW", matmul(G(o.wfc), dfc, la.ln2, nonef, 2 * hid, w, (int)N, true, false, 1.0f, s));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, la.mean2,
-                                      la.rstd2, P(o.ln2_w), N, w, a.norm_scratch, s));
-    // attention sub-block
+    if (!sb.attention) {
+        bf16* dsw = a.dsmall;  // (N, hid)
+        OP("matmul proj dx", matmul(dsw, a.dresid, P(o.wproj), none, (int)N, hid, w, false, false, 0.0f, s, D));
+        if (recompute) OP("swiglu_forward", swiglu_forward(la.sw, la.fc, N, hid, s));
+        OP("matmul proj dW", matmul(G(o.wproj), a.dresid, la.sw, nonef, w, hid, (int)N, true, false, 1.0f, s, D));
+        bf16* dfc = a.dbig;  // (N, 2 hid)
+        OP("swiglu_backward", swiglu_backward(dfc, dsw, la.fc, N, hid, s));
+        bf16* dln = a.dsmall;  // (N, w); dsw is dead
+        OP("matmul fc dx", matmul(dln, dfc, P(o.wfc), none, (int)N, w, 2 * hid, false, false, 0.0f, s));
+        if (recompute)
+            OP("norm_forward",
+               norm_forward(rms, la.ln2, la.mean2, la.rstd2, resid(i), D, P(o.ln2_w), P(o.ln2_b), N, w, eps, s));
+        OP("matmul fc dW", matmul(G(o.wfc), dfc, la.ln2, nonef, 2 * hid, w, (int)N, true, false, 1.0f, s));
+        OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln2_w), G(o.ln2_b), dln, resid(i), D, la.mean2,
+                                          la.rstd2, P(o.ln2_w), N, w, a.norm_scratch, s));
+        return;
+    }
+    const LayerSpec& ls = cfg.layers[l];
+    const int qkv = ls.qkv_rows();
     bf16* datty = a.dsmall;  // (N, w)
     OP("matmul o dx", matmul(datty, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
     OP("matmul o dW", matmul(G(o.wo), a.dresid, la.atty, nonef, w, w, (int)N, true, false, 1.0f, s, D));
-    bf16* dqkv = a.dbig;  // (N, 3 w)
+    bf16* dqkv = a.dbig;  // (N, qkv)
     OP("attention_backward",
-       attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, w, h, attn_scale(l), s));
-    OP("rope_backward", rope_backward(dqkv, table_of_.at(w / h), B, T, w, h, s));
-    dln = a.dsmall;  // datty is dead
-    OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 0.0f, s));
+       attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, ls, attn_scale(l), s));
+    OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+    bf16* dln = a.dsmall;  // datty is dead
+    OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, qkv, false, false, 0.0f, s));
     if (recompute)
         OP("norm_forward",
-           norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(2 * l), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
-    OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, 3 * w, w, (int)N, true, false, 1.0f, s));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, la.mean1,
-                                      la.rstd1, P(o.ln1_w), N, w, a.norm_scratch, s));
+           norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
+    OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, qkv, w, (int)N, true, false, 1.0f, s));
+    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
+                                      P(o.ln1_w), N, w, a.norm_scratch, s));
 }
 
 inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
                                 const std::function<void(size_t)>& bucket_done, cudaStream_t s) {
     const long N = (long)B * T;
-    const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d;
+    const int L = cfg.L(), D = cfg.D(), Df = cfg.Df(), d = cfg.d, S = (int)subs_.size();
     // head: dlnf (N, Df) = [dlogits Wout | 0]: the matmul writes the leading d columns in place (row stride Df),
     // columns [d, Df) are zero (the head never reads them)
     bf16* dlnf = a.dbig;
@@ -232,12 +265,13 @@ inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
        matmul(G(Wout()), a.logits, a.lnf, (const float*)nullptr, Vp, d, (int)N, true, false, 1.0f, s, 0, Df));
     // The residual-state gradient accumulates from both consumers of every residual state, so it starts at zero.
     OP("memset", cudaCheck(cudaMemsetAsync(a.dresid, 0, (size_t)N * D * sizeof(bf16), s)));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(glayout.lnf_w), G(glayout.lnf_b), dlnf, resid(2 * L), D,
-                                      a.meanf, a.rstdf, P(glayout.lnf_w), N, Df, a.norm_scratch, s));
+    OP("norm_backward", norm_backward(rms, a.dresid, D, G(glayout.lnf_w), G(glayout.lnf_b), dlnf, resid(S), D, a.meanf,
+                                      a.rstdf, P(glayout.lnf_w), N, Df, a.norm_scratch, s));
     bucket_done(L + 1);  // the head: the final norm, and lm_head when untied
-    for (int l = L - 1; l >= 0; l--) {
-        layer_backward(l, s);
-        bucket_done(1 + l);  // layer l's weight gradients are complete: reduced while the layers below compute
+    for (int i = S - 1; i >= 0; i--) {
+        sub_backward(i, s);
+        // layer l's weight gradients are complete after its first sub-block: reduced while the layers below compute
+        if (i == 0 || subs_[i - 1].layer != subs_[i].layer) bucket_done(1 + subs_[i].layer);
     }
     cudaCheck(cudaStreamWaitEvent(s, buckets_ready, 0));
     OP("embedding_backward",

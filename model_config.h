@@ -283,7 +283,7 @@ enum LayerFeature : unsigned {
     kWindow = 2,          // an attention window
     kNoOpSublayer = 4,    // a layer without attention or without an MLP
     kOwnHidden = 8,       // an MLP hidden size other than the --mlp-ratio rule's
-    kKernelFeatures = 7,  // what the CUDA kernels lack (a per-layer hidden size only changes matrix shapes)
+    kKernelFeatures = 7,  // what the CUDA decoder lacks (inspect/cuda_decoder.cuh); the CUDA engine runs them all
 };
 // The first layer that uses one of `features`, in words ("layer 3 has 4 KV heads for 12 query heads"); "" if none.
 inline std::string unsupported_layer(const ModelConfig& c, unsigned features) {
@@ -312,7 +312,7 @@ inline void refuse_layer_features(const ModelConfig& c, unsigned features, const
         throw ConfigError(what + ": " + why + ", which it cannot run yet (" + missing +
                           " not written yet); the CPU engine trains and samples it (train_prism --cpu)");
 }
-// The CUDA engine's, decoder's and model's refusal.
+// The CUDA decoder's refusal.
 inline void refuse_without_kernels(const ModelConfig& c, const std::string& what) {
     refuse_layer_features(c, kKernelFeatures, what,
                           "the CUDA kernels for KV groups, attention windows and layers without attention or MLP are");

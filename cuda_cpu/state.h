@@ -86,6 +86,7 @@ struct Exec {
     std::vector<std::pair<size_t, size_t>> statics;  // (offset, bytes) of this launch's static variables
     // happens-before objects of the race build
     char hb_block_start = 0, hb_block_done = 0, hb_bar[2] = {0, 0};
+    Rx<uint64_t> warp_ops[kLdmatrix + 1];  // completed warp operations by kind, one per warp (warp_op_count)
 };
 // Never destroyed: the fibers stay parked inside their stacks until the process ends.
 inline Exec& exec() {

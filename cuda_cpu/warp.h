@@ -148,6 +148,10 @@ inline void complete_ldmatrix(Thread** lanes) {
     }
 }
 
+// Warp operations of one kind completed since the process started, each counted once per warp (an mma_m16n8k16_bf16
+// is one tensor-core instruction): tests count what a kernel computes, e.g. the key tiles a window skips.
+inline uint64_t warp_op_count(WarpOpKind op) { return exec().warp_ops[op].get(); }
+
 // Try to complete the operation lane `l` of warp `w` waits at. Returns true if it completed.
 inline bool try_complete_warp_op(Thread** lanes, int nlanes, int w, int l) {
     Thread* me = lanes[l];
@@ -167,6 +171,7 @@ inline bool try_complete_warp_op(Thread** lanes, int nlanes, int w, int l) {
             die(me, "%s at %s:%d needs a converged warp: all 32 lanes at the same call", warp_op_name(op),
                 me->file.get(), me->line.get());
     }
+    exec().warp_ops[op].set(exec().warp_ops[op].get() + 1);
     switch (op) {
         case kMma:
             complete_mma(lanes);

@@ -8,9 +8,11 @@
 //   step_ops        the ops of one step (zero_grad, n_micro micro-steps, grad_norm, adamw)
 //   RooflineGpu     HBM bandwidth and dense bf16 peak (default: H100 SXM, 3.35 TB/s and 989 TFLOP/s)
 //   op_time         max(bytes / bandwidth, FLOPs / peak); attention at an assumed 50% of the tensor peak; its
-//                   FLOPs are the causal ones attention.cuh executes: forward 2 B T^2 w, backward 7 B T^2 w (T^2 / 2
-//                   scores; causal_keys below: a window W < T scores about W T)
-//                   (3 launches: D, dK/dV, and a dQ pass that recomputes the scores and dP for determinism)
+//                   FLOPs are those attention.cuh executes: the tiles its kernels visit under the causal mask and
+//                   the layer's window (attention_span.h's att_visits; masked parts of edge tiles included), about
+//                   forward 2 B T^2 w and backward 7 B T^2 w for a global layer, about 4 B T (W + tile) w and 14 B T
+//                   (W + tile) w with a window W < T (3 launches: D, dK/dV, and a dQ pass that recomputes the scores
+//                   and dP for determinism)
 // The expected time adds what rooflines leave out, as stated assumptions: matmuls at 75% of the tensor peak
 // (cuBLASLt's typical at these shapes), memory-bound kernels at 80% of HBM bandwidth, 2 us per launch that does
 // not hide behind the previous one (a floor for the tiny ones). Both are estimates until bench_model measures.
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_span.h"
 #include "memory_plan.h"
 #include "model_config.h"
 
@@ -65,14 +68,16 @@ inline double op_expected(const OpCost& o, const RooflineGpu& g) {
     return std::max({o.bytes / (g.memory_eff * g.bandwidth), o.flops / peak, o.launches * g.launch_s, o.chain_s});
 }
 
-// The keys an average query of a sequence of T attends to under the causal mask: (T + 1) / 2 (T^2 / 2 scores of the
-// B T^2 counts above, to within T / 2), or, in a window of W < T, W - W (W - 1) / (2 T) (the first W queries see
-// fewer). With a window this is what attention kernels that skip the blocks outside it would compute: an estimate,
-// since the CUDA engine has no window kernels yet (it refuses such models).
-inline double causal_keys(const LayerSpec& s, int T) {
-    if (!s.window || s.window >= T) return T / 2.0;
-    const double W = s.window;
-    return W - W * (W - 1) / (2.0 * T);
+// The FLOPs one sequence of T costs a layer's attention kernels, counted per tile they visit (att_visits): the
+// forward's S = Q K^T and O = P V, the dQ kernel's S, dP and dQ, the dK/dV kernel's S^T and dP^T (phase A) and
+// dV, dK (phase B), each 2 hd per (query, key) product, over the h query heads.
+struct AttentionFlops {
+    double forward = 0, backward = 0;
+};
+inline AttentionFlops attention_flops(const LayerSpec& s, int T) {
+    const AttVisits v = att_visits(s.head_dim(), T, s.window);
+    const double hd2 = 2.0 * s.head_dim() * s.heads;
+    return {hd2 * 2 * v.fwd_pairs, hd2 * (3 * v.dq_pairs + 2 * v.dkv_a_pairs + 2 * v.dkv_b_pairs)};
 }
 
 // The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
@@ -99,25 +104,30 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         op("norm_backward", 4 * N * w * bf + 2 * N * f4 + 2 * partial_bytes + 2 * w * f4 * (ln ? 2 : 1), 0, 2);
     };
     const bool ln = c.norm == NormType::LayerNorm;
+    std::vector<AttentionFlops> att(L);  // per layer, once: its tiles do not change between micro-steps
+    for (int l = 0; l < L; l++) att[l] = attention_flops(c.layers[l], T);
     const double U = opt.distinct > 0 ? std::min(opt.distinct, N) : std::min(N, (double)c.V);  // distinct tokens
 
     op("zero_grad", Pg * f4);
     for (long k = 0; k < n_micro; k++) {
         op("embedding_forward", N * 4 + N * d * bf + N * D * bf);
         norm_fwd(c.layers[0].width);
-        for (int l = 0; l < L; l++) {
+        for (int l = 0; l < L; l++) {  // the sub-blocks a layer has (model.cuh); the next norm's width after each
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
-            const double qkv = c.layers[l].qkv_rows(), keys = causal_keys(c.layers[l], T);
-            mm("matmul qkv", N, qkv, w, false);
-            op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
-            ops.push_back(
-                {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, 4.0 * B * T * keys * w, 1, true, false});
-            mm("matmul o", N, w, w, false);
-            resid_norm(w, w);
+            const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
+            if (c.layers[l].attention) {
+                mm("matmul qkv", N, qkv, w, false);
+                op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
+                ops.push_back(
+                    {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, B * att[l].forward, 1, true, false});
+                mm("matmul o", N, w, w, false);
+                resid_norm(w, c.layers[l].mlp ? w : next);
+            }
+            if (!c.layers[l].mlp) continue;
             mm("matmul fc", N, 2 * hid, w, false);
             op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
             mm("matmul proj", N, w, hid, false);
-            resid_norm(w, l + 1 < L ? c.layers[l + 1].width : Df);
+            resid_norm(w, next);
         }
         mm("matmul logits", N, Vp, d, false);
         op("classifier", 2 * N * Vp * bf + N * (4 + f4));
@@ -129,19 +139,22 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         norm_bwd(Df, ln);
         for (int l = L - 1; l >= 0; l--) {
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
-            const double qkv = c.layers[l].qkv_rows(), keys = causal_keys(c.layers[l], T);
-            mm("matmul proj dx", N, hid, w, false);
-            if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
-            mm("matmul proj dW", w, hid, N, true);
-            op("swiglu_backward", (N * 2 * hid + N * hid + N * 2 * hid) * bf);
-            mm("matmul fc dx", N, w, 2 * hid, false);
-            if (recompute) norm_fwd(w);
-            mm("matmul fc dW", 2 * hid, w, N, true);
-            norm_bwd(w, ln);
+            const double qkv = c.layers[l].qkv_rows();
+            if (c.layers[l].mlp) {
+                mm("matmul proj dx", N, hid, w, false);
+                if (recompute) op("swiglu_forward", (N * 2 * hid + N * hid) * bf);
+                mm("matmul proj dW", w, hid, N, true);
+                op("swiglu_backward", (N * 2 * hid + N * hid + N * 2 * hid) * bf);
+                mm("matmul fc dx", N, w, 2 * hid, false);
+                if (recompute) norm_fwd(w);
+                mm("matmul fc dW", 2 * hid, w, N, true);
+                norm_bwd(w, ln);
+            }
+            if (!c.layers[l].attention) continue;
             mm("matmul o dx", N, w, w, false);
             mm("matmul o dW", w, w, N, true);
             ops.push_back({"attention_backward", (N * qkv + 2 * N * w + N * qkv) * bf + 3 * N * h * f4,
-                           14.0 * B * T * keys * w, 3, true, false});
+                           B * att[l].backward, 3, true, false});
             op("rope_backward", 2 * N * (w + (qkv - w) / 2) * bf);
             mm("matmul qkv dx", N, w, qkv, false);
             if (recompute) norm_fwd(w);

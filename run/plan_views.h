@@ -150,9 +150,6 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
             " 'dense' is what a dense implementation runs. KV bytes/token: per token cached; at T: one sequence of T\n"
             " tokens, a window layer caching only its last W)\n",
             c.T);
-    const std::string why = kernel_unsupported_layer(c);
-    if (!why.empty())
-        fprintf(f, "(%s: the CUDA engine cannot run it yet, the CPU engine trains it with --cpu)\n", why.c_str());
 }
 
 inline void print_totals_json(FILE* f, const Accounting& a) {

@@ -3,10 +3,11 @@
 // MPI ranks: comm.cuh's collectives are MPI on the executor's host memory. Run by test/test_dist.cpp under mpirun
 // with 2 and 3 ranks (3: shards of a vector that no layer boundary divides evenly).
 //
-// Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its own rows of each global micro-batch
-// (2 micro-steps each; on even steps the last one reduces during its backward, on odd steps clip_grad_norm does,
-// except the last, step 3, which skips clip_grad_norm: adamw_step must then reduce and wait by itself), and, as the
-// oracle, a one-rank engine on all of the rows (B x world). It checks:
+// Twice: on layers of three widths, and on every layer column (KV groups, windows, layers without attention or
+// without an MLP, own hidden sizes). Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its
+// own rows of each global micro-batch (2 micro-steps each; on even steps the last one reduces during its backward,
+// on odd steps clip_grad_norm does, except the last, step 3, which skips clip_grad_norm: adamw_step must then
+// reduce and wait by itself), and, as the oracle, a one-rank engine on all of the rows (B x world). It checks:
 //   - the first step's summed gradient: ZeRO-0's whole vector and ZeRO-1's shard (what each rank holds of it)
 //     against the one-rank engine's, within 1e-5 of the largest gradient;
 //   - after every step, every rank holds bit-identical parameters (a hash of them, all-gathered), for ZeRO-1
@@ -19,11 +20,13 @@
 // Tolerances: the ranks add the rows' gradient contributions in another order than the one-rank engine (each
 // rank's B rows, then the sum over ranks), so fp32 gradients differ in their last bits (measured: 1.8e-7 of the
 // largest). AdamW's first steps are close to lr x sign(g), so an element whose gradient is nearly zero can move the
-// other way, and the models drift apart by rounding: measured over 4 steps at lr 1e-3, losses within 1.9e-6 and
-// norms within 3.9e-6 relative (the line printed with "ok" shows this run's). An unreduced or doubly counted gradient, a piece reduced to the wrong rank, a shard
-// updated twice or not at all, or a wrong all-gather are off by the gradient itself or by whole updates: 1e-1 of
-// the largest gradient, 1e-2 of the loss.
-// Prints one line per rank ("ok", or what differed) and exits non-zero on any failure.
+// other way, and the models drift apart by rounding: measured over 4 steps at lr 1e-3, the widths model's losses
+// within 3.3e-5 and norms within 9.9e-5 relative at 2 and 3 ranks, the every-column model's within 3e-8 and 2e-8
+// (the line printed with "ok" shows this run's). An unreduced or doubly counted gradient, a piece reduced to the
+// wrong rank, a shard updated twice or not at all, or a wrong all-gather are off by the gradient itself or by whole
+// updates: 1e-1 of the largest gradient, 1e-2 of the loss.
+// Prints one line per rank ("ok", or what differed, and both models' measured differences) and exits non-zero on
+// any failure.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -43,6 +46,22 @@ ModelConfig uneven_config() {  // widths 64, 32, 64 (Df = 64 > d), heads 4: laye
     return c;
 }
 
+// Every layer column on the same widths: the first layer without attention (its bucket starts at ln2_w), GQA with
+// a window of 3 and its own hidden size, MQA without an MLP, GQA with a window of 2.
+ModelConfig columns_config() {
+    ModelConfig c = uneven_config();
+    c.layers = {{32, 2, 0, 64, 0, false}, {64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {64, 4, 2, 0, 2}};
+    validate_config(c);
+    return c;
+}
+
+// What one model's check measured: failures (the first one's words) and the worst differences from one rank.
+struct Outcome {
+    int bad = 0;
+    std::string why;
+    double worst_grad = 0, worst_loss = 0, worst_norm = 0;
+};
+
 // The rows of micro-batch k of step s: (rows, T) inputs and targets, the same on every rank.
 void global_batch(const ModelConfig& c, int rows, int T, int s, int k, std::vector<int>& in, std::vector<int>& tg) {
     uint64_t x = 1000003ull * (s + 1) + 7919ull * (k + 1);
@@ -55,27 +74,22 @@ void global_batch(const ModelConfig& c, int rows, int T, int s, int k, std::vect
     }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    Dist dist;
-    dist.start(&argc, &argv, "dp_engine_check");
+// The checks above for one model, on every rank (each call is collective).
+Outcome check(Dist& dist, const ModelConfig& c) {
     const int R = dist.rank, W = dist.world, B = 2, T = 8, n_micro = 2;
-    const ModelConfig c = uneven_config();
     CudaEngine z1(c, false, DataParallel{&dist, 1}), z0(c, false, DataParallel{&dist, 0}), one(c);
     Engine* engines[3] = {&z1, &z0, &one};
     for (Engine* e : engines) e->init_params(11);
     OptimizerHyper hp;
-    int bad = 0;
-    std::string why;
+    Outcome out;
     auto fail = [&](const std::string& what) {
-        if (why.empty()) why = what;
-        bad++;
+        if (out.why.empty()) out.why = what;
+        out.bad++;
     };
     const size_t P = z1.num_params();
     std::vector<float> p[3];
     std::vector<float> g[3];
-    double worst_grad = 0, worst_loss = 0, worst_norm = 0;  // measured, printed with "ok"
+    double &worst_grad = out.worst_grad, &worst_loss = out.worst_loss, &worst_norm = out.worst_norm;
     for (int s = 0; s < 4; s++) {
         const bool clip = s != 3;
         double loss[3], norm[3];
@@ -159,10 +173,27 @@ int main(int argc, char** argv) {
     z1.set_optimizer(m, v, t);
     z1.get_optimizer(m2, v2, t2);
     if (m2 != m || v2 != v || t2 != t) fail("set_optimizer then get_optimizer does not round-trip");
-    char measured[160];
-    snprintf(measured, sizeof measured, " (vs one rank: gradient %.1e of the largest, loss %.1e, norm %.1e relative)",
-             worst_grad, worst_loss, worst_norm);
-    printf("dp_engine_check: rank %d of %d: %s%s\n", R, W, bad ? ("FAILED: " + why).c_str() : "ok", measured);
+    return out;
+}
+
+}  // namespace
+
+// One line per rank: "ok" when both models pass, with each one's measured differences.
+int main(int argc, char** argv) {
+    Dist dist;
+    dist.start(&argc, &argv, "dp_engine_check");
+    const Outcome uneven = check(dist, uneven_config()), columns = check(dist, columns_config());
+    std::string line;
+    for (const auto& [name, o] : {std::make_pair("widths", &uneven), std::make_pair("GQA, windows, no-op", &columns)}) {
+        char measured[200];
+        snprintf(measured, sizeof measured, "%s%s: gradient %.1e of the largest, loss %.1e, norm %.1e relative",
+                 line.empty() ? "" : "; ", name, o->worst_grad, o->worst_loss, o->worst_norm);
+        line += measured;
+    }
+    const int bad = uneven.bad + columns.bad;
+    const std::string why = uneven.bad ? "widths: " + uneven.why : "GQA, windows, no-op: " + columns.why;
+    printf("dp_engine_check: rank %d of %d: %s (vs one rank: %s)\n", dist.rank, dist.world,
+           bad ? ("FAILED: " + why).c_str() : "ok", line.c_str());
     dist.finish();
     return bad ? 1 : 0;
 }

@@ -36,13 +36,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention.cuh"
 #include "ref/ops.h"
 #include "model_config.h"
+#include "run/cost_model.h"
 #include "test/attention_naive.cuh"
 #include "test/kernel_test_util.h"
 
@@ -69,56 +72,62 @@ struct SerialOpenMP {
 // 2^-20 for everything fp32: sums in the kernel, exp2f, and the fp32 reference's own error.
 const double U = 1.0 / 256, ROUND = 2 * U + U * U + 1.0 / (1 << 20);
 
-// The per-element error bounds of the top comment, and the exact lse, in double.
+// The per-element error bounds of the top comment, and the exact lse, in double, for any KV grouping and window:
+// the sums run over each query's visible keys, and a K/V head's dk, dv bounds add up over its group's query heads.
 struct AttBounds {
-    std::vector<double> out, lse, dqkv;  // (B, T, w), (B, h, T), (B, T, 3 w)
+    std::vector<double> out, lse, dqkv;  // (B, T, w), (B, h, T), (B, T, ld)
 };
 
-AttBounds attention_bounds(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int w, int h,
-                           float scale) {
-    const int hd = w / h;
+AttBounds attention_bounds(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T,
+                           const ref::AttnShape& a, float scale) {
+    const int hd = a.hd, h = a.h, w = a.w(), group = a.h / a.kv;
+    const long ld = a.ld(), ko = w, vo = w + a.kw();
     AttBounds r{std::vector<double>((size_t)B * T * w), std::vector<double>((size_t)B * h * T),
-                std::vector<double>((size_t)B * T * 3 * w)};
+                std::vector<double>((size_t)B * T * ld)};
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
-        for (int hh = 0; hh < h; hh++) {
-            auto q = [&](int t) { return &qkv[((size_t)b * T + t) * 3 * w + hh * hd]; };
-            auto dy = [&](int t) { return &dout[((size_t)b * T + t) * w + hh * hd]; };
-            auto bound = [&](int t, int part) { return &r.dqkv[((size_t)b * T + t) * 3 * w + part * w + hh * hd]; };
-            std::vector<double> p(T), dp(T), A(hd);
-            for (int t = 0; t < T; t++) {
-                double mx = -INFINITY, sum = 0, D = 0, dD = 0;
-                for (int j = 0; j <= t; j++) {
-                    double s = 0, d = 0;
-                    for (int c = 0; c < hd; c++) {
-                        s += (double)q(t)[c] * q(j)[w + c];
-                        d += (double)dy(t)[c] * q(j)[2 * w + c];
+        for (int g = 0; g < a.kv; g++)
+            for (int hh = g * group; hh < (g + 1) * group; hh++) {
+                auto q = [&](int t) { return &qkv[((size_t)b * T + t) * ld + hh * hd]; };
+                auto k = [&](int t) { return &qkv[((size_t)b * T + t) * ld + ko + g * hd]; };
+                auto v = [&](int t) { return &qkv[((size_t)b * T + t) * ld + vo + g * hd]; };
+                auto dy = [&](int t) { return &dout[((size_t)b * T + t) * w + hh * hd]; };
+                auto bound = [&](int t, long col) { return &r.dqkv[((size_t)b * T + t) * ld + col]; };
+                std::vector<double> p(T), dp(T), A(hd);
+                for (int t = 0; t < T; t++) {
+                    const int j0 = (int)a.first_key(t);
+                    double mx = -INFINITY, sum = 0, D = 0, dD = 0;
+                    for (int j = j0; j <= t; j++) {
+                        double s = 0, d = 0;
+                        for (int c = 0; c < hd; c++) {
+                            s += (double)q(t)[c] * k(j)[c];
+                            d += (double)dy(t)[c] * v(j)[c];
+                        }
+                        p[j] = s * scale, dp[j] = d;
+                        mx = std::max(mx, p[j]);
                     }
-                    p[j] = s * scale, dp[j] = d;
-                    mx = std::max(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++) sum += p[j] = std::exp(p[j] - mx);
-                r.lse[((size_t)b * h + hh) * T + t] = mx + std::log(sum);
-                std::fill(A.begin(), A.end(), 0.0);
-                for (int j = 0; j <= t; j++) {
-                    p[j] /= sum;
-                    D += p[j] * dp[j];
-                    for (int c = 0; c < hd; c++) A[c] += p[j] * std::fabs(q(j)[2 * w + c]);
-                }
-                for (int c = 0; c < hd; c++) {
-                    r.out[((size_t)b * T + t) * w + hh * hd + c] = ROUND * A[c];
-                    dD += ROUND * std::fabs(dy(t)[c]) * A[c];
-                }
-                for (int j = 0; j <= t; j++) {
-                    const double e = ROUND * std::fabs(p[j] * (dp[j] - D)) + p[j] * dD;
+                    for (int j = j0; j <= t; j++) sum += p[j] = std::exp(p[j] - mx);
+                    r.lse[((size_t)b * h + hh) * T + t] = mx + std::log(sum);
+                    std::fill(A.begin(), A.end(), 0.0);
+                    for (int j = j0; j <= t; j++) {
+                        p[j] /= sum;
+                        D += p[j] * dp[j];
+                        for (int c = 0; c < hd; c++) A[c] += p[j] * std::fabs(v(j)[c]);
+                    }
                     for (int c = 0; c < hd; c++) {
-                        bound(t, 0)[c] += scale * e * std::fabs(q(j)[w + c]);
-                        bound(j, 1)[c] += scale * e * std::fabs(q(t)[c]);
-                        bound(j, 2)[c] += ROUND * p[j] * std::fabs(dy(t)[c]);
+                        r.out[((size_t)b * T + t) * w + hh * hd + c] = ROUND * A[c];
+                        dD += ROUND * std::fabs(dy(t)[c]) * A[c];
+                    }
+                    for (int j = j0; j <= t; j++) {
+                        const double e = ROUND * std::fabs(p[j] * (dp[j] - D)) + p[j] * dD;
+                        for (int c = 0; c < hd; c++) {
+                            bound(t, hh * hd)[c] += scale * e * std::fabs(k(j)[c]);
+                            bound(j, ko + g * hd)[c] += scale * e * std::fabs(q(t)[c]);
+                            bound(j, vo + g * hd)[c] += ROUND * p[j] * std::fabs(dy(t)[c]);
+                        }
                     }
                 }
             }
-        }
     return r;
 }
 
@@ -145,15 +154,19 @@ struct AttOut {
     std::vector<bf16> out, dqkv;
     std::vector<float> lse;
 };
-AttOut run_flash(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int w, int h,
+AttOut run_flash(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, const LayerSpec& ls,
                  float scale) {
     const size_t N = (size_t)B * T;
-    Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(N * w), d_dqkv(N * 3 * w);
-    Dev<float> lse((size_t)B * h * T), scratch((size_t)B * h * T);
-    attention_forward(d_out.p, lse.p, d_qkv.p, B, T, w, h, scale, 0);
-    attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, d_out.p, lse.p, B, T, w, h, scale, 0);
+    Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(N * ls.width), d_dqkv(N * ls.qkv_rows());
+    Dev<float> lse((size_t)B * ls.heads * T), scratch((size_t)B * ls.heads * T);
+    attention_forward(d_out.p, lse.p, d_qkv.p, B, T, ls, scale, 0);
+    attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, d_out.p, lse.p, B, T, ls, scale, 0);
     sync();
     return {d_out.raw(), d_dqkv.raw(), lse.get()};
+}
+AttOut run_flash(const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T, int w, int h,
+                 float scale) {
+    return run_flash(qkv, dout, B, T, LayerSpec{w, h}, scale);
 }
 std::vector<float> to_float(const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); }
 
@@ -172,18 +185,16 @@ void report(const char* what, const AttWorst& w) {
                w.dv);
 }
 
-// One shape against the reference: out, lse, dq, dk, dv within their bounds; optionally a second run compared
-// bit for bit.
-AttWorst check_attention(int B, int T, int w, int h, float scale, uint64_t seed, bool rerun = false) {
-    const int hd = w / h;
-    INFO("B=" << B << " T=" << T << " w=" << w << " h=" << h << " head_dim=" << hd << " scale=" << scale);
+// The kernel's outputs for one input against the reference's: out, lse, dq, dk, dv within their bounds.
+AttWorst check_outputs(const AttOut& got, const std::vector<float>& qkv, const std::vector<float>& dout, int B, int T,
+                       const LayerSpec& ls, float scale) {
+    const ref::AttnShape a = ref::AttnShape::of(ls);
     const size_t N = (size_t)B * T;
-    auto qkv = rand_bf16(N * 3 * w, seed, -2.0f, 2.0f), dout = rand_bf16(N * w, seed + 1);
-    std::vector<float> out(N * w), att((size_t)B * h * T * T), dqkv(N * 3 * w);
-    ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, w, h, scale);
-    ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, w, h, scale);
-    const AttBounds bound = attention_bounds(qkv, dout, B, T, w, h, scale);
-    const AttOut got = run_flash(qkv, dout, B, T, w, h, scale);
+    const long ld = a.ld();
+    std::vector<float> out(N * a.w()), att((size_t)B * a.h * T * T), dqkv(N * ld);
+    ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, a, scale);
+    ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, a, scale);
+    const AttBounds bound = attention_bounds(qkv, dout, B, T, a, scale);
 
     AttWorst worst;
     worst.out = check_bound(to_float(got.out), out, bound.out, "out");
@@ -196,23 +207,38 @@ AttWorst check_attention(int B, int T, int w, int h, float scale, uint64_t seed,
     worst.lse = check_bound(got.lse, lse_want, lse_bound, "lse");
     const std::vector<float> g = to_float(got.dqkv);
     double* parts[3] = {&worst.dq, &worst.dk, &worst.dv};
+    const long cols[4] = {0, a.w(), a.w() + a.kw(), ld};
     for (int part = 0; part < 3; part++) {  // q, k, v separately: their magnitudes differ
         std::vector<float> gp, wp;
         std::vector<double> bp;
         for (size_t n = 0; n < N; n++)
-            for (int c = 0; c < w; c++) {
-                const size_t i = n * 3 * w + part * w + c;
+            for (long c = cols[part]; c < cols[part + 1]; c++) {
+                const size_t i = n * ld + c;
                 gp.push_back(g[i]), wp.push_back(dqkv[i]), bp.push_back(bound.dqkv[i]);
             }
         *parts[part] = check_bound(gp, wp, bp, part == 0 ? "dq" : part == 1 ? "dk" : "dv");
     }
+    return worst;
+}
+
+// One shape against the reference; optionally a second run compared bit for bit.
+AttWorst check_attention(int B, int T, const LayerSpec& ls, float scale, uint64_t seed, bool rerun = false) {
+    INFO("B=" << B << " T=" << T << " w=" << ls.width << " h=" << ls.heads << " kv=" << ls.kv()
+              << " head_dim=" << ls.head_dim() << " window=" << ls.window << " scale=" << scale);
+    const size_t N = (size_t)B * T;
+    auto qkv = rand_bf16(N * ls.qkv_rows(), seed, -2.0f, 2.0f), dout = rand_bf16(N * ls.width, seed + 1);
+    const AttOut got = run_flash(qkv, dout, B, T, ls, scale);
+    const AttWorst worst = check_outputs(got, qkv, dout, B, T, ls, scale);
     if (rerun) {
-        const AttOut again = run_flash(qkv, dout, B, T, w, h, scale);
+        const AttOut again = run_flash(qkv, dout, B, T, ls, scale);
         CHECK(memcmp(again.out.data(), got.out.data(), got.out.size() * sizeof(bf16)) == 0);
         CHECK(memcmp(again.lse.data(), got.lse.data(), got.lse.size() * sizeof(float)) == 0);
         CHECK(memcmp(again.dqkv.data(), got.dqkv.data(), got.dqkv.size() * sizeof(bf16)) == 0);
     }
     return worst;
+}
+AttWorst check_attention(int B, int T, int w, int h, float scale, uint64_t seed, bool rerun = false) {
+    return check_attention(B, T, LayerSpec{w, h}, scale, seed, rerun);
 }
 
 float scale_for(int hd, bool mup) { return mup ? 1.0f / hd : 1.0f / std::sqrt((float)hd); }
@@ -299,7 +325,7 @@ TEST_CASE("flash attention agrees with the old per-row kernel (test/attention_na
         attention_naive_forward(d_out.p, lse.p, d_qkv.p, s.B, s.T, w, s.h, scale, 0);
         attention_naive_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, lse.p, s.B, s.T, w, s.h, scale, 0);
         sync();
-        AttBounds bound = attention_bounds(qkv, dout, s.B, s.T, w, s.h, scale);
+        AttBounds bound = attention_bounds(qkv, dout, s.B, s.T, ref::AttnShape::plain(w, s.h), scale);
         for (double& x : bound.out) x *= 2;
         for (double& x : bound.dqkv) x *= 2;
         check_bound(to_float(got.out), d_out.get(), bound.out, "out");
@@ -332,6 +358,271 @@ TEST_CASE("flash attention handles every head_dim above 272 that a preset and sc
         if (hd > 272 && (!SANITIZED || hd == *hds.rbegin()))
             worst.merge(check_attention(1, 5, hd, 1, scale_for(hd, false), 30 + hd));
     report("preset head dims > 272", worst);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// KV groups (GQA, MQA) and sliding windows
+// ------------------------------------------------------------------------------------------------------
+
+namespace {
+LayerSpec att_spec(int h, int kv, int hd, int window) {
+    LayerSpec ls{h * hd, h};
+    ls.kv_heads = kv, ls.window = window;
+    return ls;
+}
+}  // namespace
+
+TEST_CASE("flash attention with KV groups and sliding windows matches the reference", "[attention]") {
+    // GQA (kv = h / 2) and MQA (kv = 1); windows below a tile (3, 5, 17), not a multiple of one (40, 70, 100),
+    // one tile exactly (64), and W >= T; each with head_dim 64, 128, the padded 96 and 72, 256 and the wide
+    // instance's 520; T no multiple of any tile. T 300 with W 40 skips key tiles in all three kernels at every
+    // instance, and the dK/dV kernel's group loop runs over four query heads.
+    SerialOpenMP serial;
+    struct Shape {
+        int B, T, h, kv, hd, W;
+    };
+    const std::vector<Shape> all = {{1, 130, 4, 2, 64, 5},   {2, 130, 4, 1, 64, 70},  {1, 130, 2, 1, 64, 0},
+                                    {1, 200, 4, 2, 64, 64},  {1, 130, 4, 4, 64, 200}, {1, 300, 4, 1, 64, 40},
+                                    {1, 130, 4, 2, 128, 33}, {1, 130, 2, 1, 128, 0},  {1, 150, 4, 1, 128, 100},
+                                    {1, 130, 2, 1, 96, 17},  {3, 17, 4, 2, 72, 3},    {1, 67, 2, 1, 256, 40},
+                                    {1, 130, 2, 2, 256, 20}, {1, 40, 2, 1, 520, 9}};
+    const std::vector<Shape> sanitized = {
+        {1, 130, 4, 2, 64, 5}, {1, 130, 2, 1, 128, 33}, {1, 67, 2, 1, 256, 40}, {1, 40, 2, 1, 520, 9}};
+    AttWorst worst;
+    for (Shape s : SANITIZED ? sanitized : all)
+        worst.merge(
+            check_attention(s.B, s.T, att_spec(s.h, s.kv, s.hd, s.W), scale_for(s.hd, s.B == 2), 50 + s.T + s.W));
+    report("KV groups, windows", worst);
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Not under the sanitizers (these run whole sequences several times; the test above covers the same structure).
+TEST_CASE("flash attention with KV groups reruns bit for bit and equals its K/V copied per head", "[attention]") {
+    // A group's query heads read one K/V head: out, lse and dQ must be exactly those of plain multi-head
+    // attention over the same K/V repeated per query head (the same arithmetic); dK, dV of a K/V head are the
+    // group's sum, checked against the reference above. A window >= T changes nothing at all, not one bit.
+    SerialOpenMP serial;
+    const int B = 1, T = 130, h = 4, hd = 64, w = h * hd;
+    for (const auto& [kv, W] : std::initializer_list<std::pair<int, int>>{{2, 0}, {1, 50}}) {
+        INFO("kv=" << kv << " window=" << W);
+        const LayerSpec gqa = att_spec(h, kv, hd, W), full = att_spec(h, h, hd, W);
+        const size_t N = (size_t)B * T;
+        auto qkv = rand_bf16(N * gqa.qkv_rows(), 77 + kv, -2.0f, 2.0f), dout = rand_bf16(N * w, 78);
+        std::vector<float> rep(N * full.qkv_rows());
+        for (size_t n = 0; n < N; n++) {
+            std::copy_n(&qkv[n * gqa.qkv_rows()], w, &rep[n * 3 * w]);
+            for (int hh = 0; hh < h; hh++)
+                for (int part = 1; part <= 2; part++)
+                    std::copy_n(&qkv[n * gqa.qkv_rows() + w + (part - 1) * kv * hd + hh / (h / kv) * hd], hd,
+                                &rep[n * 3 * w + part * w + hh * hd]);
+        }
+        const float scale = scale_for(hd, false);
+        const AttOut a = run_flash(qkv, dout, B, T, gqa, scale), b = run_flash(rep, dout, B, T, full, scale);
+        CHECK(memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(bf16)) == 0);
+        CHECK(memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
+        bool dq_same = true;
+        for (size_t n = 0; n < N; n++)
+            dq_same = dq_same && memcmp(&a.dqkv[n * gqa.qkv_rows()], &b.dqkv[n * 3 * w], w * sizeof(bf16)) == 0;
+        CHECK(dq_same);
+        const AttOut again = run_flash(qkv, dout, B, T, gqa, scale);
+        CHECK(memcmp(again.dqkv.data(), a.dqkv.data(), a.dqkv.size() * sizeof(bf16)) == 0);
+        if (W == 0) {  // the same input with a window of T
+            const AttOut c = run_flash(qkv, dout, B, T, att_spec(h, kv, hd, T), scale);
+            CHECK(memcmp(c.out.data(), a.out.data(), a.out.size() * sizeof(bf16)) == 0);
+            CHECK(memcmp(c.lse.data(), a.lse.data(), a.lse.size() * sizeof(float)) == 0);
+            CHECK(memcmp(c.dqkv.data(), a.dqkv.data(), a.dqkv.size() * sizeof(bf16)) == 0);
+        }
+    }
+}
+
+namespace {
+// The rows [r0, r1) of a (rows, cols) matrix with columns [c0, c1), flattened.
+std::vector<float> rows_of(const std::vector<float>& m, long cols, long r0, long r1, long c0, long c1) {
+    std::vector<float> v;
+    for (long r = r0; r < r1; r++)
+        for (long c = c0; c < c1; c++) v.push_back(m[r * cols + c]);
+    return v;
+}
+std::vector<double> rows_of(const std::vector<double>& m, long cols, long r0, long r1, long c0, long c1) {
+    std::vector<double> v;
+    for (long r = r0; r < r1; r++)
+        for (long c = c0; c < c1; c++) v.push_back(m[r * cols + c]);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("a window's skipped blocks are never read: NaN keys and queries outside it leave the rest exact",
+          "[attention]") {
+    // T 512, W 64, head_dim 64 (MQA: two query heads over one K/V head). Key j is visible to queries j .. j + 63.
+    // (1) K and V of keys 0..63 are NaN. Every query block from row 128 on starts past them (its first query's
+    //     window begins at key 65), so the forward and dQ kernels must skip their tile: out, lse and dQ of rows
+    //     >= 128, and dK, dV of keys >= 128 (whose query blocks start at 128), stay finite and exact. Any read of
+    //     the tile, even masked, would spread NaN (0 x NaN).
+    // (2) Q and dO of queries 384..511 are NaN. A key block ending before key 384 - 64 - 64 never reaches them
+    //     within the window, so the dK/dV kernel must skip those query blocks: dK, dV of keys < 256, and out,
+    //     lse, dQ of rows < 384, stay finite and exact. Without the window the same input turns dK NaN: the
+    //     poison reaches whatever is read.
+    SerialOpenMP serial;
+    const int B = 1, T = 512, h = 2, kv = 1, hd = 64, W = 64, w = h * hd;
+    const LayerSpec ls = att_spec(h, kv, hd, W);
+    const long ld = ls.qkv_rows();
+    const ref::AttnShape a = ref::AttnShape::of(ls);
+    const float scale = scale_for(hd, false);
+    auto qkv = rand_bf16((size_t)T * ld, 91, -2.0f, 2.0f), dout = rand_bf16((size_t)T * w, 92);
+    std::vector<float> out(T * w), att((size_t)h * T * T), dqkv(T * ld);
+    ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, a, scale);
+    ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, a, scale);
+    const AttBounds bound = attention_bounds(qkv, dout, B, T, a, scale);
+    // Checks rows [r0, r1) of out and dq, lse, and keys [k0, k1) of dk, dv.
+    auto check = [&](const AttOut& got, int r0, int r1, int k0, int k1) {
+        const std::vector<float> g = to_float(got.dqkv), o = to_float(got.out);
+        check_bound(rows_of(o, w, r0, r1, 0, w), rows_of(out, w, r0, r1, 0, w), rows_of(bound.out, w, r0, r1, 0, w),
+                    "out");
+        for (int hh = 0; hh < h; hh++) {
+            std::vector<float> gl(got.lse.begin() + hh * T + r0, got.lse.begin() + hh * T + r1), wl;
+            std::vector<double> bl;
+            for (int t = r0; t < r1; t++)
+                wl.push_back((float)bound.lse[hh * T + t]), bl.push_back(1e-5 * (1 + std::fabs(bound.lse[hh * T + t])));
+            check_bound(gl, wl, bl, "lse");
+        }
+        check_bound(rows_of(g, ld, r0, r1, 0, w), rows_of(dqkv, ld, r0, r1, 0, w),
+                    rows_of(bound.dqkv, ld, r0, r1, 0, w), "dq");
+        check_bound(rows_of(g, ld, k0, k1, w, ld), rows_of(dqkv, ld, k0, k1, w, ld),
+                    rows_of(bound.dqkv, ld, k0, k1, w, ld), "dk, dv");
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    {
+        INFO("NaN K and V of keys 0..63");
+        auto bad = qkv;
+        for (int j = 0; j < 64; j++) std::fill_n(&bad[j * ld + w], 2 * kv * hd, nan);
+        check(run_flash(bad, dout, B, T, ls, scale), 128, T, 128, T);
+    }
+    {
+        INFO("NaN Q and dO of queries 384..511");
+        auto bad = qkv, bad_dout = dout;
+        for (int t = 384; t < T; t++) std::fill_n(&bad[t * ld], w, nan), std::fill_n(&bad_dout[t * w], w, nan);
+        check(run_flash(bad, bad_dout, B, T, ls, scale), 0, 384, 0, 256);
+        const AttOut global = run_flash(bad, bad_dout, B, T, att_spec(h, kv, hd, 0), scale);
+        CHECK(std::isnan((float)global.dqkv[w]));  // dK of key 0: every query block was read
+    }
+}
+
+#endif
+
+#if defined(CUDA_CPU_EXECUTOR) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+namespace {
+// The (warp rows) x (key tile) products whose rows and keys (both < T) include a visible pair, found pair by pair:
+// the fewest tiles a kernel with these tiles can compute. Independent of attention_span.h's tests.
+long min_tiles(int T, int W, int rows, int keys) {
+    long n = 0;
+    for (int r0 = 0; r0 < T; r0 += rows)
+        for (int k0 = 0; k0 < T; k0 += keys) {
+            bool any = false;
+            for (int i = r0; i < std::min(r0 + rows, T) && !any; i++)
+                for (int j = k0; j < std::min(k0 + keys, T) && !any; j++) any = j <= i && (W == 0 || j > i - W);
+            n += any;
+        }
+    return n;
+}
+}  // namespace
+
+TEST_CASE("a window skips key blocks: the executor's tensor-core instruction counts equal the tiles visited",
+          "[attention]") {
+    // T 512, head_dim 64 (the 64 instances; hdp = HD = 64, so every n tile of a product runs), MQA over two query
+    // heads, global and W 64. The forward and dQ compute a (16 MW rows) x (BC keys) product per tile a warp
+    // visits; the dK/dV kernel a (16 MW keys) x (BR / QS queries) product per phase-A tile and a 16-query step
+    // of dK, dV per phase-B step. att_visits (attention_span.h, also the cost model's) counts them by walking
+    // the kernels' loops; here it must equal the fewest tiles that hold a visible pair (min_tiles), and the
+    // mma instructions the executor counted must be exactly its tiles times each tile's instructions.
+    SerialOpenMP serial;
+    using F = AttForward64;
+    using Q = AttDq64;
+    using KV = AttDkv64;
+    const int B = 1, T = 512, h = 2, kv = 1, hd = 64, RWF = 16 * F::MW, RWQ = 16 * Q::MW, RW = 16 * KV::MW;
+    const int KG = KV::BC / RW, QS = KV::NW / KG, BRW = KV::BR / QS;
+    const long fwd_tile = F::MW * (F::BC / 8) * (hd / 16) + (F::BC / 16) * (F::HD / 16) * 2 * F::MW;     // S, P V
+    const long dq_tile = 2 * Q::MW * (Q::BC / 8) * (hd / 16) + (Q::BC / 16) * (Q::HD / 16) * 2 * Q::MW;  // S, dP, dQ
+    const long dkv_a = 2 * KV::MW * (BRW / 8) * (hd / 16), dkv_b = 4 * KV::MW * (KV::HD / 16);  // S^T, dP^T; dV, dK
+    const size_t N = (size_t)B * T;
+    long fwd_mma[2], bwd_mma[2];
+    for (int W : {0, 64}) {
+        INFO("window " << W);
+        const LayerSpec ls = att_spec(h, kv, hd, W);
+        const AttVisits v = att_visits(hd, T, W);
+        CHECK(v.fwd == min_tiles(T, W, RWF, F::BC));
+        CHECK(v.dq == min_tiles(T, W, RWQ, Q::BC));
+        CHECK(v.dkv_a == min_tiles(T, W, BRW, RW));  // rows: query slices, keys: key groups
+        CHECK(v.dkv_b == min_tiles(T, W, 16, RW));
+        auto qkv = rand_bf16(N * ls.qkv_rows(), 5, -2.0f, 2.0f), dout = rand_bf16(N * ls.width, 6);
+        Dev<bf16> d_qkv(qkv), d_dout(dout), d_out(N * ls.width), d_dqkv(N * ls.qkv_rows());
+        Dev<float> lse((size_t)B * h * T), scratch((size_t)B * h * T);
+        const uint64_t m0 = cuda_cpu::warp_op_count(cuda_cpu::kMma);
+        attention_forward(d_out.p, lse.p, d_qkv.p, B, T, ls, scale_for(hd, false), 0);
+        sync();
+        const uint64_t m1 = cuda_cpu::warp_op_count(cuda_cpu::kMma);
+        attention_backward(d_dqkv.p, scratch.p, d_dout.p, d_qkv.p, d_out.p, lse.p, B, T, ls, scale_for(hd, false), 0);
+        sync();
+        const uint64_t m2 = cuda_cpu::warp_op_count(cuda_cpu::kMma);
+        fwd_mma[W > 0] = (long)(m1 - m0), bwd_mma[W > 0] = (long)(m2 - m1);
+        CHECK(fwd_mma[W > 0] == B * h * v.fwd * fwd_tile);
+        CHECK(bwd_mma[W > 0] == B * h * (v.dq * dq_tile + v.dkv_a * dkv_a + v.dkv_b * dkv_b));
+        if (getenv("ATT_REPORT"))
+            printf(
+                "T %d W %3d: forward %ld mma (%ld warp tiles, %ld key tiles loaded), backward %ld mma (dQ %ld, "
+                "dK/dV %ld + %ld tiles, %ld query tiles loaded per head)\n",
+                T, W, fwd_mma[W > 0], h * v.fwd, h * v.fwd_loaded, bwd_mma[W > 0], h * v.dq, h * v.dkv_a, h * v.dkv_b,
+                v.dkv_loaded);
+    }
+    CHECK(fwd_mma[1] * 2 < fwd_mma[0]);  // W 64 of T 512: 32 rows and their 64-key window span 2 or 3 key tiles
+    CHECK(bwd_mma[1] * 2 < bwd_mma[0]);
+}
+#endif
+
+TEST_CASE("the cost model's attention FLOPs are the tiles the kernels visit; a 512 window at T 4096 (estimate)",
+          "[attention]") {
+    // attention_flops (run/cost_model.h) counts the tiles att_visits walks: at least the visible (query, key)
+    // products, at most those plus the masked parts of one row of edge tiles per query (a tile's width, 128). The
+    // saving of 124M with every layer local:512 at T 4096 (B 8) is an estimate of the roofline model
+    // (ATT_REPORT=1 prints it).
+    ModelSpec spec;
+    spec.preset = "124M";
+    std::vector<std::string> warnings;
+    const ModelConfig global = build_config(spec, warnings);
+    ModelConfig local = global;
+    for (LayerSpec& l : local.layers) l.window = 512;
+    const int T = 4096, B = 8;
+    const LayerSpec& g = global.layers[0];
+    const double per_pair = 2.0 * g.head_dim() * g.heads;  // one matmul's FLOPs per (query, key) product
+    for (int W : {0, 512, 100}) {
+        INFO("window " << W);
+        LayerSpec ls = g;
+        ls.window = W;
+        double visible = 0;
+        for (int t = 0; t < T; t++) visible += W ? std::min(t + 1, W) : t + 1;
+        const AttentionFlops f = attention_flops(ls, T);
+        CHECK(f.forward >= 2 * per_pair * visible);
+        CHECK(f.forward <= 2 * per_pair * (visible + 128.0 * T));
+        CHECK(f.backward >= 7 * per_pair * visible);
+        CHECK(f.backward <= 7 * per_pair * (visible + 128.0 * T));
+    }
+    const RooflineGpu gpu;
+    auto times = [&](const ModelConfig& c, double& attention, double& step) {
+        attention = step = 0;
+        for (const OpCost& o : step_ops(c, B, T, 1, false)) {
+            step += op_expected(o, gpu);
+            if (o.attention) attention += op_expected(o, gpu);
+        }
+    };
+    double ag, sg, al, sl;
+    times(global, ag, sg);
+    times(local, al, sl);
+    CHECK(al < ag / 3);  // 512 of 4096 keys per query, against 2048 on average
+    CHECK(sl < sg);
+    if (getenv("ATT_REPORT"))
+        printf(
+            "cost model (estimate), 124M, B %d, T %d: attention %.1f ms global, %.1f ms local:512 (-%.0f%%); step "
+            "%.1f ms, %.1f ms (-%.0f%%)\n",
+            B, T, 1e3 * ag, 1e3 * al, 100 * (1 - al / ag), 1e3 * sg, 1e3 * sl, 100 * (1 - sl / sg));
 }
 
 // ------------------------------------------------------------------------------------------------------

@@ -376,6 +376,38 @@ TEST_CASE("rope forward and backward rotate q and k pairs like the reference, v 
     }
 }
 
+TEST_CASE("rope forward and backward rotate the query heads and the K heads of a KV-grouped qkv, v untouched",
+          "[kernels]") {
+    // qkv rows [q (h hd) | k (kv hd) | v (kv hd)]: GQA and MQA, row widths that are no multiple of 8 (hd 2, 6, 18),
+    // and kv = h (the (w, h) overload's rows of 3 w), against ref::rope_rotate with the same AttnShape.
+    struct Shape {
+        int B, T, h, kv, hd;
+    };
+    for (Shape s : {Shape{1, 7, 4, 2, 2}, Shape{2, 5, 3, 1, 6}, Shape{1, 9, 4, 1, 18}, Shape{2, 3, 8, 2, 64},
+                    Shape{1, 5, 6, 3, 128}, Shape{1, 4, 2, 2, 72}}) {
+        INFO("B=" << s.B << " T=" << s.T << " h=" << s.h << " kv=" << s.kv << " hd=" << s.hd);
+        LayerSpec ls{s.h * s.hd, s.h};
+        ls.kv_heads = s.kv;
+        const long N = (long)s.B * s.T, ld = ls.qkv_rows(), rot = ls.width + ls.kv_width();
+        auto qkv = rand_bf16(N * ld, 21);
+        Dev<float> table(rope_table(s.T, s.hd, 10000.0));
+        for (int dir = 0; dir < 2; dir++) {
+            std::vector<float> want = qkv;
+            const ref::AttnShape a = ref::AttnShape::of(ls);
+            if (dir == 0) ref::rope_forward(want.data(), s.B, s.T, a, 10000.0);
+            else ref::rope_backward(want.data(), s.B, s.T, a, 10000.0);
+            Dev<bf16> d(qkv);
+            if (dir == 0) rope_forward(d.p, table.p, s.B, s.T, ls, 0);
+            else rope_backward(d.p, table.p, s.B, s.T, ls, 0);
+            sync();
+            auto got = d.get();
+            check_close(got, want, BF16_REL, 1e-6, dir == 0 ? "rope forward" : "rope backward");
+            for (long n = 0; n < N; n++)
+                for (long c = rot; c < ld; c++) CHECK(got[n * ld + c] == qkv[n * ld + c]);
+        }
+    }
+}
+
 TEST_CASE("swiglu forward and backward match the reference", "[kernels]") {
     // expf vs std::exp (a few ulp) and one rounding per output.
     for (auto [N, hid] : {std::pair<long, int>{7, 32}, {1, 96}, {15, 64}}) {

@@ -1,8 +1,10 @@
 // test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
 // CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
-// uniform, Prism and X configurations, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal
-// one batch of 8), ten AdamW steps tracking the reference's losses, evaluation outputs, the fp32 interface round
-// trips, the host waits of a training step (one: read_stats), and the activation sizes memory_plan.h predicts.
+// uniform, Prism and X configurations and every layer column (KV groups, windows, layers without attention or
+// an MLP, OpenELM's per-layer heads and hidden sizes, all at once), the logits of those, gradient accumulation
+// over micro-batches (in fp32: 8 micro-batches equal one batch of 8), ten AdamW steps tracking the reference's
+// losses, evaluation outputs, the fp32 interface round trips, the host waits of a training step (one:
+// read_stats), and the activation sizes memory_plan.h predicts.
 //
 // Tolerances. Both models start from the same bf16-exact weights, so the differences come from bf16 storage of
 // every activation and gradient (relative 2^-9 per rounding), compounded through the layers. They are checked
@@ -52,12 +54,50 @@ ModelConfig small_config(const std::string& kind) {
         c.layers = {{64, 4}, {32, 4}, {64, 4}};
         c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.init_width_scale = true;
         c.mlp_ratio = 4.0;
-    } else {  // "lambda": the last layer narrower than d (D = d, the final norm covers d)
+    } else if (kind == "lambda") {  // the last layer narrower than d (D = d, the final norm covers d)
         c.d = 32, c.h_base = 2;
         c.layers = {{32, 2}, {16, 2}};
+    } else if (kind == "gqa") {  // KV groups: kv = h / 2 (qkv 2 w rows)
+        c.d = 32, c.h_base = 4;
+        c.layers = {{32, 4, 2}, {32, 4, 2}};
+    } else if (kind == "mqa") {  // one K/V head for 4 and for 2 query heads, LayerNorm
+        c.d = 32, c.h_base = 4;
+        c.layers = {{32, 4, 1}, {32, 2, 1}};
+    } else if (kind == "local") {  // a window of 3 in every layer (T 7 in the tests: most queries see 3 keys)
+        c.d = 32, c.h_base = 2;
+        c.layers = {{32, 2, 0, 0, 3}, {32, 2, 0, 0, 3}};
+    } else if (kind == "interleave") {  // local / global / local / global, windows 3 and 2
+        c.d = 32, c.h_base = 2;
+        c.layers = {{32, 2, 0, 0, 3}, {32, 2}, {32, 2, 0, 0, 2}, {32, 2}};
+    } else if (kind == "no_attention") {  // the first and the third layer without attention (ln2 reads the
+        c.d = 32, c.h_base = 2;           // embedding's state, and the state the second layer's MLP wrote)
+        c.layers = {{32, 2, 0, 0, 0, false}, {32, 2}, {32, 2, 0, 0, 0, false}};
+    } else if (kind == "no_mlp") {  // the first and the last layer without an MLP (the last's attention is
+        c.d = 32, c.h_base = 2;     // followed by the final norm)
+        c.layers = {{32, 2, 0, 0, 0, true, false}, {32, 2}, {32, 2, 0, 0, 0, true, false}};
+    } else if (kind == "openelm") {  // OpenELM's layer-wise scaling: -s openelm --mlp openelm (heads 2 2 4 4,
+        ModelSpec s;                 // hidden 16 48 96 128)
+        s.d = 32, s.L = 4, s.h_base = 4, s.T = 8, s.V = 37, s.mlp_multiple = 16;
+        s.heads = "openelm", s.mlp = "openelm";
+        std::vector<std::string> warnings;
+        c = build_config(s, warnings);
+    } else if (kind == "combo") {  // X widths, RMSNorm, untied, muP: GQA + window + own hidden, MQA without an MLP,
+        c.d = 32, c.h_base = 4;    // a layer without attention, GQA global; Df = 64 > d
+        c.layers = {{64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {32, 2, 0, 64, 0, false}, {64, 4, 2, 0, 2}};
+        c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.init_width_scale = true;
+        c.mlp_ratio = 4.0;
+    } else {
+        FAIL("no test model " << kind);
     }
     validate_config(c);
     return c;
+}
+
+// The layer shapes of issue 28 (every column besides width and heads).
+const std::vector<std::string>& column_kinds() {
+    static const std::vector<std::string> k = {"no_attention", "no_mlp", "openelm",    "gqa",
+                                               "mqa",          "local",  "interleave", "combo"};
+    return k;
 }
 
 std::vector<float> bf16_round(std::vector<float> v) {
@@ -121,6 +161,56 @@ TEST_CASE("GPU model loss and every parameter gradient match the reference (unif
     }
 }
 
+TEST_CASE("GPU model loss, logits and every gradient match the reference for every layer column",
+          "[kernels][model][layers]") {
+    // KV groups (GQA, MQA), windows (local, a local/global interleave), layers without attention or without an MLP
+    // (the next norm reads the state the previous sub-block wrote), OpenELM's per-layer heads and hidden sizes, and
+    // all of them at once on X widths; the same tolerances as above. Prints each case's errors.
+    SerialOpenMP serial;
+    for (const std::string& kind : column_kinds()) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        ref::RefModel<float> rm(c);
+        rm.init_params(31);
+        rm.params = bf16_round(rm.params);
+        CudaEngine e(c);
+        e.set_params(rm.params.data());
+        std::vector<int> in, tg;
+        const int B = 2, T = 7;
+        make_batch(c, B, T, 32, in, tg);
+        // Inference: the logits of every position.
+        rm.forward(in.data(), nullptr, B, T);
+        e.forward(in.data(), nullptr, B, T);
+        double logits_err = 0;
+        std::vector<float> row(c.V);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                e.logits_at(b, t, row.data());
+                logits_err = std::max(logits_err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
+            }
+        CHECK(logits_err <= 5e-2);
+        // Training: the loss and every gradient.
+        const float want = rm.forward(in.data(), tg.data(), B, T);
+        e.zero_grad();
+        e.forward_backward(in.data(), tg.data(), B, T, 1.0f);
+        const double got = e.read_stats().loss;
+        CHECK(std::fabs(got - want) <= 1e-2);
+        rm.zero_grad();
+        rm.backward(1.0f);
+        std::vector<float> g(e.num_params());
+        e.get_grads(g.data());
+        check_grads(c, g, rm.grads);
+        double worst = 0;
+        std::string at;
+        for (const ParamTensor& t : param_layout(c).tensors) {
+            const double x = rel_err(g.data() + t.offset, rm.grads.data() + t.offset, t.numel());
+            if (x > worst) worst = x, at = t.name;
+        }
+        printf("layer columns, %-12s: loss %.2e, logits %.2e, worst gradient %.2e (%s)\n", kind.c_str(),
+               std::fabs(got - want), logits_err, worst, at.c_str());
+    }
+}
+
 TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch", "[kernels][model]") {
     SerialOpenMP serial;
     // Two micro-batches of one row with grad_scale 1/2 must add up to the B = 2 batch: a kernel that overwrote
@@ -151,7 +241,7 @@ TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch",
 TEST_CASE("recomputing norm and SwiGLU outputs in the backward gives bit-identical gradients with less memory",
           "[kernels][model]") {
     SerialOpenMP serial;
-    for (std::string kind : {"uniform", "x"}) {
+    for (std::string kind : {"uniform", "x", "combo"}) {
         INFO(kind);
         const ModelConfig c = small_config(kind);
         ref::RefModel<float> rm(c);
@@ -529,7 +619,9 @@ TEST_CASE("a training step waits for the GPU once, and queues nothing on the def
 #endif
 
 TEST_CASE("memory_plan.h predicts the engine's activation block for every shape of model", "[kernels][model]") {
-    for (std::string kind : {"uniform", "prism", "x", "lambda"})
+    std::vector<std::string> kinds = {"uniform", "prism", "x", "lambda"};
+    kinds.insert(kinds.end(), column_kinds().begin(), column_kinds().end());
+    for (const std::string& kind : kinds)
         for (bool recompute : {false, true})
             for (auto [B, T] : {std::pair<int, int>{2, 7}, {1, 1}}) {
                 INFO(kind << " recompute " << recompute << " B " << B << " T " << T);
@@ -540,18 +632,28 @@ TEST_CASE("memory_plan.h predicts the engine's activation block for every shape 
                 e.forward(in.data(), nullptr, B, T);
                 CHECK(e.activation_bytes() == activation_bytes(c, B, T, recompute));
             }
+    // qkv holds w + 2 kv hd columns, so KV groups shrink the block; a missing sub-block keeps no activations and
+    // no residual state.
+    ModelConfig plain = small_config("gqa");
+    for (LayerSpec& l : plain.layers) l.kv_heads = 0;
+    CHECK(activation_bytes(small_config("gqa"), 2, 7, false) < activation_bytes(plain, 2, 7, false));
+    ModelConfig dropped = small_config("uniform");
+    dropped.layers[1].attention = false;
+    CHECK(residual_states(dropped) == 4);
+    CHECK(activation_bytes(dropped, 2, 7, false) < activation_bytes(small_config("uniform"), 2, 7, false));
 }
 
 TEST_CASE("the cost model lists exactly the ops a training step runs, in order", "[kernels][model]") {
     SerialOpenMP serial;
     // dev/bench_model puts each op's measured time (the engine's OpTimer marks) next to run/cost_model.h's roofline
     // time by name; this keeps the two lists the same: every kernel, memset and matmul of a step, for a model
-    // with Df > d (X: the dlnf tail memset), with and without recomputation, over two micro-steps.
+    // with Df > d (X: the dlnf tail memset) and one with every layer column (combo: layers without attention or
+    // without an MLP), with and without recomputation, over two micro-steps.
     struct Names : OpTimer {
         std::vector<std::string> seen;
         void mark(const char* op, cudaStream_t) override { seen.push_back(op); }
     };
-    for (std::string kind : {"uniform", "x"})
+    for (std::string kind : {"uniform", "x", "combo"})
         for (bool recompute : {false, true}) {
             INFO(kind << " recompute " << recompute);
             const ModelConfig c = small_config(kind);
