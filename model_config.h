@@ -3,8 +3,7 @@
 // the MLP's hidden size, an attention window, and whether the layer has attention and an MLP at all. Uniform,
 // Prism (per-layer head counts), Xformer (per-layer widths), OpenELM-style (heads and MLP scaled with depth),
 // GQA, local/global and pruned (no-op sub-block) models are the same struct with different LayerSpecs, so every
-// other file (reference, kernels, checkpoints) has one code path. Tools that do not implement a column yet refuse
-// it in one line (refuse_layer_features).
+// other file (reference, kernels, decoders, checkpoints, the Hugging Face export) has one code path.
 //
 // Also here: the parameter layout, presets, building a config from a ModelSpec (with the head and width schedules
 // of schedules.h), validation, and parameter / FLOP / KV-cache accounting. Pure C++17, no CUDA, no I/O beyond
@@ -277,45 +276,11 @@ inline void validate_config(const ModelConfig& c) {
     }
 }
 
-// The layer columns a tool may not implement yet, as a mask for unsupported_layer.
-enum LayerFeature : unsigned {
-    kKvGroups = 1,        // kv_l < h_l (GQA / MQA)
-    kWindow = 2,          // an attention window
-    kNoOpSublayer = 4,    // a layer without attention or without an MLP
-    kOwnHidden = 8,       // an MLP hidden size other than the --mlp-ratio rule's
-    kKernelFeatures = 7,  // what the CUDA decoder lacks (inspect/cuda_decoder.cuh); the CUDA engine runs them all
-};
-// The first layer that uses one of `features`, in words ("layer 3 has 4 KV heads for 12 query heads"); "" if none.
-inline std::string unsupported_layer(const ModelConfig& c, unsigned features) {
-    for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& s = c.layers[l];
-        const std::string at = "layer " + std::to_string(l + 1) + " has ";
-        if ((features & kNoOpSublayer) && !s.attention) return at + "no attention";
-        if ((features & kNoOpSublayer) && !s.mlp) return at + "no MLP";
-        if ((features & kKvGroups) && s.attention && s.kv() != s.heads)
-            return at + std::to_string(s.kv()) + " KV heads for " + std::to_string(s.heads) + " query heads (GQA)";
-        if ((features & kWindow) && s.attention && s.window)
-            return at + "an attention window of " + std::to_string(s.window);
-        if ((features & kOwnHidden) && s.mlp && c.hidden_of(l) != c.hidden(s.width))
-            return at + "MLP hidden " + std::to_string(c.hidden_of(l)) + " (the --mlp-ratio rule gives " +
-                   std::to_string(c.hidden(s.width)) + ")";
-    }
-    return "";
-}
-inline std::string kernel_unsupported_layer(const ModelConfig& c) { return unsupported_layer(c, kKernelFeatures); }
-// Throws the one-line refusal of a tool (`what`) that has not implemented `features` yet (`missing` says which
-// part is not written), pointing at the CPU engine, which runs every layer shape.
-inline void refuse_layer_features(const ModelConfig& c, unsigned features, const std::string& what,
-                                  const std::string& missing) {
-    const std::string why = unsupported_layer(c, features);
-    if (!why.empty())
-        throw ConfigError(what + ": " + why + ", which it cannot run yet (" + missing +
-                          " not written yet); the CPU engine trains and samples it (train_prism --cpu)");
-}
-// The CUDA decoder's refusal.
-inline void refuse_without_kernels(const ModelConfig& c, const std::string& what) {
-    refuse_layer_features(c, kKernelFeatures, what,
-                          "the CUDA kernels for KV groups, attention windows and layers without attention or MLP are");
+// Whether every layer's MLP hidden size is the --mlp-ratio rule's (no --mlp list or scaling, no --match).
+inline bool rule_hidden(const ModelConfig& c) {
+    for (int l = 0; l < c.L(); l++)
+        if (c.layers[l].mlp && c.hidden_of(l) != c.hidden(c.layers[l].width)) return false;
+    return true;
 }
 
 inline void match_parameters(ModelConfig& c, const std::string& column);

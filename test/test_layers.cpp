@@ -133,7 +133,7 @@ TEST_CASE("the defaults are today's layer: same layout, accounting and reference
             REQUIRE(c.hidden_of(l) == c.hidden(c.layers[l].width));
         }
         REQUIRE(!has_layer_columns(c));
-        REQUIRE(kernel_unsupported_layer(c).empty());
+        REQUIRE(rule_hidden(c));
     }
     // Every column given explicitly at its default value builds the same model.
     ModelSpec s = spec("124M");
