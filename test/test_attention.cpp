@@ -374,9 +374,10 @@ LayerSpec att_spec(int h, int kv, int hd, int window) {
 
 TEST_CASE("flash attention with KV groups and sliding windows matches the reference", "[attention]") {
     // GQA (kv = h / 2) and MQA (kv = 1); windows below a tile (3, 5, 17), not a multiple of one (40, 70, 100),
-    // one tile exactly (64), and W >= T; each with head_dim 64, 128, the padded 96 and 72, 256 and the wide
-    // instance's 520; T no multiple of any tile. T 300 with W 40 skips key tiles in all three kernels at every
-    // instance, and the dK/dV kernel's group loop runs over four query heads.
+    // one tile exactly (64), and W >= T; head_dim 64, 128, the padded 96 and 72, 256 and the wide instance's 520;
+    // T no multiple of any tile. At every instance some shape here skips key tiles in the forward and dQ kernels
+    // and query tiles in the dK/dV kernel (e.g. T 300, W 40 at 64; T 130, W 33 at 128; T 130, W 20 at 256; T 40,
+    // W 9 wide), and the dK/dV kernel's group loop runs over up to four query heads.
     SerialOpenMP serial;
     struct Shape {
         int B, T, h, kv, hd, W;
