@@ -384,7 +384,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
 
 // Dynamic shared memory of each kernel for a row stride ld (hdp + 8). At the largest hd of each instance:
 //   forward  64: 54 KiB   128: 68 KiB   256: 99 KiB    wide: 149 KiB at hd 776, 194 KiB at 1024
-//   dQ       64: 54 KiB   128: 102 KiB  256: 132 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
+//   dQ       64: 55 KiB   128: 103 KiB  256: 133 KiB   wide: 149 KiB at hd 776, 194 KiB at 1024
 //   dK, dV   64: 73 KiB   128: 121 KiB  256: 143 KiB   wide: 150 KiB at hd 776, 195 KiB at 1024
 template <class C> size_t attention_forward_smem(int ld) { return (size_t)(C::BR + 4 * C::BC) * ld * sizeof(bf16); }
 template <class C> size_t attention_dq_smem(int ld) {
