@@ -87,13 +87,21 @@ run:
 	      $(MAKE) --no-print-directory CPU_ONLY=1 train_prism; fi
 	./train_prism $(ARGS)
 
+# util/json.cpp, json::parse (nlohmann's parser, the costliest header of the tree): compiled once per build and
+# linked into every binary, instead of in each of the forty sources that include util/json.h. build/json.o has the
+# products' flags; the address build and the GPU bundle compile their own.
+JSON_O := $(BUILD)/json.o
+$(JSON_O): util/json.cpp
+	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
+
 ifeq ($(BIN_NVCC),)
-build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -x c++ $(1) -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -x c++ $(1) -x none $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
 NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
             -Werror all-warnings -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
+# (-x cu takes every input file as CUDA: the object goes to the linker by -Xlinker.)
 build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -x cu $(1) -o $@ \
-            -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8 $(call nvcc_host,$(MPI_LIBS)) $(NCCL_LIBS)
+            -Xlinker $(JSON_O) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8 $(call nvcc_host,$(MPI_LIBS)) $(NCCL_LIBS)
 endif
 
 # build/engine/NAME holds the engine NAME was last built with, rewritten only when this make's differs: a binary
@@ -108,21 +116,21 @@ $(shell [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || ech
 COMMIT_FLAG := -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
 
 # The trainer, the evaluator and generate run on a GPU when there is one.
-train_prism: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt
+train_prism: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt $(JSON_O)
 	$(call build_bin,$< $(COMMIT_FLAG))
-eval_zeroshot: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt
+eval_zeroshot: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt $(JSON_O)
 	$(call build_bin,$< $(COMMIT_FLAG))
-generate: inspect/generate.cu $(BUILD)/engine/generate
+generate: inspect/generate.cu $(BUILD)/engine/generate $(JSON_O)
 	$(call build_bin,$<)
 
 # analyze runs on the fp32 CPU reference, report reads logs, study runs a grid of train_prism runs, import reads a
 # Hugging Face directory: plain C++ on every machine.
 analyze report import study:
-	$(CXX) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS) -lpcre2-8
-analyze: inspect/analyze.cpp
-report: inspect/report.cpp
-import: hf/import.cpp
-study: studies/study.cpp
+	$(CXX) $(CXXFLAGS) $(DEP) $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
+analyze: inspect/analyze.cpp $(JSON_O)
+report: inspect/report.cpp $(JSON_O)
+import: hf/import.cpp $(JSON_O)
+study: studies/study.cpp $(JSON_O)
 
 # export carries hf/*.py inside it (build/hf/hf_python.h, generated from them), so it runs from anywhere.
 $(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
@@ -130,8 +138,8 @@ $(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
 	@{ echo '// generated from hf/configuration_prism.py and hf/modeling_prism.py by the Makefile'; \
 	   printf 'static const char kConfigurationPrismPy[] = R"PRISM_PY('; cat hf/configuration_prism.py; echo ')PRISM_PY";'; \
 	   printf 'static const char kModelingPrismPy[] = R"PRISM_PY('; cat hf/modeling_prism.py; echo ')PRISM_PY";'; } > $@
-export: hf/export.cpp $(BUILD)/hf/hf_python.h
-	$(CXX) $(CXXFLAGS) $(DEP) -I$(BUILD)/hf $< -o $@ $(LDLIBS) -lpcre2-8
+export: hf/export.cpp $(BUILD)/hf/hf_python.h $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(DEP) -I$(BUILD)/hf $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
 
 # The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
 $(BUILD)/prepare_shards: data/prepare_shards.cpp
@@ -155,7 +163,18 @@ TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(wildcard test/test_*.cpp)
 # test_fuzz.cpp include prepare_shards' source, whose JSON Lines reader it is).
 XML2_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
 $(BUILD)/test/test_report.o $(BUILD)/test/test_analyze.o: CXXFLAGS += $(XML2_CFLAGS)
-$(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
+# Catch2's main, the biggest compile of the tests and nothing any sanitizer needs to see: one object for
+# build/test_prism, the address builds and the GPU bundle's gpu_tests (-O1 for any x86-64 CPU: it only runs tests).
+CATCH_MAIN := $(BUILD)/catch_main.o
+$(CATCH_MAIN): test/catch_main.cpp
+	$(CXX) -std=c++17 -O1 -I. $(DEP) -c $< -o $@
+# The tests that drive the binaries and read what they write compile at -O1, in under half the time of -O3: their
+# own code runs for milliseconds, and what they run are the products' -O3 builds. They link after the others, since
+# of an inline function that both kinds compile out of line the linker keeps the first copy: the -O3 one.
+TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm dist faults faults2 live lr report \
+                stats study train))
+$(TEST_DRIVERS): OPT = -O1 -march=native
+$(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
 
 # The other binaries the tests drive:
@@ -167,10 +186,10 @@ $(BUILD)/test_prism: $(BUILD)/test/catch_main.o $(TEST_OBJS)
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run
-$(BUILD)/train_prism_executor: train_prism.cu
-	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
-$(BUILD)/train_prism_nompi: train_prism.cu
-	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none -o $@ -fopenmp -lm -lpcre2-8
+$(BUILD)/train_prism_executor: train_prism.cu $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/train_prism_nompi: train_prism.cu $(JSON_O)
+	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none $(JSON_O) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/dp_engine_check: test/dp_engine_check.cpp
 	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
 $(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp
@@ -186,7 +205,9 @@ $(BUILD)/hf_check: test/hf/hf_check.cpp
 # One source, one binary, the products' flags (the data tools, the benchmarks and checks above).
 $(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu \
 $(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check:
-	$(CXX) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS) -lpcre2-8
+	$(CXX) $(CXXFLAGS) $(DEP) $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check: $(JSON_O)
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
@@ -197,21 +218,25 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism train_prism_executor 
 # KERNEL_TESTS run under AddressSanitizer + UBSan (build/test_kernels_asan) and ThreadSanitizer
 # (build/test_kernels_tsan: no OpenMP there, libgomp is not instrumented and its barriers would read as races).
 # The whole-model tests, the GPU decoder's and the fuzz loop get address builds of their own (beside the OpenMP
-# CPU reference, so not in the race build). -O1: the sanitizers' reports stay readable and the builds quick;
-# Catch2's main is big and needs no checking: -O0.
+# CPU reference, so not in the race build). -O1: the sanitizers' reports stay readable and the builds quick; -g1:
+# their stack traces name each frame's function, file and line, and the debug information of types and variables,
+# which no report reads, is not built. The address builds link the tests' Catch2 main (uninstrumented: it needs no
+# checking); the race build keeps an instrumented one of its own (-O0), so that ThreadSanitizer sees every access.
 KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
-SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I.
+SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
-$(BUILD)/asan/catch_main.o $(BUILD)/tsan/catch_main.o: SAN_OPT = -O0
+$(BUILD)/tsan/catch_main.o: SAN_OPT = -O0
 $(BUILD)/asan/%.o: test/%.cpp
 	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 $(BUILD)/tsan/%.o: test/%.cpp
 	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 
-$(BUILD)/test_kernels_asan: $(patsubst %,$(BUILD)/asan/%.o,catch_main $(KERNEL_TESTS))
-$(BUILD)/test_model_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_model_cuda.o
-$(BUILD)/test_decode_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_decode_cuda.o
-$(BUILD)/test_fuzz_asan: $(BUILD)/asan/catch_main.o $(BUILD)/asan/test_fuzz.o
+$(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS))
+$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o
+$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o
+$(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o
+$(BUILD)/asan/json.o: util/json.cpp
+	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 ASAN_BINS := $(addprefix $(BUILD)/,test_fuzz_asan test_kernels_asan test_model_asan test_decode_asan)
 $(ASAN_BINS):
 	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8 -lsimdjson
@@ -248,6 +273,9 @@ GPU_BUNDLE := $(BUILD)/gpu-bundle
 GB_OBJ := $(BUILD)/gpu-bundle-obj
 GPU_BUNDLE_ARCH ?= 80 90
 GPU_BUNDLE_MIB := 48
+# One front end (cicc) per architecture, not one PTX for both: CUDA's headers differ by __CUDA_ARCH__ (a bf16
+# atomicAdd is one instruction on sm_90, a compare-and-swap loop on sm_80), so sm_90 code from compute_80's PTX
+# would be slower code than an H100 should run, though it would save one of the two cicc runs of every compile.
 GB_GENCODE := $(foreach a,$(GPU_BUNDLE_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-parameter
 # PCRE2 as its archive, named by path (nvcc reorders -l flags past any -Bstatic / -Bdynamic around them).
@@ -282,15 +310,16 @@ GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,$(filter-out gpu_tests,$(GB_BINS)) $(GB_TE
 $(GB_OBJS):
 	$(NVCC) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
 	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
-$(GB_OBJ)/catch_main.o: test/catch_main.cpp
-	$(CXX) -std=c++17 -O1 -march=x86-64-v3 -mtune=generic -I. $(DEP) -c $< -o $@
+$(GB_OBJ)/json.o: util/json.cpp
+	$(CXX) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
-.SECONDARY: $(GB_OBJ)/catch_main.o $(GB_OBJS)
-$(GPU_BUNDLE)/bin/gpu_tests: $(patsubst %,$(GB_OBJ)/%.o,catch_main $(GB_TESTS))
+.SECONDARY: $(GB_OBJS)
+$(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS))
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
-	$(NVCC) $(GB_GENCODE) $< -o $@ $(GB_LINK)
+	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
+$(addprefix $(GPU_BUNDLE)/bin/,bench_model train_prism eval_zeroshot generate): $(GB_OBJ)/json.o
 $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 	cp $< $@ && chmod +x $@
 # The peer stage: export (plain C++: the initial weights for the PyTorch peer) and the peer's Python (dev/peer/).
@@ -298,8 +327,8 @@ GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(GPU_BUNDLE)/bin/export: hf/export.cpp $(BUILD)/hf/hf_python.h
-	$(CXX) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) $< -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
+$(GPU_BUNDLE)/bin/export: hf/export.cpp $(BUILD)/hf/hf_python.h $(GB_OBJ)/json.o
+	$(CXX) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) $< $(GB_OBJ)/json.o -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
 $(GPU_BUNDLE)/BUILD_INFO: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS))
 	@echo "commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)');" \
 	    "$$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/nvcc \1/p'), sm $(GPU_BUNDLE_ARCH);" \
@@ -337,9 +366,10 @@ $(BUILD)/native/%.o: test/%.cpp
 $(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS))
 	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
 $(BUILD)/bench_attention: dev/bench_attention.cpp
-$(BUILD)/bench_model: dev/bench_model.cpp
+$(BUILD)/bench_model: dev/bench_model.cpp $(JSON_O)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
-	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ -lcublasLt -Xcompiler -fopenmp
+	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ \
+	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -Xcompiler -fopenmp
 
 # ==== the checks and tests ==========================================================================================
 # `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's

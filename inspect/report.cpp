@@ -150,7 +150,8 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
 
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                        const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs) {
+                        const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
+                        const std::vector<Sweep>& sweeps) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
                     ",\n \"groups\": [";
@@ -189,7 +190,7 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
         }
         s += "}}";
     }
-    s += "\n ],\n \"sweeps\": " + sweeps_json(groups, base, runs, sums) + ",\n \"runs\": [";
+    s += "\n ],\n \"sweeps\": " + sweeps_json(sweeps) + ",\n \"runs\": [";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
@@ -656,7 +657,9 @@ int run(const Options& o) {
          "(t<sub>0.975, df</sub> + t<sub>0.80, df</sub>) SE, from the observed spread; with <code>--effect "
          "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
          "group) whose V(n) brings it down to that effect.</p>\n";
-    h += sweep_sections(groups, base, runs, sums, text);  // "each arm at its best FLAG", for each flag swept
+    // "each arm at its best FLAG", for each flag swept; found once, for the page and for --json
+    const std::vector<Sweep> sweeps = find_sweeps(groups, base, runs, sums);
+    h += sweep_sections(sweeps, text);
     double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
     for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
@@ -753,7 +756,7 @@ int run(const Options& o) {
         throw ConfigError(e.what());
     }
     if (!o.json.empty()) {
-        const std::string js = report_json(o, runs, sums, groups, base, qs);
+        const std::string js = report_json(o, runs, sums, groups, base, qs, sweeps);
         try {
             write_atomically(o.json, {{js.data(), js.size()}});
         } catch (const IoError& e) {

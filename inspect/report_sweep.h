@@ -205,12 +205,11 @@ inline svg::Chart sweep_chart(const Sweep& s) {
 
 // The sweeps as report --json's "sweeps": per swept flag, how the best was chosen, the values in order, and per
 // arm its best value and every value's mean, std and n (null where a value has no run with a validation loss).
-inline std::string sweeps_json(const std::vector<Group>& groups, size_t base_group, const std::vector<RunLog>& runs,
-                               const std::vector<Summary>& sums) {
+inline std::string sweeps_json(const std::vector<Sweep>& sweeps) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string j = "[";
     bool first = true;
-    for (const Sweep& s : find_sweeps(groups, base_group, runs, sums)) {
+    for (const Sweep& s : sweeps) {
         j += std::string(first ? "\n  " : ",\n  ") + "{\"flag\": " + json::quote(s.flag) +
              ", \"chosen_on\": " + json::quote("final validation loss (" + seeds_phrase(s) + ")") +
              ", \"baseline_arm\": " + json::quote(s.arms[s.base]) + ", \"values\": [";
@@ -236,10 +235,9 @@ inline std::string sweeps_json(const std::vector<Group>& groups, size_t base_gro
 }
 
 // The sweeps' sections of the page ("" when nothing was swept), and their tables as text for stdout.
-inline std::string sweep_sections(const std::vector<Group>& groups, size_t base_group, const std::vector<RunLog>& runs,
-                                  const std::vector<Summary>& sums, std::string& text) {
+inline std::string sweep_sections(const std::vector<Sweep>& sweeps, std::string& text) {
     std::string h;
-    for (const Sweep& s : find_sweeps(groups, base_group, runs, sums)) {
+    for (const Sweep& s : sweeps) {
         // Each arm at its best against the baseline's arm at its best, paired by seed.
         const int bb = s.best[s.base];
         auto vs_base = [&](size_t a) {

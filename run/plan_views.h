@@ -59,6 +59,17 @@ inline bool has_layer_columns(const ModelConfig& c) {
     }
     return false;
 }
+// Layer l's shape as JSON members (no braces), the one per-layer table of `--plan --json` and the run record:
+// "layer" (from 1), width, heads, kv_heads (0 in a layer without attention: it caches nothing), head_dim, hidden,
+// window (0: global), attention, mlp.
+inline std::string layer_json_members(const ModelConfig& c, int l) {
+    const LayerSpec& s = c.layers[l];
+    return "\"layer\": " + std::to_string(l + 1) + ", \"width\": " + std::to_string(s.width) +
+           ", \"heads\": " + std::to_string(s.heads) + ", \"kv_heads\": " + std::to_string(s.attention ? s.kv() : 0) +
+           ", \"head_dim\": " + std::to_string(s.head_dim()) + ", \"hidden\": " + std::to_string(c.hidden_of(l)) +
+           ", \"window\": " + std::to_string(s.window) + ", \"attention\": " + (s.attention ? "true" : "false") +
+           ", \"mlp\": " + (s.mlp ? "true" : "false");
+}
 // "3,5-7" from a mask; "" when none is set.
 inline std::string layer_ranges(const std::vector<bool>& m) {
     std::string s;
@@ -174,12 +185,10 @@ inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
         fprintf(f,
-                "  {\"layer\": %d, \"width\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"hidden\": %d, "
-                "\"window\": %d, \"attention\": %s, \"mlp\": %s, \"params\": %lld, \"flops_per_token\": %.0f, "
-                "\"dense_flops_per_token\": %.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
-                l + 1, x.width, x.heads, x.kv_heads, x.head_dim, x.hidden, x.window, x.attention ? "true" : "false",
-                x.mlp ? "true" : "false", x.params, x.flops_per_token, x.dense_flops_per_token, x.kv_bytes_per_token,
-                x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
+                "  {%s, \"params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, "
+                "\"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
+                layer_json_members(c, l).c_str(), x.params, x.flops_per_token, x.dense_flops_per_token,
+                x.kv_bytes_per_token, x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
     }
     fprintf(f, " ],\n \"totals\": ");
     print_totals_json(f, a);

@@ -269,15 +269,7 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
                     ", \"params\": " + std::to_string(param_layout(c).total) +
                     ", \"widths\": " + json::quote(rle_list(layer_widths(c))) +
                     ", \"heads\": " + json::quote(rle_list(layer_heads(c))) + ",\n   \"layers\": [";
-    for (int l = 0; l < c.L(); l++)
-        s += std::string(l ? ", " : "") + "{\"layer\": " + std::to_string(l + 1) +
-             ", \"width\": " + std::to_string(c.layers[l].width) + ", \"heads\": " + std::to_string(c.layers[l].heads) +
-             ", \"head_dim\": " + std::to_string(c.layers[l].head_dim()) +
-             ", \"hidden\": " + std::to_string(c.hidden_of(l)) +
-             ", \"kv_heads\": " + std::to_string(c.layers[l].attention ? c.layers[l].kv() : 0) +
-             ", \"window\": " + std::to_string(c.layers[l].window) +
-             ", \"attention\": " + (c.layers[l].attention ? "true" : "false") +
-             ", \"mlp\": " + (c.layers[l].mlp ? "true" : "false") + "}";
+    for (int l = 0; l < c.L(); l++) s += std::string(l ? ", " : "") + "{" + layer_json_members(c, l) + "}";
     return s + "]}";
 }
 

@@ -21,6 +21,7 @@
 #include "run/run_record.h"
 #include "studies/stats.h"
 #include "test/test_util.h"
+#include "test/train_util.h"
 #include "util/fs.h"
 #include "util/io.h"
 #include "util/json.h"
@@ -503,32 +504,12 @@ TEST_CASE("the intervals and detectable effects and seeds needed match an implem
 
 namespace {
 
-// A run directory as train_prism and study leave it: log.jsonl (a validation loss every 5 steps), run.json, and
-// with `mask` >= 0 an eval.json of piqa on 16 examples (bit i of mask: example i right), with `samples` its
-// samples.jsonl too (eval_zeroshot --log-samples).
+// A run directory as train_prism and study leave it (train_util.h's write_recorded_run), with an eval.json of piqa
+// on 16 examples (bit i of mask: example i right), with `samples` its samples.jsonl too (eval_zeroshot
+// --log-samples).
 void write_study_run(const std::string& dir, const std::string& heads, int seed, const std::vector<double>& vals,
                      int mask, bool samples) {
-    make_dirs(dir);
-    std::string log;
-    for (size_t k = 0; k < vals.size(); k++) {
-        const long step = 5 * (long)(k + 1);
-        char b[256];
-        snprintf(b, sizeof b,
-                 "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
-                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n",
-                 step, step * 128, vals[k] + 0.1, vals[k], step * 0.1);
-        log += b;
-    }
-    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
-    RunRecordWriter w;
-    w.dir = dir;
-    w.args = {{"--model", "tiny"},     {"--heads-schedule", heads},
-              {"--widths", "uniform"}, {"--seed", std::to_string(seed)},
-              {"--out", dir},          {"--steps", std::to_string(5 * vals.size())}};
-    w.model_json = w.plan_json = "{}";
-    w.started = "2026-01-01T00:00:00Z";
-    w.write("done", 5 * (long)vals.size(), true);
-    if (mask < 0) return;
+    write_recorded_run(dir, heads, {{"--seed", std::to_string(seed)}}, vals);
     int right = 0;
     std::string lines;
     for (int i = 0; i < 16; i++) {

@@ -111,35 +111,6 @@ TEST_CASE("--resume -o OUT alone continues a run bit-identically; a differing fl
 
 namespace {
 
-// A run directory as train_prism leaves it, with a record: log lines with a validation loss every 5 steps.
-void write_recorded_run(const std::string& dir, const std::string& heads, uint64_t seed,
-                        const std::vector<double>& vals) {
-    make_dirs(dir);
-    std::string log;
-    for (size_t k = 0; k < vals.size(); k++) {
-        const long step = 5 * (long)(k + 1);
-        char b[256];
-        snprintf(b, sizeof b,
-                 "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
-                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n",
-                 step, step * 128, vals[k] + 0.1, vals[k], step * 0.1);
-        log += b;
-    }
-    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
-    RunRecordWriter w;
-    w.dir = dir;
-    w.args = {{"--model", "tiny"},
-              {"--heads-schedule", heads},
-              {"--widths", "uniform"},
-              {"--lr", "0.003"},
-              {"--seed", std::to_string(seed)},
-              {"--out", dir},
-              {"--steps", std::to_string(5 * vals.size())}};
-    w.model_json = w.plan_json = "{}";
-    w.started = "2026-01-01T00:00:00Z";
-    w.write("done", 5 * (long)vals.size(), true);
-}
-
 // The validation losses of a log.jsonl, read with sscanf alone (not json.h, not run_log.h).
 std::vector<double> val_losses(const std::string& path) {
     std::ifstream f(path);
@@ -164,9 +135,11 @@ TEST_CASE("report's seed groups: the statistics recomputed from the runs' logs",
     std::vector<std::string> dirs;
     for (int s = 0; s < 3; s++) {
         dirs.push_back(dir + "/uniform-s" + std::to_string(s + 1));
-        write_recorded_run(dirs.back(), "uniform", s + 1, {u[s][0], u[s][1], u[s][2]});
+        write_recorded_run(dirs.back(), "uniform", {{"--lr", "0.003"}, {"--seed", std::to_string(s + 1)}},
+                           {u[s][0], u[s][1], u[s][2]});
         dirs.push_back(dir + "/prism-s" + std::to_string(s + 1));
-        write_recorded_run(dirs.back(), "prism", s + 1, {p[s][0], p[s][1], p[s][2]});
+        write_recorded_run(dirs.back(), "prism", {{"--lr", "0.003"}, {"--seed", std::to_string(s + 1)}},
+                           {p[s][0], p[s][1], p[s][2]});
     }
     Result r = sh("./report " + dir + "/prism-s1 " + dir + "/uniform-s1 " + dir + "/prism-s2 " + dir + "/uniform-s2 " +
                   dir + "/prism-s3 " + dir + "/uniform-s3 -o " + dir + "/r.html --json " + dir + "/r.json");
@@ -696,36 +669,6 @@ TEST_CASE(
     sh("rm -rf '" + data + "'");
 }
 
-namespace {
-
-// A recorded run of a sweep: heads, lr and seed in its record, `val` its final validation loss.
-void write_swept_run(const std::string& dir, const std::string& heads, const std::string& lr, uint64_t seed,
-                     double val) {
-    make_dirs(dir);
-    char b[512];
-    snprintf(b, sizeof b,
-             "{\"step\": 5, \"tokens\": 640, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
-             "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": 0.5}\n",
-             val + 0.2, val + 0.5);
-    std::string log = b;
-    snprintf(b, sizeof b,
-             "{\"step\": 10, \"tokens\": 1280, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-4, "
-             "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": 1.0}\n",
-             val + 0.1, val);
-    log += b;
-    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
-    RunRecordWriter w;
-    w.dir = dir;
-    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads},      {"--widths", "uniform"},
-              {"--lr", lr},        {"--seed", std::to_string(seed)}, {"--out", dir},
-              {"--steps", "10"}};
-    w.model_json = w.plan_json = "{}";
-    w.started = "2026-01-01T00:00:00Z";
-    w.write("done", 10, true);
-}
-
-}  // namespace
-
 TEST_CASE("report: each arm at its best value of a swept flag, on validation loss averaged over seeds",
           "[study][report][sweep]") {
     char tmpl[] = "/tmp/prism_sweep_XXXXXX";
@@ -739,8 +682,8 @@ TEST_CASE("report: each arm at its best value of a swept flag, on validation los
     for (const auto& [heads, v] : val)
         for (size_t i = 0; i < lrs.size(); i++)
             for (size_t s = 0; s < v[i].size(); s++)
-                write_swept_run(dir + "/" + heads + "-lr" + lrs[i] + "-s" + std::to_string(s + 1), heads, lrs[i], s + 1,
-                                v[i][s]);
+                write_recorded_run(dir + "/" + heads + "-lr" + lrs[i] + "-s" + std::to_string(s + 1), heads,
+                                   {{"--lr", lrs[i]}, {"--seed", std::to_string(s + 1)}}, {v[i][s] + 0.5, v[i][s]});
     Result r = sh("./report " + dir + " -o " + dir + "/r.html --json " + dir + "/r.json");
     INFO(r.out);
     REQUIRE(r.rc == 0);

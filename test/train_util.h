@@ -1,5 +1,6 @@
 // train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_faults.cpp, test_dist.cpp):
-// synthetic shards, the micro model's command line, the log reader and the one-line-error check.
+// synthetic shards, the micro model's command line, the log reader and the one-line-error check; and for the tests
+// of what reads runs (report, study: test_study.cpp, test_stats.cpp), a recorded run directory written directly.
 #pragma once
 
 #include <cmath>
@@ -8,10 +9,14 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dataloader.h"
+#include "run/run_record.h"
 #include "test/test_util.h"
+#include "util/fs.h"
+#include "util/io.h"
 
 // A fresh directory with a train and a val shard of a repetitive token stream over a vocabulary of 256.
 inline std::string make_data_dir() {
@@ -59,4 +64,32 @@ inline bool one_line_error(const Result& r) {
     if (r.rc == 0 || at == std::string::npos || r.out.find("error:", at + 1) != std::string::npos) return false;
     size_t eol = r.out.find('\n', at);
     return eol == r.out.size() - 1;
+}
+
+// A run directory as train_prism leaves it, without training: log.jsonl with a validation loss every 5 steps
+// (vals[k] at step 5 (k + 1), the training loss 0.1 above it) and the record run.json, status done, of --model tiny,
+// --heads-schedule HEADS, --widths uniform, then `args` in their order (--lr, --seed...), --out DIR and --steps.
+inline void write_recorded_run(const std::string& dir, const std::string& heads,
+                               const std::vector<std::pair<std::string, std::string>>& args,
+                               const std::vector<double>& vals) {
+    make_dirs(dir);
+    std::string log;
+    for (size_t k = 0; k < vals.size(); k++) {
+        const long step = 5 * (long)(k + 1);
+        char b[256];
+        snprintf(b, sizeof b,
+                 "{\"step\": %ld, \"tokens\": %ld, \"train_loss\": %.6f, \"val_loss\": %.6f, \"lr\": 1e-3, "
+                 "\"grad_norm\": 0.5, \"tokens_per_s\": 1000.0, \"elapsed_s\": %.3f}\n",
+                 step, step * 128, vals[k] + 0.1, vals[k], step * 0.1);
+        log += b;
+    }
+    write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
+    RunRecordWriter w;
+    w.dir = dir;
+    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads}, {"--widths", "uniform"}};
+    w.args.insert(w.args.end(), args.begin(), args.end());
+    w.args.insert(w.args.end(), {{"--out", dir}, {"--steps", std::to_string(5 * vals.size())}});
+    w.model_json = w.plan_json = "{}";
+    w.started = "2026-01-01T00:00:00Z";
+    w.write("done", 5 * (long)vals.size(), true);
 }
