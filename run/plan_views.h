@@ -106,8 +106,7 @@ inline std::string describe_config(const ModelConfig& c) {
     if (lo == hi) snprintf(hidden, sizeof hidden, "%d", lo);
     else snprintf(hidden, sizeof hidden, "%d..%d", lo, hi);
     char rule[96];  // the rule, or that --mlp set the sizes
-    if (rule_hidden(c))
-        snprintf(rule, sizeof rule, "%.4g w to a multiple of %d", c.mlp_ratio, c.mlp_multiple);
+    if (rule_hidden(c)) snprintf(rule, sizeof rule, "%.4g w to a multiple of %d", c.mlp_ratio, c.mlp_multiple);
     else snprintf(rule, sizeof rule, "per layer");
     char buf[720];
     snprintf(buf, sizeof buf,

@@ -912,3 +912,18 @@ TEST_CASE("recipes window124m and tiny-window: global vs local/global 5:1 under 
     CHECK(both > 1.5 * global);
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("report's default baseline has every layer column uniform, not only heads and widths", "[study][report]") {
+    char tmpl[] = "/tmp/prism_baseline_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // Listed first: uniform heads and widths, but OpenELM's MLP scaling; the all-uniform group comes second.
+    write_recorded_run(dir + "/u-openelm", "uniform", {{"--mlp", "openelm"}}, {6.9, 6.5});
+    write_recorded_run(dir + "/u-uniform", "uniform", {{"--mlp", "uniform"}}, {6.8, 6.4});
+    write_recorded_run(dir + "/u-window", "uniform", {{"--mlp", "uniform"}, {"--window", "local:8"}}, {6.7, 6.3});
+    Result r = sh("./report " + dir + "/u-openelm " + dir + "/u-window " + dir + "/u-uniform -o " + dir + "/r.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("mlp uniform, window - (baseline)") != std::string::npos);
+    CHECK(r.out.find("mlp openelm, window - (baseline)") == std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
