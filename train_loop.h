@@ -188,9 +188,10 @@ inline void print_header(const TrainOptions& o, const Engine& eng, const std::st
     if (dist.world > 1)
         printf("ranks: %s, ZeRO-%d%s\n", dist.describe().c_str(), zero,
                zero ? " (optimizer state sharded across ranks)" : " (every rank keeps the whole optimizer state)");
-    printf("model: %s\n  widths %s\n  heads  %s\n  parameters %s, forward FLOPs/token %s\n",
+    printf("model: %s\n  widths %s\n  heads  %s\n%s  parameters %s, forward FLOPs/token %s\n",
            describe_config(cfg).c_str(), rle_list(layer_widths(cfg)).c_str(), rle_list(layer_heads(cfg)).c_str(),
-           human((double)acc.params).c_str(), human(acc.dense_flops_per_token).c_str());
+           layer_column_lines(cfg).c_str(), human((double)acc.params).c_str(),
+           human(acc.dense_flops_per_token).c_str());
     printf("data: %s (%s tokens, every token below V checked in %.2f s), val %s\n", o.train.c_str(),
            human((double)train.tokens_total()).c_str(), train.validate_seconds(), val ? o.val.c_str() : "off");
     std::string ranks = p.world > 1 ? " x " + std::to_string(p.world) + " ranks" : "";

@@ -101,7 +101,8 @@ int run(Options& o) {
     std::unique_ptr<Decoder> dec;
     if (o.no_cache) dec.reset(new RecomputeDecoder(*eng, m.cfg.T));
     else dec = eng->make_decoder(m.cfg.T);
-    fprintf(stderr, "generate: %s (step %lld): %s\n", path.c_str(), (long long)m.step, describe_config(m.cfg).c_str());
+    fprintf(stderr, "generate: %s (step %lld): %s\n%s", path.c_str(), (long long)m.step, describe_config(m.cfg).c_str(),
+            layer_column_lines(m.cfg).c_str());
     fprintf(stderr, "generate: %s (%s); %s", eng->describe().c_str(), why.c_str(), dec->describe().c_str());
     if (dec->cache_bytes()) fprintf(stderr, ", %.2f MiB for T = %d", dec->cache_bytes() / 1048576.0, dec->capacity());
     fprintf(stderr, "\ngenerate: prompt %zu tokens (EOT + %zu)%s\n", context.size(), context.size() - 1,

@@ -117,19 +117,24 @@ inline std::string describe_config(const ModelConfig& c) {
     return buf;
 }
 
+// The per-layer columns beyond widths and heads, one indented line each ("  kv     3x3,6x3,4x6\n", the dropped
+// sub-blocks' layers), for every tool that prints a model; "" for a model of widths and heads alone.
+inline std::string layer_column_lines(const ModelConfig& c) {
+    if (!has_layer_columns(c)) return "";
+    std::vector<bool> no_attn, no_mlp;
+    for (const LayerSpec& s : c.layers) no_attn.push_back(!s.attention), no_mlp.push_back(!s.mlp);
+    std::string out = "  kv     " + rle_list(layer_kv_heads(c)) + "\n  hidden " + rle_list(layer_hidden(c)) +
+                      "\n  window " + rle_list(layer_windows(c)) + " (0 = global)\n";
+    if (!layer_ranges(no_attn).empty()) out += "  no attention: layers " + layer_ranges(no_attn) + "\n";
+    if (!layer_ranges(no_mlp).empty()) out += "  no MLP: layers " + layer_ranges(no_mlp) + "\n";
+    return out;
+}
+
 inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
     fprintf(f, "  widths %s\n  heads  %s\n", rle_list(layer_widths(c)).c_str(), rle_list(layer_heads(c)).c_str());
-    const bool extra = has_layer_columns(c);
-    if (extra) {
-        std::vector<bool> no_attn, no_mlp;
-        for (const LayerSpec& s : c.layers) no_attn.push_back(!s.attention), no_mlp.push_back(!s.mlp);
-        fprintf(f, "  kv     %s\n  hidden %s\n  window %s (0 = global)\n", rle_list(layer_kv_heads(c)).c_str(),
-                rle_list(layer_hidden(c)).c_str(), rle_list(layer_windows(c)).c_str());
-        if (!layer_ranges(no_attn).empty()) fprintf(f, "  no attention: layers %s\n", layer_ranges(no_attn).c_str());
-        if (!layer_ranges(no_mlp).empty()) fprintf(f, "  no MLP: layers %s\n", layer_ranges(no_mlp).c_str());
-    }
+    fputs(layer_column_lines(c).c_str(), f);
     fprintf(f, "\n%5s %6s %5s %4s %8s %6s %7s %10s %14s %9s\n", "layer", "width", "heads", "kv", "head_dim", "hidden",
             "window", "params", "FLOPs/token", "KV B/tok");
     for (int l = 0; l < c.L(); l++) {

@@ -275,6 +275,12 @@ TEST_CASE("generate prints text, the same with the cache and without; bad input 
     REQUIRE(sa.rc == 0);
     REQUIRE(sb.rc == 0);
     CHECK(sa.out == sb.out);
+    // The model line names the columns beyond widths and heads (stderr, merged by sh)
+    Result sc = sh("./generate " + dir + "/shapes.bin --prompt 'And' --tokens 1 --temperature 0 --cpu");
+    INFO(sc.out);
+    CHECK(sc.out.find("\n  kv     ") != std::string::npos);
+    CHECK(sc.out.find("\n  window ") != std::string::npos);
+    CHECK(sc.out.find("\n  no attention: layers ") != std::string::npos);
     Result info = sh("echo 'From stdin' | ./generate " + dir + " --tokens 3 --seed 5 --top-p 0.9 --cpu");
     INFO(info.out);
     REQUIRE(info.rc == 0);

@@ -69,14 +69,7 @@ void write_file(const std::string& path, const std::string& text) {
 // that report groups the runs whose records differ only in the seed.
 void write_study_run(const std::string& dir, const std::string& heads, int seed, double shift) {
     write_run(dir, inspect_config(heads, 256), 40, 1000, "", shift);
-    RunRecordWriter w;
-    w.dir = dir;
-    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads},      {"--widths", "uniform"},
-              {"--lr", "0.003"},   {"--seed", std::to_string(seed)}, {"--out", dir},
-              {"--steps", "40"}};
-    w.model_json = w.plan_json = "{}";
-    w.started = "2026-01-01T00:00:00Z";
-    w.write("done", 40, true);
+    write_run_record(dir, heads, {{"--lr", "0.003"}, {"--seed", std::to_string(seed)}}, 40);
 }
 
 // A 2 x 2 study (heads uniform and prism, seeds 1 and 2) and its report, in dir.

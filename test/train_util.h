@@ -66,6 +66,19 @@ inline bool one_line_error(const Result& r) {
     return eol == r.out.size() - 1;
 }
 
+// A finished run's record (run.json) in dir: tiny, heads `heads`, widths uniform, then `args`, --out and --steps.
+inline void write_run_record(const std::string& dir, const std::string& heads,
+                             const std::vector<std::pair<std::string, std::string>>& args, long steps) {
+    RunRecordWriter w;
+    w.dir = dir;
+    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads}, {"--widths", "uniform"}};
+    w.args.insert(w.args.end(), args.begin(), args.end());
+    w.args.insert(w.args.end(), {{"--out", dir}, {"--steps", std::to_string(steps)}});
+    w.model_json = w.plan_json = "{}";
+    w.started = "2026-01-01T00:00:00Z";
+    w.write("done", steps, true);
+}
+
 // A run directory as train_prism leaves it, without training: log.jsonl with a validation loss every 5 steps
 // (vals[k] at step 5 (k + 1), the training loss 0.1 above it) and the record run.json, status done, of --model tiny,
 // --heads-schedule HEADS, --widths uniform, then `args` in their order (--lr, --seed...), --out DIR and --steps.
@@ -84,12 +97,5 @@ inline void write_recorded_run(const std::string& dir, const std::string& heads,
         log += b;
     }
     write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}});
-    RunRecordWriter w;
-    w.dir = dir;
-    w.args = {{"--model", "tiny"}, {"--heads-schedule", heads}, {"--widths", "uniform"}};
-    w.args.insert(w.args.end(), args.begin(), args.end());
-    w.args.insert(w.args.end(), {{"--out", dir}, {"--steps", std::to_string(5 * vals.size())}});
-    w.model_json = w.plan_json = "{}";
-    w.started = "2026-01-01T00:00:00Z";
-    w.write("done", 5 * (long)vals.size(), true);
+    write_run_record(dir, heads, args, 5 * (long)vals.size());
 }
