@@ -566,16 +566,26 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
         for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
         return s;
     };
+    // Every layer column as built, so that one model spelled two ways (--window global and 0x12) is one model; the
+    // flags that spell the columns are then left out of the flags compared.
+    auto table = [](const ModelConfig& c) {
+        std::string s;
+        for (int l = 0; l < c.L(); l++) s += layer_json_members(c, l) + ";";
+        return s;
+    };
     auto flags_of = [](const Run& r) {
+        static const std::vector<std::string> columns = {"--out",  "--heads-schedule", "--widths",       "--kv-heads",
+                                                         "--mlp",  "--window",         "--no-attention", "--no-mlp",
+                                                         "--match"};
         std::vector<std::pair<std::string, std::string>> v;
         for (const auto& a : record_args(r.o, r.plan))
-            if (a.first != "--out" && a.first != "--heads-schedule" && a.first != "--widths") v.push_back(a);
+            if (std::find(columns.begin(), columns.end(), a.first) == columns.end()) v.push_back(a);
         return v;
     };
     for (size_t a = 0; a < per_seed; a++)
         for (size_t b = a + 1; b < per_seed; b++) {
             const ModelConfig &x = runs[a].cfg, &y = runs[b].cfg;
-            if (list(x, false) != list(y, false) || list(x, true) != list(y, true)) continue;
+            if (table(x) != table(y)) continue;
             if (flags_of(runs[a]) != flags_of(runs[b])) continue;
             if (runs[a].axis_values != runs[b].axis_values)
                 throw ConfigError(runs[a].name + " and " + runs[b].name +

@@ -489,6 +489,11 @@ TEST_CASE("study refuses a grid of identical models; a head schedule that is the
             r.out.find("give the same model here (2 layers, heads 2,2, widths 32,32): the study would compare a model "
                        "with itself") != std::string::npos);
     }
+    // One model spelled two ways by a layer-column axis: global and a list of zeros are both global attention.
+    Result g = sh("./study " + dir + " --heads uniform --grid window=global,0x2 --seeds 1 -- " + m + " --steps 2");
+    INFO(g.out);
+    CHECK(one_line_error(g));
+    CHECK(g.out.find("resolve to the same run here (the same model and flags)") != std::string::npos);
     CHECK(!is_dir(dir));
     Result w = sh("./train_prism " + m + " -s prism --plan");
     INFO(w.out);
