@@ -158,6 +158,21 @@ std::vector<std::string> pieces(const std::string& text) {
     return out;
 }
 
+// What parse_hf_config says of `good` with `from` replaced by `to` (read as x/config.json): its error, or
+// "(no error)".
+std::string config_error(const std::string& good, const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    try {
+        parse_hf_config(t, "x/config.json");
+    } catch (const HfError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
 }  // namespace
 
 TEST_CASE("safetensors: fp32 reads back bit for bit, bf16 rounds to nearest even, the data starts 8-byte aligned",
@@ -291,18 +306,7 @@ TEST_CASE(
 TEST_CASE("config.json whose numbers contradict each other is refused in one line", "[hf]") {
     const ModelConfig c = make("prism", "x", "layernorm", 0);
     const std::string good = hf_config_json(c, 0, "float32");
-    auto error = [&](const std::string& from, const std::string& to) -> std::string {
-        std::string t = good;
-        const size_t at = t.find(from);
-        REQUIRE(at != std::string::npos);
-        t.replace(at, from.size(), to);
-        try {
-            parse_hf_config(t, "x/config.json");
-        } catch (const HfError& e) {
-            return e.what();
-        }
-        return "(no error)";
-    };
+    auto error = [&](const std::string& from, const std::string& to) { return config_error(good, from, to); };
     // A hidden size other than the rule's is the layer's own (model.bin stores it); 0 is a layer without an MLP.
     const int hid0 = c.hidden_of(0);
     CHECK(error("\"layer_hidden_sizes\": [" + std::to_string(hid0),
@@ -357,18 +361,7 @@ TEST_CASE(
     }
     CHECK(same_layers(parse_hf_config(old, "config.json").cfg, uniform));
 
-    auto error = [&](const std::string& from, const std::string& to) -> std::string {
-        std::string t = good;
-        const size_t at = t.find(from);
-        REQUIRE(at != std::string::npos);
-        t.replace(at, from.size(), to);
-        try {
-            parse_hf_config(t, "x/config.json");
-        } catch (const HfError& e) {
-            return e.what();
-        }
-        return "(no error)";
-    };
+    auto error = [&](const std::string& from, const std::string& to) { return config_error(good, from, to); };
     const std::string kv = "\"layer_kv_heads\": [2, 0, 2, 2, 2, 2]", win = "\"layer_windows\": [8, 0, 0, 8, 8, 0]";
     const std::vector<std::pair<std::string, std::string>> bad = {
         {error(kv, "\"layer_kv_heads\": [3, 0, 2, 2, 2, 2]"),

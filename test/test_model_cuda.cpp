@@ -123,13 +123,37 @@ double rel_err(const float* got, const float* want, size_t n) {
     return std::sqrt(num / std::max(den, 1e-30));
 }
 
-void check_grads(const ModelConfig& c, const std::vector<float>& got, const std::vector<float>& want) {
-    const ParamLayout layout = param_layout(c);
-    for (const ParamTensor& t : layout.tensors) {
+// Every gradient tensor within 5e-2 relative of the reference's; the worst tensor's error and name, for printing.
+std::pair<double, std::string> check_grads(const ModelConfig& c, const std::vector<float>& got,
+                                           const std::vector<float>& want) {
+    std::pair<double, std::string> worst{0.0, ""};
+    for (const ParamTensor& t : param_layout(c).tensors) {
         const double e = rel_err(got.data() + t.offset, want.data() + t.offset, t.numel());
         INFO(t.name << ": relative error " << e);
         CHECK(e <= 5e-2);
+        if (e > worst.first) worst = {e, t.name};
     }
+    return worst;
+}
+
+// One batch's loss (within 1e-2) and every gradient (check_grads) of the engine against the reference's; the loss
+// difference and the worst gradient tensor.
+struct LossGrads {
+    double loss_err;
+    std::pair<double, std::string> worst;
+};
+LossGrads check_loss_and_grads(const ModelConfig& c, ref::RefModel<float>& rm, CudaEngine& e,
+                               const std::vector<int>& in, const std::vector<int>& tg, int B, int T) {
+    const float want = rm.forward(in.data(), tg.data(), B, T);
+    e.zero_grad();
+    e.forward_backward(in.data(), tg.data(), B, T, 1.0f);
+    const double loss_err = std::fabs(e.read_stats().loss - want);
+    CHECK(loss_err <= 1e-2);
+    rm.zero_grad();
+    rm.backward(1.0f);
+    std::vector<float> g(e.num_params());
+    e.get_grads(g.data());
+    return {loss_err, check_grads(c, g, rm.grads)};
 }
 
 }  // namespace
@@ -148,16 +172,7 @@ TEST_CASE("GPU model loss and every parameter gradient match the reference (unif
         std::vector<int> in, tg;
         const int B = 2, T = 7;  // odd T, below the context length
         make_batch(c, B, T, 2, in, tg);
-        const float want = rm.forward(in.data(), tg.data(), B, T);
-        e.zero_grad();
-        e.forward_backward(in.data(), tg.data(), B, T, 1.0f);
-        const double got = e.read_stats().loss;
-        CHECK(std::fabs(got - want) <= 1e-2);
-        rm.zero_grad();
-        rm.backward(1.0f);
-        std::vector<float> g(e.num_params());
-        e.get_grads(g.data());
-        check_grads(c, g, rm.grads);
+        check_loss_and_grads(c, rm, e, in, tg, B, T);
     }
 }
 
@@ -190,24 +205,9 @@ TEST_CASE("GPU model loss, logits and every gradient match the reference for eve
             }
         CHECK(logits_err <= 5e-2);
         // Training: the loss and every gradient.
-        const float want = rm.forward(in.data(), tg.data(), B, T);
-        e.zero_grad();
-        e.forward_backward(in.data(), tg.data(), B, T, 1.0f);
-        const double got = e.read_stats().loss;
-        CHECK(std::fabs(got - want) <= 1e-2);
-        rm.zero_grad();
-        rm.backward(1.0f);
-        std::vector<float> g(e.num_params());
-        e.get_grads(g.data());
-        check_grads(c, g, rm.grads);
-        double worst = 0;
-        std::string at;
-        for (const ParamTensor& t : param_layout(c).tensors) {
-            const double x = rel_err(g.data() + t.offset, rm.grads.data() + t.offset, t.numel());
-            if (x > worst) worst = x, at = t.name;
-        }
-        printf("layer columns, %-12s: loss %.2e, logits %.2e, worst gradient %.2e (%s)\n", kind.c_str(),
-               std::fabs(got - want), logits_err, worst, at.c_str());
+        const LossGrads r = check_loss_and_grads(c, rm, e, in, tg, B, T);
+        printf("layer columns, %-12s: loss %.2e, logits %.2e, worst gradient %.2e (%s)\n", kind.c_str(), r.loss_err,
+               logits_err, r.worst.first, r.worst.second.c_str());
     }
 }
 
