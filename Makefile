@@ -18,15 +18,22 @@ $(shell mkdir -p $(addprefix $(BUILD)/,deps engine test asan tsan native hf nvcc
 all:
 
 # ==== what this machine has ========================================================================================
-# nvcc: the CUDA engine is compiled into train_prism, eval_zeroshot and generate when nvcc exists (for GPU_ARCH,
-# sm_80 and sm_90 by default); they pick the GPU at run time when one is present, the CPU reference otherwise.
-# CPU_ONLY=1 builds them with g++. Warnings are errors in every nvcc build. The GPU checks and the bundle (further
-# down) need only nvcc, whatever CPU_ONLY says.
+# nvcc: the CUDA engine is compiled into train_prism, eval_zeroshot and generate when nvcc exists; they pick the GPU
+# at run time when one is present, the CPU reference otherwise. CPU_ONLY=1 builds them with g++ alone. GPU_ARCH, the
+# compute capabilities built for: those of this machine's GPUs (nvidia-smi's compute_cap, as llm.c does; 8.0 and
+# up), else 80 90 (A100, H100, H200). Each gets machine code (sm_XY), and the newest also its PTX (compute_XY),
+# which the driver JIT-compiles for any newer GPU (sm_100, sm_120: docs/gpu.md). Warnings are errors in every nvcc
+# build. The GPU checks and the bundle (further down) need only nvcc, whatever CPU_ONLY says.
 NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
-GPU_ARCH ?= 80 90
+BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
+GPU_ARCH ?= $(or $(if $(BIN_NVCC),$(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+            tr -d . | awk '$$1 >= 80' | sort -nu)),80 90)
 CUDA_LIB ?= $(abspath $(dir $(NVCC))../lib64)
 CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))..))
-BIN_NVCC := $(if $(CPU_ONLY),,$(NVCC))
+# -gencode for machine code of every architecture in $(1) and the PTX of the newest.
+newest_arch = $(shell echo $(1) | tr ' ' '\n' | sort -n | tail -1)
+gencode = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a)) \
+          -gencode arch=compute_$(call newest_arch,$(1)),code=compute_$(call newest_arch,$(1))
 NATIVE_ARCH ?= sm_90
 
 # MPI (data-parallel ranks under mpirun / srun, CPU and GPU): OpenMPI's wrapper `mpicxx --showme`, else
@@ -55,14 +62,16 @@ NCCL_LIBDIR := $(if $(NCCL_H),$(patsubst %/,%,$(dir $(firstword $(wildcard $(CUD
                /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))))
 NCCL_VERSION := $(if $(NCCL_LIBDIR),$(shell sed -n 's/^\#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(NCCL_H) | paste -sd.))
 NCCL_CFLAGS := $(if $(NCCL_LIBDIR),-DPRISM_NCCL -I$(dir $(NCCL_H)))
-NCCL_LIBS := $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -lnccl -Xlinker -rpath -Xlinker $(NCCL_LIBDIR))
+comma := ,
+NCCL_LIBS := $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -lnccl -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR))
 # nvcc takes -I -D -L -l itself; anything else in MPI's flags (-pthread, -Wl,...) goes to the host compiler.
 nvcc_host = $(foreach f,$(1),$(if $(filter -I% -D% -L% -l%,$(f)),$(f),-Xcompiler $(f)))
 
 # The engine the three GPU-capable products get from this make, in words (the info line), and with MPI or not
 # (build/engine/, below).
-ENGINE := $(if $(BIN_NVCC),CUDA engine (nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p') \
-          for $(GPU_ARCH:%=sm_%)$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++))
+NVCC_VERSION := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p'))
+ENGINE := $(if $(BIN_NVCC),CUDA engine (nvcc $(NVCC_VERSION) for $(GPU_ARCH:%=sm_%) + compute_$(call newest_arch,$(GPU_ARCH)) \
+          PTX$(if $(NCCL_CFLAGS), + NCCL $(NCCL_VERSION))),CPU engine (g++))
 BIN_KIND := $(ENGINE)$(if $(strip $(MPI_LIBS)), + MPI)
 
 # One line saying what was found (once per make; not for clean, nor for run, which picks its own engine).
@@ -94,14 +103,20 @@ JSON_O := $(BUILD)/json.o
 $(JSON_O): util/json.cpp
 	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
 
+# The three GPU-capable products are plain C++ for g++ either way. A CUDA build defines PRISM_CUDA and links the one
+# CUDA engine object, build/cuda_engine.o (cuda_engine.cu: the engine, its kernels and the decoder's, compiled once
+# by nvcc for all three; engine_factory.h declares what it defines), the CUDA runtime (static) and cuBLASLt.
+CUDA_ENGINE_O := $(BUILD)/cuda_engine.o
 ifeq ($(BIN_NVCC),)
 build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -x c++ $(1) -x none $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
-NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-            -Werror all-warnings -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
-# (-x cu takes every input file as CUDA: the object goes to the linker by -Xlinker.)
-build_bin = $(BIN_NVCC) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -x cu $(1) -o $@ \
-            -Xlinker $(JSON_O) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp -lpcre2-8 $(call nvcc_host,$(MPI_LIBS)) $(NCCL_LIBS)
+NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(call gencode,$(GPU_ARCH)) -Werror all-warnings \
+            -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
+$(CUDA_ENGINE_O): cuda_engine.cu $(BUILD)/engine/cuda_engine
+	$(NVCC) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -c $< -o $@
+build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) $(NCCL_CFLAGS) -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' \
+            -x c++ $(1) -x none $(JSON_O) $(CUDA_ENGINE_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS) $(NCCL_LIBS) \
+            -L$(CUDA_LIB) -lcudart_static -lcublasLt -ldl -lrt -lpthread -Wl,-rpath,$(CUDA_LIB)
 endif
 
 # build/engine/NAME holds the engine NAME was last built with, rewritten only when this make's differs: a binary
@@ -122,6 +137,7 @@ eval_zeroshot: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.tx
 	$(call build_bin,$< $(COMMIT_FLAG))
 generate: inspect/generate.cu $(BUILD)/engine/generate $(JSON_O)
 	$(call build_bin,$<)
+$(if $(BIN_NVCC),train_prism eval_zeroshot generate: $(CUDA_ENGINE_O))
 
 # analyze runs on the fp32 CPU reference, report reads logs, study runs a grid of train_prism runs, import reads a
 # Hugging Face directory: plain C++ on every machine.
@@ -176,6 +192,14 @@ TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm 
 $(TEST_DRIVERS): OPT = -O1 -march=native
 $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
+# The fast tier, build/test_fast (make test-fast): the test files whose tests run inside the test process alone (no
+# other binary, no MPI, no browser), linked from the same objects as build/test_prism, for the edit-compile-test
+# loop: after an edit to a product header it rebuilds and runs in under a minute on two cores. A test file that
+# runs nothing but itself, and quickly, belongs on this list.
+FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,dataloader executor executor_seams io layout reference \
+              ref_ops schedule tokenizer))
+$(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
 
 # The other binaries the tests drive:
 #   train_prism_executor  train_prism with the CUDA engine on the CUDA-on-CPU executor (cuda_cpu/), with MPI: the
@@ -186,8 +210,10 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run
-$(BUILD)/train_prism_executor: train_prism.cu $(JSON_O)
-	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/train_prism_executor: train_prism.cu $(BUILD)/cuda_engine_executor.o $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/cuda_engine_executor.o: cuda_engine.cu
+	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
 $(BUILD)/train_prism_nompi: train_prism.cu $(JSON_O)
 	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none $(JSON_O) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/dp_engine_check: test/dp_engine_check.cpp
@@ -211,8 +237,8 @@ $(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUI
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
-TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism train_prism_executor train_prism_nompi dp_engine_check \
-              comm_mpi_check bench_attention_cpu bench_model_cpu)
+TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism_executor train_prism_nompi \
+              dp_engine_check comm_mpi_check bench_attention_cpu bench_model_cpu)
 
 # ---- the sanitizer builds: the kernel tests on the executor's fiber-aware builds ----------------------------------
 # KERNEL_TESTS run under AddressSanitizer + UBSan (build/test_kernels_asan) and ThreadSanitizer
@@ -251,18 +277,19 @@ $(BUILD)/test/%.o: test/%.cpp
 # ==== the GPU's checks, without a GPU (nvcc only) ===================================================================
 # The GPU bundle, build/gpu-bundle/ (at most 48 MiB; docs/gpu.md, "The GPU bundle": how to take it to a GPU machine, what its
 # summary means): one folder that answers, in one run of at most 7 minutes on a GPU machine with only a driver
-# and a CUDA toolkit, everything the project cannot check without a GPU. bin/ (native sm_80 + sm_90 builds, one
-# GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_model, train_prism, eval_zeroshot, generate, gpu_info),
+# and a CUDA toolkit, everything the project cannot check without a GPU. bin/ (native sm_80 + sm_90 builds with
+# compute_90 PTX for newer GPUs, one GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_model, train_prism, eval_zeroshot, generate, gpu_info),
 # export (g++: the peer stage's initial weights), peer/ (dev/peer/*.py, the PyTorch peer), data/ (real-text token
 # shards of data/default/, the tokenizer file), run.sh (dev/gpu_bundle/run.sh: seven stages, their summary and logs
 # into the folder it is given), BUILD_INFO. Its host code is for any x86-64-v3 CPU (the
 # GPU machine's CPU is another), PCRE2 and the CUDA runtime static.
 #
 # Its compiles are the project's nvcc checks; no other rule compiles the same sources for the GPU again:
-#   - warnings as errors in every one (the kernel files, the test kernels of test/*.cuh, the products' sources);
+#   - warnings as errors in every one (the kernel files, the test kernels of test/*.cuh, the CUDA engine), and in
+#     g++'s compiles of the products' sources, which link the engine's one object (cuda_engine.o);
 #   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
 #     ptxas -v log beside its objects: bench_model holds every kernel the engine launches, test_kernels the two
-#     it does not (residual_forward, copy_columns), generate the decoder's;
+#     it does not (residual_forward, copy_columns), cuda_engine the decoder's;
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
 #   - gpu-bundle-check runs its train_prism on this machine's CPU when there is no GPU (the CUDA build's
 #     fallback), besides its size, libraries and run.sh's skips.
@@ -276,11 +303,16 @@ GPU_BUNDLE_MIB := 48
 # One front end (cicc) per architecture, not one PTX for both: CUDA's headers differ by __CUDA_ARCH__ (a bf16
 # atomicAdd is one instruction on sm_90, a compare-and-swap loop on sm_80), so sm_90 code from compute_80's PTX
 # would be slower code than an H100 should run, though it would save one of the two cicc runs of every compile.
-GB_GENCODE := $(foreach a,$(GPU_BUNDLE_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+# The newest architecture's PTX is embedded too (compute_90, the same cicc output as sm_90's code): a newer GPU
+# (sm_100, sm_120) JIT-compiles it at the first launch, and run.sh's first stage says so.
+GB_GENCODE := $(call gencode,$(GPU_BUNDLE_ARCH))
 GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-parameter
 # PCRE2 as its archive, named by path (nvcc reorders -l flags past any -Bstatic / -Bdynamic around them).
 GB_LINK = $(shell $(CXX) -print-file-name=libpcre2-8.a) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp
 GB_BINS := gpu_tests bench_attention bench_model train_prism eval_zeroshot generate gpu_info
+# The products are plain C++ (g++, -Werror) linked with one CUDA engine object, $(GB_OBJ)/cuda_engine.o, as `make`
+# builds them; the benchmarks, gpu_info and the tests are nvcc's.
+GB_PRODUCTS := train_prism eval_zeroshot generate
 GB_TESTS := $(KERNEL_TESTS) test_model_cuda test_decode_cuda
 # Real text for the benchmarks and the tiny run: the validation shard whole, the first 1M tokens of the first
 # training shard (2 MB; the tiny run reads 51K, the benchmarks wrap windows of up to 64K).
@@ -294,11 +326,12 @@ $(shell mkdir -p $(GB_OBJ) $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/data/default $(GPU_BU
 endif
 GB_ALLOWED_LIBS := linux-vdso|ld-linux-x86-64|libc|libm|libstdc\+\+|libgcc_s|libgomp|libdl|libpthread|librt|libcublasLt|libcublas
 
-# ptxas -v goes to a log beside each object (its registers and spills); nvcc's own messages are shown when it fails.
-# The test objects are compiled as the kernel tests are written, without -Werror (Catch2 is not nvcc's; their
-# kernels, test/*.cuh, are in test-nvcc-check).
-$(GB_OBJ)/train_prism.o $(GB_OBJ)/eval_zeroshot.o $(GB_OBJ)/generate.o: GB_FLAGS = -Werror all-warnings -DPRISM_CUDA
+# ptxas -v goes to a log beside each nvcc object (its registers and spills); nvcc's own messages are shown when it
+# fails. The test objects are compiled as the kernel tests are written, without -Werror (Catch2 is not nvcc's;
+# their kernels, test/*.cuh, are in test-nvcc-check).
+$(GB_OBJ)/cuda_engine.o: GB_FLAGS = -Werror all-warnings -DPRISM_CUDA
 $(GB_OBJ)/bench_attention.o $(GB_OBJ)/bench_model.o $(GB_OBJ)/gpu_info.o: GB_FLAGS = -Werror all-warnings
+$(GB_OBJ)/cuda_engine.o: cuda_engine.cu
 $(GB_OBJ)/train_prism.o: train_prism.cu
 $(GB_OBJ)/eval_zeroshot.o: eval_zeroshot.cu
 $(GB_OBJ)/generate.o: inspect/generate.cu
@@ -306,20 +339,24 @@ $(GB_OBJ)/bench_attention.o: dev/bench_attention.cpp
 $(GB_OBJ)/bench_model.o: dev/bench_model.cpp
 $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 $(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
-GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,$(filter-out gpu_tests,$(GB_BINS)) $(GB_TESTS))
+GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_model gpu_info $(GB_TESTS))
 $(GB_OBJS):
 	$(NVCC) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
 	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
+$(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
+	$(CXX) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
+	    -x c++ -c $< -o $@
 $(GB_OBJ)/json.o: util/json.cpp
 	$(CXX) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
-.SECONDARY: $(GB_OBJS)
+.SECONDARY: $(GB_OBJS) $(GB_PRODUCTS:%=$(GB_OBJ)/%.o)
 $(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS))
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
-$(addprefix $(GPU_BUNDLE)/bin/,bench_model train_prism eval_zeroshot generate): $(GB_OBJ)/json.o
+$(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/json.o
+$(addprefix $(GPU_BUNDLE)/bin/,$(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
 $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 	cp $< $@ && chmod +x $@
 # The peer stage: export (plain C++: the initial weights for the PyTorch peer) and the peer's Python (dev/peer/).
@@ -331,7 +368,7 @@ $(GPU_BUNDLE)/bin/export: hf/export.cpp $(BUILD)/hf/hf_python.h $(GB_OBJ)/json.o
 	$(CXX) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) $< $(GB_OBJ)/json.o -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
 $(GPU_BUNDLE)/BUILD_INFO: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS))
 	@echo "commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)');" \
-	    "$$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/nvcc \1/p'), sm $(GPU_BUNDLE_ARCH);" \
+	    "$$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/nvcc \1/p'), sm $(GPU_BUNDLE_ARCH) + compute_$(call newest_arch,$(GPU_BUNDLE_ARCH)) PTX;" \
 	    "built $$(date -u +%Y-%m-%dT%H:%MZ)" > $@
 # Data: real text, a slice of the training shard (its header's count rewritten).
 $(GPU_BUNDLE)/data/default/$(notdir $(GB_TRAIN_SRC)): $(GB_TRAIN_SRC)
@@ -355,7 +392,7 @@ $(BUILD)/nvcc_check/%.o: %
 $(BUILD)/ptxas.txt: $(GB_OBJ)/bench_model.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
-$(BUILD)/ptxas_decode.txt: $(GB_OBJ)/generate.o test/ptxas_check.sh
+$(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $<.ptxas.log > $@.all || { cat $@.all; echo "test-ptxas-decode: a kernel spills"; exit 1; }
 	@grep -i decode $@.all > $@.tmp || { echo "test-ptxas-decode: no decode kernel in $<.ptxas.log"; exit 1; }
 	@mv $@.tmp $@
@@ -374,35 +411,36 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 # ==== the checks and tests ==========================================================================================
 # `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's
 # compile checks; then runs TEST_TARGETS one after another, so that the tests that time several processes are not
-# starved by compilers; then the closing line from the runner's own counts (test/summary.sh). It exits non-zero
-# when any build or test target fails or any test case failed, naming the failed cases.
+# starved by compilers; then the closing line from the runner's own counts (test/summary.sh: passed, failed and
+# skipped, from the results files in build/test-results/). It exits non-zero when any build or test target fails or
+# any check failed, naming the failed cases.
 #   test-unit              build/test_prism: every Catch2 test (test_train.cpp and others drive the binaries end to end)
 #   bench-attention-smoke  dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   cost-model             the per-kernel roofline cost model of a 124M step, uniform, Prism and X (no GPU needed)
 #   gpu-bundle-check       the bundle's size, libraries, its run.sh and train_prism without a GPU (with nvcc)
-# and in the build phase, with nvcc (each says so and passes when there is no nvcc):
+#   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
+#                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
+# and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
 #   test-nvcc-check        comm.cuh with NCCL and MPI through nvcc (the kernel files: the bundle's compiles)
 #   test-ptxas             every kernel of the model for sm_80 and sm_90: fails on any register spill, writes
 #                          the register table to build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
-#   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
-#                          subnormal range check (test/sass_check.sh; needs cuobjdump, skipped with a note without)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
 # GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;
 # the planted missing-__syncthreads race must be reported). make sanitizer-builds builds them in parallel.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_RESULTS := $(BUILD)/test-results
-TEST_TARGETS := test-unit bench-attention-smoke cost-model gpu-bundle-check
-NVCC_CHECKS := test-nvcc-check test-ptxas test-ptxas-decode gpu-bundle test-sass
+TEST_TARGETS := test-unit bench-attention-smoke cost-model gpu-bundle-check test-sass
+NVCC_CHECKS := test-nvcc-check test-ptxas test-ptxas-decode gpu-bundle
 
 .PHONY: test test-build sanitizer-builds $(TEST_TARGETS) $(NVCC_CHECKS) test-asan test-race \
         test-fuzz-asan test-asan-model test-asan-decode
 test:
 	@bash setup.sh
-	@rm -f $(TEST_RESULTS)/unit.txt
+	@rm -f $(addprefix $(TEST_RESULTS)/,unit.txt bundle.txt sass.txt)
 	@$(MAKE) -k -j$(TEST_JOBS) --no-print-directory test-build; b=$$?; \
 	 $(MAKE) -k --no-print-directory $(TEST_TARGETS); rc=$$?; \
-	 bash test/summary.sh test $(TEST_RESULTS)/unit.txt; s=$$?; \
+	 bash test/summary.sh test $(addprefix $(TEST_RESULTS)/,unit.txt bundle.txt sass.txt); s=$$?; \
 	 if [ $$b -ne 0 ] || [ $$rc -ne 0 ]; then echo "test: a build or test target failed (see above)"; fi; \
 	 exit $$((b || rc || s))
 test-build: $(TEST_BUILD) $(NVCC_CHECKS)
@@ -422,7 +460,8 @@ gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS) export) $(GPU_BUNDLE)/run.
             $(GB_PEER)
 	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
 gpu-bundle-check: gpu-bundle
-	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check
+	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check; s=$$?; \
+	 $(call check_result,bundle,gpu-bundle-check,$$s); exit $$s
 test-nvcc-check: $(NVCC_CHECK_CUH:%=$(BUILD)/nvcc_check/%.o)
 	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL" \
 	    "(every other kernel file: the bundle's -Werror compiles)"
@@ -432,13 +471,22 @@ test-ptxas-decode: $(BUILD)/ptxas_decode.txt
 	@echo "test-ptxas-decode: $$(wc -l < $<) kernel builds (sm_80, sm_90), no spills; registers in $<"
 test-sass: $(GPU_BUNDLE)/bin/bench_attention
 	@if command -v cuobjdump > /dev/null && command -v nvdisasm > /dev/null; then \
-	    bash test/sass_check.sh $< attention > $(BUILD)/sass.txt || { cat $(BUILD)/sass.txt; echo "test-sass: FAILED"; exit 1; }; \
+	    bash test/sass_check.sh $< attention > $(BUILD)/sass.txt; s=$$?; $(call check_result,sass,test-sass,$$s); \
+	    if [ $$s -ne 0 ]; then cat $(BUILD)/sass.txt; echo "test-sass: FAILED"; exit 1; fi; \
 	    echo "test-sass: every attention kernel's exponentials are one MUFU.EX2 with no range check ($(BUILD)/sass.txt)"; \
-	else echo "test-sass: no cuobjdump / nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm): not checked"; fi
+	else bash test/skip.sh $(TEST_RESULTS)/sass.txt test-sass cuobjdump \
+	    "no cuobjdump / nvdisasm on PATH (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm; dev/ci_venv.sh has them)"; fi
 else
-$(NVCC_CHECKS) gpu-bundle-check:
-	@echo "$@: no nvcc found: not checked (the GPU bundle is not built)"
+# Without nvcc: every GPU check says so; gpu-bundle-check's results file counts them as one skip.
+$(NVCC_CHECKS):
+	@echo "SKIPPED: $@: no nvcc found (the GPU bundle is not built)"
+gpu-bundle-check test-sass:
+	@bash test/skip.sh $(TEST_RESULTS)/$(if $(filter test-sass,$@),sass,bundle).txt $@ nvcc "no nvcc found (the GPU bundle is not built)"
 endif
+# $(call check_result,NAME,CHECK,STATUS): the results file of a make target's one check (STATUS 0: it passed), for
+# test/summary.sh.
+check_result = mkdir -p $(TEST_RESULTS); if [ $(3) -eq 0 ]; then printf 'passed 1\nfailed 0\nskipped 0\n'; \
+    else printf 'passed 0\nfailed 1\nskipped 0\nfailed_case %s\n' '$(2)'; fi > $(TEST_RESULTS)/$(1).txt
 
 # The address builds run one after another (each writes its own results file for test/summary.sh); -k runs all.
 test-asan: test-fuzz-asan test-asan-model test-asan-decode $(BUILD)/test_kernels_asan
@@ -464,6 +512,13 @@ test-race: $(BUILD)/test_kernels_tsan
 	    cat $(BUILD)/planted_race.log; echo "test-race: FAILED: the planted race was not reported"; exit 1; \
 	fi
 
+# The fast tier alone: build/test_fast (FAST_TESTS), its closing line from its own counts.
+.PHONY: test-fast
+test-fast: $(BUILD)/test_fast
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/fast.txt
+	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<; \
+	 bash test/summary.sh test-fast $(TEST_RESULTS)/fast.txt
+
 # One part of the tests at a time (Catch2 tags), on the executor where they concern kernels.
 .PHONY: test-attention test-executor test-kernels test-dist test-comm-mpi test-report-browser
 run_tag = OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_prism "[$(1)]"
@@ -487,14 +542,19 @@ test-executor-native: $(BUILD)/test_kernels_native
 	./$<
 
 # Hugging Face: exports loaded in transformers and compared with the CPU reference (test/hf/test_hf.py): logits,
-# greedy generate(), lm-eval's HFLM against eval_zeroshot; skipped with a note when torch / transformers are missing.
+# greedy generate(), lm-eval's HFLM against eval_zeroshot. Its counts go to build/test-results/hf.txt (.ci/run adds
+# them up); without torch / transformers it is one skip (test/skip.sh: a failure where PRISM_REQUIRE names torch).
+# .ci/run runs it with PYTHON=/opt/prism-venv/bin/python (dev/ci_venv.sh).
 PYTHON ?= python3
 .PHONY: test-hf
 test-hf:
+	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/hf.txt
 	@if ! $(PYTHON) -c 'import torch, transformers' 2>/dev/null; then \
-	    echo "test-hf: skipped: $(PYTHON) cannot import torch and transformers (pip install torch transformers lm-eval accelerate)"; exit 0; fi; \
+	    bash test/skip.sh $(TEST_RESULTS)/hf.txt test-hf torch \
+	        "$(PYTHON) cannot import torch and transformers (pip install torch transformers lm-eval accelerate; dev/ci_venv.sh)"; \
+	    exit; fi; \
 	 $(MAKE) --no-print-directory export import generate eval_zeroshot $(BUILD)/prepare_eval $(BUILD)/hf_check && \
-	 OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(PYTHON) test/hf/test_hf.py
+	 PRISM_TEST_RESULTS=$(TEST_RESULTS)/hf.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(PYTHON) test/hf/test_hf.py
 
 # ==== benchmarks and developers' tools ==============================================================================
 #   make bench-attention        forward and backward TFLOP/s at T 1024, 2048, 4096 per head_dim, on a GPU (ARGS="...")

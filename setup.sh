@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh: everything Prism needs on a fresh Debian 12 / Ubuntu machine, once.
 #   1. build dependencies from Debian (apt-get; as root, or through sudo): g++, make, Catch2 v2, PCRE2,
-#      Boost.Context (the CUDA-on-CPU test executor), OpenMPI, python3 + pip (only to download data files),
+#      Boost.Context (the CUDA-on-CPU test executor), OpenMPI, python3 + pip + venv (to download data files, and
+#      dev/ci_venv.sh's environment of CI's comparisons),
 #      bible-kjv (part of the default corpus), zlib (the tests read a browser's PNG screenshot), nlohmann/json
 #      (util/json.h), simdjson (prepare_shards' JSON Lines), Boost.Math headers (studies/stats.h: Student's t),
 #      libxml2 (the tests parse report's page and every SVG with it).
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip
+packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip python3-venv
           bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libxml2-dev)
 missing=()
 for p in "${packages[@]}"; do

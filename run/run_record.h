@@ -93,7 +93,9 @@ inline std::string build_description() {
     s = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + " (host " + s +
         ")";
 #endif
-#ifdef PRISM_CUDA
+#if defined(PRISM_CUDA) && defined(PRISM_NVCC_VERSION)
+    s += ", CUDA engine (nvcc " PRISM_NVCC_VERSION ")";  // cuda_engine.cu, compiled by nvcc and linked in
+#elif defined(PRISM_CUDA)
     s += ", CUDA engine";
 #else
     s += ", CPU only";

@@ -2,8 +2,9 @@
 // then each library's own reader (TensorBoard's plugin_event_accumulator, the loader behind its dashboards; W&B's
 // `wandb leet inspect --json` of the offline run's transaction log) reads back what it wrote, compared value by
 // value with log.jsonl, run.json and eval.json.
-// Python is $PRISM_PYTHON, else python3; a library that does not import there is skipped with a WARN (CI installs
-// neither), and then the bridge's one-line error naming its pip package is what is checked.
+// Python is $PRISM_PYTHON, else python3; a library that does not import there is skipped (test/skip.h: counted as
+// skipped, a failure where PRISM_REQUIRE names it; CI's venv has both), and then the bridge's one-line error
+// naming its pip package is what is checked.
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "test/skip.h"
 #include "test/train_util.h"
 #include "util/json.h"
 
@@ -32,9 +34,9 @@ bool importable(const std::string& module) { return sh(python() + " -c 'import "
 // W&B's reader of an offline run's transaction log (the .wandb file) is `wandb leet inspect`, in recent wandb.
 bool wandb_readable() {
     if (sh(python() + " -m wandb leet inspect --help").rc == 0) return true;
-    WARN(
-        "this wandb has no `wandb leet inspect` to read an offline run back: its read-back is skipped "
-        "(pip install -U wandb)");
+    PRISM_SKIP("wandb",
+               "this wandb has no `wandb leet inspect` to read an offline run back: its read-back is skipped "
+               "(pip install -U wandb)");
     return false;
 }
 
@@ -189,7 +191,7 @@ TEST_CASE(
     "own readers",
     "[live]") {
     if (sh(python() + " -c 'import json'").rc != 0) {
-        WARN("skipped: no " << python() << " to run tools/prism_live.py with (set PRISM_PYTHON)");
+        PRISM_SKIP("python3", "no " << python() << " to run tools/prism_live.py with (set PRISM_PYTHON)");
         return;
     }
     const std::string dir = make_data_dir(), out = dir + "/tiny-run";
@@ -207,8 +209,8 @@ TEST_CASE(
 
     {  // TensorBoard
         if (!tb) {
-            WARN("skipped: the tensorboard package is not importable by " << python()
-                                                                          << " (set PRISM_PYTHON to a python with it)");
+            PRISM_SKIP("tensorboard", "the tensorboard package is not importable by "
+                                          << python() << " (set PRISM_PYTHON to a python with it): its read-back");
             Result e = sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once");
             INFO(e.out);
             CHECK(e.rc == 1);
@@ -242,8 +244,8 @@ TEST_CASE(
     }
     {  // Weights & Biases, offline
         if (!wb) {
-            WARN("skipped: the wandb package is not importable by " << python()
-                                                                    << " (set PRISM_PYTHON to a python with it)");
+            PRISM_SKIP("wandb", "the wandb package is not importable by "
+                                    << python() << " (set PRISM_PYTHON to a python with it): its read-back");
             Result e = sh(python() + " " + kBridge + " " + out + " --wandb --wandb-mode offline --once");
             INFO(e.out);
             CHECK(e.rc == 1);
@@ -282,8 +284,9 @@ TEST_CASE(
     "[live]") {
     const bool tb = importable("tensorboard"), wb = importable("wandb");
     if (!tb && !wb) {
-        WARN("skipped: neither tensorboard nor wandb is importable by " << python()
-                                                                        << " (set PRISM_PYTHON to a python with them)");
+        PRISM_SKIP("tensorboard", "neither tensorboard nor wandb is importable by "
+                                      << python() << " (set PRISM_PYTHON to a python with them)");
+        PRISM_SKIP("wandb", "neither tensorboard nor wandb is importable by " << python());
         return;
     }
     const std::string dir = make_data_dir(), study = dir + "/study", bout = dir + "/bridge.out";
@@ -338,7 +341,7 @@ TEST_CASE(
         check_log(b, "a", study + "/a/log.jsonl", true);
         check_log(b, "b", study + "/b/log.jsonl", true);
     } else {
-        WARN("TensorBoard part skipped: the tensorboard package is not importable by " << python());
+        PRISM_SKIP("tensorboard", "the tensorboard package is not importable by " << python() << ": its part");
     }
     if (wb && wandb_readable()) {
         // W&B: the first run as it was, the branch as a run of its own holding the rewritten log whole.
@@ -350,7 +353,7 @@ TEST_CASE(
         check_log(b, "b", study + "/b/log.jsonl", false);
         CHECK(json::parse(b.config.at("a@11")).find("args")->find("steps")->str == "30");
     } else {
-        WARN("W&B part skipped: the wandb package is not importable by " << python() << ", or not readable");
+        if (!wb) PRISM_SKIP("wandb", "the wandb package is not importable by " << python() << ": its part");
     }
 
     // One run followed from before its directory exists: the bridge waits for it and stops once it is done.

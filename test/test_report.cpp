@@ -27,6 +27,7 @@
 #include "inspect/svg.h"
 #include "test/inspect_util.h"
 #include "test/png_check.h"
+#include "test/skip.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
 #include "test/xml_lib.h"
@@ -403,7 +404,7 @@ TEST_CASE("report: three runs in one well-formed page; an empty run directory is
 TEST_CASE("the report renders in a headless browser (chromium): the screenshot shows the charts", "[report][browser]") {
     const std::string browser = find_browser();
     if (browser.empty()) {
-        WARN("skipped: no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
+        PRISM_SKIP("chromium", "no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
         return;
     }
     char tmpl[] = "/tmp/prism_browser_XXXXXX";
@@ -693,7 +694,7 @@ TEST_CASE(
     "[report][browser]") {
     const std::string browser = find_browser();
     if (browser.empty()) {
-        WARN("skipped: no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
+        PRISM_SKIP("chromium", "no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
         return;
     }
     char tmpl[] = "/tmp/prism_browser_xss_XXXXXX";

@@ -20,6 +20,7 @@
 
 #include "run/run_record.h"
 #include "studies/stats.h"
+#include "test/skip.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
 #include "util/fs.h"
@@ -34,12 +35,13 @@ std::string python() {
     return p && *p ? p : "python3";
 }
 
-// scipy importable by python()? If not, the test says so (a WARN) and skips its comparison.
+// scipy importable by python()? If not, the test says so (PRISM_SKIP: counted as skipped, or failed where
+// PRISM_REQUIRE names scipy) and skips its comparison.
 bool have_scipy() {
     const Result r = sh(python() + " -c 'import scipy.stats, numpy'");
     if (r.rc != 0)
-        WARN("scipy not importable by " << python() << " (set PRISM_PYTHON), comparison skipped: "
-                                        << r.out.substr(0, r.out.find('\n')));
+        PRISM_SKIP("scipy", "scipy not importable by " << python() << " (set PRISM_PYTHON), comparison skipped: "
+                                                       << r.out.substr(0, r.out.find('\n')));
     return r.rc == 0;
 }
 

@@ -1,7 +1,11 @@
 // dev/gpu_bundle/gpu_info.cu: the GPU bundle's first stage (run.sh): which device, driver and runtime this machine
-// has, and whether the bundle's code runs on it, in one line. Exit status: 0 a usable GPU; 3 no GPU (no driver, or
-// no device); 4 the driver is older than the runtime the bundle was built with; 5 the device has no code in the
-// bundle (its compute capability was not built) or another CUDA error.
+// has, and whether the bundle's code runs on it, in one line: a probe kernel, and the code the driver loaded for it
+// (cudaFuncGetAttributes): the bundle's machine code for an architecture the device runs (sm_80 code on an 8.6 or
+// 8.9 device, say), or, on a device newer than any the bundle has machine code for (sm_100, sm_120), its PTX
+// JIT-compiled by the driver for the device ("JIT-compiled from compute_90 PTX for sm_100": a binary version that
+// differs from the PTX version it came from). Exit status: 0 a usable GPU; 3 no GPU (no driver, or no device); 4 the
+// driver is older than the runtime the bundle was built with; 5 the device has no code in the bundle (older than
+// sm_80) or another CUDA error.
 #include <cstdio>
 
 #include <cuda_runtime.h>
@@ -53,14 +57,24 @@ int main() {
     }
     if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost);
     if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
-        printf("; NO CODE for sm_%d%d in the bundle: rebuild with make gpu-bundle GPU_BUNDLE_ARCH=\"%d%d\"\n", p.major,
-               p.minor, p.major, p.minor);
+        printf("; NO CODE for sm_%d%d in the bundle: its kernels need sm_80 or newer (bf16 tensor cores, cp.async)\n",
+               p.major, p.minor);
         return 5;
     }
     if (e != cudaSuccess || h != 42) {
         printf("; a probe kernel failed: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "wrong result");
         return 5;
     }
-    printf("; a probe kernel ran\n");
+    cudaFuncAttributes a;
+    if (cudaFuncGetAttributes(&a, probe_kernel) != cudaSuccess) {
+        printf("; a probe kernel ran (which code the driver loaded for it is unknown)\n");
+        return 0;
+    }
+    if (a.binaryVersion != a.ptxVersion)
+        printf(
+            "; a probe kernel ran, JIT-compiled from compute_%d PTX for sm_%d (no machine code in the bundle for "
+            "this GPU: expect a slower first launch; make gpu-bundle GPU_BUNDLE_ARCH=\"80 90 %d%d\" builds it)\n",
+            a.ptxVersion, a.binaryVersion, p.major, p.minor);
+    else printf("; a probe kernel ran (the bundle's sm_%d machine code)\n", a.binaryVersion);
     return 0;
 }

@@ -20,7 +20,11 @@ against our own numbers:
              PIQA and LAMBADA files (build/prepare_eval on fixtures) against eval_zeroshot's scorer on the same
              requests (build/hf_check requests), |difference| at most 1e-4 nats (fp32 sums of 10 to 60 terms), and
              acc / acc_norm / LAMBADA perplexity recomputed from HFLM's numbers against eval_zeroshot's --json
-Exits 1 naming every failed check. Run from the repository root (make test-hf builds what it needs).
+Exits 1 naming every failed check. A part that cannot run here (lm-eval not importable) prints
+"SKIPPED: NEED: why" and counts as skipped, or as failed when NEED is one of the words of $PRISM_REQUIRE (CI's);
+with PRISM_TEST_RESULTS set, the counts go to that file for test/summary.sh ("passed N", "failed N", "skipped N",
+"failed_case ...", "skipped_case ..."), as the Catch2 binaries' listener writes them.
+Run from the repository root (make test-hf builds what it needs).
 """
 import json
 import os
@@ -41,13 +45,33 @@ transformers.utils.logging.disable_progress_bar()
 EOT = 50256
 T = 64
 FAILED = []
+PASSED = []
+SKIPPED = []
 WORK = tempfile.mkdtemp(prefix="prism_test_hf_")
 
 
 def check(ok, what):
     print(("  ok    " if ok else "  FAIL  ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
+    (PASSED if ok else FAILED).append(what)
+
+
+def skip(need, what):
+    """A part that cannot run here: skipped, or failed where $PRISM_REQUIRE names `need`."""
+    if need in os.environ.get("PRISM_REQUIRE", "").split():
+        check(False, f"{what}: skipped, but PRISM_REQUIRE says this environment has {need}")
+    else:
+        print(f"SKIPPED: {need}: {what}", flush=True)
+        SKIPPED.append(f"{what} (needs {need})")
+
+
+def write_results():
+    path = os.environ.get("PRISM_TEST_RESULTS")
+    if not path:
+        return
+    with open(path, "w") as f:
+        f.write(f"passed {len(PASSED)}\nfailed {len(FAILED)}\nskipped {len(SKIPPED)}\n")
+        f.writelines(f"failed_case {w}\n" for w in FAILED)
+        f.writelines(f"skipped_case {w}\n" for w in SKIPPED)
 
 
 def run(cmd, **kw):
@@ -277,7 +301,7 @@ def check_hflm(name, d, ev):
         from lm_eval.api.instance import Instance
         from lm_eval.models.huggingface import HFLM
     except ImportError as e:
-        print(f"  note  lm-eval's HFLM cannot be imported ({e}; pip install lm-eval accelerate): the HFLM checks are skipped")
+        skip("lm-eval", f"HFLM {name}: lm-eval's HFLM cannot be imported ({e}; pip install lm-eval accelerate)")
         return
     lm = HFLM(pretrained=d + "/hf", trust_remote_code=True, batch_size=1, device="cpu", dtype="float32")
     r = run(["./eval_zeroshot", d + "/model.bin", "--cpu", "--data", ev, "--tasks", ",".join(FIXTURES), "--json", d + "/r.json"])
@@ -337,9 +361,10 @@ def main():
     for name in ("prism", "x"):
         check_hflm(name, dirs[name], ev)
     shutil.rmtree(WORK)
-    print(f"test-hf: {'all checks passed' if not FAILED else str(len(FAILED)) + ' failed'} ({time.time() - t0:.0f} s)")
+    print(f"test-hf: {len(PASSED)} passed, {len(FAILED)} failed, {len(SKIPPED)} skipped ({time.time() - t0:.0f} s)")
     for f in FAILED:
         print("  failed: " + f)
+    write_results()
     return 1 if FAILED else 0
 
 
