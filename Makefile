@@ -196,8 +196,8 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # other binary, no MPI, no browser), linked from the same objects as build/test_prism, for the edit-compile-test
 # loop: after an edit to a product header it rebuilds and runs in under a minute on two cores. A test file that
 # runs nothing but itself, and quickly, belongs on this list.
-FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,dataloader executor executor_seams io layout reference \
-              ref_ops schedule tokenizer))
+FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader decode_cuda docs executor \
+              executor_seams io kernels layout model_cuda prepare_shards reference ref_ops schedule tokenizer))
 $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
 
@@ -512,9 +512,11 @@ test-race: $(BUILD)/test_kernels_tsan
 	    cat $(BUILD)/planted_race.log; echo "test-race: FAILED: the planted race was not reported"; exit 1; \
 	fi
 
-# The fast tier alone: build/test_fast (FAST_TESTS), its closing line from its own counts.
+# The fast tier alone: build/test_fast (FAST_TESTS), built on every core like make test's build, then its closing
+# line from its own counts.
 .PHONY: test-fast
-test-fast: $(BUILD)/test_fast
+test-fast:
+	@$(MAKE) -j$(TEST_JOBS) --no-print-directory $(BUILD)/test_fast
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/fast.txt
 	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<; \
 	 bash test/summary.sh test-fast $(TEST_RESULTS)/fast.txt
