@@ -223,3 +223,24 @@ TEST_CASE("prepare_shards' command line sets its options", "[cli][prepare_shards
     CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
     CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), Catch::Contains("-o needs a value"));
 }
+
+TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
+    TrainOptions o;
+    std::vector<Flag> flags = make_train_flags(o);
+    // Every conditional entry set, so that a flag missing from record_args shows.
+    o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
+    o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
+    o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
+    o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3;
+    o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
+    RunPlan p;
+    const auto args = record_args(o, p);
+    for (const Flag& f : flags) {
+        const std::string n = canonical_name(f);
+        if (!f.recorded || n == "--tied") continue;
+        INFO(n);
+        CHECK(std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == n; }) != args.end());
+    }
+    CHECK(run_record::exact(0.003) == "0.003");
+    CHECK(std::strtod(run_record::exact(8.0 / 3).c_str(), nullptr) == 8.0 / 3);
+}

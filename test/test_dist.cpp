@@ -406,3 +406,13 @@ TEST_CASE(
     for (long s = 4; s <= 6; s++) CHECK(std::fabs(lc[s][0] - lg[s][0]) < 2e-2);
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "[train][faults][faults2]") {
+    std::string dir = make_data_dir();
+    Result r = sh("RANK=1 WORLD_SIZE=2 " + micro(dir, dir + "/run") + " --steps 1");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, "RANK=1 and WORLD_SIZE=2 are set, but neither a launcher"));
+    REQUIRE(sh("RANK=0 WORLD_SIZE=1 " + micro(dir, dir + "/run") + " --steps 1").rc == 0);
+    sh("rm -rf '" + dir + "'");
+}

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "text/tokenizer.h"
+#include "test/test_util.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,13 +45,6 @@ std::string tmp_dir() {
     char* d = mkdtemp(tmpl);
     REQUIRE(d != nullptr);
     return d;
-}
-
-void write_file(const std::string& path, const std::string& data) {
-    FILE* f = fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    fwrite(data.data(), 1, data.size(), f);
-    fclose(f);
 }
 
 std::string load_error(const std::string& path) {
