@@ -487,7 +487,8 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
             CHECK(access((out + "/" + name).c_str(), R_OK) == 0);
         CHECK(read_file(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
         // The card's table numbers layers from 1: the sixth layer (index 5) is row 6.
-        CHECK_THAT(read_file(out + "/README.md"), Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
+        CHECK_THAT(read_file(out + "/README.md"),
+                   Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
         if (!c.layers[1].attention)  // the columns of a sub-block the layer lacks are "-"
             CHECK_THAT(read_file(out + "/README.md"),
                        Catch::Contains("| 2 | " + std::to_string(c.layers[1].width) + " | - | - | - | - | "));
@@ -628,9 +629,9 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
     write_model(step + "/model.bin", c, 10);
     REQUIRE(link((step + "/model.bin").c_str(), (run + "/model.bin").c_str()) == 0);
     write_file(run + "/log.jsonl",
-              "{\"step\": 5, \"tokens\": 10240, \"train_loss\": 6.25, \"elapsed_s\": 6.0}\n"
-              "{\"step\": 10, \"tokens\": 20480, \"train_loss\": 5.5, \"val_loss\": 5.4, \"elapsed_s\": 12.5, "
-              "\"eval\": {\"task\": \"hellaswag\", \"examples\": 10, \"acc\": 0.3}}\n");
+               "{\"step\": 5, \"tokens\": 10240, \"train_loss\": 6.25, \"elapsed_s\": 6.0}\n"
+               "{\"step\": 10, \"tokens\": 20480, \"train_loss\": 5.5, \"val_loss\": 5.4, \"elapsed_s\": 12.5, "
+               "\"eval\": {\"task\": \"hellaswag\", \"examples\": 10, \"acc\": 0.3}}\n");
     for (const std::string& from : {run, step + "/model.bin"}) {
         remove_all(run + "/hf");
         const Result e = sh("./export " + from + " -o " + run + "/hf");

@@ -359,7 +359,8 @@ TEST_CASE(
     REQUIRE(wait_for(dir + "/c.rc", "\n", 60));
     INFO(read_file(dir + "/c.out"));
     CHECK(read_file(dir + "/c.rc") == "0\n");
-    CHECK(read_file(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") != std::string::npos);
+    CHECK(read_file(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") !=
+          std::string::npos);
     if (!via_tb && !wandb_readable()) return;  // the bridge's own end was checked; nothing reads W&B back here
     ReadBack c = read_back(via_tb ? "tb" : "wb", dir + (via_tb ? "/tb1" : "/wb1"), dir);
     check_log(c, "c", dir + "/c/log.jsonl", via_tb);

@@ -538,7 +538,8 @@ TEST_CASE("recipes openelm124m and tiny-openelm: heads x MLP schedules at equal 
                         CHECK(has_words(r.command, "--mlp " + mlp));
                         CHECK(has_words(r.command, "--match mlp"));
                         CHECK(has_words(r.command, "--seed " + std::to_string(s)));
-                        if (paper) CHECK(has_words(r.command, "--lr " + lr + " --total-batch 524288 --tokens-per-param 25"));
+                        if (paper)
+                            CHECK(has_words(r.command, "--lr " + lr + " --total-batch 524288 --tokens-per-param 25"));
                         else CHECK(has_words(r.command, "--steps 60 -b 8"));
                         // The arm is the model it claims: OpenELM's MLP grows with depth, its heads too; uniform
                         // keeps both flat.
