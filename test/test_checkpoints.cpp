@@ -28,28 +28,33 @@
 #include "util/json.h"
 #include "test/train_util.h"
 
-TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
-    std::string dir = make_data_dir();
-    Result a = sh(micro(dir, dir + "/straight") + " --steps 40");
-    INFO(a.out);
-    REQUIRE(a.rc == 0);
-    Result b1 = sh(micro(dir, dir + "/resumed") + " --steps 40 --stop-after 20");
-    INFO(b1.out);
-    REQUIRE(b1.rc == 0);
-    REQUIRE(b1.out.find("stopped after 20 steps") != std::string::npos);
-    Result b2 = sh(micro(dir, dir + "/resumed") + " --steps 40 --resume");
-    INFO(b2.out);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(b2.out.find("resumed from") != std::string::npos);
-
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 40);  // a line per step
-    REQUIRE(lb.size() == 40);
-    for (long s = 1; s <= 40; s++) {
-        INFO("step " << s);
-        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));  // every digit printed: identical on the CPU
-    }
+TEST_CASE(
+    "resumed training repeats the uninterrupted run bit for bit, resumed by --resume -o OUT alone; a differing "
+    "flag is refused in one line",
+    "[train][record]") {
+    // The CPU engine's resume check (check_resume): 40 steps straight, and 20 then resumed by `--resume -o OUT` alone,
+    // every other flag coming from the run's record, after four resumes with a differing flag were refused.
+    const std::string dir = make_data_dir();
+    const Train train = [&](const std::string& out, const std::string& extra) { return sh(micro(dir, out) + extra); };
+    const ResumedRuns runs = check_resume(dir, train, 40, 20, [&](const std::string& out) {
+        // A flag that differs from the record, one that was not in it, and a changed model: one line each.
+        for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
+                 {"--lr 0.02", "--resume: --lr 0.02 differs from the recorded --lr 0.01 ("},
+                 {"--no-shuffle", "--resume: --no-shuffle is not part of the recorded run"},
+                 {"--layers 3", "--resume: --layers 3 differs from the recorded --layers 2"},
+                 {"--total-batch 256", "--resume: --total-batch 256 differs from the recorded --total-batch 128"}}) {
+            Result r = sh("./train_prism --resume -o " + out + " " + flag);
+            INFO(flag << ": " << r.out);
+            CHECK(one_line_error(r));
+            CHECK(r.out.find(says) != std::string::npos);
+            CHECK(r.out.find("a resume may change only --out, --batch, --steps") != std::string::npos);
+        }
+        // The refusals changed nothing: the resume alone continues as if never interrupted (check_resume).
+        return sh("./train_prism --resume -o " + out);
+    });
+    CHECK(has(runs.stopped.out, "continue with train_prism --resume -o " + dir + "/resumed"));
     // The loss fell (the counting pattern is learnable) and validation ran every 10 steps.
+    auto la = runs.straight_log;
     double first, last;
     sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
     sscanf(la[40].c_str(), "{\"step\": 40, \"tokens\": %*d, \"train_loss\": %lf", &last);
@@ -57,11 +62,62 @@ TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit",
     REQUIRE(last < first - 1.0);
     REQUIRE(la[10].find("val_loss") != std::string::npos);
     REQUIRE(la[11].find("val_loss") == std::string::npos);
+    REQUIRE(load_model(dir + "/resumed/model.bin").step == 40);
 
-    // Both runs end with the same parameters.
-    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
-    REQUIRE(ma.step == 40);
-    REQUIRE(ma.params == mb.params);
+    // The record: the resolved flags, the model, and one entry per invocation.
+    RunRecord rec;
+    REQUIRE(read_run_record(dir + "/resumed", rec));
+    CHECK(rec.arg("--lr") == "0.01");
+    CHECK(rec.arg("--steps") == "40");
+    CHECK(rec.arg("--seed") == "1337");
+    CHECK(rec.status() == "done");
+    const json::Value* inv = rec.doc.find("invocations");
+    REQUIRE(inv);
+    REQUIRE(inv->arr.size() == 2);
+    CHECK(json::str_field(inv->arr[0], "status") == "stopped");
+    CHECK(json::int_field(inv->arr[0], "end_step") == 20);
+    CHECK(json::int_field(inv->arr[1], "start_step") == 20);
+    CHECK(json::str_field(inv->arr[1], "commit") != "");
+    CHECK(json::field(inv->arr[1], "ended").kind == json::Value::String);
+    const json::Value& layers = json::field(json::field(rec.doc, "model"), "layers");
+    REQUIRE(layers.arr.size() == 2);
+    CHECK(json::int_field(layers.arr[0], "layer") == 1);
+    CHECK(json::int_field(layers.arr[0], "head_dim") == 16);
+
+    // What may change: the length (continuing a finished run), and the cadence.
+    Result c = sh("./train_prism --resume -o " + dir + "/resumed --steps 46 --val-every 3");
+    INFO(c.out);
+    REQUIRE(c.rc == 0);
+    CHECK(read_log(dir + "/resumed/log.jsonl").size() == 46);
+    REQUIRE(read_run_record(dir + "/resumed", rec));
+    CHECK(rec.arg("--steps") == "46");
+    CHECK(json::field(rec.doc, "invocations").arr.size() == 3);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("the GPU engine trains KV groups, windows and a layer without an MLP, and resumes bit for bit",
+          "[train][layers]") {
+    // The CUDA engine's resume check (check_resume): build/train_prism_executor is train_prism with the CUDA engine on
+    // the CUDA-on-CPU executor (built by make test), the GPU code path without a GPU, here with every layer column the
+    // CUDA kernels added: GQA (2 K/V heads for 4 query heads), a window of 16 in layers 1 and 3 (T 32), no MLP in
+    // layer 2. Six steps straight, and three plus three resumed; the loss falls.
+    std::string dir = make_data_dir();
+    const Train train = [&](const std::string& out, const std::string& extra) {
+        std::string cmd =
+            micro(dir, out) + " --layers 3 --heads 4 -b 2 --kv-heads gqa:2 --window local:16,1:1 --no-mlp 2" + extra;
+        return sh("./build/train_prism_executor" + cmd.substr(std::string("./train_prism").size()));
+    };
+    const ResumedRuns runs = check_resume(dir, train, 6, 3);
+    REQUIRE(has(runs.straight.out, "engine: CUDA"));
+    auto la = runs.straight_log;
+    double first, last;
+    sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
+    sscanf(la[6].c_str(), "{\"step\": 6, \"tokens\": %*d, \"train_loss\": %lf", &last);
+    CHECK(last < first);
+    LoadedModel ma = load_model(dir + "/straight/model.bin");
+    REQUIRE(ma.cfg.layers[0].kv() == 2);
+    REQUIRE(ma.cfg.layers[0].window == 16);
+    REQUIRE(!ma.cfg.layers[1].mlp);
     sh("rm -rf '" + dir + "'");
 }
 
@@ -113,41 +169,6 @@ TEST_CASE("model.bin round-trips the config and every parameter", "[train][check
     REQUIRE(r.m == p);
     REQUIRE_THROWS_WITH(load_state(dir + "/s.bin", P + 1), Catch::Contains("belongs to a different model"));
     REQUIRE_THROWS_WITH(load_model(dir + "/nope.bin"), Catch::Contains("cannot open checkpoint"));
-    sh("rm -rf '" + dir + "'");
-}
-
-TEST_CASE("the GPU engine trains KV groups, windows and a layer without an MLP, and resumes bit for bit",
-          "[train][layers]") {
-    // train_prism on the executor (as above) with every layer column the CUDA kernels added: GQA (2 K/V heads for 4
-    // query heads), a window of 16 in layers 1 and 3 (T 32), no MLP in layer 2. Six steps straight, and three plus
-    // three resumed: every logged loss and norm, and the final weights, identical; the loss falls.
-    std::string dir = make_data_dir();
-    auto run = [&](const std::string& out, const std::string& extra) {
-        std::string cmd = micro(dir, dir + "/" + out) +
-                          " --layers 3 --heads 4 -b 2 --kv-heads gqa:2 --window local:16,1:1 --no-mlp 2 --steps 6 " +
-                          extra;
-        return sh("./build/train_prism_executor" + cmd.substr(std::string("./train_prism").size()));
-    };
-    Result a = run("straight", ""), b1 = run("resumed", "--stop-after 3"), b2 = run("resumed", "--resume");
-    INFO(a.out << b1.out << b2.out);
-    REQUIRE(a.rc == 0);
-    REQUIRE(b1.rc == 0);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(a.out.find("engine: CUDA") != std::string::npos);
-    REQUIRE(b2.out.find("resumed from") != std::string::npos);
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 6);
-    REQUIRE(lb.size() == 6);
-    for (auto& [step, line] : la) CHECK(losses_of(line) == losses_of(lb[step]));
-    double first, last;
-    sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
-    sscanf(la[6].c_str(), "{\"step\": 6, \"tokens\": %*d, \"train_loss\": %lf", &last);
-    CHECK(last < first);
-    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
-    REQUIRE(ma.cfg.layers[0].kv() == 2);
-    REQUIRE(ma.cfg.layers[0].window == 16);
-    REQUIRE(!ma.cfg.layers[1].mlp);
-    REQUIRE(ma.params == mb.params);
     sh("rm -rf '" + dir + "'");
 }
 
@@ -354,73 +375,5 @@ TEST_CASE(
                     "/run.json records no fingerprint of its data (written by an older "
                     "train_prism): the shards are not compared with the first run's; this invocation records them"));
     REQUIRE(has(read_file(out + "/run.json"), "\n \"data\": {\"train\": \""));
-    sh("rm -rf '" + dir + "'");
-}
-
-TEST_CASE("--resume -o OUT alone continues a run bit-identically; a differing flag is refused in one line",
-          "[study][record][train]") {
-    const std::string dir = make_data_dir();
-    Result a = sh(micro(dir, dir + "/straight") + " --steps 24");
-    INFO(a.out);
-    REQUIRE(a.rc == 0);
-    Result b1 = sh(micro(dir, dir + "/resumed") + " --steps 24 --stop-after 12");
-    INFO(b1.out);
-    REQUIRE(b1.rc == 0);
-    REQUIRE(b1.out.find("continue with train_prism --resume -o " + dir + "/resumed") != std::string::npos);
-
-    // A flag that differs from the record, one that was not in it, and a changed model: one line each.
-    for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
-             {"--lr 0.02", "--resume: --lr 0.02 differs from the recorded --lr 0.01 ("},
-             {"--no-shuffle", "--resume: --no-shuffle is not part of the recorded run"},
-             {"--layers 3", "--resume: --layers 3 differs from the recorded --layers 2"},
-             {"--total-batch 256", "--resume: --total-batch 256 differs from the recorded --total-batch 128"}}) {
-        Result r = sh("./train_prism --resume -o " + dir + "/resumed " + flag);
-        INFO(flag << ": " << r.out);
-        CHECK(one_line_error(r));
-        CHECK(r.out.find(says) != std::string::npos);
-        CHECK(r.out.find("a resume may change only --out, --batch, --steps") != std::string::npos);
-    }
-    // The refusals changed nothing: the resume alone continues as if never interrupted.
-    Result b2 = sh("./train_prism --resume -o " + dir + "/resumed");
-    INFO(b2.out);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(b2.out.find("resumed from " + dir + "/resumed/step_00000012 at step 12") != std::string::npos);
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 24);
-    REQUIRE(lb.size() == 24);
-    for (long s = 1; s <= 24; s++) {
-        INFO("step " << s);
-        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));
-    }
-    REQUIRE(load_model(dir + "/straight/model.bin").params == load_model(dir + "/resumed/model.bin").params);
-
-    // The record: the resolved flags, the model, and one entry per invocation.
-    RunRecord rec;
-    REQUIRE(read_run_record(dir + "/resumed", rec));
-    CHECK(rec.arg("--lr") == "0.01");
-    CHECK(rec.arg("--steps") == "24");
-    CHECK(rec.arg("--seed") == "1337");
-    CHECK(rec.status() == "done");
-    const json::Value* inv = rec.doc.find("invocations");
-    REQUIRE(inv);
-    REQUIRE(inv->arr.size() == 2);
-    CHECK(json::str_field(inv->arr[0], "status") == "stopped");
-    CHECK(json::int_field(inv->arr[0], "end_step") == 12);
-    CHECK(json::int_field(inv->arr[1], "start_step") == 12);
-    CHECK(json::str_field(inv->arr[1], "commit") != "");
-    CHECK(json::field(inv->arr[1], "ended").kind == json::Value::String);
-    const json::Value& layers = json::field(json::field(rec.doc, "model"), "layers");
-    REQUIRE(layers.arr.size() == 2);
-    CHECK(json::int_field(layers.arr[0], "layer") == 1);
-    CHECK(json::int_field(layers.arr[0], "head_dim") == 16);
-
-    // What may change: the length (continuing a finished run), and the cadence.
-    Result c = sh("./train_prism --resume -o " + dir + "/resumed --steps 30 --val-every 3");
-    INFO(c.out);
-    REQUIRE(c.rc == 0);
-    CHECK(read_log(dir + "/resumed/log.jsonl").size() == 30);
-    REQUIRE(read_run_record(dir + "/resumed", rec));
-    CHECK(rec.arg("--steps") == "30");
-    CHECK(json::field(rec.doc, "invocations").arr.size() == 3);
     sh("rm -rf '" + dir + "'");
 }

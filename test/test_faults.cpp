@@ -149,11 +149,7 @@ TEST_CASE("SIGTERM and SIGHUP end a run after its step with a checkpoint it resu
         Result b = sh(micro(dir, out) + " --steps 2000 --sample-every 0 --resume --stop-after 20");
         INFO(b.out);
         REQUIRE(b.rc == 0);
-        auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(out + "/log.jsonl");
-        for (long s = 1; s <= std::min(stopped + 20, 120L); s++) {
-            INFO("step " << s);
-            REQUIRE(losses_of(la[s]) == losses_of(lb[s]));
-        }
+        require_same_losses(dir + "/straight/log.jsonl", out + "/log.jsonl", std::min(stopped + 20, 120L));
     }
     // A second signal ends the process at once (its default action): no checkpoint. Which of the two counts
     // as the second depends on the order the kernel delivers them in.

@@ -208,7 +208,7 @@ TEST_CASE("messages say what is true: conflicting flags, a changed batch, a miss
 
     REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 2 --ckpt-every 1").rc == 0);
     // Without its record (a run from before run records): a recorded run would restore --total-batch 128 and go on
-    // with 2 micro-steps of B 2 (test_study.cpp), so the checkpoint's own batch is what catches the change here.
+    // with 2 micro-steps of B 2 (the run record, test_checkpoints.cpp), so the checkpoint's own batch is what catches the change here.
     REQUIRE(sh("rm " + out + "/run.json").rc == 0);
     Result b = sh(micro(dir, out) + " --steps 6 --resume -b 2");  // 2 x 32 tokens a step instead of 4 x 32
     INFO(b.out);
