@@ -18,6 +18,7 @@
 
 #include "eval/eval_file.h"
 #include "run/checkpoint.h"
+#include "run/cli.h"
 #include "run/run_log.h"
 #include "test/train_util.h"
 
