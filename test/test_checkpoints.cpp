@@ -279,7 +279,7 @@ TEST_CASE("--keep prunes every older checkpoint in OUT across resumes, and crash
 }
 
 TEST_CASE("a checkpoint whose files name different runs is refused; non-finite parameters are refused at load",
-          "[train][faults][checkpoint][faults2]") {
+          "[train][faults][checkpoint]") {
     // Issue 19: a state_rank0.bin from another run with the same seed resumed with exit 0.
     std::string dir = make_data_dir();
     REQUIRE(sh(micro(dir, dir + "/a") + " --steps 2").rc == 0);
@@ -299,8 +299,7 @@ TEST_CASE("a checkpoint whose files name different runs is refused; non-finite p
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("what the first checkpoint needs is checked before step 1: a too-long -o fails at once",
-          "[train][faults][faults2]") {
+TEST_CASE("what the first checkpoint needs is checked before step 1: a too-long -o fails at once", "[train][faults]") {
     std::string dir = make_data_dir(), out = dir;
     while (out.size() < 4060) out += "/" + std::string(200, 'x');  // the run's own names fit; the checkpoint's not
     out = out.substr(0, 4060);
@@ -315,7 +314,7 @@ TEST_CASE("what the first checkpoint needs is checked before step 1: a too-long 
 TEST_CASE(
     "the data stays the recorded data: a set replaced under a running trainer stops it; a resume onto other "
     "shards is refused unless --allow-data-change; an old record resumes with a note",
-    "[train][faults][faults25]") {
+    "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     // Two sets as prepare_shards writes them (one id on all of a set's shards), the second in dir/new.
     std::vector<int> val(4000), train(36000), other(36000);

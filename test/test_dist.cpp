@@ -399,7 +399,7 @@ TEST_CASE(
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "[train][faults][faults2]") {
+TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "[train][faults]") {
     std::string dir = make_data_dir();
     Result r = sh("RANK=1 WORLD_SIZE=2 " + micro(dir, dir + "/run") + " --steps 1");
     INFO(r.out);

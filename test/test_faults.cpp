@@ -175,7 +175,7 @@ TEST_CASE("a failed write of the log is a one-line error, not a silent gap", "[t
 }
 
 TEST_CASE("SIGTERM during a long validation and during the start-up ends the run in bounded time, exit 75",
-          "[train][faults][signals][faults2]") {
+          "[train][faults][signals]") {
     // Issue 19: with --val-tokens 1e12 the run was still validating 25 s after SIGTERM; SIGTERM during the
     // start-up exited 143 without a line.
     // (--val-tokens is bounded by the validation set since issue 25: a large set makes the validation long.)

@@ -24,7 +24,7 @@
 #include "test/train_util.h"
 
 TEST_CASE("pruning and --overwrite unlink a link under a checkpoint's name, never empty its target",
-          "[train][faults][faults2]") {
+          "[train][faults]") {
     // Issue 19: a step directory that was a link to another run's checkpoint had the target emptied.
     std::string dir = make_data_dir(), a = dir + "/a", b = dir + "/b";
     REQUIRE(sh(micro(dir, a) + " --steps 2").rc == 0);
@@ -46,8 +46,7 @@ TEST_CASE("pruning and --overwrite unlink a link under a checkpoint's name, neve
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-named link",
-          "[train][faults][faults2]") {
+TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-named link", "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, dir + "/other") + " --steps 1").rc == 0);
     REQUIRE(sh("mkdir " + out + " && cp " + dir + "/other/model.bin " + out + "/").rc == 0);
@@ -62,7 +61,7 @@ TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-n
 }
 
 TEST_CASE("one writer per OUT: a second trainer or a --resume beside a live run fails naming its pid",
-          "[train][faults][faults2]") {
+          "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     Result r = sh(background(micro(dir, out) + " --steps 100000", dir + "/first.txt", "[ -s " + out + "/log.jsonl ]") +
                   micro(dir, out) + " --steps 5 --resume; echo \"second exit $? first $pid\"; " + micro(dir, out) +
@@ -79,7 +78,7 @@ TEST_CASE("one writer per OUT: a second trainer or a --resume beside a live run 
 }
 
 TEST_CASE("FIFOs, devices and links where OUT's files belong are refused in one line, never waited on",
-          "[train][faults][faults2]") {
+          "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, out) + " --steps 1").rc == 0);
     for (const std::string& make : {"mkfifo " + out + "/log.jsonl", "ln -s /dev/zero " + out + "/log.jsonl",
@@ -107,7 +106,7 @@ TEST_CASE("FIFOs, devices and links where OUT's files belong are refused in one 
 TEST_CASE(
     "the lock is OUT itself: removing, replacing or linking around OUT/lock lets no second writer in; a "
     "moved OUT stops the run before its next checkpoint",
-    "[train][faults][faults25]") {
+    "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     const std::string second = micro(dir, out) + " --steps 5 --resume";
     Result r = sh(background(micro(dir, out) + " --steps 100000 --ckpt-every 20", dir + "/first.txt",
@@ -148,7 +147,7 @@ TEST_CASE(
 }
 
 TEST_CASE("names in OUT the trainer did not write (a huge step number) are ignored, before and after --overwrite",
-          "[train][faults][faults25]") {
+          "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
     REQUIRE(sh("mkdir " + out + "/step_9999999999999999999 " + out + "/step_99999999999999999999999 " + out +

@@ -354,7 +354,7 @@ TEST_CASE("the command line's --shard-tokens is at least 65536", "[prepare_shard
 TEST_CASE(
     "shards of two sets under one prefix are refused; a kill -9 anywhere in prepare_shards --overwrite "
     "leaves the old set, the new set, or a refused mixture",
-    "[data][faults][faults2]") {
+    "[data][faults]") {
     char tmpl[] = "/tmp/prism_sets_XXXXXX";
     std::string dir = mkdtemp(tmpl), prefix = dir + "/c";
     std::vector<int> t(3000, 5);

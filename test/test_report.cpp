@@ -731,7 +731,7 @@ TEST_CASE(
 }
 
 TEST_CASE("report warns about negative, duplicated and string-valued steps; a directory as output is refused first",
-          "[report][faults][faults2]") {
+          "[report][faults]") {
     char tmpl[] = "/tmp/prism_rep_XXXXXX";
     std::string dir = mkdtemp(tmpl);
     std::ofstream(dir + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 5.0}\n{\"step\": -3, \"train_loss\": 4.0}\n"

@@ -199,7 +199,7 @@ TEST_CASE("messages say what is wrong: a directory as a shard, a corrupt OUT/lat
 }
 
 TEST_CASE("messages say what is true: conflicting flags, a changed batch, a missing latest, the plan's tokens",
-          "[train][faults][cli][faults2]") {
+          "[train][faults][cli]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     Result both = sh(micro(dir, out) + " --steps 3 --tokens 1000");
     REQUIRE(one_line_error(both));
@@ -238,7 +238,7 @@ TEST_CASE("messages say what is true: conflicting flags, a changed batch, a miss
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("an empty path flag is an error, never the default", "[train][faults][faults25]") {
+TEST_CASE("an empty path flag is an error, never the default", "[train][faults]") {
     std::string dir = make_data_dir();
     for (const char* flag : {"-o ''", "--out=", "--train ''", "--val ''", "--tokenizer ''", "--eval-data ''"}) {
         Result r = sh(micro(dir, dir + "/run") + " --steps 1 --overwrite " + flag);
@@ -263,7 +263,7 @@ TEST_CASE("an empty path flag is an error, never the default", "[train][faults][
 TEST_CASE(
     "bounded work and true messages: --val-tokens beyond the set, a changed --seq-len, a missing run.json, "
     "RANK=abc, a 3 GB run.json or log.jsonl",
-    "[train][faults][faults25]") {
+    "[train][faults]") {
     std::string dir = make_data_dir(), out = dir + "/run";
     Result v = sh("timeout 60 " + micro(dir, out) + " --steps 2 --val-tokens 100000000000");
     INFO(v.out);
