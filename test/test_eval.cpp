@@ -21,21 +21,10 @@
 #include "run/checkpoint.h"
 #include "ref/cpu_engine.h"
 #include "test/test_util.h"
+#include "test/tokenizer_util.h"
 #include "eval/scoring.h"
 
 namespace {
-
-const Tokenizer& gpt2() {
-    static Tokenizer* t = nullptr;
-    if (!t) {
-        const char* env = getenv("PRISM_TOKENIZER");
-        std::string path = env && *env ? env : "data/cache/gpt2.tiktoken";
-        INFO("the eval tests need the GPT-2 ranks file: run bash data/get_tokenizer.sh or set PRISM_TOKENIZER");
-        REQUIRE(access(path.c_str(), R_OK) == 0);
-        t = new Tokenizer(Tokenizer::load(path));
-    }
-    return *t;
-}
 
 json::Value J(const std::string& s) { return json::parse(s); }
 

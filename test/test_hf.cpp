@@ -25,6 +25,7 @@
 #include "hf/safetensors.h"
 #include "ref/init.h"
 #include "test/test_util.h"
+#include "test/tokenizer_util.h"
 
 namespace {
 
@@ -35,16 +36,6 @@ std::string tmp_dir() {
 }
 void remove_all(const std::string& dir) { sh("rm -rf '" + dir + "'"); }
 bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
-
-const Tokenizer& gpt2() {
-    static Tokenizer* t = nullptr;
-    if (!t) {
-        INFO("needs the GPT-2 ranks file: bash data/get_tokenizer.sh, or PRISM_TOKENIZER");
-        REQUIRE(access(default_tokenizer_path().c_str(), R_OK) == 0);
-        t = new Tokenizer(Tokenizer::load(default_tokenizer_path()));
-    }
-    return *t;
-}
 
 ModelConfig make(const std::string& heads, const std::string& widths, const std::string& norm, int untied, int d = 64) {
     ModelSpec s;
