@@ -1,5 +1,5 @@
 // test/shard_test_util.h: what the data loader's and the shard tool's tests share: a temporary directory
-// removed with its contents, whole-file reads and writes, a shard's tokens, the message a call throws.
+// removed with its contents, a shard's tokens, the message a call throws (whole-file reads and writes: test_util.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,8 @@
 
 #include <stdlib.h>
 
+#include "test/test_util.h"
+
 // A fresh directory under /tmp, removed with everything in it when the test ends.
 struct TempDir {
     std::string path;
@@ -23,16 +25,6 @@ struct TempDir {
     ~TempDir() { std::filesystem::remove_all(path); }
     std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f << bytes;
-}
-
-inline std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 
 inline std::vector<uint16_t> shard_tokens(const std::string& path) {
     const std::string b = read_file(path);

@@ -175,11 +175,42 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
         CHECK(std::find(may.begin(), may.end(), f) != may.end());
     for (const char* f : {"--wd", "--lr", "--seed", "--model", "--total-batch", "--lr-schedule", "--decay-frac"})
         CHECK(std::find(may.begin(), may.end(), f) == may.end());
-    // The help shows the default from the value itself.
-    bool shown = false;
-    for (const Flag& f : make_train_flags(fresh))
-        if (canonical_name(f) == "--wd") shown = f.help == "AdamW weight decay on matrices (default 0.1)";
-    CHECK(shown);
+    // The help shows each default from the value itself: every number flag given another value in its bounds, a
+    // table built on those options shows the new value where the first table showed the old one, and nothing else
+    // of the help changes.
+    TrainOptions shown;
+    const std::vector<Flag> before = make_train_flags(shown);
+    std::vector<std::pair<std::string, std::string>> changed;  // old value, new value, for each number flag
+    for (const Flag& f : before) {
+        const std::string was = f.value ? f.value() : "";
+        std::string now;
+        if (f.kind == FlagKind::Int || f.kind == FlagKind::Double)
+            for (double v : {std::stod(was) * 2, std::stod(was) + 1, f.lo, f.hi}) {
+                now = exact_number(f.kind == FlagKind::Int ? std::floor(v) : v);
+                if (v >= f.lo && v <= f.hi && now != was) break;
+                now.clear();
+            }
+        if (!now.empty()) f.apply(now);
+        changed.push_back({was, now});
+    }
+    const std::vector<Flag> after = make_train_flags(shown);
+    REQUIRE(after.size() == before.size());
+    int defaults_shown = 0;
+    for (size_t i = 0; i < before.size(); i++) {
+        const auto& [was, now] = changed[i];
+        INFO(canonical_name(before[i]) << ": " << was << " -> " << now << "\n"
+                                       << before[i].help << "\n"
+                                       << after[i].help);
+        CHECK(before[i].help.find("{default}") == std::string::npos);
+        if (before[i].help == after[i].help) continue;
+        REQUIRE(!now.empty());
+        std::string want = before[i].help;
+        const size_t at = want.find(was);
+        REQUIRE(at != std::string::npos);
+        CHECK(want.replace(at, was.size(), now) == after[i].help);
+        defaults_shown++;
+    }
+    CHECK(defaults_shown >= 10);
 }
 
 TEST_CASE("the frame: positional arguments, --name=value, a missing argument", "[cli]") {
@@ -222,4 +253,25 @@ TEST_CASE("prepare_shards' command line sets its options", "[cli][prepare_shards
     CHECK_THROWS_WITH(parse_prepare_cli({"--on-error", "ignore"}), Catch::Contains("must be skip or stop"));
     CHECK_THROWS_WITH(parse_prepare_cli({"--shard-tokens", "1.5"}), Catch::Contains("positive whole number"));
     CHECK_THROWS_WITH(parse_prepare_cli({"-o"}), Catch::Contains("-o needs a value"));
+}
+
+TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
+    TrainOptions o;
+    std::vector<Flag> flags = make_train_flags(o);
+    // Every conditional entry set, so that a flag missing from record_args shows.
+    o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
+    o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
+    o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
+    o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3;
+    o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
+    RunPlan p;
+    const auto args = record_args(o, p);
+    for (const Flag& f : flags) {
+        const std::string n = canonical_name(f);
+        if (!f.recorded || n == "--tied") continue;
+        INFO(n);
+        CHECK(std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == n; }) != args.end());
+    }
+    CHECK(run_record::exact(0.003) == "0.003");
+    CHECK(std::strtod(run_record::exact(8.0 / 3).c_str(), nullptr) == 8.0 / 3);
 }

@@ -128,25 +128,17 @@ TEST_CASE("3 ranks (uneven ZeRO-1 shards) with gradient accumulation train like 
 }
 
 TEST_CASE("a checkpoint written by 2 ranks resumes on 2 with the same losses, and on 1 and on 3", "[dist][mpi]") {
+    // mpirun's resume check (check_resume): 8 steps on 2 ranks straight, and 4 then resumed on 2 ranks.
     std::string dir = make_data_dir();
     const std::string flags = " --steps 8 --val-every 4";
-    Result straight = sh(mpirun(2) + micro(dir, dir + "/straight") + flags + " -b 2");
-    INFO(straight.out);
-    REQUIRE(straight.rc == 0);
-    Result first = sh(mpirun(2) + micro(dir, dir + "/a") + flags + " -b 2 --stop-after 4");
-    INFO(first.out);
-    REQUIRE(first.rc == 0);
-    REQUIRE(sh("ls " + dir + "/a/step_00000004").out == "model.bin\nstate_rank0.bin\nstate_rank1.bin\n");
-    for (const char* copy : {"b", "c", "d"}) REQUIRE(sh("cp -r " + dir + "/a " + dir + "/" + copy).rc == 0);
-
-    Result two = sh(mpirun(2) + micro(dir, dir + "/a") + flags + " -b 2 --resume");
-    INFO(two.out);
-    REQUIRE(two.rc == 0);
-    REQUIRE(two.out.find("resumed from " + dir + "/a/step_00000004 at step 4") != std::string::npos);
-    auto ls = read_log(dir + "/straight/log.jsonl"), la = read_log(dir + "/a/log.jsonl");
-    REQUIRE(la.size() == 8);
-    for (long s = 1; s <= 8; s++) CHECK(losses_of(ls[s]) == losses_of(la[s]));
-    CHECK(load_model(dir + "/straight/model.bin").params == load_model(dir + "/a/model.bin").params);
+    const Train train = [&](const std::string& out, const std::string& extra) {
+        return sh(mpirun(2) + micro(dir, out) + " --val-every 4 -b 2" + extra);
+    };
+    check_resume(dir, train, 8, 4, [&](const std::string& out) {
+        REQUIRE(sh("ls " + out + "/step_00000004").out == "model.bin\nstate_rank0.bin\nstate_rank1.bin\n");
+        for (const char* copy : {"b", "c", "d"}) REQUIRE(sh("cp -r " + out + " " + dir + "/" + copy).rc == 0);
+        return train(out, " --steps 8 --resume");
+    });
 
     // One process of B 4 reads the same windows as 2 ranks of B 2: the rest of the run within rounding.
     Result one = sh(micro(dir, dir + "/b") + flags + " -b 4 --resume");
@@ -404,5 +396,15 @@ TEST_CASE(
     REQUIRE(c.rc == 0);
     auto lg = losses(dir + "/two/log.jsonl"), lc = losses(dir + "/cpu/log.jsonl");
     for (long s = 4; s <= 6; s++) CHECK(std::fabs(lc[s][0] - lg[s][0]) < 2e-2);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "[train][faults]") {
+    std::string dir = make_data_dir();
+    Result r = sh("RANK=1 WORLD_SIZE=2 " + micro(dir, dir + "/run") + " --steps 1");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    REQUIRE(has(r.out, "RANK=1 and WORLD_SIZE=2 are set, but neither a launcher"));
+    REQUIRE(sh("RANK=0 WORLD_SIZE=1 " + micro(dir, dir + "/run") + " --steps 1").rc == 0);
     sh("rm -rf '" + dir + "'");
 }

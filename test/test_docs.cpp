@@ -20,16 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "test/test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const fs::path& p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 // Every file of the checkout (relative paths), build/, out/ and hidden directories (but .ci) left out, and the
 // downloaded data (ignored by git; its paths are on the run-time allow-list).
@@ -90,7 +85,7 @@ std::string without_fences(const std::string& text) {
 std::set<std::string> anchors_of(const std::string& md) {
     std::set<std::string> out;
     std::map<std::string, int> seen;
-    std::istringstream in(without_fences(read_text(md)));
+    std::istringstream in(without_fences(read_file(md)));
     std::string line;
     static const std::regex heading(R"(^#{1,6}\s+(.*?)\s*$)");
     while (std::getline(in, line)) {
@@ -253,7 +248,7 @@ const std::map<std::string, std::set<std::string>>& type_homes() {
         for (const std::string& f : repo_files()) {
             const std::string e = fs::path(f).extension().string();
             if (e != ".h" && e != ".cuh" && e != ".cu" && e != ".cpp") continue;
-            const std::string text = read_text(f);
+            const std::string text = read_file(f);
             for (auto it = std::sregex_iterator(text.begin(), text.end(), def); it != std::sregex_iterator(); ++it)
                 out[(*it)[1].str()].insert(f);
         }
@@ -265,7 +260,7 @@ const std::map<std::string, std::set<std::string>>& type_homes() {
 // The headings of a markdown file, as written (backticks dropped).
 std::vector<std::string> headings_of(const std::string& md) {
     std::vector<std::string> out;
-    std::istringstream in(without_fences(read_text(md)));
+    std::istringstream in(without_fences(read_file(md)));
     std::string line;
     static const std::regex heading(R"(^#{1,6}\s+(.*?)\s*$)");
     while (std::getline(in, line)) {
@@ -322,7 +317,7 @@ TEST_CASE("every relative link in README.md and docs/ resolves, anchors included
     std::vector<Ref> broken;
     int checked = 0, anchored = 0;
     for (const std::string& md : docs) {
-        const std::string text = without_fences(read_text(md));
+        const std::string text = without_fences(read_file(md));
         for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
             const std::string target = (*it)[1].str();
             if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
@@ -352,13 +347,13 @@ TEST_CASE("every relative link in README.md and docs/ resolves, anchors included
 TEST_CASE("every repository path named in a document or a source comment exists", "[docs]") {
     std::vector<Ref> named;
     for (const std::string& md : markdown_docs()) {
-        const std::vector<Ref> r = paths_named(md, read_text(md));
+        const std::vector<Ref> r = paths_named(md, read_file(md));
         named.insert(named.end(), r.begin(), r.end());
     }
     size_t from_docs = named.size();
     for (const std::string& f : repo_files()) {
         if (!is_commented_source(f)) continue;
-        const std::vector<Ref> r = paths_named(f, comments_of(f, read_text(f)));
+        const std::vector<Ref> r = paths_named(f, comments_of(f, read_file(f)));
         named.insert(named.end(), r.begin(), r.end());
     }
     std::vector<Ref> missing;
@@ -374,12 +369,12 @@ TEST_CASE("every repository path named in a document or a source comment exists"
 TEST_CASE("every section and type a document or comment points at is where it says", "[docs]") {
     std::vector<Ref> wrong;
     for (const std::string& md : markdown_docs()) {
-        const std::vector<Ref> r = wrong_claims(md, read_text(md));
+        const std::vector<Ref> r = wrong_claims(md, read_file(md));
         wrong.insert(wrong.end(), r.begin(), r.end());
     }
     for (const std::string& f : repo_files()) {
         if (!is_commented_source(f)) continue;
-        const std::vector<Ref> r = wrong_claims(f, comments_of(f, read_text(f)));
+        const std::vector<Ref> r = wrong_claims(f, comments_of(f, read_file(f)));
         wrong.insert(wrong.end(), r.begin(), r.end());
     }
     INFO("wrong:\n" << describe(wrong));

@@ -21,21 +21,10 @@
 #include "run/checkpoint.h"
 #include "ref/cpu_engine.h"
 #include "test/test_util.h"
+#include "test/tokenizer_util.h"
 #include "eval/scoring.h"
 
 namespace {
-
-const Tokenizer& gpt2() {
-    static Tokenizer* t = nullptr;
-    if (!t) {
-        const char* env = getenv("PRISM_TOKENIZER");
-        std::string path = env && *env ? env : "data/cache/gpt2.tiktoken";
-        INFO("the eval tests need the GPT-2 ranks file: run bash data/get_tokenizer.sh or set PRISM_TOKENIZER");
-        REQUIRE(access(path.c_str(), R_OK) == 0);
-        t = new Tokenizer(Tokenizer::load(path));
-    }
-    return *t;
-}
 
 json::Value J(const std::string& s) { return json::parse(s); }
 
@@ -43,14 +32,6 @@ std::vector<int> range(const EvalExample& e, int a, int b) {
     return std::vector<int>(e.tokens.begin() + a, e.tokens.begin() + b);
 }
 
-void write_file(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-}
-std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
 
 // A model small enough to run in milliseconds but with GPT-2's vocabulary, so real token ids fit.
@@ -436,7 +417,7 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("hellaswag") != std::string::npos);
     CHECK(r.out.find("wikitext") != std::string::npos);
-    json::Value j = J(read_all(dir + "/r.json"));
+    json::Value j = J(read_file(dir + "/r.json"));
     const auto& res = json::field(j, "results").arr;
     REQUIRE(res.size() == 6);
     auto num = [&](int t, const char* k) { return std::stod(json::field(res[t], k).str); };
@@ -518,7 +499,7 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
     INFO(m.out);
     REQUIRE(m.rc == 0);
     CHECK(m.out.find("2 ranks over MPI") != std::string::npos);
-    json::Value j2 = J(read_all(dir + "/r2.json"));
+    json::Value j2 = J(read_file(dir + "/r2.json"));
     const auto& res2 = json::field(j2, "results").arr;
     REQUIRE(res2.size() == 6);
     for (int t = 0; t < 6; t++)
@@ -527,7 +508,7 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
             REQUIRE((res[t].find(k) == nullptr) == (res2[t].find(k) == nullptr));
             if (res[t].find(k)) CHECK(std::stod(json::field(res2[t], k).str) == Approx(num(t, k)).epsilon(1e-12));
         }
-    CHECK(read_all(dir + "/s2.jsonl") == read_all(dir + "/s.jsonl"));  // rank 0 writes every rank's examples
+    CHECK(read_file(dir + "/s2.jsonl") == read_file(dir + "/s.jsonl"));  // rank 0 writes every rank's examples
     // --log-samples where no file can be: one line, before any scoring.
     REQUIRE(system(("mkfifo " + dir + "/fifo && mkdir " + dir + "/sdir").c_str()) == 0);
     for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{

@@ -28,23 +28,13 @@
 #include "eval/eval_file.h"
 #include "util/io.h"
 #include "util/json.h"
+#include "test/test_util.h"
 #define PREPARE_SHARDS_NO_MAIN
 #include "data/prepare_shards.cpp"
 
 namespace {
 
 using Bytes = std::string;
-
-Bytes read_all(const std::string& path) {
-    std::vector<unsigned char> b = read_file_bytes(path, "fuzz file");
-    return Bytes(b.begin(), b.end());
-}
-void write_all(const std::string& path, const Bytes& b) {
-    FILE* f = fopen(path.c_str(), "wb");
-    REQUIRE(f);
-    REQUIRE(fwrite(b.data(), 1, b.size(), f) == b.size());
-    fclose(f);
-}
 
 // What a loader made of a file, as one comparable string: equal strings mean equal results.
 using Loader = std::function<Bytes(const std::string& path)>;
@@ -330,13 +320,13 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
     };
     Counts total, resealed;
     for (const Format& f : formats) {
-        const Bytes good = read_all(f.original);
-        write_all(path, good);
+        const Bytes good = read_file(f.original);
+        write_file(path, good);
         const Bytes expect = f.load(path);
         Counts c;
         for (int i = 0; i < per_format; i++) {
             Bytes b = mutate(good, rng, f.header);
-            write_all(path, b);
+            write_file(path, b);
             run_case(
                 f.load, path, expect, c, [&](const Bytes&) { return f.undetectable_changes; },
                 std::string(f.name) + " case " + std::to_string(i));
@@ -351,7 +341,7 @@ TEST_CASE("mutated shards, checkpoints, state files, eval files and JSON lines l
         // Re-sealed: the checksum matches, so the range checks and size arithmetic are what stands.
         Counts s;
         for (int i = 0; i < per_format / 2; i++) {
-            write_all(path, reseal(mutate(good, rng, f.header), f.seal_word));
+            write_file(path, reseal(mutate(good, rng, f.header), f.seal_word));
             run_case(
                 f.load, path, expect, s, [](const Bytes&) { return true; },
                 std::string(f.name) + " re-sealed case " + std::to_string(i));

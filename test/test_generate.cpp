@@ -222,17 +222,15 @@ TEST_CASE("the trainer's samples continue identically after --resume (CPU and GP
     std::string dir = make_data_dir();
     for (std::string bin : {"./train_prism", "./build/train_prism_executor"}) {
         INFO(bin);
-        auto run = [&](const std::string& out, const std::string& extra) {
-            std::string cmd = micro(dir, dir + "/" + out) + " --vocab 50257 -b 1 --seq-len 16 --val-every 0 " +
-                              "--sample-every 2 --sample-tokens 6 --steps 4 " + extra;
+        const Train train = [&](const std::string& out, const std::string& extra) {
+            std::string cmd = micro(dir, out) + " --vocab 50257 -b 1 --seq-len 16 --val-every 0 " +
+                              "--sample-every 2 --sample-tokens 6" + extra;
             return sh(bin + cmd.substr(std::string("./train_prism").size()));
         };
+        // train_util.h's resume check, then the samples of its runs.
         const std::string tag = bin.size() > 14 ? "gpu" : "cpu";
-        Result a = run(tag + "_straight", ""), b1 = run(tag + "_resumed", "--stop-after 2"),
-               b2 = run(tag + "_resumed", "--resume");
-        INFO(a.out << b1.out << b2.out);
-        REQUIRE(a.rc == 0);
-        REQUIRE(b2.rc == 0);
+        REQUIRE(sh("mkdir " + dir + "/" + tag).rc == 0);
+        const ResumedRuns runs = check_resume(dir + "/" + tag, train, 4, 2);
         auto sample_at_4 = [](const std::string& out) {
             size_t at = out.find("step     4/4");
             REQUIRE(at != std::string::npos);
@@ -240,7 +238,7 @@ TEST_CASE("the trainer's samples continue identically after --resume (CPU and GP
             REQUIRE(s != std::string::npos);
             return out.substr(s, out.find('\n', s) - s);
         };
-        CHECK(sample_at_4(a.out) == sample_at_4(b2.out));
+        CHECK(sample_at_4(runs.straight.out) == sample_at_4(runs.resumed.out));
     }
     sh("rm -rf '" + dir + "'");
 }

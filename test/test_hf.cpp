@@ -25,6 +25,7 @@
 #include "hf/safetensors.h"
 #include "ref/init.h"
 #include "test/test_util.h"
+#include "test/tokenizer_util.h"
 
 namespace {
 
@@ -34,22 +35,7 @@ std::string tmp_dir() {
     return t;
 }
 void remove_all(const std::string& dir) { sh("rm -rf '" + dir + "'"); }
-std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-void write_all(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
 bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
-
-const Tokenizer& gpt2() {
-    static Tokenizer* t = nullptr;
-    if (!t) {
-        INFO("needs the GPT-2 ranks file: bash data/get_tokenizer.sh, or PRISM_TOKENIZER");
-        REQUIRE(access(default_tokenizer_path().c_str(), R_OK) == 0);
-        t = new Tokenizer(Tokenizer::load(default_tokenizer_path()));
-    }
-    return *t;
-}
 
 ModelConfig make(const std::string& heads, const std::string& widths, const std::string& norm, int untied, int d = 64) {
     ModelSpec s;
@@ -215,7 +201,7 @@ TEST_CASE("safetensors: a damaged file is refused in one line that names it", "[
     const std::string dir = tmp_dir(), path = dir + "/bad.safetensors";
     auto file = [&](const std::string& header, size_t data_bytes) {
         uint64_t n = header.size();
-        write_all(path, std::string((const char*)&n, 8) + header + std::string(data_bytes, '\0'));
+        write_file(path, std::string((const char*)&n, 8) + header + std::string(data_bytes, '\0'));
     };
     auto error = [&]() -> std::string {
         try {
@@ -247,12 +233,12 @@ TEST_CASE("safetensors: a damaged file is refused in one line that names it", "[
         CHECK_THAT(e, Catch::Contains(want));
         if (want != "(no error)") CHECK_THAT(e, Catch::Contains(path) && !Catch::Contains("\n"));
     }
-    write_all(path, "1234");
+    write_file(path, "1234");
     CHECK_THAT(error(), Catch::Contains("shorter than its 8-byte header length"));
     file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 8);
-    std::string s = read_all(path);
+    std::string s = read_file(path);
     s[0] = (char)0xff;  // a header length far beyond the file
-    write_all(path, s);
+    write_file(path, s);
     CHECK_THAT(error(), Catch::Contains("does not fit a file of " + std::to_string(s.size()) + " bytes"));
     remove_all(dir);
 }
@@ -468,8 +454,8 @@ TEST_CASE("vocab.json and merges.txt tokenise the default corpus as tokenizer.h 
     // tokenizer.h's own reader of the GPT-2 release format accepts the files as encoder.json and vocab.bpe
     // (it checks that merge i makes token 256 + i) and tokenises as the ranks file does.
     const std::string dir = tmp_dir();
-    write_all(dir + "/encoder.json", f.vocab_json);
-    write_all(dir + "/vocab.bpe", f.merges_txt);
+    write_file(dir + "/encoder.json", f.vocab_json);
+    write_file(dir + "/vocab.bpe", f.merges_txt);
     const Tokenizer back = Tokenizer::load(dir);
     CHECK(back.encode(texts[2]) == tok.encode(texts[2]));
     remove_all(dir);
@@ -490,17 +476,18 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
         for (const char* name : {"model.safetensors", "config.json", "configuration_prism.py", "modeling_prism.py",
                                  "generation_config.json", "README.md"})
             CHECK(access((out + "/" + name).c_str(), R_OK) == 0);
-        CHECK(read_all(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
+        CHECK(read_file(out + "/config.json") == hf_config_json(c, 42, "float32", load_model(bin).run_id));
         // The card's table numbers layers from 1: the sixth layer (index 5) is row 6.
-        CHECK_THAT(read_all(out + "/README.md"), Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
+        CHECK_THAT(read_file(out + "/README.md"),
+                   Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
         if (!c.layers[1].attention)  // the columns of a sub-block the layer lacks are "-"
-            CHECK_THAT(read_all(out + "/README.md"),
+            CHECK_THAT(read_file(out + "/README.md"),
                        Catch::Contains("| 2 | " + std::to_string(c.layers[1].width) + " | - | - | - | - | "));
-        CHECK_THAT(read_all(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
+        CHECK_THAT(read_file(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
         const Result i = sh("./import " + out + " -o " + back);
         INFO(i.out);
         REQUIRE(i.rc == 0);
-        CHECK(read_all(back) == read_all(bin));
+        CHECK(read_file(back) == read_file(bin));
 
         // The same tensors in two shards and model.safetensors.index.json, as save_pretrained writes large models.
         const std::string sharded = dir + "/sharded", back2 = dir + "/back2.bin";
@@ -517,11 +504,11 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
         }
         for (int s = 0; s < 2; s++)
             write_safetensors(sharded + "/part-" + std::to_string(s) + ".safetensors", shard[s], StDtype::F32, {});
-        write_all(sharded + "/model.safetensors.index.json", "{\"metadata\": {}, \"weight_map\": {" + map + "}}");
+        write_file(sharded + "/model.safetensors.index.json", "{\"metadata\": {}, \"weight_map\": {" + map + "}}");
         const Result i2 = sh("./import " + sharded + " -o " + back2);
         INFO(i2.out);
         REQUIRE(i2.rc == 0);
-        CHECK(read_all(back2) == read_all(bin));
+        CHECK(read_file(back2) == read_file(bin));
 
         const std::string out16 = dir + "/hf16", back16 = dir + "/back16.bin";
         remove_all(out16), unlink(back16.c_str());
@@ -546,7 +533,7 @@ TEST_CASE(
     const ModelConfig c = make("uniform", "uniform", "layernorm", 1);
     const std::vector<float> p = write_model(bin, c, 3);
     REQUIRE(sh("./export " + bin + " -o " + out).rc == 0);
-    const std::string config = read_all(out + "/config.json");
+    const std::string config = read_file(out + "/config.json");
     auto import_error = [&]() {
         const Result r = sh("./import " + out + " -o " + dir + "/x.bin");
         INFO(r.out);
@@ -576,10 +563,10 @@ TEST_CASE(
     CHECK_THAT(import_error(), Catch::Contains("tensor model.layers.0.attn.bias is not part of the Prism model"));
     // a dtype import does not read
     write_tensors("", {}, StDtype::F32, false);
-    std::string st = read_all(out + "/model.safetensors");
+    std::string st = read_file(out + "/model.safetensors");
     const size_t at = st.find("\"F32\"");
     st.replace(at, 5, "\"I32\"");
-    write_all(out + "/model.safetensors", st);
+    write_file(out + "/model.safetensors", st);
     CHECK_THAT(import_error(), Catch::Contains("dtype I32 is not a floating-point type we read"));
     write_tensors("", {}, StDtype::F32, false);
     // a config that contradicts the tensors: one layer wider than its tensors, or tied while the head differs
@@ -588,27 +575,27 @@ TEST_CASE(
     wider.replace(wider.find("\"layer_hidden_sizes\": ["), 23 + std::to_string(c.hidden_of(0)).size(),
                   "\"layer_hidden_sizes\": [" + std::to_string(c.hidden(96)));
     wider.replace(wider.find("\"residual_width\": 64"), 20, "\"residual_width\": 96");
-    write_all(out + "/config.json", wider);
+    write_file(out + "/config.json", wider);
     CHECK_THAT(import_error(),
                Catch::Contains("tensor model.layers.0.attn_norm.weight has shape [64] but config.json needs [96]"));
     // per-layer columns: KV heads that do not divide the heads; valid GQA the tensors do not have (wqkv's rows)
     std::string gqa = config;
     const std::string kv4 = "\"layer_kv_heads\": [4";
     gqa.replace(gqa.find(kv4), kv4.size(), "\"layer_kv_heads\": [3");
-    write_all(out + "/config.json", gqa);
+    write_file(out + "/config.json", gqa);
     CHECK_THAT(import_error(),
                Catch::Contains("config.json: layer 0 (model.layers.0): layer_kv_heads 3 does not divide "
                                "layer_heads 4"));
     gqa.replace(gqa.find("\"layer_kv_heads\": [3"), kv4.size(), "\"layer_kv_heads\": [2");
-    write_all(out + "/config.json", gqa);
+    write_file(out + "/config.json", gqa);
     CHECK_THAT(
         import_error(),
         Catch::Contains("tensor model.layers.0.attn.qkv.weight has shape [192, 64] but config.json needs [128, 64]"));
     std::string tied = config;
     tied.replace(tied.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
-    write_all(out + "/config.json", tied);
+    write_file(out + "/config.json", tied);
     CHECK_THAT(import_error(), Catch::Contains("lm_head.weight differs from model.embed_tokens.weight"));
-    write_all(out + "/config.json", config);
+    write_file(out + "/config.json", config);
     // a directory that is not an export
     REQUIRE(unlink((out + "/model.safetensors").c_str()) == 0);
     CHECK_THAT(import_error(), Catch::Contains("holds neither model.safetensors nor model.safetensors.index.json"));
@@ -632,16 +619,16 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
     const ModelConfig c = make("prism", "uniform", "layernorm", 0);
     write_model(step + "/model.bin", c, 10);
     REQUIRE(link((step + "/model.bin").c_str(), (run + "/model.bin").c_str()) == 0);
-    write_all(run + "/log.jsonl",
-              "{\"step\": 5, \"tokens\": 10240, \"train_loss\": 6.25, \"elapsed_s\": 6.0}\n"
-              "{\"step\": 10, \"tokens\": 20480, \"train_loss\": 5.5, \"val_loss\": 5.4, \"elapsed_s\": 12.5, "
-              "\"eval\": {\"task\": \"hellaswag\", \"examples\": 10, \"acc\": 0.3}}\n");
+    write_file(run + "/log.jsonl",
+               "{\"step\": 5, \"tokens\": 10240, \"train_loss\": 6.25, \"elapsed_s\": 6.0}\n"
+               "{\"step\": 10, \"tokens\": 20480, \"train_loss\": 5.5, \"val_loss\": 5.4, \"elapsed_s\": 12.5, "
+               "\"eval\": {\"task\": \"hellaswag\", \"examples\": 10, \"acc\": 0.3}}\n");
     for (const std::string& from : {run, step + "/model.bin"}) {
         remove_all(run + "/hf");
         const Result e = sh("./export " + from + " -o " + run + "/hf");
         INFO(e.out);
         REQUIRE(e.rc == 0);
-        const std::string card = read_all(run + "/hf/README.md");
+        const std::string card = read_file(run + "/hf/README.md");
         CHECK_THAT(card, Catch::Contains("| 10 | 20480 | 5.5000 | 5.4000 | 5.4000 | 12.5 |"));
         CHECK_THAT(card, Catch::Contains("| hellaswag | 10 | examples 10, acc 0.3 |"));
         // Layers numbered from 1, as --plan numbers them.
@@ -679,7 +666,7 @@ TEST_CASE(
     const ModelConfig c = make("uniform", "uniform", "layernorm", 1);
     std::vector<float> p = write_model(bin, c, 3);
     REQUIRE(sh("./export " + bin + " -o " + out).rc == 0);
-    const std::string config = read_all(out + "/config.json");
+    const std::string config = read_file(out + "/config.json");
     const ParamLayout layout = param_layout(c);
     auto import = [&](const std::string& limit = "") {
         return sh(limit + "./import " + out + " -o " + dir + "/x.bin");
@@ -695,11 +682,11 @@ TEST_CASE(
     // where the 4 GB buffer the claim asks for (untied: two V x d matrices) would not even be allocated.
     std::string big = config;
     big.replace(big.find("\"vocab_size\": 300"), 17, "\"vocab_size\": 16777216");
-    write_all(out + "/config.json", big);
+    write_file(out + "/config.json", big);
     refused(import("ulimit -v 200000; "),
             "tensor model.embed_tokens.weight has shape [300, 64] but config.json needs "
             "[16777216, 64]");
-    write_all(out + "/config.json", config);
+    write_file(out + "/config.json", config);
 
     // Non-finite weights, fp32 and bf16: one line naming the tensor and the element.
     auto write_tensors = [&](StDtype dtype) {
@@ -729,7 +716,7 @@ TEST_CASE(
              "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
     h += "}";
     uint64_t hn = h.size();
-    write_all(out + "/model.safetensors", std::string((const char*)&hn, 8) + h);
+    write_file(out + "/model.safetensors", std::string((const char*)&hn, 8) + h);
     auto t0 = std::chrono::steady_clock::now();
     refused(import(), "model.safetensors: its header holds 3000000 JSON values, more than ");
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
@@ -741,7 +728,7 @@ TEST_CASE(
              "\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}";
     h += "}";
     hn = h.size();
-    write_all(st, std::string((const char*)&hn, 8) + h);
+    write_file(st, std::string((const char*)&hn, 8) + h);
     t0 = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH(read_safetensors_header(st), Catch::Contains("tensor \"t0\": listed twice"));
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);

@@ -473,29 +473,14 @@ TEST_CASE("a CPU run of GQA, windows and a dropped block trains and resumes bit 
         return c.replace(c.find(from), from.size(),
                          "--layers 3 --heads 4 --kv-heads 2,1,4 --window 8,0,4 --mlp 64,96,96 --no-mlp 2 --cpu");
     };
-    Result a = sh(cmd(dir + "/straight") + " --steps 30");
-    INFO(a.out);
-    REQUIRE(a.rc == 0);
-    Result b1 = sh(cmd(dir + "/resumed") + " --steps 30 --stop-after 15");
-    INFO(b1.out);
-    REQUIRE(b1.rc == 0);
-    Result b2 = sh(cmd(dir + "/resumed") + " --steps 30 --resume");
-    INFO(b2.out);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(b2.out.find("resumed from") != std::string::npos);
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 30);
-    REQUIRE(lb.size() == 30);
-    for (long s = 1; s <= 30; s++) {
-        INFO("step " << s);
-        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));
-    }
+    // train_util.h's resume check, on this shape.
+    const Train train = [&](const std::string& out, const std::string& extra) { return sh(cmd(out) + extra); };
+    auto la = check_resume(dir, train, 30, 15).straight_log;
     double first, last;
     sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
     sscanf(la[30].c_str(), "{\"step\": 30, \"tokens\": %*d, \"train_loss\": %lf", &last);
     REQUIRE(last < first - 1.0);
-    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
-    REQUIRE(ma.params == mb.params);
+    LoadedModel ma = load_model(dir + "/straight/model.bin");
     REQUIRE(ma.cfg.layers[1].kv() == 1);
     REQUIRE(ma.cfg.layers[2].window == 4);
     REQUIRE(!ma.cfg.layers[1].mlp);

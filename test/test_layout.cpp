@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "test/test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,13 +29,6 @@ bool is_source(const fs::path& p) {
 bool skipped_dir(const fs::directory_entry& e) {
     const std::string name = e.path().filename().string();
     return e.is_directory() && (name == "build" || name == "out" || (name.size() > 1 && name[0] == '.'));
-}
-
-std::string read_text(const fs::path& p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 // Every source file of the checkout (relative paths), build/ and hidden directories left out.
@@ -55,7 +50,7 @@ std::vector<std::string> sources() {
 std::vector<std::string> includes_of(const std::string& file) {
     static const std::regex inc(R"(^\s*#\s*include\s*"([^"]+)\")");
     std::vector<std::string> out;
-    std::istringstream in(read_text(file));
+    std::istringstream in(read_file(file));
     std::string line;
     const fs::path dir = fs::path(file).parent_path();
     while (std::getline(in, line)) {
@@ -166,7 +161,7 @@ TEST_CASE("the top Makefile has every product binary's rule, and no other make f
                                                "study",
                                                "$(BUILD)/prepare_shards",
                                                "$(BUILD)/prepare_eval"};
-    const std::string top = read_text("Makefile");
+    const std::string top = read_file("Makefile");
     for (const std::string& p : products) {
         INFO(p);
         CHECK(top.find("\n" + p + ":") != std::string::npos);
@@ -180,7 +175,7 @@ TEST_CASE("the top Makefile has every product binary's rule, and no other make f
         const std::string name = it->path().filename().string();
         const bool make_file = it->path().extension() == ".mk" || name == "Makefile" || name == "GNUmakefile";
         if (!it->is_regular_file() || !make_file || fs::relative(it->path(), ".") == "Makefile") continue;
-        std::istringstream in(read_text(it->path()));
+        std::istringstream in(read_file(it->path()));
         std::string line;
         while (std::getline(in, line))
             for (const std::string& p : products) {

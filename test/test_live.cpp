@@ -166,17 +166,10 @@ size_t check_log(const ReadBack& b, const std::string& run, const std::string& l
     return numbers;
 }
 
-std::string file_of(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 // Waits up to `seconds` for `text` in the file at `path`.
 bool wait_for(const std::string& path, const std::string& text, int seconds) {
     for (int i = 0; i < seconds * 10; i++) {
-        if (file_of(path).find(text) != std::string::npos) return true;
+        if (read_file(path).find(text) != std::string::npos) return true;
         usleep(100000);
     }
     return false;
@@ -301,13 +294,13 @@ TEST_CASE(
                "/bridge.rc) > /dev/null 2>&1 &")
                 .rc == 0);
     REQUIRE(wait_for(dir + "/bridge.pid", "\n", 10));
-    const int pid = std::stoi(file_of(dir + "/bridge.pid"));
+    const int pid = std::stoi(read_file(dir + "/bridge.pid"));
     REQUIRE(wait_for(bout, "waiting for a run in " + study, 30));
     Result a = sh(micro(dir, study + "/a") + " --steps 20 --ckpt-every 10 --keep 5");
     INFO(a.out);
     REQUIRE(a.rc == 0);
     REQUIRE(wait_for(bout, "a: done at step 20 (logged to step 20)", 30));
-    const std::string first_log = file_of(study + "/a/log.jsonl");
+    const std::string first_log = read_file(study + "/a/log.jsonl");
     std::ofstream(dir + "/a_first.jsonl") << first_log;
     // A run that appears later, then a resumed from its step-10 checkpoint into a longer schedule: its log is
     // rewritten (steps 1-10 kept) and steps 11-20 get other values.
@@ -320,18 +313,18 @@ TEST_CASE(
     REQUIRE(wait_for(bout, "b: done at step 10 (logged to step 10)", 30));
     kill(pid, SIGTERM);
     REQUIRE(wait_for(dir + "/bridge.rc", "\n", 60));
-    INFO(file_of(bout));
-    CHECK(file_of(dir + "/bridge.rc") == "0\n");
-    CHECK(file_of(bout).find("a: the log was rewritten from step 11 (a --resume from an earlier checkpoint)") !=
+    INFO(read_file(bout));
+    CHECK(read_file(dir + "/bridge.rc") == "0\n");
+    CHECK(read_file(bout).find("a: the log was rewritten from step 11 (a --resume from an earlier checkpoint)") !=
           std::string::npos);
-    CHECK(file_of(bout).find("stopped by SIGTERM; everything read so far is written") != std::string::npos);
+    CHECK(read_file(bout).find("stopped by SIGTERM; everything read so far is written") != std::string::npos);
     // The test means something: the branch's values at steps 11-20 differ from the first run's.
     auto lr_at = [](const std::string& log, int step) {
         const std::string key = "{\"step\": " + std::to_string(step) + ",";
         return json::parse(log.substr(log.find(key), log.find('\n', log.find(key)) - log.find(key))).find("lr")->str;
     };
-    REQUIRE(lr_at(first_log, 15) != lr_at(file_of(study + "/a/log.jsonl"), 15));
-    REQUIRE(lr_at(first_log, 5) == lr_at(file_of(study + "/a/log.jsonl"), 5));
+    REQUIRE(lr_at(first_log, 15) != lr_at(read_file(study + "/a/log.jsonl"), 15));
+    REQUIRE(lr_at(first_log, 5) == lr_at(read_file(study + "/a/log.jsonl"), 5));
 
     if (tb) {
         // TensorBoard: the run as it is now (the abandoned steps 11-20 purged), and the later run.
@@ -367,9 +360,10 @@ TEST_CASE(
     REQUIRE(wait_for(dir + "/c.out", "waiting for a run in " + dir + "/c", 30));
     REQUIRE(sh(micro(dir, dir + "/c") + " --steps 10").rc == 0);
     REQUIRE(wait_for(dir + "/c.rc", "\n", 60));
-    INFO(file_of(dir + "/c.out"));
-    CHECK(file_of(dir + "/c.rc") == "0\n");
-    CHECK(file_of(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") != std::string::npos);
+    INFO(read_file(dir + "/c.out"));
+    CHECK(read_file(dir + "/c.rc") == "0\n");
+    CHECK(read_file(dir + "/c.out").find("c: the run's invocation ended (done); stopped following") !=
+          std::string::npos);
     if (!via_tb && !wandb_readable()) return;  // the bridge's own end was checked; nothing reads W&B back here
     ReadBack c = read_back(via_tb ? "tb" : "wb", dir + (via_tb ? "/tb1" : "/wb1"), dir);
     check_log(c, "c", dir + "/c/log.jsonl", via_tb);

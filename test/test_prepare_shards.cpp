@@ -350,3 +350,101 @@ TEST_CASE("the command line's --shard-tokens is at least 65536", "[prepare_shard
     CHECK_NOTHROW(check_prepare_cli(parse_prepare_cli({"-o", "d/p", "a.txt"})));  // the default, 100M
     CHECK_NOTHROW(check_prepare_cli(parse_prepare_cli({"--val-tokens", "10"})));  // a small validation shard is fine
 }
+
+TEST_CASE(
+    "shards of two sets under one prefix are refused; a kill -9 anywhere in prepare_shards --overwrite "
+    "leaves the old set, the new set, or a refused mixture",
+    "[data][faults]") {
+    char tmpl[] = "/tmp/prism_sets_XXXXXX";
+    std::string dir = mkdtemp(tmpl), prefix = dir + "/c";
+    std::vector<int> t(3000, 5);
+    write_shard(prefix + "_val_000000.bin", t, false, 0x1111);
+    write_shard(prefix + "_train_000001.bin", t, false, 0x2222);
+    REQUIRE_THROWS_WITH(check_shard_sets({read_shard_info(prefix + "_train_000001.bin")},
+                                         {read_shard_info(prefix + "_val_000000.bin")}),
+                        Catch::Contains("(set 0000000000001111) were not written together: an interrupted "
+                                        "prepare_shards --overwrite"));
+    // The training shards alone are refused too: their set's validation shard is another set's.
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300),
+                        Catch::Contains("were not written together"));
+    sh("rm -f " + prefix + "_val_000000.bin");  // ... or missing: a set cut short before its last rename
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300),
+                        Catch::Contains("has no " + prefix + "_val_000000.bin: an interrupted prepare_shards"));
+    write_shard(prefix + "_val_000000.bin", t, false, 0x2222);
+    REQUIRE(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300).num_shards() == 1);  // one set: fine
+    write_shard(prefix + "_train_000002.bin", t, false);  // llm.c's, no id, beside a tied one
+    REQUIRE_THROWS_WITH(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300), Catch::Contains("no set id"));
+    sh("rm -f " + prefix + "_*");
+    write_shard(prefix + "_train_000001.bin", t, false);  // llm.c's own shards, all without an id: read
+    write_shard(prefix + "_train_000002.bin", t, false);
+    REQUIRE(DataLoader(prefix + "_train_*.bin", 2, 8, 0, 1, false, 0, 300).num_shards() == 2);
+    sh("rm -f " + prefix + "_*");
+
+    // The real pipeline, killed at moments spread over its run: a small old set, a large new one (other letters).
+    auto prepare = [&](const std::string& in, const std::string& out, bool overwrite) {
+        PrepareOptions o;
+        o.inputs = {in}, o.out_prefix = out, o.format = InputFormat::LINES;
+        o.shard_tokens = 200, o.val_tokens = 200, o.progress = 0, o.sync = false, o.overwrite = overwrite,
+        o.threads = 1;
+        return prepare_shards(
+                   o,
+                   [](std::string_view s, std::vector<int>& v) {
+                       for (unsigned char c : s) v.push_back(c);
+                   },
+                   0)
+            .shards.size();
+    };
+    {
+        std::ofstream old_in(dir + "/old.txt"), new_in(dir + "/new.txt");
+        for (int i = 0; i < 120; i++) old_in << "old line " << i << "\n";
+        for (int i = 0; i < 3000; i++) new_in << "NEW LINE " << i << "\n";
+    }
+    const auto t_new0 = std::chrono::steady_clock::now();
+    const size_t n_new = prepare(dir + "/new.txt", dir + "/n", false);
+    const double t_new = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_new0).count();
+    int whole_old = 0, whole_new = 0, refused = 0;
+    const int trials = 36;
+    for (int trial = 0; trial < trials; trial++) {
+        sh("rm -f " + prefix + "_*");
+        const size_t n_old = prepare(dir + "/old.txt", prefix, false);
+        const pid_t child = fork();
+        if (child == 0) {
+            try {
+                prepare(dir + "/new.txt", prefix, true);
+            } catch (...) {
+            }
+            _exit(0);
+        }
+        // A third of the kill moments spread over 1.5 times an uninterrupted run (the last land after its end), the
+        // rest packed around its end, where the renames are.
+        const double at = trial < 12 ? 1.5 * trial / 11 : 0.85 + 0.3 * (trial - 12) / 23;
+        std::this_thread::sleep_for(std::chrono::duration<double>(at * t_new));
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        try {
+            DataLoader tr(prefix + "_train_*.bin", 1, 8, 0, 1, false, 0, 300);
+            DataLoader va(prefix + "_val_*.bin", 1, 8, 0, 1, false, 0, 300);
+            check_shard_sets(tr.shards(), va.shards());
+            const size_t n = tr.shards().size() + va.shards().size();
+            const uint64_t id = tr.shards()[0].set_id;
+            for (const ShardInfo& s : tr.shards()) REQUIRE(s.set_id == id);
+            std::vector<int> x(8), y(8);
+            tr.next_batch(x.data(), y.data());
+            bool is_new = false;  // a window of 8 always holds a letter: upper case is the new set's
+            for (int c : x) is_new = is_new || (c >= 'A' && c <= 'Z');
+            INFO("trial " << trial << ": " << n << " shards");
+            REQUIRE(n == (is_new ? n_new : n_old));  // whole: every shard of one set, no more, no fewer
+            (is_new ? whole_new : whole_old)++;
+        } catch (const std::runtime_error& e) {
+            INFO(e.what());
+            REQUIRE(has(e.what(), "were not written together"));
+            refused++;
+        }
+    }
+    printf(
+        "prepare_shards --overwrite (%.0f ms, %zu shards) killed at %d moments: %d old set whole, %d new set whole, "
+        "%d mixtures refused\n",
+        1e3 * t_new, n_new, trials, whole_old, whole_new, refused);
+    CHECK(whole_old + whole_new + refused == trials);
+    sh("rm -rf '" + dir + "'");
+}

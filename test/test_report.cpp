@@ -62,10 +62,6 @@ void write_run(const std::string& dir, const ModelConfig& c, int steps, double s
     write_atomically(dir + "/log.jsonl", {{log.data(), log.size()}, {tail.data(), tail.size()}});
 }
 
-void write_file(const std::string& path, const std::string& text) {
-    write_atomically(path, {{text.data(), text.size()}});
-}
-
 // A run of a study: write_run's, 40 steps, and a record (run.json) of heads schedule `heads` and seed `seed`, so
 // that report groups the runs whose records differ only in the seed.
 void write_study_run(const std::string& dir, const std::string& heads, int seed, double shift) {
@@ -732,5 +728,27 @@ TEST_CASE(
         green += im.rgb[p] == 0 && im.rgb[p + 1] == 0xff && im.rgb[p + 2] == 0x7f;
     INFO("springgreen pixels " << green);
     CHECK(green > 15000);  // most of the 200 x 100 chart
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report warns about negative, duplicated and string-valued steps; a directory as output is refused first",
+          "[report][faults]") {
+    char tmpl[] = "/tmp/prism_rep_XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    std::ofstream(dir + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 5.0}\n{\"step\": -3, \"train_loss\": 4.0}\n"
+                                         "{\"step\": 1, \"train_loss\": 4.5}\n{\"step\": 2, \"train_loss\": \"low\"}\n"
+                                         "{\"step\": 3, \"train_loss\": 4.2}\n";
+    std::vector<std::string> warned;
+    RunLog r = read_run(dir, [&](const std::string& w) { warned.push_back(w); });
+    REQUIRE(r.steps.size() == 2);
+    REQUIRE(warned.size() == 3);
+    CHECK(has(warned[0], "line 2 is not a step's JSON (step -3 is not a whole number >= 1)"));
+    CHECK(
+        has(warned[1], "line 3 is not a step's JSON (step 1 does not follow step 1: a duplicated or reordered line)"));
+    CHECK(has(warned[2], "line 4 is not a step's JSON (\"train_loss\" is not a number)"));
+    Result o = sh("./report " + dir + " -o " + dir);
+    CHECK(one_line_error(o));
+    CHECK(has(o.out, "-o " + dir + " is a directory; pass a file name"));
+    CHECK(sh("ls " + dir).out == "log.jsonl\n");  // no .tmp litter
     sh("rm -rf '" + dir + "'");
 }

@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include "text/tokenizer.h"
+#include "test/test_util.h"
+#include "test/tokenizer_util.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,36 +23,11 @@
 
 namespace {
 
-std::string ranks_path() {
-    const char* env = getenv("PRISM_TOKENIZER");
-    return env && *env ? env : "data/cache/gpt2.tiktoken";
-}
-
-// Loaded once for all tests; a missing file fails every test that needs it with the fix in the message.
-const Tokenizer& gpt2() {
-    static std::unique_ptr<Tokenizer> tok;
-    if (!tok) {
-        std::string p = ranks_path();
-        struct stat st;
-        if (stat(p.c_str(), &st) != 0)
-            FAIL("GPT-2 ranks file " << p << " not found: run `bash data/get_tokenizer.sh` (or set PRISM_TOKENIZER)");
-        tok = std::make_unique<Tokenizer>(Tokenizer::load(p));
-    }
-    return *tok;
-}
-
 std::string tmp_dir() {
     char tmpl[] = "/tmp/prism_tok_XXXXXX";
     char* d = mkdtemp(tmpl);
     REQUIRE(d != nullptr);
     return d;
-}
-
-void write_file(const std::string& path, const std::string& data) {
-    FILE* f = fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    fwrite(data.data(), 1, data.size(), f);
-    fclose(f);
 }
 
 std::string load_error(const std::string& path) {

@@ -1,7 +1,9 @@
-// End-to-end tests of the train_prism binary on a micro model and synthetic shards: a resumed run repeats the
-// uninterrupted run's losses exactly, the log has a line per step, checkpoints round-trip, and bad input (flags,
-// shards, checkpoints) ends with a one-line error and a non-zero exit. The binary is built by `make test`
-// before this runs (the Makefile's test target depends on it).
+// test_train.cpp: the train_prism binary end to end on the micro model of train_util.h and synthetic shards: what a
+// run logs (an in-training zero-shot eval with its step; --recompute's losses on the GPU engine, on the executor) and
+// what it says: bad input (flags, shards, checkpoints) ends with a one-line error and a non-zero exit, an empty path
+// flag is never the default, and the messages say what is wrong and what is true, with bounded work. Checkpoints and
+// resume are test_checkpoints.cpp; the run directory OUT test_out_dir.cpp; faults and signals test_faults.cpp. The
+// binaries are built by `make test` before this runs (the Makefile's test target depends on them).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -14,60 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "eval/eval_file.h"
 #include "run/checkpoint.h"
+#include "run/cli.h"
+#include "run/run_log.h"
 #include "test/train_util.h"
-
-TEST_CASE("resumed training repeats the uninterrupted run's losses bit for bit", "[train]") {
-    std::string dir = make_data_dir();
-    Result a = sh(micro(dir, dir + "/straight") + " --steps 40");
-    INFO(a.out);
-    REQUIRE(a.rc == 0);
-    Result b1 = sh(micro(dir, dir + "/resumed") + " --steps 40 --stop-after 20");
-    INFO(b1.out);
-    REQUIRE(b1.rc == 0);
-    REQUIRE(b1.out.find("stopped after 20 steps") != std::string::npos);
-    Result b2 = sh(micro(dir, dir + "/resumed") + " --steps 40 --resume");
-    INFO(b2.out);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(b2.out.find("resumed from") != std::string::npos);
-
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 40);  // a line per step
-    REQUIRE(lb.size() == 40);
-    for (long s = 1; s <= 40; s++) {
-        INFO("step " << s);
-        REQUIRE(losses_of(la[s]) == losses_of(lb[s]));  // every digit printed: identical on the CPU
-    }
-    // The loss fell (the counting pattern is learnable) and validation ran every 10 steps.
-    double first, last;
-    sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
-    sscanf(la[40].c_str(), "{\"step\": 40, \"tokens\": %*d, \"train_loss\": %lf", &last);
-    REQUIRE(first == Approx(std::log(256.0)).margin(0.2));
-    REQUIRE(last < first - 1.0);
-    REQUIRE(la[10].find("val_loss") != std::string::npos);
-    REQUIRE(la[11].find("val_loss") == std::string::npos);
-
-    // Both runs end with the same parameters.
-    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
-    REQUIRE(ma.step == 40);
-    REQUIRE(ma.params == mb.params);
-    sh("rm -rf '" + dir + "'");
-}
-
-TEST_CASE("a torn checkpoint never replaces the last good one", "[train]") {
-    std::string dir = make_data_dir(), out = dir + "/run";
-    REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 3").rc == 0);
-    // A crash while writing the next checkpoint leaves a partial .tmp directory behind.
-    REQUIRE(sh("mkdir -p " + out + "/step_00000006.tmp && head -c 100 " + out + "/step_00000003/model.bin > " + out +
-               "/step_00000006.tmp/model.bin")
-                .rc == 0);
-    Result r = sh(micro(dir, out) + " --steps 6 --resume");
-    INFO(r.out);
-    REQUIRE(r.rc == 0);
-    REQUIRE(r.out.find("resumed from " + out + "/step_00000003 at step 3") != std::string::npos);
-    REQUIRE(read_log(out + "/log.jsonl").size() == 6);
-    sh("rm -rf '" + dir + "'");
-}
 
 TEST_CASE("bad input ends with a one-line error and a non-zero exit", "[train][errors]") {
     std::string dir = make_data_dir(), out = dir + "/run";
@@ -149,42 +102,6 @@ TEST_CASE("bad input ends with a one-line error and a non-zero exit", "[train][e
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("model.bin round-trips the config and every parameter", "[train][checkpoint]") {
-    ModelConfig c;
-    c.d = 16, c.V = 50, c.T = 8, c.h_base = 2, c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true;
-    c.layers = {{32, 2}, {16, 4}, {32, 16}};
-    size_t P = param_layout(c).total;
-    std::vector<float> p(P);
-    for (size_t i = 0; i < P; i++) p[i] = (float)i * 0.001f - 1.0f;
-    char tmpl[] = "/tmp/prism_ckpt_XXXXXX";
-    std::string dir = mkdtemp(tmpl);
-    save_model(dir + "/m.bin", c, p.data(), P, 123);
-    LoadedModel m = load_model(dir + "/m.bin");
-    REQUIRE(m.step == 123);
-    REQUIRE(m.params == p);
-    REQUIRE(m.cfg.layers.size() == 3);
-    REQUIRE(m.cfg.layers[1].width == 16);
-    REQUIRE(m.cfg.layers[2].heads == 16);
-    REQUIRE(m.cfg.norm == NormType::RMSNorm);
-    REQUIRE(!m.cfg.tied);
-    REQUIRE(m.cfg.mup_attn);
-    REQUIRE(m.cfg.mlp_ratio == c.mlp_ratio);
-    TrainState s;
-    s.step = 5, s.tokens = 999, s.rng = 42;
-    s.loader = {1, 2, 3};                        // a length that is not a multiple of 8
-    s.m = p, s.v = std::vector<float>(P, 0.5f);  // v, a mean of squares, is never negative
-    save_state(dir + "/s.bin", s);
-    TrainState r = load_state(dir + "/s.bin", P);
-    REQUIRE(r.step == 5);
-    REQUIRE(r.tokens == 999);
-    REQUIRE(r.rng == 42);
-    REQUIRE(r.loader == s.loader);
-    REQUIRE(r.m == p);
-    REQUIRE_THROWS_WITH(load_state(dir + "/s.bin", P + 1), Catch::Contains("belongs to a different model"));
-    REQUIRE_THROWS_WITH(load_model(dir + "/nope.bin"), Catch::Contains("cannot open checkpoint"));
-    sh("rm -rf '" + dir + "'");
-}
-
 TEST_CASE("an in-training zero-shot eval is logged with its step", "[train][eval]") {
     std::string dir = make_data_dir();
     {
@@ -233,37 +150,164 @@ TEST_CASE("--recompute on the GPU engine gives the same losses from the command 
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("the GPU engine trains KV groups, windows and a layer without an MLP, and resumes bit for bit",
-          "[train][layers]") {
-    // train_prism on the executor (as above) with every layer column the CUDA kernels added: GQA (2 K/V heads for 4
-    // query heads), a window of 16 in layers 1 and 3 (T 32), no MLP in layer 2. Six steps straight, and three plus
-    // three resumed: every logged loss and norm, and the final weights, identical; the loss falls.
+TEST_CASE("messages say what is wrong: a directory as a shard, a corrupt OUT/latest, a bad token deep in a shard",
+          "[train][faults]") {
+    // Issue 10 #9.
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result d = sh(micro(dir, out) + " --steps 2 --train " + dir);
+    INFO(d.out);
+    REQUIRE(one_line_error(d));
+    REQUIRE(has(d.out, "shard " + dir + " is a directory, not a shard"));
+
+    REQUIRE(sh(micro(dir, out) + " --steps 2").rc == 0);
+    poke(out + "/latest", 5, "\0\n", 2);  // "step_\0\n0000002\n": a NUL used to cut the message short
+    Result n = sh(micro(dir, out) + " --steps 4 --resume");
+    INFO(n.out);
+    REQUIRE(one_line_error(n));
+    REQUIRE(has(n.out, out + "/latest is corrupt: it holds \"step_\\x00\\x0a000002\", not a checkpoint name"));
+
+    // A token >= V near the end of the training shard fails before the first step, not when reached.
+    std::vector<int> t(200000, 3);
+    t[199990] = 300;
+    write_shard(dir + "/deep_train_000001.bin", t);
+    Result v = sh(micro(dir, dir + "/run2") + " --steps 2 --train " + dir + "/deep_train_000001.bin");
+    INFO(v.out);
+    REQUIRE(one_line_error(v));
+    REQUIRE(has(v.out, "deep_train_000001.bin: token 300 at position 199990 is outside the vocabulary (256)"));
+    REQUIRE(!has(v.out, "step "));
+
+    // An eval file claiming 2^40 examples (with a valid checksum) is a corrupt header, not "out of memory".
+    EvalFile f;
+    f.task = "piqa", f.V = 300, f.eot = 299;
+    EvalExample e;
+    e.tokens = {1, 2, 3};
+    e.req = {{0, 1, 1, 3, 0}};
+    f.ex.push_back(e);
+    save_eval_file(dir + "/piqa.bin", f);
+    std::string b = read_file(dir + "/piqa.bin");
+    int64_t huge = 1LL << 40;
+    memcpy(&b[6 * 4], &huge, 8);
+    memset(&b[12 * 4], 0, 8);
+    Checksum64 sum;
+    sum.update(b.data(), b.size());
+    uint64_t v64 = sum.value();
+    memcpy(&b[12 * 4], &v64, 8);
+    std::ofstream(dir + "/piqa.bin", std::ios::binary) << b;
+    REQUIRE_THROWS_WITH(load_eval_file(dir + "/piqa.bin"),
+                        Catch::Contains("corrupt header: 1099511627776 examples cannot fit in a payload of 64 bytes"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("messages say what is true: conflicting flags, a changed batch, a missing latest, the plan's tokens",
+          "[train][faults][cli]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result both = sh(micro(dir, out) + " --steps 3 --tokens 1000");
+    REQUIRE(one_line_error(both));
+    REQUIRE(has(both.out, "--steps and --tokens both set the run's length; pass one of them"));
+    Result task = sh(micro(dir, out) + " --steps 3 --eval-task foo");
+    REQUIRE(has(task.out, "unknown task 'foo'; choose from hellaswag, piqa"));
+
+    REQUIRE(sh(micro(dir, out) + " --steps 6 --stop-after 2 --ckpt-every 1").rc == 0);
+    // Without its record (a run from before run records): a recorded run would restore --total-batch 128 and go on
+    // with 2 micro-steps of B 2 (the run record, test_checkpoints.cpp), so the checkpoint's own batch is what catches the change here.
+    REQUIRE(sh("rm " + out + "/run.json").rc == 0);
+    Result b = sh(micro(dir, out) + " --steps 6 --resume -b 2");  // 2 x 32 tokens a step instead of 4 x 32
+    INFO(b.out);
+    REQUIRE(one_line_error(b));
+    REQUIRE(has(b.out,
+                "was trained with a global batch of 128 tokens per step, this run would take 64 (B 2 x T 32 x 1 "
+                "rank x 1 micro-steps); pass --total-batch 128 to keep it, or --allow-batch-change"));
+    Result k = sh(micro(dir, out) + " --steps 6 --resume -b 2 --total-batch 128 --stop-after 1");
+    INFO(k.out);
+    REQUIRE(k.rc == 0);
+    REQUIRE(has(k.out, "6 steps (768 tokens, of which 256 in steps 1..2 already done)"));
+
+    REQUIRE(sh("rm " + out + "/latest").rc == 0);
+    Result l = sh(micro(dir, out) + " --steps 6 --resume");
+    INFO(l.out);
+    REQUIRE(has(l.out, out + "/latest is missing, but " + out +
+                           " holds 2 checkpoints (newest step_00000003); to "
+                           "resume from it: echo step_00000003 > " +
+                           out + "/latest, then run again"));
+    REQUIRE(sh("echo step_00000005 > " + out + "/latest").rc == 0);
+    Result g = sh(micro(dir, out) + " --steps 6 --resume");
+    INFO(g.out);
+    REQUIRE(has(g.out, "latest names step_00000005, which does not exist; " + out + " holds step_00000003: echo "));
+    Result h = sh("./train_prism --plan -m tiny --mlp-multiple 65536");
+    REQUIRE(has(h.out, "SwiGLU hidden 65536 (2.667 w to a multiple of 65536)"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("an empty path flag is an error, never the default", "[train][faults]") {
     std::string dir = make_data_dir();
-    auto run = [&](const std::string& out, const std::string& extra) {
-        std::string cmd = micro(dir, dir + "/" + out) +
-                          " --layers 3 --heads 4 -b 2 --kv-heads gqa:2 --window local:16,1:1 --no-mlp 2 --steps 6 " +
-                          extra;
-        return sh("./build/train_prism_executor" + cmd.substr(std::string("./train_prism").size()));
-    };
-    Result a = run("straight", ""), b1 = run("resumed", "--stop-after 3"), b2 = run("resumed", "--resume");
-    INFO(a.out << b1.out << b2.out);
-    REQUIRE(a.rc == 0);
-    REQUIRE(b1.rc == 0);
-    REQUIRE(b2.rc == 0);
-    REQUIRE(a.out.find("engine: CUDA") != std::string::npos);
-    REQUIRE(b2.out.find("resumed from") != std::string::npos);
-    auto la = read_log(dir + "/straight/log.jsonl"), lb = read_log(dir + "/resumed/log.jsonl");
-    REQUIRE(la.size() == 6);
-    REQUIRE(lb.size() == 6);
-    for (auto& [step, line] : la) CHECK(losses_of(line) == losses_of(lb[step]));
-    double first, last;
-    sscanf(la[1].c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
-    sscanf(la[6].c_str(), "{\"step\": 6, \"tokens\": %*d, \"train_loss\": %lf", &last);
-    CHECK(last < first);
-    LoadedModel ma = load_model(dir + "/straight/model.bin"), mb = load_model(dir + "/resumed/model.bin");
-    REQUIRE(ma.cfg.layers[0].kv() == 2);
-    REQUIRE(ma.cfg.layers[0].window == 16);
-    REQUIRE(!ma.cfg.layers[1].mlp);
-    REQUIRE(ma.params == mb.params);
+    for (const char* flag : {"-o ''", "--out=", "--train ''", "--val ''", "--tokenizer ''", "--eval-data ''"}) {
+        Result r = sh(micro(dir, dir + "/run") + " --steps 1 --overwrite " + flag);
+        INFO(flag << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(has(r.out, "was given an empty "));
+    }
+    // Every binary parses its flags with run/cli.h: a FILE, DIR, GLOB or PATH flag refuses "" there.
+    std::string got;
+    std::vector<Flag> flags = {path_flag("--in", "FILE", "", got), text_flag("--name", "NAME", "", got)};
+    const char* a1[] = {"x", "--in", ""};
+    REQUIRE_THROWS_WITH(parse_flags(3, (char**)a1, flags, "x"),
+                        "flag --in was given an empty path; pass a path (an unset shell variable?), or leave the flag "
+                        "out for its default");
+    const char* a2[] = {"x", "--name="};
+    parse_flags(2, (char**)a2, flags, "x");  // not a path: "" is a value like any other
+    CHECK(got.empty());
+    REQUIRE(sh("test -e " + dir + "/run").rc != 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE(
+    "bounded work and true messages: --val-tokens beyond the set, a changed --seq-len, a missing run.json, "
+    "RANK=abc, a 3 GB run.json or log.jsonl",
+    "[train][faults]") {
+    std::string dir = make_data_dir(), out = dir + "/run";
+    Result v = sh("timeout 60 " + micro(dir, out) + " --steps 2 --val-tokens 100000000000");
+    INFO(v.out);
+    REQUIRE(v.rc == 0);
+    REQUIRE(has(v.out,
+                "note: --val-tokens 100000000000 is more than the validation shards " + dir +
+                    "/syn_val_*.bin hold in batches of B 4 x T 32 x 1 rank; each validation reads their 3968 tokens"));
+    REQUIRE(sh("cp -r " + out + " " + dir + "/s && sed -i 's/\\[\"--seq-len\", \"32\"\\]/[\"--seq-len\", \"48\"]/' " +
+               dir + "/s/run.json")
+                .rc == 0);
+    Result t = sh("./train_prism -o " + dir + "/s --resume --steps 4");
+    INFO(t.out);
+    REQUIRE(one_line_error(t));
+    REQUIRE(
+        has(t.out, "error: --resume: the model's context would be T 48 (--seq-len 48, given or in " + dir +
+                       "/s/run.json's \"args\"), but the recorded run's model has T 32 (\"model\": {\"T\"}); resume "
+                       "with --seq-len 32"));
+    REQUIRE(sh("rm " + dir + "/s/run.json").rc == 0);
+    Result m = sh("./train_prism -o " + dir + "/s --resume --steps 4");
+    INFO(m.out);
+    REQUIRE(one_line_error(m));
+    REQUIRE(has(m.out, "(" + dir +
+                           "/s/run.json is missing, so only the flags given apply: pass the first run's "
+                           "flags, or restore run.json from a copy)"));
+    Result k = sh("RANK=abc " + micro(dir, dir + "/k") + " --steps 1");
+    INFO(k.out);
+    REQUIRE(one_line_error(k));
+    REQUIRE(has(k.out, "error: RANK=abc in the environment is not a whole number; set it to this process's value"));
+    // Sparse files: no disk, but a size that reading whole would have to allocate.
+    REQUIRE(sh("rm -rf " + out + " && " + micro(dir, out) + " --steps 2").rc == 0);
+    REQUIRE(sh("cp " + out + "/run.json " + dir + "/run.json.good && truncate -s 3G " + out + "/run.json").rc == 0);
+    Result j = sh(micro(dir, out) + " --steps 3 --resume");
+    INFO(j.out);
+    REQUIRE(one_line_error(j));
+    REQUIRE(has(j.out, "error: " + out +
+                           "/run.json is 3221225472 bytes, more than the 64 MiB train_prism reads of "
+                           "such a file; it is not one train_prism wrote: move it aside"));
+    REQUIRE(sh("mv " + dir + "/run.json.good " + out + "/run.json && truncate -s 3G " + out + "/log.jsonl").rc == 0);
+    Result l = sh("/usr/bin/time -f 'maxrss %M' " + micro(dir, out) + " --steps 3 --resume");
+    INFO(l.out);
+    REQUIRE(l.rc == 0);
+    const size_t at = l.out.find("maxrss ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(l.out.substr(at + 7)) < 500000);  // KB: the log is streamed, never held
+    CHECK(read_log(out + "/log.jsonl").size() == 3);  // the 3 GB of zeros were no log lines
     sh("rm -rf '" + dir + "'");
 }

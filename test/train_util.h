@@ -1,19 +1,25 @@
-// train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_faults.cpp, test_dist.cpp):
-// synthetic shards, the micro model's command line, the log reader and the one-line-error check; and for the tests
-// of what reads runs (report, study: test_study.cpp, test_stats.cpp), a recorded run directory written directly.
+// train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_checkpoints.cpp,
+// test_faults.cpp, test_out_dir.cpp, test_dist.cpp and others): synthetic shards, the micro model's command line, the
+// log reader, the one-line-error check, a run in the background, the checkpoints in OUT, a byte patch of a file, and
+// check_resume, the end-to-end resume check every engine and launcher runs; and for the tests of what reads runs
+// (report, study: test_study_report.cpp, test_stats.cpp), a recorded run directory written directly.
 #pragma once
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dataloader.h"
+#include "run/checkpoint.h"
 #include "run/run_record.h"
+#include "run/step_dirs.h"
 #include "test/test_util.h"
 #include "util/fs.h"
 #include "util/io.h"
@@ -64,6 +70,86 @@ inline bool one_line_error(const Result& r) {
     if (r.rc == 0 || at == std::string::npos || r.out.find("error:", at + 1) != std::string::npos) return false;
     size_t eol = r.out.find('\n', at);
     return eol == r.out.size() - 1;
+}
+
+// A run started in the background: its command, with `until` a shell condition it waits for before returning.
+// Returns the pid (as text) in $pid of the following shell commands.
+inline std::string background(const std::string& cmd, const std::string& log, const std::string& until) {
+    return "(" + cmd + " > " + log + " 2>&1 & pid=$!; n=0; while kill -0 $pid 2>/dev/null && ! (" + until +
+           ") && [ $n -lt 3000 ]; do sleep 0.01; n=$((n+1)); done; ";
+}
+
+// The step_* directories of OUT, as one string ("step_00000002 step_00000004").
+inline std::string checkpoints_in(const std::string& out) {
+    Result r = sh("cd '" + out + "' && ls -d step_* 2>/dev/null | tr '\\n' ' '");
+    return r.out.empty() ? "" : r.out.substr(0, r.out.size() - 1);
+}
+
+// Overwrites `n` bytes of a file at `offset`.
+inline void poke(const std::string& path, long offset, const void* bytes, size_t n) {
+    FILE* f = fopen(path.c_str(), "r+b");
+    REQUIRE(f);
+    fseek(f, offset, SEEK_SET);
+    REQUIRE(fwrite(bytes, 1, n, f) == n);
+    fclose(f);
+}
+
+// Two logs (log.jsonl) agree on every loss and norm of steps 1..last, to the last printed digit.
+inline void require_same_losses(const std::string& log_a, const std::string& log_b, long last) {
+    auto a = read_log(log_a), b = read_log(log_b);
+    for (long s = 1; s <= last; s++) {
+        INFO("step " << s);
+        REQUIRE(a.count(s));
+        REQUIRE(b.count(s));
+        REQUIRE(losses_of(a[s]) == losses_of(b[s]));
+    }
+}
+
+// A training command: train_prism (or another build of it, or mpirun of it) into OUT with `extra` flags.
+using Train = std::function<Result(const std::string& out, const std::string& extra)>;
+
+// What check_resume ran: each run's output, and the logs (step -> line) of the straight and the resumed run.
+struct ResumedRuns {
+    Result straight, stopped, resumed;
+    std::map<long, std::string> straight_log, resumed_log;
+};
+
+// The end-to-end resume check, once per engine and launcher (test_checkpoints.cpp: the CPU engine, the CUDA engine
+// on the executor; test_dist.cpp: mpirun) and reused by the tests that need a resumed run. `train` runs `steps` steps
+// into DIR/straight, then into DIR/resumed stopped after `stop` steps, resumed by `resume` (by default `train` with
+// --resume): the resume starts from step `stop`'s checkpoint, every step is logged once, every logged loss and norm
+// is the straight run's to the last printed digit, and both end with the same parameters, bit for bit.
+inline ResumedRuns check_resume(const std::string& dir, const Train& train, long steps, long stop,
+                                const std::function<Result(const std::string& out)>& resume = nullptr) {
+    const std::string a = dir + "/straight", b = dir + "/resumed", n = " --steps " + std::to_string(steps);
+    ResumedRuns r;
+    r.straight = train(a, n);
+    INFO(r.straight.out);
+    REQUIRE(r.straight.rc == 0);
+    r.stopped = train(b, n + " --stop-after " + std::to_string(stop));
+    INFO(r.stopped.out);
+    REQUIRE(r.stopped.rc == 0);
+    REQUIRE(has(r.stopped.out, "stopped after " + std::to_string(stop) + " steps"));
+    r.resumed = resume ? resume(b) : train(b, n + " --resume");
+    INFO(r.resumed.out);
+    REQUIRE(r.resumed.rc == 0);
+    REQUIRE(has(r.resumed.out, "resumed from " + b + "/" + step_dir_name(stop) + " at step " + std::to_string(stop)));
+    r.straight_log = read_log(a + "/log.jsonl"), r.resumed_log = read_log(b + "/log.jsonl");
+    REQUIRE(r.straight_log.size() == (size_t)steps);  // a line per step
+    REQUIRE(r.resumed_log.size() == (size_t)steps);
+    require_same_losses(a + "/log.jsonl", b + "/log.jsonl", steps);
+    REQUIRE(load_model(a + "/model.bin").params == load_model(b + "/model.bin").params);
+    return r;
+}
+
+// The lines of `text` that start with `prefix`.
+inline std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(prefix, 0) == 0) out.push_back(line);
+    return out;
 }
 
 // A finished run's record (run.json) in dir: tiny, heads `heads`, widths uniform, then `args`, --out and --steps.
