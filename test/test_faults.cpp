@@ -284,7 +284,9 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     REQUIRE(one_line_error(r));
     REQUIRE(has(r.out, out + " holds an earlier run (checkpoints up to step_00000003, a latest file, a model.bin and "
                              "a log of "));
-    REQUIRE(has(r.out, "pass --resume to continue it, or --overwrite to delete it and start afresh"));
+    REQUIRE(has(r.out,
+                "pass --resume to continue it, or --overwrite to delete its 1 checkpoint, latest, model.bin "
+                "and log.jsonl and start afresh"));
     REQUIRE(file_text(out + "/log.jsonl") == log);
     REQUIRE(checkpoints_in(out) == "step_00000003");
     REQUIRE(one_line_error(sh(micro(dir, out) + " --steps 3 --resume --overwrite")));
@@ -298,7 +300,17 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     REQUIRE(read_log(out + "/log.jsonl").size() == 2);
     // A log without checkpoints (a run that failed before its first) is an earlier run too.
     sh("rm -rf " + out + "/step_* " + out + "/latest " + out + "/model.bin");
-    REQUIRE(has(sh(micro(dir, out) + " --steps 2").out, "holds an earlier run (a log of "));
+    // Neither message sends the user to the other (issue 34 #5): both name --overwrite and what it deletes.
+    Result fresh = sh(micro(dir, out) + " --steps 2"), resume = sh(micro(dir, out) + " --steps 2 --resume");
+    INFO(fresh.out << resume.out);
+    REQUIRE(one_line_error(fresh));
+    REQUIRE(has(fresh.out, "holds an earlier run with no checkpoint --resume could continue (a log of "));
+    REQUIRE(has(fresh.out, "pass --overwrite to delete latest, model.bin and log.jsonl and start afresh"));
+    REQUIRE(!has(fresh.out, "pass --resume"));
+    REQUIRE(one_line_error(resume));
+    REQUIRE(has(resume.out, "holds no checkpoint to continue from, only a log of "));
+    REQUIRE(has(resume.out, "start afresh with --overwrite (it deletes latest, model.bin and log.jsonl)"));
+    REQUIRE(sh(micro(dir, out) + " --steps 2 --overwrite").rc == 0);
     sh("rm -rf '" + dir + "'");
 }
 

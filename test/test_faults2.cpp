@@ -78,7 +78,9 @@ TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-n
     Result r = sh(micro(dir, out) + " --steps 1");
     INFO(r.out);
     REQUIRE(one_line_error(r));
-    REQUIRE(has(r.out, out + " holds an earlier run (a model.bin); pass --resume to continue it, or --overwrite"));
+    REQUIRE(
+        has(r.out,
+            out + " holds an earlier run with no checkpoint --resume could continue (a model.bin); pass --overwrite"));
     REQUIRE(sh("rm " + out + "/model.bin && ln -s " + dir + "/other/step_00000001 " + out + "/step_00000001").rc == 0);
     REQUIRE(
         has(sh(micro(dir, out) + " --steps 1").out, "holds an earlier run (1 file or link named like a checkpoint)"));
