@@ -143,12 +143,13 @@ TEST_CASE("the output rule: no output flag of any tool replaces one of its input
     // train_prism -o DIR (--overwrite too): a shard, the directory holding the shards, the eval file's directory,
     // the tokenizer.
     const std::string tp = micro(dir, "");
-    for (const char* extra : {" --steps 1", " --steps 1 --overwrite"}) {
-        add("train_prism", std::string("-o") + extra, "the training shard", tp + train + extra, train);
-        add("train_prism", std::string("-o") + extra, "the shards' directory", tp + dir + extra, shard);
-        add("train_prism", std::string("-o") + extra, "the eval file's directory",
-            tp + ev + extra + " --eval-every 1 --eval-task piqa --eval-data " + ev, ev + "/piqa.bin");
-        add("train_prism", std::string("-o") + extra, "the tokenizer", tp + tok + extra + " --tokenizer " + tok, tok);
+    for (const std::string& extra : {std::string(), std::string(" --overwrite")}) {
+        const std::string args = extra + " --steps 1";
+        add("train_prism", "-o" + extra, "the training shard", tp + train + args, train);
+        add("train_prism", "-o" + extra, "the shards' directory", tp + dir + args, shard);
+        add("train_prism", "-o" + extra, "the eval file's directory",
+            tp + ev + args + " --eval-every 1 --eval-task piqa --eval-data " + ev, ev + "/piqa.bin");
+        add("train_prism", "-o" + extra, "the tokenizer", tp + tok + args + " --tokenizer " + tok, tok);
     }
     // study DIR: a shard or the eval file as the study directory.
     const std::string study =
