@@ -170,6 +170,7 @@ int run(const Options& o, Dist& dist) {
                dist.world > 1 ? ("; " + dist.describe()).c_str() : "");
         printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
                "bits/byte", "seconds");
+        fflush(stdout);  // a log (study's eval.log) shows what is being scored while it is
     }
     std::vector<EvalResult> results;
     std::string samples;  // --log-samples: the lines of every task, in task order

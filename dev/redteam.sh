@@ -460,7 +460,7 @@ if want stop-eval-75; then
         python3 -c "
 import json
 with open('$W/hs.jsonl', 'w') as f:
-    for i in range(3000): f.write(json.dumps({'ind': i, 'activity_label': 'A', 'ctx_a': 'The man walks to the door and', 'ctx_b': 'then', 'endings': ['opens it.', 'sits down.', 'runs away.', 'eats.'], 'label': 1}) + '\n')"
+    for i in range(10000): f.write(json.dumps({'ind': i, 'activity_label': 'A', 'ctx_a': 'The man walks to the door and', 'ctx_b': 'then', 'endings': ['opens it.', 'sits down.', 'runs away.', 'eats.'], 'label': 1}) + '\n')"
         mkdir -p "$W/sev"; "$ROOT/build/prepare_eval" hellaswag "$W/hs.jsonl" -o "$W/sev/hellaswag.bin" > /dev/null 2>&1
         fresh "$W/sv"; $ROOT/train_prism --vocab 50257 --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --steps 1 --val-every 0 --sample-every 0 $DATA -o "$W/sv" > /dev/null 2>&1
         bg "$W/se.txt" "$ROOT/eval_zeroshot" "$W/sv" --cpu --tasks hellaswag --data "$W/sev" --json "$W/sv/eval.json"

@@ -466,8 +466,8 @@ TEST_CASE(
 
     // A 256 MiB sparse run of zeros (no newline) before a real line: read 1 MiB at a time, the overlong "line"
     // skipped with a warning, the real one logged, and the process never near the file's size (it read it whole).
-    REQUIRE(sh("truncate -s 256M " + run + "/log.jsonl && printf '\\n{\"step\": 1, \"train_loss\": 2.5}\\n' >> " + run +
-               "/log.jsonl")
+    REQUIRE(sh("truncate -s 0 " + run + "/log.jsonl && truncate -s 256M " + run +
+               "/log.jsonl && printf '\\n{\"step\": 1, \"train_loss\": 2.5}\\n' >> " + run + "/log.jsonl")
                 .rc == 0);
     r = record(dir, run);
     INFO(r.out);

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "eval/eval_file.h"
 #include "test/train_util.h"
 #include "util/fs.h"
 #include "util/io.h"
@@ -25,18 +24,6 @@ void put(const std::string& path, const std::string& text) { std::ofstream(path)
 std::string bytes_of(const std::string& path) {
     const std::vector<unsigned char> b = read_file_bytes(path, "input");
     return std::string(b.begin(), b.end());
-}
-
-// A one-example piqa file for the micro model's vocabulary of 256.
-void write_eval_file(const std::string& path) {
-    EvalFile f;
-    f.task = "piqa", f.kind = EvalKind::Choice, f.has_norm = true, f.V = 256, f.eot = 255, f.fingerprint = 7;
-    EvalExample e;
-    e.tokens = {10, 11, 12, 13, 14};
-    e.req = {{0, 3, 3, 4, 1}, {0, 3, 4, 5, 1}};
-    e.gold = 0, e.words = 1, e.bytes = 4;
-    f.ex.push_back(e);
-    save_eval_file(path, f);
 }
 
 struct Try {
@@ -55,7 +42,7 @@ TEST_CASE("the output rule: no output flag of any tool replaces one of its input
         REQUIRE(t.rc == 0);
     }
     make_dirs(ev);
-    write_eval_file(ev + "/piqa.bin");
+    write_micro_eval_file(ev + "/piqa.bin");
     REQUIRE(sh("./export " + run + " -o " + hf).rc == 0);
     REQUIRE(sh("cp data/cache/gpt2.tiktoken " + tok).rc == 0);
     REQUIRE(sh("cp " + run + "/model.bin " + dir + "/lone.bin").rc == 0);  // a lone model.bin: the only copy
