@@ -103,6 +103,13 @@ Prepared prepare(const Options& o, Dist& dist) {
         a = b + 1;
     }
     if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
+    // The one output rule (util/fs.h), checked first: neither output may replace the model, its run's files or an
+    // eval file.
+    std::vector<ReadPath> inputs = run_files(o.model);
+    for (const auto& t : tasks) inputs.push_back({o.data + "/" + t + ".bin", "the eval file"});
+    inputs.push_back({o.tokenizer, "the tokenizer"});
+    check_output_path(o.json, "--json", inputs);
+    check_output_path(o.samples, "--log-samples", inputs);
     if (!o.tasks_given) {  // the default tasks: score those whose file is there, and name the others
         std::vector<std::string> present, missing;
         for (const auto& t : tasks)
@@ -118,12 +125,6 @@ Prepared prepare(const Options& o, Dist& dist) {
                     missing.size() == 1 ? "it" : "them");
         tasks = present;
     }
-    // The one output rule (util/fs.h): neither output may replace the model, its run's files or an eval file.
-    std::vector<ReadPath> inputs = run_files(o.model);
-    for (const auto& t : tasks) inputs.push_back({o.data + "/" + t + ".bin", "the eval file"});
-    inputs.push_back({o.tokenizer, "the tokenizer"});
-    check_output_path(o.json, "--json", inputs);
-    check_output_path(o.samples, "--log-samples", inputs);
 
     p.m = load_model(is_dir(o.model) ? o.model + "/model.bin" : o.model);
     const LoadedModel& m = p.m;
