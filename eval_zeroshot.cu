@@ -34,6 +34,10 @@
 #include "eval/scoring.h"
 // defines: RunRecord, read_run_record (OUT/run.json)
 #include "run/run_record.h"
+// defines: install_stop_handlers, stop_requested, kExitInterrupted
+#include "run/stop_signal.h"
+// defines: run_files (what of a run a tool must not write over), check_output_path (util/fs.h)
+#include "run/step_dirs.h"
 
 namespace {
 
@@ -99,6 +103,13 @@ Prepared prepare(const Options& o, Dist& dist) {
         a = b + 1;
     }
     if (tasks.empty()) throw ConfigError("--tasks is empty; name at least one task");
+    // The one output rule (util/fs.h), checked first: neither output may replace the model, its run's files or an
+    // eval file.
+    std::vector<ReadPath> inputs = run_files(o.model);
+    for (const auto& t : tasks) inputs.push_back({o.data + "/" + t + ".bin", "the eval file"});
+    inputs.push_back({o.tokenizer, "the tokenizer"});
+    check_output_path(o.json, "--json", inputs);
+    check_output_path(o.samples, "--log-samples", inputs);
     if (!o.tasks_given) {  // the default tasks: score those whose file is there, and name the others
         std::vector<std::string> present, missing;
         for (const auto& t : tasks)
@@ -160,13 +171,24 @@ int run(const Options& o, Dist& dist) {
                dist.world > 1 ? ("; " + dist.describe()).c_str() : "");
         printf("%-11s %8s %16s %16s %10s %9s %9s %8s\n", "task", "examples", "acc %", "acc_norm %", "ppl", "byte_ppl",
                "bits/byte", "seconds");
+        fflush(stdout);  // a log (study's eval.log) shows what is being scored while it is
     }
     std::vector<EvalResult> results;
     std::string samples;  // --log-samples: the lines of every task, in task order
     for (const auto& f : p.files) {
         EvalSamples per_example;
-        EvalResult r =
-            run_eval_task(*eng, f, o.batch, o.limit, &dist, nullptr, o.samples.empty() ? nullptr : &per_example);
+        EvalResult r = run_eval_task(
+            *eng, f, o.batch, o.limit, &dist, [] { return stop_requested(); },
+            o.samples.empty() ? nullptr : &per_example);
+        if (r.stopped) {  // partial sums are no result: nothing is written, and a rerun (study's too) scores it
+            if (lead)
+                printf(
+                    "eval_zeroshot: stopped by %s during %s; nothing written (--json, --log-samples): run the "
+                    "same command again\n",
+                    stop_signal_name(g_stop_signal), r.task.c_str());
+            fflush(stdout);
+            return kExitInterrupted;
+        }
         if (!lead) continue;
         if (!o.samples.empty()) samples += eval_samples_jsonl(f, per_example);
         printf("%-11s %8ld %s %s %10s %9s %9s %8.1f\n", r.task.c_str(), r.n, pad(pct(r.acc, r.acc_se), 16).c_str(),
@@ -204,6 +226,14 @@ int run(const Options& o, Dist& dist) {
 }
 
 }  // namespace
+
+// Before main, as in train_prism: SIGTERM, SIGINT, SIGHUP and SIGUSR1 (what study and mpirun pass on) stop the
+// evaluation after the batch in progress, with kExitInterrupted (75) and no output written.
+static const bool g_stop_handlers_installed =
+    (g_stop_message =
+         "\neval_zeroshot: stop signal: ending the batch in progress; nothing is written (send it "
+         "again to exit at once)\n",
+     install_stop_handlers(), true);
 
 int main(int argc, char** argv) {
     Dist dist;

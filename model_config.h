@@ -496,33 +496,39 @@ struct Accounting {
     double avg_width = 0;
 };
 
+// Layer l's costs (its own tensors, and the dead weights of the first and last layer, which depend on d and L).
+inline LayerCost layer_cost(const ModelConfig& c, int l) {
+    const int L = c.L(), norm_vecs = c.norm == NormType::LayerNorm ? 2 : 1;
+    const LayerSpec& s = c.layers[l];
+    long long w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
+    const long long keys = !s.attention ? 0 : s.window ? std::min(s.window, c.T) : c.T;
+    LayerCost lc;
+    lc.width = (int)w;
+    lc.heads = s.heads;
+    lc.kv_heads = s.kv();
+    lc.head_dim = s.head_dim();
+    lc.hidden = (int)hid;
+    lc.window = s.window;
+    lc.attention = s.attention, lc.mlp = s.mlp;
+    const long long attn = s.attention ? qkv * w + w * w : 0, mlp = 3 * w * hid;
+    lc.matrix_params = attn + mlp;
+    lc.params = lc.matrix_params + ((int)s.attention + (int)s.mlp) * norm_vecs * w;
+    lc.dead_params = 0;
+    if (l == 0 && w > c.d) lc.dead_params += (s.attention ? qkv : 2 * hid) * (w - c.d);
+    if (l == L - 1 && w > c.d) lc.dead_params += (s.mlp ? hid : w) * (w - c.d);
+    lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * keys * w;
+    lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * keys * w;
+    lc.kv_bytes_per_token = s.attention ? 2 * 2 * (long long)s.kv_width() : 0;
+    lc.kv_cache_bytes = lc.kv_bytes_per_token * keys;
+    return lc;
+}
+
 inline Accounting account(const ModelConfig& c) {
     Accounting a;
     a.params = (long long)param_layout(c).total;
-    int norm_vecs = c.norm == NormType::LayerNorm ? 2 : 1;
-    int L = c.L();
+    const int L = c.L();
     for (int l = 0; l < L; l++) {
-        const LayerSpec& s = c.layers[l];
-        long long w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
-        const long long keys = !s.attention ? 0 : s.window ? std::min(s.window, c.T) : c.T;
-        LayerCost lc;
-        lc.width = (int)w;
-        lc.heads = s.heads;
-        lc.kv_heads = s.kv();
-        lc.head_dim = s.head_dim();
-        lc.hidden = (int)hid;
-        lc.window = s.window;
-        lc.attention = s.attention, lc.mlp = s.mlp;
-        const long long attn = s.attention ? qkv * w + w * w : 0, mlp = 3 * w * hid;
-        lc.matrix_params = attn + mlp;
-        lc.params = lc.matrix_params + ((int)s.attention + (int)s.mlp) * norm_vecs * w;
-        lc.dead_params = 0;
-        if (l == 0 && w > c.d) lc.dead_params += (s.attention ? qkv : 2 * hid) * (w - c.d);
-        if (l == L - 1 && w > c.d) lc.dead_params += (s.mlp ? hid : w) * (w - c.d);
-        lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * keys * w;
-        lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * keys * w;
-        lc.kv_bytes_per_token = s.attention ? 2 * 2 * (long long)s.kv_width() : 0;
-        lc.kv_cache_bytes = lc.kv_bytes_per_token * keys;
+        const LayerCost lc = layer_cost(c, l);
         a.layers.push_back(lc);
         a.layer_params += lc.params;
         a.matched_params += lc.matrix_params - lc.dead_params;
@@ -530,7 +536,7 @@ inline Accounting account(const ModelConfig& c) {
         a.dense_flops_per_token += lc.dense_flops_per_token;
         a.kv_bytes_per_token += lc.kv_bytes_per_token;
         a.kv_cache_bytes += lc.kv_cache_bytes;
-        a.avg_width += (double)w / L;
+        a.avg_width += (double)lc.width / L;
     }
     a.flops_per_token += 2.0 * c.d * c.V;
     a.dense_flops_per_token += 2.0 * c.d * c.V;
@@ -572,14 +578,19 @@ inline void match_parameters(ModelConfig& c, const std::string& column) {
     long long now = apply(target - below <= above - target ? lo : hi);
     // Equal hidden sizes cross their rounding boundaries together (a step of L layers); from the last layer back,
     // move a layer's hidden one multiple up or down while that brings the count closer (each stays within one
-    // multiple of the factor's).
+    // multiple of the factor's). The count changes by that layer's own (layer_cost): linear in L, not quadratic.
+    auto matched = [&](int l) {
+        const LayerCost lc = layer_cost(c, l);
+        return lc.matrix_params - lc.dead_params;
+    };
     for (int l = c.L() - 1; l >= 0; l--) {
         if (!h0[l]) continue;
         for (int step : {(int)q, -(int)q}) {
             const int was = c.layers[l].hidden;
             if (was + step < q || was + step > 1 << 20) continue;
+            const long long before = matched(l);
             c.layers[l].hidden = was + step;
-            const long long next = account(c).matched_params;
+            const long long next = now - before + matched(l);
             if (std::llabs(next - target) < std::llabs(now - target)) {
                 now = next;
                 break;

@@ -386,6 +386,20 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             }
         }
     }
+    // The same for the in-training eval at the checkpoint's step (its line has no "eval"): so that a stop during
+    // the last step's eval does not leave a run "done" without it. A stop during this one ends the start-up below.
+    if (scorer && start > 0 && (start % o.eval_every == 0 || start == p.steps)) {
+        double missing = lead && !resumed_line.empty() && resumed_line.back() == '}' &&
+                         resumed_line.find("\"eval\": ") == std::string::npos;
+        dist.sum(&missing, 1, "the check of the resumed step's eval");
+        if (missing > 0) {
+            const std::string e = scorer(eng, dist, lead);
+            if (lead && !e.empty()) {
+                run.truncate_log(start, resumed_line.insert(resumed_line.size() - 1, ", \"eval\": " + e));
+                printf("eval at step %ld, not in the log (a stop cut it short): added to its line\n", start);
+            }
+        }
+    }
     // A stop signal during the set-up (run/stop_signal.h: the handlers are installed first thing in main): no step
     // was done, so nothing new to save; OUT/latest is what it was.
     if (const int sig = agreed_stop_signal(dist)) {

@@ -2,6 +2,8 @@
 // or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs, and
 // exits. Under mpirun (or srun, or the environment rendezvous) every process is one data-parallel rank. This
 // file is main: the flags (their table is run/train_flags.h), a resume's recorded flags, --plan, the engine, the loop.
+#include <glob.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +32,21 @@
 #include "run/train_flags.h"
 // defines: RunRecord (OUT/run.json: the resolved flags, the model, one entry per invocation)
 #include "run/run_record.h"
+
+// The one output rule (util/fs.h), before OUT is created or locked: OUT is none of the files the run reads (the
+// shards, the eval file, the tokenizer) and holds none of them (--overwrite deletes in it).
+static void check_out_dir(const TrainOptions& o) {
+    std::vector<ReadPath> inputs;
+    for (const std::string& pattern : {o.train, o.val}) {
+        glob_t g;
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; i++) inputs.push_back({g.gl_pathv[i], "the shard"});
+        globfree(&g);
+    }
+    if (o.eval_every > 0) inputs.push_back({o.eval_data + "/" + o.eval_task + ".bin", "the eval file"});
+    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
+    check_output_path(o.out, "-o", inputs, true);
+}
 
 // The body of main on every rank; errors are thrown (run_ranks reports them).
 static int train_main(int argc, char** argv, Dist& dist) {
@@ -79,6 +96,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
         default_model(o, gpu_engine_available(o.cpu));
         cfg = build_config(o.model, warnings);
         default_run(o, cfg, dist.world, notes);
+        if (!o.plan) check_out_dir(o);
         if (dist.rank == 0) {
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
             if (!o.plan)

@@ -148,9 +148,12 @@ int main(int argc, char** argv) {
         if (task == "lambada_openai") task = "lambada";
         find_eval_task(task);
         if (out.empty()) out = "data/eval/" + task + ".bin";
+        if (tok_path.empty()) tok_path = default_tokenizer_path();
+        std::vector<ReadPath> inputs = {{tok_path, "the tokenizer", true}};  // the one output rule (util/fs.h)
+        for (size_t i = 1; i < pos.size(); i++) inputs.push_back({pos[i], "the input"});
+        check_output_path(out, "-o", inputs);
         std::vector<EvalDoc> docs = read_docs(task, std::vector<std::string>(pos.begin() + 1, pos.end()));
         if (limit > 0 && (long)docs.size() > limit) docs.resize(limit);
-        if (tok_path.empty()) tok_path = default_tokenizer_path();
         Tokenizer tok = Tokenizer::load(tok_path);
         EvalFile f = build_eval_file(task, docs, tok);
         for (long i = 0; i < std::min<long>(show, (long)f.ex.size()); i++) {

@@ -65,6 +65,7 @@
 #include "util/io.h"
 #include "run/cli.h"
 #include "text/tokenizer_path.h"
+#include "util/fs.h"
 
 // ------------------------------------------------------------------------------------------------------
 // JSON Lines: the text field of one line, parsed strictly so that a malformed line is caught, not silently
@@ -357,6 +358,14 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
                                      " does not exist or is not writable; create it (mkdir -p " + dir + ") or fix -o");
     }
     const std::vector<std::string> old_set = prep::existing_shards(o.out_prefix);
+    {  // the one output rule (util/fs.h): no shard this run would replace or remove is one of its inputs
+        std::vector<ReadPath> inputs;
+        for (const std::string& p : o.inputs)
+            if (p != "-") inputs.push_back({p, "the input"});
+        std::vector<std::string> replaced = old_set;
+        for (const std::string& p : prep::existing_shards(o.out_prefix, ".partial")) replaced.push_back(p);
+        for (const std::string& p : replaced) check_output_path(p, "-o " + o.out_prefix + ":", inputs);
+    }
     if (!old_set.empty() && !o.overwrite)
         throw std::runtime_error(o.out_prefix + " already holds a shard set (" + std::to_string(old_set.size()) +
                                  " files, e.g. " + old_set.front() +

@@ -1,12 +1,13 @@
 #!/bin/bash
 # dev/redteam.sh: a red-team campaign against train_prism, prepare_shards and the inspection tools (issue 19):
-# filesystem oddities, signals at every phase of a run, launcher behaviour. Each case prints one line,
+# filesystem oddities, signals at every phase of a run, launcher behaviour; issue 34's outputs aimed at inputs,
+# stops during evals, empty and root paths, the live bridge's hostile files, near-linear planning. Each case prints one line,
 #   PASS name: what happened        (handled as the README promises)
 #   FAIL name: what happened        (a fault: data lost, a hang, a silent wrong result, a misleading word)
 #   SKIP name: why                  (a prerequisite is missing: mpirun, the tokenizer)
 # then the counts. Tiny models and data, OMP_NUM_THREADS=1; a few minutes on two cores. Needs train_prism,
-# build/prepare_shards, generate, analyze, report, eval_zeroshot built (CPU_ONLY=1 make ...) and python3 (for
-# writing shards only; the tools themselves never need it).
+# build/prepare_shards, build/prepare_eval, generate, analyze, report, eval_zeroshot, export, import, study built
+# (CPU_ONLY=1 make ...) and python3 (for writing shards and driving tools/prism_live.py; the C++ tools never need it).
 #   bash dev/redteam.sh [FILTER]     only the cases whose name contains FILTER
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -186,7 +187,7 @@ sig_case() {  # sig_case NAME SIGNAL CONDITION EXPECT_RC [run flags...]: signal 
     bg "$W/$name.txt" $TP $DATA -o "$out" "$@"
     wait_for "$cond" 60
     local t0=$(date +%s.%N); kill -$sig $pid 2>/dev/null; wait $pid; local rc=$?
-    local secs=$(echo "$(date +%s.%N) - $t0" | bc)
+    local secs=$(awk "BEGIN { printf \"%.2f\", $(date +%s.%N) - $t0 }")
     local line=$(grep -m1 'stopped by' "$W/$name.txt" | cut -c1-150)
     check "$name" "[ $rc = $expect ] && (( \$(echo \"$secs < 10\" | bc) ))" "exit $rc after ${secs:0:4} s: ${line:-$(lastline "$W/$name.txt")}"
 }
@@ -382,6 +383,95 @@ if want big-runjson; then fresh "$W/bj"; run "$W/bj" --steps 1 > /dev/null 2>&1;
 if want big-log; then fresh "$W/bl"; run "$W/bl" --steps 1 > /dev/null 2>&1; truncate -s 3G "$W/bl/log.jsonl"
     /usr/bin/time -f 'maxrss %M' $ROOT/train_prism -o "$W/bl" --resume --steps 2 > "$W/o" 2>&1; rc=$?; kb=$(grep -o 'maxrss [0-9]*' "$W/o" | cut -d' ' -f2)
     check big-log "[ $rc = 0 ] && [ ${kb:-9999999} -lt 500000 ] && [ \$(wc -l < $W/bl/log.jsonl) = 2 ]" "a 3 GB log.jsonl: exit $rc, ${kb:-?} KB resident, the log's 2 lines kept"; fi
+
+# ---------------------------------------------------------------- issue 34: outputs never replace inputs, every
+# stop exits 75, empty and root paths, advice that never loops, the live bridge's hostile files, near-linear work
+sums() { sha256sum "$@" 2>&1 | cut -c1-64 | tr '\n' ' '; }
+# out_rule NAME INPUT CMD...: CMD (an output aimed at INPUT) exits 1 in one line naming the rule; INPUT unchanged
+out_rule() { local n=$1 in=$2; shift 2; want "$n" || return 0; local a b rc; a=$(sums "$in"); timeout 120 "$@" > "$W/o" 2>&1; rc=$?; b=$(sums "$in")
+    check "$n" "[ $rc = 1 ] && one_error $W/o && grep -q 'which this command reads' $W/o && [ '$a' = '$b' ]" "exit $rc, sha256 ${a:0:12} before, ${b:0:12} after: $(lastline "$W/o" | cut -c1-150)"; }
+if want out-rule; then
+    fresh "$W/or"; cp -r "$W/base/." "$W/or/"; mkdir -p "$W/orev"; head -c 4096 /dev/urandom > "$W/orev/piqa.bin"
+    cp "$W/base/model.bin" "$W/lone.bin"; ln -sfn "$W/or/model.bin" "$W/or.link"
+    EZ="$ROOT/eval_zeroshot --cpu --tasks piqa --data $W/orev"
+    for t in model.bin step_00000002/model.bin step_00000002/state_rank0.bin run.json log.jsonl latest lock; do
+        out_rule "out-rule-evalz-json-${t//\//-}" "$W/or/$t" $EZ "$W/or" --json "$W/or/$t"
+        out_rule "out-rule-evalz-samples-${t//\//-}" "$W/or/$t" $EZ "$W/or" --log-samples "$W/or/$t"
+        out_rule "out-rule-analyze-json-${t//\//-}" "$W/or/$t" "$ROOT/analyze" "$W/or" --data "$W/syn_val_*.bin" --json "$W/or/$t"
+        out_rule "out-rule-report-o-${t//\//-}" "$W/or/$t" "$ROOT/report" "$W/or" -o "$W/or/$t"
+    done
+    out_rule out-rule-evalz-lone "$W/lone.bin" $EZ "$W/lone.bin" --json "$W/lone.bin"
+    out_rule out-rule-evalz-link "$W/or/model.bin" $EZ "$W/or" --json "$W/or.link"
+    out_rule out-rule-evalz-dotdot "$W/or/model.bin" $EZ "$W/or/step_00000002/model.bin" --json "$W/or/./step_00000002/../model.bin"
+    out_rule out-rule-evalz-evalfile "$W/orev/piqa.bin" $EZ "$W/or" --json "$W/orev/piqa.bin"
+    out_rule out-rule-analyze-shard "$W/syn_val_000000.bin" "$ROOT/analyze" "$W/or" --data "$W/syn_val_*.bin" --json "$W/syn_val_000000.bin"
+    out_rule out-rule-analyze-o-run "$W/or/model.bin" "$ROOT/analyze" "$W/or" --data "$W/syn_val_*.bin" -o "$W/or"
+    out_rule out-rule-export-o-run "$W/or/model.bin" "$ROOT/export" "$W/or" -o "$W/or" --overwrite
+    rm -rf "$W/orhf"; "$ROOT/export" "$W/or" -o "$W/orhf" > /dev/null 2>&1
+    out_rule out-rule-import-self "$W/orhf/model.safetensors" "$ROOT/import" "$W/orhf" -o "$W/orhf/model.safetensors" --overwrite
+    out_rule out-rule-train-shard "$W/syn_train_000001.bin" $TP $DATA -o "$W/syn_train_000001.bin" --steps 1 --overwrite
+    out_rule out-rule-train-holds "$W/syn_val_000000.bin" $TP $DATA -o "$W" --steps 1 --overwrite
+    if [ $HAVE_TOK = 1 ]; then
+        out_rule out-rule-prepare-shards "$W/syn_train_000001.bin" "$ROOT/build/prepare_shards" "$W/syn_train_000001.bin" -o "$W/syn" --overwrite
+        printf '{"goal": "g", "sol1": "a.", "sol2": "b."}\n' > "$W/valid.jsonl"; echo 0 > "$W/labels.lst"
+        out_rule out-rule-prepare-eval "$W/valid.jsonl" "$ROOT/build/prepare_eval" piqa "$W/valid.jsonl" "$W/labels.lst" -o "$W/valid.jsonl"
+    else say SKIP out-rule-prepare "no data/cache/gpt2.tiktoken"; fi
+fi
+if want out-rule-report-latest; then fresh "$W/rl"; cp -r "$W/base/." "$W/rl/"; a=$(sums "$W/rl/latest")
+    "$ROOT/report" "$W/rl" -o "$W/rl/latest" > "$W/o" 2>&1; rc=$?; b=$(sums "$W/rl/latest")
+    run "$W/rl" --steps 3 --resume > "$W/o2" 2>&1; r2=$?
+    check out-rule-report-latest "[ $rc = 1 ] && one_error $W/o && [ '$a' = '$b' ] && [ $r2 = 0 ]" "report -o RUN/latest: exit $rc, latest unchanged, then --resume exit $r2"; fi
+for d in "''" / //; do n="study-dir-${d//\//root}"; want "$n" || continue
+    eval "timeout 20 $ROOT/study $d -m tiny --list" > "$W/o" 2>&1; rc=$?
+    check "$n" "[ $rc = 1 ] && one_error $W/o" "study $d: exit $rc: $(lastline "$W/o" | cut -c1-150)"; done
+if want advice-no-loop; then fresh "$W/al"; cp "$W/base/log.jsonl" "$W/al/"; run "$W/al" --steps 2 > "$W/o" 2>&1; a=$?; run "$W/al" --steps 2 --resume > "$W/o2" 2>&1; b=$?
+    run "$W/al" --steps 2 --overwrite > /dev/null 2>&1; c=$?
+    check advice-no-loop "[ $a = 1 ] && [ $b = 1 ] && grep -q -- --overwrite $W/o && ! grep -q 'pass --resume' $W/o && grep -q -- --overwrite $W/o2 && [ $c = 0 ]" "a log, no checkpoint: fresh: $(lastline "$W/o" | cut -c1-110) | --resume: $(lastline "$W/o2" | cut -c1-110)"; fi
+if want analyze-data-empty; then "$ROOT/analyze" "$W/base" --data '' > "$W/o" 2>&1; rc=$?
+    check analyze-data-empty "[ $rc = 1 ] && one_error $W/o && grep -q 'was given an empty path' $W/o" "$(lastline "$W/o" | cut -c1-150)"; fi
+if want plan-match-3000; then t0=$(date +%s.%N); "$ROOT/train_prism" --plan --layers 3000 --match mlp > /dev/null 2>&1; rc=$?; secs=$(awk "BEGIN { printf \"%.2f\", $(date +%s.%N) - $t0 }")
+    check plan-match-3000 "[ $rc = 0 ] && awk 'BEGIN { exit !($secs < 10) }'" "--plan --layers 3000 --match mlp: exit $rc in $secs s (48 s before)"; fi
+if want study-list-sigterm; then lrs=$(python3 -c "print(','.join('%.6g' % (1e-4 * (1 + i / 3000)) for i in range(3000)))")
+    bg "$W/sl.txt" "$ROOT/study" "$W/sl" -m tiny --grid "lr=$lrs" --list; sleep 1; t0=$(date +%s.%N); kill -TERM $pid; wait $pid; rc=$?; secs=$(awk "BEGIN { printf \"%.2f\", $(date +%s.%N) - $t0 }")
+    check study-list-sigterm "[ $rc = 75 ] && awk 'BEGIN { exit !($secs < 1) }'" "SIGTERM to study --grid lr=<3000 values> --list after 1 s: exit $rc in $secs s"; fi
+if want live-hostile; then mkdir -p "$W/lv"; { echo '{"step": 1, "train_loss": 2.5}'; echo "{\"step\": 2, \"train_loss\": 1$(printf '0%.0s' $(seq 400))}"
+        echo '{"step": 3, "train_loss": NaN}'; echo '{"step": 4, "val_loss": Infinity}'; } > "$W/lv/log.jsonl"
+    echo '{"prism_run": 1, "model": {"layers": [{"layer": 1, "width": NaN}]}}' > "$W/lv/run.json"; echo '{"step": NaN, "results": []}' > "$W/lv/eval.json"
+    python3 - "$ROOT/tools/prism_live.py" "$W/lv" > "$W/o" 2>&1 <<'EOFL'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("live", sys.argv[1]); live = importlib.util.module_from_spec(spec); spec.loader.exec_module(live)
+class H:
+    def __getattr__(self, name): return lambda *a: print(name, *a[:2]) if name in ("scalars", "config", "final_eval") else "h"
+class S:
+    def open(self, run): return H()
+r = live.Run(sys.argv[2], "lv", None, [S()], []); r.poll(); r.close()
+EOFL
+    rc=$?; check live-hostile "[ $rc = 0 ] && [ \$(grep -c 'not a finite number' $W/o) = 5 ] && grep -q '^scalars 1' $W/o && ! grep -q Traceback $W/o" "10^400, NaN, Infinity in log.jsonl, run.json, eval.json: exit $rc, $(grep -c 'not a finite number' "$W/o") warnings"; fi
+if want live-sparse-log; then mkdir -p "$W/ls"; truncate -s 3G "$W/ls/log.jsonl"
+    /usr/bin/time -f 'maxrss %M' python3 - "$ROOT/tools/prism_live.py" "$W/ls" > "$W/o" 2>&1 <<'EOFS'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("live", sys.argv[1]); live = importlib.util.module_from_spec(spec); spec.loader.exec_module(live)
+print(len(live.LogTail(sys.argv[2] + "/log.jsonl").poll()), "lines")
+EOFS
+    rc=$?; kb=$(grep -o 'maxrss [0-9]*' "$W/o" | cut -d' ' -f2)
+    check live-sparse-log "[ $rc = 0 ] && [ ${kb:-9999999} -lt 200000 ]" "a 3 GB sparse log.jsonl: exit $rc, ${kb:-?} KB resident"; fi
+if want stop-eval-75; then
+    if [ $HAVE_TOK = 1 ]; then
+        python3 -c "
+import json
+with open('$W/hs.jsonl', 'w') as f:
+    for i in range(10000): f.write(json.dumps({'ind': i, 'activity_label': 'A', 'ctx_a': 'The man walks to the door and', 'ctx_b': 'then', 'endings': ['opens it.', 'sits down.', 'runs away.', 'eats.'], 'label': 1}) + '\n')"
+        mkdir -p "$W/sev"; "$ROOT/build/prepare_eval" hellaswag "$W/hs.jsonl" -o "$W/sev/hellaswag.bin" > /dev/null 2>&1
+        fresh "$W/sv"; $ROOT/train_prism --vocab 50257 --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --steps 1 --val-every 0 --sample-every 0 $DATA -o "$W/sv" > /dev/null 2>&1
+        bg "$W/se.txt" "$ROOT/eval_zeroshot" "$W/sv" --cpu --tasks hellaswag --data "$W/sev" --json "$W/sv/eval.json"
+        wait_for "grep -q '^task' $W/se.txt" 60; sleep 0.5; kill -USR1 $pid; wait $pid; rc=$?
+        check stop-eval-75 "[ $rc = 75 ] && [ ! -e $W/sv/eval.json ]" "SIGUSR1 to eval_zeroshot mid-task: exit $rc, no eval.json: $(lastline "$W/se.txt" | cut -c1-120)"
+        if want study-stop-evals-75; then rm -rf "$W/st"
+            bg "$W/st.txt" "$ROOT/study" "$W/st" --trainer "$ROOT/train_prism" --eval-zeroshot "$ROOT/eval_zeroshot" -m tiny --heads uniform --widths uniform --seeds 1 --eval-data "$W/sev" -- --vocab 50257 --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --steps 1 --val-every 0 --sample-every 0 --cpu $DATA
+            wait_for "[ -s $W/st/uniform-uniform-s1/eval.log ] && grep -q '^task' $W/st/uniform-uniform-s1/eval.log" 120; sleep 0.5; kill -TERM $pid; wait $pid; rc=$?
+            check study-stop-evals-75 "[ $rc = 75 ] && [ ! -e $W/st/uniform-uniform-s1/eval.json ]" "SIGTERM to study during its evals: exit $rc (138 before), no eval.json, rerun scores it"; fi
+    else say SKIP stop-eval-75 "no data/cache/gpt2.tiktoken"; say SKIP study-stop-evals-75 "no data/cache/gpt2.tiktoken"; fi
+fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
 [ $fail = 0 ]

@@ -157,6 +157,9 @@ int run(const Options& o) {
     if (gpt2_vocab)
         tok_files = hf_tokenizer_files(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer));
 
+    std::vector<ReadPath> inputs = run_files(o.model);  // the one output rule (util/fs.h)
+    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
+    check_output_path(o.out, "-o", inputs, true);
     if (is_dir(o.out) && !list_dir(o.out).empty() && !o.overwrite)
         throw ConfigError(
             "output directory " + o.out +

@@ -106,6 +106,10 @@ int run(const Options& o) {
     // Room for a few stray tensors (named in the error below) but not for a header of millions.
     const size_t max_tensors = 2 * layout.tensors.size() + 16;
     const std::vector<SafetensorsFile> files = open_weights(o.dir, max_tensors);
+    std::vector<ReadPath> inputs = {{config_path, "the config"},  // the one output rule (util/fs.h)
+                                    {o.dir + "/model.safetensors.index.json", "the safetensors index"}};
+    for (const SafetensorsFile& f : files) inputs.push_back({f.path, "the weights"});
+    check_output_path(o.out, "-o", inputs);
     std::map<std::string, std::pair<const SafetensorsFile*, const StTensor*>> found;
     for (const SafetensorsFile& f : files)
         for (const StTensor& t : f.tensors) {

@@ -42,7 +42,7 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        text_flag("--data", "GLOB", "token shards; windows are read from the start of the first (default {default})",
+        path_flag("--data", "GLOB", "token shards; windows are read from the start of the first (default {default})",
                   o.data),
         number_flag("--sequences", "N", "windows of T tokens to run (default {default})", o.sequences, 1, 1 << 20),
         number_flag("--seq-len", "T", "tokens per window (default: each model's context T)", o.T, 2, 1 << 20),
@@ -312,6 +312,14 @@ int run(const Options& o) {
     if (!o.labels.empty() && o.labels.size() != o.models.size())
         throw ConfigError("--labels names " + std::to_string(o.labels.size()) + " checkpoints but " +
                           std::to_string(o.models.size()) + " are given; name each once, in order");
+    // The one output rule (util/fs.h): no output replaces a model, its run's files or the shard read.
+    std::vector<ReadPath> inputs;
+    for (const std::string& m : o.models)
+        for (const ReadPath& r : run_files(m)) inputs.push_back(r);
+    const std::vector<std::string> shards = glob_shards(o.data);
+    inputs.push_back({shards[0], "the shard"});
+    check_output_path(o.json, "--json", inputs);
+    check_output_path(o.out, "-o", inputs, true);  // a directory: none of them may lie in it
     std::vector<Checkpoint> ks;
     for (size_t i = 0; i < o.models.size(); i++) {
         Checkpoint k;
@@ -329,7 +337,6 @@ int run(const Options& o) {
         if (k.T > m.cfg.T)
             throw ConfigError("--seq-len " + std::to_string(k.T) + " exceeds " + k.path +
                               "'s context T = " + std::to_string(m.cfg.T));
-        const std::vector<std::string> shards = glob_shards(o.data);
         k.shard = shards[0];
         std::unique_ptr<DataLoader> data;
         try {

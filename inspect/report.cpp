@@ -67,6 +67,7 @@
 #include "inspect/svg.h"
 #include "inspect/xml_check.h"
 #include "run/run_record.h"
+#include "run/step_dirs.h"
 #include "studies/stats.h"
 
 namespace {
@@ -375,7 +376,7 @@ const size_t kMaxChartsTotal = (size_t)64 << 20;  // all of them in one page
 // An analyze chart's text, or false and why not. Only a regular file is read, not a link (analyze writes none;
 // a link planted in a shared directory would pull any file of the reader's into the page) and not a FIFO or a
 // device (never waited on); at most kMaxChart bytes. Its identity joins `inputs`.
-bool read_chart(const std::string& path, std::string& text, std::string& why, std::vector<FileId>& inputs) {
+bool read_chart(const std::string& path, std::string& text, std::string& why, std::vector<ReadPath>& inputs) {
     const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         why = errno == ELOOP ? std::string("is a symbolic link (analyze writes none)")
@@ -384,7 +385,7 @@ bool read_chart(const std::string& path, std::string& text, std::string& why, st
     }
     struct stat st;
     bool ok = fstat(fd, &st) == 0;
-    if (ok) inputs.push_back({st.st_dev, st.st_ino, path});  // shown or not, no output may replace it
+    if (ok) inputs.push_back({path, "the chart"});  // shown or not, no output may replace it
     if (!ok) why = std::string("cannot be read: ") + strerror(errno);
     else if (!S_ISREG(st.st_mode))
         ok = false, why = std::string("is ") + file_kind(st.st_mode) + ", not a regular file";
@@ -404,7 +405,7 @@ bool read_chart(const std::string& path, std::string& text, std::string& why, st
 // The charts analyze wrote into dir (*.svg, in name order), each an <img> of its file (recoloured): a browser
 // runs no script in an image. `budget`: the bytes of charts the page may still take.
 std::string analyze_charts(const std::string& dir, std::vector<std::string>& warnings, const std::vector<RunLog>& runs,
-                           const std::vector<RunStyle>& styles, std::vector<FileId>& inputs, size_t& budget) {
+                           const std::vector<RunStyle>& styles, std::vector<ReadPath>& inputs, size_t& budget) {
     std::vector<std::string> names;
     for (const std::string& n : list_dir(dir))
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".svg") == 0) names.push_back(n);
@@ -480,7 +481,7 @@ void print_skipped(const std::vector<Skipped>& skipped) {
 // directory that is not a run (analyze's output), a run whose log cannot be read or holds no step, and a run
 // already named. Errors: a path that does not exist, and no run at all. Each run's files join `inputs`.
 std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnings, std::vector<Skipped>& skipped,
-                              std::vector<FileId>& inputs) {
+                              std::vector<ReadPath>& inputs) {
     std::vector<FileId> outputs, seen;
     for (const std::string& f : {o.out, o.json}) {
         FileId id;
@@ -509,8 +510,9 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
             return skip(d, e.what(), true);
         }
         for (const std::string& w : runs.back().warnings) warnings.push_back(w);
-        for (const char* f : {"log.jsonl", "run.json", "eval.json", "samples.jsonl", "model.bin"})
-            if (file_id(d + "/" + f, id)) inputs.push_back(id);
+        for (const ReadPath& r : run_files(d)) inputs.push_back(r);  // its model, log, record, checkpoints...
+        for (const char* f : {"eval.json", "samples.jsonl"})
+            inputs.push_back({d + "/" + f, std::string("the run's ") + f});
     };
     for (const std::string& p : o.runs) {
         struct stat st;
@@ -564,17 +566,6 @@ std::vector<RunLog> read_runs(const Options& o, std::vector<std::string>& warnin
     return runs;
 }
 
-// Refuses an output that is one of the files read: `report RUN -o RUN/log.jsonl` would replace the log.
-void check_not_an_input(const std::string& out, const char* flag, const std::vector<FileId>& inputs) {
-    FileId id;
-    if (out.empty() || !file_id(out, id)) return;
-    for (const FileId& in : inputs)
-        if (in.same(id))
-            throw ConfigError(std::string(flag) + " " + printable(out) + " is " +
-                              (in.path == out ? "" : printable(in.path) + ", ") +
-                              "one of the files this report reads; write the report to another file");
-}
-
 // The page's Content-Security-Policy: no script, no plugin, no frame, nothing fetched; only its own <style>
 // and style attributes, and images from data: URLs (analyze's charts). It must come first in <head>.
 const char* kPolicy =
@@ -597,10 +588,10 @@ int run(const Options& o) {
     if (!o.json.empty()) check_output_file(o.json, "--json");
     std::vector<std::string> warnings;
     std::vector<Skipped> skipped;
-    std::vector<FileId> inputs;
+    std::vector<ReadPath> inputs;
     const std::vector<RunLog> runs = read_runs(o, warnings, skipped, inputs);
-    check_not_an_input(o.out, "-o", inputs);  // the runs' files now, analyze's charts once they are read
-    check_not_an_input(o.json, "--json", inputs);
+    check_output_path(o.out, "-o", inputs);  // the runs' files now (util/fs.h), analyze's charts once read
+    check_output_path(o.json, "--json", inputs);
     FileId out_id, json_id;
     const bool same_out =
         o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
@@ -748,8 +739,8 @@ int run(const Options& o) {
     // Everything in the page is report's own or escaped, so a page that is not well-formed is report's bug.
     const std::string err = xml_error(h);
     if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
-    check_not_an_input(o.out, "-o", inputs);
-    check_not_an_input(o.json, "--json", inputs);
+    check_output_path(o.out, "-o", inputs);
+    check_output_path(o.json, "--json", inputs);
     try {
         write_atomically(o.out, {{h.data(), h.size()}});
     } catch (const IoError& e) {

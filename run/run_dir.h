@@ -263,6 +263,21 @@ class RunDir {
                                   p + ") or pass another -o");
         }
         if (resume || overwrite) return;
+        const std::string what = earlier_run();
+        if (what.empty()) return;
+        if (checkpoint_steps().empty() && access((out_ + "/latest").c_str(), F_OK) != 0)  // nothing to resume
+            throw ConfigError(out_ + " holds an earlier run with no checkpoint --resume could continue (" + what +
+                              "); pass --overwrite to delete " + overwritten() +
+                              " and start afresh, or pass another -o");
+        throw ConfigError(out_ + " holds an earlier run (" + what +
+                          "); pass --resume to continue it, or --overwrite to delete " + overwritten() +
+                          " and start afresh");
+    }
+
+    // What in OUT makes a fresh run refuse it without --overwrite, in words ("" when nothing): checkpoints,
+    // files or links named like one, latest, model.bin, a non-empty log.
+    std::string earlier_run() const {
+        struct stat st;
         std::vector<std::string> held;
         std::vector<long> steps = checkpoint_steps();
         if (!steps.empty()) held.push_back("checkpoints up to " + step_dir_name(steps.back()));
@@ -276,12 +291,17 @@ class RunDir {
         if (access((out_ + "/model.bin").c_str(), F_OK) == 0) held.push_back("a model.bin");
         if (stat(log_path().c_str(), &st) == 0 && st.st_size > 0)
             held.push_back("a log of " + std::to_string(st.st_size) + " bytes");
-        if (held.empty()) return;
         std::string what;
         for (size_t i = 0; i < held.size(); i++)
             what += (i == 0 ? "" : i + 1 == held.size() ? " and " : ", ") + held[i];
-        throw ConfigError(out_ + " holds an earlier run (" + what +
-                          "); pass --resume to continue it, or --overwrite to delete it and start afresh");
+        return what;
+    }
+
+    // What --overwrite deletes in OUT (start_fresh), in words, for the messages that advise it.
+    std::string overwritten() const {
+        const size_t n = checkpoint_steps().size();
+        return (n ? "its " + std::to_string(n) + " checkpoint" + (n > 1 ? "s" : "") + ", " : std::string()) +
+               "latest, model.bin and log.jsonl";
     }
 
     // Creates OUT and removes what a crash can leave behind: step_N.tmp directories and the .tmp files of
@@ -442,10 +462,15 @@ class RunDir {
         const std::string newest = steps.empty() ? "" : step_dir_name(steps.back());
         std::string latest_name = latest();
         if (latest_name.empty()) {
-            if (steps.empty())
+            if (steps.empty()) {
+                const std::string what = earlier_run();  // a run stopped before its first checkpoint
+                if (!what.empty())
+                    throw ConfigError("--resume: " + out_ + " holds no checkpoint to continue from, only " + what +
+                                      "; start afresh with --overwrite (it deletes " + overwritten() + ")");
                 throw ConfigError("--resume: " + out_ +
                                   " holds no checkpoint (no latest, no step_* directory); train "
                                   "without --resume first");
+            }
             throw ConfigError("--resume: " + out_ + "/latest is missing, but " + out_ + " holds " +
                               std::to_string(steps.size()) + " checkpoint" + (steps.size() > 1 ? "s" : "") +
                               " (newest " + newest + "); to resume from it: echo " + newest + " > " + out_ +

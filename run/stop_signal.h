@@ -5,7 +5,8 @@
 // before anything else. A second one of these signals ends the process at
 // once (the default action of that signal, so the shell sees 128 + its number). A signal the process was
 // started with ignored (nohup ignores SIGHUP) stays ignored.
-// The exit codes of train_prism are here too, so that they are documented in one place.
+// The exit codes of train_prism are here too, so that they are documented in one place. eval_zeroshot installs
+// the same handlers: a stop ends it after the batch in progress with kExitInterrupted, writing nothing.
 // Does not: coordinate ranks (under data parallelism every rank must stop at the same step).
 #pragma once
 
@@ -45,6 +46,11 @@ class StopGrace {
     std::chrono::steady_clock::time_point since_;
 };
 
+// What the handler says on the first signal (eval_zeroshot sets its own: it stops without a checkpoint).
+inline const char* g_stop_message =
+    "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
+    "checkpoint when there is new work (send it again to exit at once)\n";
+
 // Async-signal-safe: sets the flag and writes a fixed message with write(2); the second signal restores the
 // default action and raises itself.
 inline void stop_signal_handler(int sig) {
@@ -54,10 +60,7 @@ inline void stop_signal_handler(int sig) {
         return;
     }
     g_stop_signal = sig;
-    static const char msg[] =
-        "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
-        "checkpoint when there is new work (send it again to exit at once)\n";
-    ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+    ssize_t rc = write(STDERR_FILENO, g_stop_message, strlen(g_stop_message));
     (void)rc;
 }
 

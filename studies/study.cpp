@@ -30,16 +30,17 @@
 // tokens left at the pace a run of the study logged here (validation included); without one yet, the first run's
 // first steps measure it (--list prints all this on stderr).
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
-// 75 when a run was stopped by a signal (rerun the same command to continue), or the stopped child's own code
-// (138, 128 + SIGUSR1, when a second signal ended the trainer at once).
+// 75 whenever a stop signal stopped the study: during a run or its evals (whatever the child's own code: a
+// second signal ends the trainer at once, 138), between runs, or while it was still planning (at once).
 // A study is its trainer's parent and behaves as one (see "The trainer as a child" below): a stop signal to the
-// study reaches the running trainer, the study waits for its checkpoint and exits with its code; a study killed
+// study reaches the running trainer (or evaluator), the study waits for its checkpoint and exits 75; a study killed
 // outright stops its trainer too (the kernel sends it the stop signal when the study dies); the trainer is started
 // without a shell, its output appended to DIR/NAME/train.log (a regular file: a link, a FIFO or a device there is
 // refused, never followed or waited on), and a failed run's reason is the trainer's own error line.
 // A grid whose configurations resolve to the same model (-s prism on a model of 3 layers or fewer is the uniform
 // schedule) is refused: such a study would compare a model with itself.
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -51,6 +52,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -612,6 +614,22 @@ std::vector<std::string> eval_tasks_present(const Options& o) {
     return tasks;
 }
 
+// The one output rule (util/fs.h): the study directory is none of the shards or eval files its runs read (nor
+// inside a checkpoint; each run's trainer checks its own -o DIR/NAME the same way).
+void check_study_dir(const Options& o, const std::vector<Run>& runs, const std::vector<std::string>& tasks) {
+    std::set<std::string> patterns;
+    for (const Run& r : runs) patterns.insert(r.o.train), patterns.insert(r.o.val);
+    std::vector<ReadPath> inputs;
+    for (const std::string& pattern : patterns) {
+        glob_t g;
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; i++) inputs.push_back({g.gl_pathv[i], "the shard"});
+        globfree(&g);
+    }
+    for (const std::string& t : tasks) inputs.push_back({o.eval_data + "/" + t + ".bin", "the eval file"});
+    check_output_path(o.dir, "the study directory", inputs);
+}
+
 // What the run needs now (see the top), from its directory. A done run recorded with other flags than the
 // study's is an error: the study would otherwise compare runs it did not ask for.
 void find_state(Run& r, bool evals) {
@@ -671,15 +689,22 @@ std::vector<std::string> eval_command(const Options& o, const Run& r, const std:
 // with stdin from /dev/null and its output appended to the run's log. A stop signal to the study (SIGTERM,
 // SIGINT, SIGHUP, SIGUSR1: what the trainer treats as a stop, run/stop_signal.h) is passed on to the child as
 // SIGUSR1 (a stop to the trainer, and the signal mpirun passes on to every rank; SIGTERM would make mpirun end
-// the job); the study then waits for it and exits with its code. A second signal is passed on too, which ends
-// the trainer at once. The child asks the kernel for SIGUSR1 when the study dies (PR_SET_PDEATHSIG), so a study
+// the job; eval_zeroshot handles it as train_prism does); the study then waits for it and exits 75. A second
+// signal is passed on too, which ends the child at once. The child asks the kernel for SIGUSR1 when the study dies (PR_SET_PDEATHSIG), so a study
 // killed outright (kill -9) leaves no trainer running on: it stops with a checkpoint like any stopped run.
 
 constexpr int kForwardSignal = SIGUSR1;
-volatile sig_atomic_t g_stop = 0;   // the first stop signal the study received, 0 while none has
-volatile sig_atomic_t g_child = 0;  // the running child's pid, 0 while none runs
+volatile sig_atomic_t g_stop = 0;      // the first stop signal the study received, 0 while none has
+volatile sig_atomic_t g_child = 0;     // the running child's pid, 0 while none runs
+volatile sig_atomic_t g_planning = 0;  // 1 while the study only reads (its grid, its runs' states): nothing to finish
 
 void study_stop_handler(int sig) {
+    if (g_planning) {  // nothing written yet and no child: stop at once, whatever is being checked
+        static const char msg[] = "\nstudy: stop signal: stopped before any run started\n";
+        ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)rc;
+        _exit(kExitInterrupted);
+    }
     const int child = g_child;  // negative: a process group
     if (child != 0) {
         kill((pid_t)child, kForwardSignal);
@@ -691,8 +716,8 @@ void study_stop_handler(int sig) {
     if (g_stop) return;
     g_stop = sig;
     static const char running[] =
-        "\nstudy: stop signal: passed on to the running trainer; waiting for its checkpoint "
-        "(send it again to end the trainer at once)\n";
+        "\nstudy: stop signal: passed on to the running trainer (or evaluator); waiting for its checkpoint "
+        "(send it again to end it at once)\n";
     static const char idle[] = "\nstudy: stop signal: no further run will start\n";
     ssize_t rc =
         child != 0 ? write(STDERR_FILENO, running, sizeof running - 1) : write(STDERR_FILENO, idle, sizeof idle - 1);
@@ -993,10 +1018,12 @@ std::string grid_text(const Grid& g, size_t runs) {
 int run(Options& o, char** argv) {
     if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
     if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
+    g_planning = 1;  // until the first write (make_dirs below): a stop exits 75 at once, even mid-check
     install_study_handlers();
     const Grid grid = make_grid(o);
     std::vector<Run> runs = make_runs(o, grid);
     const std::vector<std::string> tasks = eval_tasks_present(o);
+    check_study_dir(o, runs, tasks);
     for (Run& r : runs) find_state(r, !tasks.empty());
     const auto check_only = [&] {
         if (o.only && o.only > (long)runs.size())
@@ -1071,6 +1098,7 @@ int run(Options& o, char** argv) {
                    r.state == "done" && needs_eval ? shell_join(eval_command(o, r, tasks)).c_str()
                                                    : shell_join(train_command(o, r)).c_str());
         }
+        fflush(stdout);
         return 0;
     }
     check_only();
@@ -1090,14 +1118,18 @@ int run(Options& o, char** argv) {
                     "; remove it (rm " + p + ") and rerun");
         }
     }
+    fflush(stdout);
+    g_planning = 0;  // a stop from here on is passed on to the running child, or ends the study between runs
+    if (g_stop) return kExitInterrupted;
     make_dirs(o.dir);
     int failed = 0;
-    // A stopped child: the study ends with its code (75 when it stopped with a checkpoint, 128 + N when a second
-    // signal ended it); 75 when the child finished anyway.
+    // A stopped child (a run or its evals): the study ends with 75, whatever the child's own code (75 when it
+    // stopped with a checkpoint, 128 + N when a second signal ended it, 0 when it finished anyway), so that a
+    // scheduler's `[ $? -eq 75 ] && requeue` always continues it.
     auto stopped = [&](const Run& r, int rc, const char* what) {
         printf("study: %s%s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), what, rc);
         fflush(stdout);
-        return rc == 0 ? kExitInterrupted : rc;
+        return kExitInterrupted;
     };
     for (size_t k = 0; k < runs.size(); k++) {
         if (o.only && (long)k + 1 != o.only) continue;
@@ -1194,7 +1226,10 @@ int main(int argc, char** argv) {
     return command_main(cmd, argc, argv, "", [&](const Parsed& p) {
         o.trainer_flags = p.after;  // everything after `--` is the trainer's
         o.dir = p.positional[0];
+        if (o.dir.empty())  // "$DIR" unset: its runs would go to /HEADS-WIDTHS-sS
+            throw ConfigError("the study directory is an empty path; pass a directory (an unset shell variable?)");
         while (o.dir.size() > 1 && o.dir.back() == '/') o.dir.pop_back();
+        check_output_path(o.dir, "the study directory", {});  // the root is refused, as for every -o
         return run(o, argv);
     });
 }

@@ -232,3 +232,44 @@ TEST_CASE("SIGTERM during a long validation and during the start-up ends the run
     if (has(s.out, "during the start-up")) REQUIRE(sh(cmd).rc == 0);  // the same command starts: an empty log is no run
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("a resume runs the in-training eval a stop cut from the checkpoint's step, the last step's included",
+          "[train][faults][signals]") {
+    // Issue 34: a stop during the last step's eval left the run "done" on --resume without that eval. The cut is
+    // made by hand (the eval taken out of the last step's line, as a stop leaves it): the resume runs it on the
+    // checkpoint's parameters and writes it into that line, the same numbers as the uninterrupted run's.
+    std::string dir = make_data_dir(), out = dir + "/run";
+    make_dirs(dir + "/eval");
+    write_micro_eval_file(dir + "/eval/piqa.bin", 40);
+    const std::string cmd = micro(dir, out) + " --steps 4 --eval-every 2 --eval-task piqa --eval-data " + dir + "/eval";
+    Result r = sh(cmd);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    const std::map<long, std::string> whole = read_log(out + "/log.jsonl");
+    REQUIRE(whole.size() == 4);
+    const std::string last = whole.at(4);
+    const size_t at = last.find(", \"eval\": ");
+    REQUIRE(at != std::string::npos);
+    auto scores = [](const std::string& line) {  // the eval's numbers, its seconds left out
+        const size_t a = line.find("\"eval\": "), b = line.find(", \"seconds\"", a);
+        return a == std::string::npos || b == std::string::npos ? std::string() : line.substr(a, b - a);
+    };
+    std::string cut;
+    for (const auto& [step, line] : whole) cut += (step == 4 ? last.substr(0, at) + "}" : line) + "\n";
+    std::ofstream(out + "/log.jsonl", std::ios::trunc) << cut;
+    Result res = sh(cmd + " --resume");
+    INFO(res.out);
+    REQUIRE(res.rc == 0);
+    CHECK(has(res.out, "eval at step 4, not in the log (a stop cut it short): added to its line"));
+    const std::map<long, std::string> resumed = read_log(out + "/log.jsonl");
+    REQUIRE(resumed.size() == 4);
+    CHECK(!scores(last).empty());
+    CHECK(scores(resumed.at(4)) == scores(last));
+    CHECK(resumed.at(2) == whole.at(2));
+    // A run whose lines all hold their evals runs none again.
+    Result again = sh(cmd + " --resume");
+    INFO(again.out);
+    REQUIRE(again.rc == 0);
+    CHECK(!has(again.out, "not in the log"));
+    sh("rm -rf '" + dir + "'");
+}

@@ -498,6 +498,66 @@ TEST_CASE("a CPU run of GQA, windows and a dropped block trains and resumes bit 
     sh("rm -rf '" + dir + "'");
 }
 
+// --match mlp as it was first written: the whole model recounted (account) after every trial move, O(L^2). The
+// solver now updates the count by the moved layer's own (layer_cost), O(L); it must reach the very same sizes.
+std::vector<int> match_by_recount(ModelConfig c) {
+    const long long target = account(uniform_baseline(c)).matched_params;
+    std::vector<int> h0(c.L(), 0);
+    for (int l = 0; l < c.L(); l++) h0[l] = c.hidden_of(l);
+    const long q = std::max(1, c.mlp_multiple);
+    auto apply = [&](double f) {
+        for (int l = 0; l < c.L(); l++)
+            if (h0[l])
+                c.layers[l].hidden = (int)std::min<long>(1 << 20, std::max<long>(q, std::lround(f * h0[l] / q) * q));
+        return account(c).matched_params;
+    };
+    double lo = 1e-3, hi = 1e3;
+    for (int i = 0; i < 100; i++) {
+        const double mid = std::sqrt(lo * hi);
+        (apply(mid) >= target ? hi : lo) = mid;
+    }
+    const long long below = apply(lo), above = apply(hi);
+    long long now = apply(target - below <= above - target ? lo : hi);
+    for (int l = c.L() - 1; l >= 0; l--) {
+        if (!h0[l]) continue;
+        for (int step : {(int)q, -(int)q}) {
+            const int was = c.layers[l].hidden;
+            if (was + step < q || was + step > 1 << 20) continue;
+            c.layers[l].hidden = was + step;
+            const long long next = account(c).matched_params;
+            if (std::llabs(next - target) < std::llabs(now - target)) {
+                now = next;
+                break;
+            }
+            c.layers[l].hidden = was;
+        }
+    }
+    std::vector<int> h(c.L());
+    for (int l = 0; l < c.L(); l++) h[l] = c.hidden_of(l);
+    return h;
+}
+
+TEST_CASE("--match mlp reaches the sizes a whole recount after every move reaches, in linear time", "[layers]") {
+    struct Case {
+        const char *preset, *heads, *widths, *kv, *mlp, *no_attn;
+        int L;
+    };
+    // Widths above d (the X shape) give the first and last layers dead weights, the count's non-local part.
+    for (const Case& k : {Case{"124M", "uniform", "uniform", "gqa:4", "uniform", "", 0},
+                          Case{"124M", "openelm", "uniform", "uniform", "openelm", "", 0},
+                          Case{"124M", "uniform", "x", "uniform", "openelm", "1", 0},
+                          Case{"tiny", "prism", "uniform", "uniform", "openelm", "", 40},
+                          Case{"tiny", "uniform", "uniform", "mqa", "openelm", "2,7-9", 300}}) {
+        ModelSpec s = spec(k.preset);
+        s.heads = k.heads, s.widths = k.widths, s.kv_heads = k.kv, s.mlp = k.mlp, s.no_attention = k.no_attn, s.L = k.L;
+        const ModelConfig before = build(s);
+        s.match = "mlp";
+        const ModelConfig c = build(s);
+        INFO(k.preset << " " << k.heads << " " << k.widths << " " << k.kv << " " << k.mlp << " L " << c.L());
+        REQUIRE(layer_hidden(c) == match_by_recount(before));
+    }
+}
+
 TEST_CASE("--match mlp scales every MLP by one factor until the layers match the uniform model", "[layers]") {
     struct Case {
         const char *heads, *kv, *mlp, *no_attn;

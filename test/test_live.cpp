@@ -369,3 +369,110 @@ TEST_CASE(
     check_log(c, "c", dir + "/c/log.jsonl", via_tb);
     sh("rm -rf '" + dir + "'");
 }
+
+namespace {
+
+// The bridge's Run with a recording writer in place of TensorBoard and W&B (which CI does not install): what it
+// would log, one fact a line, and the process's peak memory.
+const char* kRecorder = R"PY(
+import importlib.util, json, resource, sys
+spec = importlib.util.spec_from_file_location("prism_live", sys.argv[1])
+live = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(live)
+
+class Handle:
+    def config(self, cfg, start):
+        print("hparams", json.dumps(live.flat_hparams(cfg), sort_keys=True))
+        print("markdown", json.dumps(live.config_markdown(cfg)))
+    def scalars(self, step, values, wall_time):
+        print("scalars", step, json.dumps(values, sort_keys=True))
+    def final_eval(self, step, values):
+        print("final", step, json.dumps(values, sort_keys=True))
+    def branch(self, step, earlier):
+        print("branch", step)
+    def flush(self): pass
+    def close(self): pass
+    def describe(self): return "a recorder"
+
+class Sink:
+    def open(self, run): return Handle()
+
+r = live.Run(sys.argv[2], "run", None, [Sink()], [])
+r.poll()
+r.close()
+print("maxrss_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)
+)PY";
+
+Result record(const std::string& dir, const std::string& run) {
+    std::ofstream(dir + "/recorder.py") << kRecorder;
+    return sh(python() + " " + dir + "/recorder.py " + kBridge + " " + run);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "live: a line or file it cannot turn into finite numbers is skipped with a warning; a log is read a line limit "
+    "at a time; the per-layer columns are run.json's",
+    "[live]") {
+    if (sh(python() + " -c 'import json'").rc != 0) {
+        WARN("skipped: no " << python() << " to run tools/prism_live.py with (set PRISM_PYTHON)");
+        return;
+    }
+    char tmpl[] = "/tmp/prism_live_hostile_XXXXXX";
+    const std::string dir = mkdtemp(tmpl), run = dir + "/r";
+    make_dirs(run);
+    // Valid JSON, hostile values (issue 34 #6): a 10^400 integer, NaN, Infinity, in a line, in the eval object.
+    std::ofstream(run + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 2.5}\n"
+                                      << "{\"step\": 2, \"train_loss\": 1" << std::string(400, '0') << "}\n"
+                                      << "{\"step\": 3, \"train_loss\": NaN}\n"
+                                      << "{\"step\": 4, \"val_loss\": Infinity}\n"
+                                      << "{\"step\": 5, \"eval\": {\"task\": \"piqa\", \"acc\": -Infinity}}\n"
+                                      << "{\"step\": 6, \"train_loss\": 1.5}\n";
+    std::ofstream(run + "/run.json") << "{\"prism_run\": 1, \"model\": {\"layers\": [{\"layer\": 1, \"width\": NaN}]}}";
+    std::ofstream(run + "/eval.json") << "{\"step\": Infinity, \"results\": [{\"task\": \"piqa\", \"acc\": 0.5}]}";
+    Result r = record(dir, run);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("Traceback") == std::string::npos);
+    CHECK(r.out.find("scalars 1 {\"train/loss\": 2.5}\n") != std::string::npos);
+    CHECK(r.out.find("scalars 6 {\"train/loss\": 1.5}\n") != std::string::npos);
+    for (const char* s : {"scalars 2", "scalars 3", "scalars 4", "scalars 5", "hparams", "final"})
+        CHECK(r.out.find(s) == std::string::npos);
+    CHECK(r.out.find("log.jsonl line 2 holds 10000000000000000000...(401 digits), not a finite number: skipped") !=
+          std::string::npos);
+    CHECK(r.out.find("log.jsonl line 3 holds nan, not a finite number: skipped") != std::string::npos);
+    CHECK(r.out.find("log.jsonl line 4 holds inf, not a finite number: skipped") != std::string::npos);
+    CHECK(r.out.find("log.jsonl line 5 holds -inf, not a finite number: skipped") != std::string::npos);
+    CHECK(r.out.find("run.json: it holds nan, not a finite number: its config is not logged") != std::string::npos);
+    CHECK(r.out.find("eval.json: it holds inf, not a finite number: not logged") != std::string::npos);
+
+    // A finite eval step that no step can be (1e300) is logged at the last step, with a warning; the per-layer
+    // columns are whatever run.json's layers hold (a column the bridge has never heard of included).
+    std::ofstream(run + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 2.5}\n";
+    std::ofstream(run + "/run.json") << "{\"prism_run\": 1, \"model\": {\"layers\": [{\"layer\": 1, \"width\": 32, "
+                                        "\"no_rope\": 1}, {\"layer\": 2, \"width\": 32, \"no_rope\": 0}]}}";
+    std::ofstream(run + "/eval.json") << "{\"step\": 1e300, \"results\": [{\"task\": \"piqa\", \"acc\": 0.5}]}";
+    r = record(dir, run);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("\"layer/01/no_rope\": 1") != std::string::npos);
+    CHECK(r.out.find("\"layer/02/no_rope\": 0") != std::string::npos);
+    CHECK(r.out.find("| layer | width | no_rope |") != std::string::npos);
+    CHECK(r.out.find("eval.json: \"step\" 1e+300 is not a step: logged at the last one") != std::string::npos);
+    CHECK(r.out.find("final 1 {\"zeroshot/piqa/acc\": 0.5}") != std::string::npos);
+
+    // A 256 MiB sparse run of zeros (no newline) before a real line: read 1 MiB at a time, the overlong "line"
+    // skipped with a warning, the real one logged, and the process never near the file's size (it read it whole).
+    REQUIRE(sh("truncate -s 0 " + run + "/log.jsonl && truncate -s 256M " + run +
+               "/log.jsonl && printf '\\n{\"step\": 1, \"train_loss\": 2.5}\\n' >> " + run + "/log.jsonl")
+                .rc == 0);
+    r = record(dir, run);
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("log.jsonl line 1 is over 1 MiB: not a step's JSON, skipped") != std::string::npos);
+    CHECK(r.out.find("scalars 1 {\"train/loss\": 2.5}\n") != std::string::npos);
+    const size_t at = r.out.find("maxrss_mib ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(r.out.substr(at + 11)) < 100);
+    sh("rm -rf '" + dir + "'");
+}

@@ -53,10 +53,13 @@ TEST_CASE("a fresh run refuses an OUT holding only a model.bin or a checkpoint-n
     Result r = sh(micro(dir, out) + " --steps 1");
     INFO(r.out);
     REQUIRE(one_line_error(r));
-    REQUIRE(has(r.out, out + " holds an earlier run (a model.bin); pass --resume to continue it, or --overwrite"));
-    REQUIRE(sh("rm " + out + "/model.bin && ln -s " + dir + "/other/step_00000001 " + out + "/step_00000001").rc == 0);
     REQUIRE(
-        has(sh(micro(dir, out) + " --steps 1").out, "holds an earlier run (1 file or link named like a checkpoint)"));
+        has(r.out,
+            out + " holds an earlier run with no checkpoint --resume could continue (a model.bin); pass --overwrite"));
+    REQUIRE(sh("rm " + out + "/model.bin && ln -s " + dir + "/other/step_00000001 " + out + "/step_00000001").rc == 0);
+    REQUIRE(has(
+        sh(micro(dir, out) + " --steps 1").out,
+        "holds an earlier run with no checkpoint --resume could continue (1 file or link named like a checkpoint)"));
     sh("rm -rf '" + dir + "'");
 }
 
@@ -176,7 +179,9 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     REQUIRE(one_line_error(r));
     REQUIRE(has(r.out, out + " holds an earlier run (checkpoints up to step_00000003, a latest file, a model.bin and "
                              "a log of "));
-    REQUIRE(has(r.out, "pass --resume to continue it, or --overwrite to delete it and start afresh"));
+    REQUIRE(has(r.out,
+                "pass --resume to continue it, or --overwrite to delete its 1 checkpoint, latest, model.bin "
+                "and log.jsonl and start afresh"));
     REQUIRE(read_file(out + "/log.jsonl") == log);
     REQUIRE(checkpoints_in(out) == "step_00000003");
     REQUIRE(one_line_error(sh(micro(dir, out) + " --steps 3 --resume --overwrite")));
@@ -190,6 +195,16 @@ TEST_CASE("a fresh run into a directory holding a run is refused; --overwrite st
     REQUIRE(read_log(out + "/log.jsonl").size() == 2);
     // A log without checkpoints (a run that failed before its first) is an earlier run too.
     sh("rm -rf " + out + "/step_* " + out + "/latest " + out + "/model.bin");
-    REQUIRE(has(sh(micro(dir, out) + " --steps 2").out, "holds an earlier run (a log of "));
+    // Neither message sends the user to the other (issue 34 #5): both name --overwrite and what it deletes.
+    Result fresh = sh(micro(dir, out) + " --steps 2"), resume = sh(micro(dir, out) + " --steps 2 --resume");
+    INFO(fresh.out << resume.out);
+    REQUIRE(one_line_error(fresh));
+    REQUIRE(has(fresh.out, "holds an earlier run with no checkpoint --resume could continue (a log of "));
+    REQUIRE(has(fresh.out, "pass --overwrite to delete latest, model.bin and log.jsonl and start afresh"));
+    REQUIRE(!has(fresh.out, "pass --resume"));
+    REQUIRE(one_line_error(resume));
+    REQUIRE(has(resume.out, "holds no checkpoint to continue from, only a log of "));
+    REQUIRE(has(resume.out, "start afresh with --overwrite (it deletes latest, model.bin and log.jsonl)"));
+    REQUIRE(sh(micro(dir, out) + " --steps 2 --overwrite").rc == 0);
     sh("rm -rf '" + dir + "'");
 }

@@ -574,12 +574,11 @@ TEST_CASE("report writes over none of its inputs: -o or --json naming a file it 
         Result e = sh("./report " + run + " " + args);
         INFO(args << ": " << e.out);
         CHECK(one_line_error(e));
-        CHECK(
-            (e.out.find("one of the files this report reads; write the report to another file") != std::string::npos ||
-             e.out.find("is the page's own file (-o)") != std::string::npos));
+        CHECK((e.out.find(", which this command reads; write to another path") != std::string::npos ||
+               e.out.find("is the page's own file (-o)") != std::string::npos));
     }
-    CHECK(sh("./report " + run + " -o " + dir + "/link").out.find("is " + run + "/log.jsonl, one of the files") !=
-          std::string::npos);
+    CHECK(sh("./report " + run + " -o " + dir + "/link")
+              .out.find("is the run's log.jsonl " + run + "/log.jsonl, which") != std::string::npos);
     // Nor anything that is not a regular file: the page is renamed over its path, which would replace a FIFO (or,
     // as root, a device: -o /dev/null made /dev/null a regular file).
     REQUIRE(mkfifo((dir + "/fifo").c_str(), 0644) == 0);
@@ -658,7 +657,8 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     INFO(o.out);
     CHECK(one_line_error(o));
     CHECK(o.out.find("note:") == std::string::npos);
-    CHECK(o.out.find("-o " + st + "/prism-s1/log.jsonl is one of the files this report reads") != std::string::npos);
+    CHECK(o.out.find("-o " + st + "/prism-s1/log.jsonl is the run's log.jsonl, which this command reads") !=
+          std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
 

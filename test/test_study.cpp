@@ -200,7 +200,10 @@ TEST_CASE(
            "kill -TERM $pid; wait $pid; echo \"study exit $?\"; pgrep -f -- '^/[^ ]*/train_prism .*-o " + run +
            " ' || echo 'no trainer left')");
     INFO(g.out);
-    CHECK(g.out.find("study exit 138") != std::string::npos);  // the script's own end: 128 + SIGUSR1
+    // The script's own end (138, 128 + SIGUSR1) is named, and the study still exits 75: a stop is always 75, so
+    // a scheduler's `[ $? -eq 75 ] && requeue` continues it (issue 34 #3).
+    CHECK(g.out.find("study exit 75") != std::string::npos);
+    CHECK(read_text(data + "/g.txt").find("was stopped (exit 138); rerun the same command") != std::string::npos);
     CHECK(g.out.find("no trainer left") != std::string::npos);
     CHECK(count(read_text(run + "/train.log"), "stopped by SIGUSR1") == stops + 1);
     sh("rm -rf '" + data + "'");

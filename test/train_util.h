@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dataloader.h"
+#include "eval/eval_file.h"
 #include "run/checkpoint.h"
 #include "run/run_record.h"
 #include "run/step_dirs.h"
@@ -39,6 +40,21 @@ inline std::string make_data_dir() {
     write_shard(dir + "/syn_val_000000.bin", val);
     write_shard(dir + "/syn_train_000001.bin", train);
     return dir;
+}
+
+// A piqa eval file for the micro model's vocabulary of 256 (--eval-task piqa --eval-data DIR; eval_zeroshot
+// --tasks piqa --data DIR): `n` two-choice examples, tokens below 256.
+inline void write_micro_eval_file(const std::string& path, int n = 1) {
+    EvalFile f;
+    f.task = "piqa", f.kind = EvalKind::Choice, f.has_norm = true, f.V = 256, f.eot = 255, f.fingerprint = 7;
+    for (int i = 0; i < n; i++) {
+        EvalExample e;
+        e.tokens = {10 + i % 200, 11, 12, 13, 14 + i % 100};
+        e.req = {{0, 3, 3, 4, 1}, {0, 3, 4, 5, 1}};
+        e.gold = i % 2, e.words = 1, e.bytes = 4;
+        f.ex.push_back(e);
+    }
+    save_eval_file(path, f);
 }
 
 inline std::string micro(const std::string& dir, const std::string& out) {

@@ -65,6 +65,27 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def not_finite(obj):
+    """The first number in obj (nested lists and dicts) that is no finite float: NaN, Infinity, an integer past
+    float's range (10^400); None when every one is finite. Such a value cannot be logged as a scalar."""
+    if is_number(obj):
+        try:
+            return None if math.isfinite(float(obj)) else obj
+        except OverflowError:
+            return obj
+    for v in obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ():
+        bad = not_finite(v)
+        if bad is not None:
+            return bad
+    return None
+
+
+def shown(v):
+    """A number for a one-line message: at most 40 characters of it."""
+    t = repr(v)
+    return t if len(t) <= 40 else t[:20] + f"...({len(t)} digits)"
+
+
 def scalars_of(obj):
     """A log line's scalars: {tag: value}; null (a non-finite value) is left out."""
     out = {}
@@ -100,19 +121,24 @@ def open_regular(path):
 
 
 def read_json_file(path):
-    """(parsed JSON, raw bytes) of a small JSON file, or (None, None) when there is none; malformed: a warning."""
+    """(parsed JSON, raw bytes, why) of a small JSON file: (None, None, None) when there is none; (None, raw, why)
+    when it is not whole JSON or holds a number that is not finite (the caller warns once per version)."""
     f = open_regular(path)
     if f is None:
-        return None, None
+        return None, None, None
     with f:
         raw = f.read(MAX_JSON + 1)
     if len(raw) > MAX_JSON:
         warn(f"{path} is over {MAX_JSON >> 20} MiB: not a run's file, not read")
-        return None, None
+        return None, None, None
     try:
-        return json.loads(raw), raw
-    except ValueError as e:
-        return "malformed", f"{e}".encode()
+        obj = json.loads(raw)
+    except ValueError as e:  # (an integer of more than 4300 digits too)
+        return None, raw, f"it is not whole JSON ({e})"
+    bad = not_finite(obj)
+    if bad is not None:
+        return None, raw, f"it holds {shown(bad)}, not a finite number"
+    return obj, raw, None
 
 
 class LogTail:
@@ -128,35 +154,49 @@ class LogTail:
         self.partial = False  # bytes after the last newline (being written, or torn by a crash)
 
     def poll(self):
-        """[(step, obj, line_text)] for the new whole lines."""
+        """[(step, obj, line_text)] for the new whole lines. The file is read MAX_LINE bytes at a time, and a line
+        is held only while it is at most MAX_LINE long: a log of any size (a 3 GB sparse one) costs a few MiB."""
         f = open_regular(self.path)
         if f is None:
             return []
+        out = []
         with f:
             st = os.fstat(f.fileno())
             ident = (st.st_dev, st.st_ino)
             if ident != self.ident or st.st_size < self.offset:
                 self.ident, self.offset, self.line_no, self.last_step = ident, 0, 0, 0
             f.seek(self.offset)
-            data = f.read(st.st_size - self.offset)
-        out = []
-        start = 0
-        while True:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                break
-            line = data[start:nl]
-            start = nl + 1
-            self.line_no += 1
-            rec = self._parse(line)
-            if rec:
-                out.append(rec)
-        self.offset += start
-        self.partial = start < len(data)
-        if len(data) - start > MAX_LINE:  # not a line the trainer writes: skipped, not held forever
+            left, pos = st.st_size - self.offset, self.offset  # pos: the file offset of the chunk's first byte
+            held, overlong = b"", False  # the line so far (when not overlong)
+            while left > 0:
+                chunk = f.read(min(MAX_LINE, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    if nl < 0:
+                        break
+                    self.line_no += 1
+                    if overlong:
+                        warn(f"{self.path} line {self.line_no} is over {MAX_LINE >> 20} MiB: not a step's JSON, skipped")
+                    else:
+                        rec = self._parse(held + chunk[start:nl])
+                        if rec:
+                            out.append(rec)
+                    held, overlong, start = b"", False, nl + 1
+                    self.offset = pos + start
+                if not overlong:
+                    held += chunk[start:]
+                    overlong = len(held) > MAX_LINE
+                    if overlong:
+                        held = b""
+                pos += len(chunk)
+        self.partial = bool(held)
+        if overlong:  # not a line the trainer writes: skipped, not held forever
             warn(f"{self.path} line {self.line_no + 1} is over {MAX_LINE >> 20} MiB without an end: skipped")
-            self.offset += len(data) - start
-            self.partial = False
+            self.offset, self.partial = pos, False
         return out
 
     def _parse(self, raw):
@@ -171,6 +211,10 @@ class LogTail:
             obj = json.loads(text)
         except ValueError:
             warn(f"{where} is not whole JSON: skipped")
+            return None
+        bad = not_finite(obj)
+        if bad is not None:
+            warn(f"{where} holds {shown(bad)}, not a finite number: skipped")
             return None
         step = obj.get("step") if isinstance(obj, dict) else None
         if not is_number(step) or step != math.floor(step) or step < 1 or step > 1e15:
@@ -222,16 +266,26 @@ def config_of(record):
     return cfg
 
 
+def layer_columns(layers):
+    """The per-layer column names run.json's model "layers" hold (run/run_record.h writes every column the model
+    has), in their first order, "layer" first: the bridge keeps no list of its own."""
+    cols = ["layer"]
+    for layer in layers:
+        if isinstance(layer, dict):
+            cols += [k for k in layer if k not in cols]
+    return cols
+
+
 def flat_hparams(cfg):
     """The config as flat hyper-parameters (TensorBoard's hparams take numbers, strings and booleans): args/FLAG,
-    model/KEY, layer/NN/width and layer/NN/heads, plan/KEY."""
+    model/KEY, layer/NN/COLUMN for every numeric per-layer column, plan/KEY."""
     out = {}
     for section in ("args", "model", "plan"):
         for k, v in cfg.get(section, {}).items():
             if k == "layers" and isinstance(v, list):
                 for layer in v:
                     if isinstance(layer, dict) and is_number(layer.get("layer")):
-                        for f in ("width", "heads", "head_dim", "hidden", "kv_heads", "window"):
+                        for f in layer_columns(v)[1:]:
                             if is_number(layer.get(f)):
                                 out[f"layer/{int(layer['layer']):02d}/{f}"] = layer[f]
             elif isinstance(v, (bool, str)) or is_number(v):
@@ -246,7 +300,7 @@ def config_markdown(cfg):
     model = cfg.get("model", {})
     layers = model.get("layers") if isinstance(model.get("layers"), list) else []
     if layers:
-        cols = ("layer", "width", "heads", "head_dim", "hidden", "kv_heads", "window")
+        cols = layer_columns(layers)
         lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for layer in layers:
             if isinstance(layer, dict):
@@ -454,10 +508,12 @@ class Run:
     def poll(self):
         """One look at the run directory; True when anything was logged."""
         did = False
-        rec, raw = read_json_file(os.path.join(self.path, "run.json"))
+        rec, raw, why = read_json_file(os.path.join(self.path, "run.json"))
         if raw is not None and raw != self.record_raw:
             self.record_raw, self.changed_at = raw, time.monotonic()
-            if not isinstance(rec, dict) or rec.get("prism_run") != 1:
+            if why:
+                warn(f"{self.path}/run.json: {why}: its config is not logged")
+            elif not isinstance(rec, dict) or rec.get("prism_run") != 1:
                 warn(f"{self.path}/run.json is not a run record (version 1): its config is not logged")
             else:
                 self._open()
@@ -494,15 +550,21 @@ class Run:
                 note(f"{self.name}: logged steps {first}-{last}")
                 self.said.add("read")
                 self.progress_at = now
-        ev, raw = read_json_file(os.path.join(self.path, "eval.json"))
+        ev, raw, why = read_json_file(os.path.join(self.path, "eval.json"))
         if raw is not None and raw != self.eval_raw:
             self.eval_raw, self.changed_at = raw, time.monotonic()
             results = ev.get("results") if isinstance(ev, dict) else None
-            if not isinstance(results, list):
+            if why:
+                warn(f"{self.path}/eval.json: {why}: not logged")
+            elif not isinstance(results, list):
                 warn(f"{self.path}/eval.json is not eval_zeroshot's JSON (no \"results\" list): not logged")
             else:
                 self._open()
-                step = ev.get("step") if is_number(ev.get("step")) else (max(self.logged) if self.logged else 0)
+                step = ev.get("step")
+                if not is_number(step) or step != math.floor(step) or not 0 <= step <= 1e15:
+                    if step is not None:
+                        warn(f"{self.path}/eval.json: \"step\" {shown(step)} is not a step: logged at the last one")
+                    step = max(self.logged) if self.logged else 0
                 values = {}
                 for t in results:
                     if isinstance(t, dict):

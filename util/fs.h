@@ -1,5 +1,5 @@
 // util/fs.h: the file-system helpers every binary shares: is a path a directory, mkdir -p, a small text file
-// read whole, a directory's names. Errors are one line (errors.h, util/io.h's checked reads).
+// read whole, a directory's names, and the one output rule (check_output_path: no output replaces an input). Errors are one line (errors.h, util/io.h's checked reads).
 #pragma once
 
 #include <dirent.h>
@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.h"
@@ -70,4 +73,71 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
 inline std::string read_file_text(const std::string& path, const char* what, size_t limit = (size_t)1 << 40) {
     const std::vector<unsigned char> b = read_file_bytes(path, what, limit);
     return std::string(b.begin(), b.end());
+}
+
+// A path a command reads, for check_output_path: one file, or (`tree`) a directory and everything under it (a
+// checkpoint directory). `what` names it in the message ("the model", "a shard").
+struct ReadPath {
+    std::string path, what;
+    bool tree = false;
+};
+
+// The identities (device, inode) of `path` (when it exists, through links) and of every directory above where
+// it resolves to (from the nearest one that exists), up to the root: the same file or directory under any name
+// (./x, a link, a hard link).
+inline std::vector<std::pair<dev_t, ino_t>> path_and_parents(const std::string& path) {
+    std::vector<std::pair<dev_t, ino_t>> ids;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) ids.push_back({st.st_dev, st.st_ino});
+    auto parent_of = [](const std::string& p) {
+        const size_t slash = p.find_last_of('/');
+        return slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
+    };
+    char buf[PATH_MAX];
+    std::string parent = parent_of(path);  // the nearest directory above that exists (mkdir -p would make the rest)
+    while (!realpath(parent.c_str(), buf)) {
+        if (parent == "/" || parent == ".") return ids;
+        parent = parent_of(parent);
+    }
+    for (std::string d = buf;;) {
+        if (stat(d.c_str(), &st) == 0) ids.push_back({st.st_dev, st.st_ino});
+        if (d == "/" || d.empty()) break;
+        const size_t s = d.find_last_of('/');
+        d = s == 0 || s == std::string::npos ? "/" : d.substr(0, s);
+    }
+    return ids;
+}
+
+// The one output rule of every tool, called before anything is written (and before the work): `out`, given as
+// `flag`, must not be one of the paths the command reads (the same file under any name), nor lie inside one
+// read as a tree (a checkpoint directory); an output directory (`out_dir`: the command writes files into it)
+// must not hold one of them; and no output is the file-system root. Otherwise a one-line ConfigError;
+// --overwrite never makes an input writable.
+inline void check_output_path(const std::string& out, const std::string& flag, const std::vector<ReadPath>& inputs,
+                              bool out_dir = false) {
+    if (out.empty()) return;
+    char real[PATH_MAX];
+    if (realpath(out.c_str(), real) && std::string(real) == "/")
+        throw ConfigError(flag + " " + printable(out) +
+                          " is the file-system root; pass a directory of its own (e.g. runs/NAME)");
+    const std::vector<std::pair<dev_t, ino_t>> up = path_and_parents(out);
+    struct stat ost, ist;
+    const bool exists = stat(out.c_str(), &ost) == 0;
+    for (const ReadPath& in : inputs) {
+        if (in.path.empty() || stat(in.path.c_str(), &ist) != 0) continue;
+        const std::pair<dev_t, ino_t> id{ist.st_dev, ist.st_ino};
+        std::string how;
+        if (exists && ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino) how = "is ";
+        else if (in.tree && std::find(up.begin(), up.end(), id) != up.end()) how = "lies inside ";
+        else if (out_dir && exists && S_ISDIR(ost.st_mode)) {
+            const std::vector<std::pair<dev_t, ino_t>> in_up = path_and_parents(in.path);
+            if (std::find(in_up.begin() + 1, in_up.end(), std::make_pair(ost.st_dev, ost.st_ino)) != in_up.end())
+                how = "holds ";
+        }
+        if (!how.empty())
+            throw ConfigError(flag + " " + printable(out) + " " + how + in.what +
+                              (in.path == out ? "" : " " + printable(in.path)) +
+                              ", which this command reads; write to another path (--overwrite never replaces an "
+                              "input)");
+    }
 }
