@@ -621,10 +621,11 @@ void find_state(Run& r, bool evals) {
     // "srun -n 2") recorded the default global batch of its rank count (B x T x ranks) and the steps that follow
     // from it. Without --total-batch, the run is compared with the plan for the ranks it recorded.
     const long ranks = recorded ? rec.latest_long("ranks") : 1;
-    if (!r.o.total_batch && ranks > 1 && ranks <= 1 << 20) r.plan = plan_run(r.o, r.cfg, (int)ranks, r.train_tokens);
-    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(r.plan.steps)) {
+    const RunPlan plan =
+        !r.o.total_batch && ranks > 1 && ranks <= 1 << 20 ? plan_run(r.o, r.cfg, (int)ranks, r.train_tokens) : r.plan;
+    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(plan.steps)) {
         try {
-            check_resume_args(rec, record_args(r.o, r.plan), may_change_on_resume());
+            check_resume_args(rec, record_args(r.o, plan), may_change_on_resume());
         } catch (const ConfigError& e) {
             std::string why = e.what();
             why = why.substr(0, why.find(" ("));

@@ -271,7 +271,7 @@ o2=$(cd "$W/dp" && PRISM_RENDEZVOUS=$W/rdv timeout 60 srun -n 2 ./train_prism $S
 r2=$?
 echo "slurm: PRISM_RENDEZVOUS=DIR srun -n 2 ./train_prism ...: exit $r2"
 show <(echo "$o2")
-one_line "$o2" "the CPU engine needs MPI" && [[ $r2 -eq 1 ]] || ok=0
+one_line "$o2" "CPU ranks need MPI for their collectives" && [[ $r2 -eq 1 ]] || ok=0
 ((ok)) && pass no-pmix || fail no-pmix "not one line each, exit 1 (see above)"
 
 # ---- SLURM_* values missing or malformed: one line naming the variable ----
