@@ -11,7 +11,8 @@
 #   srun        srun -n 2 --mpi=pmix: 2 ranks over PMIx, losses equal mpirun -np 2's bit for bit and one process's
 #               within 1e-5 relative (test/test_dist.cpp's bound: measured 3e-7 there);
 #   killed      a task of srun -n 2 killed (SIGKILL) mid-step: the step ends, no rank left running, within 30 s;
-#   no-pmix     srun -n 2 without PMIx, and PRISM_RENDEZVOUS on CPU ranks: one line each, saying what to do;
+#   no-pmix     srun -n 2 without PMIx, and PRISM_RENDEZVOUS on CPU ranks: exit 1 and one error each (every task
+#               prints it), saying what to do;
 #   env         SLURM_* values missing or malformed (srun's own variables overridden in the task): one line
 #               naming the variable;
 #   study       study --launcher "srun -n 2 --mpi=pmix" in a batch job: its grid runs under Slurm; scancel of
@@ -302,14 +303,14 @@ printf '#!/bin/bash\n#SBATCH -n 2\nexec %s\n' "$study_cmd" > "$W/st/study.sbatch
 echo "slurm: the study's batch script:"
 show "$W/st/study.sbatch"
 j1=$(cd "$W/st" && sbatch --parsable study.sbatch)
-# Cancelled while its third run (1_2-uniform-s1: seeds outermost) trains.
+# Cancelled while its second run (1_2-uniform-s1: seeds outermost) trains.
 for ((i = 0; i < 1200; i++)); do
     (($(steps_logged "$W/st/runs/1_2-uniform-s1") >= 15)) && break
     sleep 0.05
 done
 scancel "$j1"
 s1=$(wait_job "$j1" 30)
-echo "slurm: scancel $j1 at step $(steps_logged "$W/st/runs/1_2-uniform-s1") of run 3: job $s1; its output:"
+echo "slurm: scancel $j1 at step $(steps_logged "$W/st/runs/1_2-uniform-s1") of run 2 (1_2-uniform-s1): job $s1; its output:"
 show "$W/st/slurm-$j1.out"
 declare -A before
 for r in uniform-uniform-s1 1_2-uniform-s1 uniform-uniform-s2 1_2-uniform-s2; do
@@ -341,6 +342,6 @@ else
     pass study
 fi
 
-echo "slurm: the group took $(elapsed "$t_start") s (cluster start, checks, and the stop to come)"
 slurm_stop
+echo "slurm: the group took $(elapsed "$t_start") s (cluster start, checks, cluster stop)"
 finish
