@@ -8,8 +8,8 @@
 #   requeue     the same script signalled mid-run as the time limit would (scancel --signal=TERM: what
 #               --signal=TERM@300 does): the trainer checkpoints and exits 75, the script requeues the job, the
 #               second part resumes, and the final model.bin equals the uninterrupted job's bit for bit;
-#   srun        srun -n 2 --mpi=pmix: 2 ranks over PMIx, losses equal mpirun -np 2's bit for bit and one process's
-#               within 1e-5 relative (test/test_dist.cpp's bound: measured 3e-7 there);
+#   srun        srun -n 2 --mpi=pmix: 2 ranks over PMIx, losses equal mpirun -np 2's (and its model.bin bit for
+#               bit) and one process's within 1e-5 relative (test/test_dist.cpp's bound: measured 3e-7 there);
 #   killed      a task of srun -n 2 killed (SIGKILL) mid-step: the step ends, no rank left running, within 30 s;
 #   no-pmix     srun -n 2 without PMIx, and PRISM_RENDEZVOUS on CPU ranks: exit 1 and one error each (every task
 #               prints it), saying what to do;
@@ -163,7 +163,8 @@ else
     echo "slurm: job $jb: $sb, restarts $(scontrol show job "$jb" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'); its output:"
     brief "$W/b/slurm-$jb.out"
     ha=$(body_hash "$W/a/out/124M/model.bin" 2> /dev/null) hb=$(body_hash "$W/b/out/124M/model.bin" 2> /dev/null)
-    echo "slurm: model.bin from byte 1024: sha256 $ha (job $ja, uninterrupted), $hb (job $jb, stopped and requeued)"
+    echo "slurm: model.bin from byte 1024: sha256 $ha (job $ja, uninterrupted), $hb (job $jb, stopped and requeued);" \
+        "whole files: $(cmp "$W/a/out/124M/model.bin" "$W/b/out/124M/model.bin" 2>&1 || true)"
     out_b=$(cat "$W/b/slurm-$jb.out" 2> /dev/null)
     if ! grep -q "stopped by SIGTERM after step" <<< "$out_b"; then
         fail requeue "job $jb's output has no 'stopped by SIGTERM after step' (the signal did not land mid-run?)"
@@ -207,13 +208,15 @@ rows = [l.split() for l in open(sys.argv[1])]
 if len(rows) != 8 or any(len(r) != 3 for r in rows):
     print(f"{len(rows)} steps with 3 losses each, not 8"); sys.exit()
 worst = max(abs(float(r[2]) - float(r[0])) / abs(float(r[0])) for r in rows)
-if any(r[1] != r[2] for r in rows): print("srun's losses differ from mpirun's"); sys.exit()
+if any(r[1] != r[2] for r in rows): print("srun's logged losses differ from mpirun's"); sys.exit()
 if worst > 1e-5: print(f"srun's losses differ from one process's by {worst:.2e} relative (bound 1e-5)"); sys.exit()
 print(f"ok {worst:.1e}")
 EOF
 )
+same=$(cmp -i 1024 "$W/dp/mpi/model.bin" "$W/dp/srun/model.bin" 2>&1) || verdict="srun's model.bin is not mpirun's: $same"
 if [[ $rc -eq 0 && "$verdict" == ok* ]] && grep -q "2 ranks over MPI" "$W/dp/srun.txt"; then
-    echo "slurm: srun = mpirun bit for bit; srun vs one process: at most ${verdict#ok } relative"
+    echo "slurm: srun = mpirun (the logged losses, and model.bin bit for bit: $(body_hash "$W/dp/srun/model.bin"));" \
+        "srun vs one process: at most ${verdict#ok } relative"
     pass srun
 else
     show "$W/dp/srun.txt"
