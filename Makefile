@@ -539,6 +539,16 @@ test-comm-mpi: $(BUILD)/comm_mpi_check
 test-report-browser: report
 	$(call run_tag,browser)
 
+# Slurm: a single-node cluster started on loopback, every launch of docs/training.md's Slurm section run under it
+# (sbatch of its batch script, the time-limit signal and the requeue, srun -n 2 over PMIx, a killed task, study
+# --launcher "srun -n 2"), the cluster stopped (test/slurm/run.sh). setup.sh --slurm installs Debian's Slurm first;
+# where it cannot run (not root) every check is SKIPPED by name. Results for test/summary.sh in slurm.txt.
+.PHONY: test-slurm
+test-slurm:
+	@bash setup.sh --deps-only --slurm || echo "test-slurm: Slurm could not be installed (see above)"
+	@$(MAKE) --no-print-directory train_prism study
+	@bash test/slurm/run.sh $(TEST_RESULTS)/slurm.txt
+
 # The kernel tests on a real GPU (needs one).
 .PHONY: test-executor-native
 test-executor-native: $(BUILD)/test_kernels_native

@@ -10,12 +10,25 @@
 #      it everything builds and trains on the CPU.
 #   2. the GPT-2 ranks file into data/cache/ (data/get_tokenizer.sh)
 #   3. the default corpus into data/default/ (data/get_default.sh)
-# Idempotent: rerunning skips what is already there. Usage: bash setup.sh [--deps-only]
+# Idempotent: rerunning skips what is already there. Usage: bash setup.sh [--deps-only] [--slurm]
+#   --deps-only  the packages only (1.), not the data files
+#   --slurm      Debian's Slurm too, for make test-slurm (test/slurm/run.sh starts a single-node cluster of it):
+#                slurmctld, slurmd, slurm-client (sbatch, srun; its plugins include PMIx, through libpmix2) and munge
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
+deps_only=0 slurm=0
+for a in "$@"; do
+    case $a in
+        --deps-only) deps_only=1 ;;
+        --slurm) slurm=1 ;;
+        *) echo "setup: error: unknown option $a; usage: bash setup.sh [--deps-only] [--slurm]" >&2; exit 1 ;;
+    esac
+done
+
 packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip python3-venv
           bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libxml2-dev)
+((slurm)) && packages+=(slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,7 +44,7 @@ if ((${#missing[@]})); then
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-[[ "${1:-}" == "--deps-only" ]] && exit 0
+((deps_only)) && exit 0
 
 bash data/get_tokenizer.sh
 bash data/get_default.sh

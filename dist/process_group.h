@@ -17,7 +17,10 @@
 //      (a rank > 0 or a world > 1 without PRISM_RENDEZVOUS or a launcher) is an error: such copies would not
 //      form a group but run as independent processes writing one output.
 // A binary built without MPI that a launcher started as several ranks refuses with one line saying how to
-// rebuild, instead of running N copies that overwrite each other's output.
+// rebuild, instead of running N copies that overwrite each other's output; so does an Open MPI build started by
+// srun without PMIx. Every launcher variable read here (OMPI_*, PMI_*, SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+// SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID, SLURM_STEP_ID, RANK, ...) that is malformed, or missing
+// where it is needed, is refused in one line naming it.
 //
 // Errors: DistError, one line. A collective that fails (MPI's error handler is set to return) throws; one that
 // blocks too long is ended by the watchdog (dist/watchdog.h). all_or_none makes a failure during set-up (bad flags,
@@ -28,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -39,6 +43,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #ifdef PRISM_MPI
@@ -58,25 +63,17 @@ struct ReportedByAnotherRank : std::runtime_error {
     ReportedByAnotherRank() : std::runtime_error("reported by another rank") {}
 };
 
-// The rank count a launcher announces in the environment (0: none), and the variable that said so. OpenMPI's
-// mpirun sets OMPI_COMM_WORLD_SIZE, MPICH / Intel MPI / srun --mpi=pmi2 set PMI_SIZE, every srun step sets
-// SLURM_STEP_NUM_TASKS. (Not SLURM_NTASKS: an sbatch script has it too, where it describes the allocation, so
-// a single process started by the script would be mistaken for one of several.)
-inline int launcher_world(std::string& var) {
-    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-        const char* s = getenv(v);
-        if (s && atoi(s) > 0) {
-            var = v;
-            return atoi(s);
-        }
-    }
-    var.clear();
-    return 0;
+// A variable's value as shown in an error: at most 40 characters, control characters as '?'.
+inline std::string shown_value(const char* s) {
+    std::string shown;
+    for (const char* c = s; *c && shown.size() < 40; c++) shown += (unsigned char)*c < 0x20 ? '?' : *c;
+    return shown;
 }
 
 // An integer from the environment (primary, else fallback, else dflt). A value that is not a whole number
 // (RANK=abc, RANK=) is an error naming the variable and its value, never read as 0: rank 0 is the one that
-// writes OUT. lenient: only the leading number counts (Slurm's SLURM_STEP_TASKS_PER_NODE reads "2(x3)").
+// writes OUT. lenient: only the leading number counts (Slurm's SLURM_STEP_TASKS_PER_NODE reads "2(x3)"), but
+// there must be one ("abc" is refused).
 inline int env_int(const char* primary, const char* fallback, int dflt, bool lenient = false) {
     const char* name = primary;
     const char* s = getenv(primary);
@@ -85,14 +82,35 @@ inline int env_int(const char* primary, const char* fallback, int dflt, bool len
     char* end = nullptr;
     errno = 0;
     const long v = strtol(s, &end, 10);
-    if (lenient) return atoi(s);
-    if (!*s || *end || errno || v < INT32_MIN || v > INT32_MAX) {
-        std::string shown;
-        for (const char* c = s; *c && shown.size() < 40; c++) shown += (unsigned char)*c < 0x20 ? '?' : *c;
-        throw DistError(std::string(name) + "=" + shown + " in the environment is not a whole number; set it to " +
-                        "this process's value (e.g. 0) or unset it");
-    }
+    if (end == s || (*end && !lenient) || errno || v < INT32_MIN || v > INT32_MAX)
+        throw DistError(
+            std::string(name) + "=" + shown_value(s) +
+            " in the environment is not a whole number; set it to this process's value (e.g. 0) or unset it");
     return (int)v;
+}
+
+// The rank count a launcher announces in the environment (0: none), and the variable that said so. OpenMPI's
+// mpirun sets OMPI_COMM_WORLD_SIZE, MPICH / Intel MPI / srun --mpi=pmi2 set PMI_SIZE, every srun step sets
+// SLURM_STEP_NUM_TASKS. (Not SLURM_NTASKS: an sbatch script has it too, where it describes the allocation, so
+// a single process started by the script would be mistaken for one of several.) A value that is not a count of
+// at least 1 is an error naming the variable: a launcher's variable read as "no launcher" would let every rank
+// run alone into one output.
+inline int launcher_world(std::string& var) {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+        const char* s = getenv(v);
+        if (!s) continue;
+        char* end = nullptr;
+        errno = 0;
+        const long n = strtol(s, &end, 10);
+        if (end == s || *end || errno || n < 1 || n > INT32_MAX)
+            throw DistError(std::string(v) + "=" + shown_value(s) +
+                            " in the environment is not a number of processes (a whole number, at least 1); the "
+                            "launcher sets it: unset it when starting one process by hand");
+        var = v;
+        return (int)n;
+    }
+    var.clear();
+    return 0;
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -102,12 +120,29 @@ inline int env_int(const char* primary, const char* fallback, int dflt, bool len
 // between nodes) is a stale one from a crashed run and is ignored until rank 0 replaces it. Rank 0 removes the
 // file once every rank has joined (remove_id).
 
+// A part of the id file's name from the environment ("" when var is unset): SLURM_JOB_ID and SLURM_STEP_ID are
+// whole numbers, PRISM_RENDEZVOUS_KEY letters, digits, '.', '_' and '-'. Anything else (a '/' would put the file
+// outside DIR) is an error naming the variable.
+inline std::string rendezvous_key_part(const char* var, bool digits) {
+    const char* s = getenv(var);
+    if (!s) return "";
+    bool ok = *s && strlen(s) <= 64;
+    for (const char* c = s; ok && *c; c++)
+        ok = isdigit((unsigned char)*c) || (!digits && (isalnum((unsigned char)*c) || strchr("._-", *c)));
+    if (!ok)
+        throw DistError(std::string(var) + "=" + shown_value(s) + " in the environment is not " +
+                        (digits ? "a whole number (Slurm sets it to the job's or step's id)"
+                                : "a name of at most 64 letters, digits, '.', '_' and '-'") +
+                        "; unset it or correct it");
+    return s;
+}
+
 inline std::string rendezvous_key() {
-    const char* job = getenv("SLURM_JOB_ID");
-    const char* step = getenv("SLURM_STEP_ID");
-    std::string k = job ? std::string(job) + "." + (step ? step : "0") : "nojob";
-    const char* user = getenv("PRISM_RENDEZVOUS_KEY");  // for launchers without job ids
-    return user ? k + "." + user : k;
+    const std::string job = rendezvous_key_part("SLURM_JOB_ID", true),
+                      step = rendezvous_key_part("SLURM_STEP_ID", true),
+                      user = rendezvous_key_part("PRISM_RENDEZVOUS_KEY", false);  // for launchers without job ids
+    const std::string k = job.empty() ? "nojob" : job + "." + (step.empty() ? "0" : step);
+    return user.empty() ? k : k + "." + user;
 }
 
 inline std::string rendezvous_file(const std::string& dir) { return dir + "/prism_id." + rendezvous_key(); }
@@ -169,18 +204,43 @@ class Dist {
         const char* rdv = getenv("PRISM_RENDEZVOUS");
         if (rdv && *rdv) {
             rendezvous_dir_ = rdv;
-            rank = env_int("RANK", "SLURM_PROCID", -1);
-            world = env_int("WORLD_SIZE", "SLURM_STEP_NUM_TASKS", -1);
-            local_rank = env_int("LOCAL_RANK", "SLURM_LOCALID", -1);
+            // Each from the generic variable or Slurm's: missing, not a whole number or out of range is an
+            // error naming the variable.
+            auto from = [](const char* a, const char* b, int lowest) {
+                const char* name = getenv(a) ? a : b;
+                if (!getenv(name))
+                    throw DistError(std::string("PRISM_RENDEZVOUS is set but neither ") + a + " nor " + b +
+                                    " is in the environment: srun sets " + b + "; other launchers must set " + a +
+                                    " per process");
+                const int v = env_int(name, nullptr, 0);
+                if (v < lowest)
+                    throw DistError(std::string(name) + "=" + std::to_string(v) + " in the environment is below " +
+                                    std::to_string(lowest) + "; correct it or unset it");
+                return std::make_pair(v, std::string(name));
+            };
+            const auto r = from("RANK", "SLURM_PROCID", 0), w = from("WORLD_SIZE", "SLURM_STEP_NUM_TASKS", 1),
+                       l = from("LOCAL_RANK", "SLURM_LOCALID", 0);
+            rank = r.first, world = w.first, local_rank = l.first;
+            if (rank >= world)
+                throw DistError(r.second + "=" + std::to_string(rank) + " in the environment is not below " + w.second +
+                                "=" + std::to_string(world) + ": the ranks are 0 to " + w.second + " - 1");
             local_world = env_int("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE", 0, true);
-            if (rank < 0 || world < 1 || rank >= world || local_rank < 0)
-                throw DistError(
-                    "PRISM_RENDEZVOUS is set but RANK, WORLD_SIZE and LOCAL_RANK (or SLURM_PROCID, "
-                    "SLURM_STEP_NUM_TASKS, SLURM_LOCALID) do not give a rank in [0, world): set them per process");
+            rendezvous_key();                                             // its variables checked now, before any work
             if (local_world <= local_rank) local_world = local_rank + 1;  // only used to split CPU threads
             how_ = std::to_string(world) + " ranks by environment rendezvous in " + rendezvous_dir_;
         } else if (announced > 1) {
 #ifdef PRISM_MPI
+#ifdef OPEN_MPI
+            // Open MPI joins the tasks of an srun step through PMIx only: srun without it (MpiDefault=none, no
+            // --mpi=pmix) sets none of PMI's variables, and MPI_Init would print a page and abort every task.
+            if (var == "SLURM_STEP_NUM_TASKS" && !getenv("PMIX_RANK"))
+                throw DistError("srun started " + std::to_string(announced) +
+                                " tasks (SLURM_STEP_NUM_TASKS=" + std::to_string(announced) +
+                                ") without PMIx (PMIX_RANK is not set), and this " + program +
+                                "'s Open MPI joins an srun step through PMIx only: run srun --mpi=pmix (srun "
+                                "--mpi=list names this Slurm's plugins), or set PRISM_RENDEZVOUS (GPUs; "
+                                "docs/training.md, Many GPUs and nodes)");
+#endif
             // The watchdog bounds MPI_Init too: a rank that never joins (stopped, or lost) ends the job after the
             // limit instead of leaving the others waiting in MPI_Init forever.
             Watchdog::get().start(program,

@@ -272,7 +272,8 @@ struct Run {
     TrainOptions o;                  // those flags, resolved as train_prism resolves them
     ModelConfig cfg;
     RunPlan plan;
-    std::string state;  // done | resume | restart | new
+    size_t train_tokens = 0;  // the shards' token count when --epochs needs it (else 0)
+    std::string state;        // done | resume | restart | new
     bool eval_missing = false;
 };
 
@@ -292,13 +293,12 @@ void resolve(Run& r) {
     std::vector<std::string> warnings, notes;
     r.cfg = build_config(r.o.model, warnings);
     default_run(r.o, r.cfg, 1, notes);
-    size_t train_tokens = 0;
     if (r.o.epochs > 0)  // the shards' token count, from their sizes (header 256 int32, then uint16 tokens)
         for (const std::string& path : glob_shards(r.o.train)) {
             struct stat st;
-            if (stat(path.c_str(), &st) == 0 && st.st_size > 1024) train_tokens += (size_t)(st.st_size - 1024) / 2;
+            if (stat(path.c_str(), &st) == 0 && st.st_size > 1024) r.train_tokens += (size_t)(st.st_size - 1024) / 2;
         }
-    r.plan = plan_run(r.o, r.cfg, 1, train_tokens);
+    r.plan = plan_run(r.o, r.cfg, 1, r.train_tokens);
 }
 
 // The model's per-layer schedule flags whose values are lists: as an axis, like --heads, each value writes '/' for
@@ -635,9 +635,15 @@ void check_study_dir(const Options& o, const std::vector<Run>& runs, const std::
 void find_state(Run& r, bool evals) {
     RunRecord rec;
     const bool recorded = read_run_record(r.dir, rec);
-    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(r.plan.steps)) {
+    // The study plans each run for one process; a run that a launcher started as several ranks (--launcher
+    // "srun -n 2") recorded the default global batch of its rank count (B x T x ranks) and the steps that follow
+    // from it. Without --total-batch, the run is compared with the plan for the ranks it recorded.
+    const long ranks = recorded ? rec.latest_long("ranks") : 1;
+    const RunPlan plan =
+        !r.o.total_batch && ranks > 1 && ranks <= 1 << 20 ? plan_run(r.o, r.cfg, (int)ranks, r.train_tokens) : r.plan;
+    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(plan.steps)) {
         try {
-            check_resume_args(rec, record_args(r.o, r.plan), may_change_on_resume());
+            check_resume_args(rec, record_args(r.o, plan), may_change_on_resume());
         } catch (const ConfigError& e) {
             std::string why = e.what();
             why = why.substr(0, why.find(" ("));

@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "run/checkpoint.h"
@@ -336,6 +337,63 @@ TEST_CASE("the rendezvous file: rank 0 publishes the id, the others wait for it 
     CHECK(std::string(got, 8) == "freshid0");
     unsetenv("SLURM_JOB_ID");
     unsetenv("SLURM_STEP_ID");
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("launcher and Slurm variables that are malformed or missing are refused in one line naming them", "[dist]") {
+    // The environment of a process srun started (SLURM_*), altered one variable at a time; Dist::start forms no
+    // group here (PRISM_RENDEZVOUS: no MPI) and must throw before any work, naming the variable.
+    char tmpl[] = "/tmp/prism_rdv_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::vector<std::pair<const char*, const char*>> srun = {
+        {"SLURM_STEP_NUM_TASKS", "2"},          {"SLURM_PROCID", "1"},    {"SLURM_LOCALID", "1"},
+        {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}};
+    auto error_of = [&](const char* var, const char* value) {
+        for (auto& [k, v] : srun) setenv(k, v, 1);
+        setenv("PRISM_RENDEZVOUS", dir.c_str(), 1);
+        value ? setenv(var, value, 1) : unsetenv(var);
+        std::string err;
+        try {
+            Dist d;
+            d.start(nullptr, nullptr, "train_prism");
+            CHECK(d.rank == 1);  // the unaltered environment: rank 1 of 2, local rank 1
+            CHECK(d.world == 2);
+            CHECK(d.local_world == 2);
+        } catch (const DistError& e) {
+            err = e.what();
+        }
+        for (auto& kv : srun) unsetenv(kv.first);
+        unsetenv("PRISM_RENDEZVOUS");
+        return err;
+    };
+    CHECK(error_of("RANK", nullptr).empty());
+    const std::vector<std::tuple<const char*, const char*, std::string>> cases = {
+        {"SLURM_STEP_NUM_TASKS", "two", "SLURM_STEP_NUM_TASKS=two in the environment is not a number of processes"},
+        {"SLURM_STEP_NUM_TASKS", "", "SLURM_STEP_NUM_TASKS= in the environment is not a number of processes"},
+        {"SLURM_STEP_NUM_TASKS", "0", "SLURM_STEP_NUM_TASKS=0 in the environment is not a number of processes"},
+        {"SLURM_PROCID", "1x", "SLURM_PROCID=1x in the environment is not a whole number"},
+        {"SLURM_PROCID", nullptr, "neither RANK nor SLURM_PROCID is in the environment"},
+        {"SLURM_PROCID", "2", "SLURM_PROCID=2 in the environment is not below SLURM_STEP_NUM_TASKS=2"},
+        {"SLURM_LOCALID", nullptr, "neither LOCAL_RANK nor SLURM_LOCALID is in the environment"},
+        {"SLURM_LOCALID", "-1", "SLURM_LOCALID=-1 in the environment is below 0"},
+        {"SLURM_STEP_TASKS_PER_NODE", "x", "SLURM_STEP_TASKS_PER_NODE=x in the environment is not a whole number"},
+        {"SLURM_JOB_ID", "../../etc", "SLURM_JOB_ID=../../etc in the environment is not a whole number"},
+        {"SLURM_STEP_ID", "0;x", "SLURM_STEP_ID=0;x in the environment is not a whole number"},
+        {"PRISM_RENDEZVOUS_KEY", "a/b", "PRISM_RENDEZVOUS_KEY=a/b in the environment is not a name"},
+    };
+    for (const auto& [var, value, want] : cases) {
+        INFO(var << "=" << (value ? value : "(unset)"));
+        const std::string err = error_of(var, value);
+        CHECK_THAT(err, Catch::Contains(want));
+        CHECK(err.find('\n') == std::string::npos);
+    }
+    unsetenv("PRISM_RENDEZVOUS_KEY");
+    // Without the rendezvous, a malformed launcher count is still refused (never read as "no launcher").
+    setenv("OMPI_COMM_WORLD_SIZE", "2x", 1);
+    std::string var;
+    CHECK_THROWS_WITH(launcher_world(var),
+                      Catch::Contains("OMPI_COMM_WORLD_SIZE=2x in the environment is not a number"));
+    unsetenv("OMPI_COMM_WORLD_SIZE");
     sh("rm -rf '" + dir + "'");
 }
 

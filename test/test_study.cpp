@@ -616,3 +616,29 @@ TEST_CASE("recipes window124m and tiny-window: global vs local/global 5:1 under 
     CHECK(both > 1.5 * global);
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("study: runs a launcher trained on 2 ranks are done for the rerun, with 2 ranks' default global batch",
+          "[study][cli][mpi]") {
+    // study --launcher "srun -n 2" (or mpirun -np 2): each run records B x T x 2 tokens a step, the default for 2
+    // ranks, while the study plans for one process; a rerun must find those runs done (it used to call them "done
+    // with other flags": --total-batch 64 against the recorded 128).
+    const std::string data = make_data_dir(), dir = data + "/study";
+    const std::string m = study_cmd(data, dir).substr(study_cmd(data, dir).find(" -- ") + 4);
+    const std::string study = "OMP_NUM_THREADS=1 ./study " + dir + " --heads uniform,1/2 --seeds 1 --eval-data " +
+                              data + "/noevals --launcher 'mpirun --oversubscribe --allow-run-as-root -np 2' -- " +
+                              m.substr(0, m.find(" --steps ")) + " -b 2 --steps 4";
+    Result first = sh(study.substr(0, study.find(" -- ")) + " --only 1" + study.substr(study.find(" -- ")));
+    INFO(first.out);
+    REQUIRE(first.rc == 0);
+    CHECK(read_text(dir + "/uniform-uniform-s1/train.log").find("2 ranks over MPI") != std::string::npos);
+    Result again = sh(study);
+    INFO(again.out);
+    REQUIRE(again.rc == 0);
+    CHECK(again.out.find("2 configurations x 1 seed = 2 runs (1 done)") != std::string::npos);
+    CHECK(again.out.find("complete") != std::string::npos);
+    RunRecord rec;
+    REQUIRE(read_run_record(dir + "/1_2-uniform-s1", rec));
+    CHECK(rec.status() == "done");
+    CHECK(rec.arg("--total-batch") == "128");  // B 2 x T 32 x 2 ranks
+    sh("rm -rf '" + data + "'");
+}
