@@ -84,12 +84,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         float sc[MW][BC / 8][4] = {};
         att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
         // The tile straddles the diagonal or the end, or (a window) its first key falls out of the last row's.
-        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || k0 <= r0 + RW - 1 - s.window;
+        const bool edge = k0 + BC > T || !att_sees_all(r0, RW, k0, BC, s.window);
         UNROLL for (int mm = 0; mm < MW; mm++) {
             float mx[2] = {m[mm][0], m[mm][1]};
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || key <= row - s.window;
+                const bool hidden = key >= T || !att_visible_unsigned(row, key, s.window);
                 sc[mm][nt][i] = edge && hidden ? -INFINITY : sc[mm][nt][i] * scale_log2;
                 mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
             }
@@ -218,9 +218,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                // Visible iff 0 <= row - key < window: one unsigned compare (a key after the row wraps to a huge
-                // distance). Rows < T: a key >= T is after the row; rows >= T are never stored.
-                const bool hidden = (unsigned)(row - key) >= (unsigned)s.window;
+                // Rows < T: a key >= T is after the row, so hidden; rows >= T are never stored.
+                const bool hidden = !att_visible_unsigned(row, key, s.window);
                 const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - sLD[row - q0]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - sLD[BR + row - q0]);  // dS / scale
             }
@@ -325,7 +324,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 float p[2], ds[2];
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
-                    const bool masked = !any || q0 + q < key || q0 + q >= T || q0 + q >= key + s.window;
+                    const bool masked = !any || q0 + q >= T || !att_visible_unsigned(q0 + q, key, s.window);
                     p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }

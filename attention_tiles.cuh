@@ -13,10 +13,6 @@
 constexpr float ATT_LOG2E = 1.4426950408889634f;  // softmax in base 2: exp(x) = exp2(x log2 e), one FMUL saved
 constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr int ATT_MAX_HEAD_DIM = 1024;
-// A global layer's window: beyond any T (a grid holds at most 65535 tiles of 128: T < 2^23), so the window tests
-// hold without a branch and without overflow, and the kernels keep no flag in a register (the HD 128 dQ and dK/dV
-// instances are at 255).
-constexpr int ATT_NO_WINDOW = 1 << 30;
 
 // The runtime shape every kernel gets.
 // qkv rows are [q (h hd) | k (kv hd) | v (kv hd)], `stride` elements apart; query head hh reads K/V head hh / (h / kv).

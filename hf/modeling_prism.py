@@ -6,8 +6,8 @@
 #   for each layer l (width w = w_l, h = h_l query heads of head_dim w / h, kv = kv_l K/V heads, SwiGLU hidden_l):
 #     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     q (h heads) | k (kv heads) | v (kv heads) rows,
 #                                                              heads consecutive; query head j reads K/V head
-#                                                              j // (h / kv); causal, and with a window W key j is
-#                                                              visible to query i iff i - W < j <= i
+#                                                              j // (h / kv); key j visible to query i as
+#                                                              visible() says (attention_span.h's att_visible)
 #     x[..., :w] += down(silu(gate) * up),  gate | up = gate_up(norm(x[..., :w]))
 #   logits = lm_head(norm_f(x[..., :Df])[..., :d])                   Df = max(d, w_L); tied: the embedding
 # A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line.
@@ -61,6 +61,13 @@ def rope_cos_sin(positions, head_dim, theta, dtype):
     freq = torch.pow(torch.tensor(float(theta), dtype=torch.float64, device=positions.device), -2.0 * i / head_dim)
     angle = positions.to(torch.float64)[:, None, :, None] * freq
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+
+
+def visible(q_at, k_at, window):
+    """Which keys a query sees, attention_span.h's att_visible: key j is visible to query i iff i - W < j <= i
+    (W = 0: j <= i, plain causal). q_at, k_at: positions that broadcast against each other."""
+    causal = k_at <= q_at
+    return causal & (k_at > q_at - window) if window else causal
 
 
 def rope(x, cos, sin):
@@ -189,15 +196,15 @@ class PrismModel(PrismPreTrainedModel):
         past = cache.get_seq_length(self.first_attention) if cache is not None else 0
         if position_ids is None:
             position_ids = (torch.arange(S, device=input_ids.device) + past).expand(B, S)
-        # key_mask (B, S, past + S): causal over absolute positions, and no padded key (attention_mask 0); and per
-        # window W of a layer, the keys j > i - W of query i (the cache holds every position, so i and j index it)
+        # key_masks[W] (B, S, past + S) per window W of a layer: visible() over absolute positions (the cache holds
+        # every position, so i and j index it), and no padded key (attention_mask 0)
         q_at = torch.arange(S, device=input_ids.device)[:, None] + past
         k_at = torch.arange(past + S, device=input_ids.device)[None, :]
-        key_mask = (k_at <= q_at)[None].expand(B, S, past + S)
-        if attention_mask is not None:
-            key_mask = key_mask & attention_mask[:, None, -(past + S):].bool()
-        key_masks = {W: key_mask & (k_at > q_at - W)[None] if W else key_mask
-                     for W in set(self.config.layer_windows)}
+        pad = attention_mask[:, None, -(past + S):].bool() if attention_mask is not None else None
+        key_masks = {}
+        for W in set(self.config.layer_windows):
+            mask = visible(q_at, k_at, W)[None].expand(B, S, past + S)
+            key_masks[W] = mask & pad if pad is not None else mask
         d, D, Df = self.config.hidden_size, self.config.residual_width, self.config.final_norm_width
         x = self.embed_tokens(input_ids)
         if D > d:

@@ -4,7 +4,7 @@
 //   per layer l (w = w_l, h = h_l, hd = w / h, kv = kv_l, window W = W_l or none):
 //     qkv (n, w + 2 kv hd) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below)
 //     atty_i = sum_{j visible} softmax_j(scale q_i . k_j) v_j    per query head, over its K/V head (GQA: kv heads)
-//       (j visible: j <= p0 + i, and j > p0 + i - W in a window layer)
+//       (j visible: attention_span.h's att_visible(p0 + i, j, W))
 //   then wo, the residual add, the MLP sub-block and the final norm and head as in ref/reference.h. Layers without
 //   attention or MLP skip that sub-block (and a layer without attention has no cache).
 // The cache: per layer K, V (slots, kv hd) fp32 each, slots = the capacity, or min(capacity, W) in a window layer:
