@@ -40,6 +40,7 @@ struct LayerSpec {
     int window = 0;         // attention window: key j visible to query i iff i - window < j <= i; 0: global (causal)
     bool attention = true;  // false: no attention sub-block (no ln1, wqkv, wo): Megatron's no-op attention
     bool mlp = true;        // false: no MLP sub-block (no ln2, wfc, wproj)
+    bool rope = true;       // false: the layer's attention applies no rotary embedding to q and k (NoPE)
     int head_dim() const { return width / heads; }
     int kv() const { return kv_heads ? kv_heads : heads; }
     int kv_width() const { return kv() * head_dim(); }       // columns of k (and of v)

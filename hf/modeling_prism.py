@@ -7,10 +7,12 @@
 #     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     q (h heads) | k (kv heads) | v (kv heads) rows,
 #                                                              heads consecutive; query head j reads K/V head
 #                                                              j // (h / kv); key j visible to query i as
-#                                                              visible() says (attention_span.h's att_visible)
+#                                                              visible() says (attention_span.h's att_visible);
+#                                                              a NoPE layer (layer_rope 0) has no rope
 #     x[..., :w] += down(silu(gate) * up),  gate | up = gate_up(norm(x[..., :w]))
 #   logits = lm_head(norm_f(x[..., :Df])[..., :d])                   Df = max(d, w_L); tied: the embedding
-# A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line.
+# A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line; a
+# NoPE layer (layer_rope 0; absent: every layer rotary) skips rope.
 # Coordinates beyond w_l bypass layer l. RoPE rotates the interleaved pairs (2i, 2i+1) of each head by
 # position * theta^(-2i / head_dim), angles in float64 as the reference does. Norms and softmax run in fp32
 # whatever the weights' dtype. past_key_values / cache hold each layer's kv_l K and V heads (a query group
@@ -87,6 +89,8 @@ class PrismAttention(nn.Module):
         self.kv_width = self.kv_heads * self.head_dim
         self.scale = 1.0 / self.head_dim if config.attention_scale == "1/head_dim" else 1.0 / math.sqrt(self.head_dim)
         self.theta = config.rope_theta
+        layer_rope = getattr(config, "layer_rope", None)  # absent (an older export): every layer rotary
+        self.rope = bool(layer_rope[layer_idx]) if layer_rope is not None else True
         self.qkv = nn.Linear(self.width, self.width + 2 * self.kv_width, bias=False)
         self.out = nn.Linear(self.width, self.width, bias=False)
 
@@ -95,8 +99,9 @@ class PrismAttention(nn.Module):
         q, k, v = self.qkv(x).split((self.width, self.kv_width, self.kv_width), dim=-1)
         q = q.view(B, S, self.heads, self.head_dim).transpose(1, 2)
         k, v = (t.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2) for t in (k, v))
-        cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, q.dtype)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        if self.rope:
+            cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, q.dtype)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
         # Each K/V head serves a group of h / kv consecutive query heads: (B, kv, group, S, head_dim) against

@@ -1,5 +1,5 @@
-// test_layers.cpp: per-layer KV heads (GQA), MLP hidden sizes, attention windows and layers without attention or
-// MLP (issue 28): the schedules and their errors (schedules.h, model_config.h), the defaults' identity with the
+// test_layers.cpp: per-layer KV heads (GQA), MLP hidden sizes, attention windows, layers without attention or
+// MLP (issue 28) and NoPE layers (no rotary embedding, issue 32): the schedules and their errors (schedules.h, model_config.h), the defaults' identity with the
 // layer of before, the accounting (--plan), the fp32 reference's ops and whole models against central finite
 // differences in double (test/grad_check.h states the tolerance), the cached CPU decoder, the model.bin layer
 // table (version 4; version 3 still read) and a CPU training run of a new shape that resumes bit for bit.
@@ -31,6 +31,12 @@ ModelSpec spec(const std::string& preset) {
     ModelSpec s;
     s.preset = preset;
     return s;
+}
+
+// c with the rotary embedding off (NoPE) in the given layers (from 0).
+ModelConfig without_rope(ModelConfig c, std::initializer_list<int> layers) {
+    for (int l : layers) c.layers[l].rope = false;
+    return c;
 }
 
 void require_error(const ModelSpec& s, const std::string& needle) {
@@ -363,6 +369,8 @@ TEST_CASE("whole-model gradients of every new column match finite differences", 
         {"per-layer MLP hidden (8, 40)", small_config(16, {{16, 2, 0, 8}, {16, 2, 0, 40}}, LN, true)},
         {"no attention in layer 1, no MLP in layer 2",
          small_config(16, {{16, 2, 0, 0, 0, false, true}, {16, 2, 0, 0, 0, true, false}, {16, 2}}, LN, false)},
+        {"NoPE in layers 1 and 3, with GQA and a window of 3",
+         without_rope(small_config(16, {{16, 4, 2, 0, 3}, {16, 4, 1}, {16, 2, 0, 0, 2}}, LN, true), {0, 2})},
         {"all at once over X widths (32 16 8 24, d 16)", small_config(16,
                                                                       {{32, 4, 2, 24, 3, true, true},
                                                                        {16, 2, 1, 0, 0, false, true},
@@ -399,6 +407,50 @@ TEST_CASE("the cached CPU decoder agrees with a full forward on GQA, windows and
     for (size_t t = 4; t < in.size(); t++) {
         dec.append(&in[t], 1, logits.data());
         for (int v = 0; v < c.V; v++) REQUIRE(logits[v] == Approx(m.logits()[t * c.V + v]).margin(1e-5));
+    }
+}
+
+TEST_CASE("the cached CPU decoder agrees with a full forward with NoPE layers beside rotary ones", "[layers]") {
+    // NoPE with GQA and a window whose ring wraps, rotary beside it: the decoder skips the rotation where the
+    // forward does, at every position.
+    const ModelConfig c = without_rope(
+        small_config(16, {{16, 4, 2, 0, 3}, {16, 4, 1}, {16, 2, 0, 0, 2}, {16, 4}}, NormType::RMSNorm, false), {0, 2});
+    ref::RefModel<float> m(c);
+    m.init_params(9);
+    std::vector<int> in = {3, 1, 4, 1, 5, 9, 2, 6};
+    m.forward(in.data(), nullptr, 1, (int)in.size());
+    CpuDecoder dec(c, m.params, c.T);
+    std::vector<float> logits(c.V), chunk(3 * c.V);
+    dec.append(in.data(), 3, chunk.data(), true);
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < c.V; v++) REQUIRE(chunk[t * c.V + v] == Approx(m.logits()[t * c.V + v]).margin(1e-5));
+    for (size_t t = 3; t < in.size(); t++) {
+        dec.append(&in[t], 1, logits.data());
+        for (int v = 0; v < c.V; v++) REQUIRE(logits[v] == Approx(m.logits()[t * c.V + v]).margin(1e-5));
+    }
+}
+
+TEST_CASE("a NoPE layer sees its keys as a set: one layer's last logits ignore the order of the earlier tokens",
+          "[layers]") {
+    // Without a rotation nothing in one causal attention layer knows a key's position, so permuting the tokens
+    // before the last leaves the last position's logits unchanged up to the order of the sums (double: 1e-12);
+    // with RoPE the same permutation moves them by O(1). A NoPE flag the reference ignored would fail here.
+    for (bool rope : {false, true}) {
+        ModelConfig c = small_config(16, {{16, 4, 2}}, NormType::LayerNorm, true);
+        c.layers[0].rope = rope;
+        ref::RefModel<double> m(c);
+        m.init_params(5);
+        randomize(m, 6);
+        const std::vector<int> a = {3, 1, 4, 1, 5, 9}, b = {1, 5, 3, 4, 1, 9};  // b: a's first five permuted
+        const int T = (int)a.size();
+        m.forward(a.data(), nullptr, 1, T);
+        const std::vector<double> la(m.logits() + (T - 1) * c.V, m.logits() + T * c.V);
+        m.forward(b.data(), nullptr, 1, T);
+        double diff = 0;
+        for (int v = 0; v < c.V; v++) diff = std::max(diff, std::fabs(la[v] - m.logits()[(T - 1) * c.V + v]));
+        INFO((rope ? "RoPE" : "NoPE") << ": max |logit difference| " << diff);
+        if (rope) CHECK(diff > 1e-2);
+        else CHECK(diff < 1e-12);
     }
 }
 
