@@ -34,7 +34,7 @@
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::attention_forward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
+// Matches ref::attention_forward. Grid (B h column chunks, query blocks: att_block), block 32 NW; dynamic shared memory
 // (BR + 4 BC) ld bf16: Q, then two stages of K and V. Each warp owns RW = 16 MW query rows: MW m16 tiles that
 // share every K and V fragment loaded from shared memory (MW 2 halves the shared-memory reads per mma).
 template <class C>
@@ -156,7 +156,7 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
     if (lane == 0) Dsum[row] = sum;
 }
 
-// dQ of ref::attention_backward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
+// dQ of ref::attention_backward. Grid (B h column chunks, query blocks: att_block), block 32 NW; dynamic shared memory
 // (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V; then 2 BR fp32 (lse, D). Each warp owns RW = 16 MW
 // query rows, as in the forward: its MW m16 tiles share every K and V fragment.
 template <class C>
@@ -249,7 +249,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     }
 }
 
-// dK and dV of ref::attention_backward. Grid (B h windows, key blocks: att_block), block 32 NW. Dynamic shared
+// dK and dV of ref::attention_backward. Grid (B h column chunks, key blocks: att_block), block 32 NW. Dynamic shared
 // memory: K, V (BC, ld) bf16; two stages of Q, dO (BR, ld) bf16; P^T, dS^T (BC, BR + 8) bf16; two stages of lse,
 // D (BR) fp32. Warps: KG = BC / RW groups of RW = 16 MW keys (MW m16 tiles sharing every Q and dO fragment); in
 // phase A each computes P^T, dS^T for its keys and 1 / QS of the BR queries, in phase B dK, dV for its keys and
@@ -418,7 +418,7 @@ inline AttShape attention_shape(int B, int T, const LayerSpec& ls, const void* a
 }
 
 // What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a
-// specialised instance: the forward recomputes S (hdp wide) in each of the n = ceil(hdp / 256) output windows,
+// specialised instance: the forward recomputes S (hdp wide) in each of the n = ceil(hdp / 256) column chunks,
 // (n S + PV) / (S + PV) = (n + 1) / 2; the dQ and dK/dV kernels recompute S and dP: (2 n + 1) / 3 and
 // (2 n + 2) / 4. hd 776 (n 4): 2.5x forward, 3x dQ, 2.5x dK/dV, before the smaller tiles' own overhead.
 inline double attention_wide_cost(int hd) {
