@@ -206,8 +206,9 @@ inline const Preset& find_preset(const std::string& name) {
 }
 
 // What the user asked for: a preset, schedules, and overrides (0 / empty = keep the preset's value).
-// AdamW's hyperparameters, as the engines take them (engine.h's adamw_step) and train_prism's flags set them
-// (--beta1, --beta2, --adam-eps, --wd): here rather than in engine.h so that the trainer's options need no engine.
+// AdamW's hyperparameters, as the engines take them (engine.h's adamw_step, the reference's ref::adamw_update)
+// and train_prism's flags set them (--beta1, --beta2, --adam-eps, --wd): here rather than in engine.h so that the
+// trainer's options need no engine.
 struct OptimizerHyper {
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
