@@ -17,6 +17,8 @@ against our own numbers:
              the all-columns model), saved and imported: the reference's logits match its
   tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
   generate   greedy generate() against ./generate --temperature 0: the same text
+  visible    modeling_prism.py's visible() against attention_span.h's att_visible (build/hf_check visible) for every
+             query, key and window below 24
   peer       dev/peer/peer_torch.py (the PyTorch peer the GPU bundle times) built from the export of every kind with
              a per-layer column: its loss on a batch against transformers' on the same tokens, relative 1e-5
   HFLM       lm-evaluation-harness's own HFLM loglikelihood() of every request of small HellaSwag, WinoGrande,
@@ -168,6 +170,17 @@ def check_old_config(d):
     same = open(d + "/old.bin", "rb").read() == open(d + "/model.bin", "rb").read()
     check(r <= 1e-5 and same, "a config.json without layer_kv_heads, layer_windows and layer_rope (older exports): "
                               f"logits {r:.2e}, import byte-identical: {same}")
+
+
+def check_visible():
+    """modeling_prism.py's visible() is attention_span.h's att_visible: every query, key and window below n."""
+    n = 24
+    want = run(["build/hf_check", "visible", str(n)]).split()
+    sys.path.insert(0, "hf")
+    import modeling_prism
+    q, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    got = ["".join("1" if v else "0" for v in modeling_prism.visible(q, k, W).flatten().tolist()) for W in range(n + 1)]
+    check(got == want, f"visible  modeling_prism.visible() equals att_visible for queries and keys < {n}, windows 0..{n}")
 
 
 def check_peer(name, d):
@@ -343,6 +356,7 @@ def check_hflm(name, d, ev):
 def main():
     t0 = time.time()
     print(f"test-hf: torch {torch.__version__}, transformers {transformers.__version__}, in {WORK}")
+    check_visible()
     dirs = {name: make_kind(name, seed) for seed, name in enumerate(KINDS, start=1)}
     models = {}
     for name, d in dirs.items():
