@@ -34,7 +34,7 @@
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// Matches ref::attention_forward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
+// Matches ref::attention_forward. Grid (B h column chunks, query blocks: att_block), block 32 NW; dynamic shared memory
 // (BR + 4 BC) ld bf16: Q, then two stages of K and V. Each warp owns RW = 16 MW query rows: MW m16 tiles that
 // share every K and V fragment loaded from shared memory (MW 2 halves the shared-memory reads per mma).
 template <class C>
@@ -84,12 +84,12 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         float sc[MW][BC / 8][4] = {};
         att_mma_abt<MW, BC / 8>(sc, sQ + RW * warp * ld, ld, sK, ld, s.hdp / 16);
         // The tile straddles the diagonal or the end, or (a window) its first key falls out of the last row's.
-        const bool edge = k0 + BC - 1 > r0 || k0 + BC > T || k0 <= r0 + RW - 1 - s.window;
+        const bool edge = k0 + BC > T || !att_sees_all(r0, RW, k0, BC, s.window);
         UNROLL for (int mm = 0; mm < MW; mm++) {
             float mx[2] = {m[mm][0], m[mm][1]};
             UNROLL for (int nt = 0; nt < BC / 8; nt++) UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                const bool hidden = key > row || key >= T || key <= row - s.window;
+                const bool hidden = key >= T || !att_visible_unsigned(row, key, s.window);
                 sc[mm][nt][i] = edge && hidden ? -INFINITY : sc[mm][nt][i] * scale_log2;
                 mx[i / 2] = fmaxf(mx[i / 2], sc[mm][nt][i]);
             }
@@ -156,7 +156,7 @@ static __global__ void attention_backward_d_kernel(float* Dsum, const bf16* dout
     if (lane == 0) Dsum[row] = sum;
 }
 
-// dQ of ref::attention_backward. Grid (B h windows, query blocks: att_block), block 32 NW; dynamic shared memory
+// dQ of ref::attention_backward. Grid (B h column chunks, query blocks: att_block), block 32 NW; dynamic shared memory
 // (2 BR + 4 BC) ld bf16: Q, dO, then two stages of K and V; then 2 BR fp32 (lse, D). Each warp owns RW = 16 MW
 // query rows, as in the forward: its MW m16 tiles share every K and V fragment.
 template <class C>
@@ -218,9 +218,8 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
         UNROLL for (int mm = 0; mm < MW; mm++) UNROLL for (int nt = 0; nt < BC / 8; nt++) {
             UNROLL for (int i = 0; i < 4; i++) {
                 const int row = r0 + 16 * mm + g + 8 * (i / 2), key = k0 + 8 * nt + 2 * t4 + i % 2;
-                // Visible iff 0 <= row - key < window: one unsigned compare (a key after the row wraps to a huge
-                // distance). Rows < T: a key >= T is after the row; rows >= T are never stored.
-                const bool hidden = (unsigned)(row - key) >= (unsigned)s.window;
+                // Rows < T: a key >= T is after the row, so hidden; rows >= T are never stored.
+                const bool hidden = !att_visible_unsigned(row, key, s.window);
                 const float p = hidden ? 0.0f : fast_exp2(sc[mm][nt][i] * scale_log2 - sLD[row - q0]);
                 sc[mm][nt][i] = p * (dp[mm][nt][i] - sLD[BR + row - q0]);  // dS / scale
             }
@@ -250,7 +249,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
     }
 }
 
-// dK and dV of ref::attention_backward. Grid (B h windows, key blocks: att_block), block 32 NW. Dynamic shared
+// dK and dV of ref::attention_backward. Grid (B h column chunks, key blocks: att_block), block 32 NW. Dynamic shared
 // memory: K, V (BC, ld) bf16; two stages of Q, dO (BR, ld) bf16; P^T, dS^T (BC, BR + 8) bf16; two stages of lse,
 // D (BR) fp32. Warps: KG = BC / RW groups of RW = 16 MW keys (MW m16 tiles sharing every Q and dO fragment); in
 // phase A each computes P^T, dS^T for its keys and 1 / QS of the BR queries, in phase B dK, dV for its keys and
@@ -325,7 +324,7 @@ static __global__ void __launch_bounds__(32 * C::NW, 1)
                 float p[2], ds[2];
                 UNROLL for (int e = 0; e < 2; e++) {
                     const int q = ql + 8 * nt + 2 * t4 + e;
-                    const bool masked = !any || q0 + q < key || q0 + q >= T || q0 + q >= key + s.window;
+                    const bool masked = !any || q0 + q >= T || !att_visible_unsigned(q0 + q, key, s.window);
                     p[e] = masked ? 0.0f : fast_exp2(pt[mm][nt][i + e] * scale_log2 - sL[q] * ATT_LOG2E);
                     ds[e] = p[e] * (dpt[mm][nt][i + e] - sD[q]);
                 }
@@ -419,7 +418,7 @@ inline AttShape attention_shape(int B, int T, const LayerSpec& ls, const void* a
 }
 
 // What running hd > 256 on the wide instance costs, in tensor-core work relative to the same FLOPs at a
-// specialised instance: the forward recomputes S (hdp wide) in each of the n = ceil(hdp / 256) output windows,
+// specialised instance: the forward recomputes S (hdp wide) in each of the n = ceil(hdp / 256) column chunks,
 // (n S + PV) / (S + PV) = (n + 1) / 2; the dQ and dK/dV kernels recompute S and dP: (2 n + 1) / 3 and
 // (2 n + 2) / 4. hd 776 (n 4): 2.5x forward, 3x dQ, 2.5x dK/dV, before the smaller tiles' own overhead.
 inline double attention_wide_cost(int hd) {

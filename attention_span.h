@@ -1,12 +1,17 @@
-// attention_span.h: which tiles the flash attention kernels (attention.cuh) visit under the causal mask and a
-// sliding window, and the tile shapes of their instances: written once for the kernels, for the test that counts
-// their tensor-core instructions (test/test_attention.cpp) and for the cost model (run/cost_model.h), which
-// includes no CUDA.
-//   visibility    key j is visible to query i iff i - W < j <= i (W = 0: j <= i, plain causal)
+// attention_span.h: which keys a query sees (the visibility rule, defined here once), which tiles the flash
+// attention kernels (attention.cuh) visit under it, and the tile shapes of their instances: written once for the
+// CPU reference (ref/ops.h), both decoders (ref/cpu_decoder.h, inspect/decode.cuh), analyze (inspect/analysis.h),
+// the kernels, the test that counts their tensor-core instructions (test/test_attention.cpp) and the cost model
+// (run/cost_model.h), which includes no CUDA. hf/modeling_prism.py's visible() is the rule in PyTorch.
+//   att_visible   key j is visible to query i iff i - W < j <= i (W = 0: j <= i, plain causal): the rule
+//   att_first_key the rule as a range: query i sees keys [att_first_key(i, W), i]
+//   att_visible_unsigned  the kernels' one-compare form (W = ATT_NO_WINDOW for global)
 //   att_sees      some query of a row range sees some key of a key range: the test every skip in the kernels uses
+//   att_sees_all  every query of a row range sees every key of a key range: a tile that needs no mask
 //   att_*_tiles   the key tiles a query block loads (forward, dQ), the query tiles a key block loads (dK/dV)
 //   att_visits    per (sequence, head), the tiles each kernel computes, found by walking its loops with the same
 //                 tests; the cost model turns them into FLOPs
+// test/test_attention_span.cpp checks every form against att_visible over all small (query, key, window).
 // Does not: include CUDA, or launch anything.
 #pragma once
 
@@ -15,6 +20,19 @@
 #else
 #define ATT_SPAN_FN inline
 #endif
+
+// The visibility rule: key j is visible to query i iff i - W < j <= i; W <= 0 is global (plain causal: j <= i).
+ATT_SPAN_FN bool att_visible(long i, long j, long W) { return j <= i && (W <= 0 || i - j < W); }
+// Query i's visible keys are [att_first_key(i, W), i].
+ATT_SPAN_FN long att_first_key(long i, long W) { return W > 0 && i - W + 1 > 0 ? i - W + 1 : 0; }
+
+// A global layer's window in the kernels: beyond any T (a grid holds at most 65535 tiles of 128: T < 2^23), so the
+// window tests hold without a branch and without overflow, and the kernels keep no flag in a register (the HD 128
+// dQ and dK/dV instances are at 255).
+constexpr int ATT_NO_WINDOW = 1 << 30;
+// att_visible in the kernels' form, for W >= 1 (a global layer's W is ATT_NO_WINDOW) and 0 <= i, j < 2^23: one
+// unsigned compare, 0 <= i - j < W, a key after the query wrapping to a huge distance.
+ATT_SPAN_FN bool att_visible_unsigned(int i, int j, int W) { return (unsigned)(i - j) < (unsigned)W; }
 
 // Tile shapes of one kernel instance: HD output columns in registers per warp row, BR query rows, BC key rows, NW
 // warps; the forward and dQ kernels give each warp MW m16 tiles of query rows (BR = 16 MW NW), the dK/dV
@@ -42,6 +60,12 @@ struct AttDkvWide : AttTiles<256, 16, 16, 2> {};
 // business): the earliest query reaches back to k0 + nk - 1 within the window, and the latest is not before k0.
 ATT_SPAN_FN bool att_sees(int q0, int nq, int k0, int nk, int W) {
     return q0 + nq - 1 >= k0 && (W <= 0 || q0 <= k0 + nk - 1 + W - 1);
+}
+
+// Every query of rows [q0, q0 + nq) sees every key of [k0, k0 + nk): the last key is not after the first query,
+// and the first key is within the last query's window.
+ATT_SPAN_FN bool att_sees_all(int q0, int nq, int k0, int nk, int W) {
+    return k0 + nk - 1 <= q0 && (W <= 0 || k0 > q0 + nq - 1 - W);
 }
 
 struct AttSpan {

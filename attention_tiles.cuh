@@ -13,10 +13,6 @@
 constexpr float ATT_LOG2E = 1.4426950408889634f;  // softmax in base 2: exp(x) = exp2(x log2 e), one FMUL saved
 constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr int ATT_MAX_HEAD_DIM = 1024;
-// A global layer's window: beyond any T (a grid holds at most 65535 tiles of 128: T < 2^23), so the window tests
-// hold without a branch and without overflow, and the kernels keep no flag in a register (the HD 128 dQ and dK/dV
-// instances are at 255).
-constexpr int ATT_NO_WINDOW = 1 << 30;
 
 // The runtime shape every kernel gets.
 // qkv rows are [q (h hd) | k (kv hd) | v (kv hd)], `stride` elements apart; query head hh reads K/V head hh / (h / kv).
@@ -30,23 +26,25 @@ struct AttShape {
     int vec;     // elements per cp.async: 8, 4 or 2 (16, 8 or 4 bytes), what hd and the pointers' alignment allow
 };
 
-// Which tile a block computes. The grid is (B heads windows, tiles), heads the query heads (forward, dQ) or the K/V
-// heads (dK/dV): blockIdx.x = (b heads + head) windows + window (the output columns c0 .. c0 + HD), blockIdx.y =
+// Which tile a block computes. The grid is (B heads chunks, tiles), heads the query heads (forward, dQ) or the K/V
+// heads (dK/dV), chunks the column chunks (the output columns c0 .. c0 + HD; more than one only on the wide
+// instance): blockIdx.x = (b heads + head) chunks + chunk, blockIdx.y =
 // the tile's rank by length, 0 the longest (the forward's and dQ's last query block, which sees the most keys;
 // dK/dV's first key block, which sees the most queries). The hardware starts blocks in order of x, then y, so
-// every (b, head, window)'s longest tile starts before any shorter one: longest first across the whole grid, and
+// every (b, head, chunk)'s longest tile starts before any shorter one: longest first across the whole grid, and
 // the shortest tiles fill its tail. (With the tiles along x, the order held only within one (b, head): the last
 // heads' long tiles started last and ran on alone.) Under a sliding window the tiles are nearly all the same
 // length (the window's tiles), so the order matters little there and is kept as it is.
 struct AttBlock {
     int bh, b, hh, c0, rank;
 };
-__host__ __device__ inline int att_windows(const AttShape& s, int HD) { return (s.hdp + HD - 1) / HD; }
+__host__ __device__ inline int att_col_chunks(const AttShape& s, int HD) { return (s.hdp + HD - 1) / HD; }
 __host__ __device__ inline AttBlock att_block(unsigned bx, unsigned by, const AttShape& s, int HD, int heads) {
-    const int nwin = att_windows(s, HD), bh = (int)bx / nwin;
-    return AttBlock{bh, bh / heads, bh % heads, (int)(bx % nwin) * HD, (int)by};
+    const int nchunk = att_col_chunks(s, HD), bh = (int)bx / nchunk;
+    return AttBlock{bh, bh / heads, bh % heads, (int)(bx % nchunk) * HD, (int)by};
 }
-// The grid of `tiles` tiles (of rows or keys) per (b, head, window) over `heads` heads. gridDim.y is at most 65535.
+// The grid of `tiles` tiles (of rows or keys) per (b, head, column chunk) over `heads` heads. gridDim.y is at
+// most 65535.
 inline dim3 att_grid(const AttShape& s, int HD, int tiles, int heads) {
     if (tiles > 65535) {
         fprintf(stderr,
@@ -55,7 +53,7 @@ inline dim3 att_grid(const AttShape& s, int HD, int tiles, int heads) {
                 s.T, tiles);
         exit(EXIT_FAILURE);
     }
-    return dim3((unsigned)(s.B * heads * att_windows(s, HD)), (unsigned)tiles, 1);
+    return dim3((unsigned)(s.B * heads * att_col_chunks(s, HD)), (unsigned)tiles, 1);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -7,22 +7,22 @@
 //                           ignores them); the rest zero
 //   bytes [1024, 1024+2N)   N x uint16 token ids; every document is preceded by EOT (50256 for GPT-2)
 //
-// How a batch is cut. A shard of N tokens holds W = (N - 1) / T windows; window k is the T + 1 tokens
+// How a batch is cut. A shard of N tokens holds W = (N - 1) / T sequences; sequence k is the T + 1 tokens
 // [k*T, k*T + T] (neighbours share one token, so every token except the first is a target exactly once).
-// inputs = the first T tokens of a window, targets = the last T. One optimizer micro-step of all ranks
-// takes a *group* of B * world windows from one shard; rank r gets windows [r*B, r*B + B) of the group,
-// so ranks never see the same window and together cover the group. A shard's last W mod (B * world)
-// windows are left out of that epoch (with shuffling, a different few every epoch).
+// inputs = the first T tokens of a sequence, targets = the last T. One optimizer micro-step of all ranks
+// takes a *group* of B * world sequences from one shard; rank r gets sequences [r*B, r*B + B) of the group,
+// so ranks never see the same sequence and together cover the group. A shard's last W mod (B * world)
+// sequences are left out of that epoch (with shuffling, a different few every epoch).
 //
-// Shuffling (optional, seeded): each epoch visits the shards in a permuted order, and each shard's windows
+// Shuffling (optional, seeded): each epoch visits the shards in a permuted order, and each shard's sequences
 // in a permuted order. Permutations come from our own SplitMix64 stream keyed by (seed, epoch, shard), not
 // from std:: distributions, so the order is the same on every compiler and platform. Because the streams
 // are keyed rather than carried along, the whole position is a small POD (LoaderState): a checkpoint saves
 // it, restore() rebuilds the permutation, and next_batch continues exactly as an uninterrupted loader.
-// The position is global, not per rank: (epoch, shard, windows of that shard's order consumed by all ranks
+// The position is global, not per rank: (epoch, shard, sequences of that shard's order consumed by all ranks
 // together), independent of the seed-keyed order's owner. So a run saved by 8 ranks resumes on 4 (or with
-// another B): the same shard, the same window order, continuing from the first whole group of B * world
-// windows at or after the saved window (at most one group's windows are skipped; none when B * world is
+// another B): the same shard, the same sequence order, continuing from the first whole group of B * world
+// sequences at or after the saved sequence (at most one group's sequences are skipped; none when B * world is
 // unchanged, where the continuation is exact).
 //
 // Checked again each time the loader enters a shard: that the file under its path is still the one checked at
@@ -31,13 +31,13 @@
 // reaches the new data, instead of training on a mixture of two sets. A file still open is read as it was.
 // Checked once, when the loader opens the shards: every header and size, and every token of every shard
 // below the vocabulary V (read in large blocks and scanned in parallel), so a bad token fails at the start of
-// a run, not hours in when training reaches its window; and that the shards of one set (one prefix, PREFIX_val_*
+// a run, not hours in when training reaches it; and that the shards of one set (one prefix, PREFIX_val_*
 // and PREFIX_train_*) were written together: all with one set id, or all without (llm.c's), never a mixture
 // (what an interrupted replacement of a set leaves). A stop signal (stop_signal.h) cuts the token check short;
 // such a loader refuses to read (the trainer exits before it would).
 //
-// What it does not do: it never holds a whole shard in memory (each window is one pread at a 64-bit offset,
-// so shards above 2 GiB work), never splits a window across shards, and is not thread-safe (one loader per
+// What it does not do: it never holds a whole shard in memory (each sequence is one pread at a 64-bit offset,
+// so shards above 2 GiB work), never splits a sequence across shards, and is not thread-safe (one loader per
 // rank / per purpose). Errors throw std::runtime_error with a one-line message naming the file.
 #pragma once
 
@@ -389,7 +389,7 @@ struct LoaderState {
     uint64_t seed;         // shuffle seed (the whole RNG state: streams are keyed by seed, epoch, shard)
     uint64_t epoch;        // completed passes over the data
     uint64_t shard_pos;    // position in this epoch's shard order
-    uint64_t group_pos;    // next group of B * world windows within that shard (window group_pos * B * world)
+    uint64_t group_pos;    // next group of B * world sequences within that shard (sequence group_pos * B * world)
     uint64_t fingerprint;  // hash of the shard token counts, so a state is not restored onto other data
     uint32_t B, T, world;  // the batch shape it was saved under (T must match on restore; B, world may differ)
     uint32_t shuffle;      // 1 when shuffling
@@ -431,7 +431,7 @@ class DataLoader {
                 (world > 1 ? " with " + std::to_string(world) + " ranks; lower B or T, or use fewer ranks"
                            : "; lower B or T"));
         batches_per_epoch_ = groups;
-        window_.resize((size_t)T + 1);
+        sequence_.resize((size_t)T + 1);
         reset();
     }
     ~DataLoader() { close_fd(); }
@@ -445,11 +445,11 @@ class DataLoader {
         const uint64_t per_group = (uint64_t)B_ * world_;
         for (int b = 0; b < B_; b++) {
             const uint64_t w = group_pos_ * per_group + (uint64_t)rank_ * B_ + b;
-            const uint64_t k = shuffle_ ? window_perm_[w] : w;
-            read_tokens(k * T_, (size_t)T_ + 1, window_.data());
+            const uint64_t k = shuffle_ ? sequence_perm_[w] : w;
+            read_tokens(k * T_, (size_t)T_ + 1, sequence_.data());
             for (int t = 0; t < T_; t++) {
-                inputs[(size_t)b * T_ + t] = window_[t];
-                targets[(size_t)b * T_ + t] = window_[t + 1];
+                inputs[(size_t)b * T_ + t] = sequence_[t];
+                targets[(size_t)b * T_ + t] = sequence_[t + 1];
             }
         }
         group_pos_++;
@@ -495,14 +495,14 @@ class DataLoader {
             throw std::runtime_error(
                 "data position was saved on different shards (the token counts differ); "
                 "resume on the same data");
-        const uint64_t window = s.group_pos * s.B * s.world;  // windows of the shard consumed by all ranks
-        if (s.shard_pos >= shards_.size() || window >= windows_in(shards_[order_at(s.epoch, s.shard_pos)]))
+        const uint64_t sequence = s.group_pos * s.B * s.world;  // sequences of the shard consumed by all ranks
+        if (s.shard_pos >= shards_.size() || sequence >= sequences_in(shards_[order_at(s.epoch, s.shard_pos)]))
             throw std::runtime_error("data position (shard " + std::to_string(s.shard_pos) + ", group " +
                                      std::to_string(s.group_pos) + ") is outside the data; the state is corrupt");
         const uint64_t group = (uint64_t)B_ * world_;
         epoch_ = s.epoch;
         shard_pos_ = s.shard_pos;
-        group_pos_ = (window + group - 1) / group;
+        group_pos_ = (sequence + group - 1) / group;
         plan_epoch();
         if (group_pos_ >= groups_in(shards_[shard_order_[shard_pos_]])) {  // this shard has no whole group left
             group_pos_ = 0;
@@ -524,8 +524,8 @@ class DataLoader {
     double validate_seconds() const { return validate_seconds_; }  // the up-front token check took this long
 
   private:
-    uint64_t windows_in(const ShardInfo& s) const { return s.tokens == 0 ? 0 : (s.tokens - 1) / T_; }
-    uint64_t groups_in(const ShardInfo& s) const { return windows_in(s) / ((uint64_t)B_ * world_); }
+    uint64_t sequences_in(const ShardInfo& s) const { return s.tokens == 0 ? 0 : (s.tokens - 1) / T_; }
+    uint64_t groups_in(const ShardInfo& s) const { return sequences_in(s) / ((uint64_t)B_ * world_); }
 
     // Shard index visited at position pos of epoch e.
     size_t order_at(uint64_t e, uint64_t pos) const {
@@ -565,7 +565,7 @@ class DataLoader {
         }
         const size_t idx = shard_order_[shard_pos_];
         const ShardInfo& s = shards_[idx];
-        if (shuffle_) window_perm_ = loader_permutation(windows_in(s), loader_stream_key(seed_, epoch_, idx));
+        if (shuffle_) sequence_perm_ = loader_permutation(sequences_in(s), loader_stream_key(seed_, epoch_, idx));
         struct stat st;
         const bool same = fd_ >= 0 && fd_path_ == s.path && stat(s.path.c_str(), &st) == 0 && st.st_dev == fd_dev_ &&
                           st.st_ino == fd_ino_;
@@ -647,9 +647,9 @@ class DataLoader {
     // position
     uint64_t epoch_ = 0, shard_pos_ = 0, group_pos_ = 0;
     // derived from the position
-    std::vector<uint32_t> shard_order_;  // shard index per position in this epoch
-    std::vector<uint32_t> window_perm_;  // window order in the current shard (when shuffling)
-    std::vector<uint16_t> window_;       // (T + 1) scratch
+    std::vector<uint32_t> shard_order_;    // shard index per position in this epoch
+    std::vector<uint32_t> sequence_perm_;  // sequence order in the current shard (when shuffling)
+    std::vector<uint16_t> sequence_;       // (T + 1) scratch
     int fd_ = -1;
     dev_t fd_dev_ = 0;  // the open shard's identity: a file renamed over its path is another one
     ino_t fd_ino_ = 0;

@@ -143,7 +143,8 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     }
     std::vector<int> hds;
     for (const LayerSpec& l : cfg.layers)
-        if (l.attention && std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end()) hds.push_back(l.head_dim());
+        if (l.attention && l.rope && std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end())
+            hds.push_back(l.head_dim());
     size_t total = 0;
     for (int hd : hds) total += (size_t)cfg.T * hd;
     cudaCheck(cudaMalloc(&tables_, std::max<size_t>(total, 1) * sizeof(float)));
@@ -158,7 +159,7 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
 
 // The sub-blocks in forward order (x_i = resid(i) is the residual state before sub-block i, x_S after the last;
 // every residual add fused with the norm that follows it):
-//   attention of layer l: qkv = ln1 Wqkv^T; rope; atty = attn(qkv); x_{i+1} = x_i + atty Wo^T
+//   attention of layer l: qkv = ln1 Wqkv^T; rope (not in a NoPE layer); atty = attn(qkv); x_{i+1} = x_i + atty Wo^T
 //   MLP of layer l:       sw = swiglu(ln2 Wfc^T); x_{i+1} = x_i + sw Wproj^T
 // and then the next sub-block's norm of x_{i+1} (its layer's ln1 or ln2, or the final norm over [0, Df)). A layer
 // without attention or without an MLP has no such sub-block: the stream passes to the next one unchanged, which
@@ -174,7 +175,7 @@ inline void CudaModel::sub_forward(int i, cudaStream_t s) {
         const LayerSpec& ls = cfg.layers[l];
         const int qkv = ls.qkv_rows();
         OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, qkv, w, false, true, 0.0f, s));
-        OP("rope_forward", rope_forward(la.qkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+        if (ls.rope) OP("rope_forward", rope_forward(la.qkv, table_of_.at(ls.head_dim()), B, T, ls, s));
         OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, ls, attn_scale(l), s));
         OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     } else {
@@ -238,7 +239,7 @@ inline void CudaModel::sub_backward(int i, cudaStream_t s) {
     bf16* dqkv = a.dbig;  // (N, qkv)
     OP("attention_backward",
        attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, ls, attn_scale(l), s));
-    OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+    if (ls.rope) OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
     bf16* dln = a.dsmall;  // datty is dead
     OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, qkv, false, false, 0.0f, s));
     if (recompute)

@@ -6,7 +6,7 @@
 // the loss and the norm
 // then, on their own schedules: the validation loss, a zero-shot eval task, a text sample, a checkpoint.
 // The global batch is what the user asked for: total_batch = B x T x world x n_micro tokens (RunPlan); rank r
-// reads windows [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
+// reads sequences [r B, r B + B) of each group of B x world (dataloader.h), so the ranks' micro-batches together
 // are the micro-batch of one process with B x world rows. The training loss and the gradient norm come back
 // from the engine already summed over the ranks, validation losses and eval counts are summed here; only rank 0
 // prints, writes OUT/log.jsonl and samples text. Each step prints one line and appends one JSON object to the
@@ -52,8 +52,8 @@ inline double now_seconds() {
 }
 
 // Mean loss over `tokens` validation tokens, always from the start of the validation shards. Each rank reads
-// its share of every group of B x world windows (its own loader), and the mean is over all ranks: the same
-// windows and the same mean as one process with B x world rows. A stop signal (stop_signal.h) ends it after the
+// its share of every group of B x world sequences (its own loader), and the mean is over all ranks: the same
+// sequences and the same mean as one process with B x world rows. A stop signal (stop_signal.h) ends it after the
 // batch in progress once its grace has passed (StopGrace): then no rank has a whole validation, and the result
 // is NaN on every rank (not logged; a resume from that step runs it again: run_training).
 inline double validation_loss(Engine& eng, DataLoader& val, int B, int T, long tokens, const Dist& dist,
@@ -294,7 +294,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         if (recorded)
             lr_changes = check_resume_args(*recorded, seam.record_args(o, p), seam.may_change, o.allow_batch_change,
                                            o.allow_data_change, seam.lr_branch_flags);
-        if (val) {  // more would read the same windows again, for as long as it is asked (hours at 1e11)
+        if (val) {  // more would read the same sequences again, for as long as it is asked (hours at 1e11)
             const long all = (long)val->batches_per_epoch() * o.B * T * dist.world;
             if (val_tokens > all) {
                 val_tokens = all;

@@ -12,7 +12,7 @@
 //   ./build/bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
 // Built by g++ it runs on the CUDA-on-CPU executor: make bench-model-smoke runs `tiny` for one step there (the
 // code path only; its timings mean nothing).
-// Tokens: real text, consecutive B x T windows of a token shard (--tokens FILE; default the first of
+// Tokens: real text, consecutive B x T sequences of a token shard (--tokens FILE; default the first of
 // data/default/*_train_*.bin, targets the next token), because kernels like the embedding backward depend on how
 // often tokens repeat (near-uniform synthetic ids hid its serial walk over the most frequent token); the first
 // micro-batch's token statistics (embedding_plan) also go into the cost model. --synthetic: the old spread ids.
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
         }
         token_file = found[0];
     }
-    std::vector<int> text;  // real-text tokens, read once (up to 4M), windows taken in order and wrapped
+    std::vector<int> text;  // real-text tokens, read once (up to 4M), sequences taken in order and wrapped
     if (!synthetic) {
         try {
             text = shard_tokens(token_file, std::min<uint64_t>(read_shard_info(token_file).tokens, 1 << 22));
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
             fprintf(stderr, "bench_model: %s\n", err.what());
             return 2;
         }
-        printf("tokens: %s (real text, %zu tokens, consecutive windows)\n", token_file.c_str(), text.size());
+        printf("tokens: %s (real text, %zu tokens, consecutive sequences)\n", token_file.c_str(), text.size());
     } else {
         printf("tokens: synthetic (spread-out ids: hides how often real tokens repeat)\n");
     }
@@ -230,26 +230,26 @@ int main(int argc, char** argv) {
                 if (!cost_only)
                     while (Bm > 1 && (double)gpu_memory(c, Bm, t, recompute).total() > 0.9 * (double)free_b) Bm /= 2;
             }
-            // Micro-batch k's tokens: window k of the text (inputs; targets the next tokens), or spread-out ids.
+            // Micro-batch k's tokens: sequence k of the text (inputs; targets the next tokens), or spread-out ids.
             const size_t Nm = (size_t)Bm * t;
-            size_t window = 0;
+            size_t sequence = 0;
             auto next = [&](int* i, int* g) {
                 if (synthetic) {
                     for (size_t k = 0; k < Nm; k++) i[k] = (int)(k * 2654435761u % c.V), g[k] = (int)(k * 40503u % c.V);
                     return;
                 }
                 for (size_t k = 0; k < Nm; k++) {
-                    const size_t at = (window * Nm + k) % (text.size() - 1);
+                    const size_t at = (sequence * Nm + k) % (text.size() - 1);
                     i[k] = text[at] % c.V, g[k] = text[at + 1] % c.V;
                 }
-                window++;
+                sequence++;
             };
             CostOptions copt;
             std::string token_note;
             {
                 std::vector<int> in0(Nm), tg0(Nm);
                 next(in0.data(), tg0.data());
-                window = 0;
+                sequence = 0;
                 const EmbeddingPlan plan = embedding_plan(in0.data(), (long)Nm);
                 copt.most_frequent = (double)plan.size.most / Nm;
                 copt.partials_per_position = (double)plan.size.partials / Nm;

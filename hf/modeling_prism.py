@@ -6,11 +6,13 @@
 #   for each layer l (width w = w_l, h = h_l query heads of head_dim w / h, kv = kv_l K/V heads, SwiGLU hidden_l):
 #     x[..., :w] += out(attn(rope(qkv(norm(x[..., :w])))))     q (h heads) | k (kv heads) | v (kv heads) rows,
 #                                                              heads consecutive; query head j reads K/V head
-#                                                              j // (h / kv); causal, and with a window W key j is
-#                                                              visible to query i iff i - W < j <= i
+#                                                              j // (h / kv); key j visible to query i as
+#                                                              visible() says (attention_span.h's att_visible);
+#                                                              a NoPE layer (layer_rope 0) has no rope
 #     x[..., :w] += down(silu(gate) * up),  gate | up = gate_up(norm(x[..., :w]))
 #   logits = lm_head(norm_f(x[..., :Df])[..., :d])                   Df = max(d, w_L); tied: the embedding
-# A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line.
+# A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line; a
+# NoPE layer (layer_rope 0; absent: every layer rotary) skips rope.
 # Coordinates beyond w_l bypass layer l. RoPE rotates the interleaved pairs (2i, 2i+1) of each head by
 # position * theta^(-2i / head_dim), angles in float64 as the reference does. Norms and softmax run in fp32
 # whatever the weights' dtype. past_key_values / cache hold each layer's kv_l K and V heads (a query group
@@ -63,6 +65,13 @@ def rope_cos_sin(positions, head_dim, theta, dtype):
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
 
+def visible(q_at, k_at, window):
+    """Which keys a query sees, attention_span.h's att_visible: key j is visible to query i iff i - W < j <= i
+    (W = 0: j <= i, plain causal). q_at, k_at: positions that broadcast against each other."""
+    causal = k_at <= q_at
+    return causal & (k_at > q_at - window) if window else causal
+
+
 def rope(x, cos, sin):
     """Rotate the interleaved pairs (2i, 2i+1) of x (B, h, S, head_dim): (a, b) -> (a cos - b sin, a sin + b cos)."""
     a, b = x[..., 0::2], x[..., 1::2]
@@ -80,6 +89,8 @@ class PrismAttention(nn.Module):
         self.kv_width = self.kv_heads * self.head_dim
         self.scale = 1.0 / self.head_dim if config.attention_scale == "1/head_dim" else 1.0 / math.sqrt(self.head_dim)
         self.theta = config.rope_theta
+        layer_rope = getattr(config, "layer_rope", None)  # absent (an older export): every layer rotary
+        self.rope = bool(layer_rope[layer_idx]) if layer_rope is not None else True
         self.qkv = nn.Linear(self.width, self.width + 2 * self.kv_width, bias=False)
         self.out = nn.Linear(self.width, self.width, bias=False)
 
@@ -88,8 +99,9 @@ class PrismAttention(nn.Module):
         q, k, v = self.qkv(x).split((self.width, self.kv_width, self.kv_width), dim=-1)
         q = q.view(B, S, self.heads, self.head_dim).transpose(1, 2)
         k, v = (t.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2) for t in (k, v))
-        cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, q.dtype)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        if self.rope:
+            cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, q.dtype)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
         # Each K/V head serves a group of h / kv consecutive query heads: (B, kv, group, S, head_dim) against
@@ -189,15 +201,15 @@ class PrismModel(PrismPreTrainedModel):
         past = cache.get_seq_length(self.first_attention) if cache is not None else 0
         if position_ids is None:
             position_ids = (torch.arange(S, device=input_ids.device) + past).expand(B, S)
-        # key_mask (B, S, past + S): causal over absolute positions, and no padded key (attention_mask 0); and per
-        # window W of a layer, the keys j > i - W of query i (the cache holds every position, so i and j index it)
+        # key_masks[W] (B, S, past + S) per window W of a layer: visible() over absolute positions (the cache holds
+        # every position, so i and j index it), and no padded key (attention_mask 0)
         q_at = torch.arange(S, device=input_ids.device)[:, None] + past
         k_at = torch.arange(past + S, device=input_ids.device)[None, :]
-        key_mask = (k_at <= q_at)[None].expand(B, S, past + S)
-        if attention_mask is not None:
-            key_mask = key_mask & attention_mask[:, None, -(past + S):].bool()
-        key_masks = {W: key_mask & (k_at > q_at - W)[None] if W else key_mask
-                     for W in set(self.config.layer_windows)}
+        pad = attention_mask[:, None, -(past + S):].bool() if attention_mask is not None else None
+        key_masks = {}
+        for W in set(self.config.layer_windows):
+            mask = visible(q_at, k_at, W)[None].expand(B, S, past + S)
+            key_masks[W] = mask & pad if pad is not None else mask
         d, D, Df = self.config.hidden_size, self.config.residual_width, self.config.final_norm_width
         x = self.embed_tokens(input_ids)
         if D > d:

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_span.h"
 #include "ref/gemm.h"
 #include "ref/ops.h"
 #include "ref/reference.h"
@@ -88,7 +89,7 @@ void add_attention(AttentionSums& sums, const S* att, int T, int window = 0, int
             if (local_window > 0 && i - j >= local_window) beyond += a[j];
         }
         sums.distance += dist, sums.entropy += ent, sums.near += near, sums.beyond += beyond, sums.queries++;
-        sums.reach += window > 0 ? std::min(i, window - 1) : i;
+        sums.reach += i - att_first_key(i, window);  // the farthest key query i sees
     }
 }
 

@@ -5,7 +5,7 @@
 //                                                                  # measurement, the three overlaid
 //
 // Each checkpoint (model.bin, or RUN_DIR for RUN_DIR/model.bin) runs on the fp32 CPU reference over --sequences
-// windows of T tokens from the start of the first shard --data matches (the validation shard by default), and
+// sequences of T tokens from the start of the first shard --data matches (the validation shard by default), and
 // inspect/analysis.h measures: attention distance and entropy per layer and head, the distance against the layer's
 // window (reach, span use, near-half and beyond-local mass), the logit lens (loss and top-1 agreement with the
 // model's own prediction), the normalised matrix entropy of each layer's output, and the SwiGLU activation density.
@@ -42,10 +42,10 @@ struct Options {
 
 std::vector<Flag> make_flags(Options& o) {
     return {
-        path_flag("--data", "GLOB", "token shards; windows are read from the start of the first (default {default})",
+        path_flag("--data", "GLOB", "token shards; sequences are read from the start of the first (default {default})",
                   o.data),
-        number_flag("--sequences", "N", "windows of T tokens to run (default {default})", o.sequences, 1, 1 << 20),
-        number_flag("--seq-len", "T", "tokens per window (default: each model's context T)", o.T, 2, 1 << 20),
+        number_flag("--sequences", "N", "sequences of T tokens to run (default {default})", o.sequences, 1, 1 << 20),
+        number_flag("--seq-len", "T", "tokens per sequence (default: each model's context T)", o.T, 2, 1 << 20),
         make_flag("--labels", "LIST",
                   "comma-separated names of the checkpoints, in order (default: their run "
                   "directories)",
@@ -112,7 +112,7 @@ void print_table(const Checkpoint& k, const Options& o) {
         printf("   kv heads %s, MLP hidden %s, windows %s (0: global)\n", rle_list(layer_kv_heads(k.cfg)).c_str(),
                rle_list(layer_hidden(k.cfg)).c_str(), rle_list(layer_windows(k.cfg)).c_str());
     if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
-    printf("   %ld windows x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
+    printf("   %ld sequences x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
     printf("%5s %6s %5s %4s %7s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "kv", "window",
            "attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "rank", "density");
     for (const analysis::LayerStats& l : m.layers) {
@@ -350,9 +350,9 @@ int run(const Options& o) {
             throw;
         }
         if ((long)data->batches_per_epoch() < o.sequences)
-            throw ConfigError(k.shard + " holds " + std::to_string(data->batches_per_epoch()) + " windows of " +
+            throw ConfigError(k.shard + " holds " + std::to_string(data->batches_per_epoch()) + " sequences of " +
                               std::to_string(k.T) + " tokens, fewer than --sequences " + std::to_string(o.sequences));
-        fprintf(stderr, "analyze: %s: %d windows of %d tokens on the CPU reference...\n", k.path.c_str(), o.sequences,
+        fprintf(stderr, "analyze: %s: %d sequences of %d tokens on the CPU reference...\n", k.path.c_str(), o.sequences,
                 k.T);
         k.stats = analysis::analyze_model(m.cfg, m.params, o.sequences, k.T, o.tau,
                                           [&](int* in, int* tg) { data->next_batch(in, tg); });

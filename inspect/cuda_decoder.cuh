@@ -7,6 +7,7 @@
 //   x (n, D) = embed(tokens)
 //   per layer l (w, h, kv, hd = w / h, window W, hid):
 //     ln = norm1(x[:, :w]); qkv (n, w + 2 kv hd) = ln Wqkv^T; rope_forward on the table rows p0 .. p0 + n - 1
+//         (a NoPE layer: none)
 //     atty = decode_attention(q, cache, the chunk's k and v)       inspect/decode.cuh: each query over its keys
 //     K_l, V_l slots (p0 + i) mod slots = k_i, v_i  (decode_store)  the cache: K_l, V_l (slots_l, kv hd) bf16 each
 //     x = residual_norm(x + atty Wo^T) -> ln = norm2;  x += swiglu(ln Wfc^T) Wproj^T   (residual.cuh)
@@ -101,7 +102,8 @@ inline CudaDecoder::CudaDecoder(const ModelConfig& cfg, const bf16* weights, cud
     }
     std::vector<int> hds;
     for (const LayerSpec& s : cfg_.layers)
-        if (s.attention && std::find(hds.begin(), hds.end(), s.head_dim()) == hds.end()) hds.push_back(s.head_dim());
+        if (s.attention && s.rope && std::find(hds.begin(), hds.end(), s.head_dim()) == hds.end())
+            hds.push_back(s.head_dim());
     size_t total = 0;
     for (int hd : hds) total += (size_t)cap_ * hd;
     cudaCheck(cudaMalloc(&tables_, std::max<size_t>(total, 1) * sizeof(float)));
@@ -162,7 +164,7 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
             norm_forward(rms, ln_, mean_, rstd_, x_, D, P(o.ln1_w), P(o.ln1_b), n, w, eps, stream_);
             matmul(qkv_, ln_, P(o.wqkv), none, n, s.qkv_rows(), w, false, true, 0.0f, stream_);
             // The table's row t holds position t's angles, so rows p0 .. p0 + n - 1 start at table + p0 hd.
-            rope_forward(qkv_, table_of_.at(hd) + (size_t)pos_ * hd, 1, n, s, stream_);
+            if (s.rope) rope_forward(qkv_, table_of_.at(hd) + (size_t)pos_ * hd, 1, n, s, stream_);
             decode_attention(atty_, qkv_, k_[l], v_[l], n, pos_, slots_[l], s, scale, stream_);
             decode_store(k_[l], v_[l], qkv_, n, pos_, slots_[l], s, stream_);
             matmul(branch_, atty_, P(o.wo), none, n, w, w, false, true, 0.0f, stream_);

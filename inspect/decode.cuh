@@ -5,8 +5,7 @@
 //   LayerSpec: h, kv, hd, window W or 0); out (n, w) bf16
 //   the cache: K, V (slots, kv hd) each, position j in slot j mod slots: a ring of slots = min(capacity, W) in a
 //   window layer (no query past j + W - 1 reads key j), slots = the capacity (slot j is position j) otherwise
-// Query i (position t = p0 + i) attends to keys j in [first, t], first = max(0, t - W + 1) in a window layer, else
-// 0; key j < p0 is read from the cache, j >= p0 from the chunk's own row j - p0 of qkv, so the chunk's keys are
+// Query i (position t = p0 + i) attends to keys j in [att_first_key(t, W), t] (attention_span.h's rule); key j < p0 is read from the cache, j >= p0 from the chunk's own row j - p0 of qkv, so the chunk's keys are
 // stored (decode_store) only after its attention ran: a chunk longer than a window's ring would otherwise overwrite
 // slots its early rows still read. Query head hh reads K/V head hh / (h / kv) (GQA); a group's heads are
 // consecutive blocks, so the K/V rows they share are read while still in L2.
@@ -24,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "attention_span.h"
 #include "cuda_common.cuh"
 #include "inspect/residual.cuh"
 #include "model_config.h"
@@ -54,7 +54,7 @@ static __global__ void decode_attention_kernel(bf16* out, const bf16* qkv, const
     const int i = blockIdx.x / h, hh = blockIdx.x % h, g = hh / (h / kv), w = h * hd, kw = kv * hd;
     const long ld = w + 2 * kw;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = p0 + i;
-    const int first = window ? max(0, t - window + 1) : 0;
+    const int first = (int)att_first_key(t, window);
     float q[K], kv_[K], o[K] = {};
     decode_load<K>(q, qkv + i * ld + hh * hd, hd);
     float m = -INFINITY, l = 0.0f;

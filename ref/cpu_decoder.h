@@ -2,9 +2,9 @@
 // at positions p0 .. p0 + n - 1 goes through the model as n rows, exactly as ref/reference.h's forward does for
 // those rows of a full sequence (the same ref:: ops, so the same arithmetic), except attention:
 //   per layer l (w = w_l, h = h_l, hd = w / h, kv = kv_l, window W = W_l or none):
-//     qkv (n, w + 2 kv hd) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below)
+//     qkv (n, w + 2 kv hd) = norm1(x[:, :w]) Wqkv^T; RoPE at positions p0 + i (rope_at, below; not in a NoPE layer)
 //     atty_i = sum_{j visible} softmax_j(scale q_i . k_j) v_j    per query head, over its K/V head (GQA: kv heads)
-//       (j visible: j <= p0 + i, and j > p0 + i - W in a window layer)
+//       (j visible: attention_span.h's att_visible(p0 + i, j, W))
 //   then wo, the residual add, the MLP sub-block and the final norm and head as in ref/reference.h. Layers without
 //   attention or MLP skip that sub-block (and a layer without attention has no cache).
 // The cache: per layer K, V (slots, kv hd) fp32 each, slots = the capacity, or min(capacity, W) in a window layer:
@@ -139,7 +139,7 @@ inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all
             ref::norm_forward(cfg_.norm, ln_.data(), mean_.data(), rstd_.data(), x_.data(), D, P(o.ln1_w), P(o.ln1_b),
                               n, w, cfg_.norm_eps);
             ref::matmul_forward(qkv_.data(), ld, ln_.data(), w, P(o.wqkv), n, w, ld);
-            ref::rope_at(qkv_.data(), n, as, cfg_.rope_theta, pos_);
+            if (s.rope) ref::rope_at(qkv_.data(), n, as, cfg_.rope_theta, pos_);
             // The chunk's rows i >= n - slots into slot (p0 + i) mod slots (earlier ones would be overwritten).
             auto store = [&] {
                 for (int i = std::max(0, n - slots); i < n; i++) {

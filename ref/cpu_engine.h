@@ -95,14 +95,12 @@ class CpuEngine : public Engine {
     // As the CUDA engine: a step whose loss or (clipped) gradient norm is NaN or infinite changes nothing.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
         if (!std::isfinite(loss_sum_) || (clipped_ && !std::isfinite(norm_))) return;
-        ref::AdamWParams p;
-        p.beta1 = hp.beta1, p.beta2 = hp.beta2, p.eps = hp.eps, p.weight_decay = hp.weight_decay;
-        if (!sharded()) return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, p);
+        if (!sharded()) return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, hp);
         // ZeRO-1: this rank's shard of the parameters, then every rank's shard to every rank.
         std::vector<float>& w = model_.params;
         opt_.t++;
         ref::adamw_update(w.data() + shard_.begin, shard_grads_.data(), opt_.m.data(), opt_.v.data(), opt_.t,
-                          model_.layout, shard_.begin, shard_.end, lr, p);
+                          model_.layout, shard_.begin, shard_.end, lr, hp);
         std::vector<float> mine(shard_.size, 0.0f);
         std::copy(w.begin() + shard_.begin, w.begin() + shard_.end, mine.begin());
         dp_.dist->all_gather(mine.data(), padded_.data(), shard_.size, "the all-gather of the parameters");

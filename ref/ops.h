@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "ref/parallel.h"
+#include "attention_span.h"
 #include "model_config.h"
 
 namespace ref {
@@ -146,7 +147,7 @@ struct AttnShape {
     int kw() const { return kv * hd; }  // k (and v) columns
     long ld() const { return (long)(h + 2 * kv) * hd; }
     int kv_of(int head) const { return head / (h / kv); }
-    long first_key(long t) const { return window ? std::max(0L, t - window + 1) : 0; }  // keys [first, t]
+    long first_key(long t) const { return att_first_key(t, window); }  // keys [first, t]: attention_span.h's rule
     static AttnShape plain(int w, int h) { return {h, h, w / h, 0}; }
     static AttnShape of(const LayerSpec& s) { return {s.heads, s.kv(), s.head_dim(), s.window}; }
 };

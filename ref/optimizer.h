@@ -53,10 +53,6 @@ template <typename S> double clip_grad_norm(S* g, size_t n, double max_norm) {
     return norm;
 }
 
-struct AdamWParams {
-    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-};
-
 // AdamW state: first and second moments (layout.total each, flat so they checkpoint as one buffer) and the
 // number of steps taken.
 template <typename S> struct AdamWState {
@@ -73,7 +69,7 @@ template <typename S> struct AdamWState {
 // of each element comes from the tensor it belongs to, so a shard may start or end inside any tensor.
 template <typename S>
 void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layout, size_t begin, size_t end, double lr,
-                  const AdamWParams& hp) {
+                  const OptimizerHyper& hp) {
     const double bc1 = 1.0 - std::pow(hp.beta1, (double)t), bc2 = 1.0 - std::pow(hp.beta2, (double)t);
     const S b1 = (S)hp.beta1, b2 = (S)hp.beta2, eps = (S)hp.eps, step = (S)(lr / bc1), rbc2 = (S)(1.0 / bc2);
     for (const ParamTensor& x : layout.tensors) {
@@ -95,7 +91,7 @@ void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layou
 // One AdamW step of the whole vector: st.t += 1, then adamw_update over [0, layout.total).
 template <typename S>
 void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout& layout, double lr,
-                const AdamWParams& hp) {
+                const OptimizerHyper& hp) {
     st.t++;
     adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, 0, layout.total, lr, hp);
 }

@@ -9,7 +9,8 @@
 //     x[:, :w] += wo   . attn(rope(wqkv . norm1(x[:, :w])))       causal (or windowed), h query heads of head_dim
 //                                                                  hd over kv K/V heads (ref/ops.h's AttnShape)
 //     x[:, :w] += wproj. swiglu(wfc . norm2(x[:, :w]))              coords [w, D) bypass the layer
-//   (a layer without attention or without an MLP skips that line: the stream passes unchanged)
+//   (a layer without attention or without an MLP skips that line: the stream passes unchanged; a NoPE layer's
+//   attention skips rope)
 //   logits = normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied), loss = mean CE over
 //   positions whose target >= 0 (target < 0 is masked).
 // RefModel keeps the residual state before every sub-block (2 L + 1 copies of x) and every op's saved
@@ -151,7 +152,7 @@ template <typename S> S RefModel<S>::forward(const int* inputs, const int* targe
             norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
                          cfg.norm_eps);
             matmul_forward(a.qkv.data(), (int)as.ld(), a.ln1.data(), w, P(o.wqkv), N, w, (int)as.ld());
-            rope_forward(a.qkv.data(), B, T, as, cfg.rope_theta);
+            if (spec.rope) rope_forward(a.qkv.data(), B, T, as, cfg.rope_theta);
             attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, as, attn_scale(l));
             matmul_forward(branch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
             residual_forward(x1, D, branch_.data(), N, w);
@@ -229,7 +230,7 @@ template <typename S> void RefModel<S>::backward(S grad_scale) {
             matmul_backward(datty, w, G(o.wo), dbranch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
             S* dqkv = dbig_.data();  // (N, ld)
             attention_backward(dqkv, datty, a.qkv.data(), a.att.data(), B_, T_, as, attn_scale(l));
-            rope_backward(dqkv, B_, T_, as, cfg.rope_theta);
+            if (spec.rope) rope_backward(dqkv, B_, T_, as, cfg.rope_theta);
             S* dln = dsmall_.data();  // datty is dead
             matmul_backward(dln, w, G(o.wqkv), dqkv, ld, a.ln1.data(), w, P(o.wqkv), N, w, ld);
             norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(), a.rstd1.data(),

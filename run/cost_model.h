@@ -117,7 +117,8 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
             if (c.layers[l].attention) {
                 mm("matmul qkv", N, qkv, w, false);
-                op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
+                if (c.layers[l].rope)
+                    op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
                 ops.push_back(
                     {"attention_forward", (N * qkv + N * w) * bf + N * h * f4, B * att[l].forward, 1, true, false});
                 mm("matmul o", N, w, w, false);
@@ -155,7 +156,7 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             mm("matmul o dW", w, w, N, true);
             ops.push_back({"attention_backward", (N * qkv + 2 * N * w + N * qkv) * bf + 3 * N * h * f4,
                            B * att[l].backward, 3, true, false});
-            op("rope_backward", 2 * N * (w + (qkv - w) / 2) * bf);
+            if (c.layers[l].rope) op("rope_backward", 2 * N * (w + (qkv - w) / 2) * bf);
             mm("matmul qkv dx", N, w, qkv, false);
             if (recompute) norm_fwd(w);
             mm("matmul qkv dW", qkv, w, N, true);

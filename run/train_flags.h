@@ -48,7 +48,7 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                           o.out)
                     .changes_on_resume());
     // how it runs, not what it computes: the micro-batch (the total batch stays, so another rank count reads the
-    // same windows), the engine, ZeRO, recomputation
+    // same sequences), the engine, ZeRO, recomputation
     f.push_back(
         number_flag("-b, --batch", "B", "micro-batch rows (default {default})", o.B, 1, 1 << 20).changes_on_resume());
     f.push_back(
@@ -115,7 +115,7 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
         number_flag("--clip", "C", "clip the global gradient norm to C (0: off; default {default})", o.clip, 0, 1e9));
     f.push_back(
         number_flag("--seed", "S", "seed for init, data order and sampling (default {default})", o.seed, 0, kMaxLong));
-    f.push_back(switch_flag("--no-shuffle", "read shards and windows in order", o.shuffle, false));
+    f.push_back(switch_flag("--no-shuffle", "read shards and the sequences within them in order", o.shuffle, false));
     f.push_back(number_flag("--val-every", "N",
                             "validation loss every N steps and at the end (0: never; default "
                             "{default})",

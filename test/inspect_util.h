@@ -11,8 +11,8 @@
 // Small models of every shape the decoders must handle: several head_dims in one model (prism), a stream wider
 // than d with RMSNorm, untied head and muP scale (x), a last layer narrower than d (lambda), and issue 28's layer
 // columns (shapes): GQA, MQA, windows of 3 and 5 tokens (below the T of any test, so a window's cache wraps) beside
-// global layers, a window past T, an own MLP width, a layer without attention and one without an MLP. V and T as
-// given.
+// global layers, a window past T, an own MLP width, a layer without attention and one without an MLP; and NoPE
+// layers (nope) beside rotary ones. V and T as given.
 inline ModelConfig inspect_config(const std::string& kind, int V = 37, int T = 16) {
     ModelConfig c;
     c.V = V, c.T = T, c.mlp_multiple = 32;
@@ -31,6 +31,10 @@ inline ModelConfig inspect_config(const std::string& kind, int V = 37, int T = 1
         c.d = 48, c.h_base = 4;
         c.layers = {{48, 4, 2, 0, 3},        {48, 4, 1, 0, 0, true, false}, {48, 2, 0, 64, 5},
                     {48, 4, 0, 0, 0, false}, {48, 4, 1, 0, 1000},           {48, 4, 2}};
+    } else if (kind == "nope") {  // NoPE in layers 1 and 3 (GQA with a window of 3; MQA), a rotary layer between
+        c.d = 48, c.h_base = 4;
+        c.layers = {{48, 4, 2, 0, 3}, {48, 4}, {48, 4, 1}};
+        c.layers[0].rope = c.layers[2].rope = false;
     } else {  // "lambda"
         c.d = 32, c.h_base = 2;
         c.layers = {{32, 2}, {16, 2}};

@@ -8,7 +8,7 @@
 // Under the sanitizers (ASan and TSan slow the executor 5 to 30 times) each test runs a subset that still
 // covers every instance, every copy width (4, 8, 16 bytes), padded head dims, both pipeline stages (at least
 // three tiles of each kind), causal skipping, T not a multiple of a tile, B and h above 1 and the wide
-// instance's windows: the races and out-of-bounds accesses they look for are properties of that structure, not
+// instance's column chunks: the races and out-of-bounds accesses they look for are properties of that structure, not
 // of T. The whole sweep, the bit-identical reruns and T = 1024 run in make test and natively.
 //
 // How the tolerances are set: a bound per element, computed in double from the inputs, for what bf16 rounding
@@ -295,7 +295,7 @@ TEST_CASE("flash attention at T = 1024 with head_dim 64 and 256 (one head, B = 1
 TEST_CASE("flash attention forward and backward at one small shape per instance (the bundle's compute-sanitizer run)",
           "[attention][sanitize]") {
     // Small enough for compute-sanitizer's racecheck on a GPU (the bundle's stage 3): every instance, several
-    // heads, T over three tiles of the 64 instance, a padded head_dim, the wide instance's two windows.
+    // heads, T over three tiles of the 64 instance, a padded head_dim, the wide instance's two column chunks.
     SerialOpenMP serial;
     AttWorst worst;
     for (int hd : {64, 72, 128, 256, 520})
@@ -637,15 +637,15 @@ TEST_CASE("the cost model's attention FLOPs are the tiles the kernels visit; a 5
 
 namespace {
 // The blocks of one attention launch in the order the hardware starts them (x fastest, then y), as the kernels
-// decode them (att_block), each with its length in tiles of the other side: every (b h, window, tile) exactly once,
+// decode them (att_block), each with its length in tiles of the other side: every (b h, column chunk, tile) exactly once,
 // and lengths that never grow along the launch.
 template <class C> void check_launch_order(const AttShape& s, bool key_tiles, const char* kernel) {
     INFO(kernel << ": B=" << s.B << " T=" << s.T << " h=" << s.h << " head_dim=" << s.hd);
     const int tiles = key_tiles ? (s.T + C::BC - 1) / C::BC : (s.T + C::BR - 1) / C::BR;
     const int heads = key_tiles ? s.kv : s.h;
     const dim3 grid = att_grid(s, C::HD, tiles, heads);
-    const int nwin = att_windows(s, C::HD), nqb = (s.T + C::BR - 1) / C::BR, nkb = (s.T + C::BC - 1) / C::BC;
-    CHECK(grid.x == (unsigned)(s.B * heads * nwin));
+    const int nchunk = att_col_chunks(s, C::HD), nqb = (s.T + C::BR - 1) / C::BR, nkb = (s.T + C::BC - 1) / C::BC;
+    CHECK(grid.x == (unsigned)(s.B * heads * nchunk));
     CHECK(grid.z == 1u);
     std::set<std::vector<int>> seen;
     int prev = 1 << 30;
@@ -675,7 +675,7 @@ template <class C> void check_launch_order(const AttShape& s, bool key_tiles, co
 TEST_CASE("attention blocks start longest first across the whole grid, not per head", "[attention]") {
     // What the hardware's start order (x, then y) makes of att_grid and att_block: the longest tile of every
     // (b, head, window) before any shorter one, so the grid's tail is short tiles. Shapes: several heads and B,
-    // T no multiple of a tile, and the wide instance's windows.
+    // T no multiple of a tile, and the wide instance's column chunks.
     struct Shape {
         int B, T, h, hd;
     };

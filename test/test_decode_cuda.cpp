@@ -1,6 +1,6 @@
 // test_decode_cuda.cpp: the GPU KV-cache decoder (inspect/cuda_decoder.cuh, inspect/decode.cuh) under the CUDA-on-CPU executor:
 // its logits against the GPU engine's own full forward at every position and against the CPU decoder, for
-// uniform, Prism, X and lambda models, and its cache size against --plan's KV-cache bytes. Issue 28's layer columns
+// uniform, Prism, X, lambda and NoPE models, and its cache size against --plan's KV-cache bytes. Issue 28's layer columns
 // (inspect_config's "shapes": GQA, MQA, windows whose rings wrap, dropped sub-blocks), which the CUDA engine does not
 // run yet, on weights uploaded here: token by token (the rings wrap) against one prefill of the whole sequence (no
 // key leaves a ring: every key comes from the chunk itself), and against the CPU decoder. (The trainer's samples
@@ -76,10 +76,10 @@ struct DeviceWeights {
 
 TEST_CASE(
     "GPU cached decoding gives the GPU engine's full-forward logits at every position (uniform, prism, x, "
-    "lambda)",
+    "lambda, NoPE layers)",
     "[kernels][decode]") {
     SerialOpenMP serial;
-    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+    for (std::string kind : {"uniform", "prism", "x", "lambda", "nope"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind, 37, 12);
         const std::vector<float> params = bf16_exact(inspect_params(c, 3));

@@ -554,7 +554,7 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
         ref::init_params(params.data(), c, layout, 7);
         for (float& p : params) p = float(bf16(p));  // start from bf16-exact master weights
         ref::AdamWState<float> st(P);
-        ref::AdamWParams hp;
+        OptimizerHyper hp;
         Dev<float> master(params), m(std::vector<float>(P, 0.0f)), v(std::vector<float>(P, 0.0f)), grads(P);
         Dev<bf16> p16(params);
         const auto ranges = adamw_launch_ranges(ranges_per_tensor(layout));

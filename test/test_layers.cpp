@@ -1,8 +1,8 @@
-// test_layers.cpp: per-layer KV heads (GQA), MLP hidden sizes, attention windows and layers without attention or
-// MLP (issue 28): the schedules and their errors (schedules.h, model_config.h), the defaults' identity with the
+// test_layers.cpp: per-layer KV heads (GQA), MLP hidden sizes, attention windows, layers without attention or
+// MLP (issue 28) and NoPE layers (no rotary embedding, issue 32): the schedules and their errors (schedules.h, model_config.h), the defaults' identity with the
 // layer of before, the accounting (--plan), the fp32 reference's ops and whole models against central finite
 // differences in double (test/grad_check.h states the tolerance), the cached CPU decoder, the model.bin layer
-// table (version 4; version 3 still read) and a CPU training run of a new shape that resumes bit for bit.
+// table (version 5; version 3 still read) and a CPU training run of a new shape that resumes bit for bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -31,6 +31,12 @@ ModelSpec spec(const std::string& preset) {
     ModelSpec s;
     s.preset = preset;
     return s;
+}
+
+// c with the rotary embedding off (NoPE) in the given layers (from 0).
+ModelConfig without_rope(ModelConfig c, std::initializer_list<int> layers) {
+    for (int l : layers) c.layers[l].rope = false;
+    return c;
 }
 
 void require_error(const ModelSpec& s, const std::string& needle) {
@@ -239,7 +245,7 @@ TEST_CASE("bad layer columns are one-line errors naming the layer and the rule",
     require_error(s, "--no-attention: '7' is not a layer range within 1..6");
     // validate_config, which also checks a model.bin's table: a negative window, kv above the heads
     ModelConfig c = small_config(16, {{16, 2}, {16, 2, 0, 0, -1}}, NormType::LayerNorm, true);
-    REQUIRE_THROWS_WITH(validate_config(c), Catch::Contains("layer 2: window -1 is below 1"));
+    REQUIRE_THROWS_WITH(validate_config(c), Catch::Contains("layer 2: window -1 is out of range [0, 1048576]"));
     c.layers[1] = {16, 2, 4};
     REQUIRE_THROWS_WITH(validate_config(c), Catch::Contains("layer 2: 2 query heads are not a multiple of 4 KV heads"));
     c.layers[1] = {16, 8, 2};  // 8 query heads over 2 KV heads, head_dim 2: valid
@@ -288,7 +294,8 @@ TEST_CASE("accounting: GQA shrinks wqkv and the KV cache, a window its FLOPs and
     fclose(f);
     const std::string json(buf, len);
     free(buf);
-    REQUIRE(json.find("\"kv_heads\": 4, \"head_dim\": 64, \"hidden\": 2048, \"window\": 256") != std::string::npos);
+    REQUIRE(json.find("\"kv_heads\": 4, \"hidden\": 2048, \"window\": 256") != std::string::npos);
+    REQUIRE(json.find("\"head_dim\": 64") != std::string::npos);
     REQUIRE(json.find("\"kv_cache_bytes\"") != std::string::npos);
 }
 
@@ -363,6 +370,8 @@ TEST_CASE("whole-model gradients of every new column match finite differences", 
         {"per-layer MLP hidden (8, 40)", small_config(16, {{16, 2, 0, 8}, {16, 2, 0, 40}}, LN, true)},
         {"no attention in layer 1, no MLP in layer 2",
          small_config(16, {{16, 2, 0, 0, 0, false, true}, {16, 2, 0, 0, 0, true, false}, {16, 2}}, LN, false)},
+        {"NoPE in layers 1 and 3, with GQA and a window of 3",
+         without_rope(small_config(16, {{16, 4, 2, 0, 3}, {16, 4, 1}, {16, 2, 0, 0, 2}}, LN, true), {0, 2})},
         {"all at once over X widths (32 16 8 24, d 16)", small_config(16,
                                                                       {{32, 4, 2, 24, 3, true, true},
                                                                        {16, 2, 1, 0, 0, false, true},
@@ -402,11 +411,55 @@ TEST_CASE("the cached CPU decoder agrees with a full forward on GQA, windows and
     }
 }
 
+TEST_CASE("the cached CPU decoder agrees with a full forward with NoPE layers beside rotary ones", "[layers]") {
+    // NoPE with GQA and a window whose ring wraps, rotary beside it: the decoder skips the rotation where the
+    // forward does, at every position.
+    const ModelConfig c = without_rope(
+        small_config(16, {{16, 4, 2, 0, 3}, {16, 4, 1}, {16, 2, 0, 0, 2}, {16, 4}}, NormType::RMSNorm, false), {0, 2});
+    ref::RefModel<float> m(c);
+    m.init_params(9);
+    std::vector<int> in = {3, 1, 4, 1, 5, 9, 2, 6};
+    m.forward(in.data(), nullptr, 1, (int)in.size());
+    CpuDecoder dec(c, m.params, c.T);
+    std::vector<float> logits(c.V), chunk(3 * c.V);
+    dec.append(in.data(), 3, chunk.data(), true);
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < c.V; v++) REQUIRE(chunk[t * c.V + v] == Approx(m.logits()[t * c.V + v]).margin(1e-5));
+    for (size_t t = 3; t < in.size(); t++) {
+        dec.append(&in[t], 1, logits.data());
+        for (int v = 0; v < c.V; v++) REQUIRE(logits[v] == Approx(m.logits()[t * c.V + v]).margin(1e-5));
+    }
+}
+
+TEST_CASE("a NoPE layer sees its keys as a set: one layer's last logits ignore the order of the earlier tokens",
+          "[layers]") {
+    // Without a rotation nothing in one causal attention layer knows a key's position, so permuting the tokens
+    // before the last leaves the last position's logits unchanged up to the order of the sums (double: 1e-12);
+    // with RoPE the same permutation moves them by O(1). A NoPE flag the reference ignored would fail here.
+    for (bool rope : {false, true}) {
+        ModelConfig c = small_config(16, {{16, 4, 2}}, NormType::LayerNorm, true);
+        c.layers[0].rope = rope;
+        ref::RefModel<double> m(c);
+        m.init_params(5);
+        randomize(m, 6);
+        const std::vector<int> a = {3, 1, 4, 1, 5, 9}, b = {1, 5, 3, 4, 1, 9};  // b: a's first five permuted
+        const int T = (int)a.size();
+        m.forward(a.data(), nullptr, 1, T);
+        const std::vector<double> la(m.logits() + (T - 1) * c.V, m.logits() + T * c.V);
+        m.forward(b.data(), nullptr, 1, T);
+        double diff = 0;
+        for (int v = 0; v < c.V; v++) diff = std::max(diff, std::fabs(la[v] - m.logits()[(T - 1) * c.V + v]));
+        INFO((rope ? "RoPE" : "NoPE") << ": max |logit difference| " << diff);
+        if (rope) CHECK(diff > 1e-2);
+        else CHECK(diff < 1e-12);
+    }
+}
+
 // ------------------------------------------------------------------------------------------------------
 // Checkpoints and a CPU run
 // ------------------------------------------------------------------------------------------------------
 
-TEST_CASE("model.bin version 4 carries the layer table; version 3 files still load", "[layers][checkpoint]") {
+TEST_CASE("model.bin version 5 carries the layer table; version 3 files still load", "[layers][checkpoint]") {
     ModelConfig c = small_config(16, {{16, 4, 2, 0, 3}, {16, 2, 0, 24, 0, false, true}, {16, 4, 1, 0, 0, true, false}},
                                  NormType::RMSNorm, false);
     const size_t P = param_layout(c).total;
@@ -422,7 +475,7 @@ TEST_CASE("model.bin version 4 carries the layer table; version 3 files still lo
         REQUIRE((a.width == b.width && a.heads == b.heads && a.kv_heads == b.kv_heads && a.hidden == b.hidden &&
                  a.window == b.window && a.attention == b.attention && a.mlp == b.mlp));
     }
-    // A flags word beyond bits 0 and 1 is refused by its range check, before the checksum.
+    // A no_attention word beyond 0 and 1 is refused by its range check, before the checksum.
     {
         FILE* f = fopen((dir + "/m.bin").c_str(), "r+b");
         REQUIRE(f);
@@ -430,7 +483,7 @@ TEST_CASE("model.bin version 4 carries the layer table; version 3 files still lo
         fseek(f, 1024 + 5 * 4, SEEK_SET);
         fwrite(&bad, 4, 1, f);
         fclose(f);
-        REQUIRE_THROWS_WITH(load_model(dir + "/m.bin"), Catch::Contains("layer 1 flags = 4"));
+        REQUIRE_THROWS_WITH(load_model(dir + "/m.bin"), Catch::Contains("layer 1 no_attention = 4"));
     }
     // A version 3 file (8-byte table rows, as the previous writer made them) loads with every column at its default.
     ModelConfig old = small_config(16, {{16, 2}, {16, 4}}, NormType::LayerNorm, true);
@@ -447,6 +500,7 @@ TEST_CASE("model.bin version 4 carries the layer table; version 3 files still lo
     }
     std::vector<int32_t> h(256), table = {16, 2, 16, 4};
     memcpy(h.data(), bytes.data(), 1024);
+    for (int i = 28; i < 256; i++) h[i] = 0;  // version 5's column count and names
     h[1] = 3;
     put64(h.data(), 24, 0);
     Checksum64 sum;

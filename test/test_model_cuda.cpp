@@ -1,7 +1,7 @@
 // test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
 // CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
 // uniform, Prism and X configurations and every layer column (KV groups, windows, layers without attention or
-// an MLP, OpenELM's per-layer heads and hidden sizes, all at once), the logits of those, gradient accumulation
+// an MLP, OpenELM's per-layer heads and hidden sizes, NoPE layers, all at once), the logits of those, gradient accumulation
 // over micro-batches (in fp32: 8 micro-batches equal one batch of 8), ten AdamW steps tracking the reference's
 // losses, evaluation outputs, the fp32 interface round trips, the host waits of a training step (one:
 // read_stats), and the activation sizes memory_plan.h predicts.
@@ -81,6 +81,10 @@ ModelConfig small_config(const std::string& kind) {
         s.heads = "openelm", s.mlp = "openelm";
         std::vector<std::string> warnings;
         c = build_config(s, warnings);
+    } else if (kind == "nope") {  // NoPE (no rotary embedding) in the first and third layers, with GQA and windows
+        c.d = 32, c.h_base = 4;   // of 3 and 2; rotary GQA layers beside them
+        c.layers = {{32, 4, 2, 0, 3}, {32, 4, 2}, {32, 4, 1, 0, 2}, {32, 4}};
+        c.layers[0].rope = c.layers[2].rope = false;
     } else if (kind == "combo") {  // X widths, RMSNorm, untied, muP: GQA + window + own hidden, MQA without an MLP,
         c.d = 32, c.h_base = 4;    // a layer without attention, GQA global; Df = 64 > d
         c.layers = {{64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {32, 2, 0, 64, 0, false}, {64, 4, 2, 0, 2}};
@@ -93,10 +97,10 @@ ModelConfig small_config(const std::string& kind) {
     return c;
 }
 
-// The layer shapes of issue 28 (every column besides width and heads).
+// The layer shapes of issues 28 and 32 (every column besides width and heads).
 const std::vector<std::string>& column_kinds() {
-    static const std::vector<std::string> k = {"no_attention", "no_mlp", "openelm",    "gqa",
-                                               "mqa",          "local",  "interleave", "combo"};
+    static const std::vector<std::string> k = {"no_attention", "no_mlp",     "openelm", "gqa",  "mqa",
+                                               "local",        "interleave", "nope",    "combo"};
     return k;
 }
 

@@ -241,7 +241,7 @@ TEST_CASE("adamw matches a hand computation and decays matrices only", "[referen
     ModelConfig c = small_config(8, {{8, 2}}, NormType::LayerNorm, true);
     const ParamLayout lay = param_layout(c);
     std::vector<double> p0 = randn(lay.total, 80), p = p0, g1 = randn(lay.total, 81), g2 = randn(lay.total, 82);
-    ref::AdamWParams hp;
+    OptimizerHyper hp;
     hp.beta1 = 0.9, hp.beta2 = 0.95, hp.eps = 1e-8, hp.weight_decay = 0.1;
     const double lr1 = 1e-2, lr2 = 5e-3;
     ref::AdamWState<double> st(lay.total);

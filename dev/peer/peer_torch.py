@@ -6,8 +6,11 @@
 #     model.safetensors, read here without the safetensors package);
 #   - nanoGPT's shape of model: per layer, x[..., :w] += out(SDPA(rope(qkv(norm(x[..., :w]))))), then
 #     x[..., :w] += down(silu(gate) * up) over norm(x[..., :w]); RoPE on interleaved pairs (2i, 2i+1) as Prism's,
-#     LayerNorm or RMSNorm, tied or untied head, per-layer heads and widths (the Xformer's slices of the stream);
-#     attention through F.scaled_dot_product_attention (FlashAttention-2 / cuDNN / memory-efficient on a GPU);
+#     LayerNorm or RMSNorm, tied or untied head; every per-layer column of config.json (each layer_* list, read
+#     by one loop; a column this file does not model is refused): widths (the Xformer's slices of the stream),
+#     heads, K/V heads (GQA; 0: no attention), SwiGLU hidden sizes (0: no MLP), windows and NoPE layers
+#     (layer_rope 0); attention through F.scaled_dot_product_attention (FlashAttention-2 / cuDNN /
+#     memory-efficient on a GPU), a window as a boolean mask of the visibility rule (attention_span.h);
 #   - the first B * (T + 1) tokens of a shard as Prism's loader reads them with --no-shuffle (row b is window b:
 #     tokens [b T, b T + T + 1)), the same batch every step;
 #   - AdamW (torch.optim.AdamW) with Prism's hyper-parameters: decay on matrices (embedding included), never norms;
@@ -78,35 +81,79 @@ def rope(x, cos, sin):
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
 
 
+# The per-layer columns of config.json (export's layer_* lists) this peer models, and each one's value when the
+# list is absent (an older export): everything else a layer_* list could say is refused, not ignored.
+_COLUMNS = {"layer_widths": None, "layer_heads": None, "layer_kv_heads": "layer_heads",
+            "layer_hidden_sizes": None, "layer_windows": 0, "layer_rope": 1}
+
+
+def layer_columns(cfg):
+    """[{column: value}] per layer, from every layer_* list of config.json."""
+    L = cfg["num_hidden_layers"]
+    lists = {k: v for k, v in cfg.items() if k.startswith("layer_") and isinstance(v, list)}
+    unknown = sorted(set(lists) - set(_COLUMNS))
+    if unknown:
+        raise SystemExit(f"peer: config.json has per-layer columns this peer does not model: {unknown}")
+    for k, default in _COLUMNS.items():
+        if k not in lists:
+            if default is None:
+                raise SystemExit(f"peer: config.json has no {k}")
+            lists[k] = lists[default] if isinstance(default, str) else [default] * L
+        if len(lists[k]) != L:
+            raise SystemExit(f"peer: config.json's {k} has {len(lists[k])} entries for {L} layers")
+    return [{k: v[l] for k, v in lists.items()} for l in range(L)]
+
+
 class Block(nn.Module):
-    def __init__(self, cfg, l, T, device):
+    def __init__(self, cfg, col, T, device):
         super().__init__()
-        self.w, self.h = cfg["layer_widths"][l], cfg["layer_heads"][l]
-        self.hd, self.hidden = self.w // self.h, cfg["layer_hidden_sizes"][l]
+        self.w, self.h, self.kv = col["layer_widths"], col["layer_heads"], col["layer_kv_heads"]
+        self.hd, self.hidden, self.rope = self.w // self.h, col["layer_hidden_sizes"], bool(col["layer_rope"])
+        self.kw = self.kv * self.hd
         self.scale = 1.0 / self.hd if cfg.get("attention_scale") == "1/head_dim" else 1.0 / math.sqrt(self.hd)
         kind, eps = cfg["norm_type"], cfg["norm_eps"]
-        self.attn_norm, self.mlp_norm = Norm(self.w, kind, eps), Norm(self.w, kind, eps)
-        self.qkv = nn.Linear(self.w, 3 * self.w, bias=False)
-        self.out = nn.Linear(self.w, self.w, bias=False)
-        self.gate_up = nn.Linear(self.w, 2 * self.hidden, bias=False)
-        self.down = nn.Linear(self.hidden, self.w, bias=False)
-        cos, sin = rope_tables(T, self.hd, cfg.get("rope_theta", 10000.0), device)
-        self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
+        if self.kv:  # 0: no attention sub-block
+            self.attn_norm = Norm(self.w, kind, eps)
+            self.qkv = nn.Linear(self.w, self.w + 2 * self.kw, bias=False)
+            self.out = nn.Linear(self.w, self.w, bias=False)
+            if self.rope:
+                cos, sin = rope_tables(T, self.hd, cfg.get("rope_theta", 10000.0), device)
+                self.register_buffer("cos", cos, persistent=False)
+                self.register_buffer("sin", sin, persistent=False)
+            # key j visible to query i iff i - W < j <= i (attention_span.h's att_visible); None: plain causal
+            W, i = col["layer_windows"], torch.arange(T, device=device)
+            self.mask = ((i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - W)) if W and W < T else None
+        if self.hidden:  # 0: no MLP sub-block
+            self.mlp_norm = Norm(self.w, kind, eps)
+            self.gate_up = nn.Linear(self.w, 2 * self.hidden, bias=False)
+            self.down = nn.Linear(self.hidden, self.w, bias=False)
 
     def add(self, x, y):  # the layer writes the leading w coordinates of the stream; the rest pass by
         return x + y if self.w == x.shape[-1] else torch.cat((x[..., : self.w] + y, x[..., self.w :]), dim=-1)
 
-    def forward(self, x):
+    def attention(self, x):
         B, T, _ = x.shape
-        q, k, v = self.qkv(self.attn_norm(x[..., : self.w])).split(self.w, dim=-1)
-        q, k, v = (t.view(B, T, self.h, self.hd).transpose(1, 2) for t in (q, k, v))
-        cos, sin = self.cos[:T].to(q.dtype), self.sin[:T].to(q.dtype)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
-        x = self.add(x, self.out(y.transpose(1, 2).reshape(B, T, self.w)))
-        gate, up = self.gate_up(self.mlp_norm(x[..., : self.w])).split(self.hidden, dim=-1)
-        return self.add(x, self.down(F.silu(gate) * up))
+        q, k, v = self.qkv(self.attn_norm(x[..., : self.w])).split((self.w, self.kw, self.kw), dim=-1)
+        q = q.view(B, T, self.h, self.hd).transpose(1, 2)
+        k, v = (t.view(B, T, self.kv, self.hd).transpose(1, 2) for t in (k, v))
+        if self.rope:
+            cos, sin = self.cos[:T].to(q.dtype), self.sin[:T].to(q.dtype)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+        if self.kv < self.h:  # query head j reads K/V head j // (h / kv)
+            k, v = (t.repeat_interleave(self.h // self.kv, dim=1) for t in (k, v))
+        if self.mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:T, :T], scale=self.scale)
+        return self.out(y.transpose(1, 2).reshape(B, T, self.w))
+
+    def forward(self, x):
+        if self.kv:
+            x = self.add(x, self.attention(x))
+        if self.hidden:
+            gate, up = self.gate_up(self.mlp_norm(x[..., : self.w])).split(self.hidden, dim=-1)
+            x = self.add(x, self.down(F.silu(gate) * up))
+        return x
 
 
 class Peer(nn.Module):
@@ -115,7 +162,7 @@ class Peer(nn.Module):
         self.d, self.D, self.Df = cfg["hidden_size"], cfg["residual_width"], cfg["final_norm_width"]
         self.tied = cfg.get("tie_word_embeddings", True)
         self.embed = nn.Embedding(cfg["vocab_size"], self.d)
-        self.blocks = nn.ModuleList(Block(cfg, l, T, device) for l in range(cfg["num_hidden_layers"]))
+        self.blocks = nn.ModuleList(Block(cfg, col, T, device) for col in layer_columns(cfg))
         self.norm = Norm(self.Df, cfg["norm_type"], cfg["norm_eps"])
         self.head = None if self.tied else nn.Linear(self.d, cfg["vocab_size"], bias=False)
 

@@ -13,10 +13,14 @@
 //       scores it (eval/scoring.h's eval_task_sums on the CPU engine, the request alone as a one-request target task)
 //   hf_check encode TEXT_FILE
 //       our tokenizer's ids of the file's bytes, one line of space-separated numbers
+//   hf_check visible N
+//       attention_span.h's visibility rule for every window W in 0..N (0: global): one line per W of N x N
+//       characters, row-major over (query i, key j), '1' where key j is visible to query i
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "attention_span.h"
 #include "run/checkpoint.h"
 #include "run/cli.h"
 #include "run/model_flags.h"
@@ -115,6 +119,17 @@ int encode(char** argv) {
     return 0;
 }
 
+int visible(char** argv) {
+    const int n = std::stoi(argv[0]);
+    for (int W = 0; W <= n; W++) {
+        std::string line;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) line += att_visible(i, j, W) ? '1' : '0';
+        printf("%s\n", line.c_str());
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,8 +139,9 @@ int main(int argc, char** argv) {
         if (cmd == "logits" && argc == 6) return logits(argv + 2);
         if (cmd == "requests" && (argc == 4 || argc == 5)) return requests(argc - 2, argv + 2);
         if (cmd == "encode" && argc == 3) return encode(argv + 2);
+        if (cmd == "visible" && argc == 3) return visible(argv + 2);
         throw ConfigError(
             "usage: hf_check make-model OUT.bin [flags] | logits MODEL TOKENS B OUT | requests MODEL EVAL [N] | encode "
-            "FILE");
+            "FILE | visible N");
     });
 }

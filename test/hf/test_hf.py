@@ -5,7 +5,8 @@ against our own numbers:
   logits     uniform, Prism, X (the Xformer recipe: RMSNorm, untied, 1/head_dim), lambda, RMSNorm, untied and
              Prism x X models, and the per-layer columns: GQA (2 groups), MQA, a local/global interleave (window 16,
              two local layers to one global, at a sequence of 64), layers without attention (the first among them)
-             or without an MLP, OpenELM's layer-wise heads and MLP, and all of them at once on Prism x X:
+             or without an MLP, OpenELM's layer-wise heads and MLP, NoPE layers (no rotary embedding; alone, and
+             with GQA and a local/global interleave), and all of them at once on Prism x X:
              AutoModelForCausalLM's fp32 logits against the CPU reference's (build/hf_check logits), relative
              difference max|hf - ref| / max|ref| at most 1e-5 (fp32 sums in another order: measured 6e-7 to 5e-6),
              once in one forward and once decoded token by token through the KV cache (past the window);
@@ -16,6 +17,10 @@ against our own numbers:
              the all-columns model), saved and imported: the reference's logits match its
   tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
   generate   greedy generate() against ./generate --temperature 0: the same text
+  visible    modeling_prism.py's visible() against attention_span.h's att_visible (build/hf_check visible) for every
+             query, key and window below 24
+  peer       dev/peer/peer_torch.py (the PyTorch peer the GPU bundle times) built from the export of every kind with
+             a per-layer column: its loss on a batch against transformers' on the same tokens, relative 1e-5
   HFLM       lm-evaluation-harness's own HFLM loglikelihood() of every request of small HellaSwag, WinoGrande,
              PIQA and LAMBADA files (build/prepare_eval on fixtures) against eval_zeroshot's scorer on the same
              requests (build/hf_check requests), |difference| at most 1e-4 nats (fp32 sums of 10 to 60 terms), and
@@ -96,12 +101,15 @@ KINDS = {
     "no-attn": SMALL + ["--heads", "4", "--no-attention", "1,4"],
     "no-mlp": SMALL + ["--heads", "4", "--no-mlp", "2,6"],
     "openelm": SMALL + ["--heads", "4", "-s", "openelm", "--mlp", "openelm"],
+    "nope": SMALL + ["--heads", "4", "--no-rope", "2,4"],
+    "nope-gqa-window": SMALL + ["--heads", "4", "--no-rope", "2,4", "--kv-heads", "gqa:2", "--window", "local:16,2:1"],
     # every column at once; layer 2's window and the explicit KV-head count of layer 6 (= its heads) are words
     # that only prism_layer_words carries
     "combo": SMALL + ["-w", "x", "-s", "prism", "--heads", "4", "--kv-heads", "1,1,1,1,2,4", "--window", "8x3,0x3",
-                      "--no-attention", "2", "--no-mlp", "5", "--mlp", "openelm", "--norm", "rmsnorm", "--untied"],
+                      "--no-attention", "2", "--no-mlp", "5", "--mlp", "openelm", "--no-rope", "3,6", "--norm", "rmsnorm",
+                      "--untied"],
 }
-COLUMNS = ["gqa", "mqa", "window", "no-attn", "no-mlp", "openelm", "combo"]
+COLUMNS = ["gqa", "mqa", "window", "no-attn", "no-mlp", "openelm", "nope", "nope-gqa-window", "combo"]
 
 
 def make_kind(name, seed):
@@ -170,13 +178,13 @@ def check_round_trip(name, d):
 
 
 def check_old_config(d):
-    """An export written before the per-layer columns existed (no layer_kv_heads, no layer_windows) still loads, means
-    the same model, and imports to the same model.bin."""
+    """An export written before the per-layer columns existed (no layer_kv_heads, layer_windows or layer_rope) still
+    loads, means the same model, and imports to the same model.bin."""
     old = d + "/old"
     shutil.copytree(d + "/hf", old)
     config = json.load(open(old + "/config.json"))
-    for key in ("layer_kv_heads", "layer_windows"):
-        del config[key]
+    for key in ("layer_kv_heads", "layer_windows", "layer_rope"):
+        config.pop(key, None)
     json.dump(config, open(old + "/config.json", "w"), indent=2)
     model = AutoModelForCausalLM.from_pretrained(old, trust_remote_code=True, dtype=torch.float32).eval()
     tokens = torch.randint(0, EOT + 1, (1, T))
@@ -184,8 +192,37 @@ def check_old_config(d):
         r = rel(model(tokens).logits, ref_logits(d + "/model.bin", tokens))
     run(["./import", old, "-o", d + "/old.bin"])
     same = open(d + "/old.bin", "rb").read() == open(d + "/model.bin", "rb").read()
-    check(r <= 1e-5 and same, "a config.json without layer_kv_heads and layer_windows (older exports): "
+    check(r <= 1e-5 and same, "a config.json without layer_kv_heads, layer_windows and layer_rope (older exports): "
                               f"logits {r:.2e}, import byte-identical: {same}")
+
+
+def check_visible():
+    """modeling_prism.py's visible() is attention_span.h's att_visible: every query, key and window below n."""
+    n = 24
+    want = run(["build/hf_check", "visible", str(n)]).split()
+    sys.path.insert(0, "hf")
+    import modeling_prism
+    q, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    got = ["".join("1" if v else "0" for v in modeling_prism.visible(q, k, W).flatten().tolist()) for W in range(n + 1)]
+    check(got == want, f"visible  modeling_prism.visible() equals att_visible for queries and keys < {n}, windows 0..{n}")
+
+
+def check_peer(name, d):
+    """The PyTorch peer (dev/peer/peer_torch.py) builds the model from the export's config.json and weights: its
+    loss on a batch is transformers' on the same tokens."""
+    sys.path.insert(0, "dev/peer")
+    import peer_torch
+    cfg = json.load(open(d + "/hf/config.json"))
+    peer = peer_torch.Peer(cfg, T, torch.device("cpu"))
+    peer.load_prism(peer_torch.read_safetensors(d + "/hf/model.safetensors"))
+    model = AutoModelForCausalLM.from_pretrained(d + "/hf", trust_remote_code=True, dtype=torch.float32).eval()
+    tokens = torch.randint(0, EOT + 1, (2, T + 1))
+    x, y = tokens[:, :T], tokens[:, 1:]
+    with torch.no_grad():
+        ours = peer(x, y).item()
+        theirs = torch.nn.functional.cross_entropy(model(x).logits.flatten(0, 1), y.flatten()).item()
+    r = abs(ours - theirs) / abs(theirs)
+    check(r <= 1e-5, f"peer {name:8s} PyTorch peer's loss {ours:.6f}, transformers' {theirs:.6f}: relative {r:.1e}")
 
 
 def check_fine_tune(name, d):
@@ -343,6 +380,7 @@ def check_hflm(name, d, ev):
 def main():
     t0 = time.time()
     print(f"test-hf: torch {torch.__version__}, transformers {transformers.__version__}, in {WORK}")
+    check_visible()
     dirs = {name: make_kind(name, seed) for seed, name in enumerate(KINDS, start=1)}
     models = {}
     for name, d in dirs.items():
@@ -357,6 +395,8 @@ def main():
     tok = check_tokenizer(dirs["uniform"])
     for name in ["uniform", "prism", "x", "lambda"] + COLUMNS:
         check_generate(name, dirs[name], models[name], tok)
+    for name in ["uniform", "x"] + COLUMNS:
+        check_peer(name, dirs[name])
     ev = make_eval_files()
     for name in ("prism", "x"):
         check_hflm(name, dirs[name], ev)
