@@ -93,8 +93,9 @@ std::vector<Flag> make_flags(Options& o) {
         analyze,
         text_flag("--title", "TEXT", "the page's title", o.title),
         text_flag("--baseline", "NAME",
-                  "the group differences are taken against: a group's label or a run's name "
-                  "(default: the group with uniform heads and widths)",
+                  "the group differences are taken against: a group's label (numbers as numbers: lr 3e-3 is "
+                  "lr 0.003) or a run's name (default: the group of the uniform model; of several, the one with "
+                  "the lowest final validation loss)",
                   o.baseline),
         path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
         number_flag("--effect", "NATS",
@@ -139,11 +140,12 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         h += "<td>" + xml_escape(m.seed.empty() ? "-" : m.seed) + "</td><td>" +
              (r.has_model ? xml_escape(human((double)account(r.cfg).params)) : "-") + "</td>";
         h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
-             xml_escape(r.has_record ? r.record.arg("--lr") : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
+             xml_escape(r.has_record ? cut_text(r.record.arg("--lr")) : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
              "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
              fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total, time) + "</td><td>" +
-             std::to_string(m.skipped) + "</td><td>" + xml_escape(r.has_record ? r.record.status() : "no record") +
-             "</td><td>" + xml_escape(r.has_record ? r.record.latest("commit") : "-") + "</td></tr>\n";
+             std::to_string(m.skipped) + "</td><td>" +
+             xml_escape(r.has_record ? cut_text(r.record.status()) : "no record") + "</td><td>" +
+             xml_escape(r.has_record ? cut_text(r.record.latest("commit")) : "-") + "</td></tr>\n";
     }
     return h + "</table>\n";
 }
@@ -210,12 +212,12 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
             s += (k ? ", " : "") + json::quote(m.metrics[k].first) + ": " + num(m.metrics[k].second);
         s += "}";
         if (r.has_record)
-            s += ", \"record\": {\"status\": " + json::quote(r.record.status()) +
-                 ", \"commit\": " + json::quote(r.record.latest("commit")) +
-                 ", \"host\": " + json::quote(r.record.latest("host")) +
-                 ", \"engine\": " + json::quote(r.record.latest("engine")) +
-                 ", \"lr\": " + json::quote(r.record.arg("--lr")) +
-                 ", \"total_batch\": " + json::quote(r.record.arg("--total-batch")) + "}";
+            s += ", \"record\": {\"status\": " + json::quote(cut_text(r.record.status())) +
+                 ", \"commit\": " + json::quote(cut_text(r.record.latest("commit"))) +
+                 ", \"host\": " + json::quote(cut_text(r.record.latest("host"))) +
+                 ", \"engine\": " + json::quote(cut_text(r.record.latest("engine"))) +
+                 ", \"lr\": " + json::quote(cut_text(r.record.arg("--lr"))) +
+                 ", \"total_batch\": " + json::quote(cut_text(r.record.arg("--total-batch"))) + "}";
         s += "}";
     }
     return s + "\n ]}\n";
@@ -617,7 +619,8 @@ int run(const Options& o) {
         }
     }
     const std::vector<Group> groups = make_groups(runs, sums);
-    const size_t base = find_baseline(groups, runs, o.baseline);
+    std::string base_why;  // how the baseline was chosen, as the page and stdout state it
+    const size_t base = find_baseline(groups, runs, sums, o.baseline, base_why);
     std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its place in the group
     for (size_t i = 0; i < runs.size(); i++) {
         const Group& g = groups[sums[i].group];
@@ -643,11 +646,12 @@ int run(const Options& o) {
 
     std::string text;
     h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, o.effect, text);
+    text = "baseline: " + groups[base].label + " (" + base_why + ")\n\n" + text;
     h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
          "the flags that tell the groups apart; a run without a record is a group of its own. Mean ± sample standard "
          "deviation over the group's runs. − baseline: the difference to the baseline (" +
-         xml_escape(groups[base].label) +
-         ", <code>--baseline</code>), paired by seed over the seeds both groups have (n), and for a zero-shot "
+         xml_escape(groups[base].label) + ": " + xml_escape(base_why) +
+         "), paired by seed over the seeds both groups have (n), and for a zero-shot "
          "metric by example too where both runs of every seed have <code>samples.jsonl</code>; its variance is "
          "V(n) = A/n + B, A what more seeds average out, B what they share (the eval examples' sampling error), "
          "each table's note says how they were estimated. SE = √V(n); the 95% interval is mean ± t<sub>0.975, "
@@ -658,8 +662,8 @@ int run(const Options& o) {
          "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
          "group) whose V(n) brings it down to that effect.</p>\n";
     // "each arm at its best FLAG", for each flag swept; found once, for the page and for --json
-    const std::vector<Sweep> sweeps = find_sweeps(groups, base, runs, sums);
-    h += sweep_sections(sweeps, text);
+    const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);
+    h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
     double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
     for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
@@ -700,8 +704,8 @@ int run(const Options& o) {
     std::vector<std::string> hosts;
     for (const RunLog& r : runs)
         if (r.has_record) {
-            const std::string host = r.record.latest("host") + " (" + r.record.latest("cores") + " cores, " +
-                                     r.record.latest("engine") + ")";
+            const std::string host = cut_text(r.record.latest("host")) + " (" + cut_text(r.record.latest("cores")) +
+                                     " cores, " + cut_text(r.record.latest("engine")) + ")";
             if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
         }
     std::string host_list;

@@ -733,3 +733,39 @@ TEST_CASE(
     CHECK(green > 15000);  // most of the 200 x 100 chart
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE(
+    "report: a string a run's files claim is shown cut, with its size: the page grows with the runs, not the "
+    "strings",
+    "[report][cli]") {
+    char tmpl[] = "/tmp/prism_report_cut_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string plain = dir + "/plain", big = dir + "/big";
+    for (const std::string& run : {plain, big}) {
+        write_run(run, inspect_config("uniform", 256), 12, 900);
+        write_run_record(run, "uniform", {{"--lr", "0.003"}, {"--seed", "1"}}, 12);
+    }
+    // A task name of 1 MiB (é, two bytes each: cut at a character's start) in eval.json and in samples.jsonl.
+    std::string name;
+    while (name.size() < ((size_t)1 << 20)) name += "é";
+    for (const auto& [run, task] : {std::make_pair(plain, std::string("piqa")), std::make_pair(big, name)}) {
+        write_file(run + "/eval.json", "{\"step\": 12, \"results\": [{\"task\": \"" + task +
+                                           "\", \"examples\": 2, \"acc\": 0.5, \"acc_stderr\": 0.5}]}");
+        write_file(run + "/samples.jsonl", "{\"task\": \"" + task + "\", \"index\": 0, \"acc\": 1}\n{\"task\": \"" +
+                                               task + "\", \"index\": 1, \"acc\": 0}\n");
+    }
+    Result a = sh("./report " + plain + " -o " + dir + "/plain.html");
+    Result b = sh("./report " + big + " -o " + dir + "/big.html");
+    INFO(b.out.substr(0, 2000));
+    REQUIRE(a.rc == 0);
+    REQUIRE(b.rc == 0);
+    const std::string page = read_text(dir + "/big.html");
+    CHECK(libxml_error(page) == "");
+    const std::string cut = name.substr(0, 120) + "… (cut from " + std::to_string(name.size()) + " bytes)";
+    CHECK(page.find(cut) != std::string::npos);
+    CHECK(page.find(name.substr(0, 122)) == std::string::npos);  // never more of it
+    // The page's size: the short name's page plus a few copies of the cut name, not of the megabyte.
+    CHECK(page.size() < read_text(dir + "/plain.html").size() + 20 * cut.size());
+    CHECK(b.out.size() < a.out.size() + 20 * cut.size());
+    sh("rm -rf '" + dir + "'");
+}
