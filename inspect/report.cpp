@@ -150,6 +150,14 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
     return h + "</table>\n";
 }
 
+// A run's per-layer table as JSON, as the run record and --plan --json have it (null without a model.bin).
+std::string layers_json(const RunLog& r) {
+    if (!r.has_model) return "null";
+    std::string s = "[";
+    for (int l = 0; l < r.cfg.L(); l++) s += std::string(l ? ", " : "") + "{" + layer_json_members(r.cfg, l) + "}";
+    return s + "]";
+}
+
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
                         const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
@@ -204,10 +212,10 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
              ", \"params\": " + (r.has_model ? std::to_string(account(r.cfg).params) : std::string("null")) +
              ", \"widths\": " + (r.has_model ? json::quote(rle_list(layer_widths(r.cfg))) : std::string("null")) +
              ", \"heads\": " + (r.has_model ? json::quote(rle_list(layer_heads(r.cfg))) : std::string("null")) +
-             ", \"final_train_loss\": " + num(m.last_train) + ", \"final_val_loss\": " + num(m.last_val) +
-             ", \"best_val_loss\": " + num(m.best_val) + ", \"median_tokens_per_s\": " + num(m.median_tps) +
-             ", \"time_s\": " + num(last.elapsed_total) + ", \"skipped_steps\": " + std::to_string(m.skipped) +
-             ", \"metrics\": {";
+             ", \"layers\": " + layers_json(r) + ", \"final_train_loss\": " + num(m.last_train) +
+             ", \"final_val_loss\": " + num(m.last_val) + ", \"best_val_loss\": " + num(m.best_val) +
+             ", \"median_tokens_per_s\": " + num(m.median_tps) + ", \"time_s\": " + num(last.elapsed_total) +
+             ", \"skipped_steps\": " + std::to_string(m.skipped) + ", \"metrics\": {";
         for (size_t k = 0; k < m.metrics.size(); k++)
             s += (k ? ", " : "") + json::quote(m.metrics[k].first) + ": " + num(m.metrics[k].second);
         s += "}";
@@ -241,11 +249,22 @@ std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, cons
     return svg_text;
 }
 
+// The models' per-layer columns that report shows (report_groups.h's shown_columns: every column some model uses).
+std::vector<const LayerColumn*> runs_columns(const std::vector<RunLog>& runs) {
+    std::vector<const ModelConfig*> models;
+    for (const RunLog& r : runs)
+        if (r.has_model) models.push_back(&r.cfg);
+    return shown_columns(models);
+}
+
+// The charts of heads and widths per layer (a layer without attention has no heads: a gap in its staircase), and
+// the table of every per-layer column the runs use, a run's rows after another's.
 std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
     heads.integer_x = widths.integer_x = true, heads.y_zero = widths.y_zero = true;
+    const std::vector<const LayerColumn*> cols = runs_columns(runs);
     std::string table = "<table>\n<tr><th>run</th><th>layer</th>";
     int Lmax = 0;
     for (const RunLog& r : runs)
@@ -259,28 +278,37 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyl
         styles[i].apply(hs), styles[i].apply(ws);
         if (r.has_model) {
             for (int l = 0; l < r.cfg.L(); l++) {
-                hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].heads);
+                hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].attention ? r.cfg.layers[l].heads : NAN);
                 ws.x.push_back(l + 1), ws.y.push_back(r.cfg.layers[l].width);
             }
-            for (const char* what : {"heads", "head_dim", "width"}) {
-                table += "<tr><td>" + xml_escape(r.name) + "</td><td>" + what + "</td>";
-                for (int l = 0; l < Lmax; l++) {
-                    table += "<td>";
-                    if (l < r.cfg.L()) {
-                        const LayerSpec& s = r.cfg.layers[l];
-                        table += std::to_string(what[0] == 'h' && what[4] == 's' ? s.heads
-                                                : what[0] == 'h'                 ? s.head_dim()
-                                                                                 : s.width);
-                    }
-                    table += "</td>";
-                }
+            const std::vector<std::vector<std::string>> rows = layer_rows(r.cfg, cols);
+            for (size_t k = 1; k < rows.size(); k++) {
+                table += "<tr><td>" + xml_escape(r.name) + "</td><td>" + xml_escape(rows[k][0]) + "</td>";
+                for (int l = 0; l < Lmax; l++)
+                    table += "<td>" + (l < r.cfg.L() ? xml_escape(rows[k][l + 1]) : std::string()) + "</td>";
                 table += "</tr>\n";
             }
         }
         heads.series.push_back(hs), widths.series.push_back(ws);
     }
     table += "</table>\n";
-    return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table;
+    return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table +
+           "<p class=\"note\">Every per-layer column some run's model uses (model.bin's layer table); \"-\" where the "
+           "layer has no sub-block for it (no attention: no heads, KV heads, window or RoPE; no MLP: no hidden "
+           "size).</p>\n";
+}
+
+// The per-layer tables for stdout: one per group (its first run with a model), every column the runs use.
+std::string layer_tables_text(const std::vector<RunLog>& runs, const std::vector<Group>& groups) {
+    const std::vector<const LayerColumn*> cols = runs_columns(runs);
+    std::string t;
+    for (const Group& g : groups)
+        for (size_t i : g.runs)
+            if (runs[i].has_model) {
+                t += "layers of " + g.label + " (" + runs[i].name + "):\n" + text_table(layer_rows(runs[i].cfg, cols));
+                break;
+            }
+    return t.empty() ? t : t + "\n";
 }
 
 std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
@@ -717,6 +745,7 @@ int run(const Options& o) {
         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
         "same hardware; the losses do not depend on it.</p>\n";
     h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    text += layer_tables_text(runs, groups);
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles);
 
     std::vector<std::string> dirs;

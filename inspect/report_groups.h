@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "inspect/layer_view.h"
 #include "inspect/svg.h"
 #include "run/run_log.h"
 #include "run/train_flags.h"
@@ -281,17 +282,6 @@ struct Group {
     }
 };
 
-// Whether the model as built is the uniform one: every layer column at its uniform value.
-inline bool is_uniform_model(const ModelConfig& c) {
-    for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& s = c.layers[l];
-        if (s.width != c.d || s.heads != c.h_base || s.kv() != s.heads || s.window || !s.attention || !s.mlp ||
-            c.hidden_of(l) != c.hidden(s.width))
-            return false;
-    }
-    return true;
-}
-
 // The model a run is, as built: its model.bin's layer table, else the one its record's model flags build (as
 // train_prism builds it: run/model_flags.h's table); false when it has neither.
 inline bool built_model(const RunLog& r, ModelConfig& c) {
@@ -309,6 +299,21 @@ inline bool built_model(const RunLog& r, ModelConfig& c) {
     } catch (const std::exception&) {  // a record whose model does not build: no model to show or compare
         return false;
     }
+}
+
+// A recorded flag's value in a group's label, saying what the model is: a switch column's layer list as "no
+// attention in layer 4" / "no RoPE in layers 2,4", or "attention in every layer" where the record lists none (or
+// has no such flag, a record older than the column); any other flag as "NAME VALUE" ("window local:32,2:1").
+inline std::string label_part(const Group& g, const std::string& flag) {
+    for (const LayerColumn& col : layer_columns()) {
+        if (!col.is_switch || canonical_flag(col) != flag) continue;
+        auto it = g.values.find(flag);
+        const std::string v = it == g.values.end() ? "" : it->second;
+        if (v.empty()) return switch_noun(col) + " in every layer";
+        const bool one = v.find_first_not_of("0123456789") == std::string::npos;
+        return std::string(col.label) + " in layer" + (one ? " " : "s ") + v;
+    }
+    return flag_label(flag) + " " + g.value(flag);
 }
 
 // What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
@@ -357,7 +362,7 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
             g.identity = id;
             for (const auto& [f, v] : id) g.values.emplace(f, v);
             ModelConfig c;
-            g.uniform = built_model(r, c) && is_uniform_model(c);
+            g.uniform = built_model(r, c) && is_uniform(c);  // layer_columns.h's one predicate
             groups.push_back(std::move(g));
         }
         groups[it->second].runs.push_back(i);
@@ -378,7 +383,7 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
             g.label = n;
             continue;
         }
-        for (const std::string& f : differ) g.label += (g.label.empty() ? "" : ", ") + flag_label(f) + " " + g.value(f);
+        for (const std::string& f : differ) g.label += (g.label.empty() ? "" : ", ") + label_part(g, f);
         g.label = cut_text(g.label);
     }
     std::unordered_set<std::string> labels;  // labels are names: make them unique
@@ -570,7 +575,7 @@ inline bool names_label(const std::string& want, const std::string& label) {
 
 // The baseline group, and in `why` how it was chosen. --baseline NAME: the group NAME names (names_label), or the
 // group of the run NAME. Default: the group whose model is the uniform one (every layer column at its uniform
-// value, on the model as built: is_uniform_model); where several are (a sweep: the uniform arm at each lr), the one
+// value, on the model as built: is_uniform); where several are (a sweep: the uniform arm at each lr), the one
 // with the lowest final validation loss averaged over its runs, so that the differences measure the models, each
 // arm's best value against the uniform arm's; else the first group.
 inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs,

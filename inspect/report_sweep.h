@@ -123,7 +123,7 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
         for (size_t rep : arm_rep) {
             std::string label;
             for (size_t j = 0; j < differ.size(); j++)
-                if (j != k) label += (label.empty() ? "" : ", ") + flag_label(differ[j]) + " " + vals[rep][j];
+                if (j != k) label += (label.empty() ? "" : ", ") + label_part(groups[rep], differ[j]);
             s.arms.push_back(label.empty() ? "all runs" : cut_text(label));
         }
         out.push_back(s);

@@ -300,11 +300,11 @@ void resolve(Run& r) {
     r.plan = plan_run(r.o, r.cfg, 1, train_tokens);
 }
 
-// The model's per-layer schedule flags whose values are lists: as an axis, like --heads, each value writes '/' for
-// its commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
+// The model's per-layer column flags (layer_columns.h): as an axis, like --heads, each value writes '/' for its
+// commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
 bool is_layer_list_flag(const std::string& canon) {
-    for (const char* f : {"--kv-heads", "--mlp", "--window", "--no-attention", "--no-mlp"})
-        if (canon == f) return true;
+    for (const LayerColumn& col : layer_columns())
+        if (canon == canonical_flag(col)) return true;
     return false;
 }
 
@@ -570,14 +570,12 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
         for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
         return s;
     };
+    // The flags left out: every layer column's (layer_columns.h), --match (which sets the hidden column) and --out.
     auto key_of = [](const Run& r) {
-        static const std::vector<std::string> columns = {"--out",  "--heads-schedule", "--widths",       "--kv-heads",
-                                                         "--mlp",  "--window",         "--no-attention", "--no-mlp",
-                                                         "--match"};
         std::string s;
         for (int l = 0; l < r.cfg.L(); l++) s += layer_json_members(r.cfg, l) + ";";
         for (const auto& a : record_args(r.o, r.plan))
-            if (std::find(columns.begin(), columns.end(), a.first) == columns.end())
+            if (!is_layer_list_flag(a.first) && a.first != "--match" && a.first != "--out")
                 s += "\n" + a.first + "=" + json::quote(a.second);
         return s;
     };

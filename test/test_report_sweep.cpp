@@ -81,8 +81,7 @@ TEST_CASE("report --baseline takes a group's label as the user types it: numbers
         Result e = sh(std::string("./report ") + st.dir + " -o " + st.dir + "/r.html --baseline '" + typed + "'");
         INFO(typed);
         CHECK(one_line_error(e));
-        CHECK(e.out.find("is neither a group nor a run; the groups are 'heads uniform, lr 0.001'") !=
-              std::string::npos);
+        CHECK(e.out.find("is neither a group nor a run; the groups are 'heads prism, lr 0.001'") != std::string::npos);
     }
 }
 
