@@ -6,9 +6,11 @@
 // For each RUN_DIR (a train_prism output directory) it reads log.jsonl, the header of model.bin, the run record
 // run.json and eval.json (run/run_log.h), and writes, with inspect/svg.h's charts inline:
 //   - seed groups: runs whose records differ only in --seed (and in what a resume may change) form one group,
-//     labelled by the flags that tell the groups apart. Per group: final and best validation loss, mean +- sample
-//     std over its runs; against the baseline group (--baseline NAME: a group's label or one of its runs' names;
-//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n, its
+//     labelled by the flags that tell the groups apart (a dropped sub-block as "no attention in layer 4"). Per
+//     group: final and best validation loss, mean +- sample std over its runs; against the baseline group
+//     (--baseline NAME: a group's label, numbers compared as numbers, or one of its runs' names; default the group
+//     of the uniform model as built, layer_columns.h's is_uniform, and of several such (a sweep) the one with the
+//     lowest final validation loss: report_groups.h's find_baseline) the paired difference over the seeds both have, with n, its
 //     standard error (the seeds' spread, and for a zero-shot metric the eval set's sampling error: per example
 //     from RUN/samples.jsonl, else eval.json's standard errors), its 95% t interval where one is estimable (else
 //     why not), the smallest effect detectable at 95%/80% and, with --effect/--effect-acc, the seeds needed to
@@ -19,14 +21,19 @@
 //     tokens/s, time, status and commit
 //   - per group, training and validation loss averaged over its seeds, with a band of +- one std
 //   - training and validation loss against tokens and against wall-clock, all runs overlaid; tokens/s per step
-//   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase, and widths per layer (the X)
+//   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase (none where a layer has no
+//     attention), and widths per layer (the X); and every per-layer column the runs use (inspect/layer_view.h),
+//     on the page per run and on stdout per group
+// Every string a run's files give (task and metric names, record values) is shown cut to a bounded length with its
+// size (run/run_log.h's cut_text), and grouping, labels and sweeps are hashed, linear in the records' sizes.
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
 // One colour per group (a run takes its group's colour) and, within a group, one dash pattern and marker shape
 // per run (its seeds told apart), the same in every chart, analyze's included (report restyles each chart's
-// <g data-series="RUN"> to the run's colour and dash). --smooth K draws the training
+// <g data-series="RUN"> to the run's colour and dash); in the charts of groups (means over seeds) and of sweeps' arms,
+// each group or arm has its own colour, dash and marker, so curves that coincide stay told apart. --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
