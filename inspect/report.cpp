@@ -30,8 +30,8 @@
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
-// One colour per group (a run takes its group's colour) and, within a group, one dash pattern and marker shape
-// per run (its seeds told apart), the same in every chart, analyze's included (report restyles each chart's
+// One colour per group (a run takes its group's colour) and one dash pattern and marker shape per run (its group's
+// index plus its place in the group: its seeds told apart, and the first runs of two groups too), the same in every chart, analyze's included (report restyles each chart's
 // <g data-series="RUN"> to the run's colour and dash); in the charts of groups (means over seeds) and of sweeps' arms,
 // each group or arm has its own colour, dash and marker, so curves that coincide stay told apart. --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
@@ -167,11 +167,11 @@ std::string layers_json(const RunLog& r) {
 
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                        const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
-                        const std::vector<Sweep>& sweeps) {
+                        const std::vector<Group>& groups, size_t base, const std::string& base_why,
+                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
-                    ",\n \"groups\": [";
+                    ", \"baseline_chosen\": " + json::quote(base_why) + ",\n \"groups\": [";
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group& g = groups[gi];
         s += std::string(gi ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(g.label) +
@@ -656,10 +656,11 @@ int run(const Options& o) {
     const std::vector<Group> groups = make_groups(runs, sums);
     std::string base_why;  // how the baseline was chosen, as the page and stdout state it
     const size_t base = find_baseline(groups, runs, sums, o.baseline, base_why);
-    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its place in the group
+    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its group's + its place in it
     for (size_t i = 0; i < runs.size(); i++) {
         const Group& g = groups[sums[i].group];
-        styles.push_back({g.colour, (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
+        styles.push_back(
+            {g.colour, sums[i].group + (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
     }
     const std::vector<Quantity> qs = quantities(sums);
 
@@ -725,7 +726,8 @@ int run(const Options& o) {
     h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", time.axis, "loss",
                                  &RunStep::elapsed_total, &RunStep::val_loss, false, 1, time.seconds));
     h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
-         "it and are told apart by their dash pattern and marker shape, as the legends show. Wall-clock "
+         "it and are told apart by their dash pattern and marker shape, as the legends show; each group starts at "
+         "its own dash and marker, so groups whose lines coincide stay visible too. Wall-clock "
          "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
          "means "
          "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per "
@@ -796,7 +798,7 @@ int run(const Options& o) {
         throw ConfigError(e.what());
     }
     if (!o.json.empty()) {
-        const std::string js = report_json(o, runs, sums, groups, base, qs, sweeps);
+        const std::string js = report_json(o, runs, sums, groups, base, base_why, qs, sweeps);
         try {
             write_atomically(o.json, {{js.data(), js.size()}});
         } catch (const IoError& e) {

@@ -89,12 +89,13 @@ inline std::vector<double> smoothed(const std::vector<double>& y, int k) {
     return out;
 }
 
-// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its place
-// among its group's runs (so the seeds of a group are told apart; the first run, and a run alone, is solid with round
-// markers).
+// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its group's
+// index plus its place among the group's runs: the seeds of a group are told apart, and so are two groups' first
+// runs whose lines coincide (the first group's first run is solid with round markers, the second group's dashed
+// with squares, the dashes' gaps showing the line beneath).
 struct RunStyle {
     std::string colour;
-    size_t place = 0;
+    size_t place = 0;  // the group's index + the run's place in it
     void apply(svg::Series& s) const { s.color = colour, s.dash = svg::dash(place), s.marker = (int)place; }
 };
 
@@ -270,7 +271,7 @@ inline Summary summarize(const RunLog& r) {
 }
 
 struct Group {
-    std::string key, label, colour;
+    std::string label, colour;
     std::vector<size_t> runs;
     std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
     std::unordered_map<std::string, std::string> values;        // identity as a map (a flag's first value)
@@ -301,6 +302,10 @@ inline bool built_model(const RunLog& r, ModelConfig& c) {
     }
 }
 
+// A group's label at most (each part's value is cut_text's at most): a label of every flag a hostile record differs
+// in stays a line.
+constexpr size_t kShownLabel = 1024;
+
 // A recorded flag's value in a group's label, saying what the model is: a switch column's layer list as "no
 // attention in layer 4" / "no RoPE in layers 2,4", or "attention in every layer" where the record lists none (or
 // has no such flag, a record older than the column); any other flag as "NAME VALUE" ("window local:32,2:1").
@@ -311,9 +316,9 @@ inline std::string label_part(const Group& g, const std::string& flag) {
         const std::string v = it == g.values.end() ? "" : it->second;
         if (v.empty()) return switch_noun(col) + " in every layer";
         const bool one = v.find_first_not_of("0123456789") == std::string::npos;
-        return std::string(col.label) + " in layer" + (one ? " " : "s ") + v;
+        return std::string(col.label) + " in layer" + (one ? " " : "s ") + cut_text(v);
     }
-    return flag_label(flag) + " " + g.value(flag);
+    return cut_text(flag_label(flag)) + " " + cut_text(g.value(flag));
 }
 
 // What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
@@ -384,7 +389,7 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
             continue;
         }
         for (const std::string& f : differ) g.label += (g.label.empty() ? "" : ", ") + label_part(g, f);
-        g.label = cut_text(g.label);
+        g.label = cut_text(g.label, kShownLabel);
     }
     std::unordered_set<std::string> labels;  // labels are names: make them unique
     for (size_t gi = 0; gi < groups.size(); gi++)

@@ -124,7 +124,7 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
             std::string label;
             for (size_t j = 0; j < differ.size(); j++)
                 if (j != k) label += (label.empty() ? "" : ", ") + label_part(groups[rep], differ[j]);
-            s.arms.push_back(label.empty() ? "all runs" : cut_text(label));
+            s.arms.push_back(label.empty() ? "all runs" : cut_text(label, kShownLabel));
         }
         out.push_back(s);
     }

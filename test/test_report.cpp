@@ -274,8 +274,12 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
         CHECK(pairs.size() == 4);    // four runs, four looks
         CHECK(colours.size() == 2);  // one colour per group
         CHECK(styles["uniform-s1"][0].first == styles["uniform-s2"][0].first);
-        CHECK(styles["uniform-s1"][0].second == "");  // the first seed solid, the second dashed
-        CHECK(styles["uniform-s2"][0].second != "");
+        // The first group's (prism's: the runs sort prism-s1 first) first seed solid, its second dashed; the second
+        // group starts at the next dash, so its first run and the first group's are told apart where they coincide.
+        CHECK(styles["prism-s1"][0].second == "");
+        CHECK(styles["prism-s2"][0].second == svg::dash(1));
+        CHECK(styles["uniform-s1"][0].second == svg::dash(1));
+        CHECK(styles["uniform-s2"][0].second == svg::dash(2));
     }
     // Training and validation loss (against tokens and wall-clock), tokens/s, heads, widths, lambada's accuracy.
     CHECK(charts == 8);
@@ -286,14 +290,15 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
     for (std::sregex_iterator m(html.begin(), html.end(), swatch_re), end; m != end; ++m)
         swatches.insert({(*m)[1].str(), (*m)[3].str()});
     CHECK(swatches.size() == 4);
-    // The second seed's markers are squares, in the chart and in its legend entry.
-    const size_t legend = html.rfind("<g data-series=\"uniform-s2\"", html.find("Validation loss</title>"));
+    // The second group's first seed has squares (marker 1), in the chart and in its legend entry.
+    const size_t legend = html.rfind("<g data-series=\"uniform-s1\"", html.find("Validation loss</title>"));
     CHECK(html.substr(legend, html.find("</g>", legend) - legend).find("<rect") != std::string::npos);
     const std::vector<std::string> images = image_charts(html);
     REQUIRE(images.size() == 1);
     const std::string orange = svg::color(1);  // the second group's: uniform (the runs sort prism-s1 first)
-    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\">") != std::string::npos);
-    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+                         "\">") != std::string::npos);
+    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(2) +
                          "\">") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
