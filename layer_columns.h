@@ -27,7 +27,7 @@ struct LayerContext {
 };
 
 struct LayerColumn {
-    const char* name;    // model.bin's column name ("kv_heads", "no_attention"): at most 15 ASCII characters
+    const char* name;    // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
     const char* key;     // the run record's and --plan --json's per-layer key ("kv_heads", "attention")
     const char* hf_key;  // config.json's list of the values ("layer_kv_heads"); nullptr: implied by another list
     bool hf_optional;    // config.json may leave the list out: every layer then has the stored default
@@ -64,7 +64,7 @@ inline std::string canonical_flag(const LayerColumn& col) {
     return comma == std::string::npos ? f : f.substr(comma + 2);
 }
 
-// "out of range [0, 1048576]"; "not positive" where the bound is [1, ...].
+// "out of range [0, 1048576]".
 inline std::string column_bound_text(const LayerColumn& col) {
     return "out of range [" + std::to_string(col.lo) + ", " + std::to_string(col.hi) + "]";
 }
@@ -88,7 +88,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
         c.rule = none;
         c.flag = "-w, --widths", c.arg = "WIDTHS",
         c.help = "uniform | x | v | lambda | 3 | list of widths (default {default})";
-        c.spec = &ModelSpec::widths, c.every_layer = "--widths {}x{L}", c.record_default = true;
+        c.spec = &ModelSpec::widths, c.every_layer = "", c.record_default = true;
         c.check = [](const std::string& v, const LayerColumn& col) {
             if (v == "uniform" || v == "x" || v == "v" || v == "lambda" || v == "3") return;
             if (!is_list(v))
