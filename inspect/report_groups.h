@@ -283,21 +283,15 @@ struct Group {
     }
 };
 
-// The model a run is, as built: its model.bin's layer table, else the one its record's model flags build (as
-// train_prism builds it: run/model_flags.h's table); false when it has neither.
+// The model a run is, as built: its model.bin's layer table, else the one its record's model flags build
+// (run/model_flags.h's model_of_args); false when it has neither.
 inline bool built_model(const RunLog& r, ModelConfig& c) {
     if (r.has_model) return c = r.cfg, true;
     if (!r.has_record) return false;
-    ModelSpec spec;
-    std::vector<Flag> flags;
-    add_model_flags(flags, spec);
     try {
-        for (const auto& [f, v] : r.record.args)
-            if (const Flag* fl = find_flag(flags, f)) fl->apply(v);
-        std::vector<std::string> warnings;
-        c = build_config(spec, warnings);
+        c = model_of_args(r.record.args);
         return true;
-    } catch (const std::exception&) {  // a record whose model does not build: no model to show or compare
+    } catch (const std::exception&) {  // a record whose model does not build: no model to compare
         return false;
     }
 }
