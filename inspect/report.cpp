@@ -61,6 +61,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "run/cli.h"
@@ -305,17 +306,33 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyl
            "size).</p>\n";
 }
 
-// The per-layer tables for stdout: one per group (its first run with a model), every column the runs use.
+// The per-layer tables for stdout: one per model (a group's first run with a model; groups of the same model, as
+// in an lr sweep, share one table and say how many), every column the runs use.
 std::string layer_tables_text(const std::vector<RunLog>& runs, const std::vector<Group>& groups) {
     const std::vector<const LayerColumn*> cols = runs_columns(runs);
-    std::string t;
+    std::vector<std::string> tables, heads;
+    std::vector<size_t> more;                       // per table: the other groups of the same model
+    std::unordered_map<std::string, size_t> index;  // table -> its place
     for (const Group& g : groups)
         for (size_t i : g.runs)
             if (runs[i].has_model) {
-                t += "layers of " + g.label + " (" + runs[i].name + "):\n" + text_table(layer_rows(runs[i].cfg, cols));
+                const std::string t = text_table(layer_rows(runs[i].cfg, cols));
+                const auto [at, fresh] = index.emplace(t, tables.size());
+                if (!fresh) {
+                    more[at->second]++;
+                } else {
+                    tables.push_back(t), heads.push_back("layers of " + g.label + " (" + runs[i].name),
+                        more.push_back(0);
+                }
                 break;
             }
-    return t.empty() ? t : t + "\n";
+    std::string out;
+    for (size_t k = 0; k < tables.size(); k++)
+        out += heads[k] +
+               (more[k] ? "; the same model in " + std::to_string(more[k]) + " other group" + (more[k] > 1 ? "s" : "")
+                        : std::string()) +
+               "):\n" + tables[k];
+    return out.empty() ? out : out + "\n";
 }
 
 std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {

@@ -173,3 +173,27 @@ TEST_CASE("study takes every layer column's flag as an axis, '/' for its commas,
     CHECK(d.out.find("resolve to the same run here") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE("report prints one per-layer table per model: groups of one model (an lr sweep) share it",
+          "[report][columns]") {
+    char tmpl[] = "/tmp/prism_report_tables_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const ModelConfig kv = tiny_model([] {
+        ModelSpec s;
+        s.kv_heads = "gqa:2";
+        return s;
+    }());
+    write_model_run(dir + "/a", kv, {{"--kv-heads", "gqa:2"}, {"--lr", "0.001"}}, 5.1);
+    write_model_run(dir + "/b", kv, {{"--kv-heads", "gqa:2"}, {"--lr", "0.002"}}, 5.0);
+    write_model_run(dir + "/c", tiny_model(ModelSpec()), {{"--kv-heads", "uniform"}, {"--lr", "0.001"}}, 5.2);
+    Result r = sh("./report " + dir + "/a " + dir + "/b " + dir + "/c -o " + dir + "/r.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("layers of kv-heads gqa:2, lr 0.001 (a; the same model in 1 other group):\n") !=
+          std::string::npos);
+    CHECK(r.out.find("layers of kv-heads uniform, lr 0.001 (c):\n") != std::string::npos);
+    size_t tables = 0;
+    for (size_t at = r.out.find("layers of "); at != std::string::npos; at = r.out.find("layers of ", at + 1)) tables++;
+    CHECK(tables == 2);
+    sh("rm -rf '" + dir + "'");
+}
