@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "inspect/analysis.h"
+#include "inspect/layer_view.h"
 #include "run/checkpoint.h"
 #include "run/cli.h"
 #include "dataloader.h"
@@ -106,24 +107,37 @@ std::string window_word(const analysis::LayerStats& l) {
 
 void print_table(const Checkpoint& k, const Options& o) {
     const analysis::ModelStats& m = k.stats;
-    printf("== %s: %s (step %ld): widths %s, heads %s\n", k.label.c_str(), k.path.c_str(), k.step,
-           rle_list(layer_widths(k.cfg)).c_str(), rle_list(layer_heads(k.cfg)).c_str());
-    if (has_layer_columns(k.cfg))
-        printf("   kv heads %s, MLP hidden %s, windows %s (0: global)\n", rle_list(layer_kv_heads(k.cfg)).c_str(),
-               rle_list(layer_hidden(k.cfg)).c_str(), rle_list(layer_windows(k.cfg)).c_str());
+    printf("== %s: %s (step %ld)\n", k.label.c_str(), k.path.c_str(), k.step);
+    for (const LayerColumn& col : layer_columns())  // every column the model uses (layer_columns.h)
+        if (col.always_shown) printf("%s", layer_column_line(col, k.cfg).c_str());
+    printf("%s", layer_column_lines(k.cfg).c_str());
     if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
     printf("   %ld sequences x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
-    printf("%5s %6s %5s %4s %7s %10s %10s %10s %10s %10s %6s %8s\n", "layer", "width", "heads", "kv", "window",
-           "attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "rank", "density");
+    // The layer's shape (inspect/layer_view.h: the columns it uses, "-" for a sub-block it lacks), then the
+    // measurements.
+    const std::vector<const LayerColumn*> cols = shown_columns({&k.cfg});
+    auto name = [](const LayerColumn* col) { return col->is_switch ? switch_noun(*col) : std::string(col->label); };
+    auto shape = [&](int l) {  // l from 1; 0: the embedding's row
+        std::string s;
+        for (const LayerColumn* col : cols) {
+            char cell[64];
+            snprintf(cell, sizeof cell, " %*s", (int)std::max<size_t>(name(col).size(), 4),
+                     l ? shown_value(*col, k.cfg, l - 1).c_str() : "-");
+            s += cell;
+        }
+        return s;
+    };
+    printf("%5s", "layer");
+    for (const LayerColumn* col : cols) printf(" %4s", name(col).c_str());
+    printf(" %10s %10s %10s %10s %10s %6s %8s\n", "attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "rank",
+           "density");
     for (const analysis::LayerStats& l : m.layers) {
         if (l.layer == 0) {
-            printf("%5s %6s %5s %4s %7s %10s %10s %10s %10s %10s %6s %8s\n", "emb", "-", "-", "-", "-", "-", "-",
+            printf("%5s%s %10s %10s %10s %10s %10s %6s %8s\n", "emb", shape(0).c_str(), "-", "-",
                    fmt(l.lens_loss, "%.4f").c_str(), fmt(l.lens_top1, "%.4f").c_str(), "-", "-", "-");
             continue;
         }
-        printf("%5d %6d %5s %4s %7s %10s %10s %10s %10s %10s %6ld %8s\n", l.layer, l.width,
-               l.attention ? std::to_string(l.heads).c_str() : "-",
-               l.attention ? std::to_string(l.kv_heads).c_str() : "-", window_word(l).c_str(),
+        printf("%5d%s %10s %10s %10s %10s %10s %6ld %8s\n", l.layer, shape(l.layer).c_str(),
                fmt(l.distance_mean, "%.3f").c_str(), fmt(l.entropy_mean, "%.4f").c_str(),
                fmt(l.lens_loss, "%.4f").c_str(), fmt(l.lens_top1, "%.4f").c_str(),
                fmt(l.matrix.normalized, "%.4f").c_str(), l.matrix.numerical_rank,
@@ -205,10 +219,7 @@ std::string to_json(const std::vector<Checkpoint>& ks, const Options& o) {
              ", \"lens_top1\": " + json::number(m.layers[0].lens_top1, "%.6f") + "},\n   \"layers\": [";
         for (size_t l = 1; l < m.layers.size(); l++) {
             const analysis::LayerStats& x = m.layers[l];
-            s += std::string(l > 1 ? ",\n    " : "\n    ") + "{\"layer\": " + std::to_string(x.layer) +
-                 ", \"width\": " + std::to_string(x.width) + ", \"heads\": " + std::to_string(x.heads) +
-                 ", \"kv_heads\": " + std::to_string(x.kv_heads) + ", \"window\": " + std::to_string(x.window) +
-                 ", \"attention\": " + (x.attention ? "true" : "false") + ", \"mlp\": " + (x.mlp ? "true" : "false") +
+            s += std::string(l > 1 ? ",\n    " : "\n    ") + "{" + layer_json_members(k.cfg, x.layer - 1) +
                  ", \"attention_distance\": " + json::number(x.distance_mean, "%.6g") +
                  ", \"attention_distance_per_head\": " + json_list(x.distance) +
                  ", \"reach\": " + json::number(x.reach, "%.6g") +

@@ -6,9 +6,11 @@
 // For each RUN_DIR (a train_prism output directory) it reads log.jsonl, the header of model.bin, the run record
 // run.json and eval.json (run/run_log.h), and writes, with inspect/svg.h's charts inline:
 //   - seed groups: runs whose records differ only in --seed (and in what a resume may change) form one group,
-//     labelled by the flags that tell the groups apart. Per group: final and best validation loss, mean +- sample
-//     std over its runs; against the baseline group (--baseline NAME: a group's label or one of its runs' names;
-//     default the group with uniform heads and widths) the paired difference over the seeds both have, with n, its
+//     labelled by the flags that tell the groups apart (a dropped sub-block as "no attention in layer 4"). Per
+//     group: final and best validation loss, mean +- sample std over its runs; against the baseline group
+//     (--baseline NAME: a group's label, numbers compared as numbers, or one of its runs' names; default the group
+//     of the uniform model as built, layer_columns.h's is_uniform, and of several such (a sweep) the one with the
+//     lowest final validation loss: report_groups.h's find_baseline) the paired difference over the seeds both have, with n, its
 //     standard error (the seeds' spread, and for a zero-shot metric the eval set's sampling error: per example
 //     from RUN/samples.jsonl, else eval.json's standard errors), its 95% t interval where one is estimable (else
 //     why not), the smallest effect detectable at 95%/80% and, with --effect/--effect-acc, the seeds needed to
@@ -19,14 +21,19 @@
 //     tokens/s, time, status and commit
 //   - per group, training and validation loss averaged over its seeds, with a band of +- one std
 //   - training and validation loss against tokens and against wall-clock, all runs overlaid; tokens/s per step
-//   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase, and widths per layer (the X)
+//   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase (none where a layer has no
+//     attention), and widths per layer (the X); and every per-layer column the runs use (inspect/layer_view.h),
+//     on the page per run and on stdout per group
+// Every string a run's files give (task and metric names, record values) is shown cut to a bounded length with its
+// size (run/run_log.h's cut_text), and grouping, labels and sweeps are hashed, linear in the records' sizes.
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
-// One colour per group (a run takes its group's colour) and, within a group, one dash pattern and marker shape
-// per run (its seeds told apart), the same in every chart, analyze's included (report restyles each chart's
-// <g data-series="RUN"> to the run's colour and dash). --smooth K draws the training
+// One colour per group (a run takes its group's colour) and one dash pattern and marker shape per run (its group's
+// index plus its place in the group: its seeds told apart, and the first runs of two groups too), the same in every chart, analyze's included (report restyles each chart's
+// <g data-series="RUN"> to the run's colour and dash); in the charts of groups (means over seeds) and of sweeps' arms,
+// each group or arm has its own colour, dash and marker, so curves that coincide stay told apart. --smooth K draws the training
 // loss as the mean of the last K steps. A note says what tokens/s measured on a shared machine mean.
 // A log line that is not whole JSON (a torn last line after a crash) is skipped with a warning, on stderr and in
 // the page. The page is XHTML-compatible HTML5 (well-formed XML, so it can be checked strictly).
@@ -54,6 +61,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "run/cli.h"
@@ -94,8 +102,9 @@ std::vector<Flag> make_flags(Options& o) {
         analyze,
         text_flag("--title", "TEXT", "the page's title", o.title),
         text_flag("--baseline", "NAME",
-                  "the group differences are taken against: a group's label or a run's name "
-                  "(default: the group with uniform heads and widths)",
+                  "the group differences are taken against: a group's label (numbers as numbers: lr 3e-3 is "
+                  "lr 0.003) or a run's name (default: the group of the uniform model; of several, the one with "
+                  "the lowest final validation loss)",
                   o.baseline),
         path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
         number_flag("--effect", "NATS",
@@ -140,22 +149,31 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         h += "<td>" + xml_escape(m.seed.empty() ? "-" : m.seed) + "</td><td>" +
              (r.has_model ? xml_escape(human((double)account(r.cfg).params)) : "-") + "</td>";
         h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
-             xml_escape(r.has_record ? r.record.arg("--lr") : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
+             xml_escape(r.has_record ? cut_text(r.record.arg("--lr")) : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
              "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
              fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total, time) + "</td><td>" +
-             std::to_string(m.skipped) + "</td><td>" + xml_escape(r.has_record ? r.record.status() : "no record") +
-             "</td><td>" + xml_escape(r.has_record ? r.record.latest("commit") : "-") + "</td></tr>\n";
+             std::to_string(m.skipped) + "</td><td>" +
+             xml_escape(r.has_record ? cut_text(r.record.status()) : "no record") + "</td><td>" +
+             xml_escape(r.has_record ? cut_text(r.record.latest("commit")) : "-") + "</td></tr>\n";
     }
     return h + "</table>\n";
 }
 
+// A run's per-layer table as JSON, as the run record and --plan --json have it (null without a model.bin).
+std::string layers_json(const RunLog& r) {
+    if (!r.has_model) return "null";
+    std::string s = "[";
+    for (int l = 0; l < r.cfg.L(); l++) s += std::string(l ? ", " : "") + "{" + layer_json_members(r.cfg, l) + "}";
+    return s + "]";
+}
+
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
-                        const std::vector<Group>& groups, size_t base, const std::vector<Quantity>& qs,
-                        const std::vector<Sweep>& sweeps) {
+                        const std::vector<Group>& groups, size_t base, const std::string& base_why,
+                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
-                    ",\n \"groups\": [";
+                    ", \"baseline_chosen\": " + json::quote(base_why) + ",\n \"groups\": [";
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group& g = groups[gi];
         s += std::string(gi ? ",\n  " : "\n  ") + "{\"label\": " + json::quote(g.label) +
@@ -203,20 +221,20 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
              ", \"params\": " + (r.has_model ? std::to_string(account(r.cfg).params) : std::string("null")) +
              ", \"widths\": " + (r.has_model ? json::quote(rle_list(layer_widths(r.cfg))) : std::string("null")) +
              ", \"heads\": " + (r.has_model ? json::quote(rle_list(layer_heads(r.cfg))) : std::string("null")) +
-             ", \"final_train_loss\": " + num(m.last_train) + ", \"final_val_loss\": " + num(m.last_val) +
-             ", \"best_val_loss\": " + num(m.best_val) + ", \"median_tokens_per_s\": " + num(m.median_tps) +
-             ", \"time_s\": " + num(last.elapsed_total) + ", \"skipped_steps\": " + std::to_string(m.skipped) +
-             ", \"metrics\": {";
+             ", \"layers\": " + layers_json(r) + ", \"final_train_loss\": " + num(m.last_train) +
+             ", \"final_val_loss\": " + num(m.last_val) + ", \"best_val_loss\": " + num(m.best_val) +
+             ", \"median_tokens_per_s\": " + num(m.median_tps) + ", \"time_s\": " + num(last.elapsed_total) +
+             ", \"skipped_steps\": " + std::to_string(m.skipped) + ", \"metrics\": {";
         for (size_t k = 0; k < m.metrics.size(); k++)
             s += (k ? ", " : "") + json::quote(m.metrics[k].first) + ": " + num(m.metrics[k].second);
         s += "}";
         if (r.has_record)
-            s += ", \"record\": {\"status\": " + json::quote(r.record.status()) +
-                 ", \"commit\": " + json::quote(r.record.latest("commit")) +
-                 ", \"host\": " + json::quote(r.record.latest("host")) +
-                 ", \"engine\": " + json::quote(r.record.latest("engine")) +
-                 ", \"lr\": " + json::quote(r.record.arg("--lr")) +
-                 ", \"total_batch\": " + json::quote(r.record.arg("--total-batch")) + "}";
+            s += ", \"record\": {\"status\": " + json::quote(cut_text(r.record.status())) +
+                 ", \"commit\": " + json::quote(cut_text(r.record.latest("commit"))) +
+                 ", \"host\": " + json::quote(cut_text(r.record.latest("host"))) +
+                 ", \"engine\": " + json::quote(cut_text(r.record.latest("engine"))) +
+                 ", \"lr\": " + json::quote(cut_text(r.record.arg("--lr"))) +
+                 ", \"total_batch\": " + json::quote(cut_text(r.record.arg("--total-batch"))) + "}";
         s += "}";
     }
     return s + "\n ]}\n";
@@ -240,11 +258,22 @@ std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, cons
     return svg_text;
 }
 
+// The models' per-layer columns that report shows (report_groups.h's shown_columns: every column some model uses).
+std::vector<const LayerColumn*> runs_columns(const std::vector<RunLog>& runs) {
+    std::vector<const ModelConfig*> models;
+    for (const RunLog& r : runs)
+        if (r.has_model) models.push_back(&r.cfg);
+    return shown_columns(models);
+}
+
+// The charts of heads and widths per layer (a layer without attention has no heads: a gap in its staircase), and
+// the table of every per-layer column the runs use, a run's rows after another's.
 std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
     heads.integer_x = widths.integer_x = true, heads.y_zero = widths.y_zero = true;
+    const std::vector<const LayerColumn*> cols = runs_columns(runs);
     std::string table = "<table>\n<tr><th>run</th><th>layer</th>";
     int Lmax = 0;
     for (const RunLog& r : runs)
@@ -258,28 +287,53 @@ std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyl
         styles[i].apply(hs), styles[i].apply(ws);
         if (r.has_model) {
             for (int l = 0; l < r.cfg.L(); l++) {
-                hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].heads);
+                hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].attention ? r.cfg.layers[l].heads : NAN);
                 ws.x.push_back(l + 1), ws.y.push_back(r.cfg.layers[l].width);
             }
-            for (const char* what : {"heads", "head_dim", "width"}) {
-                table += "<tr><td>" + xml_escape(r.name) + "</td><td>" + what + "</td>";
-                for (int l = 0; l < Lmax; l++) {
-                    table += "<td>";
-                    if (l < r.cfg.L()) {
-                        const LayerSpec& s = r.cfg.layers[l];
-                        table += std::to_string(what[0] == 'h' && what[4] == 's' ? s.heads
-                                                : what[0] == 'h'                 ? s.head_dim()
-                                                                                 : s.width);
-                    }
-                    table += "</td>";
-                }
+            const std::vector<std::vector<std::string>> rows = layer_rows(r.cfg, cols);
+            for (size_t k = 1; k < rows.size(); k++) {
+                table += "<tr><td>" + xml_escape(r.name) + "</td><td>" + xml_escape(rows[k][0]) + "</td>";
+                for (int l = 0; l < Lmax; l++)
+                    table += "<td>" + (l < r.cfg.L() ? xml_escape(rows[k][l + 1]) : std::string()) + "</td>";
                 table += "</tr>\n";
             }
         }
         heads.series.push_back(hs), widths.series.push_back(ws);
     }
     table += "</table>\n";
-    return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table;
+    return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table +
+           "<p class=\"note\">Every per-layer column some run's model uses (model.bin's layer table); \"-\" where the "
+           "layer has no sub-block for it (no attention: no heads, KV heads, window or RoPE; no MLP: no hidden "
+           "size).</p>\n";
+}
+
+// The per-layer tables for stdout: one per model (a group's first run with a model; groups of the same model, as
+// in an lr sweep, share one table and say how many), every column the runs use.
+std::string layer_tables_text(const std::vector<RunLog>& runs, const std::vector<Group>& groups) {
+    const std::vector<const LayerColumn*> cols = runs_columns(runs);
+    std::vector<std::string> tables, heads;
+    std::vector<size_t> more;                       // per table: the other groups of the same model
+    std::unordered_map<std::string, size_t> index;  // table -> its place
+    for (const Group& g : groups)
+        for (size_t i : g.runs)
+            if (runs[i].has_model) {
+                const std::string t = text_table(layer_rows(runs[i].cfg, cols));
+                const auto [at, fresh] = index.emplace(t, tables.size());
+                if (!fresh) {
+                    more[at->second]++;
+                } else {
+                    tables.push_back(t), heads.push_back("layers of " + g.label + " (" + runs[i].name),
+                        more.push_back(0);
+                }
+                break;
+            }
+    std::string out;
+    for (size_t k = 0; k < tables.size(); k++)
+        out += heads[k] +
+               (more[k] ? "; the same model in " + std::to_string(more[k]) + " other group" + (more[k] > 1 ? "s" : "")
+                        : std::string()) +
+               "):\n" + tables[k];
+    return out.empty() ? out : out + "\n";
 }
 
 std::string evals(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
@@ -608,11 +662,13 @@ int run(const Options& o) {
         }
     }
     const std::vector<Group> groups = make_groups(runs, sums);
-    const size_t base = find_baseline(groups, runs, o.baseline);
-    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its place in the group
+    std::string base_why;  // how the baseline was chosen, as the page and stdout state it
+    const size_t base = find_baseline(groups, runs, sums, o.baseline, base_why);
+    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its group's + its place in it
     for (size_t i = 0; i < runs.size(); i++) {
         const Group& g = groups[sums[i].group];
-        styles.push_back({g.colour, (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
+        styles.push_back(
+            {g.colour, sums[i].group + (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
     }
     const std::vector<Quantity> qs = quantities(sums);
 
@@ -634,11 +690,12 @@ int run(const Options& o) {
 
     std::string text;
     h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, o.effect, text);
+    text = "baseline: " + groups[base].label + " (" + base_why + ")\n\n" + text;
     h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
          "the flags that tell the groups apart; a run without a record is a group of its own. Mean ± sample standard "
          "deviation over the group's runs. − baseline: the difference to the baseline (" +
-         xml_escape(groups[base].label) +
-         ", <code>--baseline</code>), paired by seed over the seeds both groups have (n), and for a zero-shot "
+         xml_escape(groups[base].label) + ": " + xml_escape(base_why) +
+         "), paired by seed over the seeds both groups have (n), and for a zero-shot "
          "metric by example too where both runs of every seed have <code>samples.jsonl</code>; its variance is "
          "V(n) = A/n + B, A what more seeds average out, B what they share (the eval examples' sampling error), "
          "each table's note says how they were estimated. SE = √V(n); the 95% interval is mean ± t<sub>0.975, "
@@ -649,8 +706,8 @@ int run(const Options& o) {
          "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
          "group) whose V(n) brings it down to that effect.</p>\n";
     // "each arm at its best FLAG", for each flag swept; found once, for the page and for --json
-    const std::vector<Sweep> sweeps = find_sweeps(groups, base, runs, sums);
-    h += sweep_sections(sweeps, text);
+    const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);
+    h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
     double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
     for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
@@ -677,7 +734,8 @@ int run(const Options& o) {
     h += svg::render(steps_chart(runs, styles, "Validation loss against wall-clock", time.axis, "loss",
                                  &RunStep::elapsed_total, &RunStep::val_loss, false, 1, time.seconds));
     h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
-         "it and are told apart by their dash pattern and marker shape, as the legends show. Wall-clock "
+         "it and are told apart by their dash pattern and marker shape, as the legends show; each group starts at "
+         "its own dash and marker, so groups whose lines coincide stay visible too. Wall-clock "
          "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
          "means "
          "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per "
@@ -691,8 +749,8 @@ int run(const Options& o) {
     std::vector<std::string> hosts;
     for (const RunLog& r : runs)
         if (r.has_record) {
-            const std::string host = r.record.latest("host") + " (" + r.record.latest("cores") + " cores, " +
-                                     r.record.latest("engine") + ")";
+            const std::string host = cut_text(r.record.latest("host")) + " (" + cut_text(r.record.latest("cores")) +
+                                     " cores, " + cut_text(r.record.latest("engine")) + ")";
             if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
         }
     std::string host_list;
@@ -704,6 +762,7 @@ int run(const Options& o) {
         "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
         "same hardware; the losses do not depend on it.</p>\n";
     h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    text += layer_tables_text(runs, groups);
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles);
 
     std::vector<std::string> dirs;
@@ -747,7 +806,7 @@ int run(const Options& o) {
         throw ConfigError(e.what());
     }
     if (!o.json.empty()) {
-        const std::string js = report_json(o, runs, sums, groups, base, qs, sweeps);
+        const std::string js = report_json(o, runs, sums, groups, base, base_why, qs, sweeps);
         try {
             write_atomically(o.json, {{js.data(), js.size()}});
         } catch (const IoError& e) {

@@ -16,9 +16,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "errors.h"
+#include "inspect/layer_view.h"
 #include "inspect/svg.h"
 #include "run/run_log.h"
 #include "run/train_flags.h"
@@ -27,6 +30,9 @@
 namespace report {
 
 using svg::xml_escape;
+
+// A flag's name in labels: "--heads-schedule" -> "heads", "--lr" -> "lr".
+inline std::string flag_label(const std::string& f) { return f == "--heads-schedule" ? "heads" : f.substr(2); }
 
 inline std::string fmt(double v, const char* f) {
     if (!std::isfinite(v)) return "-";
@@ -83,12 +89,13 @@ inline std::vector<double> smoothed(const std::vector<double>& y, int k) {
     return out;
 }
 
-// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its place
-// among its group's runs (so the seeds of a group are told apart; the first run, and a run alone, is solid with round
-// markers).
+// How a run is drawn in every per-run chart: its group's colour, and the dash pattern and marker shape of its group's
+// index plus its place among the group's runs: the seeds of a group are told apart, and so are two groups' first
+// runs whose lines coincide (the first group's first run is solid with round markers, the second group's dashed
+// with squares, the dashes' gaps showing the line beneath).
 struct RunStyle {
     std::string colour;
-    size_t place = 0;
+    size_t place = 0;  // the group's index + the run's place in it
     void apply(svg::Series& s) const { s.color = colour, s.dash = svg::dash(place), s.marker = (int)place; }
 };
 
@@ -204,7 +211,7 @@ inline void read_samples(const std::string& dir, Summary& m) {
         if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
         try {
             const json::Value o = json::parse(line);
-            const std::string task = json::str_field(o, "task");
+            const std::string task = cut_text(json::str_field(o, "task"));  // as run_log.h keeps eval.json's
             const long index = json::int_field(o, "index");
             if (index < 0) throw json::Error("\"index\" is negative");
             if (!o.find("acc")) continue;  // a rolling task's line (wikitext: log-likelihoods, no choices to pair)
@@ -257,25 +264,55 @@ inline Summary summarize(const RunLog& r) {
         m.skipped += s.skipped;
     }
     m.median_tps = median(tps);
-    if (r.has_record) m.seed = r.record.arg("--seed");
+    if (r.has_record) m.seed = cut_text(r.record.arg("--seed"));
     m.metrics = run_metrics(r, &m.info);
     read_samples(r.dir, m);
     return m;
 }
 
 struct Group {
-    std::string key, label, colour;
+    std::string label, colour;
     std::vector<size_t> runs;
     std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
+    std::unordered_map<std::string, std::string> values;        // identity as a map (a flag's first value)
     bool uniform = false;                                       // every layer column uniform
+    // A recorded flag's value: "-" when the record does not hold it, "on" for a switch.
+    std::string value(const std::string& flag) const {
+        auto it = values.find(flag);
+        return it == values.end() ? "-" : it->second.empty() ? "on" : it->second;
+    }
 };
 
-// Every layer column at the uniform model's value (a record older than a column lacks its flag: its default).
-inline bool uniform_layers(const RunRecord& rec) {
-    for (const char* f : {"--heads-schedule", "--widths", "--kv-heads", "--mlp"})
-        if (rec.arg(f) != "uniform" && !rec.arg(f).empty()) return false;
-    const std::string w = rec.arg("--window");
-    return (w.empty() || w == "global") && rec.arg("--no-attention").empty() && rec.arg("--no-mlp").empty();
+// The model a run is, as built: its model.bin's layer table, else the one its record's model flags build
+// (run/model_flags.h's model_of_args); false when it has neither.
+inline bool built_model(const RunLog& r, ModelConfig& c) {
+    if (r.has_model) return c = r.cfg, true;
+    if (!r.has_record) return false;
+    try {
+        c = model_of_args(r.record.args);
+        return true;
+    } catch (const std::exception&) {  // a record whose model does not build: no model to compare
+        return false;
+    }
+}
+
+// A group's label at most (each part's value is cut_text's at most): a label of every flag a hostile record differs
+// in stays a line.
+constexpr size_t kShownLabel = 1024;
+
+// A recorded flag's value in a group's label, saying what the model is: a switch column's layer list as "no
+// attention in layer 4" / "no RoPE in layers 2,4", or "attention in every layer" where the record lists none (or
+// has no such flag, a record older than the column); any other flag as "NAME VALUE" ("window local:32,2:1").
+inline std::string label_part(const Group& g, const std::string& flag) {
+    for (const LayerColumn& col : layer_columns()) {
+        if (!col.is_switch || canonical_flag(col) != flag) continue;
+        auto it = g.values.find(flag);
+        const std::string v = it == g.values.end() ? "" : it->second;
+        if (v.empty()) return switch_noun(col) + " in every layer";
+        const bool one = v.find_first_not_of("0123456789") == std::string::npos;
+        return std::string(col.label) + " in layer" + (one ? " " : "s ") + cut_text(v);
+    }
+    return cut_text(flag_label(flag)) + " " + cut_text(g.value(flag));
 }
 
 // What makes a run what it is, for grouping: its record without --seed and without what a resume may change.
@@ -285,8 +322,30 @@ inline std::vector<std::pair<std::string, std::string>> identity_of(const RunLog
     return r.record.identity(drop);
 }
 
+// The flags the recorded groups differ in (held by some and not by others, or with two values), in the order the
+// groups' records first list them. Linear in the records' sizes: each group's values are a hash map.
+inline std::vector<std::string> differing_flags(const std::vector<Group>& groups) {
+    std::vector<std::string> out;
+    std::unordered_set<std::string> seen;
+    const Group* first = nullptr;  // the first recorded group: a flag differs when some group's value is not its
+    for (const Group& g : groups)
+        if (!g.identity.empty() && !first) first = &g;
+    for (const Group& g : groups)
+        for (const auto& kv : g.identity) {
+            if (!seen.insert(kv.first).second) continue;
+            const std::string v = first->value(kv.first);
+            for (const Group& h : groups)
+                if (!h.identity.empty() && h.value(kv.first) != v) {
+                    out.push_back(kv.first);
+                    break;
+                }
+        }
+    return out;
+}
+
 inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vector<Summary>& sums) {
     std::vector<Group> groups;
+    std::unordered_map<std::string, size_t> by_key;
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         std::string key = "run " + r.dir;
@@ -294,32 +353,23 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
         if (r.has_record) {
             id = identity_of(r);
             key.clear();
-            for (const auto& [f, v] : id) key += f + "=" + v + "\n";
+            for (const auto& [f, v] : id) key += json::quote(f) + "=" + json::quote(v) + "\n";
         }
-        auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.key == key; });
-        if (it == groups.end()) {
+        const auto [it, fresh] = by_key.emplace(key, groups.size());
+        if (fresh) {
             Group g;
-            g.key = key, g.identity = id;
-            g.uniform = r.has_record && uniform_layers(r.record);
-            groups.push_back(g);
-            it = groups.end() - 1;
+            g.identity = id;
+            for (const auto& [f, v] : id) g.values.emplace(f, v);
+            ModelConfig c;
+            g.uniform = built_model(r, c) && is_uniform(c);  // layer_columns.h's one predicate
+            groups.push_back(std::move(g));
         }
-        it->runs.push_back(i);
-        sums[i].group = (size_t)(it - groups.begin());
+        groups[it->second].runs.push_back(i);
+        sums[i].group = it->second;
     }
     // Labels: the flags whose values tell the recorded groups apart ("heads prism, widths x"); a group without a
     // record is its run's name; with one group, the runs' common name.
-    std::vector<std::string> differ;
-    for (const Group& g : groups)
-        for (const auto& [f, v] : g.identity)
-            for (const Group& h : groups) {
-                bool same = false, has = false;
-                for (const auto& [f2, v2] : h.identity)
-                    if (f2 == f) has = true, same = v2 == v;
-                if (!h.identity.empty() && (!has || !same) &&
-                    std::find(differ.begin(), differ.end(), f) == differ.end())
-                    differ.push_back(f);
-            }
+    const std::vector<std::string> differ = differing_flags(groups);
     for (size_t gi = 0; gi < groups.size(); gi++) {
         Group& g = groups[gi];
         g.colour = svg::color(gi);
@@ -332,17 +382,12 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
             g.label = n;
             continue;
         }
-        for (const std::string& f : differ) {
-            std::string v = "-";
-            for (const auto& [f2, v2] : g.identity)
-                if (f2 == f) v = v2.empty() ? "on" : v2;
-            const std::string name = f == "--heads-schedule" ? "heads" : f.substr(2);
-            g.label += (g.label.empty() ? "" : ", ") + name + " " + v;
-        }
+        for (const std::string& f : differ) g.label += (g.label.empty() ? "" : ", ") + label_part(g, f);
+        g.label = cut_text(g.label, kShownLabel);
     }
-    for (size_t a = 0; a < groups.size(); a++)  // labels are names: make them unique
-        for (size_t b = a + 1; b < groups.size(); b++)
-            if (groups[b].label == groups[a].label) groups[b].label += " #" + std::to_string(b + 1);
+    std::unordered_set<std::string> labels;  // labels are names: make them unique
+    for (size_t gi = 0; gi < groups.size(); gi++)
+        if (!labels.insert(groups[gi].label).second) labels.insert(groups[gi].label += " #" + std::to_string(gi + 1));
     return groups;
 }
 
@@ -493,21 +538,109 @@ inline std::string detectable_text(const stats::Comparison& d, const Quantity& q
     return s + std::to_string(n);
 }
 
-inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs,
-                            const std::string& want) {
-    if (!want.empty()) {
-        for (size_t g = 0; g < groups.size(); g++) {
-            if (groups[g].label == want) return g;
-            for (size_t i : groups[g].runs)
-                if (runs[i].name == want || runs[i].dir == want) return g;
+inline bool as_number(const std::string& s, double& x) {
+    char* end = nullptr;
+    x = std::strtod(s.c_str(), &end);
+    return !s.empty() && *end == 0 && std::isfinite(x);
+}
+
+// Whether `want` names the group labelled `label`: the same parts ("heads uniform", "lr 0.003") in order, a value
+// that reads as a number in both compared as a number, so "heads uniform, lr 3e-3" names "heads uniform, lr 0.003".
+inline bool names_label(const std::string& want, const std::string& label) {
+    if (want == label) return true;
+    auto parts = [](const std::string& s) {
+        std::vector<std::string> v;
+        for (size_t a = 0; a <= s.size();) {
+            size_t b = s.find(',', a);
+            if (b == std::string::npos) b = s.size();
+            const size_t x = s.find_first_not_of(' ', a), y = s.find_last_not_of(' ', b - 1);
+            v.push_back(x < b && y != std::string::npos && y >= x ? s.substr(x, y - x + 1) : "");
+            a = b + 1;
         }
+        return v;
+    };
+    const std::vector<std::string> w = parts(want), l = parts(label);
+    if (w.size() != l.size()) return false;
+    for (size_t i = 0; i < w.size(); i++) {
+        const size_t ws = w[i].rfind(' '), ls = l[i].rfind(' ');
+        double x, y;
+        if (w[i] == l[i]) continue;
+        if (ws == std::string::npos || ls == std::string::npos || w[i].substr(0, ws) != l[i].substr(0, ls) ||
+            !as_number(w[i].substr(ws + 1), x) || !as_number(l[i].substr(ls + 1), y) || x != y)
+            return false;
+    }
+    return true;
+}
+
+// The baseline group, and in `why` how it was chosen. --baseline NAME: the group NAME names (names_label), or the
+// group of the run NAME. Default: the group whose model is the uniform one (every layer column at its uniform
+// value, on the model as built: is_uniform); where several are (a sweep: the uniform arm at each lr), the one
+// with the lowest final validation loss averaged over its runs, so that the differences measure the models, each
+// arm's best value against the uniform arm's; else the first group.
+inline size_t find_baseline(const std::vector<Group>& groups, const std::vector<RunLog>& runs,
+                            const std::vector<Summary>& sums, const std::string& want, std::string& why) {
+    if (!want.empty()) {
+        for (size_t g = 0; g < groups.size(); g++)
+            if (names_label(want, groups[g].label)) return why = "--baseline", g;
+        for (size_t g = 0; g < groups.size(); g++)
+            for (size_t i : groups[g].runs)
+                if (runs[i].name == want || runs[i].dir == want) return why = "--baseline, the group of that run", g;
         std::string labels;
         for (const Group& g : groups) labels += (labels.empty() ? "'" : ", '") + g.label + "'";
         throw ConfigError("--baseline '" + want + "' is neither a group nor a run; the groups are " + labels);
     }
+    std::vector<size_t> uniform;
     for (size_t g = 0; g < groups.size(); g++)
-        if (groups[g].uniform) return g;
-    return 0;
+        if (groups[g].uniform) uniform.push_back(g);
+    if (uniform.empty()) return why = "the first group: none has the uniform model; --baseline chooses another", 0;
+    if (uniform.size() == 1) return why = "the group of the uniform model; --baseline chooses another", uniform[0];
+    auto mean_val = [&](size_t g) {
+        std::vector<double> v;
+        for (size_t i : groups[g].runs)
+            if (std::isfinite(sums[i].last_val)) v.push_back(sums[i].last_val);
+        return v.empty() ? INFINITY : stats::mean(v);
+    };
+    size_t best = uniform[0];
+    for (size_t g : uniform)
+        if (mean_val(g) < mean_val(best)) best = g;
+    why = "of the " + std::to_string(uniform.size()) +
+          " groups of the uniform model, the one with the lowest final validation loss (mean over its runs): the "
+          "uniform model at its best value, so that the differences measure the models, not the swept flag; "
+          "--baseline chooses another";
+    return best;
+}
+
+// The characters of a UTF-8 string on screen (continuation bytes aside).
+inline size_t display_width(const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
+
+// Rows of cells as text: each column as wide as its widest cell (no cell is cut), two spaces apart, indented by two.
+inline std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<size_t> w;
+    for (const auto& r : rows)
+        for (size_t c = 0; c < r.size(); c++) {
+            if (w.size() <= c) w.push_back(0);
+            w[c] = std::max(w[c], display_width(r[c]));
+        }
+    std::string t;
+    for (const auto& r : rows) {
+        std::string line = " ";
+        for (size_t c = 0; c < r.size(); c++)
+            line += " " + r[c] + (c + 1 < r.size() ? std::string(w[c] - display_width(r[c]) + 1, ' ') : "");
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        t += line + "\n";
+    }
+    return t;
+}
+
+// A comparison's cells, as the groups' and the sweeps' tables show them: the difference (n), its interval (or why
+// none), SE and the detectable effect (with the seeds --effect needs).
+inline std::vector<std::string> comparison_cells(const stats::Comparison& d, const Quantity& q, double effect) {
+    return {diff_text(d, q.format), d.n ? interval_text(d, q.format) : "", fmt(d.se, q.format),
+            d.n ? detectable_text(d, q, effect) : ""};
 }
 
 // The groups' tables (HTML), one per quantity, each with a footnote stating how its differences' intervals were
@@ -517,11 +650,6 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
                                 const Effects& effects, std::string& text) {
     std::string h;
     text.clear();
-    auto pad = [](const std::string& s, size_t w) {  // to w characters on screen (UTF-8 continuation bytes aside)
-        size_t n = 0;
-        for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-        return s + std::string(n < w ? w - n : 2, ' ');  // a longer cell pushes the rest right
-    };
     for (const Quantity& q : qs) {
         const double effect = effects.of(q);
         std::vector<GroupStat> st;
@@ -541,31 +669,31 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
              "</h3>\n<table>\n<tr><th>group</th><th>runs</th><th>seeds</th>"
              "<th>mean ± std</th><th>− baseline (n)</th><th>95% interval</th><th>SE</th>"
              "<th>detectable at 95%/80%</th></tr>\n";
-        text += q.title() + "\n" + pad("  group", 36) + pad("runs", 5) + pad("seeds", 11) + pad("mean ± std", 20) +
-                pad("− baseline (n)", 18) + pad("95% interval", 46) + pad("SE", 9) + "detectable at 95%/80%\n";
+        std::vector<std::vector<std::string>> rows = {
+            {"group", "runs", "seeds", "mean ± std", "− baseline (n)", "95% interval", "SE", "detectable at 95%/80%"}};
         for (size_t gi = 0; gi < groups.size(); gi++) {
             const Group& g = groups[gi];
             const stats::Comparison& d = st[gi].diff;
             std::string seeds;
             for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
+            seeds = cut_text(seeds);
             const std::string label = g.label + (gi == base ? " (baseline)" : "");
             h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) + "</td><td>" +
                  std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
                  mean_sd(st[gi], q.format) + "</td>";
-            text += "  " + pad(label.substr(0, 34), 34) + pad(std::to_string(g.runs.size()), 5) +
-                    pad(seeds.substr(0, 10), 11) + pad(mean_sd(st[gi], q.format), 20);
+            rows.push_back({label, std::to_string(g.runs.size()), seeds, mean_sd(st[gi], q.format)});
             if (gi == base) {
                 h += "<td colspan=\"4\">baseline</td></tr>\n";
-                text += "baseline\n";
+                rows.back().push_back("baseline");
                 continue;
             }
-            const std::string cells[4] = {diff_text(d, q.format), d.n ? interval_text(d, q.format) + mark(d) : "",
-                                          fmt(d.se, q.format), d.n ? detectable_text(d, q, effect) : ""};
-            for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>";
+            std::vector<std::string> cells = comparison_cells(d, q, effect);
+            if (d.n) cells[1] += mark(d);
+            for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>", rows.back().push_back(c);
             h += "</tr>\n";
-            text += pad(cells[0], 18) + pad(cells[1], 46) + pad(cells[2], 9) + cells[3] + "\n";
         }
         h += "</table>\n";
+        text += q.title() + "\n" + text_table(rows);
         std::string note;
         for (size_t k = 0; k < methods.size(); k++)
             note += (methods.size() > 1 ? (k ? "; [" : "[") + std::to_string(k + 1) + "] " : "") + methods[k];
@@ -583,7 +711,8 @@ inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector
                               const std::string& title, double RunStep::*yf, int smooth) {
     svg::Chart c;
     c.title = title, c.xlabel = "tokens", c.ylabel = "loss";
-    for (const Group& g : groups) {
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        const Group& g = groups[gi];
         std::map<long, std::vector<double>> at;
         std::map<long, long> tokens;
         for (size_t i : g.runs) {
@@ -596,7 +725,7 @@ inline svg::Chart group_chart(const std::vector<RunLog>& runs, const std::vector
         }
         svg::Series s;
         s.name = g.label + " (" + std::to_string(g.runs.size()) + (g.runs.size() == 1 ? " run)" : " runs)");
-        s.color = g.colour, s.markers = false;
+        s.color = g.colour, s.dash = svg::dash(gi), s.marker = (int)gi;  // coinciding groups stay told apart
         for (const auto& [step, v] : at) {
             if (v.size() != g.runs.size()) continue;
             const double m = stats::mean(v), sd = stats::stddev(v);

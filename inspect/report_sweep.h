@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "inspect/report_groups.h"
@@ -22,19 +23,9 @@
 
 namespace report {
 
-// A flag's name in labels: "--heads-schedule" -> "heads", "--lr" -> "lr" (as the groups' labels have it).
-inline std::string flag_label(const std::string& f) { return f == "--heads-schedule" ? "heads" : f.substr(2); }
-
-// A recorded flag's value in a group's identity ("-" when the record does not hold it, "on" for a switch).
-inline std::string identity_value(const Group& g, const std::string& flag) {
-    for (const auto& [f, v] : g.identity)
-        if (f == flag) return v.empty() ? "on" : v;
-    return "-";
-}
-
 struct SweepCell {
-    std::vector<double> losses;             // the final validation loss of each of its runs that has one
-    std::map<std::string, double> by_seed;  // the same by seed (a run without one by its directory)
+    size_t group = (size_t)-1;   // the seed group at this arm and value (-1: none)
+    std::vector<double> losses;  // the final validation loss of each of its runs that has one
     double mean = NAN, sd = NAN;
 };
 
@@ -48,52 +39,54 @@ struct Sweep {
     size_t base = 0;                            // the arm the others are compared with: the baseline group's
 };
 
-// The flags the recorded groups differ in, in the order their records list them.
-inline std::vector<std::string> differing_flags(const std::vector<Group>& groups) {
-    std::vector<std::string> out;
-    for (const Group& g : groups)
-        for (const auto& kv : g.identity) {
-            const std::string& f = kv.first;
-            if (std::find(out.begin(), out.end(), f) != out.end()) continue;
-            for (const Group& h : groups)
-                if (!h.identity.empty() && identity_value(h, f) != identity_value(g, f)) {
-                    out.push_back(f);
-                    break;
-                }
-        }
-    return out;
-}
-
-inline bool as_number(const std::string& s, double& x) {
-    char* end = nullptr;
-    x = std::strtod(s.c_str(), &end);
-    return !s.empty() && *end == 0 && std::isfinite(x);
-}
-
 // The sweeps of the groups: one per flag (besides the schedule flags, which make the arms) in which some arm
-// has two values or more.
+// has two values or more. An arm is the groups that agree on every other differing flag; they are found by a hash
+// of a group's values of all the differing flags less that of the swept one (checked value by value when two
+// hashes meet), so the search is linear in the number of groups times the number of differing flags.
 inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t base_group,
-                                      const std::vector<RunLog>& runs, const std::vector<Summary>& sums) {
+                                      const std::vector<Summary>& sums) {
     std::vector<Sweep> out;
     const std::vector<std::string> differ = differing_flags(groups);
-    for (const std::string& flag : differ) {
+    auto term = [](size_t k, const std::string& v) {  // flag k's share of a group's hash
+        uint64_t h = std::hash<std::string>()(v) ^ (0x9e3779b97f4a7c15ull * (k + 1));
+        h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29;
+        return h;
+    };
+    std::vector<std::vector<std::string>> vals(groups.size());  // [group][k]: its value of differ[k]
+    std::vector<uint64_t> whole(groups.size(), 0);
+    for (size_t gi = 0; gi < groups.size(); gi++)
+        for (size_t k = 0; k < differ.size(); k++) {
+            vals[gi].push_back(groups[gi].value(differ[k]));
+            whole[gi] += term(k, vals[gi][k]);
+        }
+    for (size_t k = 0; k < differ.size(); k++) {
+        const std::string& flag = differ[k];
         if (flag == "--heads-schedule" || flag == "--widths") continue;
+        std::vector<size_t> arm_rep;  // per arm: its first group
+        std::vector<size_t> arm_of(groups.size(), (size_t)-1);
+        std::unordered_multimap<uint64_t, size_t> arm_by_hash;
+        std::unordered_map<std::string, size_t> value_index;
+        std::vector<std::string> values;
+        for (size_t gi = 0; gi < groups.size(); gi++) {
+            if (groups[gi].identity.empty()) continue;  // a run without a record: in no sweep
+            const uint64_t h = whole[gi] - term(k, vals[gi][k]);
+            auto range = arm_by_hash.equal_range(h);
+            for (auto it = range.first; it != range.second && arm_of[gi] == (size_t)-1; ++it) {
+                const std::vector<std::string>& r = vals[arm_rep[it->second]];
+                bool same = true;
+                for (size_t j = 0; j < differ.size() && same; j++) same = j == k || r[j] == vals[gi][j];
+                if (same) arm_of[gi] = it->second;
+            }
+            if (arm_of[gi] == (size_t)-1) {
+                arm_of[gi] = arm_rep.size();
+                arm_by_hash.emplace(h, arm_rep.size());
+                arm_rep.push_back(gi);
+            }
+            if (value_index.emplace(vals[gi][k], values.size()).second) values.push_back(vals[gi][k]);
+        }
         Sweep s;
         s.flag = flag;
-        std::vector<std::string> arm_keys;
-        std::vector<size_t> arm_of(groups.size(), (size_t)-1);
-        for (size_t gi = 0; gi < groups.size(); gi++) {
-            const Group& g = groups[gi];
-            if (g.identity.empty()) continue;  // a run without a record: in no sweep
-            std::string key;
-            for (const std::string& f : differ)
-                if (f != flag) key += f + "=" + identity_value(g, f) + "\n";
-            auto it = std::find(arm_keys.begin(), arm_keys.end(), key);
-            arm_of[gi] = (size_t)(it - arm_keys.begin());
-            if (it == arm_keys.end()) arm_keys.push_back(key);
-            const std::string v = identity_value(g, flag);
-            if (std::find(s.values.begin(), s.values.end(), v) == s.values.end()) s.values.push_back(v);
-        }
+        s.values = values;
         s.numeric = !s.values.empty() && std::all_of(s.values.begin(), s.values.end(), [](const std::string& v) {
             double x;
             return as_number(v, x);
@@ -102,18 +95,14 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
             std::sort(s.values.begin(), s.values.end(), [](const std::string& a, const std::string& b) {
                 return std::strtod(a.c_str(), nullptr) < std::strtod(b.c_str(), nullptr);
             });
-        s.cells.assign(arm_keys.size(), std::vector<SweepCell>(s.values.size()));
-        std::vector<std::string> seeds;  // a group's runs are its seeds
+        for (size_t vi = 0; vi < s.values.size(); vi++) value_index[s.values[vi]] = vi;
+        s.cells.assign(arm_rep.size(), std::vector<SweepCell>(s.values.size()));
         for (size_t gi = 0; gi < groups.size(); gi++) {
             if (arm_of[gi] == (size_t)-1) continue;
-            const size_t vi =
-                std::find(s.values.begin(), s.values.end(), identity_value(groups[gi], flag)) - s.values.begin();
+            SweepCell& c = s.cells[arm_of[gi]][value_index.at(vals[gi][k])];
+            c.group = gi;
             for (size_t i : groups[gi].runs)
-                if (std::isfinite(sums[i].last_val)) {
-                    SweepCell& c = s.cells[arm_of[gi]][vi];
-                    c.losses.push_back(sums[i].last_val);
-                    c.by_seed[sums[i].seed.empty() ? "run " + runs[i].dir : sums[i].seed] = sums[i].last_val;
-                }
+                if (std::isfinite(sums[i].last_val)) c.losses.push_back(sums[i].last_val);
         }
         if (arm_of[base_group] != (size_t)-1) s.base = arm_of[base_group];
         bool swept = false;
@@ -130,24 +119,12 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
             swept |= with_runs >= 2;
         }
         if (!swept) continue;
-        // An arm's label: the other flags the arms differ in ("heads prism, widths x").
-        for (size_t a = 0; a < arm_keys.size(); a++) {
+        // An arm's label: its values of the other flags the groups differ in ("heads prism, widths x").
+        for (size_t rep : arm_rep) {
             std::string label;
-            for (const std::string& f : differ) {
-                if (f == flag) continue;
-                bool varies = false;
-                for (size_t gi = 0; gi < groups.size(); gi++)
-                    for (size_t gj = 0; gj < groups.size(); gj++)
-                        varies |= arm_of[gi] != (size_t)-1 && arm_of[gj] != (size_t)-1 &&
-                                  identity_value(groups[gi], f) != identity_value(groups[gj], f);
-                if (!varies) continue;
-                for (size_t gi = 0; gi < groups.size(); gi++)
-                    if (arm_of[gi] == a) {
-                        label += (label.empty() ? "" : ", ") + flag_label(f) + " " + identity_value(groups[gi], f);
-                        break;
-                    }
-            }
-            s.arms.push_back(label.empty() ? "all runs" : label);
+            for (size_t j = 0; j < differ.size(); j++)
+                if (j != k) label += (label.empty() ? "" : ", ") + label_part(groups[rep], differ[j]);
+            s.arms.push_back(label.empty() ? "all runs" : cut_text(label, kShownLabel));
         }
         out.push_back(s);
     }
@@ -187,7 +164,7 @@ inline svg::Chart sweep_chart(const Sweep& s) {
     c.ylabel = "val loss";
     for (size_t a = 0; a < s.arms.size(); a++) {
         svg::Series ser;
-        ser.name = s.arms[a], ser.color = svg::color(a);
+        ser.name = s.arms[a], ser.color = svg::color(a), ser.dash = svg::dash(a), ser.marker = (int)a;
         for (size_t vi = 0; vi < s.values.size(); vi++) {
             const SweepCell& cell = s.cells[a][vi];
             if (cell.losses.empty()) continue;
@@ -234,58 +211,60 @@ inline std::string sweeps_json(const std::vector<Sweep>& sweeps) {
     return j + (first ? "]" : "\n ]");
 }
 
-// The sweeps' sections of the page ("" when nothing was swept), and their tables as text for stdout.
-inline std::string sweep_sections(const std::vector<Sweep>& sweeps, std::string& text) {
+// The sweeps' sections of the page ("" when nothing was swept), and their tables as text for stdout. Each arm at
+// its best is compared with the baseline's arm at its best as the groups' table compares groups (report_groups.h's
+// compare: paired by seed, its interval, SE and detectable effect), on q, the final validation loss.
+inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::vector<Group>& groups,
+                                  const std::vector<RunLog>& runs, const std::vector<Summary>& sums, const Quantity& q,
+                                  const Effects& effects, std::string& text) {
     std::string h;
     for (const Sweep& s : sweeps) {
-        // Each arm at its best against the baseline's arm at its best, paired by seed.
         const int bb = s.best[s.base];
-        auto vs_base = [&](size_t a) {
-            if (a == s.base) return std::string("baseline");
-            if (s.best[a] < 0 || bb < 0) return std::string("-");
-            return diff_text(stats::paired_difference(s.cells[a][s.best[a]].by_seed, s.cells[s.base][bb].by_seed),
-                             "%.4f");
-        };
-        const std::string vs = "− " + s.arms[s.base] + " at its best";
         const std::string name = flag_label(s.flag), how = "chosen on final validation loss (" + seeds_phrase(s) + ")";
+        const std::string vs = "− " + s.arms[s.base] + " at its best (n)";
         h += "<h2>Each arm at its best " + xml_escape(name) + "</h2>\n<p>Best " + xml_escape(name) + " " +
              xml_escape(how) + "; the runs differ in <code>" + xml_escape(s.flag) +
              "</code> within each arm. Mean ± sample std over seeds (n). Against the baseline's arm at its best: "
-             "the difference paired by seed, with its 95% t interval, as in the groups' table. The same seeds chose "
-             "each best value, which favours every arm alike; fresh seeds at the chosen values measure it "
-             "unbiased.</p>\n<table>\n<tr><th>arm</th><th>best " +
-             xml_escape(name) + "</th><th>val loss at best</th><th>" + xml_escape(vs) + "<br/>(n)</th>";
+             "the difference paired by seed, with its 95% interval, SE and detectable effect, as in the groups' "
+             "table. The same seeds chose each best value, which favours every arm alike; fresh seeds at the chosen "
+             "values measure it unbiased.</p>\n<table>\n<tr><th>arm</th><th>best " +
+             xml_escape(name) + "</th><th>val loss at best</th><th>" + xml_escape(vs) +
+             "</th><th>95% interval</th><th>SE</th><th>detectable at 95%/80%</th>";
         for (const std::string& v : s.values) h += "<th>" + xml_escape(name + " " + v) + "</th>";
         h += "</tr>\n";
-        text += "\neach arm at its best " + name + ", " + how + ":\n";
-        char line[256];
-        snprintf(line, sizeof line, "%-28s %-12s %-24s %-36s", "arm", ("best " + name).substr(0, 12).c_str(),
-                 "val loss at best", ("- " + s.arms[s.base] + " at best").substr(0, 36).c_str());
-        text += line;
-        for (const std::string& v : s.values) {
-            snprintf(line, sizeof line, " | %-24s", (name + " " + v).c_str());
-            text += line;
-        }
-        text += "\n";
+        std::vector<std::vector<std::string>> rows;  // the text table, padded below
+        rows.push_back({"arm", "best " + name, "val loss at best", "- " + s.arms[s.base] + " at its best (n)",
+                        "95% interval", "SE", "detectable at 95%/80%"});
+        for (const std::string& v : s.values) rows[0].push_back(name + " " + v);
+        std::string methods;
         for (size_t a = 0; a < s.arms.size(); a++) {
             const int b = s.best[a];
             const std::string best = b < 0 ? "-" : s.values[b], at = b < 0 ? "-" : cell_text(s.cells[a][b]);
-            const std::string d = vs_base(a);
+            std::vector<std::string> cells = {"baseline", "", "", ""};
+            if (a != s.base) cells = {"-", "", "", ""};
+            if (a != s.base && b >= 0 && bb >= 0) {
+                const stats::Comparison d =
+                    compare(groups[s.cells[a][b].group], groups[s.cells[s.base][bb].group], q, runs, sums);
+                cells = comparison_cells(d, q, effects.of(q));
+                if (d.n > 0 && methods.find(d.method) == std::string::npos)
+                    methods += (methods.empty() ? "" : "; ") + d.method;
+            }
             h += "<tr><td>" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
-                 xml_escape(best) + "</td><td>" + xml_escape(at) + "</td><td>" + xml_escape(d) + "</td>";
-            snprintf(line, sizeof line, "%-28s %-12s %-24s %-36s", s.arms[a].substr(0, 28).c_str(), best.c_str(),
-                     at.c_str(), d.c_str());
-            text += line;
+                 xml_escape(best) + "</td><td>" + xml_escape(at) + "</td>";
+            rows.push_back({s.arms[a] + (a == s.base ? " (baseline)" : ""), best, at});
+            for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>", rows.back().push_back(c);
             for (size_t vi = 0; vi < s.values.size(); vi++) {
                 const std::string t = cell_text(s.cells[a][vi]);
                 h += (int)vi == b ? "<td><b>" + xml_escape(t) + "</b></td>" : "<td>" + xml_escape(t) + "</td>";
-                snprintf(line, sizeof line, " | %-24s", t.c_str());
-                text += line;
+                rows.back().push_back(t);
             }
             h += "</tr>\n";
-            text += "\n";
         }
-        h += "</table>\n<div class=\"charts\">\n" + svg::render(sweep_chart(s)) + "</div>\n";
+        h += "</table>\n";
+        if (!methods.empty()) h += "<p class=\"note\">− baseline: " + xml_escape(methods) + ".</p>\n";
+        text += "\neach arm at its best " + name + ", " + how + ":\n" + text_table(rows);
+        if (!methods.empty()) text += "  − baseline: " + methods + ".\n";
+        h += "<div class=\"charts\">\n" + svg::render(sweep_chart(s)) + "</div>\n";
     }
     return h;
 }

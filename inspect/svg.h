@@ -13,7 +13,8 @@
 //                  dash, so a page can restyle a chart it inlines by those attributes. The legend shows each
 //                  series' line, dash and marker.
 //                  A series that coincides with a later one (the same points) is drawn wider beneath it, so
-//                  both stay visible (identical schedules, identical runs).
+//                  both stay visible (identical schedules, identical runs); a line of more than 60 points has
+//                  about 10 markers, placed by the series' order, so coinciding lines show every series' marker.
 //   refs           horizontal reference lines with a label (e.g. uniform attention's closed form)
 // Does not: draw log axes, bars, or anything interactive.
 #pragma once
@@ -74,7 +75,7 @@ struct Series {
     std::string name;
     std::vector<double> x, y;              // NaN y: no point (the line breaks)
     bool step = false;                     // a staircase of flat steps [x - 0.5, x + 0.5]
-    bool markers = true;                   // a dot on each point (when there are at most 60)
+    bool markers = true;                   // a marker on each point (at most 60; else ~10: marker_points)
     std::vector<double> dot_x, dot_y;      // extra loose dots in the series' colour
     std::string color;                     // "#rrggbb"; "": the palette's colour for the series' index
     std::vector<double> band_lo, band_hi;  // per point: a shaded band (NaN: none at that point)
@@ -147,13 +148,22 @@ inline std::string marker_shape(int shape, double x, double y, double r) {
     }
 }
 
-// Whether a series' points are drawn with markers: lines (not staircases) of at most 60 finite points.
-inline bool has_markers(const Series& s) {
-    if (!s.markers || s.step) return false;
-    size_t finite = 0;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) finite += std::isfinite(s.x[i]) && std::isfinite(s.y[i]);
-    return finite <= 60;
+// The points of a series that carry a marker: every point of a line (not a staircase) of at most 60 finite points;
+// of a longer line about 10 evenly spaced ones, shifted along the line by the series' place among n series, so that
+// lines that coincide still show each series' marker, each at its own places.
+inline std::vector<size_t> marker_points(const Series& s, size_t place, size_t n) {
+    std::vector<size_t> finite, out;
+    if (!s.markers || s.step) return out;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++)
+        if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) finite.push_back(i);
+    if (finite.size() <= 60) return finite;
+    const double every = finite.size() / 10.0;
+    for (double at = every * (place % std::max<size_t>(n, 1) + 0.5) / std::max<size_t>(n, 1); at < finite.size();
+         at += every)
+        out.push_back(finite[(size_t)at]);
+    return out;
 }
+inline bool has_markers(const Series& s) { return !marker_points(s, 0, 1).empty(); }
 
 // The <g> attribute that gives a series' lines its dash pattern ("" for a solid line).
 inline std::string dash_attr(const Series& s) {
@@ -309,10 +319,8 @@ inline std::string render(const Chart& c) {
             }
         }
         flush();
-        if (has_markers(s))
-            for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++)
-                if (std::isfinite(s.x[i]) && std::isfinite(s.y[i]))
-                    o += marker_shape(s.marker, X(s.x[i]), Y(s.y[i]), 3 + 1.5 * under) + "\n";
+        for (size_t i : marker_points(s, si, c.series.size()))
+            o += marker_shape(s.marker, X(s.x[i]), Y(s.y[i]), 3 + 1.5 * under) + "\n";
         o += "</g>\n";
     }
     for (const Entry& e : legend) {

@@ -9,7 +9,7 @@
 // above the step before it (a duplicated or reordered line), or whose number field holds another type (a
 // string loss). The log must be a regular file (a FIFO or a device is refused, never waited on). Wall-clock:
 // elapsed_s restarts at each --resume, so each restart's times are added to the last time before it
-// (elapsed_total).
+// (elapsed_total). Task and metric names are kept as cut_text shows them (at most kShownText bytes and the size).
 // Errors (RunLogError, one line): a path that is not a directory, a directory without log.jsonl or with no step
 // in it (nothing to report).
 // Does not: read checkpoints' parameters, or write anything.
@@ -68,6 +68,17 @@ inline ModelConfig read_model_header(const std::string& path, long& step) {
     const ModelHead head = read_model_head(fh.get(), size, bad);
     step = (long)get64(head.h, 22);
     return head.cfg;
+}
+
+// A string read from a run's files as the tools show it: at most kShownText bytes (cut at a character's start),
+// then "… (cut from N bytes)", so that what a page or a table holds grows with the runs, not with what a file
+// claims (a task name of 100 MB is shown as its first bytes and its size).
+constexpr size_t kShownText = 120;
+inline std::string cut_text(const std::string& s, size_t max = kShownText) {
+    if (s.size() <= max) return s;
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    return s.substr(0, n) + "… (cut from " + std::to_string(s.size()) + " bytes)";
 }
 
 namespace run_log_detail {
@@ -154,10 +165,10 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
             RunEval e;
             e.step = s.step, e.tokens = s.tokens;
             const json::Value* task = ev->find("task");
-            e.task = task && task->kind == json::Value::String ? task->str : "?";
+            e.task = cut_text(task && task->kind == json::Value::String ? task->str : "?");
             for (const auto& kv : ev->obj)
                 if (kv.second.kind == json::Value::Number)
-                    e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+                    e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
             r.evals.push_back(e);
         }
     }
@@ -183,10 +194,10 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                 e.step = step && step->kind == json::Value::Number ? std::strtol(step->str.c_str(), nullptr, 10) : 0;
                 e.tokens = r.steps.back().tokens;
                 const json::Value* task = t.find("task");
-                e.task = task && task->kind == json::Value::String ? task->str : "?";
+                e.task = cut_text(task && task->kind == json::Value::String ? task->str : "?");
                 for (const auto& kv : t.obj)
                     if (kv.second.kind == json::Value::Number)
-                        e.metrics.push_back({kv.first, std::strtod(kv.second.str.c_str(), nullptr)});
+                        e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
                 r.evals.push_back(e);
             }
         } catch (const json::Error& e) {

@@ -54,6 +54,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "run/cli.h"
@@ -301,11 +302,11 @@ void resolve(Run& r) {
     r.plan = plan_run(r.o, r.cfg, 1, r.train_tokens);
 }
 
-// The model's per-layer schedule flags whose values are lists: as an axis, like --heads, each value writes '/' for
-// its commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
+// The model's per-layer column flags (layer_columns.h): as an axis, like --heads, each value writes '/' for its
+// commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
 bool is_layer_list_flag(const std::string& canon) {
-    for (const char* f : {"--kv-heads", "--mlp", "--window", "--no-attention", "--no-mlp"})
-        if (canon == f) return true;
+    for (const LayerColumn& col : layer_columns())
+        if (canon == canonical_flag(col)) return true;
     return false;
 }
 
@@ -362,7 +363,7 @@ Axis parse_axis(const std::string& spec, const std::string& source) {
                           "), so its runs could not be told apart; give it after -- to set it for every run");
     a.values = split(spec.substr(eq + 1), ',');
     if (a.values.empty()) throw ConfigError(where + ": no values; give one or more, comma-separated");
-    std::vector<std::string> resolved;  // each value as the record writes it
+    std::unordered_map<std::string, size_t> resolved;  // each value as the record writes it -> its index
     for (size_t i = 0; i < a.values.size(); i++) {
         const std::string& v = a.values[i];
         try {
@@ -370,13 +371,14 @@ Axis parse_axis(const std::string& spec, const std::string& source) {
         } catch (const ConfigError& e) {
             throw ConfigError(where + ": " + e.what());
         }
-        resolved.push_back(f->value ? f->value() : v);
-        for (size_t j = 0; j + 1 < resolved.size(); j++)
-            if (resolved[j] == resolved.back())
-                throw ConfigError(where + ": " +
-                                  (a.values[j] == v ? v + " is given twice"
-                                                    : a.values[j] + " and " + v + " are the same value of " + a.flag) +
-                                  "; give each value once");
+        const auto [it, fresh] = resolved.emplace(f->value ? f->value() : v, i);  // hashed: linear in the values
+        if (!fresh) {
+            const std::string& was = a.values[it->second];
+            throw ConfigError(
+                where + ": " +
+                (was == v ? v + " is given twice" : was + " and " + v + " are the same value of " + a.flag) +
+                "; give each value once");
+        }
     }
     return a;
 }
@@ -562,48 +564,44 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
             runs.push_back(r);
         }
     // Two configurations that resolve to one run (the same model and the same flags once resolved) would make
-    // every comparison of the study between a run and itself.
+    // every comparison of the study between a run and itself. A configuration's key is every layer column as built,
+    // so that one model spelled two ways (--window global and 0x12) is one model, and the flags compared once the
+    // flags that spell the columns are left out; the keys are hashed, so the check is linear in the grid's size.
     auto list = [](const ModelConfig& c, bool w) {
         std::string s;
         for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
         return s;
     };
-    // Every layer column as built, so that one model spelled two ways (--window global and 0x12) is one model; the
-    // flags that spell the columns are then left out of the flags compared.
-    auto table = [](const ModelConfig& c) {
+    // The flags left out: every layer column's (layer_columns.h), --match (which sets the hidden column) and --out.
+    auto key_of = [](const Run& r) {
         std::string s;
-        for (int l = 0; l < c.L(); l++) s += layer_json_members(c, l) + ";";
+        for (int l = 0; l < r.cfg.L(); l++) s += layer_json_members(r.cfg, l) + ";";
+        for (const auto& a : record_args(r.o, r.plan))
+            if (!is_layer_list_flag(a.first) && a.first != "--match" && a.first != "--out")
+                s += "\n" + a.first + "=" + json::quote(a.second);
         return s;
     };
-    auto flags_of = [](const Run& r) {
-        static const std::vector<std::string> columns = {"--out",  "--heads-schedule", "--widths",       "--kv-heads",
-                                                         "--mlp",  "--window",         "--no-attention", "--no-mlp",
-                                                         "--match"};
-        std::vector<std::pair<std::string, std::string>> v;
-        for (const auto& a : record_args(r.o, r.plan))
-            if (std::find(columns.begin(), columns.end(), a.first) == columns.end()) v.push_back(a);
-        return v;
-    };
-    for (size_t a = 0; a < per_seed; a++)
-        for (size_t b = a + 1; b < per_seed; b++) {
-            const ModelConfig &x = runs[a].cfg, &y = runs[b].cfg;
-            if (table(x) != table(y)) continue;
-            if (flags_of(runs[a]) != flags_of(runs[b])) continue;
-            if (runs[a].axis_values != runs[b].axis_values)
-                throw ConfigError(runs[a].name + " and " + runs[b].name +
-                                  " resolve to the same run here (the same model and flags): the study would compare "
-                                  "a run with itself; drop one of the values");
-            throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " +
-                              runs[b].heads + " --widths " + runs[b].widths + " give the same model here (" +
-                              std::to_string(x.L()) + " layers, heads " + list(x, false) + ", widths " + list(x, true) +
-                              "): the study would compare a model with itself; drop one, or use a model on which they "
-                              "differ (-s prism is the uniform schedule below 4 layers)");
-        }
-    for (size_t a = 0; a < runs.size(); a++)
-        for (size_t b = a + 1; b < runs.size(); b++)
-            if (runs[a].name == runs[b].name)
-                throw ConfigError("two runs of the grid would both be named " + runs[a].name +
-                                  " (a run's name writes '/', ',' and ' ' as '_'); give values that name them apart");
+    std::unordered_map<std::string, size_t> seen;
+    for (size_t b = 0; b < per_seed; b++) {
+        const auto [it, fresh] = seen.emplace(key_of(runs[b]), b);
+        if (fresh) continue;
+        const size_t a = it->second;
+        const ModelConfig& x = runs[a].cfg;
+        if (runs[a].axis_values != runs[b].axis_values)
+            throw ConfigError(runs[a].name + " and " + runs[b].name +
+                              " resolve to the same run here (the same model and flags): the study would compare "
+                              "a run with itself; drop one of the values");
+        throw ConfigError("--heads " + runs[a].heads + " --widths " + runs[a].widths + " and --heads " + runs[b].heads +
+                          " --widths " + runs[b].widths + " give the same model here (" + std::to_string(x.L()) +
+                          " layers, heads " + list(x, false) + ", widths " + list(x, true) +
+                          "): the study would compare a model with itself; drop one, or use a model on which they "
+                          "differ (-s prism is the uniform schedule below 4 layers)");
+    }
+    std::unordered_map<std::string, size_t> named;
+    for (size_t b = 0; b < runs.size(); b++)
+        if (!named.emplace(runs[b].name, b).second)
+            throw ConfigError("two runs of the grid would both be named " + runs[b].name +
+                              " (a run's name writes '/', ',' and ' ' as '_'); give values that name them apart");
     return runs;
 }
 

@@ -317,7 +317,7 @@ TEST_CASE("the analyze binary on a local/global model with no-op layers: the win
         sh("./analyze " + dir + "/lg --sequences 2 --json " + dir + "/lg.json --data '" + dir + "/syn_val_*.bin'");
     INFO(r.out);
     REQUIRE(r.rc == 0);
-    for (const char* want : {"windows 4,0x2,4,0", "attention against the window", "beyond 4", "no MLP",
+    for (const char* want : {"window 4,0x2,4,0 (0 = global)", "attention against the window", "beyond 4", "no MLP",
                              "(no attention sub-block)", "global", "near half"})
         CHECK(r.out.find(want) != std::string::npos);
     const json::Value j = json::parse(read_text(dir + "/lg.json"));

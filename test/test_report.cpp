@@ -271,8 +271,12 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
         CHECK(pairs.size() == 4);    // four runs, four looks
         CHECK(colours.size() == 2);  // one colour per group
         CHECK(styles["uniform-s1"][0].first == styles["uniform-s2"][0].first);
-        CHECK(styles["uniform-s1"][0].second == "");  // the first seed solid, the second dashed
-        CHECK(styles["uniform-s2"][0].second != "");
+        // The first group's (prism's: the runs sort prism-s1 first) first seed solid, its second dashed; the second
+        // group starts at the next dash, so its first run and the first group's are told apart where they coincide.
+        CHECK(styles["prism-s1"][0].second == "");
+        CHECK(styles["prism-s2"][0].second == svg::dash(1));
+        CHECK(styles["uniform-s1"][0].second == svg::dash(1));
+        CHECK(styles["uniform-s2"][0].second == svg::dash(2));
     }
     // Training and validation loss (against tokens and wall-clock), tokens/s, heads, widths, lambada's accuracy.
     CHECK(charts == 8);
@@ -283,14 +287,15 @@ TEST_CASE("report tells a group's seeds apart: one colour per group, one dash an
     for (std::sregex_iterator m(html.begin(), html.end(), swatch_re), end; m != end; ++m)
         swatches.insert({(*m)[1].str(), (*m)[3].str()});
     CHECK(swatches.size() == 4);
-    // The second seed's markers are squares, in the chart and in its legend entry.
-    const size_t legend = html.rfind("<g data-series=\"uniform-s2\"", html.find("Validation loss</title>"));
+    // The second group's first seed has squares (marker 1), in the chart and in its legend entry.
+    const size_t legend = html.rfind("<g data-series=\"uniform-s1\"", html.find("Validation loss</title>"));
     CHECK(html.substr(legend, html.find("</g>", legend) - legend).find("<rect") != std::string::npos);
     const std::vector<std::string> images = image_charts(html);
     REQUIRE(images.size() == 1);
     const std::string orange = svg::color(1);  // the second group's: uniform (the runs sort prism-s1 first)
-    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\">") != std::string::npos);
-    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+    CHECK(images[0].find("<g data-series=\"uniform-s1\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(1) +
+                         "\">") != std::string::npos);
+    CHECK(images[0].find("<g data-series=\"uniform-s2\" color=\"" + orange + "\" stroke-dasharray=\"" + svg::dash(2) +
                          "\">") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }
@@ -750,5 +755,41 @@ TEST_CASE("report warns about negative, duplicated and string-valued steps; a di
     CHECK(one_line_error(o));
     CHECK(has(o.out, "-o " + dir + " is a directory; pass a file name"));
     CHECK(sh("ls " + dir).out == "log.jsonl\n");  // no .tmp litter
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE(
+    "report: a string a run's files claim is shown cut, with its size: the page grows with the runs, not the "
+    "strings",
+    "[report][cli]") {
+    char tmpl[] = "/tmp/prism_report_cut_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string plain = dir + "/plain", big = dir + "/big";
+    for (const std::string& run : {plain, big}) {
+        write_run(run, inspect_config("uniform", 256), 12, 900);
+        write_run_record(run, "uniform", {{"--lr", "0.003"}, {"--seed", "1"}}, 12);
+    }
+    // A task name of 1 MiB (é, two bytes each: cut at a character's start) in eval.json and in samples.jsonl.
+    std::string name;
+    while (name.size() < ((size_t)1 << 20)) name += "é";
+    for (const auto& [run, task] : {std::make_pair(plain, std::string("piqa")), std::make_pair(big, name)}) {
+        write_file(run + "/eval.json", "{\"step\": 12, \"results\": [{\"task\": \"" + task +
+                                           "\", \"examples\": 2, \"acc\": 0.5, \"acc_stderr\": 0.5}]}");
+        write_file(run + "/samples.jsonl", "{\"task\": \"" + task + "\", \"index\": 0, \"acc\": 1}\n{\"task\": \"" +
+                                               task + "\", \"index\": 1, \"acc\": 0}\n");
+    }
+    Result a = sh("./report " + plain + " -o " + dir + "/plain.html");
+    Result b = sh("./report " + big + " -o " + dir + "/big.html");
+    INFO(b.out.substr(0, 2000));
+    REQUIRE(a.rc == 0);
+    REQUIRE(b.rc == 0);
+    const std::string page = read_text(dir + "/big.html");
+    CHECK(libxml_error(page) == "");
+    const std::string cut = name.substr(0, 120) + "… (cut from " + std::to_string(name.size()) + " bytes)";
+    CHECK(page.find(cut) != std::string::npos);
+    CHECK(page.find(name.substr(0, 122)) == std::string::npos);  // never more of it
+    // The page's size: the short name's page plus a few copies of the cut name, not of the megabyte.
+    CHECK(page.size() < read_text(dir + "/plain.html").size() + 20 * cut.size());
+    CHECK(b.out.size() < a.out.size() + 20 * cut.size());
     sh("rm -rf '" + dir + "'");
 }

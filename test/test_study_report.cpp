@@ -187,26 +187,41 @@ TEST_CASE("report: each arm at its best value of a swept flag, on validation los
     const size_t at = r.out.find(head);
     REQUIRE(at != std::string::npos);
     const std::string table = r.out.substr(at + head.size());
-    // A row: the arm, its best lr and the loss there, the difference to the baseline arm at its best, then every
-    // value's cell in lr order (0.001, 0.003, 0.01 = lrs' indices 1, 0, 2).
+    // A row: the arm, its best lr and the loss there, the difference to the baseline arm at its best (its interval,
+    // SE and detectable effect as in the groups' table), then every value's cell in lr order (0.001, 0.003, 0.01 =
+    // lrs' indices 1, 0, 2); the columns are two spaces or more apart, and no cell is cut.
+    auto cells_of = [](const std::string& row) {
+        std::vector<std::string> out;
+        std::regex gap("\\S+( \\S+)*");
+        for (std::sregex_iterator it(row.begin(), row.end(), gap), end; it != end; ++it) out.push_back(it->str());
+        return out;
+    };
     auto check_row = [&](const std::string& arm, const std::string& best, const std::vector<std::vector<double>>& v,
                          const std::string& vs_base) {
-        const std::vector<std::string> rows = lines_starting(table, arm + " ");
+        const std::vector<std::string> rows = lines_starting(table, "  " + arm + "  ");
         REQUIRE(rows.size() == 1);
         INFO(rows[0]);
-        char b[512];
-        snprintf(b, sizeof b, "%-28s %-12s %-24s ", arm.c_str(), best.c_str(),
-                 cell(v[best == "0.001" ? 1 : 0]).c_str());
-        CHECK(rows[0].rfind(b, 0) == 0);
-        CHECK(rows[0].find(vs_base, 28 + 12 + 24 + 3) == 28 + 12 + 24 + 3);
-        snprintf(b, sizeof b, " | %-24s | %-24s | %-24s", cell(v[1]).c_str(), cell(v[0]).c_str(), cell(v[2]).c_str());
-        CHECK(rows[0].size() >= strlen(b));
-        CHECK(rows[0].compare(rows[0].size() - strlen(b), strlen(b), b) == 0);
+        const std::vector<std::string> c = cells_of(rows[0]);
+        REQUIRE(c.size() >= 7);
+        CHECK(c[1] == best);
+        CHECK(c[2] == cell(v[best == "0.001" ? 1 : 0]));
+        CHECK(c[3].rfind(vs_base, 0) == 0);
+        CHECK(c[c.size() - 3] == cell(v[1]));
+        CHECK(c[c.size() - 2] == cell(v[0]));
+        CHECK(c[c.size() - 1] == cell(v[2]));
     };
-    check_row("heads uniform", "0.001", val.at("uniform"), "baseline");
-    // prism at 0.003 against uniform at 0.001, by seed: 4.90 - 5.00 and 4.96 - 5.25.
-    check_row("heads prism", "0.003", val.at("prism"), "-0.1950");
-    CHECK(table.find("lr 0.001                 | lr 0.003                 | lr 0.01") != std::string::npos);
+    check_row("heads uniform (baseline)", "0.001", val.at("uniform"), "baseline");
+    // prism at 0.003 against uniform at 0.001, by seed: 4.90 - 5.00 and 4.96 - 5.25; two seeds: no interval, and
+    // the detectable effect from the seeds' spread, as the groups' table has them.
+    check_row("heads prism", "0.003", val.at("prism"), "-0.1950 (n 2)");
+    {
+        const std::vector<std::string> c = cells_of(lines_starting(table, "  heads prism  ").at(0));
+        CHECK(c[4] == "n 2: too few seeds for an interval");
+        CHECK(c[5] == "0.0950");  // the SE of the two differences -0.10 and -0.29: their std 0.1344 / sqrt 2
+        CHECK(c[6].rfind("±", 0) == 0);
+    }
+    CHECK(table.find("lr 0.001  ") != std::string::npos);
+    CHECK(table.find("lr 0.003  ") != std::string::npos);
     // The page: the table with the method stated, the best cell marked, the sweep's chart with a line per arm.
     const std::string html = read_text(dir + "/r.html");
     CHECK(html.find("<h2>Each arm at its best lr</h2>") != std::string::npos);
