@@ -30,8 +30,9 @@ enum class NormType : int { LayerNorm = 0, RMSNorm = 1 };
 inline const char* norm_name(NormType n) { return n == NormType::LayerNorm ? "layernorm" : "rmsnorm"; }
 
 // A layer's shape. Only width and heads are needed: {w, h} is today's layer (every head its own K and V, the MLP
-// rule's hidden size, global attention, both sub-blocks), so LayerSpec{w, h} and every config written before the
-// other columns existed mean what they meant. The other columns: 0 means "the default", resolved by the accessors.
+// rule's hidden size, global attention, both sub-blocks, rotary embeddings), so LayerSpec{w, h} and every config
+// written before the other columns existed mean what they meant. The other columns: 0 means "the default",
+// resolved by the accessors. layer_columns.h declares each column once (names, flag, bounds, rule, keys).
 struct LayerSpec {
     int width;              // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
     int heads;              // h_l: query heads; head_dim = w_l / h_l
@@ -40,6 +41,7 @@ struct LayerSpec {
     int window = 0;         // attention window: key j visible to query i iff i - window < j <= i; 0: global (causal)
     bool attention = true;  // false: no attention sub-block (no ln1, wqkv, wo): Megatron's no-op attention
     bool mlp = true;        // false: no MLP sub-block (no ln2, wfc, wproj)
+    bool rope = true;       // false: the layer's attention uses no rotary embedding (NoPE)
     int head_dim() const { return width / heads; }
     int kv() const { return kv_heads ? kv_heads : heads; }
     int kv_width() const { return kv() * head_dim(); }       // columns of k (and of v)
@@ -218,6 +220,7 @@ struct ModelSpec {
     std::string mlp = "uniform";       // uniform (--mlp-ratio) | openelm[:LO-HI] | list of hidden sizes
     std::string window = "global";     // global | local:W | local:W,N:M | list (0 = global)
     std::string no_attention, no_mlp;  // layer numbers from 1 ("3,5,7-9") whose sub-block is dropped
+    std::string no_rope;               // layer numbers from 1 whose attention has no rotary embedding (NoPE)
     std::string match;                 // "" | mlp: scale that column until the layers match the uniform model's
     WidthShape shape;                  // turning layer, bottleneck ratio, quantum for the solver
     int d = 0, L = 0, h_base = 0, T = 0, V = 0;
@@ -235,8 +238,14 @@ inline NormType parse_norm(const std::string& s) {
     throw ConfigError("unknown norm '" + s + "'; use layernorm or rmsnorm");
 }
 
-// Checks that hold for every model that can run: positive sizes, h_l divides w_l, even head_dim (RoPE rotates
-// pairs). Used on built configs and on configs read back from checkpoints.
+// layer_columns.h (included at the end of this file) declares the per-layer columns; these use its table.
+inline void validate_layer_columns(const ModelConfig& c);
+inline void build_layer_columns(const ModelSpec& s, ModelConfig& c);
+inline void check_layer_flags(const ModelSpec& s, int L);
+
+// Checks that hold for every model that can run: positive sizes, then every layer column's bounds and rule (h_l
+// divides w_l, even head_dim: RoPE rotates pairs, ...). Used on built configs and on configs read back from
+// checkpoints and config.json.
 inline void validate_config(const ModelConfig& c) {
     auto pos = [](long v, const char* what) {
         if (v <= 0) throw ConfigError(std::string(what) + " must be positive, got " + std::to_string(v));
@@ -249,31 +258,7 @@ inline void validate_config(const ModelConfig& c) {
     if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
     if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
         throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
-    for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& s = c.layers[l];
-        std::string at = "layer " + std::to_string(l + 1) + ": ";
-        if (s.width <= 0) throw ConfigError(at + "width " + std::to_string(s.width) + " must be positive");
-        if (s.width > 65536) throw ConfigError(at + "width " + std::to_string(s.width) + " is out of range");
-        if (s.heads <= 0) throw ConfigError(at + "head count " + std::to_string(s.heads) + " must be positive");
-        if (s.width % s.heads != 0)
-            throw ConfigError(at + std::to_string(s.heads) + " heads do not divide width " + std::to_string(s.width) +
-                              "; choose a head count that divides it");
-        if (s.head_dim() % 2 != 0)
-            throw ConfigError(at + "head_dim " + std::to_string(s.head_dim()) + " (= " + std::to_string(s.width) +
-                              " / " + std::to_string(s.heads) + ") is odd; RoPE needs an even head_dim");
-        if (s.kv_heads < 0 || s.kv() > s.heads || s.heads % s.kv() != 0)
-            throw ConfigError(at + std::to_string(s.heads) + " query heads are not a multiple of " +
-                              std::to_string(s.kv_heads) +
-                              " KV heads; choose a KV-head count that divides the head count (--kv-heads)");
-        if (s.hidden < 0 || s.hidden > 1 << 20)
-            throw ConfigError(at + "MLP hidden size " + std::to_string(s.hidden) +
-                              " is out of range [1, 2^20] (--mlp)");
-        if (s.window < 0)
-            throw ConfigError(at + "window " + std::to_string(s.window) +
-                              " is below 1; give a window of at least 1 token, or 0 for global attention (--window)");
-        if (!s.attention && !s.mlp)
-            throw ConfigError(at + "has neither attention nor an MLP; drop the layer instead (--layers)");
-    }
+    validate_layer_columns(c);  // every column's bounds and rule (layer_columns.h)
 }
 
 // Whether every layer's MLP hidden size is the --mlp-ratio rule's (no --mlp list or scaling, no --match).
@@ -306,6 +291,7 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         if (v < 0) throw ConfigError("sizes must be positive");
     if (L <= 0) throw ConfigError("L (--layers) must be positive");
     if (L > 10000) throw ConfigError("L (--layers) is out of range");
+    check_layer_flags(s, L);  // every column's flag text, as the flag parser checks it, and its length
 
     // Widths.
     std::vector<int> w;
@@ -381,18 +367,15 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         throw ConfigError("unknown head schedule '" + s.heads +
                           "'; use uniform, prism, openelm, openelm:LO-HI or a list like 3x3,6x3,12x6");
     }
-    // The other columns.
-    const std::vector<int> kv = kv_schedule(s.kv_heads, h), hid = mlp_schedule(s.mlp, w, c.mlp_multiple),
-                           win = window_schedule(s.window, L);
-    const std::vector<bool> no_attn = layer_set(s.no_attention, L, "--no-attention"),
-                            no_mlp = layer_set(s.no_mlp, L, "--no-mlp");
+    // The other columns, each from its flag (layer_columns.h).
     c.layers.resize(L);
-    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l], kv[l], hid[l], win[l], !no_attn[l], !no_mlp[l]};
+    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
+    build_layer_columns(s, c);
     validate_config(c);
     if (!s.match.empty()) match_parameters(c, s.match);
     for (int l = 0; l < L; l++)
-        if (win[l] >= c.T)
-            warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(win[l]) +
+        if (c.layers[l].window >= c.T)
+            warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(c.layers[l].window) +
                                " is not below T = " + std::to_string(c.T) + ", so the layer attends globally");
     // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
     std::string narrow;
@@ -589,3 +572,5 @@ inline void match_parameters(ModelConfig& c, const std::string& column) {
     }
     validate_config(c);  // --plan shows the match reached
 }
+
+#include "layer_columns.h"  // the per-layer columns, declared once

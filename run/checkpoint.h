@@ -2,25 +2,16 @@
 // so that a crash never leaves a torn checkpoint, and read back with every header field range-checked and
 // every byte of the file, header included, covered by the checksum.
 //
-// model.bin, little-endian, version 4:
-//   bytes [0, 1024)       256 x int32 header
-//       [0] magic 0x4D535250 ("PRSM")   [1] version 4   [2] d   [3] V   [4] T   [5] L   [6] h_base
-//       [7] norm (0 layernorm, 1 rmsnorm)   [8] tied (0/1)   [9] mup_attn (0/1)   [10] init_width_scale (0/1)
-//       [11] mlp_multiple   [12] dtype of the parameters (0 = fp32)   [13] reserved, 0 (it keeps the 64-bit
-//       fields 8-byte aligned)   [14..15] parameter count P (int64)   [16..17] mlp_ratio (float64)
-//       [18..19] rope_theta (float64)   [20..21] norm_eps (float64)   [22..23] training step (int64)
-//       [24..25] checksum (uint64)   [26..27] run id (uint64, not 0: the run that wrote it)   [28..255] zero
-//   bytes [1024, 1024 + 24L)             the layer table: L x 6 int32 {width w_l, heads h_l, KV heads (0: h_l),
-//                                        MLP hidden (0: the mlp_ratio rule), window (0: global), flags (bit 0: no
-//                                        attention, bit 1: no MLP)}: model_config.h's LayerSpec as written
-//   bytes [1024 + 24L, 1024 + 24L + 4P)  P x fp32 parameters in model_config.h's param_layout order (V rows, never Vp)
-// The file size must be exactly 1024 + 24L + 4P (versions 2 and 3: their table is L x {width, heads}, 8L bytes,
-// and every other column its default). The checksum is util/io.h's checksum64 of the whole file with the
-// checksum's own 8 bytes read as zero. Ranges checked on reading: d, h_base, mlp_multiple and every w_l in
-// [1, 65536], V in [1, 2^24], T in [1, 2^20], L in [1, 10000], the 0/1 flags, mlp_ratio in [0.001, 64], rope_theta in
-// [1, 1e12], norm_eps in [1e-20, 1], step >= 0, P equal to the config's count, the KV heads, hidden and window
-// words in [0, 2^20], the flags in [0, 3]; then validate_config; then
-// every parameter must be finite (a model.bin of NaNs is refused by every tool that loads it).
+// model.bin (docs/formats.md has its every byte): a 1024-byte header of int32 words (the config, the parameter
+// count, the step, the checksum, the run id), the layer table, then the fp32 parameters in model_config.h's
+// param_layout order. Version 5 names its columns: header word 28 holds their count C, words 32 + 4k.. the name of
+// column k (16 bytes, zero-padded; layer_columns.h's names), and the table is L rows of C int32 words, each
+// column's default stored as 0. A reader takes the columns it knows by name; a column it does not know is
+// accepted when every word is 0 (its default) and otherwise refused, naming it. Versions 2 to 4 have fixed
+// tables: {width, heads} (2, 3), {width, heads, kv_heads, hidden, window, flags (bit 0 no attention, bit 1 no
+// MLP)} (4). Every header field and table word is range-checked (the columns' bounds), then validate_config, then
+// the size, the checksum (util/io.h's checksum64 of the whole file, its own 8 bytes read as zero), and that every
+// parameter is finite.
 //
 // state file (state_rank<r>.bin), little-endian, version 3:
 //   bytes [0, 1024)  256 x int32 header
@@ -47,7 +38,7 @@
 // Version 2 files are version 3 without the run id and batch words (they read as 0: unknown; a checkpoint
 // mixing 0 and an id is refused too). Version 1 files (their checksum left the header out, so a changed header
 // field that stays in range, such as a flipped attention-scale flag, cannot be detected) are refused. model.bin
-// is written as version 4 (version 3 with the wider layer table), the state file as version 3 (unchanged).
+// is written as version 5, the state file as version 3.
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
@@ -55,22 +46,25 @@
 // util/io.h when the file cannot be opened, read or written.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "errors.h"
-#include "util/io.h"
+#include "layer_columns.h"
 #include "model_config.h"
+#include "util/io.h"
 
 static const int32_t kModelMagic = 0x4D535250;
 static const int32_t kStateMagic = 0x5453524D;
 static const int32_t kCheckpointVersion = 3;  // the state file's, written; version 2 is still read, 1 refused
-static const int32_t kModelVersion = 4;       // model.bin's, written; versions 2 and 3 are still read
-static const int kLayerWords = 6;             // int32 words per layer in a version 4 table (2 before)
+static const int32_t kModelVersion = 5;       // model.bin's, written; versions 2 to 4 are still read
+static const int kMaxLayerColumns = 56;       // model.bin's header words 32..255 hold 16-byte column names
 
 // The index of the first value that is NaN or infinite, n when all are finite.
 inline size_t first_nonfinite(const float* x, size_t n) {
@@ -123,15 +117,18 @@ template <class Bad> int checkpoint_version(const int32_t* h, Bad bad, int newes
     return h[1];
 }
 
-// Bytes per layer in a model.bin's layer table of this version.
-inline size_t layer_row_bytes(int version) { return 4 * (size_t)(version >= 4 ? kLayerWords : 2); }
-
-// Words [from, 256) other than the listed ones must be zero.
-template <class Bad> void header_zeros(const int32_t* h, int from, Bad bad) {
-    for (int i = from; i < 256; i++)
+// Words [from, to) must be zero.
+template <class Bad> void header_zeros(const int32_t* h, int from, Bad bad, int to = 256) {
+    for (int i = from; i < to; i++)
         if (h[i] != 0)
             throw bad("corrupt header: word " + std::to_string(i) + " is " + std::to_string(h[i]) + ", must be 0");
 }
+
+// A model.bin's layer table as read: its column names in the file's order and L rows of their words.
+struct LayerTable {
+    std::vector<std::string> names;
+    std::vector<int32_t> words;  // L x names.size(), as in the file
+};
 
 inline void save_model(const std::string& path, const ModelConfig& c, const float* params, size_t P, int64_t step,
                        uint64_t run_id = 0) {
@@ -147,9 +144,13 @@ inline void save_model(const std::string& path, const ModelConfig& c, const floa
     putf64(h, 20, c.norm_eps);
     put64(h, 22, step);
     put64(h, 26, (int64_t)(run_id ? run_id : random_id()));
+    const std::vector<LayerColumn>& cols = layer_columns();
+    if (cols.size() > (size_t)kMaxLayerColumns) throw std::logic_error("save_model: more layer columns than fit");
+    h[28] = (int32_t)cols.size();
+    for (size_t k = 0; k < cols.size(); k++) strncpy((char*)(h + 32 + 4 * k), cols[k].name, 16);
     std::vector<int32_t> table;
-    for (auto& s : c.layers)
-        table.insert(table.end(), {s.width, s.heads, s.kv_heads, s.hidden, s.window, (!s.attention) | (!s.mlp) << 1});
+    for (const LayerSpec& s : c.layers)
+        for (const LayerColumn& col : cols) table.push_back(col.get(s));
     Checksum64 sum;  // over the file as written, with the checksum field still zero
     sum.update(h, sizeof h);
     sum.update(table.data(), table.size() * 4);
@@ -165,8 +166,34 @@ struct LoadedModel {
     uint64_t run_id = 0;  // 0: a version 2 file, which does not name its run
 };
 
-// The config of a model.bin header and layer table, every field range-checked (see the top of this file).
-template <class Bad> ModelConfig model_config_of(const int32_t* h, const std::vector<int32_t>& table, Bad bad) {
+// The column names of a model.bin's layer table: version 5's own (header word 28 the count, words 32 + 4k.. the
+// names), the fixed lists of versions 2 to 4 ("flags": version 4's word of bit 0 no attention, bit 1 no MLP).
+template <class Bad> std::vector<std::string> layer_table_names(const int32_t* h, int version, Bad bad) {
+    if (version == 4) return {"width", "heads", "kv_heads", "hidden", "window", "flags"};
+    if (version < 4) return {"width", "heads"};
+    const int C = header_int(h, 28, "layer column count", 1, kMaxLayerColumns, bad);
+    std::vector<std::string> names;
+    for (int k = 0; k < C; k++) {
+        const char* p = (const char*)(h + 32 + 4 * k);
+        const std::string name(p, strnlen(p, 16));
+        bool ok = !name.empty();
+        for (size_t i = name.size(); i < 16; i++) ok = ok && p[i] == 0;
+        for (char ch : name) ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_');
+        if (!ok)
+            throw bad("corrupt header: the name of layer column " + std::to_string(k) + " (words " +
+                      std::to_string(32 + 4 * k) + ".." + std::to_string(35 + 4 * k) +
+                      ") is not lowercase letters, digits and _ padded with zeros");
+        for (const std::string& n : names)
+            if (n == name) throw bad("corrupt header: layer column '" + name + "' is named twice");
+        names.push_back(name);
+    }
+    header_zeros(h, 29, bad, 32);
+    header_zeros(h, 32 + 4 * C, bad);
+    return names;
+}
+
+// The config of a model.bin header and layer table, every field and word range-checked (see the top of this file).
+template <class Bad> ModelConfig model_config_of(const int32_t* h, const LayerTable& table, Bad bad) {
     ModelConfig c;
     c.d = header_int(h, 2, "d", 1, 65536, bad);
     c.V = header_int(h, 3, "V", 1, 1 << 24, bad);
@@ -180,20 +207,27 @@ template <class Bad> ModelConfig model_config_of(const int32_t* h, const std::ve
     c.mlp_ratio = header_double(h, 16, "mlp_ratio", 1e-3, 64, bad);
     c.rope_theta = header_double(h, 18, "rope_theta", 1, 1e12, bad);
     c.norm_eps = header_double(h, 20, "norm_eps", 1e-20, 1, bad);
-    // `table` holds L rows of `words` int32: 2 (versions 2, 3: width, heads) or kLayerWords (version 4)
-    const size_t words = table.size() / std::max<size_t>(1, (size_t)h[5]);
-    for (size_t r = 0; r + words <= table.size(); r += words) {
-        LayerSpec s = {table[r], table[r + 1]};
-        if (words == (size_t)kLayerWords) {
-            const int32_t* x = &table[r];
-            const std::string at = "layer " + std::to_string(r / words + 1) + " ";
-            header_int(x, 2, (at + "KV heads").c_str(), 0, 1 << 20, bad);
-            header_int(x, 3, (at + "MLP hidden").c_str(), 0, 1 << 20, bad);
-            header_int(x, 4, (at + "window").c_str(), 0, 1 << 20, bad);
-            header_int(x, 5, (at + "flags").c_str(), 0, 3, bad);
-            s.kv_heads = x[2], s.hidden = x[3], s.window = x[4], s.attention = !(x[5] & 1), s.mlp = !(x[5] & 2);
+    const size_t C = table.names.size(), L = table.words.size() / C;
+    c.layers.assign(L, LayerSpec{0, 0});
+    for (const LayerColumn& col : layer_columns())  // a column that has no default must be in the table
+        if (col.lo > 0 && std::find(table.names.begin(), table.names.end(), col.name) == table.names.end())
+            throw bad(std::string("corrupt header: the layer table has no ") + col.name + " column");
+    for (size_t k = 0; k < C; k++) {
+        const std::string& name = table.names[k];
+        const LayerColumn* col = find_layer_column(name);
+        const int lo = col ? col->lo : 0, hi = col ? col->hi : name == "flags" ? 3 : 0;
+        for (size_t l = 0; l < L; l++) {
+            const int32_t v = table.words[l * C + k];
+            const std::string at = "layer " + std::to_string(l + 1) + " " + name + " = " + std::to_string(v);
+            if (!col && name != "flags" && v != 0)
+                throw bad("its layer table sets column " + name + " (" + at +
+                          "), which this build does not know; read it with the Prism that wrote it, or a newer one");
+            if (v < lo || v > hi)
+                throw bad("corrupt layer table: " + at + ", must lie in [" + std::to_string(lo) + ", " +
+                          std::to_string(hi) + "]");
+            if (col) col->set(c.layers[l], v);
+            else if (name == "flags") c.layers[l].attention = !(v & 1), c.layers[l].mlp = !(v & 2);
         }
-        c.layers.push_back(s);
     }
     try {
         validate_config(c);
@@ -203,6 +237,35 @@ template <class Bad> ModelConfig model_config_of(const int32_t* h, const std::ve
     return c;
 }
 
+// A model.bin's header and layer table, read from the start of f and checked: the magic, the version, the header's
+// zero words, the column names, every word's range, the config. size: the file's.
+struct ModelHead {
+    int32_t h[256];
+    int version = 0;
+    LayerTable table;
+    ModelConfig cfg;
+};
+template <class Bad> ModelHead read_model_head(FILE* f, size_t size, Bad bad) {
+    ModelHead m;
+    int32_t* h = m.h;
+    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
+    if (fread(h, sizeof m.h, 1, f) != 1) throw bad("error reading the header");
+    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
+    m.version = checkpoint_version(h, bad, kModelVersion);
+    header_int(h, 12, "parameter dtype", 0, 0, bad);
+    header_int(h, 13, "reserved word", 0, 0, bad);
+    if (m.version < 5) header_zeros(h, m.version >= 3 ? 28 : 26, bad);
+    if (m.version >= 3 && get64(h, 26) == 0) throw bad("corrupt header: run id 0");
+    const int L = header_int(h, 5, "L", 1, 10000, bad);
+    m.table.names = layer_table_names(h, m.version, bad);
+    const size_t row = 4 * m.table.names.size();
+    if (size < 1024 + row * L) throw bad("truncated inside the layer table");
+    m.table.words.resize(row / 4 * (size_t)L);
+    if (fread(m.table.words.data(), row, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
+    m.cfg = model_config_of(h, m.table, bad);
+    return m;
+}
+
 // Reads the header and layer table, checks them and the file size, then reads the parameters straight into
 // their vector (a multi-GB checkpoint is never held twice in memory) and checks the checksum.
 inline LoadedModel load_model(const std::string& path) {
@@ -210,39 +273,26 @@ inline LoadedModel load_model(const std::string& path) {
     size_t size;
     FileHandle fh = open_sized(path, "checkpoint", size);
     FILE* f = fh.get();
-    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
-    int32_t h[256];
-    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
-    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
-    const int version = checkpoint_version(h, bad, kModelVersion);
-    header_int(h, 12, "parameter dtype", 0, 0, bad);
-    header_int(h, 13, "reserved word", 0, 0, bad);
-    header_zeros(h, version >= 3 ? 28 : 26, bad);
-    const uint64_t run_id = version >= 3 ? (uint64_t)get64(h, 26) : 0;
-    if (version >= 3 && run_id == 0) throw bad("corrupt header: run id 0");
-    const int L = header_int(h, 5, "L", 1, 10000, bad);
+    const ModelHead head = read_model_head(f, size, bad);
+    const int32_t* h = head.h;
     const int64_t step = get64(h, 22), P_header = get64(h, 14);
     if (step < 0) throw bad("corrupt header: step " + std::to_string(step) + " is negative");
-    const size_t row = layer_row_bytes(version);
-    if (size < 1024 + row * L) throw bad("truncated inside the layer table");
-    std::vector<int32_t> table(row / 4 * (size_t)L);
-    if (fread(table.data(), row, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
     LoadedModel m;
-    m.cfg = model_config_of(h, table, bad);
+    m.cfg = head.cfg;
     m.step = step;
-    m.run_id = run_id;
-    const size_t P = param_layout(m.cfg).total;
+    m.run_id = head.version >= 3 ? (uint64_t)get64(h, 26) : 0;
+    const size_t P = param_layout(m.cfg).total, table_bytes = 4 * head.table.words.size();
     if ((int64_t)P != P_header)
         throw bad("corrupt header: parameter count " + std::to_string(P_header) + ", but its config has " +
                   std::to_string(P));
-    const size_t want = 1024 + row * L + 4 * P;
+    const size_t want = 1024 + table_bytes + 4 * P;
     if (size != want)
         throw bad((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) + " bytes, expected " +
                   std::to_string(want));
     m.params.resize(P);
     if (fread(m.params.data(), 4, P, f) != P) throw bad("error reading the parameters");
     Checksum64 c = header_checksum(h, 24);
-    c.update(table.data(), row * L);
+    c.update(head.table.words.data(), table_bytes);
     c.update(m.params.data(), 4 * P);
     if ((int64_t)c.value() != get64(h, 24)) throw bad("checksum mismatch: the file is corrupt");
     const size_t bad_at = first_nonfinite(m.params.data(), P);

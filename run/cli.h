@@ -42,6 +42,7 @@ struct Flag {
     // may_change: a --resume must match the record.
     bool recorded = true, may_change = false;
     bool empty_ok = false;  // Path: "" is a value (the default), not an error
+    std::string sample;     // Text: a value it takes, for PRISM_HELP=table ("": any text, "x")
 
     Flag& changes_on_resume() { return may_change = true, *this; }
     Flag& not_recorded() { return recorded = false, *this; }
@@ -252,7 +253,8 @@ inline void print_flag_table(FILE* out, const std::vector<Flag>& flags) {
         std::string sample = f.kind == FlagKind::Int || f.kind == FlagKind::Double ? exact_number(f.lo)
                              : f.kind == FlagKind::Choice                          ? f.choices.at(0)
                              : f.kind == FlagKind::Switch                          ? ""
-                                                                                   : "x";
+                             : f.sample.empty()                                    ? "x"
+                                                                                   : f.sample;
         std::string choices;
         for (const auto& c : f.choices) choices += (choices.empty() ? "" : ",") + c;
         fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\n", f.names.c_str(), kinds[(int)f.kind], exact_number(f.lo).c_str(),

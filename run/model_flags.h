@@ -17,26 +17,15 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
     flags.push_back(text_flag(
         "-m, --model", "PRESET",
         "model size: " + names + " (" + (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
-    flags.push_back(text_flag("-s, --heads-schedule", "HEADS",
-                              "uniform | prism | openelm[:LO-HI] | list like 3x3,6x3,12x6 or 5,5,5 (default {default})",
-                              m.heads));
-    flags.push_back(text_flag("-w, --widths", "WIDTHS",
-                              "uniform | x | v | lambda | 3 | list of widths (default {default})", m.widths));
-    flags.push_back(text_flag("--kv-heads", "KV",
-                              "K/V heads per layer (GQA): uniform (= heads) | mqa | gqa:G | list like 3x3,6x3,4x6 "
-                              "(default {default})",
-                              m.kv_heads));
-    flags.push_back(text_flag("--mlp", "HIDDEN",
-                              "SwiGLU hidden per layer: uniform (--mlp-ratio) | openelm[:LO-HI] (OpenELM's 0.5-4.0 w) "
-                              "| list of sizes (default {default})",
-                              m.mlp));
-    flags.push_back(text_flag("--window", "WINDOW",
-                              "attention window per layer: global | local:W | local:W,N:M (N local then M global, "
-                              "repeated) | list, 0 = global (default {default})",
-                              m.window));
-    flags.push_back(text_flag("--no-attention", "LAYERS", "layers (from 1: 3,5,7-9) without an attention sub-block",
-                              m.no_attention));
-    flags.push_back(text_flag("--no-mlp", "LAYERS", "layers (from 1: 3,5,7-9) without an MLP sub-block", m.no_mlp));
+    // One flag per layer column (layer_columns.h): its text is checked as it is parsed (syntax and bounds).
+    for (const LayerColumn& col : layer_columns()) {
+        std::string& dst = m.*col.spec;
+        Flag f = text_flag(col.flag, col.arg, col.help, dst);
+        f.apply = [&dst, &col](const std::string& v) { check_column_text(col, v), dst = v; };
+        f.sample = col.is_switch ? "1" : ModelSpec().*col.spec;
+        if (!col.record_default) f.unless(ModelSpec().*col.spec);
+        flags.push_back(f);
+    }
     flags.push_back(text_flag("--match", "COLUMN",
                               "parameter-match the uniform model by scaling one column: mlp (every layer's MLP "
                               "hidden size by one factor)",

@@ -26,49 +26,32 @@ inline std::string rle_list(const std::vector<int>& v) {
     return s;
 }
 
-inline std::vector<int> layer_widths(const ModelConfig& c) {
-    std::vector<int> v;
-    for (auto& s : c.layers) v.push_back(s.width);
-    return v;
+// A column's values by its model.bin name (layer_columns.h), one per layer.
+inline std::vector<int> layer_values(const std::string& name, const ModelConfig& c) {
+    return column_values(*find_layer_column(name), c);
 }
-inline std::vector<int> layer_heads(const ModelConfig& c) {
-    std::vector<int> v;
-    for (auto& s : c.layers) v.push_back(s.heads);
-    return v;
-}
-inline std::vector<int> layer_kv_heads(const ModelConfig& c) {
-    std::vector<int> v;
-    for (auto& s : c.layers) v.push_back(s.kv());
-    return v;
-}
-inline std::vector<int> layer_hidden(const ModelConfig& c) {
-    std::vector<int> v;
-    for (int l = 0; l < c.L(); l++) v.push_back(c.hidden_of(l));
-    return v;
-}
-inline std::vector<int> layer_windows(const ModelConfig& c) {
-    std::vector<int> v;
-    for (auto& s : c.layers) v.push_back(s.window);
-    return v;
-}
+inline std::vector<int> layer_widths(const ModelConfig& c) { return layer_values("width", c); }
+inline std::vector<int> layer_heads(const ModelConfig& c) { return layer_values("heads", c); }
+inline std::vector<int> layer_kv_heads(const ModelConfig& c) { return layer_values("kv_heads", c); }
+inline std::vector<int> layer_hidden(const ModelConfig& c) { return layer_values("hidden", c); }
+inline std::vector<int> layer_windows(const ModelConfig& c) { return layer_values("window", c); }
 // Whether any layer departs from today's layer in a column besides width and heads (then the plan shows them).
 inline bool has_layer_columns(const ModelConfig& c) {
-    for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& s = c.layers[l];
-        if (s.kv() != s.heads || s.window || !s.attention || !s.mlp || c.hidden_of(l) != c.hidden(s.width)) return true;
-    }
+    for (const LayerColumn& col : layer_columns())
+        for (int l = 0; l < c.L() && !col.always_shown; l++)
+            if (departs(col, c, l)) return true;
     return false;
 }
 // Layer l's shape as JSON members (no braces), the one per-layer table of `--plan --json` and the run record:
-// "layer" (from 1), width, heads, kv_heads (0 in a layer without attention: it caches nothing), head_dim, hidden,
-// window (0: global), attention, mlp.
+// "layer" (from 1), then every column's key and value (layer_columns.h: a switch as true/false, kv_heads 0 and
+// window 0 in a layer without attention, hidden 0 in one without an MLP), then head_dim.
 inline std::string layer_json_members(const ModelConfig& c, int l) {
-    const LayerSpec& s = c.layers[l];
-    return "\"layer\": " + std::to_string(l + 1) + ", \"width\": " + std::to_string(s.width) +
-           ", \"heads\": " + std::to_string(s.heads) + ", \"kv_heads\": " + std::to_string(s.attention ? s.kv() : 0) +
-           ", \"head_dim\": " + std::to_string(s.head_dim()) + ", \"hidden\": " + std::to_string(c.hidden_of(l)) +
-           ", \"window\": " + std::to_string(s.window) + ", \"attention\": " + (s.attention ? "true" : "false") +
-           ", \"mlp\": " + (s.mlp ? "true" : "false");
+    std::string s = "\"layer\": " + std::to_string(l + 1);
+    for (const LayerColumn& col : layer_columns()) {
+        const int v = col.value(c, l);
+        s += ", " + json::quote(col.key) + ": " + (col.is_switch ? (v ? "true" : "false") : std::to_string(v));
+    }
+    return s + ", \"head_dim\": " + std::to_string(c.layers[l].head_dim());
 }
 // "3,5-7" from a mask; "" when none is set.
 inline std::string layer_ranges(const std::vector<bool>& m) {
@@ -85,6 +68,9 @@ inline std::string layer_ranges(const std::vector<bool>& m) {
     }
     return s;
 }
+
+// s padded with spaces to n characters.
+inline std::string pad_right(std::string s, size_t n) { return s.size() < n ? s.append(n - s.size(), ' ') : s; }
 
 // 123456789 -> "123.46M"
 inline std::string human(double x) {
@@ -117,23 +103,31 @@ inline std::string describe_config(const ModelConfig& c) {
     return buf;
 }
 
-// The per-layer columns beyond widths and heads, one indented line each ("  kv     3x3,6x3,4x6\n", the dropped
-// sub-blocks' layers), for every tool that prints a model; "" for a model of widths and heads alone.
+// A column as one indented line: "  kv     3x3,6x3,4x6", or for a switch the layers it is set in ("  no
+// attention: layers 3,5"; "" when none).
+inline std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
+    if (!col.is_switch) return "  " + pad_right(col.label, 6) + " " + rle_list(column_values(col, c)) + col.note + "\n";
+    std::vector<bool> set;
+    for (int v : column_values(col, c)) set.push_back(!v);
+    const std::string layers = layer_ranges(set);
+    return layers.empty() ? "" : "  " + std::string(col.label) + ": layers " + layers + "\n";
+}
+
+// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model; "" for a
+// model of widths and heads alone.
 inline std::string layer_column_lines(const ModelConfig& c) {
     if (!has_layer_columns(c)) return "";
-    std::vector<bool> no_attn, no_mlp;
-    for (const LayerSpec& s : c.layers) no_attn.push_back(!s.attention), no_mlp.push_back(!s.mlp);
-    std::string out = "  kv     " + rle_list(layer_kv_heads(c)) + "\n  hidden " + rle_list(layer_hidden(c)) +
-                      "\n  window " + rle_list(layer_windows(c)) + " (0 = global)\n";
-    if (!layer_ranges(no_attn).empty()) out += "  no attention: layers " + layer_ranges(no_attn) + "\n";
-    if (!layer_ranges(no_mlp).empty()) out += "  no MLP: layers " + layer_ranges(no_mlp) + "\n";
+    std::string out;
+    for (const LayerColumn& col : layer_columns())
+        if (!col.always_shown) out += layer_column_line(col, c);
     return out;
 }
 
 inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
-    fprintf(f, "  widths %s\n  heads  %s\n", rle_list(layer_widths(c)).c_str(), rle_list(layer_heads(c)).c_str());
+    for (const LayerColumn& col : layer_columns())
+        if (col.always_shown) fputs(layer_column_line(col, c).c_str(), f);
     fputs(layer_column_lines(c).c_str(), f);
     fprintf(f, "\n%5s %6s %5s %4s %8s %6s %7s %10s %14s %9s\n", "layer", "width", "heads", "kv", "head_dim", "hidden",
             "window", "params", "FLOPs/token", "KV B/tok");

@@ -65,15 +65,9 @@ inline ModelConfig read_model_header(const std::string& path, long& step) {
     auto bad = [&](const std::string& why) { return CheckpointError("checkpoint " + path + ": " + why); };
     size_t size;
     FileHandle fh = open_sized(path, "checkpoint", size);
-    int32_t h[256];
-    if (size < 1024 || fread(h, sizeof h, 1, fh.get()) != 1) throw bad("truncated header");
-    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic)");
-    const int L = header_int(h, 5, "L", 1, 10000, bad);
-    const size_t row = layer_row_bytes(checkpoint_version(h, bad, kModelVersion));
-    std::vector<int32_t> table(row / 4 * (size_t)L);
-    if (fread(table.data(), row, (size_t)L, fh.get()) != (size_t)L) throw bad("truncated inside the layer table");
-    step = (long)get64(h, 22);
-    return model_config_of(h, table, bad);
+    const ModelHead head = read_model_head(fh.get(), size, bad);
+    step = (long)get64(head.h, 22);
+    return head.cfg;
 }
 
 namespace run_log_detail {
