@@ -171,8 +171,8 @@ $(CATCH_MAIN): test/catch_main.cpp
 # The tests that drive the binaries and read what they write compile at -O1, in under half the time of -O3: their
 # own code runs for milliseconds, and what they run are the products' -O3 builds. They link after the others, since
 # of an inline function that both kinds compile out of line the linker keeps the first copy: the -O3 one.
-TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm dist faults faults2 live lr report \
-                stats study train))
+TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm dist faults faults2 formats live lr \
+                report stats study train))
 $(TEST_DRIVERS): OPT = -O1 -march=native
 $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
