@@ -197,7 +197,7 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
                   std::to_string(last_peak) + " or before can go into another decay";
         else if (before.kind == "wsd" && after.kind == "wsd" && after.decay_start() < start - 1)
             fix = "a decay of at most " + std::to_string(p.steps - start) + " steps (--decay-frac " +
-                  exact_number((double)(p.steps - start) / (double)p.steps) +
+                  exact_number(std::floor(1000.0 * (double)(p.steps - start) / (double)p.steps) / 1000) +
                   " or less, or a larger --steps) keeps the steps done";
         throw ConfigError("--resume: " + what + " would change the lr of step " + std::to_string(s + 1) +
                           ", already done" + lr + ", and the checkpoint is at step " + std::to_string(start) + "; " +
