@@ -6,7 +6,8 @@
 // page says (a constant, or the value the file was written with), every header byte no row names is 0, the
 // size is the formula's, the checksum is the page's algorithm's, a value just outside a stated range is refused
 // naming the field, the tensors lie in the page's order with the page's shapes, and wqkv's rows are q, k, v as
-// the page says (zeroing the page's q or k rows makes the attention uniform; its v rows, the attention output 0).
+// the page says (zeroing the page's q or k rows makes the attention uniform; its v rows, the attention output 0),
+// wfc's gate and up rows too (the fp32 reference's SwiGLU output recomputed from them).
 // Run from the checkout's root.
 #include <catch2/catch.hpp>
 
@@ -716,7 +717,7 @@ TEST_CASE("docs/formats.md: wqkv's rows are q, k, v as the page says (GQA); NoPE
     const ModelConfig c = every_column_model(NormType::LayerNorm, false);
     // The row split from the page: "q `h*hd` rows, then k `kv*hd` rows, then v `kv*hd` rows".
     const std::string sec = section(page.model, "### The parameters");
-    static const std::regex part(R"(\b([qkv]) `([^`]+)` rows)");
+    static const std::regex part(R"(\b([qkv])\s+`([^`]+)`\s+rows)");
     const LayerSpec& s = c.layers[0];  // GQA: 4 query heads, 2 K/V heads
     REQUIRE(s.kv_heads != 0);
     const std::map<std::string, double> vars = {
@@ -775,6 +776,44 @@ TEST_CASE("docs/formats.md: wqkv's rows are q, k, v as the page says (GQA); NoPE
     double diff = 0;
     for (size_t i = 0; i < (size_t)T * c.V; i++) diff = std::max(diff, std::fabs(la[i] - lb[i]));
     CHECK(diff < 1e-12);
+    // wfc's rows: the page's gate rows, then its up rows. Layer 0's SwiGLU output is silu(n W_gate^T) * (n W_up^T),
+    // n the LayerNorm (the page's ln2_w, ln2_b) of the residual before the MLP.
+    static const std::regex fc_part(R"(\b(gate|up)\s+`([^`]+)`\s+rows)");
+    std::map<std::string, std::pair<size_t, size_t>> fc;
+    std::map<std::string, double> fv = vars;
+    fv["hidden"] = c.hidden_of(0);
+    at = 0;
+    for (auto it = std::sregex_iterator(sec.begin(), sec.end(), fc_part); it != std::sregex_iterator(); ++it) {
+        const size_t n = (size_t)eval((*it)[2].str(), fv);
+        fc[(*it)[1].str()] = {at, at + n};
+        at += n;
+    }
+    REQUIRE(fc.size() == 2);
+    std::map<std::string, size_t> off;
+    for (size_t i = 0, o = 0; i < tensors.size(); o += tensors[i].rows * tensors[i].cols, i++) off[tensors[i].name] = o;
+    const auto m = run([](std::vector<double>&) {});
+    const std::vector<double>& P = m->params;
+    const int w = s.width, hid = c.hidden_of(0);
+    const double* resid = m->residual_state(1);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        const double* x = resid + (size_t)t * c.D();
+        double mean = 0, var = 0;
+        for (int i = 0; i < w; i++) mean += x[i] / w;
+        for (int i = 0; i < w; i++) var += (x[i] - mean) * (x[i] - mean) / w;
+        std::vector<double> n(w);
+        for (int i = 0; i < w; i++)
+            n[i] = (x[i] - mean) / std::sqrt(var + c.norm_eps) * P[off["h0.ln2_w"] + i] + P[off["h0.ln2_b"] + i];
+        for (int j = 0; j < hid; j++) {
+            double g = 0, u = 0;
+            for (int i = 0; i < w; i++) {
+                g += n[i] * P[off["h0.wfc"] + (fc.at("gate").first + j) * w + i];
+                u += n[i] * P[off["h0.wfc"] + (fc.at("up").first + j) * w + i];
+            }
+            worst = std::max(worst, std::fabs(g / (1 + std::exp(-g)) * u - m->swiglu_out(0)[(size_t)t * hid + j]));
+        }
+    }
+    CHECK(worst < 1e-9);
     // NoPE changes no tensor: the same layout with every layer rotary.
     ModelConfig rotary = c;
     for (auto& l : rotary.layers) l.rope = true;
