@@ -39,8 +39,7 @@ inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
     return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
 }
 
-// Every check of the batch, length and schedule flags (train_tokens: the training shards' size, for --epochs; 0
-// where the data is not read, as --plan's, which then plans one epoch as one step).
+// Every check of the batch, length and schedule flags (train_tokens: the training shards' size, for --epochs).
 inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
     RunPlan p;
     p.T = train_seq_len(o, cfg);

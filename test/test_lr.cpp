@@ -169,6 +169,12 @@ TEST_CASE("train_prism refuses bad schedule and batch flags with one line, and -
         CHECK(plan.out.find(message) != std::string::npos);
     }
     CHECK(sh(micro(dir, out) + " --steps 10 --lr-schedule wsd --decay-frac 0.1 --plan").rc == 0);
+    // --epochs: --plan counts the training shards' tokens as training does (36,000 tokens of 128 a step).
+    CHECK(sh(micro(dir, out) + " --epochs 1 --warmup 200 --plan").rc == 0);
+    const Result epochs = sh(micro(dir, out) + " --epochs 0.1 --warmup 200 --plan");
+    INFO(epochs.out);
+    CHECK(one_line_error(epochs));
+    CHECK(epochs.out.find("--warmup 200 must lie in [0, --steps 28]") != std::string::npos);
     CHECK(access((out + "/log.jsonl").c_str(), F_OK) != 0);  // refused before any step
     sh("rm -rf '" + dir + "'");
 }
