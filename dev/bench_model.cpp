@@ -319,6 +319,6 @@ int main(int argc, char** argv) {
     }
     printf("\n");
     for (const std::string& s : summary) printf("%s\n", s.c_str());
-    printf("%s\n", load.line().c_str());
+    if (!cost_only) printf("%s\n", load.line().c_str());  // what was measured, beside the machine's load
     return 0;
 }
