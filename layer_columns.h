@@ -27,7 +27,7 @@ struct LayerContext {
 };
 
 struct LayerColumn {
-    const char* name;    // model.bin's column name ("kv_heads", "no_attention"): at most 15 ASCII characters
+    const char* name;    // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
     const char* key;     // the run record's and --plan --json's per-layer key ("kv_heads", "attention")
     const char* hf_key;  // config.json's list of the values ("layer_kv_heads"); nullptr: implied by another list
     bool hf_optional;    // config.json may leave the list out: every layer then has the stored default
@@ -64,7 +64,7 @@ inline std::string canonical_flag(const LayerColumn& col) {
     return comma == std::string::npos ? f : f.substr(comma + 2);
 }
 
-// "out of range [0, 1048576]"; "not positive" where the bound is [1, ...].
+// "out of range [0, 1048576]".
 inline std::string column_bound_text(const LayerColumn& col) {
     return "out of range [" + std::to_string(col.lo) + ", " + std::to_string(col.hi) + "]";
 }
@@ -88,7 +88,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
         c.rule = none;
         c.flag = "-w, --widths", c.arg = "WIDTHS",
         c.help = "uniform | x | v | lambda | 3 | list of widths (default {default})";
-        c.spec = &ModelSpec::widths, c.every_layer = "--widths {}x{L}", c.record_default = true;
+        c.spec = &ModelSpec::widths, c.every_layer = "", c.record_default = true;
         c.check = [](const std::string& v, const LayerColumn& col) {
             if (v == "uniform" || v == "x" || v == "v" || v == "lambda" || v == "3") return;
             if (!is_list(v))
@@ -293,9 +293,8 @@ inline void check_single_value(const LayerColumn& col, const std::string& text, 
                       ", or give one value per layer (run-length lists like 12x6,4x6 work)");
 }
 
-// The flag's text checked before the model is known (the flag parser runs it, so a bad value is an error even
-// beside --help): its syntax, and every value it gives within the column's bounds.
-inline void check_column_text(const LayerColumn& col, const std::string& text) {
+// check_column_text's part: the builder's checks on a nominal model, and the bounds.
+inline void check_column_syntax(const LayerColumn& col, const std::string& text) {
     if (col.check) return col.check(text, col);
     LayerContext x;
     x.L = col.is_switch ? 10000 : is_list(text) ? (int)parse_layer_list(text, canonical_flag(col), true).size() : 1;
@@ -304,6 +303,18 @@ inline void check_column_text(const LayerColumn& col, const std::string& text) {
         if (v < col.lo || v > col.hi)
             throw ConfigError(canonical_flag(col) + " " + text + ": " + col.what + " " + std::to_string(v) + " is " +
                               column_bound_text(col));
+}
+
+// The flag's text checked before the model is known (the flag parser runs it, so a bad value is an error even
+// beside --help): its syntax, and every value it gives within the column's bounds.
+inline void check_column_text(const LayerColumn& col, const std::string& text) {
+    const std::string flag = canonical_flag(col);
+    try {
+        check_column_syntax(col, text);
+    } catch (const ConfigError& e) {  // in the flag's words
+        const std::string why = e.what();
+        throw why.compare(0, flag.size(), flag) == 0 ? e : ConfigError(flag + ": " + why);
+    }
 }
 
 // build_config's first part: every column's flag text checked as the flag parser checks it, and a single value

@@ -1,15 +1,17 @@
 # configuration_prism.py: PrismConfig, the Hugging Face config of a Prism model (written next to it by Prism's
 # `export`). Every number the forward depends on is here: d (hidden_size), the per-layer widths w_l, heads h_l,
 # K/V heads (layer_kv_heads: GQA when below h_l, 0 for a layer without attention), SwiGLU hidden sizes
-# (layer_hidden_sizes: 0 for a layer without an MLP) and attention windows (layer_windows: key j visible to query i
-# iff i - W < j <= i, 0 for global), the residual stream width D = max(d, max w_l), the final-norm width
+# (layer_hidden_sizes: 0 for a layer without an MLP), attention windows (layer_windows: key j visible to query i
+# iff i - W < j <= i, 0 for global) and rotary embeddings (layer_rope: 1 rotary, 0 NoPE), one list per column of
+# Prism's layer table (layer_columns.h's config.json keys; LAYER_LISTS below), the residual stream width
+# D = max(d, max w_l), the final-norm width
 # Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The per-layer
 # lists are Prism's own keys rather than transformers' num_key_value_heads / intermediate_size / sliding_window,
 # which transformers reads as one number for every layer (a DynamicCache built from the config would turn a
 # sliding_window list into sliding-window cache layers). The rest of model.bin's header (h_base, the MLP rule,
 # init_width_scale, the training step, the run id, the layer table's own words) rides along so that Prism's
-# `import` writes model.bin back unchanged. A config without layer_kv_heads or layer_windows (an older export)
-# means every head its own K and V and global attention, as it did.
+# `import` writes model.bin back unchanged. A config without layer_kv_heads, layer_windows or layer_rope (an older
+# export) means every head its own K and V, global attention and rotary embeddings, as it did.
 import math
 
 try:
@@ -25,14 +27,26 @@ def swiglu_hidden(width, mlp_ratio, mlp_multiple):
     return max(q, q * int(math.floor(x + 0.5)))
 
 
+# The per-layer lists (layer_columns.h's config.json keys, in its order), each with its value for a layer when the
+# list is absent: fn(config, layer).
+LAYER_LISTS = (
+    ("layer_widths", lambda c, l: c.hidden_size),
+    ("layer_heads", lambda c, l: c.num_attention_heads),
+    ("layer_kv_heads", lambda c, l: c.layer_heads[l]),
+    ("layer_hidden_sizes", lambda c, l: swiglu_hidden(c.layer_widths[l], c.mlp_ratio, c.mlp_multiple)),
+    ("layer_windows", lambda c, l: 0),
+    ("layer_rope", lambda c, l: 1),
+)
+
+
 class PrismConfig(PreTrainedConfig):
     model_type = "prism"
     keys_to_ignore_at_inference = ["past_key_values", "cache"]
 
     def __init__(self, vocab_size=50257, hidden_size=128, num_hidden_layers=6, layer_widths=None, layer_heads=None,
-                 layer_kv_heads=None, layer_hidden_sizes=None, layer_windows=None, residual_width=None,
-                 final_norm_width=None, max_position_embeddings=128, norm_type="layernorm", norm_eps=1e-5,
-                 tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)", rope_theta=10000.0,
+                 layer_kv_heads=None, layer_hidden_sizes=None, layer_windows=None, layer_rope=None,
+                 residual_width=None, final_norm_width=None, max_position_embeddings=128, norm_type="layernorm",
+                 norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)", rope_theta=10000.0,
                  rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
                  init_width_scale=False, prism_step=0, prism_run_id=None, prism_layer_words=None, use_cache=True,
                  **kwargs):
@@ -40,12 +54,14 @@ class PrismConfig(PreTrainedConfig):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = L
-        self.layer_widths = list(layer_widths) if layer_widths is not None else [hidden_size] * L
-        self.layer_heads = list(layer_heads) if layer_heads is not None else [num_attention_heads] * L
-        self.layer_kv_heads = list(layer_kv_heads) if layer_kv_heads is not None else list(self.layer_heads)
-        self.layer_hidden_sizes = (list(layer_hidden_sizes) if layer_hidden_sizes is not None else
-                                   [swiglu_hidden(w, mlp_ratio, mlp_multiple) for w in self.layer_widths])
-        self.layer_windows = list(layer_windows) if layer_windows is not None else [0] * L
+        self.num_attention_heads = num_attention_heads
+        self.mlp_ratio = mlp_ratio
+        self.mlp_multiple = mlp_multiple
+        given = dict(layer_widths=layer_widths, layer_heads=layer_heads, layer_kv_heads=layer_kv_heads,
+                     layer_hidden_sizes=layer_hidden_sizes, layer_windows=layer_windows, layer_rope=layer_rope)
+        for key, default in LAYER_LISTS:  # in order: a default may read the lists before it
+            value = given[key]
+            setattr(self, key, list(value) if value is not None else [default(self, l) for l in range(L)])
         self.residual_width = residual_width if residual_width is not None else max([hidden_size] + self.layer_widths)
         self.final_norm_width = final_norm_width if final_norm_width is not None else max(hidden_size, self.layer_widths[-1])
         self.max_position_embeddings = max_position_embeddings
@@ -54,9 +70,6 @@ class PrismConfig(PreTrainedConfig):
         self.attention_scale = attention_scale
         self.rope_theta = rope_theta
         self.rope_interleaved = rope_interleaved
-        self.num_attention_heads = num_attention_heads
-        self.mlp_ratio = mlp_ratio
-        self.mlp_multiple = mlp_multiple
         self.init_width_scale = init_width_scale
         self.prism_step = prism_step
         self.prism_run_id = prism_run_id  # model.bin's run id (16 hex digits), so import writes the same file
@@ -67,11 +80,10 @@ class PrismConfig(PreTrainedConfig):
 
     def _check(self):
         L = self.num_hidden_layers
-        for key in ("layer_widths", "layer_heads", "layer_kv_heads", "layer_hidden_sizes", "layer_windows"):
+        for key, _ in LAYER_LISTS:
             if len(getattr(self, key)) != L:
                 raise ValueError(f"PrismConfig: {key} has {len(getattr(self, key))} entries, num_hidden_layers is {L}")
-        for l, (w, h, kv, hid, win) in enumerate(zip(self.layer_widths, self.layer_heads, self.layer_kv_heads,
-                                                     self.layer_hidden_sizes, self.layer_windows)):
+        for l, (w, h, kv, hid, win, rope) in enumerate(zip(*(getattr(self, key) for key, _ in LAYER_LISTS))):
             at = f"PrismConfig: layer {l}"
             if w % h or (w // h) % 2:
                 raise ValueError(f"{at}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
@@ -81,6 +93,8 @@ class PrismConfig(PreTrainedConfig):
                 raise ValueError(f"{at}: hidden size {hid} and window {win} must be >= 0, window 0 without attention")
             if not kv and not hid:
                 raise ValueError(f"{at} has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0)")
+            if rope not in (0, 1) or (not rope and not kv):
+                raise ValueError(f"{at}: layer_rope {rope} must be 1 (rotary) or 0 (NoPE, a layer with attention)")
         if self.residual_width != max([self.hidden_size] + self.layer_widths):
             raise ValueError("PrismConfig: residual_width must be max(hidden_size, layer_widths)")
         if self.final_norm_width != max(self.hidden_size, self.layer_widths[-1]):

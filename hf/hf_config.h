@@ -13,19 +13,20 @@
 //   h{l}.wproj          model.layers.{l}.mlp.down.weight    (w_l, hidden_l)
 //   lnf_w / lnf_b       model.norm.weight / .bias           (Df)
 //   lm_head             lm_head.weight                      (V, d)  untied only (tied: the embedding)
-// config.json holds every number the forward depends on (d, V, T, per-layer widths, heads, KV heads, SwiGLU
-// hidden sizes and attention windows, the residual and final-norm widths, norm kind and eps, tying, attention
-// scale, RoPE theta and its interleaved pairs) and the rest of model.bin (h_base, the MLP rule, init_width_scale,
-// the step, the run id, and the layer table's own words where the lists alone would not say them), so that
-// import writes model.bin back byte for byte. The per-layer lists say what each layer computes: layer_kv_heads 0
-// is a layer without attention (its layer_windows entry 0), layer_hidden_sizes 0 one without an MLP. model.bin
+// config.json holds every number the forward depends on (d, V, T, one list per layer column with a config.json
+// key in layer_columns.h: widths, heads, KV heads, SwiGLU hidden sizes, attention windows, RoPE on or off; the
+// residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its interleaved pairs)
+// and the rest of model.bin (h_base, the MLP rule, init_width_scale, the step, the run id, and the layer table's
+// own words where the lists alone would not say them), so that import writes model.bin back byte for byte. The
+// per-layer lists say what each layer computes (each column's value): layer_kv_heads 0 is a layer without
+// attention (its layer_windows entry 0), layer_hidden_sizes 0 one without an MLP, layer_rope 0 a NoPE layer. model.bin
 // stores 0 for "the default" (KV heads = heads, hidden = the mlp_ratio rule) and keeps a column's word on a layer
 // that lacks the sub-block; when its words are not what the lists imply (an explicit KV-head count equal to the
 // head count, say), prism_layer_words carries them: one [kv_heads, hidden, window] row per layer. Reading checks
 // that the numbers agree with each other (a residual width that is not max(d, w_l), KV heads that do not divide
 // the heads, a window on a layer without attention, words that contradict the lists, ...) and refuses a
-// contradiction in one line. Lists an older export lacks (layer_kv_heads, layer_windows) mean what they meant:
-// every head its own K and V, global attention.
+// contradiction in one line. Lists an older export lacks (layer_kv_heads, layer_windows, layer_rope) mean what
+// they meant: every head its own K and V, global attention, rotary embeddings.
 // Does not: read or write files (hf/export.cpp, hf/import.cpp), or know the safetensors format.
 #pragma once
 
@@ -88,27 +89,32 @@ inline std::string int_list(const std::vector<int>& v) {
 
 constexpr int kGpt2Eot = 50256;
 
-// The layer table's words (LayerSpec's kv_heads, hidden, window) that the lists of hf_config_json imply, so that
-// only a model whose words differ needs prism_layer_words: 0 where the layer takes the default or lacks the
-// sub-block.
-inline std::vector<int> implied_layer_words(const ModelConfig& c, int l) {
-    const LayerSpec& s = c.layers[l];
-    return {s.attention && s.kv() != s.heads ? s.kv() : 0,
-            s.mlp && c.hidden_of(l) != c.hidden(s.width) ? c.hidden_of(l) : 0, s.attention ? s.window : 0};
+// The columns whose stored words prism_layer_words carries, one row per layer: those a value list may leave
+// unsaid (an explicit KV-head count equal to the heads, a window or hidden size on a layer without that sub-block).
+inline const std::vector<const char*>& layer_word_columns() {
+    static const std::vector<const char*> names = {"kv_heads", "hidden", "window"};
+    return names;
+}
+
+// The layer config.json's value lists describe (layer_columns.h's set_value, in the table's order).
+inline LayerSpec layer_of_values(const ModelConfig& c, int l) {
+    LayerSpec s{0, 0};
+    for (const LayerColumn& col : layer_columns())
+        if (col.hf_key) col.set_value(c, s, col.value(c, l));
+    return s;
 }
 
 // config.json of an export. dtype: "float32" or "bfloat16" (what model.safetensors holds).
 // run_id: the model.bin's run (0: none, a version 2 file), kept so that import writes the same file back.
 inline std::string hf_config_json(const ModelConfig& c, long step, const std::string& dtype, uint64_t run_id = 0) {
-    std::vector<int> widths, heads, kv, hidden, windows;
-    std::string words;  // prism_layer_words, when some layer's words are not the implied ones
+    std::string words;  // prism_layer_words, when some layer's words are not the ones the lists imply
     bool implied = true;
     for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& s = c.layers[l];
-        widths.push_back(s.width), heads.push_back(s.heads), hidden.push_back(c.hidden_of(l));
-        kv.push_back(s.attention ? s.kv() : 0), windows.push_back(s.attention ? s.window : 0);
-        const std::vector<int> own = {s.kv_heads, s.hidden, s.window};
-        implied = implied && own == implied_layer_words(c, l);
+        const LayerSpec implied_spec = layer_of_values(c, l);
+        for (const LayerColumn& col : layer_columns())
+            implied = implied && col.get(implied_spec) == col.get(c.layers[l]);
+        std::vector<int> own;
+        for (const char* name : layer_word_columns()) own.push_back(find_layer_column(name)->get(c.layers[l]));
         words += (l ? ", " : "") + int_list(own);
     }
     std::string s = "{\n";
@@ -125,11 +131,8 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("residual_width", std::to_string(c.D()));
     add("final_norm_width", std::to_string(c.Df()));
     add("num_hidden_layers", std::to_string(c.L()));
-    add("layer_widths", int_list(widths));
-    add("layer_heads", int_list(heads));
-    add("layer_kv_heads", int_list(kv));
-    add("layer_hidden_sizes", int_list(hidden));
-    add("layer_windows", int_list(windows));
+    for (const LayerColumn& col : layer_columns())
+        if (col.hf_key) add(col.hf_key, int_list(column_values(col, c)));
     add("max_position_embeddings", std::to_string(c.T));
     add("norm_type", json::quote(norm_name(c.norm)));
     add("norm_eps", exact_double(c.norm_eps));
@@ -204,11 +207,9 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         if (v.kind != json::Value::Bool) throw bad(std::string("\"") + key + "\" must be true or false");
         return v.b;
     };
-    // A list of num_hidden_layers integers in [lo, hi]; `fallback` when the key is absent or null (lists an older
-    // export lacks), required when it is empty.
-    auto list = [&](const char* key, size_t n, long lo, long hi, const std::vector<int>& fallback = {}) {
+    // A list of num_hidden_layers integers in [lo, hi].
+    auto list = [&](const char* key, size_t n, long lo, long hi) {
         const json::Value* v = o.find(key);
-        if ((!v || v->kind == json::Value::Null) && !fallback.empty()) return fallback;
         if (!v || v->kind != json::Value::Array || v->arr.size() != n)
             throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) +
                       " integers");
@@ -229,10 +230,14 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
     c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
     const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
-    const std::vector<int> widths = list("layer_widths", L, 1, 1 << 30), heads = list("layer_heads", L, 1, 1 << 30),
-                           kv = list("layer_kv_heads", L, 0, 65536, heads),
-                           hidden = list("layer_hidden_sizes", L, 0, 1 << 20),
-                           windows = list("layer_windows", L, 0, 1 << 20, std::vector<int>(L, 0));
+    // Every column's value list (layer_columns.h), within the column's bounds; an optional one may be absent.
+    std::vector<std::vector<int>> lists;
+    for (const LayerColumn& col : layer_columns()) {
+        const json::Value* v = col.hf_key ? o.find(col.hf_key) : nullptr;
+        const bool absent = !v || v->kind == json::Value::Null;
+        lists.push_back(!col.hf_key || (absent && col.hf_optional) ? std::vector<int>{}
+                                                                   : list(col.hf_key, L, col.lo, col.hi));
+    }
     const std::string norm = text_field("norm_type");
     if (norm != "layernorm" && norm != "rmsnorm")
         throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
@@ -251,11 +256,24 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
             "layout");
     c.mlp_ratio = number("mlp_ratio", 1e-3, 64);
     c.mlp_multiple = (int)integer(need("mlp_multiple"), "mlp_multiple", 1, 65536);
-    // The layers: what the lists say, stored as model.bin stores it (implied_layer_words), or prism_layer_words'
-    // own words, which must then say the same.
+    // The layers: what the lists say, stored as model.bin stores it (a layer's default as 0), or
+    // prism_layer_words' own words, which must then say the same. An absent optional list keeps the default.
+    const std::vector<LayerColumn>& cols = layer_columns();
     for (int l = 0; l < L; l++) {
-        LayerSpec s{widths[l], heads[l]};
-        s.attention = kv[l] != 0, s.mlp = hidden[l] != 0;
+        LayerSpec s{0, 0};
+        for (size_t k = 0; k < cols.size(); k++)
+            if (!lists[k].empty()) cols[k].set_value(c, s, lists[k][l]);
+        c.layers.push_back(s);
+    }
+    for (size_t k = 0; k < cols.size(); k++)  // an absent list: the values the layers have without it
+        if (lists[k].empty()) lists[k] = column_values(cols[k], c);
+    auto values = [&](const char* name) -> const std::vector<int>& {
+        return lists[find_layer_column(name) - cols.data()];
+    };
+    const std::vector<int>&heads = values("heads"), &kv = values("kv_heads"), &hidden = values("hidden"),
+          &windows = values("window");
+    for (int l = 0; l < L; l++) {
+        const LayerSpec& s = c.layers[l];
         const std::string at = "layer " + std::to_string(l) + " (model.layers." + std::to_string(l) + ")";
         if (!s.attention && windows[l])
             throw bad(at + " has no attention (layer_kv_heads 0) but layer_windows " + std::to_string(windows[l]) +
@@ -266,22 +284,19 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         if (s.attention && (kv[l] > heads[l] || heads[l] % kv[l]))
             throw bad(at + ": layer_kv_heads " + std::to_string(kv[l]) + " does not divide layer_heads " +
                       std::to_string(heads[l]) + "; each K/V head serves a whole group of query heads");
-        s.kv_heads = s.attention && kv[l] != heads[l] ? kv[l] : 0;
-        s.hidden = s.mlp && hidden[l] != c.hidden(widths[l]) ? hidden[l] : 0;
-        s.window = windows[l];
-        c.layers.push_back(s);
     }
     if (const json::Value* w = o.find("prism_layer_words"); w && w->kind != json::Value::Null) {
         const std::string want = "\"prism_layer_words\" must be a list of num_hidden_layers = " + std::to_string(L) +
-                                 " rows [kv_heads, hidden, window] of integers in [0, 1048576]";
+                                 " rows [kv_heads, hidden, window] of integers within each column's bounds";
         if (w->kind != json::Value::Array || w->arr.size() != (size_t)L) throw bad(want);
+        const std::vector<const char*>& names = layer_word_columns();
         for (int l = 0; l < L; l++) {
             const json::Value& row = w->arr[l];
-            if (row.kind != json::Value::Array || row.arr.size() != 3) throw bad(want);
-            LayerSpec& s = c.layers[l];
-            s.kv_heads = (int)integer(row.arr[0], "prism_layer_words", 0, 1 << 20);
-            s.hidden = (int)integer(row.arr[1], "prism_layer_words", 0, 1 << 20);
-            s.window = (int)integer(row.arr[2], "prism_layer_words", 0, 1 << 20);
+            if (row.kind != json::Value::Array || row.arr.size() != names.size()) throw bad(want);
+            for (size_t k = 0; k < names.size(); k++) {
+                const LayerColumn& col = *find_layer_column(names[k]);
+                col.set(c.layers[l], (int)integer(row.arr[k], "prism_layer_words", col.lo, col.hi));
+            }
         }
     }
     c.init_width_scale = boolean("init_width_scale");
@@ -299,16 +314,18 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     } catch (const ConfigError& e) {
         throw bad(e.what());
     }
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < L; l++) {  // every list says what the layer computes
+        bool agree = true;
+        for (size_t k = 0; k < cols.size(); k++)
+            agree = agree && (!cols[k].hf_key || cols[k].value(c, l) == lists[k][l]);
+        if (agree) continue;
         const LayerSpec& s = c.layers[l];
-        if ((s.attention ? s.kv() : 0) != kv[l] || c.hidden_of(l) != hidden[l] ||
-            (s.attention ? s.window : 0) != windows[l])
-            throw bad("\"prism_layer_words\" row " + std::to_string(l) + " " +
-                      int_list({s.kv_heads, s.hidden, s.window}) + " (model.bin's words, 0: the default) gives " +
-                      std::to_string(s.attention ? s.kv() : 0) + " KV heads, hidden " + std::to_string(c.hidden_of(l)) +
-                      " and window " + std::to_string(s.attention ? s.window : 0) + " where the lists say " +
-                      std::to_string(kv[l]) + ", " + std::to_string(hidden[l]) + " and " + std::to_string(windows[l]) +
-                      "; delete prism_layer_words (kept only for a byte-identical import) if you changed the lists");
+        auto value = [&](const char* name) { return std::to_string(find_layer_column(name)->value(c, l)); };
+        throw bad("\"prism_layer_words\" row " + std::to_string(l) + " " + int_list({s.kv_heads, s.hidden, s.window}) +
+                  " (model.bin's words, 0: the default) gives " + value("kv_heads") + " KV heads, hidden " +
+                  value("hidden") + " and window " + value("window") + " where the lists say " + std::to_string(kv[l]) +
+                  ", " + std::to_string(hidden[l]) + " and " + std::to_string(windows[l]) +
+                  "; delete prism_layer_words (kept only for a byte-identical import) if you changed the lists");
     }
     if (integer(need("residual_width"), "residual_width", 1, 1 << 30) != c.D())
         throw bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));

@@ -167,7 +167,8 @@ struct LoadedModel {
 };
 
 // The column names of a model.bin's layer table: version 5's own (header word 28 the count, words 32 + 4k.. the
-// names), the fixed lists of versions 2 to 4 ("flags": version 4's word of bit 0 no attention, bit 1 no MLP).
+// names), the fixed lists of versions 2 to 4 (version 4's "flags" word: bit 0 no attention, bit 1 no MLP; see
+// columns_of_v4).
 template <class Bad> std::vector<std::string> layer_table_names(const int32_t* h, int version, Bad bad) {
     if (version == 4) return {"width", "heads", "kv_heads", "hidden", "window", "flags"};
     if (version < 4) return {"width", "heads"};
@@ -192,7 +193,23 @@ template <class Bad> std::vector<std::string> layer_table_names(const int32_t* h
     return names;
 }
 
-// The config of a model.bin header and layer table, every field and word range-checked (see the top of this file).
+// A version 4 table in named columns: its flags word (range-checked) as the no_attention and no_mlp columns.
+template <class Bad> LayerTable columns_of_v4(const LayerTable& t, Bad bad) {
+    LayerTable out;
+    out.names = {"width", "heads", "kv_heads", "hidden", "window", "no_attention", "no_mlp"};
+    for (size_t r = 0; r + 6 <= t.words.size(); r += 6) {
+        const int32_t flags = t.words[r + 5];
+        if (flags < 0 || flags > 3)
+            throw bad("corrupt layer table: layer " + std::to_string(r / 6 + 1) + " flags = " + std::to_string(flags) +
+                      ", must lie in [0, 3]");
+        out.words.insert(out.words.end(), t.words.begin() + r, t.words.begin() + r + 5);
+        out.words.insert(out.words.end(), {flags & 1, flags >> 1});
+    }
+    return out;
+}
+
+// The config of a model.bin header and layer table (in named columns), every field and word range-checked (see
+// the top of this file).
 template <class Bad> ModelConfig model_config_of(const int32_t* h, const LayerTable& table, Bad bad) {
     ModelConfig c;
     c.d = header_int(h, 2, "d", 1, 65536, bad);
@@ -215,18 +232,17 @@ template <class Bad> ModelConfig model_config_of(const int32_t* h, const LayerTa
     for (size_t k = 0; k < C; k++) {
         const std::string& name = table.names[k];
         const LayerColumn* col = find_layer_column(name);
-        const int lo = col ? col->lo : 0, hi = col ? col->hi : name == "flags" ? 3 : 0;
+        const int lo = col ? col->lo : 0, hi = col ? col->hi : 0;
         for (size_t l = 0; l < L; l++) {
             const int32_t v = table.words[l * C + k];
             const std::string at = "layer " + std::to_string(l + 1) + " " + name + " = " + std::to_string(v);
-            if (!col && name != "flags" && v != 0)
+            if (!col && v != 0)
                 throw bad("its layer table sets column " + name + " (" + at +
                           "), which this build does not know; read it with the Prism that wrote it, or a newer one");
             if (v < lo || v > hi)
                 throw bad("corrupt layer table: " + at + ", must lie in [" + std::to_string(lo) + ", " +
                           std::to_string(hi) + "]");
             if (col) col->set(c.layers[l], v);
-            else if (name == "flags") c.layers[l].attention = !(v & 1), c.layers[l].mlp = !(v & 2);
         }
     }
     try {
@@ -262,7 +278,7 @@ template <class Bad> ModelHead read_model_head(FILE* f, size_t size, Bad bad) {
     if (size < 1024 + row * L) throw bad("truncated inside the layer table");
     m.table.words.resize(row / 4 * (size_t)L);
     if (fread(m.table.words.data(), row, (size_t)L, f) != (size_t)L) throw bad("error reading the layer table");
-    m.cfg = model_config_of(h, m.table, bad);
+    m.cfg = model_config_of(h, m.version == 4 ? columns_of_v4(m.table, bad) : m.table, bad);
     return m;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model_config.h"
@@ -62,4 +63,16 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
                                 m.shape.quantum, 1, 65536));
     flags.push_back(switch_flag("--allow-ablation", "permit head schedules that break monotonicity or h_L = h_base",
                                 m.allow_ablation));
+}
+
+// The model a run record's args describe (its model flags applied to a fresh spec, other flags ignored), built
+// as train_prism built it: what report compares (is_uniform). A ConfigError when they do not build.
+inline ModelConfig model_of_args(const std::vector<std::pair<std::string, std::string>>& args) {
+    ModelSpec s;
+    std::vector<Flag> flags;
+    add_model_flags(flags, s);
+    for (const auto& [name, value] : args)
+        if (const Flag* f = find_flag(flags, name)) f->apply(value);
+    std::vector<std::string> warnings;
+    return build_config(s, warnings);
 }
