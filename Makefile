@@ -189,7 +189,7 @@ $(CATCH_MAIN): test/catch_main.cpp
 # compiling), and what they run are the products' -O3 builds. They link after the others, since of an inline
 # function that both kinds compile out of line the linker keeps the first copy: the -O3 one.
 TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm dist eval faults hf live lr \
-                output_rule report checkpoints out_dir stats study study_report train))
+                formats output_rule report checkpoints out_dir stats study study_report train))
 $(TEST_DRIVERS): OPT = -O1 -march=native
 $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson

@@ -1,11 +1,7 @@
 // dataloader.h: token shards in, (B, T) batches of inputs and next-token targets out.
 //
-// Shard format (llm.c's, so shards move freely between the two projects), little-endian:
-//   bytes [0, 1024)         256 x int32 header: [0] = 20240520 (magic), [1] = 1 (version: uint16 tokens),
-//                           [2] = token count N; [3] = 0x54455350 ("PSET") when [4..5] hold the 64-bit id of
-//                           the set the shard was written with (prepare_shards; llm.c leaves [3..] zero and
-//                           ignores them); the rest zero
-//   bytes [1024, 1024+2N)   N x uint16 token ids; every document is preceded by EOT (50256 for GPT-2)
+// Shard format: llm.c's (so shards move freely between the two projects), with an optional set id; its bytes are
+// docs/formats.md's "Token shards" (test/test_formats.cpp holds the page to write_shard below).
 //
 // How a batch is cut. A shard of N tokens holds W = (N - 1) / T sequences; sequence k is the T + 1 tokens
 // [k*T, k*T + T] (neighbours share one token, so every token except the first is a target exactly once).

@@ -293,9 +293,8 @@ inline void check_single_value(const LayerColumn& col, const std::string& text, 
                       ", or give one value per layer (run-length lists like 12x6,4x6 work)");
 }
 
-// The flag's text checked before the model is known (the flag parser runs it, so a bad value is an error even
-// beside --help): its syntax, and every value it gives within the column's bounds.
-inline void check_column_text(const LayerColumn& col, const std::string& text) {
+// check_column_text's part: the builder's checks on a nominal model, and the bounds.
+inline void check_column_syntax(const LayerColumn& col, const std::string& text) {
     if (col.check) return col.check(text, col);
     LayerContext x;
     x.L = col.is_switch ? 10000 : is_list(text) ? (int)parse_layer_list(text, canonical_flag(col), true).size() : 1;
@@ -304,6 +303,18 @@ inline void check_column_text(const LayerColumn& col, const std::string& text) {
         if (v < col.lo || v > col.hi)
             throw ConfigError(canonical_flag(col) + " " + text + ": " + col.what + " " + std::to_string(v) + " is " +
                               column_bound_text(col));
+}
+
+// The flag's text checked before the model is known (the flag parser runs it, so a bad value is an error even
+// beside --help): its syntax, and every value it gives within the column's bounds.
+inline void check_column_text(const LayerColumn& col, const std::string& text) {
+    const std::string flag = canonical_flag(col);
+    try {
+        check_column_syntax(col, text);
+    } catch (const ConfigError& e) {  // in the flag's words
+        const std::string why = e.what();
+        throw why.compare(0, flag.size(), flag) == 0 ? e : ConfigError(flag + ": " + why);
+    }
 }
 
 // build_config's first part: every column's flag text checked as the flag parser checks it, and a single value

@@ -25,6 +25,7 @@
 // run/loop_seam.h fills in for train_prism.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,7 @@
 #include "model_config.h"
 #include "run/stop_signal.h"
 #include "util/json.h"
+#include "util/machine_load.h"
 #include "train_step.h"
 
 inline double now_seconds() {
@@ -121,10 +123,24 @@ inline void append_log(FILE* log, const std::string& line, const std::string& pa
                       "room, then continue from its last checkpoint with --resume");
 }
 
-// The run's learning-rate schedule (after default_run and plan_run); a bad combination of its flags is a
-// ConfigError.
-inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
-    return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
+// The warmup a recorded run's steps so far had ("plan" in run.json; -1 when it does not say).
+inline long recorded_warmup(const RunRecord& rec) {
+    const json::Value* plan = rec.doc.find("plan");
+    const json::Value* w = plan ? plan->find("warmup") : nullptr;
+    return w && w->kind == json::Value::Number ? std::strtol(w->str.c_str(), nullptr, 10) : -1;
+}
+
+// On a --resume of a recorded run whose warmup was the default (--warmup not given, so --warmup-frac of the
+// steps): it keeps its recorded length, as everything the resume does not name does, when another --steps would
+// make the fraction give another one (record_args then records it as --warmup). Returns the note that says so.
+inline std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions& o, RunPlan& p) {
+    const long was = recorded_warmup(rec);
+    if (o.warmup >= 0 || was < 0 || was == p.warmup) return "";
+    const std::string note = "the warmup keeps its recorded " + std::to_string(was) + " steps (--warmup-frac " +
+                             exact_number(o.warmup_frac) + " of --steps " + std::to_string(p.steps) + " would give " +
+                             std::to_string(p.warmup) + "); pass --warmup N to change it";
+    p.warmup = was;
+    return note;
 }
 
 // On a --resume of a recorded run from the checkpoint at step `start`: this invocation's schedule (o, p) may
@@ -141,11 +157,18 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
     was.lr_schedule = rec.has("--lr-schedule") ? rec.arg("--lr-schedule") : "cosine";
     was.decay_frac = rec.has("--decay-frac") ? std::strtod(rec.arg("--decay-frac").c_str(), nullptr) : NAN;
     was.decay_shape = rec.arg("--decay-shape");
-    was.warmup = rec.has("--warmup") ? std::strtol(rec.arg("--warmup").c_str(), nullptr, 10) : -1;
+    was.warmup = rec.has("--warmup") ? std::strtol(rec.arg("--warmup").c_str(), nullptr, 10) : recorded_warmup(rec);
     if (rec.has("--steps")) was.steps = std::strtol(rec.arg("--steps").c_str(), nullptr, 10);
     was.tokens = 0, was.tokens_per_param = 0, was.epochs = 0;
     const RunPlan wp = plan_run(was, cfg, p.world, train_tokens);
     const LrSchedule before = lr_schedule(was, wp), after = lr_schedule(o, p);
+    // A default warmup kept at its recorded length (keep_recorded_warmup) is now recorded, but did not change.
+    changes.erase(std::remove_if(changes.begin(), changes.end(),
+                                 [&](const RunBranch& c) {
+                                     return c.flag == "--warmup" && c.old_value.empty() &&
+                                            c.new_value == std::to_string(wp.warmup);
+                                 }),
+                  changes.end());
     if (changes.empty() && before.kind == "cosine") return {};
     if (wp.steps != p.steps) changes.push_back({0, "--steps", std::to_string(wp.steps), std::to_string(p.steps)});
     if (changes.empty()) return {};
@@ -165,15 +188,20 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
         char lr[96];
         snprintf(lr, sizeof lr, " (%.6g, now %.6g)", a, b);
         const long last_peak = before.decay_start() + 1;  // the last step at the peak, counted from 1
-        const std::string why = before.kind == "wsd" && start > last_peak
-                                    ? "; the recorded decay began after step " + std::to_string(last_peak) +
-                                          ": only a checkpoint at step " + std::to_string(last_peak) +
-                                          " or before can go into another decay"
-                                    : "";
+        // What would keep the steps done: the recorded warmup; a decay that starts at the checkpoint or later.
+        std::string fix = "resume with the recorded schedule, or branch a copy of the run from an earlier checkpoint";
+        if (s < std::max(before.warmup, after.warmup) && before.warmup != after.warmup)
+            fix = "pass --warmup " + std::to_string(before.warmup) + " to keep the recorded warmup";
+        else if (before.kind == "wsd" && start > last_peak)
+            fix = "the recorded decay began after step " + std::to_string(last_peak) + ": only a checkpoint at step " +
+                  std::to_string(last_peak) + " or before can go into another decay";
+        else if (before.kind == "wsd" && after.kind == "wsd" && after.decay_start() < start - 1)
+            fix = "a decay of at most " + std::to_string(p.steps - start) + " steps (--decay-frac " +
+                  exact_number(std::floor(1000.0 * (double)(p.steps - start) / (double)p.steps) / 1000) +
+                  " or less, or a larger --steps) keeps the steps done";
         throw ConfigError("--resume: " + what + " would change the lr of step " + std::to_string(s + 1) +
-                          ", already done" + lr + ", and the checkpoint is at step " + std::to_string(start) + why +
-                          "; resume with the recorded schedule, or branch a copy of the run from an earlier checkpoint "
-                          "(docs/training.md, \"Learning-rate schedules\")");
+                          ", already done" + lr + ", and the checkpoint is at step " + std::to_string(start) + "; " +
+                          fix + " (docs/training.md, \"Learning-rate schedules\")");
     }
     return changes;
 }
@@ -265,6 +293,7 @@ struct LoopSeam {
 inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, const std::string& why,
                         const Dist& dist, const LoopSeam& seam, const RunRecord* recorded = nullptr) {
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
+    const MachineLoad load;            // the last line says whether the machine was busy (tokens/s not its own)
     RunPlan p;
     LrSchedule sched;                   // the lr of every step (train_step.h), on every engine
     std::vector<RunBranch> lr_changes;  // a resume's changes of the schedule, for run.json's "branches"
@@ -290,6 +319,10 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         }
         if (recorded) check_resume_context(*recorded, cfg.T);  // before plan_run, which would blame --total-batch
         p = plan_run(o, cfg, dist.world, train->tokens_total());
+        if (recorded) {
+            const std::string note = keep_recorded_warmup(*recorded, o, p);
+            if (lead && !note.empty()) fprintf(stderr, "note: %s\n", note.c_str());
+        }
         sched = lr_schedule(o, p);
         if (recorded)
             lr_changes = check_resume_args(*recorded, seam.record_args(o, p), seam.may_change, o.allow_batch_change,
@@ -499,7 +532,7 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
             return kExitOk;
         }
     }
-    if (lead) printf("done: %s/model.bin\n", o.out.c_str());
+    if (lead) printf("done: %s/model.bin\n%s\n", o.out.c_str(), load.line().c_str());
     record_end("done", p.steps);
     return kExitOk;
 }

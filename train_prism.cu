@@ -97,6 +97,12 @@ static int train_main(int argc, char** argv, Dist& dist) {
         cfg = build_config(o.model, warnings);
         default_run(o, cfg, dist.world, notes);
         if (!o.plan) check_out_dir(o);
+        if (o.plan) {  // training's checks of the batch, length and schedule; --epochs needs the shards' size
+            size_t tokens = 0;
+            if (o.epochs > 0)
+                for (const std::string& shard : glob_shards(o.train)) tokens += read_shard_info(shard).tokens;
+            plan_run(o, cfg, dist.world, tokens);
+        }
         if (dist.rank == 0) {
             for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());
             if (!o.plan)

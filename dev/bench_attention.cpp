@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "util/machine_load.h"
 #include "util/mfu.h"
 #include "ref/init.h"
 
@@ -150,8 +151,10 @@ int main(int argc, char** argv) {
         prop.name, window, group, tokens, width);
     printf("%6s %5s %4s %4s %10s %9s %10s %9s %9s %7s %7s %6s\n", "T", "hd", "B", "h", "fwd ms", "fwd TF/s", "bwd ms",
            "bwd TF/s", "f+b TF/s", "% peak", "wide", "tiles");
+    const MachineLoad load;  // the host's load, beside the figures (a busy host slows the launches)
     bool ok = true;
     for (int T : int_list(Ts))
         for (int hd : int_list(hds)) ok = bench_row(T, hd, tokens, width, reps, peak, window, group) && ok;
+    printf("%s\n", load.line().c_str());
     return ok ? 0 : 1;
 }

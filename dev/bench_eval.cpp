@@ -19,6 +19,7 @@
 #include "run/model_flags.h"
 #include "engine_factory.h"
 #include "eval/scoring.h"
+#include "util/machine_load.h"
 
 namespace {
 
@@ -66,6 +67,7 @@ EvalFile synthetic(const Shape& s, int items, int V, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    const MachineLoad load;  // printed beside the figures: a busy machine's are not the machine's
     ModelSpec spec;
     int items = 16, batch = 16;
     bool cpu = false, help = false;
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
         printf(
             "tokens: unpadded row lengths (a batch pads its rows to its longest). WikiText items are pages of ~4,600 "
             "tokens.\n");
+        printf("%s\n", load.line().c_str());
         return 0;
     } catch (const std::runtime_error& e) {
         fprintf(stderr, "bench_eval: error: %s\n", e.what());

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "run/cost_model.h"
+#include "util/machine_load.h"
 #include "cuda_engine.cuh"
 #include "run/plan_views.h"
 #include "dataloader.h"
@@ -133,6 +134,7 @@ void print_ops(const std::vector<OpCost>& ops, const RooflineGpu& g, const std::
 }  // namespace
 
 int main(int argc, char** argv) {
+    const MachineLoad load;  // the host's load, beside the figures
     int B = 16, T = 0, steps = 10, V = 50257;
     long n_micro = 1;
     bool recompute = false, cost_only = false, synthetic = false;
@@ -317,5 +319,6 @@ int main(int argc, char** argv) {
     }
     printf("\n");
     for (const std::string& s : summary) printf("%s\n", s.c_str());
+    if (!cost_only) printf("%s\n", load.line().c_str());  // what was measured, beside the machine's load
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "ref/reference.h"
+#include "util/machine_load.h"
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -21,6 +22,7 @@ static double cpu() {
 }
 
 int main(int argc, char** argv) {
+    const MachineLoad load;  // printed beside the figures: a busy machine's are not the machine's
     int B = 8, T = 128, d = 128, L = 6, h = 4, V = 50257;
     if (argc == 7)
         B = atoi(argv[1]), T = atoi(argv[2]), d = atoi(argv[3]), L = atoi(argv[4]), h = atoi(argv[5]),
@@ -57,5 +59,6 @@ int main(int argc, char** argv) {
         if (step > 0) best = std::min(best, c - a);  // step 0 pays the first-touch page faults
     }
     printf("best forward+backward: %.0f ms/step\n", best * 1e3);
+    printf("%s\n", load.line().c_str());
     return 0;
 }

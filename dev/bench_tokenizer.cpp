@@ -8,6 +8,7 @@
 // fair number on a busy machine: both sides are measured the same way). With --threads N it also times N threads encoding the same text at once
 // (aggregate MB/s), which exercises encode's thread safety.
 #include "text/tokenizer.h"
+#include "util/machine_load.h"
 
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,7 @@ static double thread_cpu_seconds() {
 }
 
 int main(int argc, char** argv) {
+    const MachineLoad load;  // printed beside the figures: a busy machine's are not the machine's
     std::vector<std::string> pos;
     int threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -103,5 +105,6 @@ int main(int argc, char** argv) {
         "1e6:7.2f} MB/s cpu  (tiktoken {tiktoken.__version__}, encode_ordinary)')\n"
         "PY";
     if (system(cmd.c_str()) != 0) printf("tiktoken: not importable by python3 (pip install tiktoken to compare)\n");
+    printf("%s\n", load.line().c_str());
     return 0;
 }

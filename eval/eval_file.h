@@ -3,29 +3,8 @@
 // tokenizer fingerprint that ties a file to its vocabulary, and the file itself, saved atomically and loaded
 // with every field checked (a bad file is a one-line EvalError naming the file and the fix).
 //
-// Eval file (data/eval/TASK.bin), little-endian:
-//   bytes [0, 1024)  256 x int32 header
-//       [0] magic 0x4C564550 ("PEVL")   [1] version 2
-//       [2] kind: 0 choice (score every request, argmax = pick), 1 target (one request; acc = every target
-//           token is the argmax; perplexity), 2 rolling (one text per example, scored in windows of the model's T)
-//       [3] 1 if acc_norm is defined (choices have code-point lengths), else 0   [4] V of the tokenizer
-//       [5] its EOT id   [6..7] example count (int64)   [8..9] tokenizer fingerprint (uint64,
-//       tokenizer_fingerprint below)   [10..11] payload bytes (int64)   [12..13] checksum (uint64: util/io.h's
-//       checksum64 of the whole file with these 8 bytes read as zero; version 1: of the payload only)
-//       [14..15] total tokens over all records (int64)
-//       [16..31] task name, 64 bytes, NUL-padded ASCII   [32..47] tokenizer name, 64 bytes (e.g. "gpt2")
-//       [48..255] zero
-//   then one record per example, back to back (the payload):
-//       int32 n_tokens, int32 n_requests, int32 gold (-1: none), int32 0,
-//       int64 words, int64 bytes              (rolling: counted on the original text; target: the target's
-//                                              bytes and 1 word; choice: 0)
-//       n_requests x {int32 ctx_begin, ctx_end, cont_begin, cont_end, norm_len}
-//       n_tokens x int32 tokens               (the record's token pool; ranges index into it)
-//   Request r scores pool[cont_begin, cont_end) given pool[ctx_begin, ctx_end): both ranges non-empty (an
-//   empty context is [EOT], as lm-eval does). norm_len is the choice's length in Unicode code points without
-//   the leading space (acc_norm's divisor), 0 where undefined. A rolling record has no requests: its pool is
-//   the whole text, cut into windows at scoring time because the windows depend on the model's T.
-//   Multiple choice: pool = ctx | cont_0 | cont_1 ...; WinoGrande: ctx_0 | cont_0 | ctx_1 | cont_1.
+// The file's bytes (header fields, records, requests, what each range scores): docs/formats.md's "Eval files"
+// (test/test_formats.cpp holds the page to save_eval_file).
 //
 // Version 1 files (whose checksum left the header out) are still read, with the same checks.
 // Does not: build the prompt strings (eval/tasks.h), read raw files (data/prepare_eval.cpp), or score

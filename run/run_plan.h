@@ -1,6 +1,7 @@
 // run/run_plan.h: the batch and length of a training run (RunPlan), from the options, the model and the rank
-// count: tokens per step (the global batch, over all ranks), micro-steps per rank, steps and warmup; and the plan
-// part of the run record. train_prism, the loop and study plan a run with it.
+// count: tokens per step (the global batch, over all ranks), micro-steps per rank, steps and warmup, and its
+// learning-rate schedule; and the plan part of the run record. plan_run is the one check of these flags: training,
+// train_prism --plan and study all call it, so each refuses the same inputs with the same line.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "errors.h"
+#include "lr_schedule.h"
 #include "model_config.h"
 #include "run/defaults.h"
 #include "util/number_text.h"
@@ -29,7 +31,15 @@ inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
     return T;
 }
 
-// train_tokens: the training shards' size, for --epochs.
+// The warmup a run of `steps` steps gets when --warmup is not given: --warmup-frac of the steps, rounded.
+inline long default_warmup(const TrainOptions& o, long steps) { return std::lround(o.warmup_frac * steps); }
+
+// The run's learning-rate schedule; a bad combination of its flags is a ConfigError naming the flag.
+inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
+    return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
+}
+
+// Every check of the batch, length and schedule flags (train_tokens: the training shards' size, for --epochs).
 inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
     RunPlan p;
     p.T = train_seq_len(o, cfg);
@@ -50,7 +60,7 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
     if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
     if (!p.steps) p.steps = 150;
-    p.warmup = o.warmup >= 0 ? o.warmup : (long)std::lround(o.warmup_frac * p.steps);  // --warmup, else the fraction
+    p.warmup = o.warmup >= 0 ? o.warmup : default_warmup(o, p.steps);  // --warmup, else the fraction
     if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
         throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
                           " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
@@ -62,6 +72,7 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
                  o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
         throw ConfigError(b);
     }
+    lr_schedule(o, p);  // its refusals (--decay-frac without wsd, --warmup beyond --steps, ...)
     return p;
 }
 

@@ -247,10 +247,12 @@ inline std::vector<std::string> may_change_on_resume() {
 
 // The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
 // every recorded flag that is set, with its value, in the table's order; the length and the batch as the plan
-// resolved them (steps, total_batch).
+// resolved them (steps, total_batch), and the warmup when it is not --warmup-frac's of the steps (a resume's
+// kept warmup, train_loop.h's keep_recorded_warmup).
 inline std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& resolved, const RunPlan& p) {
     TrainOptions o = resolved;
     o.total_batch = p.total_batch, o.steps = p.steps;
+    if (o.warmup < 0 && p.warmup != default_warmup(o, p.steps)) o.warmup = p.warmup;
     std::vector<std::pair<std::string, std::string>> a;
     for (const Flag& f : make_train_flags(o))
         if (f.recorded && (!f.is_set || f.is_set())) a.push_back({canonical_name(f), f.value()});

@@ -141,6 +141,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
+    o.model.no_rope = "2";
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3, o.opt.weight_decay = 0.05;
     o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
     RunPlan p;
@@ -168,7 +169,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     d.lr = 3e-3;
     const auto plain = record_args(d, p);
     for (const char* f : {"--d", "--norm", "--train-seq", "--zero", "--sample-every", "--no-shuffle", "--cpu",
-                          "--warmup", "--lr-schedule", "--decay-frac", "--decay-shape"})
+                          "--warmup", "--lr-schedule", "--decay-frac", "--decay-shape", "--no-rope"})
         for (const auto& a : plain) CHECK(a.first != f);
     const std::vector<std::string> may = may_change_on_resume();
     for (const char* f : {"--steps", "--tokens", "--stop-after", "--out", "--batch", "--keep", "--zero"})

@@ -410,3 +410,186 @@ TEST_CASE("the docs checks catch what they are for", "[docs]") {
     CHECK(claims[2].token.rfind("model.cuh's CudaEngine", 0) == 0);
     CHECK(slug("Tests: what `make test` checks") == "tests-what-make-test-checks");
 }
+
+namespace {
+
+// The text of a markdown file from the heading line `heading` to the next heading of its level or higher.
+std::string md_section(const std::string& md, const std::string& heading) {
+    const std::string text = read_text(md);
+    const size_t at = text.find("\n" + heading + "\n");
+    INFO(md << " has no heading '" << heading << "'");
+    REQUIRE(at != std::string::npos);
+    const size_t level = heading.find(' ');
+    for (size_t end = text.find("\n#", at + 1); end != std::string::npos; end = text.find("\n#", end + 1))
+        if (text.find_first_not_of('#', end + 1) - (end + 1) <= level) return text.substr(at, end - at);
+    return text.substr(at);
+}
+
+bool is_code(const std::string& f) {
+    static const std::set<std::string> exts{".h", ".cuh", ".cu", ".cpp", ".py"};
+    return exts.count(fs::path(f).extension().string()) > 0;
+}
+
+// The product's source files: everything but the tests, the dev tools, the executor (drawn as one folder), CI.
+std::vector<std::string> product_sources() {
+    std::vector<std::string> out;
+    for (const std::string& f : repo_files())
+        if (is_code(f) && f.rfind("test/", 0) != 0 && f.rfind("dev/", 0) != 0 && f.rfind("cuda_cpu/", 0) != 0 &&
+            f.rfind(".ci/", 0) != 0)
+            out.push_back(f);
+    return out;
+}
+
+// The files the README's map of the code names: a root line's file names, and in a folder's entry (a line that
+// starts with "DIR/", and its indented continuation lines) each file name, under that folder.
+std::set<std::string> code_map_files() {
+    const std::string sec = md_section("README.md", "## The code");
+    const size_t open = sec.find("```\n"), close = sec.find("\n```", open + 4);
+    REQUIRE(close != std::string::npos);
+    std::istringstream in(sec.substr(open + 4, close - open - 4));
+    static const std::regex name(R"([A-Za-z0-9_./-]+\.(h|cuh|cu|cpp|py))");
+    static const std::regex folder(R"(^([a-z_]+/)\s)");
+    std::set<std::string> out;
+    std::string line, dir;
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (std::regex_search(line, m, folder)) dir = m[1].str();
+        else if (!line.empty() && line[0] != ' ') dir = "";
+        for (auto it = std::sregex_iterator(line.begin(), line.end(), name); it != std::sregex_iterator(); ++it) {
+            const std::string f = it->str();
+            out.insert(f.find('/') != std::string::npos ? f : dir + f);
+        }
+    }
+    return out;
+}
+
+// A file's quoted includes as written (every include resolves from the root or the file's folder).
+std::vector<std::string> quoted_includes(const std::string& file) {
+    static const std::regex inc(R"(^\s*#\s*include\s*"([^"]+)\")");
+    std::vector<std::string> out;
+    std::istringstream in(read_text(file));
+    std::string line;
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (std::regex_search(line, m, inc)) out.push_back(m[1].str());
+    }
+    return out;
+}
+
+std::set<std::string> include_closure(const std::string& file) {
+    std::set<std::string> seen;
+    std::vector<std::string> todo{file};
+    while (!todo.empty()) {
+        const std::string f = todo.back();
+        todo.pop_back();
+        for (const std::string& inc : quoted_includes(f)) {
+            const std::string local = (fs::path(f).parent_path() / inc).lexically_normal().string();
+            const std::string g = fs::exists(local) && !fs::path(f).parent_path().empty() ? local : inc;
+            if (fs::exists(g) && seen.insert(g).second) todo.push_back(g);
+        }
+    }
+    return seen;
+}
+
+// The backticked file names of a text, in order.
+std::vector<std::string> ticked_files(const std::string& text) {
+    static const std::regex tick(R"(`([A-Za-z0-9_./-]+\.(?:h|cuh|cu|cpp))`)");
+    std::vector<std::string> out;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), tick); it != std::sregex_iterator(); ++it)
+        out.push_back((*it)[1].str());
+    return out;
+}
+
+// Kernel files: the product's .cuh files that define a kernel.
+std::vector<std::string> kernel_files() {
+    std::vector<std::string> out;
+    for (const std::string& f : product_sources())
+        if (fs::path(f).extension() == ".cuh" && read_text(f).find("__global__") != std::string::npos) out.push_back(f);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the README's map of the code names every product source file", "[docs]") {
+    const std::set<std::string> named = code_map_files();
+    REQUIRE(named.size() > 40);
+    for (const std::string& f : product_sources()) {
+        INFO(f << " is not in README.md's \"The code\" (name it on its folder's line, with what it is for)");
+        CHECK(named.count(f));
+    }
+    for (const std::string& f : named) {
+        INFO("README.md's \"The code\" names " << f << ", which does not exist");
+        CHECK(fs::exists(f));
+    }
+}
+
+TEST_CASE("docs/walkthrough.md's file lists: the counts it states, every file on the trainer's include path",
+          "[docs]") {
+    const std::string md = "docs/walkthrough.md";
+    std::set<std::string> trainer = include_closure("train_prism.cu");
+    trainer.insert("train_prism.cu");
+    REQUIRE(trainer.count("model.cuh"));
+    // The CPU path: "the CPU engine's, N files", the distinct files before "On a GPU".
+    const std::string cpu = md_section(md, "## One training step on the CPU, file by file");
+    static const std::regex cpu_count(R"(the CPU engine's, ([0-9]+) files)");
+    std::smatch m;
+    REQUIRE(std::regex_search(cpu, m, cpu_count));
+    const std::vector<std::string> cpu_files = ticked_files(cpu.substr(0, cpu.find("On a GPU")));
+    CHECK(std::set<std::string>(cpu_files.begin(), cpu_files.end()).size() == std::stoul(m[1].str()));
+    // The GPU path: one numbered item per file; "That is **N files**: a to set up, b on the step's path, c beneath
+    // the kernels", each part the items under its lead-in line.
+    const std::string gpu = md_section(md, "## One training step on the GPU, file by file");
+    std::istringstream in(gpu);
+    std::string line;
+    std::vector<int> parts;
+    int items = 0;
+    static const std::regex item(R"(^([0-9]+)\. `([^`]+)`)");
+    while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == ':' && line.find('`') == std::string::npos) parts.push_back(0);
+        std::smatch im;
+        if (!std::regex_search(line, im, item)) continue;
+        items++;
+        INFO(md << " item " << im[1].str() << ": " << im[2].str());
+        CHECK(std::stoi(im[1].str()) == items);
+        CHECK(trainer.count(im[2].str()));
+        REQUIRE(!parts.empty());
+        parts.back()++;
+    }
+    static const std::regex total(
+        R"(That is \*\*([0-9]+) files\*\*: ([0-9]+) to set up, ([0-9]+) on the step's path, ([0-9]+) beneath)");
+    REQUIRE(std::regex_search(gpu, m, total));
+    CHECK(items == std::stoi(m[1].str()));
+    CHECK(parts == std::vector<int>{std::stoi(m[2].str()), std::stoi(m[3].str()), std::stoi(m[4].str())});
+    for (const std::string& f : ticked_files(gpu)) {
+        INFO(md << " names " << f);
+        CHECK(fs::exists(f));
+    }
+}
+
+TEST_CASE("docs/tests.md's kernel-file rule holds: what a kernel file includes, and never a ModelConfig", "[docs]") {
+    // "A kernel file includes only `a`, `b`, ...; it never uses a `ModelConfig`": the allowed includes, from the page.
+    const std::string text = read_text("docs/tests.md");
+    const size_t at = text.find("A kernel file includes only");
+    REQUIRE(at != std::string::npos);
+    const std::string rule = text.substr(at, text.find(';', at) - at);
+    const std::vector<std::string> listed = ticked_files(rule);
+    const std::set<std::string> allowed(listed.begin(), listed.end());
+    REQUIRE(allowed.count("cuda_common.cuh"));
+    const std::vector<std::string> kernels = kernel_files();
+    REQUIRE(kernels.size() >= 10);
+    for (const std::string& f : kernels) {
+        for (const std::string& inc : quoted_includes(f)) {
+            INFO(f << " includes " << inc << ", which docs/tests.md's rule does not allow");
+            CHECK(allowed.count(inc));
+        }
+        std::istringstream in(read_text(f));
+        std::string line;
+        int n = 0;
+        while (std::getline(in, line)) {
+            n++;
+            const std::string code = line.substr(0, line.find("//"));
+            INFO(f << ":" << n << " uses a ModelConfig: " << line);
+            CHECK(code.find("ModelConfig") == std::string::npos);
+        }
+    }
+}

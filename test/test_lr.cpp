@@ -142,9 +142,12 @@ TEST_CASE("the schedule's description and its refusals", "[lr]") {
     CHECK_THROWS_WITH(make_lr_schedule("wsd", 10, 11, 1, 0.1, 0.2, "sqrt"), Catch::Contains("--warmup 11"));
 }
 
-TEST_CASE("train_prism refuses bad schedule flags with one line", "[lr]") {
+TEST_CASE("train_prism refuses bad schedule and batch flags with one line, and --plan refuses the same", "[lr]") {
     const std::string dir = make_data_dir(), out = dir + "/run";
     const std::vector<std::pair<std::string, std::string>> bad = {
+        {"-b 8 --total-batch 1000", "--total-batch 1000 is not a multiple of B*T = 256"},
+        {"--warmup 40 --steps 30", "--warmup 40 must lie in [0, --steps 30]"},
+        {"--lr 1 --wd 1", "--lr 1 times --wd 1 is 1; it must be below 1"},
         {"--lr-schedule step", "--lr-schedule must be cosine, wsd, linear or constant, not 'step'"},
         {"--lr-schedule wsd --decay-frac 1.5", "--decay-frac must lie in [0, 1]"},
         {"--lr-schedule wsd --decay-frac -0.1", "--decay-frac must lie in [0, 1]"},
@@ -159,7 +162,19 @@ TEST_CASE("train_prism refuses bad schedule flags with one line", "[lr]") {
         INFO(flags << ": " << r.out);
         CHECK(one_line_error(r));
         CHECK(r.out.find(message) != std::string::npos);
+        const Result plan = sh(micro(dir, out) + " --steps 10 " + flags + " --plan");  // run_plan.h's one check
+        INFO("--plan: " << plan.out);
+        CHECK(one_line_error(plan));
+        CHECK(plan.rc == 1);
+        CHECK(plan.out.find(message) != std::string::npos);
     }
+    CHECK(sh(micro(dir, out) + " --steps 10 --lr-schedule wsd --decay-frac 0.1 --plan").rc == 0);
+    // --epochs: --plan counts the training shards' tokens as training does (36,000 tokens of 128 a step).
+    CHECK(sh(micro(dir, out) + " --epochs 1 --warmup 200 --plan").rc == 0);
+    const Result epochs = sh(micro(dir, out) + " --epochs 0.1 --warmup 200 --plan");
+    INFO(epochs.out);
+    CHECK(one_line_error(epochs));
+    CHECK(epochs.out.find("--warmup 200 must lie in [0, --steps 28]") != std::string::npos);
     CHECK(access((out + "/log.jsonl").c_str(), F_OK) != 0);  // refused before any step
     sh("rm -rf '" + dir + "'");
 }
@@ -280,5 +295,50 @@ TEST_CASE("a wsd run logs the formula's lr; branched from its stable phase into 
     REQUIRE(read_run_record(dir + "/e", re));
     CHECK(re.arg("--decay-frac") == "0.3");
     CHECK(!re.doc.find("branches"));
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("a branch changes only what it names: a default warmup keeps its recorded length under another --steps",
+          "[lr]") {
+    const std::string dir = make_data_dir();
+    // wsd with the default warmup, --warmup-frac 0.025 of 40 steps = 1; stopped at step 10, in the stable phase.
+    REQUIRE(sh(micro(dir, dir + "/a") + " --steps 40 --lr-schedule wsd --val-every 0 --stop-after 10").rc == 0);
+    REQUIRE(sh("cp -r '" + dir + "/a' '" + dir + "/b'").rc == 0);
+    // 80 steps would make the fraction's warmup 2 and change step 1's lr: the recorded 1 is kept, and said.
+    const Result b = sh("./train_prism --resume -o '" + dir + "/b' --steps 80");
+    INFO(b.out);
+    REQUIRE(b.rc == 0);
+    CHECK(b.out.find("note: the warmup keeps its recorded 1 steps (--warmup-frac 0.025 of --steps 80 would give 2); "
+                     "pass --warmup N to change it") != std::string::npos);
+    CHECK(b.out.find("\nlr: wsd, warmup 1, stable at 0.01 to step 64, 1-sqrt decay over 16 steps to 0.001\n") !=
+          std::string::npos);
+    const auto lb = read_log(dir + "/b/log.jsonl");
+    REQUIRE(lb.size() == 80);
+    for (long s = 1; s <= 80; s++) CHECK(lr_field(lb.at(s)) == logged(lr_at(wsd(80, 1, 0.2, "sqrt", 1e-2), s - 1)));
+    RunRecord rb;
+    REQUIRE(read_run_record(dir + "/b", rb));
+    CHECK(rb.arg("--warmup") == "1");  // kept, so recorded: a later resume keeps it too
+    REQUIRE(rb.doc.find("branches"));
+    CHECK(run_record::dump(*rb.doc.find("branches")) ==  // the one change named, not the warmup
+          "[{\"step\": 10, \"flag\": \"--steps\", \"old\": \"40\", \"new\": \"80\"}]");
+    // A warmup named on the resume that changes a step done is refused, naming the flag that keeps it.
+    REQUIRE(sh("cp -r '" + dir + "/a' '" + dir + "/c'").rc == 0);
+    const Result c = sh("./train_prism --resume -o '" + dir + "/c' --steps 80 --warmup 3");
+    INFO(c.out);
+    CHECK(one_line_error(c));
+    CHECK(c.out.find("would change the lr of step 1, already done") != std::string::npos);
+    CHECK(c.out.find("pass --warmup 1 to keep the recorded warmup") != std::string::npos);
+    // A decay that would start before the checkpoint names the --decay-frac that keeps the steps done.
+    const Result d = sh("./train_prism --resume -o '" + dir + "/c' --decay-frac 0.9");
+    INFO(d.out);
+    CHECK(one_line_error(d));
+    CHECK(d.out.find("a decay of at most 30 steps (--decay-frac 0.75 or less, or a larger --steps) keeps the steps "
+                     "done") != std::string::npos);
+    // Resuming the original as recorded records no warmup and no branch.
+    REQUIRE(sh("./train_prism --resume -o '" + dir + "/a' --stop-after 5").rc == 0);
+    RunRecord ra;
+    REQUIRE(read_run_record(dir + "/a", ra));
+    CHECK(!ra.has("--warmup"));
+    CHECK(!ra.doc.find("branches"));
     sh("rm -rf '" + dir + "'");
 }

@@ -10,7 +10,10 @@
 #      same initial weights on the same tokens, each on the same threads; a run's speed is the median tokens/s of
 #      its steps after the first --warmup-steps;
 #   4. one line per model: ours and the peer's tokens/s (median [min, max] over the repeats), the ratio ours / peer
-#      (median [min, max] over the repeats), the peer's peak memory, and both first-step losses with their difference.
+#      (median [min, max] over the repeats), the peer's peak memory, and both first-step losses with their difference;
+#   5. the machine line (util/machine_load.h's, the same rule): the date, the cores, the load average at the start
+#      and the end, wall and CPU time (the runs', children included), and BUSY when other work exceeded 0.5 per core,
+#      in which case the figures are not the machine's.
 # With --llmc DIR (a folder where llm.c's train_gpt2 was built and its gpt2_124M.bin and data were prepared: not
 # part of this repository), its train_gpt2 (B 4, T 64) is run alternately too, against ours at 124M@4x64.
 # Exit status 1 when a first-step loss differs by more than --loss-tol (the two computations are not the same, so
@@ -19,6 +22,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import re
 import shutil
 import statistics
@@ -128,6 +132,33 @@ class Bench:
         return 4 * 64 / (statistics.median(ms) / 1000)
 
 
+class MachineLoad:
+    """What the machine was doing while the figures were measured (util/machine_load.h's rule, in Python)."""
+
+    BUSY_PER_CORE = 0.5
+
+    def __init__(self):
+        self.load0 = os.getloadavg()[0]
+        self.cpu0 = self.cpu()
+        self.t0 = time.monotonic()
+        self.date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+    @staticmethod
+    def cpu():
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+    def line(self):
+        end, wall, cpu, cores = os.getloadavg()[0], time.monotonic() - self.t0, self.cpu() - self.cpu0, os.cpu_count()
+        own = cpu / wall if wall > 0 else 0
+        others = max(self.load0, end - own) / cores
+        busy = others > self.BUSY_PER_CORE
+        return (f"machine: {self.date}, {cores} cores, load average {self.load0:.2f} at the start, {end:.2f} at the "
+                f"end; {wall:.1f} s wall, {cpu:.1f} s CPU ({own:.2f} cores busy with this work); "
+                f"{'BUSY' if busy else 'quiet'} (other work {others:.2f} per core"
+                f"{', over 0.5: the speed figures above are not this machine' + chr(39) + 's' if busy else ''})")
+
+
 def main():
     ap = argparse.ArgumentParser(description="Prism vs its PyTorch peer, alternately: ratios of tokens/s.")
     ap.add_argument("--models", default="124M@4x64,tiny", help="comma-separated PRESET[:HEADS[:WIDTHS]][@BxT]")
@@ -157,6 +188,7 @@ def main():
     work = a.keep or tempfile.mkdtemp(prefix="prism-peer.")
     os.makedirs(work, exist_ok=True)
     b = Bench(a, work)
+    load = MachineLoad()
     bad = False
     print(f"bench_peer: {a.device}, {a.threads} threads, {a.repeats} alternating repeats of {a.steps} steps "
           f"({a.warmup_steps} untimed), tokens {os.path.relpath(b.shard)}")
@@ -198,6 +230,7 @@ def main():
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
+    print(load.line(), flush=True)
     sys.exit(1 if bad else 0)
 
 
