@@ -415,7 +415,7 @@ namespace {
 
 // The text of a markdown file from the heading line `heading` to the next heading of its level or higher.
 std::string md_section(const std::string& md, const std::string& heading) {
-    const std::string text = read_text(md);
+    const std::string text = read_file(md);
     const size_t at = text.find("\n" + heading + "\n");
     INFO(md << " has no heading '" << heading << "'");
     REQUIRE(at != std::string::npos);
@@ -467,7 +467,7 @@ std::set<std::string> code_map_files() {
 std::vector<std::string> quoted_includes(const std::string& file) {
     static const std::regex inc(R"(^\s*#\s*include\s*"([^"]+)\")");
     std::vector<std::string> out;
-    std::istringstream in(read_text(file));
+    std::istringstream in(read_file(file));
     std::string line;
     while (std::getline(in, line)) {
         std::smatch m;
@@ -504,7 +504,7 @@ std::vector<std::string> ticked_files(const std::string& text) {
 std::vector<std::string> kernel_files() {
     std::vector<std::string> out;
     for (const std::string& f : product_sources())
-        if (fs::path(f).extension() == ".cuh" && read_text(f).find("__global__") != std::string::npos) out.push_back(f);
+        if (fs::path(f).extension() == ".cuh" && read_file(f).find("__global__") != std::string::npos) out.push_back(f);
     return out;
 }
 
@@ -568,7 +568,7 @@ TEST_CASE("docs/walkthrough.md's file lists: the counts it states, every file on
 
 TEST_CASE("docs/tests.md's kernel-file rule holds: what a kernel file includes, and never a ModelConfig", "[docs]") {
     // "A kernel file includes only `a`, `b`, ...; it never uses a `ModelConfig`": the allowed includes, from the page.
-    const std::string text = read_text("docs/tests.md");
+    const std::string text = read_file("docs/tests.md");
     const size_t at = text.find("A kernel file includes only");
     REQUIRE(at != std::string::npos);
     const std::string rule = text.substr(at, text.find(';', at) - at);
@@ -582,7 +582,7 @@ TEST_CASE("docs/tests.md's kernel-file rule holds: what a kernel file includes, 
             INFO(f << " includes " << inc << ", which docs/tests.md's rule does not allow");
             CHECK(allowed.count(inc));
         }
-        std::istringstream in(read_text(f));
+        std::istringstream in(read_file(f));
         std::string line;
         int n = 0;
         while (std::getline(in, line)) {

@@ -34,13 +34,6 @@ namespace {
 
 const char* kPage = "docs/formats.md";
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 // The text of the page from the heading `heading` (its whole line) to the next heading of the same or a higher
 // level.
 std::string section(const std::string& text, const std::string& heading) {
@@ -320,7 +313,7 @@ void check_rest_zero(const std::string& what, const std::string& bytes, const st
 // The checksum as the page's pseudo-code computes it, with the page's constants, over `bytes` with the 8 bytes
 // at `field` read as zero.
 uint64_t page_checksum(std::string bytes, size_t field) {
-    const std::string sec = section(slurp(kPage), "## Checksum");
+    const std::string sec = section(read_file(kPage), "## Checksum");
     static const std::regex init(R"(h = (0x[0-9a-f]+))"), mul(R"(\* (0x[0-9a-f]+))"), shift(R"(h >> ([0-9]+))");
     std::smatch a, b, c;
     REQUIRE(std::regex_search(sec, a, init));
@@ -402,7 +395,7 @@ int32_t stored(const LayerSpec& s, const std::string& column) {
 }
 
 struct Page {
-    std::string text = slurp(kPage);
+    std::string text = read_file(kPage);
     std::string model = section(text, "## model.bin");
     std::vector<Field> header = fields_of(table_of(model, "offset"));
     Table columns = table_of(section(model, "### The layer table"), "column");
@@ -597,7 +590,7 @@ TEST_CASE("docs/formats.md: model.bin's header, layer table, size and tensor ord
         const std::vector<float> p = indexed_params(c);
         const std::string path = dir + "/model.bin";
         save_model(path, c, p.data(), p.size(), 1234, 0x1122334455667788ull);
-        const std::string bytes = slurp(path);
+        const std::string bytes = read_file(path);
         check_model_bytes(page, std::string("every column, ") + norm_name(norm) + (tied ? ", tied" : ", untied"), bytes,
                           c, 1234, true);
         CHECK(*(const uint64_t*)(bytes.data() + offset_of(page.header, "run_id")) == 0x1122334455667788ull);
@@ -611,7 +604,7 @@ TEST_CASE("docs/formats.md: every stated range of model.bin is the reader's", "[
     const ModelConfig c = every_column_model(NormType::LayerNorm, false);
     const std::vector<float> p = indexed_params(c);
     save_model(path, c, p.data(), p.size(), 7);
-    const std::string good = slurp(path);
+    const std::string good = read_file(path);
     const size_t sum_at = offset_of(page.header, "checksum");
     // Writes `value` over the field, fixes the checksum, and expects load_model to refuse naming `name`.
     auto refused = [&](size_t at, const std::string& type, double value, const std::string& name) {
@@ -682,7 +675,7 @@ TEST_CASE("docs/formats.md: versions 2 to 4 read as the page's version table say
         const ModelConfig& c = C == 2 ? plain : full;
         const std::vector<float> p = indexed_params(c);
         save_model(path, c, p.data(), p.size(), 3);
-        const std::string v5 = slurp(path);
+        const std::string v5 = read_file(path);
         std::string b = v5.substr(0, 1024);
         const int32_t v = version;
         memcpy(&b[4], &v, 4);
@@ -837,7 +830,7 @@ TEST_CASE("docs/formats.md: train_prism's model.bin and state file are the page'
     INFO(r.out);
     REQUIRE(r.rc == 0);
     const std::string ckpt = out + "/step_00000002/";
-    const std::string model = slurp(ckpt + "model.bin"), state = slurp(ckpt + "state_rank0.bin");
+    const std::string model = read_file(ckpt + "model.bin"), state = read_file(ckpt + "state_rank0.bin");
     const LoadedModel m = load_model(ckpt + "model.bin");
     const size_t P = m.params.size();
     check_model_bytes(page, "train_prism's model.bin", model, m.cfg, 2, false);
@@ -873,14 +866,14 @@ TEST_CASE("docs/formats.md: train_prism's model.bin and state file are the page'
 }
 
 TEST_CASE("docs/formats.md: token shards are the page's, with a set id and without", "[formats]") {
-    const std::string sec = section(slurp(kPage), "## Token shards");
+    const std::string sec = section(read_file(kPage), "## Token shards");
     const std::vector<Field> header = fields_of(table_of(sec, "offset"));
     const std::string dir = temp_dir();
     const std::vector<int> tokens = {50256, 1, 2, 3, 50256, 65535, 7};
     for (uint64_t set_id : {0ull, 0xA1B2C3D4E5F60718ull}) {
         const std::string path = dir + "/s_val_000000.bin";
         write_shard(path, tokens, false, set_id);
-        const std::string b = slurp(path);
+        const std::string b = read_file(path);
         Expect e;
         e.values = {{"N", num(tokens.size())}, {"set_id", num(set_id)}, {"set_tag", num(set_id ? 0x54455350 : 0)}};
         std::vector<bool> covered(1024, false);
@@ -893,7 +886,7 @@ TEST_CASE("docs/formats.md: token shards are the page's, with a set id and witho
 }
 
 TEST_CASE("docs/formats.md: an eval file's header and records are the page's", "[formats]") {
-    const std::string sec = section(slurp(kPage), "## Eval files");
+    const std::string sec = section(read_file(kPage), "## Eval files");
     const std::vector<Table> tables = tables_of(sec);
     REQUIRE(tables.size() == 2);  // the header, a record
     const std::vector<Field> header = fields_of(tables[0]), record = fields_of(tables[1]);
@@ -911,7 +904,7 @@ TEST_CASE("docs/formats.md: an eval file's header and records are the page's", "
     f.ex = {a, b};
     const std::string dir = temp_dir(), path = dir + "/task.bin";
     save_eval_file(path, f);
-    const std::string bytes = slurp(path);
+    const std::string bytes = read_file(path);
     const size_t payload = bytes.size() - 1024;
     Expect e;
     e.values = {{"kind", num(0)},
