@@ -518,7 +518,7 @@ test-race: $(BUILD)/test_kernels_tsan
 test-fast:
 	@$(MAKE) -j$(TEST_JOBS) --no-print-directory $(BUILD)/test_fast
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/fast.txt
-	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<; \
+	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_fast; \
 	 bash test/summary.sh test-fast $(TEST_RESULTS)/fast.txt
 
 # One part of the tests at a time (Catch2 tags), on the executor where they concern kernels.
