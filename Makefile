@@ -172,7 +172,7 @@ eval-data: $(BUILD)/prepare_eval
 
 # ==== the tests' binaries ===========================================================================================
 # Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism; test/catch_main.cpp's listener
-# writes Catch2's counts of passed and failed test cases to the file PRISM_TEST_RESULTS names.
+# writes the counts of passed, failed and skipped test cases (test/skip.h) to the file PRISM_TEST_RESULTS names.
 TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(wildcard test/test_*.cpp))
 # Libraries of the tests alone: zlib (test/png_check.h reads a browser's screenshot), libxml2 (test/xml_lib.h parses
 # report's page and every SVG; its headers live under include/libxml2), simdjson (test_prepare_shards.cpp and
