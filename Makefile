@@ -172,7 +172,7 @@ eval-data: $(BUILD)/prepare_eval
 
 # ==== the tests' binaries ===========================================================================================
 # Every test/test_*.cpp is one Catch2 translation unit linked into build/test_prism; test/catch_main.cpp's listener
-# writes Catch2's counts of passed and failed test cases to the file PRISM_TEST_RESULTS names.
+# writes the counts of passed, failed and skipped test cases (test/skip.h) to the file PRISM_TEST_RESULTS names.
 TEST_OBJS := $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(wildcard test/test_*.cpp))
 # Libraries of the tests alone: zlib (test/png_check.h reads a browser's screenshot), libxml2 (test/xml_lib.h parses
 # report's page and every SVG; its headers live under include/libxml2), simdjson (test_prepare_shards.cpp and
@@ -519,7 +519,7 @@ test-race: $(BUILD)/test_kernels_tsan
 test-fast:
 	@$(MAKE) -j$(TEST_JOBS) --no-print-directory $(BUILD)/test_fast
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/fast.txt
-	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$<; \
+	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_fast; \
 	 bash test/summary.sh test-fast $(TEST_RESULTS)/fast.txt
 
 # One part of the tests at a time (Catch2 tags), on the executor where they concern kernels.
