@@ -11,13 +11,16 @@
 // no_mlp, no_rope 0) and the value the layer computes with (kv_heads h_l or 0 without attention, the hidden size
 // as built or 0 without an MLP, the window or 0 without attention, 1/0 for attention, mlp and rope), which --plan,
 // the record, config.json and report show. is_uniform says whether a model is the uniform one, on the built table.
-// Pure C++17 with no I/O; included at the end of model_config.h, whose build_config and validate_config use it.
+// Pure C++17 with no I/O. Part of model_config.h, which includes it at its end (its build_config and
+// validate_config use the table, and the table uses its LayerSpec, ModelConfig and ModelSpec): include
+// model_config.h, not this file, so that the includes form no cycle.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "model_config.h"
+#include "errors.h"
+#include "schedules.h"
 
 // What a column's schedule is built from: the layer count and the widths and heads built before it.
 struct LayerContext {

@@ -56,7 +56,6 @@
 #include <vector>
 
 #include "errors.h"
-#include "layer_columns.h"
 #include "model_config.h"
 #include "util/io.h"
 
