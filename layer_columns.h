@@ -29,6 +29,10 @@ struct LayerContext {
     int mlp_multiple = 32;
 };
 
+// A ModelSpec text field (a member pointer through an alias: nvcc's host pass writes a bare one with
+// parentheses, which g++ -Werror=parentheses refuses).
+using SpecText = std::string ModelSpec::*;
+
 struct LayerColumn {
     const char* name;    // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
     const char* key;     // the run record's and --plan --json's per-layer key ("kv_heads", "attention")
@@ -51,7 +55,7 @@ struct LayerColumn {
     const char* flag;
     const char* arg;
     const char* help;
-    std::string ModelSpec::*spec;
+    SpecText spec;
     const char* every_layer;
     bool record_default;  // the run record keeps the flag at its default too (every column older than records)
     // The stored words of every layer from the flag's text (nullptr: build_config builds them, width and heads),
