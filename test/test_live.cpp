@@ -226,7 +226,12 @@ TEST_CASE(
             CHECK(b.hparams.at({"tiny-run", "layer/01/width"}) == "32.0");
             CHECK(b.hparams.at({"tiny-run", "layer/02/heads"}) == "2.0");
             CHECK(b.text.at("tiny-run").find("| --lr | 0.01 |") != std::string::npos);
-            CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 16 | 96 |") != std::string::npos);
+            // Its columns are the record's own (run.json's "layers"), in the record's order.
+            CHECK(b.text.at("tiny-run")
+                      .find("| layer | width | heads | kv_heads | hidden | window | attention | mlp | "
+                            "rope | head_dim |") != std::string::npos);
+            CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 2 | 96 | 0 | True | True | True | 16 |") !=
+                  std::string::npos);
             // Imported again into the same LOGDIR: the second import replaces the first (its SessionLog START at
             // step 0), so every value is still there once.
             REQUIRE(sh(python() + " " + kBridge + " " + out + " --tensorboard " + dir + "/tb --once").rc == 0);
