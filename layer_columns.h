@@ -32,18 +32,26 @@ struct LayerContext {
 // A ModelSpec text field (a member pointer through an alias: nvcc's host pass writes a bare one with
 // parentheses, which g++ -Werror=parentheses refuses).
 using SpecText = std::string ModelSpec::*;
+// A LayerSpec switch (attention, mlp, rope), through an alias for the same reason.
+using LayerSwitch = bool LayerSpec::*;
+
+// The sub-block a column belongs to: a layer without it shows "-" in every per-layer table (run/plan_views.h).
+enum class SubBlock { layer, attention, mlp };
 
 struct LayerColumn {
-    const char* name;    // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
-    const char* key;     // the run record's and --plan --json's per-layer key ("kv_heads", "attention")
-    const char* hf_key;  // config.json's list of the values ("layer_kv_heads"); nullptr: implied by another list
-    bool hf_optional;    // config.json may leave the list out: every layer then has the stored default
-    const char* what;    // the value in messages ("window")
-    const char* label;   // --plan's line and report's column ("kv", "no attention")
-    const char* note;    // after --plan's line ("(0 = global)"), or ""
-    bool is_switch;      // one bit per layer, set by a layer list (--no-attention 3,5); shown as true/false
-    bool always_shown;   // --plan and the model lines show it for every model (width, heads), not only when set
-    int lo, hi;          // bounds of the stored word, for the flag, validate_config, model.bin and config.json
+    const char* name;     // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
+    const char* key;      // the run record's and --plan --json's per-layer key ("kv_heads", "attention")
+    const char* hf_key;   // config.json's list of the values ("layer_kv_heads"); nullptr: implied by another list
+    bool hf_optional;     // config.json may leave the list out: every layer then has the stored default
+    const char* what;     // the value in messages ("window")
+    const char* label;    // the model line's name ("kv", "no attention": "  no attention: layers 3,5")
+    const char* note;     // after the model line ("(0 = global)"), or ""
+    const char* heading;  // the per-layer tables' column (--plan, report, analyze, the model card): "kv", "RoPE"
+    const char* zero;     // a table cell's text for the value 0 ("global"), or nullptr: the number
+    SubBlock part;        // the sub-block it describes ("-" in a layer without it)
+    bool is_switch;       // one bit per layer, set by a layer list (--no-attention 3,5); shown as true/false
+    bool always_shown;    // --plan and the model lines show it for every model (width, heads), not only when set
+    int lo, hi;           // bounds of the stored word, for the flag, validate_config, model.bin and config.json
     int (*get)(const LayerSpec&);                            // the stored word
     void (*set)(LayerSpec&, int);                            // stores a word
     int (*value)(const ModelConfig&, int l);                 // what layer l computes with (see the top)
@@ -76,6 +84,25 @@ inline std::string column_bound_text(const LayerColumn& col) {
     return "out of range [" + std::to_string(col.lo) + ", " + std::to_string(col.hi) + "]";
 }
 
+// A sub-block switch column's shared half: one bit per layer, stored as 1 where the layer lacks the sub-block (F
+// false: model.bin's word 0 is the default, a layer that has it), shown as whether it has it; set by a layer list
+// (--no-attention 3,5); uniform: every layer has it. The entry adds its names, flag and rule.
+template <LayerSwitch F> LayerColumn switch_column() {
+    LayerColumn c{};
+    c.note = "", c.is_switch = true, c.part = SubBlock::layer, c.lo = 0, c.hi = 1, c.every_layer = "";
+    c.get = [](const LayerSpec& s) { return (int)!(s.*F); };
+    c.set = [](LayerSpec& s, int v) { s.*F = !v; };
+    c.value = [](const ModelConfig& m, int l) { return (int)(m.layers[l].*F); };
+    c.set_value = [](const ModelConfig&, LayerSpec& s, int v) { s.*F = v != 0; };
+    c.uniform = [](const ModelConfig&, int) { return 1; };
+    c.build = [](const std::string& v, const LayerContext& x, const LayerColumn& col) {
+        std::vector<int> out;
+        for (bool b : layer_set(v, x.L, canonical_flag(col))) out.push_back(b);
+        return out;
+    };
+    return c;
+}
+
 // The table, in LayerSpec's order (model.bin writes its columns in this order).
 inline const std::vector<LayerColumn>& layer_columns() {
     static const std::vector<LayerColumn> table = [] {
@@ -85,6 +112,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "width", c.hf_key = "layer_widths", c.what = "width", c.label = "widths", c.note = "";
+        c.heading = "width", c.part = SubBlock::layer;
         c.always_shown = true;
         c.lo = 1, c.hi = 65536;
         c.get = [](const LayerSpec& s) { return s.width; };
@@ -109,6 +137,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "heads", c.hf_key = "layer_heads", c.what = "head count", c.label = "heads", c.note = "";
+        c.heading = "heads", c.part = SubBlock::attention;
         c.always_shown = true;
         c.lo = 1, c.hi = 65536;
         c.get = [](const LayerSpec& s) { return s.heads; };
@@ -147,7 +176,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "kv_heads", c.hf_key = "layer_kv_heads", c.hf_optional = true, c.what = "KV-head count";
-        c.label = "kv", c.note = "";
+        c.label = "kv", c.note = "", c.heading = "kv", c.part = SubBlock::attention;
         c.lo = 0, c.hi = 65536;
         c.get = [](const LayerSpec& s) { return s.kv_heads; };
         c.set = [](LayerSpec& s, int v) { s.kv_heads = v; };
@@ -174,7 +203,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "hidden", c.hf_key = "layer_hidden_sizes", c.what = "MLP hidden size", c.label = "hidden";
-        c.note = "";
+        c.note = "", c.heading = "hidden", c.part = SubBlock::mlp;
         c.lo = 0, c.hi = 1 << 20;
         c.get = [](const LayerSpec& s) { return s.hidden; };
         c.set = [](LayerSpec& s, int v) { s.hidden = v; };
@@ -196,7 +225,8 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "window", c.hf_key = "layer_windows", c.hf_optional = true, c.what = "window";
-        c.label = "window", c.note = " (0 = global)";
+        c.label = "window", c.note = " (0 = global)", c.heading = "window", c.zero = "global";
+        c.part = SubBlock::attention;
         c.lo = 0, c.hi = 1 << 20;
         c.get = [](const LayerSpec& s) { return s.window; };
         c.set = [](LayerSpec& s, int v) { s.window = v; };
@@ -214,36 +244,17 @@ inline const std::vector<LayerColumn>& layer_columns() {
         };
         t.push_back(c);
 
-        // The sub-block switches: stored 1 where the layer lacks it, shown (key, value) as whether it has it.
-        auto layer_list = [](const std::string& v, const LayerContext& x, const LayerColumn& col) {
-            std::vector<int> out;
-            for (bool b : layer_set(v, x.L, canonical_flag(col))) out.push_back(b);
-            return out;
-        };
-        auto one = [](const ModelConfig&, int) { return 1; };
-        c = LayerColumn{};
+        // The sub-block switches (switch_column): stored 1 where the layer lacks it, shown as whether it has it.
+        c = switch_column<&LayerSpec::attention>();
         c.name = "no_attention", c.key = "attention", c.what = "no-attention word", c.label = "no attention";
-        c.note = "", c.is_switch = true;
-        c.lo = 0, c.hi = 1;
-        c.get = [](const LayerSpec& s) { return (int)!s.attention; };
-        c.set = [](LayerSpec& s, int v) { s.attention = !v; };
-        c.value = [](const ModelConfig& m, int l) { return (int)m.layers[l].attention; };
-        c.set_value = [](const ModelConfig&, LayerSpec& s, int v) { s.attention = v != 0; };
-        c.uniform = one;
+        c.heading = "attention";
         c.rule = none;
         c.flag = "--no-attention", c.arg = "LAYERS", c.help = "layers (from 1: 3,5,7-9) without an attention sub-block";
-        c.spec = &ModelSpec::no_attention, c.every_layer = "", c.record_default = true;
-        c.build = layer_list;
+        c.spec = &ModelSpec::no_attention, c.record_default = true;
         t.push_back(c);
 
-        c = LayerColumn{};
-        c.name = "no_mlp", c.key = "mlp", c.what = "no-MLP word", c.label = "no MLP", c.note = "", c.is_switch = true;
-        c.lo = 0, c.hi = 1;
-        c.get = [](const LayerSpec& s) { return (int)!s.mlp; };
-        c.set = [](LayerSpec& s, int v) { s.mlp = !v; };
-        c.value = [](const ModelConfig& m, int l) { return (int)m.layers[l].mlp; };
-        c.set_value = [](const ModelConfig&, LayerSpec& s, int v) { s.mlp = v != 0; };
-        c.uniform = one;
+        c = switch_column<&LayerSpec::mlp>();
+        c.name = "no_mlp", c.key = "mlp", c.what = "no-MLP word", c.label = "no MLP", c.heading = "MLP";
         c.rule = [](const ModelConfig& m, int l) {
             const LayerSpec& s = m.layers[l];
             return !s.attention && !s.mlp
@@ -251,19 +262,12 @@ inline const std::vector<LayerColumn>& layer_columns() {
                        : std::string();
         };
         c.flag = "--no-mlp", c.arg = "LAYERS", c.help = "layers (from 1: 3,5,7-9) without an MLP sub-block";
-        c.spec = &ModelSpec::no_mlp, c.every_layer = "", c.record_default = true;
-        c.build = layer_list;
+        c.spec = &ModelSpec::no_mlp, c.record_default = true;
         t.push_back(c);
 
-        c = LayerColumn{};
+        c = switch_column<&LayerSpec::rope>();
         c.name = "no_rope", c.key = "rope", c.hf_key = "layer_rope", c.hf_optional = true, c.what = "no-RoPE word";
-        c.label = "no RoPE", c.note = "", c.is_switch = true;
-        c.lo = 0, c.hi = 1;
-        c.get = [](const LayerSpec& s) { return (int)!s.rope; };
-        c.set = [](LayerSpec& s, int v) { s.rope = !v; };
-        c.value = [](const ModelConfig& m, int l) { return (int)m.layers[l].rope; };
-        c.set_value = [](const ModelConfig&, LayerSpec& s, int v) { s.rope = v != 0; };
-        c.uniform = one;
+        c.label = "no RoPE", c.heading = "RoPE", c.part = SubBlock::attention;
         c.rule = [](const ModelConfig& m, int l) {
             const LayerSpec& s = m.layers[l];
             return !s.attention && !s.rope
@@ -272,8 +276,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
         };
         c.flag = "--no-rope", c.arg = "LAYERS";
         c.help = "layers (from 1: 3,5,7-9) whose attention uses no rotary embedding (NoPE)";
-        c.spec = &ModelSpec::no_rope, c.every_layer = "", c.record_default = false;
-        c.build = layer_list;
+        c.spec = &ModelSpec::no_rope, c.record_default = false;
         t.push_back(c);
         return t;
     }();

@@ -97,16 +97,18 @@ std::string model_card(const ModelConfig& c, long step, const std::string& sourc
         s += "`lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True --tasks hellaswag` evaluates it. "
              "Documents start after `<|endoftext|>` in training, as in GPT-2.\n\n";
     else s += "No tokenizer files: the vocabulary (V = " + std::to_string(c.V) + ") is smaller than GPT-2's.\n\n";
+    // The per-layer table of every tool (run/plan_views.h): every number column, any switch a layer sets.
+    const std::vector<LayerTableColumn> table = layer_table(c, shown_columns({&c}, true));
     s += "## Layers\n\nNumbered from 1, as `--plan` and `--turn` number them; - where the layer has no attention or "
-         "no MLP.\n\n| layer | width | heads | KV heads | head_dim | window | SwiGLU hidden | parameters "
-         "|\n|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "no MLP.\n\n| layer |";
+    for (const LayerTableColumn& col : table) s += " " + col.heading + " |";
+    s += " parameters |\n|---:|";
+    for (size_t k = 0; k <= table.size(); k++) s += "---:|";
+    s += "\n";
     for (int l = 0; l < c.L(); l++) {
-        const LayerSpec& x = c.layers[l];
-        auto attn = [&](const std::string& v) { return x.attention ? v : std::string("-"); };
-        s += "| " + std::to_string(l + 1) + " | " + std::to_string(x.width) + " | " + attn(std::to_string(x.heads)) +
-             " | " + attn(std::to_string(x.kv())) + " | " + attn(std::to_string(x.head_dim())) + " | " +
-             attn(x.window ? std::to_string(x.window) : "global") + " | " +
-             (x.mlp ? std::to_string(c.hidden_of(l)) : "-") + " | " + std::to_string(a.layers[l].params) + " |\n";
+        s += "| " + std::to_string(l + 1) + " |";
+        for (const LayerTableColumn& col : table) s += " " + col.cells[l] + " |";
+        s += " " + std::to_string(a.layers[l].params) + " |\n";
     }
     s += "\nResidual stream width " + std::to_string(c.D()) + ", final norm over the first " + std::to_string(c.Df()) +
          " coordinates, head over the first " + std::to_string(c.d) + ".\n";

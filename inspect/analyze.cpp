@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "inspect/analysis.h"
-#include "inspect/layer_view.h"
 #include "run/checkpoint.h"
 #include "run/cli.h"
 #include "dataloader.h"
@@ -113,22 +112,25 @@ void print_table(const Checkpoint& k, const Options& o) {
     printf("%s", layer_column_lines(k.cfg).c_str());
     if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());
     printf("   %ld sequences x %d tokens from %s; the model's loss %.4f\n", m.sequences, k.T, k.shard.c_str(), m.loss);
-    // The layer's shape (inspect/layer_view.h: the columns it uses, "-" for a sub-block it lacks), then the
-    // measurements.
-    const std::vector<const LayerColumn*> cols = shown_columns({&k.cfg});
-    auto name = [](const LayerColumn* col) { return col->is_switch ? switch_noun(*col) : std::string(col->label); };
+    // The layer's shape (run/plan_views.h's layer_table: the columns it uses, "-" for a sub-block it lacks), then
+    // the measurements.
+    const std::vector<LayerTableColumn> table = layer_table(k.cfg, shown_columns({&k.cfg}));
+    auto wide = [](const LayerTableColumn& col) {
+        size_t n = std::max<size_t>(col.heading.size(), 4);
+        for (const std::string& v : col.cells) n = std::max(n, v.size());
+        return (int)n;
+    };
     auto shape = [&](int l) {  // l from 1; 0: the embedding's row
         std::string s;
-        for (const LayerColumn* col : cols) {
+        for (const LayerTableColumn& col : table) {
             char cell[64];
-            snprintf(cell, sizeof cell, " %*s", (int)std::max<size_t>(name(col).size(), 4),
-                     l ? shown_value(*col, k.cfg, l - 1).c_str() : "-");
+            snprintf(cell, sizeof cell, " %*s", wide(col), l ? col.cells[l - 1].c_str() : "-");
             s += cell;
         }
         return s;
     };
     printf("%5s", "layer");
-    for (const LayerColumn* col : cols) printf(" %4s", name(col).c_str());
+    for (const LayerTableColumn& col : table) printf(" %*s", wide(col), col.heading.c_str());
     printf(" %10s %10s %10s %10s %10s %6s %8s\n", "attn dist", "attn ent", "lens loss", "lens top1", "matrix H", "rank",
            "density");
     for (const analysis::LayerStats& l : m.layers) {

@@ -22,7 +22,7 @@
 //   - per group, training and validation loss averaged over its seeds, with a band of +- one std
 //   - training and validation loss against tokens and against wall-clock, all runs overlaid; tokens/s per step
 //   - each run's schedule, as the Prism paper draws it: heads per layer as a staircase (none where a layer has no
-//     attention), and widths per layer (the X); and every per-layer column the runs use (inspect/layer_view.h),
+//     attention), and widths per layer (the X); and every per-layer column the runs use (run/plan_views.h),
 //     on the page per run and on stdout per group
 // Every string a run's files give (task and metric names, record values) is shown cut to a bounded length with its
 // size (run/run_log.h's cut_text), and grouping, labels and sweeps are hashed, linear in the records' sizes.
@@ -258,12 +258,24 @@ std::string recolour(std::string svg_text, const std::vector<RunLog>& runs, cons
     return svg_text;
 }
 
-// The models' per-layer columns that report shows (report_groups.h's shown_columns: every column some model uses).
+// The models' per-layer columns that report shows (run/plan_views.h's shown_columns: every column some model uses).
 std::vector<const LayerColumn*> runs_columns(const std::vector<RunLog>& runs) {
     std::vector<const ModelConfig*> models;
     for (const RunLog& r : runs)
         if (r.has_model) models.push_back(&r.cfg);
     return shown_columns(models);
+}
+
+// A model's per-layer table (run/plan_views.h's layer_table) as rows: "layer" and the layers' numbers, then one row
+// per column, its heading first.
+std::vector<std::vector<std::string>> layer_rows(const ModelConfig& c, const std::vector<const LayerColumn*>& cols) {
+    std::vector<std::vector<std::string>> rows = {{"layer"}};
+    for (int l = 0; l < c.L(); l++) rows[0].push_back(std::to_string(l + 1));
+    for (const LayerTableColumn& col : layer_table(c, cols)) {
+        rows.push_back({col.heading});
+        rows.back().insert(rows.back().end(), col.cells.begin(), col.cells.end());
+    }
+    return rows;
 }
 
 // The charts of heads and widths per layer (a layer without attention has no heads: a gap in its staircase), and

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "errors.h"
-#include "inspect/layer_view.h"
 #include "inspect/svg.h"
+#include "run/plan_views.h"
 #include "run/run_log.h"
 #include "run/train_flags.h"
 #include "studies/stats.h"
@@ -308,7 +308,7 @@ inline std::string label_part(const Group& g, const std::string& flag) {
         if (!col.is_switch || canonical_flag(col) != flag) continue;
         auto it = g.values.find(flag);
         const std::string v = it == g.values.end() ? "" : it->second;
-        if (v.empty()) return switch_noun(col) + " in every layer";
+        if (v.empty()) return std::string(col.heading) + " in every layer";
         const bool one = v.find_first_not_of("0123456789") == std::string::npos;
         return std::string(col.label) + " in layer" + (one ? " " : "s ") + cut_text(v);
     }

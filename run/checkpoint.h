@@ -252,6 +252,15 @@ template <class Bad> ModelConfig model_config_of(const int32_t* h, const LayerTa
     return c;
 }
 
+// The 256-word (1024-byte) header every checkpoint file opens with, read from the start of f into h and its
+// magic checked; size: the file's. why_magic: the error for another magic.
+template <class Bad>
+void read_header_words(FILE* f, size_t size, int32_t (&h)[256], int32_t magic, const char* why_magic, Bad bad) {
+    if (size < sizeof h) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
+    if (fread(h, sizeof h, 1, f) != 1) throw bad("error reading the header");
+    if (h[0] != magic) throw bad(why_magic);
+}
+
 // A model.bin's header and layer table, read from the start of f and checked: the magic, the version, the header's
 // zero words, the column names, every word's range, the config. size: the file's.
 struct ModelHead {
@@ -263,9 +272,8 @@ struct ModelHead {
 template <class Bad> ModelHead read_model_head(FILE* f, size_t size, Bad bad) {
     ModelHead m;
     int32_t* h = m.h;
-    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
-    if (fread(h, sizeof m.h, 1, f) != 1) throw bad("error reading the header");
-    if (h[0] != kModelMagic) throw bad("not a Prism model file (bad magic); pass a model.bin written by train_prism");
+    read_header_words(f, size, m.h, kModelMagic,
+                      "not a Prism model file (bad magic); pass a model.bin written by train_prism", bad);
     m.version = checkpoint_version(h, bad, kModelVersion);
     header_int(h, 12, "parameter dtype", 0, 0, bad);
     header_int(h, 13, "reserved word", 0, 0, bad);
@@ -369,9 +377,7 @@ struct StateHeader {
 template <class Bad> StateHeader read_state_header(FILE* f, size_t size, Bad bad) {
     StateHeader r;
     int32_t* h = r.words;
-    if (size < 1024) throw bad("truncated (" + std::to_string(size) + " bytes, header needs 1024)");
-    if (fread(h, sizeof r.words, 1, f) != 1) throw bad("error reading the header");
-    if (h[0] != kStateMagic) throw bad("bad magic; pass the state file written next to model.bin");
+    read_header_words(f, size, r.words, kStateMagic, "bad magic; pass the state file written next to model.bin", bad);
     r.version = checkpoint_version(h, bad);
     TrainState& s = r.fields;
     s.step = get64(h, 2);

@@ -1,10 +1,12 @@
-// run/plan_views.h: the human and JSON views of a ModelConfig: `train_prism --plan` prints the per-layer table (width,
-// heads, KV heads, head_dim, hidden, window, parameters, forward FLOPs per token, KV-cache bytes per token; "-" for
-// the columns of a sub-block a layer does not have) and the totals of the
+// run/plan_views.h: the human and JSON views of a ModelConfig: the per-layer table every tool shows (layer_table:
+// the columns of layer_columns.h a model uses, "-" for those of a sub-block a layer does not have; --plan, report,
+// analyze and export's model card), `train_prism --plan`'s (that table with parameters, forward FLOPs per token
+// and KV-cache bytes per token per layer) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
 // numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,6 +55,55 @@ inline std::string layer_json_members(const ModelConfig& c, int l) {
     }
     return s + ", \"head_dim\": " + std::to_string(c.layers[l].head_dim());
 }
+// Whether layer l has the sub-block a column describes (a column of the layer itself: always).
+inline bool has_part(SubBlock part, const ModelConfig& c, int l) {
+    return part == SubBlock::attention ? c.layers[l].attention : part == SubBlock::mlp ? c.layers[l].mlp : true;
+}
+
+// Layer l's cell of col in every per-layer table (--plan, report, analyze, export's model card): "-" where the
+// layer lacks col's sub-block; a switch "yes" where the layer has what it names, else "no" (a NoPE layer's RoPE);
+// 0 as the column's word for it ("global"); else the value.
+inline std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l) {
+    if (!has_part(col.part, c, l)) return "-";
+    const int v = col.value(c, l);
+    if (col.is_switch) return v ? "yes" : "no";
+    return v == 0 && col.zero ? col.zero : std::to_string(v);
+}
+
+// The per-layer columns the tables show for these models: width and heads always; every other column where some
+// layer of some model departs from the uniform model's value, or (every_number) every column that is a number.
+inline std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models,
+                                                     bool every_number = false) {
+    std::vector<const LayerColumn*> out;
+    for (const LayerColumn& col : layer_columns()) {
+        bool used = col.always_shown || (every_number && !col.is_switch);
+        for (const ModelConfig* m : models)
+            for (int l = 0; l < m->L() && !used; l++) used = departs(col, *m, l);
+        if (used) out.push_back(&col);
+    }
+    return out;
+}
+
+// One column of a per-layer table: its heading and one cell per layer.
+struct LayerTableColumn {
+    std::string heading;
+    std::vector<std::string> cells;
+};
+
+// A model's per-layer table over the shown columns (shown_columns), head_dim after heads ("-" without attention).
+inline std::vector<LayerTableColumn> layer_table(const ModelConfig& c, const std::vector<const LayerColumn*>& cols) {
+    std::vector<LayerTableColumn> out;
+    for (const LayerColumn* col : cols) {
+        out.push_back({col->heading, {}});
+        for (int l = 0; l < c.L(); l++) out.back().cells.push_back(layer_cell(*col, c, l));
+        if (std::string(col->name) != "heads") continue;
+        out.push_back({"head_dim", {}});
+        for (int l = 0; l < c.L(); l++)
+            out.back().cells.push_back(c.layers[l].attention ? std::to_string(c.layers[l].head_dim()) : "-");
+    }
+    return out;
+}
+
 // "3,5-7" from a mask; "" when none is set.
 inline std::string layer_ranges(const std::vector<bool>& m) {
     std::string s;
@@ -129,18 +180,29 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
     for (const LayerColumn& col : layer_columns())
         if (col.always_shown) fputs(layer_column_line(col, c).c_str(), f);
     fputs(layer_column_lines(c).c_str(), f);
-    fprintf(f, "\n%5s %6s %5s %4s %8s %6s %7s %10s %14s %9s\n", "layer", "width", "heads", "kv", "head_dim", "hidden",
-            "window", "params", "FLOPs/token", "KV B/tok");
+    // The per-layer table: every number column and any switch a layer sets (layer_table), then the costs.
+    std::vector<LayerTableColumn> table = layer_table(c, shown_columns({&c}, true));
+    std::vector<std::string> params, flops, kv_bytes;
+    for (const LayerCost& x : a.layers) {
+        params.push_back(human((double)x.params)), flops.push_back(human(x.flops_per_token));
+        kv_bytes.push_back(std::to_string(x.kv_bytes_per_token));
+    }
+    table.push_back({"params", params}), table.push_back({"FLOPs/token", flops});
+    table.push_back({"KV B/tok", kv_bytes});
+    auto cell = [](const std::string& s, size_t n) { return std::string(n > s.size() ? n - s.size() : 0, ' ') + s; };
+    std::vector<size_t> wide;
+    for (const LayerTableColumn& col : table) {
+        size_t n = std::max<size_t>(col.heading.size(), 4);
+        for (const std::string& v : col.cells) n = std::max(n, v.size());
+        wide.push_back(n);
+    }
+    fprintf(f, "\nlayer");
+    for (size_t k = 0; k < table.size(); k++) fprintf(f, " %s", cell(table[k].heading, wide[k]).c_str());
+    fprintf(f, "\n");
     for (int l = 0; l < c.L(); l++) {
-        const LayerCost& x = a.layers[l];
-        auto num = [](bool on, int v) { return on ? std::to_string(v) : std::string("-"); };
-        fprintf(f, "%5d %6d %5s %4s %8s %6s %7s %10s %14s %9lld\n", l + 1, x.width, num(x.attention, x.heads).c_str(),
-                num(x.attention, x.kv_heads).c_str(), num(x.attention, x.head_dim).c_str(),
-                num(x.mlp, x.hidden).c_str(),
-                !x.attention ? "-"
-                : x.window   ? std::to_string(x.window).c_str()
-                             : "global",
-                human((double)x.params).c_str(), human(x.flops_per_token).c_str(), x.kv_bytes_per_token);
+        fprintf(f, "%5d", l + 1);
+        for (size_t k = 0; k < table.size(); k++) fprintf(f, " %s", cell(table[k].cells[l], wide[k]).c_str());
+        fprintf(f, "\n");
     }
     auto row = [&](const char* name, double m, double u) {
         fprintf(f, "%-32s %14s %14s %9.4f\n", name, human(m).c_str(), human(u).c_str(), u ? m / u : 0.0);

@@ -632,7 +632,9 @@ TEST_CASE("the model card carries the run's training record and logged evals, fr
         CHECK_THAT(card, Catch::Contains("| 10 | 20480 | 5.5000 | 5.4000 | 5.4000 | 12.5 |"));
         CHECK_THAT(card, Catch::Contains("| hellaswag | 10 | examples 10, acc 0.3 |"));
         // Layers numbered from 1, as --plan numbers them.
-        CHECK_THAT(card, Catch::Contains("| 1 | 64 | 2 | 2 | 32 | global | " + std::to_string(c.hidden_of(0)) + " | "));
+        // run/plan_views.h's per-layer table: width, heads, head_dim, kv, hidden, window, then the parameters.
+        CHECK_THAT(card, Catch::Contains("| layer | width | heads | head_dim | kv | hidden | window | parameters |"));
+        CHECK_THAT(card, Catch::Contains("| 1 | 64 | 2 | 32 | 2 | " + std::to_string(c.hidden_of(0)) + " | global | "));
         CHECK_THAT(card, !Catch::Contains("| 0 | 64 |"));
     }
     remove_all(run);

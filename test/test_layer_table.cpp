@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -331,6 +332,43 @@ TEST_CASE("--plan and the record show every column: NoPE layers included", "[lay
     CHECK_THAT(layer_json_members(c, 1), Catch::Contains("\"kv_heads\": 2, \"hidden\": "));
     CHECK_THAT(layer_json_members(c, 1), Catch::Contains("\"attention\": true, \"mlp\": true, \"rope\": false"));
     CHECK(layer_column_lines(build(ModelSpec())).empty());
+    // --plan's per-layer table (layer_table, as report, analyze and export's model card): a RoPE column, "no" in
+    // layers 2 and 4, beside every number column; a uniform model's has no RoPE column.
+    auto plan_table = [](const ModelConfig& m) {
+        char* buf = nullptr;
+        size_t n = 0;
+        FILE* f = open_memstream(&buf, &n);
+        print_plan(f, "t", m);
+        fclose(f);
+        const std::string text(buf, n);
+        free(buf);
+        std::vector<std::vector<std::string>> rows;  // the table's lines, split at spaces
+        size_t at = text.find("\nlayer ");
+        REQUIRE(at != std::string::npos);
+        for (size_t k = 0; k <= (size_t)m.L(); k++) {
+            const size_t end = text.find('\n', at + 1);
+            std::vector<std::string> cells;
+            std::string cell;
+            for (char ch : text.substr(at + 1, end - at - 1) + " ")
+                if (ch != ' ') cell += ch;
+                else if (!cell.empty()) cells.push_back(cell), cell.clear();
+            rows.push_back(cells), at = end;
+        }
+        return rows;
+    };
+    const std::vector<std::vector<std::string>> t = plan_table(c);
+    REQUIRE(t[0] == std::vector<std::string>{"layer", "width", "heads", "head_dim", "kv", "hidden", "window", "RoPE",
+                                             "params", "FLOPs/token", "KV", "B/tok"});
+    for (int l = 1; l <= 6; l++) {
+        INFO("layer " << l);
+        CHECK(t[l][0] == std::to_string(l));
+        CHECK(t[l][4] == "2");
+        CHECK(t[l][6] == (l == 3 || l == 6 ? "global" : "32"));
+        CHECK(t[l][7] == (l == 2 || l == 4 ? "no" : "yes"));
+    }
+    CHECK(plan_table(build(ModelSpec()))[0] == std::vector<std::string>{"layer", "width", "heads", "head_dim", "kv",
+                                                                        "hidden", "window", "params", "FLOPs/token",
+                                                                        "KV", "B/tok"});
 }
 
 TEST_CASE("config.json carries layer_rope; without it every layer is rotary", "[hf]") {

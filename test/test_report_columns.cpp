@@ -85,20 +85,21 @@ TEST_CASE(
     for (int l = 0; l < 6; l++) {
         hidden.push_back(std::to_string(every.hidden_of(l)));
         kv.push_back(l == 3 ? "-" : "2");
-        window.push_back(l == 3 ? "-" : std::to_string(every.layers[l].window));
+        const int w = every.layers[l].window;
+        window.push_back(l == 3 ? "-" : w ? std::to_string(w) : "global");
     }
     expect("layer", {"1", "2", "3", "4", "5", "6"});
-    expect("widths", {"128", "128", "128", "128", "128", "128"});
+    expect("width", {"128", "128", "128", "128", "128", "128"});
     expect("heads", {"4", "4", "4", "-", "4", "4"});  // layer 4 has no attention: no heads
     expect("head_dim", {"32", "32", "32", "-", "32", "32"});
     expect("kv", kv);
     expect("hidden", hidden);
-    expect("window (0 = global)", window);
+    expect("window", window);
     expect("attention", {"yes", "yes", "yes", "no", "yes", "yes"});
     expect("RoPE", {"yes", "no", "yes", "-", "yes", "no"});
     CHECK(row(t, "MLP").empty());  // no run drops an MLP: not shown
     CHECK(window[0] == "32");
-    CHECK(window[2] == "0");
+    CHECK(window[2] == "global");
     // The page: the same rows per run.
     const std::string html = read_text(dir + "/r.html");
     CHECK(html.find("<tr><td>every</td><td>heads</td><td>4</td><td>4</td><td>4</td><td>-</td><td>4</td><td>4</td>"
