@@ -549,6 +549,14 @@ test-slurm:
 	@$(MAKE) --no-print-directory train_prism study
 	@bash test/slurm/run.sh $(TEST_RESULTS)/slurm.txt
 
+# The red team (dev/redteam.sh): about 170 cases against the built tools, each one line PASS / FAIL / SKIP: file-system
+# oddities, signals at every phase of a run, launchers and rank variables, outputs aimed at inputs, hostile files for
+# the live bridge, stops during evals. About 1.5 minutes on two cores (one process at a time, OMP_NUM_THREADS=1);
+# .ci/run runs it after the unit tests. Results for test/summary.sh in redteam.txt.
+.PHONY: test-redteam
+test-redteam: $(PRODUCTS)
+	@bash dev/redteam.sh --results $(TEST_RESULTS)/redteam.txt
+
 # The kernel tests on a real GPU (needs one).
 .PHONY: test-executor-native
 test-executor-native: $(BUILD)/test_kernels_native

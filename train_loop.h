@@ -513,14 +513,14 @@ inline int run_training(const TrainOptions& o, const ModelConfig& cfg, Engine& e
         if (lead && ckpt && streak > 0)
             printf("no checkpoint at step %ld: it was not finite; %s\n", r.step,
                    latest.empty() ? "there is none yet" : (o.out + "/latest still names " + latest).c_str());
-        if (sig) {
+        if (sig) {  // saved and recorded before the last words (an output nobody reads may block them)
+            record_end("interrupted", r.step);
             if (lead)
                 printf("stopped by %s after step %ld; %s; continue with train_prism --resume -o %s\n",
                        stop_signal_name(sig), r.step,
                        latest.empty() ? "no checkpoint yet" : (o.out + "/latest names " + latest).c_str(),
                        o.out.c_str());
             fflush(stdout);
-            record_end("interrupted", r.step);
             return kExitInterrupted;
         }
         fflush(stdout);

@@ -8,20 +8,35 @@
 # then the counts. Tiny models and data, OMP_NUM_THREADS=1; a few minutes on two cores. Needs train_prism,
 # build/prepare_shards, build/prepare_eval, generate, analyze, report, eval_zeroshot, export, import, study built
 # (CPU_ONLY=1 make ...) and python3 (for writing shards and driving tools/prism_live.py; the C++ tools never need it).
-#   bash dev/redteam.sh [FILTER]     only the cases whose name contains FILTER
+#   bash dev/redteam.sh [--results FILE] [FILTER]     only the cases whose name contains FILTER
+# --results FILE: also the counts and each failed or skipped case, as test/summary.sh reads them (make test-redteam,
+# which CI runs); a skip for a prerequisite that $PRISM_REQUIRE names (mpirun; default-corpus: the tokenizer file
+# setup.sh fetches with the corpus) is a failure there, as test/skip.sh makes it.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 export OMP_NUM_THREADS=1
 W=$(mktemp -d /tmp/prism_redteam_XXXXXX)
+RESULTS=""
+if [ "${1:-}" = --results ]; then RESULTS=${2:?--results needs a file}; shift 2; fi
 FILTER=${1:-}
 pass=0 fail=0 skip=0
+cases=""  # failed_case and skipped_case lines for --results
 MAIN=$BASHPID  # a background child killed before its exec would run the EXIT trap too: only the script's own
 trap '[ "$BASHPID" = "$MAIN" ] && rm -rf "$W"' EXIT
 
-say() {  # say PASS|FAIL|SKIP name text
-    case $1 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; SKIP) skip=$((skip + 1)) ;; esac
-    printf '%s %s: %s\n' "$1" "$2" "$3"
+say() {  # say PASS|FAIL name text, or say SKIP name text NEED (NEED: what is missing, as $PRISM_REQUIRE names it)
+    local what=$1
+    if [ "$what" = SKIP ] && [[ " ${PRISM_REQUIRE:-} " == *" $4 "* ]]; then
+        what=FAIL
+        set -- FAIL "$2" "skipped, but PRISM_REQUIRE says this environment has $4: $3"
+    fi
+    case $what in
+        PASS) pass=$((pass + 1)) ;;
+        FAIL) fail=$((fail + 1)) cases+="failed_case redteam $2: ${3:0:300}"$'\n' ;;
+        SKIP) skip=$((skip + 1)) cases+="skipped_case redteam $2: $3 (needs $4)"$'\n' ;;
+    esac
+    printf '%s %s: %s\n' "$what" "$2" "$3"
 }
 want() { [ -z "$FILTER" ] || [[ $1 == *"$FILTER"* ]]; }
 # check NAME CONDITION TEXT: PASS when the shell condition holds
@@ -144,7 +159,7 @@ PS="$ROOT/build/prepare_shards --quiet"
 if [ -f data/cache/gpt2.tiktoken ]; then HAVE_TOK=1; else HAVE_TOK=0; fi
 for kind in dir zero nodir bom ulimit; do
     want "prep-$kind" || continue
-    [ $HAVE_TOK = 1 ] || { say SKIP "prep-$kind" "no data/cache/gpt2.tiktoken"; continue; }
+    [ $HAVE_TOK = 1 ] || { say SKIP "prep-$kind" "no data/cache/gpt2.tiktoken" default-corpus; continue; }
     mkdir -p "$W/p"; rm -f "$W/p/"*
     case $kind in
         dir) $PS -o "$W/p/x" "$W" > "$W/o" 2>&1; check prep-dir "one_error $W/o" "$(lastline "$W/o")" ;;
@@ -168,7 +183,7 @@ if want prep-kill9; then
             if grep -q 'not written together' "$W/o"; then refused=$((refused + 1)); elif [ -f "$W/pko$i/model.bin" ]; then whole=$((whole + 1)); else bad=$((bad + 1)); fi
         done
         check prep-kill9 "[ $bad = 0 ]" "6 kills: $whole trained on one whole set, $refused mixtures refused, $bad other"
-    else say SKIP prep-kill9 "no tokenizer"; fi
+    else say SKIP prep-kill9 "no tokenizer" default-corpus; fi
 fi
 if want fs-ulimit-ckpt; then fresh "$W/u"; (ulimit -f 60; run "$W/u" --steps 40 --ckpt-every 20) > "$W/o" 2>&1; rc=$?
     check fs-ulimit-ckpt "[ $rc = 1 ] && one_error $W/o && grep -q 'File too large' $W/o" "exit $rc: $(lastline "$W/o")"; fi
@@ -221,7 +236,7 @@ if [ $HAVE_TOK = 1 ]; then
     if want sig-term-sample; then fresh "$W/ss"; bg "$W/ss.txt" $TPV $DATA -o "$W/ss" --steps 100 --sample-every 2 --sample-tokens 1000000
         wait_for "logged $W/ss 2 && sleep 0.5" 60; t0=$(date +%s); kill -TERM $pid; wait $pid; rc=$?
         check sig-term-sample "[ $rc = 75 ] && [ \$(( \$(date +%s) - $t0 )) -lt 10 ]" "exit $rc: $(grep -m1 'stopped by' "$W/ss.txt")"; fi
-else say SKIP sig-term-sample "no tokenizer"; fi
+else say SKIP sig-term-sample "no tokenizer" default-corpus; fi
 if want sig-term-twice; then fresh "$W/tw"; run "$W/tw" --steps 100000 --stop-after 2 > /dev/null 2>&1
     bg "$W/tw.txt" $TP $DATA -o "$W/tw" --steps 100000 --resume; wait_for "logged $W/tw 4" 30; kill -TERM $pid; kill -TERM $pid; wait $pid; rc=$?
     check sig-term-twice "{ [ $rc = 143 ] || [ $rc = 75 ]; } && resumable $W/tw" "exit $rc, OUT/latest resumable"; fi
@@ -291,7 +306,7 @@ if command -v mpirun > /dev/null; then
         check mpi-state-mixture "[ $rc != 0 ] && grep -q 'mixes two runs' $W/o" "exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-170)"; fi
 else
     for n in mpi-term-mpirun mpi-usr1-mpirun mpi-term-one-rank mpi-kill9-rank mpi-rank-never-joins mpi-rank-stopped mpi-two-jobs \
-             mpi-np1-world2 mpi-resume-fewer-ranks mpi-error-last mpi-resume-more-ranks mpi-state-mixture; do say SKIP $n "no mpirun"; done
+             mpi-np1-world2 mpi-resume-fewer-ranks mpi-error-last mpi-resume-more-ranks mpi-state-mixture; do say SKIP $n "no mpirun" mpirun; done
 fi
 
 # ---------------------------------------------------------------- run directory, data and messages (issue 25)
@@ -415,7 +430,7 @@ if want out-rule; then
         out_rule out-rule-prepare-shards "$W/syn_train_000001.bin" "$ROOT/build/prepare_shards" "$W/syn_train_000001.bin" -o "$W/syn" --overwrite
         printf '{"goal": "g", "sol1": "a.", "sol2": "b."}\n' > "$W/valid.jsonl"; echo 0 > "$W/labels.lst"
         out_rule out-rule-prepare-eval "$W/valid.jsonl" "$ROOT/build/prepare_eval" piqa "$W/valid.jsonl" "$W/labels.lst" -o "$W/valid.jsonl"
-    else say SKIP out-rule-prepare "no data/cache/gpt2.tiktoken"; fi
+    else say SKIP out-rule-prepare "no data/cache/gpt2.tiktoken" default-corpus; fi
 fi
 if want out-rule-report-latest; then fresh "$W/rl"; cp -r "$W/base/." "$W/rl/"; a=$(sums "$W/rl/latest")
     "$ROOT/report" "$W/rl" -o "$W/rl/latest" > "$W/o" 2>&1; rc=$?; b=$(sums "$W/rl/latest")
@@ -470,8 +485,11 @@ with open('$W/hs.jsonl', 'w') as f:
             bg "$W/st.txt" "$ROOT/study" "$W/st" --trainer "$ROOT/train_prism" --eval-zeroshot "$ROOT/eval_zeroshot" -m tiny --heads uniform --widths uniform --seeds 1 --eval-data "$W/sev" -- --vocab 50257 --d 32 --layers 2 --heads 2 --seq-len 64 -b 4 --steps 1 --val-every 0 --sample-every 0 --cpu $DATA
             wait_for "[ -s $W/st/uniform-uniform-s1/eval.log ] && grep -q '^task' $W/st/uniform-uniform-s1/eval.log" 120; sleep 0.5; kill -TERM $pid; wait $pid; rc=$?
             check study-stop-evals-75 "[ $rc = 75 ] && [ ! -e $W/st/uniform-uniform-s1/eval.json ]" "SIGTERM to study during its evals: exit $rc (138 before), no eval.json, rerun scores it"; fi
-    else say SKIP stop-eval-75 "no data/cache/gpt2.tiktoken"; say SKIP study-stop-evals-75 "no data/cache/gpt2.tiktoken"; fi
+    else say SKIP stop-eval-75 "no data/cache/gpt2.tiktoken" default-corpus; say SKIP study-stop-evals-75 "no data/cache/gpt2.tiktoken" default-corpus; fi
 fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
+if [ -n "$RESULTS" ]; then
+    mkdir -p "$(dirname "$RESULTS")" && printf 'passed %d\nfailed %d\nskipped %d\n%s' $pass $fail $skip "$cases" > "$RESULTS"
+fi
 [ $fail = 0 ]

@@ -75,7 +75,11 @@ inline void install_stop_handlers() {
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = stop_signal_handler;
         sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;  // reads and writes in progress continue; the loop looks at the flag
+        // No SA_RESTART: a write blocked on output nobody reads (mpirun stops reading its ranks' terminals
+        // once it is told to end the job, then sends SIGTERM, then SIGKILL a second later) returns EINTR, so
+        // the loop reaches the checkpoint. The project's own reads of pipes and sockets retry EINTR; files on
+        // disk are not interrupted.
+        sa.sa_flags = 0;
         sigaction(sig, &sa, nullptr);
     }
 }
