@@ -482,7 +482,8 @@ TEST_CASE("export then import gives model.bin back byte for byte; bf16 halves th
                    Catch::Contains("| 6 | " + std::to_string(c.layers[5].width) + " | "));
         if (!c.layers[1].attention)  // the columns of a sub-block the layer lacks are "-"
             CHECK_THAT(read_file(out + "/README.md"),
-                       Catch::Contains("| 2 | " + std::to_string(c.layers[1].width) + " | - | - | - | - | "));
+                       Catch::Contains("| 2 | " + std::to_string(c.layers[1].width) + " | - | - | - | " +
+                                       std::to_string(c.hidden_of(1)) + " | - | no | "));
         CHECK_THAT(read_file(out + "/modeling_prism.py"), Catch::Contains("class PrismForCausalLM"));
         const Result i = sh("./import " + out + " -o " + back);
         INFO(i.out);
