@@ -115,11 +115,7 @@ void print_table(const Checkpoint& k, const Options& o) {
     // The layer's shape (run/plan_views.h's layer_table: the columns it uses, "-" for a sub-block it lacks), then
     // the measurements.
     const std::vector<LayerTableColumn> table = layer_table(k.cfg, shown_columns({&k.cfg}));
-    auto wide = [](const LayerTableColumn& col) {
-        size_t n = std::max<size_t>(col.heading.size(), 4);
-        for (const std::string& v : col.cells) n = std::max(n, v.size());
-        return (int)n;
-    };
+    auto wide = [](const LayerTableColumn& col) { return (int)column_width(col); };
     auto shape = [&](int l) {  // l from 1; 0: the embedding's row
         std::string s;
         for (const LayerTableColumn& col : table) {

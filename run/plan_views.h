@@ -90,6 +90,13 @@ struct LayerTableColumn {
     std::vector<std::string> cells;
 };
 
+// The characters a column of a text table needs: its heading's or its widest cell's, at least 4.
+inline size_t column_width(const LayerTableColumn& col) {
+    size_t n = std::max<size_t>(col.heading.size(), 4);
+    for (const std::string& v : col.cells) n = std::max(n, v.size());
+    return n;
+}
+
 // A model's per-layer table over the shown columns (shown_columns), head_dim after heads ("-" without attention).
 inline std::vector<LayerTableColumn> layer_table(const ModelConfig& c, const std::vector<const LayerColumn*>& cols) {
     std::vector<LayerTableColumn> out;
@@ -191,11 +198,7 @@ inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) 
     table.push_back({"KV B/tok", kv_bytes});
     auto cell = [](const std::string& s, size_t n) { return std::string(n > s.size() ? n - s.size() : 0, ' ') + s; };
     std::vector<size_t> wide;
-    for (const LayerTableColumn& col : table) {
-        size_t n = std::max<size_t>(col.heading.size(), 4);
-        for (const std::string& v : col.cells) n = std::max(n, v.size());
-        wide.push_back(n);
-    }
+    for (const LayerTableColumn& col : table) wide.push_back(column_width(col));
     fprintf(f, "\nlayer");
     for (size_t k = 0; k < table.size(); k++) fprintf(f, " %s", cell(table[k].heading, wide[k]).c_str());
     fprintf(f, "\n");
