@@ -1,7 +1,8 @@
 // cuda_engine.cuh: CudaEngine, engine.h's Engine on the GPU: the memory (one allocation each for bf16 weights, fp32
 // gradients, fp32 master weights and AdamW moments, activations), the streams and uploads, the step's results on
 // the device, the data-parallel reductions and ZeRO-1 shards, and the optimizer glue around CudaModel (model.cuh),
-// which computes.
+// which computes. Only cuda_engine.cu includes it; the tests and dev/bench_model hold the engine through
+// cuda_engine_hooks.cuh (CudaEngineHooks, which it implements: the gradients, the activation block's size, a timer).
 // Design, short (the long form: docs/engine.md): every block is one allocation with pointers carved out of it,
 // sized by memory_plan.h (which --plan runs without a GPU). All compute is queued on one created stream; uploads
 // go through pinned staging (staging.cuh) into two device slots on a second stream, ordered by events, so the
