@@ -217,7 +217,8 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(TEST_ENGINE_O) $(JSON_O)
 #   train_prism_nompi     train_prism without MPI, unoptimised: test_dist.cpp runs it as several ranks, which it must
 #                         refuse (dist/process_group.h)
 #   dp_engine_check       the CUDA engine's data parallelism on the executor, under mpirun (test_dist.cpp); it
-#                         links train_prism_executor's engine object (MPI's flags, as its own)
+#                         compiles the engine itself (mpicxx, -O1, PRISM_MPI even where NO_MPI leaves the other
+#                         executor builds without it)
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
@@ -228,9 +229,8 @@ $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
 	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
 $(BUILD)/train_prism_nompi: train_prism.cu $(JSON_O)
 	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none $(JSON_O) -o $@ -fopenmp -lm -lpcre2-8
-$(BUILD)/dp_engine_check: test/dp_engine_check.cpp $(BUILD)/cuda_engine_executor.o
-	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< \
-	    $(BUILD)/cuda_engine_executor.o -o $@
+$(BUILD)/dp_engine_check: test/dp_engine_check.cpp
+	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
 $(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp
 	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
 $(BUILD)/bench_attention_cpu: dev/bench_attention.cpp
@@ -446,8 +446,8 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 #                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
 # and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
 #   test-nvcc-check        comm.cuh with NCCL and MPI through nvcc (the kernel files: the bundle's compiles)
-#   test-ptxas             every kernel of the model for sm_80 and sm_90: fails on any register spill, writes
-#                          the register table to build/ptxas.txt
+#   test-ptxas             every kernel of the engine (its object holds the decoder's too) and test_kernels' two,
+#                          for sm_80 and sm_90: fails on any register spill, writes the table to build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
 # GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "util/io.h"
-#include "cuda_engine_hooks.cuh"
+#include "cuda_engine.cuh"
 
 namespace {
 
@@ -77,10 +77,8 @@ void global_batch(const ModelConfig& c, int rows, int T, int s, int k, std::vect
 // The checks above for one model, on every rank (each call is collective).
 Outcome check(Dist& dist, const ModelConfig& c) {
     const int R = dist.rank, W = dist.world, B = 2, T = 8, n_micro = 2;
-    const std::unique_ptr<CudaEngineHooks> z1 = make_cuda_engine(c, false, DataParallel{&dist, 1}),
-                                           z0 = make_cuda_engine(c, false, DataParallel{&dist, 0}),
-                                           one = make_cuda_engine(c);
-    CudaEngineHooks* engines[3] = {z1.get(), z0.get(), one.get()};
+    CudaEngine z1(c, false, DataParallel{&dist, 1}), z0(c, false, DataParallel{&dist, 0}), one(c);
+    Engine* engines[3] = {&z1, &z0, &one};
     for (Engine* e : engines) e->init_params(11);
     OptimizerHyper hp;
     Outcome out;
@@ -88,7 +86,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
         if (out.why.empty()) out.why = what;
         out.bad++;
     };
-    const size_t P = z1->num_params();
+    const size_t P = z1.num_params();
     std::vector<float> p[3];
     std::vector<float> g[3];
     double &worst_grad = out.worst_grad, &worst_loss = out.worst_loss, &worst_norm = out.worst_norm;
@@ -110,7 +108,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
             if (clip) engines[e]->clip_grad_norm(1.0);
             if (s == 0) {  // the summed gradient, before the update (the clip factor is applied inside AdamW)
                 g[e].resize(P);
-                engines[e]->get_grads(g[e].data());
+                static_cast<CudaEngine*>(engines[e])->get_grads(g[e].data());
             }
             engines[e]->adamw_step(1e-3, hp);
             const StepStats st = engines[e]->read_stats();
@@ -131,7 +129,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
         for (int e = 0; e < 2; e++) {
             const std::string name = e == 0 ? "ZeRO-1" : "ZeRO-0";
             if (s == 0) {  // ZeRO-1 holds the sum in its own range only
-                const auto r = e == 0 ? z1->optimizer_range() : std::make_pair((size_t)0, P);
+                const auto r = e == 0 ? z1.optimizer_range() : std::make_pair((size_t)0, P);
                 double d = 0, top = 0;
                 for (size_t i = r.first; i < r.second; i++)
                     d = std::max(d, (double)std::fabs(g[e][i] - g[2][i])),
@@ -152,7 +150,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
         }
     }
     // The ranks' optimizer ranges tile [0, P), and a shard's moments round-trip.
-    const auto range = z1->optimizer_range();
+    const auto range = z1.optimizer_range();
     std::vector<double> begins(W), ends(W);
     dist.all_gather((double)range.first, begins.data(), "the optimizer ranges");
     dist.all_gather((double)range.second, ends.data(), "the optimizer ranges");
@@ -161,8 +159,8 @@ Outcome check(Dist& dist, const ModelConfig& c) {
             fail("the optimizer ranges do not tile [0, P)");
     std::vector<float> m, v, m2, v2, m0, v0;
     long t = 0, t2 = 0;
-    z1->get_optimizer(m, v, t);
-    z0->get_optimizer(m0, v0, t2);
+    z1.get_optimizer(m, v, t);
+    z0.get_optimizer(m0, v0, t2);
     if (m.size() != range.second - range.first || t != 4 || m0.size() != P)
         fail("get_optimizer: wrong size or step count");
     double dm = 0, top = 0;
@@ -172,8 +170,8 @@ Outcome check(Dist& dist, const ModelConfig& c) {
     if (dm > 1e-4 * top)
         fail("ZeRO-1's moments in interface order differ from ZeRO-0's by " + std::to_string(dm / top));
     for (float& x : m) x *= 2;
-    z1->set_optimizer(m, v, t);
-    z1->get_optimizer(m2, v2, t2);
+    z1.set_optimizer(m, v, t);
+    z1.get_optimizer(m2, v2, t2);
     if (m2 != m || v2 != v || t2 != t) fail("set_optimizer then get_optimizer does not round-trip");
     return out;
 }

@@ -119,8 +119,8 @@ TEST_CASE("the sources that test or time the CUDA engine compile none of its ker
     // They hold the engine through cuda_engine_hooks.cuh and link cuda_engine.cu's one object (the Makefile), so
     // nothing they include may define a kernel: one such include compiles it again in each of them.
     static const std::regex kernel(R"(__global__\s+void)");
-    for (const std::string file : {"cuda_engine_hooks.cuh", "test/test_model_cuda.cpp", "test/test_decode_cuda.cpp",
-                                   "test/dp_engine_check.cpp", "dev/bench_model.cpp"}) {
+    for (const std::string file :
+         {"cuda_engine_hooks.cuh", "test/test_model_cuda.cpp", "test/test_decode_cuda.cpp", "dev/bench_model.cpp"}) {
         std::set<std::string> c = closure_of(file);
         c.insert(file);
         for (const std::string& f : c) {
