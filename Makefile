@@ -429,8 +429,8 @@ $(BUILD)/native/cuda_engine.o: cuda_engine.cu
 $(BUILD)/bench_attention: dev/bench_attention.cpp
 $(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
-	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -x none $(filter %.o,$^) \
-	    -o $@ -lcublasLt -Xcompiler -fopenmp
+	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ \
+	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -Xcompiler -fopenmp
 
 # ==== the checks and tests ==========================================================================================
 # `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's

@@ -3,11 +3,12 @@
 // make_gpu_engine: defined when PRISM_CUDA is, as in every build of the products); cuda_engine_hooks.cuh what the
 // tests and dev/bench_model call (make_cuda_engine, make_cuda_decoder_on). The Makefile compiles this file once
 // per set of flags and links that object wherever the engine runs: nvcc's (build/cuda_engine.o) into train_prism,
-// eval_zeroshot and generate, the GPU bundle's into its products, gpu_tests and bench_model; g++'s on the
-// CUDA-on-CPU executor (PRISM_EXECUTOR, with MPI) into build/train_prism_executor, the tests' (build/test/) into
-// build/test_prism, build/test_fast and build/bench_model_cpu, the address build's into its model and decoder
-// tests. So nvcc compiles the engine's kernels, the decoder's and the cuBLASLt calls once per build, and no other
-// source that uses the engine includes a kernel header.
+// eval_zeroshot and generate, the GPU bundle's into its products, gpu_tests and bench_model, one GPU's
+// (build/native/) into build/bench_model; g++'s on the CUDA-on-CPU executor (PRISM_EXECUTOR, with MPI) into
+// build/train_prism_executor, the tests' (build/test/) into build/test_prism, build/test_fast and
+// build/bench_model_cpu, the address build's into its model and decoder tests. So nvcc compiles the engine's
+// kernels, the decoder's and the cuBLASLt calls once per build, and of the other sources that use the engine only
+// test/dp_engine_check.cpp includes a kernel header (it compiles the engine with its own MPI flags).
 // Does not: pick between the engines (engine_factory.h's make_engine does, with what this returns).
 #include <cstdio>
 #include <memory>

@@ -2,7 +2,7 @@
 // CudaEngineHooks, engine.h's Engine plus what they read beyond it (the gradients, the activation block's size, an
 // OpTimer, the compute stream), and the makers of it and of the KV-cache decoder. cuda_engine.cu defines the makers
 // and is compiled once per set of flags; the sources that include this header link that object instead of
-// compiling every kernel of the engine again (~26 CPU-s of nvcc per architecture, for each such source).
+// compiling every kernel of the engine again (most of such a source's compile time, for nvcc and for g++ alike).
 // cuda_engine.cuh's CudaEngine implements it.
 // Does not: include a kernel header (cuda_common.cuh's types and the executor's runtime only), or pick between the
 // engines (engine_factory.h does, for the products).
