@@ -194,7 +194,16 @@ $(CATCH_MAIN): test/catch_main.cpp
 TEST_DRIVERS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,analyze cli comm dist eval faults hf live lr \
                 formats output_rule report checkpoints out_dir stats study study_report train))
 $(TEST_DRIVERS): OPT = -O1 -march=native
-$(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_DRIVERS) $(JSON_O)
+# The CUDA engine on the executor for test_model_cuda.cpp, test_decode_cuda.cpp and bench_model_cpu: cuda_engine.cu
+# compiled once with the tests' flags, the engine's kernels and the decoder's in it; those sources hold the engine
+# through cuda_engine_hooks.cuh and compile no kernel. A second object beside build/cuda_engine_executor.o
+# (train_prism_executor's, with MPI), since MPI's flags define PRISM_MPI, which changes inline functions of
+# dist/process_group.h and comm.cuh that the tests' other objects compile without it (one binary, one definition of
+# each). Without PRISM_CUDA, as the tests' sources see engine_factory.h: the products' entry points are left out.
+TEST_ENGINE_O := $(BUILD)/test/cuda_engine.o
+$(TEST_ENGINE_O): cuda_engine.cu
+	$(CXX) $(CXXFLAGS) $(DEP) -x c++ -c $< -o $@
+$(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_ENGINE_O) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
 # The fast tier, build/test_fast (make test-fast): the test files whose tests run inside the test process alone (no
 # other binary, no MPI, no browser), linked from the same objects as build/test_prism, for the edit-compile-test
@@ -202,7 +211,7 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # runs nothing but itself, and quickly, belongs on this list.
 FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader decode_cuda docs executor \
               executor_seams io kernels layout model_cuda prepare_shards reference ref_ops schedule tokenizer))
-$(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
+$(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(TEST_ENGINE_O) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
 
 # The other binaries the tests drive:
@@ -210,10 +219,13 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
 #                         end-to-end tests drive the GPU code path's command line with it
 #   train_prism_nompi     train_prism without MPI, unoptimised: test_dist.cpp runs it as several ranks, which it must
 #                         refuse (dist/process_group.h)
-#   dp_engine_check       the CUDA engine's data parallelism on the executor, under mpirun (test_dist.cpp)
+#   dp_engine_check       the CUDA engine's data parallelism on the executor, under mpirun (test_dist.cpp); it
+#                         compiles the engine itself (mpicxx, -O1, PRISM_MPI even where NO_MPI leaves the other
+#                         executor builds without it)
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
-#   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run
+#   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
+#                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
 $(BUILD)/train_prism_executor: train_prism.cu $(BUILD)/cuda_engine_executor.o $(JSON_O)
 	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
@@ -225,7 +237,8 @@ $(BUILD)/dp_engine_check: test/dp_engine_check.cpp
 $(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp
 	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
 $(BUILD)/bench_attention_cpu: dev/bench_attention.cpp
-$(BUILD)/bench_model_cpu: dev/bench_model.cpp
+$(BUILD)/bench_model_cpu: dev/bench_model.cpp $(TEST_ENGINE_O) $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(DEP) $< $(TEST_ENGINE_O) $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
 # Developers' tools, not built by the tests: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf.
 $(BUILD)/bench_eval: dev/bench_eval.cpp
 $(BUILD)/bench_tokenizer: dev/bench_tokenizer.cpp
@@ -233,10 +246,10 @@ $(BUILD)/tokenizer_crosscheck: dev/tokenizer_crosscheck.cpp
 $(BUILD)/hf_check: test/hf/hf_check.cpp
 
 # One source, one binary, the products' flags (the data tools, the benchmarks and checks above).
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu \
 $(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check:
 	$(CXX) $(CXXFLAGS) $(DEP) $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu \
 $(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check: $(JSON_O)
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
@@ -252,6 +265,8 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism
 # their stack traces name each frame's function, file and line, and the debug information of types and variables,
 # which no report reads, is not built. The address builds link the tests' Catch2 main (uninstrumented: it needs no
 # checking); the race build keeps an instrumented one of its own (-O0), so that ThreadSanitizer sees every access.
+# The model and decoder tests link one address build of the CUDA engine, build/asan/cuda_engine.o (cuda_engine.cu
+# with the engine's kernels and the decoder's, compiled once for both; their sources compile none).
 KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
 SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
@@ -262,8 +277,10 @@ $(BUILD)/tsan/%.o: test/%.cpp
 	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 
 $(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS))
-$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o
-$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o
+$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o
+$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o
+$(BUILD)/asan/cuda_engine.o: cuda_engine.cu
+	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
 $(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o
 $(BUILD)/asan/json.o: util/json.cpp
 	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
@@ -292,8 +309,10 @@ $(BUILD)/test/%.o: test/%.cpp
 #   - warnings as errors in every one (the kernel files, the test kernels of test/*.cuh, the CUDA engine), and in
 #     g++'s compiles of the products' sources, which link the engine's one object (cuda_engine.o);
 #   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
-#     ptxas -v log beside its objects: bench_model holds every kernel the engine launches, test_kernels the two
-#     it does not (residual_forward, copy_columns), cuda_engine the decoder's;
+#     ptxas -v log beside its objects: cuda_engine holds every kernel the engine launches and the decoder's,
+#     test_kernels the two the engine does not (residual_forward, copy_columns);
+#   - the CUDA engine is compiled once, cuda_engine.o: the products, gpu_tests and bench_model link it (their
+#     sources hold it through engine_factory.h or cuda_engine_hooks.cuh and compile none of its kernels);
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
 #   - gpu-bundle-check runs its train_prism on this machine's CPU when there is no GPU (the CUDA build's
 #     fallback), besides its size, libraries and run.sh's skips.
@@ -315,7 +334,8 @@ GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-pa
 GB_LINK = $(shell $(CXX) -print-file-name=libpcre2-8.a) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp
 GB_BINS := gpu_tests bench_attention bench_model train_prism eval_zeroshot generate gpu_info
 # The products are plain C++ (g++, -Werror) linked with one CUDA engine object, $(GB_OBJ)/cuda_engine.o, as `make`
-# builds them; the benchmarks, gpu_info and the tests are nvcc's.
+# builds them; the benchmarks, gpu_info and the tests are nvcc's, and gpu_tests and bench_model link the same engine
+# object (test_model_cuda, test_decode_cuda and bench_model hold it through cuda_engine_hooks.cuh).
 GB_PRODUCTS := train_prism eval_zeroshot generate
 GB_TESTS := $(KERNEL_TESTS) test_model_cuda test_decode_cuda
 # Real text for the benchmarks and the tiny run: the validation shard whole, the first 1M tokens of the first
@@ -355,12 +375,12 @@ $(GB_OBJ)/json.o: util/json.cpp
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
 .SECONDARY: $(GB_OBJS) $(GB_PRODUCTS:%=$(GB_OBJ)/%.o)
-$(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS))
+$(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS)) $(GB_OBJ)/cuda_engine.o
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/json.o
-$(addprefix $(GPU_BUNDLE)/bin/,$(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
+$(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
 $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 	cp $< $@ && chmod +x $@
 # The peer stage: export (plain C++: the initial weights for the PyTorch peer) and the peer's Python (dev/peer/).
@@ -393,7 +413,7 @@ $(BUILD)/nvcc_check/%.o: %
 	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
 
 # Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
-$(BUILD)/ptxas.txt: $(GB_OBJ)/bench_model.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
+$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
 $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
@@ -406,8 +426,11 @@ $(BUILD)/native/%.o: test/%.cpp
 	$(NVCC) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
 $(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS))
 	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
+# bench_model links the CUDA engine built for that GPU, build/native/cuda_engine.o.
+$(BUILD)/native/cuda_engine.o: cuda_engine.cu
+	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -Xcompiler -fopenmp -c $< -o $@
 $(BUILD)/bench_attention: dev/bench_attention.cpp
-$(BUILD)/bench_model: dev/bench_model.cpp $(JSON_O)
+$(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
 	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ \
 	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -Xcompiler -fopenmp
@@ -426,8 +449,8 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 #                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
 # and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
 #   test-nvcc-check        comm.cuh with NCCL and MPI through nvcc (the kernel files: the bundle's compiles)
-#   test-ptxas             every kernel of the model for sm_80 and sm_90: fails on any register spill, writes
-#                          the register table to build/ptxas.txt
+#   test-ptxas             every kernel of the engine (its object holds the decoder's too) and test_kernels' two,
+#                          for sm_80 and sm_90: fails on any register spill, writes the table to build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
 # GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;

@@ -7,44 +7,19 @@
 // Why master weights: an update of lr * 1 ~ 1e-4 on a weight of 0.02 is below half a bf16 ulp (2^-9 relative),
 // so a bf16-only parameter would never move.
 // The parameter block is updated as a list of ranges, each with its decay flag (matrices and embeddings decay,
-// norm weights and biases do not); the model builds them from its layout (adamw_ranges in model.cuh), merging
+// norm weights and biases do not); the engine builds them from its layout (adamw_ranges.h), merging
 // consecutive tensors of the same kind; one launch updates them all (a table maps blocks to ranges), 4
 // elements per thread with 128-bit accesses to the fp32 arrays.
-// ZeRO-1 (model.cuh): a rank updates only the ranges of its shard, and keeps master, m and v for that shard
+// ZeRO-1 (cuda_engine.cuh): a rank updates only the ranges of its shard, and keeps master, m and v for that shard
 // alone; a range's `state` says where its first element lives in those three arrays (its offset otherwise).
 // Does not: use atomics (pure elementwise, deterministic).
 #pragma once
 
 #include <cmath>
-#include <vector>
 
+#include "adamw_ranges.h"  // AdamWLaunchRange, ADAMW_BLOCK, ADAMW_PER_THREAD
 #include "cuda_common.cuh"
 #include "vec.cuh"
-
-struct AdamWRange {
-    size_t offset, n;         // elements of the flat parameter block (params, grads)
-    bool decay;               // matrices (and embeddings) decay, norms do not
-    size_t state = SIZE_MAX;  // index of element `offset` in master, m, v (SIZE_MAX: offset, the unsharded case)
-};
-// The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
-// that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block.
-struct AdamWLaunchRange {
-    size_t offset, n, state;
-    int first_block, decay;
-};
-constexpr int ADAMW_BLOCK = 256, ADAMW_PER_THREAD = 4;
-inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamWRange>& ranges) {
-    std::vector<AdamWLaunchRange> r;
-    int block = 0;
-    const size_t per_block = (size_t)ADAMW_BLOCK * ADAMW_PER_THREAD;
-    for (const AdamWRange& x : ranges) {
-        if (x.n == 0) continue;
-        r.push_back({x.offset, x.n, x.state == SIZE_MAX ? x.offset : x.state, block, x.decay ? 1 : 0});
-        block += (int)((x.n + per_block - 1) / per_block);
-    }
-    r.push_back({0, 0, 0, block, 0});  // the end: first_block of the sentinel = the launch's block count
-    return r;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels

@@ -1,19 +1,39 @@
-// cuda_engine.cu: the CUDA engine's one translation unit. engine_factory.h declares what it defines
-// (gpu_engine_available, make_gpu_engine) for a build with the CUDA engine (PRISM_CUDA); the Makefile compiles this
-// file once per build, by nvcc (build/cuda_engine.o, and the GPU bundle's own), or by g++ on the CUDA-on-CPU executor
-// (PRISM_EXECUTOR: build/train_prism_executor), and links it into every binary that may run on a GPU: train_prism,
-// eval_zeroshot and generate. So nvcc compiles the engine's kernels, the KV-cache decoder's and the cuBLASLt calls
-// once, not once per product, and the products' own sources are plain C++ for g++.
+// cuda_engine.cu: the CUDA engine's one translation unit: the engine, its kernels and the KV-cache decoder's, and
+// the makers that hand them out. engine_factory.h declares what the products call (gpu_engine_available,
+// make_gpu_engine: defined when PRISM_CUDA is, as in every build of the products); cuda_engine_hooks.cuh what the
+// tests and dev/bench_model call (make_cuda_engine, make_cuda_decoder_on). The Makefile compiles this file once
+// per set of flags and links that object wherever the engine runs: nvcc's (build/cuda_engine.o) into train_prism,
+// eval_zeroshot and generate, the GPU bundle's into its products, gpu_tests and bench_model, one GPU's
+// (build/native/) into build/bench_model; g++'s on the CUDA-on-CPU executor (PRISM_EXECUTOR, with MPI) into
+// build/train_prism_executor, the tests' (build/test/) into build/test_prism, build/test_fast and
+// build/bench_model_cpu, the address build's into its model and decoder tests. So nvcc compiles the engine's
+// kernels, the decoder's and the cuBLASLt calls once per build, and of the other sources that use the engine only
+// test/dp_engine_check.cpp includes a kernel header (it compiles the engine with its own MPI flags).
 // Does not: pick between the engines (engine_factory.h's make_engine does, with what this returns).
 #include <cstdio>
 #include <memory>
 #include <string>
 
-#include "engine_factory.h"
-#include "memory_plan.h"
 #include "cuda_engine.cuh"
+#include "cuda_engine_hooks.cuh"
+#include "engine_factory.h"
 #include "inspect/cuda_decoder.cuh"
+#include "memory_plan.h"
 
+std::unique_ptr<CudaEngineHooks> make_cuda_engine(const ModelConfig& c, bool recompute, const DataParallel& dp,
+                                                  bool with_decoder) {
+    return std::unique_ptr<CudaEngineHooks>(
+        new CudaEngine(c, recompute, dp, with_decoder ? make_cuda_decoder : nullptr));
+}
+
+std::unique_ptr<Decoder> make_cuda_decoder_on(const ModelConfig& c, const bf16* weights, cudaStream_t stream,
+                                              int capacity) {
+    return std::unique_ptr<Decoder>(new CudaDecoder(c, weights, stream, capacity));
+}
+
+// The products' entry points. The tests' builds of this file leave them out: their sources see engine_factory.h
+// without PRISM_CUDA, whose gpu_engine_available is an inline `false`.
+#ifdef PRISM_CUDA
 namespace {
 
 // Why cudaGetDeviceCount found no GPU, in words: a machine with the toolkit but no GPU (or no driver) answers
@@ -85,3 +105,4 @@ std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& c, const EngineOption
     }
     return std::unique_ptr<Engine>(new CudaEngine(c, recompute, o.dp, make_cuda_decoder));
 }
+#endif  // PRISM_CUDA

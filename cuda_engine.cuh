@@ -1,7 +1,8 @@
 // cuda_engine.cuh: CudaEngine, engine.h's Engine on the GPU: the memory (one allocation each for bf16 weights, fp32
 // gradients, fp32 master weights and AdamW moments, activations), the streams and uploads, the step's results on
 // the device, the data-parallel reductions and ZeRO-1 shards, and the optimizer glue around CudaModel (model.cuh),
-// which computes.
+// which computes. Only cuda_engine.cu includes it; the tests and dev/bench_model hold the engine through
+// cuda_engine_hooks.cuh (CudaEngineHooks, which it implements: the gradients, the activation block's size, a timer).
 // Design, short (the long form: docs/engine.md): every block is one allocation with pointers carved out of it,
 // sized by memory_plan.h (which --plan runs without a GPU). All compute is queued on one created stream; uploads
 // go through pinned staging (staging.cuh) into two device slots on a second stream, ordered by events, so the
@@ -25,6 +26,7 @@
 #include "classifier.cuh"
 #include "comm.cuh"
 #include "cuda_common.cuh"
+#include "cuda_engine_hooks.cuh"
 #include "dist/shard.h"
 #include "engine.h"
 #include "forward_contract.h"
@@ -36,35 +38,12 @@
 #include "staging.cuh"
 #include "util/mfu.h"
 
-// The AdamW launch ranges of a layout (adamw.cuh): consecutive tensors of the same kind (decayed matrices, or
-// undecayed norm weights and biases) merged into one range (about 4 per layer, one launch for all).
-// Gaps between tensors (the 128-element alignment of device_layout) are left out: they stay zero.
-inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
-    std::vector<AdamWRange> r;
-    for (const ParamTensor& t : layout.tensors) {
-        if (!r.empty() && r.back().decay == t.is_matrix && r.back().offset + r.back().n == t.offset)
-            r.back().n += t.numel();
-        else r.push_back({t.offset, t.numel(), t.is_matrix});
-    }
-    return r;
-}
-
-// The ranges' parts inside [begin, end), for a ZeRO-1 shard: master, m and v hold that interval from index 0.
-inline std::vector<AdamWRange> shard_ranges(const std::vector<AdamWRange>& all, size_t begin, size_t end) {
-    std::vector<AdamWRange> r;
-    for (const AdamWRange& x : all) {
-        const size_t a = std::max(begin, x.offset), b = std::min(end, x.offset + x.n);
-        if (a < b) r.push_back({a, b - a, x.decay, a - begin});
-    }
-    return r;
-}
-
 // Makes the GPU's KV-cache decoder on a model's bf16 weights, queuing on `stream`: inspect/cuda_decoder.cuh's
 // make_cuda_decoder, handed to the engine by whoever builds it (engine_factory.h), so that the engine does not
 // depend on inspect/. An engine built without one refuses make_decoder.
 using CudaDecoderMaker = std::unique_ptr<Decoder> (*)(const CudaModel& model, cudaStream_t stream, int capacity);
 
-class CudaEngine : public Engine {
+class CudaEngine : public CudaEngineHooks {
   public:
     explicit CudaEngine(const ModelConfig& c, bool recompute = false, const DataParallel& dp = DataParallel(),
                         CudaDecoderMaker decoder = nullptr);
@@ -190,14 +169,11 @@ class CudaEngine : public Engine {
     void target_logprobs(const int* targets, float* out) const override;
     void logits_at(int b, int t, float* out) const override;
 
-    // Bytes of the activation block for the last forward's B x T.
-    size_t activation_bytes() const { return model_.activation_bytes(model_.batch(), model_.seq()); }
-    // For tests: the gradients (fp32, unpadded param_layout order) after backward (with several ranks, before
-    // clip_grad_norm: the reduction may have begun).
-    void get_grads(float* out) const { download_unpadded(grads_, out); }
-    // For dev/bench_model: time every op of the following steps (null: stop), on the stream the ops run on.
-    void set_timer(OpTimer* t) { model_.set_timer(t); }
-    cudaStream_t stream() const { return compute_; }
+    // cuda_engine_hooks.cuh's, for the tests and dev/bench_model.
+    size_t activation_bytes() const override { return model_.activation_bytes(model_.batch(), model_.seq()); }
+    void get_grads(float* out) const override { download_unpadded(grads_, out); }
+    void set_timer(OpTimer* t) override { model_.set_timer(t); }
+    cudaStream_t stream() const override { return compute_; }
     // The KV-cache decoder reads the bf16 weights in place and queues on the compute stream.
     std::unique_ptr<Decoder> make_decoder(int capacity) const override {
         if (!decoder_)

@@ -94,7 +94,7 @@ inline int residual_states(const ModelConfig& c) {
 }
 
 // One upload of a micro-batch of N rows (an upload slot, and its pinned staging): tokens (N), targets (N), then
-// the embedding backward's plan (embedding.cuh's embedding_plan): positions (N), seg_start (N + 1), seg_row (N),
+// the embedding backward's plan (embedding_plan.h's embedding_plan): positions (N), seg_start (N + 1), seg_row (N),
 // seg_slot (N), fin_row (N), fin_first (N + 1). Packed (4-byte aligned): the plan, positions onwards, is one copy.
 struct UploadSlot {
     int *tokens, *targets, *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;

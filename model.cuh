@@ -27,16 +27,11 @@
 #include "matmul.cuh"
 #include "memory_plan.h"
 #include "model_config.h"
+#include "op_timer.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 
-// Told the end of every op of a step, under run/cost_model.h's op names (dev/bench_model times them).
-struct OpTimer {
-    virtual ~OpTimer() = default;
-    virtual void mark(const char* op, cudaStream_t stream) = 0;
-};
-
-// The embedding backward's plan of a micro-batch on the device (embedding.cuh's embedding_plan): S segments, M
+// The embedding backward's plan of a micro-batch on the device (embedding_plan.h's embedding_plan): S segments, M
 // tokens of more than one.
 struct DevicePlan {
     const int *positions, *seg_start, *seg_row, *seg_slot, *fin_row, *fin_first;

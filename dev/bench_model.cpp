@@ -7,8 +7,9 @@
 //   on a GPU       also tokens/s, MFU and memory of the real step (train_step.h, the trainer's own step), and each
 //                  op's measured time from one profiled step (the engine's OpTimer marks) next to its roofline
 //                  time, as the fraction of the roofline achieved
-// Build and run on a GPU machine (make bench-model does both):
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I. -x cu dev/bench_model.cpp -o build/bench_model -lcublasLt -Xcompiler -fopenmp
+// It holds the engine through cuda_engine_hooks.cuh and links the one compiled engine (cuda_engine.cu's object),
+// so it compiles no kernel itself. Build and run on a GPU machine (make bench-model does both; the Makefile builds
+// build/native/cuda_engine.o for it):
 //   ./build/bench_model [-b B] [-t T] [--micro-steps n] [--steps n] [--recompute] [--models 124M,124M:prism,124M:x]
 // Built by g++ it runs on the CUDA-on-CPU executor: make bench-model-smoke runs `tiny` for one step there (the
 // code path only; its timings mean nothing).
@@ -31,7 +32,10 @@
 
 #include "run/cost_model.h"
 #include "util/machine_load.h"
-#include "cuda_engine.cuh"
+#include "util/mfu.h"
+#include "cuda_engine_hooks.cuh"
+#include "embedding_plan.h"
+#include "memory_plan.h"
 #include "run/plan_views.h"
 #include "dataloader.h"
 #include "train_step.h"
@@ -285,23 +289,23 @@ int main(int argc, char** argv) {
             if (!cost_only) {
                 size_t free0 = 0, total = 0;
                 cudaCheck(cudaMemGetInfo(&free0, &total));
-                CudaEngine e(c, recompute);
-                e.init_params(1);
+                const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, recompute);
+                e->init_params(1);
                 std::vector<int> in(Nm), tg(Nm);
                 OptimizerHyper hp;
-                train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
+                train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
                 const double t0 = now_s();
-                for (int s = 0; s < steps; s++) train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                for (int s = 0; s < steps; s++) train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
                 const double sec = (now_s() - t0) / steps;
                 size_t free1 = 0;
                 cudaCheck(cudaMemGetInfo(&free1, &total));
                 EventTimer timer;
-                e.set_timer(&timer);
-                timer.begin(e.stream());
-                train_step(e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
+                e->set_timer(&timer);
+                timer.begin(e->stream());
+                train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
                 cudaCheck(cudaDeviceSynchronize());
                 measured = timer.ms();
-                e.set_timer(nullptr);
+                e->set_timer(nullptr);
                 char mfu[32] = "n/a";
                 if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (sec * peak));
                 snprintf(line, sizeof line,

@@ -4,7 +4,9 @@
 // (inspect_config's "shapes": GQA, MQA, windows whose rings wrap, dropped sub-blocks), which the CUDA engine does not
 // run yet, on weights uploaded here: token by token (the rings wrap) against one prefill of the whole sequence (no
 // key leaves a ring: every key comes from the chunk itself), and against the CPU decoder. (The trainer's samples
-// on the GPU engine run through it too: test_generate.cpp's resume test, on build/train_prism_executor.)
+// on the GPU engine run through it too: test_generate.cpp's resume test, on build/train_prism_executor.) The engine
+// and the decoder come from cuda_engine_hooks.cuh's makers, so this file compiles no kernel (cuda_engine.cu's
+// object holds them).
 //
 // Tolerances. Against the engine's full forward: the same kernels on the same bf16 rows except attention (the
 // decoder splits a query's keys over 8 warps and merges them; the engine's kernel walks them in one warp) and the
@@ -23,8 +25,8 @@
 #include <omp.h>
 
 #include "ref/cpu_decoder.h"
-#include "inspect/cuda_decoder.cuh"
-#include "cuda_engine.cuh"
+#include "cuda_engine_hooks.cuh"
+#include "memory_plan.h"
 #include "test/inspect_util.h"
 
 namespace {
@@ -84,14 +86,15 @@ TEST_CASE(
         const ModelConfig c = inspect_config(kind, 37, 12);
         const std::vector<float> params = bf16_exact(inspect_params(c, 3));
         const std::vector<int> seq = inspect_tokens(c, c.T, 4);
-        CudaEngine e(c, false, DataParallel(), make_cuda_decoder);  // as engine_factory.h builds it
-        e.set_params(params.data());
-        e.forward(seq.data(), nullptr, 1, c.T);
+        // with inspect/cuda_decoder.cuh's decoder, as engine_factory.h builds it
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, false, DataParallel(), true);
+        e->set_params(params.data());
+        e->forward(seq.data(), nullptr, 1, c.T);
         std::vector<float> full((size_t)c.T * c.V);
-        for (int t = 0; t < c.T; t++) e.logits_at(0, t, full.data() + (size_t)t * c.V);
+        for (int t = 0; t < c.T; t++) e->logits_at(0, t, full.data() + (size_t)t * c.V);
 
-        std::unique_ptr<Decoder> made = e.make_decoder(c.T);  // the engine's own decoder is the GPU one
-        REQUIRE(dynamic_cast<CudaDecoder*>(made.get()) != nullptr);
+        std::unique_ptr<Decoder> made = e->make_decoder(c.T);  // the engine's own decoder is the GPU one
+        REQUIRE(made->describe() == "CUDA (bf16 KV cache)");   // CudaDecoder's (the CPU decoder's says fp32)
         Decoder& dec = *made;
         std::vector<float> got((size_t)c.T * c.V);
         dec.append(seq.data(), 4, got.data(), true);  // a prefill of 4, every position's logits
@@ -123,13 +126,13 @@ TEST_CASE(
     const std::vector<float> params = bf16_exact(inspect_params(c, 3));
     const std::vector<int> seq = inspect_tokens(c, c.T, 4);
     DeviceWeights weights(c, params);
-    CudaDecoder dec(c, weights.p, nullptr, c.T);
+    const std::unique_ptr<Decoder> dec = make_cuda_decoder_on(c, weights.p, nullptr, c.T);
     std::vector<float> prefill((size_t)c.T * c.V), got((size_t)c.T * c.V);
-    dec.append(seq.data(), c.T, prefill.data(), true);
-    dec.reset();
-    dec.append(seq.data(), 5, got.data(), true);                 // a chunk past the window of 3
-    dec.append(&seq[5], 6, got.data() + (size_t)5 * c.V, true);  // a chunk longer than both rings
-    for (int t = 11; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);
+    dec->append(seq.data(), c.T, prefill.data(), true);
+    dec->reset();
+    dec->append(seq.data(), 5, got.data(), true);                 // a chunk past the window of 3
+    dec->append(&seq[5], 6, got.data() + (size_t)5 * c.V, true);  // a chunk longer than both rings
+    for (int t = 11; t < c.T; t++) dec->append(&seq[t], 1, got.data() + (size_t)t * c.V);
     const double scale = max_abs(prefill);
     REQUIRE(scale > 1.0);
     INFO("max |diff| " << max_abs_diff(got, prefill) << " of scale " << scale);
@@ -149,8 +152,8 @@ TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes (a window's: 
     SerialOpenMP serial;
     for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
         const ModelConfig c = inspect_config(kind, 37, 12);
-        CudaEngine e(c, false, DataParallel(), make_cuda_decoder);
-        std::unique_ptr<Decoder> dec = e.make_decoder(10);
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, false, DataParallel(), true);
+        std::unique_ptr<Decoder> dec = e->make_decoder(10);
         CHECK(dec->cache_bytes() == 10 * (size_t)account(c).kv_bytes_per_token);
     }
     // GQA, windows of 3 and 5 and a layer without attention: at capacity T, --plan's kv_cache_bytes (min(W, T)
@@ -158,13 +161,14 @@ TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes (a window's: 
     const ModelConfig s = inspect_config("shapes", 37, 16), s10 = inspect_config("shapes", 37, 10);
     const std::vector<float> params = inspect_params(s, 1);
     DeviceWeights weights(s, params);
-    CHECK(CudaDecoder(s, weights.p, nullptr, 16).cache_bytes() == (size_t)account(s).kv_cache_bytes);
-    CHECK(CudaDecoder(s, weights.p, nullptr, 10).cache_bytes() == (size_t)account(s10).kv_cache_bytes);
-    CHECK(CudaDecoder(s, weights.p, nullptr, 10).cache_bytes() * 2 == CpuDecoder(s, params, 10).cache_bytes());
+    CHECK(make_cuda_decoder_on(s, weights.p, nullptr, 16)->cache_bytes() == (size_t)account(s).kv_cache_bytes);
+    CHECK(make_cuda_decoder_on(s, weights.p, nullptr, 10)->cache_bytes() == (size_t)account(s10).kv_cache_bytes);
+    CHECK(make_cuda_decoder_on(s, weights.p, nullptr, 10)->cache_bytes() * 2 ==
+          CpuDecoder(s, params, 10).cache_bytes());
 }
 
 TEST_CASE("a CUDA engine built without a decoder maker refuses make_decoder", "[kernels][decode]") {
     // The engine does not include inspect/: its decoder comes from whoever builds it (engine_factory.h).
-    CudaEngine e(inspect_config("uniform", 37, 12));
-    CHECK_THROWS_AS(e.make_decoder(4), std::logic_error);
+    const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(inspect_config("uniform", 37, 12));
+    CHECK_THROWS_AS(e->make_decoder(4), std::logic_error);
 }

@@ -531,7 +531,7 @@ TEST_CASE("global gradient norm is the reference norm and bit-identical across r
 
 namespace {
 // One AdamW range per tensor, decayed where the tensor is a matrix: the kernel's contract, without the merging
-// of neighbours the model does (adamw_ranges in model.cuh, tested in test_model_cuda.cpp).
+// of neighbours the model does (adamw_ranges.h's adamw_ranges, tested in test_model_cuda.cpp).
 std::vector<AdamWRange> ranges_per_tensor(const ParamLayout& layout) {
     std::vector<AdamWRange> r;
     for (const ParamTensor& t : layout.tensors) r.push_back({t.offset, t.numel(), t.is_matrix});

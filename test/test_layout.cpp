@@ -115,6 +115,21 @@ TEST_CASE("the arrows match the folders: what each side of the tree may not incl
     CHECK(t.count("train_loop.h"));
 }
 
+TEST_CASE("the sources that test or time the CUDA engine compile none of its kernels", "[layout]") {
+    // They hold the engine through cuda_engine_hooks.cuh and link cuda_engine.cu's one object (the Makefile), so
+    // nothing they include may define a kernel: one such include compiles it again in each of them.
+    static const std::regex kernel(R"(__global__\s+void)");
+    for (const std::string file :
+         {"cuda_engine_hooks.cuh", "test/test_model_cuda.cpp", "test/test_decode_cuda.cpp", "dev/bench_model.cpp"}) {
+        std::set<std::string> c = closure_of(file);
+        c.insert(file);
+        for (const std::string& f : c) {
+            INFO(file << " includes " << f << ", which defines a kernel");
+            CHECK(!std::regex_search(read_file(f), kernel));
+        }
+    }
+}
+
 TEST_CASE("the includes form no cycle", "[layout]") {
     std::map<std::string, std::vector<std::string>> graph;
     for (const std::string& f : sources()) graph[f] = includes_of(f);

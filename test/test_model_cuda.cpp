@@ -1,10 +1,10 @@
-// test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine) against the fp32 reference (RefModel, and
-// CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and every parameter gradient for
-// uniform, Prism and X configurations and every layer column (KV groups, windows, layers without attention or
-// an MLP, OpenELM's per-layer heads and hidden sizes, NoPE layers, all at once), the logits of those, gradient accumulation
-// over micro-batches (in fp32: 8 micro-batches equal one batch of 8), ten AdamW steps tracking the reference's
-// losses, evaluation outputs, the fp32 interface round trips, the host waits of a training step (one:
-// read_stats), and the activation sizes memory_plan.h predicts.
+// test_model_cuda.cpp: the whole GPU model (cuda_engine.cuh's CudaEngine, held through cuda_engine_hooks.cuh) against
+// the fp32 reference (RefModel, and CpuEngine for the training loop), under the CUDA-on-CPU executor: the loss and
+// every parameter gradient for uniform, Prism and X configurations and every layer column (KV groups, windows,
+// layers without attention or an MLP, OpenELM's per-layer heads and hidden sizes, NoPE layers, all at once), the
+// logits of those, gradient accumulation over micro-batches (in fp32: 8 micro-batches equal one batch of 8), ten
+// AdamW steps tracking the reference's losses, evaluation outputs, the fp32 interface round trips, the host waits
+// of a training step (one: read_stats), and the activation sizes memory_plan.h predicts.
 //
 // Tolerances. Both models start from the same bf16-exact weights, so the differences come from bf16 storage of
 // every activation and gradient (relative 2^-9 per rounding), compounded through the layers. They are checked
@@ -21,10 +21,11 @@
 
 #include <omp.h>
 
+#include "adamw_ranges.h"
 #include "run/cost_model.h"
 #include "ref/cpu_engine.h"
 #include "memory_plan.h"
-#include "cuda_engine.cuh"
+#include "cuda_engine_hooks.cuh"
 #include "ref/reference.h"
 #include "train_step.h"
 
@@ -146,7 +147,7 @@ struct LossGrads {
     double loss_err;
     std::pair<double, std::string> worst;
 };
-LossGrads check_loss_and_grads(const ModelConfig& c, ref::RefModel<float>& rm, CudaEngine& e,
+LossGrads check_loss_and_grads(const ModelConfig& c, ref::RefModel<float>& rm, CudaEngineHooks& e,
                                const std::vector<int>& in, const std::vector<int>& tg, int B, int T) {
     const float want = rm.forward(in.data(), tg.data(), B, T);
     e.zero_grad();
@@ -171,12 +172,12 @@ TEST_CASE("GPU model loss and every parameter gradient match the reference (unif
         ref::RefModel<float> rm(c);
         rm.init_params(1);
         rm.params = bf16_round(rm.params);
-        CudaEngine e(c);
-        e.set_params(rm.params.data());
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->set_params(rm.params.data());
         std::vector<int> in, tg;
         const int B = 2, T = 7;  // odd T, below the context length
         make_batch(c, B, T, 2, in, tg);
-        check_loss_and_grads(c, rm, e, in, tg, B, T);
+        check_loss_and_grads(c, rm, *e, in, tg, B, T);
     }
 }
 
@@ -192,24 +193,24 @@ TEST_CASE("GPU model loss, logits and every gradient match the reference for eve
         ref::RefModel<float> rm(c);
         rm.init_params(31);
         rm.params = bf16_round(rm.params);
-        CudaEngine e(c);
-        e.set_params(rm.params.data());
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->set_params(rm.params.data());
         std::vector<int> in, tg;
         const int B = 2, T = 7;
         make_batch(c, B, T, 32, in, tg);
         // Inference: the logits of every position.
         rm.forward(in.data(), nullptr, B, T);
-        e.forward(in.data(), nullptr, B, T);
+        e->forward(in.data(), nullptr, B, T);
         double logits_err = 0;
         std::vector<float> row(c.V);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
-                e.logits_at(b, t, row.data());
+                e->logits_at(b, t, row.data());
                 logits_err = std::max(logits_err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
             }
         CHECK(logits_err <= 5e-2);
         // Training: the loss and every gradient.
-        const LossGrads r = check_loss_and_grads(c, rm, e, in, tg, B, T);
+        const LossGrads r = check_loss_and_grads(c, rm, *e, in, tg, B, T);
         printf("layer columns, %-12s: loss %.2e, logits %.2e, worst gradient %.2e (%s)\n", kind.c_str(), r.loss_err,
                logits_err, r.worst.first, r.worst.second.c_str());
     }
@@ -231,13 +232,13 @@ TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch",
         rm.forward(in.data(), tg.data(), 2, T);
         rm.zero_grad();
         rm.backward(1.0f);
-        CudaEngine e(c);
-        e.set_params(rm.params.data());
-        e.zero_grad();
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->set_params(rm.params.data());
+        e->zero_grad();
         for (int micro = 0; micro < 2; micro++)
-            e.forward_backward(in.data() + micro * T, tg.data() + micro * T, 1, T, 0.5f);
-        std::vector<float> g(e.num_params());
-        e.get_grads(g.data());
+            e->forward_backward(in.data() + micro * T, tg.data() + micro * T, 1, T, 0.5f);
+        std::vector<float> g(e->num_params());
+        e->get_grads(g.data());
         check_grads(c, g, rm.grads);
     }
 }
@@ -250,24 +251,24 @@ TEST_CASE("recomputing norm and SwiGLU outputs in the backward gives bit-identic
         const ModelConfig c = small_config(kind);
         ref::RefModel<float> rm(c);
         rm.init_params(13);
-        CudaEngine stored(c), recomputed(c, true);
-        stored.set_params(rm.params.data());
-        recomputed.set_params(rm.params.data());
+        const std::unique_ptr<CudaEngineHooks> stored = make_cuda_engine(c), recomputed = make_cuda_engine(c, true);
+        stored->set_params(rm.params.data());
+        recomputed->set_params(rm.params.data());
         std::vector<int> in, tg;
         make_batch(c, 2, 7, 14, in, tg);
-        std::vector<float> g1(stored.num_params()), g2(stored.num_params());
+        std::vector<float> g1(stored->num_params()), g2(stored->num_params());
         for (int micro = 0; micro < 2; micro++) {  // two micro-batches: the recomputed buffers are reused
-            stored.forward_backward(in.data(), tg.data(), 2, 7, 0.5f);
-            recomputed.forward_backward(in.data(), tg.data(), 2, 7, 0.5f);
+            stored->forward_backward(in.data(), tg.data(), 2, 7, 0.5f);
+            recomputed->forward_backward(in.data(), tg.data(), 2, 7, 0.5f);
         }
-        const double l1 = stored.read_stats().loss, l2 = recomputed.read_stats().loss;
-        stored.get_grads(g1.data());
-        recomputed.get_grads(g2.data());
+        const double l1 = stored->read_stats().loss, l2 = recomputed->read_stats().loss;
+        stored->get_grads(g1.data());
+        recomputed->get_grads(g2.data());
         CHECK(std::memcmp(&l1, &l2, sizeof(double)) == 0);
         CHECK(std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) == 0);
-        CHECK(recomputed.activation_bytes() < stored.activation_bytes());
-        recomputed.forward(in.data(), tg.data(), 2, 7);
-        CHECK(recomputed.read_stats().loss == l2);  // measuring left the buffers alone
+        CHECK(recomputed->activation_bytes() < stored->activation_bytes());
+        recomputed->forward(in.data(), tg.data(), 2, 7);
+        CHECK(recomputed->read_stats().loss == l2);  // measuring left the buffers alone
     }
 }
 
@@ -284,16 +285,16 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
         cpu.get_params(p.data());
         p = bf16_round(p);
         cpu.set_params(p.data());
-        CudaEngine gpu(c), gpu2(c);
-        gpu.set_params(p.data());
-        gpu2.set_params(p.data());
+        const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c), gpu2 = make_cuda_engine(c);
+        gpu->set_params(p.data());
+        gpu2->set_params(p.data());
         OptimizerHyper hp;
         std::vector<int> in, tg;
         const int B = 2, T = 8;
         for (int step = 0; step < 10; step++) {
             make_batch(c, B, T, 100 + step % 3, in, tg);
             double losses[3], norms[3];
-            Engine* engines[3] = {&cpu, &gpu, &gpu2};
+            Engine* engines[3] = {&cpu, gpu.get(), gpu2.get()};
             for (int k = 0; k < 3; k++) {
                 engines[k]->zero_grad();
                 engines[k]->forward_backward(in.data(), tg.data(), B, T, 1.0f);
@@ -308,9 +309,9 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
             CHECK(std::fabs(norms[1] - norms[0]) <= 5e-2 * norms[0]);
             CHECK(std::memcmp(&losses[1], &losses[2], sizeof(double)) == 0);  // same inputs: same bits
         }
-        std::vector<float> a(gpu.num_params()), b(gpu.num_params());
-        gpu.get_params(a.data());
-        gpu2.get_params(b.data());
+        std::vector<float> a(gpu->num_params()), b(gpu->num_params());
+        gpu->get_params(a.data());
+        gpu2->get_params(b.data());
         CHECK(a == b);
     }
 }
@@ -327,13 +328,13 @@ TEST_CASE("one training step of a small X model on the GPU engine (the bundle's 
     cpu.get_params(p.data());
     p = bf16_round(p);
     cpu.set_params(p.data());
-    CudaEngine gpu(c);
-    gpu.set_params(p.data());
+    const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
+    gpu->set_params(p.data());
     std::vector<int> in, tg;
     make_batch(c, 2, 8, 77, in, tg);
     OptimizerHyper hp;
     StepStats st[2];
-    Engine* engines[2] = {&cpu, &gpu};
+    Engine* engines[2] = {&cpu, gpu.get()};
     for (int k = 0; k < 2; k++) {
         engines[k]->zero_grad();
         engines[k]->forward_backward(in.data(), tg.data(), 2, 8, 1.0f);
@@ -352,11 +353,11 @@ TEST_CASE("a step with a non-finite loss changes nothing on either engine, and d
     ref::init_params(p.data(), c, param_layout(c), 5);
     p[param_layout(c).lnf_w] = 3e38f;  // one final-norm weight: its logits overflow, so the loss is not finite
     CpuEngine cpu(c);
-    CudaEngine gpu(c);
+    const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
     OptimizerHyper hp;
     std::vector<int> in, tg;
     make_batch(c, 2, 8, 3, in, tg);
-    for (Engine* e : {(Engine*)&cpu, (Engine*)&gpu}) {
+    for (Engine* e : {(Engine*)&cpu, (Engine*)gpu.get()}) {
         e->set_params(p.data());
         std::vector<float> m0(p.size(), 0.25f), v0(p.size(), 0.5f);
         e->set_optimizer(m0, v0, 7);
@@ -380,47 +381,47 @@ TEST_CASE("the GPU engine refuses a step's calls out of order and counts only th
           "[kernels][model]") {
     SerialOpenMP serial;
     const ModelConfig c = small_config("uniform");
-    CudaEngine e(c);
-    e.init_params(5);
+    const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+    e->init_params(5);
     OptimizerHyper hp;
     std::vector<int> in, tg;
     make_batch(c, 2, 8, 3, in, tg);
     std::vector<float> m, v, logits(c.V);
     long t = -1;
-    CHECK_THROWS_AS(e.clip_grad_norm(1.0), std::logic_error);  // no gradients since the last step
-    CHECK_THROWS_AS(e.adamw_step(1e-3, hp), std::logic_error);
-    e.zero_grad();
-    e.forward_backward(in.data(), tg.data(), 2, 8, 1.0f, true);
-    e.clip_grad_norm(1.0);
-    CHECK_THROWS_AS(e.clip_grad_norm(1.0), std::logic_error);  // the norm would be read back twice
-    CHECK_THROWS_AS(e.forward_backward(in.data(), tg.data(), 2, 8, 1.0f), std::logic_error);  // after its norm
-    CHECK_THROWS_AS(e.zero_grad(), std::logic_error);
-    CHECK_THROWS_AS(e.read_stats(), std::logic_error);  // the clipped update is not queued yet
-    e.adamw_step(1e-3, hp);
-    CHECK_THROWS_AS(e.adamw_step(1e-3, hp), std::logic_error);
-    CHECK_THROWS_AS(e.forward(in.data(), tg.data(), 2, 8), std::logic_error);
-    CHECK_THROWS_AS(e.get_optimizer(m, v, t), std::logic_error);  // whether the update applied is not known yet
-    CHECK_THROWS_AS(e.set_optimizer(m, v, 0), std::logic_error);
-    const StepStats st = e.read_stats();
+    CHECK_THROWS_AS(e->clip_grad_norm(1.0), std::logic_error);  // no gradients since the last step
+    CHECK_THROWS_AS(e->adamw_step(1e-3, hp), std::logic_error);
+    e->zero_grad();
+    e->forward_backward(in.data(), tg.data(), 2, 8, 1.0f, true);
+    e->clip_grad_norm(1.0);
+    CHECK_THROWS_AS(e->clip_grad_norm(1.0), std::logic_error);  // the norm would be read back twice
+    CHECK_THROWS_AS(e->forward_backward(in.data(), tg.data(), 2, 8, 1.0f), std::logic_error);  // after its norm
+    CHECK_THROWS_AS(e->zero_grad(), std::logic_error);
+    CHECK_THROWS_AS(e->read_stats(), std::logic_error);  // the clipped update is not queued yet
+    e->adamw_step(1e-3, hp);
+    CHECK_THROWS_AS(e->adamw_step(1e-3, hp), std::logic_error);
+    CHECK_THROWS_AS(e->forward(in.data(), tg.data(), 2, 8), std::logic_error);
+    CHECK_THROWS_AS(e->get_optimizer(m, v, t), std::logic_error);  // whether the update applied is not known yet
+    CHECK_THROWS_AS(e->set_optimizer(m, v, 0), std::logic_error);
+    const StepStats st = e->read_stats();
     CHECK(std::isfinite(st.loss));
     CHECK(st.grad_norm > 0);
-    e.get_optimizer(m, v, t);
+    e->get_optimizer(m, v, t);
     CHECK(t == 1);
     // A step without clip_grad_norm: no norm, and the update counts.
-    e.zero_grad();
-    e.forward_backward(in.data(), tg.data(), 2, 8, 1.0f);
-    e.adamw_step(1e-3, hp);
-    const StepStats unclipped = e.read_stats();
+    e->zero_grad();
+    e->forward_backward(in.data(), tg.data(), 2, 8, 1.0f);
+    e->adamw_step(1e-3, hp);
+    const StepStats unclipped = e->read_stats();
     CHECK(std::isfinite(unclipped.loss));
     CHECK(std::isnan(unclipped.grad_norm));
-    e.get_optimizer(m, v, t);
+    e->get_optimizer(m, v, t);
     CHECK(t == 2);
     // After a step, the logits of a forward are readable until the next step begins.
-    CHECK_THROWS_AS(e.logits_at(0, 0, logits.data()), std::logic_error);
-    e.forward(in.data(), nullptr, 2, 8);
-    e.logits_at(0, 0, logits.data());
-    e.zero_grad();
-    CHECK_THROWS_AS(e.logits_at(0, 0, logits.data()), std::logic_error);
+    CHECK_THROWS_AS(e->logits_at(0, 0, logits.data()), std::logic_error);
+    e->forward(in.data(), nullptr, 2, 8);
+    e->logits_at(0, 0, logits.data());
+    e->zero_grad();
+    CHECK_THROWS_AS(e->logits_at(0, 0, logits.data()), std::logic_error);
 }
 
 TEST_CASE("device parameter layout pads the vocabulary and aligns every tensor for cuBLASLt", "[kernels][model]") {
@@ -474,36 +475,36 @@ TEST_CASE("GPU engine evaluation outputs and fp32 state round trips match the CP
     cpu.get_params(p.data());
     p = bf16_round(p);
     cpu.set_params(p.data());
-    CudaEngine gpu(c);
-    gpu.set_params(p.data());
-    std::vector<float> back(gpu.num_params());
-    gpu.get_params(back.data());
+    const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
+    gpu->set_params(p.data());
+    std::vector<float> back(gpu->num_params());
+    gpu->get_params(back.data());
     CHECK(back == p);  // fp32 master weights: exact round trip, padding rows invisible
 
     std::vector<int> in, tg;
     make_batch(c, 2, 5, 11, in, tg);
     cpu.forward(in.data(), nullptr, 2, 5);  // inference: no targets, no loss
-    gpu.forward(in.data(), nullptr, 2, 5);
-    CHECK(gpu.read_stats().loss == 0.0);
+    gpu->forward(in.data(), nullptr, 2, 5);
+    CHECK(gpu->read_stats().loss == 0.0);
     std::vector<float> lp_cpu(10), lp_gpu(10), l_cpu(c.V), l_gpu(c.V);
     cpu.target_logprobs(tg.data(), lp_cpu.data());
-    gpu.target_logprobs(tg.data(), lp_gpu.data());
+    gpu->target_logprobs(tg.data(), lp_gpu.data());
     for (int i = 0; i < 10; i++) CHECK(lp_gpu[i] == Approx(lp_cpu[i]).margin(2e-2));  // bf16 logits, as the loss
     cpu.logits_at(1, 3, l_cpu.data());
-    gpu.logits_at(1, 3, l_gpu.data());
+    gpu->logits_at(1, 3, l_gpu.data());
     CHECK(rel_err(l_gpu.data(), l_cpu.data(), c.V) <= 5e-2);
     // A training micro-step consumes the logits (their memory holds dlogits): both engines refuse to read them.
     cpu.forward_backward(in.data(), tg.data(), 2, 5, 1.0f);
-    gpu.forward_backward(in.data(), tg.data(), 2, 5, 1.0f);
+    gpu->forward_backward(in.data(), tg.data(), 2, 5, 1.0f);
     CHECK_THROWS_AS(cpu.logits_at(0, 0, l_cpu.data()), std::logic_error);
-    CHECK_THROWS_AS(gpu.logits_at(0, 0, l_gpu.data()), std::logic_error);
-    CHECK_THROWS_AS(gpu.target_logprobs(tg.data(), lp_gpu.data()), std::logic_error);
+    CHECK_THROWS_AS(gpu->logits_at(0, 0, l_gpu.data()), std::logic_error);
+    CHECK_THROWS_AS(gpu->target_logprobs(tg.data(), lp_gpu.data()), std::logic_error);
 
-    std::vector<float> m(gpu.num_params()), v(gpu.num_params()), m2, v2;
+    std::vector<float> m(gpu->num_params()), v(gpu->num_params()), m2, v2;
     for (size_t i = 0; i < m.size(); i++) m[i] = 0.001f * (float)i, v[i] = 1e-6f * (float)i;
-    gpu.set_optimizer(m, v, 17);
+    gpu->set_optimizer(m, v, 17);
     long t = 0;
-    gpu.get_optimizer(m2, v2, t);
+    gpu->get_optimizer(m2, v2, t);
     CHECK(m2 == m);
     CHECK(v2 == v);
     CHECK(t == 17);
@@ -533,23 +534,23 @@ TEST_CASE("fp32 gradient accumulation: 8 micro-batches of B equal one batch of 8
         rm.forward(in.data(), tg.data(), K * B, T);
         rm.zero_grad();
         rm.backward(1.0f);
-        CudaEngine e(c);
-        e.set_params(rm.params.data());
-        const size_t P = e.num_params();
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->set_params(rm.params.data());
+        const size_t P = e->num_params();
         std::vector<float> whole(P), micro(P), part(P), bf16_acc(P, 0.0f);
         std::vector<double> exact(P, 0.0);
         for (int k = 0; k < K; k++) {  // each micro-batch's own gradient: summed exactly, and in bf16
-            e.zero_grad();
-            e.forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
-            e.get_grads(part.data());
+            e->zero_grad();
+            e->forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
+            e->get_grads(part.data());
             for (size_t i = 0; i < P; i++) exact[i] += part[i], bf16_acc[i] = float(bf16(bf16_acc[i] + part[i]));
         }
-        e.zero_grad();
-        for (int k = 0; k < K; k++) e.forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
-        e.get_grads(micro.data());
-        e.zero_grad();
-        e.forward_backward(in.data(), tg.data(), K * B, T, 1.0f);
-        e.get_grads(whole.data());
+        e->zero_grad();
+        for (int k = 0; k < K; k++) e->forward_backward(in.data() + k * B * T, tg.data() + k * B * T, B, T, 1.0f / K);
+        e->get_grads(micro.data());
+        e->zero_grad();
+        e->forward_backward(in.data(), tg.data(), K * B, T, 1.0f);
+        e->get_grads(whole.data());
         double fp32_vs_sum = 0, bf16_vs_sum = 0, fp32_vs_whole = 0, bf16_vs_whole = 0;
         for (const ParamTensor& t : param_layout(c).tensors) {
             auto diff = [&](const std::vector<float>& g, auto&& want) {
@@ -590,8 +591,8 @@ TEST_CASE("a training step waits for the GPU once, and queues nothing on the def
     // batches also waits once.
     for (std::string kind : {"uniform", "x"}) {
         const ModelConfig c = small_config(kind);
-        CudaEngine e(c);
-        e.init_params(7);
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->init_params(7);
         const int B = 2, T = 8;
         std::vector<int> in(B * T), tg(B * T);
         uint64_t seed = 30;
@@ -603,10 +604,10 @@ TEST_CASE("a training step waits for the GPU once, and queues nothing on the def
         OptimizerHyper hp;
         for (long n_micro : {1L, 4L}) {
             INFO(kind << ", " << n_micro << " micro-steps");
-            train_step(e, next, B, T, n_micro, 1.0, 1e-3, hp, in, tg);  // warm-up: allocations
+            train_step(*e, next, B, T, n_micro, 1.0, 1e-3, hp, in, tg);  // warm-up: allocations
             for (int step = 0; step < 2; step++) {
                 const long s0 = cuda_cpu::sync_count(), d0 = cuda_cpu::default_stream_count();
-                const StepStats st = train_step(e, next, B, T, n_micro, 1.0, 1e-3, hp, in, tg);
+                const StepStats st = train_step(*e, next, B, T, n_micro, 1.0, 1e-3, hp, in, tg);
                 INFO("synchronising calls so far: " << cuda_cpu::sync_calls());
                 CHECK(cuda_cpu::sync_count() - s0 == 1);
                 CHECK(cuda_cpu::default_stream_count() - d0 == 0);
@@ -615,8 +616,8 @@ TEST_CASE("a training step waits for the GPU once, and queues nothing on the def
             }
         }
         const long s0 = cuda_cpu::sync_count();
-        for (int i = 0; i < 3; i++) next(in.data(), tg.data()), e.forward(in.data(), tg.data(), B, T);
-        CHECK(e.read_stats().loss > 0);
+        for (int i = 0; i < 3; i++) next(in.data(), tg.data()), e->forward(in.data(), tg.data(), B, T);
+        CHECK(e->read_stats().loss > 0);
         CHECK(cuda_cpu::sync_count() - s0 == 1);
     }
 }
@@ -630,11 +631,11 @@ TEST_CASE("memory_plan.h predicts the engine's activation block for every shape 
             for (auto [B, T] : {std::pair<int, int>{2, 7}, {1, 1}}) {
                 INFO(kind << " recompute " << recompute << " B " << B << " T " << T);
                 const ModelConfig c = small_config(kind);
-                CudaEngine e(c, recompute);
+                const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, recompute);
                 std::vector<int> in, tg;
                 make_batch(c, B, T, 5, in, tg);
-                e.forward(in.data(), nullptr, B, T);
-                CHECK(e.activation_bytes() == activation_bytes(c, B, T, recompute));
+                e->forward(in.data(), nullptr, B, T);
+                CHECK(e->activation_bytes() == activation_bytes(c, B, T, recompute));
             }
     // qkv holds w + 2 kv hd columns, so KV groups shrink the block; a missing sub-block keeps no activations and
     // no residual state.
@@ -661,8 +662,8 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
         for (bool recompute : {false, true}) {
             INFO(kind << " recompute " << recompute);
             const ModelConfig c = small_config(kind);
-            CudaEngine e(c, recompute);
-            e.init_params(3);
+            const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, recompute);
+            e->init_params(3);
             const int B = 2, T = 8;
             std::vector<int> in(B * T), tg(B * T);
             auto next = [&](int* i, int* t) {
@@ -671,9 +672,9 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
                 std::copy(a.begin(), a.end(), i), std::copy(b.begin(), b.end(), t);
             };
             Names names;
-            e.set_timer(&names);
+            e->set_timer(&names);
             OptimizerHyper hp;
-            train_step(e, next, B, T, 2, 1.0, 1e-3, hp, in, tg);
+            train_step(*e, next, B, T, 2, 1.0, 1e-3, hp, in, tg);
             std::vector<std::string> want;
             for (const OpCost& o : step_ops(c, B, T, 2, recompute)) want.push_back(o.name);
             CHECK(names.seen == want);
