@@ -11,8 +11,13 @@ BUILD    := build
 SHELL    := /bin/bash
 # Each compile's header dependencies, one file per target, read back at the end of this file.
 DEP       = -MMD -MP -MF $(BUILD)/deps/$(subst /,_,$@).d
+# CCACHE=ccache: every compile goes through that compile cache (.ci/run sets it; docs/tests.md). It keeps compiles,
+# not links, so every binary is compiled to an object and linked apart. Links call $(CXX) and $(NVCC) themselves.
+CCACHE   ?=
+CXX_CMD   = $(strip $(CCACHE) $(CXX))
+NVCC_CMD  = $(strip $(CCACHE) $(NVCC))
 # The build's directories, made before any rule writes into them.
-$(shell mkdir -p $(addprefix $(BUILD)/,deps engine test asan tsan native hf nvcc_check/test))
+$(shell mkdir -p $(addprefix $(BUILD)/,deps engine obj test asan tsan native hf nvcc_check/test))
 
 .PHONY: all run setup data eval-data clean FORCE
 all:
@@ -101,22 +106,24 @@ run:
 # products' flags; the address build and the GPU bundle compile their own.
 JSON_O := $(BUILD)/json.o
 $(JSON_O): util/json.cpp
-	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 
-# The three GPU-capable products are plain C++ for g++ either way. A CUDA build defines PRISM_CUDA and links the one
-# CUDA engine object, build/cuda_engine.o (cuda_engine.cu: the engine, its kernels and the decoder's, compiled once
-# by nvcc for all three; engine_factory.h declares what it defines), the CUDA runtime (static) and cuBLASLt.
+# The three GPU-capable products are plain C++ for g++ either way (BIN_CFLAGS, their objects' flags beside CXXFLAGS;
+# BIN_LIBS, what they link). A CUDA build defines PRISM_CUDA and links the one CUDA engine object,
+# build/cuda_engine.o (cuda_engine.cu: the engine, its kernels and the decoder's, compiled once by nvcc for all
+# three; engine_factory.h declares what it defines), the CUDA runtime (static) and cuBLASLt.
 CUDA_ENGINE_O := $(BUILD)/cuda_engine.o
 ifeq ($(BIN_NVCC),)
-build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -x c++ $(1) -x none $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+BIN_CFLAGS = $(MPI_CFLAGS)
+BIN_LIBS = $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 else
 NVCCFLAGS = -std=c++17 -O3 -DPRISM_CUDA -I. $(call gencode,$(GPU_ARCH)) -Werror all-warnings \
             -Xcompiler "-fopenmp -march=native -Wall -Wextra -Wno-unused-parameter"
 $(CUDA_ENGINE_O): cuda_engine.cu $(BUILD)/engine/cuda_engine
-	$(NVCC) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -c $< -o $@
-build_bin = $(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) $(NCCL_CFLAGS) -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' \
-            -x c++ $(1) -x none $(JSON_O) $(CUDA_ENGINE_O) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS) $(NCCL_LIBS) \
-            -L$(CUDA_LIB) -lcudart_static -lcublasLt -ldl -lrt -lpthread -Wl,-rpath,$(CUDA_LIB)
+	$(NVCC_CMD) $(NVCCFLAGS) $(DEP) $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) -c $< -o $@
+BIN_CFLAGS = $(MPI_CFLAGS) $(NCCL_CFLAGS) -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"'
+BIN_LIBS = $(LDLIBS) -lpcre2-8 $(MPI_LIBS) $(NCCL_LIBS) -L$(CUDA_LIB) -lcudart_static -lcublasLt \
+           -ldl -lrt -lpthread -Wl,-rpath,$(CUDA_LIB)
 endif
 
 # build/engine/NAME holds the engine NAME was last built with, rewritten only when this make's differs: a binary
@@ -131,25 +138,24 @@ $(shell [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || ech
 COMMIT_FLAG := -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
 
 # The trainer, the evaluator and generate run on a GPU when there is one.
-train_prism: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt $(JSON_O)
-	$(call build_bin,$< $(COMMIT_FLAG))
-eval_zeroshot: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt $(JSON_O)
-	$(call build_bin,$< $(COMMIT_FLAG))
-generate: inspect/generate.cu $(BUILD)/engine/generate $(JSON_O)
-	$(call build_bin,$<)
+$(BUILD)/obj/train_prism.o: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt
+$(BUILD)/obj/eval_zeroshot.o: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt
+$(BUILD)/obj/generate.o: inspect/generate.cu $(BUILD)/engine/generate
+$(BUILD)/obj/train_prism.o $(BUILD)/obj/eval_zeroshot.o: BIN_CFLAGS += $(COMMIT_FLAG)
+$(addprefix $(BUILD)/obj/,train_prism.o eval_zeroshot.o generate.o):
+	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -x c++ -c $< -o $@
+train_prism eval_zeroshot generate: %: $(BUILD)/obj/%.o $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(BIN_LIBS)
 $(if $(BIN_NVCC),train_prism eval_zeroshot generate: $(CUDA_ENGINE_O))
 
 # analyze runs on the fp32 CPU reference, report reads logs, study runs a grid of train_prism runs, import reads a
 # Hugging Face directory: plain C++ on every machine. report, study, import and export compute nothing heavy (they
-# parse, check and copy, linear in what they read): -O1, in half of -O3's compile time (report: 19 CPU-s for 34;
-# private: json.o, which they need, keeps the products' flags).
-report study import export: private OPT = -O1 -march=native
-analyze report import study:
-	$(CXX) $(CXXFLAGS) $(DEP) $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
-analyze: inspect/analyze.cpp $(JSON_O)
-report: inspect/report.cpp $(JSON_O)
-import: hf/import.cpp $(JSON_O)
-study: studies/study.cpp $(JSON_O)
+# parse, check and copy, linear in what they read): -O1, in half of -O3's compile time (report: 19 CPU-s for 34).
+$(BUILD)/obj/analyze.o: inspect/analyze.cpp
+$(BUILD)/obj/report.o: inspect/report.cpp
+$(BUILD)/obj/import.o: hf/import.cpp
+$(BUILD)/obj/study.o: studies/study.cpp
+$(addprefix $(BUILD)/obj/,report.o study.o import.o export.o): OPT = -O1 -march=native
 
 # export carries hf/*.py inside it (build/hf/hf_python.h, generated from them), so it runs from anywhere.
 $(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
@@ -157,12 +163,12 @@ $(BUILD)/hf/hf_python.h: hf/configuration_prism.py hf/modeling_prism.py
 	@{ echo '// generated from hf/configuration_prism.py and hf/modeling_prism.py by the Makefile'; \
 	   printf 'static const char kConfigurationPrismPy[] = R"PRISM_PY('; cat hf/configuration_prism.py; echo ')PRISM_PY";'; \
 	   printf 'static const char kModelingPrismPy[] = R"PRISM_PY('; cat hf/modeling_prism.py; echo ')PRISM_PY";'; } > $@
-export: hf/export.cpp $(BUILD)/hf/hf_python.h $(JSON_O)
-	$(CXX) $(CXXFLAGS) $(DEP) -I$(BUILD)/hf $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
+$(BUILD)/obj/export.o: hf/export.cpp $(BUILD)/hf/hf_python.h
+$(BUILD)/obj/export.o: CXXFLAGS += -I$(BUILD)/hf
 
 # The data tools compile no model: the tokenizer, the shard format, the eval tasks' rules and file format.
-$(BUILD)/prepare_shards: data/prepare_shards.cpp
-$(BUILD)/prepare_eval: data/prepare_eval.cpp
+$(BUILD)/obj/prepare_shards.o: data/prepare_shards.cpp
+$(BUILD)/obj/prepare_eval.o: data/prepare_eval.cpp
 
 PRODUCTS := train_prism eval_zeroshot generate analyze report export import study $(BUILD)/prepare_shards \
             $(BUILD)/prepare_eval
@@ -186,7 +192,7 @@ $(BUILD)/test/test_report.o $(BUILD)/test/test_analyze.o: CXXFLAGS += $(XML2_CFL
 # build/test_prism, the address builds and the GPU bundle's gpu_tests (-O1 for any x86-64 CPU: it only runs tests).
 CATCH_MAIN := $(BUILD)/catch_main.o
 $(CATCH_MAIN): test/catch_main.cpp
-	$(CXX) -std=c++17 -O1 -I. $(DEP) -c $< -o $@
+	$(CXX_CMD) -std=c++17 -O1 -I. $(DEP) -c $< -o $@
 # The tests that drive the binaries and read what they write compile at -O1, in under half the time of -O3: their
 # own code runs briefly (test_eval's and test_hf's, the heaviest, 2 s longer in all than at -O3, for 16 s less
 # compiling), and what they run are the products' -O3 builds. They link after the others, since of an inline
@@ -202,7 +208,7 @@ $(TEST_DRIVERS): OPT = -O1 -march=native
 # each). Without PRISM_CUDA, as the tests' sources see engine_factory.h: the products' entry points are left out.
 TEST_ENGINE_O := $(BUILD)/test/cuda_engine.o
 $(TEST_ENGINE_O): cuda_engine.cu
-	$(CXX) $(CXXFLAGS) $(DEP) -x c++ -c $< -o $@
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) -x c++ -c $< -o $@
 $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_ENGINE_O) $(TEST_DRIVERS) $(JSON_O)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
 # The fast tier, build/test_fast (make test-fast): the test files whose tests run inside the test process alone (no
@@ -228,31 +234,44 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
 #                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
-$(BUILD)/train_prism_executor: train_prism.cu $(BUILD)/cuda_engine_executor.o $(JSON_O)
-	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ $< -x none $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+$(BUILD)/obj/train_prism_executor.o: train_prism.cu
 $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
-	$(CXX) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
-$(BUILD)/train_prism_nompi: train_prism.cu $(JSON_O)
-	$(CXX) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ $< -x none $(JSON_O) -o $@ -fopenmp -lm -lpcre2-8
-$(BUILD)/dp_engine_check: test/dp_engine_check.cpp
-	mpicxx -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
-$(BUILD)/comm_mpi_check: test/comm_mpi_check.cpp
-	mpicxx -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) $< -o $@
-$(BUILD)/bench_attention_cpu: dev/bench_attention.cpp
-$(BUILD)/bench_model_cpu: dev/bench_model.cpp $(TEST_ENGINE_O) $(JSON_O)
-	$(CXX) $(CXXFLAGS) $(DEP) $< $(TEST_ENGINE_O) $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
+$(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o:
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
+$(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O)
+	$(CXX) $(filter %.o,$^) -o $@ -fopenmp -lm -lpcre2-8
+$(BUILD)/obj/train_prism_nompi.o: train_prism.cu
+	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ -c $< -o $@
+$(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o
+	mpicxx -fopenmp $< -o $@
+$(BUILD)/obj/dp_engine_check.o: test/dp_engine_check.cpp
+	$(strip $(CCACHE) mpicxx) -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
+$(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
+	mpicxx $< -o $@
+$(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
+	$(strip $(CCACHE) mpicxx) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
+$(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
+$(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
+$(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
 # Developers' tools, not built by the tests: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf.
-$(BUILD)/bench_eval: dev/bench_eval.cpp
-$(BUILD)/bench_tokenizer: dev/bench_tokenizer.cpp
-$(BUILD)/tokenizer_crosscheck: dev/tokenizer_crosscheck.cpp
-$(BUILD)/hf_check: test/hf/hf_check.cpp
+$(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
+$(BUILD)/obj/bench_tokenizer.o: dev/bench_tokenizer.cpp
+$(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
+$(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
 
-# One source, one binary, the products' flags (the data tools, the benchmarks and checks above).
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu \
-$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check:
-	$(CXX) $(CXXFLAGS) $(DEP) $< $(JSON_O) -o $@ $(LDLIBS) -lpcre2-8
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu \
-$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check: $(JSON_O)
+# One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
+# benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o.
+ONE_SOURCE_TOP := analyze report import study export
+ONE_SOURCE_BUILD := $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu bench_model_cpu bench_eval \
+                    bench_tokenizer tokenizer_crosscheck hf_check)
+$(ONE_SOURCE_TOP): %: $(BUILD)/obj/%.o $(JSON_O)
+$(ONE_SOURCE_BUILD): $(BUILD)/%: $(BUILD)/obj/%.o $(JSON_O)
+$(ONE_SOURCE_TOP) $(ONE_SOURCE_BUILD):
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8
+$(patsubst %,$(BUILD)/obj/%.o,$(ONE_SOURCE_TOP) $(notdir $(ONE_SOURCE_BUILD))):
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
@@ -270,22 +289,23 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism
 # The model and decoder tests link one address build of the CUDA engine, build/asan/cuda_engine.o (cuda_engine.cu
 # with the engine's kernels and the decoder's, compiled once for both; their sources compile none).
 KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
-SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I.
+SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fdebug-prefix-map=$(CURDIR)=. -fno-omit-frame-pointer -Wall -Wextra \
+               -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
 $(BUILD)/tsan/catch_main.o: SAN_OPT = -O0
 $(BUILD)/asan/%.o: test/%.cpp
-	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 $(BUILD)/tsan/%.o: test/%.cpp
-	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 
 $(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS))
 $(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o
 $(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o
 $(BUILD)/asan/cuda_engine.o: cuda_engine.cu
-	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
 $(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o
 $(BUILD)/asan/json.o: util/json.cpp
-	$(CXX) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 ASAN_BINS := $(addprefix $(BUILD)/,test_fuzz_asan test_kernels_asan test_model_asan test_decode_asan)
 $(ASAN_BINS):
 	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8 -lsimdjson
@@ -295,7 +315,7 @@ SAN_BUILD := $(ASAN_BINS) $(BUILD)/test_kernels_tsan
 
 # Every object, the test builds' and the sanitizers', from test/<name>.cpp.
 $(BUILD)/test/%.o: test/%.cpp
-	$(CXX) $(CXXFLAGS) $(DEP) -c $< -o $@
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 
 # ==== the GPU's checks, without a GPU (nvcc only) ===================================================================
 # The GPU bundle, build/gpu-bundle/ (at most 48 MiB; docs/gpu.md, "The GPU bundle": how to take it to a GPU machine, what its
@@ -367,13 +387,13 @@ $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 $(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
 GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_model gpu_info $(GB_TESTS))
 $(GB_OBJS):
-	$(NVCC) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
+	$(NVCC_CMD) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
 	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
 $(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
-	$(CXX) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
+	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
 	    -x c++ -c $< -o $@
 $(GB_OBJ)/json.o: util/json.cpp
-	$(CXX) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
+	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
 .SECONDARY: $(GB_OBJS) $(GB_PRODUCTS:%=$(GB_OBJ)/%.o)
@@ -390,8 +410,10 @@ GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(GPU_BUNDLE)/bin/export: hf/export.cpp $(BUILD)/hf/hf_python.h $(GB_OBJ)/json.o
-	$(CXX) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) $< $(GB_OBJ)/json.o -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
+$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o
+	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
+$(GB_OBJ)/export.o: hf/export.cpp $(BUILD)/hf/hf_python.h
+	$(CXX_CMD) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) -c $< -o $@
 $(GPU_BUNDLE)/BUILD_INFO: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS))
 	@echo "commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)');" \
 	    "$$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/nvcc \1/p'), sm $(GPU_BUNDLE_ARCH) + compute_$(call newest_arch,$(GPU_BUNDLE_ARCH)) PTX;" \
@@ -411,7 +433,7 @@ $(GPU_BUNDLE)/data/cache/gpt2.tiktoken: data/cache/gpt2.tiktoken
 NVCC_CHECK_CUH := comm.cuh test/executor_kernels.cuh test/attention_naive.cuh
 $(BUILD)/nvcc_check/%.o: %
 	@printf '#include "%s"\n' $< > $(basename $@).cu
-	$(NVCC) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
+	$(NVCC_CMD) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
 	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
 
 # Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
@@ -425,12 +447,12 @@ $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
 
 # The same kernel tests, and the benchmarks, built by nvcc for one GPU (NATIVE_ARCH) to run here (needs a GPU).
 $(BUILD)/native/%.o: test/%.cpp
-	$(NVCC) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
+	$(NVCC_CMD) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
 $(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS))
 	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
 # bench_model links the CUDA engine built for that GPU, build/native/cuda_engine.o.
 $(BUILD)/native/cuda_engine.o: cuda_engine.cu
-	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -Xcompiler -fopenmp -c $< -o $@
+	$(NVCC_CMD) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -Xcompiler -fopenmp -c $< -o $@
 $(BUILD)/bench_attention: dev/bench_attention.cpp
 $(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
