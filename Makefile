@@ -263,14 +263,14 @@ $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
 
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o.
-ONE_SOURCE_TOP := analyze report import study export
-ONE_SOURCE_BUILD := $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu bench_model_cpu bench_eval \
-                    bench_tokenizer tokenizer_crosscheck hf_check)
-$(ONE_SOURCE_TOP): %: $(BUILD)/obj/%.o $(JSON_O)
-$(ONE_SOURCE_BUILD): $(BUILD)/%: $(BUILD)/obj/%.o $(JSON_O)
-$(ONE_SOURCE_TOP) $(ONE_SOURCE_BUILD):
+ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
+              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check)
+analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O)
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
+$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check: $(BUILD)/%: $(BUILD)/obj/%.o $(JSON_O)
+$(ONE_SOURCE):
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8
-$(patsubst %,$(BUILD)/obj/%.o,$(ONE_SOURCE_TOP) $(notdir $(ONE_SOURCE_BUILD))):
+$(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
