@@ -132,16 +132,19 @@ $(BUILD)/engine/%: FORCE
 	@[ "$$(cat $@ 2>/dev/null)" = "$(BIN_KIND)" ] || echo "$(BIN_KIND)" > $@
 
 # The run record (run/run_record.h) names the commit a binary was built from: `git describe --always --dirty` at
-# build time. build/commit.txt changes only when it does, so the binaries that record it rebuild then and only then.
+# build time. build/commit.txt changes only when it does, and build/commit.o, made from it, defines the string the
+# record reads: the binaries that record it relink then, and nothing is compiled again.
 PRISM_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 $(shell [ "$$(cat $(BUILD)/commit.txt 2>/dev/null)" = "$(PRISM_COMMIT)" ] || echo "$(PRISM_COMMIT)" > $(BUILD)/commit.txt)
-COMMIT_FLAG := -DPRISM_COMMIT='"$(PRISM_COMMIT)"'
+COMMIT_O := $(BUILD)/commit.o
+$(COMMIT_O): $(BUILD)/commit.txt
+	printf 'extern "C" const char prism_commit_text[] = "%s";\n' "$$(sed 's/["\\]/\\&/g' $<)" | $(CXX) -x c++ -c - -o $@
 
 # The trainer, the evaluator and generate run on a GPU when there is one.
-$(BUILD)/obj/train_prism.o: train_prism.cu $(BUILD)/engine/train_prism $(BUILD)/commit.txt
-$(BUILD)/obj/eval_zeroshot.o: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot $(BUILD)/commit.txt
+$(BUILD)/obj/train_prism.o: train_prism.cu $(BUILD)/engine/train_prism
+$(BUILD)/obj/eval_zeroshot.o: eval_zeroshot.cu $(BUILD)/engine/eval_zeroshot
 $(BUILD)/obj/generate.o: inspect/generate.cu $(BUILD)/engine/generate
-$(BUILD)/obj/train_prism.o $(BUILD)/obj/eval_zeroshot.o: BIN_CFLAGS += $(COMMIT_FLAG)
+train_prism eval_zeroshot: $(COMMIT_O)
 $(addprefix $(BUILD)/obj/,train_prism.o eval_zeroshot.o generate.o):
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -x c++ -c $< -o $@
 train_prism eval_zeroshot generate: %: $(BUILD)/obj/%.o $(JSON_O)

@@ -41,9 +41,11 @@
 #include "util/fs.h"
 #include "model_config.h"
 
-#ifndef PRISM_COMMIT
-#define PRISM_COMMIT "unknown"  // the Makefile defines it from `git describe --always --dirty`
-#endif
+// The commit a binary was built from (`git describe --always --dirty`): defined by the object the Makefile makes of
+// it, build/commit.o, which train_prism and eval_zeroshot link, so that a new commit relinks them and recompiles
+// nothing. Weak: a binary without it (a test, a bundle build) records "unknown".
+extern "C" const char prism_commit_text[] __attribute__((weak));
+inline const char* prism_commit() { return prism_commit_text ? prism_commit_text : "unknown"; }
 
 struct RunRecordError : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -250,7 +252,7 @@ struct RunRecordWriter {
         s += "\n  {\"argv\": " + a + ", \"started\": " + json::quote(started) +
              ", \"ended\": " + (ended ? json::quote(run_record::utc_now()) : std::string("null")) +
              ", \"status\": " + json::quote(status) + ", \"start_step\": " + std::to_string(start_step) +
-             ", \"end_step\": " + std::to_string(end_step) + ", \"commit\": " + json::quote(PRISM_COMMIT) +
+             ", \"end_step\": " + std::to_string(end_step) + ", \"commit\": " + json::quote(prism_commit()) +
              ", \"build\": " + json::quote(run_record::build_description()) +
              ", \"host\": " + json::quote(run_record::host_name()) +
              ", \"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + ", \"engine\": " + json::quote(engine) +

@@ -65,6 +65,8 @@ struct SerialOpenMP {
     int saved = omp_get_max_threads();
     SerialOpenMP() { omp_set_num_threads(1); }
     ~SerialOpenMP() { omp_set_num_threads(saved); }
+#else
+    SerialOpenMP() {}  // nothing to set; user-provided, so that `SerialOpenMP serial;` is no unused variable
 #endif
 };
 
