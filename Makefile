@@ -497,7 +497,9 @@ test:
 	 bash test/summary.sh test $(addprefix $(TEST_RESULTS)/,unit.txt bundle.txt sass.txt); s=$$?; \
 	 if [ $$b -ne 0 ] || [ $$rc -ne 0 ]; then echo "test: a build or test target failed (see above)"; fi; \
 	 exit $$((b || rc || s))
-test-build: $(TEST_BUILD) $(NVCC_CHECKS)
+# The GPU's compiles first: they are the build's longest (nvcc, two architectures each), and started last they would
+# leave one core waiting on them at the end of a parallel build.
+test-build: $(NVCC_CHECKS) $(TEST_BUILD)
 sanitizer-builds: $(SAN_BUILD)
 
 test-unit: $(TEST_BUILD)
