@@ -16,6 +16,7 @@ DEP       = -MMD -MP -MF $(BUILD)/deps/$(subst /,_,$@).d
 CCACHE   ?=
 CXX_CMD   = $(strip $(CCACHE) $(CXX))
 NVCC_CMD  = $(strip $(CCACHE) $(NVCC))
+MPICXX_CMD = $(strip $(CCACHE) mpicxx)
 # The build's directories, made before any rule writes into them.
 $(shell mkdir -p $(addprefix $(BUILD)/,deps engine obj test asan tsan native hf nvcc_check/test))
 
@@ -250,11 +251,11 @@ $(BUILD)/obj/train_prism_nompi.o: train_prism.cu
 $(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o
 	mpicxx -fopenmp $< -o $@
 $(BUILD)/obj/dp_engine_check.o: test/dp_engine_check.cpp
-	$(strip $(CCACHE) mpicxx) -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
+	$(MPICXX_CMD) -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
 	mpicxx $< -o $@
 $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
-	$(strip $(CCACHE) mpicxx) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
+	$(MPICXX_CMD) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
