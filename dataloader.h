@@ -408,7 +408,7 @@ class DataLoader {
         check_shard_sets(shards_);
         const auto t0 = std::chrono::steady_clock::now();
         // Rank r checks every world-th shard: together the ranks check every token once (their set-up agrees on
-        // the verdict, train_loop.h), rather than each reading all of a FineWeb-sized corpus.
+        // the verdict, train_prism.cu), rather than each reading all of a FineWeb-sized corpus.
         for (size_t i = (size_t)rank; i < shards_.size() && !interrupted_; i += (size_t)world) {
             validate_shard_tokens(shards_[i], vocab);
             interrupted_ = stop_requested();

@@ -1,7 +1,7 @@
 // lr_schedule.h: the learning-rate schedule of a run (--lr-schedule: LrSchedule, lr_at), the one function every
 // engine's lr comes from: the loop computes it on the host and passes it to adamw_step, on the CPU reference and
 // the GPU alike. Plain arithmetic, so the flag table (run/train_flags.h) checks a schedule without the engines.
-// Does not: log anything, or read flags (train_loop.h's lr_schedule builds the schedule from the options).
+// Does not: log anything, or read flags (run/run_plan.h's lr_schedule builds the schedule from the options).
 #pragma once
 
 #include <algorithm>
@@ -23,7 +23,7 @@
 // One mechanism for all: a decay that starts at decay_start() (where the lr is still the peak: progress 0) and
 // reaches final_frac * lr at the last step; cosine and linear start it at the warmup's end, wsd `decay` steps
 // before the end, constant never. Because the stable phase is exactly lr, a wsd run may be branched into
-// another decay (length or shape) wherever its checkpoint lies before the decay (train_loop.h checks that the
+// another decay (length or shape) wherever its checkpoint lies before the decay (run/run.h checks that the
 // lr of every step done is the same under both schedules).
 struct LrSchedule {
     std::string kind = "cosine";   // cosine | wsd | linear | constant

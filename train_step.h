@@ -1,4 +1,4 @@
-// train_step.h: one optimizer step on an Engine, exactly as train_prism runs it (train_loop.h), so the test
+// train_step.h: one optimizer step on an Engine, exactly as train_prism.cu's loop runs it, so the test
 // that counts a step's host waits (test_model_cuda.cpp) runs the trainer's own code:
 //   zero_grad; n_micro x { next batch; forward_backward(1 / (n_micro world)) }; clip_grad_norm; adamw_step;
 //   read_stats

@@ -1,5 +1,5 @@
 // inspect/sampling.h: text from a model, one token at a time, over a KV-cache Decoder (engine.h; Engine::make_decoder makes one).
-// Used by `generate` and by the trainer's periodic samples (train_loop.h), so both sample the same way.
+// Used by `generate` and by the trainer's periodic samples (train_prism.cu), so both sample the same way.
 //   sample_token     logits (V) -> a token: temperature (0: greedy argmax, no random draw), then top-k, then top-p
 //                    (the nucleus of the top-k), then one draw from the renormalised distribution
 //   continue_text    feeds a context, then samples up to n tokens, calling back after each (streaming); when the

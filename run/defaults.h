@@ -136,3 +136,7 @@ inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std:
         if (o.decay_shape.empty()) o.decay_shape = "sqrt";
     }
 }
+
+// The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
+// replaces) and 0 with one.
+inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }

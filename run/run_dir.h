@@ -19,7 +19,7 @@
 // rank with one message. Resuming, every rank reads model.bin and the state files whose ranges overlap the part
 // of the optimizer state it holds now: the same files when the rank count is unchanged, others when it changed
 // (re-sharding is a copy of overlapping ranges). Only rank 0 writes log.jsonl and cleans up OUT.
-// Does not: decide when to checkpoint or what a step is (train_loop.h), or know how an engine stores its
+// Does not: decide when to checkpoint, resume or what a step is (run/run.h), or know how an engine stores its
 // weights (everything crosses the Engine interface as fp32 in param_layout order, shards as interface ranges).
 #pragma once
 
@@ -80,45 +80,6 @@ inline bool remove_checkpoint_dir(const std::string& path) {
     closedir(d);
     return rmdir(path.c_str()) == 0;
 }
-
-// "" when a checkpoint of `saved` can resume a run of `want`, else the first difference, in words.
-inline std::string model_difference(const ModelConfig& saved, const ModelConfig& want) {
-    auto diff = [](const char* what, long a, long b) {
-        return std::string(what) + " " + std::to_string(a) + " vs " + std::to_string(b) + " asked for";
-    };
-    if (saved.d != want.d) return diff("d", saved.d, want.d);
-    if (saved.V != want.V) return diff("vocabulary", saved.V, want.V);
-    if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
-    for (int l = 0; l < saved.L(); l++) {
-        if (saved.layers[l].width != want.layers[l].width)
-            return diff(("layer " + std::to_string(l + 1) + " width").c_str(), saved.layers[l].width,
-                        want.layers[l].width);
-        if (saved.layers[l].heads != want.layers[l].heads)
-            return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads,
-                        want.layers[l].heads);
-        const LayerSpec &a = saved.layers[l], &b = want.layers[l];
-        const std::string at = "layer " + std::to_string(l + 1);
-        if (a.kv() != b.kv()) return diff((at + " KV heads").c_str(), a.kv(), b.kv());
-        if (saved.hidden_of(l) != want.hidden_of(l))
-            return diff((at + " MLP hidden").c_str(), saved.hidden_of(l), want.hidden_of(l));
-        if (a.window != b.window) return diff((at + " window").c_str(), a.window, b.window);
-        if (a.attention != b.attention) return diff((at + " attention").c_str(), a.attention, b.attention);
-    }
-    if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
-    if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";
-    if (param_layout(saved).total != param_layout(want).total)
-        return diff("parameters", (long)param_layout(saved).total, (long)param_layout(want).total);
-    return "";
-}
-
-// What a checkpoint restores besides the parameters and AdamW moments (which go straight into the engine).
-struct ResumePoint {
-    std::string dir;  // the checkpoint directory
-    long step = 0, tokens = 0;
-    long total_batch = 0;  // the global batch it was trained with, tokens per step (0: not known)
-    uint64_t rng = 0;      // sampling RNG state (rank 0's, the one that samples)
-    LoaderState loader;
-};
 
 class RunDir {
   public:
@@ -361,6 +322,9 @@ class RunDir {
         close(fd);
     }
 
+    // The run id of the checkpoint a resume loaded (0 for a version 2 one: agree_run_id draws a new one).
+    void set_run_id(uint64_t id) { run_id_ = id; }
+
     // Every rank takes rank 0's run id (the one of the checkpoint it resumed, else a new random one), so that
     // the files of one checkpoint all name one run. A collective; after the set-up.
     void agree_run_id() {
@@ -454,65 +418,6 @@ class RunDir {
         return name;
     }
 
-    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of cfg and that
-    // its files belong together (one run, one step). Every rank calls it and reads the optimizer state it holds
-    // from whichever state files cover it.
-    ResumePoint resume(Engine& eng, const ModelConfig& cfg) {
-        const std::vector<long> steps = checkpoint_steps();
-        const std::string newest = steps.empty() ? "" : step_dir_name(steps.back());
-        std::string latest_name = latest();
-        if (latest_name.empty()) {
-            if (steps.empty()) {
-                const std::string what = earlier_run();  // a run stopped before its first checkpoint
-                if (!what.empty())
-                    throw ConfigError("--resume: " + out_ + " holds no checkpoint to continue from, only " + what +
-                                      "; start afresh with --overwrite (it deletes " + overwritten() + ")");
-                throw ConfigError("--resume: " + out_ +
-                                  " holds no checkpoint (no latest, no step_* directory); train "
-                                  "without --resume first");
-            }
-            throw ConfigError("--resume: " + out_ + "/latest is missing, but " + out_ + " holds " +
-                              std::to_string(steps.size()) + " checkpoint" + (steps.size() > 1 ? "s" : "") +
-                              " (newest " + newest + "); to resume from it: echo " + newest + " > " + out_ +
-                              "/latest, then run again");
-        }
-        ResumePoint r;
-        r.dir = out_ + "/" + latest_name;
-        struct stat st;
-        if (lstat(r.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-            const std::string what = lstat(r.dir.c_str(), &st) != 0 ? "which does not exist"
-                                                                    : std::string("which is ") + file_kind(st.st_mode) +
-                                                                          ", not a checkpoint directory of this run";
-            throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", " + what +
-                              (newest.empty()
-                                   ? "; " + out_ + " holds no other checkpoint: start afresh with --overwrite"
-                                   : "; " + out_ + " holds " + newest + ": echo " + newest + " > " + out_ +
-                                         "/latest to resume from it"));
-        }
-        LoadedModel m = load_model(r.dir + "/model.bin");
-        std::string diff = model_difference(m.cfg, cfg);
-        if (!diff.empty())
-            throw ConfigError("--resume: " + r.dir + " holds a different model (" + diff +
-                              "); pass the model flags of the first run");
-        const size_t P = param_layout(cfg).total;
-        TrainState st_ = load_optimizer_range(r.dir, P, eng.optimizer_range(), m.run_id);
-        if (st_.step != m.step)
-            throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) +
-                                  " but state_rank0.bin at step " + std::to_string(st_.step) +
-                                  "; the checkpoint mixes two steps");
-        eng.set_params(m.params.data());
-        eng.set_optimizer(st_.m, st_.v, (long)st_.step);
-        if (st_.loader.size() != sizeof r.loader)
-            throw CheckpointError(r.dir + ": data-loader position has the wrong size");
-        memcpy(&r.loader, st_.loader.data(), sizeof r.loader);
-        r.step = st_.step, r.tokens = st_.tokens, r.rng = st_.rng;
-        r.total_batch = st_.total_batch                              ? (long)st_.total_batch
-                        : st_.step > 0 && st_.tokens % st_.step == 0 ? (long)(st_.tokens / st_.step)
-                                                                     : 0;
-        run_id_ = m.run_id;  // 0 for a version 2 checkpoint: agree_run_id draws a new one
-        return r;
-    }
-
     // Keeps the log lines of steps <= last_step (a resumed run rewrites what the interrupted one logged after
     // its checkpoint, so the log reads as one uninterrupted run). A line that is not whole JSON (torn by a
     // crash or a full disk) is dropped. Rank 0's. Returns the line of step last_step as it was ("" when there is
@@ -578,6 +483,59 @@ class RunDir {
         return kept;
     }
 
+    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir
+    // (each must name the run `run_id` that model.bin names), and the rest of its training state (step, tokens,
+    // RNG and loader position, which every file carries).
+    // state_rank0.bin's header says how many files there are; their ranges must tile [0, P), all at one step.
+    // Only the files that overlap the range are read (and checksummed); rank 0's range starts at 0, so it takes
+    // the RNG state from state_rank0.bin, rank 0's own.
+    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range,
+                                           uint64_t run_id) {
+        std::vector<StateRange> files{load_state_range(dir + "/" + state_file_name(0))};
+        for (int i = 1; i < std::max(1, files[0].world); i++)
+            files.push_back(load_state_range(dir + "/" + state_file_name(i)));
+        auto run = [](uint64_t id) {
+            char b[32];
+            snprintf(b, sizeof b, id ? "run %016llx" : "no run id (version 2)", (unsigned long long)id);
+            return std::string(b);
+        };
+        int64_t covered = 0;
+        for (size_t i = 0; i < files.size(); i++) {
+            const StateRange& f = files[i];
+            if (f.run_id != run_id)
+                throw CheckpointError(dir + ": " + state_file_name((int)i) + " names " + run(f.run_id) +
+                                      ", model.bin " + run(run_id) +
+                                      ": the checkpoint mixes two runs (a file copied in from another "
+                                      "run?); resume from a checkpoint written whole, or put its own files back");
+            if (f.P != (int64_t)P || f.first != covered || f.world != files[0].world || f.step != files[0].step)
+                throw CheckpointError(
+                    dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
+                    state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " + std::to_string(f.P) +
+                    ", step " + std::to_string(f.step) + "); the checkpoint is incomplete or mixes two runs");
+            covered += f.n;
+        }
+        if (covered != (int64_t)P)
+            throw CheckpointError(dir + ": the state files hold the moments of " + std::to_string(covered) + " of " +
+                                  std::to_string(P) + " parameters; the checkpoint is incomplete");
+        TrainState out;
+        const size_t n = range.second - range.first;
+        out.m.resize(n), out.v.resize(n);
+        bool have_rest = false;
+        for (size_t i = 0; i < files.size(); i++) {
+            const size_t first = (size_t)files[i].first, a = std::max(range.first, first),
+                         b = std::min(range.second, first + (size_t)files[i].n);
+            if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
+            TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
+            for (size_t k = a; k < b; k++)
+                out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
+            if (!have_rest)
+                out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader,
+                out.total_batch = f.total_batch;
+            have_rest = true;
+        }
+        return out;
+    }
+
   private:
     static bool is_json(const std::string& line) {
         try {
@@ -636,56 +594,4 @@ class RunDir {
     bool lead() const { return dist_.rank == 0; }
     static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
 
-    // The AdamW moments of the parameters [range.first, range.second) from the state files of checkpoint dir
-    // (each must name the run `run_id` that model.bin names), and the rest of its training state (step, tokens,
-    // RNG and loader position, which every file carries).
-    // state_rank0.bin's header says how many files there are; their ranges must tile [0, P), all at one step.
-    // Only the files that overlap the range are read (and checksummed); rank 0's range starts at 0, so it takes
-    // the RNG state from state_rank0.bin, rank 0's own.
-    static TrainState load_optimizer_range(const std::string& dir, size_t P, std::pair<size_t, size_t> range,
-                                           uint64_t run_id) {
-        std::vector<StateRange> files{load_state_range(dir + "/" + state_file_name(0))};
-        for (int i = 1; i < std::max(1, files[0].world); i++)
-            files.push_back(load_state_range(dir + "/" + state_file_name(i)));
-        auto run = [](uint64_t id) {
-            char b[32];
-            snprintf(b, sizeof b, id ? "run %016llx" : "no run id (version 2)", (unsigned long long)id);
-            return std::string(b);
-        };
-        int64_t covered = 0;
-        for (size_t i = 0; i < files.size(); i++) {
-            const StateRange& f = files[i];
-            if (f.run_id != run_id)
-                throw CheckpointError(dir + ": " + state_file_name((int)i) + " names " + run(f.run_id) +
-                                      ", model.bin " + run(run_id) +
-                                      ": the checkpoint mixes two runs (a file copied in from another "
-                                      "run?); resume from a checkpoint written whole, or put its own files back");
-            if (f.P != (int64_t)P || f.first != covered || f.world != files[0].world || f.step != files[0].step)
-                throw CheckpointError(
-                    dir + ": " + state_file_name((int)i) + " does not continue the optimizer state of " +
-                    state_file_name(0) + " (parameters from " + std::to_string(f.first) + " of " + std::to_string(f.P) +
-                    ", step " + std::to_string(f.step) + "); the checkpoint is incomplete or mixes two runs");
-            covered += f.n;
-        }
-        if (covered != (int64_t)P)
-            throw CheckpointError(dir + ": the state files hold the moments of " + std::to_string(covered) + " of " +
-                                  std::to_string(P) + " parameters; the checkpoint is incomplete");
-        TrainState out;
-        const size_t n = range.second - range.first;
-        out.m.resize(n), out.v.resize(n);
-        bool have_rest = false;
-        for (size_t i = 0; i < files.size(); i++) {
-            const size_t first = (size_t)files[i].first, a = std::max(range.first, first),
-                         b = std::min(range.second, first + (size_t)files[i].n);
-            if (a >= b && (have_rest || i + 1 < files.size())) continue;  // no overlap (the last file: for the rest)
-            TrainState f = load_state(dir + "/" + state_file_name((int)i), (size_t)files[i].n);
-            for (size_t k = a; k < b; k++)
-                out.m[k - range.first] = f.m[k - first], out.v[k - range.first] = f.v[k - first];
-            if (!have_rest)
-                out.step = f.step, out.tokens = f.tokens, out.rng = f.rng, out.loader = f.loader,
-                out.total_batch = f.total_batch;
-            have_rest = true;
-        }
-        return out;
-    }
 };

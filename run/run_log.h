@@ -1,5 +1,5 @@
 // run/run_log.h: a finished (or running, or crashed) training run read back from its output directory, for `report`:
-// the steps of OUT/log.jsonl (train_loop.h writes one JSON object per step: step, tokens, train_loss, val_loss,
+// the steps of OUT/log.jsonl (run/run.h's log_step writes one JSON object per step: step, tokens, train_loss, val_loss,
 // lr, grad_norm, tokens_per_s, elapsed_s, mfu, skipped, eval), and the model's config from the header of
 // OUT/model.bin (only the header and layer table are read, not the parameters), the run record OUT/run.json
 // (run/run_record.h: flags, seed, machine) and the zero-shot results OUT/eval.json (eval_zeroshot --json, as

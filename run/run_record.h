@@ -13,7 +13,7 @@
 //                                          a --resume onto other data is refused unless --allow-data-change
 //   "branches": [{"step": 30, "flag": "--decay-frac", "old": "0.25", "new": "0.1"}, ...]   (only when there
 //                                          are some) each resume that changed the lr schedule of a non-cosine
-//                                          run, or any schedule flag (train_loop.h's check_lr_branch): the step
+//                                          run, or any schedule flag (run/run.h's check_lr_branch): the step
 //                                          it went on from, the flag, its value before and after (null: absent)
 //   "invocations": [{"argv": [...], "started": "...Z", "ended": "...Z" | null, "status": "running" | "done" |
 //                    "stopped" | "interrupted" | "diverged", "start_step", "end_step", "commit", "build", "host",
@@ -277,102 +277,9 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
     return s + "]}";
 }
 
-// On a --resume: the model's context T (--seq-len, else the preset's) must be the recorded model's ("model"
-// "T"), the first thing a changed --seq-len (given, or edited into the record's args) would break.
-inline void check_resume_context(const RunRecord& rec, int T) {
-    const json::Value* m = rec.doc.find("model");
-    const json::Value* t = m && m->kind == json::Value::Object ? m->find("T") : nullptr;
-    if (!t || t->kind != json::Value::Number || t->str == std::to_string(T)) return;
-    throw ConfigError("--resume: the model's context would be T " + std::to_string(T) + " (--seq-len " +
-                      std::to_string(T) + ", given or in " + rec.path +
-                      "'s \"args\"), but the recorded run's model "
-                      "has T " +
-                      t->str + " (\"model\": {\"T\"}); resume with --seq-len " + t->str + ", or restore " + rec.path +
-                      " if it was edited");
-}
-
 // The data part of a record: {"train": FINGERPRINT, "val": FINGERPRINT | null} (dataloader.h's
 // shards_fingerprint; val null when the run validates on nothing).
 inline std::string data_record_json(const std::string& train, const std::string& val) {
     return "{\"train\": " + json::quote(train) +
            ", \"val\": " + (val.empty() ? std::string("null") : json::quote(val)) + "}";
-}
-
-// On a --resume: the shards must be those the record's "data" fingerprints (the validation ones when both the
-// record and this invocation have some), else a ConfigError naming the shards, both fingerprints and the flag
-// that accepts the change (data_may_change: --allow-data-change). A record from before fingerprints ("data"
-// absent) is not compared: a note says so.
-inline void check_resume_data(const RunRecord& rec, const std::string& train_glob, const std::string& train,
-                              const std::string& val_glob, const std::string& val, bool data_may_change,
-                              std::vector<std::string>& notes) {
-    const json::Value* d = rec.doc.find("data");
-    const json::Value* t = d && d->kind == json::Value::Object ? d->find("train") : nullptr;
-    const json::Value* v = d && d->kind == json::Value::Object ? d->find("val") : nullptr;
-    if (!t || t->kind != json::Value::String) {
-        notes.push_back(rec.path +
-                        " records no fingerprint of its data (written by an older train_prism): the "
-                        "shards are not compared with the first run's; this invocation records them");
-        return;
-    }
-    auto differs = [&](const char* what, const std::string& glob, const std::string& was, const std::string& now) {
-        if (was == now) return;
-        const std::string m = "--resume: the " + std::string(what) + " shards " + glob + " are not the data " +
-                              rec.path + " recorded (fingerprint " + was + ", now " + now +
-                              ": another set, or its "
-                              "shards were replaced)";
-        if (!data_may_change)
-            throw ConfigError(m + "; resume on the recorded data, or pass --allow-data-change to go on with this data");
-        notes.push_back(m + "; going on with this data (--allow-data-change), the record now fingerprints it");
-    };
-    differs("training", train_glob, t->str, train);
-    if (v && v->kind == json::Value::String && !val.empty()) differs("validation", val_glob, v->str, val);
-}
-
-// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have
-// the value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag,
-// both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
-// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/train_flags.h's
-// lr_branch_flags) may differ, be new or be gone: their changes are returned (step 0) for the caller to check
-// (train_loop.h's check_lr_branch) and record.
-inline std::vector<RunBranch> check_resume_args(const RunRecord& rec,
-                                                const std::vector<std::pair<std::string, std::string>>& now,
-                                                const std::vector<std::string>& may_change,
-                                                bool batch_may_change = false, bool data_may_change = false,
-                                                const std::vector<std::string>& may_branch = {}) {
-    std::vector<RunBranch> changes;
-    for (const std::string& f : may_branch) {
-        std::string value;
-        for (const auto& x : now)
-            if (x.first == f) value = x.second;
-        if (value != rec.arg(f)) changes.push_back({0, f, rec.arg(f), value});
-    }
-    std::vector<std::string> ok = may_change;
-    ok.insert(ok.end(), may_branch.begin(), may_branch.end());
-    if (batch_may_change) ok.push_back("--total-batch");
-    if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
-    auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
-    auto find = [](const std::vector<std::pair<std::string, std::string>>& v,
-                   const std::string& f) -> const std::string* {
-        for (const auto& x : v)
-            if (x.first == f) return &x.second;
-        return nullptr;
-    };
-    std::string list;
-    for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
-    const std::string tail = " (" + rec.path +
-                             "); resume without it to continue the run as recorded, or start a new "
-                             "run in another -o (a resume may change only " +
-                             list + ")";
-    for (const auto& [flag, value] : now) {
-        if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
-        const std::string* was = find(rec.args, flag);
-        if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
-        if (*was != value)
-            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) +
-                              tail);
-    }
-    for (const auto& [flag, value] : rec.args)
-        if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
-            throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
-    return changes;
 }

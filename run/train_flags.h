@@ -229,7 +229,7 @@ inline Command train_prism_command(TrainOptions& o) {
     return c;
 }
 
-// The flags a resume may change when the lr of every step done stays the same (train_loop.h checks it and
+// The flags a resume may change when the lr of every step done stays the same (run/run.h checks it and
 // records each change in run.json's "branches"): a wsd run branched into another decay. --steps may change in
 // any case (may_change_on_resume); for a schedule other than cosine it is checked the same way.
 inline std::vector<std::string> lr_branch_flags() {
@@ -248,7 +248,7 @@ inline std::vector<std::string> may_change_on_resume() {
 // The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
 // every recorded flag that is set, with its value, in the table's order; the length and the batch as the plan
 // resolved them (steps, total_batch), and the warmup when it is not --warmup-frac's of the steps (a resume's
-// kept warmup, train_loop.h's keep_recorded_warmup).
+// kept warmup, run/run.h's keep_recorded_warmup).
 inline std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& resolved, const RunPlan& p) {
     TrainOptions o = resolved;
     o.total_batch = p.total_batch, o.steps = p.steps;
@@ -277,36 +277,51 @@ inline std::vector<std::string> given_flags(int argc, char** argv, const std::ve
     return out;
 }
 
-// The argument list a --resume parses: the record's flags, minus those the user gives again (and minus
-// --steps when a length flag is given), then the user's own. argv[0] first.
-inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int argc, char** argv,
-                                                      const std::vector<Flag>& flags) {
-    const std::vector<std::string> given = given_flags(argc, argv, flags);
-    auto is_given = [&](const std::string& f) { return std::find(given.begin(), given.end(), f) != given.end(); };
-    const bool length =
-        is_given("--steps") || is_given("--tokens") || is_given("--tokens-per-param") || is_given("--epochs");
-    // --allow-batch-change: the global batch is this invocation's (its own --total-batch, else the default for
-    // its B and ranks), not the record's.
-    const bool new_batch = is_given("--allow-batch-change");
-    std::string schedule;  // --lr-schedule as given now ("": not given)
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (a == "--lr-schedule" && i + 1 < argc) schedule = argv[i + 1];
-        else if (a.rfind("--lr-schedule=", 0) == 0) schedule = a.substr(a.find('=') + 1);
+// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have
+// the value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag,
+// both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
+// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/train_flags.h's
+// lr_branch_flags) may differ, be new or be gone: their changes are returned (step 0) for the caller to check
+// (check_lr_branch below) and record.
+inline std::vector<RunBranch> check_resume_args(const RunRecord& rec,
+                                                const std::vector<std::pair<std::string, std::string>>& now,
+                                                const std::vector<std::string>& may_change,
+                                                bool batch_may_change = false, bool data_may_change = false,
+                                                const std::vector<std::string>& may_branch = {}) {
+    std::vector<RunBranch> changes;
+    for (const std::string& f : may_branch) {
+        std::string value;
+        for (const auto& x : now)
+            if (x.first == f) value = x.second;
+        if (value != rec.arg(f)) changes.push_back({0, f, rec.arg(f), value});
     }
-    std::vector<std::string> out{argv[0]};
-    for (const auto& [flag, value] : rec.args) {
-        if (is_given(flag) || (flag == "--steps" && length) || (flag == "--total-batch" && new_batch)) continue;
-        if ((flag == "--tied" && is_given("--untied")) || (flag == "--untied" && is_given("--tied"))) continue;
-        // Another schedule than wsd given: the recorded wsd decay is not carried into it (an error there).
-        if ((flag == "--decay-frac" || flag == "--decay-shape") && !schedule.empty() && schedule != "wsd") continue;
-        out.push_back(flag);
-        bool takes_value = false;
-        for (const Flag& f : flags)
-            if (canonical_name(f) == flag) takes_value = !f.arg.empty();
-        if (takes_value && value.empty()) out.pop_back();  // recorded as "" (the default): no empty path flag
-        else if (takes_value) out.push_back(value);
+    std::vector<std::string> ok = may_change;
+    ok.insert(ok.end(), may_branch.begin(), may_branch.end());
+    if (batch_may_change) ok.push_back("--total-batch");
+    if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
+    auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
+    auto find = [](const std::vector<std::pair<std::string, std::string>>& v,
+                   const std::string& f) -> const std::string* {
+        for (const auto& x : v)
+            if (x.first == f) return &x.second;
+        return nullptr;
+    };
+    std::string list;
+    for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
+    const std::string tail = " (" + rec.path +
+                             "); resume without it to continue the run as recorded, or start a new "
+                             "run in another -o (a resume may change only " +
+                             list + ")";
+    for (const auto& [flag, value] : now) {
+        if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
+        const std::string* was = find(rec.args, flag);
+        if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
+        if (*was != value)
+            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) +
+                              tail);
     }
-    for (int i = 1; i < argc; i++) out.push_back(argv[i]);
-    return out;
+    for (const auto& [flag, value] : rec.args)
+        if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
+            throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
+    return changes;
 }

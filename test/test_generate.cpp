@@ -172,7 +172,7 @@ TEST_CASE("sampling: greedy, top-k, top-p and temperature draw from the distribu
 }
 
 TEST_CASE("at temperature 1 the sampler is the trainer's old one, draw for draw", "[generate][sampling]") {
-    // train_loop.h's samples before this sampler: exp(l - max) in float, one LCG draw, the first id whose running
+    // train_prism.cu's samples before this sampler: exp(l - max) in float, one LCG draw, the first id whose running
     // sum reaches u x sum. Checkpoints store that LCG's state, so the new sampler must consume it identically.
     ref::Rng gen(3);
     const int V = 1000;

@@ -14,7 +14,7 @@
 #include "ref/reference.h"
 #include "run/checkpoint.h"
 #include "run/plan_views.h"
-#include "run/run_dir.h"
+#include "run/run.h"
 #include "test/grad_check.h"
 #include "test/train_util.h"
 

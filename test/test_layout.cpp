@@ -95,11 +95,12 @@ TEST_CASE("the arrows match the folders: what each side of the tree may not incl
         {"data/prepare_shards.cpp", {"model_config.h", "engine.h"}, "a data tool never compiles the model"},
         {"data/prepare_eval.cpp", {"model_config.h", "engine.h"}, "a data tool never compiles the model"},
         {"cuda_engine.cuh", {"inspect/", "eval/", "run/"}, "the engine includes no tool and no run directory"},
-        {"train_loop.h", {"eval/", "inspect/"}, "the loop reaches eval and samples through its seam"},
+        {"run/run.h", {"eval/", "inspect/", "text/", "ref/", "cuda_engine.cuh"},
+         "a run's life knows its directory and record, not the tools or an engine's insides"},
         {"inspect/report.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
         {"hf/export.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
         {"hf/import.cpp", {"engine.h", "dataloader.h", "dist/"}, "a tool that reads run directories"},
-        {"studies/study.cpp", {"train_loop.h", "engine.h"}, "study runs train_prism, it does not train"},
+        {"studies/study.cpp", {"run/run.h", "engine.h"}, "study runs train_prism, it does not train"},
     };
     for (const auto& [file, banned, why] : rules) {
         const std::set<std::string> c = closure_of(file);
@@ -109,10 +110,10 @@ TEST_CASE("the arrows match the folders: what each side of the tree may not incl
                 CHECK(!(b.back() == '/' ? f.rfind(b, 0) == 0 : f == b));
             }
     }
-    // The check itself: the trainer's closure holds the engine and the loop.
+    // The check itself: the trainer's closure holds the engine and the run.
     const std::set<std::string> t = closure_of("train_prism.cu");
     CHECK(t.count("engine.h"));
-    CHECK(t.count("train_loop.h"));
+    CHECK(t.count("run/run.h"));
 }
 
 TEST_CASE("the sources that test or time the CUDA engine compile none of its kernels", "[layout]") {

@@ -29,7 +29,7 @@ LrSchedule wsd(long total, long warmup, double frac, const std::string& shape, d
     return make_lr_schedule("wsd", total, warmup, lr, 0.1, frac, shape);
 }
 
-// The log's "lr" as train_loop.h writes it.
+// The log's "lr" as run/run.h's log_step writes it.
 std::string logged(double lr) {
     char b[32];
     snprintf(b, sizeof b, "\"lr\": %.6e,", lr);

@@ -17,7 +17,7 @@
 #include "util/json.h"
 #include "run/run_record.h"
 #include "run/train_flags.h"
-#include "train_loop.h"
+#include "run/run.h"
 #include "studies/stats.h"
 #include "test/train_util.h"
 

@@ -34,7 +34,7 @@ import time
 
 PROG = "prism_live"
 
-# log.jsonl's fields (train_loop.h's log_step) and the scalar each becomes; any other number is logged as log/KEY.
+# log.jsonl's fields (run/run.h's log_step) and the scalar each becomes; any other number is logged as log/KEY.
 STEP_TAGS = {
     "train_loss": "train/loss",
     "val_loss": "val/loss",
