@@ -43,11 +43,13 @@ struct Flag {
     // give it another value (how long, how often, on what; not what the run computes). Recorded and not
     // may_change: a --resume must match the record.
     bool recorded = true, may_change = false;
-    bool empty_ok = false;  // Path: "" is a value (the default), not an error
-    std::string sample;     // Text: a value it takes, for PRISM_HELP=table ("": any text, "x")
+    bool empty_ok = false;     // Path: "" is a value (the default), not an error
+    bool flag_values = false;  // its value may read as a flag by design (study's --grid --lr=1e-3,2e-3)
+    std::string sample;        // Text: a value it takes, for PRISM_HELP=table ("": any text, "x")
 
     Flag& changes_on_resume() { return may_change = true, *this; }
     Flag& not_recorded() { return recorded = false, *this; }
+    Flag& takes_flag_values() { return flag_values = true, *this; }
     // Recorded only while its value is not `unset` ("0": the preset's, the model's context, ...).
     Flag& unless(const std::string& unset) {
         auto v = value;
@@ -298,7 +300,7 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, c
             if (has_value) throw ConfigError("flag " + a + " takes no value");
         } else if (!has_value) {
             if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
-            if (looks_like_flag(argv[i + 1]))
+            if (looks_like_flag(argv[i + 1]) && !hit->flag_values)
                 throw ConfigError("flag " + a + " needs a value (" + hit->arg + "), not the flag '" +
                                   printable(argv[i + 1]) + "'; for a value that starts with '-', write " + a + "=" +
                                   (hit->kind == FlagKind::Path ? "./" : "") + printable(argv[i + 1]));

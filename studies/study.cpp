@@ -104,7 +104,6 @@ const std::vector<Recipe>& recipes() {
         "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
     static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
                                           cpu_match = plus(cpu, {"--match", "mlp"});
-    // One recipe a row: name, preset, heads, widths, seeds, trainer flags, axes, what it compares.
     // clang-format off
     static const std::vector<Recipe> r = {
         {"prism124m", "124M", "uniform,prism", "uniform", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
@@ -165,7 +164,8 @@ std::vector<Flag> make_flags(Options& o) {
             "--grid", "FLAG=LIST",
             "a trainer flag as an axis of the grid, e.g. lr=3e-4,6e-4,1e-3 (repeatable; replaces a recipe's "
             "axis of that flag)",
-            [&o](const std::string& v) { o.grid.push_back(v); }, FlagKind::Text),
+            [&o](const std::string& v) { o.grid.push_back(v); }, FlagKind::Text)
+            .takes_flag_values(),
         text_flag("--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
                   o.launcher),
         switch_flag("--list", "print one line per run (K, state, the command that runs it now) and exit", o.list),
@@ -373,9 +373,8 @@ struct Grid {
     }
 };
 
-// A grid is counted from its axes before any run is made, and refused past kMaxGridRuns (each run is resolved
-// and listed: 3 axes of 100 values would be millions); a value that would put a control character (a newline)
-// into a run directory's name is refused too.
+// A grid is counted from its axes before any run is made, refused past kMaxGridRuns (3 axes of 100 values would
+// be millions of runs); so is a value that would put a control character (a newline) in a run directory's name.
 constexpr double kMaxGridRuns = 100000;
 void check_grid_size(const Grid& g) {
     std::vector<std::pair<std::string, const std::vector<std::string>*>> parts = {{"heads", &g.heads},

@@ -413,7 +413,7 @@ TEST_CASE(
               "the grid has 120000 runs (2 seeds x 2 heads x 1 widths x 100 lr x 300 wd), more than the 100000 a "
               "study runs"},
              {"--grid \"$(printf 'tokenizer=x\\ny,z')\"",
-              "tokenizer value \"x\\ny\" holds a control character (a newline?)"}}) {
+              "tokenizer value \"x\\u000ay\" holds a control character (a newline?)"}}) {
         const size_t dd = grid.find(" -- ");
         Result r = sh(base + " --list " + grid.substr(0, dd) + " -- " + m +
                       (dd == std::string::npos ? "" : grid.substr(dd + 3)));
