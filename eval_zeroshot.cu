@@ -252,8 +252,9 @@ int main(int argc, char** argv) {
             o.model = p.positional[0];
             if (!o.json.empty()) check_output_file(o.json, "--json");  // before the evaluation, not after it
             if (!o.samples.empty()) check_output_file(o.samples, "--log-samples");
-            if (!o.samples.empty() && o.samples == o.json)
-                throw ConfigError("--log-samples " + o.samples + " is also the --json file; write them to two files");
+            if (!o.samples.empty() && !o.json.empty() && same_file(o.samples, o.json))
+                throw ConfigError("--log-samples " + printable(o.samples) + " is also the --json file " +
+                                  printable(o.json) + "; write them to two files");
         });
         if (cmd.help) {
             if (dist.rank == 0) print_help(stdout, cmd);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # dev/redteam.sh: a red-team campaign against train_prism, prepare_shards and the inspection tools (issue 19):
 # filesystem oddities, signals at every phase of a run, launcher behaviour; issue 34's outputs aimed at inputs,
-# stops during evals, empty and root paths, the live bridge's hostile files, near-linear planning. Each case prints one line,
+# stops during evals, empty and root paths, the live bridge's hostile files, near-linear planning; issue 43's
+# bounded readers, two spellings of one output, a flag taken as a value, SIGPIPE, a grid's bound. Each case prints one line,
 #   PASS name: what happened        (handled as the README promises)
 #   FAIL name: what happened        (a fault: data lost, a hang, a silent wrong result, a misleading word)
 #   SKIP name: why                  (a prerequisite is missing: mpirun, the tokenizer)
@@ -487,6 +488,58 @@ with open('$W/hs.jsonl', 'w') as f:
             check study-stop-evals-75 "[ $rc = 75 ] && [ ! -e $W/st/uniform-uniform-s1/eval.json ]" "SIGTERM to study during its evals: exit $rc (138 before), no eval.json, rerun scores it"; fi
     else say SKIP stop-eval-75 "no data/cache/gpt2.tiktoken" default-corpus; say SKIP study-stop-evals-75 "no data/cache/gpt2.tiktoken" default-corpus; fi
 fi
+
+# ---------------------------------------------------------------- issue 43: bounded readers, one file by two paths
+if want big-log-report; then fresh "$W/bl"; cp -r "$W/base/." "$W/bl/"; truncate -s 3G "$W/bl/log.jsonl"
+    /usr/bin/time -f 'maxrss %M' timeout 120 "$ROOT/report" "$W/bl" -o "$W/bl.html" > "$W/o" 2>&1; rc=$?; kb=$(grep -o 'maxrss [0-9]*' "$W/o" | cut -d' ' -f2)
+    check big-log-report "[ $rc = 0 ] && [ ${kb:-9999999} -lt 100000 ]" "report on a 3 GB sparse log.jsonl: exit $rc, ${kb:-?} KB resident"
+    /usr/bin/time -f 'maxrss %M' timeout 120 "$ROOT/export" "$W/bl" -o "$W/blx" > "$W/o" 2>&1; rc=$?; kb=$(grep -o 'maxrss [0-9]*' "$W/o" | cut -d' ' -f2)
+    check big-log-export "[ $rc = 0 ] && [ ${kb:-9999999} -lt 100000 ]" "export on a 3 GB sparse log.jsonl: exit $rc, ${kb:-?} KB resident"; rm -rf "$W/bl" "$W/blx"; fi
+if want live-hostile-study; then fresh "$W/lh/a"; mkdir -p "$W/lh/b" "$W/lh/c"; mkfifo "$W/lh/b/log.jsonl"
+    python3 -c "
+d='$W/lh'; deep='['*1000+']'*1000
+open(d+'/a/log.jsonl','w').write('{\"step\": 1, \"train_loss\": 2.5}\n{\"step\": 2, \"x\": %s}\n' % deep)
+open(d+'/a/run.json','w').write('{\"prism_run\": 1, \"args\": [[\"--lr\", \"1%s\"], [\"--steps\", \"%s\"]]}' % ('0'*400, '7'*5000))
+open(d+'/a/eval.json','w').write('{\"step\": 1, \"results\": %s}' % deep)
+open(d+'/c/log.jsonl','w').write('{\"step\": 1, \"train_loss\": 4.5}\n')"
+    timeout 60 python3 - "$ROOT/tools/prism_live.py" "$W/lh" > "$W/o" 2>&1 <<'EOFS'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("live", sys.argv[1]); live = importlib.util.module_from_spec(spec); spec.loader.exec_module(live)
+class H:
+    def __init__(s, n): s.n = n
+    def config(s, cfg, start): print("config", s.n)
+    def scalars(s, step, v, w): print("scalars", s.n, step)
+    def final_eval(s, step, v): print("final", s.n)
+    def branch(s, step, e): pass
+    def flush(s): pass
+    def close(s): pass
+    def describe(s): return "recorder"
+class S:
+    def __init__(s, d): pass
+    def open(s, run): return H(run.name)
+live.TensorBoardSink = S
+sys.exit(live.main([sys.argv[2], "--tensorboard", "/tmp/unused", "--once"]))
+EOFS
+    rc=$?; check live-hostile-study "[ $rc = 0 ] && ! grep -q Traceback $W/o && grep -q 'scalars c 1' $W/o && grep -q 'the run b is skipped' $W/o" "nesting 1000 deep, 10^400 and 5000 digits, a FIFO log in a study: exit $rc, $(grep -c warning: $W/o) warnings, run c logged"; fi
+if want evalzs-two-spellings; then timeout 60 "$ROOT/eval_zeroshot" "$W/base" --cpu --json "$W/e2.json" --log-samples "$W/./e2.json" > "$W/o" 2>&1; rc=$?
+    check evalzs-two-spellings "[ $rc = 1 ] && one_error $W/o && grep -q 'is also the --json file' $W/o" "--json e.json --log-samples ./e.json: exit $rc: $(lastline "$W/o")"; fi
+if want json-under-file; then timeout 60 "$ROOT/eval_zeroshot" "$W/base" --cpu --json "$W/base/model.bin/" > "$W/o" 2>&1; rc=$?
+    check json-under-file "[ $rc = 1 ] && grep -q 'model.bin is a regular file, not a directory' $W/o" "--json model.bin/: exit $rc: $(lastline "$W/o")"; fi
+if want flag-as-value; then fresh "$W/fv"; (cd "$W/fv" && $TP $DATA --steps 1 -o --plan > "$W/o" 2>&1); rc=$?
+    check flag-as-value "[ $rc = 1 ] && one_error $W/o && [ ! -e $W/fv/--plan ] && grep -q 'needs a value (DIR), not the flag' $W/o" "-o --plan: exit $rc: $(lastline "$W/o")"
+    $TP $DATA --no-rope --plan > "$W/o" 2>&1; rc=$?
+    check no-rope-flag-as-value "[ $rc = 1 ] && grep -q 'flag --no-rope needs a value' $W/o" "--no-rope --plan: exit $rc: $(lastline "$W/o")"; fi
+if want sigpipe-75; then fresh "$W/sp"; ( run "$W/sp" --steps 100000 2> "$W/sp.err"; echo $? > "$W/sp.rc" ) | head -n 3 > /dev/null; rc=$(cat "$W/sp.rc")
+    check sigpipe-75 "[ $rc = 75 ] && [ -s $W/sp/latest ] && resumable $W/sp" "train_prism | head -n 3: exit $rc, checkpoint $(cat $W/sp/latest 2>/dev/null), resumable"; fi
+SARGS="--trainer $ROOT/train_prism --eval-zeroshot $ROOT/eval_zeroshot --heads uniform --eval-data $W/none"
+if want study-grid-bound; then lr=$(seq -s, 1 100 | sed 's/[0-9]*/&e-5/g'); wd=$(seq -s, 1 100 | sed 's/[0-9]*/&e-4/g'); ws=$(seq -s, 1 100 | sed 's/[0-9]*/&e-3/g')
+    /usr/bin/time -f 'maxrss %M' timeout 60 "$ROOT/study" "$W/gb" $SARGS --grid "lr=$lr" --grid "wd=$wd" --grid "warmup-frac=$ws" --list > "$W/o" 2>&1; rc=$?
+    check study-grid-bound "[ $rc = 1 ] && grep -q 'the grid has 3000000 runs' $W/o && [ ! -e $W/gb ]" "three axes of 100 values: exit $rc: $(grep error: $W/o | cut -c1-160)"; fi
+if want study-grid-empty-value; then timeout 60 "$ROOT/study" "$W/ge" $SARGS --seeds 1 --grid no-rope=,1 --list -- $DATA > "$W/o" 2> /dev/null; rc=$?
+    check study-grid-empty-value "[ $rc = 0 ] && [ \$(wc -l < $W/o) = 2 ] && grep -q -- \"--no-rope ''\" $W/o" "--grid no-rope=,1: exit $rc, $(wc -l < $W/o) runs"; fi
+if want study-grid-newline; then timeout 60 "$ROOT/study" "$W/gn" $SARGS --seeds 1 --grid "tokenizer=a
+b" --list > "$W/o" 2>&1; rc=$?
+    check study-grid-newline "[ $rc = 1 ] && one_error $W/o && grep -q 'control character' $W/o" "a newline in a grid value: exit $rc: $(lastline "$W/o")"; fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
 if [ -n "$RESULTS" ]; then

@@ -9,6 +9,7 @@
 // valid value), for the test that feeds every binary's flags back to it (test/test_cli.cpp).
 #pragma once
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "util/io.h"
 #include "util/number_text.h"
 
 enum class FlagKind { Switch, Int, Double, Text, Path, Choice };
@@ -41,11 +43,13 @@ struct Flag {
     // give it another value (how long, how often, on what; not what the run computes). Recorded and not
     // may_change: a --resume must match the record.
     bool recorded = true, may_change = false;
-    bool empty_ok = false;  // Path: "" is a value (the default), not an error
-    std::string sample;     // Text: a value it takes, for PRISM_HELP=table ("": any text, "x")
+    bool empty_ok = false;     // Path: "" is a value (the default), not an error
+    bool flag_values = false;  // its value may read as a flag by design (study's --grid --lr=1e-3,2e-3)
+    std::string sample;        // Text: a value it takes, for PRISM_HELP=table ("": any text, "x")
 
     Flag& changes_on_resume() { return may_change = true, *this; }
     Flag& not_recorded() { return recorded = false, *this; }
+    Flag& takes_flag_values() { return flag_values = true, *this; }
     // Recorded only while its value is not `unset` ("0": the preset's, the model's context, ...).
     Flag& unless(const std::string& unset) {
         auto v = value;
@@ -269,23 +273,37 @@ inline const Flag* find_flag(const std::vector<Flag>& flags, const std::string& 
     return nullptr;
 }
 
-// Applies argv to the flags; "--name value" and "--name=value" both work. `program` names the binary in errors.
+// Where a flag's value written into its argument starts: "--name=value" and "-o=value" (the '=' at the
+// returned index); npos for an argument without one (or that is no flag).
+inline size_t inline_value_at(const std::string& a) {
+    return a.size() > 1 && a[0] == '-' ? a.find('=') : std::string::npos;
+}
+
+// Whether an argument reads as a flag rather than as a value: "-x...", "--x..." ("-" alone is stdin, and "-1",
+// "-.5" are numbers).
+inline bool looks_like_flag(const std::string& a) {
+    return a.size() > 1 && a[0] == '-' && !isdigit((unsigned char)a[1]) && a[1] != '.';
+}
+
+// Applies argv to the flags; "--name value", "--name=value" and "-o=value" all work. A flag's value that reads as
+// a flag ("-o --plan": a value forgotten) is an error naming both; "-o=./--plan" gives such a value on purpose.
+// `program` names the binary in errors.
 inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i], value;
-        bool has_value = false;
-        size_t eq = a.find('=');
-        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = a.substr(eq + 1);
-            a = a.substr(0, eq);
-            has_value = true;
-        }
+        const size_t eq = inline_value_at(a);
+        const bool has_value = eq != std::string::npos;
+        if (has_value) value = a.substr(eq + 1), a = a.substr(0, eq);
         const Flag* hit = find_flag(flags, a);
         if (!hit) throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
         if (hit->arg.empty()) {
             if (has_value) throw ConfigError("flag " + a + " takes no value");
         } else if (!has_value) {
             if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
+            if (looks_like_flag(argv[i + 1]) && !hit->flag_values)
+                throw ConfigError("flag " + a + " needs a value (" + hit->arg + "), not the flag '" +
+                                  printable(argv[i + 1]) + "'; for a value that starts with '-', write " + a + "=" +
+                                  (hit->kind == FlagKind::Path ? "./" : "") + printable(argv[i + 1]));
             value = argv[++i];
         }
         hit->apply(value);
@@ -306,7 +324,7 @@ inline std::vector<char*> take_positional(int argc, char** argv, const std::vect
             continue;
         }
         rest.push_back(argv[i]);
-        if (is_flag && a.find('=') == std::string::npos && i + 1 < argc) {
+        if (is_flag && inline_value_at(a) == std::string::npos && i + 1 < argc) {
             const Flag* f = find_flag(flags, a);
             if (f && !f->arg.empty()) rest.push_back(argv[++i]);
         }

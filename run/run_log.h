@@ -10,6 +10,9 @@
 // string loss). The log must be a regular file (a FIFO or a device is refused, never waited on). Wall-clock:
 // elapsed_s restarts at each --resume, so each restart's times are added to the last time before it
 // (elapsed_total). Task and metric names are kept as cut_text shows them (at most kShownText bytes and the size).
+// The log is streamed (a line's memory besides the steps kept, whatever the file's size: a 3 GB log of one line
+// costs a MiB); a line longer than kMaxLineBytes is skipped unread, and past the tenth skipped line the rest are
+// one warning with their count. eval.json is read only up to kMaxEvalJson.
 // Errors (RunLogError, one line): a path that is not a directory, a directory without log.jsonl or with no step
 // in it (nothing to report).
 // Does not: read checkpoints' parameters, or write anything.
@@ -81,6 +84,9 @@ inline std::string cut_text(const std::string& s, size_t max = kShownText) {
     return s.substr(0, n) + "… (cut from " + std::to_string(s.size()) + " bytes)";
 }
 
+// eval_zeroshot's JSON is a few KiB (a line per task); a larger eval.json is not its and is not read.
+constexpr size_t kMaxEvalJson = (size_t)16 << 20;
+
 namespace run_log_detail {
 // A number field: NaN when absent or null.
 inline double number(const json::Value& o, const char* key) {
@@ -104,21 +110,23 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
         throw RunLogError(dir +
                           " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
                           "started; pass the directory a run wrote (-o OUT)");
-    std::string text;
-    try {
-        text = read_file_text(path, "log");
-    } catch (const IoError& e) {
-        throw RunLogError(e.what());
-    }
-    long line_no = 0, last_step = 0;
+    // Streamed (util/fs.h's for_each_line): a log of any size costs a line's memory besides its steps; a line
+    // longer than any the trainer writes is skipped unread, and past kNamedSkips skipped lines the rest are
+    // counted in one warning.
+    constexpr long kNamedSkips = 10;
+    long last_step = 0, skipped = 0;
     double offset = 0, last_elapsed = -1;
-    for (size_t a = 0; a < text.size();) {
-        size_t b = text.find('\n', a);
-        const bool last = b == std::string::npos || b + 1 >= text.size();
-        if (b == std::string::npos) b = text.size();
-        const std::string line = text.substr(a, b - a);
-        a = b + 1, line_no++;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto skip = [&](const std::string& msg) {
+        if (++skipped > kNamedSkips) return;
+        r.warnings.push_back(msg);
+        warn(msg);
+    };
+    auto take = [&](const std::string& line, long line_no, bool overlong, bool last) {
+        if (overlong)
+            return skip(path + " line " + std::to_string(line_no) + " is longer than " +
+                        std::to_string(kMaxLineBytes >> 20) +
+                        " MiB, more than any line train_prism writes (not a step's JSON): skipped");
+        if (line.find_first_not_of(" \t\r") == std::string::npos) return;
         json::Value o;
         bool parsed = false;
         try {
@@ -138,13 +146,9 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                     throw json::Error(std::string("\"") + k + "\" is not a number");
             }
         } catch (const json::Error& e) {
-            const std::string msg =
-                path + " line " + std::to_string(line_no) +
-                (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
-                                 : std::string(" is not a step's JSON (") + e.what() + "): skipped");
-            r.warnings.push_back(msg);
-            warn(msg);
-            continue;
+            return skip(path + " line " + std::to_string(line_no) +
+                        (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
+                                         : std::string(" is not a step's JSON (") + e.what() + "): skipped"));
         }
         RunStep s;
         last_step = (long)number(o, "step");
@@ -171,9 +175,20 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                     e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
             r.evals.push_back(e);
         }
+    };
+    size_t size;
+    try {
+        size = for_each_line(path, "log", take);
+    } catch (const IoError& e) {
+        throw RunLogError(e.what());
+    }
+    if (skipped > kNamedSkips) {
+        r.warnings.push_back(path + ": " + std::to_string(skipped - kNamedSkips) +
+                             " more lines are not a step's JSON, as above: skipped");
+        warn(r.warnings.back());
     }
     if (r.steps.empty())
-        throw RunLogError(path + " holds no step (" + (text.empty() ? "it is empty" : "no line is a step's JSON") +
+        throw RunLogError(path + " holds no step (" + (size == 0 ? "it is empty" : "no line is a step's JSON") +
                           "): nothing to report for " + dir);
     try {
         r.has_record = read_run_record(dir, r.record);
@@ -184,7 +199,7 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
     const std::string evals = dir + "/eval.json";
     if (access(evals.c_str(), F_OK) == 0) {
         try {
-            const json::Value doc = json::parse(read_text(evals));
+            const json::Value doc = json::parse(read_text(evals, (size_t)-1, kMaxEvalJson));
             const json::Value* results = doc.kind == json::Value::Object ? doc.find("results") : nullptr;
             const json::Value* step = doc.kind == json::Value::Object ? doc.find("step") : nullptr;
             if (!results || results->kind != json::Value::Array) throw json::Error("no \"results\" list");
@@ -200,7 +215,7 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
                         e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
                 r.evals.push_back(e);
             }
-        } catch (const json::Error& e) {
+        } catch (const std::runtime_error& e) {  // json::Error, or io's: too large, not a regular file
             r.warnings.push_back(evals + " is not eval_zeroshot's JSON (" + e.what() + "): not shown");
             warn(r.warnings.back());
         }

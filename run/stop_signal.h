@@ -1,10 +1,12 @@
 // run/stop_signal.h: a training run's graceful stop. SIGTERM (what batch schedulers send before they kill a job),
-// SIGINT (Ctrl-C) and SIGHUP (a closed terminal) only set a flag: the loop ends the step or phase it is in
-// (a validation, an eval, a sample, the start-up's checks are cut short; a checkpoint write is finished), writes a
-// checkpoint when there is new work, says where, and exits with kExitInterrupted. main installs the handlers
-// before anything else. A second one of these signals ends the process at
-// once (the default action of that signal, so the shell sees 128 + its number). A signal the process was
-// started with ignored (nohup ignores SIGHUP) stays ignored.
+// SIGINT (Ctrl-C), SIGHUP (a closed terminal), SIGUSR1 (what study and mpirun pass on) and SIGPIPE (its output
+// piped to a reader that went away: `train_prism ... | head`) only set a flag: the loop ends the step or phase it
+// is in (a validation, an eval, a sample, the start-up's checks are cut short; a checkpoint write is finished),
+// writes a checkpoint when there is new work, says where, and exits with kExitInterrupted. main installs the
+// handlers before anything else. A second one of these signals ends the process at once (the default action of
+// that signal, so the shell sees 128 + its number), except SIGPIPE: every later write to the closed pipe raises
+// it again, so a SIGPIPE after the first stop is not a second signal. A signal the process was started with
+// ignored (nohup ignores SIGHUP) stays ignored.
 // The exit codes of train_prism are here too, so that they are documented in one place. eval_zeroshot installs
 // the same handlers: a stop ends it after the batch in progress with kExitInterrupted, writing nothing.
 // Does not: coordinate ranks (under data parallelism every rank must stop at the same step).
@@ -14,13 +16,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 // Exit codes of train_prism (docs/training.md, "Exit codes").
 constexpr int kExitOk = 0;            // trained to the last step, or stopped by --stop-after, with a checkpoint
 constexpr int kExitError = 1;         // a one-line error: flags, data, checkpoint, output directory, disk
 constexpr int kExitDiverged = 3;      // --max-nonfinite steps in a row had a NaN/inf loss or gradient norm
-constexpr int kExitInterrupted = 75;  // stopped by SIGTERM/SIGINT/SIGHUP after a checkpoint (sysexits' TEMPFAIL:
+constexpr int kExitInterrupted = 75;  // stopped by a stop signal (above) after a checkpoint (sysexits' TEMPFAIL:
                                       // resume with the same flags plus --resume)
 
 // The signal that asked for a stop, 0 while none has. Written only by the handler.
@@ -51,10 +54,11 @@ inline const char* g_stop_message =
     "\ntrain_prism: stop signal: ending the step or phase in progress, then a "
     "checkpoint when there is new work (send it again to exit at once)\n";
 
-// Async-signal-safe: sets the flag and writes a fixed message with write(2); the second signal restores the
-// default action and raises itself.
+// Async-signal-safe: sets the flag and writes a fixed message with write(2) (to a closed pipe it fails, and the
+// SIGPIPE that raises is the ignored kind below); the second signal restores the default action and raises itself.
 inline void stop_signal_handler(int sig) {
     if (g_stop_signal != 0) {
+        if (sig == SIGPIPE) return;  // a further write to the closed pipe, not someone asking again
         signal(sig, SIG_DFL);
         raise(sig);
         return;
@@ -64,24 +68,30 @@ inline void stop_signal_handler(int sig) {
     (void)rc;
 }
 
-// Also ignores SIGXFSZ, so that a write past a file-size limit (ulimit -f) fails with EFBIG and is reported as
-// the one-line disk error it is, instead of killing the process without a word.
-inline void install_stop_handlers() {
-    signal(SIGXFSZ, SIG_IGN);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
+// Installs `handler` for each signal of `sigs` but one the process was started with ignored (it stays ignored);
+// `restart`: SA_RESTART (interrupted system calls resume).
+template <size_t N> void install_handlers(void (*handler)(int), const int (&sigs)[N], bool restart) {
+    for (int sig : sigs) {
         struct sigaction old;
         if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = stop_signal_handler;
+        sa.sa_handler = handler;
         sigemptyset(&sa.sa_mask);
-        // No SA_RESTART: a write blocked on output nobody reads (mpirun stops reading its ranks' terminals
-        // once it is told to end the job, then sends SIGTERM, then SIGKILL a second later) returns EINTR, so
-        // the loop reaches the checkpoint. The project's own reads of pipes and sockets retry EINTR; files on
-        // disk are not interrupted.
-        sa.sa_flags = 0;
+        sa.sa_flags = restart ? SA_RESTART : 0;
         sigaction(sig, &sa, nullptr);
     }
+}
+
+// Also ignores SIGXFSZ, so that a write past a file-size limit (ulimit -f) fails with EFBIG and is reported as
+// the one-line disk error it is, instead of killing the process without a word.
+// No SA_RESTART: a write blocked on output nobody reads (mpirun stops reading its ranks' terminals once it is told
+// to end the job, then sends SIGTERM, then SIGKILL a second later) returns EINTR, so the loop reaches the
+// checkpoint. The project's own reads of pipes and sockets retry EINTR; files on disk are not interrupted.
+inline void install_stop_handlers() {
+    signal(SIGXFSZ, SIG_IGN);
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGPIPE};
+    install_handlers(stop_signal_handler, sigs, false);
 }
 
 inline const char* stop_signal_name(int sig) {
@@ -89,5 +99,6 @@ inline const char* stop_signal_name(int sig) {
            : sig == SIGINT  ? "SIGINT"
            : sig == SIGHUP  ? "SIGHUP"
            : sig == SIGUSR1 ? "SIGUSR1"
+           : sig == SIGPIPE ? "SIGPIPE"
                             : "a signal";
 }

@@ -32,11 +32,7 @@
 // Exit status: 0 when every run asked for is done, 1 on an error or a failed run (the others still run),
 // 75 whenever a stop signal stopped the study: during a run or its evals (whatever the child's own code: a
 // second signal ends the trainer at once, 138), between runs, or while it was still planning (at once).
-// A study is its trainer's parent and behaves as one (see "The trainer as a child" below): a stop signal to the
-// study reaches the running trainer (or evaluator), the study waits for its checkpoint and exits 75; a study killed
-// outright stops its trainer too (the kernel sends it the stop signal when the study dies); the trainer is started
-// without a shell, its output appended to DIR/NAME/train.log (a regular file: a link, a FIFO or a device there is
-// refused, never followed or waited on), and a failed run's reason is the trainer's own error line.
+// A study is its trainer's parent and behaves as one ("The trainer as a child" below).
 // A grid whose configurations resolve to the same model (-s prism on a model of 3 layers or fewer is the uniform
 // schedule) is refused: such a study would compare a model with itself.
 #include <fcntl.h>
@@ -52,6 +48,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -107,90 +104,34 @@ const std::vector<Recipe>& recipes() {
         "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
     static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
                                           cpu_match = plus(cpu, {"--match", "mlp"});
+    // clang-format off
     static const std::vector<Recipe> r = {
-        {"prism124m",
-         "124M",
-         "uniform,prism",
-         "uniform",
-         3,
-         paper,
-         {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"prism124m", "124M", "uniform,prism", "uniform", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
          "Prism 124M: uniform vs the Prism schedule, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"prism354m",
-         "354M",
-         "uniform,prism",
-         "uniform",
-         3,
-         paper,
-         {{"lr", "1.5e-4,3e-4,6e-4"}},
+        {"prism354m", "354M", "uniform,prism", "uniform", 3, paper, {{"lr", "1.5e-4,3e-4,6e-4"}},
          "Prism 354M: uniform vs the Prism schedule, each at lr 1.5e-4, 3e-4, 6e-4"},
-        {"xformer200m",
-         "200M",
-         "uniform",
-         "uniform,x",
-         3,
-         paper,
-         {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"xformer200m", "200M", "uniform", "uniform,x", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
          "Xformer 200M: uniform vs X widths, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"both124m",
-         "124M",
-         "uniform,prism",
-         "uniform,x",
-         3,
-         paper,
-         {{"lr", "3e-4,6e-4,1.2e-3"}},
+        {"both124m", "124M", "uniform,prism", "uniform,x", 3, paper, {{"lr", "3e-4,6e-4,1.2e-3"}},
          "124M: uniform, Prism, X, Prism + X, each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"openelm124m",
-         "124M",
-         "uniform,prism,openelm",
-         "uniform",
-         3,
-         paper_match,
+        {"openelm124m", "124M", "uniform,prism,openelm", "uniform", 3, paper_match,
          {{"mlp", "uniform,openelm"}, {"lr", "3e-4,6e-4,1.2e-3"}},
          "124M at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM (OpenELM's layer-wise "
          "scaling is openelm x openelm; Prism + OpenELM's MLP is prism x openelm), each at lr 3e-4, 6e-4, 1.2e-3"},
-        {"window124m",
-         "124M",
-         "uniform,prism",
-         "uniform",
-         3,
-         paper,
+        {"window124m", "124M", "uniform,prism", "uniform", 3, paper,
          {{"window", "global,local:256/5:1"}, {"lr", "3e-4,6e-4,1.2e-3"}},
          "124M: global attention vs local 256 / global 5:1, under uniform and Prism heads, each at lr 3e-4, 6e-4, "
          "1.2e-3"},
-        {"tiny",
-         "tiny",
-         "uniform,prism",
-         "uniform,x",
-         3,
-         cpu,
-         {},
+        {"tiny", "tiny", "uniform,prism", "uniform,x", 3, cpu, {},
          "tiny on the CPU: uniform, Prism, X, Prism + X (a demonstration of the method, not of the papers' effects)"},
-        {"tiny-lr",
-         "tiny",
-         "uniform,prism",
-         "uniform",
-         2,
-         cpu,
-         {{"lr", "1.5e-3,3e-3,6e-3"}},
+        {"tiny-lr", "tiny", "uniform,prism", "uniform", 2, cpu, {{"lr", "1.5e-3,3e-3,6e-3"}},
          "tiny on the CPU: uniform vs Prism, each at lr 1.5e-3, 3e-3, 6e-3 (the sweep of a study, demonstrated)"},
-        {"tiny-openelm",
-         "tiny",
-         "uniform,prism,openelm",
-         "uniform",
-         2,
-         cpu_match,
-         {{"mlp", "uniform,openelm"}},
+        {"tiny-openelm", "tiny", "uniform,prism,openelm", "uniform", 2, cpu_match, {{"mlp", "uniform,openelm"}},
          "tiny on the CPU at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM"},
-        {"tiny-window",
-         "tiny",
-         "uniform,prism",
-         "uniform",
-         3,
-         cpu,
-         {{"window", "global,local:32/5:1"}},
+        {"tiny-window", "tiny", "uniform,prism", "uniform", 3, cpu, {{"window", "global,local:32/5:1"}},
          "tiny on the CPU: global vs local 32 / global 5:1 attention, under uniform and Prism heads"},
     };
+    // clang-format on
     return r;
 }
 
@@ -223,7 +164,8 @@ std::vector<Flag> make_flags(Options& o) {
             "--grid", "FLAG=LIST",
             "a trainer flag as an axis of the grid, e.g. lr=3e-4,6e-4,1e-3 (repeatable; replaces a recipe's "
             "axis of that flag)",
-            [&o](const std::string& v) { o.grid.push_back(v); }, FlagKind::Text),
+            [&o](const std::string& v) { o.grid.push_back(v); }, FlagKind::Text)
+            .takes_flag_values(),
         text_flag("--launcher", "CMD", "run each trainer and eval under CMD, e.g. \"mpirun -np 8\" or \"srun\"",
                   o.launcher),
         switch_flag("--list", "print one line per run (K, state, the command that runs it now) and exit", o.list),
@@ -238,13 +180,15 @@ std::vector<Flag> make_flags(Options& o) {
     };
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
+// The parts of s between the separators, trimmed; empty ones are dropped unless keep_empty (an axis's value ""
+// is a value: --grid no-rope=,1 is the baseline and layer 1).
+std::vector<std::string> split(const std::string& s, char sep, bool keep_empty = false) {
     std::vector<std::string> out;
     for (size_t a = 0; a <= s.size();) {
         size_t b = s.find(sep, a);
         if (b == std::string::npos) b = s.size();
         const std::string t = trim(s.substr(a, b - a));
-        if (!t.empty()) out.push_back(t);
+        if (!t.empty() || keep_empty) out.push_back(t);
         a = b + 1;
     }
     return out;
@@ -361,8 +305,8 @@ Axis parse_axis(const std::string& spec, const std::string& source) {
         throw ConfigError(where + ": " + a.flag + " is not compared between runs (" +
                           (f->recorded ? "a resume may change it" : "the run record does not keep it") +
                           "), so its runs could not be told apart; give it after -- to set it for every run");
-    a.values = split(spec.substr(eq + 1), ',');
-    if (a.values.empty()) throw ConfigError(where + ": no values; give one or more, comma-separated");
+    a.values = split(spec.substr(eq + 1), ',', true);
+    if (trim(spec.substr(eq + 1)).empty()) throw ConfigError(where + ": no values; give one or more, comma-separated");
     std::unordered_map<std::string, size_t> resolved;  // each value as the record writes it -> its index
     for (size_t i = 0; i < a.values.size(); i++) {
         const std::string& v = a.values[i];
@@ -397,7 +341,7 @@ std::vector<std::string> without_flag(const std::vector<std::string>& args, cons
                                       const std::vector<Flag>& flags, std::string* removed = nullptr) {
     std::vector<std::string> out;
     for (size_t i = 0; i < args.size(); i++) {
-        const size_t eq = args[i].rfind("--", 0) == 0 ? args[i].find('=') : std::string::npos;
+        const size_t eq = inline_value_at(args[i]);
         const Flag* f = find_flag(flags, args[i].substr(0, eq));
         if (!f || canonical_name(*f) != canon) {
             out.push_back(args[i]);
@@ -428,6 +372,32 @@ struct Grid {
         return n;
     }
 };
+
+// A grid is counted from its axes before any run is made, refused past kMaxGridRuns (3 axes of 100 values would
+// be millions of runs); so is a value that would put a control character (a newline) in a run directory's name.
+constexpr double kMaxGridRuns = 100000;
+void check_grid_size(const Grid& g) {
+    std::vector<std::pair<std::string, const std::vector<std::string>*>> parts = {{"heads", &g.heads},
+                                                                                  {"widths", &g.widths}};
+    for (const Axis& a : g.axes) parts.push_back({a.tag(), &a.values});
+    double n = (double)g.seeds.size();  // exact below 2^53, far past the bound
+    std::string sizes = std::to_string(g.seeds.size()) + " seeds";
+    for (const auto& [what, values] : parts) {
+        n *= (double)values->size(), sizes += " x " + std::to_string(values->size()) + " " + what;
+        for (const std::string& v : *values)
+            if (std::any_of(v.begin(), v.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; }))
+                throw ConfigError(what + " value " + json::quote(v) +
+                                  " holds a control character (a newline?), which would be in a run directory's "
+                                  "name; give values without them");
+    }
+    if (n > kMaxGridRuns) {
+        char count[64];
+        snprintf(count, sizeof count, "%.17g", n);
+        throw ConfigError("the grid has " + std::string(count) + " runs (" + sizes + "), more than the " +
+                          std::to_string((long)kMaxGridRuns) +
+                          " a study runs; split it into several studies, or give fewer values");
+    }
+}
 
 std::string joined(const std::vector<std::string>& v, const char* sep = ",") {
     std::string s;
@@ -524,6 +494,7 @@ Grid make_grid(const Options& o) {
                                   (axis ? "the axis " + f.substr(2) : after_text(f) + " (after --)"));
         }
     }
+    check_grid_size(g);
     return g;
 }
 
@@ -542,8 +513,7 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
             Run r;
             r.heads = h, r.widths = w, r.seed = s;
             std::string hs = h, ws = w;
-            for (char& ch : hs) ch = ch == '/' ? ',' : ch;
-            for (char& ch : ws) ch = ch == '/' ? ',' : ch;
+            for (std::string* x : {&hs, &ws}) std::replace(x->begin(), x->end(), '/', ',');
             r.name = h + "-" + w;
             std::vector<std::string> axis_flags;
             for (size_t i = 0; i < g.axes.size(); i++) {
@@ -628,6 +598,17 @@ void check_study_dir(const Options& o, const std::vector<Run>& runs, const std::
     check_output_path(o.dir, "the study directory", inputs);
 }
 
+// The files a run's evals write (eval_command): they are done only when every one is there.
+std::vector<std::string> eval_outputs(const Run& r) { return {r.dir + "/eval.json", r.dir + "/samples.jsonl"}; }
+
+// Whether every one of the files is there, a regular file (eval_zeroshot and train_prism write each atomically,
+// renamed into place whole, so one that is there is whole; one a failure left out is not there).
+bool all_there(const std::vector<std::string>& paths) {
+    struct stat st;
+    return std::all_of(paths.begin(), paths.end(),
+                       [&](const std::string& p) { return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode); });
+}
+
 // What the run needs now (see the top), from its directory. A done run recorded with other flags than the
 // study's is an error: the study would otherwise compare runs it did not ask for.
 void find_state(Run& r, bool evals) {
@@ -639,7 +620,8 @@ void find_state(Run& r, bool evals) {
     const long ranks = recorded ? rec.latest_long("ranks") : 1;
     const RunPlan plan =
         !r.o.total_batch && ranks > 1 && ranks <= 1 << 20 ? plan_run(r.o, r.cfg, (int)ranks, r.train_tokens) : r.plan;
-    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(plan.steps)) {
+    if (recorded && rec.status() == "done" && rec.arg("--steps") == std::to_string(plan.steps) &&
+        all_there({r.dir + "/model.bin", r.dir + "/log.jsonl"})) {
         try {
             check_resume_args(rec, record_args(r.o, plan), may_change_on_resume());
         } catch (const ConfigError& e) {
@@ -656,7 +638,7 @@ void find_state(Run& r, bool evals) {
     } else {
         r.state = "new";
     }
-    r.eval_missing = evals && access((r.dir + "/eval.json").c_str(), F_OK) != 0;
+    r.eval_missing = evals && !all_there(eval_outputs(r));
 }
 
 std::string binary_next_to(const char* argv0, const char* name) {
@@ -680,8 +662,9 @@ std::vector<std::string> eval_command(const Options& o, const Run& r, const std:
     std::vector<std::string> c = launcher_words(o);
     std::string list;
     for (const std::string& t : tasks) list += (list.empty() ? "" : ",") + t;
-    c.insert(c.end(), {o.evaluator, r.dir, "--tasks", list, "--data", o.eval_data, "--json", r.dir + "/eval.json",
-                       "--log-samples", r.dir + "/samples.jsonl"});  // report pairs the runs per example with them
+    const std::vector<std::string> out = eval_outputs(r);  // report pairs the runs per example with the samples
+    c.insert(c.end(),
+             {o.evaluator, r.dir, "--tasks", list, "--data", o.eval_data, "--json", out[0], "--log-samples", out[1]});
     if (o.eval_limit) c.insert(c.end(), {"--limit", std::to_string(o.eval_limit)});
     if (r.o.cpu) c.push_back("--cpu");
     return c;
@@ -734,16 +717,7 @@ const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
 // The study is the subreaper of what its children start (run_logged waits for what they leave behind).
 void install_study_handlers() {
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    for (int sig : kStopSignals) {
-        struct sigaction old;
-        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = study_stop_handler;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        sigaction(sig, &sa, nullptr);
-    }
+    install_handlers(study_stop_handler, kStopSignals, true);
 }
 
 bool is_stop_code(int rc) {
@@ -754,6 +728,15 @@ bool is_stop_code(int rc) {
 // DIR/NAME/train.log (or eval.log) opened for appending (and reading back the reason of a failure) like every file the project writes: a regular file
 // only, no link followed (O_NOFOLLOW), a FIFO never waited on (O_NONBLOCK), and a file with other names (a hard
 // link to a file outside DIR) refused. One line otherwise.
+// The error for what stands at a log's path (st: its lstat or fstat) when it is not a file of one name.
+ConfigError not_a_log(const std::string& path, const struct stat& st) {
+    const std::string what = S_ISREG(st.st_mode)
+                                 ? "has " + std::to_string((long)st.st_nlink) +
+                                       " names (a hard link), so writing it would change a file outside the run"
+                                 : std::string("is ") + file_kind(st.st_mode) + ", not the log the study writes";
+    return ConfigError(path + " " + what + "; remove it (rm " + path + ") and rerun");
+}
+
 int open_log(const std::string& path) {
     const int fd =
         open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
@@ -761,16 +744,8 @@ int open_log(const std::string& path) {
     const int e = errno;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
         if (fd >= 0) close(fd);
-        std::string what;
-        if (fd >= 0 && S_ISREG(st.st_mode))
-            what = "has " + std::to_string((long)st.st_nlink) +
-                   " names (a hard link), so writing it would change a file "
-                   "outside the run";
-        else if (fd >= 0 || lstat(path.c_str(), &st) == 0)
-            what = std::string("is ") + file_kind(st.st_mode) + ", not the log the study writes";
-        if (what.empty())
-            throw ConfigError("cannot open " + path + ": " + write_error(e) + "; check the study directory");
-        throw ConfigError(path + " " + what + "; remove it (rm " + path + ") and rerun");
+        if (fd >= 0 || lstat(path.c_str(), &st) == 0) throw not_a_log(path, st);
+        throw ConfigError("cannot open " + path + ": " + write_error(e) + "; check the study directory");
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
@@ -923,25 +898,13 @@ int run_logged(const std::vector<std::string>& cmd, const std::string& log, std:
     return rc;
 }
 
-double final_val_loss(const std::string& dir) {
-    const std::string t = read_text(dir + "/log.jsonl");
-    double v = NAN;
-    for (size_t a = 0; a < t.size();) {
-        size_t b = t.find('\n', a);
-        if (b == std::string::npos) b = t.size();
-        const size_t at = t.find("\"val_loss\": ", a);
-        if (at != std::string::npos && at < b) v = std::strtod(t.c_str() + at + 12, nullptr);
-        a = b + 1;
-    }
-    return v;
-}
-
-// A run's pace on this machine, from its log.jsonl: the tokens and seconds of its latest invocation (elapsed_s
-// restarts at each resume; validation is in it, the start-up is not), and the tokens the run has done in all.
-// A run whose record names another host (a study directory copied from elsewhere) measures nothing here.
+// A run's pace on this machine, from its log.jsonl (streamed: util/fs.h's for_each_line): the tokens and seconds
+// of its latest invocation (elapsed_s restarts at each resume; validation is in it, the start-up is not), the
+// tokens the run has done in all, and its last validation loss. A run whose record names another host (a study
+// directory copied from elsewhere) measures nothing here (its loss is still read).
 struct Pace {
     long steps = 0, tokens = 0, done = 0;
-    double seconds = 0;
+    double seconds = 0, val_loss = NAN;
     bool validated = false;  // the latest invocation has logged a validation loss
     double rate() const { return steps > 0 && tokens > 0 && seconds > 0 ? tokens / seconds : NAN; }
 };
@@ -949,28 +912,28 @@ struct Pace {
 Pace read_pace(const std::string& dir) {
     Pace p;
     RunRecord rec;
-    std::string t;
-    try {
-        if (!read_run_record(dir, rec) || rec.latest("host") != run_record::host_name()) return p;
-        t = read_text(dir + "/log.jsonl");
-    } catch (const std::exception&) {  // unreadable: no measurement (the run itself reports its own errors)
-        return p;
-    }
     long before = 0;  // tokens done before the latest invocation
     double last_s = -1;
-    for (size_t a = 0; a < t.size();) {
-        size_t b = t.find('\n', a);
-        if (b == std::string::npos) b = t.size();
-        try {
-            const json::Value v = json::parse(std::string_view(t).substr(a, b - a));
-            const long tokens = std::strtol(json::field(v, "tokens").str.c_str(), nullptr, 10);
-            const double s = std::strtod(json::field(v, "elapsed_s").str.c_str(), nullptr);
-            if (s < last_s) before = p.done, p.steps = 0, p.validated = false;
-            p.validated |= v.find("val_loss") != nullptr;
-            p.steps++, p.tokens = tokens - before, p.seconds = s, p.done = tokens, last_s = s;
-        } catch (const std::exception&) {  // a torn last line (the trainer is writing it): the next poll reads it
-        }
-        a = b + 1;
+    try {
+        const bool here = read_run_record(dir, rec) && rec.latest("host") == run_record::host_name();
+        if (access((dir + "/log.jsonl").c_str(), F_OK) != 0) return p;
+        for_each_line(dir + "/log.jsonl", "log", [&](const std::string& line, long, bool overlong, bool) {
+            if (overlong) return;
+            try {
+                const json::Value v = json::parse(line);
+                if (const json::Value* vl = v.find("val_loss"); vl && vl->kind == json::Value::Number)
+                    p.val_loss = std::strtod(vl->str.c_str(), nullptr);
+                if (!here) return;
+                const long tokens = std::strtol(json::field(v, "tokens").str.c_str(), nullptr, 10);
+                const double s = std::strtod(json::field(v, "elapsed_s").str.c_str(), nullptr);
+                if (s < last_s) before = p.done, p.steps = 0, p.validated = false;
+                p.validated |= v.find("val_loss") != nullptr;
+                p.steps++, p.tokens = tokens - before, p.seconds = s, p.done = tokens, last_s = s;
+            } catch (const std::exception&) {  // a torn last line (the trainer is writing it): the next poll reads it
+            }
+        });
+    } catch (const std::exception&) {  // unreadable: no measurement (the run itself reports its own errors)
+        return Pace();
     }
     return p;
 }
@@ -1019,187 +982,222 @@ std::string grid_text(const Grid& g, size_t runs) {
     return s;
 }
 
-int run(Options& o, char** argv) {
-    if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
-    if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
-    g_planning = 1;  // until the first write (make_dirs below): a stop exits 75 at once, even mid-check
-    install_study_handlers();
-    const Grid grid = make_grid(o);
-    std::vector<Run> runs = make_runs(o, grid);
-    const std::vector<std::string> tasks = eval_tasks_present(o);
-    check_study_dir(o, runs, tasks);
-    for (Run& r : runs) find_state(r, !tasks.empty());
-    const auto check_only = [&] {
-        if (o.only && o.only > (long)runs.size())
-            throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(runs.size()) +
-                              " runs");
-    };
-    if (o.list) check_only();
-    auto to_do = [&](size_t k) { return (!o.only || (long)k + 1 == o.only) && runs[k].state != "done"; };
-    // The plan, its cost on the cost model's GPU, and its wall time here: the runs' tokens left at the pace
-    // measured on the first run of the study that has steps logged on this machine.
-    const RooflineGpu gpu;
+// The study's plan: its grid, its runs with their states, the eval tasks present.
+struct Study {
+    Grid grid;
+    std::vector<Run> runs;
+    std::vector<std::string> tasks;
+    bool to_do(const Options& o, size_t k) const {
+        return (!o.only || (long)k + 1 == o.only) && runs[k].state != "done";
+    }
+};
+
+Study plan_study(const Options& o) {
+    Study st;
+    st.grid = make_grid(o);
+    st.runs = make_runs(o, st.grid);
+    st.tasks = eval_tasks_present(o);
+    check_study_dir(o, st.runs, st.tasks);
+    for (Run& r : st.runs) find_state(r, !st.tasks.empty());
+    if (o.only && o.only > (long)st.runs.size())
+        throw ConfigError("--only " + std::to_string(o.only) + ": the study has " + std::to_string(st.runs.size()) +
+                          " runs");
+    return st;
+}
+
+// The plan's cost on the cost model's GPU, and its wall time here: the runs' tokens left at the pace measured on
+// the first run of the study that has steps logged on this machine (updated as the study trains).
+struct Estimate {
     double gpu_s = 0, rate = NAN;
     long done = 0;
     std::string measured_on;
-    std::vector<double> left(runs.size(), 0);       // tokens each run has still to train
-    std::vector<long> done_before(runs.size(), 0);  // tokens each run's log holds before this study's invocation
-    for (size_t k = 0; k < runs.size(); k++) {
-        const Run& r = runs[k];
+    std::vector<double> left;       // tokens each run has still to train
+    std::vector<long> done_before;  // tokens each run's log holds before this study's invocation
+    std::vector<char> to_do;
+    double tokens_left(size_t from) const { return std::accumulate(left.begin() + (long)from, left.end(), 0.0); }
+    size_t runs_left(size_t from) const { return (size_t)std::count(to_do.begin() + (long)from, to_do.end(), 1); }
+};
+
+Estimate estimate(const Options& o, const Study& st) {
+    const RooflineGpu gpu;
+    Estimate e;
+    e.left.assign(st.runs.size(), 0), e.done_before.assign(st.runs.size(), 0), e.to_do.assign(st.runs.size(), 0);
+    for (size_t k = 0; k < st.runs.size(); k++) {
+        const Run& r = st.runs[k];
         double step_s = 0;
         for (const OpCost& op : step_ops(r.cfg, r.o.B, r.plan.T, r.plan.n_micro, false)) step_s += op_expected(op, gpu);
-        gpu_s += step_s * r.plan.steps;
-        done += r.state == "done";
+        e.gpu_s += step_s * r.plan.steps;
+        e.done += r.state == "done";
         const Pace p = r.state == "new" ? Pace() : read_pace(r.dir);
-        if (std::isnan(rate) && std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
-        done_before[k] = r.state == "resume" ? p.done : 0;  // a restart's log starts afresh (--overwrite)
-        if (to_do(k))
-            left[k] = std::max(0.0, (double)r.plan.steps * r.plan.total_batch - (r.state == "resume" ? p.done : 0));
+        if (std::isnan(e.rate) && std::isfinite(p.rate())) e.rate = p.rate(), e.measured_on = r.name;
+        e.done_before[k] = r.state == "resume" ? p.done : 0;  // a restart's log starts afresh (--overwrite)
+        e.to_do[k] = st.to_do(o, k);
+        if (e.to_do[k]) e.left[k] = std::max(0.0, (double)r.plan.steps * r.plan.total_batch - (double)e.done_before[k]);
     }
-    auto tokens_left = [&](size_t from) {
-        double t = 0;
-        for (size_t k = from; k < runs.size(); k++) t += left[k];
-        return t;
-    };
-    auto runs_left = [&](size_t from) {
-        size_t n = 0;
-        for (size_t k = from; k < runs.size(); k++) n += to_do(k);
-        return n;
-    };
+    return e;
+}
+
+// What the study prints before it starts (on stderr under --list): the grid, the runs, the cost, the wall time.
+std::string header(const Options& o, const Study& st, const Estimate& e) {
+    const std::vector<Run>& runs = st.runs;
     const Run& r0 = runs[0];
     std::string steps =
         std::to_string(r0.plan.steps) + " steps of " + std::to_string(r0.plan.total_batch) + " tokens each";
     for (const Run& r : runs)
         if (r.plan.steps != r0.plan.steps || r.plan.total_batch != r0.plan.total_batch)
             steps = "steps and tokens per step differ between runs (--list shows each run's command)";
-    std::string head = grid_text(grid, runs.size());
+    std::string head = grid_text(st.grid, runs.size());
     char line[2048];
     snprintf(line, sizeof line, "study %s%s: %s, %zu configurations x %zu seed%s = %zu runs (%ld done); %s\n",
              o.dir.c_str(), o.recipe.empty() ? "" : (" (recipe " + o.recipe + ")").c_str(), r0.o.model.preset.c_str(),
-             grid.configurations(), grid.seeds.size(), grid.seeds.size() == 1 ? "" : "s", runs.size(), done,
+             st.grid.configurations(), st.grid.seeds.size(), st.grid.seeds.size() == 1 ? "" : "s", runs.size(), e.done,
              steps.c_str());
     head += line;
     snprintf(line, sizeof line,
              "estimated cost: %.3g GPU-hours for all %zu runs (cost_model.h: the CUDA engine's ops on an H100 SXM at "
              "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
-             gpu_s / 3600, runs.size());
+             e.gpu_s / 3600, runs.size());
     head += line;
-    const size_t n_to_do = runs_left(0);
+    const size_t n_to_do = e.runs_left(0);
     if (n_to_do == 0) head += "wall time on this machine: nothing left to train\n";
-    else if (std::isnan(rate)) head += "wall time on this machine: measured after the first run's first steps\n";
-    else head += "wall time: " + wall_text(tokens_left(0), n_to_do, rate, measured_on) + "\n";
-    if (tasks.empty())
+    else if (std::isnan(e.rate)) head += "wall time on this machine: measured after the first run's first steps\n";
+    else head += "wall time: " + wall_text(e.tokens_left(0), n_to_do, e.rate, e.measured_on) + "\n";
+    if (st.tasks.empty())
         head += "zero-shot evals: none (no eval files in " + o.eval_data + "; bash data/get_eval.sh makes them)\n";
-    else head += "zero-shot evals after each run: " + joined(tasks, ", ") + " (from " + o.eval_data + ")\n";
-    // --list: stdout stays one line per run (for scripts); the grid and its cost go to stderr.
-    fputs(head.c_str(), o.list ? stderr : stdout);
-    fflush(o.list ? stderr : stdout);
-    if (o.list) {
-        for (size_t k = 0; k < runs.size(); k++) {
-            const Run& r = runs[k];
-            const bool needs_eval = r.eval_missing;
-            printf("%zu\t%s%s\t%s\n", k + 1, r.state.c_str(), needs_eval ? "+eval" : "",
-                   r.state == "done" && needs_eval ? shell_join(eval_command(o, r, tasks)).c_str()
+    else head += "zero-shot evals after each run: " + joined(st.tasks, ", ") + " (from " + o.eval_data + ")\n";
+    return head;
+}
+
+// --list: one line per run on stdout (K, its state, the command it needs now), for scripts.
+void list_runs(const Options& o, const Study& st) {
+    for (size_t k = 0; k < st.runs.size(); k++) {
+        const Run& r = st.runs[k];
+        printf("%zu\t%s%s\t%s\n", k + 1, r.state.c_str(), r.eval_missing ? "+eval" : "",
+               r.state == "done" && r.eval_missing ? shell_join(eval_command(o, r, st.tasks)).c_str()
                                                    : shell_join(train_command(o, r)).c_str());
-        }
-        fflush(stdout);
-        return 0;
-    }
-    check_only();
-    // The logs of the runs to do are checked before any run starts (open_log checks each again as it opens it).
-    for (size_t k = 0; k < runs.size(); k++) {
-        if (o.only && (long)k + 1 != o.only) continue;
-        for (const char* n : {"train.log", "eval.log"}) {
-            const std::string p = runs[k].dir + "/" + n;
-            struct stat st;
-            if (lstat(p.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
-                throw ConfigError(
-                    p +
-                    (S_ISREG(st.st_mode)
-                         ? " has " + std::to_string((long)st.st_nlink) +
-                               " names (a hard link), so writing it would change a file outside the run"
-                         : std::string(" is ") + file_kind(st.st_mode) + ", not the log the study writes") +
-                    "; remove it (rm " + p + ") and rerun");
-        }
     }
     fflush(stdout);
+}
+
+// The logs of the runs to do are checked before any run starts (open_log checks each again as it opens it).
+void check_logs(const Options& o, const Study& st) {
+    for (size_t k = 0; k < st.runs.size(); k++) {
+        if (o.only && (long)k + 1 != o.only) continue;
+        for (const char* n : {"train.log", "eval.log"}) {
+            const std::string p = st.runs[k].dir + "/" + n;
+            struct stat sb;
+            if (lstat(p.c_str(), &sb) == 0 && (!S_ISREG(sb.st_mode) || sb.st_nlink != 1)) throw not_a_log(p, sb);
+        }
+    }
+}
+
+// A stopped child (a run or its evals): the study ends with 75, whatever the child's own code (75 when it
+// stopped with a checkpoint, 128 + N when a second signal ended it, 0 when it finished anyway), so that a
+// scheduler's `[ $? -eq 75 ] && requeue` always continues it.
+int stopped(const Run& r, int rc, const char* what) {
+    printf("study: %s%s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), what, rc);
+    fflush(stdout);
+    return kExitInterrupted;
+}
+
+// Trains run k (its state says how). Returns the trainer's exit status; a failure is printed with its reason.
+int train_run(const Options& o, Study& st, Estimate& e, size_t k) {
+    Run& r = st.runs[k];
+    const size_t n = st.runs.size();
+    const std::string log = r.dir + "/train.log";
+    make_dirs(r.dir);
+    printf("[%zu/%zu] %s: %s (output: %s)\n", k + 1, n, r.name.c_str(),
+           r.state == "new"      ? "training"
+           : r.state == "resume" ? "resuming"
+                                 : "starting again (no checkpoint)",
+           log.c_str());
+    fflush(stdout);
+    const auto t0 = std::chrono::steady_clock::now();
+    // Until the study has a pace measured here, this run's first steps give it: at least kPaceSteps, and up to its
+    // first validation (what every val_every steps cost is in the pace).
+    std::function<bool()> tick;
+    if (std::isnan(e.rate))
+        tick = [&, k] {
+            const Pace p = read_pace(r.dir);
+            if (p.done <= e.done_before[k] || p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) ||
+                !std::isfinite(p.rate()))
+                return true;  // not yet: (a resumed run's log holds its earlier invocation's lines first)
+            e.rate = p.rate(), e.measured_on = r.name + "'s first " + std::to_string(p.steps) + " steps";
+            printf(
+                "[%zu/%zu] %s: wall time: %s\n", k + 1, n, r.name.c_str(),
+                wall_text(std::max(0.0, e.tokens_left(k) - p.tokens), e.runs_left(k), e.rate, e.measured_on).c_str());
+            fflush(stdout);
+            return false;
+        };
+    std::string reason;
+    const int rc = run_logged(train_command(o, r), log, reason, tick);
+    if (is_stop_code(rc) || rc != 0) {
+        if (!is_stop_code(rc)) fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
+        fflush(stderr);
+        return rc;
+    }
+    const Pace p = read_pace(r.dir);  // the whole run now: the pace for the rest
+    printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, n, r.name.c_str(),
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.val_loss);
+    if (std::isfinite(p.rate())) e.rate = p.rate(), e.measured_on = r.name;
+    if (e.runs_left(k + 1) && std::isfinite(e.rate))
+        printf("[%zu/%zu] wall time left: %s\n", k + 1, n,
+               wall_text(e.tokens_left(k + 1), e.runs_left(k + 1), e.rate, e.measured_on).c_str());
+    return 0;
+}
+
+// Scores run k's model on the study's tasks (every file eval_outputs names). Returns eval_zeroshot's exit status.
+int eval_run(const Options& o, const Study& st, size_t k) {
+    const Run& r = st.runs[k];
+    printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json, samples.jsonl\n", k + 1, st.runs.size(), r.name.c_str(),
+           r.dir.c_str());
+    fflush(stdout);
+    std::string reason;
+    const int rc = run_logged(eval_command(o, r, st.tasks), r.dir + "/eval.log", reason);
+    if (rc != 0 && !is_stop_code(rc) && !g_stop)
+        fprintf(stderr, "study: the evals of %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
+    return rc;
+}
+
+int run(Options& o, char** argv) {
+    if (o.trainer.empty()) o.trainer = binary_next_to(argv[0], "train_prism");
+    if (o.evaluator.empty()) o.evaluator = binary_next_to(argv[0], "eval_zeroshot");
+    g_planning = 1;  // until the first write (make_dirs below): a stop exits 75 at once, even mid-check
+    install_study_handlers();
+    Study st = plan_study(o);
+    Estimate e = estimate(o, st);
+    // --list: stdout stays one line per run (for scripts); the grid and its cost go to stderr.
+    fputs(header(o, st, e).c_str(), o.list ? stderr : stdout);
+    fflush(o.list ? stderr : stdout);
+    if (o.list) return list_runs(o, st), 0;
+    check_logs(o, st);
     g_planning = 0;  // a stop from here on is passed on to the running child, or ends the study between runs
     if (g_stop) return kExitInterrupted;
     make_dirs(o.dir);
     int failed = 0;
-    // A stopped child (a run or its evals): the study ends with 75, whatever the child's own code (75 when it
-    // stopped with a checkpoint, 128 + N when a second signal ended it, 0 when it finished anyway), so that a
-    // scheduler's `[ $? -eq 75 ] && requeue` always continues it.
-    auto stopped = [&](const Run& r, int rc, const char* what) {
-        printf("study: %s%s was stopped (exit %d); rerun the same command to continue\n", r.name.c_str(), what, rc);
-        fflush(stdout);
-        return kExitInterrupted;
-    };
-    for (size_t k = 0; k < runs.size(); k++) {
+    for (size_t k = 0; k < st.runs.size(); k++) {
         if (o.only && (long)k + 1 != o.only) continue;
-        Run& r = runs[k];
+        Run& r = st.runs[k];
         if (g_stop) {
             printf("study: stopped by %s before %s; rerun the same command to continue\n", stop_signal_name(g_stop),
                    r.name.c_str());
             return kExitInterrupted;
         }
-        const std::string log = r.dir + "/train.log";
-        std::string reason;
         if (r.state != "done") {
-            make_dirs(r.dir);
-            const std::vector<std::string> cmd = train_command(o, r);
-            printf("[%zu/%zu] %s: %s (output: %s)\n", k + 1, runs.size(), r.name.c_str(),
-                   r.state == "new"      ? "training"
-                   : r.state == "resume" ? "resuming"
-                                         : "starting again (no checkpoint)",
-                   log.c_str());
-            fflush(stdout);
-            const auto t0 = std::chrono::steady_clock::now();
-            // Until the study has a pace measured here, this run's first steps give it: at least kPaceSteps, and
-            // up to its first validation (what every val_every steps cost is in the pace).
-            std::function<bool()> tick;
-            if (std::isnan(rate))
-                tick = [&, k] {
-                    const Pace p = read_pace(r.dir);
-                    if (p.done <= done_before[k] || p.steps < kPaceSteps || (r.o.val_every > 0 && !p.validated) ||
-                        !std::isfinite(p.rate()))
-                        return true;  // not yet: (a resumed run's log holds its earlier invocation's lines first)
-                    rate = p.rate(), measured_on = r.name + "'s first " + std::to_string(p.steps) + " steps";
-                    printf(
-                        "[%zu/%zu] %s: wall time: %s\n", k + 1, runs.size(), r.name.c_str(),
-                        wall_text(std::max(0.0, tokens_left(k) - p.tokens), runs_left(k), rate, measured_on).c_str());
-                    fflush(stdout);
-                    return false;
-                };
-            const int rc = run_logged(cmd, log, reason, tick);
+            const int rc = train_run(o, st, e, k);
             if (is_stop_code(rc)) return stopped(r, rc, "");
             if (rc != 0) {
-                fprintf(stderr, "study: %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
-                fflush(stderr);
                 failed++;
                 if (g_stop) return rc;
                 continue;
             }
-            printf("[%zu/%zu] %s: done in %.0f s, val loss %.4f\n", k + 1, runs.size(), r.name.c_str(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), final_val_loss(r.dir));
-            const Pace p = read_pace(r.dir);  // the whole run now: the pace for the rest
-            if (std::isfinite(p.rate())) rate = p.rate(), measured_on = r.name;
-            if (runs_left(k + 1) && std::isfinite(rate))
-                printf("[%zu/%zu] wall time left: %s\n", k + 1, runs.size(),
-                       wall_text(tokens_left(k + 1), runs_left(k + 1), rate, measured_on).c_str());
         } else {
-            printf("[%zu/%zu] %s: done already, skipped\n", k + 1, runs.size(), r.name.c_str());
+            printf("[%zu/%zu] %s: done already, skipped\n", k + 1, st.runs.size(), r.name.c_str());
         }
         if (r.eval_missing && !g_stop) {
-            printf("[%zu/%zu] %s: zero-shot evals -> %s/eval.json, samples.jsonl\n", k + 1, runs.size(), r.name.c_str(),
-                   r.dir.c_str());
-            fflush(stdout);
-            const int rc = run_logged(eval_command(o, r, tasks), r.dir + "/eval.log", reason);
+            const int rc = eval_run(o, st, k);
             if (is_stop_code(rc) || (g_stop && rc != 0)) return stopped(r, rc, "'s evals");
-            if (rc != 0) {
-                fprintf(stderr, "study: the evals of %s failed (exit %d): %s\n", r.name.c_str(), rc, reason.c_str());
-                failed++;
-            }
+            failed += rc != 0;
         }
         fflush(stdout);
     }

@@ -239,6 +239,47 @@ TEST_CASE("the frame: positional arguments, --name=value, a missing argument", "
     CHECK(cmd.help);
 }
 
+TEST_CASE("a value that reads as a flag is refused where a flag takes a value, unless written FLAG=VALUE", "[cli]") {
+    // Issue 43 #10: `train_prism -o --plan` trained into a directory named --plan; `--no-rope --plan` said
+    // "'' is not a positive integer".
+    int n = 0;
+    std::string s, path;
+    Command cmd("tool", "FILE... [flags]", "about",
+                {number_flag("-n, --number", "N", "n", n, -10, 10), text_flag("--text", "S", "s", s),
+                 path_flag("-o, --out", "DIR", "o", path)});
+    cmd.missing = "file", cmd.min_positional = 1, cmd.max_positional = 2;
+    auto parse = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), "tool");
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(&a[0]);
+        return parse_command(cmd, (int)argv.size(), argv.data());
+    };
+    CHECK_THROWS_WITH(parse({"a", "-o", "--text"}),
+                      "flag -o needs a value (DIR), not the flag '--text'; for a value that starts with '-', write "
+                      "-o=./--text");
+    CHECK_THROWS_WITH(parse({"a", "--text", "-n"}),
+                      Catch::StartsWith("flag --text needs a value (S), not the flag '-n'"));
+    CHECK(path.empty());
+    const Parsed p = parse({"a", "-o=./--plan", "--text=-n", "-n", "-3", "b"});  // on purpose; a negative number
+    CHECK(path == "./--plan");
+    CHECK(s == "-n");
+    CHECK(n == -3);
+    CHECK(p.positional == std::vector<std::string>{"a", "b"});
+    CHECK_NOTHROW(parse({"a", "--text", "-"}));  // "-" (stdin) is a value
+    CHECK(s == "-");
+    // End to end: the trainer refuses before it writes anything.
+    char cwd[4096];
+    const std::string dir = make_data_dir(), here = getcwd(cwd, sizeof cwd) ? cwd : ".";
+    Result r = sh("cd " + dir + " && " + here + "/train_prism --cpu -o --plan");
+    CHECK(r.rc == 1);
+    CHECK(has(r.out, "train_prism: error: flag -o needs a value (DIR), not the flag '--plan'"));
+    Result nr = sh("cd " + dir + " && " + here + "/train_prism --cpu --no-rope --plan");
+    CHECK(nr.rc == 1);
+    CHECK(has(nr.out, "flag --no-rope needs a value"));
+    CHECK(list_dir(dir).size() == 2);  // the shards alone: no directory named --plan
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("prepare_shards' command line sets its options", "[cli][prepare_shards]") {
     const PrepareCli c = parse_prepare_cli({"-o", "d/p", "--format", "lines", "--shard-tokens", "1e6", "--val-tokens",
                                             "1000", "--on-error", "skip", "--threads", "3", "--quiet", "a.txt", "-"});

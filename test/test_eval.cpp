@@ -510,12 +510,18 @@ TEST_CASE("prepare_eval and eval_zeroshot: six tasks from raw fixtures, table an
         }
     CHECK(read_file(dir + "/s2.jsonl") == read_file(dir + "/s.jsonl"));  // rank 0 writes every rank's examples
     // --log-samples where no file can be: one line, before any scoring.
-    REQUIRE(system(("mkfifo " + dir + "/fifo && mkdir " + dir + "/sdir").c_str()) == 0);
+    REQUIRE(system(("mkfifo " + dir + "/fifo && mkdir " + dir + "/sdir && ln -s r.json " + dir + "/rlink").c_str()) ==
+            0);
     for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
              {dir + "/sdir", dir + "/sdir is a directory"},
              {dir + "/fifo", dir + "/fifo is a FIFO"},
              {dir + "/no/s.jsonl", "the directory " + dir + "/no does not exist"},
-             {dir + "/r.json --json " + dir + "/r.json", "is also the --json file"}}) {
+             {dir + "/r.json --json " + dir + "/r.json", "is also the --json file"},
+             // Issue 43 #4: one file by two spellings (the existing r.json, a file still to be written, a link).
+             {dir + "/r.json --json " + dir + "/./r.json", "is also the --json file"},
+             {dir + "/new.json --json " + dir + "/sdir/../new.json", "is also the --json file"},
+             {dir + "/rlink --json " + dir + "/r.json", "is also the --json file"},
+             {dir + "/s.jsonl --json " + dir + "/model.bin/", dir + "/model.bin is a regular file, not a directory"}}) {
         Result b =
             sh("timeout 60 ./eval_zeroshot " + dir + "/model.bin --tasks piqa --data " + ev + " --log-samples " + bad);
         INFO(b.out);

@@ -1,7 +1,7 @@
 // test_faults.cpp: faults during a run and the signals that stop one, end to end on the micro model of
 // train_util.h, each asserting the exit code, the message and what is left on disk: a NaN step makes no update and
 // a diverged run stops with its last good checkpoint named; values that make NaN or overflow by construction are
-// refused by the flag bounds; SIGTERM and SIGHUP end a run after its step with a checkpoint it resumes from exactly,
+// refused by the flag bounds; SIGTERM, SIGHUP and SIGPIPE end a run after its step with a checkpoint it resumes from exactly,
 // and during a long validation or the start-up in bounded time; a failed log write is an error.
 #include <catch2/catch.hpp>
 
@@ -157,6 +157,28 @@ TEST_CASE("SIGTERM and SIGHUP end a run after its step with a checkpoint it resu
     INFO(twice.out);
     REQUIRE((has(twice.out, "exit 129") || has(twice.out, "exit 143")));
     REQUIRE(checkpoints_in(dir + "/twice").empty());
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("SIGPIPE (the output piped to a reader that went away) ends a run like SIGHUP: a checkpoint, exit 75",
+          "[train][faults][signals]") {
+    // Issue 43 #11: `train_prism ... | head` killed the trainer at the first write after head ended, without a
+    // checkpoint. The later writes to the closed pipe raise SIGPIPE again: they must not count as a second signal.
+    std::string dir = make_data_dir();
+    const std::string out = dir + "/pipe";
+    Result r = sh("(" + micro(dir, out) + " --steps 2000 --sample-every 0 2> " + out + ".err; echo $? > " + out +
+                  ".rc) | head -n 3 > /dev/null; cat " + out + ".err; echo \"exit $(cat " + out + ".rc)\"");
+    INFO(r.out);
+    REQUIRE(has(r.out, "exit 75"));
+    REQUIRE(has(r.out, "stop signal: ending the step or phase in progress, then a checkpoint"));
+    REQUIRE(!checkpoints_in(out).empty());
+    const long stopped = std::stol(read_file(out + "/latest").substr(5));
+    REQUIRE(stopped < 2000);
+    REQUIRE(read_log(out + "/log.jsonl").size() == (size_t)stopped);
+    Result b = sh(micro(dir, out) + " --steps 2000 --sample-every 0 --resume --stop-after 3");
+    INFO(b.out);
+    REQUIRE(b.rc == 0);
+    REQUIRE(read_log(out + "/log.jsonl").size() == (size_t)stopped + 3);
     sh("rm -rf '" + dir + "'");
 }
 

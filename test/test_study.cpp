@@ -76,6 +76,18 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     Result again = sh(study);
     CHECK(again.rc == 0);
     CHECK(again.out.find("(4 done)") != std::string::npos);
+    // Issue 43 #5: evals are done only when every file they write is there: eval.json alone (the samples lost to a
+    // full disk) has them run again, for that run alone.
+    REQUIRE(sh("rm " + dir + "/1_2-uniform-s1/samples.jsonl").rc == 0);
+    Result l3 = sh(base + " --list" + trainer);
+    CHECK(has(l3.out, "\n2\tdone+eval\t"));
+    CHECK(has(l3.out, "\n1\tdone\t"));
+    Result redo = sh(study);
+    INFO(redo.out);
+    CHECK(redo.rc == 0);
+    CHECK(has(redo.out, "[2/4] 1_2-uniform-s1: zero-shot evals"));
+    CHECK(!has(redo.out, "[1/4] uniform-uniform-s1: zero-shot evals"));
+    CHECK(has(read_text(dir + "/1_2-uniform-s1/samples.jsonl"), "{\"task\": \"hellaswag\", \"index\": 0"));
     sh("rm -rf " + dir + "/uniform-uniform-s2");
     Result only = sh(base + " --only 3" + trainer);
     INFO(only.out);
@@ -329,6 +341,19 @@ std::string micro_flags_without_lr(const std::string& data) {
 
 }  // namespace
 
+namespace {
+// n distinct values step, 2 step, ... comma-separated.
+std::string many(int n, double step) {
+    std::string s;
+    for (int i = 1; i <= n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%g", i * step);
+        s += (s.empty() ? "" : ",") + std::string(b);
+    }
+    return s;
+}
+}  // namespace
+
 TEST_CASE(
     "study --grid: any trainer flag as an axis, checked against the trainer's table; runs named by it; the "
     "grid printed with what overrides what",
@@ -382,7 +407,13 @@ TEST_CASE(
              {"--grid no-shuffle=1", "--no-shuffle is a switch, with no values to sweep"},
              {"--grid tokenizer=x/y,x_y", "two runs of the grid would both be named uniform-uniform-tokenizerx_y-s1"},
              {"--grid lr=1e-2 --grid --lr=2e-2", "--lr is an axis already; give it once"},
-             {"--grid wd=0,0.1 -- --wd 0.2", "--grid wd=0,0.1: --wd is also given after --; give it in one place"}}) {
+             {"--grid wd=0,0.1 -- --wd 0.2", "--grid wd=0,0.1: --wd is also given after --; give it in one place"},
+             // Issue 43 #6: a grid counted from its axes before it is built; a newline in a run directory's name.
+             {"--grid lr=" + many(100, 1e-4) + " --grid wd=" + many(300, 1e-4),
+              "the grid has 120000 runs (2 seeds x 2 heads x 1 widths x 100 lr x 300 wd), more than the 100000 a "
+              "study runs"},
+             {"--grid \"$(printf 'tokenizer=x\\ny,z')\"",
+              "tokenizer value \"x\\u000ay\" holds a control character (a newline?)"}}) {
         const size_t dd = grid.find(" -- ");
         Result r = sh(base + " --list " + grid.substr(0, dd) + " -- " + m +
                       (dd == std::string::npos ? "" : grid.substr(dd + 3)));
@@ -391,6 +422,13 @@ TEST_CASE(
         CHECK(r.out.find("study: error: ") != std::string::npos);
         CHECK(r.out.find(says) != std::string::npos);
     }
+    // An empty value is a value (the baseline of a list flag): two runs, --no-rope '' and --no-rope 1.
+    Result nr = sh("(" + base + " --heads uniform --grid no-rope=,1 --list -- " + m + " 2>/dev/null)");
+    INFO(nr.out);
+    CHECK(nr.rc == 0);
+    CHECK(has(nr.out, "/uniform-uniform-no-rope-s1 --no-rope '' --vocab"));
+    CHECK(has(nr.out, "/uniform-uniform-no-rope1-s1 --no-rope 1 --vocab"));
+    CHECK(lines_starting(nr.out, "").size() == 4);
     // With dashes or without: the same axis.
     Result dashed = sh("(" + base + " --grid --lr=1e-2,3e-2 --list -- " + m + " 2>/dev/null)");
     CHECK(dashed.out == quiet.out);

@@ -18,6 +18,9 @@
 # diverged) and nothing changed for a few seconds, a study until Ctrl-C (SIGINT or SIGTERM: a last pass, then
 # the writers are closed). Each library is imported only when asked for, through its own writer
 # (tensorboard's EventFileWriter and summary protos; wandb.init and run.log) and nothing else.
+# A line or file the bridge cannot turn into finite numbers is skipped with a warning, whatever Python raises
+# (not JSON, nesting past its recursion limit, 10^400, an integer past its digit limit); in a study, a run whose
+# files cannot be read (a log that is not a regular file) is skipped with a warning and the others go on.
 # Does not: write into a run directory, run anything found in one (the files are read as JSON), or need a network
 # (--wandb-mode offline).
 import argparse
@@ -80,6 +83,12 @@ def not_finite(obj):
     return None
 
 
+def unreadable(e):
+    """Why Python could not read a text as JSON of finite numbers, in one line (whatever it raised)."""
+    first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
 def shown(v):
     """A number for a one-line message: at most 40 characters of it."""
     t = repr(v)
@@ -133,9 +142,9 @@ def read_json_file(path):
         return None, None, None
     try:
         obj = json.loads(raw)
-    except ValueError as e:  # (an integer of more than 4300 digits too)
-        return None, raw, f"it is not whole JSON ({e})"
-    bad = not_finite(obj)
+        bad = not_finite(obj)
+    except Exception as e:  # not JSON, an integer of over 4300 digits, nesting past Python's recursion limit, ...
+        return None, raw, f"it cannot be read as JSON of finite numbers ({unreadable(e)})"
     if bad is not None:
         return None, raw, f"it holds {shown(bad)}, not a finite number"
     return obj, raw, None
@@ -209,10 +218,13 @@ class LogTail:
         try:
             text = raw.decode("utf-8")
             obj = json.loads(text)
+            bad = not_finite(obj)
         except ValueError:
             warn(f"{where} is not whole JSON: skipped")
             return None
-        bad = not_finite(obj)
+        except Exception as e:  # whatever else Python raises (RecursionError: nesting ~1000 deep)
+            warn(f"{where} cannot be read as JSON of finite numbers ({unreadable(e)}): skipped")
+            return None
         if bad is not None:
             warn(f"{where} holds {shown(bad)}, not a finite number: skipped")
             return None
@@ -240,13 +252,12 @@ def record_lines(path, below):
 
 
 def flag_value(v):
-    """A recorded flag's text as a number where it is one (so that sweeps compare), else the text."""
-    if re.fullmatch(r"[+-]?\d+", v):
-        return int(v)
+    """A recorded flag's text as a number where it is a finite one (so that sweeps compare), else the text (1 and
+    400 zeros, 5000 digits: past float's range or Python's digit limit)."""
     try:
-        x = float(v)
-        return x if math.isfinite(x) else v
-    except ValueError:
+        x = int(v) if re.fullmatch(r"[+-]?\d+", v) else float(v)
+        return x if math.isfinite(float(x)) else v
+    except (ValueError, OverflowError):
         return v
 
 
@@ -475,6 +486,7 @@ class Run:
         self.said = set()
         self.ended_said = None  # the record whose end was noted
         self.progress_at = 0.0
+        self.failed = None  # why its last look failed (a study warns once and goes on with its other runs)
 
     def _open(self):
         if self.handles is None:
@@ -666,7 +678,16 @@ def main(argv):
                 note(f"waiting for a run in {a.dir} (a log.jsonl or run.json in it or in its subdirectories)")
                 waiting_said = True
             for r in runs.values():
-                r.poll()
+                try:
+                    r.poll()
+                except UserError as e:  # one run's file that cannot be read: that run is skipped, not the study
+                    if single:
+                        raise
+                    if r.failed != str(e):
+                        warn(f"{e}; the run {r.name} is skipped while it is so, the others go on")
+                    r.failed = str(e)
+                else:
+                    r.failed = None
             if a.once or stop:
                 break
             if single and runs[root].ended(max(5.0, 2 * a.interval)):

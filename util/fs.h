@@ -1,5 +1,6 @@
 // util/fs.h: the file-system helpers every binary shares: is a path a directory, mkdir -p, a small text file
-// read whole, a directory's names, and the one output rule (check_output_path: no output replaces an input). Errors are one line (errors.h, util/io.h's checked reads).
+// read whole or line by line (for_each_line: any size in bounded memory), a directory's names, whether two paths are one file (same_file), and the one output rule
+// (check_output_path: no output replaces an input). Errors are one line (errors.h, util/io.h's checked reads).
 #pragma once
 
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +75,67 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
 inline std::string read_file_text(const std::string& path, const char* what, size_t limit = (size_t)1 << 40) {
     const std::vector<unsigned char> b = read_file_bytes(path, what, limit);
     return std::string(b.begin(), b.end());
+}
+
+// A path as the file system resolves it: realpath when it exists, else its parent's realpath and its last name (a
+// file still to be written: "e.json", "./e.json" and "$PWD/e.json" are one), else the path as given.
+inline std::string resolved_path(const std::string& path) {
+    char buf[PATH_MAX];
+    if (realpath(path.c_str(), buf)) return buf;
+    const size_t slash = path.find_last_of('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (!realpath(parent.c_str(), buf)) return path;
+    return std::string(buf) + (std::string(buf) == "/" ? "" : "/") + name;
+}
+
+// Whether two paths name one file, for the check that two outputs of one command (or an output and an input)
+// differ: the same device and inode when both exist (any spelling, a link, a hard link), else the same
+// resolved_path (a file still to be written). Never the strings as given.
+inline bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    const bool ea = stat(a.c_str(), &sa) == 0, eb = stat(b.c_str(), &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return ea == eb && resolved_path(a) == resolved_path(b);
+}
+
+// Reads a regular file (io.h's checked open: a FIFO or a device is refused) line by line in 64 KiB pieces, so
+// that a file of any size costs at most two lines of memory: each line (without its '\n') goes to
+// fn(line, number, overlong, last), number from 1, last for the file's final one (nothing but its newline after
+// it). A line longer than max_line bytes is not kept: fn gets it empty with overlong set. Returns the file's size;
+// a read error is an IoError naming the file.
+constexpr size_t kMaxLineBytes = (size_t)1 << 20;  // longer than any line the project's JSON Lines files hold
+inline size_t for_each_line(const std::string& path, const char* what,
+                            const std::function<void(const std::string&, long, bool, bool)>& fn,
+                            size_t max_line = kMaxLineBytes) {
+    size_t size;
+    FileHandle fh = open_sized(path, what, size);
+    std::string line, held;  // held: the line before, given to fn once it is known whether it is the last
+    bool overlong = false, held_overlong = false, holding = false, open_line = false;
+    long number = 0;
+    size_t total = 0;
+    auto end_line = [&] {  // the line in `line` is complete: give the held one, hold this one
+        if (holding) fn(held, number, held_overlong, false);
+        held.swap(line), held_overlong = overlong, holding = true, number++;
+        line.clear(), overlong = false, open_line = false;
+    };
+    std::vector<char> buf((size_t)1 << 16);
+    for (size_t got; (got = fread(buf.data(), 1, buf.size(), fh.get())) > 0;) {
+        total += got;
+        for (size_t a = 0; a < got;) {
+            const char* nl = (const char*)memchr(buf.data() + a, '\n', got - a);
+            const size_t b = nl ? (size_t)(nl - buf.data()) : got;
+            if (!overlong && line.size() + (b - a) <= max_line) line.append(buf.data() + a, b - a);
+            else overlong = true, line.clear();
+            open_line = true;
+            if (nl) end_line();
+            a = b + 1;
+        }
+    }
+    if (ferror(fh.get())) throw IoError("error reading " + path + ": " + strerror(errno));
+    if (open_line) end_line();
+    if (holding) fn(held, number, held_overlong, true);
+    return total;
 }
 
 // A path a command reads, for check_output_path: one file, or (`tree`) a directory and everything under it (a

@@ -161,7 +161,10 @@ inline void check_output_file(const std::string& path, const std::string& flag) 
     refuse_unless_regular(path, true);
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+        throw IoError(flag + " " + path + ": " + dir + " is " + file_kind(st.st_mode) +
+                      ", not a directory; pass the name of a file to write, in a directory that exists");
+    if (stat(dir.c_str(), &st) != 0)
         throw IoError(flag + " " + path + ": the directory " + dir + " does not exist; create it or fix the path");
 }
 
