@@ -131,8 +131,8 @@ using svg::xml_escape;
 std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
                        const std::vector<Group>& groups, const std::vector<RunStyle>& styles, const TimeUnit& time) {
     std::string h =
-        "<div class=\"wide\"><table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th>"
-        "<th>seed</th><th>lr</th><th>step of the weights</th><th>tokens</th><th>train loss</th><th>val loss (last)</th>"
+        "<div class=\"wide\"><table>\n<tr><th>run</th><th>group</th><th>model (its layers: Schedules)</th>"
+        "<th>seed</th><th>lr</th><th>step (weights)</th><th>tokens</th><th>train loss</th><th>val loss (last)</th>"
         "<th>val loss (best)</th><th>tokens/s (median)</th><th>time (" +
         std::string(time.name) + ")</th><th>status</th><th>commit</th></tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
@@ -141,13 +141,13 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         svg::Series look;  // the run's line as the charts draw it
         styles[i].apply(look);
         auto td = [](const std::string& t) { return "<td>" + xml_escape(t) + "</td>"; };
-        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td>" + td(groups[m.group].label);
+        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td><td class=\"label\">" +
+             xml_escape(groups[m.group].label) + "</td>";
         if (r.has_model)
             h += td("d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
                     std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + ", " +
-                    human((double)account(r.cfg).params) + " parameters") +
-                 td(rle_list(layer_widths(r.cfg))) + td(rle_list(layer_heads(r.cfg)));
-        else h += "<td colspan=\"3\">no model.bin</td>";
+                    human((double)account(r.cfg).params) + " params");
+        else h += "<td>no model.bin</td>";
         const RunStep& last = r.steps[m.final_at];
         std::string step = std::to_string(m.final_step), val = fmt(m.last_val, "%.4f");
         if (m.log_step > m.final_step) step += " (log to " + std::to_string(m.log_step) + ")";
@@ -159,7 +159,7 @@ std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summar
         std::string status = r.has_record ? cut_text(r.record.status()) : "no record";
         if (m.skipped) status += ", " + std::to_string(m.skipped) + " steps skipped";
         for (const std::string& x : m.missing) status += "; " + x;
-        h += td(status) + td(r.has_record ? cut_text(r.record.latest("commit")).substr(0, 12) : "-") + "</tr>\n";
+        h += td(status) + td(r.has_record ? cut_text(r.record.latest("commit")).substr(0, 8) : "-") + "</tr>\n";
     }
     return h + "</table></div>\n";
 }
@@ -679,8 +679,9 @@ const char* kStyle =
     "h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #cccccc; }\n"
     "h3 { font-size: 15px; }\n"
     "table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }\n"
-    "th, td { border: 1px solid #dddddd; padding: 3px 8px; text-align: right; }\n"
-    "th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }\n"
+    "th, td { border: 1px solid #dddddd; padding: 3px 6px; text-align: right; }\n"
+    "th { background: #f3f3f3; } td:first-child, th:first-child, td.label { text-align: left; }\n"
+    "td.label { min-width: 12em; max-width: 22em; }\n"
     "td:first-child { white-space: nowrap; } td svg { vertical-align: middle; }\n"
     ".charts svg, .charts img { margin: 0 12px 12px 0; vertical-align: top; }\n"
     ".note { color: #666666; font-size: 13px; max-width: 1100px; } .warn { color: #a33; }\n"
@@ -721,15 +722,14 @@ void check_replaceable(const std::string& path, const std::string& flag, const s
 
 const char* kPageStart = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n";
 
-// Before any run is read: -o and --json are two files, and neither is another tool's.
+// Before any run is read: -o and --json are two files.
 void check_outputs(const Options& o) {
-    if (o.json.empty()) return check_replaceable(o.out, "-o", kPageStart, o.overwrite);
+    if (o.json.empty()) return;
     check_output_file(o.json, "--json");
     if (same_output_file(o.out, o.json))
-        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o " + printable(o.out) +
-                          "); write the JSON to another file");
-    check_replaceable(o.out, "-o", kPageStart, o.overwrite);
-    check_replaceable(o.json, "--json", "{\"title\": ", o.overwrite);
+        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o)" +
+                          (o.json == o.out ? "" : ", " + printable(o.out) + " by another name") +
+                          "; write the JSON to another file");
 }
 
 // Each run's summary (report_groups.h's summarize); its warnings, and what each run lacks, to stderr and the page.
@@ -904,6 +904,8 @@ void write_outputs(const Options& o, const std::string& page, const std::string&
     if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
     check_output_path(o.out, "-o", inputs);
     check_output_path(o.json, "--json", inputs);
+    check_replaceable(o.out, "-o", kPageStart, o.overwrite);  // neither is another tool's file
+    if (!o.json.empty()) check_replaceable(o.json, "--json", "{\"title\": ", o.overwrite);
     try {
         write_atomically(o.out, {{page.data(), page.size()}});
     } catch (const IoError& e) {

@@ -773,8 +773,8 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
             for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
             seeds = cut_text(seeds);
             const std::string label = g.label + (gi == base ? " (baseline)" : "");
-            h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) + "</td><td>" +
-                 std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
+            h += "<tr><td class=\"label\"><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) +
+                 "</td><td>" + std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
                  mean_sd(st[gi], q.format) + "</td>";
             rows.push_back({label, std::to_string(g.runs.size()), seeds, mean_sd(st[gi], q.format)});
             if (gi == base) {

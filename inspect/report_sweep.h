@@ -225,7 +225,7 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
     for (const Sweep& s : sweeps) {
         const int bb = s.best[s.base];
         const std::string name = flag_label(s.flag), how = "chosen on final validation loss (" + seeds_phrase(s) + ")";
-        const std::string vs = "− " + s.arms[s.base] + " at its best (n)";
+        const std::string vs = "− the baseline's arm at its best (n)";
         h += "<h2>Each arm at its best " + xml_escape(name) + "</h2>\n<p>Best " + xml_escape(name) + " " +
              xml_escape(how) + "; the runs differ in <code>" + xml_escape(s.flag) +
              "</code> within each arm. Mean ± sample std over seeds (n). Against the baseline's arm at its best: "
@@ -237,7 +237,7 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
         for (const std::string& v : s.values) h += "<th>" + xml_escape(name + " " + v) + "</th>";
         h += "</tr>\n";
         std::vector<std::vector<std::string>> rows;  // the text table, padded below
-        rows.push_back({"arm", "best " + name, "val loss at best", "- " + s.arms[s.base] + " at its best (n)",
+        rows.push_back({"arm", "best " + name, "val loss at best", "- the baseline's arm at its best (n)",
                         "95% interval", "SE", "detectable at 95%/80%"});
         for (const std::string& v : s.values) rows[0].push_back(name + " " + v);
         std::string methods;
@@ -256,7 +256,7 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
                 if (d.n > 0 && methods.find(d.method) == std::string::npos)
                     methods += (methods.empty() ? "" : "; ") + d.method;
             }
-            h += "<tr><td>" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
+            h += "<tr><td class=\"label\">" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
                  xml_escape(best) + "</td><td>" + xml_escape(at) + "</td>";
             rows.push_back({s.arms[a] + (a == s.base ? " (baseline)" : ""), best, at});
             for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>", rows.back().push_back(c);

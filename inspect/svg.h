@@ -179,8 +179,20 @@ inline std::string render(const Chart& c) {
     };
     std::vector<Entry> legend;
     double lx = 64, ly = 0;
+    std::vector<std::string> names;  // the legend's, each cut to the chart's width ("…": the <g> keeps the whole)
+    const size_t fits = (size_t)std::max(8.0, (W - 64 - 44) / 7.0);
+    for (const Series& s : c.series) {
+        size_t n = s.name.size();
+        if (n > fits) {
+            n = fits - 1;
+            while (n > 0 && ((unsigned char)s.name[n] & 0xC0) == 0x80) n--;
+        }
+        names.push_back(n < s.name.size() ? s.name.substr(0, n) + "…" : s.name);
+    }
     for (size_t i = 0; i < c.series.size(); i++) {
-        const double w = 36 + 7.0 * c.series[i].name.size();
+        const double w = 36 + 7.0 * std::count_if(names[i].begin(), names[i].end(), [](char ch) {
+                                  return ((unsigned char)ch & 0xC0) != 0x80;  // characters, not bytes
+                              });
         if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
         legend.push_back({lx, ly, i});
         lx += w + 12;
@@ -351,7 +363,7 @@ inline std::string render(const Chart& c) {
         o += "<line x1=\"" + num(e.x) + "\" y1=\"" + num(y - 4) + "\" x2=\"" + num(e.x + 26) + "\" y2=\"" + num(y - 4) +
              "\" stroke=\"currentColor\" stroke-width=\"2.5\"/>";
         if (has_markers(s)) o += marker_shape(s.marker, e.x + 13, y - 4, 3);
-        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
+        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(names[e.i]) + "</text></g>\n";
     }
     return o + "</svg>\n";
 }

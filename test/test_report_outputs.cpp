@@ -21,7 +21,7 @@ TEST_CASE("report refuses -o and --json that are one file by two spellings, and 
         INFO(json << ": " << r.out);
         CHECK(r.rc != 0);
         CHECK(one_line_error(r));
-        CHECK(has(r.out, "is the page's own file (-o r.html)"));
+        CHECK(has(r.out, "is the page's own file (-o), r.html by another name"));
         CHECK(sh("test -e '" + dir + "/r.html'").rc != 0);  // refused before anything was written
     }
     // Two files: both written.
