@@ -84,6 +84,7 @@ struct Options {
     std::vector<std::string> runs, analyze;
     std::string out = "report.html", title = "Prism training report", baseline, json;
     int smooth = 0;
+    bool overwrite = false;  // replace an -o or --json file that report did not write
     report::Effects effect;  // --effect, --effect-acc
 };
 
@@ -117,46 +118,50 @@ std::vector<Flag> make_flags(Options& o) {
                     o.effect.acc, 0, 1),
         number_flag("--smooth", "K", "draw the training loss as the mean of the last K steps (default 1: as logged)",
                     o.smooth, 1, 1000000),
+        switch_flag("--overwrite", "replace an -o or --json file that is not an earlier report's (its page or JSON)",
+                    o.overwrite),
     };
 }
 
 using namespace report;
 using svg::xml_escape;
 
+// The runs' table. Its figures are those at the step of each run's weights (Summary::final_step), the validation
+// loss with the step it was measured at where that is earlier; the status cell names what the run lacks.
 std::string runs_table(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
                        const std::vector<Group>& groups, const std::vector<RunStyle>& styles, const TimeUnit& time) {
     std::string h =
-        "<table>\n<tr><th>run</th><th>group</th><th>model</th><th>widths</th><th>heads</th><th>seed</th>"
-        "<th>parameters</th><th>steps</th><th>tokens</th><th>lr</th><th>train loss (last)</th>"
-        "<th>val loss (last)</th><th>val loss (best)</th><th>tokens/s (median)</th><th>time (" +
-        std::string(time.name) +
-        ")</th>"
-        "<th>skipped steps</th><th>status</th><th>commit</th></tr>\n";
+        "<div class=\"wide\"><table>\n<tr><th>run</th><th>group</th><th>model (its layers: Schedules)</th>"
+        "<th>seed</th><th>lr</th><th>step (weights)</th><th>tokens</th><th>train loss</th><th>val loss (last)</th>"
+        "<th>val loss (best)</th><th>tokens/s (median)</th><th>time (" +
+        std::string(time.name) + ")</th><th>status</th><th>commit</th></tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
-        const Group& g = groups[m.group];
-        const RunStep& last = r.steps.back();
         svg::Series look;  // the run's line as the charts draw it
         styles[i].apply(look);
-        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td><td>" + xml_escape(g.label) + "</td>";
+        auto td = [](const std::string& t) { return "<td>" + xml_escape(t) + "</td>"; };
+        h += "<tr><td>" + svg::swatch(look) + " " + xml_escape(r.name) + "</td><td class=\"label\">" +
+             xml_escape(groups[m.group].label) + "</td>";
         if (r.has_model)
-            h += "<td>d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
-                 std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + "</td><td>" +
-                 xml_escape(rle_list(layer_widths(r.cfg))) + "</td><td>" + xml_escape(rle_list(layer_heads(r.cfg))) +
-                 "</td>";
-        else h += "<td colspan=\"3\">no model.bin</td>";
-        h += "<td>" + xml_escape(m.seed.empty() ? "-" : m.seed) + "</td><td>" +
-             (r.has_model ? xml_escape(human((double)account(r.cfg).params)) : "-") + "</td>";
-        h += "<td>" + std::to_string(last.step) + "</td><td>" + xml_escape(human((double)last.tokens)) + "</td><td>" +
-             xml_escape(r.has_record ? cut_text(r.record.arg("--lr")) : "-") + "</td><td>" + fmt(m.last_train, "%.4f") +
-             "</td><td>" + fmt(m.last_val, "%.4f") + "</td><td>" + fmt(m.best_val, "%.4f") + "</td><td>" +
-             fmt(m.median_tps, "%.0f") + "</td><td>" + duration(last.elapsed_total, time) + "</td><td>" +
-             std::to_string(m.skipped) + "</td><td>" +
-             xml_escape(r.has_record ? cut_text(r.record.status()) : "no record") + "</td><td>" +
-             xml_escape(r.has_record ? cut_text(r.record.latest("commit")) : "-") + "</td></tr>\n";
+            h += td("d " + std::to_string(r.cfg.d) + ", L " + std::to_string(r.cfg.L()) + ", T " +
+                    std::to_string(r.cfg.T) + ", " + norm_name(r.cfg.norm) + ", " +
+                    human((double)account(r.cfg).params) + " params");
+        else h += "<td>no model.bin</td>";
+        const RunStep& last = r.steps[m.final_at];
+        std::string step = std::to_string(m.final_step), val = fmt(m.last_val, "%.4f");
+        if (m.log_step > m.final_step) step += " (log to " + std::to_string(m.log_step) + ")";
+        if (m.val_step && m.val_step != m.final_step) val += " at step " + std::to_string(m.val_step);
+        h += td(m.seed.empty() ? "-" : m.seed) + td(r.has_record ? cut_text(r.record.arg("--lr")) : "-") + td(step) +
+             td(human((double)last.tokens)) + td(fmt(m.last_train, "%.4f")) +
+             (m.val_step != m.final_step ? "<td class=\"warn\">" + xml_escape(val) + "</td>" : td(val)) +
+             td(fmt(m.best_val, "%.4f")) + td(fmt(m.median_tps, "%.0f")) + td(duration(last.elapsed_total, time));
+        std::string status = r.has_record ? cut_text(r.record.status()) : "no record";
+        if (m.skipped) status += ", " + std::to_string(m.skipped) + " steps skipped";
+        for (const std::string& x : m.missing) status += "; " + x;
+        h += td(status) + td(r.has_record ? cut_text(r.record.latest("commit")).substr(0, 8) : "-") + "</tr>\n";
     }
-    return h + "</table>\n";
+    return h + "</table></div>\n";
 }
 
 // A run's per-layer table as JSON, as the run record and --plan --json have it (null without a model.bin).
@@ -194,7 +199,8 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
                      ", \"no_interval\": " + (d.why.empty() ? "null" : json::quote(d.why)) +
                      ", \"method\": " + json::quote(d.method) + ", \"A\": " + num(d.spread.A) +
                      ", \"B\": " + num(d.spread.B) + ", \"examples\": " + std::to_string(d.examples) +
-                     ", \"detectable\": " + num(d.detectable);
+                     ", \"detectable\": " + num(d.detectable) +
+                     ", \"detectable_rough\": " + (d.n == 2 ? "true" : "false");
                 if (o.effect.of(qs[qi]) > 0) {
                     const long n = stats::seeds_needed(d.spread, o.effect.of(qs[qi]));
                     s += ", \"effect\": " + num(o.effect.of(qs[qi])) + ", \"seeds_needed\": " +
@@ -213,11 +219,14 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
-        const RunStep& last = r.steps.back();
+        const RunStep& last = r.steps[m.final_at];
+        std::string missing;
+        for (const std::string& x : m.missing) missing += (missing.empty() ? "" : ", ") + json::quote(x);
         s += std::string(i ? ",\n  " : "\n  ") + "{\"name\": " + json::quote(r.name) +
              ", \"dir\": " + json::quote(r.dir) + ", \"group\": " + json::quote(groups[m.group].label) +
-             ", \"seed\": " + json::quote(m.seed) + ", \"steps\": " + std::to_string(last.step) +
-             ", \"tokens\": " + std::to_string(last.tokens) +
+             ", \"seed\": " + json::quote(m.seed) + ", \"steps\": " + std::to_string(m.final_step) +
+             ", \"val_step\": " + std::to_string(m.val_step) + ", \"log_steps\": " + std::to_string(m.log_step) +
+             ", \"missing\": [" + missing + "]" + ", \"tokens\": " + std::to_string(last.tokens) +
              ", \"params\": " + (r.has_model ? std::to_string(account(r.cfg).params) : std::string("null")) +
              ", \"widths\": " + (r.has_model ? json::quote(rle_list(layer_widths(r.cfg))) : std::string("null")) +
              ", \"heads\": " + (r.has_model ? json::quote(rle_list(layer_heads(r.cfg))) : std::string("null")) +
@@ -278,45 +287,72 @@ std::vector<std::vector<std::string>> layer_rows(const ModelConfig& c, const std
     return rows;
 }
 
+// A per-layer table's heading as the page words it ("kv" is "KV heads"); the text tables keep --plan's short ones.
+std::string page_heading(const std::string& h) {
+    static const std::map<std::string, std::string> words = {{"width", "width w_l"},
+                                                             {"heads", "heads h_l"},
+                                                             {"kv", "KV heads"},
+                                                             {"hidden", "SwiGLU hidden"},
+                                                             {"window", "attention window"}};
+    auto it = words.find(h);
+    return it == words.end() ? h : it->second;
+}
+
 // The charts of heads and widths per layer (a layer without attention has no heads: a gap in its staircase), and
-// the table of every per-layer column the runs use, a run's rows after another's.
+// one table per distinct model (the seeds of a group share theirs) of every per-layer column the runs use, with
+// each layer's parameters and forward FLOPs per token.
 std::string schedules(const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles) {
     svg::Chart heads, widths;
     heads.title = "Heads per layer (staircase)", heads.xlabel = "layer", heads.ylabel = "heads h_l";
     widths.title = "Width per layer", widths.xlabel = "layer", widths.ylabel = "width w_l";
     heads.integer_x = widths.integer_x = true, heads.y_zero = widths.y_zero = true;
-    const std::vector<const LayerColumn*> cols = runs_columns(runs);
-    std::string table = "<table>\n<tr><th>run</th><th>layer</th>";
-    int Lmax = 0;
-    for (const RunLog& r : runs)
-        if (r.has_model) Lmax = std::max(Lmax, r.cfg.L());
-    for (int l = 1; l <= Lmax; l++) table += "<th>" + std::to_string(l) + "</th>";
-    table += "</tr>\n";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         svg::Series hs, ws;
         hs.name = ws.name = r.name, hs.step = true;
         styles[i].apply(hs), styles[i].apply(ws);
-        if (r.has_model) {
-            for (int l = 0; l < r.cfg.L(); l++) {
-                hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].attention ? r.cfg.layers[l].heads : NAN);
-                ws.x.push_back(l + 1), ws.y.push_back(r.cfg.layers[l].width);
-            }
-            const std::vector<std::vector<std::string>> rows = layer_rows(r.cfg, cols);
-            for (size_t k = 1; k < rows.size(); k++) {
-                table += "<tr><td>" + xml_escape(r.name) + "</td><td>" + xml_escape(rows[k][0]) + "</td>";
-                for (int l = 0; l < Lmax; l++)
-                    table += "<td>" + (l < r.cfg.L() ? xml_escape(rows[k][l + 1]) : std::string()) + "</td>";
-                table += "</tr>\n";
-            }
+        for (int l = 0; r.has_model && l < r.cfg.L(); l++) {
+            hs.x.push_back(l + 1), hs.y.push_back(r.cfg.layers[l].attention ? r.cfg.layers[l].heads : NAN);
+            ws.x.push_back(l + 1), ws.y.push_back(r.cfg.layers[l].width);
         }
         heads.series.push_back(hs), widths.series.push_back(ws);
     }
-    table += "</table>\n";
+    const std::vector<const LayerColumn*> cols = runs_columns(runs);
+    std::vector<std::vector<std::vector<std::string>>> tables;  // per distinct model: its rows
+    std::vector<std::string> names;                             // per distinct model: its runs
+    std::unordered_map<std::string, size_t> index;
+    for (const RunLog& r : runs) {
+        if (!r.has_model) continue;
+        std::vector<std::vector<std::string>> rows = layer_rows(r.cfg, cols);
+        const auto [at, fresh] = index.emplace(text_table(rows), tables.size());
+        if (!fresh) {
+            names[at->second] += ", " + r.name;
+            continue;
+        }
+        rows.push_back({"parameters"}), rows.push_back({"forward FLOPs/token"});
+        for (const LayerCost& x : account(r.cfg).layers)
+            rows[rows.size() - 2].push_back(human((double)x.params)), rows.back().push_back(human(x.flops_per_token));
+        tables.push_back(rows), names.push_back(r.name);
+    }
+    std::string table;
+    for (size_t k = 0; k < tables.size(); k++) {
+        const auto& rows = tables[k];
+        table += "<h3>" + xml_escape(cut_text(names[k], kShownLabel)) + "</h3>\n<div class=\"wide\"><table>\n";
+        for (size_t j = 0; j < rows.size(); j++) {
+            table += "<tr>" + std::string(j ? "<td>" : "<th>") + xml_escape(j ? page_heading(rows[j][0]) : "layer") +
+                     (j ? "</td>" : "</th>");
+            for (size_t l = 1; l < rows[j].size(); l++)
+                table += (j ? "<td>" : "<th>") + xml_escape(rows[j][l]) + (j ? "</td>" : "</th>");
+            table += "</tr>\n";
+        }
+        table += "</table></div>\n";
+    }
     return "<div class=\"charts\">\n" + svg::render(heads) + svg::render(widths) + "</div>\n" + table +
-           "<p class=\"note\">Every per-layer column some run's model uses (model.bin's layer table); \"-\" where the "
-           "layer has no sub-block for it (no attention: no heads, KV heads, window or RoPE; no MLP: no hidden "
-           "size).</p>\n";
+           "<p class=\"note\">One table per distinct model, headed by the runs that have it: every per-layer column "
+           "some run's model uses (model.bin's layer table); \"-\" where the layer has no sub-block for it (no "
+           "attention: no heads, KV heads, window or RoPE; no MLP: no SwiGLU hidden size). Forward FLOPs/token: "
+           "the layer's forward pass per token at context T, 2 per weight of its matrices (less those a missing "
+           "sub-block leaves unused) plus 4 w_l per key a query attends to (T, or its window).</p>\n";
 }
 
 // The per-layer tables for stdout: one per model (a group's first run with a model; groups of the same model, as
@@ -643,52 +679,98 @@ const char* kStyle =
     "h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #cccccc; }\n"
     "h3 { font-size: 15px; }\n"
     "table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }\n"
-    "th, td { border: 1px solid #dddddd; padding: 3px 8px; text-align: right; }\n"
-    "th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }\n"
+    "th, td { border: 1px solid #dddddd; padding: 3px 6px; text-align: right; }\n"
+    "th { background: #f3f3f3; } td:first-child, th:first-child, td.label { text-align: left; }\n"
+    "td.label { min-width: 12em; max-width: 22em; }\n"
     "td:first-child { white-space: nowrap; } td svg { vertical-align: middle; }\n"
     ".charts svg, .charts img { margin: 0 12px 12px 0; vertical-align: top; }\n"
-    ".note { color: #666666; font-size: 13px; } .warn { color: #a33; }\n";
+    ".note { color: #666666; font-size: 13px; max-width: 1100px; } .warn { color: #a33; }\n"
+    ".wide { max-width: 100%; overflow-x: auto; }\n";
 
-int run(const Options& o) {
-    // (-o was checked by main before any work: util/io.h's check_output_file refuses a FIFO or a device there.)
-    if (!o.json.empty()) check_output_file(o.json, "--json");
-    std::vector<std::string> warnings;
-    std::vector<Skipped> skipped;
-    std::vector<ReadPath> inputs;
-    const std::vector<RunLog> runs = read_runs(o, warnings, skipped, inputs);
-    check_output_path(o.out, "-o", inputs);  // the runs' files now (util/fs.h), analyze's charts once read
-    check_output_path(o.json, "--json", inputs);
-    FileId out_id, json_id;
-    const bool same_out =
-        o.json == o.out || (file_id(o.out, out_id) && file_id(o.json, json_id) && out_id.same(json_id));
-    if (!o.json.empty() && same_out)
-        throw ConfigError("--json " + printable(o.json) +
-                          " is the page's own file (-o); write the JSON to another file");
-    print_skipped(skipped);
+// Whether a and b name one file: the same device and inode, or, for a file still to be written, the same name in
+// one directory (its parent's device and inode), however either is spelled (r.html, ./r.html, $PWD/r.html).
+// Report's own check; util/fs.h is to get the shared one (issue 43), which should replace it.
+bool same_output_file(const std::string& a, const std::string& b) {
+    struct stat x, y;
+    const bool ax = stat(a.c_str(), &x) == 0, bx = stat(b.c_str(), &y) == 0;
+    if (ax || bx) return ax && bx && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    auto split = [](const std::string& p) {  // (directory, name)
+        const size_t slash = p.find_last_of('/');
+        if (slash == std::string::npos) return std::make_pair(std::string("."), p);
+        return std::make_pair(slash == 0 ? std::string("/") : p.substr(0, slash), p.substr(slash + 1));
+    };
+    const auto [da, na] = split(a);
+    const auto [db, nb] = split(b);
+    return na == nb && stat(da.c_str(), &x) == 0 && stat(db.c_str(), &y) == 0 && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
+}
+
+// An existing output file report may replace without --overwrite: an empty one, or its own earlier page or JSON
+// (recognised by how they begin), never another tool's file (analyze -o DIR's DIR/analyze.json).
+void check_replaceable(const std::string& path, const std::string& flag, const std::string& begins, bool overwrite) {
+    struct stat st;
+    if (overwrite || stat(path.c_str(), &st) != 0 || st.st_size == 0) return;
+    std::string head;
+    try {
+        head = read_text(path, begins.size() + 1, begins.size() + 1);  // + 1: read_text drops trailing spaces
+    } catch (const std::runtime_error&) {
+    }
+    if (head.compare(0, begins.size(), begins) != 0)
+        throw ConfigError(flag + " " + printable(path) +
+                          " exists and is not a report's; write to another file, or pass --overwrite to replace it");
+}
+
+const char* kPageStart = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n";
+
+// Before any run is read: -o and --json are two files.
+void check_outputs(const Options& o) {
+    if (o.json.empty()) return;
+    check_output_file(o.json, "--json");
+    if (same_output_file(o.out, o.json))
+        throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o)" +
+                          (o.json == o.out ? "" : ", " + printable(o.out) + " by another name") +
+                          "; write the JSON to another file");
+}
+
+// Each run's summary (report_groups.h's summarize); its warnings, and what each run lacks, to stderr and the page.
+std::vector<Summary> summaries(const std::vector<RunLog>& runs, std::vector<std::string>& warnings) {
     std::vector<Summary> sums;
     for (const RunLog& r : runs) {
         sums.push_back(summarize(r));
-        for (const std::string& w : sums.back().warnings) {
+        std::vector<std::string> ws = sums.back().warnings;
+        for (const std::string& x : sums.back().missing) ws.push_back(r.dir + ": " + x);
+        if (sums.back().log_step > sums.back().final_step)
+            ws.push_back(r.dir + ": its log goes on to step " + std::to_string(sums.back().log_step) +
+                         " past its weights' step " + std::to_string(sums.back().final_step) +
+                         " (a checkpoint lost); its figures are the weights' step's");
+        for (const std::string& w : ws) {
             fprintf(stderr, "report: warning: %s\n", printable(w).c_str());
             warnings.push_back(w);
         }
     }
-    const std::vector<Group> groups = make_groups(runs, sums);
-    std::string base_why;  // how the baseline was chosen, as the page and stdout state it
-    const size_t base = find_baseline(groups, runs, sums, o.baseline, base_why);
-    std::vector<RunStyle> styles;  // a run's colour is its group's; its dash and marker its group's + its place in it
+    return sums;
+}
+
+// A run's colour is its group's; its dash and marker its group's index + its place in the group.
+std::vector<RunStyle> run_styles(const std::vector<RunLog>& runs, const std::vector<Group>& groups,
+                                 const std::vector<Summary>& sums) {
+    std::vector<RunStyle> styles;
     for (size_t i = 0; i < runs.size(); i++) {
         const Group& g = groups[sums[i].group];
         styles.push_back(
             {g.colour, sums[i].group + (size_t)(std::find(g.runs.begin(), g.runs.end(), i) - g.runs.begin())});
     }
-    const std::vector<Quantity> qs = quantities(sums);
+    return styles;
+}
 
-    std::string h =
-        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
-        "<meta charset=\"utf-8\"/>\n<meta http-equiv=\"Content-Security-Policy\" content=\"" +
-        std::string(kPolicy) + "\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
-        "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
+// The page's head, title and the line naming its runs and what was skipped.
+std::string page_start(const Options& o, const std::vector<RunLog>& runs, const std::vector<Skipped>& skipped) {
+    std::string h = kPageStart +
+                    std::string(
+                        "<meta charset=\"utf-8\"/>\n<meta http-equiv=\"Content-Security-Policy\" "
+                        "content=\"") +
+                    kPolicy + "\"/>\n<title>" + xml_escape(o.title) + "</title>\n<style>\n" + kStyle +
+                    "</style>\n</head>\n<body>\n<h1>" + xml_escape(o.title) + "</h1>\n";
     char date[64];
     const time_t now = time(nullptr);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -698,38 +780,50 @@ int run(const Options& o) {
         h += ". Skipped (not runs, or named twice): ";
         for (size_t i = 0; i < skipped.size(); i++) h += (i ? ", " : "") + xml_escape(skipped[i].path);
     }
-    h += ". Written by <code>report</code> on " + std::string(date) + ".</p>\n";
+    return h + ". Written by <code>report</code> on " + date + ".</p>\n";
+}
 
-    std::string text;
-    h += "<h2>Groups</h2>\n" + groups_table(groups, base, qs, runs, sums, o.effect, text);
-    text = "baseline: " + groups[base].label + " (" + base_why + ")\n\n" + text;
-    h += "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, labelled by "
-         "the flags that tell the groups apart; a run without a record is a group of its own. Mean ± sample standard "
-         "deviation over the group's runs. − baseline: the difference to the baseline (" +
-         xml_escape(groups[base].label) + ": " + xml_escape(base_why) +
-         "), paired by seed over the seeds both groups have (n), and for a zero-shot "
-         "metric by example too where both runs of every seed have <code>samples.jsonl</code>; its variance is "
-         "V(n) = A/n + B, A what more seeds average out, B what they share (the eval examples' sampling error), "
-         "each table's note says how they were estimated. SE = √V(n); the 95% interval is mean ± t<sub>0.975, "
-         "df</sub> SE of Student's t, shown only from 3 seeds and a spread over seeds that is not zero (else the "
-         "cell says why). An interval that contains 0 does not tell the two apart at that level. Detectable at "
-         "95%/80%: the smallest true difference a two-sided 95% test on these seeds detects with 80% power, "
-         "(t<sub>0.975, df</sub> + t<sub>0.80, df</sub>) SE, from the observed spread; with <code>--effect "
-         "NATS</code> (validation losses) or <code>--effect-acc FRACTION</code> (accuracies), the seeds (runs per "
-         "group) whose V(n) brings it down to that effect.</p>\n";
-    // "each arm at its best FLAG", for each flag swept; found once, for the page and for --json
-    const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);
-    h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
-    double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
-    for (const RunLog& r : runs)
-        for (const RunStep& st : r.steps)
-            if (std::isfinite(st.elapsed_total)) longest = std::max(longest, st.elapsed_total);
-    const TimeUnit time = time_unit(longest);
-    h += "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time);
-    h += "<h2>Loss</h2>\n<div class=\"charts\">\n";
-    bool seeds = false;
-    for (const Group& g : groups) seeds |= g.runs.size() > 1;
-    if (seeds) {
+// The groups' section: the runs split by kind (report_groups.h's split_notes), on the page and in `text`, then the
+// groups' tables; `text` gets what stdout prints of them.
+std::string groups_section(const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
+                           const std::vector<Group>& groups, size_t base, const std::string& base_why,
+                           const std::vector<Quantity>& qs, const Effects& effect, std::string& text) {
+    std::string h = "<h2>Groups</h2>\n", notes;
+    for (const std::string& n : split_notes(groups, runs)) {
+        h += "<p class=\"warn\">Not seeds of one group: " + xml_escape(n) + ".</p>\n";
+        notes += "note: " + n + "\n";
+    }
+    for (size_t i = 0; i < runs.size(); i++)
+        if (sums[i].val_step != sums[i].final_step)
+            notes += "note: " + runs[i].name + ": its last validation loss is from step " +
+                     std::to_string(sums[i].val_step) + ", its weights are at step " +
+                     std::to_string(sums[i].final_step) + "\n";
+    h += groups_table(groups, base, qs, runs, sums, effect, text);
+    text = "baseline: " + groups[base].label + " (" + base_why + ")\n" + notes + "\n" + text;
+    return h +
+           "<p class=\"note\">Runs whose records (run.json) differ only in <code>--seed</code> form a group, "
+           "labelled by the flags that tell the groups apart; runs that also differ in the step of their weights, "
+           "their status, a branch of their lr schedule or their data are groups apart, labelled by it. A run "
+           "without a record is a group of its own. A run's final figures are those of its weights' step. Mean ± "
+           "sample standard deviation over the group's runs. − baseline: the difference to the baseline (" +
+           xml_escape(groups[base].label) + ": " + xml_escape(base_why) +
+           "), paired by seed over the seeds both groups have (n), and for a zero-shot metric by example too where "
+           "both runs of every seed have <code>samples.jsonl</code>; its variance is V(n) = A/n + B, A what more "
+           "seeds average out, B what they share (the eval examples' sampling error), each table's note says how "
+           "they were estimated. SE = √V(n); the 95% interval is mean ± t<sub>0.975, df</sub> SE of Student's t, "
+           "shown only from 3 seeds and a spread over seeds that is not zero (else the cell says why). An interval "
+           "that contains 0 does not tell the two apart at that level. Detectable at 95%/80%: the smallest true "
+           "difference a two-sided 95% test on these seeds detects with 80% power, (t<sub>0.975, df</sub> + "
+           "t<sub>0.80, df</sub>) SE, from the observed spread; from 2 seeds (df 1) it rests on one difference's "
+           "spread and is rough (marked ≈). With <code>--effect NATS</code> (validation losses) or <code>--effect-acc "
+           "FRACTION</code> (accuracies), the seeds (runs per group) whose V(n) brings it down to that effect.</p>\n";
+}
+
+// The loss and throughput charts, with their notes.
+std::string loss_sections(const Options& o, const std::vector<RunLog>& runs, const std::vector<Group>& groups,
+                          const std::vector<RunStyle>& styles, const TimeUnit& time) {
+    std::string h = "<h2>Loss</h2>\n<div class=\"charts\">\n";
+    if (std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.runs.size() > 1; })) {
         h += svg::render(
             group_chart(runs, groups, "Validation loss, mean over seeds (band: ± 1 std)", &RunStep::val_loss, 1));
         h += svg::render(group_chart(
@@ -747,39 +841,37 @@ int run(const Options& o) {
                                  &RunStep::elapsed_total, &RunStep::val_loss, false, 1, time.seconds));
     h += "</div>\n<p class=\"note\">One colour per group, the same in every chart; a group's runs (its seeds) share "
          "it and are told apart by their dash pattern and marker shape, as the legends show; each group starts at "
-         "its own dash and marker, so groups whose lines coincide stay visible too. Wall-clock "
-         "is each log's elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as "
-         "means "
-         "of equal buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per "
-         "quantity on the page: times in " +
+         "its own dash and marker, so groups whose lines coincide stay visible too. Wall-clock is each log's "
+         "elapsed_s, added up across resumed invocations. Logs of more than 1,500 steps are drawn as means of equal "
+         "buckets of steps. A line that coincides with a later one is drawn wider beneath it. One unit per quantity "
+         "on the page: times in " +
          std::string(time.axis) + ", accuracies as fractions (0 to 1).</p>\n";
     h += "<h2>Throughput</h2>\n<div class=\"charts\">\n";
     svg::Chart tps =
         steps_chart(runs, styles, "Tokens per second", "step", "tokens/s", nullptr, &RunStep::tokens_per_s, false);
     tps.y_zero = true;
     h += svg::render(tps) + "</div>\n";
-    std::vector<std::string> hosts;
+    std::string hosts;
     for (const RunLog& r : runs)
         if (r.has_record) {
             const std::string host = cut_text(r.record.latest("host")) + " (" + cut_text(r.record.latest("cores")) +
                                      " cores, " + cut_text(r.record.latest("engine")) + ")";
-            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+            if (("; " + hosts + "; ").find("; " + host + "; ") == std::string::npos)
+                hosts += (hosts.empty() ? "" : "; ") + host;
         }
-    std::string host_list;
-    for (const std::string& x : hosts) host_list += (host_list.empty() ? "" : "; ") + x;
-    h +=
-        "<p class=\"note\">Tokens/s and time are what each run measured" +
-        (host_list.empty() ? std::string("") : " on " + xml_escape(host_list)) +
-        ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, not "
-        "the model: spikes and dips here are the machine's. Compare throughput only between runs measured alone on the "
-        "same hardware; the losses do not depend on it.</p>\n";
-    h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
-    text += layer_tables_text(runs, groups);
-    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles);
+    return h + "<p class=\"note\">Tokens/s and time are what each run measured" +
+           (hosts.empty() ? std::string("") : " on " + xml_escape(hosts)) +
+           ". On a machine shared with other work (other jobs, builds, a CPU run beside them) they follow that load, "
+           "not the model: spikes and dips here are the machine's. Compare throughput only between runs measured "
+           "alone on the same hardware; the losses do not depend on it.</p>\n";
+}
 
+// analyze's charts: RUN_DIR/analyze/ of every run and each --analyze DIR, each directory once however named.
+std::string analyze_section(const Options& o, const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles,
+                            std::vector<ReadPath>& inputs, std::vector<std::string>& warnings) {
     std::vector<std::string> dirs;
     std::vector<FileId> dir_ids;
-    auto add_dir = [&](const std::string& d) {  // each directory once, however it is named
+    auto add_dir = [&](const std::string& d) {
         FileId id;
         if (!file_id(d, id) || std::any_of(dir_ids.begin(), dir_ids.end(), [&](const FileId& x) { return x.same(id); }))
             return;
@@ -792,7 +884,7 @@ int run(const Options& o) {
             throw ConfigError("--analyze " + printable(d) + " is not a directory; pass what analyze -o DIR wrote");
         add_dir(d);
     }
-    h += "<h2>Inside the models (analyze)</h2>\n";
+    std::string h = "<h2>Inside the models (analyze)</h2>\n";
     if (dirs.empty())
         h += "<p>No analyze charts: run <code>analyze RUN_DIR... -o RUN_DIR/analyze</code> (or <code>-o DIR</code> and "
              "pass <code>--analyze DIR</code> here).</p>\n";
@@ -801,30 +893,69 @@ int run(const Options& o) {
         const std::string charts = analyze_charts(d, warnings, runs, styles, inputs, budget);
         h += "<h3>" + xml_escape(d) + "</h3>\n" + (charts.empty() ? "<p>No charts in it.</p>\n" : charts);
     }
+    return h;
+}
+
+// The page (checked well-formed: everything in it is report's own or escaped, so a page that is not is report's
+// bug) and the JSON, each written atomically once no input can be among the outputs.
+void write_outputs(const Options& o, const std::string& page, const std::string& js,
+                   const std::vector<ReadPath>& inputs) {
+    const std::string err = xml_error(page);
+    if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
+    check_output_path(o.out, "-o", inputs);
+    check_output_path(o.json, "--json", inputs);
+    check_replaceable(o.out, "-o", kPageStart, o.overwrite);  // neither is another tool's file
+    if (!o.json.empty()) check_replaceable(o.json, "--json", "{\"title\": ", o.overwrite);
+    try {
+        write_atomically(o.out, {{page.data(), page.size()}});
+    } catch (const IoError& e) {
+        throw ConfigError(e.what());
+    }
+    if (o.json.empty()) return;
+    try {
+        write_atomically(o.json, {{js.data(), js.size()}});
+    } catch (const IoError& e) {
+        throw ConfigError(std::string("--json: ") + e.what());
+    }
+}
+
+int run(const Options& o) {
+    // (-o was checked by main before any work: util/io.h's check_output_file refuses a FIFO or a device there.)
+    check_outputs(o);
+    std::vector<std::string> warnings;
+    std::vector<Skipped> skipped;
+    std::vector<ReadPath> inputs;
+    const std::vector<RunLog> runs = read_runs(o, warnings, skipped, inputs);
+    check_output_path(o.out, "-o", inputs);  // the runs' files now (util/fs.h), analyze's charts once read
+    check_output_path(o.json, "--json", inputs);
+    print_skipped(skipped);
+    std::vector<Summary> sums = summaries(runs, warnings);
+    const std::vector<Group> groups = make_groups(runs, sums);
+    std::string base_why, text;  // how the baseline was chosen; what stdout prints
+    const size_t base = find_baseline(groups, runs, sums, o.baseline, base_why);
+    const std::vector<RunStyle> styles = run_styles(runs, groups, sums);
+    const std::vector<Quantity> qs = quantities(sums);
+    std::string h =
+        page_start(o, runs, skipped) + groups_section(runs, sums, groups, base, base_why, qs, o.effect, text);
+    const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);  // "each arm at its best FLAG"
+    h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
+    double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
+    for (const RunLog& r : runs)
+        for (const RunStep& st : r.steps)
+            if (std::isfinite(st.elapsed_total)) longest = std::max(longest, st.elapsed_total);
+    const TimeUnit time = time_unit(longest);
+    h +=
+        "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time) + loss_sections(o, runs, groups, styles, time);
+    h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    text += layer_tables_text(runs, groups);
+    h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles) + analyze_section(o, runs, styles, inputs, warnings);
     if (!warnings.empty()) {
         h += "<h2>Warnings</h2>\n<ul>\n";
         for (const std::string& w : warnings) h += "<li class=\"warn\">" + xml_escape(w) + "</li>\n";
         h += "</ul>\n";
     }
     h += "</body>\n</html>\n";
-    // Everything in the page is report's own or escaped, so a page that is not well-formed is report's bug.
-    const std::string err = xml_error(h);
-    if (!err.empty()) throw std::logic_error("the report is not well-formed XML: " + err);
-    check_output_path(o.out, "-o", inputs);
-    check_output_path(o.json, "--json", inputs);
-    try {
-        write_atomically(o.out, {{h.data(), h.size()}});
-    } catch (const IoError& e) {
-        throw ConfigError(e.what());
-    }
-    if (!o.json.empty()) {
-        const std::string js = report_json(o, runs, sums, groups, base, base_why, qs, sweeps);
-        try {
-            write_atomically(o.json, {{js.data(), js.size()}});
-        } catch (const IoError& e) {
-            throw ConfigError(std::string("--json: ") + e.what());
-        }
-    }
+    write_outputs(o, h, o.json.empty() ? "" : report_json(o, runs, sums, groups, base, base_why, qs, sweeps), inputs);
     printf("%s", text.c_str());
     printf("report: wrote %s (%zu runs in %zu groups, baseline %s, %.0f KB)%s\n", o.out.c_str(), runs.size(),
            groups.size(), groups[base].label.c_str(), h.size() / 1024.0,

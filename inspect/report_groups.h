@@ -144,9 +144,14 @@ struct MetricInfo {
 };
 
 struct Summary {
-    double last_train = NAN, last_val = NAN, best_val = NAN, median_tps = NAN;
+    double last_train = NAN, last_val = NAN, best_val = NAN, median_tps = NAN;  // at or before final_step
+    long final_step = 0;  // the step of the run's weights (model.bin's), else its last logged step
+    long val_step = 0;    // the step last_val was measured at (0: none)
+    long log_step = 0;    // the log's last step (past final_step: steps whose weights were lost)
+    size_t final_at = 0;  // the index in RunLog::steps of the last step at or before final_step
     long skipped = 0;
-    std::string seed;                                     // the record's --seed ("" without a record)
+    std::vector<std::string> missing;  // outputs the run lacks or that are not of its weights ("no samples.jsonl")
+    std::string seed;                  // the record's --seed ("" without a record)
     std::vector<std::pair<std::string, double>> metrics;  // "hellaswag acc" -> value: the zero-shot results
     std::map<std::string, MetricInfo> info;               // the same keys: their standard errors and samples
     std::vector<std::string> warnings;                    // a samples.jsonl that could not be used, and why
@@ -252,12 +257,33 @@ inline void read_samples(const std::string& dir, Summary& m) {
     }
 }
 
+// What a run lacks of the files train_prism and study write, or holds of another step than its weights' (a study's
+// eval that failed part way leaves eval.json without samples.jsonl; a run resumed after its eval has an older one).
+inline void find_missing(const RunLog& r, Summary& m) {
+    auto has = [&](const char* f) { return access((r.dir + "/" + f).c_str(), F_OK) == 0; };
+    if (!has("model.bin") && r.has_record && r.record.status() == "done") m.missing.push_back("no model.bin");
+    if (has("eval.json") && !has("samples.jsonl")) m.missing.push_back("eval.json without samples.jsonl");
+    if (has("samples.jsonl") && !has("eval.json")) m.missing.push_back("samples.jsonl without eval.json");
+    for (const RunEval& e : r.evals)
+        if (e.after_training && e.step != m.final_step) {
+            m.missing.push_back("eval.json scores step " + std::to_string(e.step) + ", the weights are at step " +
+                                std::to_string(m.final_step));
+            break;
+        }
+}
+
+// A run's final figures are those of its weights: the last step at or before model.bin's (a log that goes on past
+// the last checkpoint, after a crash, holds steps whose weights are lost), with the step of its last validation.
 inline Summary summarize(const RunLog& r) {
     Summary m;
+    m.log_step = r.steps.back().step;
+    m.final_step = r.has_model && r.model_step > 0 ? std::min(r.model_step, m.log_step) : m.log_step;
     std::vector<double> tps;
     for (const RunStep& s : r.steps) {
+        if (s.step > m.final_step) break;
+        m.final_at = (size_t)(&s - r.steps.data());
         if (std::isfinite(s.val_loss))
-            m.last_val = s.val_loss,
+            m.last_val = s.val_loss, m.val_step = s.step,
             m.best_val = std::isfinite(m.best_val) ? std::min(m.best_val, s.val_loss) : s.val_loss;
         if (std::isfinite(s.train_loss)) m.last_train = s.train_loss;
         tps.push_back(s.tokens_per_s);
@@ -267,12 +293,14 @@ inline Summary summarize(const RunLog& r) {
     if (r.has_record) m.seed = cut_text(r.record.arg("--seed"));
     m.metrics = run_metrics(r, &m.info);
     read_samples(r.dir, m);
+    find_missing(r, m);
     return m;
 }
 
 struct Group {
     std::string label, colour;
     std::vector<size_t> runs;
+    size_t same_flags = 0;  // the first group of the same flags (a group split from it by kind_of; else itself)
     std::vector<std::pair<std::string, std::string>> identity;  // the first run's record minus seed and the rest
     std::unordered_map<std::string, std::string> values;        // identity as a map (a flag's first value)
     bool uniform = false;                                       // every layer column uniform
@@ -343,21 +371,59 @@ inline std::vector<std::string> differing_flags(const std::vector<Group>& groups
     return out;
 }
 
+// What a run's figures stand for beyond its flags, which a resume changes without a new set of flags: the step of
+// its weights (of the steps planned), how its last invocation ended, its lr schedule's branches (run.json's
+// "branches") and its data (the shards' fingerprints). Runs of one set of flags that differ in any of these are
+// not seeds of one arm: they join the identity as these pseudo-flags, so make_groups splits them and labels say
+// how they differ ("steps 24 of 25, status stopped").
+inline const std::vector<std::string>& kind_flags() {
+    static const std::vector<std::string> k = {"--steps", "--status", "--lr branches", "--data"};
+    return k;
+}
+inline std::vector<std::pair<std::string, std::string>> kind_of(const RunLog& r, const Summary& m) {
+    const std::string planned = r.record.arg("--steps");
+    std::string steps = std::to_string(m.final_step), branches, data;
+    if (!planned.empty() && planned != steps) steps += " of " + planned;
+    auto field = [](const json::Value& o, const char* k) {  // a string or number member, as the record has it
+        const json::Value* v = o.find(k);
+        return v && (v->kind == json::Value::String || v->kind == json::Value::Number) ? cut_text(v->str) : "-";
+    };
+    const json::Value* b = r.record.doc.find("branches");
+    for (size_t k = 0; b && b->kind == json::Value::Array && k < b->arr.size(); k++)
+        branches += (k ? "; " : "") + field(b->arr[k], "flag") + " " + field(b->arr[k], "old") + " to " +
+                    field(b->arr[k], "new") + " at step " + field(b->arr[k], "step");
+    if (const json::Value* d = r.record.doc.find("data"))
+        data = "train " + field(*d, "train") + ", val " + field(*d, "val");
+    return {{"--steps", steps},
+            {"--status", r.record.status()},
+            {"--lr branches", branches.empty() ? "none" : branches},
+            {"--data", data.empty() ? "unrecorded" : data}};
+}
+
+// The pairs as a hash key.
+inline std::string key_of(const std::vector<std::pair<std::string, std::string>>& id) {
+    std::string key;
+    for (const auto& [f, v] : id) key += json::quote(f) + "=" + json::quote(v) + "\n";
+    return key;
+}
+
 inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vector<Summary>& sums) {
     std::vector<Group> groups;
-    std::unordered_map<std::string, size_t> by_key;
+    std::unordered_map<std::string, size_t> by_key, by_flags;
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
-        std::string key = "run " + r.dir;
+        std::string key = "run " + r.dir, flags = key;
         std::vector<std::pair<std::string, std::string>> id;
         if (r.has_record) {
             id = identity_of(r);
-            key.clear();
-            for (const auto& [f, v] : id) key += json::quote(f) + "=" + json::quote(v) + "\n";
+            flags = key_of(id);
+            for (const auto& kv : kind_of(r, sums[i])) id.push_back(kv);
+            key = key_of(id);
         }
         const auto [it, fresh] = by_key.emplace(key, groups.size());
         if (fresh) {
             Group g;
+            g.same_flags = by_flags.emplace(flags, groups.size()).first->second;
             g.identity = id;
             for (const auto& [f, v] : id) g.values.emplace(f, v);
             ModelConfig c;
@@ -389,6 +455,33 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
     for (size_t gi = 0; gi < groups.size(); gi++)
         if (!labels.insert(groups[gi].label).second) labels.insert(groups[gi].label += " #" + std::to_string(gi + 1));
     return groups;
+}
+
+// One sentence per set of groups of the same flags that make_groups split by kind_of: which runs, and in what they
+// differ, so that neither the page nor the terminal compares them as seeds of one arm without a word.
+inline std::vector<std::string> split_notes(const std::vector<Group>& groups, const std::vector<RunLog>& runs) {
+    std::vector<std::string> notes;
+    std::vector<std::vector<size_t>> sets(groups.size());  // by the first group of their flags: linear
+    for (size_t gi = 0; gi < groups.size(); gi++) sets[groups[gi].same_flags].push_back(gi);
+    for (size_t first = 0; first < groups.size(); first++) {
+        const std::vector<size_t>& set = sets[first];
+        if (set.size() < 2) continue;
+        std::string names, how;
+        for (size_t gi : set)
+            for (size_t i : groups[gi].runs) names += (names.empty() ? "" : ", ") + runs[i].name;
+        for (const std::string& f : kind_flags()) {
+            std::string vals;
+            for (size_t gi : set) vals += (vals.empty() ? "" : " / ") + groups[gi].value(f);
+            if (std::any_of(set.begin(), set.end(),
+                            [&](size_t gi) { return groups[gi].value(f) != groups[first].value(f); }))
+                how += (how.empty() ? "" : "; ") + flag_label(f) + " " + vals;
+        }
+        notes.push_back("the runs " + cut_text(names, kShownLabel) +
+                        " have the same flags (seeds aside) but differ in " + how + ": shown as " +
+                        std::to_string(set.size()) +
+                        " groups, not as seeds of one; each run's final figures are its weights' step's");
+    }
+    return notes;
 }
 
 // A group's runs by seed (runs without a seed are keyed by their name, so they never pair).
@@ -518,11 +611,13 @@ inline std::string interval_text(const stats::Comparison& d, const char* f) {
     if (!d.why.empty()) return d.why;
     return "[" + signed_fmt(d.lo, f) + ", " + signed_fmt(d.hi, f) + "]";
 }
-// "±0.0210 nats; seeds for 0.014: 7": the smallest detectable effect, and the seeds an --effect needs.
+// "±0.0210 nats; seeds for 0.014: 7": the smallest detectable effect, and the seeds an --effect needs. From two
+// seeds the spread rests on one degree of freedom: the figure is marked rough ("≈±0.31 nats (rough: 2 seeds)").
 inline std::string detectable_text(const stats::Comparison& d, const Quantity& q, double effect) {
     const std::string unit = q.unit == Quantity::Nats ? " nats" : "";
     std::string s;
-    if (std::isfinite(d.detectable)) s = "±" + fmt(d.detectable, q.format) + unit;
+    if (std::isfinite(d.detectable) && d.n == 2) s = "≈±" + fmt(d.detectable, q.format) + unit + " (rough: 2 seeds)";
+    else if (std::isfinite(d.detectable)) s = "±" + fmt(d.detectable, q.format) + unit;
     else if (d.n < 2) s = "not estimable (n " + std::to_string(d.n) + ")";
     else if (d.spread.A == 0) s = "not estimable (zero spread)";
     else s = "not estimable";
@@ -678,8 +773,8 @@ inline std::string groups_table(const std::vector<Group>& groups, size_t base, c
             for (size_t i : g.runs) seeds += (seeds.empty() ? "" : ",") + (sums[i].seed.empty() ? "-" : sums[i].seed);
             seeds = cut_text(seeds);
             const std::string label = g.label + (gi == base ? " (baseline)" : "");
-            h += "<tr><td><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) + "</td><td>" +
-                 std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
+            h += "<tr><td class=\"label\"><span style=\"color: " + g.colour + "\">■</span> " + xml_escape(label) +
+                 "</td><td>" + std::to_string(g.runs.size()) + "</td><td>" + xml_escape(seeds) + "</td><td>" +
                  mean_sd(st[gi], q.format) + "</td>";
             rows.push_back({label, std::to_string(g.runs.size()), seeds, mean_sd(st[gi], q.format)});
             if (gi == base) {

@@ -36,7 +36,8 @@ struct Sweep {
     std::vector<std::string> arms;              // labels
     std::vector<std::vector<SweepCell>> cells;  // [arm][value]; a cell without runs has no losses
     std::vector<int> best;                      // per arm: the value with the lowest mean (-1: none)
-    size_t base = 0;                            // the arm the others are compared with: the baseline group's
+    std::vector<bool> edge;  // per arm: a numeric best at the lowest or highest value the arm ran (beyond: unknown)
+    size_t base = 0;         // the arm the others are compared with: the baseline group's
 };
 
 // The sweeps of the groups: one per flag (besides the schedule flags, which make the arms) in which some arm
@@ -61,7 +62,8 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
         }
     for (size_t k = 0; k < differ.size(); k++) {
         const std::string& flag = differ[k];
-        if (flag == "--heads-schedule" || flag == "--widths") continue;
+        const std::vector<std::string>& kind = kind_flags();  // what groups of one arm differ in, never a sweep
+        if (flag == "--heads-schedule" || flag == "--widths" || std::count(kind.begin(), kind.end(), flag)) continue;
         std::vector<size_t> arm_rep;  // per arm: its first group
         std::vector<size_t> arm_of(groups.size(), (size_t)-1);
         std::unordered_multimap<uint64_t, size_t> arm_by_hash;
@@ -107,15 +109,16 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
         if (arm_of[base_group] != (size_t)-1) s.base = arm_of[base_group];
         bool swept = false;
         for (std::vector<SweepCell>& arm : s.cells) {
-            int with_runs = 0, best = -1;
+            int with_runs = 0, best = -1, lo = -1, hi = -1;
             for (size_t vi = 0; vi < arm.size(); vi++) {
                 SweepCell& c = arm[vi];
                 if (c.losses.empty()) continue;
-                with_runs++;
+                with_runs++, hi = (int)vi, lo = lo < 0 ? (int)vi : lo;
                 c.mean = stats::mean(c.losses), c.sd = stats::stddev(c.losses);
                 if (best < 0 || c.mean < arm[best].mean) best = (int)vi;
             }
             s.best.push_back(best);
+            s.edge.push_back(s.numeric && best >= 0 && with_runs >= 2 && (best == lo || best == hi));
             swept |= with_runs >= 2;
         }
         if (!swept) continue;
@@ -196,7 +199,8 @@ inline std::string sweeps_json(const std::vector<Sweep>& sweeps) {
         for (size_t a = 0; a < s.arms.size(); a++) {
             const int b = s.best[a];
             j += std::string(a ? ", " : "") + "{\"arm\": " + json::quote(s.arms[a]) +
-                 ", \"best\": " + (b < 0 ? std::string("null") : json::quote(s.values[b])) + ", \"cells\": [";
+                 ", \"best\": " + (b < 0 ? std::string("null") : json::quote(s.values[b])) +
+                 ", \"best_at_edge\": " + (s.edge[a] ? "true" : "false") + ", \"cells\": [";
             for (size_t v = 0; v < s.values.size(); v++) {
                 const SweepCell& c = s.cells[a][v];
                 j += (v ? ", " : "") + (c.losses.empty()
@@ -221,7 +225,7 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
     for (const Sweep& s : sweeps) {
         const int bb = s.best[s.base];
         const std::string name = flag_label(s.flag), how = "chosen on final validation loss (" + seeds_phrase(s) + ")";
-        const std::string vs = "− " + s.arms[s.base] + " at its best (n)";
+        const std::string vs = "− the baseline's arm at its best (n)";
         h += "<h2>Each arm at its best " + xml_escape(name) + "</h2>\n<p>Best " + xml_escape(name) + " " +
              xml_escape(how) + "; the runs differ in <code>" + xml_escape(s.flag) +
              "</code> within each arm. Mean ± sample std over seeds (n). Against the baseline's arm at its best: "
@@ -233,13 +237,16 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
         for (const std::string& v : s.values) h += "<th>" + xml_escape(name + " " + v) + "</th>";
         h += "</tr>\n";
         std::vector<std::vector<std::string>> rows;  // the text table, padded below
-        rows.push_back({"arm", "best " + name, "val loss at best", "- " + s.arms[s.base] + " at its best (n)",
+        rows.push_back({"arm", "best " + name, "val loss at best", "- the baseline's arm at its best (n)",
                         "95% interval", "SE", "detectable at 95%/80%"});
         for (const std::string& v : s.values) rows[0].push_back(name + " " + v);
         std::string methods;
+        bool edges = false;
         for (size_t a = 0; a < s.arms.size(); a++) {
             const int b = s.best[a];
-            const std::string best = b < 0 ? "-" : s.values[b], at = b < 0 ? "-" : cell_text(s.cells[a][b]);
+            const std::string at = b < 0 ? "-" : cell_text(s.cells[a][b]);
+            const std::string best = b < 0 ? "-" : s.values[b] + (s.edge[a] ? " (edge of the grid)" : "");
+            edges |= s.edge[a];
             std::vector<std::string> cells = {"baseline", "", "", ""};
             if (a != s.base) cells = {"-", "", "", ""};
             if (a != s.base && b >= 0 && bb >= 0) {
@@ -249,7 +256,7 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
                 if (d.n > 0 && methods.find(d.method) == std::string::npos)
                     methods += (methods.empty() ? "" : "; ") + d.method;
             }
-            h += "<tr><td>" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
+            h += "<tr><td class=\"label\">" + xml_escape(s.arms[a]) + (a == s.base ? " (baseline)" : "") + "</td><td>" +
                  xml_escape(best) + "</td><td>" + xml_escape(at) + "</td>";
             rows.push_back({s.arms[a] + (a == s.base ? " (baseline)" : ""), best, at});
             for (const std::string& c : cells) h += "<td>" + xml_escape(c) + "</td>", rows.back().push_back(c);
@@ -261,8 +268,12 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
             h += "</tr>\n";
         }
         h += "</table>\n";
+        const std::string edge_note = "a best " + name + " at the edge of the grid (the lowest or highest value run) " +
+                                      "may not be the best: the loss may fall further beyond it; extend the grid there";
+        if (edges) h += "<p class=\"warn\">" + xml_escape(edge_note) + ".</p>\n";
         if (!methods.empty()) h += "<p class=\"note\">− baseline: " + xml_escape(methods) + ".</p>\n";
         text += "\neach arm at its best " + name + ", " + how + ":\n" + text_table(rows);
+        if (edges) text += "  note: " + edge_note + ".\n";
         if (!methods.empty()) text += "  − baseline: " + methods + ".\n";
         h += "<div class=\"charts\">\n" + svg::render(sweep_chart(s)) + "</div>\n";
     }

@@ -179,15 +179,42 @@ inline std::string render(const Chart& c) {
     };
     std::vector<Entry> legend;
     double lx = 64, ly = 0;
+    std::vector<std::string> names;  // the legend's, each cut to the chart's width ("…": the <g> keeps the whole)
+    const size_t fits = (size_t)std::max(8.0, (W - 64 - 44) / 7.0);
+    for (const Series& s : c.series) {
+        size_t n = s.name.size();
+        if (n > fits) {
+            n = fits - 1;
+            while (n > 0 && ((unsigned char)s.name[n] & 0xC0) == 0x80) n--;
+        }
+        names.push_back(n < s.name.size() ? s.name.substr(0, n) + "…" : s.name);
+    }
     for (size_t i = 0; i < c.series.size(); i++) {
-        const double w = 36 + 7.0 * c.series[i].name.size();
+        const double w = 36 + 7.0 * std::count_if(names[i].begin(), names[i].end(), [](char ch) {
+                                  return ((unsigned char)ch & 0xC0) != 0x80;  // characters, not bytes
+                              });
         if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
         legend.push_back({lx, ly, i});
         lx += w + 12;
     }
     const double legend_h = c.series.empty() ? 0 : ly + 18;
-    const double H = c.height + legend_h;
-    const double px0 = 64, px1 = W - 16, py0 = 30, py1 = c.height - 46;
+    // The title in lines that fit the width (about 7.5 px per character in bold 13), broken at spaces; each line
+    // past the first moves the plot down.
+    std::vector<std::string> title;
+    const size_t per_line = (size_t)std::max(20.0, (W - 16) / 7.5);
+    for (size_t a = 0; a < c.title.size();) {
+        size_t b = c.title.size();
+        if (b - a > per_line) {
+            const size_t space = c.title.rfind(' ', a + per_line);
+            b = space != std::string::npos && space > a ? space : a + per_line;
+            while (b > a + 1 && ((unsigned char)c.title[b] & 0xC0) == 0x80) b--;  // at a character's start
+        }
+        title.push_back(c.title.substr(a, b - a));
+        a = b + (b < c.title.size() && c.title[b] == ' ');
+    }
+    const double title_h = 16.0 * std::max<size_t>(1, title.size()) - 16;
+    const double H = c.height + legend_h + title_h;
+    const double px0 = 64, px1 = W - 16, py0 = 30 + title_h, py1 = c.height - 46 + title_h;
 
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     auto extend = [&](double x, double y) {
@@ -229,8 +256,9 @@ inline std::string render(const Chart& c) {
                     "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
     o += "<title>" + xml_escape(c.title) + "</title>\n";
     o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
-    o += "<text x=\"" + num(W / 2) + "\" y=\"18\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">" +
-         xml_escape(c.title) + "</text>\n";
+    for (size_t k = 0; k < title.size(); k++)
+        o += "<text x=\"" + num(W / 2) + "\" y=\"" + num(18 + 16.0 * k) +
+             "\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">" + xml_escape(title[k]) + "</text>\n";
     double xstep, ystep;
     for (double t : ticks(ylo, yhi, 5, false, ystep)) {
         if (t < ylo - 1e-12 || t > yhi + 1e-12) continue;
@@ -243,8 +271,11 @@ inline std::string render(const Chart& c) {
         if (t < xlo - 1e-12 || t > xhi + 1e-12) continue;
         o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(py0) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(py1) +
              "\" stroke=\"#e4e4e4\"/>\n";
-        o += "<text x=\"" + num(X(t)) + "\" y=\"" + num(py1 + 16) + "\" text-anchor=\"middle\">" +
-             xml_escape(tick_label(t, xstep)) + "</text>\n";
+        // A label that would run past the right edge (about 7 px per character) ends at its tick instead.
+        const std::string label = tick_label(t, xstep);
+        const bool past = X(t) + 3.5 * label.size() > W - 2;
+        o += "<text x=\"" + num(X(t)) + "\" y=\"" + num(py1 + 16) + "\" text-anchor=\"" + (past ? "end" : "middle") +
+             "\">" + xml_escape(label) + "</text>\n";
     }
     o += "<rect x=\"" + num(px0) + "\" y=\"" + num(py0) + "\" width=\"" + num(px1 - px0) + "\" height=\"" +
          num(py1 - py0) + "\" fill=\"none\" stroke=\"#888888\"/>\n";
@@ -324,7 +355,7 @@ inline std::string render(const Chart& c) {
         o += "</g>\n";
     }
     for (const Entry& e : legend) {
-        const double y = c.height + 10 + e.y;  // the text's baseline
+        const double y = c.height + title_h + 10 + e.y;  // the text's baseline
         const Series& s = c.series[e.i];
         o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) +
              "\"" + dash_attr(s) + ">";
@@ -332,7 +363,7 @@ inline std::string render(const Chart& c) {
         o += "<line x1=\"" + num(e.x) + "\" y1=\"" + num(y - 4) + "\" x2=\"" + num(e.x + 26) + "\" y2=\"" + num(y - 4) +
              "\" stroke=\"currentColor\" stroke-width=\"2.5\"/>";
         if (has_markers(s)) o += marker_shape(s.marker, e.x + 13, y - 4, 3);
-        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(s.name) + "</text></g>\n";
+        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(names[e.i]) + "</text></g>\n";
     }
     return o + "</svg>\n";
 }

@@ -793,3 +793,83 @@ TEST_CASE(
     CHECK(b.out.size() < a.out.size() + 20 * cut.size());
     sh("rm -rf '" + dir + "'");
 }
+
+TEST_CASE(
+    "the report's layout in a headless browser at 1280 and 1600 px: no table wider than the page, no chart "
+    "text clipped",
+    "[report][browser]") {
+    const std::string browser = find_browser();
+    if (browser.empty()) {
+        PRISM_SKIP("chromium", "no chromium on this machine (.ci/run installs Debian's: apt-get install chromium)");
+        return;
+    }
+    char tmpl[] = "/tmp/prism_layout_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // Two arms of long labels x three lrs x two seeds (a sweep whose best is at the grid's edge), and analyze's
+    // span-use chart, whose title is longer than a chart is wide.
+    for (const char* heads : {"uniform", "prism"})
+        for (const char* lr : {"0.001", "0.003", "0.01"})
+            for (int seed = 1; seed <= 2; seed++) {
+                const std::string run = dir + "/" + heads + "-lr" + lr + "-s" + std::to_string(seed);
+                write_run(run, inspect_config(heads, 256), 40, 1000, "", std::atof(lr) * 10 + seed * 0.01);
+                write_run_record(run, heads,
+                                 {{"--kv-heads", heads[0] == 'p' ? "1x2,2x4" : "4x6"},
+                                  {"--window", heads[0] == 'p' ? "local:32,2:1" : "0"},
+                                  {"--lr", lr},
+                                  {"--seed", std::to_string(seed)}},
+                                 40);
+            }
+    make_dirs(dir + "/an");
+    svg::Chart span;
+    span.title = "Attention distance / reach (the mean farthest distance the layer's window lets it see)";
+    span.xlabel = "layer", span.ylabel = "fraction of reach", span.integer_x = true;
+    span.series.push_back({"uniform-lr0.001-s1", {1, 2, 3}, {0.4, 0.5, 0.6}, false, true, {}, {}, "", {}, {}, "", 0});
+    write_file(dir + "/an/attention_span_use.svg", svg::document(svg::render(span)));
+    Result r = sh("./report " + dir + " --analyze " + dir + "/an -o " + dir + "/report.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    // A page of our own beside it frames the report and measures it (chromium reads a sibling file:// page with
+    // --allow-file-access-from-files): the page's width and each table's against the frame, and every chart
+    // text's box against its chart (rotated axis labels aside). The report itself runs no script.
+    for (int width : {1280, 1600}) {
+        write_file(
+            dir + "/measure.html",
+            "<!DOCTYPE html><html><body style=\"margin:0\"><iframe id=\"f\" src=\"report.html\" "
+            "style=\"border:0;width:" +
+                std::to_string(width) +
+                "px;height:900px\"></iframe><script>\n"
+                "document.getElementById('f').onload = function () {\n"
+                "  var d = this.contentDocument, out = [];\n"
+                "  if (d.documentElement.scrollWidth > d.documentElement.clientWidth) out.push('page');\n"
+                "  d.querySelectorAll('table').forEach(function (t) {\n"
+                "    var p = t.parentElement; if (t.getBoundingClientRect().right > d.documentElement.clientWidth "
+                "|| p.scrollWidth > p.clientWidth) out.push('table ' + t.rows[0].cells[0].textContent); });\n"
+                "  d.querySelectorAll('img, svg').forEach(function (s) { if (s.getBoundingClientRect().right > "
+                "d.documentElement.clientWidth) out.push('chart'); });\n"
+                "  d.querySelectorAll('svg text').forEach(function (t) {\n"
+                "    if (t.getAttribute('transform')) return;\n"
+                "    var b = t.getBBox(), W = t.ownerSVGElement.width.baseVal.value;\n"
+                "    if (b.x < -0.5 || b.x + b.width > W + 0.5) out.push('clipped: ' + t.textContent); });\n"
+                "  document.body.setAttribute('data-measure', 'done ' + out.join('; '));\n"
+                "};\n</script></body></html>\n");
+        Result m = sh("timeout 120 " + browser +
+                      " --headless --no-sandbox --disable-gpu --allow-file-access-from-files "
+                      "--virtual-time-budget=5000 --dump-dom 'file://" +
+                      dir + "/measure.html' 2>/dev/null");
+        const size_t at = m.out.find("data-measure=\"");
+        REQUIRE(at != std::string::npos);
+        const std::string found = m.out.substr(at + 14, m.out.find('"', at + 14) - at - 14);
+        INFO("at " << width << " px: " << found);
+        CHECK(found == "done ");
+    }
+    // analyze's charts are images: the span-use chart's title in two lines, inside its width.
+    const std::string page = read_text(dir + "/report.html");
+    const std::string chart = svg::render(span);
+    size_t title_lines = 0;
+    for (size_t p = chart.find("font-weight=\"bold\""); p != std::string::npos;
+         p = chart.find("font-weight=\"bold\"", p + 1))
+        title_lines++;
+    CHECK(title_lines == 2);
+    CHECK(has(page, "0.001 (edge of the grid)"));  // the lowest lr is each arm's best: flagged
+    sh("rm -rf '" + dir + "'");
+}

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model_config.h"
+#include "run/plan_views.h"
 #include "run/checkpoint.h"
 #include "test/inspect_util.h"
 #include "test/test_util.h"
@@ -100,13 +101,19 @@ TEST_CASE(
     CHECK(row(t, "MLP").empty());  // no run drops an MLP: not shown
     CHECK(window[0] == "32");
     CHECK(window[2] == "global");
-    // The page: the same rows per run.
+    // The page: the same rows, one table per model headed by its runs, the headings in words.
     const std::string html = read_text(dir + "/r.html");
-    CHECK(html.find("<tr><td>every</td><td>heads</td><td>4</td><td>4</td><td>4</td><td>-</td><td>4</td><td>4</td>"
-                    "</tr>") != std::string::npos);
-    CHECK(html.find("<tr><td>every</td><td>RoPE</td><td>yes</td><td>no</td><td>yes</td><td>-</td><td>yes</td>"
-                    "<td>no</td></tr>") != std::string::npos);
-    CHECK(html.find("<tr><td>uniform</td><td>kv</td><td>4</td>") != std::string::npos);
+    auto table_of = [&](const std::string& runs) {
+        const size_t a = html.find("<h3>" + runs + "</h3>");
+        return a == std::string::npos ? std::string() : html.substr(a, html.find("</table>", a) - a);
+    };
+    const std::string te = table_of("every"), tu = table_of("uniform");
+    CHECK(has(te, "<tr><td>heads h_l</td><td>4</td><td>4</td><td>4</td><td>-</td><td>4</td><td>4</td></tr>"));
+    CHECK(has(te, "<tr><td>RoPE</td><td>yes</td><td>no</td><td>yes</td><td>-</td><td>yes</td><td>no</td></tr>"));
+    CHECK(has(te, "<tr><td>SwiGLU hidden</td><td>" + hidden[0] + "</td>"));
+    CHECK(has(tu, "<tr><td>KV heads</td><td>4</td>"));
+    // Each layer's parameters and forward FLOPs per token, model_config.h's accounting.
+    CHECK(has(te, "<tr><td>forward FLOPs/token</td><td>" + human(account(every).layers[0].flops_per_token) + "</td>"));
     // The heads staircase has no step at layer 4: two polylines (layers 1-3 and 5-6) for that run.
     const size_t hc = html.find("<title>Heads per layer");
     REQUIRE(hc != std::string::npos);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -205,21 +206,25 @@ TEST_CASE("report: each arm at its best value of a swept flag, on validation los
         const std::vector<std::string> c = cells_of(rows[0]);
         REQUIRE(c.size() >= 7);
         CHECK(c[1] == best);
-        CHECK(c[2] == cell(v[best == "0.001" ? 1 : 0]));
+        CHECK(c[2] == cell(v[best.rfind("0.001", 0) == 0 ? 1 : 0]));
         CHECK(c[3].rfind(vs_base, 0) == 0);
         CHECK(c[c.size() - 3] == cell(v[1]));
         CHECK(c[c.size() - 2] == cell(v[0]));
         CHECK(c[c.size() - 1] == cell(v[2]));
     };
-    check_row("heads uniform (baseline)", "0.001", val.at("uniform"), "baseline");
+    // uniform's best, 0.001, is the grid's lowest value: flagged, since a lower lr may be better still.
+    check_row("heads uniform (baseline)", "0.001 (edge of the grid)", val.at("uniform"), "baseline");
+    CHECK(
+        has(table, "  note: a best lr at the edge of the grid (the lowest or highest value run) may not be the best"));
     // prism at 0.003 against uniform at 0.001, by seed: 4.90 - 5.00 and 4.96 - 5.25; two seeds: no interval, and
     // the detectable effect from the seeds' spread, as the groups' table has them.
     check_row("heads prism", "0.003", val.at("prism"), "-0.1950 (n 2)");
     {
         const std::vector<std::string> c = cells_of(lines_starting(table, "  heads prism  ").at(0));
         CHECK(c[4] == "n 2: too few seeds for an interval");
-        CHECK(c[5] == "0.0950");  // the SE of the two differences -0.10 and -0.29: their std 0.1344 / sqrt 2
-        CHECK(c[6].rfind("±", 0) == 0);
+        CHECK(c[5] == "0.0950");          // the SE of the two differences -0.10 and -0.29: their std 0.1344 / sqrt 2
+        CHECK(c[6].rfind("≈±", 0) == 0);  // from two seeds: marked rough
+        CHECK(has(c[6], "(rough: 2 seeds)"));
     }
     CHECK(table.find("lr 0.001  ") != std::string::npos);
     CHECK(table.find("lr 0.003  ") != std::string::npos);
@@ -254,4 +259,61 @@ TEST_CASE("report's default baseline has every layer column uniform, not only he
     CHECK(r.out.find("mlp uniform, window - (baseline)") != std::string::npos);
     CHECK(r.out.find("mlp openelm, window - (baseline)") == std::string::npos);
     sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report never takes unlike runs for seeds: 20 steps, stopped at 24 of 25 and 25 steps are three groups",
+          "[study][report]") {
+    // The issue's case, trained: three seeds of one set of flags; then seed 2 resumed toward 25 steps and stopped
+    // after step 24 (--stop-after: status "stopped", no validation after step 20), seed 3 resumed to 25 (done).
+    const std::string data = make_data_dir(), dir = data + "/study";
+    const std::string m = " --cpu --sample-every 0 ";
+    for (int s = 1; s <= 3; s++)
+        REQUIRE(sh(micro(data, dir + "/r-s" + std::to_string(s)) + m + "--steps 20 --seed " + std::to_string(s)).rc ==
+                0);
+    REQUIRE(sh(micro(data, dir + "/r-s2") + m + "--resume --steps 25 --stop-after 4").rc == 0);
+    REQUIRE(sh(micro(data, dir + "/r-s3") + m + "--resume --steps 25").rc == 0);
+    // A crash's log that goes on past the weights: r-s1's log gets a step 21 its model.bin never saw.
+    const std::string extra =
+        "{\"step\": 21, \"tokens\": 2688, \"train_loss\": 1.0, \"val_loss\": 0.5, \"lr\": 1e-3, \"grad_norm\": 0.5, "
+        "\"tokens_per_s\": 1000.0, \"elapsed_s\": 1.0}\n";
+    REQUIRE(sh("printf '%s' '" + extra + "' >> " + dir + "/r-s1/log.jsonl").rc == 0);
+
+    Result r = sh("./report " + dir + " -o " + dir + "/r.html --json " + dir + "/r.json");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    // The terminal: three groups, labelled by how they differ, one line saying why, and the step of r-s2's loss.
+    CHECK(has(r.out, "(3 runs in 3 groups"));
+    CHECK(has(r.out,
+              "note: the runs r-s1, r-s2, r-s3 have the same flags (seeds aside) but differ in steps 20 / 24 of "
+              "25 / 25; status done / stopped / done: shown as 3 groups, not as seeds of one"));
+    CHECK(has(r.out, "note: r-s2: its last validation loss is from step 20, its weights are at step 24"));
+    CHECK(has(r.out, "its log goes on to step 21 past its weights' step 20"));
+    for (const char* g : {"steps 20, status done ", "steps 24 of 25, status stopped ", "steps 25, status done "})
+        CHECK(lines_starting(r.out, std::string("  ") + g).size() == 2);  // final and best val loss: one row each
+
+    // The page: the same sentence, and the runs' table names the step of the weights and of an earlier val loss.
+    const std::string page = read_file(dir + "/r.html");
+    CHECK(has(page, "Not seeds of one group: the runs r-s1, r-s2, r-s3 have the same flags"));
+    const std::vector<double> v2 = val_losses(dir + "/r-s2/log.jsonl"), v1 = val_losses(dir + "/r-s1/log.jsonl");
+    REQUIRE(v2.size() == 2);  // steps 10 and 20: none after the resume
+    char cell[128];
+    snprintf(cell, sizeof cell, "<td class=\"warn\">%.4f at step 20</td>", v2[1]);
+    CHECK(has(page, cell));
+    CHECK(has(page, "<td>20 (log to 21)</td>"));
+
+    // The JSON: each run's figures at its weights' step (r-s1's step 21 left out), with the steps named.
+    const json::Value j = json::parse(read_file(dir + "/r.json"));
+    REQUIRE(j.find("groups")->arr.size() == 3);
+    std::map<std::string, const json::Value*> runs;
+    for (const json::Value& x : j.find("runs")->arr) runs[x.find("name")->str] = &x;
+    auto num = [](const json::Value* o, const char* k) { return std::strtod(o->find(k)->str.c_str(), nullptr); };
+    CHECK(num(runs.at("r-s1"), "steps") == 20);
+    CHECK(num(runs.at("r-s1"), "log_steps") == 21);
+    CHECK(num(runs.at("r-s1"), "final_val_loss") == Approx(v1[1]).epsilon(1e-8));  // step 20's, not 21's 0.5
+    CHECK(num(runs.at("r-s2"), "steps") == 24);
+    CHECK(num(runs.at("r-s2"), "val_step") == 20);
+    CHECK(num(runs.at("r-s2"), "final_val_loss") == Approx(v2[1]).epsilon(1e-8));
+    CHECK(num(runs.at("r-s3"), "steps") == 25);
+    CHECK(num(runs.at("r-s3"), "val_step") == 25);
+    sh("rm -rf '" + data + "'");
 }
