@@ -27,7 +27,7 @@
 
 #include "attention_tiles.cuh"
 #include "cuda_common.cuh"
-#include "model_config.h"
+#include "layer_spec.h"
 #include "reduce.cuh"
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // cuda_engine.cu: the CUDA engine's one translation unit: the engine, its kernels and the KV-cache decoder's, and
-// the makers that hand them out. engine_factory.h declares what the products call (gpu_engine_available,
+// the makers that hand them out. engine.h declares what the products call (gpu_engine_available,
 // make_gpu_engine: defined when PRISM_CUDA is, as in every build of the products); cuda_engine_hooks.cuh what the
 // tests and dev/bench_model call (make_cuda_engine, make_cuda_decoder_on). The Makefile compiles this file once
 // per set of flags and links that object wherever the engine runs: nvcc's (build/cuda_engine.o) into train_prism,
@@ -16,7 +16,6 @@
 
 #include "cuda_engine.cuh"
 #include "cuda_engine_hooks.cuh"
-#include "engine_factory.h"
 #include "inspect/cuda_decoder.cuh"
 #include "memory_plan.h"
 
@@ -31,7 +30,7 @@ std::unique_ptr<Decoder> make_cuda_decoder_on(const ModelConfig& c, const bf16* 
     return std::unique_ptr<Decoder>(new CudaDecoder(c, weights, stream, capacity));
 }
 
-// The products' entry points. The tests' builds of this file leave them out: their sources see engine_factory.h
+// The products' entry points. The tests' builds of this file leave them out: their sources see engine.h
 // without PRISM_CUDA, whose gpu_engine_available is an inline `false`.
 #ifdef PRISM_CUDA
 namespace {

@@ -33,7 +33,7 @@
 #include "gradnorm.cuh"
 #include "memory_plan.h"
 #include "model.cuh"
-#include "model_config.h"
+#include "model/layer_columns.h"
 #include "ref/init.h"
 #include "staging.cuh"
 #include "util/mfu.h"

@@ -30,8 +30,10 @@
 #include <utility>
 #include <vector>
 
-#include "dist/process_group.h"
-#include "model_config.h"  // also OptimizerHyper
+#include "lr_schedule.h"  // OptimizerHyper
+#include "model_config.h"
+
+class Dist;
 
 // What read_stats returns: the loss summed since the previous read (each forward with targets adds its micro-
 // batch's mean loss, each forward_backward grad_scale x that mean: a step's objective), and the global gradient
@@ -43,10 +45,17 @@ struct StepStats {
 // How an engine takes part in data parallelism: the process group (null: one process) and the ZeRO stage
 // (0: every rank keeps the whole optimizer state; 1: each keeps a 1/world shard of it).
 struct DataParallel {
-    Dist* dist = nullptr;
+    Dist* dist = nullptr;  // dist/process_group.h
     int zero = 0;
-    int world() const { return dist ? dist->world : 1; }
-    int rank() const { return dist ? dist->rank : 0; }
+    DataParallel() = default;
+    // A template only so that this header needs no dist/process_group.h: the caller's Dist is complete.
+    template <class D>
+    DataParallel(D* d, int zero_stage) : dist(d), zero(zero_stage), world_(d ? d->world : 1), rank_(d ? d->rank : 0) {}
+    int world() const { return world_; }
+    int rank() const { return rank_; }
+
+  private:
+    int world_ = 1, rank_ = 0;
 };
 
 // Incremental decoding of one sequence with a KV cache (Engine::make_decoder makes one: ref/cpu_decoder.h on
@@ -127,3 +136,22 @@ class Engine {
     // device; the engine must outlive it (ZeRO-1: a collective, like get_params).
     virtual std::unique_ptr<Decoder> make_decoder(int capacity) const = 0;
 };
+
+// What an engine is made with (engine_factory.h's make_engine; cuda_engine.cu's make_gpu_engine).
+struct EngineOptions {
+    bool force_cpu = false;
+    bool recompute = false;  // GPU: recompute norm and SwiGLU outputs in the backward
+    int B = 0, T = 0;        // a training run's micro-batch, for the memory check (0: no check, e.g. evaluation)
+    DataParallel dp;         // this rank of a data-parallel run (default: one process)
+};
+
+#ifdef PRISM_CUDA
+// Defined in cuda_engine.cu. Whether make_engine would pick the CUDA engine (a GPU, no --cpu).
+bool gpu_engine_available(bool force_cpu);
+// The CUDA engine on this rank's GPU, when a GPU is present and o.force_cpu is not set; null otherwise, with `why`
+// saying why (for the log). Throws ConfigError when the GPUs cannot hold the run (the local rank has no GPU, B x T
+// does not fit even with recomputation).
+std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& c, const EngineOptions& o, std::string& why);
+#else
+inline bool gpu_engine_available(bool) { return false; }
+#endif

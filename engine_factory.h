@@ -28,24 +28,6 @@
 #include "engine.h"
 #include "model_config.h"
 
-struct EngineOptions {
-    bool force_cpu = false;
-    bool recompute = false;  // GPU: recompute norm and SwiGLU outputs in the backward
-    int B = 0, T = 0;        // a training run's micro-batch, for the memory check (0: no check, e.g. evaluation)
-    DataParallel dp;         // this rank of a data-parallel run (default: one process)
-};
-
-#ifdef PRISM_CUDA
-// Defined in cuda_engine.cu. Whether make_engine would pick the CUDA engine (a GPU, no --cpu).
-bool gpu_engine_available(bool force_cpu);
-// The CUDA engine on this rank's GPU, when a GPU is present and o.force_cpu is not set; null otherwise, with `why`
-// saying why (for the log). Throws ConfigError when the GPUs cannot hold the run (the local rank has no GPU, B x T
-// does not fit even with recomputation).
-std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& c, const EngineOptions& o, std::string& why);
-#else
-inline bool gpu_engine_available(bool) { return false; }
-#endif
-
 // The CPU engine for one rank of dp: with several ranks on a node and no OMP_NUM_THREADS, each takes its share
 // of the cores this process may run on (all of them without a launcher's binding, one when bound to a core).
 inline std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataParallel& dp) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model_config.h"
+#include "util/errors.h"
 
 // Throws ConfigError unless 1 <= B, 1 <= T <= c.T, every input id lies in [0, V) and every target id below V
 // (a negative target is masked, not an error). inputs, targets (B, T); targets may be null (inference).

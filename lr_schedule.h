@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 
 // The learning-rate schedule of a run (--lr-schedule). Steps are 0-based here (the log's step is step + 1).
 // Every kind warms up linearly, lr * (step + 1) / warmup for step < warmup, then:
@@ -118,3 +118,10 @@ inline std::string describe_lr_schedule(const LrSchedule& s) {
     else snprintf(b, sizeof b, "lr: %s, %s, %g -> %g at step %ld", s.kind.c_str(), warm.c_str(), s.lr, lo, s.total);
     return b;
 }
+
+// AdamW's hyperparameters, as the engines take them (engine.h's adamw_step, the reference's ref::adamw_update)
+// beside the learning rate of this file's schedule, and train_prism's flags set them (--beta1, --beta2,
+// --adam-eps, --wd).
+struct OptimizerHyper {
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};

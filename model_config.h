@@ -5,48 +5,28 @@
 // GQA, local/global and pruned (no-op sub-block) models are the same struct with different LayerSpecs, so every
 // other file (reference, kernels, decoders, checkpoints, the Hugging Face export) has one code path.
 //
-// Also here: the parameter layout, presets, building a config from a ModelSpec (with the head and width schedules
-// of schedules.h), validation, and parameter / FLOP / KV-cache accounting. Pure C++17, no CUDA, no I/O beyond
-// warnings on stderr.
+// Also here: the parameter layout and parameter / FLOP / KV-cache accounting. How a config is built from what the
+// user asks for (presets, schedules, the per-layer columns' flags) and validated is model/'s. Pure C++17, no CUDA,
+// no I/O.
 //
 // Sizes: B batch, T sequence, d model (embedding) width, w_l layer width, h_l heads, head_dim = w_l / h_l,
 // kv_l K/V heads (h_l a multiple of it), hidden_l the SwiGLU intermediate size, D = max(d, max w_l) the residual
 // stream width, V vocabulary, L layers.
 #pragma once
 
+#pragma once
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "schedules.h"
+#include "layer_spec.h"
 
 enum class NormType : int { LayerNorm = 0, RMSNorm = 1 };
 
 inline const char* norm_name(NormType n) { return n == NormType::LayerNorm ? "layernorm" : "rmsnorm"; }
-
-// A layer's shape. Only width and heads are needed: {w, h} is today's layer (every head its own K and V, the MLP
-// rule's hidden size, global attention, both sub-blocks, rotary embeddings), so LayerSpec{w, h} and every config
-// written before the other columns existed mean what they meant. The other columns: 0 means "the default",
-// resolved by the accessors. layer_columns.h declares each column once (names, flag, bounds, rule, keys).
-struct LayerSpec {
-    int width;              // w_l: the layer reads and writes the leading slice [0, w_l) of the residual stream
-    int heads;              // h_l: query heads; head_dim = w_l / h_l
-    int kv_heads = 0;       // kv_l: K/V heads, each shared by h_l / kv_l query heads (GQA); 0: kv_l = h_l
-    int hidden = 0;         // SwiGLU intermediate size; 0: the model's rule (ModelConfig::hidden(w_l))
-    int window = 0;         // attention window: key j visible to query i iff i - window < j <= i; 0: global (causal)
-    bool attention = true;  // false: no attention sub-block (no ln1, wqkv, wo): Megatron's no-op attention
-    bool mlp = true;        // false: no MLP sub-block (no ln2, wfc, wproj)
-    bool rope = true;       // false: the layer's attention uses no rotary embedding (NoPE)
-    int head_dim() const { return width / heads; }
-    int kv() const { return kv_heads ? kv_heads : heads; }
-    int kv_width() const { return kv() * head_dim(); }       // columns of k (and of v)
-    int qkv_rows() const { return width + 2 * kv_width(); }  // rows of wqkv: q (w), k (kv_w), v (kv_w)
-};
 
 struct ModelConfig {
     int d = 768;                   // embedding width: the embedding writes [0, d), the output head reads [0, d)
@@ -91,6 +71,46 @@ struct ModelConfig {
         return true;
     }
 };
+
+
+// Every scalar of a ModelConfig (its layers are model/layer_columns.h's), declared once: its name, its model.bin
+// header word (a double takes two: docs/formats.md), its bounds, and how to read and write it as a double.
+// model.bin's header (run/checkpoint.h) and a resume's identity check (run/run.h's model_difference) loop over it, so
+// a field added here joins both; test/test_checkpoints.cpp fails when ModelConfig gains a field it does not hold.
+struct ModelScalar {
+    const char* name;
+    int word;
+    bool is_double;
+    double lo, hi;
+    double (*get)(const ModelConfig&);
+    void (*set)(ModelConfig&, double);
+};
+
+inline const std::vector<ModelScalar>& model_scalars() {
+    using C = ModelConfig;
+    static const std::vector<ModelScalar> s = {
+        {"d", 2, false, 1, 65536, [](const C& c) { return (double)c.d; }, [](C& c, double v) { c.d = (int)v; }},
+        {"V", 3, false, 1, 1 << 24, [](const C& c) { return (double)c.V; }, [](C& c, double v) { c.V = (int)v; }},
+        {"T", 4, false, 1, 1 << 20, [](const C& c) { return (double)c.T; }, [](C& c, double v) { c.T = (int)v; }},
+        {"h_base", 6, false, 1, 65536, [](const C& c) { return (double)c.h_base; },
+         [](C& c, double v) { c.h_base = (int)v; }},
+        {"norm", 7, false, 0, 1, [](const C& c) { return (double)(int)c.norm; },
+         [](C& c, double v) { c.norm = (NormType)(int)v; }},
+        {"tied", 8, false, 0, 1, [](const C& c) { return (double)c.tied; }, [](C& c, double v) { c.tied = v != 0; }},
+        {"mup_attn", 9, false, 0, 1, [](const C& c) { return (double)c.mup_attn; },
+         [](C& c, double v) { c.mup_attn = v != 0; }},
+        {"init_width_scale", 10, false, 0, 1, [](const C& c) { return (double)c.init_width_scale; },
+         [](C& c, double v) { c.init_width_scale = v != 0; }},
+        {"mlp_multiple", 11, false, 1, 65536, [](const C& c) { return (double)c.mlp_multiple; },
+         [](C& c, double v) { c.mlp_multiple = (int)v; }},
+        {"mlp_ratio", 16, true, 1e-3, 64, [](const C& c) { return c.mlp_ratio; },
+         [](C& c, double v) { c.mlp_ratio = v; }},
+        {"rope_theta", 18, true, 1, 1e12, [](const C& c) { return c.rope_theta; },
+         [](C& c, double v) { c.rope_theta = v; }},
+        {"norm_eps", 20, true, 1e-20, 1, [](const C& c) { return c.norm_eps; }, [](C& c, double v) { c.norm_eps = v; }},
+    };
+    return s;
+}
 
 // ------------------------------------------------------------------------------------------------------
 // Parameter layout: one flat block, in this order (checkpoints, the reference and the GPU model all use it).
@@ -166,271 +186,6 @@ inline ParamLayout param_layout(const ModelConfig& c) {
     return p;
 }
 
-// ------------------------------------------------------------------------------------------------------
-// Presets and building a config from what the user asked for
-// ------------------------------------------------------------------------------------------------------
-
-struct Preset {
-    const char* name;
-    int d, L, h_base, T;
-    double mlp_ratio;
-    NormType norm;
-    bool tied;
-    bool xformer_recipe;  // RMSNorm, untied, SwiGLU 4w, 16 heads, muP attention scale, init scaled by sqrt(d/w_l)
-    const char* what;
-};
-
-// Prism sizes: nanoGPT + RoPE + SwiGLU (8/3 d keeps GPT-2's MLP parameter count), tied GPT-2 vocabulary,
-// head_dim 64. Xformer sizes: the released recipe, sequence 4096. tiny: trains on two CPU cores in minutes.
-inline const std::vector<Preset>& presets() {
-    static const std::vector<Preset> p = {
-        {"tiny", 128, 6, 4, 128, 8.0 / 3.0, NormType::LayerNorm, true, false, "CPU-sized model for the default run"},
-        {"124M", 768, 12, 12, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 124M"},
-        {"354M", 1024, 24, 16, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 354M"},
-        {"757M", 1536, 24, 24, 1024, 8.0 / 3.0, NormType::LayerNorm, true, false, "Prism 757M"},
-        {"200M", 640, 16, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 200M"},
-        {"500M", 960, 24, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 500M"},
-        {"1B", 1280, 32, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 1B"},
-        {"2B", 1600, 40, 16, 4096, 4.0, NormType::RMSNorm, false, true, "Xformer 2B"},
-    };
-    return p;
-}
-
-inline const Preset& find_preset(const std::string& name) {
-    std::string known;
-    for (const auto& p : presets()) {
-        if (name == p.name) return p;
-        known += std::string(known.empty() ? "" : ", ") + p.name;
-    }
-    throw ConfigError("unknown preset '" + name + "'; choose one of " + known);
-}
-
-// What the user asked for: a preset, schedules, and overrides (0 / empty = keep the preset's value).
-// AdamW's hyperparameters, as the engines take them (engine.h's adamw_step, the reference's ref::adamw_update)
-// and train_prism's flags set them (--beta1, --beta2, --adam-eps, --wd): here rather than in engine.h so that the
-// trainer's options need no engine.
-struct OptimizerHyper {
-    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-};
-
-struct ModelSpec {
-    std::string preset = "tiny";
-    std::string heads = "uniform";     // uniform | prism | list ("3x3,6x3,12x6" or "3,3,3,6,...")
-    std::string widths = "uniform";    // uniform | x | v | lambda | 3 | list of widths
-    std::string kv_heads = "uniform";  // uniform (kv_l = h_l) | mqa | gqa:G | list (schedules.h's kv_schedule)
-    std::string mlp = "uniform";       // uniform (--mlp-ratio) | openelm[:LO-HI] | list of hidden sizes
-    std::string window = "global";     // global | local:W | local:W,N:M | list (0 = global)
-    std::string no_attention, no_mlp;  // layer numbers from 1 ("3,5,7-9") whose sub-block is dropped
-    std::string no_rope;               // layer numbers from 1 whose attention has no rotary embedding (NoPE)
-    std::string match;                 // "" | mlp: scale that column until the layers match the uniform model's
-    WidthShape shape;                  // turning layer, bottleneck ratio, quantum for the solver
-    int d = 0, L = 0, h_base = 0, T = 0, V = 0;
-    int head_dim = 0;  // fixed head_dim under a width schedule (instead of a fixed head count)
-    double mlp_ratio = 0;
-    int mlp_multiple = 0;
-    std::string norm;             // "" | layernorm | rmsnorm
-    int untied = -1;              // -1 preset, 0 tied, 1 untied
-    bool allow_ablation = false;  // permit Prism schedules that break monotonicity or h_L = h_base
-};
-
-inline NormType parse_norm(const std::string& s) {
-    if (s == "layernorm" || s == "ln") return NormType::LayerNorm;
-    if (s == "rmsnorm" || s == "rms") return NormType::RMSNorm;
-    throw ConfigError("unknown norm '" + s + "'; use layernorm or rmsnorm");
-}
-
-// layer_columns.h (included at the end of this file) declares the per-layer columns; these use its table.
-inline void validate_layer_columns(const ModelConfig& c);
-inline void build_layer_columns(const ModelSpec& s, ModelConfig& c);
-inline void check_layer_flags(const ModelSpec& s, int L);
-
-// Checks that hold for every model that can run: positive sizes, then every layer column's bounds and rule (h_l
-// divides w_l, even head_dim: RoPE rotates pairs, ...). Used on built configs and on configs read back from
-// checkpoints and config.json.
-inline void validate_config(const ModelConfig& c) {
-    auto pos = [](long v, const char* what) {
-        if (v <= 0) throw ConfigError(std::string(what) + " must be positive, got " + std::to_string(v));
-    };
-    pos(c.d, "d");
-    pos(c.V, "V (vocabulary)");
-    pos(c.T, "T (sequence length)");
-    pos(c.L(), "L (layers)");
-    pos(c.h_base, "h_base (--heads)");
-    if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
-    if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
-        throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
-    validate_layer_columns(c);  // every column's bounds and rule (layer_columns.h)
-}
-
-// Whether every layer's MLP hidden size is the --mlp-ratio rule's (no --mlp list or scaling, no --match).
-inline bool rule_hidden(const ModelConfig& c) {
-    for (int l = 0; l < c.L(); l++)
-        if (c.layers[l].mlp && c.hidden_of(l) != c.hidden(c.layers[l].width)) return false;
-    return true;
-}
-
-inline void match_parameters(ModelConfig& c, const std::string& column);
-
-// Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
-// break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
-// allow_ablation, throws ConfigError.
-inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& warnings) {
-    const Preset& p = find_preset(s.preset);
-    ModelConfig c;
-    c.d = s.d ? s.d : p.d;
-    c.T = s.T ? s.T : p.T;
-    c.V = s.V ? s.V : 50257;
-    c.h_base = s.h_base ? s.h_base : p.h_base;
-    c.mlp_ratio = s.mlp_ratio > 0 ? s.mlp_ratio : p.mlp_ratio;
-    if (s.mlp_multiple) c.mlp_multiple = s.mlp_multiple;
-    c.norm = s.norm.empty() ? p.norm : parse_norm(s.norm);
-    c.tied = s.untied < 0 ? p.tied : s.untied == 0;
-    c.mup_attn = p.xformer_recipe;
-    c.init_width_scale = p.xformer_recipe;
-    int L = s.L ? s.L : p.L;
-    for (int v : {c.d, L, c.h_base, c.T, c.V, s.head_dim, s.mlp_multiple})
-        if (v < 0) throw ConfigError("sizes must be positive");
-    if (L <= 0) throw ConfigError("L (--layers) must be positive");
-    if (L > 10000) throw ConfigError("L (--layers) is out of range");
-    check_layer_flags(s, L);  // every column's flag text, as the flag parser checks it, and its length
-
-    // Widths.
-    std::vector<int> w;
-    bool width_schedule = s.widths != "uniform";
-    if (!width_schedule) {
-        w.assign(L, c.d);
-    } else if (s.widths == "x" || s.widths == "v" || s.widths == "lambda" || s.widths == "3") {
-        WidthShape sh = s.shape;
-        sh.name = s.widths;
-        // Every width a multiple of what the head rule needs (a fixed head_dim, or h_base heads of even head_dim),
-        // so that no solved width is refused below: lcm(quantum, that).
-        const long need = s.head_dim > 0 ? s.head_dim : 2L * c.h_base, q = sh.quantum;
-        long g = q, b = need;
-        while (b) g %= b, std::swap(g, b);
-        if (q / g * need > 65536)
-            throw ConfigError("width quantum " + std::to_string(q) + " and the head rule's " + std::to_string(need) +
-                              " have no common multiple below 65536");
-        sh.quantum = (int)(q / g * need);
-        w = solve_widths(sh, c.d, L, c.mlp_ratio);
-    } else if (s.widths.find_first_not_of("0123456789,xX* ") == std::string::npos) {
-        w = parse_layer_list(s.widths, "width schedule");
-        if ((int)w.size() != L)
-            throw ConfigError("width schedule has " + std::to_string(w.size()) + " entries but the model has " +
-                              std::to_string(L) + " layers; give one width per layer");
-        for (int l = 0; l < L; l++)
-            if (w[l] % s.shape.quantum != 0 && w[l] != c.d)
-                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
-                                  " is not a multiple of the width quantum " + std::to_string(s.shape.quantum) +
-                                  "; round it or set --width-quantum");
-    } else {
-        throw ConfigError("unknown width schedule '" + s.widths + "'; use uniform, x, v, lambda, 3 or a list");
-    }
-
-    // Baseline head count of each layer: a fixed head_dim, or a fixed head count (h_base).
-    std::vector<int> base(L);
-    for (int l = 0; l < L; l++) {
-        if (s.head_dim > 0) {
-            if (w[l] % s.head_dim != 0)
-                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
-                                  " is not a multiple of --head-dim " + std::to_string(s.head_dim));
-            base[l] = w[l] / s.head_dim;
-        } else {
-            // The model's own rule, with or without a width schedule: h_base heads in every layer (the Xformer
-            // presets' h_base is the paper's 16). Solved widths are multiples of 2 h_base (above).
-            base[l] = c.h_base;
-        }
-    }
-
-    // Heads.
-    std::vector<int> h(L);
-    bool head_schedule = s.heads != "uniform";
-    if (!head_schedule) {
-        h = base;
-    } else if (s.heads == "prism") {
-        std::vector<int> m = prism_multipliers(L);
-        for (int l = 0; l < L; l++) {
-            if (base[l] % m[l] != 0)
-                throw ConfigError("prism preset: layer " + std::to_string(l + 1) + " needs " + std::to_string(base[l]) +
-                                  " / " + std::to_string(m[l]) + " heads, which is not whole; give -s as a list");
-            h[l] = base[l] / m[l];
-        }
-    } else if (s.heads == "openelm" || s.heads.compare(0, 8, "openelm:") == 0) {
-        // OpenELM's head scaling at Prism's fixed layer width: heads grow linearly with depth from LO to HI times
-        // the baseline, each rounded to the nearest count that divides w_l with an even head_dim.
-        const auto r = parse_range(s.heads, "openelm", kOpenElmHeads[0], kOpenElmHeads[1], "head schedule");
-        for (int l = 0; l < L; l++) h[l] = nearest_head_count(layerwise(r.first, r.second, l, L) * base[l], w[l]);
-    } else if (s.heads.find_first_not_of("0123456789,xX* ") == std::string::npos) {
-        h = parse_layer_list(s.heads, "head schedule");
-        if ((int)h.size() != L)
-            throw ConfigError("head schedule has " + std::to_string(h.size()) + " entries but the model has " +
-                              std::to_string(L) + " layers; give one head count per layer (e.g. 3x3,6x3,12x6)");
-    } else {
-        throw ConfigError("unknown head schedule '" + s.heads +
-                          "'; use uniform, prism, openelm, openelm:LO-HI or a list like 3x3,6x3,12x6");
-    }
-    // The other columns, each from its flag (layer_columns.h).
-    c.layers.resize(L);
-    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
-    build_layer_columns(s, c);
-    validate_config(c);
-    if (!s.match.empty()) match_parameters(c, s.match);
-    for (int l = 0; l < L; l++)
-        if (c.layers[l].window >= c.T)
-            warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(c.layers[l].window) +
-                               " is not below T = " + std::to_string(c.T) + ", so the layer attends globally");
-    // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
-    std::string narrow;
-    int narrowest = 1 << 30;
-    for (int l = 0; l < L; l++)
-        if (c.layers[l].head_dim() < 16)
-            narrow += (narrow.empty() ? "" : ", ") + std::to_string(l + 1),
-                narrowest = std::min(narrowest, c.layers[l].head_dim());
-    if (!narrow.empty())
-        warnings.push_back("layer" + std::string(narrow.find(',') == std::string::npos ? " " : "s ") + narrow +
-                           ": head_dim below 16 (down to " + std::to_string(narrowest) +
-                           "); such narrow heads learn little: use fewer heads (--heads, -s) or --head-dim");
-
-    // A head schedule that is the uniform one (-s prism below 4 layers) would be compared with itself unawares.
-    if (head_schedule && h == base)
-        warnings.push_back("head schedule '" + s.heads +
-                           "' gives every layer its baseline heads: this is the uniform "
-                           "model" +
-                           (s.heads == "prism" ? " (the Prism schedule needs 4 or more layers; this model has " +
-                                                     std::to_string(L) + ")"
-                                               : std::string()));
-    // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
-    if (head_schedule) {
-        auto rel = [&](int l) { return (double)h[l] / base[l]; };
-        for (int l = 1; l < L; l++)
-            if (rel(l) < rel(l - 1) && !s.allow_ablation)
-                throw ConfigError("head schedule decreases at layer " + std::to_string(l + 1) + " (" +
-                                  std::to_string(h[l - 1]) + " -> " + std::to_string(h[l]) +
-                                  "); Prism needs h_1 <= ... <= h_L (pass --allow-ablation to run it anyway)");
-        if (h[L - 1] != base[L - 1] && !s.allow_ablation)
-            throw ConfigError("head schedule ends at " + std::to_string(h[L - 1]) + " heads but h_base is " +
-                              std::to_string(base[L - 1]) + "; Prism needs h_L = h_base (pass --allow-ablation)");
-    }
-    // The paper's design rules are Prism's; a rule of another paper (openelm) is not held to them.
-    if (head_schedule && s.heads.compare(0, 7, "openelm") != 0) {
-        int at_base = 0;
-        for (int l = 0; l < L; l++) at_base += h[l] == base[l];
-        if (2 * at_base < L)
-            warnings.push_back("design rule: only " + std::to_string(at_base) + " of " + std::to_string(L) +
-                               " layers use h_base; the paper keeps at least L/2");
-        // Staircase: every run of equal heads before the final h_base run lasts 2 to 4 layers.
-        for (int a = 0; a < L;) {
-            int b = a;
-            while (b < L && h[b] == h[a] && base[b] == base[a]) b++;
-            if (b < L && (b - a < 2 || b - a > 4))
-                warnings.push_back("design rule: layers " + std::to_string(a + 1) + ".." + std::to_string(b) +
-                                   " hold " + std::to_string(h[a]) + " heads for " + std::to_string(b - a) +
-                                   " layers; the paper holds each step for 2 to 4");
-            a = b;
-        }
-    }
-    return c;
-}
-
 // The uniform model a schedule is compared with: same d, L, T, V, MLP rule, norm and head; every layer d wide
 // with h_base heads.
 inline ModelConfig uniform_baseline(const ModelConfig& c) {
@@ -438,6 +193,7 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
     for (auto& s : u.layers) s = {c.d, c.h_base};
     return u;
 }
+
 
 // ------------------------------------------------------------------------------------------------------
 // Accounting. FLOPs are forward FLOPs per token (multiply-add = 2): every matmul, plus attention's QK^T and AV
@@ -526,63 +282,3 @@ inline Accounting account(const ModelConfig& c) {
     a.dense_flops_per_token += 2.0 * c.d * c.V;
     return a;
 }
-
-// --match mlp: the parameter match of a schedule to its uniform baseline, as the width solver matches the X shape's:
-// every layer's SwiGLU hidden size (as built: the rule's, --mlp's or OpenELM's) is scaled by one factor f and rounded
-// to the nearest mlp_multiple, and f is chosen so that the layer matrices (the paper's count, matched_params) come
-// closest to the uniform model's. So a schedule that saves parameters elsewhere (GQA's smaller wqkv, dropped
-// attention, OpenELM's small early MLPs) spends them on MLP width, and one that spends more gives them back, keeping
-// the MLP's profile across depth. Each layer's size stays within one multiple of f times its own, and the match is
-// within one rounding step of one layer's MLP (3 w_l mlp_multiple parameters).
-inline void match_parameters(ModelConfig& c, const std::string& column) {
-    if (column != "mlp") throw ConfigError("unknown --match column '" + column + "'; use mlp (the MLP hidden sizes)");
-    const long long target = account(uniform_baseline(c)).matched_params;
-    std::vector<int> h0(c.L(), 0);
-    for (int l = 0; l < c.L(); l++) h0[l] = c.hidden_of(l);
-    if (std::all_of(h0.begin(), h0.end(), [](int h) { return h == 0; }))
-        throw ConfigError("--match mlp: no layer has an MLP to scale; drop --match or keep an MLP (--no-mlp)");
-    const long q = std::max(1, c.mlp_multiple);
-    auto apply = [&](double f) {
-        for (int l = 0; l < c.L(); l++)
-            if (h0[l])
-                c.layers[l].hidden = (int)std::min<long>(1 << 20, std::max<long>(q, std::lround(f * h0[l] / q) * q));
-        return account(c).matched_params;
-    };
-    double lo = 1e-3, hi = 1e3;
-    if (apply(lo) > target)
-        throw ConfigError("--match mlp: even MLPs of " + std::to_string(q) +
-                          " leave the layers above the uniform model's parameters; match another way");
-    if (apply(hi) < target)
-        throw ConfigError("--match mlp: the MLPs would need more than 2^20 hidden units to match the uniform model");
-    for (int i = 0; i < 100; i++) {  // the smallest f whose count reaches the target (the count grows with f)
-        const double mid = std::sqrt(lo * hi);
-        (apply(mid) >= target ? hi : lo) = mid;
-    }
-    const long long below = apply(lo), above = apply(hi);
-    long long now = apply(target - below <= above - target ? lo : hi);
-    // Equal hidden sizes cross their rounding boundaries together (a step of L layers); from the last layer back,
-    // move a layer's hidden one multiple up or down while that brings the count closer (each stays within one
-    // multiple of the factor's). The count changes by that layer's own (layer_cost): linear in L, not quadratic.
-    auto matched = [&](int l) {
-        const LayerCost lc = layer_cost(c, l);
-        return lc.matrix_params - lc.dead_params;
-    };
-    for (int l = c.L() - 1; l >= 0; l--) {
-        if (!h0[l]) continue;
-        for (int step : {(int)q, -(int)q}) {
-            const int was = c.layers[l].hidden;
-            if (was + step < q || was + step > 1 << 20) continue;
-            const long long before = matched(l);
-            c.layers[l].hidden = was + step;
-            const long long next = now - before + matched(l);
-            if (std::llabs(next - target) < std::llabs(now - target)) {
-                now = next;
-                break;
-            }
-            c.layers[l].hidden = was;
-        }
-    }
-    validate_config(c);  // --plan shows the match reached
-}
-
-#include "layer_columns.h"  // the per-layer columns, declared once

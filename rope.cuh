@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cuda_common.cuh"
-#include "model_config.h"
+#include "layer_spec.h"
 #include "vec.cuh"
 
 // (T, hd / 2) pairs (cos, sin) as floats, interleaved: table[2 (t hd/2 + i)] = cos, [.. + 1] = sin.

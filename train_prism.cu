@@ -20,7 +20,7 @@
 #include "eval/scoring.h"
 #include "inspect/sampling.h"
 #include "memory_plan.h"
-#include "model_config.h"
+#include "model/build.h"
 #include "run/cli.h"
 #include "run/defaults.h"
 #include "run/plan_views.h"
@@ -66,6 +66,7 @@ static void read_flags(Command& cmd, int argc, char** argv, TrainOptions& o, Mod
     }
     if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
     if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
+    if (!o.branch_from.empty() && !o.resume && !o.plan) throw ConfigError("--branch-from only applies to --resume");
     run.restore_flags(o, cmd, argc, argv, gpu_engine_available(o.cpu), notes);
     for (int i = 0; i < argc; i++) o.argv.push_back(argv[i]);
     default_model(o, gpu_engine_available(o.cpu));

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine.h"
-#include "errors.h"
+#include "util/errors.h"
 #include "lr_schedule.h"
 
 // next_batch(inputs, targets) fills one micro-batch (B, T) of each; in and tg are its buffers (B T ints each).

@@ -50,7 +50,7 @@
 #include <mpi.h>
 #endif
 
-#include "errors.h"
+#include "util/errors.h"
 #include "dist/watchdog.h"
 
 // all_or_none's verdicts: its work failed on some rank, and every rank knows. The lowest failing rank throws
@@ -454,7 +454,7 @@ class Dist {
 inline int run_ranks(Dist& dist, const char* oom_hint, const std::function<int()>& body) {
     signal(SIGXFSZ, SIG_IGN);  // past a file-size limit a write fails (EFBIG): the ordinary one-line disk error
     // body starts the process group: who this rank is is known only after it ran. What the run printed comes
-    // first, the error line last (errors.h's ladder).
+    // first, the error line last (util/errors.h's ladder).
     auto who = [&] { return dist.world > 1 ? "rank " + std::to_string(dist.rank) + ": " : std::string(); };
     bool failed = false;
     const int rc = run_reporting(

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "util/json.h"
 #include "text/pytext.h"
 

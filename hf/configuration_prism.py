@@ -3,7 +3,7 @@
 # K/V heads (layer_kv_heads: GQA when below h_l, 0 for a layer without attention), SwiGLU hidden sizes
 # (layer_hidden_sizes: 0 for a layer without an MLP), attention windows (layer_windows: key j visible to query i
 # iff i - W < j <= i, 0 for global) and rotary embeddings (layer_rope: 1 rotary, 0 NoPE), one list per column of
-# Prism's layer table (layer_columns.h's config.json keys; LAYER_LISTS below), the residual stream width
+# Prism's layer table (model/layer_columns.h's config.json keys; LAYER_LISTS below), the residual stream width
 # D = max(d, max w_l), the final-norm width
 # Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The per-layer
 # lists are Prism's own keys rather than transformers' num_key_value_heads / intermediate_size / sliding_window,
@@ -27,7 +27,7 @@ def swiglu_hidden(width, mlp_ratio, mlp_multiple):
     return max(q, q * int(math.floor(x + 0.5)))
 
 
-# The per-layer lists (layer_columns.h's config.json keys, in its order), each with its value for a layer when the
+# The per-layer lists (model/layer_columns.h's config.json keys, in its order), each with its value for a layer when the
 # list is absent: fn(config, layer).
 LAYER_LISTS = (
     ("layer_widths", lambda c, l: c.hidden_size),

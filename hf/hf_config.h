@@ -14,7 +14,7 @@
 //   lnf_w / lnf_b       model.norm.weight / .bias           (Df)
 //   lm_head             lm_head.weight                      (V, d)  untied only (tied: the embedding)
 // config.json holds every number the forward depends on (d, V, T, one list per layer column with a config.json
-// key in layer_columns.h: widths, heads, KV heads, SwiGLU hidden sizes, attention windows, RoPE on or off; the
+// key in model/layer_columns.h: widths, heads, KV heads, SwiGLU hidden sizes, attention windows, RoPE on or off; the
 // residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its interleaved pairs)
 // and the rest of model.bin (h_base, the MLP rule, init_width_scale, the step, the run id, and the layer table's
 // own words where the lists alone would not say them), so that import writes model.bin back byte for byte. The
@@ -39,7 +39,7 @@
 
 #include "util/io.h"
 #include "util/json.h"
-#include "model_config.h"
+#include "model/build.h"
 
 struct HfError : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -96,7 +96,7 @@ inline const std::vector<const char*>& layer_word_columns() {
     return names;
 }
 
-// The layer config.json's value lists describe (layer_columns.h's set_value, in the table's order).
+// The layer config.json's value lists describe (model/layer_columns.h's set_value, in the table's order).
 inline LayerSpec layer_of_values(const ModelConfig& c, int l) {
     LayerSpec s{0, 0};
     for (const LayerColumn& col : layer_columns())
@@ -230,7 +230,7 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
     c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
     const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
-    // Every column's value list (layer_columns.h), within the column's bounds; an optional one may be absent.
+    // Every column's value list (model/layer_columns.h), within the column's bounds; an optional one may be absent.
     std::vector<std::vector<int>> lists;
     for (const LayerColumn& col : layer_columns()) {
         const json::Value* v = col.hf_key ? o.find(col.hf_key) : nullptr;

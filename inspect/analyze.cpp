@@ -107,7 +107,7 @@ std::string window_word(const analysis::LayerStats& l) {
 void print_table(const Checkpoint& k, const Options& o) {
     const analysis::ModelStats& m = k.stats;
     printf("== %s: %s (step %ld)\n", k.label.c_str(), k.path.c_str(), k.step);
-    for (const LayerColumn& col : layer_columns())  // every column the model uses (layer_columns.h)
+    for (const LayerColumn& col : layer_columns())  // every column the model uses (model/layer_columns.h)
         if (col.always_shown) printf("%s", layer_column_line(col, k.cfg).c_str());
     printf("%s", layer_column_lines(k.cfg).c_str());
     if (!k.run.empty()) printf("   run: %s\n", k.run.c_str());

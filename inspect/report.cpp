@@ -9,7 +9,7 @@
 //     labelled by the flags that tell the groups apart (a dropped sub-block as "no attention in layer 4"). Per
 //     group: final and best validation loss, mean +- sample std over its runs; against the baseline group
 //     (--baseline NAME: a group's label, numbers compared as numbers, or one of its runs' names; default the group
-//     of the uniform model as built, layer_columns.h's is_uniform, and of several such (a sweep) the one with the
+//     of the uniform model as built, model/layer_columns.h's is_uniform, and of several such (a sweep) the one with the
 //     lowest final validation loss: report_groups.h's find_baseline) the paired difference over the seeds both have, with n, its
 //     standard error (the seeds' spread, and for a zero-shot metric the eval set's sampling error: per example
 //     from RUN/samples.jsonl, else eval.json's standard errors), its 95% t interval where one is estimable (else
@@ -69,7 +69,7 @@
 #include "run/plan_views.h"
 #include "util/fs.h"
 #include "run/run_log.h"
-#include "model_config.h"
+#include "model/build.h"
 #include "inspect/report_groups.h"
 #include "inspect/report_sweep.h"
 #include "inspect/svg.h"

@@ -20,7 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "inspect/svg.h"
 #include "run/plan_views.h"
 #include "run/run_log.h"
@@ -427,7 +427,7 @@ inline std::vector<Group> make_groups(const std::vector<RunLog>& runs, std::vect
             g.identity = id;
             for (const auto& [f, v] : id) g.values.emplace(f, v);
             ModelConfig c;
-            g.uniform = built_model(r, c) && is_uniform(c);  // layer_columns.h's one predicate
+            g.uniform = built_model(r, c) && is_uniform(c);  // model/layer_columns.h's one predicate
             groups.push_back(std::move(g));
         }
         groups[it->second].runs.push_back(i);

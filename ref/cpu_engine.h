@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "ref/cpu_decoder.h"
 #include "ref/reference.h"
+#include "dist/process_group.h"
 #include "dist/shard.h"
 
 class CpuEngine : public Engine {

@@ -39,6 +39,7 @@
 #include "ref/parallel.h"
 #include "attention_span.h"
 #include "model_config.h"
+#include "util/errors.h"
 
 namespace ref {
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ref/parallel.h"
+#include "lr_schedule.h"  // OptimizerHyper
 #include "model_config.h"
 
 namespace ref {

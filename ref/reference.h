@@ -41,7 +41,7 @@
 #include "ref/init.h"
 #include "ref/ops.h"
 #include "ref/optimizer.h"
-#include "model_config.h"
+#include "model/layer_columns.h"
 
 namespace ref {
 

@@ -5,7 +5,7 @@
 // model.bin (docs/formats.md has its every byte): a 1024-byte header of int32 words (the config, the parameter
 // count, the step, the checksum, the run id), the layer table, then the fp32 parameters in model_config.h's
 // param_layout order. Version 5 names its columns: header word 28 holds their count C, words 32 + 4k.. the name of
-// column k (16 bytes, zero-padded; layer_columns.h's names), and the table is L rows of C int32 words, each
+// column k (16 bytes, zero-padded; model/layer_columns.h's names), and the table is L rows of C int32 words, each
 // column's default stored as 0. A reader takes the columns it knows by name; a column it does not know is
 // accepted when every word is 0 (its default) and otherwise refused, naming it. Versions 2 to 4 have fixed
 // tables: {width, heads} (2, 3), {width, heads, kv_heads, hidden, window, flags (bit 0 no attention, bit 1 no
@@ -42,7 +42,7 @@
 //
 // Atomic writes: every file is written to NAME.tmp, flushed, fsync'd and renamed over NAME, so a reader sees
 // the old file or the new one, never a mix (util/io.h's write_atomically; the checksum and the 64-bit header fields
-// are util/io.h's too). Errors are CheckpointErrors with one line naming the file, or an IoError (errors.h) from
+// are util/io.h's too). Errors are CheckpointErrors with one line naming the file, or an IoError (util/errors.h) from
 // util/io.h when the file cannot be opened, read or written.
 #pragma once
 
@@ -55,8 +55,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "model_config.h"
+#include "util/errors.h"
+#include "model/build.h"
 #include "util/io.h"
 
 static const int32_t kModelMagic = 0x4D535250;
@@ -134,13 +134,12 @@ inline void save_model(const std::string& path, const ModelConfig& c, const floa
     int32_t h[256] = {0};
     h[0] = kModelMagic;
     h[1] = kModelVersion;
-    h[2] = c.d, h[3] = c.V, h[4] = c.T, h[5] = c.L(), h[6] = c.h_base;
-    h[7] = (int)c.norm, h[8] = c.tied, h[9] = c.mup_attn, h[10] = c.init_width_scale, h[11] = c.mlp_multiple;
-    h[12] = 0;
+    h[5] = c.L();
+    for (const ModelScalar& s : model_scalars()) {
+        if (s.is_double) putf64(h, s.word, s.get(c));
+        else h[s.word] = (int32_t)s.get(c);
+    }
     put64(h, 14, (int64_t)P);
-    putf64(h, 16, c.mlp_ratio);
-    putf64(h, 18, c.rope_theta);
-    putf64(h, 20, c.norm_eps);
     put64(h, 22, step);
     put64(h, 26, (int64_t)(run_id ? run_id : random_id()));
     const std::vector<LayerColumn>& cols = layer_columns();
@@ -211,18 +210,9 @@ template <class Bad> LayerTable columns_of_v4(const LayerTable& t, Bad bad) {
 // the top of this file).
 template <class Bad> ModelConfig model_config_of(const int32_t* h, const LayerTable& table, Bad bad) {
     ModelConfig c;
-    c.d = header_int(h, 2, "d", 1, 65536, bad);
-    c.V = header_int(h, 3, "V", 1, 1 << 24, bad);
-    c.T = header_int(h, 4, "T", 1, 1 << 20, bad);
-    c.h_base = header_int(h, 6, "h_base", 1, 65536, bad);
-    c.norm = (NormType)header_int(h, 7, "norm", 0, 1, bad);
-    c.tied = header_int(h, 8, "tied", 0, 1, bad);
-    c.mup_attn = header_int(h, 9, "mup_attn", 0, 1, bad);
-    c.init_width_scale = header_int(h, 10, "init_width_scale", 0, 1, bad);
-    c.mlp_multiple = header_int(h, 11, "mlp_multiple", 1, 65536, bad);
-    c.mlp_ratio = header_double(h, 16, "mlp_ratio", 1e-3, 64, bad);
-    c.rope_theta = header_double(h, 18, "rope_theta", 1, 1e12, bad);
-    c.norm_eps = header_double(h, 20, "norm_eps", 1e-20, 1, bad);
+    for (const ModelScalar& s : model_scalars())
+        s.set(c, s.is_double ? header_double(h, s.word, s.name, s.lo, s.hi, bad)
+                             : (double)header_int(h, s.word, s.name, (long)s.lo, (long)s.hi, bad));
     const size_t C = table.names.size(), L = table.words.size() / C;
     c.layers.assign(L, LayerSpec{0, 0});
     for (const LayerColumn& col : layer_columns())  // a column that has no default must be in the table

@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "util/io.h"
 #include "util/number_text.h"
 

@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "model_config.h"
+#include "lr_schedule.h"  // OptimizerHyper
+#include "model/build.h"
 #include "util/fs.h"
 
 // A model spec without a preset: default_model picks it for the machine.
@@ -38,6 +39,7 @@ struct TrainOptions {
     bool recompute = false;           // GPU: recompute norm and SwiGLU outputs in the backward (less activation memory)
     bool allow_batch_change = false;  // --resume with another global batch than the checkpoint's
     bool allow_data_change = false;   // --resume onto other shards than the recorded ones
+    std::string branch_from;          // --resume from this earlier checkpoint, the later ones moved aside
     std::string train, val, out;      // "": run/defaults.h (data/fineweb10B/ or data/default/; out/PRESET...)
     std::string tokenizer;            // "": text/tokenizer.h's default_tokenizer_path
     int B = 16, T = 0;                // micro-batch rows; T = 0: the model's context

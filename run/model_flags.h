@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "model_config.h"
+#include "model/build.h"
 #include "run/cli.h"
 
 // The model flags shared by train_prism and the dev tools: a preset, schedules and overrides. preset_help: what
@@ -18,7 +18,7 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
     flags.push_back(text_flag(
         "-m, --model", "PRESET",
         "model size: " + names + " (" + (preset_help.empty() ? "default {default}" : preset_help) + ")", m.preset));
-    // One flag per layer column (layer_columns.h): its text is checked as it is parsed (syntax and bounds).
+    // One flag per layer column (model/layer_columns.h): its text is checked as it is parsed (syntax and bounds).
     for (const LayerColumn& col : layer_columns()) {
         std::string& dst = m.*col.spec;
         Flag f = text_flag(col.flag, col.arg, col.help, dst);

@@ -1,5 +1,5 @@
 // run/plan_views.h: the human and JSON views of a ModelConfig: the per-layer table every tool shows (layer_table:
-// the columns of layer_columns.h a model uses, "-" for those of a sub-block a layer does not have; --plan, report,
+// the columns of model/layer_columns.h a model uses, "-" for those of a sub-block a layer does not have; --plan, report,
 // analyze and export's model card), `train_prism --plan`'s (that table with parameters, forward FLOPs per token
 // and KV-cache bytes per token per layer) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "util/json.h"
-#include "model_config.h"
+#include "model/build.h"
 
 // "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
 inline std::string rle_list(const std::vector<int>& v) {
@@ -28,7 +28,7 @@ inline std::string rle_list(const std::vector<int>& v) {
     return s;
 }
 
-// A column's values by its model.bin name (layer_columns.h), one per layer.
+// A column's values by its model.bin name (model/layer_columns.h), one per layer.
 inline std::vector<int> layer_values(const std::string& name, const ModelConfig& c) {
     return column_values(*find_layer_column(name), c);
 }
@@ -45,7 +45,7 @@ inline bool has_layer_columns(const ModelConfig& c) {
     return false;
 }
 // Layer l's shape as JSON members (no braces), the one per-layer table of `--plan --json` and the run record:
-// "layer" (from 1), then every column's key and value (layer_columns.h: a switch as true/false, kv_heads 0 and
+// "layer" (from 1), then every column's key and value (model/layer_columns.h: a switch as true/false, kv_heads 0 and
 // window 0 in a layer without attention, hidden 0 in one without an MLP), then head_dim.
 inline std::string layer_json_members(const ModelConfig& c, int l) {
     std::string s = "\"layer\": " + std::to_string(l + 1);

@@ -13,6 +13,7 @@
 // drives (engine.h).
 #pragma once
 
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,33 +62,23 @@ inline std::string log_step(const StepRecord& r) {
     return s;
 }
 
-// "" when a checkpoint of `saved` can resume a run of `want`, else the first difference, in words.
+// "" when a checkpoint of `saved` can resume a run of `want`, else the first difference, in words: every scalar of
+// the model (model_config.h's model_scalars), the layer count, then every column of every layer as the layer
+// computes with it (model/layer_columns.h's value: a window is no difference in a layer without attention). Both
+// are loops over declarations, so a field or column added later is compared without anyone remembering it.
 inline std::string model_difference(const ModelConfig& saved, const ModelConfig& want) {
-    auto diff = [](const char* what, long a, long b) {
-        return std::string(what) + " " + std::to_string(a) + " vs " + std::to_string(b) + " asked for";
+    auto diff = [](const std::string& what, double a, double b) {
+        return what + " " + exact_number(a) + " vs " + exact_number(b) + " asked for";
     };
-    if (saved.d != want.d) return diff("d", saved.d, want.d);
-    if (saved.V != want.V) return diff("vocabulary", saved.V, want.V);
+    for (const ModelScalar& s : model_scalars())
+        if (s.get(saved) != s.get(want)) return diff(s.name, s.get(saved), s.get(want));
     if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
-    for (int l = 0; l < saved.L(); l++) {
-        if (saved.layers[l].width != want.layers[l].width)
-            return diff(("layer " + std::to_string(l + 1) + " width").c_str(), saved.layers[l].width,
-                        want.layers[l].width);
-        if (saved.layers[l].heads != want.layers[l].heads)
-            return diff(("layer " + std::to_string(l + 1) + " heads").c_str(), saved.layers[l].heads,
-                        want.layers[l].heads);
-        const LayerSpec &a = saved.layers[l], &b = want.layers[l];
-        const std::string at = "layer " + std::to_string(l + 1);
-        if (a.kv() != b.kv()) return diff((at + " KV heads").c_str(), a.kv(), b.kv());
-        if (saved.hidden_of(l) != want.hidden_of(l))
-            return diff((at + " MLP hidden").c_str(), saved.hidden_of(l), want.hidden_of(l));
-        if (a.window != b.window) return diff((at + " window").c_str(), a.window, b.window);
-        if (a.attention != b.attention) return diff((at + " attention").c_str(), a.attention, b.attention);
-    }
-    if (saved.norm != want.norm) return std::string("norm ") + norm_name(saved.norm) + " vs " + norm_name(want.norm);
-    if (saved.tied != want.tied) return saved.tied ? "tied vs untied embeddings" : "untied vs tied embeddings";
+    for (int l = 0; l < saved.L(); l++)
+        for (const LayerColumn& col : layer_columns())
+            if (col.value(saved, l) != col.value(want, l))
+                return diff("layer " + std::to_string(l + 1) + " " + col.key, col.value(saved, l), col.value(want, l));
     if (param_layout(saved).total != param_layout(want).total)
-        return diff("parameters", (long)param_layout(saved).total, (long)param_layout(want).total);
+        return diff("parameters", (double)param_layout(saved).total, (double)param_layout(want).total);
     return "";
 }
 
@@ -112,6 +103,14 @@ inline void check_resume_context(const RunRecord& rec, int T) {
                       "has T " +
                       t->str + " (\"model\": {\"T\"}); resume with --seq-len " + t->str + ", or restore " + rec.path +
                       " if it was edited");
+}
+
+// Whether the record fingerprints its training data (records from before fingerprints do not): then --train and --val
+// may name the shards by any path, and their fingerprints decide (check_resume_data).
+inline bool data_fingerprinted(const RunRecord& rec) {
+    const json::Value* d = rec.doc.find("data");
+    const json::Value* t = d && d->kind == json::Value::Object ? d->find("train") : nullptr;
+    return t && t->kind == json::Value::String;
 }
 
 // On a --resume: the shards must be those the record's "data" fingerprints (the validation ones when both the
@@ -204,11 +203,12 @@ inline std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions
 // only where no step already done is touched: every step before `start` must get the same lr under both,
 // exactly. So a wsd
 // run is branched into another decay length or shape from its stable phase, and refused once its decay began.
-// A cosine run whose length alone changes keeps the rule it always had (its decay stretches; nothing checked).
-// Returns the changes at `start` for run.json's "branches" (--steps among them when it changed).
+// A cosine run whose length alone changes goes on with its decay stretched (the lr of steps done would differ: `note`
+// says so), recorded as a branch. Returns the changes at `start` for run.json's "branches" (--steps among them when
+// it changed).
 inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<RunBranch> changes,
                                               const TrainOptions& o, const ModelConfig& cfg, const RunPlan& p,
-                                              size_t train_tokens, long start) {
+                                              size_t train_tokens, long start, std::string& note) {
     TrainOptions was = o;  // the record's schedule flags; the rest equal the record (check_resume_args)
     was.lr_schedule = rec.has("--lr-schedule") ? rec.arg("--lr-schedule") : "cosine";
     was.decay_frac = rec.has("--decay-frac") ? std::strtod(rec.arg("--decay-frac").c_str(), nullptr) : NAN;
@@ -225,9 +225,25 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
                                             c.new_value == std::to_string(wp.warmup);
                                  }),
                   changes.end());
-    if (changes.empty() && before.kind == "cosine") return {};
+    const bool stretched = changes.empty() && before.kind == "cosine" && wp.steps != p.steps;
     if (wp.steps != p.steps) changes.push_back({0, "--steps", std::to_string(wp.steps), std::to_string(p.steps)});
     if (changes.empty()) return {};
+    if (stretched) {  // a cosine run's length alone: its decay stretches, a branch that run.json records
+        for (RunBranch& c : changes) c.step = start;
+        for (long s = 0; s < start; s++)
+            if (lr_at(before, s) != lr_at(after, s)) {
+                char lr[160];
+                snprintf(lr, sizeof lr, "the lr of step %ld, already done, was %.6g and would now be %.6g", s + 1,
+                         lr_at(before, s), lr_at(after, s));
+                note = "--steps " + std::to_string(p.steps) + " (recorded " + std::to_string(wp.steps) +
+                       ") stretches the cosine decay: " + lr +
+                       "; going on from step " + std::to_string(start) +
+                       " as a branch, which run.json's \"branches\" records (to keep the run as it was, resume "
+                       "with --steps " + std::to_string(wp.steps) + ", or branch a copy: docs/training.md)";
+                break;
+            }
+        return changes;
+    }
     std::string what;
     for (RunBranch& c : changes) {
         if (c.flag == "--lr-schedule") {  // not recorded when cosine
@@ -274,8 +290,8 @@ inline std::string nonfinite_message(const RunDir& run, long first_bad, long las
             : source
                 ? run.path() + "/latest names " + latest +
                       ", which every one of these steps started from: "
-                      "it makes non-finite steps at once; resume from an earlier checkpoint (write its name into " +
-                      run.path() + "/latest), or lower --lr"
+                      "it makes non-finite steps at once; resume from an earlier checkpoint (--resume --branch-from "
+                      "step_N), or lower --lr"
                 : run.path() + "/latest names " + latest +
                       ", the last good one; lower --lr or raise "
                       "--warmup-frac, then --resume");
@@ -304,6 +320,7 @@ class Run {
         const std::string out = o.out.empty() ? default_out_dir(o.model) : o.out;
         if (read_run_record(out, record_)) {
             std::vector<std::string> args = restore_recorded_args(record_, argc, argv, cmd.flags);
+            find_recorded_data(args);
             std::vector<char*> av;
             for (std::string& a : args) av.push_back(&a[0]);
             o = TrainOptions();
@@ -315,6 +332,22 @@ class Run {
             notes.push_back(out +
                             " holds no run.json (a run from before run records): resuming with the flags "
                             "given, which must be the first run's");
+        }
+    }
+
+    // A resume from another working directory: a recorded relative --train or --val glob that matches no file here
+    // becomes the record's absolute one ("data": "train_path", "val_path"), the same shards by another path (their
+    // fingerprints decide whether the data is the run's: check_resume_data).
+    void find_recorded_data(std::vector<std::string>& args) const {
+        const json::Value* d = record_.doc.find("data");
+        for (size_t i = 1; i + 1 < args.size(); i++) {
+            const char* key = args[i] == "--train" ? "train_path" : args[i] == "--val" ? "val_path" : nullptr;
+            const json::Value* abs = key && d && d->kind == json::Value::Object ? d->find(key) : nullptr;
+            if (!abs || abs->kind != json::Value::String || args[i + 1].empty() || args[i + 1][0] == '/') continue;
+            glob_t g;
+            const bool here = glob(args[i + 1].c_str(), 0, nullptr, &g) == 0;
+            globfree(&g);
+            if (!here) args[i + 1] = abs->str;
         }
     }
 
@@ -349,13 +382,14 @@ class Run {
         sched_ = lr_schedule(o, plan_);
         if (recorded_)
             lr_changes_ = check_resume_args(record_, record_args(o, plan_), may_change_on_resume(),
-                                            o.allow_batch_change, o.allow_data_change, lr_branch_flags());
+                                            o.allow_batch_change, o.allow_data_change || data_fingerprinted(record_),
+                                            lr_branch_flags());
         if (lead_) {  // the data the run trains on, as the record keeps it (and a resume checks it)
             const std::string tf = shards_fingerprint(train.shards()), vf = val ? shards_fingerprint(val->shards()) : "";
             std::vector<std::string> notes;
             if (recorded_) check_resume_data(record_, o.train, tf, o.val, vf, o.allow_data_change, notes);
             for (const std::string& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
-            data_json_ = data_record_json(tf, vf);
+            data_json_ = data_record_json(tf, vf, o.train, o.val);
         }
         dir_->set_total_batch(plan_.total_batch);
         dir_->check_writable(plan_.steps, dist_.world);  // what the first checkpoint needs, before any work
@@ -369,6 +403,16 @@ class Run {
         const TrainOptions& o = *o_;
         dir_->create();
         if (o.resume) {
+            if (lead_ && !o.branch_from.empty()) {
+                const std::string was = dir_->latest();
+                const std::string aside = dir_->branch(o.branch_from);
+                lr_changes_.push_back({step_of_dir_name(o.branch_from), "--branch-from", was, o.branch_from});
+                printf("branch: %s/latest names %s%s\n", o.out.c_str(), o.branch_from.c_str(),
+                       aside.empty() ? "" : ("; the later checkpoints moved to " + aside).c_str());
+            }
+            if (lead_) check_lineage();
+            double moved = 1;  // every rank reads OUT/latest once the lead has moved it
+            dist_.sum(&moved, 1, "the branch's move");
             ResumePoint r = load_checkpoint(eng);
             if (r.total_batch > 0 && r.total_batch != plan_.total_batch && !o.allow_batch_change)
                 throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
@@ -390,9 +434,11 @@ class Run {
             if (start_ > plan_.steps)
                 throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start_) +
                                   ", beyond --steps " + std::to_string(plan_.steps));
-            if (recorded_)
-                lr_changes_ =
-                    check_lr_branch(record_, lr_changes_, o, *cfg_, plan_, train.tokens_total(), start_);
+            if (recorded_) {
+                std::string note;
+                lr_changes_ = check_lr_branch(record_, lr_changes_, o, *cfg_, plan_, train.tokens_total(), start_, note);
+                if (lead_ && !note.empty()) fprintf(stderr, "note: %s\n", note.c_str());
+            }
             resumed_line_ = dir_->truncate_log(start_);
             if (lead_) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start_, tokens_);
         } else {
@@ -599,6 +645,20 @@ class Run {
                                                                      : 0;
         dir_->set_run_id(m.run_id);
         return r;
+    }
+
+    // OUT/latest is the newest checkpoint: a later one is another lineage's (latest written back by hand), whose steps
+    // a resume would splice into this one's; --branch-from moves them aside.
+    void check_lineage() const {
+        const std::string latest = dir_->latest();
+        const std::vector<long> steps = dir_->checkpoint_steps();
+        if (latest.empty() || steps.empty() || steps.back() <= step_of_dir_name(latest)) return;
+        const std::string& out = o_->out;
+        const std::string newest = step_dir_name(steps.back());
+        throw ConfigError("--resume: " + out + "/latest names " + latest + ", but " + out + " holds " + newest +
+                          ", a later checkpoint of another lineage, which a later resume would splice into this one; "
+                          "pass --branch-from " + latest + " to go on from it (the later checkpoints move aside, kept), "
+                          "or echo " + newest + " > " + out + "/latest to go on from the newest");
     }
 
     // The record's end: how this invocation ended, at which step (the lead's; the run is not failed by it).

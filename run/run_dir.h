@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -403,6 +404,41 @@ class RunDir {
         if (link((dir + "/model.bin").c_str(), link_tmp.c_str()) == 0)
             rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
         prune(step);
+    }
+
+    // A branch (--branch-from NAME), rank 0's: the complete checkpoints of steps after NAME's move into
+    // OUT/lineage_<UTC time>/ (another lineage's: kept, never deleted, never resumed by mistake), then OUT/latest
+    // names NAME and OUT/model.bin links its model. Returns where they went ("" when there were none).
+    std::string branch(const std::string& name) {
+        const long at = step_of_dir_name(name);
+        struct stat st;
+        if (at < 0 || lstat((out_ + "/" + name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            throw ConfigError("--branch-from " + printable(name) + ": not a checkpoint directory of " + out_ +
+                              " (a name like step_00000020; " + out_ + " holds " +
+                              (checkpoint_steps().empty() ? std::string("none") : step_dir_name(checkpoint_steps().back()) + " and earlier") + ")");
+        std::string aside;
+        for (long s : checkpoint_steps()) {
+            if (s <= at) continue;
+            if (aside.empty()) {
+                char stamp[32];
+                const time_t now = time(nullptr);
+                strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime(&now));
+                aside = out_ + "/lineage_" + stamp;
+                for (int k = 2; mkdir(aside.c_str(), 0755) != 0; k++) {
+                    if (errno != EEXIST) throw ConfigError("cannot create " + aside + ": " + strerror(errno));
+                    aside = out_ + "/lineage_" + stamp + "_" + std::to_string(k);
+                }
+            }
+            const std::string from = out_ + "/" + step_dir_name(s), to = aside + "/" + step_dir_name(s);
+            if (rename(from.c_str(), to.c_str()) != 0)
+                throw ConfigError("cannot move " + from + " to " + to + ": " + strerror(errno));
+        }
+        write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
+        const std::string link_tmp = out_ + "/model.bin.tmp";
+        unlink(link_tmp.c_str());
+        if (link((out_ + "/" + name + "/model.bin").c_str(), link_tmp.c_str()) == 0)
+            rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
+        return aside;
     }
 
     // The checkpoint OUT/latest names ("" when there is no OUT/latest). A name that is not a checkpoint

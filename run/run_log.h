@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "run/checkpoint.h"
 #include "util/json.h"
 #include "util/fs.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "lr_schedule.h"
 #include "model_config.h"
 #include "run/defaults.h"

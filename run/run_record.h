@@ -39,7 +39,7 @@
 #include "util/number_text.h"
 #include "run/plan_views.h"
 #include "util/fs.h"
-#include "model_config.h"
+#include "model/build.h"
 
 // The commit a binary was built from (`git describe --always --dirty`): defined by the object the Makefile makes of
 // it, build/commit.o, which train_prism and eval_zeroshot link, so that a new commit relinks them and recompiles
@@ -277,9 +277,20 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
     return s + "]}";
 }
 
-// The data part of a record: {"train": FINGERPRINT, "val": FINGERPRINT | null} (dataloader.h's
-// shards_fingerprint; val null when the run validates on nothing).
-inline std::string data_record_json(const std::string& train, const std::string& val) {
-    return "{\"train\": " + json::quote(train) +
-           ", \"val\": " + (val.empty() ? std::string("null") : json::quote(val)) + "}";
+// The data part of a record: {"train": FINGERPRINT, "val": FINGERPRINT | null, "train_path": GLOB, "val_path": GLOB |
+// null} (dataloader.h's shards_fingerprint; val null when the run validates on nothing; the paths absolute, so that
+// a resume from another directory finds the shards: Run::restore_flags).
+inline std::string data_record_json(const std::string& train, const std::string& val, const std::string& train_glob,
+                                    const std::string& val_glob) {
+    auto abs = [](const std::string& g) {
+        if (g.empty() || g[0] == '/') return g;
+        char* cwd = getcwd(nullptr, 0);
+        const std::string a = cwd ? std::string(cwd) + "/" + g : g;
+        free(cwd);
+        return a;
+    };
+    auto text = [](const std::string& v) { return v.empty() ? std::string("null") : json::quote(v); };
+    return "{\"train\": " + json::quote(train) + ", \"val\": " + text(val) +
+           ", \"train_path\": " + json::quote(abs(train_glob)) + ", \"val_path\": " + text(val.empty() ? "" : abs(val_glob)) +
+           "}";
 }

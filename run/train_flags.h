@@ -156,6 +156,13 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
                             "than the ones OUT/run.json recorded (without it, that is an error)",
                             o.allow_data_change)
                     .not_recorded());
+    f.push_back(path_flag("--branch-from", "STEP_DIR",
+                          "with --resume: go on from this earlier checkpoint of OUT (step_00000020): OUT/latest names "
+                          "it, the checkpoints of later steps move aside into OUT/lineage_TIME/ (kept, never deleted) "
+                          "and the log is cut back to it",
+                          o.branch_from)
+                    .not_recorded()
+                    .changes_on_resume());
     f.push_back(number_flag("--max-nonfinite", "K",
                             "a NaN/inf loss or grad norm skips the step; K in a row stop the "
                             "run (default {default})",

@@ -246,7 +246,7 @@ void resolve(Run& r) {
     r.plan = plan_run(r.o, r.cfg, 1, r.train_tokens);
 }
 
-// The model's per-layer column flags (layer_columns.h): as an axis, like --heads, each value writes '/' for its
+// The model's per-layer column flags (model/layer_columns.h): as an axis, like --heads, each value writes '/' for its
 // commas (--grid window=global,local:256/5:1), since the axis's own values are comma-separated.
 bool is_layer_list_flag(const std::string& canon) {
     for (const LayerColumn& col : layer_columns())
@@ -542,7 +542,7 @@ std::vector<Run> make_runs(const Options& o, const Grid& g) {
         for (const LayerSpec& l : c.layers) s += (s.empty() ? "" : ",") + std::to_string(w ? l.width : l.heads);
         return s;
     };
-    // The flags left out: every layer column's (layer_columns.h), --match (which sets the hidden column) and --out.
+    // The flags left out: every layer column's (model/layer_columns.h), --match (which sets the hidden column) and --out.
     auto key_of = [](const Run& r) {
         std::string s;
         for (int l = 0; l < r.cfg.L(); l++) s += layer_json_members(r.cfg, l) + ";";

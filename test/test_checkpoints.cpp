@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "run/checkpoint.h"
 #include "run/cli.h"
+#include "run/run.h"
 #include "run/run_dir.h"
 #include "run/run_log.h"
 #include "run/run_record.h"
@@ -374,5 +376,75 @@ TEST_CASE(
                     "/run.json records no fingerprint of its data (written by an older "
                     "train_prism): the shards are not compared with the first run's; this invocation records them"));
     REQUIRE(has(read_file(out + "/run.json"), "\n \"data\": {\"train\": \""));
+    sh("rm -rf '" + dir + "'");
+}
+
+// A resume may continue only the model it trained: run/run.h's model_difference compares every scalar of the
+// model (model_config.h's model_scalars, the declaration model.bin's header is written from) and every column of
+// every layer (model/layer_columns.h), each found different on its own here.
+TEST_CASE("a resume's identity check compares every field of the model, each on its own", "[checkpoints]") {
+    // ModelConfig's fields: d, V, T, h_base, mlp_ratio, mlp_multiple, norm, tied, mup_attn, init_width_scale,
+    // rope_theta, norm_eps (model_scalars) and layers (layer_columns). A new field changes the size: add it to
+    // model_scalars (or to the layer table), then this number.
+    static_assert(sizeof(ModelConfig) == 80, "ModelConfig has a field model_scalars() may not hold: add it there");
+    ModelConfig base;
+    base.d = 64, base.V = 256, base.T = 32, base.h_base = 4;
+    base.layers.assign(3, LayerSpec{64, 4});
+    REQUIRE(model_difference(base, base).empty());
+    REQUIRE(model_scalars().size() == 12);
+    for (const ModelScalar& s : model_scalars()) {
+        ModelConfig want = base;
+        s.set(want, s.get(base) == s.lo ? s.hi : s.lo);
+        INFO(s.name);
+        CHECK(model_difference(base, want).rfind(std::string(s.name) + " ", 0) == 0);
+    }
+    for (const LayerColumn& col : layer_columns()) {
+        ModelConfig want = base;
+        bool changed = false;  // layer 2's stored word set to the first in-bound value that changes what it computes
+        for (int v = col.lo; v <= std::min(col.hi, col.lo + 64) && !changed; v++) {
+            want = base, col.set(want.layers[1], v);
+            changed = col.value(want, 1) != col.value(base, 1);
+        }
+        INFO(col.name);
+        REQUIRE(changed);
+        CHECK(model_difference(base, want).rfind(std::string("layer 2 ") + col.key + " ", 0) == 0);
+    }
+}
+
+// Without a record, a resume builds the model from the flags given and the checkpoint refuses one that is not its
+// own: a flag left out (here --no-rope) is named with both values, and nothing is trained.
+TEST_CASE("a resume without run.json whose flags lack --no-rope is refused, naming the layer", "[checkpoints]") {
+    const std::string dir = make_data_dir(), out = dir + "/nr";
+    REQUIRE(sh(micro(dir, out) + " --cpu --steps 2 --no-rope 2 --sample-every 0").rc == 0);
+    REQUIRE(unlink((out + "/run.json").c_str()) == 0);
+    const Result r = sh(micro(dir, out) + " --cpu --steps 3 --sample-every 0 --resume");
+    REQUIRE(r.rc == 1);
+    REQUIRE(one_line_error(r));
+    CHECK(r.out.find("holds a different model (layer 2 rope 0 vs 1 asked for)") != std::string::npos);
+    CHECK(access((out + "/step_00000003").c_str(), F_OK) != 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+// The record keeps the data's globs as absolute paths beside their fingerprints: a run started with relative ones
+// resumes from another working directory, and the same shards named by another path are the same data.
+TEST_CASE("a resume finds the run's data from any directory; the same shards by another path are the same data",
+          "[checkpoints]") {
+    char* cwd = getcwd(nullptr, 0);
+    const std::string dir = make_data_dir(), root = cwd;
+    free(cwd);
+    const std::string relative = "cd '" + dir + "' && '" + root +
+                                 "/train_prism' --vocab 256 --d 32 --layers 2 --heads 2 --seq-len 32 -b 4 --cpu "
+                                 "--val-every 2 --val-tokens 256 --sample-every 0 --train 'syn_train_*.bin' --val "
+                                 "'syn_val_*.bin' -o run --steps 4";
+    REQUIRE(sh(relative + " --stop-after 2").rc == 0);
+    const Result a = sh("./train_prism --resume -o '" + dir + "/run' --stop-after 1");  // from the checkout's root
+    INFO(a.out);
+    REQUIRE(a.rc == 0);
+    CHECK(a.out.find("resumed from " + dir + "/run/step_00000002 at step 2") != std::string::npos);
+    const Result b = sh("./train_prism --resume -o '" + dir + "/run' --train '" + dir + "/syn_train_*.bin' --val '" +
+                        dir + "/syn_val_*.bin'");
+    INFO(b.out);
+    REQUIRE(b.rc == 0);
+    CHECK(b.out.find("resumed from " + dir + "/run/step_00000003 at step 3") != std::string::npos);
     sh("rm -rf '" + dir + "'");
 }

@@ -1,4 +1,4 @@
-// test_layer_table.cpp: the per-layer columns declared once (layer_columns.h) and the edges that iterate them:
+// test_layer_table.cpp: the per-layer columns declared once (model/layer_columns.h) and the edges that iterate them:
 // model.bin version 5's self-describing layer table (every column round-trips; versions 3 and 4 still load; a
 // column this build does not know loads at its default and is refused, naming it, when set; a corrupt column count
 // or name is refused), the flags' checks at parse time (bounds shared with the loader, a single value suggesting

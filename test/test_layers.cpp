@@ -1,5 +1,5 @@
 // test_layers.cpp: per-layer KV heads (GQA), MLP hidden sizes, attention windows, layers without attention or
-// MLP (issue 28) and NoPE layers (no rotary embedding, issue 32): the schedules and their errors (schedules.h, model_config.h), the defaults' identity with the
+// MLP (issue 28) and NoPE layers (no rotary embedding, issue 32): the schedules and their errors (model/schedules.h, model_config.h), the defaults' identity with the
 // layer of before, the accounting (--plan), the fp32 reference's ops and whole models against central finite
 // differences in double (test/grad_check.h states the tolerance), the cached CPU decoder, the model.bin layer
 // table (version 5; version 3 still read) and a CPU training run of a new shape that resumes bit for bit.
@@ -548,7 +548,7 @@ TEST_CASE("a CPU run of GQA, windows and a dropped block trains and resumes bit 
     want.layers[2].window = 2;
     REQUIRE(model_difference(ma.cfg, want) == "layer 3 window 4 vs 2 asked for");
     want = ma.cfg, want.layers[0].kv_heads = 4;
-    REQUIRE(model_difference(ma.cfg, want) == "layer 1 KV heads 2 vs 4 asked for");
+    REQUIRE(model_difference(ma.cfg, want) == "layer 1 kv_heads 2 vs 4 asked for");
     sh("rm -rf '" + dir + "'");
 }
 

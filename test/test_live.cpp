@@ -310,8 +310,7 @@ TEST_CASE(
     // A run that appears later, then a resumed from its step-10 checkpoint into a longer schedule: its log is
     // rewritten (steps 1-10 kept) and steps 11-20 get other values.
     REQUIRE(sh(micro(dir, study + "/b") + " --steps 10").rc == 0);
-    REQUIRE(sh("echo step_00000010 > " + study + "/a/latest").rc == 0);
-    Result r = sh(micro(dir, study + "/a") + " --steps 30 --resume");
+    Result r = sh(micro(dir, study + "/a") + " --steps 30 --resume --branch-from step_00000010");
     INFO(r.out);
     REQUIRE(r.rc == 0);
     REQUIRE(wait_for(bout, "a: done at step 30 (logged to step 30)", 30));

@@ -342,3 +342,21 @@ TEST_CASE("a branch changes only what it names: a default warmup keeps its recor
     CHECK(!ra.doc.find("branches"));
     sh("rm -rf '" + dir + "'");
 }
+
+// A finished cosine run resumed with another length: its decay stretches (the steps done would have had another
+// lr), so it goes on as a branch: a note names the first such step, and run.json records the change.
+TEST_CASE("a cosine run resumed with another --steps is a recorded branch, with a note", "[lr]") {
+    const std::string dir = make_data_dir(), out = dir + "/cos";
+    REQUIRE(sh(micro(dir, out) + " --steps 12 --warmup-frac 0.25 --val-every 0").rc == 0);
+    const Result r = sh("./train_prism --resume -o '" + out + "' --steps 16");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("note: --steps 16 (recorded 12) stretches the cosine decay: the lr of step 5, already done,") !=
+          std::string::npos);
+    RunRecord rec;
+    REQUIRE(read_run_record(out, rec));
+    REQUIRE(rec.doc.find("branches"));
+    CHECK(run_record::dump(*rec.doc.find("branches")) ==
+          "[{\"step\": 12, \"flag\": \"--steps\", \"old\": \"12\", \"new\": \"16\"}]");
+    sh("rm -rf '" + dir + "'");
+}

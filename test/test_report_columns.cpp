@@ -1,4 +1,4 @@
-// test_report_columns.cpp: report and study read the per-layer columns from their declarations (layer_columns.h).
+// test_report_columns.cpp: report and study read the per-layer columns from their declarations (model/layer_columns.h).
 // report's per-layer table, on the page and in the terminal, shows every column the runs use (KV heads, MLP hidden,
 // window, dropped sub-blocks, NoPE), a dropped attention shows no heads, the labels say what a model is ("no
 // attention in layer 4"), and the uniform model is the one the built table says is uniform (a window of 0 in every
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model_config.h"
+#include "model/build.h"
 #include "run/plan_views.h"
 #include "run/checkpoint.h"
 #include "test/inspect_util.h"

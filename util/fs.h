@@ -1,6 +1,6 @@
 // util/fs.h: the file-system helpers every binary shares: is a path a directory, mkdir -p, a small text file
 // read whole or line by line (for_each_line: any size in bounded memory), a directory's names, whether two paths are one file (same_file), and the one output rule
-// (check_output_path: no output replaces an input). Errors are one line (errors.h, util/io.h's checked reads).
+// (check_output_path: no output replaces an input). Errors are one line (util/errors.h, util/io.h's checked reads).
 #pragma once
 
 #include <dirent.h>
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 #include "util/io.h"
 
 inline bool is_dir(const std::string& p) {

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 
 // The checksum of our binary formats: FNV-1a's constants over 8-byte little-endian words, with a xorshift
 // so that high bits reach low ones. Over bytes b[0..n):

@@ -1,4 +1,4 @@
-// errors.h: the error types every part of Prism throws, and the one ladder that turns them into a program's last
+// util/errors.h: the error types every part of Prism throws, and the one ladder that turns them into a program's last
 // line. A user-facing problem is a one-line typed exception saying what is wrong and what to do; main catches it.
 // Does not: know about ranks (run_ranks in dist/process_group.h wraps this ladder for a process group).
 #pragma once

@@ -1,4 +1,4 @@
-// schedules.h: the per-layer schedules a model is built from: head schedules (explicit lists, the Prism
+// model/schedules.h: the per-layer schedules a model is built from: head schedules (explicit lists, the Prism
 // preset's stages of wide heads) and width schedules (the geometric solver of docs/papers.md for the x shape and
 // its v, lambda and 3 siblings, explicit lists), and the list parsing they share. model_config.h builds a
 // ModelConfig from them. Pure C++17; errors are ConfigErrors naming what was wrong.
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 
 // ------------------------------------------------------------------------------------------------------
 // Head schedules
