@@ -11,6 +11,7 @@
 //   OMP_NUM_THREADS=2 ./build/roofline [B T d L h V]   (default 4 64 768 12 12 50257: 124M at B 4, T 64)
 //   OMP_NUM_THREADS=2 ./build/roofline 8 128 128 6 4 50257   (tiny)
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -158,6 +159,196 @@ static void gemm_rows(const char* name, long N, int in, int out, const Limits& l
     }
 }
 
+// One training step's ops at this shape (a uniform model: every layer the same, so one layer's op is timed and
+// counted L times), then the real step (RefModel forward + backward, gradient norm, AdamW) timed whole.
+// FLOPs: 2 per multiply-add of the GEMMs and of attention's dot products; elementwise ops count their arithmetic
+// roughly (an exp as one). Bytes: each operand read once and each result written once (a lower bound of the
+// traffic), so % of bandwidth is what the op would reach if that were all it moved.
+static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) {
+    const long N = (long)B * T;
+    const int L = cfg.L(), d = cfg.d, D = cfg.D(), V = cfg.V, w = cfg.layers[0].width, hid = cfg.hidden_of(0);
+    const ref::AttnShape as = ref::AttnShape::of(cfg.layers[0]);
+    const long ld = as.ld();
+    const float scale = 1.0f / std::sqrt((float)as.hd);
+    ref::Rng rng(3);
+    auto buf = [&](size_t n, float sd) {
+        std::vector<float> v(n);
+        for (float& x : v) x = sd * (float)rng.normal();
+        return v;
+    };
+    std::vector<float> x = buf(N * D, 1), dx = buf(N * D, 1), ln = buf(N * w, 1), dln = buf(N * w, 1), mean(N),
+                       rstd(N, 1.0f), g = buf(w, 1), bias = buf(w, 1), dg(w), db(w), qkv = buf(N * ld, 1),
+                       dqkv = buf(N * ld, 1), att((size_t)B * as.h * T * T), atty = buf(N * w, 1),
+                       datty = buf(N * w, 1), fc = buf(N * 2 * hid, 1), dfc(N * 2 * hid), sw = buf(N * hid, 1),
+                       dsw = buf(N * hid, 1), branch = buf(N * w, 1), Wqkv = buf(ld * w, 0.02f), Wo = buf(w * w, 0.02f),
+                       Wfc = buf(2 * hid * w, 0.02f), Wproj = buf(w * hid, 0.02f), Wout = buf((size_t)V * d, 0.02f),
+                       dWqkv(ld * w), dWo(w * w), dWfc(2 * hid * w), dWproj(w * hid), dWout((size_t)V * d),
+                       logits = buf(N * V, 1), probs(N * V), lse(N), losses(N);
+    std::vector<int> tokens(N), targets(N);
+    for (long i = 0; i < N; i++) tokens[i] = (int)(rng.next() % V), targets[i] = (int)(rng.next() % V);
+    ref::attention_forward(atty.data(), att.data(), qkv.data(), B, T, as, scale);
+    ref::softmax_crossentropy_forward(probs.data(), lse.data(), losses.data(), logits.data(), targets.data(), N, V);
+    const ParamLayout layout = param_layout(cfg);
+    const size_t P = layout.total;
+    std::vector<float> params = buf(P, 0.02f), grads = buf(P, 1e-3f);
+    ref::AdamWState<float> st(P);
+    const OptimizerHyper hp;
+
+    const double f = 4, pairs = 0.5 * T * (T + 1);  // bytes per float; query-key pairs per sequence (causal)
+    auto gemm_fwd = [&](long in, long out) {
+        return std::make_pair(2.0 * N * in * out, f * (N * in + in * out + N * out));
+    };
+    auto gemm_bwd = [&](long in, long out) {
+        return std::make_pair(4.0 * N * in * out, f * (2 * N * out + 2 * N * in + 3 * in * out));
+    };
+    struct Op {
+        const char* name;
+        int count;
+        std::pair<double, double> cost;  // FLOPs, bytes of one call
+        std::function<void()> run;
+    };
+    const NormType nt = cfg.norm;
+    const std::vector<Op> ops = {
+        {"embedding fwd",
+         1,
+         {0, f * 2 * N * D},
+         [&] { ref::embedding_forward(x.data(), tokens.data(), Wout.data(), N, d, D); }},
+        {"norm fwd",
+         2 * L + 1,
+         {8.0 * N * w, f * 2 * N * w},
+         [&] {
+             ref::norm_forward(nt, ln.data(), mean.data(), rstd.data(), x.data(), D, g.data(), bias.data(), N, w, 1e-5);
+         }},
+        {"qkv fwd", L, gemm_fwd(w, ld),
+         [&] { ref::matmul_forward(qkv.data(), ld, ln.data(), w, Wqkv.data(), N, w, (int)ld); }},
+        {"rope fwd",
+         L,
+         {3.0 * N * (w + as.kw()), f * 2 * N * (w + as.kw())},
+         [&] { ref::rope_forward(qkv.data(), B, T, as, 10000.0); }},
+        {"attention fwd",
+         L,
+         {4.0 * B * as.h * pairs * as.hd, f * (N * ld + N * w + (double)B * as.h * T * T)},
+         [&] { ref::attention_forward(atty.data(), att.data(), qkv.data(), B, T, as, scale); }},
+        {"attn-out fwd", L, gemm_fwd(w, w),
+         [&] { ref::matmul_forward(branch.data(), w, atty.data(), w, Wo.data(), N, w, w); }},
+        {"residual fwd",
+         2 * L,
+         {1.0 * N * w, f * 3 * N * w},
+         [&] { ref::residual_forward(x.data(), D, branch.data(), N, w); }},
+        {"fc fwd", L, gemm_fwd(w, 2 * hid),
+         [&] { ref::matmul_forward(fc.data(), 2 * hid, ln.data(), w, Wfc.data(), N, w, 2 * hid); }},
+        {"swiglu fwd", L, {5.0 * N * hid, f * 3 * N * hid}, [&] { ref::swiglu_forward(sw.data(), fc.data(), N, hid); }},
+        {"proj fwd", L, gemm_fwd(hid, w),
+         [&] { ref::matmul_forward(branch.data(), w, sw.data(), hid, Wproj.data(), N, hid, w); }},
+        {"logits fwd", 1, gemm_fwd(d, V),
+         [&] { ref::matmul_forward(logits.data(), V, ln.data(), w, Wout.data(), N, d, V); }},
+        {"cross-entropy fwd",
+         1,
+         {4.0 * N * V, f * 2 * N * V},
+         [&] {
+             ref::softmax_crossentropy_forward(probs.data(), lse.data(), losses.data(), logits.data(), targets.data(),
+                                               N, V);
+         }},
+        {"cross-entropy bwd",
+         1,
+         {1.0 * N * V, f * 2 * N * V},
+         [&] { ref::softmax_crossentropy_backward(logits.data(), probs.data(), targets.data(), N, V, 1e-3f); }},
+        {"logits bwd", 1, gemm_bwd(d, V),
+         [&] {
+             ref::matmul_backward(dln.data(), w, dWout.data(), logits.data(), V, ln.data(), w, Wout.data(), N, d, V);
+         }},
+        {"norm bwd",
+         2 * L + 1,
+         {16.0 * N * w, f * 4 * N * w},
+         [&] {
+             ref::norm_backward(nt, dx.data(), D, dg.data(), db.data(), dln.data(), x.data(), D, mean.data(),
+                                rstd.data(), g.data(), N, w);
+         }},
+        {"residual bwd", 2 * L, {0, f * 2 * N * w}, [&] { ref::residual_backward(branch.data(), dx.data(), D, N, w); }},
+        {"proj bwd", L, gemm_bwd(hid, w),
+         [&] {
+             ref::matmul_backward(dsw.data(), hid, dWproj.data(), branch.data(), w, sw.data(), hid, Wproj.data(), N,
+                                  hid, w);
+         }},
+        {"swiglu bwd",
+         L,
+         {10.0 * N * hid, f * 5 * N * hid},
+         [&] { ref::swiglu_backward(dfc.data(), dsw.data(), fc.data(), N, hid); }},
+        {"fc bwd", L, gemm_bwd(w, 2 * hid),
+         [&] {
+             ref::matmul_backward(dln.data(), w, dWfc.data(), dfc.data(), 2 * hid, ln.data(), w, Wfc.data(), N, w,
+                                  2 * hid);
+         }},
+        {"attn-out bwd", L, gemm_bwd(w, w),
+         [&] {
+             ref::matmul_backward(datty.data(), w, dWo.data(), branch.data(), w, atty.data(), w, Wo.data(), N, w, w);
+         }},
+        {"attention bwd",
+         L,
+         {8.0 * B * as.h * pairs * as.hd, f * (2 * N * ld + N * w + (double)B * as.h * T * T)},
+         [&] { ref::attention_backward(dqkv.data(), datty.data(), qkv.data(), att.data(), B, T, as, scale); }},
+        {"rope bwd",
+         L,
+         {3.0 * N * (w + as.kw()), f * 2 * N * (w + as.kw())},
+         [&] { ref::rope_backward(dqkv.data(), B, T, as, 10000.0); }},
+        {"qkv bwd", L, gemm_bwd(w, ld),
+         [&] {
+             ref::matmul_backward(dln.data(), w, dWqkv.data(), dqkv.data(), ld, ln.data(), w, Wqkv.data(), N, w,
+                                  (int)ld);
+         }},
+        {"embedding bwd",
+         1,
+         {1.0 * N * d, f * 2 * N * d},
+         [&] { ref::embedding_backward(dWout.data(), dx.data(), D, tokens.data(), N, d); }},
+        {"zero grad", 1, {0, f * P}, [&] { std::fill(grads.begin() + 1, grads.end(), grads[0]); }},
+        {"grad norm",
+         1,
+         {2.0 * P, f * P},
+         [&] {
+             volatile double n = ref::grad_norm(grads.data(), P);
+             (void)n;
+         }},
+        {"adamw",
+         1,
+         {12.0 * P, f * 7 * P},
+         [&] { ref::adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), 1, layout, 0, P, 1e-4, hp); }},
+    };
+    const int threads = omp_get_max_threads();
+    printf("one training step's ops (%% of the limits per CPU second x threads; bytes: operands once):\n");
+    printf("  %-18s %5s %9s %9s %9s %9s %8s %7s %8s %7s\n", "op", "calls", "GFLOP", "MB", "ms", "cpu-ms", "GFLOP/s",
+           "%FMA", "GB/s", "%BW");
+    double tw = 0, tc = 0, tf = 0;
+    for (const Op& op : ops) {
+        const Times t = best_time(op.run, 3, 0.05);
+        const double fl = op.cost.first * op.count, by = op.cost.second * op.count;
+        const double wall = t.wall * op.count, cpu = t.cpu * op.count / threads;  // CPU seconds per thread
+        tw += wall, tc += cpu, tf += fl;
+        printf("  %-18s %5d %9.3f %9.1f %9.2f %9.2f %8.1f %6.1f%% %8.1f %6.1f%%\n", op.name, op.count, fl / 1e9,
+               by / 1e6, wall * 1e3, cpu * 1e3, fl / cpu / 1e9, 100 * fl / cpu / 1e9 / lim.flops_cpu, by / cpu / 1e9,
+               100 * by / cpu / 1e9 / lim.bw_cpu);
+    }
+    printf("  sum of the ops: %.1f ms (%.1f ms per CPU), %.2f GFLOP: %.1f%% of the FMA limit per CPU second\n",
+           tw * 1e3, tc * 1e3, tf / 1e9, 100 * tf / tc / 1e9 / lim.flops_cpu);
+
+    ref::RefModel<float> model(cfg);
+    model.init_params(1337);
+    ref::AdamWState<float> mst(model.layout.total);
+    const Times s = best_time(
+        [&] {
+            model.zero_grad();
+            model.forward(tokens.data(), targets.data(), B, T);
+            model.backward();
+            ref::clip_grad_norm(model.grads.data(), model.layout.total, 1.0);
+            ref::adamw_step(model.params.data(), model.grads.data(), mst, model.layout, 1e-4, hp);
+        },
+        3, 1.0);
+    printf(
+        "the whole step (RefModel forward + backward + clip + AdamW): %.1f ms wall, %.1f ms per CPU; %.1f tok/s; "
+        "%.2f GFLOP: %.1f GFLOP/s = %.1f%% of the FMA limit over wall time, %.1f%% per CPU second\n",
+        s.wall * 1e3, s.cpu / threads * 1e3, N / s.wall, tf / 1e9, tf / s.wall / 1e9,
+        100 * tf / s.wall / 1e9 / lim.flops, 100 * tf / s.cpu / 1e9 / lim.flops_cpu * threads);
+}
+
 int main(int argc, char** argv) {
     int B = 4, T = 64, d = 768, L = 12, h = 12, V = 50257;
     if (argc == 7)
@@ -188,6 +379,7 @@ int main(int argc, char** argv) {
     gemm_rows("fc", N, d, 2 * hid, lim);
     gemm_rows("proj", N, hid, d, lim);
     gemm_rows("logits", N, d, V, lim);
+    step_table(cfg, B, T, lim);
     printf("%s\n", load.line().c_str());
     return 0;
 }
