@@ -10,6 +10,9 @@
 //   make build/roofline CPU_ONLY=1
 //   OMP_NUM_THREADS=2 ./build/roofline [B T d L h V]   (default 4 64 768 12 12 50257: 124M at B 4, T 64)
 //   OMP_NUM_THREADS=2 ./build/roofline 8 128 128 6 4 50257   (tiny)
+// On a busy machine the figures per CPU second are the fairer ones, and best at OMP_NUM_THREADS=1: with more
+// threads than free cores every OpenMP barrier waits for a time slice (a small op then measures the scheduler),
+// and the process CPU clock of a running team is only exact to a scheduler tick.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
