@@ -264,6 +264,9 @@ $(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
 $(BUILD)/obj/bench_tokenizer.o: dev/bench_tokenizer.cpp
 $(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
 $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
+# dev/roofline.cpp: the CPU reference's roofline (the machine's FMA limit and bandwidth, the step's GEMMs and ops).
+$(BUILD)/roofline: dev/roofline.cpp
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS)
 
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -16,103 +17,167 @@
 namespace ref {
 
 // C (M, N) (= or +=) A (M, K) . B (K, N) with A(i, k) = A[i * ars + k * acs] and B(k, j) = B[k * brs + j * bcs],
-// so transposes are just strides. Blocks of B (KC x NC) are packed into NR-column panels (zero padded at the
-// edges), blocks of A (MC x KC) into MR-row panels unless A's rows are already contiguous in k, and an
-// MR x NR microkernel keeps its tile of C in registers.
+// so transposes are just strides. C is cut into tiles (MC x NC), each computed by one thread: for each block of
+// KC k's, the tile's A block is packed into MR-row panels (kept in L2), then each NR-column panel of the B block
+// is packed (kept in L1) and swept by an MR x NR microkernel over the A panels, with its tile of C in registers.
 // Why GCC vector extensions: without -ffast-math GCC will not vectorise a float reduction, and the plain
-// loop version of this microkernel ran at 2 GFLOP/s against 70 for this one (one Zen 3 core).
-// Determinism: an element of C is the sum over K in blocks of KC (each block summed in order of k, then added
-// to C); MC and NC only decide which thread computes which tile, never the arithmetic, so they may adapt to
-// the thread count while KC is a fixed constant.
-constexpr int GEMM_MR = 6, GEMM_KC = 256, GEMM_NC = 256;
+// loop version of this microkernel ran at 2 GFLOP/s against 70 for a vector one (one Zen 3 core).
+// Vector width: the widest the build targets (64 bytes with AVX-512, else 32: AVX2), the tile fitted to the
+// registers it has: AVX2's 16 ymm hold a 4 x 3-vector tile (12 accumulators, 3 B vectors, a broadcast),
+// AVX-512's 32 zmm an 8 x 3-vector one (24 accumulators).
+// Determinism: an element of C is the sum over K in blocks of KC (each block summed in order of k by fused
+// multiply-adds from 0, then stored to C or added to it); MC and NC only decide which thread computes which
+// tile, never the arithmetic, so they adapt to the shape and the thread count while KC is a fixed constant.
+// Every element's arithmetic is the same whatever the tile, row or column it falls in (edge tiles compute a
+// full, zero-padded tile), so a row of C never depends on the other rows (ref/cpu_decoder.h relies on it).
+#if defined(__AVX512F__)
+constexpr int GEMM_VBYTES = 64, GEMM_MR = 8;
+#else
+constexpr int GEMM_VBYTES = 32, GEMM_MR = 4;
+#endif
+constexpr int GEMM_NV = 3, GEMM_KC = 256, GEMM_MC = 256, GEMM_NC = 384;
 
-// C[0:mr, 0:nr] (= or +=) A (mr rows, kc) . Bp (kc, NR panel); NR = two registers of S. A is read in place,
-// A(i, k) = A[i * ars + k * acs] (rows past mr re-read row mr - 1; their results are dropped).
+template <typename S> struct GemmVec {
+    typedef S type __attribute__((vector_size(GEMM_VBYTES)));
+    static constexpr int lanes = GEMM_VBYTES / sizeof(S), NR = GEMM_NV * lanes;
+};
+
+// C[0:MR, 0:NR] (= or +=) Ap (MR-row panel, kc) . Bp (kc, NR-column panel); C rows of stride ldc.
 template <typename S>
-inline void gemm_microkernel(int kc, const S* __restrict A, long ars, long acs, const S* __restrict Bp, S* __restrict C,
-                             long ldc, int mr, int nr, bool overwrite) {
-    typedef typename Simd<S>::type Vs;
-    constexpr int Ln = Simd<S>::lanes, NR = 2 * Ln, MR = GEMM_MR;
-    const S* a[MR];
-    for (int i = 0; i < MR; i++) a[i] = A + std::min(i, mr - 1) * ars;
-    Vs acc[MR][2] = {};
-    for (int k = 0; k < kc; k++) {
-        Vs b0, b1;
-        std::memcpy(&b0, Bp + k * NR, sizeof(Vs));
-        std::memcpy(&b1, Bp + k * NR + Ln, sizeof(Vs));
+inline void gemm_microkernel(long kc, const S* __restrict Ap, const S* __restrict Bp, S* __restrict C, long ldc,
+                             bool overwrite) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes, NR = GemmVec<S>::NR, MR = GEMM_MR, NV = GEMM_NV;
+    Vs acc[MR][NV] = {};
+    for (long k = 0; k < kc; k++) {
+        Vs b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) std::memcpy(&b[v], Bp + k * NR + v * Ln, sizeof(Vs));
+#pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
-            const S ai = a[i][k * acs];
-            acc[i][0] += ai * b0;
-            acc[i][1] += ai * b1;
+            const S ai = Ap[k * MR + i];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[i][v] += ai * b[v];
         }
     }
-    if (overwrite)
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < nr; j++) C[i * ldc + j] = acc[i][j / Ln][j % Ln];
-    else
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < nr; j++) C[i * ldc + j] += acc[i][j / Ln][j % Ln];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            Vs c = acc[i][v];
+            if (!overwrite) {
+                std::memcpy(&c, C + i * ldc + v * Ln, sizeof(Vs));
+                c += acc[i][v];
+            }
+            std::memcpy(C + i * ldc + v * Ln, &c, sizeof(Vs));
+        }
+}
+
+// dst[j * ld + i] = src[i * rs + j] for i, j in [0, 8): an 8 x 8 block of floats transposed in registers.
+inline void transpose8x8(float* __restrict dst, long ld, const float* __restrict src, long rs) {
+    typedef float F __attribute__((vector_size(32)));
+    typedef int I __attribute__((vector_size(32)));
+    F r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) std::memcpy(&r[i], src + i * rs, sizeof(F));
+    for (int i = 0; i < 8; i += 2) {  // interleave pairs of rows
+        t[i] = __builtin_shuffle(r[i], r[i + 1], I{0, 8, 1, 9, 4, 12, 5, 13});
+        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], I{2, 10, 3, 11, 6, 14, 7, 15});
+    }
+    for (int i = 0; i < 8; i += 4)  // then pairs of pairs: columns c and c + 4 of four rows
+        for (int h = 0; h < 2; h++) {
+            u[i + 2 * h] = __builtin_shuffle(t[i + h], t[i + h + 2], I{0, 1, 8, 9, 4, 5, 12, 13});
+            u[i + 2 * h + 1] = __builtin_shuffle(t[i + h], t[i + h + 2], I{2, 3, 10, 11, 6, 7, 14, 15});
+        }
+    for (int c = 0; c < 4; c++) {  // then the 128-bit halves of the two groups of four rows
+        const F lo = __builtin_shuffle(u[c], u[c + 4], I{0, 1, 2, 3, 8, 9, 10, 11});
+        const F hi = __builtin_shuffle(u[c], u[c + 4], I{4, 5, 6, 7, 12, 13, 14, 15});
+        std::memcpy(dst + c * ld, &lo, sizeof(F));
+        std::memcpy(dst + (c + 4) * ld, &hi, sizeof(F));
+    }
 }
 
 // Packs rows [0, m) x k [0, kc) of X(r, k) = X[r * rs + k * ks] into R-row panels: P[r0 * kc + k * R + (r - r0)],
 // zero padded to a multiple of R rows.
-template <typename S, int R> void pack_panels(S* P, const S* X, long rs, long ks, long m, long kc) {
+template <typename S, int R> void pack_panels(S* __restrict P, const S* X, long rs, long ks, long m, long kc) {
     for (long r0 = 0; r0 < m; r0 += R) {
-        S* dst = P + r0 * kc;
+        S* __restrict dst = P + r0 * kc;
         const S* src = X + r0 * rs;
         const long nr = std::min<long>(R, m - r0);
         if (nr == R && rs == 1)  // rows contiguous: R consecutive values per k
-            for (long k = 0; k < kc; k++)
-                for (int i = 0; i < R; i++) dst[k * R + i] = src[k * ks + i];
-        else if (nr == R)
-            for (long k = 0; k < kc; k++)
-                for (int i = 0; i < R; i++) dst[k * R + i] = src[i * rs + k * ks];
-        else
+            for (long k = 0; k < kc; k++) std::memcpy(dst + k * R, src + k * ks, R * sizeof(S));
+        else if (nr == R && ks == 1) {  // k contiguous (a transpose): 8 rows at a time, each read in order of k
+            long i = 0;
+            if constexpr (sizeof(S) == 4 && R % 8 == 0)
+                for (; i < R; i += 8) {
+                    long k = 0;
+                    for (; k + 8 <= kc; k += 8) transpose8x8(dst + k * R + i, R, src + i * rs + k, rs);
+                    for (; k < kc; k++)
+                        for (int ii = 0; ii < 8; ii++) dst[k * R + i + ii] = src[(i + ii) * rs + k];
+                }
+            for (; i < R; i++)
+                for (long k = 0; k < kc; k++) dst[k * R + i] = src[i * rs + k];
+        } else
             for (long k = 0; k < kc; k++)
                 for (int i = 0; i < R; i++) dst[k * R + i] = i < nr ? src[i * rs + k * ks] : S(0);
     }
 }
 
+// A thread's packing buffer, kept between calls (a fresh vector per call cost page faults), 64-byte aligned.
+template <typename S> S* gemm_buffer(int which, size_t n) {
+    static thread_local std::vector<S> buf[2];
+    std::vector<S>& b = buf[which];
+    if (b.size() < n + 64 / sizeof(S)) b.resize(n + 64 / sizeof(S));
+    return (S*)(((uintptr_t)b.data() + 63) & ~(uintptr_t)63);
+}
+
 template <typename S>
 void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, long brs, long bcs, S* C, long ldc,
           bool accumulate) {
-    constexpr int MR = GEMM_MR, NR = 2 * Simd<S>::lanes, KC = GEMM_KC, NC = GEMM_NC;
-    // Tile rows MC: as many as keep the A block (MC x KC) within ~256 KB of L2 (fewer tiles repack B less),
-    // and when N gives too few column tiles, an M split into a multiple of the thread count so no thread idles.
-    const long nt = (N + NC - 1) / NC, threads = omp_get_max_threads();
-    const long mc_max = std::max<long>(4, 262144 / (std::max<long>(1, std::min<long>(K, KC)) * sizeof(S)) / MR) * MR;
-    long MC = std::min(mc_max, (M + MR - 1) / MR * MR);
-    if (nt < 4 * threads) {
-        long parts = threads;
-        while ((M + parts - 1) / parts > mc_max) parts += threads;
-        MC = std::max<long>(MR, ((M + parts - 1) / parts + MR - 1) / MR * MR);
+    constexpr int MR = GEMM_MR, NR = GemmVec<S>::NR, KC = GEMM_KC;
+    if (M <= 0 || N <= 0) return;
+    // Tiles: up to MC x NC, then more and narrower (N first: a small M is the training step's usual case) until
+    // there are enough for every thread, in a multiple of the thread count while they are few.
+    const long threads = omp_get_max_threads();
+    long mt = (M + GEMM_MC - 1) / GEMM_MC, nt = (N + GEMM_NC - 1) / GEMM_NC;
+    const long nt_max = (N + NR - 1) / NR, mt_max = (M + MR - 1) / MR;
+    while (mt * nt < 8 * threads && (mt * nt) % threads != 0) {
+        if (nt < nt_max && (N + nt) / (nt + 1) >= 2 * NR) nt++;
+        else if (mt < mt_max && (M + mt) / (mt + 1) >= 2 * MR) mt++;
+        else break;
     }
-    const long mt = (M + MC - 1) / MC;
+    const long MC = ((M + mt - 1) / mt + MR - 1) / MR * MR, NC = ((N + nt - 1) / nt + NR - 1) / NR * NR;
+    mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
 #pragma omp parallel if (M * N * K >= 32 * OMP_MIN_WORK)
     {
-        // this thread's packed blocks, kept between calls (a fresh 450 KB vector per call cost page faults)
-        static thread_local std::vector<S> Ap, Bp;
-        Ap.resize(std::max<size_t>(Ap.size(), (size_t)MC * KC));
-        Bp.resize(std::max<size_t>(Bp.size(), (size_t)KC * NC));
+        S* Ap = gemm_buffer<S>(0, (size_t)MC * KC);
+        S* Bp = gemm_buffer<S>(1, (size_t)KC * NR);
+        S edge[MR * NR];  // an edge tile's full result, before its valid part is stored
 #pragma omp for schedule(dynamic, 1)
         for (long tile = 0; tile < mt * nt; tile++) {
             const long i0 = (tile / nt) * MC, j0 = (tile % nt) * NC;
-            const long mc = std::min(MC, M - i0), nc = std::min<long>(NC, N - j0);
+            const long mc = std::min(MC, M - i0), nc = std::min(NC, N - j0);
             if (K == 0 && !accumulate)
                 for (long i = 0; i < mc; i++) std::fill_n(C + (i0 + i) * ldc + j0, nc, S(0));
             for (long k0 = 0; k0 < K; k0 += KC) {
                 const long kc = std::min<long>(KC, K - k0);
-                // A rows contiguous in k are read in place (6 streams; packing them cost more than it saved),
-                // anything else (the transposed dy of a weight gradient) is packed into MR-row panels
-                const bool pack_a = acs != 1;
-                if (pack_a) pack_panels<S, MR>(Ap.data(), A + i0 * ars + k0 * acs, ars, acs, mc, kc);
-                pack_panels<S, NR>(Bp.data(), B + j0 * bcs + k0 * brs, bcs, brs, nc, kc);
-                for (long jp = 0; jp < nc; jp += NR)  // B panel stays in L1 while the A block streams from L2
-                    for (long ip = 0; ip < mc; ip += MR)
-                        gemm_microkernel<S>((int)kc, pack_a ? Ap.data() + ip * kc : A + (i0 + ip) * ars + k0,
-                                            pack_a ? 1 : ars, pack_a ? MR : 1, Bp.data() + jp * kc,
-                                            C + (i0 + ip) * ldc + j0 + jp, ldc, (int)std::min<long>(MR, mc - ip),
-                                            (int)std::min<long>(NR, nc - jp), !accumulate && k0 == 0);
+                const bool overwrite = !accumulate && k0 == 0;
+                pack_panels<S, MR>(Ap, A + i0 * ars + k0 * acs, ars, acs, mc, kc);
+                for (long jp = 0; jp < nc; jp += NR) {
+                    pack_panels<S, NR>(Bp, B + (j0 + jp) * bcs + k0 * brs, bcs, brs, std::min<long>(NR, nc - jp), kc);
+                    const long nr = std::min<long>(NR, nc - jp);
+                    for (long ip = 0; ip < mc; ip += MR) {
+                        const long mr = std::min<long>(MR, mc - ip);
+                        S* c = C + (i0 + ip) * ldc + j0 + jp;
+                        if (mr == MR && nr == NR) {
+                            gemm_microkernel<S>(kc, Ap + ip * kc, Bp, c, ldc, overwrite);
+                            continue;
+                        }
+                        gemm_microkernel<S>(kc, Ap + ip * kc, Bp, edge, NR, true);
+                        for (long i = 0; i < mr; i++)
+                            for (long j = 0; j < nr; j++)
+                                c[i * ldc + j] = overwrite ? edge[i * NR + j] : c[i * ldc + j] + edge[i * NR + j];
+                    }
+                }
             }
         }
     }
