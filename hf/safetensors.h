@@ -78,16 +78,18 @@ inline float float_from_f16(uint16_t h) {
     return f;
 }
 
+inline size_t st_numel(const std::vector<int64_t>& shape) {
+    size_t n = 1;
+    for (int64_t s : shape) n *= (size_t)s;
+    return n;
+}
+
 // One tensor to write: fp32 elements, converted to the file's dtype on the way out.
 struct StSource {
     std::string name;
     std::vector<int64_t> shape;
     const float* data;
-    size_t numel() const {
-        size_t n = 1;
-        for (int64_t s : shape) n *= (size_t)s;
-        return n;
-    }
+    size_t numel() const { return st_numel(shape); }
 };
 
 inline std::string st_shape_json(const std::vector<int64_t>& shape) {
@@ -137,11 +139,7 @@ struct StTensor {
     StDtype dtype = StDtype::F32;
     std::vector<int64_t> shape;
     uint64_t begin = 0, end = 0;
-    size_t numel() const {
-        size_t n = 1;
-        for (int64_t s : shape) n *= (size_t)s;
-        return n;
-    }
+    size_t numel() const { return st_numel(shape); }
 };
 
 struct SafetensorsFile {
