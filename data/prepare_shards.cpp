@@ -210,13 +210,15 @@ struct Reader {
         f = nullptr;
         file++;
     }
-    // Appends documents until about `want` bytes are read; returns an empty block at the end.
+    // Appends documents until about `want` bytes are read; returns an empty block at the end. A paragraph still
+    // open then is read on to its end (its blank line or its file's), so that no document is cut between blocks.
     std::vector<Doc> block(size_t want) {
         std::vector<Doc> docs;
         size_t got = 0;
         std::string para;
         uint64_t para_line = 0;
-        while (got < want) {
+        while (got < want || !para.empty()) {
+            const bool closing = got >= want;  // only the open paragraph's lines are left to read
             if (!f && !open_next()) break;
             const InputFormat fmt = format_of(o, o.inputs[file]);
             if (fmt == InputFormat::TEXT) {  // whole file
@@ -246,7 +248,7 @@ struct Reader {
             line++;
             got += (size_t)n;
             bytes += (size_t)n;
-            if ((size_t)n > kMaxDocument) too_long("a line");
+            if ((size_t)n > kMaxDocument && !closing) too_long("a line");  // closing: named as the paragraph, below
             std::string_view l(buf, (size_t)n);
             if (line == 1 && l.substr(0, 3) == "\xEF\xBB\xBF") l.remove_prefix(3);  // a byte-order mark
             if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
@@ -265,29 +267,6 @@ struct Reader {
             }
             if (l.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines are not documents
             docs.push_back({std::string(l), (uint32_t)file, line});
-        }
-        // A paragraph still open at the block's end continues in the next block: hand back what we have so
-        // far as a document only if the file ended; otherwise keep reading until it closes.
-        while (!para.empty()) {
-            ssize_t n = getline(&buf, &cap, f);
-            if (n < 0) {
-                if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
-                docs.push_back({std::move(para), (uint32_t)file, para_line});
-                close_cur();
-                break;
-            }
-            line++;
-            bytes += (size_t)n;
-            std::string_view l(buf, (size_t)n);
-            if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
-            if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-            if (l.find_first_not_of(" \t") == std::string_view::npos) {
-                docs.push_back({std::move(para), (uint32_t)file, para_line});
-                break;
-            }
-            para += '\n';
-            para.append(l.data(), l.size());
-            if (para.size() > kMaxDocument) too_long("a paragraph");
         }
         return docs;
     }
