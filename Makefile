@@ -576,6 +576,7 @@ test-race: $(BUILD)/test_kernels_tsan
 # line from its own counts.
 .PHONY: test-fast
 test-fast:
+	@bash setup.sh
 	@$(MAKE) -j$(TEST_JOBS) --no-print-directory $(BUILD)/test_fast
 	@mkdir -p $(TEST_RESULTS); rm -f $(TEST_RESULTS)/fast.txt
 	@PRISM_TEST_RESULTS=$(TEST_RESULTS)/fast.txt OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} ./$(BUILD)/test_fast; \

@@ -73,11 +73,17 @@ static void read_flags(Command& cmd, int argc, char** argv, TrainOptions& o, Mod
     cfg = build_config(o.model, warnings);
     default_run(o, cfg, dist.world, notes);
     if (!o.plan) check_out_dir(o);
-    if (o.plan) {  // training's checks of the batch, length and schedule; --epochs needs the shards' size
+    if (o.plan) {  // training's checks of the batch, length and schedule; --epochs needs the shards' size, and a
+                   // plan without them (outside the checkout, say) skips that check: a plan needs no data
         size_t tokens = 0;
-        if (o.epochs > 0)
-            for (const std::string& shard : glob_shards(o.train)) tokens += read_shard_info(shard).tokens;
-        plan_run(o, cfg, dist.world, tokens);
+        bool data = true;
+        try {
+            if (o.epochs > 0)
+                for (const std::string& shard : glob_shards(o.train)) tokens += read_shard_info(shard).tokens;
+        } catch (const std::runtime_error&) {
+            data = false;
+        }
+        if (data) plan_run(o, cfg, dist.world, tokens);
     }
     if (dist.rank == 0) {
         for (const auto& w : warnings) fprintf(stderr, "warning: %s\n", w.c_str());

@@ -210,13 +210,15 @@ struct Reader {
         f = nullptr;
         file++;
     }
-    // Appends documents until about `want` bytes are read; returns an empty block at the end.
+    // Appends documents until about `want` bytes are read; returns an empty block at the end. A paragraph still
+    // open then is read on to its end (its blank line or its file's), so that no document is cut between blocks.
     std::vector<Doc> block(size_t want) {
         std::vector<Doc> docs;
         size_t got = 0;
         std::string para;
         uint64_t para_line = 0;
-        while (got < want) {
+        while (got < want || !para.empty()) {
+            const bool closing = got >= want;  // only the open paragraph's lines are left to read
             if (!f && !open_next()) break;
             const InputFormat fmt = format_of(o, o.inputs[file]);
             if (fmt == InputFormat::TEXT) {  // whole file
@@ -246,7 +248,7 @@ struct Reader {
             line++;
             got += (size_t)n;
             bytes += (size_t)n;
-            if ((size_t)n > kMaxDocument) too_long("a line");
+            if ((size_t)n > kMaxDocument && !closing) too_long("a line");  // closing: named as the paragraph, below
             std::string_view l(buf, (size_t)n);
             if (line == 1 && l.substr(0, 3) == "\xEF\xBB\xBF") l.remove_prefix(3);  // a byte-order mark
             if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
@@ -265,29 +267,6 @@ struct Reader {
             }
             if (l.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines are not documents
             docs.push_back({std::string(l), (uint32_t)file, line});
-        }
-        // A paragraph still open at the block's end continues in the next block: hand back what we have so
-        // far as a document only if the file ended; otherwise keep reading until it closes.
-        while (!para.empty()) {
-            ssize_t n = getline(&buf, &cap, f);
-            if (n < 0) {
-                if (ferror(f)) throw std::runtime_error("cannot read input " + o.inputs[file] + ": " + strerror(errno));
-                docs.push_back({std::move(para), (uint32_t)file, para_line});
-                close_cur();
-                break;
-            }
-            line++;
-            bytes += (size_t)n;
-            std::string_view l(buf, (size_t)n);
-            if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
-            if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-            if (l.find_first_not_of(" \t") == std::string_view::npos) {
-                docs.push_back({std::move(para), (uint32_t)file, para_line});
-                break;
-            }
-            para += '\n';
-            para.append(l.data(), l.size());
-            if (para.size() > kMaxDocument) too_long("a paragraph");
         }
         return docs;
     }
@@ -321,93 +300,125 @@ inline std::string human(double x) {
     return b;
 }
 
-}  // namespace prep
-
-inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& encode, int eot) {
-    using clock = std::chrono::steady_clock;
+// The options' own checks and every input's: it exists and is a file or a pipe. Returns the inputs' total size,
+// for the percentage (0, unknown, when one is stdin).
+inline uint64_t check_inputs(const PrepareOptions& o, uint64_t val_tokens) {
     if (o.inputs.empty()) throw std::runtime_error("no input files; pass text or .jsonl files (or - for stdin)");
     if (o.out_prefix.empty()) throw std::runtime_error("no output prefix; pass -o DIR/NAME");
     if (o.shard_tokens == 0 || o.shard_tokens > (uint64_t)INT32_MAX)
         throw std::runtime_error("--shard-tokens must be between 1 and 2147483647");
-    const uint64_t val_tokens = o.val_tokens ? o.val_tokens : o.shard_tokens;
     if (val_tokens > (uint64_t)INT32_MAX) throw std::runtime_error("--val-tokens must be at most 2147483647");
-    const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-    const size_t block_bytes =
-        o.block_bytes ? o.block_bytes : std::max<size_t>(32u << 20, (size_t)threads * (8u << 20));
-
-    uint64_t total_bytes = 0;  // for the percentage; unknown (0) when reading stdin
+    uint64_t total_bytes = 0;
     for (const std::string& p : o.inputs) {
         struct stat st;
-        if (p == "-") {
-            total_bytes = 0;
-            break;
-        }
+        if (p == "-") return 0;
         if (stat(p.c_str(), &st) != 0)
             throw std::runtime_error("cannot open input " + p + ": " + strerror(errno) + "; check the path");
         if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
             throw std::runtime_error("input " + p + " is " + file_kind(st.st_mode) +
-                                     ", not a file or a pipe; pass text or "
-                                     ".jsonl files (or - for stdin)");
+                                     ", not a file or a pipe; pass text or .jsonl files (or - for stdin)");
         total_bytes += (uint64_t)st.st_size;
     }
-    {
-        const size_t slash = o.out_prefix.rfind('/');
-        const std::string dir = slash == std::string::npos ? "." : o.out_prefix.substr(0, slash);
-        if (access(dir.c_str(), W_OK) != 0)
-            throw std::runtime_error("output directory " + dir +
-                                     " does not exist or is not writable; create it (mkdir -p " + dir + ") or fix -o");
-    }
-    const std::vector<std::string> old_set = prep::existing_shards(o.out_prefix);
-    {  // the one output rule (util/fs.h): no shard this run would replace or remove is one of its inputs
-        std::vector<ReadPath> inputs;
-        for (const std::string& p : o.inputs)
-            if (p != "-") inputs.push_back({p, "the input"});
-        std::vector<std::string> replaced = old_set;
-        for (const std::string& p : prep::existing_shards(o.out_prefix, ".partial")) replaced.push_back(p);
-        for (const std::string& p : replaced) check_output_path(p, "-o " + o.out_prefix + ":", inputs);
-    }
+    return total_bytes;
+}
+
+// The output's checks: its directory is writable, no shard this run would replace or remove is one of its inputs
+// (the one output rule, util/fs.h), and a set already there is replaced only with --overwrite. Removes the .partial
+// files a killed run left; returns the set already under the prefix.
+inline std::vector<std::string> check_output(const PrepareOptions& o) {
+    const size_t slash = o.out_prefix.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : o.out_prefix.substr(0, slash);
+    if (access(dir.c_str(), W_OK) != 0)
+        throw std::runtime_error("output directory " + dir +
+                                 " does not exist or is not writable; create it (mkdir -p " + dir + ") or fix -o");
+    const std::vector<std::string> old_set = existing_shards(o.out_prefix),
+                                   partial = existing_shards(o.out_prefix, ".partial");
+    std::vector<ReadPath> inputs;
+    for (const std::string& p : o.inputs)
+        if (p != "-") inputs.push_back({p, "the input"});
+    for (const std::vector<std::string>* replaced : {&old_set, &partial})
+        for (const std::string& p : *replaced) check_output_path(p, "-o " + o.out_prefix + ":", inputs);
     if (!old_set.empty() && !o.overwrite)
         throw std::runtime_error(o.out_prefix + " already holds a shard set (" + std::to_string(old_set.size()) +
                                  " files, e.g. " + old_set.front() +
                                  "); pass --overwrite to replace it, or another -o");
-    for (const std::string& p : prep::existing_shards(o.out_prefix, ".partial")) unlink(p.c_str());  // a killed run's
-    const bool tty = isatty(fileno(stderr));
-    const int progress = o.progress < 0 ? (tty ? 2 : 1) : o.progress;  // 2 bar, 1 plain lines, 0 none
-    const auto t0 = clock::now();
-    auto last_report = t0;
+    for (const std::string& p : partial) unlink(p.c_str());
+    return old_set;
+}
 
-    PrepareStats st;
+// The shards of the new set, filled in order: the validation shard (val_tokens) first, then training shards of
+// --shard-tokens. A full shard is written (and fsync'ed, which can take seconds) as NAME.bin.partial on a background
+// thread while the next one fills; at most one write is in flight, so at most two shards are in memory.
+struct ShardWriter {
+    const PrepareOptions& o;
+    const uint64_t val_tokens;
     const uint64_t set_id = random_id();  // in every shard's header: the trainer refuses a mixture of two sets
+    std::vector<std::string> paths;       // the shards begun, in order
     std::vector<uint16_t> shard;
-    shard.reserve((size_t)std::min<uint64_t>(val_tokens, 1u << 26));
-    // A full shard is written (and fsync'ed, which can take seconds) on a background thread while the next
-    // one fills; at most one write is in flight, so at most two shards are in memory.
     std::future<void> writing;
-    auto flush_shard = [&]() {
+    ShardWriter(const PrepareOptions& opt, uint64_t val) : o(opt), val_tokens(val) {
+        shard.reserve((size_t)std::min<uint64_t>(val_tokens, 1u << 26));
+    }
+    uint64_t capacity() const { return paths.empty() ? val_tokens : o.shard_tokens; }
+    void flush() {
         if (writing.valid()) writing.get();  // rethrows a failed write
-        const std::string path = prep::shard_path(o.out_prefix, st.shards.size());
-        writing = std::async(std::launch::async, [path, sync = o.sync, set_id, full = std::move(shard)] {
-            write_shard(path + ".partial", full.data(), full.size(), sync, set_id);  // renamed to `path` when whole
+        const std::string path = shard_path(o.out_prefix, paths.size());
+        writing = std::async(std::launch::async, [path, sync = o.sync, id = set_id, full = std::move(shard)] {
+            write_shard(path + ".partial", full.data(), full.size(), sync, id);  // renamed to `path` when whole
         });
-        st.shards.push_back(path);
+        paths.push_back(path);
         shard = std::vector<uint16_t>();
         shard.reserve((size_t)std::min<uint64_t>(o.shard_tokens, 1u << 26));
-    };
-    auto capacity = [&]() { return st.shards.empty() ? val_tokens : o.shard_tokens; };
-    auto push = [&](const int* t, size_t n) {
+    }
+    void push(const int* t, size_t n) {
         while (n > 0) {
             const size_t take = (size_t)std::min<uint64_t>(n, capacity() - shard.size());
             for (size_t k = 0; k < take; k++) shard.push_back((uint16_t)t[k]);
             t += take;
             n -= take;
-            if (shard.size() == capacity()) flush_shard();
+            if (shard.size() == capacity()) flush();
         }
-    };
-    auto report = [&](bool final) {
+    }
+    void finish() {
+        if (!shard.empty()) flush();
+        writing.get();
+    }
+    // After a failure: no partial file left behind, and the old set as it was.
+    void abandon() {
+        if (writing.valid()) try {
+                writing.get();
+            } catch (...) {
+            }
+        for (const std::string& p : paths) unlink((p + ".partial").c_str());
+    }
+    // The new set is complete: its shards are renamed over their names from the last to the second, the old set's
+    // extra shards go, and the validation shard (index 0) comes last. So until that last rename the old set's
+    // index 0 (or, into an empty prefix, no validation shard at all) stands beside the new shards: a kill anywhere
+    // leaves two set ids under the prefix, which the trainer refuses, never a part of either set that looks whole.
+    // (Renamed in index order, a kill could leave the new set's first shards over a smaller old set, all one id.)
+    void commit(const std::vector<std::string>& old_set) const {
+        auto rename_in = [](const std::string& p) {
+            if (rename((p + ".partial").c_str(), p.c_str()) != 0)
+                throw std::runtime_error("cannot rename " + p + ".partial to " + p + ": " + strerror(errno));
+        };
+        for (size_t i = paths.size(); i-- > 1;) rename_in(paths[i]);
+        for (const std::string& p : old_set)
+            if (std::find(paths.begin(), paths.end(), p) == paths.end()) unlink(p.c_str());
+        rename_in(paths[0]);
+    }
+};
+
+// Progress on stderr: mode 2 a bar redrawn every 0.2 s (a terminal), 1 a plain line every 10 s, 0 none.
+struct Progress {
+    using clock = std::chrono::steady_clock;
+    int mode;
+    uint64_t total_bytes;  // 0: unknown (no percentage)
+    clock::time_point t0 = clock::now(), last = t0;
+    void report(const PrepareStats& st, bool final) const {
         const double secs = std::chrono::duration<double>(clock::now() - t0).count();
         const double mbs = st.bytes / 1e6 / std::max(secs, 1e-9);
         char line[256];
-        if (progress == 2) {
+        if (mode == 2) {
             const double frac = total_bytes ? std::min(1.0, (double)st.bytes / total_bytes) : 0.0;
             char bar[48] = "";
             if (total_bytes) {
@@ -417,37 +428,65 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
                 snprintf(bar, sizeof(bar), "[%s] %5.1f%% ", fill, 100 * frac);
             }
             snprintf(line, sizeof(line), "\r%s%7.1f MB/s %9s tokens %7.1f s", bar, mbs,
-                     prep::human((double)st.tokens).c_str(), secs);
+                     human((double)st.tokens).c_str(), secs);
             fputs(line, stderr);
             if (final) fputc('\n', stderr);
         } else {
             snprintf(line, sizeof(line), "prepare_shards: %.1f MB read, %.1f MB/s, %s tokens, %.1f s\n", st.bytes / 1e6,
-                     mbs, prep::human((double)st.tokens).c_str(), secs);
+                     mbs, human((double)st.tokens).c_str(), secs);
             fputs(line, stderr);
         }
         fflush(stderr);
-    };
+    }
+    void tick(const PrepareStats& st) {
+        const auto now = clock::now();
+        if (mode && std::chrono::duration<double>(now - last).count() >= (mode == 2 ? 0.2 : 10.0)) {
+            report(st, false);
+            last = now;
+        }
+    }
+};
 
+// A block's documents tokenized on every core, each preceded by EOT; errs[d] is the reason a JSONL line is malformed.
+inline void tokenize_block(const PrepareOptions& o, const std::vector<Doc>& docs, const EncodeFn& encode, int eot,
+                           int threads, std::vector<std::vector<int>>& toks, std::vector<std::string>& errs) {
+    toks.assign(docs.size(), {});
+    errs.assign(docs.size(), {});
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t d = 0; d < docs.size(); d++) {
+        toks[d].push_back(eot);
+        if (format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
+            std::string text;
+            if (!get_string_field(docs[d].text, o.field, text, errs[d])) continue;
+            encode(text, toks[d]);
+        } else {
+            encode(docs[d].text, toks[d]);
+        }
+    }
+}
+
+}  // namespace prep
+
+inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& encode, int eot) {
+    const uint64_t val_tokens = o.val_tokens ? o.val_tokens : o.shard_tokens;
+    const uint64_t total_bytes = prep::check_inputs(o, val_tokens);
+    const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+    const size_t block_bytes =
+        o.block_bytes ? o.block_bytes : std::max<size_t>(32u << 20, (size_t)threads * (8u << 20));
+    const std::vector<std::string> old_set = prep::check_output(o);
+    prep::Progress progress{o.progress < 0 ? (isatty(fileno(stderr)) ? 2 : 1) : o.progress, total_bytes};
+    PrepareStats st;
+    prep::ShardWriter out(o, val_tokens);
     try {
         prep::Reader reader(o);
         std::vector<prep::Doc> docs = reader.block(block_bytes);
+        std::vector<std::vector<int>> toks;
+        std::vector<std::string> errs;
         while (!docs.empty()) {
             // Read the next block while this one is tokenized.
             std::future<std::vector<prep::Doc>> next =
                 std::async(std::launch::async, [&] { return reader.block(block_bytes); });
-            std::vector<std::vector<int>> toks(docs.size());
-            std::vector<std::string> errs(docs.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-            for (size_t d = 0; d < docs.size(); d++) {
-                toks[d].push_back(eot);
-                if (prep::format_of(o, o.inputs[docs[d].file]) == InputFormat::JSONL) {
-                    std::string text;
-                    if (!get_string_field(docs[d].text, o.field, text, errs[d])) continue;
-                    encode(text, toks[d]);
-                } else {
-                    encode(docs[d].text, toks[d]);
-                }
-            }
+            prep::tokenize_block(o, docs, encode, eot, threads, toks, errs);
             // Written strictly in input order: this is what makes the output independent of the thread count.
             for (size_t d = 0; d < docs.size(); d++) {
                 if (!errs[d].empty()) {
@@ -457,7 +496,7 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
                         throw std::runtime_error(where + ": " + errs[d] +
                                                  "; fix or remove the line, or re-run with --on-error skip");
                     }
-                    if (progress == 2) fputc('\n', stderr);
+                    if (progress.mode == 2) fputc('\n', stderr);
                     fprintf(stderr, "%s: skipped a malformed JSON line (%s)\n", where.c_str(), errs[d].c_str());
                     st.skipped++;
                     continue;
@@ -467,46 +506,25 @@ inline PrepareStats prepare_shards(const PrepareOptions& o, const EncodeFn& enco
                         throw std::runtime_error("token id " + std::to_string(t) +
                                                  " does not fit the uint16 shard format; "
                                                  "use a tokenizer with at most 65536 tokens");
-                push(toks[d].data(), toks[d].size());
+                out.push(toks[d].data(), toks[d].size());
                 st.documents++;
                 st.tokens += toks[d].size();
             }
             docs = next.get();
             st.bytes = reader.bytes;
-            const auto now = clock::now();
-            const double since = std::chrono::duration<double>(now - last_report).count();
-            if (progress && since >= (progress == 2 ? 0.2 : 10.0)) {
-                report(false);
-                last_report = now;
-            }
+            progress.tick(st);
         }
         if (st.tokens == 0)
             throw std::runtime_error("the input holds no text (empty files or blank lines only); no shards written");
-        if (!shard.empty()) flush_shard();
-        writing.get();
+        out.finish();
         st.bytes = reader.bytes;
-    } catch (...) {  // leave no partial file behind, and the old set as it was
-        if (writing.valid()) try {
-                writing.get();
-            } catch (...) {
-            }
-        for (const std::string& p : st.shards) unlink((p + ".partial").c_str());
+    } catch (...) {
+        out.abandon();
         throw;
     }
-    // The new set is complete: its shards are renamed over their names from the last to the second, the old set's
-    // extra shards go, and the validation shard (index 0) comes last. So until that last rename the old set's
-    // index 0 (or, into an empty prefix, no validation shard at all) stands beside the new shards: a kill anywhere
-    // leaves two set ids under the prefix, which the trainer refuses, never a part of either set that looks whole.
-    // (Renamed in index order, a kill could leave the new set's first shards over a smaller old set, all one id.)
-    auto rename_in = [](const std::string& p) {
-        if (rename((p + ".partial").c_str(), p.c_str()) != 0)
-            throw std::runtime_error("cannot rename " + p + ".partial to " + p + ": " + strerror(errno));
-    };
-    for (size_t i = st.shards.size(); i-- > 1;) rename_in(st.shards[i]);
-    for (const std::string& p : old_set)
-        if (std::find(st.shards.begin(), st.shards.end(), p) == st.shards.end()) unlink(p.c_str());
-    rename_in(st.shards[0]);
-    if (progress) report(true);
+    out.commit(old_set);
+    st.shards = out.paths;
+    if (progress.mode) progress.report(st, true);
     return st;
 }
 

@@ -135,47 +135,57 @@ void print_ops(const std::vector<OpCost>& ops, const RooflineGpu& g, const std::
     printf("\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    const MachineLoad load;  // the host's load, beside the figures
+// The command line; a usage error prints its line and gives exit status 2.
+struct BenchArgs {
     int B = 16, T = 0, steps = 10, V = 50257;
     long n_micro = 1;
     bool recompute = false, cost_only = false, synthetic = false;
     std::string models = "124M,124M:prism,124M:x", token_file;
+};
+bool parse_args(int argc, char** argv, BenchArgs& a) {
     for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
+        std::string f = argv[i];
         auto next = [&]() -> std::string {
             if (i + 1 >= argc) {
-                fprintf(stderr, "%s needs a value\n", a.c_str());
+                fprintf(stderr, "%s needs a value\n", f.c_str());
                 exit(2);
             }
             return argv[++i];
         };
-        if (a == "-b") B = atoi(next().c_str());
-        else if (a == "-t") T = atoi(next().c_str());
-        else if (a == "--steps") steps = atoi(next().c_str());
-        else if (a == "--micro-steps") n_micro = atol(next().c_str());
-        else if (a == "-V") V = atoi(next().c_str());
-        else if (a == "--models") models = next();
-        else if (a == "--recompute") recompute = true;
-        else if (a == "--cost-model") cost_only = true;
-        else if (a == "--tokens") token_file = next();
-        else if (a == "--synthetic") synthetic = true;
+        if (f == "-b") a.B = atoi(next().c_str());
+        else if (f == "-t") a.T = atoi(next().c_str());
+        else if (f == "--steps") a.steps = atoi(next().c_str());
+        else if (f == "--micro-steps") a.n_micro = atol(next().c_str());
+        else if (f == "-V") a.V = atoi(next().c_str());
+        else if (f == "--models") a.models = next();
+        else if (f == "--recompute") a.recompute = true;
+        else if (f == "--cost-model") a.cost_only = true;
+        else if (f == "--tokens") a.token_file = next();
+        else if (f == "--synthetic") a.synthetic = true;
         else {
             fprintf(stderr,
                     "usage: bench_model [-b B (0: the largest that fits)] [-t T] [--micro-steps n] [--steps n] "
                     "[-V vocab] [--recompute] [--cost-model] [--tokens SHARD | --synthetic] "
                     "[--models 124M,124M:prism,124M:x]\n");
-            return 2;
+            return false;
         }
     }
-    if (B < 0 || steps < 1 || n_micro < 1) {
+    if (a.B < 0 || a.steps < 1 || a.n_micro < 1) {
         fprintf(stderr,
                 "bench_model: -b must be >= 0 (0: the largest that fits), --steps and --micro-steps positive\n");
-        return 2;
+        return false;
     }
-    if (!synthetic && token_file.empty()) {
+    return true;
+}
+
+// The real-text tokens (up to 4M, from --tokens or the default shard), or none with --synthetic; false after
+// printing why there are none.
+bool read_text(BenchArgs& a, std::vector<int>& text) {
+    if (a.synthetic) {
+        printf("tokens: synthetic (spread-out ids: hides how often real tokens repeat)\n");
+        return true;
+    }
+    if (a.token_file.empty()) {
         std::vector<std::string> found;
         try {
             found = glob_shards("data/default/*_train_*.bin");
@@ -185,25 +195,152 @@ int main(int argc, char** argv) {
             fprintf(stderr,
                     "bench_model: no real-text tokens: data/default/*_train_*.bin not found (bash setup.sh "
                     "fetches it); pass --tokens SHARD, or --synthetic for spread-out ids\n");
-            return 2;
+            return false;
         }
-        token_file = found[0];
+        a.token_file = found[0];
     }
-    std::vector<int> text;  // real-text tokens, read once (up to 4M), sequences taken in order and wrapped
-    if (!synthetic) {
-        try {
-            text = shard_tokens(token_file, std::min<uint64_t>(read_shard_info(token_file).tokens, 1 << 22));
-        } catch (const std::exception& err) {
-            fprintf(stderr, "bench_model: %s\n", err.what());
-            return 2;
+    try {
+        text = shard_tokens(a.token_file, std::min<uint64_t>(read_shard_info(a.token_file).tokens, 1 << 22));
+    } catch (const std::exception& err) {
+        fprintf(stderr, "bench_model: %s\n", err.what());
+        return false;
+    }
+    printf("tokens: %s (real text, %zu tokens, consecutive sequences)\n", a.token_file.c_str(), text.size());
+    return true;
+}
+
+// Micro-batch k's tokens: sequence k of the text (inputs; targets the next tokens), or spread-out ids.
+struct Batches {
+    const std::vector<int>& text;
+    bool synthetic;
+    size_t Nm;  // tokens per micro-batch, B x T
+    int V;
+    size_t sequence = 0;
+    void operator()(int* i, int* g) {
+        if (synthetic) {
+            for (size_t k = 0; k < Nm; k++) i[k] = (int)(k * 2654435761u % V), g[k] = (int)(k * 40503u % V);
+            return;
         }
-        printf("tokens: %s (real text, %zu tokens, consecutive sequences)\n", token_file.c_str(), text.size());
-    } else {
-        printf("tokens: synthetic (spread-out ids: hides how often real tokens repeat)\n");
+        for (size_t k = 0; k < Nm; k++) {
+            const size_t at = (sequence * Nm + k) % (text.size() - 1);
+            i[k] = text[at] % V, g[k] = text[at + 1] % V;
+        }
+        sequence++;
     }
+};
+
+// The cost model's token statistics from the first micro-batch (embedding_plan), and the line that shows them.
+CostOptions token_costs(Batches next, std::string& note) {
+    std::vector<int> in0(next.Nm), tg0(next.Nm);
+    next(in0.data(), tg0.data());
+    const EmbeddingPlan plan = embedding_plan(in0.data(), (long)next.Nm);
+    CostOptions copt;
+    copt.most_frequent = (double)plan.size.most / next.Nm;
+    copt.partials_per_position = (double)plan.size.partials / next.Nm;
+    copt.distinct = plan.size.distinct;
+    char buf[200];
+    snprintf(buf, sizeof buf,
+             "  tokens of the first micro-batch: %d distinct, the most frequent %.2f%% (%d), "
+             "%d embedding partial rows\n",
+             plan.size.distinct, 100 * copt.most_frequent, plan.size.most, plan.size.partials);
+    note = buf;
+    return copt;
+}
+
+// The real step on the GPU: seconds per step (after a warm-up), the memory it took, and each op's ms from one
+// profiled step.
+struct Measured {
+    double sec = 0, gib = 0;
+    std::map<std::string, double> ms;
+};
+Measured measure(const ModelConfig& c, const BenchArgs& a, int Bm, int t, Batches& next) {
+    Measured m;
+    size_t free0 = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&free0, &total));
+    const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, a.recompute);
+    e->init_params(1);
+    std::vector<int> in(next.Nm), tg(next.Nm);
+    OptimizerHyper hp;
+    auto step = [&] { train_step(*e, next, Bm, t, a.n_micro, 1.0, 1e-4, hp, in, tg); };
+    step();  // warm-up: allocations, cuBLASLt plans
+    const double t0 = now_s();
+    for (int s = 0; s < a.steps; s++) step();
+    m.sec = (now_s() - t0) / a.steps;
+    size_t free1 = 0;
+    cudaCheck(cudaMemGetInfo(&free1, &total));
+    m.gib = (free0 - free1) / 1073741824.0;
+    EventTimer timer;
+    e->set_timer(&timer);
+    timer.begin(e->stream());
+    step();
+    cudaCheck(cudaDeviceSynchronize());
+    m.ms = timer.ms();
+    e->set_timer(nullptr);
+    return m;
+}
+
+// One model: its sizes, the cost model's table and prediction, and on a GPU the measured step. Returns its summary
+// line(s).
+std::string bench(const std::string& name, const BenchArgs& a, const std::vector<int>& text, const RooflineGpu& roof,
+                  double peak) {
+    ModelConfig c = model_from(name, a.V);
+    const int t = a.T > 0 ? a.T : c.T;
+    c.T = std::max(c.T, t);
+    ModelConfig ct = c;
+    ct.T = t;
+    int Bm = a.B;  // this model's micro-batch
+    if (Bm == 0) {
+        size_t free_b = 0, total_b = 0;
+        if (!a.cost_only) cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        Bm = 16;
+        if (!a.cost_only)
+            while (Bm > 1 && (double)gpu_memory(c, Bm, t, a.recompute).total() > 0.9 * (double)free_b) Bm /= 2;
+    }
+    Batches next{text, a.synthetic, (size_t)Bm * t, c.V};
+    std::string token_note;
+    const CostOptions copt = token_costs(next, token_note);
+    const double tokens = (double)Bm * t * a.n_micro, model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
+    const std::vector<OpCost> ops = step_ops(c, Bm, t, a.n_micro, a.recompute, copt);
+    double rt = 0, et = 0;
+    for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
+    const double planned = gib(gpu_memory(c, Bm, t, a.recompute).total());
+    printf(
+        "\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
+        "(--plan)%s\n%s",
+        name.c_str(), describe_config(c).c_str(), Bm, t, a.n_micro, tokens, param_layout(c).total, planned,
+        a.recompute ? " (recompute)" : "", token_note.c_str());
+    char line[256];
+    snprintf(line, sizeof line,
+             "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
+             "%.0f tok/s, MFU %.1f%%",
+             name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3, tokens / et,
+             100 * model_flops / (et * roof.peak));
+    std::string sum = line;
+    Measured m;
+    if (!a.cost_only) {
+        m = measure(c, a, Bm, t, next);
+        char mfu[32] = "n/a";
+        if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (m.sec * peak));
+        snprintf(line, sizeof line,
+                 "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB "
+                 "(--plan %.2f GiB), B %d",
+                 name.c_str(), m.sec * 1e3, tokens / m.sec, mfu, m.gib, planned, Bm);
+        sum += line;
+    }
+    print_ops(ops, roof, m.ms);
+    return sum;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const MachineLoad load;  // the host's load, beside the figures
+    BenchArgs a;
+    std::vector<int> text;  // real-text tokens, read once, sequences taken in order and wrapped
+    if (!parse_args(argc, argv, a) || !read_text(a, text)) return 2;
     const RooflineGpu roof;
     double peak = 0;
-    if (!cost_only) {
+    if (!a.cost_only) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, 0));
         peak = peak_bf16_tflops(prop.name) * 1e12;
@@ -217,105 +354,13 @@ int main(int argc, char** argv) {
         roof.bandwidth / 1e12, roof.peak / 1e12, 100 * roof.attention_eff, 100 * roof.matmul_eff, 100 * roof.memory_eff,
         roof.launch_s * 1e6);
     std::vector<std::string> summary;
-    size_t start = 0;
     try {
-        while (start <= models.size()) {
-            size_t comma = models.find(',', start);
-            std::string name = models.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            start = comma == std::string::npos ? models.size() + 1 : comma + 1;
-            ModelConfig c = model_from(name, V);
-            const int t = T > 0 ? T : c.T;
-            c.T = std::max(c.T, t);
-            ModelConfig ct = c;
-            ct.T = t;
-            int Bm = B;  // this model's micro-batch
-            if (Bm == 0) {
-                size_t free_b = 0, total_b = 0;
-                if (!cost_only) cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-                Bm = 16;
-                if (!cost_only)
-                    while (Bm > 1 && (double)gpu_memory(c, Bm, t, recompute).total() > 0.9 * (double)free_b) Bm /= 2;
-            }
-            // Micro-batch k's tokens: sequence k of the text (inputs; targets the next tokens), or spread-out ids.
-            const size_t Nm = (size_t)Bm * t;
-            size_t sequence = 0;
-            auto next = [&](int* i, int* g) {
-                if (synthetic) {
-                    for (size_t k = 0; k < Nm; k++) i[k] = (int)(k * 2654435761u % c.V), g[k] = (int)(k * 40503u % c.V);
-                    return;
-                }
-                for (size_t k = 0; k < Nm; k++) {
-                    const size_t at = (sequence * Nm + k) % (text.size() - 1);
-                    i[k] = text[at] % c.V, g[k] = text[at + 1] % c.V;
-                }
-                sequence++;
-            };
-            CostOptions copt;
-            std::string token_note;
-            {
-                std::vector<int> in0(Nm), tg0(Nm);
-                next(in0.data(), tg0.data());
-                sequence = 0;
-                const EmbeddingPlan plan = embedding_plan(in0.data(), (long)Nm);
-                copt.most_frequent = (double)plan.size.most / Nm;
-                copt.partials_per_position = (double)plan.size.partials / Nm;
-                copt.distinct = plan.size.distinct;
-                char buf[200];
-                snprintf(buf, sizeof buf,
-                         "  tokens of the first micro-batch: %d distinct, the most frequent %.2f%% (%d), "
-                         "%d embedding partial rows\n",
-                         plan.size.distinct, 100 * copt.most_frequent, plan.size.most, plan.size.partials);
-                token_note = buf;
-            }
-            const double tokens = (double)Bm * t * n_micro,
-                         model_flops = 3.0 * account(ct).dense_flops_per_token * tokens;
-            const std::vector<OpCost> ops = step_ops(c, Bm, t, n_micro, recompute, copt);
-            double rt = 0, et = 0;
-            for (const OpCost& o : ops) rt += op_time(o, roof), et += op_expected(o, roof);
-            const double planned = gib(gpu_memory(c, Bm, t, recompute).total());
-            printf(
-                "\n%s: %s\n  B %d x T %d x %ld micro-steps = %.0f tokens/step, %zu params, GPU memory %.2f GiB "
-                "(--plan)%s\n%s",
-                name.c_str(), describe_config(c).c_str(), Bm, t, n_micro, tokens, param_layout(c).total, planned,
-                recompute ? " (recompute)" : "", token_note.c_str());
-            char line[256];
-            snprintf(line, sizeof line,
-                     "%-14s predicted (estimate): roofline %.1f ms/step, MFU %.1f%%; expected %.1f ms/step, "
-                     "%.0f tok/s, MFU %.1f%%",
-                     name.c_str(), rt * 1e3, 100 * model_flops / (rt * roof.peak), et * 1e3, tokens / et,
-                     100 * model_flops / (et * roof.peak));
-            std::string sum = line;
-            std::map<std::string, double> measured;
-            if (!cost_only) {
-                size_t free0 = 0, total = 0;
-                cudaCheck(cudaMemGetInfo(&free0, &total));
-                const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, recompute);
-                e->init_params(1);
-                std::vector<int> in(Nm), tg(Nm);
-                OptimizerHyper hp;
-                train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);  // warm-up: allocations, cuBLASLt plans
-                const double t0 = now_s();
-                for (int s = 0; s < steps; s++) train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
-                const double sec = (now_s() - t0) / steps;
-                size_t free1 = 0;
-                cudaCheck(cudaMemGetInfo(&free1, &total));
-                EventTimer timer;
-                e->set_timer(&timer);
-                timer.begin(e->stream());
-                train_step(*e, next, Bm, t, n_micro, 1.0, 1e-4, hp, in, tg);
-                cudaCheck(cudaDeviceSynchronize());
-                measured = timer.ms();
-                e->set_timer(nullptr);
-                char mfu[32] = "n/a";
-                if (peak > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * model_flops / (sec * peak));
-                snprintf(line, sizeof line,
-                         "\n%-14s measured: %.1f ms/step, %.0f tok/s, MFU %s, memory %.2f GiB "
-                         "(--plan %.2f GiB), B %d",
-                         name.c_str(), sec * 1e3, tokens / sec, mfu, (free0 - free1) / 1073741824.0, planned, Bm);
-                sum += line;
-            }
-            print_ops(ops, roof, measured);
-            summary.push_back(sum);
+        for (size_t start = 0; start <= a.models.size();) {
+            const size_t comma = a.models.find(',', start);
+            summary.push_back(
+                bench(a.models.substr(start, comma == std::string::npos ? std::string::npos : comma - start), a, text,
+                      roof, peak));
+            start = comma == std::string::npos ? a.models.size() + 1 : comma + 1;
         }
     } catch (const ConfigError& err) {
         fprintf(stderr, "bench_model: %s\n", err.what());
@@ -323,6 +368,6 @@ int main(int argc, char** argv) {
     }
     printf("\n");
     for (const std::string& s : summary) printf("%s\n", s.c_str());
-    if (!cost_only) printf("%s\n", load.line().c_str());  // what was measured, beside the machine's load
+    if (!a.cost_only) printf("%s\n", load.line().c_str());  // what was measured, beside the machine's load
     return 0;
 }

@@ -2,7 +2,8 @@
 # dev/redteam.sh: a red-team campaign against train_prism, prepare_shards and the inspection tools (issue 19):
 # filesystem oddities, signals at every phase of a run, launcher behaviour; issue 34's outputs aimed at inputs,
 # stops during evals, empty and root paths, the live bridge's hostile files, near-linear planning; issue 43's
-# bounded readers, two spellings of one output, a flag taken as a value, SIGPIPE, a grid's bound. Each case prints one line,
+# bounded readers, two spellings of one output, a flag taken as a value, SIGPIPE, a grid's bound, a resume's
+# identity and lineage, data found from anywhere. Each case prints one line,
 #   PASS name: what happened        (handled as the README promises)
 #   FAIL name: what happened        (a fault: data lost, a hang, a silent wrong result, a misleading word)
 #   SKIP name: why                  (a prerequisite is missing: mpirun, the tokenizer)
@@ -540,6 +541,26 @@ if want study-grid-empty-value; then timeout 60 "$ROOT/study" "$W/ge" $SARGS --s
 if want study-grid-newline; then timeout 60 "$ROOT/study" "$W/gn" $SARGS --seeds 1 --grid "tokenizer=a
 b" --list > "$W/o" 2>&1; rc=$?
     check study-grid-newline "[ $rc = 1 ] && one_error $W/o && grep -q 'control character' $W/o" "a newline in a grid value: exit $rc: $(lastline "$W/o")"; fi
+
+# Issue 43, round five, in the run type: a resume's identity is its whole model, a run's lineage is one line, data
+# found from anywhere.
+if want resume-no-rope-unrecorded; then fresh "$W/nr"; run "$W/nr" --steps 2 --no-rope 2 > /dev/null 2>&1; rm -f "$W/nr/run.json"
+    run "$W/nr" --steps 3 --resume > "$W/o" 2>&1; rc=$?
+    check resume-no-rope-unrecorded "[ $rc = 1 ] && one_error $W/o && grep -q 'layer 2 rope 0 vs 1 asked for' $W/o && [ ! -e $W/nr/step_00000003 ]" "no run.json, --no-rope left out: exit $rc: $(lastline "$W/o")"; fi
+if want cosine-stretch-branch; then fresh "$W/cs"; run "$W/cs" --steps 6 > /dev/null 2>&1; run "$W/cs" --steps 8 --resume > "$W/o" 2>&1; rc=$?
+    check cosine-stretch-branch "[ $rc = 0 ] && grep -q 'stretches the cosine decay' $W/o && grep -q '\"flag\": \"--steps\", \"old\": \"6\", \"new\": \"8\"' $W/cs/run.json" "a finished cosine run resumed to 8 steps: exit $rc, recorded as a branch"; fi
+if want branch-lineage; then fresh "$W/bl"; run "$W/bl" --steps 6 --ckpt-every 2 --keep 5 > /dev/null 2>&1; echo step_00000002 > "$W/bl/latest"
+    run "$W/bl" --steps 6 --resume > "$W/o" 2>&1; rc=$?
+    run "$W/bl" --steps 6 --resume --branch-from step_00000002 > "$W/o2" 2>&1; rc2=$?
+    check branch-lineage "[ $rc = 1 ] && grep -q 'a later checkpoint of another lineage' $W/o && [ $rc2 = 0 ] && ls -d $W/bl/lineage_*/step_00000006 > /dev/null 2>&1 && [ \"\$(cat $W/bl/latest)\" = step_00000006 ]" "latest written back by hand: exit $rc; --branch-from: exit $rc2, the old lineage moved aside"; fi
+if want resume-from-elsewhere; then fresh "$W/re"; cp "$W"/syn_*.bin "$W/re/"; (cd "$W/re" && $TP --train 'syn_train_*.bin' --val 'syn_val_*.bin' -o run --steps 4 --stop-after 2 > /dev/null 2>&1)
+    $TP -o "$W/re/run" --resume --stop-after 1 > "$W/o" 2>&1; rc=$?
+    $TP -o "$W/re/run" --resume --train "$W/re/syn_train_*.bin" --val "$W/re/syn_val_*.bin" > "$W/o2" 2>&1; rc2=$?
+    check resume-from-elsewhere "[ $rc = 0 ] && [ $rc2 = 0 ]" "relative globs resumed from elsewhere: exit $rc; the same shards by absolute path: exit $rc2"; fi
+if want layer-list-words; then $TP $DATA --no-rope -1 --plan > "$W/o" 2>&1; rc=$?; $TP $DATA --no-attention 2-1 --plan > "$W/o2" 2>&1; rc2=$?
+    check layer-list-words "[ $rc = 1 ] && grep -q 'is not a layer number or range' $W/o && [ $rc2 = 1 ] && grep -q 'runs backwards; write 1-2' $W/o2" "--no-rope -1: $(lastline "$W/o"); --no-attention 2-1: $(lastline "$W/o2")"; fi
+if want plan-outside-checkout; then (cd "$W" && "$ROOT/train_prism" --plan -m 124M > "$W/o" 2>&1); rc=$?
+    check plan-outside-checkout "[ $rc = 0 ]" "train_prism --plan -m 124M outside the checkout: exit $rc"; fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
 if [ -n "$RESULTS" ]; then

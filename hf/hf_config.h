@@ -167,33 +167,25 @@ struct HfConfig {
     uint64_t run_id = 0;  // prism_run_id (0: none given; import then draws one, as a fresh save does)
 };
 
-inline HfConfig parse_hf_config(const std::string& text, const std::string& path) {
-    auto bad = [&](const std::string& why) { return HfError(path + ": " + why); };
+// config.json's values read with their checks; each error names the file and the key.
+struct HfConfigReader {
     json::Value o;
-    try {
-        o = json::parse(text);
-    } catch (const json::Error& e) {
-        throw bad(e.what());
-    }
-    if (o.kind != json::Value::Object) throw bad("not a JSON object");
-    const json::Value* mt = o.find("model_type");
-    if (!mt || mt->kind != json::Value::String || mt->str != "prism")
-        throw bad("model_type is " +
-                  (mt && mt->kind == json::Value::String ? "\"" + printable(mt->str) + "\"" : std::string("missing")) +
-                  ", not \"prism\"; pass a directory written by export (or saved from its PrismForCausalLM)");
-    auto need = [&](const char* key) -> const json::Value& {
+    const std::string& path;
+    HfError bad(const std::string& why) const { return HfError(path + ": " + why); }
+    const json::Value& need(const char* key) const {
         const json::Value* v = o.find(key);
         if (!v || v->kind == json::Value::Null) throw bad(std::string("missing \"") + key + "\"");
         return *v;
-    };
-    auto integer = [&](const json::Value& v, const std::string& key, long lo, long hi) {
+    }
+    long integer(const json::Value& v, const std::string& key, long lo, long hi) const {
         char* end = nullptr;
         long x = v.kind == json::Value::Number ? strtol(v.str.c_str(), &end, 10) : 0;
         if (v.kind != json::Value::Number || *end != 0 || x < lo || x > hi)
             throw bad("\"" + key + "\" must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
         return x;
-    };
-    auto number = [&](const char* key, double lo, double hi) {
+    }
+    long integer(const char* key, long lo, long hi) const { return integer(need(key), key, lo, hi); }
+    double number(const char* key, double lo, double hi) const {
         const json::Value& v = need(key);
         char* end = nullptr;
         double x = v.kind == json::Value::Number ? strtod(v.str.c_str(), &end) : NAN;
@@ -201,14 +193,19 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
             throw bad(std::string("\"") + key + "\" must be a number in [" + exact_double(lo) + ", " +
                       exact_double(hi) + "]");
         return x;
-    };
-    auto boolean = [&](const char* key) {
+    }
+    bool boolean(const char* key) const {
         const json::Value& v = need(key);
         if (v.kind != json::Value::Bool) throw bad(std::string("\"") + key + "\" must be true or false");
         return v.b;
-    };
-    // A list of num_hidden_layers integers in [lo, hi].
-    auto list = [&](const char* key, size_t n, long lo, long hi) {
+    }
+    std::string text(const char* key) const {
+        const json::Value& v = need(key);
+        if (v.kind != json::Value::String) throw bad(std::string("\"") + key + "\" must be a string");
+        return v.str;
+    }
+    // A list of num_hidden_layers = n integers in [lo, hi].
+    std::vector<int> list(const char* key, size_t n, long lo, long hi) const {
         const json::Value* v = o.find(key);
         if (!v || v->kind != json::Value::Array || v->arr.size() != n)
             throw bad(std::string("\"") + key + "\" must be a list of num_hidden_layers = " + std::to_string(n) +
@@ -216,49 +213,127 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         std::vector<int> out;
         for (const json::Value& x : v->arr) out.push_back((int)integer(x, key, lo, hi));
         return out;
-    };
-    auto text_field = [&](const char* key) {
-        const json::Value& v = need(key);
-        if (v.kind != json::Value::String) throw bad(std::string("\"") + key + "\" must be a string");
-        return v.str;
-    };
-
-    HfConfig r;
-    ModelConfig& c = r.cfg;
-    c.V = (int)integer(need("vocab_size"), "vocab_size", 1, 1 << 24);
-    c.d = (int)integer(need("hidden_size"), "hidden_size", 1, 65536);
-    c.T = (int)integer(need("max_position_embeddings"), "max_position_embeddings", 1, 1 << 20);
-    c.h_base = (int)integer(need("num_attention_heads"), "num_attention_heads", 1, 65536);
-    const int L = (int)integer(need("num_hidden_layers"), "num_hidden_layers", 1, 10000);
-    // Every column's value list (model/layer_columns.h), within the column's bounds; an optional one may be absent.
-    std::vector<std::vector<int>> lists;
-    for (const LayerColumn& col : layer_columns()) {
-        const json::Value* v = col.hf_key ? o.find(col.hf_key) : nullptr;
-        const bool absent = !v || v->kind == json::Value::Null;
-        lists.push_back(!col.hf_key || (absent && col.hf_optional) ? std::vector<int>{}
-                                                                   : list(col.hf_key, L, col.lo, col.hi));
     }
-    const std::string norm = text_field("norm_type");
+    // The value of an optional key, or null when it is absent.
+    const json::Value* optional(const char* key) const {
+        const json::Value* v = o.find(key);
+        return v && v->kind != json::Value::Null ? v : nullptr;
+    }
+};
+
+// The norm, its eps, tying, the attention scale, RoPE and the MLP rule.
+inline void read_hf_globals(const HfConfigReader& in, ModelConfig& c) {
+    const std::string norm = in.text("norm_type");
     if (norm != "layernorm" && norm != "rmsnorm")
-        throw bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
+        throw in.bad("\"norm_type\" is \"" + printable(norm) + "\"; it must be layernorm or rmsnorm");
     c.norm = norm == "layernorm" ? NormType::LayerNorm : NormType::RMSNorm;
-    c.norm_eps = number("norm_eps", 1e-20, 1);
-    c.tied = boolean("tie_word_embeddings");
-    const std::string scale = text_field("attention_scale");
+    c.norm_eps = in.number("norm_eps", 1e-20, 1);
+    c.tied = in.boolean("tie_word_embeddings");
+    const std::string scale = in.text("attention_scale");
     if (scale != "1/sqrt(head_dim)" && scale != "1/head_dim")
-        throw bad("\"attention_scale\" is \"" + printable(scale) +
-                  "\"; it must be \"1/sqrt(head_dim)\" or \"1/head_dim\"");
+        throw in.bad("\"attention_scale\" is \"" + printable(scale) +
+                     "\"; it must be \"1/sqrt(head_dim)\" or \"1/head_dim\"");
     c.mup_attn = scale == "1/head_dim";
-    c.rope_theta = number("rope_theta", 1, 1e12);
-    if (!boolean("rope_interleaved"))
-        throw bad(
+    c.rope_theta = in.number("rope_theta", 1, 1e12);
+    if (!in.boolean("rope_interleaved"))
+        throw in.bad(
             "\"rope_interleaved\" is false; Prism rotates interleaved pairs (2i, 2i+1), and model.bin has no other "
             "layout");
-    c.mlp_ratio = number("mlp_ratio", 1e-3, 64);
-    c.mlp_multiple = (int)integer(need("mlp_multiple"), "mlp_multiple", 1, 65536);
+    c.mlp_ratio = in.number("mlp_ratio", 1e-3, 64);
+    c.mlp_multiple = (int)in.integer("mlp_multiple", 1, 65536);
+}
+
+// The layers' sub-blocks agree with each other: no window without attention, no layer without both, KV heads that
+// divide the heads.
+inline void check_hf_layers(const HfConfigReader& in, const ModelConfig& c, const std::vector<int>& heads,
+                            const std::vector<int>& kv, const std::vector<int>& windows) {
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& s = c.layers[l];
+        const std::string at = "layer " + std::to_string(l) + " (model.layers." + std::to_string(l) + ")";
+        if (!s.attention && windows[l])
+            throw in.bad(at + " has no attention (layer_kv_heads 0) but layer_windows " + std::to_string(windows[l]) +
+                         "; a layer without attention has window 0");
+        if (!s.attention && !s.mlp)
+            throw in.bad(at +
+                         " has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0); drop the layer");
+        if (s.attention && (kv[l] > heads[l] || heads[l] % kv[l]))
+            throw in.bad(at + ": layer_kv_heads " + std::to_string(kv[l]) + " does not divide layer_heads " +
+                         std::to_string(heads[l]) + "; each K/V head serves a whole group of query heads");
+    }
+}
+
+// prism_layer_words, when given: each layer's stored words, in place of those the lists imply.
+inline void read_hf_layer_words(const HfConfigReader& in, ModelConfig& c) {
+    const json::Value* w = in.optional("prism_layer_words");
+    if (!w) return;
+    const std::string want = "\"prism_layer_words\" must be a list of num_hidden_layers = " + std::to_string(c.L()) +
+                             " rows [kv_heads, hidden, window] of integers within each column's bounds";
+    if (w->kind != json::Value::Array || w->arr.size() != (size_t)c.L()) throw in.bad(want);
+    const std::vector<const char*>& names = layer_word_columns();
+    for (int l = 0; l < c.L(); l++) {
+        const json::Value& row = w->arr[l];
+        if (row.kind != json::Value::Array || row.arr.size() != names.size()) throw in.bad(want);
+        for (size_t k = 0; k < names.size(); k++) {
+            const LayerColumn& col = *find_layer_column(names[k]);
+            col.set(c.layers[l], (int)in.integer(row.arr[k], "prism_layer_words", col.lo, col.hi));
+        }
+    }
+}
+
+// The model's stored words (prism_layer_words) give what every list says each layer computes.
+inline void check_hf_words_agree(const HfConfigReader& in, const ModelConfig& c,
+                                 const std::vector<std::vector<int>>& lists) {
+    const std::vector<LayerColumn>& cols = layer_columns();
+    auto list = [&](const char* name) -> const std::vector<int>& {
+        return lists[find_layer_column(name) - cols.data()];
+    };
+    for (int l = 0; l < c.L(); l++) {
+        bool agree = true;
+        for (size_t k = 0; k < cols.size(); k++)
+            agree = agree && (!cols[k].hf_key || cols[k].value(c, l) == lists[k][l]);
+        if (agree) continue;
+        const LayerSpec& s = c.layers[l];
+        auto value = [&](const char* name) { return std::to_string(find_layer_column(name)->value(c, l)); };
+        throw in.bad("\"prism_layer_words\" row " + std::to_string(l) + " " +
+                     int_list({s.kv_heads, s.hidden, s.window}) + " (model.bin's words, 0: the default) gives " +
+                     value("kv_heads") + " KV heads, hidden " + value("hidden") + " and window " + value("window") +
+                     " where the lists say " + std::to_string(list("kv_heads")[l]) + ", " +
+                     std::to_string(list("hidden")[l]) + " and " + std::to_string(list("window")[l]) +
+                     "; delete prism_layer_words (kept only for a byte-identical import) if you changed the lists");
+    }
+}
+
+inline HfConfig parse_hf_config(const std::string& text, const std::string& path) {
+    HfConfigReader in{json::Value(), path};
+    try {
+        in.o = json::parse(text);
+    } catch (const json::Error& e) {
+        throw in.bad(e.what());
+    }
+    if (in.o.kind != json::Value::Object) throw in.bad("not a JSON object");
+    const json::Value* mt = in.o.find("model_type");
+    if (!mt || mt->kind != json::Value::String || mt->str != "prism")
+        throw in.bad(
+            "model_type is " +
+            (mt && mt->kind == json::Value::String ? "\"" + printable(mt->str) + "\"" : std::string("missing")) +
+            ", not \"prism\"; pass a directory written by export (or saved from its PrismForCausalLM)");
+    HfConfig r;
+    ModelConfig& c = r.cfg;
+    c.V = (int)in.integer("vocab_size", 1, 1 << 24);
+    c.d = (int)in.integer("hidden_size", 1, 65536);
+    c.T = (int)in.integer("max_position_embeddings", 1, 1 << 20);
+    c.h_base = (int)in.integer("num_attention_heads", 1, 65536);
+    const int L = (int)in.integer("num_hidden_layers", 1, 10000);
+    // Every column's value list (model/layer_columns.h), within the column's bounds; an optional one may be absent.
+    const std::vector<LayerColumn>& cols = layer_columns();
+    std::vector<std::vector<int>> lists;
+    for (const LayerColumn& col : cols)
+        lists.push_back(!col.hf_key || (!in.optional(col.hf_key) && col.hf_optional)
+                            ? std::vector<int>{}
+                            : in.list(col.hf_key, L, col.lo, col.hi));
+    read_hf_globals(in, c);
     // The layers: what the lists say, stored as model.bin stores it (a layer's default as 0), or
     // prism_layer_words' own words, which must then say the same. An absent optional list keeps the default.
-    const std::vector<LayerColumn>& cols = layer_columns();
     for (int l = 0; l < L; l++) {
         LayerSpec s{0, 0};
         for (size_t k = 0; k < cols.size(); k++)
@@ -270,66 +345,27 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     auto values = [&](const char* name) -> const std::vector<int>& {
         return lists[find_layer_column(name) - cols.data()];
     };
-    const std::vector<int>&heads = values("heads"), &kv = values("kv_heads"), &hidden = values("hidden"),
-          &windows = values("window");
-    for (int l = 0; l < L; l++) {
-        const LayerSpec& s = c.layers[l];
-        const std::string at = "layer " + std::to_string(l) + " (model.layers." + std::to_string(l) + ")";
-        if (!s.attention && windows[l])
-            throw bad(at + " has no attention (layer_kv_heads 0) but layer_windows " + std::to_string(windows[l]) +
-                      "; a layer without attention has window 0");
-        if (!s.attention && !s.mlp)
-            throw bad(at +
-                      " has neither attention (layer_kv_heads 0) nor an MLP (layer_hidden_sizes 0); drop the layer");
-        if (s.attention && (kv[l] > heads[l] || heads[l] % kv[l]))
-            throw bad(at + ": layer_kv_heads " + std::to_string(kv[l]) + " does not divide layer_heads " +
-                      std::to_string(heads[l]) + "; each K/V head serves a whole group of query heads");
-    }
-    if (const json::Value* w = o.find("prism_layer_words"); w && w->kind != json::Value::Null) {
-        const std::string want = "\"prism_layer_words\" must be a list of num_hidden_layers = " + std::to_string(L) +
-                                 " rows [kv_heads, hidden, window] of integers within each column's bounds";
-        if (w->kind != json::Value::Array || w->arr.size() != (size_t)L) throw bad(want);
-        const std::vector<const char*>& names = layer_word_columns();
-        for (int l = 0; l < L; l++) {
-            const json::Value& row = w->arr[l];
-            if (row.kind != json::Value::Array || row.arr.size() != names.size()) throw bad(want);
-            for (size_t k = 0; k < names.size(); k++) {
-                const LayerColumn& col = *find_layer_column(names[k]);
-                col.set(c.layers[l], (int)integer(row.arr[k], "prism_layer_words", col.lo, col.hi));
-            }
-        }
-    }
-    c.init_width_scale = boolean("init_width_scale");
-    const json::Value* step = o.find("prism_step");
-    r.step = step && step->kind != json::Value::Null ? integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
-    if (const json::Value* id = o.find("prism_run_id"); id && id->kind != json::Value::Null) {
+    check_hf_layers(in, c, values("heads"), values("kv_heads"), values("window"));
+    read_hf_layer_words(in, c);
+    c.init_width_scale = in.boolean("init_width_scale");
+    const json::Value* step = in.optional("prism_step");
+    r.step = step ? in.integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
+    if (const json::Value* id = in.optional("prism_run_id")) {
         char* end = nullptr;
         const std::string h = id->kind == json::Value::String ? id->str : "";
         r.run_id = h.size() == 16 ? strtoull(h.c_str(), &end, 16) : 0;
         if (h.size() != 16 || *end != 0 || r.run_id == 0)
-            throw bad("\"prism_run_id\" must be 16 hex digits, not 0 (the model.bin's run id), or null");
+            throw in.bad("\"prism_run_id\" must be 16 hex digits, not 0 (the model.bin's run id), or null");
     }
     try {
         validate_config(c);
     } catch (const ConfigError& e) {
-        throw bad(e.what());
+        throw in.bad(e.what());
     }
-    for (int l = 0; l < L; l++) {  // every list says what the layer computes
-        bool agree = true;
-        for (size_t k = 0; k < cols.size(); k++)
-            agree = agree && (!cols[k].hf_key || cols[k].value(c, l) == lists[k][l]);
-        if (agree) continue;
-        const LayerSpec& s = c.layers[l];
-        auto value = [&](const char* name) { return std::to_string(find_layer_column(name)->value(c, l)); };
-        throw bad("\"prism_layer_words\" row " + std::to_string(l) + " " + int_list({s.kv_heads, s.hidden, s.window}) +
-                  " (model.bin's words, 0: the default) gives " + value("kv_heads") + " KV heads, hidden " +
-                  value("hidden") + " and window " + value("window") + " where the lists say " + std::to_string(kv[l]) +
-                  ", " + std::to_string(hidden[l]) + " and " + std::to_string(windows[l]) +
-                  "; delete prism_layer_words (kept only for a byte-identical import) if you changed the lists");
-    }
-    if (integer(need("residual_width"), "residual_width", 1, 1 << 30) != c.D())
-        throw bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
-    if (integer(need("final_norm_width"), "final_norm_width", 1, 1 << 30) != c.Df())
-        throw bad("\"final_norm_width\" must be max(hidden_size, last layer width) = " + std::to_string(c.Df()));
+    check_hf_words_agree(in, c, lists);
+    if (in.integer("residual_width", 1, 1 << 30) != c.D())
+        throw in.bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
+    if (in.integer("final_norm_width", 1, 1 << 30) != c.Df())
+        throw in.bad("\"final_norm_width\" must be max(hidden_size, last layer width) = " + std::to_string(c.Df()));
     return r;
 }

@@ -78,16 +78,18 @@ inline float float_from_f16(uint16_t h) {
     return f;
 }
 
+inline size_t st_numel(const std::vector<int64_t>& shape) {
+    size_t n = 1;
+    for (int64_t s : shape) n *= (size_t)s;
+    return n;
+}
+
 // One tensor to write: fp32 elements, converted to the file's dtype on the way out.
 struct StSource {
     std::string name;
     std::vector<int64_t> shape;
     const float* data;
-    size_t numel() const {
-        size_t n = 1;
-        for (int64_t s : shape) n *= (size_t)s;
-        return n;
-    }
+    size_t numel() const { return st_numel(shape); }
 };
 
 inline std::string st_shape_json(const std::vector<int64_t>& shape) {
@@ -137,11 +139,7 @@ struct StTensor {
     StDtype dtype = StDtype::F32;
     std::vector<int64_t> shape;
     uint64_t begin = 0, end = 0;
-    size_t numel() const {
-        size_t n = 1;
-        for (int64_t s : shape) n *= (size_t)s;
-        return n;
-    }
+    size_t numel() const { return st_numel(shape); }
 };
 
 struct SafetensorsFile {
@@ -185,107 +183,130 @@ inline size_t st_json_values(const std::string& h) {
     return n;
 }
 
-// The header of a safetensors file, every field checked against the file's size; at most max_tensors tensors
-// (and 4096 metadata entries).
-inline SafetensorsFile read_safetensors_header(const std::string& path, size_t max_tensors = kStMaxTensors) {
-    auto bad = [&](const std::string& why) {
-        return SafetensorsError("safetensors file " + path + ": " + why + "; it is not a whole safetensors file");
-    };
-    SafetensorsFile sf;
-    sf.path = path;
-    size_t size;
-    FileHandle fh = open_sized(path, "safetensors file", size);
-    sf.size = size;
-    uint64_t hn = 0;
-    if (size < 8 || fread(&hn, 8, 1, fh.get()) != 1) throw bad("shorter than its 8-byte header length");
-    if (hn < 2 || hn > 100000000 || hn > size - 8)
-        throw bad("header length " + std::to_string(hn) + " does not fit a file of " + std::to_string(size) + " bytes");
-    std::string h(hn, '\0');
-    if (fread(&h[0], 1, hn, fh.get()) != hn) throw bad("error reading the header");
-    if (h[0] != '{') throw bad("the header does not start with '{'");
-    const size_t values = st_json_values(h), most = 24 * (max_tensors + 1) + 2 * 4096;
-    if (values > most)
-        throw SafetensorsError("safetensors file " + path + ": its header holds " + std::to_string(values) +
-                               " JSON values, more than " + std::to_string(max_tensors) + " tensors can need (" +
-                               std::to_string(most) + "); is it the right file?");
-    json::Value o;
-    try {
-        o = json::parse(h);
-    } catch (const json::Error& e) {
-        throw bad(std::string("header: ") + e.what());
+// The errors about one file: bad(why) for a malformed file, plain(what) for one this reader will not take.
+struct StFileErrors {
+    const std::string& path;
+    SafetensorsError plain(const std::string& what) const {
+        return SafetensorsError("safetensors file " + path + ": " + what);
     }
-    if (o.kind != json::Value::Object) throw bad("the header is not a JSON object");
-    const uint64_t data0 = 8 + hn, data_bytes = size - data0;
-    auto count = [&](const json::Value& v, const std::string& what) -> uint64_t {
+    SafetensorsError bad(const std::string& why) const { return plain(why + "; it is not a whole safetensors file"); }
+    uint64_t count(const json::Value& v, const std::string& what) const {
         if (v.kind != json::Value::Number || v.str.empty() || v.str.size() > 19 ||
             v.str.find_first_not_of("0123456789") != std::string::npos)
             throw bad(what + " is not a non-negative integer");
         return std::stoull(v.str);
-    };
-    if (o.obj.size() > max_tensors + 1)
-        throw SafetensorsError("safetensors file " + path + ": its header lists " + std::to_string(o.obj.size()) +
-                               " entries, more than the " + std::to_string(max_tensors) +
-                               " tensors it can hold here; "
-                               "is it the right file?");
-    std::set<std::string> names;
-    for (const auto& [name, v] : o.obj) {
-        if (name == "__metadata__") {
-            if (v.kind != json::Value::Object) throw bad("__metadata__ is not an object");
-            if (v.obj.size() > 4096) throw bad("__metadata__ has more than 4096 entries");
-            for (const auto& [k, s] : v.obj) {
-                if (s.kind != json::Value::String)
-                    throw bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
-                sf.metadata[k] = s.str;
-            }
-            continue;
-        }
-        const std::string at = "tensor \"" + st_printable(name) + "\": ";
-        if (!names.insert(name).second) throw bad(at + "listed twice");
-        if (v.kind != json::Value::Object) throw bad(at + "not an object");
-        const json::Value* dt = v.find("dtype");
-        const json::Value* shape = v.find("shape");
-        const json::Value* offs = v.find("data_offsets");
-        if (!dt || !shape || !offs) throw bad(at + "needs dtype, shape and data_offsets");
-        StTensor t;
-        t.name = name;
-        if (dt->kind != json::Value::String) throw bad(at + "dtype is not a string");
-        if (dt->str == "F32") t.dtype = StDtype::F32;
-        else if (dt->str == "BF16") t.dtype = StDtype::BF16;
-        else if (dt->str == "F16") t.dtype = StDtype::F16;
-        else
-            throw SafetensorsError(
-                "safetensors file " + path + ": " + at + "dtype " + st_printable(dt->str) +
-                " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
-        if (shape->kind != json::Value::Array || shape->arr.size() > 8)
-            throw bad(at + "shape is not a list of at most 8 sizes");
-        double numel = 1;  // in double first: the product of hostile sizes must not wrap
-        for (const json::Value& s : shape->arr)
-            t.shape.push_back((int64_t)count(s, at + "a shape entry")), numel *= (double)t.shape.back();
-        if (offs->kind != json::Value::Array || offs->arr.size() != 2)
-            throw bad(at + "data_offsets is not [begin, end]");
-        const uint64_t b = count(offs->arr[0], at + "data_offsets"), e = count(offs->arr[1], at + "data_offsets");
-        if (b > e || e > data_bytes)
-            throw bad(at + "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] outside the " +
+    }
+};
+
+// The header's JSON text, its length checked against the file's size and its values counted (st_json_values)
+// before it is parsed.
+inline std::string read_st_header_text(FILE* f, size_t size, size_t max_tensors, const StFileErrors& err) {
+    uint64_t hn = 0;
+    if (size < 8 || fread(&hn, 8, 1, f) != 1) throw err.bad("shorter than its 8-byte header length");
+    if (hn < 2 || hn > 100000000 || hn > size - 8)
+        throw err.bad("header length " + std::to_string(hn) + " does not fit a file of " + std::to_string(size) +
+                      " bytes");
+    std::string h(hn, '\0');
+    if (fread(&h[0], 1, hn, f) != hn) throw err.bad("error reading the header");
+    if (h[0] != '{') throw err.bad("the header does not start with '{'");
+    const size_t values = st_json_values(h), most = 24 * (max_tensors + 1) + 2 * 4096;
+    if (values > most)
+        throw err.plain("its header holds " + std::to_string(values) + " JSON values, more than " +
+                        std::to_string(max_tensors) + " tensors can need (" + std::to_string(most) +
+                        "); is it the right file?");
+    return h;
+}
+
+// One tensor's entry: its dtype, its shape and its byte range within the data_bytes data bytes at data0.
+inline StTensor read_st_tensor(const std::string& name, const json::Value& v, uint64_t data0, uint64_t data_bytes,
+                               const StFileErrors& err) {
+    const std::string at = "tensor \"" + st_printable(name) + "\": ";
+    if (v.kind != json::Value::Object) throw err.bad(at + "not an object");
+    const json::Value* dt = v.find("dtype");
+    const json::Value* shape = v.find("shape");
+    const json::Value* offs = v.find("data_offsets");
+    if (!dt || !shape || !offs) throw err.bad(at + "needs dtype, shape and data_offsets");
+    StTensor t;
+    t.name = name;
+    if (dt->kind != json::Value::String) throw err.bad(at + "dtype is not a string");
+    if (dt->str == "F32") t.dtype = StDtype::F32;
+    else if (dt->str == "BF16") t.dtype = StDtype::BF16;
+    else if (dt->str == "F16") t.dtype = StDtype::F16;
+    else
+        throw err.plain(at + "dtype " + st_printable(dt->str) +
+                        " is not a floating-point type we read (F32, BF16, F16); save the model in one of them");
+    if (shape->kind != json::Value::Array || shape->arr.size() > 8)
+        throw err.bad(at + "shape is not a list of at most 8 sizes");
+    double numel = 1;  // in double first: the product of hostile sizes must not wrap
+    for (const json::Value& s : shape->arr)
+        t.shape.push_back((int64_t)err.count(s, at + "a shape entry")), numel *= (double)t.shape.back();
+    if (offs->kind != json::Value::Array || offs->arr.size() != 2)
+        throw err.bad(at + "data_offsets is not [begin, end]");
+    const uint64_t b = err.count(offs->arr[0], at + "data_offsets"), e = err.count(offs->arr[1], at + "data_offsets");
+    if (b > e || e > data_bytes)
+        throw err.bad(at + "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] outside the " +
                       std::to_string(data_bytes) + " data bytes");
-        if (numel * (double)st_dtype_bytes(t.dtype) != (double)(e - b))
-            throw bad(at + "shape " + st_shape_json(t.shape) + " of " + dt->str + " needs " +
+    if (numel * (double)st_dtype_bytes(t.dtype) != (double)(e - b))
+        throw err.bad(at + "shape " + st_shape_json(t.shape) + " of " + dt->str + " needs " +
                       std::to_string((uint64_t)(numel * st_dtype_bytes(t.dtype))) + " bytes but data_offsets hold " +
                       std::to_string(e - b));
-        t.begin = data0 + b, t.end = data0 + e;
-        sf.tensors.push_back(std::move(t));
-    }
+    t.begin = data0 + b, t.end = data0 + e;
+    return t;
+}
+
+// Every data byte from data0 to the file's end belongs to exactly one tensor.
+inline void check_st_coverage(const SafetensorsFile& sf, uint64_t data0, const StFileErrors& err) {
     std::vector<std::pair<uint64_t, uint64_t>> spans;
     for (const StTensor& t : sf.tensors) spans.push_back({t.begin, t.end});
     std::sort(spans.begin(), spans.end());
     uint64_t at = data0;
     for (const auto& s : spans) {
         if (s.first != at)
-            throw bad(s.first < at ? "two tensors overlap at data byte " + std::to_string(s.first - data0)
-                                   : "data bytes [" + std::to_string(at - data0) + ", " +
-                                         std::to_string(s.first - data0) + ") belong to no tensor");
+            throw err.bad(s.first < at ? "two tensors overlap at data byte " + std::to_string(s.first - data0)
+                                       : "data bytes [" + std::to_string(at - data0) + ", " +
+                                             std::to_string(s.first - data0) + ") belong to no tensor");
         at = s.second;
     }
-    if (at != size) throw bad("data bytes from " + std::to_string(at - data0) + " on belong to no tensor");
+    if (at != sf.size) throw err.bad("data bytes from " + std::to_string(at - data0) + " on belong to no tensor");
+}
+
+// The header of a safetensors file, every field checked against the file's size; at most max_tensors tensors
+// (and 4096 metadata entries).
+inline SafetensorsFile read_safetensors_header(const std::string& path, size_t max_tensors = kStMaxTensors) {
+    const StFileErrors err{path};
+    SafetensorsFile sf;
+    sf.path = path;
+    size_t size;
+    FileHandle fh = open_sized(path, "safetensors file", size);
+    sf.size = size;
+    const std::string h = read_st_header_text(fh.get(), size, max_tensors, err);
+    json::Value o;
+    try {
+        o = json::parse(h);
+    } catch (const json::Error& e) {
+        throw err.bad(std::string("header: ") + e.what());
+    }
+    if (o.kind != json::Value::Object) throw err.bad("the header is not a JSON object");
+    const uint64_t data0 = 8 + h.size(), data_bytes = size - data0;
+    if (o.obj.size() > max_tensors + 1)
+        throw err.plain("its header lists " + std::to_string(o.obj.size()) + " entries, more than the " +
+                        std::to_string(max_tensors) + " tensors it can hold here; is it the right file?");
+    std::set<std::string> names;
+    for (const auto& [name, v] : o.obj) {
+        if (name != "__metadata__") {
+            if (!names.insert(name).second) throw err.bad("tensor \"" + st_printable(name) + "\": listed twice");
+            sf.tensors.push_back(read_st_tensor(name, v, data0, data_bytes, err));
+            continue;
+        }
+        if (v.kind != json::Value::Object) throw err.bad("__metadata__ is not an object");
+        if (v.obj.size() > 4096) throw err.bad("__metadata__ has more than 4096 entries");
+        for (const auto& [k, s] : v.obj) {
+            if (s.kind != json::Value::String)
+                throw err.bad("__metadata__ \"" + st_printable(k) + "\" is not a string");
+            sf.metadata[k] = s.str;
+        }
+    }
+    check_st_coverage(sf, data0, err);
     return sf;
 }
 

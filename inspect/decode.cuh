@@ -26,7 +26,7 @@
 #include "attention_span.h"
 #include "cuda_common.cuh"
 #include "inspect/residual.cuh"
-#include "model_config.h"
+#include "layer_spec.h"
 #include "reduce.cuh"
 
 constexpr int DECODE_WARPS = 8;          // warps per (query, head) block

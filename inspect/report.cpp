@@ -687,24 +687,6 @@ const char* kStyle =
     ".note { color: #666666; font-size: 13px; max-width: 1100px; } .warn { color: #a33; }\n"
     ".wide { max-width: 100%; overflow-x: auto; }\n";
 
-// Whether a and b name one file: the same device and inode, or, for a file still to be written, the same name in
-// one directory (its parent's device and inode), however either is spelled (r.html, ./r.html, $PWD/r.html).
-// Report's own check; util/fs.h is to get the shared one (issue 43), which should replace it.
-bool same_output_file(const std::string& a, const std::string& b) {
-    struct stat x, y;
-    const bool ax = stat(a.c_str(), &x) == 0, bx = stat(b.c_str(), &y) == 0;
-    if (ax || bx) return ax && bx && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-    auto split = [](const std::string& p) {  // (directory, name)
-        const size_t slash = p.find_last_of('/');
-        if (slash == std::string::npos) return std::make_pair(std::string("."), p);
-        return std::make_pair(slash == 0 ? std::string("/") : p.substr(0, slash), p.substr(slash + 1));
-    };
-    const auto [da, na] = split(a);
-    const auto [db, nb] = split(b);
-    return na == nb && stat(da.c_str(), &x) == 0 && stat(db.c_str(), &y) == 0 && x.st_dev == y.st_dev &&
-           x.st_ino == y.st_ino;
-}
-
 // An existing output file report may replace without --overwrite: an empty one, or its own earlier page or JSON
 // (recognised by how they begin), never another tool's file (analyze -o DIR's DIR/analyze.json).
 void check_replaceable(const std::string& path, const std::string& flag, const std::string& begins, bool overwrite) {
@@ -726,7 +708,7 @@ const char* kPageStart = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/
 void check_outputs(const Options& o) {
     if (o.json.empty()) return;
     check_output_file(o.json, "--json");
-    if (same_output_file(o.out, o.json))
+    if (same_file(o.out, o.json))
         throw ConfigError("--json " + printable(o.json) + " is the page's own file (-o)" +
                           (o.json == o.out ? "" : ", " + printable(o.out) + " by another name") +
                           "; write the JSON to another file");

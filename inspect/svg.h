@@ -170,37 +170,38 @@ inline std::string dash_attr(const Series& s) {
     return s.dash.empty() ? "" : " stroke-dasharray=\"" + xml_escape(s.dash) + "\"";
 }
 
-inline std::string render(const Chart& c) {
-    const double W = c.width;
-    // The legend: entries left to right, wrapped; about 7 px per character at font size 12.
+// A series' <g> open tag: its name, its colour (its own, or the palette's for its index i) and its dash.
+inline std::string series_g(const Series& s, size_t i) {
+    return "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(i) : s.color) + "\"" +
+           dash_attr(s) + ">";
+}
+
+// <line x1 y1 x2 y2 ATTRS/> and <text x y ATTRS>TEXT</text>.
+inline std::string line(double x1, double y1, double x2, double y2, const std::string& attrs) {
+    return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) + "\" " +
+           attrs + "/>";
+}
+inline std::string text(double x, double y, const std::string& attrs, std::string_view s) {
+    return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + attrs + ">" + xml_escape(s) + "</text>";
+}
+
+// The title's lines and the legend's entries, placed above and below the plot.
+struct Layout {
     struct Entry {
         double x, y;
         size_t i;
+        std::string name;  // cut to the chart's width ("…": the series' <g> keeps the whole)
     };
-    std::vector<Entry> legend;
-    double lx = 64, ly = 0;
-    std::vector<std::string> names;  // the legend's, each cut to the chart's width ("…": the <g> keeps the whole)
-    const size_t fits = (size_t)std::max(8.0, (W - 64 - 44) / 7.0);
-    for (const Series& s : c.series) {
-        size_t n = s.name.size();
-        if (n > fits) {
-            n = fits - 1;
-            while (n > 0 && ((unsigned char)s.name[n] & 0xC0) == 0x80) n--;
-        }
-        names.push_back(n < s.name.size() ? s.name.substr(0, n) + "…" : s.name);
-    }
-    for (size_t i = 0; i < c.series.size(); i++) {
-        const double w = 36 + 7.0 * std::count_if(names[i].begin(), names[i].end(), [](char ch) {
-                                  return ((unsigned char)ch & 0xC0) != 0x80;  // characters, not bytes
-                              });
-        if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
-        legend.push_back({lx, ly, i});
-        lx += w + 12;
-    }
-    const double legend_h = c.series.empty() ? 0 : ly + 18;
-    // The title in lines that fit the width (about 7.5 px per character in bold 13), broken at spaces; each line
-    // past the first moves the plot down.
     std::vector<std::string> title;
+    std::vector<Entry> legend;
+    double title_h = 0, legend_h = 0;
+};
+
+// The title in lines that fit the width (about 7.5 px per character in bold 13), broken at spaces; each line past
+// the first moves the plot down. The legend: entries left to right, wrapped; about 7 px per character at font size 12.
+inline Layout layout(const Chart& c) {
+    Layout l;
+    const double W = c.width;
     const size_t per_line = (size_t)std::max(20.0, (W - 16) / 7.5);
     for (size_t a = 0; a < c.title.size();) {
         size_t b = c.title.size();
@@ -209,17 +210,46 @@ inline std::string render(const Chart& c) {
             b = space != std::string::npos && space > a ? space : a + per_line;
             while (b > a + 1 && ((unsigned char)c.title[b] & 0xC0) == 0x80) b--;  // at a character's start
         }
-        title.push_back(c.title.substr(a, b - a));
+        l.title.push_back(c.title.substr(a, b - a));
         a = b + (b < c.title.size() && c.title[b] == ' ');
     }
-    const double title_h = 16.0 * std::max<size_t>(1, title.size()) - 16;
-    const double H = c.height + legend_h + title_h;
-    const double px0 = 64, px1 = W - 16, py0 = 30 + title_h, py1 = c.height - 46 + title_h;
+    l.title_h = 16.0 * std::max<size_t>(1, l.title.size()) - 16;
+    const size_t fits = (size_t)std::max(8.0, (W - 64 - 44) / 7.0);
+    double lx = 64, ly = 0;
+    for (size_t i = 0; i < c.series.size(); i++) {
+        const std::string& name = c.series[i].name;
+        size_t n = name.size();
+        if (n > fits) {
+            n = fits - 1;
+            while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80) n--;
+        }
+        const std::string cut = n < name.size() ? name.substr(0, n) + "…" : name;
+        const double w = 36 + 7.0 * std::count_if(cut.begin(), cut.end(), [](char ch) {
+                                  return ((unsigned char)ch & 0xC0) != 0x80;  // characters, not bytes
+                              });
+        if (lx + w > W - 8 && lx > 64) lx = 64, ly += 18;
+        l.legend.push_back({lx, ly, i, cut});
+        lx += w + 12;
+    }
+    l.legend_h = c.series.empty() ? 0 : ly + 18;
+    return l;
+}
 
+// The plot's frame in pixels (px0..px1, py0..py1) and the data range it shows (xlo..xhi, ylo..yhi).
+struct Frame {
+    double px0, px1, py0, py1;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    bool empty = false;  // no finite point: the range is [0, 1] x [0, 1] and the plot says "no data"
+    double X(double x) const { return px0 + (x - xlo) / (xhi - xlo) * (px1 - px0); }
+    double Y(double y) const { return py1 - (y - ylo) / (yhi - ylo) * (py1 - py0); }
+};
+
+// The range of every finite point, dot and band bound (and the refs), widened for staircases, whole-number x,
+// 0, a fixed range, a single value and a little air.
+inline void fit_range(const Chart& c, Frame& f) {
     auto extend = [&](double x, double y) {
         if (!std::isfinite(x) || !std::isfinite(y)) return;
-        xlo = std::min(xlo, x), xhi = std::max(xhi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+        f.xlo = std::min(f.xlo, x), f.xhi = std::max(f.xhi, x), f.ylo = std::min(f.ylo, y), f.yhi = std::max(f.yhi, y);
     };
     for (const Series& s : c.series) {
         for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) extend(s.x[i], s.y[i]);
@@ -228,144 +258,154 @@ inline std::string render(const Chart& c) {
             extend(s.x[i], s.band_lo[i]), extend(s.x[i], s.band_hi[i]);
     }
     for (const Chart::Ref& r : c.refs)
-        if (std::isfinite(r.y) && xlo <= xhi) ylo = std::min(ylo, r.y), yhi = std::max(yhi, r.y);
-    const bool empty = !(xlo <= xhi);
-    if (empty) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
+        if (std::isfinite(r.y) && f.xlo <= f.xhi) f.ylo = std::min(f.ylo, r.y), f.yhi = std::max(f.yhi, r.y);
+    f.empty = !(f.xlo <= f.xhi);
+    if (f.empty) f.xlo = 0, f.xhi = 1, f.ylo = 0, f.yhi = 1;
     bool any_step = false;
     for (const Series& s : c.series) any_step |= s.step;
-    if (any_step) xlo -= 0.5, xhi += 0.5;
-    else if (c.integer_x) xlo -= 0.3, xhi += 0.3;  // points off the frame
-    if (c.y_zero) ylo = std::min(ylo, 0.0), yhi = std::max(yhi, 0.0);
-    if (std::isfinite(c.y_lo)) ylo = c.y_lo;
-    if (std::isfinite(c.y_hi)) yhi = c.y_hi;
-    if (xhi - xlo < 1e-12) xlo -= 0.5, xhi += 0.5;
-    if (yhi - ylo < 1e-12) {
-        const double pad = std::max(1e-6, std::fabs(ylo) * 0.05);
-        ylo -= pad, yhi += pad;
+    if (any_step) f.xlo -= 0.5, f.xhi += 0.5;
+    else if (c.integer_x) f.xlo -= 0.3, f.xhi += 0.3;  // points off the frame
+    if (c.y_zero) f.ylo = std::min(f.ylo, 0.0), f.yhi = std::max(f.yhi, 0.0);
+    if (std::isfinite(c.y_lo)) f.ylo = c.y_lo;
+    if (std::isfinite(c.y_hi)) f.yhi = c.y_hi;
+    if (f.xhi - f.xlo < 1e-12) f.xlo -= 0.5, f.xhi += 0.5;
+    if (f.yhi - f.ylo < 1e-12) {
+        const double pad = std::max(1e-6, std::fabs(f.ylo) * 0.05);
+        f.ylo -= pad, f.yhi += pad;
     }
     if (!std::isfinite(c.y_lo) && !std::isfinite(c.y_hi)) {  // a little air above and below the data
-        const double pad = (yhi - ylo) * 0.04;
-        if (!(c.y_zero && ylo == 0)) ylo -= pad;
-        yhi += pad;
+        const double pad = (f.yhi - f.ylo) * 0.04;
+        if (!(c.y_zero && f.ylo == 0)) f.ylo -= pad;
+        f.yhi += pad;
     }
-    auto X = [&](double x) { return px0 + (x - xlo) / (xhi - xlo) * (px1 - px0); };
-    auto Y = [&](double y) { return py1 - (y - ylo) / (yhi - ylo) * (py1 - py0); };
+}
 
-    std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
-                    "\" viewBox=\"0 0 " + num(W) + " " + num(H) +
-                    "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-    o += "<title>" + xml_escape(c.title) + "</title>\n";
-    o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
-    for (size_t k = 0; k < title.size(); k++)
-        o += "<text x=\"" + num(W / 2) + "\" y=\"" + num(18 + 16.0 * k) +
-             "\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">" + xml_escape(title[k]) + "</text>\n";
+// The grid and tick labels, the frame, the axis labels, "no data" on an empty plot, and the reference lines.
+inline std::string axes(const Chart& c, const Frame& f) {
+    std::string o;
     double xstep, ystep;
-    for (double t : ticks(ylo, yhi, 5, false, ystep)) {
-        if (t < ylo - 1e-12 || t > yhi + 1e-12) continue;
-        o += "<line x1=\"" + num(px0) + "\" y1=\"" + num(Y(t)) + "\" x2=\"" + num(px1) + "\" y2=\"" + num(Y(t)) +
-             "\" stroke=\"#e4e4e4\"/>\n";
-        o += "<text x=\"" + num(px0 - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" +
-             xml_escape(tick_label(t, ystep)) + "</text>\n";
+    for (double t : ticks(f.ylo, f.yhi, 5, false, ystep)) {
+        if (t < f.ylo - 1e-12 || t > f.yhi + 1e-12) continue;
+        o += line(f.px0, f.Y(t), f.px1, f.Y(t), "stroke=\"#e4e4e4\"") + "\n";
+        o += text(f.px0 - 6, f.Y(t) + 4, " text-anchor=\"end\"", tick_label(t, ystep)) + "\n";
     }
-    for (double t : ticks(xlo, xhi, 6, c.integer_x, xstep)) {
-        if (t < xlo - 1e-12 || t > xhi + 1e-12) continue;
-        o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(py0) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(py1) +
-             "\" stroke=\"#e4e4e4\"/>\n";
+    for (double t : ticks(f.xlo, f.xhi, 6, c.integer_x, xstep)) {
+        if (t < f.xlo - 1e-12 || t > f.xhi + 1e-12) continue;
+        o += line(f.X(t), f.py0, f.X(t), f.py1, "stroke=\"#e4e4e4\"") + "\n";
         // A label that would run past the right edge (about 7 px per character) ends at its tick instead.
         const std::string label = tick_label(t, xstep);
-        const bool past = X(t) + 3.5 * label.size() > W - 2;
-        o += "<text x=\"" + num(X(t)) + "\" y=\"" + num(py1 + 16) + "\" text-anchor=\"" + (past ? "end" : "middle") +
-             "\">" + xml_escape(label) + "</text>\n";
+        const bool past = f.X(t) + 3.5 * label.size() > c.width - 2;
+        o += text(f.X(t), f.py1 + 16, past ? " text-anchor=\"end\"" : " text-anchor=\"middle\"", label) + "\n";
     }
-    o += "<rect x=\"" + num(px0) + "\" y=\"" + num(py0) + "\" width=\"" + num(px1 - px0) + "\" height=\"" +
-         num(py1 - py0) + "\" fill=\"none\" stroke=\"#888888\"/>\n";
-    o += "<text x=\"" + num((px0 + px1) / 2) + "\" y=\"" + num(py1 + 34) + "\" text-anchor=\"middle\">" +
-         xml_escape(c.xlabel) + "</text>\n";
-    o += "<text transform=\"translate(16 " + num((py0 + py1) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+    o += "<rect x=\"" + num(f.px0) + "\" y=\"" + num(f.py0) + "\" width=\"" + num(f.px1 - f.px0) + "\" height=\"" +
+         num(f.py1 - f.py0) + "\" fill=\"none\" stroke=\"#888888\"/>\n";
+    o += text((f.px0 + f.px1) / 2, f.py1 + 34, " text-anchor=\"middle\"", c.xlabel) + "\n";
+    o += "<text transform=\"translate(16 " + num((f.py0 + f.py1) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
          xml_escape(c.ylabel) + "</text>\n";
-    if (empty)
-        o += "<text x=\"" + num((px0 + px1) / 2) + "\" y=\"" + num((py0 + py1) / 2) +
-             "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
-
+    if (f.empty)
+        o += text((f.px0 + f.px1) / 2, (f.py0 + f.py1) / 2, " text-anchor=\"middle\" fill=\"#888888\"", "no data") +
+             "\n";
     for (const Chart::Ref& r : c.refs) {
-        if (!std::isfinite(r.y) || r.y < ylo || r.y > yhi) continue;
-        o += "<line x1=\"" + num(px0) + "\" y1=\"" + num(Y(r.y)) + "\" x2=\"" + num(px1) + "\" y2=\"" + num(Y(r.y)) +
-             "\" stroke=\"#777777\" stroke-width=\"1.2\" stroke-dasharray=\"5 4\"/>\n";
-        o += "<text x=\"" + num(px1 - 4) + "\" y=\"" + num(Y(r.y) - 4) +
-             "\" text-anchor=\"end\" fill=\"#555555\" "
-             "font-size=\"11\">" +
-             xml_escape(r.label) + "</text>\n";
+        if (!std::isfinite(r.y) || r.y < f.ylo || r.y > f.yhi) continue;
+        o +=
+            line(f.px0, f.Y(r.y), f.px1, f.Y(r.y), "stroke=\"#777777\" stroke-width=\"1.2\" stroke-dasharray=\"5 4\"") +
+            "\n";
+        o += text(f.px1 - 4, f.Y(r.y) - 4, " text-anchor=\"end\" fill=\"#555555\" font-size=\"11\"", r.label) + "\n";
     }
-    // How many later series have exactly this one's points: each such one is drawn on top, so this one is wider.
+    return o;
+}
+
+// How many series after c.series[si] have exactly its points: each is drawn on top of it, so it is drawn wider.
+inline int coinciding_after(const Chart& c, size_t si) {
     auto same = [](const Series& a, const Series& b) {
         return a.x == b.x && a.y.size() == b.y.size() && a.step == b.step &&
                std::equal(a.y.begin(), a.y.end(), b.y.begin(),
                           [](double p, double q) { return p == q || (p != p && q != q); });
     };
-    for (size_t si = 0; si < c.series.size(); si++) {
-        const Series& s = c.series[si];
-        const std::string col = s.color.empty() ? color(si) : s.color;
-        int under = 0;
-        for (size_t sj = si + 1; sj < c.series.size(); sj++) under += !s.x.empty() && same(s, c.series[sj]);
-        const std::string width = num(1.8 + 2.6 * under);
-        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + col + "\"" + dash_attr(s) + ">\n";
-        // The band: lo along the points, hi back, closed; broken where a bound is missing.
-        std::string band_lo, band_hi;
-        auto flush_band = [&] {
-            if (!band_lo.empty())
-                o += "<polygon fill=\"currentColor\" fill-opacity=\"0.16\" stroke=\"none\" points=\"" + band_lo +
-                     band_hi + "\"/>\n";
-            band_lo.clear(), band_hi.clear();
-        };
-        for (size_t i = 0; i < s.x.size() && i < s.band_lo.size() && i < s.band_hi.size(); i++) {
-            if (!std::isfinite(s.x[i]) || !std::isfinite(s.band_lo[i]) || !std::isfinite(s.band_hi[i])) {
-                flush_band();
-                continue;
-            }
-            band_lo += (band_lo.empty() ? "" : " ") + num(X(s.x[i])) + "," + num(Y(s.band_lo[i]));
-            band_hi = " " + num(X(s.x[i])) + "," + num(Y(s.band_hi[i])) + band_hi;
+    int under = 0;
+    for (size_t sj = si + 1; sj < c.series.size(); sj++)
+        under += !c.series[si].x.empty() && same(c.series[si], c.series[sj]);
+    return under;
+}
+
+// One series' <g>: its band (lo along the points, hi back, closed), its loose dots, its line or staircase and its
+// markers. A band or line is broken where a value is missing.
+inline std::string series_marks(const Chart& c, const Frame& f, size_t si) {
+    const Series& s = c.series[si];
+    const int under = coinciding_after(c, si);
+    std::string o = series_g(s, si) + "\n";
+    auto xy = [&](double x, double y) { return num(f.X(x)) + "," + num(f.Y(y)); };
+    std::string band_lo, band_hi;
+    auto flush_band = [&] {
+        if (!band_lo.empty())
+            o += "<polygon fill=\"currentColor\" fill-opacity=\"0.16\" stroke=\"none\" points=\"" + band_lo + band_hi +
+                 "\"/>\n";
+        band_lo.clear(), band_hi.clear();
+    };
+    for (size_t i = 0; i < s.x.size() && i < s.band_lo.size() && i < s.band_hi.size(); i++) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.band_lo[i]) || !std::isfinite(s.band_hi[i])) {
+            flush_band();
+            continue;
         }
-        flush_band();
-        for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++)
-            if (std::isfinite(s.dot_x[i]) && std::isfinite(s.dot_y[i]))
-                o += "<circle cx=\"" + num(X(s.dot_x[i])) + "\" cy=\"" + num(Y(s.dot_y[i])) +
-                     "\" r=\"2.5\" fill=\"currentColor\" fill-opacity=\"0.45\"/>\n";
-        std::string pts;
-        auto flush = [&] {
-            if (!pts.empty())
-                o += "<polyline fill=\"none\" stroke=\"currentColor\" stroke-width=\"" + width + "\"" +
-                     (under ? " stroke-opacity=\"0.55\"" : "") + " points=\"" + pts + "\"/>\n";
-            pts.clear();
-        };
-        for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
-            if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
-                flush();
-                continue;
-            }
-            if (s.step) {
-                pts += (pts.empty() ? "" : " ") + num(X(s.x[i] - 0.5)) + "," + num(Y(s.y[i]));
-                pts += " " + num(X(s.x[i] + 0.5)) + "," + num(Y(s.y[i]));
-            } else {
-                pts += (pts.empty() ? "" : " ") + num(X(s.x[i])) + "," + num(Y(s.y[i]));
-            }
-        }
-        flush();
-        for (size_t i : marker_points(s, si, c.series.size()))
-            o += marker_shape(s.marker, X(s.x[i]), Y(s.y[i]), 3 + 1.5 * under) + "\n";
-        o += "</g>\n";
+        band_lo += (band_lo.empty() ? "" : " ") + xy(s.x[i], s.band_lo[i]);
+        band_hi = " " + xy(s.x[i], s.band_hi[i]) + band_hi;
     }
-    for (const Entry& e : legend) {
-        const double y = c.height + title_h + 10 + e.y;  // the text's baseline
+    flush_band();
+    for (size_t i = 0; i < s.dot_x.size() && i < s.dot_y.size(); i++)
+        if (std::isfinite(s.dot_x[i]) && std::isfinite(s.dot_y[i]))
+            o += "<circle cx=\"" + num(f.X(s.dot_x[i])) + "\" cy=\"" + num(f.Y(s.dot_y[i])) +
+                 "\" r=\"2.5\" fill=\"currentColor\" fill-opacity=\"0.45\"/>\n";
+    std::string pts;
+    auto flush = [&] {
+        if (!pts.empty())
+            o += "<polyline fill=\"none\" stroke=\"currentColor\" stroke-width=\"" + num(1.8 + 2.6 * under) + "\"" +
+                 (under ? " stroke-opacity=\"0.55\"" : "") + " points=\"" + pts + "\"/>\n";
+        pts.clear();
+    };
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+            flush();
+            continue;
+        }
+        if (s.step) pts += (pts.empty() ? "" : " ") + xy(s.x[i] - 0.5, s.y[i]) + " " + xy(s.x[i] + 0.5, s.y[i]);
+        else pts += (pts.empty() ? "" : " ") + xy(s.x[i], s.y[i]);
+    }
+    flush();
+    for (size_t i : marker_points(s, si, c.series.size()))
+        o += marker_shape(s.marker, f.X(s.x[i]), f.Y(s.y[i]), 3 + 1.5 * under) + "\n";
+    return o + "</g>\n";
+}
+
+// The legend's entries: each series' line (its dash inherited from the <g>), a marker in its middle when its points
+// have markers, and its name.
+inline std::string legend(const Chart& c, const Layout& l) {
+    std::string o;
+    for (const Layout::Entry& e : l.legend) {
+        const double y = c.height + l.title_h + 10 + e.y;  // the text's baseline
         const Series& s = c.series[e.i];
-        o += "<g data-series=\"" + xml_escape(s.name) + "\" color=\"" + (s.color.empty() ? color(e.i) : s.color) +
-             "\"" + dash_attr(s) + ">";
-        // The series' line (its dash inherited from the <g>) and, when its points have markers, one in the middle.
-        o += "<line x1=\"" + num(e.x) + "\" y1=\"" + num(y - 4) + "\" x2=\"" + num(e.x + 26) + "\" y2=\"" + num(y - 4) +
-             "\" stroke=\"currentColor\" stroke-width=\"2.5\"/>";
+        o += series_g(s, e.i) + line(e.x, y - 4, e.x + 26, y - 4, "stroke=\"currentColor\" stroke-width=\"2.5\"");
         if (has_markers(s)) o += marker_shape(s.marker, e.x + 13, y - 4, 3);
-        o += "<text x=\"" + num(e.x + 32) + "\" y=\"" + num(y) + "\">" + xml_escape(names[e.i]) + "</text></g>\n";
+        o += text(e.x + 32, y, "", e.name) + "</g>\n";
     }
-    return o + "</svg>\n";
+    return o;
+}
+
+inline std::string render(const Chart& c) {
+    const Layout l = layout(c);
+    const double W = c.width, H = c.height + l.legend_h + l.title_h;
+    Frame f{64, W - 16, 30 + l.title_h, c.height - 46 + l.title_h};
+    fit_range(c, f);
+    std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
+                    "\" viewBox=\"0 0 " + num(W) + " " + num(H) +
+                    "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+    o += "<title>" + xml_escape(c.title) + "</title>\n";
+    o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
+    for (size_t k = 0; k < l.title.size(); k++)
+        o += text(W / 2, 18 + 16.0 * k, " text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\"", l.title[k]) +
+             "\n";
+    o += axes(c, f);
+    for (size_t si = 0; si < c.series.size(); si++) o += series_marks(c, f, si);
+    return o + legend(c, l) + "</svg>\n";
 }
 
 // A legend's sample of a series' look (its line, dash and marker) as a small inline <svg>, for a table's row.

@@ -189,9 +189,19 @@ inline std::vector<bool> layer_set(const std::string& s, int L, const std::strin
         const size_t comma = s.find(',', start);
         const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         const size_t dash = item.find('-');
-        const int a = parse_positive_int(item.substr(0, dash), what);
-        const int b = dash == std::string::npos ? a : parse_positive_int(item.substr(dash + 1), what);
-        if (b < a || b > L)
+        auto number = [&](const std::string& t) {
+            try {
+                return parse_positive_int(t, what);
+            } catch (const ConfigError&) {
+                throw ConfigError(what + ": '" + item + "' is not a layer number or range (3 or 5-7, layers from 1)");
+            }
+        };
+        const int a = number(item.substr(0, dash));
+        const int b = dash == std::string::npos ? a : number(item.substr(dash + 1));
+        if (b < a)
+            throw ConfigError(what + ": '" + item + "' runs backwards; write " + std::to_string(b) + "-" +
+                              std::to_string(a));
+        if (b > L)
             throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L));
         for (int l = a; l <= b; l++) m[l - 1] = true;
         if (comma == std::string::npos) break;

@@ -74,9 +74,11 @@ inline std::string model_difference(const ModelConfig& saved, const ModelConfig&
         if (s.get(saved) != s.get(want)) return diff(s.name, s.get(saved), s.get(want));
     if (saved.L() != want.L()) return diff("layers", saved.L(), want.L());
     for (int l = 0; l < saved.L(); l++)
-        for (const LayerColumn& col : layer_columns())
-            if (col.value(saved, l) != col.value(want, l))
-                return diff("layer " + std::to_string(l + 1) + " " + col.key, col.value(saved, l), col.value(want, l));
+        for (bool switches : {true, false})  // a dropped sub-block first: it is why its sizes differ
+            for (const LayerColumn& col : layer_columns())
+                if (col.is_switch == switches && col.value(saved, l) != col.value(want, l))
+                    return diff("layer " + std::to_string(l + 1) + " " + col.key, col.value(saved, l),
+                                col.value(want, l));
     if (param_layout(saved).total != param_layout(want).total)
         return diff("parameters", (double)param_layout(saved).total, (double)param_layout(want).total);
     return "";
@@ -191,6 +193,11 @@ inline long recorded_warmup(const RunRecord& rec) {
 inline std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions& o, RunPlan& p) {
     const long was = recorded_warmup(rec);
     if (o.warmup >= 0 || was < 0 || was == p.warmup) return "";
+    if (was > p.steps)
+        throw ConfigError("--resume: the run's warmup is " + std::to_string(was) + " steps (--warmup-frac " +
+                          exact_number(o.warmup_frac) + " of its recorded length), more than --steps " +
+                          std::to_string(p.steps) + "; resume with --steps " + std::to_string(was) +
+                          " or more, or pass --warmup N (at most " + std::to_string(p.steps) + ") to change it");
     const std::string note = "the warmup keeps its recorded " + std::to_string(was) + " steps (--warmup-frac " +
                              exact_number(o.warmup_frac) + " of --steps " + std::to_string(p.steps) + " would give " +
                              std::to_string(p.warmup) + "); pass --warmup N to change it";
@@ -517,10 +524,12 @@ class Run {
         if (!lead_) return;
         if (!log_) log_.reset(fopen(dir_->log_path().c_str(), "a"));
         if (!log_) throw ConfigError("cannot append to " + dir_->log_path() + ": " + strerror(errno));
-        if (fputs(line.c_str(), log_.get()) < 0 || fflush(log_.get()) != 0)
-            throw IoError("cannot write " + dir_->log_path() + ": " + write_error(errno) +
-                          "; the run stopped here: make "
-                          "room, then continue from its last checkpoint with --resume");
+        if (fputs(line.c_str(), log_.get()) < 0 || fflush(log_.get()) != 0) {
+            const int e = errno;
+            throw IoError("cannot write " + dir_->log_path() + ": " + write_error(e) + "; the run stopped here: make " +
+                          (dir_->latest().empty() ? "room, then run the same command again (no checkpoint yet)"
+                                                  : "room, then continue from its last checkpoint with --resume"));
+        }
     }
 
     // The checkpoint of `step` (run/run_dir.h's save: every rank calls it).

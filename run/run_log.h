@@ -94,32 +94,44 @@ inline double number(const json::Value& o, const char* key) {
     if (!v || v->kind != json::Value::Number) return NAN;
     return std::strtod(v->str.c_str(), nullptr);
 }
-}  // namespace run_log_detail
 
-// Reads RUN_DIR; warn(message) gets each skipped line (also kept in warnings).
-inline RunLog read_run(const std::string& dir, const std::function<void(const std::string&)>& warn) {
-    using run_log_detail::number;
-    RunLog r;
-    r.dir = dir;
-    std::string trimmed = dir;
-    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-    r.name = trimmed.substr(trimmed.find_last_of('/') == std::string::npos ? 0 : trimmed.find_last_of('/') + 1);
-    if (!is_dir(dir)) throw RunLogError(dir + " is not a directory; pass train_prism output directories (-o OUT)");
-    const std::string path = dir + "/log.jsonl";
-    if (access(path.c_str(), F_OK) != 0)
-        throw RunLogError(dir +
-                          " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
-                          "started; pass the directory a run wrote (-o OUT)");
-    // Streamed (util/fs.h's for_each_line): a log of any size costs a line's memory besides its steps; a line
-    // longer than any the trainer writes is skipped unread, and past kNamedSkips skipped lines the rest are
-    // counted in one warning.
+// Throws json::Error unless `o` is a step's object: a whole step >= 1 above last_step, its number fields numbers.
+inline void check_step(const json::Value& o, long last_step) {
+    if (o.kind != json::Value::Object || !std::isfinite(number(o, "step"))) throw json::Error("no \"step\" number");
+    const double st = number(o, "step");
+    if (st < 1 || st != std::floor(st) || st > 1e15)
+        throw json::Error("step " + json::number(st, "%.17g") + " is not a whole number >= 1");
+    if ((long)st <= last_step)
+        throw json::Error("step " + std::to_string((long)st) + " does not follow step " + std::to_string(last_step) +
+                          ": a duplicated or reordered line");
+    for (const char* k : {"tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) {
+        const json::Value* v = o.find(k);
+        if (v && v->kind != json::Value::Number && v->kind != json::Value::Null)
+            throw json::Error(std::string("\"") + k + "\" is not a number");
+    }
+}
+
+// One task's results (a log line's "eval", or one of eval.json's "results"): its name and its number fields.
+inline RunEval task_eval(const json::Value& t, long step, long tokens, bool after_training) {
+    RunEval e;
+    e.step = step, e.tokens = tokens, e.after_training = after_training;
+    const json::Value* task = t.find("task");
+    e.task = cut_text(task && task->kind == json::Value::String ? task->str : "?");
+    for (const auto& kv : t.obj)
+        if (kv.second.kind == json::Value::Number)
+            e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
+    return e;
+}
+
+// OUT/log.jsonl's steps (and their evals) into r; returns the file's size. Streamed (util/fs.h's for_each_line): a log
+// of any size costs a line's memory besides its steps; a line longer than any the trainer writes is skipped unread,
+// and past kNamedSkips skipped lines the rest are counted in one warning.
+inline size_t read_steps(const std::string& path, RunLog& r, const std::function<void(const std::string&)>& note) {
     constexpr long kNamedSkips = 10;
     long last_step = 0, skipped = 0;
     double offset = 0, last_elapsed = -1;
     auto skip = [&](const std::string& msg) {
-        if (++skipped > kNamedSkips) return;
-        r.warnings.push_back(msg);
-        warn(msg);
+        if (++skipped <= kNamedSkips) note(msg);
     };
     auto take = [&](const std::string& line, long line_no, bool overlong, bool last) {
         if (overlong)
@@ -132,19 +144,7 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
         try {
             o = json::parse(line);
             parsed = true;
-            if (o.kind != json::Value::Object || !std::isfinite(number(o, "step")))
-                throw json::Error("no \"step\" number");
-            const double st = number(o, "step");
-            if (st < 1 || st != std::floor(st) || st > 1e15)
-                throw json::Error("step " + json::number(st, "%.17g") + " is not a whole number >= 1");
-            if ((long)st <= last_step)
-                throw json::Error("step " + std::to_string((long)st) + " does not follow step " +
-                                  std::to_string(last_step) + ": a duplicated or reordered line");
-            for (const char* k : {"tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) {
-                const json::Value* v = o.find(k);
-                if (v && v->kind != json::Value::Number && v->kind != json::Value::Null)
-                    throw json::Error(std::string("\"") + k + "\" is not a number");
-            }
+            check_step(o, last_step);
         } catch (const json::Error& e) {
             return skip(path + " line " + std::to_string(line_no) +
                         (last && !parsed ? " is torn (not whole JSON: a crash or a full disk cut it): skipped"
@@ -165,16 +165,7 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
         }
         r.steps.push_back(s);
         const json::Value* ev = o.find("eval");
-        if (ev && ev->kind == json::Value::Object) {
-            RunEval e;
-            e.step = s.step, e.tokens = s.tokens;
-            const json::Value* task = ev->find("task");
-            e.task = cut_text(task && task->kind == json::Value::String ? task->str : "?");
-            for (const auto& kv : ev->obj)
-                if (kv.second.kind == json::Value::Number)
-                    e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
-            r.evals.push_back(e);
-        }
+        if (ev && ev->kind == json::Value::Object) r.evals.push_back(task_eval(*ev, s.step, s.tokens, false));
     };
     size_t size;
     try {
@@ -182,52 +173,63 @@ inline RunLog read_run(const std::string& dir, const std::function<void(const st
     } catch (const IoError& e) {
         throw RunLogError(e.what());
     }
-    if (skipped > kNamedSkips) {
-        r.warnings.push_back(path + ": " + std::to_string(skipped - kNamedSkips) +
-                             " more lines are not a step's JSON, as above: skipped");
-        warn(r.warnings.back());
+    if (skipped > kNamedSkips)
+        note(path + ": " + std::to_string(skipped - kNamedSkips) +
+             " more lines are not a step's JSON, as above: skipped");
+    return size;
+}
+
+// OUT/eval.json's results (the finished model's), when the file exists.
+inline void read_eval_json(const std::string& dir, RunLog& r, const std::function<void(const std::string&)>& note) {
+    const std::string evals = dir + "/eval.json";
+    if (access(evals.c_str(), F_OK) != 0) return;
+    try {
+        const json::Value doc = json::parse(read_text(evals, (size_t)-1, kMaxEvalJson));
+        const json::Value* results = doc.kind == json::Value::Object ? doc.find("results") : nullptr;
+        const json::Value* step = doc.kind == json::Value::Object ? doc.find("step") : nullptr;
+        if (!results || results->kind != json::Value::Array) throw json::Error("no \"results\" list");
+        const long at = step && step->kind == json::Value::Number ? std::strtol(step->str.c_str(), nullptr, 10) : 0;
+        for (const json::Value& t : results->arr) r.evals.push_back(task_eval(t, at, r.steps.back().tokens, true));
+    } catch (const std::runtime_error& e) {  // json::Error, or io's: too large, not a regular file
+        note(evals + " is not eval_zeroshot's JSON (" + e.what() + "): not shown");
     }
+}
+}  // namespace run_log_detail
+
+// Reads RUN_DIR; warn(message) gets each skipped line (also kept in warnings).
+inline RunLog read_run(const std::string& dir, const std::function<void(const std::string&)>& warn) {
+    RunLog r;
+    r.dir = dir;
+    std::string trimmed = dir;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    r.name = trimmed.substr(trimmed.find_last_of('/') == std::string::npos ? 0 : trimmed.find_last_of('/') + 1);
+    if (!is_dir(dir)) throw RunLogError(dir + " is not a directory; pass train_prism output directories (-o OUT)");
+    const std::string path = dir + "/log.jsonl";
+    if (access(path.c_str(), F_OK) != 0)
+        throw RunLogError(dir +
+                          " holds no log.jsonl: it is not a train_prism output directory, or its run has not "
+                          "started; pass the directory a run wrote (-o OUT)");
+    auto note = [&](const std::string& msg) {
+        r.warnings.push_back(msg);
+        warn(msg);
+    };
+    const size_t size = run_log_detail::read_steps(path, r, note);
     if (r.steps.empty())
         throw RunLogError(path + " holds no step (" + (size == 0 ? "it is empty" : "no line is a step's JSON") +
                           "): nothing to report for " + dir);
     try {
         r.has_record = read_run_record(dir, r.record);
     } catch (const std::runtime_error& e) {
-        r.warnings.push_back(std::string(e.what()) + ": the run's flags are not shown and it forms a group of its own");
-        warn(r.warnings.back());
+        note(std::string(e.what()) + ": the run's flags are not shown and it forms a group of its own");
     }
-    const std::string evals = dir + "/eval.json";
-    if (access(evals.c_str(), F_OK) == 0) {
-        try {
-            const json::Value doc = json::parse(read_text(evals, (size_t)-1, kMaxEvalJson));
-            const json::Value* results = doc.kind == json::Value::Object ? doc.find("results") : nullptr;
-            const json::Value* step = doc.kind == json::Value::Object ? doc.find("step") : nullptr;
-            if (!results || results->kind != json::Value::Array) throw json::Error("no \"results\" list");
-            for (const json::Value& t : results->arr) {
-                RunEval e;
-                e.after_training = true;
-                e.step = step && step->kind == json::Value::Number ? std::strtol(step->str.c_str(), nullptr, 10) : 0;
-                e.tokens = r.steps.back().tokens;
-                const json::Value* task = t.find("task");
-                e.task = cut_text(task && task->kind == json::Value::String ? task->str : "?");
-                for (const auto& kv : t.obj)
-                    if (kv.second.kind == json::Value::Number)
-                        e.metrics.push_back({cut_text(kv.first), std::strtod(kv.second.str.c_str(), nullptr)});
-                r.evals.push_back(e);
-            }
-        } catch (const std::runtime_error& e) {  // json::Error, or io's: too large, not a regular file
-            r.warnings.push_back(evals + " is not eval_zeroshot's JSON (" + e.what() + "): not shown");
-            warn(r.warnings.back());
-        }
-    }
+    run_log_detail::read_eval_json(dir, r, note);
     const std::string model = dir + "/model.bin";
     if (access(model.c_str(), F_OK) == 0) {
         try {
             r.cfg = read_model_header(model, r.model_step);
             r.has_model = true;
         } catch (const std::runtime_error& e) {
-            r.warnings.push_back(std::string(e.what()) + ": the schedule is not shown");
-            warn(r.warnings.back());
+            note(std::string(e.what()) + ": the schedule is not shown");
         }
     }
     return r;

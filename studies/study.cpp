@@ -631,6 +631,11 @@ void find_state(Run& r, bool evals) {
                               "; rerun the study with the flags it was run with, or use another study directory");
         }
         r.state = "done";
+    } else if (recorded && rec.status() == "done" && rec.arg("--steps") != std::to_string(plan.steps)) {
+        // A finished run is never changed: resumed to another length its lr curve would be two schedules.
+        throw ConfigError(r.dir + " is done at --steps " + rec.arg("--steps") + " and this study asks for --steps " +
+                          std::to_string(plan.steps) + "; a study never changes a finished run: rerun it with the "
+                          "length it was run with, or use another study directory for the new length");
     } else if (access((r.dir + "/latest").c_str(), F_OK) == 0) {
         r.state = "resume";
     } else if (is_dir(r.dir) && !list_dir(r.dir).empty()) {

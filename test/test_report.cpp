@@ -667,7 +667,7 @@ TEST_CASE("report takes a study directory or any list of paths: what is not a ru
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("report: a run's file too large to read is named with its size, not only 'out of memory'",
+TEST_CASE("report: a huge log is streamed in bounded memory; a huge run record is refused by its size",
           "[report][faults]") {
     char tmpl[] = "/tmp/prism_rep_big_XXXXXX";
     const std::string dir = mkdtemp(tmpl);
@@ -675,11 +675,13 @@ TEST_CASE("report: a run's file too large to read is named with its size, not on
     write_run(dir + "/record", inspect_config("uniform", 256), 12, 900);
     REQUIRE(sh("truncate -s 3G " + dir + "/log/log.jsonl").rc == 0);  // sparse: no disk taken
     REQUIRE(sh("truncate -s 3G " + dir + "/record/run.json").rc == 0);
-    // ulimit -v: the 3 GB the log needs are not there, as on a machine with less memory than the file.
+    // ulimit -v: less memory than the file. The log is read line by line (run/run_log.h): the 3 GB of zero bytes
+    // after its 12 steps are one overlong line, skipped with a warning, and the page is written.
     Result e = sh("bash -c 'ulimit -v 1500000; ./report " + dir + "/log -o " + dir + "/p.html'");
     INFO(e.out);
-    CHECK(one_line_error(e));
-    CHECK(e.out.find("out of memory reading the run " + dir + "/log (log.jsonl 3221225472 bytes") != std::string::npos);
+    CHECK(e.rc == 0);
+    CHECK(e.out.find(dir + "/log/log.jsonl line 13 is longer than 1 MiB") != std::string::npos);
+    CHECK(access((dir + "/p.html").c_str(), F_OK) == 0);
     // A run record is never read past its cap (64 MiB: a record is a few KB), so a huge one is refused before any
     // allocation, named with its size, and the run is shown without its flags.
     Result r = sh("bash -c 'ulimit -v 1500000; ./report " + dir + "/record -o " + dir + "/p.html'");

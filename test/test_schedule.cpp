@@ -276,3 +276,14 @@ TEST_CASE("cli: unknown flags and bad values are one-line errors", "[cli]") {
     REQUIRE(m.d == 256);
     REQUIRE(m.L == 8);
 }
+
+// A layer list's mistakes said as what they are: a negative or empty number is no layer, a range runs forwards.
+TEST_CASE("layer lists name a bad item as a layer number or range, a backwards range as backwards", "[schedule]") {
+    for (const char* bad : {"-1", "3,", "1-", "x"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(layer_set(bad, 4, "--no-rope"), Catch::Contains("is not a layer number or range (3 or 5-7"));
+    }
+    CHECK_THROWS_WITH(layer_set("2-1", 4, "--no-attention"), "--no-attention: '2-1' runs backwards; write 1-2");
+    CHECK_THROWS_WITH(layer_set("5", 4, "--no-mlp"), "--no-mlp: '5' is not a layer range within 1..4");
+    CHECK(layer_set("1,3-4", 4, "--no-mlp") == std::vector<bool>{true, false, true, true});
+}

@@ -100,6 +100,14 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     CHECK(
         changed.out.find("is done with other flags than this study's: --lr 0.02 differs from the recorded --lr 0.01") !=
         std::string::npos);
+    // Issue 43 #7: rerun with another length, a finished run is not resumed to it (its lr curve would be two
+    // schedules): refused, naming the run, and no run changes.
+    const std::string before = read_text(dir + "/uniform-uniform-s1/log.jsonl");
+    Result longer = sh(base + " -- " + m + " --steps 8");
+    CHECK(one_line_error(longer));
+    CHECK(has(longer.out, "/uniform-uniform-s1 is done at --steps 6 and this study asks for --steps 8; a study never "
+                          "changes a finished run"));
+    CHECK(read_text(dir + "/uniform-uniform-s1/log.jsonl") == before);
     // The report groups the study by heads and shows the evals' metrics with their paired differences.
     Result rep = sh("./report " + dir + "/* -o " + dir + "/r.html");
     INFO(rep.out);
