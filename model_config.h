@@ -72,7 +72,6 @@ struct ModelConfig {
     }
 };
 
-
 // Every scalar of a ModelConfig (its layers are model/layer_columns.h's), declared once: its name, its model.bin
 // header word (a double takes two: docs/formats.md), its bounds, and how to read and write it as a double.
 // model.bin's header (run/checkpoint.h) and a resume's identity check (run/run.h's model_difference) loop over it, so
@@ -193,7 +192,6 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
     for (auto& s : u.layers) s = {c.d, c.h_base};
     return u;
 }
-
 
 // ------------------------------------------------------------------------------------------------------
 // Accounting. FLOPs are forward FLOPs per token (multiply-add = 2): every matmul, plus attention's QK^T and AV

@@ -64,7 +64,8 @@ static void read_flags(Command& cmd, int argc, char** argv, TrainOptions& o, Mod
             throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
         if (given) length = name;
     }
-    if (o.allow_batch_change && !o.resume && !o.plan) throw ConfigError("--allow-batch-change only applies to --resume");
+    if (o.allow_batch_change && !o.resume && !o.plan)
+        throw ConfigError("--allow-batch-change only applies to --resume");
     if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
     if (!o.branch_from.empty() && !o.resume && !o.plan) throw ConfigError("--branch-from only applies to --resume");
     run.restore_flags(o, cmd, argc, argv, gpu_engine_available(o.cpu), notes);
@@ -312,7 +313,8 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
         fflush(stdout);
         // The checkpoint and the ends: non-finite steps, a stop signal, --stop-after.
         int sig = run.stop_signal();
-        if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping))) return run.diverged(r.step - streak + 1, r.step);
+        if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping)))
+            return run.diverged(r.step - streak + 1, r.step);
         const bool ckpt = (o.ckpt_every > 0 && (step + 1) % o.ckpt_every == 0) || last || stopping || sig;
         if (ckpt && streak == 0) {
             run.save(eng, train->state(), step + 1, tokens, rng);

@@ -13,11 +13,8 @@
 
 inline void match_parameters(ModelConfig& c, const std::string& column);
 
-
-// Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
-// break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
-// allow_ablation, throws ConfigError.
-inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& warnings) {
+// The preset's sizes under the spec's overrides, and L; the layers are still to be built.
+inline ModelConfig preset_sizes(const ModelSpec& s, int& L) {
     const Preset& p = find_preset(s.preset);
     ModelConfig c;
     c.d = s.d ? s.d : p.d;
@@ -30,19 +27,18 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
     c.tied = s.untied < 0 ? p.tied : s.untied == 0;
     c.mup_attn = p.xformer_recipe;
     c.init_width_scale = p.xformer_recipe;
-    int L = s.L ? s.L : p.L;
+    L = s.L ? s.L : p.L;
     for (int v : {c.d, L, c.h_base, c.T, c.V, s.head_dim, s.mlp_multiple})
         if (v < 0) throw ConfigError("sizes must be positive");
     if (L <= 0) throw ConfigError("L (--layers) must be positive");
     if (L > 10000) throw ConfigError("L (--layers) is out of range");
-    check_layer_flags(s, L);  // every column's flag text, as the flag parser checks it, and its length
+    return c;
+}
 
-    // Widths.
-    std::vector<int> w;
-    bool width_schedule = s.widths != "uniform";
-    if (!width_schedule) {
-        w.assign(L, c.d);
-    } else if (s.widths == "x" || s.widths == "v" || s.widths == "lambda" || s.widths == "3") {
+// The width of every layer: uniform (d), a solved shape (x, v, lambda, 3) or a list.
+inline std::vector<int> build_widths(const ModelSpec& s, const ModelConfig& c, int L) {
+    if (s.widths == "uniform") return std::vector<int>(L, c.d);
+    if (s.widths == "x" || s.widths == "v" || s.widths == "lambda" || s.widths == "3") {
         WidthShape sh = s.shape;
         sh.name = s.widths;
         // Every width a multiple of what the head rule needs (a fixed head_dim, or h_base heads of even head_dim),
@@ -54,42 +50,42 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
             throw ConfigError("width quantum " + std::to_string(q) + " and the head rule's " + std::to_string(need) +
                               " have no common multiple below 65536");
         sh.quantum = (int)(q / g * need);
-        w = solve_widths(sh, c.d, L, c.mlp_ratio);
-    } else if (s.widths.find_first_not_of("0123456789,xX* ") == std::string::npos) {
-        w = parse_layer_list(s.widths, "width schedule");
-        if ((int)w.size() != L)
-            throw ConfigError("width schedule has " + std::to_string(w.size()) + " entries but the model has " +
-                              std::to_string(L) + " layers; give one width per layer");
-        for (int l = 0; l < L; l++)
-            if (w[l] % s.shape.quantum != 0 && w[l] != c.d)
-                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
-                                  " is not a multiple of the width quantum " + std::to_string(s.shape.quantum) +
-                                  "; round it or set --width-quantum");
-    } else {
+        return solve_widths(sh, c.d, L, c.mlp_ratio);
+    }
+    if (s.widths.find_first_not_of("0123456789,xX* ") != std::string::npos)
         throw ConfigError("unknown width schedule '" + s.widths + "'; use uniform, x, v, lambda, 3 or a list");
-    }
+    std::vector<int> w = parse_layer_list(s.widths, "width schedule");
+    if ((int)w.size() != L)
+        throw ConfigError("width schedule has " + std::to_string(w.size()) + " entries but the model has " +
+                          std::to_string(L) + " layers; give one width per layer");
+    for (int l = 0; l < L; l++)
+        if (w[l] % s.shape.quantum != 0 && w[l] != c.d)
+            throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
+                              " is not a multiple of the width quantum " + std::to_string(s.shape.quantum) +
+                              "; round it or set --width-quantum");
+    return w;
+}
 
-    // Baseline head count of each layer: a fixed head_dim, or a fixed head count (h_base).
-    std::vector<int> base(L);
-    for (int l = 0; l < L; l++) {
-        if (s.head_dim > 0) {
-            if (w[l] % s.head_dim != 0)
-                throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
-                                  " is not a multiple of --head-dim " + std::to_string(s.head_dim));
-            base[l] = w[l] / s.head_dim;
-        } else {
-            // The model's own rule, with or without a width schedule: h_base heads in every layer (the Xformer
-            // presets' h_base is the paper's 16). Solved widths are multiples of 2 h_base (above).
-            base[l] = c.h_base;
-        }
+// The baseline head count of each layer: a fixed head_dim's, or the model's own rule, h_base heads in every layer
+// with or without a width schedule (the Xformer presets' h_base is the paper's 16; solved widths are multiples of
+// 2 h_base).
+inline std::vector<int> base_heads(const ModelSpec& s, const ModelConfig& c, const std::vector<int>& w) {
+    std::vector<int> base(w.size(), c.h_base);
+    for (size_t l = 0; l < w.size() && s.head_dim > 0; l++) {
+        if (w[l] % s.head_dim != 0)
+            throw ConfigError("layer " + std::to_string(l + 1) + ": width " + std::to_string(w[l]) +
+                              " is not a multiple of --head-dim " + std::to_string(s.head_dim));
+        base[l] = w[l] / s.head_dim;
     }
+    return base;
+}
 
-    // Heads.
+// The head count of every layer: the baseline (uniform), the Prism preset, OpenELM's scaling or a list.
+inline std::vector<int> build_heads(const ModelSpec& s, const std::vector<int>& base, const std::vector<int>& w) {
+    const int L = (int)base.size();
     std::vector<int> h(L);
-    bool head_schedule = s.heads != "uniform";
-    if (!head_schedule) {
-        h = base;
-    } else if (s.heads == "prism") {
+    if (s.heads == "uniform") return base;
+    if (s.heads == "prism") {
         std::vector<int> m = prism_multipliers(L);
         for (int l = 0; l < L; l++) {
             if (base[l] % m[l] != 0)
@@ -111,69 +107,105 @@ inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& wa
         throw ConfigError("unknown head schedule '" + s.heads +
                           "'; use uniform, prism, openelm, openelm:LO-HI or a list like 3x3,6x3,12x6");
     }
-    // The other columns, each from its flag (model/layer_columns.h).
-    c.layers.resize(L);
-    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
-    build_layer_columns(s, c);
-    validate_config(c);
-    if (!s.match.empty()) match_parameters(c, s.match);
-    for (int l = 0; l < L; l++)
-        if (c.layers[l].window >= c.T)
-            warnings.push_back("layer " + std::to_string(l + 1) + ": window " + std::to_string(c.layers[l].window) +
-                               " is not below T = " + std::to_string(c.T) + ", so the layer attends globally");
-    // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
-    std::string narrow;
-    int narrowest = 1 << 30;
-    for (int l = 0; l < L; l++)
-        if (c.layers[l].head_dim() < 16)
-            narrow += (narrow.empty() ? "" : ", ") + std::to_string(l + 1),
-                narrowest = std::min(narrowest, c.layers[l].head_dim());
-    if (!narrow.empty())
-        warnings.push_back("layer" + std::string(narrow.find(',') == std::string::npos ? " " : "s ") + narrow +
-                           ": head_dim below 16 (down to " + std::to_string(narrowest) +
-                           "); such narrow heads learn little: use fewer heads (--heads, -s) or --head-dim");
+    return h;
+}
 
+// "layer 3" or "layers 2, 5": the layers of a warning.
+inline std::string layers_text(const std::vector<int>& ls) {
+    std::string t = ls.size() == 1 ? "layer " : "layers ";
+    for (size_t i = 0; i < ls.size(); i++) t += (i ? ", " : "") + std::to_string(ls[i] + 1);
+    return t;
+}
+
+// What a built model warns of, once each and only where it holds: windows that do not cut, heads too narrow to
+// learn (in layers that have attention), no attention anywhere.
+inline void model_warnings(const ModelConfig& c, std::vector<std::string>& warnings) {
+    std::vector<int> global, narrow;
+    int narrowest = 1 << 30;
+    for (int l = 0; l < c.L(); l++) {
+        const LayerSpec& ls = c.layers[l];
+        if (!ls.attention) continue;
+        if (ls.window >= c.T) global.push_back(l);
+        // Heads narrower than 16 barely learn (at head_dim 2 to 4 a tiny model's attention stays uniform).
+        if (ls.head_dim() < 16) narrow.push_back(l), narrowest = std::min(narrowest, ls.head_dim());
+    }
+    if (!global.empty()) {
+        int lo = 1 << 30, hi = 0;
+        for (int l : global) lo = std::min(lo, c.layers[l].window), hi = std::max(hi, c.layers[l].window);
+        warnings.push_back(layers_text(global) +
+                           (lo == hi ? ": window " + std::to_string(lo) + " is"
+                                     : ": windows " + std::to_string(lo) + " to " + std::to_string(hi) + " are") +
+                           " not below T = " + std::to_string(c.T) + ", so " +
+                           (global.size() > 1 ? "they attend" : "the layer attends") + " globally");
+    }
+    if (!narrow.empty())
+        warnings.push_back(layers_text(narrow) + ": head_dim below 16 (down to " + std::to_string(narrowest) +
+                           "); such narrow heads learn little: use fewer heads (--heads, -s) or --head-dim");
+    if (std::none_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.attention; }))
+        warnings.push_back(
+            "no layer has attention (--no-attention covers every layer): no token sees another, so "
+            "the model predicts from the current token alone");
+}
+
+// The Prism paper's constraints and design rules on a head schedule, relative to each layer's baseline heads (with
+// uniform widths: h_l itself): the constraints throw unless allow_ablation, the rules warn.
+inline void check_head_schedule(const ModelSpec& s, const std::vector<int>& base, const std::vector<int>& h,
+                                std::vector<std::string>& warnings) {
+    const int L = (int)h.size();
     // A head schedule that is the uniform one (-s prism below 4 layers) would be compared with itself unawares.
-    if (head_schedule && h == base)
+    if (h == base)
         warnings.push_back("head schedule '" + s.heads +
                            "' gives every layer its baseline heads: this is the uniform "
                            "model" +
                            (s.heads == "prism" ? " (the Prism schedule needs 4 or more layers; this model has " +
                                                      std::to_string(L) + ")"
                                                : std::string()));
-    // Prism constraints, on heads relative to each layer's baseline (with uniform widths: h_l itself).
-    if (head_schedule) {
-        auto rel = [&](int l) { return (double)h[l] / base[l]; };
-        for (int l = 1; l < L; l++)
-            if (rel(l) < rel(l - 1) && !s.allow_ablation)
-                throw ConfigError("head schedule decreases at layer " + std::to_string(l + 1) + " (" +
-                                  std::to_string(h[l - 1]) + " -> " + std::to_string(h[l]) +
-                                  "); Prism needs h_1 <= ... <= h_L (pass --allow-ablation to run it anyway)");
-        if (h[L - 1] != base[L - 1] && !s.allow_ablation)
-            throw ConfigError("head schedule ends at " + std::to_string(h[L - 1]) + " heads but h_base is " +
-                              std::to_string(base[L - 1]) + "; Prism needs h_L = h_base (pass --allow-ablation)");
-    }
+    auto rel = [&](int l) { return (double)h[l] / base[l]; };
+    for (int l = 1; l < L; l++)
+        if (rel(l) < rel(l - 1) && !s.allow_ablation)
+            throw ConfigError("head schedule decreases at layer " + std::to_string(l + 1) + " (" +
+                              std::to_string(h[l - 1]) + " -> " + std::to_string(h[l]) +
+                              "); Prism needs h_1 <= ... <= h_L (pass --allow-ablation to run it anyway)");
+    if (h[L - 1] != base[L - 1] && !s.allow_ablation)
+        throw ConfigError("head schedule ends at " + std::to_string(h[L - 1]) + " heads but h_base is " +
+                          std::to_string(base[L - 1]) + "; Prism needs h_L = h_base (pass --allow-ablation)");
     // The paper's design rules are Prism's; a rule of another paper (openelm) is not held to them.
-    if (head_schedule && s.heads.compare(0, 7, "openelm") != 0) {
-        int at_base = 0;
-        for (int l = 0; l < L; l++) at_base += h[l] == base[l];
-        if (2 * at_base < L)
-            warnings.push_back("design rule: only " + std::to_string(at_base) + " of " + std::to_string(L) +
-                               " layers use h_base; the paper keeps at least L/2");
-        // Staircase: every run of equal heads before the final h_base run lasts 2 to 4 layers.
-        for (int a = 0; a < L;) {
-            int b = a;
-            while (b < L && h[b] == h[a] && base[b] == base[a]) b++;
-            if (b < L && (b - a < 2 || b - a > 4))
-                warnings.push_back("design rule: layers " + std::to_string(a + 1) + ".." + std::to_string(b) +
-                                   " hold " + std::to_string(h[a]) + " heads for " + std::to_string(b - a) +
-                                   " layers; the paper holds each step for 2 to 4");
-            a = b;
-        }
+    if (s.heads.compare(0, 7, "openelm") == 0) return;
+    int at_base = 0;
+    for (int l = 0; l < L; l++) at_base += h[l] == base[l];
+    if (2 * at_base < L)
+        warnings.push_back("design rule: only " + std::to_string(at_base) + " of " + std::to_string(L) +
+                           " layers use h_base; the paper keeps at least L/2");
+    // Staircase: every run of equal heads before the final h_base run lasts 2 to 4 layers.
+    for (int a = 0; a < L;) {
+        int b = a;
+        while (b < L && h[b] == h[a] && base[b] == base[a]) b++;
+        if (b < L && (b - a < 2 || b - a > 4))
+            warnings.push_back("design rule: layers " + std::to_string(a + 1) + ".." + std::to_string(b) + " hold " +
+                               std::to_string(h[a]) + " heads for " + std::to_string(b - a) +
+                               " layers; the paper holds each step for 2 to 4");
+        a = b;
     }
-    return c;
 }
 
+// Builds and validates the model. Design-rule violations are appended to `warnings` (not errors: ablations
+// break them on purpose); anything that cannot run, or a Prism schedule breaking a hard constraint without
+// allow_ablation, throws ConfigError.
+inline ModelConfig build_config(const ModelSpec& s, std::vector<std::string>& warnings) {
+    int L = 0;
+    ModelConfig c = preset_sizes(s, L);
+    check_layer_flags(s, L);  // every column's flag text, as the flag parser checks it, and its length
+    const std::vector<int> w = build_widths(s, c, L), base = base_heads(s, c, w), h = build_heads(s, base, w);
+    // The other columns, each from its flag (model/layer_columns.h).
+    c.layers.resize(L);
+    for (int l = 0; l < L; l++) c.layers[l] = {w[l], h[l]};
+    build_layer_columns(s, c);
+    validate_config(c);
+    if (!s.match.empty()) match_parameters(c, s.match);
+    model_warnings(c, warnings);
+    if (s.heads != "uniform") check_head_schedule(s, base, h, warnings);
+    return c;
+}
 
 // --match mlp: the parameter match of a schedule to its uniform baseline, as the width solver matches the X shape's:
 // every layer's SwiGLU hidden size (as built: the rule's, --mlp's or OpenELM's) is scaled by one factor f and rounded

@@ -407,7 +407,6 @@ inline void validate_config(const ModelConfig& c) {
     validate_layer_columns(c);  // every column's bounds and rule (above)
 }
 
-
 // Whether every layer's MLP hidden size is the --mlp-ratio rule's (no --mlp list or scaling, no --match).
 inline bool rule_hidden(const ModelConfig& c) {
     for (int l = 0; l < c.L(); l++)

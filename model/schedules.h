@@ -201,8 +201,7 @@ inline std::vector<bool> layer_set(const std::string& s, int L, const std::strin
         if (b < a)
             throw ConfigError(what + ": '" + item + "' runs backwards; write " + std::to_string(b) + "-" +
                               std::to_string(a));
-        if (b > L)
-            throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L));
+        if (b > L) throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L));
         for (int l = a; l <= b; l++) m[l - 1] = true;
         if (comma == std::string::npos) break;
         start = comma + 1;

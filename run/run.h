@@ -145,7 +145,6 @@ inline void check_resume_data(const RunRecord& rec, const std::string& train_glo
     if (v && v->kind == json::Value::String && !val.empty()) differs("validation", val_glob, v->str, val);
 }
 
-
 // The argument list a --resume parses: the record's flags, minus those the user gives again (and minus
 // --steps when a length flag is given), then the user's own. argv[0] first.
 inline std::vector<std::string> restore_recorded_args(const RunRecord& rec, int argc, char** argv,
@@ -243,10 +242,10 @@ inline std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
                 snprintf(lr, sizeof lr, "the lr of step %ld, already done, was %.6g and would now be %.6g", s + 1,
                          lr_at(before, s), lr_at(after, s));
                 note = "--steps " + std::to_string(p.steps) + " (recorded " + std::to_string(wp.steps) +
-                       ") stretches the cosine decay: " + lr +
-                       "; going on from step " + std::to_string(start) +
+                       ") stretches the cosine decay: " + lr + "; going on from step " + std::to_string(start) +
                        " as a branch, which run.json's \"branches\" records (to keep the run as it was, resume "
-                       "with --steps " + std::to_string(wp.steps) + ", or branch a copy: docs/training.md)";
+                       "with --steps " +
+                       std::to_string(wp.steps) + ", or branch a copy: docs/training.md)";
                 break;
             }
         return changes;
@@ -388,11 +387,12 @@ class Run {
         }
         sched_ = lr_schedule(o, plan_);
         if (recorded_)
-            lr_changes_ = check_resume_args(record_, record_args(o, plan_), may_change_on_resume(),
-                                            o.allow_batch_change, o.allow_data_change || data_fingerprinted(record_),
-                                            lr_branch_flags());
+            lr_changes_ =
+                check_resume_args(record_, record_args(o, plan_), may_change_on_resume(), o.allow_batch_change,
+                                  o.allow_data_change || data_fingerprinted(record_), lr_branch_flags());
         if (lead_) {  // the data the run trains on, as the record keeps it (and a resume checks it)
-            const std::string tf = shards_fingerprint(train.shards()), vf = val ? shards_fingerprint(val->shards()) : "";
+            const std::string tf = shards_fingerprint(train.shards()),
+                              vf = val ? shards_fingerprint(val->shards()) : "";
             std::vector<std::string> notes;
             if (recorded_) check_resume_data(record_, o.train, tf, o.val, vf, o.allow_data_change, notes);
             for (const std::string& n : notes) fprintf(stderr, "note: %s\n", n.c_str());
@@ -443,7 +443,8 @@ class Run {
                                   ", beyond --steps " + std::to_string(plan_.steps));
             if (recorded_) {
                 std::string note;
-                lr_changes_ = check_lr_branch(record_, lr_changes_, o, *cfg_, plan_, train.tokens_total(), start_, note);
+                lr_changes_ =
+                    check_lr_branch(record_, lr_changes_, o, *cfg_, plan_, train.tokens_total(), start_, note);
                 if (lead_ && !note.empty()) fprintf(stderr, "note: %s\n", note.c_str());
             }
             resumed_line_ = dir_->truncate_log(start_);
@@ -474,7 +475,8 @@ class Run {
         dir_->agree_run_id();
         auto due = [&](long every) { return start_ > 0 && (start_ % every == 0 || start_ == plan_.steps); };
         if (validate && due(o.val_every)) {
-            double missing = lead_ && !resumed_line_.empty() && resumed_line_.find("\"val_loss\": ") == std::string::npos;
+            double missing =
+                lead_ && !resumed_line_.empty() && resumed_line_.find("\"val_loss\": ") == std::string::npos;
             dist_.sum(&missing, 1, "the check of the resumed step's validation");
             if (missing > 0) {
                 bool cut = false;
@@ -482,9 +484,10 @@ class Run {
                 const size_t at = resumed_line_.find(", \"lr\": ");
                 if (lead_ && !cut && at != std::string::npos) {
                     dir_->truncate_log(start_, resumed_line_.insert(at, ", \"val_loss\": " + json::number(v, "%.6f")));
-                    printf("validation at step %ld, not in the log (a stop cut it short): val %.4f, added to its "
-                           "line\n",
-                           start_, v);
+                    printf(
+                        "validation at step %ld, not in the log (a stop cut it short): val %.4f, added to its "
+                        "line\n",
+                        start_, v);
                 }
             }
         }
@@ -550,18 +553,18 @@ class Run {
     int interrupted_at_start(int sig) const {
         if (lead_) {
             const std::string latest = dir_->latest();
-            printf("stopped by %s during the start-up, before step %ld; %s\n", stop_signal_name(sig), start_ + 1,
-                   latest.empty()
-                       ? "no checkpoint yet: run the same command again"
-                       : (o_->out + "/latest names " + latest + "; continue with the same flags plus --resume").c_str());
+            printf(
+                "stopped by %s during the start-up, before step %ld; %s\n", stop_signal_name(sig), start_ + 1,
+                latest.empty()
+                    ? "no checkpoint yet: run the same command again"
+                    : (o_->out + "/latest names " + latest + "; continue with the same flags plus --resume").c_str());
         }
         fflush(stdout);
         return kExitInterrupted;
     }
     // Steps first_bad..last had a NaN or infinite loss or gradient norm (--max-nonfinite in a row, or at the end).
     int diverged(long first_bad, long last) const {
-        if (lead_)
-            fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(*dir_, first_bad, last).c_str());
+        if (lead_) fprintf(stderr, "train_prism: error: %s\n", nonfinite_message(*dir_, first_bad, last).c_str());
         end_record("diverged", last);
         return kExitDiverged;
     }
@@ -666,8 +669,11 @@ class Run {
         const std::string newest = step_dir_name(steps.back());
         throw ConfigError("--resume: " + out + "/latest names " + latest + ", but " + out + " holds " + newest +
                           ", a later checkpoint of another lineage, which a later resume would splice into this one; "
-                          "pass --branch-from " + latest + " to go on from it (the later checkpoints move aside, kept), "
-                          "or echo " + newest + " > " + out + "/latest to go on from the newest");
+                          "pass --branch-from " +
+                          latest +
+                          " to go on from it (the later checkpoints move aside, kept), "
+                          "or echo " +
+                          newest + " > " + out + "/latest to go on from the newest");
     }
 
     // The record's end: how this invocation ended, at which step (the lead's; the run is not failed by it).

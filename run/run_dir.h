@@ -415,7 +415,9 @@ class RunDir {
         if (at < 0 || lstat((out_ + "/" + name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
             throw ConfigError("--branch-from " + printable(name) + ": not a checkpoint directory of " + out_ +
                               " (a name like step_00000020; " + out_ + " holds " +
-                              (checkpoint_steps().empty() ? std::string("none") : step_dir_name(checkpoint_steps().back()) + " and earlier") + ")");
+                              (checkpoint_steps().empty() ? std::string("none")
+                                                          : step_dir_name(checkpoint_steps().back()) + " and earlier") +
+                              ")");
         std::string aside;
         for (long s : checkpoint_steps()) {
             if (s <= at) continue;
@@ -629,5 +631,4 @@ class RunDir {
 
     bool lead() const { return dist_.rank == 0; }
     static std::string state_file_name(int rank) { return "state_rank" + std::to_string(rank) + ".bin"; }
-
 };

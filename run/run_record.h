@@ -291,6 +291,6 @@ inline std::string data_record_json(const std::string& train, const std::string&
     };
     auto text = [](const std::string& v) { return v.empty() ? std::string("null") : json::quote(v); };
     return "{\"train\": " + json::quote(train) + ", \"val\": " + text(val) +
-           ", \"train_path\": " + json::quote(abs(train_glob)) + ", \"val_path\": " + text(val.empty() ? "" : abs(val_glob)) +
-           "}";
+           ", \"train_path\": " + json::quote(abs(train_glob)) +
+           ", \"val_path\": " + text(val.empty() ? "" : abs(val_glob)) + "}";
 }

@@ -634,7 +634,8 @@ void find_state(Run& r, bool evals) {
     } else if (recorded && rec.status() == "done" && rec.arg("--steps") != std::to_string(plan.steps)) {
         // A finished run is never changed: resumed to another length its lr curve would be two schedules.
         throw ConfigError(r.dir + " is done at --steps " + rec.arg("--steps") + " and this study asks for --steps " +
-                          std::to_string(plan.steps) + "; a study never changes a finished run: rerun it with the "
+                          std::to_string(plan.steps) +
+                          "; a study never changes a finished run: rerun it with the "
                           "length it was run with, or use another study directory for the new length");
     } else if (access((r.dir + "/latest").c_str(), F_OK) == 0) {
         r.state = "resume";

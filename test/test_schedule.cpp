@@ -287,3 +287,18 @@ TEST_CASE("layer lists name a bad item as a layer number or range, a backwards r
     CHECK_THROWS_WITH(layer_set("5", 4, "--no-mlp"), "--no-mlp: '5' is not a layer range within 1..4");
     CHECK(layer_set("1,3-4", 4, "--no-mlp") == std::vector<bool>{true, false, true, true});
 }
+
+// Warnings said once and only where they hold: a narrow head in a layer without attention is no head at all; a
+// model without attention anywhere is said to be one.
+TEST_CASE("model warnings: none for a layer without attention, one for a model without any", "[schedule]") {
+    std::vector<std::string> w;
+    ModelSpec s = spec("tiny", "uniform", "x");  // layer 5: width 32, 4 heads of head_dim 8
+    s.no_attention = "5";
+    build(s, &w);
+    CHECK(w.empty());
+    s.no_attention = "1-6";
+    w.clear();
+    build(s, &w);
+    REQUIRE(w.size() == 1);
+    CHECK(w[0].rfind("no layer has attention (--no-attention covers every layer)", 0) == 0);
+}

@@ -105,8 +105,9 @@ TEST_CASE("study: a grid of runs, rerun until done; --list, --only, a resumed ru
     const std::string before = read_text(dir + "/uniform-uniform-s1/log.jsonl");
     Result longer = sh(base + " -- " + m + " --steps 8");
     CHECK(one_line_error(longer));
-    CHECK(has(longer.out, "/uniform-uniform-s1 is done at --steps 6 and this study asks for --steps 8; a study never "
-                          "changes a finished run"));
+    CHECK(has(longer.out,
+              "/uniform-uniform-s1 is done at --steps 6 and this study asks for --steps 8; a study never "
+              "changes a finished run"));
     CHECK(read_text(dir + "/uniform-uniform-s1/log.jsonl") == before);
     // The report groups the study by heads and shows the evals' metrics with their paired differences.
     Result rep = sh("./report " + dir + "/* -o " + dir + "/r.html");

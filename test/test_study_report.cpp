@@ -285,10 +285,14 @@ TEST_CASE("report never takes unlike runs for seeds: 20 steps, stopped at 24 of 
     CHECK(has(r.out, "(3 runs in 3 groups"));
     CHECK(has(r.out,
               "note: the runs r-s1, r-s2, r-s3 have the same flags (seeds aside) but differ in steps 20 / 24 of "
-              "25 / 25; status done / stopped / done: shown as 3 groups, not as seeds of one"));
+              "25 / 25; status done / stopped / done; lr branches none / --steps 20 to 25 at step 20 / --steps 20 "
+              "to 25 at step 20: shown as 3 groups, not as seeds of one"));
     CHECK(has(r.out, "note: r-s2: its last validation loss is from step 20, its weights are at step 24"));
     CHECK(has(r.out, "its log goes on to step 21 past its weights' step 20"));
-    for (const char* g : {"steps 20, status done ", "steps 24 of 25, status stopped ", "steps 25, status done "})
+    // Resumed to another length, r-s2 and r-s3 are recorded branches of their cosine schedule (run/run.h).
+    for (const char* g : {"steps 20, status done, lr branches none ",
+                          "steps 24 of 25, status stopped, lr branches --steps 20 to 25 at step 20 ",
+                          "steps 25, status done, lr branches --steps 20 to 25 at step 20 "})
         CHECK(lines_starting(r.out, std::string("  ") + g).size() == 2);  // final and best val loss: one row each
 
     // The page: the same sentence, and the runs' table names the step of the weights and of an earlier val loss.
