@@ -160,8 +160,8 @@ class CudaEngine : public CudaEngineHooks {
                        model_.acts().resid, N, c.D(), compute_);
         if (dp_.world() > 1) comm_all_reduce_sum(comm_, lstats_->sums(), 4 * (size_t)c.L(), compute_);
         std::vector<double> h(4 * (size_t)c.L());
-        cudaCheck(cudaMemcpyAsync(h.data(), lstats_->sums(), h.size() * sizeof(double), cudaMemcpyDeviceToHost,
-                                  compute_));
+        cudaCheck(
+            cudaMemcpyAsync(h.data(), lstats_->sums(), h.size() * sizeof(double), cudaMemcpyDeviceToHost, compute_));
         sync_all();
         LayerSums s(c.L());
         for (int l = 0; l < c.L(); l++)

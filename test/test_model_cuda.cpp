@@ -709,7 +709,8 @@ TEST_CASE("the memory plan turns recomputation on only when the activations woul
     CHECK(choose_recompute(c, 4, 8, rec / 2) == -1);
 }
 
-TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's, computed on the device", "[kernels][model][layerstats]") {
+TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's, computed on the device",
+          "[kernels][model][layerstats]") {
     SerialOpenMP serial;
     for (std::string kind : {"combo", "no_attention", "openelm"}) {
         INFO(kind);
