@@ -9,6 +9,7 @@
 #include "ref/cpu_engine.h"
 #include "ref/reference.h"
 #include "test/train_util.h"
+#include "inspect/layer_heatmap.h"
 #include "inspect/xml_check.h"
 #include "util/json.h"
 
@@ -206,4 +207,38 @@ TEST_CASE("log.jsonl carries each layer's signals every --layer-stats-every step
     for (const auto& [step, line] : read_log(dir + "/none/log.jsonl"))
         CHECK(line.find("\"layers\"") == std::string::npos);
     sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("the heat map colours on a log scale, greys what has no log, and thins long logs to 200 columns",
+          "[layerstats][report]") {
+    std::vector<long> steps;
+    std::vector<std::vector<double>> v;
+    for (long s = 1; s <= 500; s++) {
+        steps.push_back(10 * s);
+        v.push_back({1e-3, 1e-2, s == 500 ? 1e1 : 1.0});  // layer 3 explodes at the last step
+    }
+    v[0][1] = NAN, v[0][0] = 0.0;  // no value, and one that has no logarithm
+    const std::string svg = svg::heat_map("t", "grad_norm", steps, v, 3);
+    REQUIRE(xml_error(svg) == "");
+    CHECK(svg.find("data-layers=\"3\" data-steps=\"200\"") != std::string::npos);
+    size_t cells = 0;
+    for (size_t p = svg.find("data-layer=\""); p != std::string::npos; p = svg.find("data-layer=\"", p + 1)) cells++;
+    CHECK(cells == 600);
+    CHECK(svg.find("(200 of 500 logged)") != std::string::npos);
+    auto cell = [&](int layer, long step) {
+        const std::string key =
+            "data-layer=\"" + std::to_string(layer) + "\" data-step=\"" + std::to_string(step) + "\"";
+        const size_t at = svg.find(key);
+        REQUIRE(at != std::string::npos);
+        const size_t fill = svg.rfind("fill=\"", at);
+        return svg.substr(fill + 6, 7);
+    };
+    // The range is 1e-3 .. 1e1, four decades: the lowest cell is viridis' first stop, the highest its last, and 1e-2
+    // (one decade up, a quarter of the way) its second; the first and last logged steps are both drawn.
+    CHECK(cell(1, 5000) == "#440154");
+    CHECK(cell(3, 5000) == "#fde725");
+    CHECK(cell(2, 5000) == "#3b528b");
+    CHECK(cell(1, 10) == "#cccccc");
+    CHECK(cell(2, 10) == "#cccccc");
+    CHECK(svg.find("data-layer=\"2\" data-step=\"10\" data-value=\"null\"") != std::string::npos);
 }
