@@ -31,6 +31,7 @@
 #include "engine.h"
 #include "forward_contract.h"
 #include "gradnorm.cuh"
+#include "layer_stats.cuh"
 #include "memory_plan.h"
 #include "model.cuh"
 #include "model/layer_columns.h"
@@ -117,6 +118,7 @@ class CudaEngine : public CudaEngineHooks {
             cudaCheck(cudaMemsetAsync(norm_sq_, 0, sizeof(double), compute_));
             queue_stats_readback(false);
         }
+        lr_ = lr, hp_ = hp;  // for layer_stats
         ::adamw_step(params_, master_, m_, v_, grads_, ranges_dev_, n_ranges_, adamw_blocks_, t_ + 1, lr, hp.beta1,
                      hp.beta2, hp.eps, hp.weight_decay, step_stats_, clipped ? max_norm_ : 0.0, compute_);
         if (sharded()) comm_all_gather(comm_, params_, shard_.size, compute_);  // every rank's updated shard
@@ -134,10 +136,38 @@ class CudaEngine : public CudaEngineHooks {
         ring_.synced(stats_mark_);
         StepStats s{stats_host_[0], phase_ == Phase::Updated ? std::sqrt(stats_host_[1]) : NAN};
         if (update) {  // the update skipped itself on the device if these stats are not finite
-            if (std::isfinite(stats_host_[0]) && std::isfinite(stats_host_[1])) t_++;
+            applied_ = std::isfinite(stats_host_[0]) && std::isfinite(stats_host_[1]);
+            if (applied_) t_++;
             phase_ = Phase::Open;
         }
         return s;
+    }
+    // layer_stats.cuh's three launches over this rank's part of the vector (ZeRO-0 with several ranks too, so that
+    // the all-reduced sums count each element once), then the 4 L sums read back: the call's one wait.
+    LayerStats layer_stats() override {
+        expect({Phase::Open}, "layer_stats");
+        const ModelConfig& c = model_.cfg;
+        if (model_.batch() == 0) throw std::logic_error("CudaEngine: layer_stats before any training step");
+        if (!lstats_) {
+            const bool dp = dp_.world() > 1;
+            const size_t from = dp ? shard_.begin : 0, to = dp ? shard_.end : model_.glayout.total;
+            lstats_.reset(new LayerStatsDevice(layer_stats_plan(c, model_.glayout, from, to,
+                                                                sharded() ? from - shard_.offset : from,
+                                                                LSTATS_PER_BLOCK, LSTATS_MAX_BLOCKS)));
+        }
+        const long N = (long)model_.batch() * model_.seq();
+        lstats_->queue(grads_, master_, m_, v_, applied_ ? AdamWDelta::of(lr_, hp_, t_) : AdamWDelta(),
+                       model_.acts().resid, N, c.D(), compute_);
+        if (dp_.world() > 1) comm_all_reduce_sum(comm_, lstats_->sums(), 4 * (size_t)c.L(), compute_);
+        std::vector<double> h(4 * (size_t)c.L());
+        cudaCheck(
+            cudaMemcpyAsync(h.data(), lstats_->sums(), h.size() * sizeof(double), cudaMemcpyDeviceToHost, compute_));
+        sync_all();
+        LayerSums s(c.L());
+        for (int l = 0; l < c.L(); l++)
+            s.grad_sq[l] = h[l], s.weight_sq[l] = h[c.L() + l], s.delta_sq[l] = h[2 * c.L() + l],
+            s.out_sq[l] = h[3 * c.L() + l];
+        return finish_layer_stats(s, c, N, dp_.world());
     }
     std::pair<size_t, size_t> optimizer_range() const override {
         if (!sharded()) return {0, layout_.total};
@@ -214,6 +244,11 @@ class CudaEngine : public CudaEngineHooks {
     long t_ = 0;             // AdamW updates applied (a skipped one is never counted)
     Phase phase_ = Phase::Open;
     double max_norm_ = 0;  // the clip's, for the update
+    // layer_stats: the last update's learning rate and hyperparameters, whether it applied, the device tables
+    double lr_ = 0;
+    OptimizerHyper hp_;
+    bool applied_ = false;
+    std::unique_ptr<LayerStatsDevice> lstats_;
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
     cudaEvent_t uploaded_[2], buckets_uploaded_[2], slot_free_[2], carved_, stats_ready_;

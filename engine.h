@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "layer_stats.h"
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model_config.h"
 
@@ -118,6 +119,10 @@ class Engine {
     // rank's non-finite guard decides alike; a forward-only loss (validation) is this rank's. An AdamW update
     // queued after the clip keeps running while the host goes on.
     virtual StepStats read_stats() = 0;
+    // Right after read_stats of a training step (before the next zero_grad or forward): its per-layer signals
+    // (layer_stats.h), from the gradients, weights, moments and residual states the step left. Waits for the GPU
+    // (one read-back of 4 L numbers, no round trip per layer); with several ranks a collective, the same on every rank.
+    virtual LayerStats layer_stats() = 0;
     // The parameters whose AdamW moments this rank holds, as [begin, end) of the interface order: all of
     // [0, P) unless ZeRO-1 shards them. get/set_optimizer move the moments of exactly this range (end - begin
     // each) and the step count, for checkpoints.

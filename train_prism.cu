@@ -280,6 +280,8 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
             eng, [&](int* i, int* t) { train->next_batch(i, t); }, o.B, p.T, p.n_micro, o.clip, r.lr, o.opt, in, tg,
             dist.world);
         r.loss = s.loss, r.norm = s.grad_norm;  // both summed over the ranks by the engine: the same on every rank
+        if (o.layer_stats_every > 0 && ((step + 1) % o.layer_stats_every == 0 || step + 1 == p.steps))
+            r.layers = eng.layer_stats();  // a collective, right after the step's read (in its time per step)
         // A NaN or inf anywhere reaches the loss or the norm. The engine's adamw_step skips such a step by itself
         // (on the GPU without a wait: the update kernel reads the step's loss and norm on the device), so it
         // changes nothing: no update, the moments and the step count stay, the next zero_grad drops its gradients.

@@ -26,6 +26,8 @@
 //     on the page per run and on stdout per group
 // Every string a run's files give (task and metric names, record values) is shown cut to a bounded length with its
 // size (run/run_log.h's cut_text), and grouping, labels and sweeps are hashed, linear in the records' sizes.
+//   - per run that logged them (log.jsonl's "layers"), each layer's gradient norm, update/weight ratio and output
+//     RMS over the logged steps as heat maps (inspect/layer_heatmap.h)
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
@@ -72,6 +74,7 @@
 #include "model/build.h"
 #include "inspect/report_groups.h"
 #include "inspect/report_sweep.h"
+#include "inspect/layer_heatmap.h"
 #include "inspect/svg.h"
 #include "inspect/xml_check.h"
 #include "run/run_record.h"
@@ -848,6 +851,36 @@ std::string loss_sections(const Options& o, const std::vector<RunLog>& runs, con
            "alone on the same hardware; the losses do not depend on it.</p>\n";
 }
 
+// Per run that logged them (train_prism --layer-stats-every), its per-layer signals as three heat maps
+// (inspect/layer_heatmap.h): layers x logged steps, log scale.
+std::string layer_sections(const std::vector<RunLog>& runs) {
+    std::string h;
+    for (const RunLog& r : runs) {
+        std::vector<long> steps;
+        std::vector<std::vector<double>> v[3];
+        size_t L = 0;
+        for (const RunStep& st : r.steps)
+            if (!st.layers.grad_norm.empty()) {
+                steps.push_back(st.step);
+                v[0].push_back(st.layers.grad_norm), v[1].push_back(st.layers.update_ratio);
+                v[2].push_back(st.layers.out_rms);
+                L = std::max(L, st.layers.grad_norm.size());
+            }
+        if (steps.empty()) continue;
+        h += "<h3>" + xml_escape(cut_text(r.name, kShownLabel)) + "</h3>\n<div class=\"charts\">\n" +
+             svg::heat_map("Gradient norm per layer", "grad_norm", steps, v[0], (int)L) +
+             svg::heat_map("Update / weight ratio per layer", "update_ratio", steps, v[1], (int)L) +
+             svg::heat_map("Output RMS per layer", "out_rms", steps, v[2], (int)L) + "</div>\n";
+    }
+    if (h.empty()) return "";
+    return "<h2>Per-layer training signals</h2>\n<p class=\"note\">Each layer's gradient norm (before clipping), "
+           "the ratio ||&#916;W|| / ||W|| of its matrices' AdamW update and the RMS of the residual slice it writes, "
+           "at the steps that logged them (train_prism --layer-stats-every), on a log colour scale per map (dark: "
+           "low, yellow: high; grey: none). A layer that starves is a dark row, one that blows up a bright one; "
+           "hover a cell for its value.</p>\n" +
+           h;
+}
+
 // analyze's charts: RUN_DIR/analyze/ of every run and each --analyze DIR, each directory once however named.
 std::string analyze_section(const Options& o, const std::vector<RunLog>& runs, const std::vector<RunStyle>& styles,
                             std::vector<ReadPath>& inputs, std::vector<std::string>& warnings) {
@@ -928,7 +961,7 @@ int run(const Options& o) {
     const TimeUnit time = time_unit(longest);
     h +=
         "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time) + loss_sections(o, runs, groups, styles, time);
-    h += "<h2>Schedules</h2>\n" + schedules(runs, styles);
+    h += "<h2>Schedules</h2>\n" + schedules(runs, styles) + layer_sections(runs);
     text += layer_tables_text(runs, groups);
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles) + analyze_section(o, runs, styles, inputs, warnings);
     if (!warnings.empty()) {

@@ -65,12 +65,13 @@ class CpuEngine : public Engine {
         model_.backward(grad_scale);
         logits_valid_ = false;  // the CUDA engine's are gone too: fail alike
     }
-    void zero_grad() override { model_.zero_grad(); }
+    void zero_grad() override { model_.zero_grad(), clip_ = 1.0f; }
     // With several ranks the gradients are reduced here (the CPU has no second stream to overlap them on).
     void clip_grad_norm(double max_norm) override {
         clipped_ = true;
         if (dp_.world() == 1) {
             norm_ = ref::clip_grad_norm(model_.grads.data(), model_.grads.size(), max_norm);
+            clip_ = ref::clip_scale<float>(norm_, max_norm);
             return;
         }
         reduce_grads();
@@ -82,7 +83,7 @@ class CpuEngine : public Engine {
         double sq = 0;
         for (double p : part) sq += p;  // rank order: the same bits on every rank
         norm_ = std::sqrt(sq);
-        const float scale = ref::clip_scale<float>(norm_, max_norm);
+        const float scale = clip_ = ref::clip_scale<float>(norm_, max_norm);
         if (scale != 1.0f) {
             std::vector<float>& g = sharded() ? shard_grads_ : model_.grads;
             for (float& x : g) x *= scale;
@@ -95,7 +96,9 @@ class CpuEngine : public Engine {
     }
     // As the CUDA engine: a step whose loss or (clipped) gradient norm is NaN or infinite changes nothing.
     void adamw_step(double lr, const OptimizerHyper& hp) override {
+        updated_ = false;
         if (!std::isfinite(loss_sum_) || (clipped_ && !std::isfinite(norm_))) return;
+        updated_ = true, lr_ = lr, hp_ = hp;
         if (!sharded()) return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, hp);
         // ZeRO-1: this rank's shard of the parameters, then every rank's shard to every rank.
         std::vector<float>& w = model_.params;
@@ -106,6 +109,40 @@ class CpuEngine : public Engine {
         std::copy(w.begin() + shard_.begin, w.begin() + shard_.end, mine.begin());
         dp_.dist->all_gather(mine.data(), padded_.data(), shard_.size, "the all-gather of the parameters");
         std::copy(padded_.begin(), padded_.begin() + w.size(), w.begin());
+    }
+    // This rank's part of the flat vector (all of it with one rank), then the sums added over the ranks. The
+    // gradients were scaled in place by the clip: divided back, to report the norm before clipping.
+    LayerStats layer_stats() override {
+        const ModelConfig& c = config();
+        const ParamLayout& lay = model_.layout;
+        const bool dp = dp_.world() > 1;
+        const size_t from = dp ? shard_.begin : 0, to = dp ? shard_.end : num_params();
+        const float* g = sharded() ? shard_grads_.data() - from : model_.grads.data();  // indexed by i in [from, to)
+        const float *m = opt_.m.data() - (sharded() ? from : 0), *v = opt_.v.data() - (sharded() ? from : 0);
+        const AdamWDelta ad = updated_ ? AdamWDelta::of(lr_, hp_, opt_.t) : AdamWDelta();
+        const double unclip = 1.0 / clip_;
+        LayerSums s(c.L());
+        for (const ParamTensor& x : lay.tensors) {
+            const size_t a = std::max(from, x.offset), b = std::min(to, x.offset + x.numel());
+            if (x.layer < 0 || a >= b) continue;
+            for (size_t i = a; i < b; i++) {
+                const double gi = g[i] * unclip;
+                s.grad_sq[x.layer] += gi * gi;
+                if (!x.is_matrix) continue;
+                const double d = ad.delta(model_.params[i], m[i], v[i]), before = model_.params[i] - d;
+                s.weight_sq[x.layer] += before * before, s.delta_sq[x.layer] += d * d;
+            }
+        }
+        const long rows = (long)B_ * T_;
+        for (int l = 0; l < c.L(); l++) {
+            const float* x = model_.residual_state(2 * l + 2);
+            for (long n = 0; n < rows; n++)
+                for (int j = 0; j < c.layers[l].width; j++) s.out_sq[l] += (double)x[n * c.D() + j] * x[n * c.D() + j];
+        }
+        if (dp)
+            for (std::vector<double>* x : {&s.grad_sq, &s.weight_sq, &s.delta_sq, &s.out_sq})
+                dp_.dist->sum(x->data(), c.L(), "the sum of the per-layer statistics");
+        return finish_layer_stats(s, c, rows, dp_.world());
     }
     std::pair<size_t, size_t> optimizer_range() const override {
         return sharded() ? std::make_pair(shard_.begin, shard_.end) : std::make_pair((size_t)0, num_params());
@@ -145,6 +182,11 @@ class CpuEngine : public Engine {
     int B_ = 0, T_ = 0;
     double loss_sum_ = 0, norm_ = NAN;
     bool clipped_ = false;  // clip_grad_norm ran since the last read_stats
+    // For layer_stats: the last clip's scale, and the last AdamW update's learning rate and hyperparameters.
+    float clip_ = 1.0f;
+    bool updated_ = false;
+    double lr_ = 0;
+    OptimizerHyper hp_;
     bool logits_valid_ = false;
 
     bool sharded() const { return dp_.zero >= 1 && dp_.world() > 1; }

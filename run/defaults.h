@@ -61,7 +61,8 @@ struct TrainOptions {
     bool sample_flag_given = false;
     long stop_after = 0;  // stop (with a checkpoint) after this many steps of this invocation
     int sample_tokens = 48, keep = 2;
-    int max_nonfinite = 3;                  // steps in a row with a NaN/inf loss or gradient norm before the run stops
+    int max_nonfinite = 3;        // steps in a row with a NaN/inf loss or gradient norm before the run stops
+    long layer_stats_every = 10;  // per-layer signals (layer_stats.h) in log.jsonl every N steps and at the last
     long eval_every = 0, eval_limit = 500;  // a zero-shot task every N steps (eval/scoring.h), on this many examples
     std::string eval_task = "hellaswag", eval_data = "data/eval";
     std::vector<std::string> argv;  // this invocation's command line, for the run record

@@ -47,6 +47,7 @@ struct StepRecord {
     double loss = 0, val_loss = NAN, lr = 0, norm = 0, tokens_per_s = 0, elapsed = 0, mfu = NAN;
     bool has_val = false;  // val_loss was measured (it may still be NaN)
     bool skipped = false;  // the loss or the gradient norm was NaN or infinite: no update was made
+    LayerStats layers;     // per-layer signals (layer_stats.h); empty on a step that did not measure them
 };
 
 // The step's JSON object, without the closing brace (an eval result may follow). Non-finite values are null.
@@ -59,6 +60,15 @@ inline std::string log_step(const StepRecord& r) {
          ", \"elapsed_s\": " + json::number(r.elapsed, "%.3f");
     if (!std::isnan(r.mfu)) s += ", \"mfu\": " + json::number(r.mfu, "%.4f");
     if (r.skipped) s += ", \"skipped\": true";
+    if (!r.layers.grad_norm.empty()) {
+        auto list = [](const std::vector<double>& v) {
+            std::string a = "[";
+            for (size_t i = 0; i < v.size(); i++) a += (i ? ", " : "") + json::number(v[i], "%.4e");
+            return a + "]";
+        };
+        s += ", \"layers\": {\"grad_norm\": " + list(r.layers.grad_norm) +
+             ", \"update_ratio\": " + list(r.layers.update_ratio) + ", \"out_rms\": " + list(r.layers.out_rms) + "}";
+    }
     return s;
 }
 

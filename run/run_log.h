@@ -30,6 +30,7 @@
 #include "util/json.h"
 #include "util/fs.h"
 #include "run/run_record.h"
+#include "layer_stats.h"
 #include "model_config.h"
 
 struct RunStep {
@@ -37,6 +38,7 @@ struct RunStep {
     double train_loss = NAN, val_loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, elapsed_s = NAN;
     double elapsed_total = NAN;  // elapsed_s summed across resumed invocations
     bool skipped = false;
+    LayerStats layers;  // the per-layer signals of a step that logged them ("layers"); empty otherwise
 };
 
 struct RunEval {
@@ -158,6 +160,16 @@ inline size_t read_steps(const std::string& path, RunLog& r, const std::function
         s.elapsed_s = number(o, "elapsed_s");
         const json::Value* sk = o.find("skipped");
         s.skipped = sk && sk->kind == json::Value::Bool && sk->b;
+        const json::Value* ly = o.find("layers");  // {"grad_norm": [...], ...}: a null entry reads as NaN
+        if (ly && ly->kind == json::Value::Object)
+            for (auto [key, out] : {std::make_pair("grad_norm", &s.layers.grad_norm),
+                                    std::make_pair("update_ratio", &s.layers.update_ratio),
+                                    std::make_pair("out_rms", &s.layers.out_rms)}) {
+                const json::Value* a = ly->find(key);
+                if (a && a->kind == json::Value::Array)
+                    for (const json::Value& x : a->arr)
+                        out->push_back(x.kind == json::Value::Number ? std::strtod(x.str.c_str(), nullptr) : NAN);
+            }
         if (std::isfinite(s.elapsed_s)) {
             if (s.elapsed_s < last_elapsed) offset += last_elapsed;  // a resumed invocation's clock restarted
             last_elapsed = s.elapsed_s;

@@ -178,6 +178,11 @@ inline std::vector<Flag> make_train_flags(TrainOptions& o) {
             .changes_on_resume());
     f.push_back(path_flag("--tokenizer", "FILE", std::string("GPT-2 ranks file for samples (") + kTokenizerHelp + ")",
                           o.tokenizer));
+    f.push_back(number_flag("--layer-stats-every", "N",
+                            "log each layer's gradient norm, update/weight ratio and output RMS every N "
+                            "steps (0: never; default {default})",
+                            o.layer_stats_every, 0, kMaxSteps)
+                    .changes_on_resume());
     f.push_back(number_flag("--eval-every", "N",
                             "run the zero-shot task --eval-task every N steps and log it (0: "
                             "never)",

@@ -14,6 +14,9 @@
 //     and ZeRO-0, and losses and gradient norms match the one-rank engine's within 1e-4 relative (not after step 3,
 //     which reads no norm and whose loss is each rank's own: there the parameter hashes show whether ZeRO-0
 //     reduced, and the moments below whether ZeRO-1 did);
+//   - after every clipped step, the per-layer signals (Engine::layer_stats) of both within 1e-3 relative of the
+//     one-rank engine's (measured: 1.7e-4 for the widths model, whose drift reaches a single layer's norm more than
+//     the global one's, and 3.5e-8 for the every-column model; a shard counted twice or not at all is off by 40%);
 //   - the optimizer ranges of the ranks tile [0, P); ZeRO-1's moments, read through the interface (the device
 //     shard mapped to interface order), equal ZeRO-0's over the same range within 1e-4 of the largest; and
 //     get/set_optimizer round-trip a rank's shard.
@@ -30,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "util/io.h"
@@ -59,7 +63,7 @@ ModelConfig columns_config() {
 struct Outcome {
     int bad = 0;
     std::string why;
-    double worst_grad = 0, worst_loss = 0, worst_norm = 0;
+    double worst_grad = 0, worst_loss = 0, worst_norm = 0, worst_layer = 0;
 };
 
 // The rows of micro-batch k of step s: (rows, T) inputs and targets, the same on every rank.
@@ -93,6 +97,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
     for (int s = 0; s < 4; s++) {
         const bool clip = s != 3;
         double loss[3], norm[3];
+        LayerStats ls[3];
         std::vector<int> in, tg;
         for (int e = 0; e < 3; e++) {
             engines[e]->zero_grad();
@@ -113,6 +118,7 @@ Outcome check(Dist& dist, const ModelConfig& c) {
             engines[e]->adamw_step(1e-3, hp);
             const StepStats st = engines[e]->read_stats();
             loss[e] = st.loss, norm[e] = st.grad_norm;  // the data-parallel engines' are summed over the ranks
+            ls[e] = engines[e]->layer_stats();          // before get_params: ZeRO-1 gathers through the gradient buffer
             p[e].resize(P);
             engines[e]->get_params(p[e].data());  // a collective for ZeRO-1: every rank calls it
         }
@@ -140,6 +146,17 @@ Outcome check(Dist& dist, const ModelConfig& c) {
                          " of the largest");
             }
             if (!clip) continue;
+            // The per-layer signals are the global ones: of the summed gradient (each element counted once, ZeRO-0's
+            // too), of the one update, and the residual RMS over every rank's rows (one rank: all of them).
+            for (int l = 0; l < c.L(); l++)
+                for (auto [what, x, y] : {std::make_tuple("grad_norm", ls[e].grad_norm[l], ls[2].grad_norm[l]),
+                                          std::make_tuple("update_ratio", ls[e].update_ratio[l], ls[2].update_ratio[l]),
+                                          std::make_tuple("out_rms", ls[e].out_rms[l], ls[2].out_rms[l])}) {
+                    out.worst_layer = std::max(out.worst_layer, std::fabs(x - y) / y);
+                    if (!(std::fabs(x - y) <= 1e-3 * y))
+                        fail("step " + std::to_string(s) + ": " + name + " layer " + std::to_string(l) + " " + what +
+                             " " + std::to_string(x) + " vs one rank's " + std::to_string(y));
+                }
             worst_loss = std::max(worst_loss, std::fabs(loss[e] - loss[2]) / std::fabs(loss[2]));
             worst_norm = std::max(worst_norm, std::fabs(norm[e] - norm[2]) / norm[2]);
             if (std::fabs(loss[e] - loss[2]) > 1e-4 * std::fabs(loss[2]) ||
@@ -186,8 +203,9 @@ int main(int argc, char** argv) {
     std::string line;
     for (const auto& [name, o] : {std::make_pair("widths", &uneven), std::make_pair("GQA, windows, no-op", &columns)}) {
         char measured[200];
-        snprintf(measured, sizeof measured, "%s%s: gradient %.1e of the largest, loss %.1e, norm %.1e relative",
-                 line.empty() ? "" : "; ", name, o->worst_grad, o->worst_loss, o->worst_norm);
+        snprintf(measured, sizeof measured,
+                 "%s%s: gradient %.1e of the largest, loss %.1e, norm %.1e, per-layer signals %.1e relative",
+                 line.empty() ? "" : "; ", name, o->worst_grad, o->worst_loss, o->worst_norm, o->worst_layer);
         line += measured;
     }
     const int bad = uneven.bad + columns.bad;

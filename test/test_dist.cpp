@@ -34,6 +34,7 @@
 #include "dist/process_group.h"
 #include "run/run_dir.h"
 #include "test/train_util.h"
+#include "util/json.h"
 
 namespace {
 
@@ -72,6 +73,16 @@ void check_losses_close(const std::string& a, const std::string& b, long steps, 
         }
 }
 
+// A log line's per-layer signal `kind` ("layers": --layer-stats-every), empty when the line has none.
+std::vector<double> layer_signal(const std::string& line, const char* kind) {
+    std::vector<double> v;
+    const json::Value o = json::parse(line);
+    const json::Value* ly = o.find("layers");
+    if (ly && ly->find(kind))
+        for (const json::Value& x : ly->find(kind)->arr) v.push_back(std::stod(x.str));
+    return v;
+}
+
 double max_param_diff(const std::string& a, const std::string& b) {
     LoadedModel ma = load_model(a), mb = load_model(b);
     REQUIRE(ma.params.size() == mb.params.size());
@@ -102,6 +113,21 @@ TEST_CASE("2 ranks of B rows train like 1 process of 2B rows; ZeRO-1 and ZeRO-0 
     CHECK(count(z1.out, "step    10/10") == 1);
     check_losses_close(dir + "/one/log.jsonl", dir + "/z1/log.jsonl", 10, 1e-5);
     CHECK(max_param_diff(dir + "/one/model.bin", dir + "/z1/model.bin") < 1e-4);
+    // The per-layer signals of step 10 (--layer-stats-every's default) are the global ones: the gradient summed
+    // over the ranks, the one update, and the residual RMS over both ranks' rows (1 process: all 4 rows). Within the
+    // losses' 1e-5 for the norms and the RMS; the update ratios within 1e-3, as Adam's normalised update of a
+    // moment near 0 amplifies the summation order's 1e-7 differences.
+    {
+        const std::string a = read_log(dir + "/one/log.jsonl")[10], b = read_log(dir + "/z1/log.jsonl")[10];
+        for (const char* kind : {"grad_norm", "update_ratio", "out_rms"}) {
+            const std::vector<double> x = layer_signal(a, kind), y = layer_signal(b, kind);
+            INFO(kind << "\n" << a << "\n" << b);
+            REQUIRE(x.size() == 2);
+            REQUIRE(y.size() == 2);
+            for (int l = 0; l < 2; l++)
+                CHECK(y[l] == Approx(x[l]).epsilon(std::string(kind) == "update_ratio" ? 1e-3 : 1e-5));
+        }
+    }
 
     Result z0 = sh(mpirun(2) + micro(dir, dir + "/z0") + " --steps 10 -b 2 --zero 0");
     INFO(z0.out);
@@ -109,6 +135,7 @@ TEST_CASE("2 ranks of B rows train like 1 process of 2B rows; ZeRO-1 and ZeRO-0 
     REQUIRE(z0.out.find("ZeRO-0") != std::string::npos);
     auto l0 = read_log(dir + "/z0/log.jsonl"), l1 = read_log(dir + "/z1/log.jsonl");
     for (long s = 1; s <= 10; s++) CHECK(losses_of(l0[s]) == losses_of(l1[s]));
+    CHECK(l0[10].substr(l0[10].find("\"layers\"")) == l1[10].substr(l1[10].find("\"layers\"")));  // the same bits
     CHECK(load_model(dir + "/z0/model.bin").params == load_model(dir + "/z1/model.bin").params);
     sh("rm -rf '" + dir + "'");
 }

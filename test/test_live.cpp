@@ -157,6 +157,21 @@ size_t check_log(const ReadBack& b, const std::string& run, const std::string& l
             if (float32) CHECK((float)it->second == (float)want);
             else CHECK(it->second == want);
         }
+        // The per-layer signals (--layer-stats-every): layers/KIND/NN, layer NN (0-based, two digits) of KIND.
+        const json::Value* layers = o.find("layers");
+        for (const auto& [kind, values] : layers ? layers->obj : decltype(layers->obj)()) {
+            for (size_t l = 0; l < values.arr.size(); l++) {
+                if (values.arr[l].kind != json::Value::Number) continue;
+                numbers++;
+                char tag[64];
+                snprintf(tag, sizeof tag, "layers/%s/%02zu", kind.c_str(), l);
+                auto it = b.scalars.find({run, step, tag});
+                INFO(run << " step " << step << " " << tag << " logged " << values.arr[l].str);
+                REQUIRE(it != b.scalars.end());
+                if (float32) CHECK((float)it->second == (float)std::stod(values.arr[l].str));
+                else CHECK(it->second == std::stod(values.arr[l].str));
+            }
+        }
     }
     size_t read = 0;
     for (const auto& [k, v] : b.scalars)

@@ -709,3 +709,48 @@ TEST_CASE("the memory plan turns recomputation on only when the activations woul
     CHECK(choose_recompute(c, 4, 8, (size_t)((keep + rec) / 2 / 0.97)) == 1);
     CHECK(choose_recompute(c, 4, 8, rec / 2) == -1);
 }
+
+TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's, computed on the device",
+          "[kernels][model][layerstats]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"combo", "no_attention", "openelm"}) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        CpuEngine cpu(c);
+        cpu.init_params(5);
+        std::vector<float> p(cpu.num_params());
+        cpu.get_params(p.data());
+        p = bf16_round(p);
+        cpu.set_params(p.data());
+        const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
+        gpu->set_params(p.data());
+        CHECK_THROWS_AS(gpu->layer_stats(), std::logic_error);  // no step yet: no gradients or states to read
+        OptimizerHyper hp;
+        std::vector<int> in, tg;
+        const int B = 2, T = 8;
+        for (int step = 0; step < 3; step++) {
+            make_batch(c, B, T, 200 + step, in, tg);
+            LayerStats s[2];
+            Engine* engines[2] = {&cpu, gpu.get()};
+            for (int k = 0; k < 2; k++) {
+                engines[k]->zero_grad();
+                engines[k]->forward_backward(in.data(), tg.data(), B, T, 1.0f);
+                engines[k]->clip_grad_norm(1.0);
+                engines[k]->adamw_step(3e-3, hp);
+                engines[k]->read_stats();
+                s[k] = engines[k]->layer_stats();
+            }
+            REQUIRE(s[1].grad_norm.size() == (size_t)c.L());
+            for (int l = 0; l < c.L(); l++) {
+                INFO("step " << step + 1 << " layer " << l << ": grad_norm " << s[1].grad_norm[l] << " vs "
+                             << s[0].grad_norm[l] << ", update_ratio " << s[1].update_ratio[l] << " vs "
+                             << s[0].update_ratio[l] << ", out_rms " << s[1].out_rms[l] << " vs " << s[0].out_rms[l]);
+                // Gradients within check_grads' 5e-2 of the reference's; the update of Adam's normalised
+                // moments within the same; the residual states bf16 (2^-9) plus the forward's drift, as the loss's.
+                CHECK(std::fabs(s[1].grad_norm[l] - s[0].grad_norm[l]) <= 5e-2 * s[0].grad_norm[l]);
+                CHECK(std::fabs(s[1].update_ratio[l] - s[0].update_ratio[l]) <= 5e-2 * s[0].update_ratio[l]);
+                CHECK(std::fabs(s[1].out_rms[l] - s[0].out_rms[l]) <= 1e-2 * s[0].out_rms[l]);
+            }
+        }
+    }
+}

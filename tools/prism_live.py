@@ -105,6 +105,12 @@ def scalars_of(obj):
             out[STEP_TAGS.get(key, "log/" + key)] = float(v)
         elif key == "skipped" and v is True:
             out["train/skipped"] = 1.0
+        elif key == "layers" and isinstance(v, dict):  # per-layer signals (--layer-stats-every): layers/KIND/NN
+            for kind, values in v.items():
+                if isinstance(values, list):
+                    for l, x in enumerate(values):
+                        if is_number(x):
+                            out[f"layers/{kind}/{l:02d}"] = float(x)
         elif key == "eval" and isinstance(v, dict):  # an in-training eval (--eval-every)
             task = v.get("task") if isinstance(v.get("task"), str) else "?"
             for m, x in v.items():
