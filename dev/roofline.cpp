@@ -162,6 +162,60 @@ static void gemm_rows(const char* name, long N, int in, int out, const Limits& l
     }
 }
 
+// One op of the step: its name, calls per step, the FLOPs and bytes of one call, and the call.
+struct Op {
+    const char* name;
+    int count;
+    std::pair<double, double> cost;  // FLOPs, bytes of one call
+    std::function<void()> run;
+};
+
+// Each op timed (its best of 3), with its FLOPs, bytes and the fractions of the limits; returns the ops' FLOPs.
+static double print_ops(const std::vector<Op>& ops, const Limits& lim) {
+    const int threads = omp_get_max_threads();
+    printf("one training step's ops (%% of the limits per CPU second x threads; bytes: operands once):\n");
+    printf("  %-18s %5s %9s %9s %9s %9s %8s %7s %8s %7s\n", "op", "calls", "GFLOP", "MB", "ms", "cpu-ms", "GFLOP/s",
+           "%FMA", "GB/s", "%BW");
+    double tw = 0, tc = 0, tf = 0;
+    for (const Op& op : ops) {
+        const Times t = best_time(op.run, 3, 0.05);
+        const double fl = op.cost.first * op.count, by = op.cost.second * op.count;
+        const double wall = t.wall * op.count, cpu = t.cpu * op.count / threads;  // CPU seconds per thread
+        tw += wall, tc += cpu, tf += fl;
+        printf("  %-18s %5d %9.3f %9.1f %9.2f %9.2f %8.1f %6.1f%% %8.1f %6.1f%%\n", op.name, op.count, fl / 1e9,
+               by / 1e6, wall * 1e3, cpu * 1e3, fl / cpu / 1e9, 100 * fl / cpu / 1e9 / lim.flops_cpu, by / cpu / 1e9,
+               100 * by / cpu / 1e9 / lim.bw_cpu);
+    }
+    printf("  sum of the ops: %.1f ms (%.1f ms per CPU), %.2f GFLOP: %.1f%% of the FMA limit per CPU second\n",
+           tw * 1e3, tc * 1e3, tf / 1e9, 100 * tf / tc / 1e9 / lim.flops_cpu);
+    return tf;
+}
+
+// The real step (RefModel forward + backward, gradient norm, AdamW) timed whole, against the ops' FLOPs tf.
+static void whole_step(const ModelConfig& cfg, int B, int T, const std::vector<int>& tokens,
+                       const std::vector<int>& targets, double tf, const Limits& lim) {
+    const int threads = omp_get_max_threads();
+    const long N = (long)B * T;
+    const OptimizerHyper hp;
+    ref::RefModel<float> model(cfg);
+    model.init_params(1337);
+    ref::AdamWState<float> mst(model.layout.total);
+    const Times s = best_time(
+        [&] {
+            model.zero_grad();
+            model.forward(tokens.data(), targets.data(), B, T);
+            model.backward();
+            ref::clip_grad_norm(model.grads.data(), model.layout.total, 1.0);
+            ref::adamw_step(model.params.data(), model.grads.data(), mst, model.layout, 1e-4, hp);
+        },
+        3, 1.0);
+    printf(
+        "the whole step (RefModel forward + backward + clip + AdamW): %.1f ms wall, %.1f ms per CPU; %.1f tok/s; "
+        "%.2f GFLOP: %.1f GFLOP/s = %.1f%% of the FMA limit over wall time, %.1f%% per CPU second\n",
+        s.wall * 1e3, s.cpu / threads * 1e3, N / s.wall, tf / 1e9, tf / s.wall / 1e9,
+        100 * tf / s.wall / 1e9 / lim.flops, 100 * tf / s.cpu / 1e9 / lim.flops_cpu * threads);
+}
+
 // One training step's ops at this shape (a uniform model: every layer the same, so one layer's op is timed and
 // counted L times), then the real step (RefModel forward + backward, gradient norm, AdamW) timed whole.
 // FLOPs: 2 per multiply-add of the GEMMs and of attention's dot products; elementwise ops count their arithmetic
@@ -203,12 +257,6 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
     };
     auto gemm_bwd = [&](long in, long out) {
         return std::make_pair(4.0 * N * in * out, f * (2 * N * out + 2 * N * in + 3 * in * out));
-    };
-    struct Op {
-        const char* name;
-        int count;
-        std::pair<double, double> cost;  // FLOPs, bytes of one call
-        std::function<void()> run;
     };
     const NormType nt = cfg.norm;
     const std::vector<Op> ops = {
@@ -316,40 +364,7 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
          {12.0 * P, f * 7 * P},
          [&] { ref::adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), 1, layout, 0, P, 1e-4, hp); }},
     };
-    const int threads = omp_get_max_threads();
-    printf("one training step's ops (%% of the limits per CPU second x threads; bytes: operands once):\n");
-    printf("  %-18s %5s %9s %9s %9s %9s %8s %7s %8s %7s\n", "op", "calls", "GFLOP", "MB", "ms", "cpu-ms", "GFLOP/s",
-           "%FMA", "GB/s", "%BW");
-    double tw = 0, tc = 0, tf = 0;
-    for (const Op& op : ops) {
-        const Times t = best_time(op.run, 3, 0.05);
-        const double fl = op.cost.first * op.count, by = op.cost.second * op.count;
-        const double wall = t.wall * op.count, cpu = t.cpu * op.count / threads;  // CPU seconds per thread
-        tw += wall, tc += cpu, tf += fl;
-        printf("  %-18s %5d %9.3f %9.1f %9.2f %9.2f %8.1f %6.1f%% %8.1f %6.1f%%\n", op.name, op.count, fl / 1e9,
-               by / 1e6, wall * 1e3, cpu * 1e3, fl / cpu / 1e9, 100 * fl / cpu / 1e9 / lim.flops_cpu, by / cpu / 1e9,
-               100 * by / cpu / 1e9 / lim.bw_cpu);
-    }
-    printf("  sum of the ops: %.1f ms (%.1f ms per CPU), %.2f GFLOP: %.1f%% of the FMA limit per CPU second\n",
-           tw * 1e3, tc * 1e3, tf / 1e9, 100 * tf / tc / 1e9 / lim.flops_cpu);
-
-    ref::RefModel<float> model(cfg);
-    model.init_params(1337);
-    ref::AdamWState<float> mst(model.layout.total);
-    const Times s = best_time(
-        [&] {
-            model.zero_grad();
-            model.forward(tokens.data(), targets.data(), B, T);
-            model.backward();
-            ref::clip_grad_norm(model.grads.data(), model.layout.total, 1.0);
-            ref::adamw_step(model.params.data(), model.grads.data(), mst, model.layout, 1e-4, hp);
-        },
-        3, 1.0);
-    printf(
-        "the whole step (RefModel forward + backward + clip + AdamW): %.1f ms wall, %.1f ms per CPU; %.1f tok/s; "
-        "%.2f GFLOP: %.1f GFLOP/s = %.1f%% of the FMA limit over wall time, %.1f%% per CPU second\n",
-        s.wall * 1e3, s.cpu / threads * 1e3, N / s.wall, tf / 1e9, tf / s.wall / 1e9,
-        100 * tf / s.wall / 1e9 / lim.flops, 100 * tf / s.cpu / 1e9 / lim.flops_cpu * threads);
+    whole_step(cfg, B, T, tokens, targets, print_ops(ops, lim), lim);
 }
 
 int main(int argc, char** argv) {

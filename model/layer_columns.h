@@ -270,9 +270,10 @@ inline const std::vector<LayerColumn>& layer_columns() {
         c.label = "no RoPE", c.heading = "RoPE", c.part = SubBlock::attention;
         c.rule = [](const ModelConfig& m, int l) {
             const LayerSpec& s = m.layers[l];
-            return !s.attention && !s.rope
-                       ? std::string("has no attention, so no rotary embedding to leave out; drop it from --no-rope")
-                       : std::string();
+            return !s.attention && !s.rope ? std::string(
+                                                 "has no attention, so no rotary embedding to leave out: only a layer "
+                                                 "with attention can be NoPE")
+                                           : std::string();
         };
         c.flag = "--no-rope", c.arg = "LAYERS";
         c.help = "layers (from 1: 3,5,7-9) whose attention uses no rotary embedding (NoPE)";
