@@ -9,6 +9,7 @@
 // valid value), for the test that feeds every binary's flags back to it (test/test_cli.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -288,6 +289,41 @@ inline bool looks_like_flag(const std::string& a) {
 // Applies argv to the flags; "--name value", "--name=value" and "-o=value" all work. A flag's value that reads as
 // a flag ("-o --plan": a value forgotten) is an error naming both; "-o=./--plan" gives such a value on purpose.
 // `program` names the binary in errors.
+// The error for an argument no flag takes: a flag's near miss (--step: "did you mean --steps?"), or a value after a
+// flag that takes none (--resume DIR: "did you mean --resume -o DIR?" where there is an -o).
+inline std::string unknown_argument(const std::string& a, const std::string& before, const std::vector<Flag>& flags,
+                                    const std::string& program) {
+    auto distance = [](const std::string& x, const std::string& y) {  // Levenshtein, for near misses
+        std::vector<size_t> row(y.size() + 1);
+        for (size_t j = 0; j <= y.size(); j++) row[j] = j;
+        for (size_t i = 1; i <= x.size(); i++) {
+            size_t diag = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= y.size(); j++) {
+                const size_t up = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
+                diag = up;
+            }
+        }
+        return row[y.size()];
+    };
+    const std::string list = "; run " + program + " --help for the list";
+    if (!looks_like_flag(a)) {
+        const Flag* prev = find_flag(flags, before);
+        const Flag* out = find_flag(flags, "-o");
+        if (prev && prev->arg.empty())
+            return "unexpected argument '" + printable(a) + "': " + before + " takes no value" +
+                   (out ? "; did you mean " + before + " -o " + printable(a) + "?" : list);
+        return "unexpected argument '" + printable(a) + "'" + list;
+    }
+    std::string best;
+    size_t best_d = 3;  // at most 2 edits away
+    for (const Flag& f : flags)
+        for (const std::string& n : flag_spellings(f))
+            if (n.size() > 2 && distance(a, n) < best_d) best_d = distance(a, n), best = n;
+    return "unknown flag '" + printable(a) + "'" + (best.empty() ? list : "; did you mean " + best + "?");
+}
+
 inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i], value;
@@ -295,7 +331,7 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, c
         const bool has_value = eq != std::string::npos;
         if (has_value) value = a.substr(eq + 1), a = a.substr(0, eq);
         const Flag* hit = find_flag(flags, a);
-        if (!hit) throw ConfigError("unknown flag '" + a + "'; run " + program + " --help for the list");
+        if (!hit) throw ConfigError(unknown_argument(a, i > 1 ? argv[i - 1] : "", flags, program));
         if (hit->arg.empty()) {
             if (has_value) throw ConfigError("flag " + a + " takes no value");
         } else if (!has_value) {

@@ -230,7 +230,7 @@ TEST_CASE("the frame: positional arguments, --name=value, a missing argument", "
     CHECK(p.positional == std::vector<std::string>{"a", "b"});
     CHECK(n == 3);
     CHECK(s == "x=y");
-    CHECK_THROWS_WITH(parse({"a", "b", "c"}), Catch::Contains("unknown flag 'c'"));  // a third is one too many
+    CHECK_THROWS_WITH(parse({"a", "b", "c"}), Catch::Contains("unexpected argument 'c'"));  // a third is one too many
     CHECK_THROWS_WITH(parse({"-n", "3"}), Catch::Contains("no file given; usage: tool FILE... [flags] (--help)"));
     CHECK_THROWS_WITH(parse({"a", "--number", "11"}), "--number must be at most 10");
     CHECK_THROWS_WITH(parse({"a", "-n", "0"}), "--number must be positive");
@@ -317,4 +317,17 @@ TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
     }
     CHECK(run_record::exact(0.003) == "0.003");
     CHECK(std::strtod(run_record::exact(8.0 / 3).c_str(), nullptr) == 8.0 / 3);
+}
+
+// A near miss of a flag names the flag meant; a value after a switch names the flag it most likely belongs to.
+TEST_CASE("train_prism's unknown arguments say what was likely meant: --step, --resume DIR", "[cli]") {
+    const Result a = sh("./train_prism --step 3 --plan");
+    CHECK(one_line_error(a));
+    CHECK(a.out.find("unknown flag '--step'; did you mean --steps?") != std::string::npos);
+    const Result b = sh("./train_prism --resume out/nowhere --plan");
+    CHECK(one_line_error(b));
+    CHECK(b.out.find("unexpected argument 'out/nowhere': --resume takes no value; did you mean --resume -o "
+                     "out/nowhere?") != std::string::npos);
+    const Result c = sh("./train_prism --zzzzzzzz");
+    CHECK(c.out.find("unknown flag '--zzzzzzzz'; run train_prism --help for the list") != std::string::npos);
 }
