@@ -399,10 +399,7 @@ class RunDir {
             check_identity();  // OUT moved between the check above and here: that is the reason, not the write
             throw;
         }
-        std::string link_tmp = out_ + "/model.bin.tmp";
-        unlink(link_tmp.c_str());
-        if (link((dir + "/model.bin").c_str(), link_tmp.c_str()) == 0)
-            rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
+        link_model(dir);
         prune(step);
     }
 
@@ -436,10 +433,7 @@ class RunDir {
                 throw ConfigError("cannot move " + from + " to " + to + ": " + strerror(errno));
         }
         write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
-        const std::string link_tmp = out_ + "/model.bin.tmp";
-        unlink(link_tmp.c_str());
-        if (link((out_ + "/" + name + "/model.bin").c_str(), link_tmp.c_str()) == 0)
-            rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
+        link_model(out_ + "/" + name);
         return aside;
     }
 
@@ -575,6 +569,15 @@ class RunDir {
     }
 
   private:
+    // OUT/model.bin becomes a hard link to the checkpoint dir's model.bin, by an atomic rename (best effort: the
+    // checkpoint and OUT/latest are what a resume reads).
+    void link_model(const std::string& dir) const {
+        const std::string link_tmp = out_ + "/model.bin.tmp";
+        unlink(link_tmp.c_str());
+        if (link((dir + "/model.bin").c_str(), link_tmp.c_str()) == 0)
+            rename(link_tmp.c_str(), (out_ + "/model.bin").c_str());
+    }
+
     static bool is_json(const std::string& line) {
         try {
             json::parse(line);
