@@ -132,15 +132,14 @@ inline bool data_fingerprinted(const RunRecord& rec) {
 inline void check_resume_data(const RunRecord& rec, const std::string& train_glob, const std::string& train,
                               const std::string& val_glob, const std::string& val, bool data_may_change,
                               std::vector<std::string>& notes) {
-    const json::Value* d = rec.doc.find("data");
-    const json::Value* t = d && d->kind == json::Value::Object ? d->find("train") : nullptr;
-    const json::Value* v = d && d->kind == json::Value::Object ? d->find("val") : nullptr;
-    if (!t || t->kind != json::Value::String) {
+    if (!data_fingerprinted(rec)) {
         notes.push_back(rec.path +
                         " records no fingerprint of its data (written by an older train_prism): the "
                         "shards are not compared with the first run's; this invocation records them");
         return;
     }
+    const json::Value* d = rec.doc.find("data");
+    const json::Value *t = d->find("train"), *v = d->find("val");
     auto differs = [&](const char* what, const std::string& glob, const std::string& was, const std::string& now) {
         if (was == now) return;
         const std::string m = "--resume: the " + std::string(what) + " shards " + glob + " are not the data " +
@@ -427,9 +426,10 @@ class Run {
                 printf("branch: %s/latest names %s%s\n", o.out.c_str(), o.branch_from.c_str(),
                        aside.empty() ? "" : ("; the later checkpoints moved to " + aside).c_str());
             }
-            if (lead_) check_lineage();
-            double moved = 1;  // every rank reads OUT/latest once the lead has moved it
-            dist_.sum(&moved, 1, "the branch's move");
+            if (!o.branch_from.empty()) {  // every rank reads OUT/latest once the lead has moved it
+                double moved = 1;
+                dist_.sum(&moved, 1, "the branch's move");
+            }
             ResumePoint r = load_checkpoint(eng);
             if (r.total_batch > 0 && r.total_batch != plan_.total_batch && !o.allow_batch_change)
                 throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
@@ -632,6 +632,15 @@ class Run {
                               " (newest " + newest + "); to resume from it: echo " + newest + " > " + out_ +
                               "/latest, then run again");
         }
+        if (!steps.empty() && steps.back() > step_of_dir_name(latest_name))  // latest written back by hand
+            throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", but " + out_ + " holds " +
+                              newest +
+                              ", a later checkpoint of another lineage, which a later resume would splice "
+                              "into this one; pass --branch-from " +
+                              latest_name +
+                              " to go on from it (the later "
+                              "checkpoints move aside, kept), or echo " +
+                              newest + " > " + out_ + "/latest to go on from the newest");
         ResumePoint r;
         r.dir = out_ + "/" + latest_name;
         struct stat st;
@@ -667,23 +676,6 @@ class Run {
                                                                      : 0;
         dir_->set_run_id(m.run_id);
         return r;
-    }
-
-    // OUT/latest is the newest checkpoint: a later one is another lineage's (latest written back by hand), whose steps
-    // a resume would splice into this one's; --branch-from moves them aside.
-    void check_lineage() const {
-        const std::string latest = dir_->latest();
-        const std::vector<long> steps = dir_->checkpoint_steps();
-        if (latest.empty() || steps.empty() || steps.back() <= step_of_dir_name(latest)) return;
-        const std::string& out = o_->out;
-        const std::string newest = step_dir_name(steps.back());
-        throw ConfigError("--resume: " + out + "/latest names " + latest + ", but " + out + " holds " + newest +
-                          ", a later checkpoint of another lineage, which a later resume would splice into this one; "
-                          "pass --branch-from " +
-                          latest +
-                          " to go on from it (the later checkpoints move aside, kept), "
-                          "or echo " +
-                          newest + " > " + out + "/latest to go on from the newest");
     }
 
     // The record's end: how this invocation ended, at which step (the lead's; the run is not failed by it).

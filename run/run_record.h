@@ -282,13 +282,7 @@ inline std::string model_record_json(const ModelSpec& spec, const ModelConfig& c
 // a resume from another directory finds the shards: Run::restore_flags).
 inline std::string data_record_json(const std::string& train, const std::string& val, const std::string& train_glob,
                                     const std::string& val_glob) {
-    auto abs = [](const std::string& g) {
-        if (g.empty() || g[0] == '/') return g;
-        char* cwd = getcwd(nullptr, 0);
-        const std::string a = cwd ? std::string(cwd) + "/" + g : g;
-        free(cwd);
-        return a;
-    };
+    auto abs = [](const std::string& g) { return g.empty() ? g : resolved_path(g); };  // the glob's folder resolved
     auto text = [](const std::string& v) { return v.empty() ? std::string("null") : json::quote(v); };
     return "{\"train\": " + json::quote(train) + ", \"val\": " + text(val) +
            ", \"train_path\": " + json::quote(abs(train_glob)) +
