@@ -552,7 +552,9 @@ if want cosine-stretch-branch; then fresh "$W/cs"; run "$W/cs" --steps 6 > /dev/
 if want branch-lineage; then fresh "$W/bl"; run "$W/bl" --steps 6 --ckpt-every 2 --keep 5 > /dev/null 2>&1; echo step_00000002 > "$W/bl/latest"
     run "$W/bl" --steps 6 --resume > "$W/o" 2>&1; rc=$?
     run "$W/bl" --steps 6 --resume --branch-from step_00000002 > "$W/o2" 2>&1; rc2=$?
-    check branch-lineage "[ $rc = 1 ] && grep -q 'a later checkpoint of another lineage' $W/o && [ $rc2 = 0 ] && ls -d $W/bl/lineage_*/step_00000006 > /dev/null 2>&1 && [ \"\$(cat $W/bl/latest)\" = step_00000006 ]" "latest written back by hand: exit $rc; --branch-from: exit $rc2, the old lineage moved aside"; fi
+    run "$W/bl" --steps 9 --ckpt-every 3 --resume --branch-from step_00000004 > "$W/o3" 2>&1; rc3=$?  # and another length
+    rc2=$((rc2 + rc3))
+    check branch-lineage "[ $rc = 1 ] && grep -q 'a later checkpoint of another lineage' $W/o && [ $rc2 = 0 ] && ls -d $W/bl/lineage_*/step_00000006 > /dev/null 2>&1 && [ \"\$(cat $W/bl/latest)\" = step_00000009 ]" "latest written back by hand: exit $rc; --branch-from, the same and another length: exit $rc2, the old lineage moved aside"; fi
 if want resume-from-elsewhere; then fresh "$W/re"; cp "$W"/syn_*.bin "$W/re/"; (cd "$W/re" && $TP --train 'syn_train_*.bin' --val 'syn_val_*.bin' -o run --steps 4 --stop-after 2 > /dev/null 2>&1)
     $TP -o "$W/re/run" --resume --stop-after 1 > "$W/o" 2>&1; rc=$?
     $TP -o "$W/re/run" --resume --train "$W/re/syn_train_*.bin" --val "$W/re/syn_val_*.bin" > "$W/o2" 2>&1; rc2=$?

@@ -422,7 +422,7 @@ class Run {
             if (lead_ && !o.branch_from.empty()) {
                 const std::string was = dir_->latest();
                 const std::string aside = dir_->branch(o.branch_from);
-                lr_changes_.push_back({step_of_dir_name(o.branch_from), "--branch-from", was, o.branch_from});
+                branched_ = {step_of_dir_name(o.branch_from), "--branch-from", was, o.branch_from};
                 printf("branch: %s/latest names %s%s\n", o.out.c_str(), o.branch_from.c_str(),
                        aside.empty() ? "" : ("; the later checkpoints moved to " + aside).c_str());
             }
@@ -471,6 +471,7 @@ class Run {
         writer_.started = run_record::utc_now(), writer_.engine = eng.describe(), writer_.engine_why = why;
         writer_.ranks = dist_.world, writer_.zero = zero_stage(o, dist_.world), writer_.start_step = start_;
         writer_.load_earlier(o.resume);
+        if (!branched_.flag.empty()) writer_.branches.push_back(branch_json(branched_));  // not an lr change
         for (const RunBranch& b : lr_changes_) writer_.branches.push_back(branch_json(b));
         writer_.write("running", start_, false);
     }
@@ -700,6 +701,7 @@ class Run {
     RunPlan plan_;
     LrSchedule sched_;                   // the lr of every step, on every engine
     std::vector<RunBranch> lr_changes_;  // a resume's changes of the schedule, for run.json's "branches"
+    RunBranch branched_;                 // --branch-from's move of OUT/latest (the lead's), for "branches" too
     std::string data_json_;              // the shards' fingerprints for the record (the lead's)
     long start_ = 0, tokens_ = 0;
     uint64_t rng_ = 0;
