@@ -633,7 +633,12 @@ class Run {
                               " (newest " + newest + "); to resume from it: echo " + newest + " > " + out_ +
                               "/latest, then run again");
         }
-        if (!steps.empty() && steps.back() > step_of_dir_name(latest_name))  // latest written back by hand
+        // Two or more checkpoints later than OUT/latest are another lineage's (latest written back by hand); one is
+        // also what a crash between a checkpoint's rename and latest's rewrite leaves, resumed from latest as before
+        // (the next save of that step replaces it).
+        const long after =
+            std::count_if(steps.begin(), steps.end(), [&](long s) { return s > step_of_dir_name(latest_name); });
+        if (after >= 2)
             throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", but " + out_ + " holds " +
                               newest +
                               ", a later checkpoint of another lineage, which a later resume would splice "
