@@ -262,33 +262,38 @@ if want lock-two-writers; then fresh "$W/two"; bg "$W/two.txt" $TP $DATA -o "$W/
 if want flags-conflict; then $TP $DATA -o "$W/x" --steps 3 --epochs 2 > "$W/o" 2>&1; check flags-conflict "one_error $W/o" "$(lastline "$W/o")"; fi
 MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
 MPIRUN="mpirun --oversubscribe --allow-run-as-root"  # in the background: $pid is mpirun itself, the ranks its children
-guard() { ( sleep 120; kill -9 "$1" 2> /dev/null ) > /dev/null 2>&1 & }  # a hung case ends after 2 minutes
+# guard PID: a hung case ends after 2 minutes, its processes' states kept in $W/hung.txt first (for the case's line);
+# unguard: the guard ends with its case, so it never kills a later process given the same pid (pid_max may be 32768,
+# and this script's polling forks hundreds of processes a second)
+guard() { rm -f "$W/hung.txt"; ( sleep 120; ps -o pid=,stat=,wchan:20=,etime=,comm= --ppid "$1" -p "$1" 2> /dev/null |
+    tr -s ' ' | paste -sd ';' > "$W/hung.txt"; kill -9 "$1" $(pgrep -P "$1") 2> /dev/null ) > /dev/null 2>&1 & gpid=$!; }
+unguard() { kill "$gpid" 2> /dev/null; wait "$gpid" 2> /dev/null; [ -s "$W/hung.txt" ] && echo "; hung 120 s: $(cat "$W/hung.txt")"; }
 rank1() { pgrep -P "$1" | tail -n 1; }
 if command -v mpirun > /dev/null; then
     mpi_sig() {  # mpi_sig NAME SIGNAL TARGET(mpirun|rank1) EXPECT
         want "$1" || return
         fresh "$W/$1"; bg "$W/$1.txt" $MPIRUN -np 2 $TP $DATA -o "$W/$1" --steps 100000; local mp=$pid; guard $mp
-        wait_for "logged $W/$1 3" 60
+        local t0=$SECONDS; wait_for "logged $W/$1 3" 60; local rows; rows=$(cat "$W/$1/log.jsonl" 2> /dev/null | wc -l)
         if [ "$3" = mpirun ]; then kill -$2 $mp; else kill -$2 "$(rank1 $mp)"; fi
-        wait $mp; local rc=$?
-        check "$1" "[ $rc = $4 ] && resumable $W/$1" "mpirun exit $rc (ranks: $(grep -o 'stopped by [A-Z0-9]* after step [0-9]*' "$W/$1.txt" | head -n 1)); OUT/latest resumable"
+        local t1=$SECONDS; wait $mp; local rc=$? hung; hung=$(unguard)
+        check "$1" "[ $rc = $4 ] && resumable $W/$1" "mpirun exit $rc $((SECONDS - t1)) s after the signal, sent at $rows log rows after $((t1 - t0)) s (ranks: $(grep -o 'stopped by [A-Z0-9]* after step [0-9]*' "$W/$1.txt" | head -n 1)); OUT/latest resumable$hung"
     }
     mpi_sig mpi-term-mpirun TERM mpirun 1
     mpi_sig mpi-usr1-mpirun USR1 mpirun 75
     mpi_sig mpi-term-one-rank TERM rank1 75
     if want mpi-kill9-rank; then fresh "$W/mk"; bg "$W/mk.txt" $MPIRUN -np 2 $TP $DATA -o "$W/mk" --steps 100000 --ckpt-every 5; mp=$pid; guard $mp
-        wait_for "logged $W/mk 12" 60; kill -9 "$(rank1 $mp)"; wait $mp; rc=$?
-        check mpi-kill9-rank "[ $rc != 0 ] && resumable $W/mk" "mpirun exit $rc; OUT/latest resumable"; fi
+        wait_for "logged $W/mk 12" 60; kill -9 "$(rank1 $mp)"; wait $mp; rc=$?; hung=$(unguard)
+        check mpi-kill9-rank "[ $rc != 0 ] && resumable $W/mk" "mpirun exit $rc; OUT/latest resumable$hung"; fi
     if want mpi-rank-never-joins; then t0=$(date +%s)
         $MPI -np 2 bash -c "[ \$OMPI_COMM_WORLD_RANK = 1 ] && sleep 60; exec $TP $DATA -o $W/nj --steps 2 --comm-timeout 3" > "$W/o" 2>&1; rc=$?
         secs=$(( $(date +%s) - t0 )); check mpi-rank-never-joins "[ $rc != 0 ] && [ $secs -lt 40 ]" "exit $rc after $secs s: $(grep -m1 'error:' "$W/o" | cut -c1-160)"; fi
     if want mpi-rank-stopped; then fresh "$W/st"; bg "$W/st.txt" $MPIRUN -np 2 $TP $DATA -o "$W/st" --steps 100000 --comm-timeout 3; mp=$pid; guard $mp
-        wait_for "logged $W/st 3" 60; r1=$(rank1 $mp); kill -STOP $r1; t0=$(date +%s); wait $mp; rc=$?; secs=$(( $(date +%s) - t0 ))
-        kill -9 $r1 2> /dev/null
-        check mpi-rank-stopped "[ $rc != 0 ] && [ $secs -lt 40 ]" "exit $rc after $secs s: $(grep -m1 'waited' "$W/st.txt" | cut -c1-160)"; fi
+        wait_for "logged $W/st 3" 60; r1=$(rank1 $mp); kill -STOP $r1; t0=$(date +%s); wait $mp; rc=$?; secs=$(( $(date +%s) - t0 )); hung=$(unguard)
+        [ "$(ps -o comm= -p $r1)" = train_prism ] && kill -9 $r1  # left stopped (not a later process given its pid)
+        check mpi-rank-stopped "[ $rc != 0 ] && [ $secs -lt 40 ]" "exit $rc after $secs s: $(grep -m1 'waited' "$W/st.txt" | cut -c1-160)$hung"; fi
     if want mpi-two-jobs; then fresh "$W/mj"; bg "$W/mj.txt" $MPIRUN -np 2 $TP $DATA -o "$W/mj" --steps 100000; mp=$pid; guard $mp; wait_for "logged $W/mj 2" 60
-        $MPI -np 2 $TP $DATA -o "$W/mj" --steps 10 --resume > "$W/o" 2>&1; rc=$?; kill -USR1 $mp; wait $mp
-        check mpi-two-jobs "[ $rc != 0 ] && grep -q 'in use by another train_prism' $W/o" "second job exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-160)"; fi
+        $MPI -np 2 $TP $DATA -o "$W/mj" --steps 10 --resume > "$W/o" 2>&1; rc=$?; kill -USR1 $mp; wait $mp; hung=$(unguard)
+        check mpi-two-jobs "[ $rc != 0 ] && grep -q 'in use by another train_prism' $W/o" "second job exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-160)$hung"; fi
     if want mpi-np1-world2; then WORLD_SIZE=2 $MPI -np 1 $TP $DATA -o "$W/x" --steps 1 > "$W/o" 2>&1; rc=$?
         check mpi-np1-world2 "[ $rc = 1 ] && grep -q 'WORLD_SIZE=2 are set' $W/o" "exit $rc: $(grep -m1 'error:' "$W/o" | cut -c1-160)"; fi
     # README (Resume): a recorded run keeps its recorded --total-batch across rank changes where it divides evenly.
