@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "util/bf16.h"
+
 // ---- dim3 and the vector types ------------------------------------------------------------------------------
 struct uint3 {
     unsigned int x, y, z;
@@ -45,29 +47,14 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
 // ---- bfloat16 ---------------------------------------------------------------------------------------------
-namespace cuda_cpu {
-inline uint16_t float_to_bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // quiet NaN, sign kept
-    u += 0x7fffu + ((u >> 16) & 1u);                                              // round to nearest, ties to even
-    return (uint16_t)(u >> 16);
-}
-inline float bf16_bits_to_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-}  // namespace cuda_cpu
 
 struct alignas(2) __nv_bfloat16 {
     unsigned short __x;
     __nv_bfloat16() = default;
-    __nv_bfloat16(float f) : __x(cuda_cpu::float_to_bf16_bits(f)) {}
-    __nv_bfloat16(double f) : __x(cuda_cpu::float_to_bf16_bits((float)f)) {}
-    __nv_bfloat16(int i) : __x(cuda_cpu::float_to_bf16_bits((float)i)) {}
-    operator float() const { return cuda_cpu::bf16_bits_to_float(__x); }
+    __nv_bfloat16(float f) : __x(bf16_from_float(f)) {}
+    __nv_bfloat16(double f) : __x(bf16_from_float((float)f)) {}
+    __nv_bfloat16(int i) : __x(bf16_from_float((float)i)) {}
+    operator float() const { return float_from_bf16(__x); }
     __nv_bfloat16& operator+=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) + float(o)); }
     __nv_bfloat16& operator-=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) - float(o)); }
     __nv_bfloat16& operator*=(__nv_bfloat16 o) { return *this = __nv_bfloat16(float(*this) * float(o)); }

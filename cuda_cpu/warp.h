@@ -101,8 +101,8 @@ inline int shfl_source(int op, int lane, int b, int width) {
 }
 
 inline float bits_f(uint64_t b) { return from_bits<float>(b); }
-inline float bf16_lo(uint64_t r) { return bf16_bits_to_float((uint16_t)(r & 0xffff)); }
-inline float bf16_hi(uint64_t r) { return bf16_bits_to_float((uint16_t)((r >> 16) & 0xffff)); }
+inline float bf16_lo(uint64_t r) { return float_from_bf16((uint16_t)(r & 0xffff)); }
+inline float bf16_hi(uint64_t r) { return float_from_bf16((uint16_t)((r >> 16) & 0xffff)); }
 
 inline void complete_mma(Thread** lanes) {
     float A[16][16], B[16][8], C[16][8];

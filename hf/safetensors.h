@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/bf16.h"
 #include "util/io.h"
 #include "util/json.h"
 
@@ -41,20 +42,6 @@ enum class StDtype { F32, BF16, F16 };
 inline const char* st_dtype_name(StDtype t) { return t == StDtype::F32 ? "F32" : t == StDtype::BF16 ? "BF16" : "F16"; }
 inline size_t st_dtype_bytes(StDtype t) { return t == StDtype::F32 ? 4 : 2; }
 
-// fp32 -> bf16, round to nearest, ties to even; NaN -> a quiet NaN of the same sign.
-inline uint16_t bf16_from_float(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-inline float float_from_bf16(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 // IEEE half -> fp32 (subnormals, infinities and NaN included).
 inline float float_from_f16(uint16_t h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

@@ -457,22 +457,13 @@ class RunDir {
     std::string truncate_log(long last_step, const std::string& replace_last = "") const {
         std::string kept;
         if (!lead()) return kept;
-        // Streamed line by line into log.jsonl.tmp (renamed over the log when complete), so a log of any size
-        // costs one line's memory; a "line" longer than any the trainer writes (kMaxLogLine) is not one of its
-        // lines and is dropped unread.
+        // Streamed line by line through log.jsonl.tmp (util/io.h's write_via_tmp), so a log of any size costs one
+        // line's memory; a "line" longer than any the trainer writes (kMaxLogLine) is not one of its lines and is
+        // dropped unread.
         constexpr size_t kMaxLogLine = (size_t)1 << 20;
-        const std::string tmp = log_path() + ".tmp";
-        unlink(tmp.c_str());
-        const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        FILE* out = fd >= 0 ? fdopen(fd, "wb") : nullptr;
-        if (!out) {
-            const int e = errno;
-            if (fd >= 0) close(fd), unlink(tmp.c_str());
-            throw IoError("cannot write " + tmp + ": " + write_error(e) + "; check the output directory");
-        }
-        std::unique_ptr<FILE, int (*)(FILE*)> closer(out, fclose);
-        bool wrote = true;
-        if (access(log_path().c_str(), F_OK) == 0) {
+        write_via_tmp(log_path(), [&](FILE* out) {
+            bool wrote = true;
+            if (access(log_path().c_str(), F_OK) != 0) return wrote;
             size_t size;
             FileHandle fh = open_sized(log_path(), "log", size);
             std::string line;
@@ -499,19 +490,9 @@ class RunDir {
                 }
             }
             if (!line.empty() || overlong) take();
-            if (ferror(fh.get())) {
-                unlink(tmp.c_str());
-                throw IoError("error reading " + log_path() + ": " + strerror(errno));
-            }
-        }
-        wrote = wrote && fflush(out) == 0 && fsync(fileno(out)) == 0;
-        const int e = errno;
-        if (fclose(closer.release()) != 0) wrote = false;
-        if (!wrote || rename(tmp.c_str(), log_path().c_str()) != 0) {
-            const int e2 = wrote ? errno : e;
-            unlink(tmp.c_str());
-            throw IoError("cannot rewrite " + log_path() + ": " + write_error(e2) + "; the log is unchanged");
-        }
+            if (ferror(fh.get())) throw IoError("error reading " + log_path() + ": " + strerror(errno));
+            return wrote;
+        });
         return kept;
     }
 

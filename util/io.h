@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -168,15 +169,12 @@ inline void check_output_file(const std::string& path, const std::string& flag) 
         throw IoError(flag + " " + path + ": the directory " + dir + " does not exist; create it or fix the path");
 }
 
-// Writes the pieces to path.tmp, fsyncs and renames over path. An earlier path.tmp (a crash's, or a link) is
-// unlinked first and the new one created afresh, so a link there is never followed; a directory at path is
-// refused before anything is written, and a failed rename leaves no path.tmp behind.
-inline void write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
-    std::string tmp = path + ".tmp";
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        throw IoError("cannot write " + path + ": it is a directory; pass a file name");
-    refuse_unless_regular(path, false);
+// Writes path through path.tmp: fill writes the open file (false when a write failed, errno saying why), then
+// fsync and a rename over path. An earlier path.tmp (a crash's, or a link) is unlinked first and the new one
+// created afresh, so a link there is never followed; on any failure (fill's exceptions included) no path.tmp is
+// left behind and path is as it was.
+inline void write_via_tmp(const std::string& path, const std::function<bool(FILE*)>& fill) {
+    const std::string tmp = path + ".tmp";
     unlink(tmp.c_str());
     const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     FILE* f = fd >= 0 ? fdopen(fd, "wb") : nullptr;
@@ -185,8 +183,13 @@ inline void write_atomically(const std::string& path, const std::vector<std::pai
         if (fd >= 0) close(fd), unlink(tmp.c_str());
         throw IoError("cannot write " + tmp + ": " + write_error(e) + "; check the output directory");
     }
-    bool ok = true;
-    for (auto& p : pieces) ok = ok && (p.second == 0 || fwrite(p.first, 1, p.second, f) == p.second);
+    bool ok;
+    try {
+        ok = fill(f);
+    } catch (...) {
+        fclose(f), unlink(tmp.c_str());
+        throw;
+    }
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) ok = false, e = errno;
@@ -201,6 +204,20 @@ inline void write_atomically(const std::string& path, const std::vector<std::pai
         unlink(tmp.c_str());
         throw IoError("cannot rename " + tmp + " to " + path + ": " + strerror(e));
     }
+}
+
+// Writes the pieces to path through path.tmp (write_via_tmp); a directory at path, or anything there but a
+// regular file, is refused before anything is written.
+inline void write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw IoError("cannot write " + path + ": it is a directory; pass a file name");
+    refuse_unless_regular(path, false);
+    write_via_tmp(path, [&](FILE* f) {
+        for (auto& p : pieces)
+            if (p.second != 0 && fwrite(p.first, 1, p.second, f) != p.second) return false;
+        return true;
+    });
 }
 
 // Opens a file for reading with its size; closed when the returned handle goes out of scope. Only a regular
