@@ -269,14 +269,34 @@ guard() { rm -f "$W/hung.txt"; ( sleep 120; ps -o pid=,stat=,wchan:20=,etime=,co
     tr -s ' ' | paste -sd ';' > "$W/hung.txt"; kill -9 "$1" $(pgrep -P "$1") 2> /dev/null ) > /dev/null 2>&1 & gpid=$!; }
 unguard() { kill "$gpid" 2> /dev/null; wait "$gpid" 2> /dev/null; [ -s "$W/hung.txt" ] && echo "; hung 120 s: $(cat "$W/hung.txt")"; }
 rank1() { pgrep -P "$1" | tail -n 1; }
+alive() { local p; for p in "$@"; do ps -o stat= -p "$p" 2> /dev/null | grep -qv Z && return 0; done; return 1; }
+# Open MPI 4.1's mpirun (PMIx 3) now and then crashes (exit 139) or hangs in its own finalize, in
+# PMIx_server_finalize, after the job it was told to end has ended: 2 in 70 SIGTERMs on this 2-core machine beside
+# a CI run, its ranks' checkpoint whole each time. end_of MP NAME waits for mpirun (at most 30 s after its ranks
+# ended) and sets $rc, and $fault to what mpirun did when it was that: its own backtrace naming orte_finalize, or a
+# hang that gdb finds there. Anything else (a hang elsewhere, a crash without that frame) is not excused.
+end_of() {
+    fault=""
+    wait_for "! alive $1" 30
+    if alive "$1"; then
+        gdb -batch -p "$1" -ex 'thread apply all bt' 2> /dev/null | grep -q 'orte_finalize' &&
+            fault="; mpirun itself hung in its finalize (orte_finalize) after its ranks ended, killed"
+        kill -9 "$1"
+    fi
+    wait "$1"; rc=$?
+    [ $rc = 139 ] && grep -q 'orte_finalize' "$W/$2.txt" &&
+        fault="; mpirun itself crashed in its finalize (orte_finalize, PMIx_server_finalize) after its ranks ended"
+}
 if command -v mpirun > /dev/null; then
     mpi_sig() {  # mpi_sig NAME SIGNAL TARGET(mpirun|rank1) EXPECT
         want "$1" || return
         fresh "$W/$1"; bg "$W/$1.txt" $MPIRUN -np 2 $TP $DATA -o "$W/$1" --steps 100000; local mp=$pid; guard $mp
-        local t0=$SECONDS; wait_for "logged $W/$1 3" 60; local rows; rows=$(cat "$W/$1/log.jsonl" 2> /dev/null | wc -l)
+        local t0=$SECONDS; wait_for "logged $W/$1 3" 60; local rows ranks; rows=$(cat "$W/$1/log.jsonl" 2> /dev/null | wc -l)
+        ranks=$(pgrep -P $mp | paste -sd ' ')
         if [ "$3" = mpirun ]; then kill -$2 $mp; else kill -$2 "$(rank1 $mp)"; fi
-        local t1=$SECONDS; wait $mp; local rc=$? hung; hung=$(unguard)
-        check "$1" "[ $rc = $4 ] && resumable $W/$1" "mpirun exit $rc $((SECONDS - t1)) s after the signal, sent at $rows log rows after $((t1 - t0)) s (ranks: $(grep -o 'stopped by [A-Z0-9]* after step [0-9]*' "$W/$1.txt" | head -n 1)); OUT/latest resumable$hung"
+        local t1=$SECONDS; wait_for "! alive $ranks" 60; local ended=$((SECONDS - t1)) gone=1; alive $ranks && gone=0
+        end_of $mp "$1"; local hung; hung=$(unguard)
+        check "$1" "[ $gone = 1 ] && { [ $rc = $4 ] || [ -n '$fault' ]; } && resumable $W/$1" "mpirun exit $rc, its ranks ended $ended s after the signal, sent at $rows log rows after $((t1 - t0)) s (ranks: $(grep -o 'stopped by [A-Z0-9]* after step [0-9]*' "$W/$1.txt" | head -n 1)); OUT/latest resumable$fault$hung"
     }
     mpi_sig mpi-term-mpirun TERM mpirun 1
     mpi_sig mpi-usr1-mpirun USR1 mpirun 75
