@@ -52,7 +52,8 @@ inline std::string heat_map(const std::string& title, const std::string& signal,
     const double cw = std::max(2.0, std::min(24.0, 400.0 / std::max<size_t>(1, cols.size())));
     const double ch = std::max(6.0, std::min(20.0, 260.0 / std::max(1, L)));
     const double x0 = 64, y0 = 30, mw = cw * cols.size(), mh = ch * L;
-    const double W = x0 + mw + 96, H = y0 + mh + 52;
+    // wide enough for the title too (bold 12 px DejaVu Sans: under 7.5 px a character), however few the steps
+    const double W = std::max(x0 + mw + 96, x0 + 7.5 * title.size() + 8), H = y0 + mh + 52;
     std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"layer-heatmap\" data-signal=\"" +
                     xml_escape(signal) + "\" data-layers=\"" + std::to_string(L) + "\" data-steps=\"" +
                     std::to_string(cols.size()) + "\" width=\"" + num(W) + "\" height=\"" + num(H) +

@@ -241,4 +241,10 @@ TEST_CASE("the heat map colours on a log scale, greys what has no log, and thins
     CHECK(cell(1, 10) == "#cccccc");
     CHECK(cell(2, 10) == "#cccccc");
     CHECK(svg.find("data-layer=\"2\" data-step=\"10\" data-value=\"null\"") != std::string::npos);
+    // Two logged steps draw a narrow map: the svg is still as wide as its title (7.5 px a bold character, from x 64)
+    const std::string title = "Gradient norm per layer";
+    const std::string two = svg::heat_map(title, "grad_norm", {10, 20}, {{1, 2}, {1, 2}}, 2);
+    const size_t w = two.find(" width=\"");
+    REQUIRE(w != std::string::npos);
+    CHECK(std::stod(two.substr(w + 8)) >= 64 + 7.5 * title.size());
 }
