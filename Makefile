@@ -260,11 +260,13 @@ $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
-# Developers' tools, not built by the tests: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf.
+# Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf; and bench_layer_stats and roofline,
+# which test-build builds so that they keep compiling (bench_layer_stats did not, once, outside it).
 $(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
 $(BUILD)/obj/bench_tokenizer.o: dev/bench_tokenizer.cpp
 $(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
 $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
+$(BUILD)/obj/bench_layer_stats.o: dev/bench_layer_stats.cpp
 # dev/roofline.cpp: the CPU reference's roofline (the machine's FMA limit and bandwidth, the step's GEMMs and ops).
 $(BUILD)/roofline: dev/roofline.cpp
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS)
@@ -272,10 +274,11 @@ $(BUILD)/roofline: dev/roofline.cpp
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o.
 ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
-              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check)
+              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats)
 analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O)
 $(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
-$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check: $(BUILD)/%: $(BUILD)/obj/%.o $(JSON_O)
+$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats: $(BUILD)/%: \
+    $(BUILD)/obj/%.o $(JSON_O)
 $(ONE_SOURCE):
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8
 $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
@@ -284,7 +287,7 @@ $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
 TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism_executor train_prism_nompi \
-              dp_engine_check comm_mpi_check bench_attention_cpu bench_model_cpu)
+              dp_engine_check comm_mpi_check bench_attention_cpu bench_model_cpu roofline bench_layer_stats)
 
 # ---- the sanitizer builds: the kernel tests on the executor's fiber-aware builds ----------------------------------
 # KERNEL_TESTS run under AddressSanitizer + UBSan (build/test_kernels_asan) and ThreadSanitizer

@@ -2,7 +2,7 @@
 // CPU engine's step (zero_grad, forward_backward, clip, AdamW, read_stats) with and without layer_stats() after it,
 // on `tiny` with the per-layer columns of issue 42 (--no-attention 5 --kv-heads 1x2,2x4 -w x), B 16 x T 128. The two
 // kinds of step alternate, so that a shared machine's load falls on both alike; medians, and the load beside them.
-//   g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_layer_stats.cpp -o build/bench_layer_stats
+//   make build/bench_layer_stats CPU_ONLY=1 (make test builds it, so that it keeps compiling)
 //   OMP_NUM_THREADS=2 ./build/bench_layer_stats [pairs]
 #include <algorithm>
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "model/build.h"
 #include "ref/cpu_engine.h"
 #include "util/machine_load.h"
 
