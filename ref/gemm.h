@@ -36,6 +36,7 @@ constexpr int GEMM_VBYTES = 64, GEMM_MR = 8;
 constexpr int GEMM_VBYTES = 32, GEMM_MR = 4;
 #endif
 constexpr int GEMM_NV = 3, GEMM_KC = 256, GEMM_MC = 256, GEMM_NC = 384;
+constexpr long kGemmSharedPack = 1L << 22;  // elements: an operand packed once for all tiles is at most 16 MB of floats
 
 template <typename S> struct GemmVec {
     typedef S type __attribute__((vector_size(GEMM_VBYTES)));
@@ -122,9 +123,10 @@ template <typename S, int R> void pack_panels(S* __restrict P, const S* X, long 
     }
 }
 
-// A thread's packing buffer, kept between calls (a fresh vector per call cost page faults), 64-byte aligned.
+// A thread's packing buffer, kept between calls (a fresh vector per call cost page faults), 64-byte aligned:
+// 0 and 1 a tile's A and B panels, 2 and 3 the operands packed once for every tile (the calling thread's).
 template <typename S> S* gemm_buffer(int which, size_t n) {
-    static thread_local std::vector<S> buf[2];
+    static thread_local std::vector<S> buf[4];
     std::vector<S>& b = buf[which];
     if (b.size() < n + 64 / sizeof(S)) b.resize(n + 64 / sizeof(S));
     return (S*)(((uintptr_t)b.data() + 63) & ~(uintptr_t)63);
@@ -147,8 +149,28 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
     }
     const long MC = ((M + mt - 1) / mt + MR - 1) / MR * MR, NC = ((N + nt - 1) / nt + NR - 1) / NR * NR;
     mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
+    // An operand that several tiles would pack alike (A in every column of tiles, B in every row), when small, is
+    // packed once for all of them, before the tiles: k-block kb's panels at kb * (rows padded) * KC. (Packing is
+    // the same copy either way; a panel's rows past a tile's end are computed and dropped, as before.)
+    const long Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR, nkb = (K + KC - 1) / KC;
+    const bool shareA = nt > 1 && Mp * K <= kGemmSharedPack, shareB = mt > 1 && Np * K <= kGemmSharedPack;
+    S* SA = shareA ? gemm_buffer<S>(2, (size_t)Mp * K) : nullptr;  // the calling thread's
+    S* SB = shareB ? gemm_buffer<S>(3, (size_t)Np * K) : nullptr;
+    const long pa = shareA ? nkb * (Mp / MR) : 0, pb = shareB ? nkb * (Np / NR) : 0;
 #pragma omp parallel if (M * N * K >= 32 * OMP_MIN_WORK)
     {
+#pragma omp for schedule(static)
+        for (long t = 0; t < pa + pb; t++) {
+            const bool a = t < pa;
+            const long per = a ? Mp / MR : Np / NR, kb = (a ? t : t - pa) / per, k0 = kb * KC;
+            const long kc = std::min<long>(KC, K - k0), r0 = ((a ? t : t - pa) % per) * (a ? MR : NR);
+            if (a)
+                pack_panels<S, MR>(SA + kb * Mp * KC + r0 * kc, A + r0 * ars + k0 * acs, ars, acs,
+                                   std::min<long>(MR, M - r0), kc);
+            else
+                pack_panels<S, NR>(SB + kb * Np * KC + r0 * kc, B + r0 * bcs + k0 * brs, bcs, brs,
+                                   std::min<long>(NR, N - r0), kc);
+        }
         S* Ap = gemm_buffer<S>(0, (size_t)MC * KC);
         S* Bp = gemm_buffer<S>(1, (size_t)KC * NR);
         S edge[MR * NR];  // an edge tile's full result, before its valid part is stored
@@ -161,18 +183,22 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
             for (long k0 = 0; k0 < K; k0 += KC) {
                 const long kc = std::min<long>(KC, K - k0);
                 const bool overwrite = !accumulate && k0 == 0;
-                pack_panels<S, MR>(Ap, A + i0 * ars + k0 * acs, ars, acs, mc, kc);
+                const S* At = shareA ? SA + (k0 / KC) * Mp * KC + i0 * kc : Ap;  // the tile's A panels
+                if (!shareA) pack_panels<S, MR>(Ap, A + i0 * ars + k0 * acs, ars, acs, mc, kc);
                 for (long jp = 0; jp < nc; jp += NR) {
-                    pack_panels<S, NR>(Bp, B + (j0 + jp) * bcs + k0 * brs, bcs, brs, std::min<long>(NR, nc - jp), kc);
+                    const S* Bt = shareB ? SB + (k0 / KC) * Np * KC + (j0 + jp) * kc : Bp;
+                    if (!shareB)
+                        pack_panels<S, NR>(Bp, B + (j0 + jp) * bcs + k0 * brs, bcs, brs, std::min<long>(NR, nc - jp),
+                                           kc);
                     const long nr = std::min<long>(NR, nc - jp);
                     for (long ip = 0; ip < mc; ip += MR) {
                         const long mr = std::min<long>(MR, mc - ip);
                         S* c = C + (i0 + ip) * ldc + j0 + jp;
                         if (mr == MR && nr == NR) {
-                            gemm_microkernel<S>(kc, Ap + ip * kc, Bp, c, ldc, overwrite);
+                            gemm_microkernel<S>(kc, At + ip * kc, Bt, c, ldc, overwrite);
                             continue;
                         }
-                        gemm_microkernel<S>(kc, Ap + ip * kc, Bp, edge, NR, true);
+                        gemm_microkernel<S>(kc, At + ip * kc, Bt, edge, NR, true);
                         for (long i = 0; i < mr; i++)
                             for (long j = 0; j < nr; j++)
                                 c[i * ldc + j] = overwrite ? edge[i * NR + j] : c[i * ldc + j] + edge[i * NR + j];

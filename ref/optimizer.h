@@ -76,7 +76,7 @@ template <typename S> struct AdamWState {
 // One AdamW update (PyTorch's formulation) of the elements [begin, end) of a layout's flat parameter vector,
 // at step count t (1 for the first): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p *= 1 - lr wd (decoupled decay, matrices only: ParamTensor::is_matrix, never norms);
-// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
+// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), the multiply-adds fused (std::fma).
 // p, g, m, v point at element `begin` (a ZeRO-1 rank passes its shard; adamw_step the whole vector). The decay
 // of each element comes from the tensor it belongs to, so a shard may start or end inside any tensor.
 template <typename S>
@@ -91,11 +91,14 @@ void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layou
         const long n = (long)(b - a);
         S *pt = p + (a - begin), *mt = m + (a - begin), *vt = v + (a - begin);
         const S* gt = g + (a - begin);
+        // Every multiply-add an explicit fma: the compiler contracts a * b + c as it likes (C++'s default), and
+        // the loop compiled scalar (when sqrt's errno kept it from vectorising) rounded otherwise than vectorised.
+        // Written out, every compilation of it (vector body, scalar tail, any width) rounds alike.
 #pragma omp parallel for if (n >= OMP_MIN_WORK)
         for (long i = 0; i < n; i++) {
-            mt[i] = b1 * mt[i] + (S(1) - b1) * gt[i];
-            vt[i] = b2 * vt[i] + (S(1) - b2) * gt[i] * gt[i];
-            pt[i] = pt[i] * decay - step * mt[i] / (std::sqrt(vt[i] * rbc2) + eps);
+            mt[i] = std::fma(b1, mt[i], (S(1) - b1) * gt[i]);
+            vt[i] = std::fma(b2, vt[i], (S(1) - b2) * gt[i] * gt[i]);
+            pt[i] = std::fma(pt[i], decay, -(step * mt[i] / (std::sqrt(vt[i] * rbc2) + eps)));
         }
     }
 }
