@@ -5,7 +5,8 @@
 
 CXX      ?= g++
 OPT      ?= -O3 -march=native
-# -fno-math-errno: no errno from sqrt (nothing reads it), so a loop with one vectorises (AdamW's); the same bits
+# -fno-math-errno: no errno from sqrt (nothing reads it), so a loop with one vectorises (AdamW's); sqrt's value is
+# the same, and exp and log stay libm's calls
 CXXFLAGS ?= -std=c++17 $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   ?= -fopenmp -lm
 BUILD    := build

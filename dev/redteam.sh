@@ -271,8 +271,8 @@ unguard() { kill "$gpid" 2> /dev/null; wait "$gpid" 2> /dev/null; [ -s "$W/hung.
 rank1() { pgrep -P "$1" | tail -n 1; }
 alive() { local p; for p in "$@"; do ps -o stat= -p "$p" 2> /dev/null | grep -qv Z && return 0; done; return 1; }
 # Open MPI 4.1's mpirun (PMIx 3) now and then crashes (exit 139) or hangs in its own finalize, in
-# PMIx_server_finalize, after the job it was told to end has ended: 2 in 70 SIGTERMs on this 2-core machine beside
-# a CI run, its ranks' checkpoint whole each time. end_of MP NAME waits for mpirun (at most 30 s after its ranks
+# PMIx_server_finalize, after the job it was told to end has ended (how often: docs/training.md), its ranks'
+# checkpoint whole each time. end_of MP NAME waits for mpirun (at most 30 s after its ranks
 # ended) and sets $rc, and $fault to what mpirun did when it was that: its own backtrace naming orte_finalize, or a
 # hang that gdb finds there. Anything else (a hang elsewhere, a crash without that frame) is not excused.
 end_of() {

@@ -161,9 +161,9 @@ void gemm(long M, long N, long K, const S* A, long ars, long acs, const S* B, lo
     {
 #pragma omp for schedule(static)
         for (long t = 0; t < pa + pb; t++) {
-            const bool a = t < pa;
-            const long per = a ? Mp / MR : Np / NR, kb = (a ? t : t - pa) / per, k0 = kb * KC;
-            const long kc = std::min<long>(KC, K - k0), r0 = ((a ? t : t - pa) % per) * (a ? MR : NR);
+            const bool a = t < pa;  // t: A's panels first (k-block by k-block), then B's
+            const long u = a ? t : t - pa, per = a ? Mp / MR : Np / NR, kb = u / per, k0 = kb * KC;
+            const long kc = std::min<long>(KC, K - k0), r0 = (u % per) * (a ? MR : NR);
             if (a)
                 pack_panels<S, MR>(SA + kb * Mp * KC + r0 * kc, A + r0 * ars + k0 * acs, ars, acs,
                                    std::min<long>(MR, M - r0), kc);
