@@ -111,10 +111,31 @@ JSON_O := $(BUILD)/json.o
 $(JSON_O): util/json.cpp
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 
+# The library: the sources that the entry points and tools call through a small header (engine.cpp: engine.h's
+# make_engine; inspect/sampler.cpp, eval/scorer.cpp: the trainer's samples and evals), compiled apart, so that an
+# entry point compiles, and its reader crosses, the interface alone. Each is compiled once per set of flags that a
+# binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
+# build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
+# builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
+LIB_SRCS := engine inspect/sampler eval/scorer
+lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
+$(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
+	@mkdir -p $(@D)
+	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -c $< -o $@
+$(BUILD)/lib/plain/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
+$(BUILD)/lib/executor/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -c $< -o $@
+$(BUILD)/lib/nompi/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -c $< -o $@
+
 # The three GPU-capable products are plain C++ for g++ either way (BIN_CFLAGS, their objects' flags beside CXXFLAGS;
 # BIN_LIBS, what they link). A CUDA build defines PRISM_CUDA and links the one CUDA engine object,
 # build/cuda_engine.o (cuda_engine.cu: the engine, its kernels and the decoder's, compiled once by nvcc for all
-# three; engine_factory.h declares what it defines), the CUDA runtime (static) and cuBLASLt.
+# three; engine.h declares what it defines), the CUDA runtime (static) and cuBLASLt.
 CUDA_ENGINE_O := $(BUILD)/cuda_engine.o
 ifeq ($(BIN_NVCC),)
 BIN_CFLAGS = $(MPI_CFLAGS)
@@ -150,7 +171,7 @@ $(BUILD)/obj/generate.o: inspect/generate.cu $(BUILD)/engine/generate
 train_prism eval_zeroshot: $(COMMIT_O)
 $(addprefix $(BUILD)/obj/,train_prism.o eval_zeroshot.o generate.o):
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -x c++ -c $< -o $@
-train_prism eval_zeroshot generate: %: $(BUILD)/obj/%.o $(JSON_O)
+train_prism eval_zeroshot generate: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,bin)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(BIN_LIBS)
 $(if $(BIN_NVCC),train_prism eval_zeroshot generate: $(CUDA_ENGINE_O))
 
@@ -211,7 +232,7 @@ $(TEST_DRIVERS): OPT = -O1 -march=native
 # through cuda_engine_hooks.cuh and compile no kernel. A second object beside build/cuda_engine_executor.o
 # (train_prism_executor's, with MPI), since MPI's flags define PRISM_MPI, which changes inline functions of
 # dist/process_group.h and comm.cuh that the tests' other objects compile without it (one binary, one definition of
-# each). Without PRISM_CUDA, as the tests' sources see engine_factory.h: the products' entry points are left out.
+# each). Without PRISM_CUDA, as the tests' sources see engine.h: the products' entry points are left out.
 TEST_ENGINE_O := $(BUILD)/test/cuda_engine.o
 $(TEST_ENGINE_O): cuda_engine.cu
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -x c++ -c $< -o $@
@@ -240,13 +261,14 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
 #                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
-$(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O)
+$(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O) \
+    $(call lib,executor)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 $(BUILD)/obj/train_prism_executor.o: train_prism.cu
 $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
 $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o:
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
-$(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O)
+$(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O) $(call lib,nompi)
 	$(CXX) $(filter %.o,$^) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/obj/train_prism_nompi.o: train_prism.cu
 	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ -c $< -o $@
@@ -261,6 +283,7 @@ $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
+$(BUILD)/bench_eval: $(call lib,plain)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf; and bench_layer_stats and roofline,
 # which test-build builds so that they keep compiling (bench_layer_stats did not, once, outside it).
 $(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
@@ -346,7 +369,7 @@ $(BUILD)/test/%.o: test/%.cpp
 #     ptxas -v log beside its objects: cuda_engine holds every kernel the engine launches and the decoder's,
 #     test_kernels the two the engine does not (residual_forward, copy_columns);
 #   - the CUDA engine is compiled once, cuda_engine.o: the products, gpu_tests and bench_model link it (their
-#     sources hold it through engine_factory.h or cuda_engine_hooks.cuh and compile none of its kernels);
+#     sources hold it through engine.h or cuda_engine_hooks.cuh and compile none of its kernels);
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
 #   - gpu-bundle-check runs its train_prism on this machine's CPU when there is no GPU (the CUDA build's
 #     fallback), besides its size, libraries and run.sh's skips.
@@ -404,6 +427,9 @@ $(GB_OBJS):
 $(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
 	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
 	    -x c++ -c $< -o $@
+$(GB_OBJ)/lib/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA $(DEP) -c $< -o $@
 $(GB_OBJ)/json.o: util/json.cpp
 	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
 
@@ -414,6 +440,7 @@ $(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/json.o
+$(addprefix $(GPU_BUNDLE)/bin/,$(GB_PRODUCTS)): $(call lib,gb)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
 $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 	cp $< $@ && chmod +x $@

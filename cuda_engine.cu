@@ -9,7 +9,7 @@
 // build/bench_model_cpu, the address build's into its model and decoder tests. So nvcc compiles the engine's
 // kernels, the decoder's and the cuBLASLt calls once per build, and of the other sources that use the engine only
 // test/dp_engine_check.cpp includes a kernel header (it compiles the engine with its own MPI flags).
-// Does not: pick between the engines (engine_factory.h's make_engine does, with what this returns).
+// Does not: pick between the engines (engine.cpp's make_engine does, with what this returns).
 #include <cstdio>
 #include <memory>
 #include <string>

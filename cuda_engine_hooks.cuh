@@ -5,7 +5,7 @@
 // compiling every kernel of the engine again (most of such a source's compile time, for nvcc and for g++ alike).
 // cuda_engine.cuh's CudaEngine implements it.
 // Does not: include a kernel header (cuda_common.cuh's types and the executor's runtime only), or pick between the
-// engines (engine_factory.h does, for the products).
+// engines (engine.cpp does, for the products).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +30,7 @@ class CudaEngineHooks : public Engine {
 };
 
 // A CUDA engine on the current device, as `CudaEngine(c, recompute, dp, decoder)` builds it; with_decoder hands it
-// inspect/cuda_decoder.cuh's make_cuda_decoder, as engine_factory.h's make_engine does (without it, make_decoder
+// inspect/cuda_decoder.cuh's make_cuda_decoder, as engine.cpp's make_engine does (without it, make_decoder
 // throws std::logic_error).
 std::unique_ptr<CudaEngineHooks> make_cuda_engine(const ModelConfig& c, bool recompute = false,
                                                   const DataParallel& dp = DataParallel(), bool with_decoder = false);

@@ -1,7 +1,7 @@
 // engine.h: the one interface the training loop and the evaluator drive. An Engine owns a model's parameters,
 // gradients and AdamW state and runs forward, backward and the update. Two engines implement it: CpuEngine
 // (ref/cpu_engine.h, the fp32 reference) and CudaEngine (cuda_engine.cuh, the bf16 kernels);
-// engine_factory.h's make_engine picks one, so train_prism and eval_zeroshot never know which they hold.
+// make_engine (below; engine.cpp) picks one, so train_prism and eval_zeroshot never know which they hold.
 // Parameters cross the interface as fp32 in model_config.h's param_layout order (the checkpoint format), so a
 // checkpoint from either engine loads into the other.
 // The interface queues work: forward, forward_backward, zero_grad, clip_grad_norm and adamw_step return as soon
@@ -20,7 +20,7 @@
 // rank keeps only its shard (dist/shard.h) of the summed gradient, of the fp32 master weights and of the AdamW
 // moments: it updates its shard and the ranks all-gather the parameters. Checkpoints see the shard as
 // optimizer_range().
-// Does not: include either engine (they include this file; the factory that sees both is engine_factory.h).
+// Does not: include either engine (they include this file; engine.cpp sees both).
 #pragma once
 
 #include <cstddef>
@@ -142,7 +142,7 @@ class Engine {
     virtual std::unique_ptr<Decoder> make_decoder(int capacity) const = 0;
 };
 
-// What an engine is made with (engine_factory.h's make_engine; cuda_engine.cu's make_gpu_engine).
+// What an engine is made with (make_engine; cuda_engine.cu's make_gpu_engine).
 struct EngineOptions {
     bool force_cpu = false;
     bool recompute = false;  // GPU: recompute norm and SwiGLU outputs in the backward
@@ -160,3 +160,9 @@ std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& c, const EngineOption
 #else
 inline bool gpu_engine_available(bool) { return false; }
 #endif
+
+// The engine for this machine (engine.cpp): the CUDA engine when the build has it and a GPU is present (and
+// force_cpu is not set), the CPU reference otherwise; `why` says which and why, for the log. On the GPU it also
+// decides recomputation: asked for (o.recompute), or chosen when B x T fits only with it (memory_plan.h).
+std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOptions& o, std::string& why);
+std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why);

@@ -29,7 +29,7 @@
 // defines: Dist (the ranks; one process otherwise), run_ranks (the error ending)
 #include "dist/process_group.h"
 // defines: make_engine (the CUDA engine on a GPU, the CPU reference otherwise)
-#include "engine_factory.h"
+#include "engine.h"
 // defines: run_eval_task (the harness's scoring on an Engine), eval_result_json, load_eval_file (eval_file.h)
 #include "eval/scoring.h"
 // defines: RunRecord, read_run_record (OUT/run.json)

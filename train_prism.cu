@@ -16,9 +16,9 @@
 
 #include "dataloader.h"
 #include "dist/process_group.h"
-#include "engine_factory.h"
-#include "eval/scoring.h"
-#include "inspect/sampling.h"
+#include "engine.h"
+#include "eval/scorer.h"
+#include "inspect/sampler.h"
 #include "memory_plan.h"
 #include "model/build.h"
 #include "run/cli.h"
@@ -28,7 +28,7 @@
 #include "run/run_plan.h"
 #include "run/stop_signal.h"
 #include "run/train_flags.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer_path.h"
 #include "train_step.h"
 #include "util/machine_load.h"
 
@@ -162,60 +162,6 @@ static void print_header(const TrainOptions& o, const Engine& eng, const std::st
     fflush(stdout);
 }
 
-// The tokenizer of the run's text samples, loaded up front. Without --sample-every a missing tokenizer is a note
-// and no samples; asked for explicitly, it is an error.
-static std::unique_ptr<Tokenizer> sample_tokenizer(const TrainOptions& o, const ModelConfig& cfg) {
-    try {
-        std::unique_ptr<Tokenizer> tok(
-            new Tokenizer(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer)));
-        if (tok->vocab_size() > cfg.V)  // samples start from EOT, which such a model cannot read
-            throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
-                              " tokens do not fit the model's vocabulary V = " + std::to_string(cfg.V));
-        return tok;
-    } catch (const std::runtime_error& e) {
-        if (o.sample_flag_given) throw;  // asked for samples explicitly: a missing tokenizer is an error
-        fprintf(stderr, "note: no text samples (%s)\n", e.what());
-        return nullptr;
-    }
-}
-
-// A text sample at temperature 1 from EOT: inspect/sampling.h's sampler (as `generate` samples) on a KV-cache
-// decoder of the engine, drawing from the run's own RNG state so that samples are part of the reproducible state.
-// A stop signal ends it after the token in progress once its grace has passed (the text so far, marked).
-static std::string sample_text(Engine& eng, const Tokenizer& tok, int n, uint64_t& rng, int T) {
-    std::unique_ptr<Decoder> dec = eng.make_decoder(T);
-    struct Stopped {};
-    std::vector<int> got;
-    StopGrace grace;
-    try {
-        continue_text(*dec, eng.config().V, {tok.eot()}, n, SamplingOptions(), rng, tok.eot(), [&](int t) {
-            got.push_back(t);
-            if (grace.expired()) throw Stopped();
-        });
-    } catch (const Stopped&) {
-        return tok.decode(got) + " [sample cut short by the stop signal]";
-    }
-    return tok.decode(got);
-}
-
-// The in-training eval of --eval-task on --eval-limit examples (eval/scoring.h), on every rank: prints its line
-// on the lead rank and returns the log's "eval" value ("" when a stop signal cut it short).
-static std::string eval_in_training(Engine& eng, const EvalFile& f, const TrainOptions& o, const Dist& dist) {
-    StopGrace grace;
-    const EvalResult e = run_eval_task(eng, f, o.B, o.eval_limit, &dist, [&] { return grace.expired(); });
-    const bool lead = dist.rank == 0;
-    if (e.stopped) {
-        if (lead) printf("eval %s: cut short by the stop signal, not logged\n", e.task.c_str());
-        return "";
-    }
-    if (lead) {
-        printf("eval %s: %ld examples, acc %.4f", e.task.c_str(), e.n, e.acc);
-        if (e.has_norm) printf(", acc_norm %.4f", e.acc_norm);
-        printf(" (%.1f s)\n", e.seconds);
-    }
-    return eval_result_json(e);
-}
-
 static double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -227,9 +173,9 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
     const bool lead = dist.rank == 0;  // the rank that prints, logs and samples
     const MachineLoad load;            // the last line says whether the machine was busy (tokens/s not its own)
     std::unique_ptr<DataLoader> train, val;
-    std::unique_ptr<Tokenizer> sampler;  // rank 0's, when it samples
-    std::unique_ptr<EvalFile> evalf;     // loaded up front, so that a missing eval file fails before training
-    long val_tokens = o.val_tokens;      // bounded by what the validation shards hold (a note says when)
+    std::unique_ptr<TextSampler> sampler;  // rank 0's, when it samples (inspect/sampler.h)
+    std::unique_ptr<TaskScorer> scorer;    // loaded up front, so that a missing eval file fails before training
+    long val_tokens = o.val_tokens;        // bounded by what the validation shards hold (a note says when)
     RunPlan p;
     // The set-up, on every rank; a failure anywhere ends every rank with one message (dist/process_group.h).
     dist.all_or_none([&] {
@@ -252,14 +198,13 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
                             o.val_tokens, o.val.c_str(), o.B, T, dist.world, dist.world > 1 ? "s" : "", all);
             }
         }
-        if (o.sample_every > 0 && lead) sampler = sample_tokenizer(o, cfg);
-        if (o.eval_every > 0)
-            evalf.reset(new EvalFile(load_eval_file(o.eval_data + "/" + o.eval_task + ".bin", cfg.V)));
+        if (o.sample_every > 0 && lead) sampler = TextSampler::open(o.tokenizer, cfg.V, o.sample_flag_given);
+        if (o.eval_every > 0) scorer.reset(new TaskScorer(o.eval_data + "/" + o.eval_task + ".bin", cfg.V));
         run.begin(eng, why, *train);
     });
     auto validate = [&](bool* cut) { return validation_loss(eng, *val, o.B, p.T, val_tokens, dist, cut); };
-    auto evaluate = [&] { return eval_in_training(eng, *evalf, o, dist); };
-    run.repair(val ? validate : std::function<double(bool*)>(), evalf ? evaluate : std::function<std::string()>());
+    auto evaluate = [&] { return scorer->score(eng, o.B, o.eval_limit, dist); };
+    run.repair(val ? validate : std::function<double(bool*)>(), scorer ? evaluate : std::function<std::string()>());
     if (const int sig = run.stop_signal()) return run.interrupted_at_start(sig);
     long start = run.start_step(), tokens = run.tokens();
     uint64_t rng = run.rng();
@@ -304,14 +249,14 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
             printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
                    r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
         std::string line = log_step(r);
-        if (evalf && ((step + 1) % o.eval_every == 0 || last)) {
+        if (scorer && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.
             const std::string e = evaluate();
             if (!e.empty()) line += ", \"eval\": " + e;
         }
         run.log(line + "}\n");
         if (sampler && (step + 1) % o.sample_every == 0)  // rank 0 only: forward passes, no collectives
-            printf("sample: %s\n", sample_text(eng, *sampler, o.sample_tokens, rng, p.T).c_str());
+            printf("sample: %s\n", sampler->sample(eng, o.sample_tokens, rng, p.T).c_str());
         fflush(stdout);
         // The checkpoint and the ends: non-finite steps, a stop signal, --stop-after.
         int sig = run.stop_signal();

@@ -17,7 +17,7 @@
 
 #include "run/cli.h"
 #include "run/model_flags.h"
-#include "engine_factory.h"
+#include "engine.h"
 #include "eval/scoring.h"
 #include "util/machine_load.h"
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/process_group.h"
 #include "engine.h"
 #include "eval/eval_file.h"
 #include "util/json.h"

@@ -3,7 +3,7 @@
 //   ./generate out/tiny/model.bin --prompt "And God said"
 //   echo "To be, or not to be" | ./generate out/tiny --tokens 200 --temperature 0.7 --top-p 0.9 --seed 7
 //
-// Loads model.bin (or RUN_DIR/model.bin), makes the engine for this machine (engine_factory.h: the GPU when present) and
+// Loads model.bin (or RUN_DIR/model.bin), makes the engine for this machine (engine.cpp: the GPU when present) and
 // a KV-cache decoder on it (Engine::make_decoder), encodes EOT + the prompt with the GPT-2 tokenizer (a document starts
 // after EOT in the training shards), and samples with inspect/sampling.h: the prompt is printed, then each token as it
 // is sampled (stdout flushed per token; a character split across tokens is printed when complete). Stops after
@@ -21,7 +21,7 @@
 #include "run/checkpoint.h"
 #include "run/cli.h"
 #include "inspect/recompute_decoder.h"
-#include "engine_factory.h"
+#include "engine.h"
 #include "run/plan_views.h"
 #include "util/fs.h"
 #include "inspect/sampling.h"
