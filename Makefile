@@ -117,9 +117,10 @@ $(JSON_O): util/json.cpp
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
 # builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
-LIB_SRCS := engine inspect/sampler eval/scorer
+LIB_SRCS := engine inspect/sampler eval/scorer run/run run/train_flags
 lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
 $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
+.SECONDARY: $(BUILD)/engine/lib
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -c $< -o $@
 $(BUILD)/lib/plain/%.o: %.cpp
@@ -236,7 +237,8 @@ $(TEST_DRIVERS): OPT = -O1 -march=native
 TEST_ENGINE_O := $(BUILD)/test/cuda_engine.o
 $(TEST_ENGINE_O): cuda_engine.cu
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -x c++ -c $< -o $@
-$(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_ENGINE_O) $(TEST_DRIVERS) $(JSON_O)
+$(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(TEST_ENGINE_O) $(TEST_DRIVERS) $(JSON_O) \
+    $(call lib,plain)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lz -lxml2 -lsimdjson
 # The fast tier, build/test_fast (make test-fast): the test files whose tests run inside the test process alone (no
 # other binary, no MPI, no browser), linked from the same objects as build/test_prism, for the edit-compile-test
@@ -283,7 +285,6 @@ $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
-$(BUILD)/bench_eval: $(call lib,plain)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf; and bench_layer_stats and roofline,
 # which test-build builds so that they keep compiling (bench_layer_stats did not, once, outside it).
 $(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
@@ -296,13 +297,13 @@ $(BUILD)/roofline: dev/roofline.cpp
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS)
 
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
-# benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o.
+# benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
 ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
               bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats)
-analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O)
+analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
 $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats: $(BUILD)/%: \
-    $(BUILD)/obj/%.o $(JSON_O)
+    $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(ONE_SOURCE):
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8
 $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):

@@ -24,6 +24,7 @@
 #include "inspect/svg.h"
 #include "run/plan_views.h"
 #include "run/run_log.h"
+#include "run/model_flags.h"
 #include "run/train_flags.h"
 #include "studies/stats.h"
 

@@ -7,333 +7,46 @@
 // marked changes_on_resume: the length (--steps and the flags that set it), --stop-after (never recorded), and
 // the evaluation, sampling, logging and checkpointing cadence, none of which changes what the run computes.
 // The output directory itself is not compared (a run directory may have been moved). study.cpp parses its
-// trainer flags with the same table.
+// trainer flags with the same table. Its body is run/train_flags.cpp (compiled apart: the Makefile's LIB).
 #pragma once
 
-#include <algorithm>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "eval/tasks.h"
 #include "run/cli.h"
-#include "run/model_flags.h"
-#include "run/defaults.h"
-#include "run/run_plan.h"
-#include "run/run_record.h"
-#include "text/tokenizer_path.h"
-#include "lr_schedule.h"
+
+struct RunBranch;
+struct RunPlan;
+struct RunRecord;
+struct TrainOptions;
 
 // Every flag of train_prism, each declared once: spellings, value kind and bounds, help ("{default}" is the
 // option's initial value), the TrainOptions field it sets, and its run-record rule (Fixed unless marked).
-inline std::vector<Flag> make_train_flags(TrainOptions& o) {
-    std::vector<Flag> f;
-    f.push_back(
-        switch_flag("--plan", "print the model's per-layer table, totals and GPU memory at -b, -t, and exit", o.plan)
-            .not_recorded());
-    f.push_back(switch_flag("--json", "with --plan: print it as JSON", o.json).not_recorded());
-    add_model_flags(f, o.model, "default: 124M on a GPU, tiny on the CPU");
-    f.push_back(path_flag("--train", "GLOB",
-                          "training shards (default data/fineweb10B/*_train_*.bin if that directory "
-                          "exists, else data/default/*_train_*.bin)",
-                          o.train));
-    f.push_back(path_flag("--val", "GLOB",
-                          "validation shards (default: the _val_ shards next to the default training "
-                          "shards)",
-                          o.val));
-    f.push_back(path_flag("-o, --out", "DIR",
-                          "output directory: log.jsonl, checkpoints (default "
-                          "out/PRESET[-HEADS][-WIDTHS])",
-                          o.out)
-                    .changes_on_resume());
-    // how it runs, not what it computes: the micro-batch (the total batch stays, so another rank count reads the
-    // same sequences), the engine, ZeRO, recomputation
-    f.push_back(
-        number_flag("-b, --batch", "B", "micro-batch rows (default {default})", o.B, 1, 1 << 20).changes_on_resume());
-    f.push_back(
-        number_flag("-t, --train-seq", "T", "training sequence length (default: the model's context)", o.T, 1, 1 << 20)
-            .unless("0"));
-    f.push_back(number_flag("--total-batch", "TOKENS",
-                            "tokens per optimizer step, all ranks together; a multiple of "
-                            "B*T*ranks (gradient accumulation); default 524288 for models of 50M parameters or more, "
-                            "else B*T*ranks",
-                            o.total_batch, 1, kMaxSteps));
-    // The length: --tokens, --tokens-per-param and --epochs resolve to --steps, which is what the record keeps.
-    f.push_back(number_flag("--steps", "N",
-                            "optimizer steps (default: 25 tokens per parameter for models of 50M or "
-                            "more, else 150)",
-                            o.steps, 1, kMaxSteps)
-                    .changes_on_resume());
-    f.push_back(number_flag("--tokens", "N", "token budget: steps = N / total batch", o.tokens, 1, kMaxTokens)
-                    .not_recorded()
-                    .changes_on_resume());
-    f.push_back(number_flag("--tokens-per-param", "R",
-                            "token budget of R tokens per parameter (the papers use 25 to "
-                            "30)",
-                            o.tokens_per_param, 1e-9, 1e6)
-                    .not_recorded()
-                    .changes_on_resume());
-    f.push_back(number_flag("--epochs", "E", "token budget of E passes over the training shards", o.epochs, 1e-9, 1e6)
-                    .not_recorded()
-                    .changes_on_resume());
-    f.push_back(number_flag("--lr", "LR",
-                            "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 "
-                            "to 200M, 3e-4 to 500M, 2.5e-4 to 1B)",
-                            o.lr, 0, 10));
-    f.push_back(number_flag("--warmup-frac", "F", "linear warmup over this fraction of the steps (default {default})",
-                            o.warmup_frac, 0, 1));
-    // The schedule (lr_schedule.h's LrSchedule). --warmup, --lr-schedule, --decay-frac and --decay-shape may
-    // change on a resume only where the lr of every step done stays the same (lr_branch_flags): a wsd run
-    // branched into another decay from its stable phase.
-    f.push_back(number_flag("--warmup", "N", "linear warmup over N steps (default: --warmup-frac of the steps)",
-                            o.warmup, 0, kMaxSteps)
-                    .unless("-1"));
-    f.push_back(choice_flag("--lr-schedule", "KIND",
-                            "after the warmup: cosine to --final-lr-frac (default); wsd: stable, then a decay over "
-                            "the last --decay-frac of the steps (resumable into another decay); linear; constant",
-                            o.lr_schedule, lr_schedule_kinds())
-                    .unless("cosine"));
-    f.push_back(number_flag("--decay-frac", "F",
-                            "wsd: decay over the last F of the steps (default 0.2, the cooldown Hagele et al. "
-                            "2024 find matches cosine)",
-                            o.decay_frac, 0, 1)
-                    .record_if([&o] { return o.lr_schedule == "wsd"; }));
-    f.push_back(choice_flag("--decay-shape", "SHAPE",
-                            "wsd: the decay's shape: sqrt (1 - sqrt of its progress; the default, best in "
-                            "Hagele et al. 2024's comparison), linear or cosine",
-                            o.decay_shape, lr_decay_shapes())
-                    .record_if([&o] { return o.lr_schedule == "wsd"; }));
-    f.push_back(number_flag("--final-lr-frac", "F", "the schedule decays to F * lr (default {default})",
-                            o.final_lr_frac, 0, 1));
-    f.push_back(
-        number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
-    f.push_back(number_flag("--beta1", "B1", "AdamW beta1 (default {default})", o.opt.beta1, 0, 0.999999));
-    f.push_back(number_flag("--beta2", "B2", "AdamW beta2 (default {default})", o.opt.beta2, 0, 0.999999));
-    f.push_back(number_flag("--adam-eps", "E", "AdamW epsilon (default {default})", o.opt.eps, 1e-30, 1));
-    f.push_back(
-        number_flag("--clip", "C", "clip the global gradient norm to C (0: off; default {default})", o.clip, 0, 1e9));
-    f.push_back(
-        number_flag("--seed", "S", "seed for init, data order and sampling (default {default})", o.seed, 0, kMaxLong));
-    f.push_back(switch_flag("--no-shuffle", "read shards and the sequences within them in order", o.shuffle, false));
-    f.push_back(number_flag("--val-every", "N",
-                            "validation loss every N steps and at the end (0: never; default "
-                            "{default})",
-                            o.val_every, 0, kMaxSteps)
-                    .changes_on_resume());
-    f.push_back(
-        number_flag("--val-tokens", "N", "tokens per validation (default {default})", o.val_tokens, 1, kMaxSteps));
-    f.push_back(number_flag("--ckpt-every", "N",
-                            "checkpoint every N steps; always one at the end (default: only at "
-                            "the end)",
-                            o.ckpt_every, 0, kMaxSteps)
-                    .changes_on_resume());
-    f.push_back(
-        number_flag("--keep", "K", "checkpoints to keep (default {default})", o.keep, 1, 1000000).changes_on_resume());
-    f.push_back(number_flag("--stop-after", "N",
-                            "stop after N steps of this run, with a checkpoint (e.g. to fit a job "
-                            "time limit)",
-                            o.stop_after, 1, kMaxSteps)
-                    .not_recorded()
-                    .changes_on_resume());
-    f.push_back(switch_flag("--resume",
-                            "continue the run in OUT from OUT/latest with its recorded flags "
-                            "(OUT/run.json); -o OUT alone is enough",
-                            o.resume)
-                    .not_recorded());
-    f.push_back(switch_flag("--overwrite",
-                            "start afresh in an OUT that holds a run: delete its checkpoints and log "
-                            "first",
-                            o.overwrite)
-                    .not_recorded());
-    f.push_back(switch_flag("--allow-batch-change",
-                            "with --resume: go on with another global batch (tokens per step) "
-                            "than the checkpoint's (without it, that is an error)",
-                            o.allow_batch_change)
-                    .not_recorded());
-    f.push_back(switch_flag("--allow-data-change",
-                            "with --resume: go on with other training or validation shards "
-                            "than the ones OUT/run.json recorded (without it, that is an error)",
-                            o.allow_data_change)
-                    .not_recorded());
-    f.push_back(path_flag("--branch-from", "STEP_DIR",
-                          "with --resume: go on from this earlier checkpoint of OUT (step_00000020): OUT/latest names "
-                          "it, the checkpoints of later steps move aside into OUT/lineage_TIME/ (kept, never deleted) "
-                          "and the log is cut back to it",
-                          o.branch_from)
-                    .not_recorded()
-                    .changes_on_resume());
-    f.push_back(number_flag("--max-nonfinite", "K",
-                            "a NaN/inf loss or grad norm skips the step; K in a row stop the "
-                            "run (default {default})",
-                            o.max_nonfinite, 1, 1000000));
-    // Recorded only when given: else the default, and a missing tokenizer stays a note.
-    f.push_back(number_flag("--sample-every", "N", "print a text sample every N steps (0: never; default {default})",
-                            o.sample_every, 0, kMaxSteps)
-                    .then([&o] { o.sample_flag_given = true; })
-                    .record_if([&o] { return o.sample_flag_given; })
-                    .changes_on_resume());
-    f.push_back(
-        number_flag("--sample-tokens", "N", "tokens per sample (default {default})", o.sample_tokens, 1, 1 << 20)
-            .changes_on_resume());
-    f.push_back(path_flag("--tokenizer", "FILE", std::string("GPT-2 ranks file for samples (") + kTokenizerHelp + ")",
-                          o.tokenizer));
-    f.push_back(number_flag("--layer-stats-every", "N",
-                            "log each layer's gradient norm, update/weight ratio and output RMS every N "
-                            "steps (0: never; default {default})",
-                            o.layer_stats_every, 0, kMaxSteps)
-                    .changes_on_resume());
-    f.push_back(number_flag("--eval-every", "N",
-                            "run the zero-shot task --eval-task every N steps and log it (0: "
-                            "never)",
-                            o.eval_every, 0, kMaxSteps)
-                    .changes_on_resume());
-    std::vector<std::string> tasks;
-    for (const EvalTaskInfo& t : eval_tasks()) tasks.push_back(t.name);
-    f.push_back(choice_flag("--eval-task", "TASK",
-                            "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext "
-                            "(default {default})",
-                            o.eval_task, tasks,
-                            [](const std::string& v) { return std::string(find_eval_task(v).name); }));
-    f.push_back(number_flag("--eval-limit", "N", "examples per in-training eval (0: all; default {default})",
-                            o.eval_limit, 0, kMaxSteps));
-    f.push_back(
-        path_flag("--eval-data", "DIR", "prepared eval files (default {default}, see data/get_eval.sh)", o.eval_data));
-    f.push_back(
-        switch_flag("--cpu", "train on the CPU reference even when a GPU is present", o.cpu).changes_on_resume());
-    f.push_back(switch_flag("--recompute",
-                            "GPU: recompute norm and SwiGLU outputs in the backward (less memory; "
-                            "automatic when needed)",
-                            o.recompute)
-                    .changes_on_resume());
-    Flag zero = make_flag(
-        "--zero", "STAGE",
-        "with several ranks: 1 shards the optimizer state across them (default), 0 keeps all "
-        "of it on every rank",
-        [&o](const std::string& v) {
-            o.zero = parse_int_flag("--zero", v);
-            if (o.zero != 0 && o.zero != 1) throw ConfigError("--zero must be 0 or 1");
-        },
-        FlagKind::Choice);
-    zero.choices = {"0", "1"};
-    zero.value = [&o] { return std::to_string(o.zero); };
-    f.push_back(zero.unless("-1").changes_on_resume());
-    f.push_back(number_flag("--comm-timeout", "S",
-                            "with several ranks: end the job when a rank waits S seconds in a "
-                            "collective (a rank died or hangs; default {default})",
-                            o.comm_timeout, 1, 1e6)
-                    .changes_on_resume());
-    return f;
-}
+std::vector<Flag> make_train_flags(TrainOptions& o);
 
 // train_prism's command line: its flags and what --help says first.
-inline Command train_prism_command(TrainOptions& o) {
-    Command c;
-    c.name = "train_prism";
-    c.usage = "[flags]";
-    c.about =
-        "Trains a model on the GPU when one is present (default: 124M on FineWeb, or on data/default/ when "
-        "data/fineweb10B/ is missing), else on the CPU (default: tiny); under mpirun, one data-parallel rank "
-        "per process.";
-    c.flags = make_train_flags(o);
-    c.help_line = "print this help and exit";
-    c.help_first = true;
-    return c;
-}
-
-// The flags a resume may change when the lr of every step done stays the same (run/run.h checks it and
-// records each change in run.json's "branches"): a wsd run branched into another decay. --steps may change in
-// any case (may_change_on_resume); for a schedule other than cosine it is checked the same way.
-inline std::vector<std::string> lr_branch_flags() {
-    return {"--warmup", "--lr-schedule", "--decay-frac", "--decay-shape"};
-}
+Command train_prism_command(TrainOptions& o);
 
 // The flags a resume may change (the rest must equal the record), from the table.
-inline std::vector<std::string> may_change_on_resume() {
-    TrainOptions o;
-    std::vector<std::string> v;
-    for (const Flag& f : make_train_flags(o))
-        if (f.may_change) v.push_back(canonical_name(f));
-    return v;
-}
+std::vector<std::string> may_change_on_resume();
 
 // The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
 // every recorded flag that is set, with its value, in the table's order; the length and the batch as the plan
 // resolved them (steps, total_batch), and the warmup when it is not --warmup-frac's of the steps (a resume's
-// kept warmup, run/run.h's keep_recorded_warmup).
-inline std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& resolved, const RunPlan& p) {
-    TrainOptions o = resolved;
-    o.total_batch = p.total_batch, o.steps = p.steps;
-    if (o.warmup < 0 && p.warmup != default_warmup(o, p.steps)) o.warmup = p.warmup;
-    std::vector<std::pair<std::string, std::string>> a;
-    for (const Flag& f : make_train_flags(o))
-        if (f.recorded && (!f.is_set || f.is_set())) a.push_back({canonical_name(f), f.value()});
-    return a;
-}
+// kept warmup, run/run.cpp's keep_recorded_warmup).
+std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& resolved, const RunPlan& p);
 
 // The canonical names of the flags argv gives, in order (values skipped).
-inline std::vector<std::string> given_flags(int argc, char** argv, const std::vector<Flag>& flags) {
-    std::vector<std::string> out;
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        const size_t eq = a.find('=');
-        const bool inline_value = a.rfind("--", 0) == 0 && eq != std::string::npos;
-        if (inline_value) a = a.substr(0, eq);
-        for (const Flag& f : flags)
-            for (const std::string& n : flag_spellings(f))
-                if (n == a) {
-                    out.push_back(canonical_name(f));
-                    if (!f.arg.empty() && !inline_value) i++;
-                }
-    }
-    return out;
-}
+std::vector<std::string> given_flags(int argc, char** argv, const std::vector<Flag>& flags);
 
-// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have
-// the value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag,
+// On a --resume: every recorded flag not in `may_change` (may_change_on_resume) must have the value the record
+// has, and no such flag may be new. The first difference is a ConfigError naming the flag,
 // both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
-// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/train_flags.h's
+// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/run.cpp's
 // lr_branch_flags) may differ, be new or be gone: their changes are returned (step 0) for the caller to check
-// (check_lr_branch below) and record.
-inline std::vector<RunBranch> check_resume_args(const RunRecord& rec,
-                                                const std::vector<std::pair<std::string, std::string>>& now,
-                                                const std::vector<std::string>& may_change,
-                                                bool batch_may_change = false, bool data_may_change = false,
-                                                const std::vector<std::string>& may_branch = {}) {
-    std::vector<RunBranch> changes;
-    for (const std::string& f : may_branch) {
-        std::string value;
-        for (const auto& x : now)
-            if (x.first == f) value = x.second;
-        if (value != rec.arg(f)) changes.push_back({0, f, rec.arg(f), value});
-    }
-    std::vector<std::string> ok = may_change;
-    ok.insert(ok.end(), may_branch.begin(), may_branch.end());
-    if (batch_may_change) ok.push_back("--total-batch");
-    if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
-    auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
-    auto find = [](const std::vector<std::pair<std::string, std::string>>& v,
-                   const std::string& f) -> const std::string* {
-        for (const auto& x : v)
-            if (x.first == f) return &x.second;
-        return nullptr;
-    };
-    std::string list;
-    for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
-    const std::string tail = " (" + rec.path +
-                             "); resume without it to continue the run as recorded, or start a new "
-                             "run in another -o (a resume may change only " +
-                             list + ")";
-    for (const auto& [flag, value] : now) {
-        if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
-        const std::string* was = find(rec.args, flag);
-        if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
-        if (*was != value)
-            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) +
-                              tail);
-    }
-    for (const auto& [flag, value] : rec.args)
-        if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
-            throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
-    return changes;
-}
+// (run/run.cpp's check_lr_branch) and record.
+std::vector<RunBranch> check_resume_args(const RunRecord& rec,
+                                         const std::vector<std::pair<std::string, std::string>>& now,
+                                         const std::vector<std::string>& may_change, bool batch_may_change = false,
+                                         bool data_may_change = false, const std::vector<std::string>& may_branch = {});

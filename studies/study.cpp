@@ -56,6 +56,7 @@
 
 #include "run/cli.h"
 #include "run/cost_model.h"
+#include "eval/tasks.h"
 #include "run/run_record.h"
 #include "run/train_flags.h"
 #include "dataloader.h"  // glob_shards

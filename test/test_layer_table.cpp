@@ -14,6 +14,8 @@
 #include "hf/hf_config.h"
 #include "run/checkpoint.h"
 #include "run/plan_views.h"
+#include "run/defaults.h"
+#include "run/model_flags.h"
 #include "run/train_flags.h"
 #include "test/train_util.h"
 

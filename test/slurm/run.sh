@@ -141,8 +141,9 @@ brief() { awk '/^step / { if (!s) print; s = 1; last = $0; next } { if (last != 
 
 # ---- sbatch of docs/training.md's batch script, and the same script stopped by the time-limit signal ----
 # The script as the docs print it; only the model flags change (the 124M model on the default corpus would take
-# hours here), and the steps: 300 micro steps, so that the signal lands mid-run.
-steps=300
+# hours here), and the steps: 3000, so that the signal lands mid-run: the job is over a second long (300 steps took
+# 0.4 s, and a signal sent after 20 of them landed once after the last, under CI's load).
+steps=3000
 script=$(awk '/^#!\/bin\/bash$/ { on = 1 } on && /^```/ { exit } on' "$repo/docs/training.md")
 if ! grep -q -- '-m 124M -s prism' <<< "$script"; then
     fail sbatch "docs/training.md's batch script (the block from #!/bin/bash) has no 'srun ./train_prism -m 124M -s prism'"
