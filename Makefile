@@ -116,13 +116,16 @@ $(JSON_O): util/json.cpp
 # entry point compiles, and its reader crosses, the interface alone. Each is compiled once per set of flags that a
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
-# builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
-LIB_SRCS := engine inspect/sampler eval/scorer run/run run/train_flags
+# builds'), asan/ (the address builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
+LIB_SRCS := engine dataloader inspect/sampler eval/scorer run/run run/train_flags
 lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
 $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
-.SECONDARY: $(BUILD)/engine/lib
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -c $< -o $@
+.SECONDARY: $(BUILD)/engine/lib
+$(BUILD)/lib/asan/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 $(BUILD)/lib/plain/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
@@ -248,7 +251,7 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # CUDA engine's object, which an edit to a product header recompiles (18 CPU-s), and build/test_prism runs them.
 FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor \
               executor_seams io kernels layout prepare_shards reference ref_ops schedule tokenizer))
-$(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O)
+$(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
 
 # The other binaries the tests drive:
@@ -339,7 +342,7 @@ $(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)
 $(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o
 $(BUILD)/asan/cuda_engine.o: cuda_engine.cu
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
-$(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o
+$(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o $(call lib,asan)
 $(BUILD)/asan/json.o: util/json.cpp
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
 ASAN_BINS := $(addprefix $(BUILD)/,test_fuzz_asan test_kernels_asan test_model_asan test_decode_asan)
@@ -441,7 +444,7 @@ $(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/json.o
-$(addprefix $(GPU_BUNDLE)/bin/,$(GB_PRODUCTS)): $(call lib,gb)
+$(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(call lib,gb)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
 $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 	cp $< $@ && chmod +x $@
@@ -494,10 +497,10 @@ $(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERN
 $(BUILD)/native/cuda_engine.o: cuda_engine.cu
 	$(NVCC_CMD) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -Xcompiler -fopenmp -c $< -o $@
 $(BUILD)/bench_attention: dev/bench_attention.cpp
-$(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O)
+$(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O) $(call lib,plain)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
 	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ \
-	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -Xcompiler -fopenmp
+	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -lpcre2-8 -Xcompiler -fopenmp
 
 # ==== the checks and tests ==========================================================================================
 # `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's

@@ -41,6 +41,7 @@
 // Everything except main() is tokenizer-agnostic (the encoder is a callback), so the tests include this
 // file with PREPARE_SHARDS_NO_MAIN and run the real pipeline with a byte-level stand-in tokenizer.
 #include <fcntl.h>
+#include <glob.h>
 #include <omp.h>
 #include <poll.h>
 #include <sys/stat.h>
