@@ -117,7 +117,7 @@ $(JSON_O): util/json.cpp
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
 # builds'), asan/ (the address builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
-LIB_SRCS := engine dataloader inspect/sampler eval/scorer run/run run/train_flags
+LIB_SRCS := engine dataloader inspect/sampler eval/scorer run/cli run/defaults run/plan_views run/run run/train_flags
 lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
 $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
 	@mkdir -p $(@D)
@@ -453,7 +453,7 @@ GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o
+$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(GB_OBJ)/lib/run/plan_views.o $(GB_OBJ)/lib/run/cli.o
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
 $(GB_OBJ)/export.o: hf/export.cpp $(BUILD)/hf/hf_python.h
 	$(CXX_CMD) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) -c $< -o $@

@@ -40,7 +40,7 @@
 #include "util/mfu.h"
 
 // Makes the GPU's KV-cache decoder on a model's bf16 weights, queuing on `stream`: inspect/cuda_decoder.cuh's
-// make_cuda_decoder, handed to the engine by whoever builds it (engine.cpp), so that the engine does not
+// make_cuda_decoder, handed to the engine by whoever builds it (cuda_engine.cu), so that the engine does not
 // depend on inspect/. An engine built without one refuses make_decoder.
 using CudaDecoderMaker = std::unique_ptr<Decoder> (*)(const CudaModel& model, cudaStream_t stream, int capacity);
 
@@ -208,7 +208,7 @@ class CudaEngine : public CudaEngineHooks {
     std::unique_ptr<Decoder> make_decoder(int capacity) const override {
         if (!decoder_)
             throw std::logic_error(
-                "this CudaEngine was built without a decoder maker (engine.cpp's make_engine "
+                "this CudaEngine was built without a decoder maker (cuda_engine.cu's make_gpu_engine "
                 "hands it inspect/cuda_decoder.cuh's make_cuda_decoder)");
         return decoder_(model_, compute_, capacity);
     }

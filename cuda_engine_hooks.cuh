@@ -30,7 +30,7 @@ class CudaEngineHooks : public Engine {
 };
 
 // A CUDA engine on the current device, as `CudaEngine(c, recompute, dp, decoder)` builds it; with_decoder hands it
-// inspect/cuda_decoder.cuh's make_cuda_decoder, as engine.cpp's make_engine does (without it, make_decoder
+// inspect/cuda_decoder.cuh's make_cuda_decoder, as cuda_engine.cu's make_gpu_engine does (without it, make_decoder
 // throws std::logic_error).
 std::unique_ptr<CudaEngineHooks> make_cuda_engine(const ModelConfig& c, bool recompute = false,
                                                   const DataParallel& dp = DataParallel(), bool with_decoder = false);

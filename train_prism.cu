@@ -7,8 +7,6 @@
 // batch is what the user asked for: B x T x world x n_micro tokens (run/run_plan.h); rank r reads sequences
 // [r B, r B + B) of each group of B x world (dataloader.h), so the ranks together are one process with B x world
 // rows. Only rank 0 prints, logs and samples.
-#include <glob.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,24 +26,8 @@
 #include "run/run_plan.h"
 #include "run/stop_signal.h"
 #include "run/train_flags.h"
-#include "text/tokenizer_path.h"
 #include "train_step.h"
 #include "util/machine_load.h"
-
-// The one output rule (util/fs.h), before OUT is created or locked: OUT is none of the files the run reads (the
-// shards, the eval file, the tokenizer) and holds none of them (--overwrite deletes in it).
-static void check_out_dir(const TrainOptions& o) {
-    std::vector<ReadPath> inputs;
-    for (const std::string& pattern : {o.train, o.val}) {
-        glob_t g;
-        if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
-            for (size_t i = 0; i < g.gl_pathc; i++) inputs.push_back({g.gl_pathv[i], "the shard"});
-        globfree(&g);
-    }
-    if (o.eval_every > 0) inputs.push_back({o.eval_data + "/" + o.eval_task + ".bin", "the eval file"});
-    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
-    check_output_path(o.out, "-o", inputs, true);
-}
 
 // The flags, on every rank (a bad flag is one message, not one per rank): parsed, a --resume's recorded ones
 // beneath them (Run::restore_flags), the model built and the defaults resolved.
@@ -73,7 +55,7 @@ static void read_flags(Command& cmd, int argc, char** argv, TrainOptions& o, Mod
     default_model(o, gpu_engine_available(o.cpu));
     cfg = build_config(o.model, warnings);
     default_run(o, cfg, dist.world, notes);
-    if (!o.plan) check_out_dir(o);
+    if (!o.plan) Run::check_out(o);
     if (o.plan) {  // training's checks of the batch, length and schedule; --epochs needs the shards' size, and a
                    // plan without them (outside the checkout, say) skips that check: a plan needs no data
         size_t tokens = 0;

@@ -36,6 +36,7 @@
 #include "cuda_engine_hooks.cuh"
 #include "embedding_plan.h"
 #include "memory_plan.h"
+#include "model/build.h"
 #include "run/plan_views.h"
 #include "dataloader.h"
 #include "train_step.h"

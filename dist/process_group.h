@@ -11,7 +11,7 @@
 //   2. the environment rendezvous, for launchers that start N copies without PMI (srun on a Slurm without
 //      PMIx): PRISM_RENDEZVOUS=DIR (a directory every node sees) and RANK, WORLD_SIZE, LOCAL_RANK (or Slurm's
 //      SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID). No MPI: rank 0 writes the NCCL id into DIR and the
-//      others read it (share_id); host collectives then run over NCCL, installed by engine.cpp as `device`. GPUs
+//      others read it (share_id); host collectives then run over NCCL, installed by comm.cuh as `device`. GPUs
 //      only: the CPU engine has no collectives without MPI.
 //   3. neither: one process, and every collective returns at once. RANK or WORLD_SIZE in the environment then
 //      (a rank > 0 or a world > 1 without PRISM_RENDEZVOUS or a launcher) is an error: such copies would not
@@ -25,7 +25,7 @@
 // Errors: DistError, one line. A collective that fails (MPI's error handler is set to return) throws; one that
 // blocks too long is ended by the watchdog (dist/watchdog.h). all_or_none makes a failure during set-up (bad flags,
 // missing data) end every rank with one message instead of N copies of it, or N - 1 ranks waiting forever.
-// Does not: pick a GPU or talk to NCCL (engine.cpp and comm.cuh do, with the ranks found here).
+// Does not: pick a GPU or talk to NCCL (cuda_engine.cu and comm.cuh do, with the ranks found here).
 #pragma once
 
 #include <sys/stat.h>
@@ -185,7 +185,7 @@ class Dist {
   public:
     int rank = 0, world = 1, local_rank = 0, local_world = 1;
 
-    // Host collectives over NCCL for the rendezvous (installed by engine.cpp once the communicator is up):
+    // Host collectives over NCCL for the rendezvous (installed by comm.cuh once the communicator is up):
     // in-place sum of n doubles on every rank, and a barrier.
     std::function<void(double*, int)> device_sum;
     std::function<void()> device_barrier;

@@ -1,7 +1,7 @@
 // inspect/cuda_decoder.cuh: CudaDecoder, the KV-cache Decoder (engine.h) on the GPU, reading the CUDA model's bf16
 // weights in place (model.cuh's CudaModel: no copy, so it decodes with the weights the engine holds at each call)
 // and queuing on the engine's compute stream (so a decode orders after any training work queued before it).
-// The engine makes one through make_cuda_decoder, handed to it by engine.cpp (the engine does not include
+// The engine makes one through make_cuda_decoder, handed to it by cuda_engine.cu (the engine does not include
 // inspect/).
 // A chunk of n new tokens at positions p0 .. p0 + n - 1 runs as n rows through the model's own kernels:
 //   x (n, D) = embed(tokens)

@@ -7,6 +7,7 @@
 // One frame runs every binary's main (Command, command_main): positional arguments, --help, errors and exit
 // codes in one place. `PRISM_HELP=table BIN --help` prints the table itself, one flag a line (kind, bounds, a
 // valid value), for the test that feeds every binary's flags back to it (test/test_cli.cpp).
+// Its body is run/cli.cpp (compiled apart: the Makefile's LIB).
 #pragma once
 
 #include <algorithm>
@@ -24,7 +25,6 @@
 #include <vector>
 
 #include "util/errors.h"
-#include "util/io.h"
 #include "util/number_text.h"
 
 enum class FlagKind { Switch, Int, Double, Text, Path, Choice };
@@ -67,30 +67,16 @@ struct Flag {
 };
 
 // A flag of any kind from its parts (the kind's helpers below fill in the rest).
-inline Flag make_flag(const std::string& names, const std::string& arg, const std::string& help,
-                      std::function<void(const std::string&)> apply, FlagKind kind = FlagKind::Text, double lo = 0,
-                      double hi = 0) {
-    Flag f;
-    f.names = names, f.arg = arg, f.help = help, f.apply = std::move(apply), f.kind = kind, f.lo = lo, f.hi = hi;
-    return f;
-}
+Flag make_flag(const std::string& names, const std::string& arg, const std::string& help,
+               std::function<void(const std::string&)> apply, FlagKind kind = FlagKind::Text, double lo = 0,
+               double hi = 0);
 
 inline std::string trim_name(const std::string& s) {
     size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
     return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-inline std::vector<std::string> flag_spellings(const Flag& f) {
-    std::vector<std::string> out;
-    size_t a = 0;
-    while (a < f.names.size()) {
-        size_t b = f.names.find(',', a);
-        out.push_back(trim_name(f.names.substr(a, b == std::string::npos ? std::string::npos : b - a)));
-        if (b == std::string::npos) break;
-        a = b + 1;
-    }
-    return out;
-}
+std::vector<std::string> flag_spellings(const Flag& f);
 
 // A flag's canonical spelling: its last one ("-m, --model" -> "--model").
 inline std::string canonical_name(const Flag& f) { return flag_spellings(f).back(); }
@@ -99,36 +85,16 @@ inline std::string canonical_name(const std::string& names) {
 }
 
 // Numeric flag values: the whole string must parse, and out-of-range values are errors, not wraparounds.
-inline long parse_long_flag(const std::string& flag, const std::string& v) {
-    char* end = nullptr;
-    errno = 0;
-    long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != 0 || errno) throw ConfigError(flag + ": '" + v + "' is not an integer");
-    return x;
-}
-inline int parse_int_flag(const std::string& flag, const std::string& v) {
-    long x = parse_long_flag(flag, v);
-    if (x < -2147483647L || x > 2147483647L) throw ConfigError(flag + ": " + v + " is out of range");
-    return (int)x;
-}
-inline double parse_double_flag(const std::string& flag, const std::string& v) {
-    char* end = nullptr;
-    errno = 0;
-    double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != 0 || errno || !std::isfinite(x)) throw ConfigError(flag + ": '" + v + "' is not a number");
-    return x;
-}
+long parse_long_flag(const std::string& flag, const std::string& v);
+int parse_int_flag(const std::string& flag, const std::string& v);
+double parse_double_flag(const std::string& flag, const std::string& v);
 
 inline std::string below_message(const std::string& flag, double lo) {
     return flag + (lo == 1 ? " must be positive" : " must be at least " + std::to_string((long)lo));
 }
 
 // The help line with "{default}" replaced by the flag's value now (the table is built on fresh options).
-inline std::string with_default(std::string help, const std::function<std::string()>& value) {
-    const size_t at = help.find("{default}");
-    if (at != std::string::npos && value) help.replace(at, 9, value());
-    return help;
-}
+std::string with_default(std::string help, const std::function<std::string()>& value);
 
 // A switch: sets dst to `on`. Recorded (as "") while dst is `on`.
 template <class T> Flag switch_flag(const std::string& names, const std::string& help, T& dst, T on) {
@@ -176,103 +142,25 @@ Flag number_flag(const std::string& names, const std::string& arg, const std::st
 }
 
 // A string taken as given (a preset's name, a schedule, a glob: checked where it is used).
-inline Flag text_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst) {
-    Flag f = make_flag(
-        names, arg, "", [&dst](const std::string& v) { dst = v; }, FlagKind::Text);
-    f.value = [&dst] { return dst; };
-    f.help = with_default(help, f.value);
-    return f;
-}
+Flag text_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst);
 
 // A file or directory: "" is refused (an empty -o would write "" or "/..."), unless empty_ok (then "" is the default).
-inline Flag path_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
-                      bool empty_ok = false) {
-    const std::string name = canonical_name(names);
-    Flag f = make_flag(
-        names, arg, "",
-        [name, &dst, empty_ok](const std::string& v) {
-            // An empty path (an unset shell variable: -o "$RUN") is never taken as "the default": that default
-            // may hold a run that --overwrite would then delete.
-            if (v.empty() && !empty_ok)
-                throw ConfigError("flag " + name +
-                                  " was given an empty path; pass a path (an unset shell "
-                                  "variable?), or leave the flag out for its default");
-            dst = v;
-        },
-        FlagKind::Path);
-    f.value = [&dst] { return dst; };
-    f.empty_ok = empty_ok;
-    f.help = with_default(help, f.value);
-    return f;
-}
+Flag path_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
+               bool empty_ok = false);
 
 // One of `choices`. resolve (optional) checks the value itself and returns what to keep (it may take aliases:
 // "rms"); without it any other value is "FLAG must be A, B or C, not 'X'".
-inline Flag choice_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
-                        const std::vector<std::string>& choices,
-                        std::function<std::string(const std::string&)> resolve = nullptr) {
-    const std::string name = canonical_name(names);
-    Flag f = make_flag(
-        names, arg, "",
-        [name, &dst, choices, resolve](const std::string& v) {
-            if (resolve) {
-                try {
-                    dst = resolve(v);
-                } catch (const std::runtime_error& e) {  // its own words, with the flag's name
-                    throw ConfigError(name + ": " + e.what());
-                }
-                return;
-            } else {
-                bool ok = false;
-                for (const auto& c : choices) ok = ok || c == v;
-                if (!ok) {
-                    std::string list;
-                    for (size_t i = 0; i < choices.size(); i++)
-                        list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
-                    throw ConfigError(name + " must be " + list + ", not '" + v + "'");
-                }
-            }
-            dst = v;
-        },
-        FlagKind::Choice);
-    f.choices = choices;
-    f.value = [&dst] { return dst; };
-    f.help = with_default(help, f.value);
-    return f;
-}
+Flag choice_flag(const std::string& names, const std::string& arg, const std::string& help, std::string& dst,
+                 const std::vector<std::string>& choices,
+                 std::function<std::string(const std::string&)> resolve = nullptr);
 
 // One line a flag; a help text's own line breaks continue in its column.
-inline void print_flags(FILE* out, const std::vector<Flag>& flags) {
-    for (const auto& f : flags) {
-        std::string lhs = f.names + (f.arg.empty() ? "" : " " + f.arg), help = f.help;
-        for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 1))
-            help.insert(at + 1, std::string(31, ' '));
-        fprintf(out, "  %-28s %s\n", lhs.c_str(), help.c_str());
-    }
-}
+void print_flags(FILE* out, const std::vector<Flag>& flags);
 
 // The table as data, one flag a line, tab-separated: spellings, kind, lo, hi, a value it takes, the choices.
-inline void print_flag_table(FILE* out, const std::vector<Flag>& flags) {
-    static const char* kinds[] = {"switch", "int", "double", "text", "path", "choice"};
-    for (const auto& f : flags) {
-        std::string sample = f.kind == FlagKind::Int || f.kind == FlagKind::Double ? exact_number(f.lo)
-                             : f.kind == FlagKind::Choice                          ? f.choices.at(0)
-                             : f.kind == FlagKind::Switch                          ? ""
-                             : f.sample.empty()                                    ? "x"
-                                                                                   : f.sample;
-        std::string choices;
-        for (const auto& c : f.choices) choices += (choices.empty() ? "" : ",") + c;
-        fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\n", f.names.c_str(), kinds[(int)f.kind], exact_number(f.lo).c_str(),
-                exact_number(f.hi).c_str(), sample.c_str(), choices.c_str());
-    }
-}
+void print_flag_table(FILE* out, const std::vector<Flag>& flags);
 
-inline const Flag* find_flag(const std::vector<Flag>& flags, const std::string& spelling) {
-    for (const auto& f : flags)
-        for (const auto& n : flag_spellings(f))
-            if (n == spelling) return &f;
-    return nullptr;
-}
+const Flag* find_flag(const std::vector<Flag>& flags, const std::string& spelling);
 
 // Where a flag's value written into its argument starts: "--name=value" and "-o=value" (the '=' at the
 // returned index); npos for an argument without one (or that is no flag).
@@ -291,92 +179,22 @@ inline bool looks_like_flag(const std::string& a) {
 // `program` names the binary in errors.
 // The error for an argument no flag takes: a flag's near miss (--step: "did you mean --steps?"), or a value after a
 // flag that takes none (--resume DIR: "did you mean --resume -o DIR?" where there is an -o).
-inline std::string unknown_argument(const std::string& a, const std::string& before, const std::vector<Flag>& flags,
-                                    const std::string& program) {
-    auto distance = [](const std::string& x, const std::string& y) {  // Levenshtein, for near misses
-        std::vector<size_t> row(y.size() + 1);
-        for (size_t j = 0; j <= y.size(); j++) row[j] = j;
-        for (size_t i = 1; i <= x.size(); i++) {
-            size_t diag = row[0];
-            row[0] = i;
-            for (size_t j = 1; j <= y.size(); j++) {
-                const size_t up = row[j];
-                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
-                diag = up;
-            }
-        }
-        return row[y.size()];
-    };
-    const std::string list = "; run " + program + " --help for the list";
-    if (!looks_like_flag(a)) {
-        const Flag* prev = find_flag(flags, before);
-        const Flag* out = find_flag(flags, "-o");
-        if (prev && prev->arg.empty())
-            return "unexpected argument '" + printable(a) + "': " + before + " takes no value" +
-                   (out ? "; did you mean " + before + " -o " + printable(a) + "?" : list);
-        return "unexpected argument '" + printable(a) + "'" + list;
-    }
-    std::string best;
-    size_t best_d = 3;  // at most 2 edits away
-    for (const Flag& f : flags)
-        for (const std::string& n : flag_spellings(f))
-            if (n.size() > 2 && distance(a, n) < best_d) best_d = distance(a, n), best = n;
-    return "unknown flag '" + printable(a) + "'" + (best.empty() ? list : "; did you mean " + best + "?");
-}
+std::string unknown_argument(const std::string& a, const std::string& before, const std::vector<Flag>& flags,
+                             const std::string& program);
 
-inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i], value;
-        const size_t eq = inline_value_at(a);
-        const bool has_value = eq != std::string::npos;
-        if (has_value) value = a.substr(eq + 1), a = a.substr(0, eq);
-        const Flag* hit = find_flag(flags, a);
-        if (!hit) throw ConfigError(unknown_argument(a, i > 1 ? argv[i - 1] : "", flags, program));
-        if (hit->arg.empty()) {
-            if (has_value) throw ConfigError("flag " + a + " takes no value");
-        } else if (!has_value) {
-            if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
-            if (looks_like_flag(argv[i + 1]) && !hit->flag_values)
-                throw ConfigError("flag " + a + " needs a value (" + hit->arg + "), not the flag '" +
-                                  printable(argv[i + 1]) + "'; for a value that starts with '-', write " + a + "=" +
-                                  (hit->kind == FlagKind::Path ? "./" : "") + printable(argv[i + 1]));
-            value = argv[++i];
-        }
-        hit->apply(value);
-    }
-}
+void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program);
 
 // Takes a tool's positional arguments (those that are neither a flag nor a flag's value) out of argv, in order,
 // into `positional`, at most `max` of them (further ones stay, and parse_flags rejects them). Returns the rest,
 // argv[0] first, for parse_flags. "-" is a positional argument (stdin).
-inline std::vector<char*> take_positional(int argc, char** argv, const std::vector<Flag>& flags,
-                                          std::vector<std::string>& positional, size_t max = (size_t)-1) {
-    std::vector<char*> rest{argv[0]};
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        const bool is_flag = a.size() > 1 && a[0] == '-';
-        if (!is_flag && positional.size() < max) {
-            positional.push_back(a);
-            continue;
-        }
-        rest.push_back(argv[i]);
-        if (is_flag && inline_value_at(a) == std::string::npos && i + 1 < argc) {
-            const Flag* f = find_flag(flags, a);
-            if (f && !f->arg.empty()) rest.push_back(argv[++i]);
-        }
-    }
-    return rest;
-}
+std::vector<char*> take_positional(int argc, char** argv, const std::vector<Flag>& flags,
+                                   std::vector<std::string>& positional, size_t max = (size_t)-1);
 
 // How a single-process tool ends on an error: what it printed first, then one line on stderr, "PROGRAM: error:
 // ..." (out of memory: followed by oom_hint when it is not empty), and exit status 1. Returns body's exit status
 // otherwise. dist/process_group.h's run_ranks is the same for the binaries that run as ranks. SIGXFSZ is
 // ignored, so that a write past a file-size limit is the ordinary one-line disk error (EFBIG).
-inline int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body) {
-    signal(SIGXFSZ, SIG_IGN);
-    return run_reporting(
-        program, oom_hint, [] { return std::string(); }, body);
-}
+int run_tool(const char* program, const std::string& oom_hint, const std::function<int()>& body);
 
 // A binary's command line: what --help prints first, its flags, its positional arguments.
 struct Command {
@@ -401,51 +219,18 @@ struct Parsed {
     std::vector<std::string> positional, after;  // after: the arguments after cmd.stop_at
 };
 
-inline void add_help_flag(Command& cmd) {
-    if (find_flag(cmd.flags, "--help")) return;
-    Flag h = switch_flag("-h, --help", cmd.help_line, cmd.help).not_recorded();
-    cmd.flags.insert(cmd.help_first ? cmd.flags.begin() : cmd.flags.end(), h);
-}
+void add_help_flag(Command& cmd);
 
-inline void print_help(FILE* out, Command& cmd) {
-    add_help_flag(cmd);
-    const char* mode = getenv("PRISM_HELP");
-    if (mode && std::string(mode) == "table") return print_flag_table(out, cmd.flags);
-    fprintf(out, "usage: %s %s\n\n%s\n\n", cmd.name.c_str(), cmd.usage.c_str(), cmd.about.c_str());
-    print_flags(out, cmd.flags);
-    if (!cmd.epilog.empty()) fprintf(out, "%s\n", cmd.epilog.c_str());
-}
+void print_help(FILE* out, Command& cmd);
 
 // Parses argv against the command: every flag is applied (so a bad value is an error even beside --help), then
 // --help wins over missing positional arguments. Errors are ConfigErrors.
-inline Parsed parse_command(Command& cmd, int argc, char** argv) {
-    add_help_flag(cmd);
-    Parsed p;
-    int n = argc;
-    if (!cmd.stop_at.empty())
-        for (int i = 1; i < argc; i++)
-            if (argv[i] == cmd.stop_at) {
-                n = i;
-                for (int j = i + 1; j < argc; j++) p.after.push_back(argv[j]);
-                break;
-            }
-    std::vector<char*> rest = take_positional(n, argv, cmd.flags, p.positional, cmd.max_positional);
-    parse_flags((int)rest.size(), rest.data(), cmd.flags, cmd.name);
-    if (!cmd.help && p.positional.size() < cmd.min_positional)
-        throw ConfigError("no " + cmd.missing + " given; usage: " + cmd.name + " " + cmd.usage + " (--help)");
-    return p;
-}
+Parsed parse_command(Command& cmd, int argc, char** argv);
 
 // The main of a single-process tool: parses argv (parse_command), prints --help and exits 0, else runs
 // body(the positional arguments); errors end it as run_tool does.
-inline int command_main(Command& cmd, int argc, char** argv, const std::string& oom_hint,
-                        const std::function<int(const Parsed&)>& body) {
-    return run_tool(cmd.name.c_str(), oom_hint, [&] {
-        const Parsed p = parse_command(cmd, argc, argv);
-        if (cmd.help) return print_help(stdout, cmd), 0;
-        return body(p);
-    });
-}
+int command_main(Command& cmd, int argc, char** argv, const std::string& oom_hint,
+                 const std::function<int(const Parsed&)>& body);
 
 // Upper bounds shared by the command lines (model_config.h's validate_config holds the model's own: d and widths
 // <= 65536, V <= 2^24, T <= 2^20, L <= 10000).

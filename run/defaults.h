@@ -14,6 +14,7 @@
 // So `mpirun -np 8 ./train_prism -s prism` trains 124M Prism on 8 GPUs: the papers' run on FineWeb, a
 // minutes-long demonstration on the default corpus.
 // Does not: check the values (plan_run and the loaders do), or read more of the data than a directory listing.
+// default_run's body is run/defaults.cpp (compiled apart: the Makefile's LIB).
 #pragma once
 
 #include <cmath>
@@ -21,8 +22,7 @@
 #include <vector>
 
 #include "lr_schedule.h"  // OptimizerHyper
-#include "model/build.h"
-#include "util/fs.h"
+#include "model/spec.h"
 
 // A model spec without a preset: default_model picks it for the machine.
 inline ModelSpec spec_without_preset() {
@@ -100,45 +100,7 @@ inline std::string default_out_dir(const ModelSpec& m) {
 }
 
 // Everything else, once the model is built; notes (one line each) say what was chosen where it matters.
-inline void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector<std::string>& notes) {
-    const double P = (double)param_layout(cfg).total;
-    const bool large = P >= kLargeModel;
-    if (std::isnan(o.lr)) o.lr = default_lr(P);
-    bool demo = false;
-    if (o.train.empty()) {
-        const bool fineweb = is_dir("data/fineweb10B");
-        const std::string dir = fineweb ? "data/fineweb10B" : "data/default";
-        o.train = dir + "/*_train_*.bin";
-        if (o.val.empty()) o.val = dir + "/*_val_*.bin";
-        demo = !fineweb;
-        if (demo && large)
-            notes.push_back(
-                "data/fineweb10B/ not found: training on data/default/, a demonstration corpus of ~3M "
-                "tokens, for " +
-                std::to_string((int)kDemoPasses) +
-                " passes; bash data/get_fineweb.sh "
-                "fetches FineWeb for the papers' run");
-    }
-    if (o.val.empty()) o.val = "data/default/*_val_*.bin";
-    const bool length_given = o.steps || o.tokens || o.tokens_per_param > 0 || o.epochs > 0;
-    if (!o.total_batch && large && !demo) {
-        const long T = o.T ? o.T : cfg.T, unit = (long)o.B * T * world;
-        o.total_batch = std::max(1L, std::lround((double)kPaperBatchTokens / unit)) * unit;
-        if (o.total_batch != kPaperBatchTokens)
-            notes.push_back("total batch " + std::to_string(o.total_batch) + " tokens: the papers' " +
-                            std::to_string(kPaperBatchTokens) +
-                            " rounded to a multiple of B*T*ranks = " + std::to_string(unit));
-    }
-    if (!length_given && large) {
-        if (demo) o.epochs = kDemoPasses;
-        else o.tokens_per_param = kPaperTokensPerParam;
-    }
-    if (o.out.empty()) o.out = default_out_dir(o.model);
-    if (o.lr_schedule == "wsd") {  // what the record keeps, so that a resume compares the values themselves
-        if (std::isnan(o.decay_frac)) o.decay_frac = kWsdDecayFrac;
-        if (o.decay_shape.empty()) o.decay_shape = "sqrt";
-    }
-}
+void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector<std::string>& notes);
 
 // The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
 // replaces) and 0 with one.

@@ -4,85 +4,45 @@
 // and KV-cache bytes per token per layer) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
 // numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
+// Its body is run/plan_views.cpp (compiled apart: the Makefile's LIB).
 #pragma once
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "util/json.h"
-#include "model/build.h"
+#include "model_config.h"
+
+struct LayerColumn;
+enum class SubBlock;
 
 // "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
-inline std::string rle_list(const std::vector<int>& v) {
-    std::string s;
-    for (size_t a = 0; a < v.size();) {
-        size_t b = a;
-        while (b < v.size() && v[b] == v[a]) b++;
-        if (!s.empty()) s += ",";
-        s += std::to_string(v[a]);
-        if (b - a > 1) s += "x" + std::to_string(b - a);
-        a = b;
-    }
-    return s;
-}
+std::string rle_list(const std::vector<int>& v);
 
 // A column's values by its model.bin name (model/layer_columns.h), one per layer.
-inline std::vector<int> layer_values(const std::string& name, const ModelConfig& c) {
-    return column_values(*find_layer_column(name), c);
-}
+std::vector<int> layer_values(const std::string& name, const ModelConfig& c);
 inline std::vector<int> layer_widths(const ModelConfig& c) { return layer_values("width", c); }
 inline std::vector<int> layer_heads(const ModelConfig& c) { return layer_values("heads", c); }
 inline std::vector<int> layer_kv_heads(const ModelConfig& c) { return layer_values("kv_heads", c); }
 inline std::vector<int> layer_hidden(const ModelConfig& c) { return layer_values("hidden", c); }
 inline std::vector<int> layer_windows(const ModelConfig& c) { return layer_values("window", c); }
 // Whether any layer departs from today's layer in a column besides width and heads (then the plan shows them).
-inline bool has_layer_columns(const ModelConfig& c) {
-    for (const LayerColumn& col : layer_columns())
-        for (int l = 0; l < c.L() && !col.always_shown; l++)
-            if (departs(col, c, l)) return true;
-    return false;
-}
+bool has_layer_columns(const ModelConfig& c);
 // Layer l's shape as JSON members (no braces), the one per-layer table of `--plan --json` and the run record:
 // "layer" (from 1), then every column's key and value (model/layer_columns.h: a switch as true/false, kv_heads 0 and
 // window 0 in a layer without attention, hidden 0 in one without an MLP), then head_dim.
-inline std::string layer_json_members(const ModelConfig& c, int l) {
-    std::string s = "\"layer\": " + std::to_string(l + 1);
-    for (const LayerColumn& col : layer_columns()) {
-        const int v = col.value(c, l);
-        s += ", " + json::quote(col.key) + ": " + (col.is_switch ? (v ? "true" : "false") : std::to_string(v));
-    }
-    return s + ", \"head_dim\": " + std::to_string(c.layers[l].head_dim());
-}
+std::string layer_json_members(const ModelConfig& c, int l);
 // Whether layer l has the sub-block a column describes (a column of the layer itself: always).
-inline bool has_part(SubBlock part, const ModelConfig& c, int l) {
-    return part == SubBlock::attention ? c.layers[l].attention : part == SubBlock::mlp ? c.layers[l].mlp : true;
-}
+bool has_part(SubBlock part, const ModelConfig& c, int l);
 
 // Layer l's cell of col in every per-layer table (--plan, report, analyze, export's model card): "-" where the
 // layer lacks col's sub-block; a switch "yes" where the layer has what it names, else "no" (a NoPE layer's RoPE);
 // 0 as the column's word for it ("global"); else the value.
-inline std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l) {
-    if (!has_part(col.part, c, l)) return "-";
-    const int v = col.value(c, l);
-    if (col.is_switch) return v ? "yes" : "no";
-    return v == 0 && col.zero ? col.zero : std::to_string(v);
-}
+std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l);
 
 // The per-layer columns the tables show for these models: width and heads always; every other column where some
 // layer of some model departs from the uniform model's value, or (every_number) every column that is a number.
-inline std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models,
-                                                     bool every_number = false) {
-    std::vector<const LayerColumn*> out;
-    for (const LayerColumn& col : layer_columns()) {
-        bool used = col.always_shown || (every_number && !col.is_switch);
-        for (const ModelConfig* m : models)
-            for (int l = 0; l < m->L() && !used; l++) used = departs(col, *m, l);
-        if (used) out.push_back(&col);
-    }
-    return out;
-}
+std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number = false);
 
 // One column of a per-layer table: its heading and one cell per layer.
 struct LayerTableColumn {
@@ -91,181 +51,34 @@ struct LayerTableColumn {
 };
 
 // The characters a column of a text table needs: its heading's or its widest cell's, at least 4.
-inline size_t column_width(const LayerTableColumn& col) {
-    size_t n = std::max<size_t>(col.heading.size(), 4);
-    for (const std::string& v : col.cells) n = std::max(n, v.size());
-    return n;
-}
+size_t column_width(const LayerTableColumn& col);
 
 // A model's per-layer table over the shown columns (shown_columns), head_dim after heads ("-" without attention).
-inline std::vector<LayerTableColumn> layer_table(const ModelConfig& c, const std::vector<const LayerColumn*>& cols) {
-    std::vector<LayerTableColumn> out;
-    for (const LayerColumn* col : cols) {
-        out.push_back({col->heading, {}});
-        for (int l = 0; l < c.L(); l++) out.back().cells.push_back(layer_cell(*col, c, l));
-        if (std::string(col->name) != "heads") continue;
-        out.push_back({"head_dim", {}});
-        for (int l = 0; l < c.L(); l++)
-            out.back().cells.push_back(c.layers[l].attention ? std::to_string(c.layers[l].head_dim()) : "-");
-    }
-    return out;
-}
+std::vector<LayerTableColumn> layer_table(const ModelConfig& c, const std::vector<const LayerColumn*>& cols);
 
 // "3,5-7" from a mask; "" when none is set.
-inline std::string layer_ranges(const std::vector<bool>& m) {
-    std::string s;
-    for (size_t a = 0; a < m.size();) {
-        if (!m[a]) {
-            a++;
-            continue;
-        }
-        size_t b = a;
-        while (b < m.size() && m[b]) b++;
-        s += (s.empty() ? "" : ",") + std::to_string(a + 1) + (b - a > 1 ? "-" + std::to_string(b) : "");
-        a = b;
-    }
-    return s;
-}
+std::string layer_ranges(const std::vector<bool>& m);
 
 // s padded with spaces to n characters.
 inline std::string pad_right(std::string s, size_t n) { return s.size() < n ? s.append(n - s.size(), ' ') : s; }
 
 // 123456789 -> "123.46M"
-inline std::string human(double x) {
-    char buf[32];
-    const char* unit[] = {"", "K", "M", "G", "T", "P"};
-    int u = 0;
-    while (std::fabs(x) >= 1000 && u < 5) x /= 1000, u++;
-    snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", x, unit[u]);
-    return buf;
-}
+std::string human(double x);
 
 // The SwiGLU hidden size is the one built (hidden_of: R w rounded to the multiple, at least one multiple), so
 // that a multiple far above R w shows what it makes.
-inline std::string describe_config(const ModelConfig& c) {
-    int lo = 0, hi = 0;  // over the layers that have an MLP
-    for (int l = 0; l < c.L(); l++)
-        if (c.layers[l].mlp) lo = lo ? std::min(lo, c.hidden_of(l)) : c.hidden_of(l), hi = std::max(hi, c.hidden_of(l));
-    char hidden[160];
-    if (lo == hi) snprintf(hidden, sizeof hidden, "%d", lo);
-    else snprintf(hidden, sizeof hidden, "%d..%d", lo, hi);
-    char rule[96];  // the rule, or that --mlp set the sizes
-    if (rule_hidden(c)) snprintf(rule, sizeof rule, "%.4g w to a multiple of %d", c.mlp_ratio, c.mlp_multiple);
-    else snprintf(rule, sizeof rule, "per layer");
-    char buf[720];
-    snprintf(buf, sizeof buf,
-             "d %d, L %d, heads %s (h_base %d), T %d, V %d, SwiGLU hidden %s (%s), %s, %s "
-             "embeddings, stream D %d, attention scale %s",
-             c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, rule, norm_name(c.norm),
-             c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
-    return buf;
-}
+std::string describe_config(const ModelConfig& c);
 
 // A column as one indented line: "  kv     3x3,6x3,4x6", or for a switch the layers it is set in ("  no
 // attention: layers 3,5"; "" when none).
-inline std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
-    if (!col.is_switch) return "  " + pad_right(col.label, 6) + " " + rle_list(column_values(col, c)) + col.note + "\n";
-    std::vector<bool> set;
-    for (int v : column_values(col, c)) set.push_back(!v);
-    const std::string layers = layer_ranges(set);
-    return layers.empty() ? "" : "  " + std::string(col.label) + ": layers " + layers + "\n";
-}
+std::string layer_column_line(const LayerColumn& col, const ModelConfig& c);
 
 // The per-layer columns beyond widths and heads, one line each, for every tool that prints a model; "" for a
 // model of widths and heads alone.
-inline std::string layer_column_lines(const ModelConfig& c) {
-    if (!has_layer_columns(c)) return "";
-    std::string out;
-    for (const LayerColumn& col : layer_columns())
-        if (!col.always_shown) out += layer_column_line(col, c);
-    return out;
-}
+std::string layer_column_lines(const ModelConfig& c);
 
-inline void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
-    Accounting a = account(c), b = account(uniform_baseline(c));
-    fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
-    for (const LayerColumn& col : layer_columns())
-        if (col.always_shown) fputs(layer_column_line(col, c).c_str(), f);
-    fputs(layer_column_lines(c).c_str(), f);
-    // The per-layer table: every number column and any switch a layer sets (layer_table), then the costs.
-    std::vector<LayerTableColumn> table = layer_table(c, shown_columns({&c}, true));
-    std::vector<std::string> params, flops, kv_bytes;
-    for (const LayerCost& x : a.layers) {
-        params.push_back(human((double)x.params)), flops.push_back(human(x.flops_per_token));
-        kv_bytes.push_back(std::to_string(x.kv_bytes_per_token));
-    }
-    table.push_back({"params", params}), table.push_back({"FLOPs/token", flops});
-    table.push_back({"KV B/tok", kv_bytes});
-    auto cell = [](const std::string& s, size_t n) { return std::string(n > s.size() ? n - s.size() : 0, ' ') + s; };
-    std::vector<size_t> wide;
-    for (const LayerTableColumn& col : table) wide.push_back(column_width(col));
-    fprintf(f, "\nlayer");
-    for (size_t k = 0; k < table.size(); k++) fprintf(f, " %s", cell(table[k].heading, wide[k]).c_str());
-    fprintf(f, "\n");
-    for (int l = 0; l < c.L(); l++) {
-        fprintf(f, "%5d", l + 1);
-        for (size_t k = 0; k < table.size(); k++) fprintf(f, " %s", cell(table[k].cells[l], wide[k]).c_str());
-        fprintf(f, "\n");
-    }
-    auto row = [&](const char* name, double m, double u) {
-        fprintf(f, "%-32s %14s %14s %9.4f\n", name, human(m).c_str(), human(u).c_str(), u ? m / u : 0.0);
-    };
-    fprintf(f, "\n%-32s %14s %14s %9s\n", "totals", "model", "uniform", "ratio");
-    row("parameters (all)", (double)a.params, (double)b.params);
-    row("layer matrices (paper count)", (double)a.matched_params, (double)b.matched_params);
-    row("forward FLOPs/token (paper)", a.flops_per_token, b.flops_per_token);
-    row("forward FLOPs/token (dense)", a.dense_flops_per_token, b.dense_flops_per_token);
-    row("KV-cache bytes/token (bf16)", (double)a.kv_bytes_per_token, (double)b.kv_bytes_per_token);
-    row("KV-cache bytes at T (bf16)", (double)a.kv_cache_bytes, (double)b.kv_cache_bytes);
-    row("average layer width", a.avg_width, b.avg_width);
-    fprintf(f,
-            "(FLOPs at context T = %d, attention over the full square of the keys a query attends to: T, or a\n"
-            " window's W; 'paper' discounts the dead weights the Xformer paper excludes from its parameter match,\n"
-            " 'dense' is what a dense implementation runs. KV bytes/token: per token cached; at T: one sequence of T\n"
-            " tokens, a window layer caching only its last W)\n",
-            c.T);
-}
+void print_plan(FILE* f, const std::string& title, const ModelConfig& c);
 
-inline void print_totals_json(FILE* f, const Accounting& a) {
-    fprintf(f,
-            "{\"params\": %lld, \"matched_params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": "
-            "%.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld, \"avg_width\": %.4f}",
-            a.params, a.matched_params, a.flops_per_token, a.dense_flops_per_token, a.kv_bytes_per_token,
-            a.kv_cache_bytes, a.avg_width);
-}
+void print_totals_json(FILE* f, const Accounting& a);
 
-inline void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
-                            const std::vector<std::string>& warnings) {
-    Accounting a = account(c), b = account(uniform_baseline(c));
-    fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
-            json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
-    fprintf(
-        f,
-        "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
-        c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
-        c.mup_attn ? "true" : "false");
-    fprintf(f, " \"layers\": [\n");
-    for (int l = 0; l < c.L(); l++) {
-        const LayerCost& x = a.layers[l];
-        fprintf(f,
-                "  {%s, \"params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, "
-                "\"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
-                layer_json_members(c, l).c_str(), x.params, x.flops_per_token, x.dense_flops_per_token,
-                x.kv_bytes_per_token, x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
-    }
-    fprintf(f, " ],\n \"totals\": ");
-    print_totals_json(f, a);
-    fprintf(f, ",\n \"baseline\": ");
-    print_totals_json(f, b);
-    fprintf(f,
-            ",\n \"ratios\": {\"params\": %.6f, \"matched_params\": %.6f, \"flops_per_token\": %.6f, "
-            "\"dense_flops_per_token\": %.6f, \"kv_bytes_per_token\": %.6f, \"kv_cache_bytes\": %.6f, "
-            "\"avg_width\": %.6f},\n",
-            (double)a.params / b.params, (double)a.matched_params / b.matched_params,
-            a.flops_per_token / b.flops_per_token, a.dense_flops_per_token / b.dense_flops_per_token,
-            (double)a.kv_bytes_per_token / b.kv_bytes_per_token, (double)a.kv_cache_bytes / b.kv_cache_bytes,
-            a.avg_width / b.avg_width);
-    fprintf(f, " \"warnings\": [");
-    for (size_t i = 0; i < warnings.size(); i++) fprintf(f, "%s%s", i ? ", " : "", json::quote(warnings[i]).c_str());
-    fprintf(f, "]}\n");
-}
+void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<std::string>& warnings);

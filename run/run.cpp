@@ -19,6 +19,8 @@
 #include "run/run_record.h"
 #include "run/stop_signal.h"
 #include "run/train_flags.h"
+#include "text/tokenizer_path.h"
+#include "util/fs.h"
 #include "util/json.h"
 
 std::string log_step(const StepRecord& r) {
@@ -287,6 +289,19 @@ static std::vector<std::string> lr_branch_flags() {
 
 Run::Run(const Dist& dist) : dist_(dist), lead_(dist.rank == 0), record_(new RunRecord), writer_(new RunRecordWriter) {}
 Run::~Run() = default;
+
+void Run::check_out(const TrainOptions& o) {
+    std::vector<ReadPath> inputs;
+    for (const std::string& pattern : {o.train, o.val}) {
+        glob_t g;
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; i++) inputs.push_back({g.gl_pathv[i], "the shard"});
+        globfree(&g);
+    }
+    if (o.eval_every > 0) inputs.push_back({o.eval_data + "/" + o.eval_task + ".bin", "the eval file"});
+    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
+    check_output_path(o.out, "-o", inputs, true);
+}
 
 void Run::restore_flags(TrainOptions& o, Command& cmd, int argc, char** argv, bool gpu,
                         std::vector<std::string>& notes) {

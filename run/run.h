@@ -70,6 +70,10 @@ class Run {
     explicit Run(const Dist& dist);
     ~Run();
 
+    // The one output rule (util/fs.h), before OUT is created or locked: OUT is none of the files the run reads (the
+    // shards, the eval file, the tokenizer) and holds none of them (--overwrite deletes in it).
+    static void check_out(const TrainOptions& o);
+
     // On --resume: the record's flags beneath the ones given (restore_recorded_args), parsed again into o, so
     // that `train_prism --resume -o OUT` alone continues a run as it was started. Without a record (a run from
     // before records) the flags given must be the first run's: a note says so.

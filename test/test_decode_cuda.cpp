@@ -86,7 +86,7 @@ TEST_CASE(
         const ModelConfig c = inspect_config(kind, 37, 12);
         const std::vector<float> params = bf16_exact(inspect_params(c, 3));
         const std::vector<int> seq = inspect_tokens(c, c.T, 4);
-        // with inspect/cuda_decoder.cuh's decoder, as engine.cpp builds it
+        // with inspect/cuda_decoder.cuh's decoder, as cuda_engine.cu builds it
         const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c, false, DataParallel(), true);
         e->set_params(params.data());
         e->forward(seq.data(), nullptr, 1, c.T);
@@ -168,7 +168,7 @@ TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes (a window's: 
 }
 
 TEST_CASE("a CUDA engine built without a decoder maker refuses make_decoder", "[kernels][decode]") {
-    // The engine does not include inspect/: its decoder comes from whoever builds it (engine.cpp).
+    // The engine does not include inspect/: its decoder comes from whoever builds it (cuda_engine.cu).
     const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(inspect_config("uniform", 37, 12));
     CHECK_THROWS_AS(e->make_decoder(4), std::logic_error);
 }
