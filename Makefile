@@ -116,8 +116,10 @@ $(JSON_O): util/json.cpp
 # entry point compiles, and its reader crosses, the interface alone. Each is compiled once per set of flags that a
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
-# builds'), asan/ (the address builds'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
-LIB_SRCS := engine dataloader inspect/sampler eval/scorer run/cli run/defaults run/plan_views run/run run/train_flags
+# builds'), asan/ and tsan/ (the sanitizers'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
+# A binary that needs one part alone links that object (model/build.o: build_config and validate_config).
+LIB_SRCS := engine dataloader inspect/sampler eval/scorer model/build run/cli run/defaults run/plan_views run/run \
+            run/train_flags
 lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
 $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
 	@mkdir -p $(@D)
@@ -126,6 +128,9 @@ $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
 $(BUILD)/lib/asan/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -c $< -o $@
+$(BUILD)/lib/tsan/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 $(BUILD)/lib/plain/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
@@ -277,8 +282,8 @@ $(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O) $(call li
 	$(CXX) $(filter %.o,$^) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/obj/train_prism_nompi.o: train_prism.cu
 	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ -c $< -o $@
-$(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o
-	mpicxx -fopenmp $< -o $@
+$(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o $(BUILD)/lib/plain/model/build.o
+	mpicxx -fopenmp $^ -o $@
 $(BUILD)/obj/dp_engine_check.o: test/dp_engine_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
@@ -296,8 +301,8 @@ $(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
 $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
 $(BUILD)/obj/bench_layer_stats.o: dev/bench_layer_stats.cpp
 # dev/roofline.cpp: the CPU reference's roofline (the machine's FMA limit and bandwidth, the step's GEMMs and ops).
-$(BUILD)/roofline: dev/roofline.cpp
-	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< -o $@ $(LDLIBS)
+$(BUILD)/roofline: dev/roofline.cpp $(BUILD)/lib/plain/model/build.o
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
@@ -337,9 +342,11 @@ $(BUILD)/asan/%.o: test/%.cpp
 $(BUILD)/tsan/%.o: test/%.cpp
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 
-$(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS))
-$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o
-$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o
+$(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS)) $(BUILD)/lib/asan/model/build.o
+$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o \
+    $(BUILD)/lib/asan/model/build.o
+$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o \
+    $(BUILD)/lib/asan/model/build.o
 $(BUILD)/asan/cuda_engine.o: cuda_engine.cu
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
 $(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o $(call lib,asan)
@@ -348,7 +355,7 @@ $(BUILD)/asan/json.o: util/json.cpp
 ASAN_BINS := $(addprefix $(BUILD)/,test_fuzz_asan test_kernels_asan test_model_asan test_decode_asan)
 $(ASAN_BINS):
 	$(CXX) -fopenmp -fsanitize=address,undefined $^ -o $@ -lpcre2-8 -lsimdjson
-$(BUILD)/test_kernels_tsan: $(patsubst %,$(BUILD)/tsan/%.o,catch_main $(KERNEL_TESTS))
+$(BUILD)/test_kernels_tsan: $(patsubst %,$(BUILD)/tsan/%.o,catch_main $(KERNEL_TESTS)) $(BUILD)/lib/tsan/model/build.o
 	$(CXX) -fsanitize=thread $^ -o $@
 SAN_BUILD := $(ASAN_BINS) $(BUILD)/test_kernels_tsan
 
@@ -439,7 +446,8 @@ $(GB_OBJ)/json.o: util/json.cpp
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
 .SECONDARY: $(GB_OBJS) $(GB_PRODUCTS:%=$(GB_OBJ)/%.o)
-$(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS)) $(GB_OBJ)/cuda_engine.o
+$(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS)) $(GB_OBJ)/cuda_engine.o \
+    $(GB_OBJ)/lib/model/build.o
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
@@ -453,7 +461,8 @@ GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(GB_OBJ)/lib/run/plan_views.o $(GB_OBJ)/lib/run/cli.o
+$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(addprefix $(GB_OBJ)/lib/,run/plan_views.o run/cli.o \
+    model/build.o)
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
 $(GB_OBJ)/export.o: hf/export.cpp $(BUILD)/hf/hf_python.h
 	$(CXX_CMD) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) -c $< -o $@
@@ -491,7 +500,7 @@ $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
 # The same kernel tests, and the benchmarks, built by nvcc for one GPU (NATIVE_ARCH) to run here (needs a GPU).
 $(BUILD)/native/%.o: test/%.cpp
 	$(NVCC_CMD) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
-$(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS))
+$(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS)) $(BUILD)/lib/plain/model/build.o
 	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
 # bench_model links the CUDA engine built for that GPU, build/native/cuda_engine.o.
 $(BUILD)/native/cuda_engine.o: cuda_engine.cu

@@ -34,7 +34,6 @@
 #include "layer_stats.cuh"
 #include "memory_plan.h"
 #include "model.cuh"
-#include "model/layer_columns.h"
 #include "ref/init.h"
 #include "staging.cuh"
 #include "util/mfu.h"

@@ -72,6 +72,11 @@ struct ModelConfig {
     }
 };
 
+// Checks that hold for every model that can run: positive sizes, then every layer column's bounds and rule (h_l
+// divides w_l, even head_dim: RoPE rotates pairs, ...). Used on built configs and on configs read back from
+// checkpoints and config.json. Defined in model/build.cpp, over model/layer_columns.h's table.
+void validate_config(const ModelConfig& c);
+
 // Every scalar of a ModelConfig (its layers are model/layer_columns.h's), declared once: its name, its model.bin
 // header word (a double takes two: docs/formats.md), its bounds, and how to read and write it as a double.
 // model.bin's header (run/checkpoint.h) and a resume's identity check (run/run.h's model_difference) loop over it, so

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "util/io.h"
 #include "util/json.h"
 #include "model/build.h"

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "inspect/analysis.h"
 #include "run/checkpoint.h"
 #include "run/cli.h"

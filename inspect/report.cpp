@@ -66,6 +66,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "run/cli.h"
 #include "util/io.h"
 #include "run/plan_views.h"

@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "util/errors.h"
 #include "inspect/svg.h"
 #include "run/plan_views.h"

@@ -2,7 +2,7 @@
 // attention, mlp, rope), each declared once in layer_columns(): its names at every edge (model.bin column, run
 // record / --plan --json key, config.json key, flag), its flag's syntax and parser, its bounds (one bound for the
 // flag, validate_config, model.bin and config.json), its validation rule, how --plan shows it and its uniform
-// value. The flags (run/model_flags.h), build_config (model/build.h) and validate_config (below), model.bin
+// value. The flags (run/model_flags.h), build_config and validate_config (model/build.cpp), model.bin
 // (run/checkpoint.h), --plan and the run record (run/plan_views.h) and config.json (hf/hf_config.h) loop over
 // the table; a new column is one more entry here plus the arithmetic that uses it.
 //
@@ -11,13 +11,13 @@
 // no_mlp, no_rope 0) and the value the layer computes with (kv_heads h_l or 0 without attention, the hidden size
 // as built or 0 without an MLP, the window or 0 without attention, 1/0 for attention, mlp and rope), which --plan,
 // the record, config.json and report show. is_uniform says whether a model is the uniform one, on the built table.
-// Also here: validate_config, the checks every model that can run passes (the engines, the checkpoint readers and
-// config.json's reader call it). Pure C++17 with no I/O.
+// Pure C++17 with no I/O.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "model/schedules.h"
 #include "model/spec.h"
 #include "model_config.h"
 #include "util/errors.h"
@@ -388,24 +388,6 @@ inline std::vector<int> column_values(const LayerColumn& col, const ModelConfig&
     std::vector<int> v;
     for (int l = 0; l < c.L(); l++) v.push_back(col.value(c, l));
     return v;
-}
-
-// Checks that hold for every model that can run: positive sizes, then every layer column's bounds and rule (h_l
-// divides w_l, even head_dim: RoPE rotates pairs, ...). Used on built configs and on configs read back from
-// checkpoints and config.json.
-inline void validate_config(const ModelConfig& c) {
-    auto pos = [](long v, const char* what) {
-        if (v <= 0) throw ConfigError(std::string(what) + " must be positive, got " + std::to_string(v));
-    };
-    pos(c.d, "d");
-    pos(c.V, "V (vocabulary)");
-    pos(c.T, "T (sequence length)");
-    pos(c.L(), "L (layers)");
-    pos(c.h_base, "h_base (--heads)");
-    if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
-    if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
-        throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");
-    validate_layer_columns(c);  // every column's bounds and rule (above)
 }
 
 // Whether every layer's MLP hidden size is the --mlp-ratio rule's (no --mlp list or scaling, no --match).

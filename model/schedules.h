@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/spec.h"
 #include "util/errors.h"
 
 // ------------------------------------------------------------------------------------------------------
@@ -219,14 +220,6 @@ inline std::vector<bool> layer_set(const std::string& s, int L, const std::strin
 // that the layer matrices match the uniform model's (docs/papers.md: K sum w_i^2 - waste = K L d^2).
 // For x this reproduces the released solver exactly (d 640, L 16, k 12 gives 1152 ... 192 ... 1152).
 // ------------------------------------------------------------------------------------------------------
-
-struct WidthShape {
-    std::string name = "x";   // x, 3, v, lambda
-    double turn_frac = 0.75;  // k = round(turn_frac * L) when k == 0
-    int k = 0;                // 1-indexed turning layer (x and 3)
-    double ratio = 0.3;       // narrowest width / d
-    int quantum = 32;         // widths are rounded to multiples of this
-};
 
 // Relative widths f_i (f_1 = 1) of a shape for the shape parameter e in (0, 1).
 inline std::vector<double> shape_factors(const std::string& name, int L, int k, double e) {

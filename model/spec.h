@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "model/schedules.h"
 #include "model_config.h"
 #include "util/errors.h"
 
@@ -43,6 +42,15 @@ inline const Preset& find_preset(const std::string& name) {
     }
     throw ConfigError("unknown preset '" + name + "'; choose one of " + known);
 }
+
+// A width schedule's shape (model/schedules.h's solve_widths).
+struct WidthShape {
+    std::string name = "x";   // x, 3, v, lambda
+    double turn_frac = 0.75;  // k = round(turn_frac * L) when k == 0
+    int k = 0;                // 1-indexed turning layer (x and 3)
+    double ratio = 0.3;       // narrowest width / d
+    int quantum = 32;         // widths are rounded to multiples of this
+};
 
 // What the user asked for: a preset, schedules, and overrides (0 / empty = keep the preset's value).
 struct ModelSpec {

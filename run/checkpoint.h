@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "util/errors.h"
 #include "model/build.h"
 #include "util/io.h"

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "model/build.h"
 #include "run/cli.h"
 

@@ -1,4 +1,5 @@
 // run/run.cpp: Run (run/run.h), and the resume rules it applies.
+#include "model/layer_columns.h"
 #include "run/run.h"
 
 #include <glob.h>

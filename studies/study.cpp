@@ -54,6 +54,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "run/cli.h"
 #include "run/cost_model.h"
 #include "eval/tasks.h"

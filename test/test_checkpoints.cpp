@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "run/checkpoint.h"
 #include "run/cli.h"
 #include "run/run.h"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "hf/hf_config.h"
 #include "run/checkpoint.h"
 #include "run/plan_views.h"

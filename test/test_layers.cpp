@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_columns.h"
 #include "ref/cpu_decoder.h"
 #include "ref/reference.h"
 #include "run/checkpoint.h"
