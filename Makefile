@@ -116,11 +116,16 @@ $(JSON_O): util/json.cpp
 # entry point compiles, and its reader crosses, the interface alone. Each is compiled once per set of flags that a
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
-# builds'), asan/ and tsan/ (the sanitizers'), and the GPU bundle's $(GB_OBJ)/lib/. $(call lib,KIND): its objects.
+# builds'), asan/ and tsan/ (the sanitizers'), and the GPU bundle's $(GB_OBJ)/lib/; each kind's objects are one
+# archive, $(call lib,KIND), from which a link takes only the objects the binary uses.
 # A binary that needs one part alone links that object (model/build.o: build_config and validate_config).
 LIB_SRCS := engine dataloader inspect/sampler eval/scorer model/build run/cli run/defaults run/plan_views run/run \
             run/train_flags
-lib = $(patsubst %,$(if $(filter gb,$(1)),$(GB_OBJ)/lib,$(BUILD)/lib/$(1))/%.o,$(LIB_SRCS))
+lib = $(if $(filter gb,$(1)),$(GB_OBJ)/lib.a,$(BUILD)/lib/$(1).a)
+LIB_KINDS := bin plain executor nompi asan
+$(foreach k,$(LIB_KINDS),$(eval $(BUILD)/lib/$(k).a: $(patsubst %,$(BUILD)/lib/$(k)/%.o,$(LIB_SRCS))))
+$(patsubst %,$(BUILD)/lib/%.a,$(LIB_KINDS)):
+	rm -f $@ && ar rcs $@ $^
 $(BUILD)/lib/bin/%.o: %.cpp $(BUILD)/engine/lib
 	@mkdir -p $(@D)
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -c $< -o $@
@@ -181,7 +186,7 @@ train_prism eval_zeroshot: $(COMMIT_O)
 $(addprefix $(BUILD)/obj/,train_prism.o eval_zeroshot.o generate.o):
 	$(CXX_CMD) $(CXXFLAGS) $(BIN_CFLAGS) $(DEP) -x c++ -c $< -o $@
 train_prism eval_zeroshot generate: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,bin)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(BIN_LIBS)
+	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(BIN_LIBS)
 $(if $(BIN_NVCC),train_prism eval_zeroshot generate: $(CUDA_ENGINE_O))
 
 # analyze runs on the fp32 CPU reference, report reads logs, study runs a grid of train_prism runs, import reads a
@@ -273,13 +278,13 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 #                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
 $(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O) \
     $(call lib,executor)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
+	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 $(BUILD)/obj/train_prism_executor.o: train_prism.cu
 $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
 $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o:
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
 $(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O) $(call lib,nompi)
-	$(CXX) $(filter %.o,$^) -o $@ -fopenmp -lm -lpcre2-8
+	$(CXX) $(filter %.o %.a,$^) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/obj/train_prism_nompi.o: train_prism.cu
 	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ -c $< -o $@
 $(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o $(BUILD)/lib/plain/model/build.o
@@ -313,7 +318,7 @@ $(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUI
 $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats: $(BUILD)/%: \
     $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(ONE_SOURCE):
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS) -lpcre2-8
+	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -lpcre2-8
 $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
@@ -438,6 +443,8 @@ $(GB_OBJS):
 $(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
 	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
 	    -x c++ -c $< -o $@
+$(GB_OBJ)/lib.a: $(patsubst %,$(GB_OBJ)/lib/%.o,$(LIB_SRCS))
+	rm -f $@ && ar rcs $@ $^
 $(GB_OBJ)/lib/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA $(DEP) -c $< -o $@
@@ -450,7 +457,7 @@ $(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS
     $(GB_OBJ)/lib/model/build.o
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
-	$(NVCC) $(GB_GENCODE) $(filter %.o,$^) -o $@ $(GB_LINK)
+	$(NVCC) $(GB_GENCODE) $(filter %.o %.a,$^) -o $@ $(GB_LINK)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/json.o
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(call lib,gb)
 $(addprefix $(GPU_BUNDLE)/bin/,bench_model $(GB_PRODUCTS)): $(GB_OBJ)/cuda_engine.o
@@ -509,7 +516,7 @@ $(BUILD)/bench_attention: dev/bench_attention.cpp
 $(BUILD)/bench_model: dev/bench_model.cpp $(BUILD)/native/cuda_engine.o $(JSON_O) $(call lib,plain)
 $(BUILD)/bench_attention $(BUILD)/bench_model:
 	$(NVCC) -std=c++17 -O3 -arch=$(NATIVE_ARCH) -I. -Werror all-warnings $(DEP) -x cu $< -o $@ \
-	    $(patsubst %,-Xlinker %,$(filter %.o,$^)) -lcublasLt -lpcre2-8 -Xcompiler -fopenmp
+	    $(patsubst %,-Xlinker %,$(filter %.o %.a,$^)) -lcublasLt -lpcre2-8 -Xcompiler -fopenmp
 
 # ==== the checks and tests ==========================================================================================
 # `make test` builds first, in parallel (TEST_JOBS, the machine's cores): test-build, the binaries and the GPU's

@@ -205,6 +205,17 @@ inline std::string branch_json(const RunBranch& b) {
            ", \"old\": " + value(b.old_value) + ", \"new\": " + value(b.new_value) + "}";
 }
 
+// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have the
+// value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag, both
+// values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too; data_may_change
+// (--allow-data-change): --train and --val. The flags of `may_branch` (run/run.cpp's lr_branch_flags) may differ,
+// be new or be gone: their changes are returned (step 0) for the caller to check (run/run.cpp's check_lr_branch)
+// and record. Defined in run/run.cpp, with the other resume rules.
+std::vector<RunBranch> check_resume_args(const RunRecord& rec,
+                                         const std::vector<std::pair<std::string, std::string>>& now,
+                                         const std::vector<std::string>& may_change, bool batch_may_change = false,
+                                         bool data_may_change = false, const std::vector<std::string>& may_branch = {});
+
 // What one invocation of the trainer writes: the rest of the record is kept from the file.
 struct RunRecordWriter {
     std::string dir;

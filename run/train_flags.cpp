@@ -9,7 +9,6 @@
 #include "run/defaults.h"
 #include "run/model_flags.h"
 #include "run/run_plan.h"
-#include "run/run_record.h"
 #include "text/tokenizer_path.h"
 
 std::vector<Flag> make_train_flags(TrainOptions& o) {
@@ -258,46 +257,4 @@ std::vector<std::string> given_flags(int argc, char** argv, const std::vector<Fl
                 }
     }
     return out;
-}
-
-std::vector<RunBranch> check_resume_args(const RunRecord& rec,
-                                         const std::vector<std::pair<std::string, std::string>>& now,
-                                         const std::vector<std::string>& may_change, bool batch_may_change,
-                                         bool data_may_change, const std::vector<std::string>& may_branch) {
-    std::vector<RunBranch> changes;
-    for (const std::string& f : may_branch) {
-        std::string value;
-        for (const auto& x : now)
-            if (x.first == f) value = x.second;
-        if (value != rec.arg(f)) changes.push_back({0, f, rec.arg(f), value});
-    }
-    std::vector<std::string> ok = may_change;
-    ok.insert(ok.end(), may_branch.begin(), may_branch.end());
-    if (batch_may_change) ok.push_back("--total-batch");
-    if (data_may_change) ok.push_back("--train"), ok.push_back("--val");
-    auto show = [](const std::string& f, const std::string& v) { return v.empty() ? f : f + " " + v; };
-    auto find = [](const std::vector<std::pair<std::string, std::string>>& v,
-                   const std::string& f) -> const std::string* {
-        for (const auto& x : v)
-            if (x.first == f) return &x.second;
-        return nullptr;
-    };
-    std::string list;
-    for (size_t i = 0; i < ok.size(); i++) list += (i ? ", " : "") + ok[i];
-    const std::string tail = " (" + rec.path +
-                             "); resume without it to continue the run as recorded, or start a new "
-                             "run in another -o (a resume may change only " +
-                             list + ")";
-    for (const auto& [flag, value] : now) {
-        if (std::find(ok.begin(), ok.end(), flag) != ok.end()) continue;
-        const std::string* was = find(rec.args, flag);
-        if (!was) throw ConfigError("--resume: " + show(flag, value) + " is not part of the recorded run" + tail);
-        if (*was != value)
-            throw ConfigError("--resume: " + show(flag, value) + " differs from the recorded " + show(flag, *was) +
-                              tail);
-    }
-    for (const auto& [flag, value] : rec.args)
-        if (std::find(ok.begin(), ok.end(), flag) == ok.end() && !find(now, flag))
-            throw ConfigError("--resume: the recorded " + show(flag, value) + " cannot be taken back" + tail);
-    return changes;
 }

@@ -16,9 +16,7 @@
 
 #include "run/cli.h"
 
-struct RunBranch;
 struct RunPlan;
-struct RunRecord;
 struct TrainOptions;
 
 // Every flag of train_prism, each declared once: spellings, value kind and bounds, help ("{default}" is the
@@ -39,14 +37,3 @@ std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions&
 
 // The canonical names of the flags argv gives, in order (values skipped).
 std::vector<std::string> given_flags(int argc, char** argv, const std::vector<Flag>& flags);
-
-// On a --resume: every recorded flag not in `may_change` (may_change_on_resume) must have the value the record
-// has, and no such flag may be new. The first difference is a ConfigError naming the flag,
-// both values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too;
-// data_may_change (--allow-data-change): --train and --val. The flags of `may_branch` (run/run.cpp's
-// lr_branch_flags) may differ, be new or be gone: their changes are returned (step 0) for the caller to check
-// (run/run.cpp's check_lr_branch) and record.
-std::vector<RunBranch> check_resume_args(const RunRecord& rec,
-                                         const std::vector<std::pair<std::string, std::string>>& now,
-                                         const std::vector<std::string>& may_change, bool batch_may_change = false,
-                                         bool data_may_change = false, const std::vector<std::string>& may_branch = {});
