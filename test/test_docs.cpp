@@ -569,6 +569,35 @@ TEST_CASE("docs/walkthrough.md's file lists: the counts it states, every file on
     }
 }
 
+TEST_CASE("docs/walkthrough.md's figure of the trainer's include closure is the code's", "[docs]") {
+    // dev/closure.sh's measure: the project files train_prism.cu (built for the GPU) and cuda_engine.cu include,
+    // themselves with them. The CUDA-on-CPU executor (cuda_cpu/) is not part of a GPU build: not followed.
+    std::set<std::string> files{"train_prism.cu", "cuda_engine.cu"};
+    std::vector<std::string> todo(files.begin(), files.end());
+    while (!todo.empty()) {
+        const std::string f = todo.back();
+        todo.pop_back();
+        for (const std::string& inc : quoted_includes(f)) {
+            const std::string local = (fs::path(f).parent_path() / inc).lexically_normal().string();
+            const std::string g = fs::exists(local) && !fs::path(f).parent_path().empty() ? local : inc;
+            if (g.rfind("cuda_cpu/", 0) != 0 && fs::exists(g) && files.insert(g).second) todo.push_back(g);
+        }
+    }
+    long lines = 0;
+    for (const std::string& f : files) {
+        const std::string text = read_file(f);
+        lines += (long)std::count(text.begin(), text.end(), '\n');
+    }
+    const std::string md = read_file("docs/walkthrough.md");
+    static const std::regex stated(R"(include closure[^*]*\*\*([0-9]+) files, ([0-9,]+) lines\*\*)");
+    std::smatch m;
+    REQUIRE(std::regex_search(md, m, stated));
+    std::string n = m[2].str();
+    n.erase(std::remove(n.begin(), n.end(), ','), n.end());
+    CHECK(std::stoul(m[1].str()) == files.size());
+    CHECK(std::stol(n) == lines);
+}
+
 TEST_CASE("docs/tests.md's kernel-file rule holds: what a kernel file includes, and never a ModelConfig", "[docs]") {
     // "A kernel file includes only `a`, `b`, ...; it never uses a `ModelConfig`": the allowed includes, from the page.
     const std::string text = read_file("docs/tests.md");
