@@ -23,19 +23,27 @@ namespace ref {
 // Why GCC vector extensions: without -ffast-math GCC will not vectorise a float reduction, and the plain
 // loop version of this microkernel ran at 2 GFLOP/s against 70 for a vector one (one Zen 3 core).
 // Vector width: the widest the build targets (64 bytes with AVX-512, else 32: AVX2), the tile fitted to the
-// registers it has: AVX2's 16 ymm hold a 4 x 3-vector tile (12 accumulators, 3 B vectors, a broadcast),
-// AVX-512's 32 zmm an 8 x 3-vector one (24 accumulators).
+// registers it has: AVX2's 16 ymm hold a 6 x 2-vector tile (12 accumulators, 2 B vectors, a broadcast: 8 loads
+// for 12 FMAs, the B vectors held in registers by an empty asm; with a 4 x 3 tile GCC folded the B loads into the
+// FMAs, 16 loads for 12, and the step's GEMMs ran at 50-67% of the FMA limit instead of 77-93%), AVX-512's 32 zmm
+// an 8 x 3-vector one (24 accumulators). The tile decides no element's arithmetic (Determinism, below).
 // Determinism: an element of C is the sum over K in blocks of KC (each block summed in order of k by fused
 // multiply-adds from 0, then stored to C or added to it); MC and NC only decide which thread computes which
 // tile, never the arithmetic, so they adapt to the shape and the thread count while KC is a fixed constant.
 // Every element's arithmetic is the same whatever the tile, row or column it falls in (edge tiles compute a
 // full, zero-padded tile), so a row of C never depends on the other rows (ref/cpu_decoder.h relies on it).
 #if defined(__AVX512F__)
-constexpr int GEMM_VBYTES = 64, GEMM_MR = 8;
+constexpr int GEMM_VBYTES = 64, GEMM_MR = 8, GEMM_NV = 3;
+constexpr bool GEMM_PIN_B = false;
 #else
-constexpr int GEMM_VBYTES = 32, GEMM_MR = 4;
+constexpr int GEMM_VBYTES = 32, GEMM_MR = 6, GEMM_NV = 2;
+#if defined(__AVX__)
+constexpr bool GEMM_PIN_B = true;  // a 32-byte vector is a ymm register (a build without AVX has none to name)
+#else
+constexpr bool GEMM_PIN_B = false;
 #endif
-constexpr int GEMM_NV = 3, GEMM_KC = 256, GEMM_MC = 256, GEMM_NC = 384;
+#endif
+constexpr int GEMM_KC = 256, GEMM_MC = 256, GEMM_NC = 384;
 constexpr long kGemmSharedPack = 1L << 22;  // elements: an operand packed once for all tiles is at most 16 MB of floats
 
 template <typename S> struct GemmVec {
@@ -53,7 +61,10 @@ inline void gemm_microkernel(long kc, const S* __restrict Ap, const S* __restric
     for (long k = 0; k < kc; k++) {
         Vs b[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) std::memcpy(&b[v], Bp + k * NR + v * Ln, sizeof(Vs));
+        for (int v = 0; v < NV; v++) {
+            std::memcpy(&b[v], Bp + k * NR + v * Ln, sizeof(Vs));
+            if constexpr (GEMM_PIN_B) asm("" : "+x"(b[v]));  // in a register, loaded once per k
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
             const S ai = Ap[k * MR + i];
