@@ -62,7 +62,6 @@ inline MatmulContext& matmul_context() {
     }
     return ctx;
 }
-template <class T> constexpr cudaDataType_t cuda_type() { return sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_16BF; }
 
 // Builds the plan of one shape: descriptor, layouts (stored shapes, column-major: B is (N, K) ld ldb, or (K, N)
 // when transposed; A likewise with M; out (N, M) ld ldc) and the heuristic's first algorithm.

@@ -82,44 +82,9 @@ inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c,
 }
 
 // ---- bits and math -----------------------------------------------------------------------------------------
-inline unsigned __float_as_uint(float f) {
-    unsigned u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-inline float __uint_as_float(unsigned u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-inline int __float_as_int(float f) {
-    int u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-inline float __int_as_float(int u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
-inline int __ffs(int x) { return __builtin_ffs(x); }
-inline unsigned __brev(unsigned x) {
-    unsigned r = 0;
-    for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
-    return r;
-}
 inline float __expf(float x) { return expf(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __sinf(float x) { return sinf(x); }
-inline float __cosf(float x) { return cosf(x); }
-inline float __powf(float x, float y) { return powf(x, y); }
 inline float __fdividef(float x, float y) { return x / y; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
-inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
@@ -131,9 +96,3 @@ inline size_t max(size_t a, size_t b) { return a > b ? a : b; }
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
 
-// Cache-hinted loads and stores are plain accesses here.
-template <class T> T __ldg(const T* p) { return *p; }
-template <class T> T __ldcs(const T* p) { return *p; }
-template <class T> T __ldcg(const T* p) { return *p; }
-template <class T> void __stcs(T* p, T v) { *p = v; }
-template <class T> void __stcg(T* p, T v) { *p = v; }

@@ -39,12 +39,6 @@ struct alignas(8) uint2 {
 struct alignas(16) uint4 {
     unsigned int x, y, z, w;
 };
-inline float2 make_float2(float x, float y) { return {x, y}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline int2 make_int2(int x, int y) { return {x, y}; }
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
 // ---- bfloat16 ---------------------------------------------------------------------------------------------
 
@@ -75,18 +69,10 @@ inline __nv_bfloat16 operator-(__nv_bfloat16 a) {
 }
 
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 inline float __bfloat162float(__nv_bfloat16 b) { return float(b); }
 inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
-inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__nv_bfloat16(f.x), __nv_bfloat16(f.y)}; }
-inline float2 __bfloat1622float2(__nv_bfloat162 b) { return {float(b.x), float(b.y)}; }
 inline float __low2float(__nv_bfloat162 b) { return float(b.x); }
 inline float __high2float(__nv_bfloat162 b) { return float(b.y); }
-inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
-inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
-inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
-    return __nv_bfloat16(float(a) * float(b) + float(c));  // one rounding: the float product of two bf16 is exact
-}
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
     __nv_bfloat16 b;

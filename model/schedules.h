@@ -81,7 +81,6 @@ inline std::vector<int> prism_multipliers(int L) {
 // ConfigError naming the flag, and the layer where one is at fault.
 // ------------------------------------------------------------------------------------------------------
 
-inline std::string layer_at(int l) { return "layer " + std::to_string(l + 1) + ": "; }
 
 // A list like parse_layer_list's, of exactly L entries.
 inline std::vector<int> parse_list_of(const std::string& s, int L, const std::string& what, bool allow_zero) {
