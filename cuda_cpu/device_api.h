@@ -95,4 +95,3 @@ inline size_t min(size_t a, size_t b) { return a < b ? a : b; }
 inline size_t max(size_t a, size_t b) { return a > b ? a : b; }
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
-

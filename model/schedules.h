@@ -81,7 +81,6 @@ inline std::vector<int> prism_multipliers(int L) {
 // ConfigError naming the flag, and the layer where one is at fault.
 // ------------------------------------------------------------------------------------------------------
 
-
 // A list like parse_layer_list's, of exactly L entries.
 inline std::vector<int> parse_list_of(const std::string& s, int L, const std::string& what, bool allow_zero) {
     std::vector<int> v = parse_layer_list(s, what, allow_zero);
