@@ -117,8 +117,8 @@ $(JSON_O): util/json.cpp
 # binary is built with (one binary, one definition of each inline function: PRISM_MPI and PRISM_CUDA change some):
 # build/lib/bin/ (the products' flags), plain/ (the tests' and tools'), executor/ and nompi/ (those train_prism
 # builds'), asan/ and tsan/ (the sanitizers'), and the GPU bundle's $(GB_OBJ)/lib/; each kind's objects are one
-# archive, $(call lib,KIND), from which a link takes only the objects the binary uses.
-# A binary that needs one part alone links that object (model/build.o: build_config and validate_config).
+# archive, $(call lib,KIND), from which a link takes only the objects the binary uses (the race build, which needs
+# model/build.o alone, links that object: its other objects would be compiled for nothing).
 LIB_SRCS := engine dataloader inspect/sampler eval/scorer model/build run/cli run/defaults run/plan_views run/run \
             run/train_flags
 lib = $(if $(filter gb,$(1)),$(GB_OBJ)/lib.a,$(BUILD)/lib/$(1).a)
@@ -141,10 +141,10 @@ $(BUILD)/lib/plain/%.o: %.cpp
 	$(CXX_CMD) $(CXXFLAGS) $(DEP) -c $< -o $@
 $(BUILD)/lib/executor/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -c $< -o $@
+	$(CXX_CMD) $(EXECUTOR_CXXFLAGS) $(DEP) -c $< -o $@
 $(BUILD)/lib/nompi/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -c $< -o $@
+	$(CXX_CMD) $(NOMPI_CXXFLAGS) $(DEP) -c $< -o $@
 
 # The three GPU-capable products are plain C++ for g++ either way (BIN_CFLAGS, their objects' flags beside CXXFLAGS;
 # BIN_LIBS, what they link). A CUDA build defines PRISM_CUDA and links the one CUDA engine object,
@@ -281,13 +281,16 @@ $(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda
 	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -lpcre2-8 $(MPI_LIBS)
 $(BUILD)/obj/train_prism_executor.o: train_prism.cu
 $(BUILD)/cuda_engine_executor.o: cuda_engine.cu
+# Their flags, and the library's for them (one set per binary: the same inline functions in every object).
+EXECUTOR_CXXFLAGS = $(CXXFLAGS) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR
+NOMPI_CXXFLAGS = -std=c++17 -O0 -fopenmp -I.
 $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o:
-	$(CXX_CMD) $(CXXFLAGS) $(DEP) $(MPI_CFLAGS) -DPRISM_CUDA -DPRISM_EXECUTOR -x c++ -c $< -o $@
+	$(CXX_CMD) $(EXECUTOR_CXXFLAGS) $(DEP) -x c++ -c $< -o $@
 $(BUILD)/train_prism_nompi: $(BUILD)/obj/train_prism_nompi.o $(JSON_O) $(call lib,nompi)
 	$(CXX) $(filter %.o %.a,$^) -o $@ -fopenmp -lm -lpcre2-8
 $(BUILD)/obj/train_prism_nompi.o: train_prism.cu
-	$(CXX_CMD) -std=c++17 -O0 -fopenmp -I. $(DEP) -x c++ -c $< -o $@
-$(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o $(BUILD)/lib/plain/model/build.o
+	$(CXX_CMD) $(NOMPI_CXXFLAGS) $(DEP) -x c++ -c $< -o $@
+$(BUILD)/dp_engine_check: $(BUILD)/obj/dp_engine_check.o $(call lib,plain)
 	mpicxx -fopenmp $^ -o $@
 $(BUILD)/obj/dp_engine_check.o: test/dp_engine_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
@@ -306,8 +309,8 @@ $(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
 $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
 $(BUILD)/obj/bench_layer_stats.o: dev/bench_layer_stats.cpp
 # dev/roofline.cpp: the CPU reference's roofline (the machine's FMA limit and bandwidth, the step's GEMMs and ops).
-$(BUILD)/roofline: dev/roofline.cpp $(BUILD)/lib/plain/model/build.o
-	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< $(filter %.o,$^) -o $@ $(LDLIBS)
+$(BUILD)/roofline: dev/roofline.cpp $(call lib,plain)
+	$(CXX_CMD) $(CXXFLAGS) $(DEP) $< $(filter %.a,$^) -o $@ $(LDLIBS)
 
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
@@ -347,11 +350,9 @@ $(BUILD)/asan/%.o: test/%.cpp
 $(BUILD)/tsan/%.o: test/%.cpp
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fsanitize=thread -c $< -o $@
 
-$(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS)) $(BUILD)/lib/asan/model/build.o
-$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o \
-    $(BUILD)/lib/asan/model/build.o
-$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o \
-    $(BUILD)/lib/asan/model/build.o
+$(BUILD)/test_kernels_asan: $(CATCH_MAIN) $(patsubst %,$(BUILD)/asan/%.o,$(KERNEL_TESTS)) $(call lib,asan)
+$(BUILD)/test_model_asan: $(CATCH_MAIN) $(BUILD)/asan/test_model_cuda.o $(BUILD)/asan/cuda_engine.o $(call lib,asan)
+$(BUILD)/test_decode_asan: $(CATCH_MAIN) $(BUILD)/asan/test_decode_cuda.o $(BUILD)/asan/cuda_engine.o $(call lib,asan)
 $(BUILD)/asan/cuda_engine.o: cuda_engine.cu
 	$(CXX_CMD) $(SAN_CXXFLAGS) $(DEP) -fopenmp -fsanitize=address,undefined -x c++ -c $< -o $@
 $(BUILD)/test_fuzz_asan: $(CATCH_MAIN) $(BUILD)/asan/test_fuzz.o $(BUILD)/asan/json.o $(call lib,asan)
@@ -440,21 +441,21 @@ GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_model gp
 $(GB_OBJS):
 	$(NVCC_CMD) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
 	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
+GB_CXXFLAGS = -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA
 $(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
-	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) \
-	    -x c++ -c $< -o $@
+	$(CXX_CMD) $(GB_CXXFLAGS) -DPRISM_NVCC_VERSION='"$(NVCC_VERSION)"' $(DEP) -x c++ -c $< -o $@
 $(GB_OBJ)/lib.a: $(patsubst %,$(GB_OBJ)/lib/%.o,$(LIB_SRCS))
 	rm -f $@ && ar rcs $@ $^
 $(GB_OBJ)/lib/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA $(DEP) -c $< -o $@
+	$(CXX_CMD) $(GB_CXXFLAGS) $(DEP) -c $< -o $@
 $(GB_OBJ)/json.o: util/json.cpp
 	$(CXX_CMD) -std=c++17 -O3 $(GB_HOST) -I. $(DEP) -c $< -o $@
 
 # Kept, not removed as intermediates: the ptxas checks read their logs, and a rebuild would recompile them.
 .SECONDARY: $(GB_OBJS) $(GB_PRODUCTS:%=$(GB_OBJ)/%.o)
 $(GPU_BUNDLE)/bin/gpu_tests: $(CATCH_MAIN) $(patsubst %,$(GB_OBJ)/%.o,$(GB_TESTS)) $(GB_OBJ)/cuda_engine.o \
-    $(GB_OBJ)/lib/model/build.o
+    $(call lib,gb)
 	$(NVCC) $(GB_GENCODE) $^ -o $@ $(GB_LINK)
 $(GPU_BUNDLE)/bin/%: $(GB_OBJ)/%.o
 	$(NVCC) $(GB_GENCODE) $(filter %.o %.a,$^) -o $@ $(GB_LINK)
@@ -468,8 +469,7 @@ GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(addprefix $(GB_OBJ)/lib/,run/plan_views.o run/cli.o \
-    model/build.o)
+$(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(call lib,gb)
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
 $(GB_OBJ)/export.o: hf/export.cpp $(BUILD)/hf/hf_python.h
 	$(CXX_CMD) -std=c++17 -O2 $(GB_HOST) -I. -I$(BUILD)/hf $(DEP) -c $< -o $@
@@ -507,7 +507,7 @@ $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
 # The same kernel tests, and the benchmarks, built by nvcc for one GPU (NATIVE_ARCH) to run here (needs a GPU).
 $(BUILD)/native/%.o: test/%.cpp
 	$(NVCC_CMD) -std=c++17 -O2 -arch=$(NATIVE_ARCH) -I. $(DEP) -x cu -c $< -o $@
-$(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS)) $(BUILD)/lib/plain/model/build.o
+$(BUILD)/test_kernels_native: $(patsubst %,$(BUILD)/native/%.o,catch_main $(KERNEL_TESTS)) $(call lib,plain)
 	$(NVCC) -arch=$(NATIVE_ARCH) $^ -o $@ -lcublasLt
 # bench_model links the CUDA engine built for that GPU, build/native/cuda_engine.o.
 $(BUILD)/native/cuda_engine.o: cuda_engine.cu

@@ -156,11 +156,10 @@ int run(const Options& o) {
     const ModelConfig& c = m.cfg;
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
     HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
-    if (gpt2_vocab)
-        tok_files = hf_tokenizer_files(Tokenizer::load(o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer));
+    if (gpt2_vocab) tok_files = hf_tokenizer_files(Tokenizer::load(tokenizer_path(o.tokenizer)));
 
     std::vector<ReadPath> inputs = run_files(o.model);  // the one output rule (util/fs.h)
-    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
+    inputs.push_back({tokenizer_path(o.tokenizer), "the tokenizer"});
     check_output_path(o.out, "-o", inputs, true);
     if (is_dir(o.out) && !list_dir(o.out).empty() && !o.overwrite)
         throw ConfigError(

@@ -14,7 +14,7 @@ TextSampler::~TextSampler() = default;
 
 std::unique_ptr<TextSampler> TextSampler::open(const std::string& path, int V, bool required) {
     try {
-        std::unique_ptr<Tokenizer> tok(new Tokenizer(Tokenizer::load(path.empty() ? default_tokenizer_path() : path)));
+        std::unique_ptr<Tokenizer> tok(new Tokenizer(Tokenizer::load(tokenizer_path(path))));
         if (tok->vocab_size() > V)  // samples start from EOT, which such a model cannot read
             throw ConfigError("the tokenizer's " + std::to_string(tok->vocab_size()) +
                               " tokens do not fit the model's vocabulary V = " + std::to_string(V));

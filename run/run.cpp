@@ -342,7 +342,7 @@ void Run::check_out(const TrainOptions& o) {
         globfree(&g);
     }
     if (o.eval_every > 0) inputs.push_back({o.eval_data + "/" + o.eval_task + ".bin", "the eval file"});
-    inputs.push_back({o.tokenizer.empty() ? default_tokenizer_path() : o.tokenizer, "the tokenizer"});
+    inputs.push_back({tokenizer_path(o.tokenizer), "the tokenizer"});
     check_output_path(o.out, "-o", inputs, true);
 }
 

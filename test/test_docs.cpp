@@ -476,7 +476,9 @@ std::vector<std::string> quoted_includes(const std::string& file) {
     return out;
 }
 
-std::set<std::string> include_closure(const std::string& file) {
+// Every project file `file` includes, directly or through others; files under the folder `skip` (a prefix such as
+// "cuda_cpu/") are neither counted nor followed.
+std::set<std::string> include_closure(const std::string& file, const std::string& skip = "") {
     std::set<std::string> seen;
     std::vector<std::string> todo{file};
     while (!todo.empty()) {
@@ -485,7 +487,7 @@ std::set<std::string> include_closure(const std::string& file) {
         for (const std::string& inc : quoted_includes(f)) {
             const std::string local = (fs::path(f).parent_path() / inc).lexically_normal().string();
             const std::string g = fs::exists(local) && !fs::path(f).parent_path().empty() ? local : inc;
-            if (fs::exists(g) && seen.insert(g).second) todo.push_back(g);
+            if ((skip.empty() || g.rfind(skip, 0) != 0) && fs::exists(g) && seen.insert(g).second) todo.push_back(g);
         }
     }
     return seen;
@@ -573,16 +575,8 @@ TEST_CASE("docs/walkthrough.md's figure of the trainer's include closure is the 
     // dev/closure.sh's measure: the project files train_prism.cu (built for the GPU) and cuda_engine.cu include,
     // themselves with them. The CUDA-on-CPU executor (cuda_cpu/) is not part of a GPU build: not followed.
     std::set<std::string> files{"train_prism.cu", "cuda_engine.cu"};
-    std::vector<std::string> todo(files.begin(), files.end());
-    while (!todo.empty()) {
-        const std::string f = todo.back();
-        todo.pop_back();
-        for (const std::string& inc : quoted_includes(f)) {
-            const std::string local = (fs::path(f).parent_path() / inc).lexically_normal().string();
-            const std::string g = fs::exists(local) && !fs::path(f).parent_path().empty() ? local : inc;
-            if (g.rfind("cuda_cpu/", 0) != 0 && fs::exists(g) && files.insert(g).second) todo.push_back(g);
-        }
-    }
+    for (const char* top : {"train_prism.cu", "cuda_engine.cu"})
+        for (const std::string& f : include_closure(top, "cuda_cpu/")) files.insert(f);
     long lines = 0;
     for (const std::string& f : files) {
         const std::string text = read_file(f);

@@ -27,3 +27,6 @@ inline std::string default_tokenizer_path() {
     }
     return rel;
 }
+
+// The ranks file a tool reads: the one given (--tokenizer), else the default above.
+inline std::string tokenizer_path(const std::string& given) { return given.empty() ? default_tokenizer_path() : given; }
