@@ -28,7 +28,7 @@
 #include "attention_tiles.cuh"
 #include "cuda_common.cuh"
 #include "layer_spec.h"
-#include "reduce.cuh"
+#include "vec.cuh"
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels

@@ -1,6 +1,6 @@
 // attention_span.h: which keys a query sees (the visibility rule, defined here once), which tiles the flash
 // attention kernels (attention.cuh) visit under it, and the tile shapes of their instances: written once for the
-// CPU reference (ref/ops.h), both decoders (ref/cpu_decoder.h, inspect/decode.cuh), analyze (inspect/analysis.h),
+// CPU reference (ref/ops.h), both decoders (ref/cpu_decoder.h, inspect/cuda_decoder.cuh), analyze (inspect/analysis.h),
 // the kernels, the test that counts their tensor-core instructions (test/test_attention.cpp) and the cost model
 // (run/cost_model.h), which includes no CUDA. hf/modeling_prism.py's visible() is the rule in PyTorch.
 //   att_visible   key j is visible to query i iff i - W < j <= i (W = 0: j <= i, plain causal): the rule

@@ -22,7 +22,6 @@
 #pragma once
 
 #include "cuda_common.cuh"
-#include "reduce.cuh"
 #include "vec.cuh"
 
 constexpr int CLASSIFIER_BLOCK = 1024;  // the most threads per row; fewer when the row has fewer 8-column chunks

@@ -17,8 +17,8 @@
 // device memory is host memory, so the collectives are MPI on the buffers themselves (built with -DPRISM_MPI),
 // run at once (the executor's streams are synchronous); with one rank every call returns at once.
 // Failures: a peer that dies or a network error surfaces as NCCL's asynchronous error, which the watchdog
-// (dist/watchdog.h) polls; a wait on the GPU that never ends is the watchdog's limit. Either aborts the communicator
-// (so the GPU stops waiting) and ends the process.
+// (dist/process_group.h) polls; a wait on the GPU that never ends is the watchdog's limit. Either aborts the
+// communicator (so the GPU stops waiting) and ends the process.
 // Does not: decide what to reduce or when (model.cuh), or use more than one communicator.
 #pragma once
 

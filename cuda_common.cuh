@@ -13,6 +13,7 @@
 //   cp_async_commit(); cp_async_wait<N>()  close a group of copies; wait until at most N groups are in flight
 //   UNROLL                             #pragma unroll for nvcc (nothing for g++), before loops over register arrays
 //   fast_exp2(x)                       2^x on the special-function unit, flush-to-zero (ex2.approx.ftz.f32)
+//   OpTimer                            told the end of every op of a training step (dev/bench_model times them)
 //
 // Under the executor the launch checks its configuration like the driver, shared memory is poisoned (NaN) at
 // every block start, and barrier misuse aborts with the kernel name and thread coordinates.
@@ -26,6 +27,7 @@
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <string>
 
 #define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
 template <class T> using prism_ident_t = T;
@@ -133,3 +135,35 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
     }
 }
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
+
+// OpTimer, told the end of every op of a training step on the stream it ran on, under
+// run/cost_model.h's op names. model.cuh's CudaModel tells it (the model's ops and the engine's); dev/bench_model
+// records an event per op, test_model_cuda.cpp lists the names against the cost model's.
+// Does not: time anything itself (its implementations do).
+
+struct OpTimer {
+    virtual ~OpTimer() = default;
+    virtual void mark(const char* op, cudaStream_t stream) = 0;
+};
+
+// Model FLOPs utilisation. MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention
+// over the full T x T square, as PaLM and llm.c count) x tokens/s / the device's dense bf16 peak. The table
+// holds dense bf16 tensor-core peaks (TFLOP/s, fp32 accumulate, no sparsity), matched against the CUDA device
+// name in order, so more specific names come first. A device missing from the table has peak 0 and no MFU
+// is printed (never a made-up number).
+
+struct DevicePeak {
+    const char* name;
+    double tflops;
+};
+
+inline double peak_bf16_tflops(const std::string& device) {
+    static const DevicePeak peaks[] = {
+        {"H200", 989.0},      {"GH200", 989.0},    {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0}, {"H100 NVL", 835.0},
+        {"H100 PCIe", 756.0}, {"H100", 756.0},     {"A100", 312.0},     {"L40S", 362.0},           {"L4", 121.0},
+        {"A10G", 70.0},       {"RTX 4090", 165.2}, {"RTX 3090", 71.0},
+    };
+    for (const DevicePeak& p : peaks)
+        if (device.find(p.name) != std::string::npos) return p.tflops;
+    return 0;
+}

@@ -14,7 +14,6 @@
 #include "cuda_common.cuh"
 #include "engine.h"
 #include "model_config.h"
-#include "op_timer.cuh"
 
 class CudaEngineHooks : public Engine {
   public:

@@ -12,7 +12,6 @@
 #pragma once
 
 #include "cuda_common.cuh"
-#include "reduce.cuh"
 #include "vec.cuh"
 
 constexpr int GRADNORM_BLOCKS = 1024;  // stage-1 partials at most: the scratch the launcher needs

@@ -14,7 +14,7 @@
 
 #include "cuda_common.cuh"
 #include "layer_stats.h"  // the table the host builds (LayerStatsPlan), AdamWDelta
-#include "reduce.cuh"
+#include "vec.cuh"
 
 constexpr int LSTATS_BLOCK = 256;
 constexpr int LSTATS_PER_BLOCK = LSTATS_BLOCK * 16;  // elements a block covers (grid-stride beyond the cap)

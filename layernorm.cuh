@@ -28,7 +28,6 @@
 
 #include "cuda_common.cuh"
 #include "kernel_sizes.h"  // NORM_ROWS_PER_CHUNK, norm_backward_scratch_floats: the backward's scratch
-#include "reduce.cuh"
 #include "vec.cuh"
 
 constexpr int NORM_BLOCK = 128;            // forward: 4 warps = 4 rows per block

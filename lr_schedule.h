@@ -1,7 +1,7 @@
 // lr_schedule.h: the learning-rate schedule of a run (--lr-schedule: LrSchedule, lr_at), the one function every
 // engine's lr comes from: the loop computes it on the host and passes it to adamw_step, on the CPU reference and
-// the GPU alike. Plain arithmetic, so the flag table (run/train_flags.h) checks a schedule without the engines.
-// Does not: log anything, or read flags (run/run_plan.h's lr_schedule builds the schedule from the options).
+// the GPU alike. Plain arithmetic, so the flag table (run/defaults.h) checks a schedule without the engines.
+// Does not: log anything, or read flags (run/defaults.h's lr_schedule builds the schedule from the options).
 #pragma once
 
 #include <algorithm>

@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "dist/shard.h"
+#include "adamw_ranges.h"
 #include "kernel_sizes.h"
 #include "model_config.h"
 
@@ -185,7 +185,7 @@ struct GpuMemory {
 };
 
 // shards: the ranks ZeRO-1 splits the optimizer state over (the engine keeps master, m and v of one shard,
-// dist/shard.h's zero_shard; parameters and gradients stay whole, padded to shards x its size).
+// adamw_ranges.h's zero_shard; parameters and gradients stay whole, padded to shards x its size).
 inline GpuMemory gpu_memory(const ModelConfig& c, int B, int T, bool recompute, int shards = 1) {
     const size_t Pg = device_layout(c).total, S = zero_shard(Pg, shards, 0).size;
     const size_t Palloc = shards == 1 ? Pg : S * shards;

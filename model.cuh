@@ -27,7 +27,6 @@
 #include "matmul.cuh"
 #include "memory_plan.h"
 #include "model_config.h"
-#include "op_timer.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 

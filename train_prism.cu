@@ -1,10 +1,10 @@
 // train_prism: trains a model (docs/training.md) on the GPU when one is present, else on the CPU reference,
 // or, with --plan, prints a model's per-layer table and totals and the GPU memory a run at -b B needs, and
 // exits. Under mpirun (or srun, or the environment rendezvous) every process is one data-parallel rank.
-// main reads top to bottom: the flags (their table is run/train_flags.h), --plan, the engine, the data, the run
+// main reads top to bottom: the flags (their table is run/defaults.h), --plan, the engine, the data, the run
 // (run/run.h: its directory, record and resume rules), then the loop: one step (train_step.h) on every rank, and
 // on their own schedules the validation loss, a zero-shot eval task, a text sample and a checkpoint. The global
-// batch is what the user asked for: B x T x world x n_micro tokens (run/run_plan.h); rank r reads sequences
+// batch is what the user asked for: B x T x world x n_micro tokens (run/defaults.h); rank r reads sequences
 // [r B, r B + B) of each group of B x world (dataloader.h), so the ranks together are one process with B x world
 // rows. Only rank 0 prints, logs and samples.
 #include <chrono>
@@ -18,14 +18,12 @@
 #include "eval/scorer.h"
 #include "inspect/sampler.h"
 #include "memory_plan.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/cli.h"
 #include "run/defaults.h"
 #include "run/plan_views.h"
 #include "run/run.h"
-#include "run/run_plan.h"
 #include "run/stop_signal.h"
-#include "run/train_flags.h"
 #include "train_step.h"
 #include "util/machine_load.h"
 
@@ -46,10 +44,6 @@ static void read_flags(Command& cmd, int argc, char** argv, TrainOptions& o, Mod
             throw ConfigError(length + " and " + name + " both set the run's length; pass one of them");
         if (given) length = name;
     }
-    if (o.allow_batch_change && !o.resume && !o.plan)
-        throw ConfigError("--allow-batch-change only applies to --resume");
-    if (o.allow_data_change && !o.resume && !o.plan) throw ConfigError("--allow-data-change only applies to --resume");
-    if (!o.branch_from.empty() && !o.resume && !o.plan) throw ConfigError("--branch-from only applies to --resume");
     run.restore_flags(o, cmd, argc, argv, gpu_engine_available(o.cpu), notes);
     for (int i = 0; i < argc; i++) o.argv.push_back(argv[i]);
     default_model(o, gpu_engine_available(o.cpu));

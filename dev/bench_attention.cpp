@@ -19,7 +19,7 @@
 
 #include "attention.cuh"
 #include "util/machine_load.h"
-#include "util/mfu.h"
+#include "cuda_common.cuh"
 #include "ref/init.h"
 
 namespace {

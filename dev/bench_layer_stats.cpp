@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "model/build.h"
+#include "model/spec.h"
 #include "ref/cpu_engine.h"
 #include "util/machine_load.h"
 

@@ -19,9 +19,9 @@
 // micro-batch's token statistics (embedding_plan) also go into the cost model. --synthetic: the old spread ids.
 // -b 0: the largest B of 16, 8, 4, 2, 1 whose --plan memory fits 90% of the GPU's free memory (on the cost-model
 // path: B 16).
-// MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention counted over the full T x T square
-// as PaLM and llm.c do) x tokens/s / the dense bf16 peak (util/mfu.h on a GPU, 989 TFLOP/s for the predictions); a GPU
-// missing from the table prints "MFU n/a" rather than a made-up number.
+// MFU = 3 x dense forward FLOPs per token (model_config.h's account(), attention counted over the full T x T square as
+// PaLM and llm.c do) x tokens/s / the dense bf16 peak (cuda_common.cuh on a GPU, 989 TFLOP/s for the predictions); a
+// GPU missing from the table prints "MFU n/a" rather than a made-up number.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +32,11 @@
 
 #include "run/cost_model.h"
 #include "util/machine_load.h"
-#include "util/mfu.h"
+#include "cuda_common.cuh"
 #include "cuda_engine_hooks.cuh"
 #include "embedding_plan.h"
 #include "memory_plan.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/plan_views.h"
 #include "dataloader.h"
 #include "train_step.h"

@@ -40,7 +40,7 @@
 #include "model/layer_columns.h"
 #include "util/io.h"
 #include "util/json.h"
-#include "model/build.h"
+#include "model/spec.h"
 
 struct HfError : std::runtime_error {
     using std::runtime_error::runtime_error;

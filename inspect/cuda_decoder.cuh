@@ -10,7 +10,7 @@
 //         (a NoPE layer: none)
 //     atty = decode_attention(q, cache, the chunk's k and v)       inspect/decode.cuh: each query over its keys
 //     K_l, V_l slots (p0 + i) mod slots = k_i, v_i  (decode_store)  the cache: K_l, V_l (slots_l, kv hd) bf16 each
-//     x = residual_norm(x + atty Wo^T) -> ln = norm2;  x += swiglu(ln Wfc^T) Wproj^T   (residual.cuh)
+//     x = residual_norm(x + atty Wo^T) -> ln = norm2;  x += swiglu(ln Wfc^T) Wproj^T   (inspect/decode.cuh)
 //     (a layer without attention: ln = norm2(x), and no cache; without an MLP: x += atty Wo^T alone)
 //   logits (rows, Vp) fp32 = normf(x[:, :Df])[:, :d] Wout^T, for the last row (or all n), V columns read back
 // slots_l = the capacity, or min(capacity, W) in a window layer: a ring, since no query past j + W - 1 reads key j.
@@ -36,11 +36,9 @@
 #include "engine.h"
 #include "layernorm.cuh"
 #include "matmul.cuh"
-#include "forward_contract.h"
 #include "memory_plan.h"
 #include "model.cuh"
 #include "model_config.h"
-#include "inspect/residual.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 

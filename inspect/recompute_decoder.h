@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "engine.h"
-#include "forward_contract.h"
 
 // No cache: every append runs Engine::forward over all the tokens so far and reads the wanted logits back
 // (O(position) work per token instead of O(1) rows: for checking the cache, not for speed).

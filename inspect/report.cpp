@@ -72,7 +72,7 @@
 #include "run/plan_views.h"
 #include "util/fs.h"
 #include "run/run_log.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "inspect/report_groups.h"
 #include "inspect/report_sweep.h"
 #include "inspect/layer_heatmap.h"

@@ -26,7 +26,7 @@
 #include "run/plan_views.h"
 #include "run/run_log.h"
 #include "run/model_flags.h"
-#include "run/train_flags.h"
+#include "run/defaults.h"
 #include "studies/stats.h"
 
 namespace report {

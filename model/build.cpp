@@ -1,5 +1,5 @@
-// model/build.cpp: the bodies of model/build.h's functions, and validate_config's (declared in model_config.h).
-#include "model/build.h"
+// model/build.cpp: the bodies of model/spec.h's functions, and validate_config's (declared in model_config.h).
+#include "model/spec.h"
 
 #include <algorithm>
 #include <cmath>

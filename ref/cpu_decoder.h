@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "engine.h"
-#include "forward_contract.h"
 #include "ref/gemm.h"
 #include "ref/ops.h"
 #include "model_config.h"

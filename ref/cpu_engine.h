@@ -2,9 +2,9 @@
 // core, the same bits for any thread count. It is the CPU training path and, through the same interface, the
 // oracle the CUDA engine's tests compare whole training steps against.
 //
-// Data parallel over MPI (several ranks, dist/process_group.h), with the same shards as the CUDA engine's (contiguous, dist/shard.h)
-// but a plainer reduction (the CUDA engine reduces layer by layer during the backward):
-//   clip_grad_norm  first the gradients (P), padded to world x S (dist/shard.h), reduce-scattered: this rank's shard
+// Data parallel over MPI (several ranks, dist/process_group.h), with the same shards as the CUDA engine's (contiguous,
+// adamw_ranges.h) but a plainer reduction (the CUDA engine reduces layer by layer during the backward):
+//   clip_grad_norm  first the gradients (P), padded to world x S (adamw_ranges.h), reduce-scattered: this rank's shard
 //                   of the sum (S); ZeRO-0 all-gathers the summed shards back into the whole gradient. Then each
 //                   rank's sum of squares of its shard, all-gathered and added in rank order: the same norm on
 //                   every rank, and the same for ZeRO-0 and ZeRO-1. The step's loss is summed over the ranks too
@@ -28,7 +28,7 @@
 #include "ref/cpu_decoder.h"
 #include "ref/reference.h"
 #include "dist/process_group.h"
-#include "dist/shard.h"
+#include "adamw_ranges.h"
 
 class CpuEngine : public Engine {
   public:
@@ -194,8 +194,8 @@ class CpuEngine : public Engine {
         if (!logits_valid_)
             throw std::logic_error("target_logprobs / logits_at need a forward() (not forward_backward)");
     }
-    // The gradients (P), padded to world x S (dist/shard.h), reduce-scattered: this rank's shard of the sum (S); ZeRO-0
-    // all-gathers the summed shards back into the whole gradient.
+    // The gradients (P), padded to world x S (adamw_ranges.h), reduce-scattered: this rank's shard of the sum (S);
+    // ZeRO-0 all-gathers the summed shards back into the whole gradient.
     void reduce_grads() {
         std::vector<float>& g = model_.grads;
         std::copy(g.begin(), g.end(), padded_.begin());  // the padding stays zero

@@ -36,7 +36,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "forward_contract.h"
+#include "engine.h"
 #include "ref/gemm.h"
 #include "ref/init.h"
 #include "ref/ops.h"

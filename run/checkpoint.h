@@ -57,7 +57,7 @@
 
 #include "model/layer_columns.h"
 #include "util/errors.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "util/io.h"
 
 static const int32_t kModelMagic = 0x4D535250;

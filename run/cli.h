@@ -1,9 +1,9 @@
-// run/cli.h: the command line of every binary, from one table. A Flag is declared once: its spellings, its
-// argument, its help line, the kind of value it takes with its bounds, and the variable it sets; the --help text
-// is generated from the very table the parser reads (a usage text naming flags the parser did not accept is a
-// classic trainer bug), and the help line's "{default}" is the variable's own initial value. The trainer's flags
-// also carry their run-record rule (Flag::record; run/train_flags.h). Errors are ConfigErrors with one line
-// naming the flag and what to do.
+// run/cli.h: the command line of every binary, from one table. A Flag is declared once: its spellings, its argument,
+// its help line, the kind of value it takes with its bounds, and the variable it sets; the --help text is generated
+// from the very table the parser reads (a usage text naming flags the parser did not accept is a classic trainer bug),
+// and the help line's "{default}" is the variable's own initial value. The trainer's flags also carry their run-record
+// rule (Flag::record; run/defaults.h's make_train_flags). Errors are ConfigErrors with one line naming the flag and
+// what to do.
 // One frame runs every binary's main (Command, command_main): positional arguments, --help, errors and exit
 // codes in one place. `PRISM_HELP=table BIN --help` prints the table itself, one flag a line (kind, bounds, a
 // valid value), for the test that feeds every binary's flags back to it (test/test_cli.cpp).
@@ -25,7 +25,19 @@
 #include <vector>
 
 #include "util/errors.h"
-#include "util/number_text.h"
+
+// A double as the shortest text that reads back as the same double, for the run record and
+// the flags it re-applies (a value written and read again is the value that was used).
+
+// The shortest of %.15g, %.16g, %.17g that reads back as x: 0.003 stays 0.003, and every double round-trips.
+inline std::string exact_number(double x) {
+    char b[40];
+    for (int p = 15; p <= 17; p++) {
+        snprintf(b, sizeof b, "%.*g", p, x);
+        if (std::strtod(b, nullptr) == x) break;
+    }
+    return b;
+}
 
 enum class FlagKind { Switch, Int, Double, Text, Path, Choice };
 

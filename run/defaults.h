@@ -1,6 +1,7 @@
-// run/defaults.h: train_prism's options (TrainOptions: every flag's value, with the plain defaults as
-// initialisers) and what it does when a flag is not given, where that depends on the machine, the model or the
-// data. The rules (docs/training.md, "Flags and defaults"):
+// run/defaults.h: train_prism's options (TrainOptions: every flag's value, with the plain defaults as initialisers),
+// what it does when a flag is not given, where that depends on the machine, the model or the data, the plan they
+// resolve to (RunPlan, below: batch, length, schedule) and their flags (make_train_flags, last). The rules
+// (docs/training.md, "Flags and defaults"):
 //   model (-m)        124M on a GPU, tiny on the CPU (with the head and width schedules asked for)
 //   data (--train)    data/fineweb10B/ when it exists (data/get_fineweb.sh), else data/default/; a model of 50M
 //                     parameters or more on data/default/ gets a warning: it is a demonstration corpus
@@ -13,16 +14,23 @@
 //   output (-o)       out/PRESET[-HEADS][-WIDTHS], e.g. out/124M-prism
 // So `mpirun -np 8 ./train_prism -s prism` trains 124M Prism on 8 GPUs: the papers' run on FineWeb, a
 // minutes-long demonstration on the default corpus.
-// Does not: check the values (plan_run and the loaders do), or read more of the data than a directory listing.
+// Does not: read more of the data than a directory listing (plan_run checks the batch and length flags, the
+// loaders the data).
 // default_run's body is run/defaults.cpp (compiled apart: the Makefile's LIB).
 #pragma once
 
 #include <cmath>
 #include <string>
 #include <vector>
+#include <utility>
+#include <algorithm>
+#include <cstdio>
 
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model/spec.h"
+#include "run/cli.h"
+#include "util/errors.h"
+#include "model_config.h"
 
 // A model spec without a preset: default_model picks it for the machine.
 inline ModelSpec spec_without_preset() {
@@ -31,7 +39,7 @@ inline ModelSpec spec_without_preset() {
     return m;
 }
 
-// Every flag's value (run/train_flags.h's table sets them, and its help shows these initial values as the
+// Every flag's value (make_train_flags, below, sets them, and its help shows these initial values as the
 // defaults); the defaults below fill in what is left 0, "" or NAN.
 struct TrainOptions {
     ModelSpec model = spec_without_preset();  // preset "": 124M on a GPU, tiny on the CPU (default_model)
@@ -67,7 +75,7 @@ struct TrainOptions {
     std::string eval_task = "hellaswag", eval_data = "data/eval";
     std::vector<std::string> argv;  // this invocation's command line, for the run record
     int zero = -1;                  // ZeRO stage: 0 or 1 (-1: 1 with several ranks)
-    double comm_timeout = 600;      // seconds a rank may wait in a collective (dist/watchdog.h)
+    double comm_timeout = 600;      // seconds a rank may wait in a collective (dist/process_group.h)
 };
 
 constexpr long kPaperBatchTokens = 524288;   // 2^19: GPT-2 / GPT-3 small, llm.c, the Prism paper
@@ -105,3 +113,106 @@ void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector
 // The ZeRO stage of a run: --zero, else 1 with several ranks (ZeRO-1 costs nothing more than the all-reduce it
 // replaces) and 0 with one.
 inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
+
+// The batch and length of a run (RunPlan), from the options, the model and the rank count: tokens per step (the
+// global batch, over all ranks), micro-steps per rank, steps and warmup, and its learning-rate schedule; and the plan
+// part of the run record. plan_run is the one check of these flags: training, train_prism --plan and study all call
+// it, so each refuses the same inputs with the same line.
+struct RunPlan {
+    int T = 0, world = 1;
+    long micro_tokens = 0, total_batch = 0, n_micro = 0, steps = 0, warmup = 0;  // micro_tokens: B T, one rank
+};
+
+// The training sequence length: -t, else the model's context.
+inline int train_seq_len(const TrainOptions& o, const ModelConfig& cfg) {
+    const int T = o.T ? o.T : cfg.T;
+    if (T > cfg.T)
+        throw ConfigError("--train-seq " + std::to_string(T) +
+                          " exceeds the model's context T = " + std::to_string(cfg.T));
+    return T;
+}
+
+// The warmup a run of `steps` steps gets when --warmup is not given: --warmup-frac of the steps, rounded.
+inline long default_warmup(const TrainOptions& o, long steps) { return std::lround(o.warmup_frac * steps); }
+
+// The run's learning-rate schedule; a bad combination of its flags is a ConfigError naming the flag.
+inline LrSchedule lr_schedule(const TrainOptions& o, const RunPlan& p) {
+    return make_lr_schedule(o.lr_schedule, p.steps, p.warmup, o.lr, o.final_lr_frac, o.decay_frac, o.decay_shape);
+}
+
+// Every check of the batch, length and schedule flags (train_tokens: the training shards' size, for --epochs).
+inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world = 1, size_t train_tokens = 0) {
+    RunPlan p;
+    p.T = train_seq_len(o, cfg);
+    p.world = world;
+    p.micro_tokens = (long)o.B * p.T;
+    const long all_ranks = p.micro_tokens * world;  // one micro-step of every rank
+    p.total_batch = o.total_batch ? o.total_batch : all_ranks;
+    if (p.total_batch % all_ranks != 0)
+        throw ConfigError("--total-batch " + std::to_string(p.total_batch) + " is not a multiple of " +
+                          (world == 1 ? "B*T = " + std::to_string(all_ranks)
+                                      : "B*T*ranks = " + std::to_string(all_ranks) + " (B " + std::to_string(o.B) +
+                                            " x T " + std::to_string(p.T) + " x " + std::to_string(world) + " ranks)") +
+                          "; change --total-batch or -b");
+    p.n_micro = p.total_batch / all_ranks;
+    const size_t P = param_layout(cfg).total;
+    p.steps = o.steps;
+    if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
+    if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
+    if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
+    if (!p.steps) p.steps = 150;
+    p.warmup = o.warmup >= 0 ? o.warmup : default_warmup(o, p.steps);  // --warmup, else the fraction
+    if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
+        throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +
+                          " tokens is beyond 10^18 tokens; lower --steps or --total-batch");
+    if (o.lr * o.opt.weight_decay >= 1) {  // the weights would not shrink but flip sign and grow: NaN by design
+        char b[200];
+        snprintf(b, sizeof b,
+                 "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
+                 "the matrices by 1 - lr * wd every step)",
+                 o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
+        throw ConfigError(b);
+    }
+    lr_schedule(o, p);  // its refusals (--decay-frac without wsd, --warmup beyond --steps, ...)
+    return p;
+}
+
+// The batch plan part of the run record.
+inline std::string plan_record_json(const TrainOptions& o, const RunPlan& p) {
+    return "{\"B\": " + std::to_string(o.B) + ", \"T\": " + std::to_string(p.T) +
+           ", \"ranks\": " + std::to_string(p.world) + ", \"micro_steps\": " + std::to_string(p.n_micro) +
+           ", \"total_batch\": " + std::to_string(p.total_batch) + ", \"steps\": " + std::to_string(p.steps) +
+           ", \"tokens\": " + std::to_string(p.steps * p.total_batch) + ", \"warmup\": " + std::to_string(p.warmup) +
+           ", \"lr\": " + exact_number(o.lr) + ", \"final_lr\": " + exact_number(o.lr * o.final_lr_frac) +
+           ", \"seed\": " + std::to_string(o.seed) + "}";
+}
+
+// train_prism's flags, each declared once in make_train_flags (run/cli.h renders --help from
+// the table and parses with it), and the run record's side of them: record_args is a loop over the table that
+// turns resolved options into the [flag, value] list OUT/run.json keeps (run/run_record.h), may_change_on_resume
+// the loop that lists what a --resume may change, and restore_recorded_args puts a recorded run's flags back
+// under the ones given on a --resume, so that `train_prism --resume -o OUT` alone continues a run as it was
+// started. check_resume_args then refuses a flag given on the resume that differs from the record, except those
+// marked changes_on_resume: the length (--steps and the flags that set it), --stop-after (never recorded), and
+// the evaluation, sampling, logging and checkpointing cadence, none of which changes what the run computes.
+// The output directory itself is not compared (a run directory may have been moved). study.cpp parses its
+// trainer flags with the same table. Their bodies are run/train_flags.cpp (compiled apart: the Makefile's LIB).
+
+// Every flag of train_prism, each declared once: spellings, value kind and bounds, help ("{default}" is the
+// option's initial value), the TrainOptions field it sets, and its run-record rule (Fixed unless marked).
+std::vector<Flag> make_train_flags(TrainOptions& o);
+
+// train_prism's command line: its flags and what --help says first.
+Command train_prism_command(TrainOptions& o);
+
+// The flags a resume may change (the rest must equal the record), from the table.
+std::vector<std::string> may_change_on_resume();
+
+// The resolved options as the record keeps them (after default_model, build_config, default_run and plan_run):
+// every recorded flag that is set, with its value, in the table's order; the length and the batch as the plan
+// resolved them (steps, total_batch), and the warmup when it is not --warmup-frac's of the steps (a resume's
+// kept warmup, run/run.cpp's keep_recorded_warmup).
+std::vector<std::pair<std::string, std::string>> record_args(const TrainOptions& resolved, const RunPlan& p);
+
+// The canonical names of the flags argv gives, in order (values skipped).
+std::vector<std::string> given_flags(int argc, char** argv, const std::vector<Flag>& flags);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/layer_columns.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/cli.h"
 
 // The model flags shared by train_prism and the dev tools: a preset, schedules and overrides. preset_help: what

@@ -19,7 +19,6 @@
 #include "run/run_dir.h"
 #include "run/run_record.h"
 #include "run/stop_signal.h"
-#include "run/train_flags.h"
 #include "text/tokenizer_path.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -348,6 +347,11 @@ void Run::check_out(const TrainOptions& o) {
 
 void Run::restore_flags(TrainOptions& o, Command& cmd, int argc, char** argv, bool gpu,
                         std::vector<std::string>& notes) {
+    if (!o.resume && !o.plan)
+        for (auto [given, flag] : {std::pair<bool, const char*>{o.allow_batch_change, "--allow-batch-change"},
+                                   {o.allow_data_change, "--allow-data-change"},
+                                   {!o.branch_from.empty(), "--branch-from"}})
+            if (given) throw ConfigError(std::string(flag) + " only applies to --resume");
     if (!o.resume || o.plan) return;
     default_model(o, gpu);
     const std::string out = o.out.empty() ? default_out_dir(o.model) : o.out;

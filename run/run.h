@@ -10,7 +10,7 @@
 // (kExitInterrupted, run/stop_signal.h). A failed log write is an error. With several ranks every rank sees the
 // same loss and norm, so all skip alike; a signal that reached any rank stops every rank after the same step.
 // Its body is run/run.cpp (compiled apart: the Makefile's LIB).
-// Does not: parse flags (run/train_flags.h's table, run/cli.h), train (train_step.h), or know which engine it
+// Does not: parse flags (run/defaults.h's table, run/cli.h), train (train_step.h), or know which engine it
 // drives (engine.h).
 #pragma once
 
@@ -24,7 +24,7 @@
 #include "dist/process_group.h"
 #include "layer_stats.h"
 #include "lr_schedule.h"
-#include "run/run_plan.h"
+#include "run/defaults.h"
 
 class DataLoader;
 class Engine;
@@ -58,7 +58,7 @@ std::string model_difference(const ModelConfig& saved, const ModelConfig& want);
 
 // A training run's life: its directory, record and resume rules, from the flags to the last checkpoint. Every
 // rank holds one; rank 0 (the lead) alone prints, writes log.jsonl and run.json. In the order main calls it:
-//   restore_flags  on --resume: the recorded flags beneath the ones given
+//   restore_flags  on --resume: the recorded flags beneath the ones given (else: no resume-only flag)
 //   open           OUT locked (one writer) and checked (a fresh run never lands on an old one)
 //   plan           batch, length and lr schedule; on --resume the record's model, flags and data checked
 //   begin          OUT created; the checkpoint OUT/latest names loaded (or the parameters initialised); run.json
@@ -76,7 +76,8 @@ class Run {
 
     // On --resume: the record's flags beneath the ones given (restore_recorded_args), parsed again into o, so
     // that `train_prism --resume -o OUT` alone continues a run as it was started. Without a record (a run from
-    // before records) the flags given must be the first run's: a note says so.
+    // before records) the flags given must be the first run's: a note says so. Without --resume (and --plan) it
+    // refuses the flags that only a resume takes (--allow-batch-change, --allow-data-change, --branch-from).
     void restore_flags(TrainOptions& o, Command& cmd, int argc, char** argv, bool gpu, std::vector<std::string>& notes);
 
     // A set-up error of a resume without a record most likely comes from flags that are not the first run's

@@ -4,7 +4,7 @@
 //   "prism_run": 1                         the format's version
 //   "args": [["--model", "tiny"], ...]     every flag's resolved value (defaults filled in, --tokens and the other
 //                                          length flags resolved to --steps; a switch has the value ""), which
-//                                          `train_prism --resume -o OUT` re-applies (run/train_flags.h)
+//                                          `train_prism --resume -o OUT` re-applies (run/defaults.h)
 //   "model": {...}                         the preset and schedules asked for, d, L, h_base, T, V, norm, tied,
 //                                          parameters, and the per-layer table (layers numbered from 1)
 //   "plan": {...}                          B, T, ranks, micro-steps, total batch, steps, warmup, lr, seed (the
@@ -23,7 +23,7 @@
 // Readers: report (the runs' table, the seed groups), analyze and eval_zeroshot (what they print and write),
 // study (which runs are done), train_prism --resume (the flags). A directory without run.json (a run from
 // before records) reads as "no record"; a malformed one is an error naming the file.
-// Does not: know the flag table (run/train_flags.h's record_args turns options into args, and back).
+// Does not: know the flag table (run/defaults.h's record_args turns options into args, and back).
 #pragma once
 
 #include <unistd.h>
@@ -36,10 +36,10 @@
 
 #include "util/io.h"
 #include "util/json.h"
-#include "util/number_text.h"
+#include "run/cli.h"
 #include "run/plan_views.h"
 #include "util/fs.h"
-#include "model/build.h"
+#include "model/spec.h"
 
 // The commit a binary was built from (`git describe --always --dirty`): defined by the object the Makefile makes of
 // it, build/commit.o, which train_prism and eval_zeroshot link, so that a new commit relinks them and recompiles
@@ -152,7 +152,7 @@ struct RunRecord {
     }
     std::string status() const { return latest("status"); }
     // Everything that makes the run what it is, as "flag value" pairs: the args without the output directory
-    // and without the flags that may change on a resume (run/train_flags.h's list, passed in), and without
+    // and without the flags that may change on a resume (run/defaults.h's list, passed in), and without
     // `drop` (report: "--seed", so that runs differing only in seed compare equal).
     std::vector<std::pair<std::string, std::string>> identity(const std::vector<std::string>& drop) const {
         std::vector<std::pair<std::string, std::string>> out;
@@ -205,7 +205,7 @@ inline std::string branch_json(const RunBranch& b) {
            ", \"old\": " + value(b.old_value) + ", \"new\": " + value(b.new_value) + "}";
 }
 
-// On a --resume: every recorded flag not in `may_change` (run/train_flags.h's may_change_on_resume) must have the
+// On a --resume: every recorded flag not in `may_change` (run/defaults.h's may_change_on_resume) must have the
 // value the record has, and no such flag may be new. The first difference is a ConfigError naming the flag, both
 // values and what to do. batch_may_change (--allow-batch-change): --total-batch may differ too; data_may_change
 // (--allow-data-change): --train and --val. The flags of `may_branch` (run/run.cpp's lr_branch_flags) may differ,

@@ -1,5 +1,4 @@
-// run/train_flags.cpp: train_prism's flag table and its record rules (run/train_flags.h).
-#include "run/train_flags.h"
+// run/train_flags.cpp: train_prism's flag table and its record rules (run/defaults.h).
 
 #include <algorithm>
 #include <set>
@@ -8,7 +7,6 @@
 #include "lr_schedule.h"
 #include "run/defaults.h"
 #include "run/model_flags.h"
-#include "run/run_plan.h"
 #include "text/tokenizer_path.h"
 
 std::vector<Flag> make_train_flags(TrainOptions& o) {

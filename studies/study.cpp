@@ -12,7 +12,7 @@
 // every configuration on its first seeds, so its comparisons are already paired), named HEADS-WIDTHS-sSEED, with
 // each axis's flag and value before the seed (HEADS-WIDTHS-lr1e-3-sSEED). An axis (--grid FLAG=LIST, or a
 // recipe's) is any trainer flag that the run record compares and the study does not set itself, checked against
-// train_prism's flag table (run/train_flags.h); a per-layer list flag's values (--window, --kv-heads, --mlp, ...)
+// train_prism's flag table (run/defaults.h); a per-layer list flag's values (--window, --kv-heads, --mlp, ...)
 // write '/' for their commas, as --heads does (--grid window=global,local:256/5:1). Every run is `train_prism -m PRESET -s HEADS -w WIDTHS --seed S
 // -o DIR/NAME` plus its axes' values, the recipe's trainer flags (less those an axis or `--` gives again) and those
 // after `--`. The same command can be rerun until the study is complete: a run whose record
@@ -59,9 +59,7 @@
 #include "run/cost_model.h"
 #include "eval/tasks.h"
 #include "run/run_record.h"
-#include "run/train_flags.h"
 #include "dataloader.h"  // glob_shards
-#include "run/run_plan.h"
 #include "run/stop_signal.h"
 #include "util/fs.h"
 #include "run/defaults.h"

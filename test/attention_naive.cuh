@@ -22,7 +22,7 @@
 #include <cstdlib>
 
 #include "cuda_common.cuh"
-#include "reduce.cuh"
+#include "vec.cuh"
 
 constexpr int NAIVE_MAX_PER_LANE = 32;  // head columns per lane: head_dim <= 32 * 32 = 1024
 constexpr int NAIVE_WARPS = 4;          // warps (rows) per block

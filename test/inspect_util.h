@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ref/init.h"
-#include "model/build.h"
+#include "model/spec.h"
 
 // Small models of every shape the decoders must handle: several head_dims in one model (prism), a stream wider
 // than d with RMSNorm, untied head and muP scale (x), a last layer narrower than d (lambda), and issue 28's layer

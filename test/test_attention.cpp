@@ -44,7 +44,7 @@
 
 #include "attention.cuh"
 #include "ref/ops.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/cost_model.h"
 #include "test/attention_naive.cuh"
 #include "test/kernel_test_util.h"

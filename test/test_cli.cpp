@@ -17,8 +17,6 @@
 #define PREPARE_SHARDS_NO_MAIN
 #include "data/prepare_shards.cpp"
 #include "run/defaults.h"
-#include "run/run_plan.h"
-#include "run/train_flags.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// test_decode_cuda.cpp: the GPU KV-cache decoder (inspect/cuda_decoder.cuh, inspect/decode.cuh) under the CUDA-on-CPU executor:
+// test_decode_cuda.cpp: the GPU KV-cache decoder (inspect/cuda_decoder.cuh) under the CUDA-on-CPU executor:
 // its logits against the GPU engine's own full forward at every position and against the CPU decoder, for
 // uniform, Prism, X, lambda and NoPE models, and its cache size against --plan's KV-cache bytes. Issue 28's layer columns
 // (inspect_config's "shapes": GQA, MQA, windows whose rings wrap, dropped sub-blocks), which the CUDA engine does not

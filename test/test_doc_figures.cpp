@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/defaults.h"
 #include "test/test_util.h"
 

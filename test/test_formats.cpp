@@ -24,7 +24,7 @@
 
 #include "dataloader.h"
 #include "eval/eval_file.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "ref/reference.h"
 #include "run/checkpoint.h"
 #include "test/train_util.h"

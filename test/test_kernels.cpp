@@ -36,7 +36,7 @@
 #include "ref/init.h"
 #include "ref/ops.h"
 #include "ref/optimizer.h"
-#include "inspect/residual.cuh"
+#include "inspect/decode.cuh"
 #include "rope.cuh"
 #include "swiglu.cuh"
 

@@ -17,7 +17,6 @@
 #include "run/plan_views.h"
 #include "run/defaults.h"
 #include "run/model_flags.h"
-#include "run/train_flags.h"
 #include "test/train_util.h"
 
 namespace {

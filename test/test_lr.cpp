@@ -162,7 +162,7 @@ TEST_CASE("train_prism refuses bad schedule and batch flags with one line, and -
         INFO(flags << ": " << r.out);
         CHECK(one_line_error(r));
         CHECK(r.out.find(message) != std::string::npos);
-        const Result plan = sh(micro(dir, out) + " --steps 10 " + flags + " --plan");  // run_plan.h's one check
+        const Result plan = sh(micro(dir, out) + " --steps 10 " + flags + " --plan");  // plan_run's one check
         INFO("--plan: " << plan.out);
         CHECK(one_line_error(plan));
         CHECK(plan.rc == 1);

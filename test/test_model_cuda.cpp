@@ -25,7 +25,7 @@
 #include "run/cost_model.h"
 #include "ref/cpu_engine.h"
 #include "memory_plan.h"
-#include "model/build.h"
+#include "model/spec.h"
 #include "cuda_engine_hooks.cuh"
 #include "ref/reference.h"
 #include "train_step.h"

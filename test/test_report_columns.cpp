@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/build.h"
+#include "model/spec.h"
 #include "run/plan_views.h"
 #include "run/checkpoint.h"
 #include "test/inspect_util.h"

@@ -10,7 +10,7 @@
 #include "run/cli.h"
 #include "run/model_flags.h"
 #include "run/plan_views.h"
-#include "model/build.h"
+#include "model/spec.h"
 
 static ModelConfig build(ModelSpec s, std::vector<std::string>* warn_out = nullptr) {
     std::vector<std::string> w;

@@ -16,7 +16,7 @@
 #include "run/checkpoint.h"
 #include "util/json.h"
 #include "run/run_record.h"
-#include "run/train_flags.h"
+#include "run/defaults.h"
 #include "run/run.h"
 #include "studies/stats.h"
 #include "test/train_util.h"
