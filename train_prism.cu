@@ -91,7 +91,6 @@ static double validation_loss(Engine& eng, DataLoader& val, int B, int T, long t
     return sums[1] > 0 ? NAN : sums[0] / dist.world;
 }
 
-// One optimizer step's results as printed (StepRecord: run/run.h, which logs them).
 // "42 s", "3.5 min", "2.1 h"
 static std::string short_duration(double s) {
     char b[32];
@@ -102,7 +101,8 @@ static std::string short_duration(double s) {
     return b;
 }
 
-// `left`: the estimated seconds to the last step (this invocation's mean step time, validation included).
+// One optimizer step's results as printed (StepRecord: run/run.h, which logs them). `left`: the estimated seconds to
+// the last step (this invocation's mean step time, validation included).
 static void print_step(const StepRecord& r, long steps, double left) {
     printf("step %5ld/%ld | loss %.4f", r.step, steps, r.loss);
     if (r.has_val) printf(" | val %.4f", r.val_loss);

@@ -392,12 +392,41 @@ AgreedFailure Run::explain(const AgreedFailure& e) const {
                          "apply: pass the first run's flags, or restore run.json from a copy)");
 }
 
+// Before anything is loaded: OUT's own names (latest, log.jsonl, model.bin) must be regular files when they
+// exist (a link, a FIFO or a device there is refused, never followed, waited on or read without end). A
+// fresh run (no --resume) into an OUT that holds anything the trainer writes (a step_N checkpoint or a link
+// under such a name, latest, model.bin, a non-empty log) is refused unless `overwrite`, so that forgetting
+// --resume never loses anything. Changes nothing on disk.
+static void check_start(const RunDir& dir, bool resume, bool overwrite) {
+    const std::string& out = dir.path();
+    if (resume && overwrite) throw ConfigError("--resume and --overwrite contradict each other; pass one");
+    struct stat st;
+    for (const char* n : {"latest", "log.jsonl", "model.bin", "lock"}) {
+        const std::string p = out + "/" + n;
+        if (lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+            throw ConfigError(p + " is " + file_kind(st.st_mode) +
+                              ", not the file train_prism writes there; "
+                              "remove it (rm " +
+                              p + ") or pass another -o");
+    }
+    if (resume || overwrite) return;
+    const std::string what = dir.earlier_run();
+    if (what.empty()) return;
+    if (dir.checkpoint_steps().empty() && access((out + "/latest").c_str(), F_OK) != 0)  // nothing to resume
+        throw ConfigError(out + " holds an earlier run with no checkpoint --resume could continue (" + what +
+                          "); pass --overwrite to delete " + dir.overwritten() +
+                          " and start afresh, or pass another -o");
+    throw ConfigError(out + " holds an earlier run (" + what +
+                      "); pass --resume to continue it, or --overwrite to delete " + dir.overwritten() +
+                      " and start afresh");
+}
+
 void Run::open(const TrainOptions& o, const ModelConfig& cfg) {
     o_ = &o, cfg_ = &cfg;
     rng_ = o.seed * 0x9E3779B97F4A7C15ull + 1;
     dir_.reset(new RunDir(o.out, o.keep, dist_));
     dir_->lock();
-    dir_->check_start(o.resume, o.overwrite);
+    check_start(*dir_, o.resume, o.overwrite);
 }
 
 const RunPlan& Run::plan(const DataLoader& train, const DataLoader* val) {

@@ -8,8 +8,8 @@
 // a crash at any moment leaves OUT/latest naming a complete checkpoint. After each save, --keep K prunes the
 // complete checkpoints older than the new one (found by listing OUT, whichever run wrote them) down to K in
 // all; the new one is never pruned, and a checkpoint of non-finite parameters is never written. Leftovers of
-// a crash (step_N.tmp/, latest.tmp, ...) are removed at start. A fresh run refuses an OUT that holds a run
-// (checkpoints, latest or a non-empty log) unless told --overwrite, so a forgotten --resume loses nothing.
+// a crash (step_N.tmp/, latest.tmp, ...) are removed at start. earlier_run says what of a run OUT holds
+// (checkpoints, latest or a non-empty log): a fresh run refuses it unless told --overwrite (run/run.cpp).
 //
 // Several ranks (dist/process_group.h) share one OUT, on a file system every node sees. Rank 0 creates step_N.tmp/ and
 // writes model.bin; every rank that holds a shard of the optimizer state (ZeRO-1: each; ZeRO-0: rank 0, which
@@ -206,34 +206,6 @@ class RunDir {
                                   "writing a checkpoint: check for another trainer on " +
                                   out_ + ", then --resume");
         }
-    }
-
-    // Before anything is loaded: OUT's own names (latest, log.jsonl, model.bin) must be regular files when they
-    // exist (a link, a FIFO or a device there is refused, never followed, waited on or read without end). A
-    // fresh run (no --resume) into an OUT that holds anything the trainer writes (a step_N checkpoint or a link
-    // under such a name, latest, model.bin, a non-empty log) is refused unless `overwrite`, so that forgetting
-    // --resume never loses anything. Changes nothing on disk.
-    void check_start(bool resume, bool overwrite) const {
-        if (resume && overwrite) throw ConfigError("--resume and --overwrite contradict each other; pass one");
-        struct stat st;
-        for (const char* n : {"latest", "log.jsonl", "model.bin", "lock"}) {
-            const std::string p = out_ + "/" + n;
-            if (lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-                throw ConfigError(p + " is " + file_kind(st.st_mode) +
-                                  ", not the file train_prism writes there; "
-                                  "remove it (rm " +
-                                  p + ") or pass another -o");
-        }
-        if (resume || overwrite) return;
-        const std::string what = earlier_run();
-        if (what.empty()) return;
-        if (checkpoint_steps().empty() && access((out_ + "/latest").c_str(), F_OK) != 0)  // nothing to resume
-            throw ConfigError(out_ + " holds an earlier run with no checkpoint --resume could continue (" + what +
-                              "); pass --overwrite to delete " + overwritten() +
-                              " and start afresh, or pass another -o");
-        throw ConfigError(out_ + " holds an earlier run (" + what +
-                          "); pass --resume to continue it, or --overwrite to delete " + overwritten() +
-                          " and start afresh");
     }
 
     // What in OUT makes a fresh run refuse it without --overwrite, in words ("" when nothing): checkpoints,
