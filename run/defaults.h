@@ -87,9 +87,16 @@ constexpr double kLargeModel = 50e6;         // parameters from which the papers
 // loss, and 1-sqrt better than linear; MiniCPM (Hu et al. 2024), which named WSD, decays over about 10%.
 constexpr double kWsdDecayFrac = 0.2;
 
-// GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3.
+constexpr long kSmallModelSteps = 150;  // the length of a run of a model below kLargeModel: the quick CPU run
+
+// GPT-3's learning rates by model size (Brown et al. 2020, table 2.1), and tiny's tested 3e-3: {a model below this
+// many parameters, its lr}; a larger one kLrLargest. --lr's help is written from the table.
+constexpr std::pair<double, double> kLrBySize[] = {{kLargeModel, 3e-3}, {200e6, 6e-4}, {500e6, 3e-4}, {1e9, 2.5e-4}};
+constexpr double kLrLargest = 2e-4;
 inline double default_lr(double params) {
-    return params < kLargeModel ? 3e-3 : params < 200e6 ? 6e-4 : params < 500e6 ? 3e-4 : params < 1e9 ? 2.5e-4 : 2e-4;
+    for (const auto& [below, lr] : kLrBySize)
+        if (params < below) return lr;
+    return kLrLargest;
 }
 
 // The model when -m is not given: 124M with a GPU engine, tiny on the CPU. Call before build_config.
@@ -160,7 +167,7 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     if (!p.steps && o.tokens) p.steps = std::max(1L, o.tokens / p.total_batch);
     if (!p.steps && o.tokens_per_param > 0) p.steps = std::max(1L, (long)(o.tokens_per_param * P / p.total_batch));
     if (!p.steps && o.epochs > 0) p.steps = std::max(1L, std::lround(o.epochs * (double)train_tokens / p.total_batch));
-    if (!p.steps) p.steps = 150;
+    if (!p.steps) p.steps = kSmallModelSteps;
     p.warmup = o.warmup >= 0 ? o.warmup : default_warmup(o, p.steps);  // --warmup, else the fraction
     if ((double)p.steps * p.total_batch > 1e18)  // keeps the token count (a long) far from overflow
         throw ConfigError("--steps " + std::to_string(p.steps) + " of " + std::to_string(p.total_batch) +

@@ -1,6 +1,7 @@
 // run/train_flags.cpp: train_prism's flag table and its record rules (run/defaults.h).
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "eval/tasks.h"
@@ -8,6 +9,13 @@
 #include "run/defaults.h"
 #include "run/model_flags.h"
 #include "text/tokenizer_path.h"
+
+// Sizes and rates in the help as the papers write them, from the constants the defaults use: "50M", "1B"; "3e-3".
+static std::string size_text(double n) { return n >= 1e9 ? exact_number(n / 1e9) + "B" : exact_number(n / 1e6) + "M"; }
+static std::string rate_text(double x) {
+    const int e = (int)std::floor(std::log10(x));
+    return exact_number(std::round(x / std::pow(10.0, e) * 10) / 10) + "e" + std::to_string(e);
+}
 
 std::vector<Flag> make_train_flags(TrainOptions& o) {
     std::vector<Flag> f;
@@ -38,13 +46,15 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
             .unless("0"));
     f.push_back(number_flag("--total-batch", "TOKENS",
                             "tokens per optimizer step, all ranks together; a multiple of "
-                            "B*T*ranks (gradient accumulation); default 524288 for models of 50M parameters or more, "
-                            "else B*T*ranks",
+                            "B*T*ranks (gradient accumulation); default " +
+                                std::to_string(kPaperBatchTokens) + " for models of " + size_text(kLargeModel) +
+                                " parameters or more, else B*T*ranks",
                             o.total_batch, 1, kMaxSteps));
     // The length: --tokens, --tokens-per-param and --epochs resolve to --steps, which is what the record keeps.
     f.push_back(number_flag("--steps", "N",
-                            "optimizer steps (default: 25 tokens per parameter for models of 50M or "
-                            "more, else 150)",
+                            "optimizer steps (default: " + exact_number(kPaperTokensPerParam) +
+                                " tokens per parameter for models of " + size_text(kLargeModel) + " or more, else " +
+                                std::to_string(kSmallModelSteps) + ")",
                             o.steps, 1, kMaxSteps)
                     .changes_on_resume());
     f.push_back(number_flag("--tokens", "N", "token budget: steps = N / total batch", o.tokens, 1, kMaxTokens)
@@ -59,10 +69,11 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
     f.push_back(number_flag("--epochs", "E", "token budget of E passes over the training shards", o.epochs, 1e-9, 1e6)
                     .not_recorded()
                     .changes_on_resume());
-    f.push_back(number_flag("--lr", "LR",
-                            "peak learning rate (default by model size: 3e-3 below 50M parameters, 6e-4 "
-                            "to 200M, 3e-4 to 500M, 2.5e-4 to 1B)",
-                            o.lr, 0, 10));
+    std::string lrs;
+    for (const auto& [below, lr] : kLrBySize)
+        lrs += lrs.empty() ? rate_text(lr) + " below " + size_text(below) + " parameters"
+                           : ", " + rate_text(lr) + " to " + size_text(below);
+    f.push_back(number_flag("--lr", "LR", "peak learning rate (default by model size: " + lrs + ")", o.lr, 0, 10));
     f.push_back(number_flag("--warmup-frac", "F", "linear warmup over this fraction of the steps (default {default})",
                             o.warmup_frac, 0, 1));
     // The schedule (lr_schedule.h's LrSchedule). --warmup, --lr-schedule, --decay-frac and --decay-shape may
@@ -77,8 +88,8 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.lr_schedule, lr_schedule_kinds())
                     .unless("cosine"));
     f.push_back(number_flag("--decay-frac", "F",
-                            "wsd: decay over the last F of the steps (default 0.2, the cooldown Hagele et al. "
-                            "2024 find matches cosine)",
+                            "wsd: decay over the last F of the steps (default " + exact_number(kWsdDecayFrac) +
+                                ", the cooldown Hagele et al. 2024 find matches cosine)",
                             o.decay_frac, 0, 1)
                     .record_if([&o] { return o.lr_schedule == "wsd"; }));
     f.push_back(choice_flag("--decay-shape", "SHAPE",
@@ -172,10 +183,7 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
                     .changes_on_resume());
     std::vector<std::string> tasks;
     for (const EvalTaskInfo& t : eval_tasks()) tasks.push_back(t.name);
-    f.push_back(choice_flag("--eval-task", "TASK",
-                            "hellaswag | piqa | arc_easy | winogrande | lambada | wikitext "
-                            "(default {default})",
-                            o.eval_task, tasks,
+    f.push_back(choice_flag("--eval-task", "TASK", eval_task_names(" | ") + " (default {default})", o.eval_task, tasks,
                             [](const std::string& v) { return std::string(find_eval_task(v).name); }));
     f.push_back(number_flag("--eval-limit", "N", "examples per in-training eval (0: all; default {default})",
                             o.eval_limit, 0, kMaxSteps));
