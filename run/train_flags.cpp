@@ -1,20 +1,27 @@
-// run/train_flags.cpp: train_prism's flag table and its record rules (run/defaults.h).
+// run/train_flags.cpp: train_prism's flag table and its record rules (declared in run/defaults.h).
+#include "run/defaults.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "eval/tasks.h"
 #include "lr_schedule.h"
-#include "run/defaults.h"
 #include "run/model_flags.h"
 #include "text/tokenizer_path.h"
 
 // Sizes and rates in the help as the papers write them, from the constants the defaults use: "50M", "1B"; "3e-3".
 static std::string size_text(double n) { return n >= 1e9 ? exact_number(n / 1e9) + "B" : exact_number(n / 1e6) + "M"; }
+// Every significant digit of the rate is kept (15), so the help never shows a rounded value.
 static std::string rate_text(double x) {
-    const int e = (int)std::floor(std::log10(x));
-    return exact_number(std::round(x / std::pow(10.0, e) * 10) / 10) + "e" + std::to_string(e);
+    char b[32];
+    snprintf(b, sizeof b, "%.14e", x);  // d.dddddddddddddde-XX
+    char* e = strchr(b, 'e');
+    std::string m(b, e);
+    m.erase(m.find_last_not_of('0') + 1);
+    if (m.back() == '.') m.pop_back();
+    return m + "e" + std::to_string(atoi(e + 1));
 }
 
 std::vector<Flag> make_train_flags(TrainOptions& o) {
