@@ -5,7 +5,8 @@
 #      dev/ci_venv.sh's environment of CI's comparisons),
 #      bible-kjv (part of the default corpus), zlib (the tests read a browser's PNG screenshot), nlohmann/json
 #      (util/json.h), simdjson (prepare_shards' JSON Lines), Boost.Math headers (studies/stats.h: Student's t),
-#      libxml2 (the tests parse report's page and every SVG with it).
+#      libxml2 (the tests parse report's page and every SVG with it), strace (a test kills the trainer at each
+#      rename of a branch).
 #      The CUDA toolkit (nvcc, cuBLASLt, NCCL) is optional: without
 #      it everything builds and trains on the CPU.
 #   2. the GPT-2 ranks file into data/cache/ (data/get_tokenizer.sh)
@@ -27,7 +28,7 @@ for a in "$@"; do
 done
 
 packages=(g++ make catch2 libpcre2-dev libboost-context-dev libopenmpi-dev openmpi-bin python3 python3-pip python3-venv
-          bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libxml2-dev)
+          bible-kjv zlib1g-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libxml2-dev strace)
 ((slurm)) && packages+=(slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${packages[@]}"; do

@@ -153,9 +153,11 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
     std::unique_ptr<TaskScorer> scorer;    // loaded up front, so that a missing eval file fails before training
     long val_tokens = o.val_tokens;        // bounded by what the validation shards hold (a note says when)
     RunPlan p;
-    // The set-up, on every rank; a failure anywhere ends every rank with one message (dist/process_group.h).
+    // The set-up, on every rank, in three phases; a failure anywhere ends every rank with one message
+    // (dist/process_group.h) at the end of its phase. Decide, then act: OUT is locked (a branch a stopped run left
+    // half done, completed), then every rule and every read, then OUT changed (run/run.h).
+    dist.all_or_none([&] { run.open(o, cfg); });
     dist.all_or_none([&] {
-        run.open(o, cfg);
         const int T = train_seq_len(o, cfg);
         train.reset(new DataLoader(o.train, o.B, T, dist.rank, dist.world, o.shuffle, o.seed, cfg.V));
         if (o.val_every > 0) {
@@ -176,8 +178,9 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
         }
         if (o.sample_every > 0 && lead) sampler = TextSampler::open(o.tokenizer, cfg.V, o.sample_flag_given);
         if (o.eval_every > 0) scorer.reset(new TaskScorer(o.eval_data + "/" + o.eval_task + ".bin", cfg.V));
-        run.begin(eng, why, *train);
+        run.decide(eng, *train);
     });
+    dist.all_or_none([&] { run.begin(eng, why); });
     auto validate = [&](bool* cut) { return validation_loss(eng, *val, o.B, p.T, val_tokens, dist, cut); };
     auto evaluate = [&] { return scorer->score(eng, o.B, o.eval_limit, dist); };
     run.repair(val ? validate : std::function<double(bool*)>(), scorer ? evaluate : std::function<std::string()>());

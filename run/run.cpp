@@ -156,11 +156,78 @@ static std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
     return out;
 }
 
+// A number of the record's "plan" (NAN when the record does not have the field: an older record). A value that is
+// not a finite JSON number is an error naming the field, never read as another number.
+static double recorded_plan_number(const RunRecord& rec, const char* key) {
+    const json::Value* plan = rec.doc.find("plan");
+    const json::Value* v = plan && plan->kind == json::Value::Object ? plan->find(key) : nullptr;
+    if (!v) return NAN;
+    char* end = nullptr;
+    const double x = v->kind == json::Value::Number ? std::strtod(v->str.c_str(), &end) : NAN;
+    if (!std::isfinite(x) || *end)
+        throw ConfigError("--resume: " + rec.path + "'s \"plan\": {\"" + key +
+                          "\": " + run_record::dump(*v).substr(0, 60) +
+                          "} is not a number the trainer writes; restore " + rec.path + " from a copy");
+    return x;
+}
+
 // The warmup a recorded run's steps so far had ("plan" in run.json; -1 when it does not say).
 static long recorded_warmup(const RunRecord& rec) {
-    const json::Value* plan = rec.doc.find("plan");
-    const json::Value* w = plan ? plan->find("warmup") : nullptr;
-    return w && w->kind == json::Value::Number ? std::strtol(w->str.c_str(), nullptr, 10) : -1;
+    const double w = recorded_plan_number(rec, "warmup");
+    return std::isnan(w) ? -1 : (long)w;
+}
+
+// The record's "args" parsed alone, with the bounds of the flags (run/defaults.h's table): a value edited out of range
+// or of the wrong kind (a warmup of 1e300, a word where a number goes) is an error naming run.json, never read as
+// another value.
+static TrainOptions parse_recorded_args(const RunRecord& rec) {
+    TrainOptions r;
+    const std::vector<Flag> flags = make_train_flags(r);
+    std::vector<std::string> args{"train_prism"};
+    for (const auto& [flag, value] : rec.args) {
+        bool takes_value = false;
+        for (const Flag& f : flags)
+            if (canonical_name(f) == flag) takes_value = !f.arg.empty();
+        if (takes_value && value.empty()) continue;  // recorded as "" (the default)
+        args.push_back(flag);
+        if (takes_value) args.push_back(value);
+    }
+    std::vector<char*> av;
+    for (std::string& a : args) av.push_back(&a[0]);
+    try {
+        parse_flags((int)av.size(), av.data(), flags, "train_prism");
+    } catch (const ConfigError& e) {
+        throw ConfigError("--resume: " + rec.path + "'s \"args\": " + e.what() + "; restore " + rec.path +
+                          " from a copy (a resume changes a run by the flags given with it)");
+    }
+    return r;
+}
+
+// On a --resume: the record's "plan" must be what its own "args" give (`was`: parse_recorded_args), field by field:
+// the length, the warmup, the peak and final lr, the batch and the seed. A record edited by hand in one place and not
+// the other is refused naming the field: which of the two the run trained with cannot be told.
+static void check_record_agrees(const RunRecord& rec, const TrainOptions& was) {
+    const long steps = was.steps;
+    const double want[][2] = {
+        {(double)steps, recorded_plan_number(rec, "steps")},
+        {(double)(was.warmup >= 0 ? was.warmup : default_warmup(was, steps)), recorded_plan_number(rec, "warmup")},
+        {was.lr, recorded_plan_number(rec, "lr")},
+        {was.lr * was.final_lr_frac, recorded_plan_number(rec, "final_lr")},
+        {(double)was.total_batch, recorded_plan_number(rec, "total_batch")},
+        {(double)was.seed, recorded_plan_number(rec, "seed")}};
+    const char* keys[] = {"steps", "warmup", "lr", "final_lr", "total_batch", "seed"};
+    const char* from[] = {"--steps",       "--warmup (else --warmup-frac of --steps)",
+                          "--lr",          "--lr x --final-lr-frac",
+                          "--total-batch", "--seed"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const double args = want[i][0], plan = want[i][1];
+        if (std::isnan(plan) || std::isnan(args)) continue;  // an older record without the field
+        if (args == plan) continue;                          // the same arithmetic on the same values: the same bits
+        throw ConfigError("--resume: " + rec.path + " disagrees with itself: its \"plan\" has \"" + keys[i] +
+                          "\": " + exact_number(plan) + ", its \"args\" give " + exact_number(args) + " (" + from[i] +
+                          "): it was edited by hand; restore it from a copy (a resume changes a run by the flags "
+                          "given with it, which run.json then records)");
+    }
 }
 
 // On a --resume of a recorded run whose warmup was the default (--warmup not given, so --warmup-frac of the
@@ -181,7 +248,19 @@ static std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions
     return note;
 }
 
-// On a --resume of a recorded run from the checkpoint at step `start`: this invocation's schedule (o, p) may
+// Two numbers that differ, in the fewest significant digits (6 to 17) that show them differing: two learning rates
+// that differ in their last bits are not both printed as 0.003.
+static std::pair<std::string, std::string> distinct_numbers(double a, double b) {
+    char x[40], y[40];
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(x, sizeof x, "%.*g", digits, a), snprintf(y, sizeof y, "%.*g", digits, b);
+        if (strcmp(x, y) != 0) break;
+    }
+    return {x, y};
+}
+
+// On a --resume of a recorded run (`recorded`: its args, parse_recorded_args) from the checkpoint at step `start`:
+// this invocation's schedule (o, p) may
 // differ from the recorded one (`changes`: the schedule flags check_resume_args let differ; or another --steps)
 // only where no step already done is touched: every step before `start` must get the same lr under both,
 // exactly. So a wsd
@@ -189,15 +268,15 @@ static std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions
 // A cosine run whose length alone changes goes on with its decay stretched (the lr of steps done would differ: `note`
 // says so), recorded as a branch. Returns the changes at `start` for run.json's "branches" (--steps among them when
 // it changed).
-static std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<RunBranch> changes,
-                                              const TrainOptions& o, const ModelConfig& cfg, const RunPlan& p,
-                                              size_t train_tokens, long start, std::string& note) {
+static std::vector<RunBranch> check_lr_branch(const RunRecord& rec, const TrainOptions& recorded,
+                                              std::vector<RunBranch> changes, const TrainOptions& o,
+                                              const ModelConfig& cfg, const RunPlan& p, size_t train_tokens, long start,
+                                              std::string& note) {
     TrainOptions was = o;  // the record's schedule flags; the rest equal the record (check_resume_args)
-    was.lr_schedule = rec.has("--lr-schedule") ? rec.arg("--lr-schedule") : "cosine";
-    was.decay_frac = rec.has("--decay-frac") ? std::strtod(rec.arg("--decay-frac").c_str(), nullptr) : NAN;
-    was.decay_shape = rec.arg("--decay-shape");
-    was.warmup = rec.has("--warmup") ? std::strtol(rec.arg("--warmup").c_str(), nullptr, 10) : recorded_warmup(rec);
-    if (rec.has("--steps")) was.steps = std::strtol(rec.arg("--steps").c_str(), nullptr, 10);
+    was.lr_schedule = recorded.lr_schedule, was.decay_frac = recorded.decay_frac;
+    was.decay_shape = recorded.decay_shape;
+    was.warmup = recorded.warmup >= 0 ? recorded.warmup : recorded_warmup(rec);
+    if (rec.has("--steps")) was.steps = recorded.steps;
     was.tokens = 0, was.tokens_per_param = 0, was.epochs = 0;
     const RunPlan wp = plan_run(was, cfg, p.world, train_tokens);
     const LrSchedule before = lr_schedule(was, wp), after = lr_schedule(o, p);
@@ -215,11 +294,11 @@ static std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
         for (RunBranch& c : changes) c.step = start;
         for (long s = 0; s < start; s++)
             if (lr_at(before, s) != lr_at(after, s)) {
-                char lr[160];
-                snprintf(lr, sizeof lr, "the lr of step %ld, already done, was %.6g and would now be %.6g", s + 1,
-                         lr_at(before, s), lr_at(after, s));
+                const auto [a, b] = distinct_numbers(lr_at(before, s), lr_at(after, s));
                 note = "--steps " + std::to_string(p.steps) + " (recorded " + std::to_string(wp.steps) +
-                       ") stretches the cosine decay: " + lr + "; going on from step " + std::to_string(start) +
+                       ") stretches the cosine decay: the lr of step " + std::to_string(s + 1) +
+                       ", already done, was " + a + " and would now be " + b + "; going on from step " +
+                       std::to_string(start) +
                        " as a branch, which run.json's \"branches\" records (to keep the run as it was, resume "
                        "with --steps " +
                        std::to_string(wp.steps) + ", or branch a copy: docs/training.md)";
@@ -240,8 +319,8 @@ static std::vector<RunBranch> check_lr_branch(const RunRecord& rec, std::vector<
     for (long s = 0; s < start; s++) {
         const double a = lr_at(before, s), b = lr_at(after, s);
         if (a == b) continue;
-        char lr[96];
-        snprintf(lr, sizeof lr, " (%.6g, now %.6g)", a, b);
+        const auto [was_lr, now_lr] = distinct_numbers(a, b);
+        const std::string lr = " (" + was_lr + ", now " + now_lr + ")";
         const long last_peak = before.decay_start() + 1;  // the last step at the peak, counted from 1
         // What would keep the steps done: the recorded warmup; a decay that starts at the checkpoint or later.
         std::string fix = "resume with the recorded schedule, or branch a copy of the run from an earlier checkpoint";
@@ -269,15 +348,16 @@ static std::string nonfinite_message(const RunDir& run, long first_bad, long las
     const bool source = !latest.empty() && step_of_dir_name(latest) + 1 == first_bad;
     return "steps " + std::to_string(first_bad) + ".." + std::to_string(last_bad) +
            " had a NaN or infinite loss or gradient norm and were skipped (no update, no checkpoint); " +
-           (latest.empty() ? "no checkpoint was written; lower --lr or raise --warmup-frac and start again"
+           (latest.empty() ? "no checkpoint was written; start again with a lower --lr or a higher --warmup-frac, plus "
+                             "--overwrite (it deletes this log)"
             : source
                 ? run.path() + "/latest names " + latest +
                       ", which every one of these steps started from: "
                       "it makes non-finite steps at once; resume from an earlier checkpoint (--resume --branch-from "
-                      "step_N), or lower --lr"
+                      "step_N), or start again with a lower --lr plus --overwrite (a resume keeps the recorded lr)"
                 : run.path() + "/latest names " + latest +
-                      ", the last good one; lower --lr or raise "
-                      "--warmup-frac, then --resume");
+                      ", the last good one; --resume retries from it, or start again with a lower --lr or a "
+                      "higher --warmup-frac plus --overwrite (a resume keeps the recorded lr)");
 }
 
 // The flags a resume may change when the lr of every step done stays the same (Run::plan checks it and
@@ -356,6 +436,7 @@ void Run::restore_flags(TrainOptions& o, Command& cmd, int argc, char** argv, bo
     default_model(o, gpu);
     const std::string out = o.out.empty() ? default_out_dir(o.model) : o.out;
     if (read_run_record(out, *record_)) {
+        recorded_options_.reset(new TrainOptions(parse_recorded_args(*record_)));
         std::vector<std::string> args = restore_recorded_args(*record_, argc, argv, cmd.flags);
         find_recorded_data(args);
         std::vector<char*> av;
@@ -427,11 +508,48 @@ void Run::open(const TrainOptions& o, const ModelConfig& cfg) {
     dir_.reset(new RunDir(o.out, o.keep, dist_));
     dir_->lock();
     check_start(*dir_, o.resume, o.overwrite);
+    finish_pending_branch();
+}
+
+void Run::finish_pending_branch() {
+    if (!lead_) return;
+    const std::unique_ptr<BranchIntent> b = dir_->pending_branch();
+    if (!b) return;
+    dir_->apply_branch(*b);
+    dir_->truncate_log(step_of_dir_name(b->to));
+    RunRecord rec;
+    if (read_run_record(o_->out, rec)) {  // the branch into "branches", unless run.json has it already
+        const std::string entry = branch_json({step_of_dir_name(b->to), "--branch-from", b->was, b->to});
+        json::Value* br = nullptr;
+        for (auto& [k, v] : rec.doc.obj)
+            if (k == "branches" && v.kind == json::Value::Array) br = &v;
+        if (!br) {
+            auto at = std::find_if(rec.doc.obj.begin(), rec.doc.obj.end(),
+                                   [](const auto& kv) { return kv.first == "invocations"; });
+            br = &rec.doc.obj.insert(at, {"branches", json::parse("[]")})->second;
+        }
+        bool there = false;
+        for (const json::Value& e : br->arr) there = there || run_record::dump(e) == entry;
+        if (!there) {
+            br->arr.push_back(json::parse(entry));
+            const std::string text = run_record::dump(rec.doc) + "\n";
+            write_atomically(rec.path, {{text.data(), text.size()}});
+        }
+    }
+    dir_->end_branch();
+    fprintf(stderr,
+            "note: %s/branch.json: a --branch-from to %s was stopped half way; completed now (%s/latest names it%s) "
+            "and recorded in run.json\n",
+            o_->out.c_str(), b->to.c_str(), o_->out.c_str(),
+            b->aside.empty() ? "" : ("; the later checkpoints are in " + o_->out + "/" + b->aside).c_str());
 }
 
 const RunPlan& Run::plan(const DataLoader& train, const DataLoader* val) {
     const TrainOptions& o = *o_;
-    if (recorded_) check_resume_context(*record_, cfg_->T);  // before plan_run, which would blame --total-batch
+    if (recorded_) {
+        check_record_agrees(*record_, *recorded_options_);
+        check_resume_context(*record_, cfg_->T);  // before plan_run, which would blame --total-batch
+    }
     plan_ = plan_run(o, *cfg_, dist_.world, train.tokens_total());
     if (recorded_) {
         const std::string note = keep_recorded_warmup(*record_, o, plan_);
@@ -453,51 +571,62 @@ const RunPlan& Run::plan(const DataLoader& train, const DataLoader* val) {
     return plan_;
 }
 
-void Run::begin(Engine& eng, const std::string& why, DataLoader& train) {
+void Run::decide(Engine& eng, DataLoader& train) {
+    const TrainOptions& o = *o_;
+    if (!o.resume) return eng.init_params(o.seed);
+    const std::string from = resume_from();
+    ResumePoint r = load_checkpoint(eng, from);
+    if (r.total_batch > 0 && r.total_batch != plan_.total_batch && !o.allow_batch_change)
+        throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
+                          std::to_string(r.total_batch) + " tokens per step, this run would take " +
+                          std::to_string(plan_.total_batch) + " (B " + std::to_string(o.B) + " x T " +
+                          std::to_string(plan_.T) + " x " + std::to_string(dist_.world) + " rank" +
+                          (dist_.world > 1 ? "s" : "") + " x " + std::to_string(plan_.n_micro) +
+                          " micro-steps); pass --total-batch " + std::to_string(r.total_batch) +
+                          " to keep it, or --allow-batch-change to go on with the new one");
+    if (r.step > plan_.steps)
+        throw ConfigError("--resume: the checkpoint " + r.dir + " is at step " + std::to_string(r.step) +
+                          ", beyond --steps " + std::to_string(plan_.steps) + "; pass --steps " +
+                          std::to_string(r.step) + " or more" +
+                          (o.branch_from.empty() ? "" : ", or branch from an earlier checkpoint"));
+    if (recorded_) {
+        std::string note;
+        lr_changes_ = check_lr_branch(*record_, *recorded_options_, lr_changes_, o, *cfg_, plan_, train.tokens_total(),
+                                      r.step, note);
+        if (lead_ && !note.empty()) fprintf(stderr, "note: %s\n", note.c_str());
+    }
+    if (o.allow_data_change && r.loader.fingerprint != train.state().fingerprint) {
+        if (lead_)
+            fprintf(stderr,
+                    "note: --allow-data-change: the training shards hold other token counts than "
+                    "the checkpoint's, so its data position does not apply: reading from their start\n");
+    } else {
+        train.restore(r.loader);
+    }
+    start_ = r.step, tokens_ = r.tokens, rng_ = r.rng, resumed_dir_ = r.dir;
+    if (lead_ && !o.branch_from.empty()) {
+        branch_ = dir_->plan_branch(o.branch_from);
+        if (branch_) branched_.reset(new RunBranch{start_, "--branch-from", branch_->was, branch_->to});
+    }
+}
+
+void Run::begin(const Engine& eng, const std::string& why) {
     const TrainOptions& o = *o_;
     dir_->create();
     if (o.resume) {
-        if (lead_ && !o.branch_from.empty()) {
-            const std::string was = dir_->latest();
-            const std::string aside = dir_->branch(o.branch_from);
-            branched_.reset(new RunBranch{step_of_dir_name(o.branch_from), "--branch-from", was, o.branch_from});
-            printf("branch: %s/latest names %s%s\n", o.out.c_str(), o.branch_from.c_str(),
-                   aside.empty() ? "" : ("; the later checkpoints moved to " + aside).c_str());
-        }
-        if (!o.branch_from.empty()) {  // every rank reads OUT/latest once the lead has moved it
-            double moved = 1;
-            dist_.sum(&moved, 1, "the branch's move");
-        }
-        ResumePoint r = load_checkpoint(eng);
-        if (r.total_batch > 0 && r.total_batch != plan_.total_batch && !o.allow_batch_change)
-            throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
-                              std::to_string(r.total_batch) + " tokens per step, this run would take " +
-                              std::to_string(plan_.total_batch) + " (B " + std::to_string(o.B) + " x T " +
-                              std::to_string(plan_.T) + " x " + std::to_string(dist_.world) + " rank" +
-                              (dist_.world > 1 ? "s" : "") + " x " + std::to_string(plan_.n_micro) +
-                              " micro-steps); pass --total-batch " + std::to_string(r.total_batch) +
-                              " to keep it, or --allow-batch-change to go on with the new one");
-        if (o.allow_data_change && r.loader.fingerprint != train.state().fingerprint) {
-            if (lead_)
-                fprintf(stderr,
-                        "note: --allow-data-change: the training shards hold other token counts than "
-                        "the checkpoint's, so its data position does not apply: reading from their start\n");
-        } else {
-            train.restore(r.loader);
-        }
-        start_ = r.step, tokens_ = r.tokens, rng_ = r.rng;
-        if (start_ > plan_.steps)
-            throw ConfigError("--resume: the checkpoint is at step " + std::to_string(start_) + ", beyond --steps " +
-                              std::to_string(plan_.steps));
-        if (recorded_) {
-            std::string note;
-            lr_changes_ = check_lr_branch(*record_, lr_changes_, o, *cfg_, plan_, train.tokens_total(), start_, note);
-            if (lead_ && !note.empty()) fprintf(stderr, "note: %s\n", note.c_str());
+        if (branch_) {
+            dir_->begin_branch(*branch_);
+            printf("branch: %s/latest names %s%s\n", o.out.c_str(), branch_->to.c_str(),
+                   branch_->aside.empty()
+                       ? ""
+                       : ("; the later checkpoints and the log moved to " + o.out + "/" + branch_->aside).c_str());
+        } else if (lead_ && !o.branch_from.empty()) {
+            printf("branch: %s/latest names %s already, with nothing later: nothing to move\n", o.out.c_str(),
+                   o.branch_from.c_str());
         }
         resumed_line_ = dir_->truncate_log(start_);
-        if (lead_) printf("resumed from %s at step %ld (%ld tokens)\n", r.dir.c_str(), start_, tokens_);
+        if (lead_) printf("resumed from %s at step %ld (%ld tokens)\n", resumed_dir_.c_str(), start_, tokens_);
     } else {
-        eng.init_params(o.seed);
         dir_->start_fresh(o.overwrite);
     }
     if (!lead_) return;
@@ -511,6 +640,7 @@ void Run::begin(Engine& eng, const std::string& why, DataLoader& train) {
     if (branched_) writer_->branches.push_back(branch_json(*branched_));  // not an lr change
     for (const RunBranch& b : lr_changes_) writer_->branches.push_back(branch_json(b));
     writer_->write("running", start_, false);
+    if (branch_) dir_->end_branch();  // recorded: nothing left to complete
 }
 
 void Run::repair(const std::function<double(bool*)>& validate, const std::function<std::string()>& score) {
@@ -563,8 +693,10 @@ void Run::log(const std::string& line) {
     if (fputs(line.c_str(), log_.get()) < 0 || fflush(log_.get()) != 0) {
         const int e = errno;
         throw IoError("cannot write " + dir_->log_path() + ": " + write_error(e) + "; the run stopped here: make " +
-                      (dir_->latest().empty() ? "room, then run the same command again (no checkpoint yet)"
-                                              : "room, then continue from its last checkpoint with --resume"));
+                      (dir_->latest().empty()
+                           ? "room, then run the same command with --overwrite (no checkpoint yet: it deletes only "
+                             "this log)"
+                           : "room, then continue from its last checkpoint: the same command with --resume"));
     }
 }
 
@@ -622,9 +754,12 @@ int Run::done(const std::string& machine) const {
     return kExitOk;
 }
 
-ResumePoint Run::load_checkpoint(Engine& eng) {
+std::string Run::resume_from() const {
     const std::string& out_ = o_->out;
-    const ModelConfig& cfg = *cfg_;
+    if (!o_->branch_from.empty()) {          // --branch-from: that checkpoint, whatever OUT/latest names
+        dir_->plan_branch(o_->branch_from);  // refuses a name that is not a checkpoint directory of OUT
+        return o_->branch_from;
+    }
     const std::vector<long> steps = dir_->checkpoint_steps();
     const std::string newest = steps.empty() ? "" : step_dir_name(steps.back());
     std::string latest_name = dir_->latest();
@@ -655,18 +790,24 @@ ResumePoint Run::load_checkpoint(Engine& eng) {
                           " to go on from it (the later "
                           "checkpoints move aside, kept), or echo " +
                           newest + " > " + out_ + "/latest to go on from the newest");
-    ResumePoint r;
-    r.dir = out_ + "/" + latest_name;
+    const std::string dir = out_ + "/" + latest_name;
     struct stat st;
-    if (lstat(r.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        const std::string what = lstat(r.dir.c_str(), &st) != 0 ? "which does not exist"
-                                                                : std::string("which is ") + file_kind(st.st_mode) +
-                                                                      ", not a checkpoint directory of this run";
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        const std::string what = lstat(dir.c_str(), &st) != 0 ? "which does not exist"
+                                                              : std::string("which is ") + file_kind(st.st_mode) +
+                                                                    ", not a checkpoint directory of this run";
         throw ConfigError("--resume: " + out_ + "/latest names " + latest_name + ", " + what +
                           (newest.empty() ? "; " + out_ + " holds no other checkpoint: start afresh with --overwrite"
                                           : "; " + out_ + " holds " + newest + ": echo " + newest + " > " + out_ +
                                                 "/latest to resume from it"));
     }
+    return latest_name;
+}
+
+ResumePoint Run::load_checkpoint(Engine& eng, const std::string& name) {
+    const ModelConfig& cfg = *cfg_;
+    ResumePoint r;
+    r.dir = o_->out + "/" + name;
     LoadedModel m = load_model(r.dir + "/model.bin");
     std::string diff = model_difference(m.cfg, cfg);
     if (!diff.empty())
@@ -678,6 +819,9 @@ ResumePoint Run::load_checkpoint(Engine& eng) {
         throw CheckpointError(r.dir + ": model.bin is at step " + std::to_string(m.step) +
                               " but state_rank0.bin at step " + std::to_string(st_.step) +
                               "; the checkpoint mixes two steps");
+    if ((long)m.step != step_of_dir_name(name))
+        throw CheckpointError(r.dir + " holds the checkpoint of step " + std::to_string(m.step) +
+                              " (a directory renamed or copied in?); resume from a checkpoint under its own name");
     eng.set_params(m.params.data());
     eng.set_optimizer(st_.m, st_.v, (long)st_.step);
     if (st_.loader.size() != sizeof r.loader)

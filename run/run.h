@@ -29,6 +29,7 @@
 class DataLoader;
 class Engine;
 class RunDir;
+struct BranchIntent;
 struct Command;
 struct LoaderState;
 struct ModelConfig;
@@ -59,12 +60,17 @@ std::string model_difference(const ModelConfig& saved, const ModelConfig& want);
 // A training run's life: its directory, record and resume rules, from the flags to the last checkpoint. Every
 // rank holds one; rank 0 (the lead) alone prints, writes log.jsonl and run.json. In the order main calls it:
 //   restore_flags  on --resume: the recorded flags beneath the ones given (else: no resume-only flag)
-//   open           OUT locked (one writer) and checked (a fresh run never lands on an old one)
-//   plan           batch, length and lr schedule; on --resume the record's model, flags and data checked
-//   begin          OUT created; the checkpoint OUT/latest names loaded (or the parameters initialised); run.json
+//   open           OUT locked (one writer) and checked (a fresh run never lands on an old one); a branch that a
+//                  stopped train_prism left half done is completed
+//   plan, decide   batch, length and lr schedule; on --resume the record, flags and data checked and the
+//                  checkpoint to continue from read and checked, every rule applied; OUT unchanged
+//   begin          then OUT changed, in one ordered sequence a crash can be completed from: a branch, the log cut
+//                  back to the checkpoint, run.json
 //   repair         the resumed step's validation or eval, when a stop cut it short
 //   log, save      one line per step; a checkpoint
 //   diverged, interrupted, stopped, done   the ends: the record's status, the last words, the exit code
+// Decide, then act (docs/training.md, "Resume"): a command refused at any point before begin leaves OUT as it was
+// (the lock's note aside, which names the last process that held OUT).
 class Run {
   public:
     explicit Run(const Dist& dist);
@@ -84,17 +90,24 @@ class Run {
     // (run.json was deleted, or the run is from before records): the error again, saying so on the one line.
     AgreedFailure explain(const AgreedFailure& e) const;
 
-    // One writer per OUT (a second one fails before it reads anything), and a forgotten --resume fails at once.
+    // One writer per OUT (a second one fails before it reads anything), and a forgotten --resume fails at once. A
+    // branch a stopped train_prism left half done (OUT/branch.json) is completed and recorded (the lead's).
     void open(const TrainOptions& o, const ModelConfig& cfg);
 
     // The run's batch, length and lr schedule on these shards; on --resume the record's context, flags and data
-    // checked first (what a resume may change and what it may not); then that OUT can hold the first checkpoint.
+    // checked first (what a resume may change and what it may not; the record's args against its own plan); then
+    // that OUT can hold the first checkpoint.
     const RunPlan& plan(const DataLoader& train, const DataLoader* val);
 
-    // Creates OUT; on --resume loads the checkpoint OUT/latest names into eng and its data position into train
-    // (checked against the run: model, batch, length, schedule), else initialises the parameters; writes run.json
-    // with this invocation's entry, status "running".
-    void begin(Engine& eng, const std::string& why, DataLoader& train);
+    // The parameters the run starts from: on --resume the checkpoint OUT/latest (or --branch-from) names, loaded
+    // into eng with its data position into train after every check (model, files, batch, length, schedule: a
+    // branch's too), else new ones. Reads OUT, changes nothing in it.
+    void decide(Engine& eng, DataLoader& train);
+
+    // Once every rank has decided: creates OUT (removing a crash's leftovers); on --resume carries out the branch
+    // and cuts the log back to the checkpoint, else starts an empty log (--overwrite: deleting the earlier run);
+    // writes run.json with this invocation's entry, status "running".
+    void begin(const Engine& eng, const std::string& why);
 
     // After the set-up, on every rank: the ranks agree on the run id; then the resumed step's validation
     // (validate: null without validation) and eval (score: null without one) run again where a stop cut them
@@ -141,10 +154,17 @@ class Run {
     // fingerprints decide whether the data is the run's: check_resume_data).
     void find_recorded_data(std::vector<std::string>& args) const;
 
-    // Loads the checkpoint OUT/latest names into eng, after checking that it holds the model of the run and that
-    // its files belong together (one run, one step). Every rank calls it and reads the optimizer state it holds
-    // from whichever state files cover it.
-    ResumePoint load_checkpoint(Engine& eng);
+    // The checkpoint a resume continues from: --branch-from's, else the one OUT/latest names, after checking that
+    // OUT/latest can be trusted (ConfigError saying what to do otherwise).
+    std::string resume_from() const;
+
+    // Loads the checkpoint OUT/`name` into eng, after checking that it holds the model of the run and that its
+    // files belong together (one run, one step). Every rank calls it and reads the optimizer state it holds from
+    // whichever state files cover it.
+    ResumePoint load_checkpoint(Engine& eng, const std::string& name);
+
+    // A branch OUT/branch.json says a stopped train_prism began: completed and recorded in run.json (the lead's).
+    void finish_pending_branch();
 
     // The record's end: how this invocation ended, at which step (the lead's; the run is not failed by it).
     void end_record(const char* status, long step) const;
@@ -154,17 +174,20 @@ class Run {
     const TrainOptions* o_ = nullptr;
     const ModelConfig* cfg_ = nullptr;
     std::unique_ptr<RunDir> dir_;
-    std::unique_ptr<RunRecord> record_;  // OUT/run.json of the run a --resume continues
+    std::unique_ptr<RunRecord> record_;               // OUT/run.json of the run a --resume continues
+    std::unique_ptr<TrainOptions> recorded_options_;  // its "args" alone, parsed with the flags' bounds
     bool recorded_ = false;
     std::string unrecorded_;                   // a --resume of an OUT without run.json: that OUT
     std::unique_ptr<RunRecordWriter> writer_;  // this invocation's run.json (the lead's)
     RunPlan plan_;
-    LrSchedule sched_;                     // the lr of every step, on every engine
-    std::vector<RunBranch> lr_changes_;    // a resume's changes of the schedule, for run.json's "branches"
-    std::unique_ptr<RunBranch> branched_;  // --branch-from's move of OUT/latest (the lead's), for "branches" too
-    std::string data_json_;                // the shards' fingerprints for the record (the lead's)
+    LrSchedule sched_;                      // the lr of every step, on every engine
+    std::vector<RunBranch> lr_changes_;     // a resume's changes of the schedule, for run.json's "branches"
+    std::unique_ptr<RunBranch> branched_;   // --branch-from's move of OUT/latest (the lead's), for "branches" too
+    std::unique_ptr<BranchIntent> branch_;  // what that move changes in OUT (decide), done by begin
+    std::string data_json_;                 // the shards' fingerprints for the record (the lead's)
     long start_ = 0, tokens_ = 0;
     uint64_t rng_ = 0;
+    std::string resumed_dir_;   // the checkpoint a --resume loaded
     std::string resumed_line_;  // the log's line of the checkpoint's step (the lead's, on --resume)
     std::unique_ptr<FILE, int (*)(FILE*)> log_{nullptr, fclose};
 };

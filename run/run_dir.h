@@ -4,6 +4,8 @@
 //   OUT/latest                                     one line naming the newest complete checkpoint
 //   OUT/model.bin                                  a hard link to that checkpoint's model
 //   OUT/log.jsonl                                  one JSON object per step (written by the training loop)
+//   OUT/lineage_<UTC time>/                        the checkpoints and log a --branch-from moved aside
+//   OUT/branch.json                                a branch begun and not yet recorded (BranchIntent, below)
 // latest and the model.bin link are replaced by atomic renames after the checkpoint directory is complete, so
 // a crash at any moment leaves OUT/latest naming a complete checkpoint. After each save, --keep K prunes the
 // complete checkpoints older than the new one (found by listing OUT, whichever run wrote them) down to K in
@@ -82,6 +84,13 @@ inline bool remove_checkpoint_dir(const std::string& path) {
     return rmdir(path.c_str()) == 0;
 }
 
+// A --branch-from's changes to OUT (RunDir::plan_branch, begin_branch; OUT/branch.json while under way).
+struct BranchIntent {
+    std::string to, was;      // the checkpoint OUT/latest will name; the one it named before
+    std::string aside;        // lineage_<UTC time>: where the later checkpoints go ("" when there are none)
+    std::vector<long> moved;  // their steps
+};
+
 class RunDir {
   public:
     RunDir(const std::string& out, int keep, const Dist& dist) : out_(out), keep_(keep), dist_(dist) {}
@@ -110,6 +119,7 @@ class RunDir {
     }
     const std::string& path() const { return out_; }
     std::string log_path() const { return out_ + "/log.jsonl"; }
+    std::string branch_path() const { return out_ + "/branch.json"; }  // a branch begun and not yet recorded
     // The global batch (tokens per step, all ranks) every checkpoint of this run records.
     void set_total_batch(long tokens) { total_batch_ = tokens; }
 
@@ -247,14 +257,16 @@ class RunDir {
             if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
                 step_of_dir_name(n.substr(0, n.size() - 4)) >= 0)
                 remove_checkpoint_dir(out_ + "/" + n);
-            else if (n == "latest.tmp" || n == "model.bin.tmp" || n == "log.jsonl.tmp" || n == "run.json.tmp")
+            else if (n == "latest.tmp" || n == "model.bin.tmp" || n == "log.jsonl.tmp" || n == "run.json.tmp" ||
+                     n == "branch.json.tmp")
                 unlink((out_ + "/" + n).c_str());
         }
     }
 
     // Before step 1, what the first checkpoint will need: the longest path it writes (step `last_step`'s
     // directory, the last rank's state file, its .tmp) is created and removed again, so that a name too long
-    // for the file system or an OUT that cannot be written to fails now, not after the work. Rank 0's.
+    // for the file system or an OUT that cannot be written to fails now, not after the work. What is there already
+    // (a crash's leftover of that step) is left as it was: only what this check created goes. Rank 0's.
     void check_writable(long last_step, int world) const {
         if (!lead()) return;
         const std::string dir = out_ + "/" + step_dir_name(last_step) + ".tmp",
@@ -264,12 +276,13 @@ class RunDir {
                               " bytes, e.g. " + file.substr(file.size() - 40) + ") must stay below " +
                               std::to_string(PATH_MAX) + "; pass a shorter -o");
         int fd = -1;
-        const bool ok = (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) &&
-                        (fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)) >= 0;
+        const bool made_dir = mkdir(dir.c_str(), 0755) == 0;
+        const bool ok = (made_dir || errno == EEXIST) &&
+                        ((fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) >= 0 ||
+                         errno == EEXIST);
         const int e = errno;
-        if (fd >= 0) close(fd);
-        unlink(file.c_str());
-        rmdir(dir.c_str());
+        if (fd >= 0) close(fd), unlink(file.c_str());
+        if (made_dir) rmdir(dir.c_str());
         if (!ok)
             throw ConfigError("the first checkpoint could not be written: creating " + file +
                               " failed: " + strerror(e) + "; pass a shorter or writable -o");
@@ -375,39 +388,113 @@ class RunDir {
         prune(step);
     }
 
-    // A branch (--branch-from NAME), rank 0's: the complete checkpoints of steps after NAME's move into
-    // OUT/lineage_<UTC time>/ (another lineage's: kept, never deleted, never resumed by mistake), then OUT/latest
-    // names NAME and OUT/model.bin links its model. Returns where they went ("" when there were none).
-    std::string branch(const std::string& name) {
+    // A branch (--branch-from NAME): what it will change, decided before anything is (plan_branch), then done in an
+    // order that a crash at any point can be completed from (begin_branch): its intent first, in OUT/branch.json
+    // (atomically), then the old lineage's log linked into OUT/lineage_<UTC time>/ and its later checkpoints moved
+    // there (kept, never deleted, never resumed by mistake), OUT/latest naming NAME and OUT/model.bin linking its
+    // model. The caller then cuts the log, records the branch in run.json and calls end_branch, which removes
+    // branch.json. A train_prism stopped anywhere in between leaves branch.json behind, and the next one on OUT
+    // completes the branch from it (pending_branch, apply_branch: every step can be done again). Rank 0's.
+    // What --branch-from `name` would change ("to" a checkpoint directory of OUT, else a ConfigError); changes
+    // nothing. A branch to the checkpoint OUT/latest already names, with nothing later, is no change: null.
+    std::unique_ptr<BranchIntent> plan_branch(const std::string& name) const {
         const long at = step_of_dir_name(name);
         struct stat st;
         if (at < 0 || lstat((out_ + "/" + name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-            throw ConfigError("--branch-from " + printable(name) + ": not a checkpoint directory of " + out_ +
-                              " (a name like step_00000020; " + out_ + " holds " +
+            throw ConfigError("--branch-from " + printable(name.substr(0, 200)) + ": not a checkpoint directory of " +
+                              out_ + " (a name like step_00000020; " + out_ + " holds " +
                               (checkpoint_steps().empty() ? std::string("none")
                                                           : step_dir_name(checkpoint_steps().back()) + " and earlier") +
                               ")");
-        std::string aside;
-        for (long s : checkpoint_steps()) {
-            if (s <= at) continue;
-            if (aside.empty()) {
-                char stamp[32];
-                const time_t now = time(nullptr);
-                strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime(&now));
-                aside = out_ + "/lineage_" + stamp;
-                for (int k = 2; mkdir(aside.c_str(), 0755) != 0; k++) {
-                    if (errno != EEXIST) throw ConfigError("cannot create " + aside + ": " + strerror(errno));
-                    aside = out_ + "/lineage_" + stamp + "_" + std::to_string(k);
-                }
-            }
-            const std::string from = out_ + "/" + step_dir_name(s), to = aside + "/" + step_dir_name(s);
-            if (rename(from.c_str(), to.c_str()) != 0)
-                throw ConfigError("cannot move " + from + " to " + to + ": " + strerror(errno));
+        std::unique_ptr<BranchIntent> b(new BranchIntent{name, latest(), "", {}});
+        for (long s : checkpoint_steps())
+            if (s > at) b->moved.push_back(s);
+        if (b->moved.empty() && b->was == name) return nullptr;
+        if (!b->moved.empty()) {
+            char stamp[32];
+            const time_t now = time(nullptr);
+            strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime(&now));
+            b->aside = std::string("lineage_") + stamp;
+            for (int k = 2; access((out_ + "/" + b->aside).c_str(), F_OK) == 0; k++)
+                b->aside = std::string("lineage_") + stamp + "_" + std::to_string(k);
         }
-        write_atomically(out_ + "/latest", {{name.c_str(), name.size()}, {"\n", 1}});
-        link_model(out_ + "/" + name);
-        return aside;
+        return b;
     }
+
+    // The branch's intent into OUT/branch.json, then its changes (apply_branch).
+    void begin_branch(const BranchIntent& b) const {
+        std::string moved;
+        for (size_t i = 0; i < b.moved.size(); i++) moved += (i ? ", " : "") + std::to_string(b.moved[i]);
+        const std::string j = "{\"to\": " + json::quote(b.to) + ", \"was\": " + json::quote(b.was) +
+                              ", \"aside\": " + json::quote(b.aside) + ", \"moved\": [" + moved + "]}\n";
+        write_atomically(branch_path(), {{j.data(), j.size()}});
+        apply_branch(b);
+    }
+
+    // The branch's changes, each of which may have been done already (by a train_prism stopped half way).
+    void apply_branch(const BranchIntent& b) const {
+        if (!b.aside.empty()) {
+            const std::string aside = out_ + "/" + b.aside;
+            if (mkdir(aside.c_str(), 0755) != 0 && errno != EEXIST)
+                throw ConfigError("cannot create " + aside + ": " + strerror(errno));
+            // The old lineage's log, whole (the caller cuts OUT's back to the branch point): a hard link, so that
+            // the cut (a new file renamed over log.jsonl) leaves it as it was.
+            const std::string log_aside = aside + "/log.jsonl";
+            if (access(log_aside.c_str(), F_OK) != 0 && access(log_path().c_str(), F_OK) == 0 &&
+                link(log_path().c_str(), log_aside.c_str()) != 0)
+                throw ConfigError("cannot link " + log_path() + " into " + aside + ": " + strerror(errno));
+            for (long s : b.moved) {
+                const std::string from = out_ + "/" + step_dir_name(s), to = aside + "/" + step_dir_name(s);
+                struct stat st;
+                if (lstat(from.c_str(), &st) != 0 && lstat(to.c_str(), &st) == 0) continue;  // moved already
+                if (rename(from.c_str(), to.c_str()) != 0)
+                    throw ConfigError("cannot move " + from + " to " + to + ": " + strerror(errno));
+            }
+        }
+        write_atomically(out_ + "/latest", {{b.to.c_str(), b.to.size()}, {"\n", 1}});
+        link_model(out_ + "/" + b.to);
+    }
+
+    // The branch a train_prism began on OUT and did not finish (OUT/branch.json), else null. A file that is not
+    // one the trainer wrote is an error naming it.
+    std::unique_ptr<BranchIntent> pending_branch() const {
+        struct stat st;
+        if (lstat(branch_path().c_str(), &st) != 0) return nullptr;
+        auto bad = [&](const std::string& why) {
+            return ConfigError(branch_path() + " is not a branch train_prism began (" + why +
+                               "); a branch that was stopped half way leaves it: move it aside if it is not one");
+        };
+        if (!S_ISREG(st.st_mode)) throw bad(std::string("it is ") + file_kind(st.st_mode));
+        json::Value v;
+        try {
+            v = json::parse(read_text(branch_path(), 1 << 16));
+        } catch (const std::runtime_error& e) {
+            throw bad(e.what());
+        }
+        const json::Value *to = v.find("to"), *was = v.find("was"), *aside = v.find("aside"), *moved = v.find("moved");
+        auto text = [](const json::Value* x) { return x && x->kind == json::Value::String; };
+        if (v.kind != json::Value::Object || !text(to) || !text(was) || !text(aside) || !moved ||
+            moved->kind != json::Value::Array)
+            throw bad("not {\"to\", \"was\", \"aside\", \"moved\"}");
+        std::unique_ptr<BranchIntent> b(new BranchIntent{to->str, was->str, aside->str, {}});
+        const bool aside_ok =
+            b->aside.empty() || (b->aside.rfind("lineage_", 0) == 0 &&
+                                 b->aside.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                                                            "NOPQRSTUVWXYZ0123456789_") == std::string::npos);
+        if (step_of_dir_name(b->to) < 0 || (!b->was.empty() && step_of_dir_name(b->was) < 0) || !aside_ok)
+            throw bad("a name in it is not a checkpoint's or a lineage's");
+        for (const json::Value& m : moved->arr) {
+            if (m.kind != json::Value::Number || m.str.empty() || m.str.size() > 15 ||
+                m.str.find_first_not_of("0123456789") != std::string::npos)
+                throw bad("a moved step is not a whole number");
+            b->moved.push_back(std::stol(m.str));
+        }
+        if (!b->moved.empty() && b->aside.empty()) throw bad("moved steps but no lineage to move them to");
+        return b;
+    }
+
+    // The branch is recorded (run.json): OUT/branch.json goes.
+    void end_branch() const { unlink(branch_path().c_str()); }
 
     // The checkpoint OUT/latest names ("" when there is no OUT/latest). A name that is not a checkpoint
     // directory's (a corrupt or hand-edited file) is an error that shows it, control bytes escaped.

@@ -493,3 +493,44 @@ TEST_CASE("RANK and WORLD_SIZE without a launcher or rendezvous are an error", "
     REQUIRE(sh("RANK=0 WORLD_SIZE=1 " + micro(dir, dir + "/run") + " --steps 1").rc == 0);
     sh("rm -rf '" + dir + "'");
 }
+
+// Decide, then act, across ranks (run/run.h): every rank reads and checks the checkpoint it will load before rank 0
+// changes anything, so a checkpoint file only rank 1 reads, cut short, refuses the branch with OUT as it was.
+TEST_CASE("under mpirun a branch refused on any rank leaves OUT as it was; an accepted one moves the lineage once",
+          "[dist][mpi]") {
+    const std::string dir = make_data_dir(), base = dir + "/base";
+    const std::string flags = " -b 2 --ckpt-every 4 --keep 10 --lr-schedule wsd --decay-frac 0.25";
+    Result b = sh(mpirun(2) + micro(dir, base) + flags + " --steps 8");
+    INFO(b.out);
+    REQUIRE(b.rc == 0);
+    REQUIRE(checkpoints_in(base) == "step_00000004 step_00000008");
+    struct Case {
+        const char* what;
+        std::string prepare, resume;
+    };
+    for (const Case& k : {Case{"beyond a shorter --steps", "", "--branch-from step_00000004 --steps 3"},
+                          Case{"rank 1's state file cut short", "truncate -s 1000 $C/step_00000004/state_rank1.bin",
+                               "--branch-from step_00000004"}}) {
+        INFO(k.what);
+        const std::string c = dir + "/c";
+        REQUIRE(sh("rm -rf " + c + " && cp -a " + base + " " + c + " && C=" + c + "; " + k.prepare).rc == 0);
+        const std::string before = tree_of(c);
+        Result r = sh(mpirun(2) + micro(dir, c) + " -b 2 --resume " + k.resume);
+        INFO(r.out);
+        CHECK(r.rc != 0);
+        CHECK(tree_of(c) == before);
+    }
+    const std::string ok = dir + "/ok";
+    REQUIRE(sh("cp -a " + base + " " + ok).rc == 0);
+    Result r = sh(mpirun(2) + micro(dir, ok) + " -b 2 --resume --branch-from step_00000004");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    RunRecord rec;
+    REQUIRE(read_run_record(ok, rec));
+    REQUIRE(rec.doc.find("branches"));
+    CHECK(run_record::dump(*rec.doc.find("branches")) ==
+          "[{\"step\": 4, \"flag\": \"--branch-from\", \"old\": \"step_00000008\", \"new\": \"step_00000004\"}]");
+    CHECK(sh("ls -d " + ok + "/lineage_*/step_00000008").rc == 0);
+    CHECK(read_log(ok + "/log.jsonl").size() == 8);
+    sh("rm -rf '" + dir + "'");
+}

@@ -193,6 +193,13 @@ TEST_CASE("a failed write of the log is a one-line error, not a silent gap", "[t
     REQUIRE(one_line_error(r));
     REQUIRE(has(r.out, "cannot write " + out + "/log.jsonl: File too large (over the file-size limit, ulimit -f?)"));
     REQUIRE(!has(r.out, "step    40/60"));  // it stopped at the first step it could not log
+    // Its advice, followed literally once there is room: the same command with --overwrite (the same command alone
+    // is refused: OUT holds the log of the steps done).
+    REQUIRE(has(r.out, "make room, then run the same command with --overwrite (no checkpoint yet"));
+    REQUIRE(has(sh(micro(dir, out) + " --steps 60").out, "holds an earlier run"));
+    Result again = sh(micro(dir, out) + " --steps 60 --overwrite");
+    INFO(again.out);
+    REQUIRE(again.rc == 0);
     sh("rm -rf '" + dir + "'");
 }
 

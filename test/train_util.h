@@ -1,6 +1,7 @@
 // train_util.h: what the end-to-end tests of train_prism share (test_train.cpp, test_checkpoints.cpp,
 // test_faults.cpp, test_out_dir.cpp, test_dist.cpp and others): synthetic shards, the micro model's command line, the
-// log reader, the one-line-error check, a run in the background, the checkpoints in OUT, a byte patch of a file, and
+// log reader, the one-line-error check, a run in the background, the checkpoints in OUT, a snapshot of OUT's tree, a
+// byte patch of a file, and
 // check_resume, the end-to-end resume check every engine and launcher runs; and for the tests of what reads runs
 // (report, study: test_study_report.cpp, test_stats.cpp), a recorded run directory written directly.
 #pragma once
@@ -99,6 +100,16 @@ inline std::string background(const std::string& cmd, const std::string& log, co
 inline std::string checkpoints_in(const std::string& out) {
     Result r = sh("cd '" + out + "' && ls -d step_* 2>/dev/null | tr '\\n' ' '");
     return r.out.empty() ? "" : r.out.substr(0, r.out.size() - 1);
+}
+
+// A snapshot of OUT for comparing trees: every name with its kind, link target and size, and every regular file's
+// bytes (md5), the lock's note aside (it names the last process that held OUT, whatever that process decided).
+inline std::string tree_of(const std::string& out) {
+    Result r = sh("cd '" + out +
+                  "' && find . ! -name lock -printf '%p %y %l %s\\n' | sort && "
+                  "find . -type f ! -name lock -exec md5sum {} + | sort");
+    REQUIRE(r.rc == 0);
+    return r.out;
 }
 
 // Overwrites `n` bytes of a file at `offset`.
