@@ -20,34 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "test/project_files.h"
 #include "test/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// Every file of the checkout (relative paths), build/, out/ and hidden directories (but .ci) left out, and the
-// downloaded data (ignored by git; its paths are on the run-time allow-list).
-const std::vector<std::string>& repo_files() {
-    static const std::vector<std::string> files = [] {
-        std::vector<std::string> out;
-        for (auto it = fs::recursive_directory_iterator("."); it != fs::recursive_directory_iterator(); ++it) {
-            const std::string rel = fs::relative(it->path(), ".").string();
-            const std::string name = it->path().filename().string();
-            const bool hidden = name.size() > 1 && name[0] == '.' && name != ".ci";
-            if (it->is_directory() &&
-                (hidden || rel == "build" || rel == "out" || rel == "runs" || rel == "data/default" ||
-                 rel == "data/cache" || rel == "data/eval" || rel.rfind("data/fineweb", 0) == 0)) {
-                it.disable_recursion_pending();
-                continue;
-            }
-            if (it->is_regular_file()) out.push_back(rel);
-        }
-        std::sort(out.begin(), out.end());
-        return out;
-    }();
-    return files;
-}
+// Every file of the project (test/project_files.h: git's list; what a user makes in the checkout is not read).
+const std::vector<std::string>& repo_files() { return project_files(); }
 
 std::vector<std::string> markdown_docs() {
     std::vector<std::string> out{"README.md"};
