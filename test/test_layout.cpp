@@ -221,6 +221,39 @@ TEST_CASE("the top Makefile has every product binary's rule, and no other make f
     }
 }
 
+TEST_CASE("make test-build builds every developer's tool of dev/, so that each keeps building as its header says",
+          "[layout]") {
+    // The Makefile's DEV_TOOLS (continuation lines joined): $(BUILD)/NAME for dev/NAME.cpp, or NAME_cpu (the
+    // executor's build of a GPU benchmark), and test-build's list takes it.
+    const std::string text = read_file("Makefile");
+    const size_t at = text.find("\nDEV_TOOLS := ");
+    REQUIRE(at != std::string::npos);
+    std::string def;
+    for (size_t p = at + 1; p < text.size();) {
+        const size_t e = std::min(text.find('\n', p), text.size());
+        def += text.substr(p, e - p);
+        p = e + 1;
+        if (def.empty() || def.back() != '\\') break;
+        def.pop_back();
+    }
+    static const std::regex tool(R"(\b([a-z_]+)\b)");
+    std::set<std::string> tools;
+    for (auto it = std::sregex_iterator(def.begin(), def.end(), tool); it != std::sregex_iterator(); ++it)
+        tools.insert((*it)[1].str());
+    int n = 0;
+    for (const std::string& f : project_files()) {
+        if (f.rfind("dev/", 0) != 0 || fs::path(f).extension() != ".cpp" || fs::path(f).parent_path() != "dev")
+            continue;
+        const std::string name = fs::path(f).stem().string();
+        INFO(f << " is not in the Makefile's DEV_TOOLS (make test-build would not build it)");
+        CHECK((tools.count(name) || tools.count(name + "_cpu")));
+        n++;
+    }
+    CHECK(n >= 7);
+    static const std::regex test_build(R"(\nTEST_BUILD := [^\n]*(\\\n[^\n]*)*\$\(DEV_TOOLS\))");
+    CHECK(std::regex_search(text, test_build));
+}
+
 TEST_CASE("the tree's scans read the project's files, not what the docs have a user make in the checkout", "[layout]") {
     // A checkout as a user leaves it after README.md and docs/live.md: a virtual environment (docs/live.md's
     // venv-live/, and one under another name), runs/, out/, build/, the downloaded data, each with files the scans
