@@ -2,11 +2,11 @@
 // map of the code; test_layout.cpp's includes and make files). What a user makes inside the checkout as the docs
 // say (a Python environment for docs/live.md, runs/, out/, build/, the downloaded data) is not the project's, and a
 // scan that read it would check other projects' files against this project's rules.
-// In a git checkout whose top is the root: git's list (tracked files, and new files git does not
-// ignore: .gitignore decides), those that exist and are not in a Python virtual environment (a directory that holds
-// a pyvenv.cfg, whatever its name: .gitignore names only the ones the docs make). Elsewhere (an unpacked archive, git missing or refusing the
-// directory): every file under ".", leaving out hidden directories but .ci, the directories of kGenerated, and any
-// directory that holds a pyvenv.cfg.
+// In a git checkout whose top is the root: git's list (tracked files, and new files git does not ignore: .gitignore
+// decides), those that exist and are not in a Python virtual environment (a directory that holds a pyvenv.cfg,
+// whatever its name: .gitignore names only the ones the docs make). Elsewhere (an unpacked archive, git missing or
+// refusing the directory): every file under the root, leaving out hidden directories but .ci, the directories of
+// kGenerated, and any directory that holds a pyvenv.cfg.
 // Paths are relative to the root, sorted. project_files() is the checkout's (run from its root, as make test does);
 // project_files_in(DIR), any directory's (test_layout.cpp tries both ways on a tree it makes).
 #pragma once

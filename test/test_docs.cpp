@@ -421,10 +421,10 @@ std::vector<std::string> product_sources() {
     return out;
 }
 
-// The files the README's map of the code names: a root line's file names, and in a folder's entry (a line that
+// The files docs/walkthrough.md's map of the code names: a root line's file names, and in a folder's entry (a line that
 // starts with "DIR/", and its indented continuation lines) each file name, under that folder.
 std::set<std::string> code_map_files() {
-    const std::string sec = md_section("README.md", "## The code");
+    const std::string sec = md_section("docs/walkthrough.md", "## The map of the code");
     const size_t open = sec.find("```\n"), close = sec.find("\n```", open + 4);
     REQUIRE(close != std::string::npos);
     std::istringstream in(sec.substr(open + 4, close - open - 4));
@@ -493,15 +493,17 @@ std::vector<std::string> kernel_files() {
 
 }  // namespace
 
-TEST_CASE("the README's map of the code names every product source file", "[docs]") {
+TEST_CASE("docs/walkthrough.md's map of the code names every product source file", "[docs]") {
     const std::set<std::string> named = code_map_files();
     REQUIRE(named.size() > 40);
     for (const std::string& f : product_sources()) {
-        INFO(f << " is not in README.md's \"The code\" (name it on its folder's line, with what it is for)");
+        INFO(
+            f << " is not in docs/walkthrough.md's \"The map of the code\" (name it on its folder's line, with what it "
+                 "is for)");
         CHECK(named.count(f));
     }
     for (const std::string& f : named) {
-        INFO("README.md's \"The code\" names " << f << ", which does not exist");
+        INFO("docs/walkthrough.md's \"The map of the code\" names " << f << ", which does not exist");
         CHECK(fs::exists(f));
     }
 }

@@ -1,6 +1,8 @@
-// test_layout.cpp: the tree's shape, as the README's "The code" section draws it: no product file includes anything under test/, the includes form no cycle,
-// and every product binary's rule is the top Makefile's (no other make file defines one). Files are split by idea,
-// not by a line count. Run from the checkout's root (make test does); reads the sources, builds nothing.
+// test_layout.cpp: the tree's shape, as docs/walkthrough.md's "The map of the code" draws it: no product file
+// includes anything under test/, the includes form no cycle, and every product binary's rule is the top Makefile's
+// (no other make file defines one); make test-build builds every dev/ tool; the scans read the project's files
+// (test/project_files.h). Files are split by idea, not by a line count. Run from the checkout's root (make test
+// does); reads the sources, builds nothing.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -223,8 +225,8 @@ TEST_CASE("the top Makefile has every product binary's rule, and no other make f
 
 TEST_CASE("make test-build builds every developer's tool of dev/, so that each keeps building as its header says",
           "[layout]") {
-    // The Makefile's DEV_TOOLS (continuation lines joined): $(BUILD)/NAME for dev/NAME.cpp, or NAME_cpu (the
-    // executor's build of a GPU benchmark), and test-build's list takes it.
+    // The Makefile's DEV_TOOLS (continuation lines joined): $(BUILD)/NAME for each dev/*.cpp tool NAME, or NAME_cpu
+    // (the executor's build of a GPU benchmark), and test-build's list takes it.
     const std::string text = read_file("Makefile");
     const size_t at = text.find("\nDEV_TOOLS := ");
     REQUIRE(at != std::string::npos);
