@@ -301,9 +301,11 @@ $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
-# Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf; and bench_layer_stats and roofline,
-# which test-build builds so that they keep compiling (bench_layer_stats did not, once, outside it).
+# Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf, bench_reference, bench_layer_stats
+# and roofline. test-build builds every dev/*.cpp tool (DEV_TOOLS), so that each keeps compiling and linking as its
+# header says (bench_layer_stats did not, once, and bench_reference's g++ line stopped linking, outside it).
 $(BUILD)/obj/bench_eval.o: dev/bench_eval.cpp
+$(BUILD)/obj/bench_reference.o: dev/bench_reference.cpp
 $(BUILD)/obj/bench_tokenizer.o: dev/bench_tokenizer.cpp
 $(BUILD)/obj/tokenizer_crosscheck.o: dev/tokenizer_crosscheck.cpp
 $(BUILD)/obj/hf_check.o: test/hf/hf_check.cpp
@@ -315,10 +317,11 @@ $(BUILD)/roofline: dev/roofline.cpp $(call lib,plain)
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
 ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
-              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats)
+              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats bench_reference)
 analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
-$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats: $(BUILD)/%: \
+$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats \
+$(BUILD)/bench_reference: $(BUILD)/%: \
     $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(ONE_SOURCE):
 	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -lpcre2-8
@@ -327,8 +330,10 @@ $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
+DEV_TOOLS := $(addprefix $(BUILD)/,bench_attention_cpu bench_model_cpu bench_eval bench_layer_stats bench_reference \
+             bench_tokenizer roofline tokenizer_crosscheck)
 TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism_executor train_prism_nompi \
-              dp_engine_check comm_mpi_check bench_attention_cpu bench_model_cpu roofline bench_layer_stats)
+              dp_engine_check comm_mpi_check) $(DEV_TOOLS)
 
 # ---- the sanitizer builds: the kernel tests on the executor's fiber-aware builds ----------------------------------
 # KERNEL_TESTS run under AddressSanitizer + UBSan (build/test_kernels_asan) and ThreadSanitizer

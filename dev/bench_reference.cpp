@@ -1,6 +1,6 @@
 // dev/bench_reference.cpp: forward+backward ms per step of the fp32 CPU reference (ref/reference.h) at the `tiny`
 // size, plus the GFLOP/s of the logits matmul that dominates it. Build and run:
-//   g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_reference.cpp -o build/bench_reference
+//   make build/bench_reference CPU_ONLY=1   (make test builds it, so that it keeps compiling)
 //   OMP_NUM_THREADS=2 ./build/bench_reference [B T d L h V]
 #include <chrono>
 #include <cstdio>

@@ -2,8 +2,8 @@
 // tiktoken's on the same bytes when python3 can import tiktoken (its encode_ordinary is single-threaded).
 //
 //   make bench-tokenizer BENCH_TEXT=file.txt
-//   (or by hand: g++ -std=c++17 -O3 -march=native -I. dev/bench_tokenizer.cpp -o build/bench_tokenizer -lpcre2-8
-//    && build/bench_tokenizer file.txt data/cache/gpt2.tiktoken)
+//   (or the binary alone: make build/bench_tokenizer CPU_ONLY=1 && build/bench_tokenizer file.txt
+//    data/cache/gpt2.tiktoken; make test builds it, so that it keeps compiling)
 // Best of 5 runs after one warm-up, as wall-clock MB/s and as MB per second of the thread's own CPU time (the
 // fair number on a busy machine: both sides are measured the same way). With --threads N it also times N threads encoding the same text at once
 // (aggregate MB/s), which exercises encode's thread safety.

@@ -7,8 +7,8 @@
 // code points (printing the ranges to add to text/pretokenize.h's kLettersSince14 / kNumbersSince14 if not).
 //
 //   python3 dev/tiktoken_crosscheck.py && make crosscheck-tokenizer
-//   (or by hand: g++ -std=c++17 -O3 -march=native -I. dev/tokenizer_crosscheck.cpp -o build/tokenizer_crosscheck
-//    -lpcre2-8 && build/tokenizer_crosscheck data/cache/gpt2.tiktoken build/crosscheck)
+//   (or the binary alone: make build/tokenizer_crosscheck CPU_ONLY=1 && build/tokenizer_crosscheck
+//    data/cache/gpt2.tiktoken build/crosscheck; make test builds it, so that it keeps compiling)
 #include "text/tokenizer.h"
 
 #include <chrono>

@@ -20,34 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "test/project_files.h"
 #include "test/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// Every file of the checkout (relative paths), build/, out/ and hidden directories (but .ci) left out, and the
-// downloaded data (ignored by git; its paths are on the run-time allow-list).
-const std::vector<std::string>& repo_files() {
-    static const std::vector<std::string> files = [] {
-        std::vector<std::string> out;
-        for (auto it = fs::recursive_directory_iterator("."); it != fs::recursive_directory_iterator(); ++it) {
-            const std::string rel = fs::relative(it->path(), ".").string();
-            const std::string name = it->path().filename().string();
-            const bool hidden = name.size() > 1 && name[0] == '.' && name != ".ci";
-            if (it->is_directory() &&
-                (hidden || rel == "build" || rel == "out" || rel == "runs" || rel == "data/default" ||
-                 rel == "data/cache" || rel == "data/eval" || rel.rfind("data/fineweb", 0) == 0)) {
-                it.disable_recursion_pending();
-                continue;
-            }
-            if (it->is_regular_file()) out.push_back(rel);
-        }
-        std::sort(out.begin(), out.end());
-        return out;
-    }();
-    return files;
-}
+// Every file of the project (test/project_files.h: git's list; what a user makes in the checkout is not read).
+const std::vector<std::string>& repo_files() { return project_files(); }
 
 std::vector<std::string> markdown_docs() {
     std::vector<std::string> out{"README.md"};
@@ -440,10 +421,10 @@ std::vector<std::string> product_sources() {
     return out;
 }
 
-// The files the README's map of the code names: a root line's file names, and in a folder's entry (a line that
+// The files docs/walkthrough.md's map of the code names: a root line's file names, and in a folder's entry (a line that
 // starts with "DIR/", and its indented continuation lines) each file name, under that folder.
 std::set<std::string> code_map_files() {
-    const std::string sec = md_section("README.md", "## The code");
+    const std::string sec = md_section("docs/walkthrough.md", "## The map of the code");
     const size_t open = sec.find("```\n"), close = sec.find("\n```", open + 4);
     REQUIRE(close != std::string::npos);
     std::istringstream in(sec.substr(open + 4, close - open - 4));
@@ -512,15 +493,17 @@ std::vector<std::string> kernel_files() {
 
 }  // namespace
 
-TEST_CASE("the README's map of the code names every product source file", "[docs]") {
+TEST_CASE("docs/walkthrough.md's map of the code names every product source file", "[docs]") {
     const std::set<std::string> named = code_map_files();
     REQUIRE(named.size() > 40);
     for (const std::string& f : product_sources()) {
-        INFO(f << " is not in README.md's \"The code\" (name it on its folder's line, with what it is for)");
+        INFO(
+            f << " is not in docs/walkthrough.md's \"The map of the code\" (name it on its folder's line, with what it "
+                 "is for)");
         CHECK(named.count(f));
     }
     for (const std::string& f : named) {
-        INFO("README.md's \"The code\" names " << f << ", which does not exist");
+        INFO("docs/walkthrough.md's \"The map of the code\" names " << f << ", which does not exist");
         CHECK(fs::exists(f));
     }
 }

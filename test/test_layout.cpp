@@ -1,6 +1,8 @@
-// test_layout.cpp: the tree's shape, as the README's "The code" section draws it: no product file includes anything under test/, the includes form no cycle,
-// and every product binary's rule is the top Makefile's (no other make file defines one). Files are split by idea,
-// not by a line count. Run from the checkout's root (make test does); reads the sources, builds nothing.
+// test_layout.cpp: the tree's shape, as docs/walkthrough.md's "The map of the code" draws it: no product file
+// includes anything under test/, the includes form no cycle, and every product binary's rule is the top Makefile's
+// (no other make file defines one); make test-build builds every dev/ tool; the scans read the project's files
+// (test/project_files.h). Files are split by idea, not by a line count. Run from the checkout's root (make test
+// does); reads the sources, builds nothing.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "test/project_files.h"
+#include "test/shard_test_util.h"
 #include "test/test_util.h"
 
 namespace fs = std::filesystem;
@@ -26,22 +30,11 @@ bool is_source(const fs::path& p) {
     return e == ".h" || e == ".cuh" || e == ".cu" || e == ".cpp";
 }
 
-bool skipped_dir(const fs::directory_entry& e) {
-    const std::string name = e.path().filename().string();
-    return e.is_directory() && (name == "build" || name == "out" || (name.size() > 1 && name[0] == '.'));
-}
-
-// Every source file of the checkout (relative paths), build/ and hidden directories left out.
+// Every source file of the project (test/project_files.h: git's list; what a user makes in the checkout is not read).
 std::vector<std::string> sources() {
     std::vector<std::string> out;
-    for (auto it = fs::recursive_directory_iterator("."); it != fs::recursive_directory_iterator(); ++it) {
-        if (skipped_dir(*it)) {
-            it.disable_recursion_pending();
-            continue;
-        }
-        if (it->is_regular_file() && is_source(it->path())) out.push_back(fs::relative(it->path(), ".").string());
-    }
-    std::sort(out.begin(), out.end());
+    for (const std::string& f : project_files())
+        if (is_source(f)) out.push_back(f);
     return out;
 }
 
@@ -218,18 +211,91 @@ TEST_CASE("the top Makefile has every product binary's rule, and no other make f
     CHECK(rule_targets("a b \\\n c: %: x\nV := d: e\nW = f:g\n\th: i\n# j: k\n") ==
           std::set<std::string>{"a", "b", "c"});
     // A fragment or sub-make may build tests and tools, never a product: one place to look for a product's build.
-    for (auto it = fs::recursive_directory_iterator("."); it != fs::recursive_directory_iterator(); ++it) {
-        if (skipped_dir(*it)) {
-            it.disable_recursion_pending();
-            continue;
-        }
-        const std::string name = it->path().filename().string();
-        const bool make_file = it->path().extension() == ".mk" || name == "Makefile" || name == "GNUmakefile";
-        if (!it->is_regular_file() || !make_file || fs::relative(it->path(), ".") == "Makefile") continue;
-        const std::set<std::string> targets = rule_targets(read_file(it->path()));
+    for (const std::string& f : project_files()) {
+        const std::string name = fs::path(f).filename().string();
+        const bool make_file = fs::path(f).extension() == ".mk" || name == "Makefile" || name == "GNUmakefile";
+        if (!make_file || f == "Makefile") continue;
+        const std::set<std::string> targets = rule_targets(read_file(f));
         for (const std::string& p : products) {
-            INFO(it->path().string() << ": " << p);
+            INFO(f << ": " << p);
             CHECK(!targets.count(p));
         }
     }
+}
+
+TEST_CASE("make test-build builds every developer's tool of dev/, so that each keeps building as its header says",
+          "[layout]") {
+    // The Makefile's DEV_TOOLS (continuation lines joined): $(BUILD)/NAME for each dev/*.cpp tool NAME, or NAME_cpu
+    // (the executor's build of a GPU benchmark), and test-build's list takes it.
+    const std::string text = read_file("Makefile");
+    const size_t at = text.find("\nDEV_TOOLS := ");
+    REQUIRE(at != std::string::npos);
+    std::string def;
+    for (size_t p = at + 1; p < text.size();) {
+        const size_t e = std::min(text.find('\n', p), text.size());
+        def += text.substr(p, e - p);
+        p = e + 1;
+        if (def.empty() || def.back() != '\\') break;
+        def.pop_back();
+    }
+    static const std::regex tool(R"(\b([a-z_]+)\b)");
+    std::set<std::string> tools;
+    for (auto it = std::sregex_iterator(def.begin(), def.end(), tool); it != std::sregex_iterator(); ++it)
+        tools.insert((*it)[1].str());
+    int n = 0;
+    for (const std::string& f : project_files()) {
+        if (f.rfind("dev/", 0) != 0 || fs::path(f).extension() != ".cpp" || fs::path(f).parent_path() != "dev")
+            continue;
+        const std::string name = fs::path(f).stem().string();
+        INFO(f << " is not in the Makefile's DEV_TOOLS (make test-build would not build it)");
+        CHECK((tools.count(name) || tools.count(name + "_cpu")));
+        n++;
+    }
+    CHECK(n >= 7);
+    static const std::regex test_build(R"(\nTEST_BUILD := [^\n]*(\\\n[^\n]*)*\$\(DEV_TOOLS\))");
+    CHECK(std::regex_search(text, test_build));
+}
+
+TEST_CASE("the tree's scans read the project's files, not what the docs have a user make in the checkout", "[layout]") {
+    // A checkout as a user leaves it after README.md and docs/live.md: a virtual environment (docs/live.md's
+    // venv-live/, and one under another name), runs/, out/, build/, the downloaded data, each with files the scans
+    // would read (sources, markdown, a Makefile), beside the project's own files.
+    TempDir d;
+    const std::vector<std::string> own = {".ci/run", ".gitignore", "Makefile", "docs/a.md", "ref/ops.h", "train.cu"};
+    const std::vector<std::string> made = {"venv-live/pyvenv.cfg", "venv-live/lib/site/x.py", "venv-live/lib/README.md",
+                                           "venv/pyvenv.cfg",      "venv/bin/Makefile",       "env2/pyvenv.cfg",
+                                           "env2/lib/y.h",         "runs/tiny/a.cpp",         "out/tiny/b.md",
+                                           "build/deps/c.h",       "data/cache/d.py",         "wandb/run/e.py"};
+    for (const std::string& f : own) {
+        fs::create_directories(fs::path(d / f).parent_path());
+        write_file(d / f, "x\n");
+    }
+    for (const std::string& f : made) {
+        fs::create_directories(fs::path(d / f).parent_path());
+        write_file(d / f, "x\n");
+    }
+    std::vector<std::string> want = own;
+    std::sort(want.begin(), want.end());
+    // Outside git: the walk leaves out every directory a user makes (env2/ by its pyvenv.cfg).
+    CHECK(project_files_in(d.path, false) == want);
+    // In a git checkout: git's list, with the repository's .gitignore, less any virtual environment (env2/ is not in
+    // .gitignore). A file not yet added is the project's too.
+    if (sh("command -v git").rc != 0) return;
+    write_file(d / ".gitignore", read_file(".gitignore"));
+    REQUIRE(sh("git -C " + d.path + " init -q && git -C " + d.path + " add Makefile docs").rc == 0);
+    CHECK(project_files_in(d.path) == want);
+    // Where git is at work, not the walk: a file .gitignore names is left out, a hidden folder git lists is kept.
+    write_file(d / "notes.tmp.o", "x\n");
+    fs::create_directories(d / ".github");
+    write_file(d / ".github/ci.yml", "x\n");
+    want.push_back(".github/ci.yml");
+    std::sort(want.begin(), want.end());
+    CHECK(project_files_in(d.path) == want);
+    // The checkout's own list: the scans' files, none of a user's.
+    for (const std::string& f : project_files()) {
+        INFO(f);
+        for (const char* dir : {"venv-live/", "venv/", "runs/", "out/", "build/", "wandb/", "data/default/"})
+            CHECK(f.rfind(dir, 0) != 0);
+    }
+    CHECK(std::count(project_files().begin(), project_files().end(), "train_prism.cu") == 1);
 }
