@@ -277,6 +277,10 @@ static int train_main(int argc, char** argv, Dist& dist) {
         }
         return 0;
     }
+    if (dist.rank == 0) {  // a stop signal ignored since the start (a script's background job's SIGINT), said once
+        const std::string note = ignored_stop_signals_note("train_prism", (long)getpid());
+        if (!note.empty()) fprintf(stderr, "%s\n", note.c_str());
+    }
     Watchdog::get().set_limit(o.comm_timeout);
     std::string why;
     std::unique_ptr<Engine> eng;

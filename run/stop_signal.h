@@ -6,7 +6,8 @@
 // handlers before anything else. A second one of these signals ends the process at once (the default action of
 // that signal, so the shell sees 128 + its number), except SIGPIPE: every later write to the closed pipe raises
 // it again, so a SIGPIPE after the first stop is not a second signal. A signal the process was started with
-// ignored (nohup ignores SIGHUP) stays ignored.
+// ignored (nohup ignores SIGHUP) stays ignored; train_prism says so at start-up for SIGTERM, SIGINT and SIGUSR1
+// (ignored_stop_signals_note, below).
 // The exit codes of train_prism are here too, so that they are documented in one place. eval_zeroshot installs
 // the same handlers: a stop ends it after the batch in progress with kExitInterrupted, writing nothing.
 // Does not: coordinate ranks (under data parallelism every rank must stop at the same step).
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 // Exit codes of train_prism (docs/training.md, "Exit codes").
 constexpr int kExitOk = 0;            // trained to the last step, or stopped by --stop-after, with a checkpoint
@@ -101,4 +103,33 @@ inline const char* stop_signal_name(int sig) {
            : sig == SIGUSR1 ? "SIGUSR1"
            : sig == SIGPIPE ? "SIGPIPE"
                             : "a signal";
+}
+
+// The one-line note for a process started with some of the stop signals a user sends (SIGTERM, SIGINT, SIGUSR1)
+// ignored, "" when none is: a script's background job starts with SIGINT ignored, and `kill -INT` would then do
+// nothing without a word. It names the ignored ones and the first that still stops the process `pid`. SIGHUP is
+// left out: nohup ignores it on purpose, so that closing the terminal does not stop the run, and it is not how a
+// user stops one. Reads the dispositions as they are: install_handlers leaves an ignored signal ignored.
+inline std::string ignored_stop_signals_note(const char* program, long pid) {
+    static const int asked[] = {SIGTERM, SIGINT, SIGUSR1};
+    std::string ignored, kills, works;
+    for (int sig : asked) {
+        struct sigaction now;
+        if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) {
+            const std::string name = stop_signal_name(sig);
+            ignored += (ignored.empty() ? "" : " and ") + name;
+            kills += (kills.empty() ? "kill -" : " or kill -") + name.substr(3);
+        } else if (works.empty()) {
+            works = std::string(stop_signal_name(sig)).substr(3);
+        }
+    }
+    if (ignored.empty()) return "";
+    const bool one = ignored.find(" and ") == std::string::npos;
+    const bool sigint = ignored.find("SIGINT") != std::string::npos;  // what a script's background job ignores
+    std::string note = "note: " + ignored + (one ? " was" : " were") + " ignored when " + program + " started" +
+                       (sigint ? " (as in a script's background job)" : "") + ", so " + kills + " does not stop it; ";
+    if (works.empty())
+        return note +
+               "no stop signal does: it ends at its last step (kill -KILL loses the work since the last checkpoint)";
+    return note + "stop it with kill -" + works + " " + std::to_string(pid);
 }

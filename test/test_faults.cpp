@@ -2,7 +2,8 @@
 // train_util.h, each asserting the exit code, the message and what is left on disk: a NaN step makes no update and
 // a diverged run stops with its last good checkpoint named; values that make NaN or overflow by construction are
 // refused by the flag bounds; SIGTERM, SIGHUP and SIGPIPE end a run after its step with a checkpoint it resumes from exactly,
-// and during a long validation or the start-up in bounded time; a failed log write is an error.
+// and during a long validation or the start-up in bounded time; a stop signal the trainer was started with ignored
+// is named at start-up with the one that stops it; a failed log write is an error.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -157,6 +158,50 @@ TEST_CASE("SIGTERM and SIGHUP end a run after its step with a checkpoint it resu
     INFO(twice.out);
     REQUIRE((has(twice.out, "exit 129") || has(twice.out, "exit 143")));
     REQUIRE(checkpoints_in(dir + "/twice").empty());
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("a stop signal the trainer was started with ignored is named in one line, with the one that stops it",
+          "[train][faults][signals]") {
+    // Issue 50: a trainer started in a script's background inherits SIGINT ignored (POSIX: a non-interactive
+    // shell's asynchronous commands; `trap '' INT` makes it explicit here), and kill -INT did nothing, silently.
+    std::string dir = make_data_dir(), out = dir + "/run";
+    const std::string lines = "$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)";
+    Result r = sh(background("trap '' INT; " + micro(dir, out) + " --steps 2000 --sample-every 0", out + ".txt",
+                             "[ \"" + lines + "\" -ge 3 ]") +
+                  "kill -INT $pid; at=" + lines + "; n=0; while kill -0 $pid 2>/dev/null && [ \"" + lines +
+                  "\" -lt $((at + 3)) ] && [ $n -lt 3000 ]; do sleep 0.01; n=$((n+1)); done; "
+                  "kill -TERM $pid; wait $pid; echo \"exit $? pid $pid\"; cat " +
+                  out + ".txt)");
+    INFO(r.out);
+    long pid = 0;  // the trainer's (sh's background job execs it)
+    REQUIRE(sscanf(r.out.c_str(), "exit 75 pid %ld", &pid) == 1);
+    const std::string note =
+        "note: SIGINT was ignored when train_prism started (as in a script's background job), so kill -INT does not "
+        "stop it; stop it with kill -TERM " +
+        std::to_string(pid) + "\n";
+    REQUIRE(has(r.out, note));
+    REQUIRE(r.out.find("note: SIGINT") == r.out.rfind("note: SIGINT"));  // one line, not one per phase
+    // SIGINT changed nothing (the run went on for 3 more steps); SIGTERM stopped it with a checkpoint.
+    REQUIRE(!has(r.out, "stopped by SIGINT"));
+    REQUIRE(has(r.out, "stopped by SIGTERM after step "));
+    REQUIRE(read_log(out + "/log.jsonl").size() == (size_t)std::stol(read_file(out + "/latest").substr(5)));
+
+    // SIGTERM and SIGINT both ignored: SIGUSR1 is named. Nothing ignored: no note. Under nohup (SIGHUP ignored on
+    // purpose, so that closing the terminal does not stop the run): no note either.
+    Result both = sh("(trap '' INT TERM; " + micro(dir, dir + "/both") + " --steps 1 --sample-every 0)");
+    INFO(both.out);
+    REQUIRE(both.rc == 0);
+    REQUIRE(has(both.out,
+                "note: SIGTERM and SIGINT were ignored when train_prism started (as in a script's "
+                "background job), so kill -TERM or kill -INT does not stop it; stop it with kill -USR1 "));
+    for (const std::string& how : {std::string("env --default-signal=INT,TERM,HUP,USR1 "),
+                                   std::string("env --default-signal=INT,TERM,USR1 nohup ")}) {
+        Result plain = sh(how + micro(dir, dir + "/plain") + " --steps 1 --sample-every 0 --overwrite");
+        INFO(how << "\n" << plain.out);
+        REQUIRE(plain.rc == 0);
+        REQUIRE(!has(plain.out, "ignored when"));
+    }
     sh("rm -rf '" + dir + "'");
 }
 
