@@ -58,20 +58,22 @@ struct SignalInfo {
 inline SignalInfo signal_info(const std::string& key) {
     static const SignalInfo known[] = {
         {"grad_rms", "Gradient RMS per parameter (size-normalised)",
-         "the layer's gradient norm (all its parameters, before clipping) over the square root of its parameter "
+         "The layer's gradient norm (all its parameters, before clipping) over the square root of its parameter "
          "count. It does not grow with a layer's size, so rows compare across widths: a row darker than the others "
          "is a layer whose parameters each get less gradient (a starving layer); a bright row, one that may blow up.",
          SubBlock::layer, 0},
         {"grad_rms_attn", "Gradient RMS per parameter, attention sub-block",
-         "grad_rms over the attention sub-block's tensors alone (its norm, wqkv, wo): a dark row is a layer whose "
+         "The gradient RMS over the attention sub-block's tensors alone (its norm, wqkv, wo): a dark row is a layer "
+         "whose "
          "attention gets little gradient per parameter. White: the layer has no attention.",
          SubBlock::attention, 1},
         {"grad_rms_mlp", "Gradient RMS per parameter, MLP sub-block",
-         "grad_rms over the MLP sub-block's tensors alone (its norm, wfc, wproj): a dark row is a layer whose MLP "
+         "The gradient RMS over the MLP sub-block's tensors alone (its norm, wfc, wproj): a dark row is a layer whose "
+         "MLP "
          "gets little gradient per parameter. White: the layer has no MLP.",
          SubBlock::mlp, 2},
         {"grad_norm", "Gradient norm per layer (raw, not size-normalised)",
-         "the L2 norm of the layer's gradient over all its parameters, before clipping. It grows with the square "
+         "The L2 norm of the layer's gradient over all its parameters, before clipping. It grows with the square "
          "root of the layer's parameter count, so a narrow layer's row is dark because the layer is small, not "
          "because it learns less: compare layers of unlike widths by the gradient RMS, not by this.",
          SubBlock::layer, 3},
@@ -82,15 +84,17 @@ inline SignalInfo signal_info(const std::string& key) {
          "follows the scale of the layer's weights.",
          SubBlock::layer, 4},
         {"out_rms", "Output RMS per layer",
-         "the RMS per element of the residual stream's slice [0, w_l) after the layer (what it writes plus what it "
+         "The RMS per element of the residual stream's slice [0, w_l) after the layer (what it writes plus what it "
          "passed on; per element, so size-normalised). A dark row is a layer whose stream is small; a bright row, "
          "or a column brightening towards the end, growing activations.",
          SubBlock::layer, 5},
     };
     for (const SignalInfo& s : known)
         if (s.key == key) return s;
-    SignalInfo s{key, key + " per layer", "log.jsonl's per-layer \"" + key + "\", as logged (a signal this report "
-                                                                               "does not describe).",
+    SignalInfo s{key, key + " per layer",
+                 "log.jsonl's per-layer \"" + key +
+                     "\", as logged (a signal this report "
+                     "does not describe).",
                  SubBlock::layer, 1000};
     const auto ends = [&](const char* tail) {
         const std::string t = tail;
@@ -101,21 +105,22 @@ inline SignalInfo signal_info(const std::string& key) {
     return s;
 }
 
-// Layer l's row label, from the per-layer table (model/layer_columns.h): its number from 1, its width, its heads
+// Layer l's row label after its number, from the per-layer table (model/layer_columns.h): its width, its heads
 // (none without attention) and what it has: "attn+MLP", "MLP only", "attn only", with what departs from the uniform
-// layer in brackets after the sub-block it belongs to: "3  w128, 4 heads, attn (window 64, no RoPE)+MLP",
-// "5  w32, MLP only".
+// layer in brackets after the sub-block it belongs to: "w128, 4 heads, attn (window 64, no RoPE)+MLP",
+// "w32, MLP only".
 inline std::string layer_label(const ModelConfig& c, int l) {
-    std::string attn, mlp, s = std::to_string(l + 1);
+    std::string attn, mlp, s;
     const LayerSpec& x = c.layers[l];
     for (const LayerColumn& col : layer_columns()) {
         if (col.part == SubBlock::layer || col.always_shown || !has_part(col.part, c, l) || !departs(col, c, l))
             continue;
-        const std::string v = col.is_switch ? std::string(col.label) : std::string(col.heading) + " " + layer_cell(col, c, l);
+        const std::string v =
+            col.is_switch ? std::string(col.label) : std::string(col.heading) + " " + layer_cell(col, c, l);
         std::string& to = col.part == SubBlock::attention ? attn : mlp;
         to += (to.empty() ? "" : ", ") + v;
     }
-    s += "  w" + std::to_string(x.width);
+    s += "w" + std::to_string(x.width);
     if (x.attention) s += ", " + std::to_string(x.heads) + (x.heads == 1 ? " head" : " heads");
     auto part = [](const char* name, const std::string& what, const char* only) {
         return name + std::string(only) + (what.empty() ? "" : " (" + what + ")");
@@ -149,7 +154,7 @@ struct HeatMap {
     std::vector<long> steps;
     std::vector<std::vector<double>> values;  // values[k][l]: layer l's at steps[k] (a shorter row: missing layers)
     int L = 0;
-    std::vector<std::string> labels;  // a row's label (layer_label), or empty: the layer's number
+    std::vector<std::string> labels;  // a row's label after its number (layer_label), or none
     std::vector<std::string> rows;    // a row's tooltip (layer_row_text), or empty
     std::vector<std::string> absent;  // per row: "" or why it has no value ("no attention")
 };
@@ -179,15 +184,20 @@ inline std::string heat_map(const HeatMap& m, HeatScale scale) {
     const std::vector<size_t> cols = heat_columns(m.steps.size());
     const size_t n = m.steps.size();
     auto value = [&](size_t k, int l) { return l < (int)m.values[k].size() ? m.values[k][l] : NAN; };
-    auto label = [&](int l) { return l < (int)m.labels.size() ? m.labels[l] : std::to_string(l + 1); };
+    auto label = [&](int l) { return l < (int)m.labels.size() ? m.labels[l] : std::string(); };
+    auto row_name = [&](int l) {  // in tooltips
+        return "layer " + std::to_string(l + 1) + (label(l).empty() ? "" : " (" + label(l) + ")");
+    };
     auto absent = [&](int l) { return l < (int)m.absent.size() ? m.absent[l] : std::string(); };
-    size_t longest = 0;  // characters of the longest row label (about 6.6 px each at 11 px)
+    // The rows' labels: the number right-aligned at nx, the label from lx (11 px: about 6.2 px a character).
+    size_t longest = 0;
     for (int l = 0; l < L; l++) longest = std::max(longest, utf8_chars(label(l)));
+    const double nx = 8 + 7.0 * std::to_string(std::max(1, L)).size(), lx = nx + 6;
     const double cw = std::max(1.6, std::min(24.0, 320.0 / std::max<size_t>(1, cols.size())));  // two maps a row
     const double ch = std::max(6.0, std::min(20.0, 260.0 / std::max(1, L)));
-    const double x0 = std::max(40.0, 30 + 6.6 * longest), y0 = 30, mw = cw * cols.size(), mh = ch * L;
+    const double x0 = std::max(64.0, lx + 6.2 * longest + 10), y0 = 30, mw = cw * cols.size(), mh = ch * L;
     // wide enough for the title too (bold 12 px DejaVu Sans: under 7.5 px a character), however few the steps
-    const double W = std::max(x0 + mw + 96, x0 + 7.5 * utf8_chars(m.title) + 8), H = y0 + mh + 52;
+    const double W = std::max(x0 + mw + 80, x0 + 7.5 * utf8_chars(m.title) + 8), H = y0 + mh + 52;
     std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"layer-heatmap\" data-signal=\"" +
                     xml_escape(m.signal) + "\" data-layers=\"" + std::to_string(L) + "\" data-steps=\"" +
                     std::to_string(cols.size()) + "\" data-lo=\"" + std::to_string(lo) + "\" data-hi=\"" +
@@ -210,7 +220,7 @@ inline std::string heat_map(const HeatMap& m, HeatScale scale) {
                          : std::string("#cccccc")) +
                  "\" data-layer=\"" + std::to_string(l + 1) + "\" data-step=\"" + std::to_string(m.steps[k]) +
                  "\" data-value=\"" + (std::isnan(v) ? std::string("null") : std::string(val)) + "\"><title>" +
-                 xml_escape(label(l)) + "; step " + std::to_string(m.steps[k]) + ": " + xml_escape(what) +
+                 xml_escape(row_name(l)) + ", step " + std::to_string(m.steps[k]) + ": " + xml_escape(what) +
                  "</title></rect>\n";
         }
     }
@@ -228,11 +238,15 @@ inline std::string heat_map(const HeatMap& m, HeatScale scale) {
     // per-layer table as its tooltip; steps below (first, middle, last).
     const int every = std::max(1, (int)std::ceil(L / std::max(1.0, mh / 14.0)));
     for (int l = 0; l < L; l += every) {
-        o += "<text class=\"row\" x=\"" + num(x0 - 6) + "\" y=\"" + num(y0 + (l + 0.5) * ch + 4) +
-             "\" text-anchor=\"end\" font-size=\"11\">";
-        if (l < (int)m.rows.size()) o += "<title>" + xml_escape(m.rows[l]) + "</title>";
-        o += xml_escape(label(l)) + "</text>\n";
+        const std::string y = num(y0 + (l + 0.5) * ch + 4);
+        const std::string tip = l < (int)m.rows.size() ? "<title>" + xml_escape(m.rows[l]) + "</title>" : "";
+        o += "<text class=\"row\" x=\"" + num(nx) + "\" y=\"" + y + "\" text-anchor=\"end\" font-weight=\"bold\">" +
+             tip + std::to_string(l + 1) + "</text>\n";
+        if (!label(l).empty())
+            o += "<text class=\"row\" x=\"" + num(lx) + "\" y=\"" + y + "\" font-size=\"11\">" + tip +
+                 xml_escape(label(l)) + "</text>\n";
     }
+    o += "<text x=\"2\" y=\"" + num(y0 - 6) + "\" font-size=\"11\" fill=\"#777777\">layer</text>\n";
     if (!cols.empty()) {
         const size_t marks[3] = {0, cols.size() / 2, cols.size() - 1};
         for (int mk = 0; mk < 3; mk++) {
@@ -246,8 +260,6 @@ inline std::string heat_map(const HeatMap& m, HeatScale scale) {
     o += "<text x=\"" + num(x0 + mw / 2) + "\" y=\"" + num(y0 + mh + 34) + "\" text-anchor=\"middle\">step" +
          (cols.size() < n ? " (" + std::to_string(cols.size()) + " of " + std::to_string(n) + " logged)" : "") +
          "</text>\n";
-    o += "<text x=\"" + num(x0 - 6) + "\" y=\"" + num(y0 + mh + 16) + "\" text-anchor=\"end\" font-size=\"11\" " +
-         "fill=\"#777777\">layer</text>\n";
     // The colour bar: bottom lo, top hi, a tick at each whole decade (or at both ends when none falls inside).
     const double bx = x0 + mw + 14, bw = 12;
     const int strips = 32;

@@ -894,7 +894,7 @@ std::string layer_sections(const std::vector<RunLog>& runs, std::vector<std::str
             if (r.has_model)
                 for (int l = 0; l < r.cfg.L(); l++) {
                     m.labels.push_back(svg::layer_label(r.cfg, l)), m.rows.push_back(svg::layer_row_text(r.cfg, l));
-                    m.absent.push_back(has_part(info.part, r.cfg, l) ? ""
+                    m.absent.push_back(has_part(info.part, r.cfg, l)      ? ""
                                        : info.part == SubBlock::attention ? "no attention"
                                                                           : "no MLP");
                 }
@@ -902,8 +902,11 @@ std::string layer_sections(const std::vector<RunLog>& runs, std::vector<std::str
             maps.push_back(std::move(m));
         }
         if (maps.empty()) continue;
+        std::string legend = info.legend;
+        if (key == "grad_norm" && !seen.count("grad_rms"))
+            legend += " These logs have no grad_rms: a train_prism from before it wrote them.";
         h += "<h3>" + xml_escape(cut_text(info.title)) + " <code>" + xml_escape(cut_text(key)) +
-             "</code></h3>\n<p class=\"note\">" + xml_escape(info.legend) + "</p>\n<div class=\"charts\">\n";
+             "</code></h3>\n<p class=\"note\">" + xml_escape(legend) + "</p>\n<div class=\"charts\">\n";
         for (const svg::HeatMap& m : maps) h += svg::heat_map(m, scale) + "\n";
         h += "</div>\n";
     }

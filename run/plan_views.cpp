@@ -35,7 +35,9 @@ std::string layer_json_members(const ModelConfig& c, int l) {
     for (const LayerColumn& col : layer_columns()) {
         const int v = col.value(c, l);
         s += ", " + json::quote(col.key) + ": " +
-             (!has_part(col.part, c, l) ? "null" : col.is_switch ? (v ? "true" : "false") : std::to_string(v));
+             (!has_part(col.part, c, l) ? "null"
+              : col.is_switch           ? (v ? "true" : "false")
+                                        : std::to_string(v));
     }
     return s + ", \"head_dim\": " + (c.layers[l].attention ? std::to_string(c.layers[l].head_dim()) : "null");
 }

@@ -267,14 +267,18 @@ TEST_CASE(
     write_model_run(dir + "/x", xc, {{"--widths", "x"}, {"--no-attention", "5"}}, 5.1);
     // uniform: every value 100; x: 1 .. 6 at step 5 (layer l: l), twice that at step 10; layer 5 has no attention.
     add_layer_signals(dir + "/uniform",
-                      {{5, "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
-                           "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"},
-                       {10, "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
-                            "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"}});
-    add_layer_signals(dir + "/x", {{5, "\"grad_norm\": [1, 2, 3, 4, 5, 6], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
-                                      "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"},
-                                  {10, "\"grad_norm\": [2, 4, 6, 8, 10, 12], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
-                                       "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"}});
+                      {{5,
+                        "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
+                        "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"},
+                       {10,
+                        "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
+                        "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"}});
+    add_layer_signals(dir + "/x", {{5,
+                                    "\"grad_norm\": [1, 2, 3, 4, 5, 6], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
+                                    "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"},
+                                   {10,
+                                    "\"grad_norm\": [2, 4, 6, 8, 10, 12], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
+                                    "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"}});
     Result r = sh("./report " + dir + "/uniform " + dir + "/x -o " + dir + "/r.html");
     INFO(r.out);
     REQUIRE(r.rc == 0);
@@ -294,16 +298,19 @@ TEST_CASE(
     CHECK(cell_fill(gx, 6, 10) == svg::heat_colour(std::log10(12.0) / 2));
     // Rows: the layer's number, width, heads and what it has, as the per-layer table says; its row of the table as
     // the label's tooltip.
-    CHECK(has(gx, ">1  w" + std::to_string(xc.layers[0].width) + ", 4 heads, attn+MLP</text>"));
-    CHECK(has(gx, ">5  w" + std::to_string(xc.layers[4].width) + ", MLP only</text>"));
-    CHECK(has(gx, "<title>layer 5: width " + std::to_string(xc.layers[4].width) + ", heads -, head_dim -"));
-    CHECK(has(gu, ">1  w128, 4 heads, attn+MLP</text>"));
+    const std::string w1 = std::to_string(xc.layers[0].width), w5 = std::to_string(xc.layers[4].width);
+    CHECK(has(gx, "font-weight=\"bold\"><title>layer 1: width " + w1 + ", heads 4, head_dim "));
+    CHECK(has(gx, "</title>w" + w1 + ", 4 heads, attn+MLP</text>"));
+    CHECK(has(gx, "<title>layer 5: width " + w5 + ", heads -, head_dim -, kv -, attention no</title>w" + w5 +
+                      ", MLP only</text>"));
+    CHECK(has(gu, "</title>w128, 4 heads, attn+MLP</text>"));
     // A sub-block the layer lacks: white cells that say so, not a grey "no value".
     const std::string ax = heat_map_of(html, "grad_rms_attn", "x");
     REQUIRE(!ax.empty());
     CHECK(cell_fill(ax, 5, 5) == "#ffffff");
     CHECK(cell_fill(ax, 4, 5) != "#ffffff");
-    CHECK(has(ax, "data-layer=\"5\" data-step=\"10\" data-value=\"null\"><title>5  w"));
+    CHECK(has(ax, "data-layer=\"5\" data-step=\"10\" data-value=\"null\"><title>layer 5 (w" + w5 +
+                      ", MLP only), step 10: no attention</title>"));
     CHECK(has(ax, ">no attention</text>"));
     // A key report does not describe is drawn too, for the run that logged it.
     CHECK(!heat_map_of(html, "new_signal", "uniform").empty());
