@@ -64,6 +64,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "model/layer_columns.h"
@@ -852,33 +853,72 @@ std::string loss_sections(const Options& o, const std::vector<RunLog>& runs, con
            "alone on the same hardware; the losses do not depend on it.</p>\n";
 }
 
-// Per run that logged them (train_prism --layer-stats-every), its per-layer signals as three heat maps
-// (inspect/layer_heatmap.h): layers x logged steps, log scale.
-std::string layer_sections(const std::vector<RunLog>& runs) {
-    std::string h;
-    for (const RunLog& r : runs) {
-        std::vector<long> steps;
-        std::vector<std::vector<double>> v[3];
-        size_t L = 0;
+// The per-layer signals (train_prism --layer-stats-every): per signal of log.jsonl's "layers" (every key any run
+// logged, layer_heatmap.h's signal_info order: the size-normalised gradient first; at most kMaxSignals), a heading,
+// what a dark row means for it, and one heat map per run that logged it, side by side, all on one colour scale (the
+// range of every run's drawn cells): rows labelled with the layer's number, width, heads and what it has.
+std::string layer_sections(const std::vector<RunLog>& runs, std::vector<std::string>& warnings) {
+    constexpr size_t kMaxSignals = 16;
+    std::vector<std::string> keys;  // every signal, in first-logged order, then sorted by signal_info
+    std::unordered_set<std::string> seen;
+    for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
-            if (!st.layers.grad_norm.empty()) {
-                steps.push_back(st.step);
-                v[0].push_back(st.layers.grad_norm), v[1].push_back(st.layers.update_ratio);
-                v[2].push_back(st.layers.out_rms);
-                L = std::max(L, st.layers.grad_norm.size());
-            }
-        if (steps.empty()) continue;
-        h += "<h3>" + xml_escape(cut_text(r.name, kShownLabel)) + "</h3>\n<div class=\"charts\">\n" +
-             svg::heat_map("Gradient norm per layer", "grad_norm", steps, v[0], (int)L) +
-             svg::heat_map("Update / weight ratio per layer", "update_ratio", steps, v[1], (int)L) +
-             svg::heat_map("Output RMS per layer", "out_rms", steps, v[2], (int)L) + "</div>\n";
+            for (const auto& sig : st.layers)
+                if (seen.insert(sig.first).second) keys.push_back(sig.first);
+    std::stable_sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+        return svg::signal_info(a).order < svg::signal_info(b).order;
+    });
+    if (keys.size() > kMaxSignals) {
+        warnings.push_back("the logs hold " + std::to_string(keys.size()) + " per-layer signals; the first " +
+                           std::to_string(kMaxSignals) + " are drawn");
+        fprintf(stderr, "report: warning: %s\n", warnings.back().c_str());
+        keys.resize(kMaxSignals);
+    }
+    std::string h;
+    for (const std::string& key : keys) {
+        const svg::SignalInfo info = svg::signal_info(key);
+        std::vector<svg::HeatMap> maps;
+        svg::HeatScale scale;
+        for (const RunLog& r : runs) {
+            svg::HeatMap m;
+            m.title = cut_text(r.name, kShownLabel), m.signal = key;
+            size_t L = r.has_model ? (size_t)r.cfg.L() : 0;
+            for (const RunStep& st : r.steps)
+                for (const auto& sig : st.layers)
+                    if (sig.first == key) {
+                        m.steps.push_back(st.step), m.values.push_back(sig.second);
+                        if (!r.has_model) L = std::max(L, sig.second.size());
+                    }
+            if (m.steps.empty()) continue;
+            m.L = (int)L;
+            if (r.has_model)
+                for (int l = 0; l < r.cfg.L(); l++) {
+                    m.labels.push_back(svg::layer_label(r.cfg, l)), m.rows.push_back(svg::layer_row_text(r.cfg, l));
+                    m.absent.push_back(has_part(info.part, r.cfg, l)      ? ""
+                                       : info.part == SubBlock::attention ? "no attention"
+                                                                          : "no MLP");
+                }
+            scale.add(m);
+            maps.push_back(std::move(m));
+        }
+        if (maps.empty()) continue;
+        std::string legend = info.legend;
+        if (key == "grad_norm" && !seen.count("grad_rms"))
+            legend += " These logs have no grad_rms: a train_prism from before it wrote them.";
+        h += "<h3>" + xml_escape(cut_text(info.title)) + " <code>" + xml_escape(cut_text(key)) +
+             "</code></h3>\n<p class=\"note\">" + xml_escape(legend) + "</p>\n<div class=\"charts\">\n";
+        for (const svg::HeatMap& m : maps) h += svg::heat_map(m, scale) + "\n";
+        h += "</div>\n";
     }
     if (h.empty()) return "";
-    return "<h2>Per-layer training signals</h2>\n<p class=\"note\">Each layer's gradient norm (before clipping), "
-           "the ratio ||&#916;W|| / ||W|| of its matrices' AdamW update and the RMS of the residual slice it writes, "
-           "at the steps that logged them (train_prism --layer-stats-every), on a log colour scale per map (dark: "
-           "low, yellow: high; grey: none). A layer that starves is a dark row, one that blows up a bright one; "
-           "hover a cell for its value.</p>\n" +
+    return "<h2>Per-layer training signals</h2>\n<p class=\"note\">Per signal, one heat map per run: layers down "
+           "(each row: the layer's number from 1, its width w, its heads and what it has, attention and MLP, with "
+           "what departs from the uniform layer; hover a row's label for its row of the per-layer table), the steps "
+           "that logged them across (train_prism --layer-stats-every), hover a cell for its value. Colour: the "
+           "value on a log scale, one scale for every run's map of a signal, so rows and runs compare by colour "
+           "(dark blue: low, yellow: high); grey: zero or not finite; white: the layer has no such sub-block. What "
+           "a dark row means differs by signal, as each says: a raw norm is dark for a small layer, a "
+           "size-normalised one (an RMS or a ratio) only for a layer that gets or does less.</p>\n" +
            h;
 }
 
@@ -962,7 +1002,7 @@ int run(const Options& o) {
     const TimeUnit time = time_unit(longest);
     h +=
         "<h2>Runs</h2>\n" + runs_table(runs, sums, groups, styles, time) + loss_sections(o, runs, groups, styles, time);
-    h += "<h2>Schedules</h2>\n" + schedules(runs, styles) + layer_sections(runs);
+    h += "<h2>Schedules</h2>\n" + schedules(runs, styles) + layer_sections(runs, warnings);
     text += layer_tables_text(runs, groups);
     h += "<h2>Zero-shot evaluations</h2>\n" + evals(runs, styles) + analyze_section(o, runs, styles, inputs, warnings);
     if (!warnings.empty()) {

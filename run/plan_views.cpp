@@ -34,9 +34,12 @@ std::string layer_json_members(const ModelConfig& c, int l) {
     std::string s = "\"layer\": " + std::to_string(l + 1);
     for (const LayerColumn& col : layer_columns()) {
         const int v = col.value(c, l);
-        s += ", " + json::quote(col.key) + ": " + (col.is_switch ? (v ? "true" : "false") : std::to_string(v));
+        s += ", " + json::quote(col.key) + ": " +
+             (!has_part(col.part, c, l) ? "null"
+              : col.is_switch           ? (v ? "true" : "false")
+                                        : std::to_string(v));
     }
-    return s + ", \"head_dim\": " + std::to_string(c.layers[l].head_dim());
+    return s + ", \"head_dim\": " + (c.layers[l].attention ? std::to_string(c.layers[l].head_dim()) : "null");
 }
 
 bool has_part(SubBlock part, const ModelConfig& c, int l) {

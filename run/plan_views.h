@@ -28,9 +28,9 @@ inline std::vector<int> layer_hidden(const ModelConfig& c) { return layer_values
 inline std::vector<int> layer_windows(const ModelConfig& c) { return layer_values("window", c); }
 // Whether any layer departs from today's layer in a column besides width and heads (then the plan shows them).
 bool has_layer_columns(const ModelConfig& c);
-// Layer l's shape as JSON members (no braces), the one per-layer table of `--plan --json` and the run record:
-// "layer" (from 1), then every column's key and value (model/layer_columns.h: a switch as true/false, kv_heads 0 and
-// window 0 in a layer without attention, hidden 0 in one without an MLP), then head_dim.
+// Layer l's shape as JSON members (no braces), `--plan --json`'s and the run record's: "layer" (from 1), every column's
+// key and value (model/layer_columns.h; a switch true/false), head_dim; null where the tables show "-" (a layer without
+// attention has no heads, kv_heads, window, rope or head_dim; one without an MLP no hidden), "attention": false why.
 std::string layer_json_members(const ModelConfig& c, int l);
 // Whether layer l has the sub-block a column describes (a column of the layer itself: always).
 bool has_part(SubBlock part, const ModelConfig& c, int l);

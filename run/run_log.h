@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "util/errors.h"
@@ -30,7 +31,6 @@
 #include "util/json.h"
 #include "util/fs.h"
 #include "run/run_record.h"
-#include "layer_stats.h"
 #include "model_config.h"
 
 struct RunStep {
@@ -38,7 +38,9 @@ struct RunStep {
     double train_loss = NAN, val_loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, elapsed_s = NAN;
     double elapsed_total = NAN;  // elapsed_s summed across resumed invocations
     bool skipped = false;
-    LayerStats layers;  // the per-layer signals of a step that logged them ("layers"); empty otherwise
+    // The per-layer signals of a step that logged them (log.jsonl's "layers": each array in it by its key, in the
+    // line's order, a null entry as NaN, so a signal added to layer_stats.h needs no change here); empty otherwise.
+    std::vector<std::pair<std::string, std::vector<double>>> layers;
 };
 
 struct RunEval {
@@ -160,16 +162,19 @@ inline size_t read_steps(const std::string& path, RunLog& r, const std::function
         s.elapsed_s = number(o, "elapsed_s");
         const json::Value* sk = o.find("skipped");
         s.skipped = sk && sk->kind == json::Value::Bool && sk->b;
-        const json::Value* ly = o.find("layers");  // {"grad_norm": [...], ...}: a null entry reads as NaN
-        if (ly && ly->kind == json::Value::Object)
-            for (auto [key, out] : {std::make_pair("grad_norm", &s.layers.grad_norm),
-                                    std::make_pair("update_ratio", &s.layers.update_ratio),
-                                    std::make_pair("out_rms", &s.layers.out_rms)}) {
-                const json::Value* a = ly->find(key);
-                if (a && a->kind == json::Value::Array)
-                    for (const json::Value& x : a->arr)
-                        out->push_back(x.kind == json::Value::Number ? std::strtod(x.str.c_str(), nullptr) : NAN);
+        const json::Value* ly = o.find("layers");  // {"grad_norm": [...], ...}: a duplicated key, its last
+        if (ly && ly->kind == json::Value::Object) {
+            std::unordered_map<std::string, size_t> at;  // a key's place in s.layers (hashed: linear in the line)
+            for (const auto& [key, a] : ly->obj) {
+                if (a.kind != json::Value::Array) continue;
+                std::vector<double> v;
+                for (const json::Value& x : a.arr)
+                    v.push_back(x.kind == json::Value::Number ? std::strtod(x.str.c_str(), nullptr) : NAN);
+                const auto [it, fresh] = at.emplace(key, s.layers.size());
+                if (fresh) s.layers.emplace_back(key, std::move(v));
+                else s.layers[it->second].second = std::move(v);
             }
+        }
         if (std::isfinite(s.elapsed_s)) {
             if (s.elapsed_s < last_elapsed) offset += last_elapsed;  // a resumed invocation's clock restarted
             last_elapsed = s.elapsed_s;

@@ -2,7 +2,8 @@
 // model.bin version 5's self-describing layer table (every column round-trips; versions 3 and 4 still load; a
 // column this build does not know loads at its default and is refused, naming it, when set; a corrupt column count
 // or name is refused), the flags' checks at parse time (bounds shared with the loader, a single value suggesting
-// the every-layer form), the one "uniform" predicate, and config.json's per-layer lists (layer_rope).
+// the every-layer form), the one "uniform" predicate, config.json's per-layer lists (layer_rope), and the run
+// record's per-layer entries agreeing with the tables (null where they show "-").
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "hf/hf_config.h"
 #include "run/checkpoint.h"
 #include "run/plan_views.h"
+#include "run/run_record.h"
 #include "run/defaults.h"
 #include "run/model_flags.h"
 #include "test/train_util.h"
@@ -371,6 +373,52 @@ TEST_CASE("--plan and the record show every column: NoPE layers included", "[lay
     CHECK(plan_table(build(ModelSpec()))[0] == std::vector<std::string>{"layer", "width", "heads", "head_dim", "kv",
                                                                         "hidden", "window", "params", "FLOPs/token",
                                                                         "KV", "B/tok"});
+}
+
+TEST_CASE("the run record's per-layer entries agree with the tables: null for a sub-block the layer lacks",
+          "[layers]") {
+    ModelSpec s = every_column();
+    const ModelConfig c = build(s);  // layer 3 without attention, layer 6 without an MLP, layers 2 and 4 NoPE
+    const json::Value rec = json::parse(model_record_json(s, c));
+    const json::Value& layers = json::field(rec, "layers");
+    REQUIRE(layers.arr.size() == 6);
+    std::vector<const LayerColumn*> all;
+    for (const LayerColumn& col : layer_columns()) all.push_back(&col);
+    const std::vector<LayerTableColumn> table = layer_table(c, all);  // --plan's, report's: every column
+    for (int l = 0; l < 6; l++) {
+        const json::Value& e = layers.arr[l];
+        CHECK(json::int_field(e, "layer") == l + 1);
+        for (const LayerTableColumn& col : table) {
+            // the table's heading to the record's key: the column's key, or head_dim
+            std::string key = col.heading;
+            for (const LayerColumn& lc : layer_columns())
+                if (col.heading == lc.heading) key = lc.key;
+            INFO("layer " << l + 1 << " " << key << ": table " << col.cells[l]);
+            const json::Value* v = e.find(key);
+            REQUIRE(v);
+            CHECK((col.cells[l] == "-") == (v->kind == json::Value::Null));
+            if (v->kind == json::Value::Bool) CHECK(col.cells[l] == (v->b ? "yes" : "no"));
+            if (v->kind == json::Value::Number && col.cells[l] != "global") CHECK(col.cells[l] == v->str);
+        }
+    }
+    // The layer without attention: no heads, KV heads, head_dim, window or RoPE; "attention": false says why.
+    const json::Value& none = layers.arr[2];
+    for (const char* key : {"heads", "kv_heads", "head_dim", "window", "rope"}) {
+        INFO(key);
+        CHECK(json::field(none, key).kind == json::Value::Null);
+    }
+    CHECK(json::field(none, "attention").kind == json::Value::Bool);
+    CHECK(!json::field(none, "attention").b);
+    CHECK(json::int_field(none, "width") == 64);
+    CHECK(json::int_field(none, "hidden") == 96);
+    // The layer without an MLP: no hidden size; its attention whole.
+    CHECK(json::field(layers.arr[5], "hidden").kind == json::Value::Null);
+    CHECK(!json::field(layers.arr[5], "mlp").b);
+    CHECK(json::int_field(layers.arr[5], "heads") == 4);
+    CHECK(json::int_field(layers.arr[5], "head_dim") == 16);
+    // A NoPE layer has attention, so its RoPE is false, not null.
+    CHECK(json::field(layers.arr[1], "rope").kind == json::Value::Bool);
+    CHECK(!json::field(layers.arr[1], "rope").b);
 }
 
 TEST_CASE("config.json carries layer_rope; without it every layer is rotary", "[hf]") {

@@ -2,9 +2,14 @@
 // report's per-layer table, on the page and in the terminal, shows every column the runs use (KV heads, MLP hidden,
 // window, dropped sub-blocks, NoPE), a dropped attention shows no heads, the labels say what a model is ("no
 // attention in layer 4"), and the uniform model is the one the built table says is uniform (a window of 0 in every
-// layer is the global model); study takes every column's flag as a '/'-list axis.
+// layer is the global model); study takes every column's flag as a '/'-list axis. The per-layer signals' heat maps:
+// one colour scale per signal over every run, rows labelled with the layer's shape, a sub-block a layer lacks as
+// such, every logged key drawn, and a legend that calls a dark row starving only for a size-normalised signal.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -12,6 +17,8 @@
 #include "model/spec.h"
 #include "run/plan_views.h"
 #include "run/checkpoint.h"
+#include "inspect/layer_heatmap.h"
+#include "inspect/xml_check.h"
 #include "test/inspect_util.h"
 #include "test/test_util.h"
 #include "test/train_util.h"
@@ -131,6 +138,10 @@ TEST_CASE(
     CHECK(!json::field(layers.arr[3], "attention").b);
     CHECK(!json::field(layers.arr[1], "rope").b);
     CHECK(json::int_field(layers.arr[0], "kv_heads") == 2);
+    for (const char* key : {"heads", "kv_heads", "head_dim", "window", "rope"}) {  // as the tables' "-"
+        INFO(key);
+        CHECK(json::field(layers.arr[3], key).kind == json::Value::Null);
+    }
     sh("rm -rf '" + dir + "'");
 }
 
@@ -203,5 +214,117 @@ TEST_CASE("report prints one per-layer table per model: groups of one model (an 
     size_t tables = 0;
     for (size_t at = r.out.find("layers of "); at != std::string::npos; at = r.out.find("layers of ", at + 1)) tables++;
     CHECK(tables == 2);
+    sh("rm -rf '" + dir + "'");
+}
+
+namespace {
+
+// Adds "layers": {KEY: [...], ...} to the log line of each step in `signals` (step -> the object's inside).
+void add_layer_signals(const std::string& dir, const std::map<long, std::string>& signals) {
+    std::string log, out;
+    log = read_text(dir + "/log.jsonl");
+    for (size_t a = 0; a < log.size();) {
+        const size_t e = std::min(log.find('\n', a), log.size());  // read_text drops the last newline
+        std::string line = log.substr(a, e - a);
+        const long step = std::stol(line.substr(line.find("\"step\": ") + 8));
+        if (signals.count(step)) line.insert(line.rfind('}'), ", \"layers\": {" + signals.at(step) + "}");
+        out += line + "\n", a = e + 1;
+    }
+    write_atomically(dir + "/log.jsonl", {{out.data(), out.size()}});
+}
+
+// The page's heat map of `signal` for run `run` (its title), or "".
+std::string heat_map_of(const std::string& html, const std::string& signal, const std::string& run) {
+    const std::string key = "class=\"layer-heatmap\" data-signal=\"" + signal + "\"";
+    for (size_t at = html.find(key); at != std::string::npos; at = html.find(key, at + 1)) {
+        const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+        if (svg.find("font-weight=\"bold\">" + run + "</text>") != std::string::npos) return svg;
+    }
+    return "";
+}
+
+// A cell's fill: layer l (from 1) at step s.
+std::string cell_fill(const std::string& svg, int l, long s) {
+    const size_t at = svg.find("data-layer=\"" + std::to_string(l) + "\" data-step=\"" + std::to_string(s) + "\"");
+    if (at == std::string::npos) return "";
+    const size_t fill = svg.rfind("fill=\"", at);
+    return svg.substr(fill + 6, 7);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "report's per-layer heat maps: one colour scale per signal over every run, rows labelled with the layer's "
+    "shape, a missing sub-block said, every logged signal drawn, and 'starving' only where the signal is normalised",
+    "[report][columns][layerstats]") {
+    char tmpl[] = "/tmp/prism_report_heat_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    ModelSpec x;
+    x.widths = "x", x.no_attention = "5";
+    const ModelConfig xc = tiny_model(x), uc = tiny_model(ModelSpec());
+    REQUIRE(!xc.layers[4].attention);
+    write_model_run(dir + "/uniform", uc, kUniformArgs, 5.2);
+    write_model_run(dir + "/x", xc, {{"--widths", "x"}, {"--no-attention", "5"}}, 5.1);
+    // uniform: every value 100; x: 1 .. 6 at step 5 (layer l: l), twice that at step 10; layer 5 has no attention.
+    add_layer_signals(dir + "/uniform",
+                      {{5,
+                        "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
+                        "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"},
+                       {10,
+                        "\"grad_norm\": [100, 100, 100, 100, 100, 100], \"grad_rms\": [1, 1, 1, 1, 1, 1], "
+                        "\"grad_rms_attn\": [1, 1, 1, 1, 1, 1], \"new_signal\": [3, 3, 3, 3, 3, 3]"}});
+    add_layer_signals(dir + "/x", {{5,
+                                    "\"grad_norm\": [1, 2, 3, 4, 5, 6], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
+                                    "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"},
+                                   {10,
+                                    "\"grad_norm\": [2, 4, 6, 8, 10, 12], \"grad_rms\": [1, 1, 1, 1, 0.1, 1], "
+                                    "\"grad_rms_attn\": [1, 1, 1, 1, null, 1]"}});
+    Result r = sh("./report " + dir + "/uniform " + dir + "/x -o " + dir + "/r.html");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    const std::string html = read_text(dir + "/r.html");
+    REQUIRE(xml_error(html) == "");
+    // One scale per signal: both runs' grad_norm maps span 10^0 (x's 1) to 10^2 (uniform's 100), so x's layer 1 at
+    // step 5 is viridis' first stop and every uniform cell its last.
+    const std::string gu = heat_map_of(html, "grad_norm", "uniform"), gx = heat_map_of(html, "grad_norm", "x");
+    REQUIRE(!gu.empty());
+    REQUIRE(!gx.empty());
+    for (const std::string& m : {gu, gx}) {
+        CHECK(has(m, "data-lo=\"0.000000\" data-hi=\"2.000000\""));
+        CHECK(has(m, "data-layers=\"6\" data-steps=\"2\""));
+    }
+    CHECK(cell_fill(gx, 1, 5) == "#440154");
+    CHECK(cell_fill(gu, 3, 10) == "#fde725");
+    CHECK(cell_fill(gx, 6, 10) == svg::heat_colour(std::log10(12.0) / 2));
+    // Rows: the layer's number, width, heads and what it has, as the per-layer table says; its row of the table as
+    // the label's tooltip.
+    const std::string w1 = std::to_string(xc.layers[0].width), w5 = std::to_string(xc.layers[4].width);
+    CHECK(has(gx, "font-weight=\"bold\"><title>layer 1: width " + w1 + ", heads 4, head_dim "));
+    CHECK(has(gx, "</title>w" + w1 + ", 4 heads, attn+MLP</text>"));
+    CHECK(has(gx, "<title>layer 5: width " + w5 + ", heads -, head_dim -, kv -, attention no</title>w" + w5 +
+                      ", MLP only</text>"));
+    CHECK(has(gu, "</title>w128, 4 heads, attn+MLP</text>"));
+    // A sub-block the layer lacks: white cells that say so, not a grey "no value".
+    const std::string ax = heat_map_of(html, "grad_rms_attn", "x");
+    REQUIRE(!ax.empty());
+    CHECK(cell_fill(ax, 5, 5) == "#ffffff");
+    CHECK(cell_fill(ax, 4, 5) != "#ffffff");
+    CHECK(has(ax, "data-layer=\"5\" data-step=\"10\" data-value=\"null\"><title>layer 5 (w" + w5 +
+                      ", MLP only), step 10: no attention</title>"));
+    CHECK(has(ax, ">no attention</text>"));
+    // A key report does not describe is drawn too, for the run that logged it.
+    CHECK(!heat_map_of(html, "new_signal", "uniform").empty());
+    CHECK(heat_map_of(html, "new_signal", "x").empty());
+    // The legends: the size-normalised gradient first, and "starving" said of it, never of the raw norm.
+    auto section = [&](const std::string& key) {
+        const size_t at = html.find("<code>" + key + "</code></h3>");
+        return at == std::string::npos ? std::string() : html.substr(at, html.find("<div", at) - at);
+    };
+    REQUIRE(!section("grad_rms").empty());
+    REQUIRE(!section("grad_norm").empty());
+    CHECK(html.find("<code>grad_rms</code></h3>") < html.find("<code>grad_norm</code></h3>"));
+    CHECK(has(section("grad_rms"), "starving"));
+    CHECK(!has(section("grad_norm"), "starv"));
+    CHECK(has(section("grad_norm"), "not because it learns less"));
     sh("rm -rf '" + dir + "'");
 }
