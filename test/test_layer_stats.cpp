@@ -176,7 +176,7 @@ TEST_CASE("docs/training.md's example of a norm's size bias: the parameter count
           "[layerstats][docs]") {
     const std::string doc = read_file("docs/training.md");
     static const std::regex stated(
-        R"(`tiny -w x --no-attention 5` layer 5 \(32 wide, no attention\) holds 1/([0-9]+) of layer 1's parameters "
+        R"(`tiny -w x --no-attention 5` layer 5 \(32 wide, no attention\) holds 1/([0-9]+) of layer 1's parameters )"
         R"(\(192 wide\), so its\s+`grad_norm` is about ([0-9]+) times smaller)");
     std::smatch m;
     REQUIRE(std::regex_search(doc, m, stated));
