@@ -215,7 +215,7 @@ class CudaEngine : public CudaEngineHooks {
         return s;
     }
     // layer_stats.cuh's three launches over this rank's part of the vector (ZeRO-0 with several ranks too, so that
-    // the all-reduced sums count each element once), then the 4 L sums read back: the call's one wait.
+    // the all-reduced sums count each element once), then the 5 L sums read back: the call's one wait.
     LayerStats layer_stats() override {
         expect({Phase::Open}, "layer_stats");
         const ModelConfig& c = model_.cfg;
@@ -230,15 +230,14 @@ class CudaEngine : public CudaEngineHooks {
         const long N = (long)model_.batch() * model_.seq();
         lstats_->queue(grads_, master_, m_, v_, applied_ ? AdamWDelta::of(lr_, hp_, t_) : AdamWDelta(),
                        model_.acts().resid, N, c.D(), compute_);
-        if (dp_.world() > 1) comm_all_reduce_sum(comm_, lstats_->sums(), 4 * (size_t)c.L(), compute_);
-        std::vector<double> h(4 * (size_t)c.L());
+        const size_t n = LayerSums::kCount * (size_t)c.L();
+        if (dp_.world() > 1) comm_all_reduce_sum(comm_, lstats_->sums(), n, compute_);
+        std::vector<double> h(n);
         cudaCheck(
             cudaMemcpyAsync(h.data(), lstats_->sums(), h.size() * sizeof(double), cudaMemcpyDeviceToHost, compute_));
         sync_all();
         LayerSums s(c.L());
-        for (int l = 0; l < c.L(); l++)
-            s.grad_sq[l] = h[l], s.weight_sq[l] = h[c.L() + l], s.delta_sq[l] = h[2 * c.L() + l],
-            s.out_sq[l] = h[3 * c.L() + l];
+        for (int k = 0; k < LayerSums::kCount; k++) std::copy_n(h.data() + k * c.L(), c.L(), s.all(k)->data());
         return finish_layer_stats(s, c, N, dp_.world());
     }
     std::pair<size_t, size_t> optimizer_range() const override {

@@ -1,13 +1,14 @@
 // layer_stats.cuh: the per-layer training signals (layer_stats.h) on the device, after a step's update. Matches the
-// CPU engine's layer_stats (ref/cpu_engine.h). Three launches and one read-back of 4 L doubles:
+// CPU engine's layer_stats (ref/cpu_engine.h). Three launches and one read-back of 5 L doubles:
 //   layer_param_sums_kernel  one pass over the layers' parameters: grads, master, m, v (fp32, 16 bytes each)
 //                            -> per block {sum g^2, sum p_before^2, sum delta^2} (matrices only for the last two)
 //   layer_out_sums_kernel    one pass over each layer's residual slice after it (bf16 (N, w_l), row stride D)
 //                            -> per block sum x^2, LSTATS_OUT_BLOCKS blocks per layer
-//   layer_stats_final_kernel one thread per layer adds its blocks' partials in order, in double -> (4, L)
+//   layer_stats_final_kernel one thread per layer adds its blocks' partials in order, in double -> (5, L): the
+//                            gradient's over its attention blocks and over its MLP blocks apart (the table's mid)
 // Deterministic, no atomics: each block covers a fixed share of one segment (a layer's tensor, cut to the
 // rank's part of the flat vector), and the partials of layer l are the contiguous blocks the table gives it.
-// Does not: reduce across ranks (the engine all-reduces the 4 L sums), or read anything back itself.
+// Does not: reduce across ranks (the engine all-reduces the 5 L sums), or read anything back itself.
 #pragma once
 
 #include <algorithm>
@@ -72,16 +73,19 @@ static __global__ void layer_out_sums_kernel(float* partial, const bf16* resid, 
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-// out (4, L): grad_sq, weight_sq, delta_sq, out_sq; layer l's parameter partials are blocks [first[l], first[l+1]).
+// out (5, L), LayerSums' order: grad_sq_attn, grad_sq_mlp, weight_sq, delta_sq, out_sq; layer l's parameter
+// partials are blocks [first[l], first[l+1]), its attention tensors' [first[l], mid[l]).
 static __global__ void layer_stats_final_kernel(double* out, const float* param_partial, const float* out_partial,
-                                                const int* first, int L) {
+                                                const int* first, const int* mid, int L) {
     const int l = blockIdx.x * blockDim.x + threadIdx.x;
     if (l >= L) return;
-    double s[3] = {0.0, 0.0, 0.0}, o = 0.0;
-    for (int b = first[l]; b < first[l + 1]; b++)
-        for (int k = 0; k < 3; k++) s[k] += (double)param_partial[3 * b + k];
+    double g[2] = {0.0, 0.0}, s[2] = {0.0, 0.0}, o = 0.0;
+    for (int b = first[l]; b < first[l + 1]; b++) {
+        g[b < mid[l] ? 0 : 1] += (double)param_partial[3 * b];
+        for (int k = 0; k < 2; k++) s[k] += (double)param_partial[3 * b + 1 + k];
+    }
     for (int b = 0; b < LSTATS_OUT_BLOCKS; b++) o += (double)out_partial[l * LSTATS_OUT_BLOCKS + b];
-    out[l] = s[0], out[L + l] = s[1], out[2 * L + l] = s[2], out[3 * L + l] = o;
+    out[l] = g[0], out[L + l] = g[1], out[2 * L + l] = s[0], out[3 * L + l] = s[1], out[4 * L + l] = o;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -97,18 +101,19 @@ class LayerStatsDevice {
         const int blocks = plan.blocks;
         nsegs_ = (int)segs.size(), blocks_ = blocks;
         if (segs.empty()) segs.push_back({0, 0, 0, 0, 0, 0, 0});  // a rank whose part holds no layer
-        const size_t seg_bytes = segs.size() * sizeof(LayerStatsSegment), ints = 3 * (size_t)L_ + 1;
+        const size_t seg_bytes = segs.size() * sizeof(LayerStatsSegment), ints = 4 * (size_t)L_ + 1;
         const size_t partials = 3 * (size_t)std::max(blocks, 1) + (size_t)L_ * LSTATS_OUT_BLOCKS;
-        cudaCheck(cudaMalloc(&mem_,
-                             seg_bytes + ints * sizeof(int) + partials * sizeof(float) + 4 * L_ * sizeof(double) + 64));
+        cudaCheck(cudaMalloc(
+            &mem_, seg_bytes + ints * sizeof(int) + partials * sizeof(float) + kSums * L_ * sizeof(double) + 64));
         char* p = mem_;
-        out_ = (double*)p, p += 4 * L_ * sizeof(double);
+        out_ = (double*)p, p += kSums * L_ * sizeof(double);
         segs_ = (LayerStatsSegment*)p, p += seg_bytes;
-        first_ = (int*)p, at_ = first_ + L_ + 1, width_ = at_ + L_, p += ints * sizeof(int);
+        first_ = (int*)p, mid_ = first_ + L_ + 1, at_ = mid_ + L_, width_ = at_ + L_, p += ints * sizeof(int);
         p = mem_ + ((p - mem_ + 15) / 16) * 16;
         param_partial_ = (float*)p, out_partial_ = param_partial_ + 3 * std::max(blocks, 1);
         cudaCheck(cudaMemcpy(segs_, segs.data(), seg_bytes, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(first_, first.data(), (L_ + 1) * sizeof(int), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(mid_, plan.mid.data(), L_ * sizeof(int), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(at_, plan.at.data(), L_ * sizeof(int), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(width_, plan.width.data(), L_ * sizeof(int), cudaMemcpyHostToDevice));
     }
@@ -116,7 +121,7 @@ class LayerStatsDevice {
     LayerStatsDevice(const LayerStatsDevice&) = delete;
     LayerStatsDevice& operator=(const LayerStatsDevice&) = delete;
 
-    // Queues the sums (4, L) doubles into sums(): grads, master, m, v as the engine holds them (master, m, v
+    // Queues the sums (5, L) doubles into sums(): grads, master, m, v as the engine holds them (master, m, v
     // from `state`), the residual states (N rows of D) of the last micro-batch.
     void queue(const float* grads, const float* master, const float* m, const float* v, const AdamWDelta& ad,
                const bf16* resid, long N, int D, cudaStream_t stream) {
@@ -129,16 +134,18 @@ class LayerStatsDevice {
         LAUNCH(L_ * LSTATS_OUT_BLOCKS, LSTATS_BLOCK, 0, stream, layer_out_sums_kernel)
         (out_partial_, resid, at_, width_, N, D);
         cudaCheck(cudaGetLastError());
-        LAUNCH((L_ + 31) / 32, 32, 0, stream, layer_stats_final_kernel)(out_, param_partial_, out_partial_, first_, L_);
+        LAUNCH((L_ + 31) / 32, 32, 0, stream, layer_stats_final_kernel)
+        (out_, param_partial_, out_partial_, first_, mid_, L_);
         cudaCheck(cudaGetLastError());
     }
-    double* sums() const { return out_; }  // (4, L) on the device: grad_sq, weight_sq, delta_sq, out_sq
+    static constexpr int kSums = LayerSums::kCount;
+    double* sums() const { return out_; }  // (kSums, L) on the device, LayerSums' order
 
   private:
     int L_, nsegs_ = 0, blocks_ = 0;
     char* mem_ = nullptr;
     double* out_ = nullptr;
     LayerStatsSegment* segs_ = nullptr;
-    int *first_ = nullptr, *at_ = nullptr, *width_ = nullptr;
+    int *first_ = nullptr, *mid_ = nullptr, *at_ = nullptr, *width_ = nullptr;
     float *param_partial_ = nullptr, *out_partial_ = nullptr;
 };

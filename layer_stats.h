@@ -2,19 +2,28 @@
 // see a narrow or few-headed layer starve or blow up. Per layer l (L of each):
 //   grad_norm     L2 norm of the gradient of layer l's parameters (norms and matrices), before clipping; with
 //                 several ranks of the gradient summed over them (the global norm's, split by layer)
+//   grad_rms      the same gradient's RMS per parameter: grad_norm / sqrt(n_l), n_l the layer's parameter count.
+//                 A norm grows with sqrt(size), so grad_norm ranks layers of unlike widths by size; grad_rms does
+//                 not (a 32-wide layer's smaller grad_norm is no sign of starving)
+//   grad_rms_attn the RMS over the attention sub-block's tensors: ln1_w, ln1_b (LayerNorm), wqkv, wo; NaN for a
+//                 layer without attention (null in log.jsonl)
+//   grad_rms_mlp  the RMS over the MLP sub-block's tensors: ln2_w, ln2_b (LayerNorm), wfc, wproj; NaN without an MLP
 //   update_ratio  ||delta W|| / ||W|| over layer l's matrices (wqkv, wo, wfc, wproj) for the step's AdamW update,
 //                 W as it was before the update; 0 for a step the engine skipped (non-finite loss or norm)
 //   out_rms       RMS of the residual stream's slice [0, w_l) after layer l (what the layer writes, plus what it
 //                 passed on), over the step's last micro-batch; with several ranks over every rank's
-// The engines add the sums of squares (LayerSums) over their parameters and activations and finish here.
+// The engines add the sums of squares (LayerSums: the gradient's per sub-block) over their parameters and
+// activations and finish here; the parameter counts come from the layout (layer_block_params), not the engines.
 // delta W is recovered after the update from the new weight and moments (adamw_delta): the update is
 // p' = p decay - step m' / (sqrt(v' rbc2) + eps), so p = (p' + step u) / decay and delta = p' - p =
 // p' (1 - 1 / decay) - (step / decay) u, u = m' / (sqrt(v' rbc2) + eps); no copy of the weights is kept.
-// The device's table (layer_stats_plan, built on the host for layer_stats.cuh, as adamw_ranges.h for AdamW) is here too.
+// The device's table (layer_stats_plan, built on the host for layer_stats.cuh, as adamw_ranges.h for AdamW) is here
+// too, and the layer the trainer's summary names (furthest_layer).
 // Does not: compute anything per element (ref/cpu_engine.h and layer_stats.cuh do), or log (run/run.h).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -22,14 +31,49 @@
 #include "model_config.h"
 
 struct LayerStats {
-    std::vector<double> grad_norm, update_ratio, out_rms;  // (L) each
+    std::vector<double> grad_norm, grad_rms, grad_rms_attn, grad_rms_mlp, update_ratio, out_rms;  // (L) each
+    // The signals by their names in log.jsonl's "layers", in the line's order: signal(k) is kNames[k]'s.
+    static constexpr int kCount = 6;
+    static constexpr const char* kNames[kCount] = {"grad_norm",    "grad_rms",     "grad_rms_attn",
+                                                   "grad_rms_mlp", "update_ratio", "out_rms"};
+    std::vector<double>& signal(int k) {
+        std::vector<double>* v[kCount] = {&grad_norm,    &grad_rms,     &grad_rms_attn,
+                                          &grad_rms_mlp, &update_ratio, &out_rms};
+        return *v[k];
+    }
+    const std::vector<double>& signal(int k) const { return const_cast<LayerStats*>(this)->signal(k); }
 };
 
-// Sums of squares per layer (L each): of the gradient, of the matrices before the update, of their update, and of
-// the residual slice after the layer (over out_count elements: rows x w_l, times the ranks).
+// A layer's two sub-blocks, each with its own pre-norm: attention (ln1_w, ln1_b, wqkv, wo) and MLP (ln2_w, ln2_b,
+// wfc, wproj). The block of layer tensor t of `lay` (the host's layout or the device's: the same offsets per layer).
+enum LayerBlock { kAttnBlock = 0, kMlpBlock = 1 };
+inline LayerBlock layer_block(const ParamLayout& lay, const ParamTensor& t) {
+    const LayerOffsets& o = lay.layer[t.layer];
+    for (size_t a : {o.ln1_w, o.ln1_b, o.wqkv, o.wo})
+        if (t.offset == a) return kAttnBlock;
+    return kMlpBlock;
+}
+// Parameters per layer and sub-block: n[l][block], 0 for a sub-block the layer does not have.
+inline std::vector<std::array<double, 2>> layer_block_params(const ModelConfig& c) {
+    const ParamLayout lay = param_layout(c);
+    std::vector<std::array<double, 2>> n(c.L(), {0.0, 0.0});
+    for (const ParamTensor& t : lay.tensors)
+        if (t.layer >= 0) n[t.layer][layer_block(lay, t)] += (double)t.numel();
+    return n;
+}
+
+// Sums of squares per layer (L each): of the gradient of the attention and of the MLP sub-block, of the matrices
+// before the update, of their update, and of the residual slice after the layer (rows x w_l elements, x ranks).
 struct LayerSums {
-    std::vector<double> grad_sq, weight_sq, delta_sq, out_sq;
-    explicit LayerSums(int L) : grad_sq(L, 0.0), weight_sq(L, 0.0), delta_sq(L, 0.0), out_sq(L, 0.0) {}
+    static constexpr int kCount = 5;  // the vectors, in this order (the device's (5, L) and the all-reduce)
+    std::vector<double> grad_sq_attn, grad_sq_mlp, weight_sq, delta_sq, out_sq;
+    explicit LayerSums(int L)
+        : grad_sq_attn(L, 0.0), grad_sq_mlp(L, 0.0), weight_sq(L, 0.0), delta_sq(L, 0.0), out_sq(L, 0.0) {}
+    std::vector<double>* all(int k) {
+        std::vector<double>* v[kCount] = {&grad_sq_attn, &grad_sq_mlp, &weight_sq, &delta_sq, &out_sq};
+        return v[k];
+    }
+    std::vector<double>& grad_sq(LayerBlock b) { return b == kAttnBlock ? grad_sq_attn : grad_sq_mlp; }
 };
 
 // The coefficients of delta = cw p' - cu u for a matrix element after AdamW step t (ref/optimizer.h's
@@ -52,13 +96,43 @@ struct AdamWDelta {
 // The signals from the sums; rows: the residual rows each rank's sums cover, ranks: how many added theirs.
 inline LayerStats finish_layer_stats(const LayerSums& s, const ModelConfig& c, long rows, int ranks) {
     LayerStats r;
+    const std::vector<std::array<double, 2>> params = layer_block_params(c);
+    auto rms = [](double sq, double count) { return count > 0 ? std::sqrt(sq / count) : NAN; };
     for (int l = 0; l < c.L(); l++) {
-        r.grad_norm.push_back(std::sqrt(s.grad_sq[l]));
+        const double a = s.grad_sq_attn[l], m = s.grad_sq_mlp[l];
+        r.grad_norm.push_back(std::sqrt(a + m));
+        r.grad_rms.push_back(rms(a + m, params[l][kAttnBlock] + params[l][kMlpBlock]));
+        r.grad_rms_attn.push_back(rms(a, params[l][kAttnBlock]));
+        r.grad_rms_mlp.push_back(rms(m, params[l][kMlpBlock]));
         r.update_ratio.push_back(s.weight_sq[l] > 0 ? std::sqrt(s.delta_sq[l] / s.weight_sq[l]) : NAN);
         const double n = (double)rows * c.layers[l].width * ranks;
         r.out_rms.push_back(n > 0 ? std::sqrt(s.out_sq[l] / n) : NAN);
     }
     return r;
+}
+
+// The layer furthest from the others by one signal (the trainer's summary uses grad_rms): the largest
+// |ln(v_l / median)|, the median over the layers whose value is positive and finite (of the logarithms: for an even
+// count the geometric mean of the middle two); the first such layer on a tie. layer -1 with fewer than two values.
+struct LayerOutlier {
+    int layer = -1;
+    double median = NAN, factor = NAN;  // factor: v_layer / median (2 is twice the median, 0.5 half of it)
+};
+inline LayerOutlier furthest_layer(const std::vector<double>& v) {
+    std::vector<double> logs;
+    for (double x : v)
+        if (std::isfinite(x) && x > 0) logs.push_back(std::log(x));
+    LayerOutlier o;
+    if (logs.size() < 2) return o;
+    std::sort(logs.begin(), logs.end());
+    const size_t n = logs.size();
+    const double mid = n % 2 ? logs[n / 2] : 0.5 * (logs[n / 2 - 1] + logs[n / 2]);
+    double far = -1;
+    for (size_t l = 0; l < v.size(); l++)
+        if (std::isfinite(v[l]) && v[l] > 0 && std::fabs(std::log(v[l]) - mid) > far)
+            far = std::fabs(std::log(v[l]) - mid), o.layer = (int)l;
+    o.median = std::exp(mid), o.factor = v[o.layer] / o.median;
+    return o;
 }
 
 // A layer's tensor cut to [from, to) of the flat vector: params and grads at offset, master, m and v at state;
@@ -67,11 +141,12 @@ struct LayerStatsSegment {
     size_t offset, state, n;
     int layer, matrix, first_block, blocks;
 };
-// The segments in layer order, layer l's blocks [first[l], first[l + 1]); at[l]: the residual state after layer l
-// (model.cuh's sub-block count so far), width[l]: w_l. blocks: the first pass's grid.
+// The segments in layer order, layer l's blocks [first[l], first[l + 1]): its attention tensors' [first[l], mid[l]),
+// its MLP's [mid[l], first[l + 1]); at[l]: the residual state after layer l (model.cuh's sub-block count so far),
+// width[l]: w_l. blocks: the first pass's grid.
 struct LayerStatsPlan {
     std::vector<LayerStatsSegment> segs;
-    std::vector<int> first, at, width;
+    std::vector<int> first, mid, at, width;
     int blocks = 0;
 };
 // [from, to) of a (device) layout, `state`: where `from` sits in master, m and v; a segment of n elements gets
@@ -82,12 +157,15 @@ inline LayerStatsPlan layer_stats_plan(const ModelConfig& c, const ParamLayout& 
     int sub = 0;
     for (int l = 0; l < c.L(); l++) {
         p.first.push_back(p.blocks);
-        for (const ParamTensor& t : layout.tensors) {
-            const size_t a = std::max(from, t.offset), b = std::min(to, t.offset + t.numel());
-            if (t.layer != l || a >= b) continue;
-            const int nb = (int)std::min(max_blocks, (b - a + per_block - 1) / per_block);
-            p.segs.push_back({a, a - from + state, b - a, l, t.is_matrix ? 1 : 0, p.blocks, nb});
-            p.blocks += nb;
+        for (LayerBlock block : {kAttnBlock, kMlpBlock}) {
+            if (block == kMlpBlock) p.mid.push_back(p.blocks);
+            for (const ParamTensor& t : layout.tensors) {
+                const size_t a = std::max(from, t.offset), b = std::min(to, t.offset + t.numel());
+                if (t.layer != l || a >= b || layer_block(layout, t) != block) continue;
+                const int nb = (int)std::min(max_blocks, (b - a + per_block - 1) / per_block);
+                p.segs.push_back({a, a - from + state, b - a, l, t.is_matrix ? 1 : 0, p.blocks, nb});
+                p.blocks += nb;
+            }
         }
         sub += (c.layers[l].attention ? 1 : 0) + (c.layers[l].mlp ? 1 : 0);
         p.at.push_back(sub), p.width.push_back(c.layers[l].width);

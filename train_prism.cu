@@ -111,6 +111,43 @@ static void print_step(const StepRecord& r, long steps, double left) {
     printf(" | %.1f s, %s left\n", r.elapsed, short_duration(left).c_str());
 }
 
+// The per-layer signals of a step that measured them (layer_stats.h): one line on --layer-stats-every's steps, a row
+// per layer at the run's last step. Both name the layer furthest from the others by grad_rms, the gradient's RMS
+// per parameter (layer_stats.h's furthest_layer: the largest |ln(grad_rms / median)|), which a layer's size does not
+// bias as it does grad_norm.
+static void print_layers(const StepRecord& r, const ModelConfig& cfg, bool table) {
+    const LayerStats& s = r.layers;
+    const LayerOutlier far = furthest_layer(s.grad_rms);
+    auto what = [&](int l) {  // "w 32, 4 heads", "w 32, no attention", "w 32, 4 heads, no MLP"
+        const LayerSpec& x = cfg.layers[l];
+        return "w " + std::to_string(x.width) + (x.attention ? ", " + std::to_string(x.heads) + " heads" : "") +
+               (x.attention ? "" : ", no attention") + (x.mlp ? "" : ", no MLP");
+    };
+    std::string furthest = "none (fewer than two layers with a gradient)";
+    if (far.layer >= 0) {
+        char b[160];
+        snprintf(b, sizeof b, "layer %d (%s), %.2fx the median %.3e", far.layer + 1, what(far.layer).c_str(),
+                 far.factor, far.median);
+        furthest = b;
+    }
+    if (!table) return (void)printf("layers: grad_rms furthest from the others: %s\n", furthest.c_str());
+    printf("per-layer signals at step %ld (log.jsonl's \"layers\", docs/training.md):\n", r.step);
+    printf("  layer  %-28s %10s %10s %10s %10s %12s %10s\n", "", "grad_norm", "grad_rms", "rms attn", "rms mlp",
+           "update_ratio", "out_rms");
+    auto cell = [](double x, int w) {
+        char b[32];
+        if (std::isfinite(x)) snprintf(b, sizeof b, "%*.3e", w, x);
+        else snprintf(b, sizeof b, "%*s", w, "-");
+        return std::string(b);
+    };
+    for (int l = 0; l < cfg.L(); l++)
+        printf("  %5d  %-28s %s %s %s %s %s %s\n", l + 1, what(l).c_str(), cell(s.grad_norm[l], 10).c_str(),
+               cell(s.grad_rms[l], 10).c_str(), cell(s.grad_rms_attn[l], 10).c_str(),
+               cell(s.grad_rms_mlp[l], 10).c_str(), cell(s.update_ratio[l], 12).c_str(),
+               cell(s.out_rms[l], 10).c_str());
+    printf("  furthest from the others by grad_rms (largest |log(grad_rms / median)|): %s\n", furthest.c_str());
+}
+
 // The run's header: engine, ranks, model, data, batch, learning-rate schedule.
 // start, tokens: where a resumed run starts (0, 0 for a fresh one).
 static void print_header(const TrainOptions& o, const Engine& eng, const std::string& why, const ModelConfig& cfg,
@@ -227,6 +264,7 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
         if (lead && r.skipped)
             printf("step %ld: non-finite %s: update skipped (%ld in a row; the run stops at --max-nonfinite %d)\n",
                    r.step, std::isfinite(r.loss) ? "gradient norm" : "loss", streak, o.max_nonfinite);
+        if (lead && !r.layers.grad_norm.empty()) print_layers(r, cfg, last);
         std::string line = log_step(r);
         if (scorer && ((step + 1) % o.eval_every == 0 || last)) {
             // Uses the engine's activations; the next step's forward rebuilds them, so training is unaffected.

@@ -125,9 +125,10 @@ class CpuEngine : public Engine {
         for (const ParamTensor& x : lay.tensors) {
             const size_t a = std::max(from, x.offset), b = std::min(to, x.offset + x.numel());
             if (x.layer < 0 || a >= b) continue;
+            std::vector<double>& grad_sq = s.grad_sq(layer_block(lay, x));
             for (size_t i = a; i < b; i++) {
                 const double gi = g[i] * unclip;
-                s.grad_sq[x.layer] += gi * gi;
+                grad_sq[x.layer] += gi * gi;
                 if (!x.is_matrix) continue;
                 const double d = ad.delta(model_.params[i], m[i], v[i]), before = model_.params[i] - d;
                 s.weight_sq[x.layer] += before * before, s.delta_sq[x.layer] += d * d;
@@ -140,8 +141,8 @@ class CpuEngine : public Engine {
                 for (int j = 0; j < c.layers[l].width; j++) s.out_sq[l] += (double)x[n * c.D() + j] * x[n * c.D() + j];
         }
         if (dp)
-            for (std::vector<double>* x : {&s.grad_sq, &s.weight_sq, &s.delta_sq, &s.out_sq})
-                dp_.dist->sum(x->data(), c.L(), "the sum of the per-layer statistics");
+            for (int k = 0; k < LayerSums::kCount; k++)
+                dp_.dist->sum(s.all(k)->data(), c.L(), "the sum of the per-layer statistics");
         return finish_layer_stats(s, c, rows, dp_.world());
     }
     std::pair<size_t, size_t> optimizer_range() const override {

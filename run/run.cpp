@@ -38,8 +38,10 @@ std::string log_step(const StepRecord& r) {
             for (size_t i = 0; i < v.size(); i++) a += (i ? ", " : "") + json::number(v[i], "%.4e");
             return a + "]";
         };
-        s += ", \"layers\": {\"grad_norm\": " + list(r.layers.grad_norm) +
-             ", \"update_ratio\": " + list(r.layers.update_ratio) + ", \"out_rms\": " + list(r.layers.out_rms) + "}";
+        for (int k = 0; k < LayerStats::kCount; k++)  // "layers": {"grad_norm": [...], ...}
+            s += std::string(k ? ", \"" : ", \"layers\": {\"") + LayerStats::kNames[k] +
+                 "\": " + list(r.layers.signal(k));
+        s += "}";
     }
     return s;
 }

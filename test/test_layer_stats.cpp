@@ -3,7 +3,11 @@
 // CPU engine's: test_model_cuda.cpp. The log line and the report's picture: test_train.cpp, test_report.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <regex>
+#include <sstream>
 #include <vector>
 
 #include "ref/cpu_engine.h"
@@ -11,6 +15,7 @@
 #include "test/train_util.h"
 #include "inspect/layer_heatmap.h"
 #include "inspect/xml_check.h"
+#include "model/spec.h"
 #include "util/json.h"
 
 namespace {
@@ -36,8 +41,10 @@ double rel(double got, double want) { return std::fabs(got - want) / std::fabs(w
 
 }  // namespace
 
-TEST_CASE("the CPU engine's per-layer gradient norms, update ratios and output RMS equal the reference's by hand",
-          "[layerstats]") {
+TEST_CASE(
+    "the CPU engine's per-layer gradient norms and RMS, update ratios and output RMS equal the reference's by "
+    "hand",
+    "[layerstats]") {
     const ModelConfig c = layer_stats_config();
     const ParamLayout lay = param_layout(c);
     const int B = 2, T = 8, L = c.L();
@@ -70,12 +77,23 @@ TEST_CASE("the CPU engine's per-layer gradient norms, update ratios and output R
         REQUIRE(s.grad_norm.size() == (size_t)L);
         REQUIRE(s.update_ratio.size() == (size_t)L);
         REQUIRE(s.out_rms.size() == (size_t)L);
+        for (const std::vector<double>* v : {&s.grad_rms, &s.grad_rms_attn, &s.grad_rms_mlp})
+            REQUIRE(v->size() == (size_t)L);
 
+        // The sub-blocks by the tensors' names (h3.ln1_w, h3.wqkv, ...): attention's pre-norm, wqkv and wo; the
+        // MLP's pre-norm, wfc and wproj. Sums of squares and parameter counts per layer and sub-block.
+        auto attention = [](const std::string& name) {
+            const std::string t = name.substr(name.find('.') + 1);
+            return t == "ln1_w" || t == "ln1_b" || t == "wqkv" || t == "wo";
+        };
         std::vector<double> g2(L, 0.0), w2(L, 0.0), d2(L, 0.0), o2(L, 0.0);
+        std::vector<double> ga(L, 0.0), gm(L, 0.0), na(L, 0.0), nm(L, 0.0);
         for (const ParamTensor& t : lay.tensors) {
             if (t.layer < 0) continue;
+            (attention(t.name) ? na : nm)[t.layer] += (double)t.numel();
             for (size_t i = t.offset; i < t.offset + t.numel(); i++) {
                 g2[t.layer] += (double)rm.grads[i] * rm.grads[i];
+                (attention(t.name) ? ga : gm)[t.layer] += (double)rm.grads[i] * rm.grads[i];
                 if (!t.is_matrix) continue;
                 const double d = (double)after[i] - before[i];
                 w2[t.layer] += (double)before[i] * before[i], d2[t.layer] += d * d;
@@ -104,6 +122,17 @@ TEST_CASE("the CPU engine's per-layer gradient norms, update ratios and output R
             CHECK(rel(s.out_rms[l], std::sqrt(o2[l] / ((double)B * T * c.layers[l].width))) <= 1e-12);
             CHECK(s.grad_norm[l] > 0);
             CHECK(s.update_ratio[l] > 0);
+            // The RMS per parameter: of the layer, of its attention and of its MLP (none in layer 3: NaN).
+            INFO("grad_rms " << s.grad_rms[l] << ", attn " << s.grad_rms_attn[l] << ", mlp " << s.grad_rms_mlp[l]);
+            CHECK(rel(s.grad_rms[l], std::sqrt(g2[l] / (na[l] + nm[l]))) <= 1e-6);
+            CHECK(rel(s.grad_rms_mlp[l], std::sqrt(gm[l] / nm[l])) <= 1e-6);
+            if (l == 2) {
+                CHECK(na[l] == 0);
+                CHECK(std::isnan(s.grad_rms_attn[l]));
+            } else {
+                CHECK(na[l] > 0);
+                CHECK(rel(s.grad_rms_attn[l], std::sqrt(ga[l] / na[l])) <= 1e-6);
+            }
         }
     }
 }
@@ -124,12 +153,66 @@ TEST_CASE("a step the engine skips reports no update in its per-layer statistics
     for (double r : s.out_rms) CHECK(r > 0.0);
 }
 
+TEST_CASE("the layer furthest from the others: the largest |log(value / median)| over the positive finite values",
+          "[layerstats]") {
+    // Positive: 0.1, 1, 2, 4; the median of the logs between 1 and 2: sqrt(2). |ln(0.1 / 1.414)| = 2.65 beats
+    // |ln(4 / 1.414)| = 1.04; NaN (no attention) and 0 (no logarithm) are nobody's.
+    LayerOutlier o = furthest_layer({1, 2, NAN, 0.1, 4, 0});
+    CHECK(o.layer == 3);
+    CHECK(o.median == Approx(std::sqrt(2.0)).epsilon(1e-12));
+    CHECK(o.factor == Approx(0.1 / std::sqrt(2.0)).epsilon(1e-12));
+    // An odd count: the middle value; a ratio of 8 above beats 1/4 below (the log's measure, not the difference).
+    o = furthest_layer({0.25, 1, 8});
+    CHECK(o.layer == 2);
+    CHECK(o.median == Approx(1.0));
+    CHECK(o.factor == Approx(8.0));
+    // A tie goes to the first layer; one value has no others to be far from.
+    CHECK(furthest_layer({0.5, 1, 2}).layer == 0);
+    CHECK(furthest_layer({3, NAN}).layer == -1);
+    CHECK(furthest_layer({}).layer == -1);
+}
+
+TEST_CASE("docs/training.md's example of a norm's size bias: the parameter counts of tiny -w x --no-attention 5",
+          "[layerstats][docs]") {
+    const std::string doc = read_file("docs/training.md");
+    static const std::regex stated(
+        R"(`tiny -w x --no-attention 5` layer 5 \(32 wide, no attention\) holds 1/([0-9]+) of layer 1's parameters )"
+        R"(\(192 wide\), so its\s+`grad_norm` is about ([0-9]+) times smaller)");
+    std::smatch m;
+    REQUIRE(std::regex_search(doc, m, stated));
+    ModelSpec spec;
+    spec.preset = "tiny", spec.widths = "x", spec.no_attention = "5";
+    std::vector<std::string> warnings;
+    const ModelConfig c = build_config(spec, warnings);
+    REQUIRE(c.layers[0].width == 192);
+    REQUIRE(c.layers[4].width == 32);
+    const std::vector<std::array<double, 2>> n = layer_block_params(c);
+    CHECK(n[4][kAttnBlock] == 0);
+    const double ratio = (n[0][kAttnBlock] + n[0][kMlpBlock]) / (n[4][kAttnBlock] + n[4][kMlpBlock]);
+    CHECK(std::lround(ratio) == std::stol(m[1].str()));
+    CHECK(std::lround(std::sqrt(ratio)) == std::stol(m[2].str()));
+}
+
 namespace {
 
 std::vector<double> numbers(const json::Value& a) {
     std::vector<double> v;
     for (const json::Value& x : a.arr) v.push_back(x.kind == json::Value::Number ? std::stod(x.str) : NAN);
     return v;
+}
+
+// The layer (from 0) whose value is furthest from the median in log terms, as docs/training.md defines it.
+int furthest_by_hand(const std::vector<double>& v) {
+    std::vector<double> logs;
+    for (double x : v) logs.push_back(std::log(x));
+    std::vector<double> sorted = logs;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    int best = 0;
+    for (size_t l = 1; l < n; l++)
+        if (std::fabs(logs[l] - median) > std::fabs(logs[best] - median)) best = (int)l;
+    return best;
 }
 
 }  // namespace
@@ -145,6 +228,22 @@ TEST_CASE("log.jsonl carries each layer's signals every --layer-stats-every step
     Result r = sh(c);
     INFO(r.out);
     REQUIRE(r.rc == 0);
+    // Each layer's parameters in its attention (norm, wqkv, wo) and MLP (norm, wfc, wproj), from run.json's table.
+    const json::Value model = *json::parse(read_file(out + "/run.json")).find("model");
+    const double norm_params = model.find("norm")->str == "layernorm" ? 2 : 1;  // LayerNorm's bias
+    std::vector<double> n_attn, n_mlp;
+    std::vector<std::string> what;  // "w 32, 4 heads", "w 16, no attention": how the terminal names a layer
+    for (const json::Value& ly : model.find("layers")->arr) {
+        auto num = [&](const char* k) { return std::stod(ly.find(k)->str); };
+        const double w = num("width"), hid = num("hidden"), kv = num("kv_heads") * num("head_dim");
+        const bool attn = ly.find("attention")->b;
+        n_attn.push_back(attn ? norm_params * w + (w + 2 * kv) * w + w * w : 0);
+        n_mlp.push_back(norm_params * w + 3 * hid * w);
+        what.push_back("w " + ly.find("width")->str +
+                       (attn ? ", " + ly.find("heads")->str + " heads" : std::string(", no attention")));
+    }
+    REQUIRE(n_attn.size() == 6);
+    CHECK(n_attn[4] == 0);  // --no-attention 5
     const std::map<long, std::string> log = read_log(out + "/log.jsonl");
     REQUIRE(log.size() == 5);
     std::map<long, json::Value> layers;  // the steps that measured them: every 2nd, and the last
@@ -170,6 +269,56 @@ TEST_CASE("log.jsonl carries each layer's signals every --layer-stats-every step
         }
         // The layers' gradients are part of the whole: the embedding, the head and the final norm hold the rest.
         CHECK(std::sqrt(sq) < std::stod(o.find("grad_norm")->str));
+        // The RMS per parameter: grad_norm / sqrt(n), and the sub-blocks' make up the layer's (null: no attention).
+        const std::vector<double> rms = numbers(*ly->find("grad_rms")), ra = numbers(*ly->find("grad_rms_attn")),
+                                  rm = numbers(*ly->find("grad_rms_mlp"));
+        REQUIRE(rms.size() == 6);
+        REQUIRE(ra.size() == 6);
+        REQUIRE(rm.size() == 6);
+        CHECK(ly->find("grad_rms_attn")->arr[4].kind == json::Value::Null);
+        for (int l = 0; l < 6; l++) {
+            INFO("layer " << l + 1);
+            const double n = n_attn[l] + n_mlp[l];
+            CHECK(rms[l] * std::sqrt(n) == Approx(g[l]).epsilon(2e-4));  // 5 significant digits each
+            const double split = (l == 4 ? 0 : ra[l] * ra[l] * n_attn[l]) + rm[l] * rm[l] * n_mlp[l];
+            CHECK(std::sqrt(split) == Approx(g[l]).epsilon(2e-4));
+            CHECK(rm[l] > 0);
+            if (l != 4) CHECK(ra[l] > 0);
+        }
+        // The terminal: after the step's line, one line naming the layer furthest from the others by grad_rms; at
+        // the last step a row per layer instead, then the same.
+        const int far = furthest_by_hand(rms);
+        char head[32];
+        snprintf(head, sizeof head, "step %5ld/5 |", step);
+        const size_t at = r.out.find(head);
+        REQUIRE(at != std::string::npos);
+        const size_t next = r.out.find('\n', at) + 1;
+        const std::string named = "layer " + std::to_string(far + 1) + " (" + what[far] + "), ";
+        if (step < 5) {
+            const std::string line = r.out.substr(next, r.out.find('\n', next) - next);
+            INFO(line);
+            CHECK(line.rfind("layers: grad_rms furthest from the others: " + named, 0) == 0);
+            continue;
+        }
+        CHECK(r.out.compare(next, 27, "per-layer signals at step 5") == 0);
+        for (int l = 0; l < 6; l++) {  // the row: the layer, what it is, the log's values to 4 digits
+            char lead[64];
+            snprintf(lead, sizeof lead, "  %5d  %-28s ", l + 1, what[l].c_str());
+            const size_t row = r.out.find(lead, next);
+            INFO(lead);
+            REQUIRE(row != std::string::npos);
+            std::istringstream cells(r.out.substr(row + strlen(lead), r.out.find('\n', row) - row - strlen(lead)));
+            const std::vector<double> want = {g[l], rms[l], ra[l], rm[l], u[l], o2[l]};
+            for (double x : want) {
+                std::string cell;
+                cells >> cell;
+                INFO(cell << " vs " << x);
+                if (std::isnan(x)) CHECK(cell == "-");
+                else CHECK(std::stod(cell) == Approx(x).epsilon(6e-4));
+            }
+        }
+        CHECK(r.out.find("furthest from the others by grad_rms (largest |log(grad_rms / median)|): " + named, next) !=
+              std::string::npos);
     }
     REQUIRE(layers.size() == 3);
 

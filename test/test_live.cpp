@@ -1,7 +1,7 @@
 // test_live.cpp: tools/prism_live.py, the live view (docs/live.md), checked end to end: micro trainings, the bridge,
-// then each library's own reader (TensorBoard's plugin_event_accumulator, the loader behind its dashboards; W&B's
-// `wandb leet inspect --json` of the offline run's transaction log) reads back what it wrote, compared value by
-// value with log.jsonl, run.json and eval.json.
+// then each library's own reader (TensorBoard's plugin_event_accumulator, the loader behind its dashboards, and its
+// EventAccumulator.Scalars, what scripts read scalars with; W&B's `wandb leet inspect --json` of the offline run's
+// transaction log) reads back what it wrote, compared value by value with log.jsonl, run.json and eval.json.
 // Python is $PRISM_PYTHON, else python3; a library that does not import there is skipped (test/skip.h: counted as
 // skipped, a failure where PRISM_REQUIRE names it; CI's venv has both), and then the bridge's one-line error
 // naming its pip package is what is checked.
@@ -42,10 +42,12 @@ bool wandb_readable() {
 
 // Prints what a library's own reader finds, one fact a line:
 //   scalar RUN STEP TAG VALUE | hparam RUN KEY JSON | text RUN TAG JSON | config RUN JSON | summary RUN KEY VALUE
+//   | simple RUN STEP TAG VALUE (TensorBoard's EventAccumulator.Scalars)
 const char* kReader = R"PY(
 import glob, json, os, subprocess, sys
 kind, where = sys.argv[1], sys.argv[2]
 if kind == "tb":
+    from tensorboard.backend.event_processing import event_accumulator as sea
     from tensorboard.backend.event_processing import plugin_event_accumulator as ea
     from tensorboard.plugins.hparams import plugin_data_pb2
     from tensorboard.util import tensor_util
@@ -65,6 +67,11 @@ if kind == "tb":
             for k, v in d.session_start_info.hparams.items():
                 x = v.WhichOneof("kind")
                 print("hparam", run, k, json.dumps(getattr(v, x) if x else None))
+        sacc = sea.EventAccumulator(os.path.join(where, run), size_guidance={sea.SCALARS: 0})
+        sacc.Reload()
+        for tag in sacc.Tags()["scalars"]:
+            for e in sacc.Scalars(tag):
+                print("simple", run, e.step, tag, repr(float(e.value)))
 else:
     for f in sorted(glob.glob(os.path.join(where, "wandb", "offline-run-*", "run-*.wandb"))):
         cmd = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", f]
@@ -91,6 +98,7 @@ else:
 // What a reader printed.
 struct ReadBack {
     std::map<std::tuple<std::string, long, std::string>, double> scalars;  // (run, step, tag) -> value
+    std::map<std::tuple<std::string, long, std::string>, double> simple;   // EventAccumulator.Scalars' (TensorBoard)
     int duplicates = 0;                                                    // a (run, step, tag) seen twice
     std::map<std::pair<std::string, std::string>, std::string> hparams, summary;
     std::map<std::string, std::string> config, text;  // run -> the last JSON / text
@@ -112,12 +120,13 @@ ReadBack read_back(const std::string& kind, const std::string& where, const std:
         std::getline(l >> std::ws, rest);
         if (what == "scalar" || what == "hparam" || what == "summary" || what == "config" || what == "text")
             b.runs.insert(run);
-        if (what == "scalar") {
+        if (what == "scalar" || what == "simple") {
             std::istringstream s(rest);
             long step;
             std::string tag, value;
             s >> step >> tag >> value;
-            if (!b.scalars.emplace(std::make_tuple(run, step, tag), std::stod(value)).second) b.duplicates++;
+            auto& into = what == "scalar" ? b.scalars : b.simple;
+            if (!into.emplace(std::make_tuple(run, step, tag), std::stod(value)).second) b.duplicates++;
         } else if (what == "hparam" || what == "summary") {
             const size_t sp = rest.find(' ');
             (what == "hparam" ? b.hparams : b.summary)[{run, rest.substr(0, sp)}] = rest.substr(sp + 1);
@@ -157,14 +166,14 @@ size_t check_log(const ReadBack& b, const std::string& run, const std::string& l
             if (float32) CHECK((float)it->second == (float)want);
             else CHECK(it->second == want);
         }
-        // The per-layer signals (--layer-stats-every): layers/KIND/NN, layer NN (0-based, two digits) of KIND.
+        // The per-layer signals (--layer-stats-every): layers/KIND/LNN, layer NN (from 1, two digits) of KIND.
         const json::Value* layers = o.find("layers");
         for (const auto& [kind, values] : layers ? layers->obj : decltype(layers->obj)()) {
             for (size_t l = 0; l < values.arr.size(); l++) {
                 if (values.arr[l].kind != json::Value::Number) continue;
                 numbers++;
                 char tag[64];
-                snprintf(tag, sizeof tag, "layers/%s/%02zu", kind.c_str(), l);
+                snprintf(tag, sizeof tag, "layers/%s/L%02zu", kind.c_str(), l + 1);
                 auto it = b.scalars.find({run, step, tag});
                 INFO(run << " step " << step << " " << tag << " logged " << values.arr[l].str);
                 REQUIRE(it != b.scalars.end());
@@ -232,6 +241,18 @@ TEST_CASE(
             ReadBack b = read_back("tb", dir + "/tb", dir);
             CHECK(b.duplicates == 0);
             CHECK(check_log(b, "tiny-run", out + "/log.jsonl", true) > 40);  // 20 steps x 6 fields, 2 val losses
+            // Every scalar is one that EventAccumulator.Scalars returns too, the per-layer ones by layer from 1.
+            CHECK(b.simple.size() == b.scalars.size());
+            CHECK(b.simple == b.scalars);
+            const std::string last = read_log(out + "/log.jsonl")[20];
+            for (const char* kind :
+                 {"grad_norm", "grad_rms", "grad_rms_attn", "grad_rms_mlp", "update_ratio", "out_rms"}) {
+                INFO(kind);
+                const std::string tag = std::string("layers/") + kind + "/L02";  // the micro model's second layer
+                REQUIRE(b.simple.count({"tiny-run", 20, tag}));
+                const json::Value ly = *json::parse(last).find("layers");
+                CHECK((float)b.simple.at({"tiny-run", 20, tag}) == (float)std::stod(ly.find(kind)->arr[1].str));
+            }
             CHECK(b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc"}) == 0.5625);
             CHECK((float)b.scalars.at({"tiny-run", 20, "zeroshot/piqa/acc_norm"}) == 0.625f);
             // The run record's flags, model and per-layer table as hyper-parameters, and as text.
@@ -352,6 +373,7 @@ TEST_CASE(
         CHECK(b.duplicates == 0);
         check_log(b, "a", study + "/a/log.jsonl", true);
         check_log(b, "b", study + "/b/log.jsonl", true);
+        CHECK(b.simple == b.scalars);  // EventAccumulator purges the abandoned steps alike
     } else {
         PRISM_SKIP("tensorboard", "the tensorboard package is not importable by " << python() << ": its part");
     }

@@ -105,18 +105,24 @@ def scalars_of(obj):
             out[STEP_TAGS.get(key, "log/" + key)] = float(v)
         elif key == "skipped" and v is True:
             out["train/skipped"] = 1.0
-        elif key == "layers" and isinstance(v, dict):  # per-layer signals (--layer-stats-every): layers/KIND/NN
+        elif key == "layers" and isinstance(v, dict):  # per-layer signals (--layer-stats-every): layers/KIND/LNN
             for kind, values in v.items():
                 if isinstance(values, list):
-                    for l, x in enumerate(values):
+                    for l, x in enumerate(values, start=1):  # layer 1 is L01, as everywhere else
                         if is_number(x):
-                            out[f"layers/{kind}/{l:02d}"] = float(x)
+                            out[layer_tag(kind, l)] = float(x)
         elif key == "eval" and isinstance(v, dict):  # an in-training eval (--eval-every)
             task = v.get("task") if isinstance(v.get("task"), str) else "?"
             for m, x in v.items():
                 if is_number(x):
                     out[f"eval/{task}/{m}"] = float(x)
     return out
+
+
+def layer_tag(kind, layer):
+    """The tag of per-layer signal KIND of layer `layer` (from 1): layers/grad_rms/L01. Zero-padded to two digits,
+    so that TensorBoard's sorted tag list and W&B's panels keep layer order up to 99 layers."""
+    return f"layers/{kind}/L{layer:02d}"
 
 
 def open_regular(path):
@@ -341,14 +347,13 @@ class TensorBoardSink:
 
     def __init__(self, logdir):
         try:
-            from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: F401
+            from tensorboard.compat.proto import event_pb2, summary_pb2
             from tensorboard.plugins.hparams import summary_v2 as hparams
-            from tensorboard.plugins.scalar import summary_v2 as scalar
             from tensorboard.plugins.text import summary_v2 as text
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError as e:
             raise UserError(f"--tensorboard needs the tensorboard package ({e}): pip install tensorboard")
-        self.event_pb2, self.hparams, self.scalar, self.text = event_pb2, hparams, scalar, text
+        self.event_pb2, self.summary_pb2, self.hparams, self.text = event_pb2, summary_pb2, hparams, text
         self.EventFileWriter = EventFileWriter
         self.logdir = logdir
 
@@ -381,8 +386,12 @@ class TensorBoardRun:
         self._add(step=0, wall_time=time.time(), summary=self.sink.text.text_pb("config", config_markdown(cfg)))
 
     def scalars(self, step, values, wall_time):
-        for tag, v in values.items():
-            self._add(step=step, wall_time=wall_time, summary=self.sink.scalar.scalar_pb(tag, v))
+        # simple_value, the scalar form every TensorBoard reader returns (EventAccumulator.Scalars, and the
+        # dashboards' plugin_event_accumulator, which migrates it); one event per step holds all of them.
+        Summary = self.sink.summary_pb2.Summary
+        if values:
+            value = [Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()]
+            self._add(step=step, wall_time=wall_time, summary=Summary(value=value))
 
     def branch(self, step, earlier):
         self._purge(step)  # the steps >= step are those of the abandoned branch; earlier ones stay as they are
