@@ -490,8 +490,9 @@ TEST_CASE(
     // A finite eval step that no step can be (1e300) is logged at the last step, with a warning; the per-layer
     // columns are whatever run.json's layers hold (a column the bridge has never heard of included).
     std::ofstream(run + "/log.jsonl") << "{\"step\": 1, \"train_loss\": 2.5}\n";
-    std::ofstream(run + "/run.json") << "{\"prism_run\": 1, \"model\": {\"layers\": [{\"layer\": 1, \"width\": 32, "
-                                        "\"no_rope\": 1}, {\"layer\": 2, \"width\": 32, \"no_rope\": 0}]}}";
+    std::ofstream(run + "/run.json")
+        << "{\"prism_run\": 1, \"model\": {\"layers\": [{\"layer\": 1, \"width\": 32, "
+           "\"no_rope\": 1, \"window\": null}, {\"layer\": 2, \"width\": 32, \"no_rope\": 0}]}}";
     std::ofstream(run + "/eval.json") << "{\"step\": 1e300, \"results\": [{\"task\": \"piqa\", \"acc\": 0.5}]}";
     r = record(dir, run);
     INFO(r.out);
@@ -499,6 +500,7 @@ TEST_CASE(
     CHECK(r.out.find("\"layer/01/no_rope\": 1") != std::string::npos);
     CHECK(r.out.find("\"layer/02/no_rope\": 0") != std::string::npos);
     CHECK(r.out.find("| layer | width | no_rope |") != std::string::npos);
+    CHECK(r.out.find("| 1 | 32 | 1 | - |") != std::string::npos);  // null (no such sub-block) shows as the tables' "-"
     CHECK(r.out.find("eval.json: \"step\" 1e+300 is not a step: logged at the last one") != std::string::npos);
     CHECK(r.out.find("final 1 {\"zeroshot/piqa/acc\": 0.5}") != std::string::npos);
 

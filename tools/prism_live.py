@@ -327,7 +327,8 @@ def config_markdown(cfg):
         lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for layer in layers:
             if isinstance(layer, dict):
-                cells = (str(layer.get(k, "")) for k in cols)
+                # null: a column of a sub-block the layer lacks, "-" as the trainer's tables show it
+                cells = ("-" if layer.get(k, "") is None else str(layer.get(k, "")) for k in cols)
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
