@@ -191,19 +191,16 @@ inline bool looks_like_flag(const std::string& a) {
 constexpr size_t kShownArgChars = 60;
 std::string shown_arg(const std::string& a);
 
-// The flag a mistyped one most likely meant, or "": the nearest spelling within one edit (insert, delete,
-// replace, swap) per four letters of the shorter name and at most two, letters compared without case (--step:
-// --steps, --STEPS: --steps, --wramup: --warmup), else the shortest flag the typed letters begin, three or
-// more (--val: --val-every). One-letter flags are suggested for nothing; a two-letter one only for itself in
-// another case (--LR: --lr).
+// The flag a mistyped one most likely meant, or "": the nearest within one edit (insert, delete, replace, swap) per
+// four letters and at most two, case ignored (--step, --STEPS, --stpes: --steps; --zz: none), else the shortest
+// flag the typed letters (three or more) begin (--val: --val-every).
 std::string near_flag(const std::string& a, const std::vector<Flag>& flags);
 
 // Applies argv to the flags; "--name value", "--name=value" and "-o=value" all work. A flag's value that reads as
 // a flag ("-o --plan": a value forgotten) is an error naming both; "-o=./--plan" gives such a value on purpose.
 // `program` names the binary in errors.
-// The error for an argument no flag takes: a flag's near miss (--step: "did you mean --steps?", near_flag), or a
-// value after a flag that takes none (--resume DIR: "did you mean --resume -o DIR?" where there is an -o). The
-// argument is shown as shown_arg shows it.
+// The error for an argument no flag takes: a flag's near miss (--step: "did you mean --steps?"), or a value after a
+// flag that takes none (--resume DIR: "did you mean --resume -o DIR?" where there is an -o).
 std::string unknown_argument(const std::string& a, const std::string& before, const std::vector<Flag>& flags,
                              const std::string& program);
 
