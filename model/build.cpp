@@ -44,7 +44,7 @@ std::vector<int> build_widths(const ModelSpec& s, const ModelConfig& c, int L) {
         sh.quantum = (int)(q / g * need);
         return solve_widths(sh, c.d, L, c.mlp_ratio);
     }
-    if (s.widths.find_first_not_of("0123456789,xX* ") != std::string::npos)
+    if (!is_list(s.widths))
         throw ConfigError("unknown width schedule '" + s.widths + "'; use uniform, x, v, lambda, 3 or a list");
     std::vector<int> w = parse_layer_list(s.widths, "width schedule");
     if ((int)w.size() != L)
@@ -86,7 +86,7 @@ std::vector<int> build_heads(const ModelSpec& s, const std::vector<int>& base, c
         // the baseline, each rounded to the nearest count that divides w_l with an even head_dim.
         const auto r = parse_range(s.heads, "openelm", kOpenElmHeads[0], kOpenElmHeads[1], "head schedule");
         for (int l = 0; l < L; l++) h[l] = nearest_head_count(layerwise(r.first, r.second, l, L) * base[l], w[l]);
-    } else if (s.heads.find_first_not_of("0123456789,xX* ") == std::string::npos) {
+    } else if (is_list(s.heads)) {
         h = parse_layer_list(s.heads, "head schedule");
         if ((int)h.size() != L)
             throw ConfigError("head schedule has " + std::to_string(h.size()) + " entries but the model has " +

@@ -100,6 +100,10 @@ template <LayerSwitch F> LayerColumn switch_column() {
         for (bool b : layer_set(v, x.L, canonical_flag(col))) out.push_back(b);
         return out;
     };
+    // Before the model is known only the list's form is checked: its range is the model's (layer_set, at build).
+    c.check = [](const std::string& v, const LayerColumn& col) {
+        for_each_layer_item(v, canonical_flag(col), [](int, int, const std::string&) {});
+    };
     return c;
 }
 
@@ -150,10 +154,18 @@ inline const std::vector<LayerColumn>& layer_columns() {
             if (s.width % s.heads != 0)
                 return std::to_string(s.heads) + " heads do not divide width " + std::to_string(s.width) +
                        "; choose a head count that divides it";
-            if (s.head_dim() % 2 != 0)
-                return "head_dim " + std::to_string(s.head_dim()) + " (= " + std::to_string(s.width) + " / " +
-                       std::to_string(s.heads) + ") is odd; RoPE needs an even head_dim";
-            return std::string();
+            if (s.head_dim() % 2 == 0) return std::string();
+            // The reason that applies to the layer: RoPE rotates pairs; without it, the kernels still read a head
+            // in pairs; without attention, the heads are unused but exported (config.json holds them to it).
+            const std::string odd = "head_dim " + std::to_string(s.head_dim()) + " (= " + std::to_string(s.width) +
+                                    " / " + std::to_string(s.heads) + ") is odd; ";
+            return odd +
+                   (!s.attention ? "the layer has no attention, but its head count is still exported, and "
+                                   "config.json holds every layer to an even head_dim"
+                    : s.rope     ? "RoPE rotates pairs of a head's values, so it needs an even head_dim"
+                                 : "the layer uses no RoPE, but the CUDA attention kernels read a head's values in "
+                                   "pairs, so they need an even head_dim") +
+                   ": choose a head count that gives one";
         };
         c.flag = "-s, --heads-schedule", c.arg = "HEADS";
         c.help = "uniform | prism | openelm[:LO-HI] | list like 3x3,6x3,12x6 or 5,5,5 (default {default})";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -26,7 +27,8 @@ inline std::string trim(const std::string& s) {
 // A strict positive integer: "12" ok; "", "1.5", "-3", "12a" are ConfigErrors naming `what`. allow_zero: "0" too.
 inline int parse_positive_int(const std::string& tok, const std::string& what, bool allow_zero = false) {
     std::string t = trim(tok);
-    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+    if (t.empty()) throw ConfigError(what + ": a number is missing");
+    if (t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
         throw ConfigError(what + ": '" + tok + "' is not a " + (allow_zero ? "non-negative" : "positive") + " integer");
     int v = std::stoi(t);
     if (v <= 0 && !(allow_zero && v == 0)) throw ConfigError(what + ": '" + tok + "' must be positive");
@@ -42,6 +44,8 @@ inline std::vector<int> parse_layer_list(const std::string& s, const std::string
         size_t comma = s.find(',', start);
         std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         size_t x = item.find_first_of("xX*");
+        if (x != std::string::npos && (trim(item.substr(0, x)).empty() || trim(item.substr(x + 1)).empty()))
+            throw ConfigError(what + ": '" + item + "' is neither a number nor a run VALUExCOUNT (12x6)");
         if (x == std::string::npos) {
             out.push_back(parse_positive_int(item, what, allow_zero));
         } else {
@@ -90,8 +94,11 @@ inline std::vector<int> parse_list_of(const std::string& s, int L, const std::st
     return v;
 }
 
+// Whether a flag's text is a list of numbers rather than a word: it starts with a digit ("-w X" is a word, an
+// unknown one) and holds nothing but digits, commas, runs' x (or X, *) and spaces.
 inline bool is_list(const std::string& s) {
-    return !s.empty() && s.find_first_not_of("0123456789,xX* ") == std::string::npos;
+    const std::string t = trim(s);
+    return !t.empty() && isdigit((unsigned char)t[0]) && t.find_first_not_of("0123456789,xX* ") == std::string::npos;
 }
 
 // "A-B" (two decimal numbers, A <= B) after a rule's "name:"; {lo, hi} = the default when there is no ":".
@@ -179,10 +186,10 @@ inline std::vector<int> window_schedule(const std::string& s, int L) {
     throw ConfigError("unknown window schedule '" + s + "'; use global, local:W, local:W,N:M or a list (0 = global)");
 }
 
-// --no-attention / --no-mlp: layer numbers from 1, "3,5" or ranges "7-9"; returns a mask of L.
-inline std::vector<bool> layer_set(const std::string& s, int L, const std::string& what) {
-    std::vector<bool> m(L, false);
-    if (trim(s).empty()) return m;
+// --no-attention / --no-mlp / --no-rope: layer numbers from 1, "3,5" or ranges "7-9". Calls fn(first, last, item)
+// for each item; a ConfigError naming `what` for an item that is no number or range, or one that runs backwards.
+template <class Fn> void for_each_layer_item(const std::string& s, const std::string& what, Fn fn) {
+    if (trim(s).empty()) return;
     size_t start = 0;
     while (start <= s.size()) {
         const size_t comma = s.find(',', start);
@@ -200,11 +207,22 @@ inline std::vector<bool> layer_set(const std::string& s, int L, const std::strin
         if (b < a)
             throw ConfigError(what + ": '" + item + "' runs backwards; write " + std::to_string(b) + "-" +
                               std::to_string(a));
-        if (b > L) throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L));
-        for (int l = a; l <= b; l++) m[l - 1] = true;
+        fn(a, b, item);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
+}
+
+// The layers a list names, as a mask of the model's L; a layer beyond L is an error that says the model's own range
+// ("--no-rope: '9' is not a layer range within 1..6, the layers of this model (L = 6)").
+inline std::vector<bool> layer_set(const std::string& s, int L, const std::string& what) {
+    std::vector<bool> m(L, false);
+    for_each_layer_item(s, what, [&](int a, int b, const std::string& item) {
+        if (b > L)
+            throw ConfigError(what + ": '" + item + "' is not a layer range within 1.." + std::to_string(L) +
+                              ", the layers of this model (L = " + std::to_string(L) + ")");
+        for (int l = a; l <= b; l++) m[l - 1] = true;
+    });
     return m;
 }
 

@@ -26,13 +26,13 @@ long parse_long_flag(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != 0 || errno) throw ConfigError(flag + ": '" + v + "' is not an integer");
+    if (v.empty() || *end != 0 || errno) throw ConfigError(flag + ": '" + shown_arg(v) + "' is not an integer");
     return x;
 }
 
 int parse_int_flag(const std::string& flag, const std::string& v) {
     long x = parse_long_flag(flag, v);
-    if (x < -2147483647L || x > 2147483647L) throw ConfigError(flag + ": " + v + " is out of range");
+    if (x < -2147483647L || x > 2147483647L) throw ConfigError(flag + ": " + shown_arg(v) + " is out of range");
     return (int)x;
 }
 
@@ -40,7 +40,8 @@ double parse_double_flag(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != 0 || errno || !std::isfinite(x)) throw ConfigError(flag + ": '" + v + "' is not a number");
+    if (v.empty() || *end != 0 || errno || !std::isfinite(x))
+        throw ConfigError(flag + ": '" + shown_arg(v) + "' is not a number");
     return x;
 }
 
@@ -99,7 +100,7 @@ Flag choice_flag(const std::string& names, const std::string& arg, const std::st
                     std::string list;
                     for (size_t i = 0; i < choices.size(); i++)
                         list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
-                    throw ConfigError(name + " must be " + list + ", not '" + v + "'");
+                    throw ConfigError(name + " must be " + list + ", not '" + shown_arg(v) + "'");
                 }
             }
             dst = v;
@@ -142,37 +143,69 @@ const Flag* find_flag(const std::vector<Flag>& flags, const std::string& spellin
     return nullptr;
 }
 
+std::string shown_arg(const std::string& a) {
+    if (a.size() <= kShownArgChars) return printable(a);
+    size_t n = kShownArgChars;
+    while (n > 0 && ((unsigned char)a[n] & 0xC0) == 0x80) n--;  // not inside a UTF-8 character
+    return printable(a.substr(0, n)) + "... (" + std::to_string(a.size()) + " bytes)";
+}
+
+// The edits (insert, delete, replace, swap two neighbours) from x to y, letters compared without case: the
+// optimal-string-alignment distance.
+static size_t edit_distance(const std::string& x, const std::string& y) {
+    auto same = [](char p, char q) { return tolower((unsigned char)p) == tolower((unsigned char)q); };
+    std::vector<std::vector<size_t>> d(x.size() + 1, std::vector<size_t>(y.size() + 1));
+    for (size_t i = 0; i <= x.size(); i++) d[i][0] = i;
+    for (size_t j = 0; j <= y.size(); j++) d[0][j] = j;
+    for (size_t i = 1; i <= x.size(); i++)
+        for (size_t j = 1; j <= y.size(); j++) {
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + !same(x[i - 1], y[j - 1])});
+            if (i > 1 && j > 1 && same(x[i - 1], y[j - 2]) && same(x[i - 2], y[j - 1]))
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[x.size()][y.size()];
+}
+
+std::string near_flag(const std::string& a, const std::vector<Flag>& flags) {
+    auto body = [](const std::string& s) { return s.substr(std::min(s.find_first_not_of('-'), s.size())); };
+    const std::string typed = body(a);
+    std::string best, prefixed;
+    size_t best_d = (size_t)-1;
+    for (const Flag& f : flags)
+        for (const std::string& n : flag_spellings(f)) {
+            const std::string name = body(n);
+            if (name.size() < 2) continue;  // a one-letter flag is near everything
+            // One edit per four letters of the shorter word, at most two: --steps for --step, --warmup for
+            // --wramup; --zz is near nothing (--lr is two edits from it, of two letters).
+            const size_t shorter = std::min(typed.size(), name.size()), allowed = std::min<size_t>(2, shorter / 4);
+            const size_t gap = typed.size() > name.size() ? typed.size() - name.size() : name.size() - typed.size();
+            if (gap <= allowed) {  // else no distance is small enough: a long argument costs nothing
+                const size_t d = edit_distance(typed, name);
+                if (d <= allowed && d < best_d) best_d = d, best = n;
+            }
+            // The start of a flag, three letters or more: --val for --val-every (the shortest such flag).
+            if (typed.size() >= 3 && typed.size() < name.size() && name.compare(0, typed.size(), typed) == 0 &&
+                (prefixed.empty() || n.size() < prefixed.size()))
+                prefixed = n;
+        }
+    return best.empty() ? prefixed : best;
+}
+
 std::string unknown_argument(const std::string& a, const std::string& before, const std::vector<Flag>& flags,
                              const std::string& program) {
-    auto distance = [](const std::string& x, const std::string& y) {  // Levenshtein, for near misses
-        std::vector<size_t> row(y.size() + 1);
-        for (size_t j = 0; j <= y.size(); j++) row[j] = j;
-        for (size_t i = 1; i <= x.size(); i++) {
-            size_t diag = row[0];
-            row[0] = i;
-            for (size_t j = 1; j <= y.size(); j++) {
-                const size_t up = row[j];
-                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
-                diag = up;
-            }
-        }
-        return row[y.size()];
-    };
     const std::string list = "; run " + program + " --help for the list";
     if (!looks_like_flag(a)) {
         const Flag* prev = find_flag(flags, before);
         const Flag* out = find_flag(flags, "-o");
+        // The suggestion is a command to type: it names the argument whole, or not at all.
         if (prev && prev->arg.empty())
-            return "unexpected argument '" + printable(a) + "': " + before + " takes no value" +
-                   (out ? "; did you mean " + before + " -o " + printable(a) + "?" : list);
-        return "unexpected argument '" + printable(a) + "'" + list;
+            return "unexpected argument '" + shown_arg(a) + "': " + before + " takes no value" +
+                   (out && a.size() <= kShownArgChars ? "; did you mean " + before + " -o " + printable(a) + "?"
+                                                      : list);
+        return "unexpected argument '" + shown_arg(a) + "'" + list;
     }
-    std::string best;
-    size_t best_d = 3;  // at most 2 edits away
-    for (const Flag& f : flags)
-        for (const std::string& n : flag_spellings(f))
-            if (n.size() > 2 && distance(a, n) < best_d) best_d = distance(a, n), best = n;
-    return "unknown flag '" + printable(a) + "'" + (best.empty() ? list : "; did you mean " + best + "?");
+    const std::string near = near_flag(a, flags);
+    return "unknown flag '" + shown_arg(a) + "'" + (near.empty() ? list : "; did you mean " + near + "?");
 }
 
 void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const std::string& program) {
@@ -188,9 +221,11 @@ void parse_flags(int argc, char** argv, const std::vector<Flag>& flags, const st
         } else if (!has_value) {
             if (i + 1 >= argc) throw ConfigError("flag " + a + " needs a value (" + hit->arg + ")");
             if (looks_like_flag(argv[i + 1]) && !hit->flag_values)
-                throw ConfigError("flag " + a + " needs a value (" + hit->arg + "), not the flag '" +
-                                  printable(argv[i + 1]) + "'; for a value that starts with '-', write " + a + "=" +
-                                  (hit->kind == FlagKind::Path ? "./" : "") + printable(argv[i + 1]));
+                throw ConfigError(
+                    "flag " + a + " needs a value (" + hit->arg + "), not the flag '" + shown_arg(argv[i + 1]) +
+                    "'; for a value that starts with '-', write " + a + "=" +
+                    (hit->kind == FlagKind::Path ? "./" : "") +
+                    (std::string(argv[i + 1]).size() <= kShownArgChars ? printable(argv[i + 1]) : hit->arg));
             value = argv[++i];
         }
         hit->apply(value);

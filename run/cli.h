@@ -186,6 +186,16 @@ inline bool looks_like_flag(const std::string& a) {
     return a.size() > 1 && a[0] == '-' && !isdigit((unsigned char)a[1]) && a[1] != '.';
 }
 
+// An argument as a message shows it: util/io.h's printable (control bytes escaped), and at most kShownArgChars
+// bytes of it, the rest said as its size ("--xxxx... (100002 bytes)"): a pasted file is not echoed whole.
+constexpr size_t kShownArgChars = 60;
+std::string shown_arg(const std::string& a);
+
+// The flag a mistyped one most likely meant, or "": the nearest within one edit (insert, delete, replace, swap) per
+// four letters and at most two, case ignored (--step, --STEPS, --stpes: --steps; --zz: none), else the shortest
+// flag the typed letters (three or more) begin (--val: --val-every).
+std::string near_flag(const std::string& a, const std::vector<Flag>& flags);
+
 // Applies argv to the flags; "--name value", "--name=value" and "-o=value" all work. A flag's value that reads as
 // a flag ("-o --plan": a value forgotten) is an error naming both; "-o=./--plan" gives such a value on purpose.
 // `program` names the binary in errors.

@@ -331,3 +331,78 @@ TEST_CASE("train_prism's unknown arguments say what was likely meant: --step, --
     const Result c = sh("./train_prism --zzzzzzzz");
     CHECK(c.out.find("unknown flag '--zzzzzzzz'; run train_prism --help for the list") != std::string::npos);
 }
+
+// A suggestion is close to what was typed, or there is none: within one edit per four letters (at most two), or
+// the start of a flag; a one- or two-letter typo is near nothing. Unit cases on a table of the trainer's kind.
+TEST_CASE("an unknown flag's suggestion is close to what was typed, or there is none", "[cli]") {
+    int n = 0;
+    std::string s;
+    bool b = false;
+    const std::vector<Flag> flags = {number_flag("--steps", "N", "", n, 1, 10),
+                                     number_flag("--val-every", "N", "", n, 1, 10),
+                                     number_flag("--val-tokens", "N", "", n, 1, 10),
+                                     number_flag("--warmup", "N", "", n, 1, 10),
+                                     number_flag("--lr", "R", "", n, 1, 10),
+                                     path_flag("-o, --out", "DIR", "", s),
+                                     switch_flag("--resume", "", b)};
+    CHECK(near_flag("--step", flags) == "--steps");     // a letter missing
+    CHECK(near_flag("--stpes", flags) == "--steps");    // two letters swapped: one edit
+    CHECK(near_flag("--STEPS", flags) == "--steps");    // another case
+    CHECK(near_flag("-steps", flags) == "--steps");     // one dash
+    CHECK(near_flag("--wramup", flags) == "--warmup");  // swapped
+    CHECK(near_flag("--val", flags) == "--val-every");  // the start of a flag: the shortest it begins
+    CHECK(near_flag("--LR", flags) == "--lr");
+    CHECK(near_flag("--zz", flags) == "");  // two edits from --lr, but of two letters: nothing
+    CHECK(near_flag("--x", flags) == "");
+    CHECK(near_flag("--stop", flags) == "");        // two edits from --steps, of four letters: too far
+    CHECK(near_flag("--resumption", flags) == "");  // --resume is its start, not it; four edits
+    CHECK(near_flag("--ou", flags) == "");          // too short to be a flag's start
+    CHECK(near_flag("--" + std::string(100000, 's'), flags) == "");
+    CHECK(shown_arg("--abc") == "--abc");
+    CHECK(shown_arg("a\nb") == "a\\x0ab");
+    const std::string longest = std::string(70, 'y');
+    CHECK(shown_arg(longest) == std::string(60, 'y') + "... (70 bytes)");
+    // A UTF-8 character is never cut: the 60th byte is the first of a two-byte one.
+    CHECK(shown_arg(std::string(59, 'a') + "\xc3\xa9" + std::string(20, 'b')) ==
+          std::string(59, 'a') + "... (81 bytes)");
+}
+
+// Every binary parses with run/cli.h: a near miss of each of its flags is answered with a flag (its own, or one as
+// close), an argument near none is answered with --help, and an argument of 100,000 characters is shown by its
+// first 60 and its size, in one line.
+TEST_CASE("every binary: near misses get a close flag, far ones none, a huge argument is not echoed whole", "[cli]") {
+    for (const char* b : {"./train_prism", "./eval_zeroshot", "./generate", "./analyze", "./report", "./export",
+                          "./import", "./study", "./build/prepare_shards", "./build/prepare_eval"}) {
+        const std::string bin = b;
+        INFO(bin);
+        const Result far = sh(bin + " --qq");
+        CHECK(one_line_error(far));
+        CHECK(has(far.out, "unknown flag '--qq'; run "));
+        const std::string huge = "--steps" + std::string(100000, 'x');
+        const Result h = sh(bin + " " + huge);
+        INFO(h.out.substr(0, 300));
+        CHECK(h.rc == 1);
+        CHECK(one_line_error(h));
+        CHECK(h.out.size() < 400);
+        CHECK(has(h.out, "unknown flag '--steps" + std::string(53, 'x') + "... (100007 bytes)'; run "));
+        const std::vector<TableRow> rows = flag_table(bin);
+        std::vector<std::string> spellings;
+        for (const TableRow& t : rows) spellings.insert(spellings.end(), t.spellings.begin(), t.spellings.end());
+        for (const std::string& name : spellings) {
+            const std::string typo = name.substr(0, name.size() - 1);  // its last letter lost: --step
+            if (name.size() < 7 || std::find(spellings.begin(), spellings.end(), typo) != spellings.end()) continue;
+            const Result r = sh(bin + " " + typo);
+            INFO(typo << ": " << r.out);
+            CHECK(one_line_error(r));
+            // --beta is one letter from --beta1 and --beta2: either is as near; else the one flag it is near.
+            std::vector<std::string> nearest;
+            for (const std::string& n : spellings)
+                if (n.size() == name.size() && n.compare(0, typo.size(), typo) == 0) nearest.push_back(n);
+            const size_t at = r.out.find("; did you mean ");
+            REQUIRE(at != std::string::npos);
+            const std::string said = r.out.substr(at + 15, r.out.find('?', at) - at - 15);
+            CHECK(std::find(nearest.begin(), nearest.end(), said) != nearest.end());
+            if (nearest.size() == 1) CHECK(said == name);
+        }
+    }
+}

@@ -234,6 +234,85 @@ TEST_CASE("error: unknown head and width schedules", "[schedule][errors]") {
     require_error(spec("tiny", "prsim"), "unknown head schedule 'prsim'");
     require_error(spec("tiny", "uniform", "y"), "unknown width schedule 'y'");
 }
+// A word no schedule knows (-w X: a capital) is named as given, with the words the flag takes; a list's item
+// that is no number is named too. Never "'' is not a positive integer".
+TEST_CASE("error: an unknown schedule word is named with the flag's choices", "[schedule][errors]") {
+    require_error(spec("tiny", "uniform", "X"), "unknown width schedule 'X'; use uniform, x, v, lambda, 3 or a list");
+    require_error(spec("tiny", "X"), "unknown head schedule 'X'; use uniform, prism, openelm, openelm:LO-HI or a list");
+    require_error(spec("tiny", "uniform", "x5"), "unknown width schedule 'x5'");
+    require_error(spec("tiny", "uniform", "128,X,128,128,128,128"),
+                  "width schedule: 'X' is neither a number nor a run VALUExCOUNT (12x6)");
+    require_error(spec("tiny", "3x"), "head schedule: '3x' is neither a number nor a run VALUExCOUNT");
+    ModelSpec k = spec("tiny");
+    k.kv_heads = "X";
+    require_error(k, "unknown KV-head schedule 'X'; use uniform, mqa, gqa:G or a list");
+    k.kv_heads = "gqa:";
+    require_error(k, "--kv-heads gqa:G: a number is missing");
+    ModelSpec m = spec("tiny");
+    m.mlp = "X";
+    require_error(m, "unknown MLP schedule 'X'; use uniform, openelm, openelm:LO-HI or a list");
+    ModelSpec w = spec("tiny");
+    w.window = "X";
+    require_error(w, "unknown window schedule 'X'; use global, local:W, local:W,N:M or a list");
+    // The same words through the flags, as the parser checks them (before the model is known).
+    ModelSpec f;
+    std::vector<Flag> flags;
+    add_model_flags(flags, f);
+    for (const char* flag : {"-w", "-s", "--kv-heads", "--mlp", "--window"}) {
+        const Flag* hit = find_flag(flags, flag);
+        REQUIRE(hit);
+        try {
+            hit->apply("X");
+            FAIL(flag << " X was taken");
+        } catch (const ConfigError& e) {
+            INFO(flag << ": " << e.what());
+            CHECK(std::string(e.what()).find("schedule 'X'; use ") != std::string::npos);
+            CHECK(std::string(e.what()).find("''") == std::string::npos);
+        }
+    }
+}
+// Every layer list (--no-attention, --no-mlp, --no-rope: the switch columns) out of range says the model's own
+// range, and the flag parser, which does not know the model yet, holds no other bound.
+TEST_CASE("error: a layer list beyond the model says the model's layers", "[schedule][errors]") {
+    ModelSpec f;
+    std::vector<Flag> flags;
+    add_model_flags(flags, f);
+    for (const LayerColumn& col : layer_columns()) {
+        if (!col.is_switch) continue;
+        const std::string flag = canonical_flag(col);
+        INFO(flag);
+        for (const char* list : {"9", "2,5-9", "20000"}) {
+            CHECK_NOTHROW(find_flag(flags, flag)->apply(list));  // its form is right; the model decides its range
+            ModelSpec s = spec("tiny");                          // 6 layers
+            s.*col.spec = list;
+            const std::string item = std::string(list) == "2,5-9" ? "5-9" : list;
+            require_error(s,
+                          flag + ": '" + item + "' is not a layer range within 1..6, the layers of this model (L = 6)");
+        }
+        ModelSpec s = spec("tiny");
+        s.L = 12;
+        s.*col.spec = "13";
+        require_error(s, "within 1..12, the layers of this model (L = 12)");
+    }
+}
+// An odd head_dim is refused for the reason that holds in the layer: RoPE's pairs; without RoPE the CUDA kernels'
+// pairs (attention.cuh, decode.cuh read a head as bf16 pairs); without attention, the exported config.json's rule.
+TEST_CASE("error: an odd head_dim says why for that layer: RoPE, NoPE, no attention", "[schedule][errors]") {
+    ModelSpec s = spec("tiny", "uniform");
+    s.d = 96, s.h_base = 32;  // head_dim 3 in every layer
+    require_error(s, "layer 1: head_dim 3 (= 96 / 32) is odd; RoPE rotates pairs of a head's values");
+    s.no_rope = "1-6";
+    require_error(s,
+                  "layer 1: head_dim 3 (= 96 / 32) is odd; the layer uses no RoPE, but the CUDA attention kernels "
+                  "read a head's values in pairs, so they need an even head_dim: choose a head count that gives "
+                  "one");
+    s.no_rope = "", s.no_attention = "1";
+    require_error(s,
+                  "layer 1: head_dim 3 (= 96 / 32) is odd; the layer has no attention, but its head count is still "
+                  "exported");
+    s.no_attention = "", s.no_rope = "2";  // layer 1 has RoPE: its reason is RoPE's
+    require_error(s, "layer 1: head_dim 3 (= 96 / 32) is odd; RoPE rotates pairs");
+}
 TEST_CASE("error: non-positive sizes", "[schedule][errors]") {
     require_error(spec("tiny", "3,0,3,3,3,3"), "head schedule: '0' must be positive");
     require_error(spec("tiny", "uniform", "128,-32,128,128,128,128"), "unknown width schedule");
@@ -284,7 +363,8 @@ TEST_CASE("layer lists name a bad item as a layer number or range, a backwards r
         CHECK_THROWS_WITH(layer_set(bad, 4, "--no-rope"), Catch::Contains("is not a layer number or range (3 or 5-7"));
     }
     CHECK_THROWS_WITH(layer_set("2-1", 4, "--no-attention"), "--no-attention: '2-1' runs backwards; write 1-2");
-    CHECK_THROWS_WITH(layer_set("5", 4, "--no-mlp"), "--no-mlp: '5' is not a layer range within 1..4");
+    CHECK_THROWS_WITH(layer_set("5", 4, "--no-mlp"),
+                      "--no-mlp: '5' is not a layer range within 1..4, the layers of this model (L = 4)");
     CHECK(layer_set("1,3-4", 4, "--no-mlp") == std::vector<bool>{true, false, true, true});
 }
 

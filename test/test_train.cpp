@@ -313,3 +313,78 @@ TEST_CASE(
     CHECK(read_log(out + "/log.jsonl").size() == 3);  // the 1 GiB of zeros were no log lines
     sh("rm -rf '" + dir + "'");
 }
+
+// A hint that names a path names one the command takes: the root refused as -o suggests runs/NAME, a directory
+// given for a file suggests a file in it, and a path through a file says to move that file aside; each followed
+// literally works.
+TEST_CASE("a directory hint, followed literally, is accepted: -o /, report -o /, -o through a file",
+          "[train][errors]") {
+    char cwd[4096];
+    const std::string here = getcwd(cwd, sizeof cwd) ? cwd : ".", dir = make_data_dir();
+    const std::string train = "cd " + dir + " && " + here + "/train_prism" + micro(dir, "").substr(13);  // no ./
+    auto hint = [](const std::string& out) {  // what "(e.g. PATH)" names
+        const size_t a = out.find("(e.g. "), b = out.find(')', a);
+        return a == std::string::npos || b == std::string::npos ? std::string() : out.substr(a + 6, b - a - 6);
+    };
+    const Result root = sh(train + "/ --steps 1");
+    INFO(root.out);
+    CHECK(one_line_error(root));
+    CHECK(has(root.out, "-o / is the file-system root; pass a directory of its own (e.g. runs/NAME)"));
+    const std::string run = hint(root.out);
+    REQUIRE(run == "runs/NAME");
+    const Result ok = sh(train + run + " --steps 1");
+    INFO(ok.out);
+    CHECK(ok.rc == 0);
+    CHECK(access((dir + "/runs/NAME/model.bin").c_str(), F_OK) == 0);
+    // A directory where a file goes: a file in it, the root's as ./out (not //out), the run's as RUN/out.
+    const std::string report = "cd " + dir + " && " + here + "/report " + run + " -o ";
+    for (const auto& [given, file] : {std::pair<std::string, std::string>{"/", "./out"}, {run, run + "/out"}}) {
+        const Result rr = sh(report + given);
+        INFO(rr.out);
+        CHECK(one_line_error(rr));
+        CHECK(has(rr.out, "-o " + given + " is a directory; pass a file name (e.g. " + file + ")"));
+        REQUIRE(hint(rr.out) == file);
+        const Result rok = sh(report + file);
+        INFO(rok.out);
+        CHECK(rok.rc == 0);
+        CHECK(access((dir + "/" + file).c_str(), F_OK) == 0);
+    }
+    // The rule itself, for an output that is a file (report's, eval_zeroshot's): the root's example is ./NAME.
+    REQUIRE_THROWS_WITH(check_output_path("/", "--json", {}),
+                        "--json / is the file-system root; pass a path of its own (e.g. ./NAME)");
+    CHECK_NOTHROW(check_output_path("./NAME", "--json", {}));
+    REQUIRE_THROWS_WITH(check_output_path("//", "-o", {}, true),
+                        "-o // is the file-system root; pass a directory of its own (e.g. runs/NAME)");
+    // A file where a directory of -o would be: move it aside, as said, and the same command runs.
+    write_file(dir + "/f", "x");
+    const Result through = sh(train + "f/run --steps 1");
+    INFO(through.out);
+    CHECK(one_line_error(through));
+    CHECK(has(through.out,
+              "cannot create directory f/run: f exists and is not a directory; move it aside, or give a "
+              "path that does not pass through it"));
+    REQUIRE(sh("mv " + dir + "/f " + dir + "/f.aside").rc == 0);
+    CHECK(sh(train + "f/run --steps 1").rc == 0);
+    sh("rm -rf '" + dir + "'");
+}
+
+// The trainer's words for the model's mistakes: a schedule word it does not know, a layer beyond the model, an odd
+// head_dim in a NoPE layer, a flag near one it knows and one of 100,000 characters.
+TEST_CASE("the trainer's messages: -w X, --no-rope 9, an odd NoPE head_dim, --stpes, a huge flag", "[train][errors]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"-w X", "--widths: unknown width schedule 'X'; use uniform, x, v, lambda, 3 or a list"},
+        {"-s X", "--heads-schedule: unknown head schedule 'X'; use uniform, prism, openelm, openelm:LO-HI or a list"},
+        {"--no-rope 9", "--no-rope: '9' is not a layer range within 1..6, the layers of this model (L = 6)"},
+        {"--no-mlp 5-7", "--no-mlp: '5-7' is not a layer range within 1..6, the layers of this model (L = 6)"},
+        {"--d 96 --heads 32 --no-rope 1-6",
+         "layer 1: head_dim 3 (= 96 / 32) is odd; the layer uses no RoPE, but the CUDA attention kernels read a "
+         "head's values in pairs"},
+        {"--stpes 3", "unknown flag '--stpes'; did you mean --steps?"},
+        {"--zz 3", "unknown flag '--zz'; run train_prism --help for the list"}};
+    for (const auto& [flags, want] : cases) {
+        const Result r = sh("./train_prism --cpu -m tiny --plan " + flags);
+        INFO(flags << ": " << r.out);
+        CHECK(one_line_error(r));
+        CHECK(has(r.out, "train_prism: error: " + want));
+    }
+}

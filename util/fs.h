@@ -32,8 +32,11 @@ inline void make_dirs(const std::string& path) {
     for (size_t i = 0; i <= path.size(); i++) {
         if (i == path.size() || path[i] == '/') {
             if (!cur.empty() && !is_dir(cur) && mkdir(cur.c_str(), 0755) != 0 && !(errno == EEXIST && is_dir(cur)))
-                throw ConfigError(errno == EEXIST ? cur + " exists and is not a directory; pass a directory as -o"
-                                                  : "cannot create directory " + cur + ": " + strerror(errno));
+                throw ConfigError(errno == EEXIST
+                                      ? "cannot create directory " + printable(path) + ": " + printable(cur) +
+                                            " exists and is not a directory; move it aside, or give "
+                                            "a path that does not pass through it"
+                                      : "cannot create directory " + printable(cur) + ": " + strerror(errno));
         }
         if (i < path.size()) cur += path[i];
     }
@@ -174,15 +177,16 @@ inline std::vector<std::pair<dev_t, ino_t>> path_and_parents(const std::string& 
 // The one output rule of every tool, called before anything is written (and before the work): `out`, given as
 // `flag`, must not be one of the paths the command reads (the same file under any name), nor lie inside one
 // read as a tree (a checkpoint directory); an output directory (`out_dir`: the command writes files into it)
-// must not hold one of them; and no output is the file-system root. Otherwise a one-line ConfigError;
-// --overwrite never makes an input writable.
+// must not hold one of them; and no output is the file-system root (the message's example, runs/NAME for a
+// directory and ./NAME otherwise, is a path the command takes). Otherwise a one-line ConfigError; --overwrite
+// never makes an input writable.
 inline void check_output_path(const std::string& out, const std::string& flag, const std::vector<ReadPath>& inputs,
                               bool out_dir = false) {
     if (out.empty()) return;
     char real[PATH_MAX];
     if (realpath(out.c_str(), real) && std::string(real) == "/")
-        throw ConfigError(flag + " " + printable(out) +
-                          " is the file-system root; pass a directory of its own (e.g. runs/NAME)");
+        throw ConfigError(flag + " " + printable(out) + " is the file-system root; pass " +
+                          (out_dir ? "a directory of its own (e.g. runs/NAME)" : "a path of its own (e.g. ./NAME)"));
     const std::vector<std::pair<dev_t, ino_t>> up = path_and_parents(out);
     struct stat ost, ist;
     const bool exists = stat(out.c_str(), &ost) == 0;

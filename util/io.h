@@ -157,8 +157,11 @@ inline void refuse_unless_regular(const std::string& path, bool follow) {
 // above it that does not exist, is an error now rather than after the work. `flag` names the option.
 inline void check_output_file(const std::string& path, const std::string& flag) {
     struct stat st;
-    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        throw IoError(flag + " " + path + " is a directory; pass a file name (e.g. " + path + "/out)");
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {  // the example is a file there ("/": ./out, not //out)
+        const std::string in = path.substr(0, path.find_last_not_of('/') + 1);
+        throw IoError(flag + " " + path + " is a directory; pass a file name (e.g. " + (in.empty() ? "." : in) +
+                      "/out)");
+    }
     refuse_unless_regular(path, true);
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
