@@ -487,10 +487,10 @@ static void check_start(const RunDir& dir, bool resume, bool overwrite) {
     for (const char* n : {"latest", "log.jsonl", "model.bin", "lock"}) {
         const std::string p = out + "/" + n;
         if (lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-            throw ConfigError(p + " is " + file_kind(st.st_mode) +
-                              ", not the file train_prism writes there; "
-                              "remove it (rm " +
-                              p + ") or pass another -o");
+            throw ConfigError(
+                p + " is " + file_kind(st.st_mode) + ", not the file train_prism writes there; " +
+                (S_ISDIR(st.st_mode) ? "move it aside (mv " + p + " " + p + ".aside)" : "remove it (rm " + p + ")") +
+                " or pass another -o");
     }
     if (resume || overwrite) return;
     const std::string what = dir.earlier_run();

@@ -95,7 +95,18 @@ TEST_CASE("FIFOs, devices and links where OUT's files belong are refused in one 
             REQUIRE(has(r.out, ", not the file train_prism writes there; remove it"));
         }
     }
-    REQUIRE(sh("rm -f " + out + "/log.jsonl && mkfifo " + out + "/log.jsonl && mkfifo " + dir + "/model.fifo").rc == 0);
+    // A directory there: the advice that works on one (rm would refuse it), followed literally.
+    REQUIRE(sh("rm -f " + out + "/log.jsonl && mkdir " + out + "/log.jsonl").rc == 0);
+    Result d = sh(micro(dir, out) + " --steps 2 --resume");
+    INFO(d.out);
+    REQUIRE(one_line_error(d));
+    REQUIRE(has(d.out, "is a directory, not the file train_prism writes there; move it aside (mv " + out +
+                           "/log.jsonl " + out + "/log.jsonl.aside) or pass another -o"));
+    REQUIRE(sh("mv " + out + "/log.jsonl " + out + "/log.jsonl.aside").rc == 0);
+    REQUIRE(sh(micro(dir, out) + " --steps 2 --resume").rc == 0);
+    REQUIRE(sh("rm -rf " + out + "/log.jsonl.aside && rm -f " + out + "/log.jsonl && mkfifo " + out +
+               "/log.jsonl && mkfifo " + dir + "/model.fifo")
+                .rc == 0);
     REQUIRE_THROWS_WITH(read_run(out, [](const std::string&) {}),
                         Catch::Contains("log.jsonl is a FIFO, not a regular file"));
     REQUIRE_THROWS_WITH(load_model(dir + "/model.fifo"), Catch::Contains("model.fifo is a FIFO, not a regular file"));
