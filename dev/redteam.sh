@@ -3,7 +3,8 @@
 # filesystem oddities, signals at every phase of a run, launcher behaviour; issue 34's outputs aimed at inputs,
 # stops during evals, empty and root paths, the live bridge's hostile files, near-linear planning; issue 43's
 # bounded readers, two spellings of one output, a flag taken as a value, SIGPIPE, a grid's bound, a resume's
-# identity and lineage, data found from anywhere. Each case prints one line,
+# identity and lineage, data found from anywhere; issue 50's refusals that leave OUT as it was, a hand-edited record, a
+# branch killed at each of its renames. Each case prints one line,
 #   PASS name: what happened        (handled as the README promises)
 #   FAIL name: what happened        (a fault: data lost, a hang, a silent wrong result, a misleading word)
 #   SKIP name: why                  (a prerequisite is missing: mpirun, the tokenizer)
@@ -591,6 +592,38 @@ if want layer-list-words; then $TP $DATA --no-rope -1 --plan > "$W/o" 2>&1; rc=$
     check layer-list-words "[ $rc = 1 ] && grep -q 'is not a layer number or range' $W/o && [ $rc2 = 1 ] && grep -q 'runs backwards; write 1-2' $W/o2" "--no-rope -1: $(lastline "$W/o"); --no-attention 2-1: $(lastline "$W/o2")"; fi
 if want plan-outside-checkout; then (cd "$W" && "$ROOT/train_prism" --plan -m 124M > "$W/o" 2>&1); rc=$?
     check plan-outside-checkout "[ $rc = 0 ]" "train_prism --plan -m 124M outside the checkout: exit $rc"; fi
+
+# Issue 50, round six, in the run type: a command decides everything before it changes anything, a branch stopped
+# half way is completed by the next command, and the record is checked like the checkpoint.
+snap() { (cd "$1" && find . ! -name lock -printf '%p %y %l %s\n' | sort && find . -type f ! -name lock -exec md5sum {} + | sort); }
+if want branch-refused-unchanged; then fresh "$W/br"; run "$W/br" --steps 12 --ckpt-every 4 --keep 10 --lr-schedule wsd --decay-frac 0.25 > /dev/null 2>&1
+    before=$(snap "$W/br"); bad=""
+    for f in "--branch-from step_00000008 --steps 6" "--branch-from step_00000012 --decay-frac 0.5" "--branch-from step_00000004 --warmup 3"; do
+        run "$W/br" --resume $f > "$W/o" 2>&1; rc=$?
+        { [ $rc = 1 ] && one_error "$W/o" && [ "$(snap "$W/br")" = "$before" ]; } || bad="$bad [$f: exit $rc]"
+    done
+    printf X | dd of="$W/br/step_00000008/model.bin" bs=1 seek=3000 conv=notrunc 2> /dev/null
+    before=$(snap "$W/br"); run "$W/br" --resume --branch-from step_00000008 > "$W/o" 2>&1; rc=$?
+    { [ $rc = 1 ] && one_error "$W/o" && [ "$(snap "$W/br")" = "$before" ]; } || bad="$bad [a corrupt target: exit $rc]"
+    check branch-refused-unchanged "[ -z \"$bad\" ]" "a shorter --steps, a --decay-frac or --warmup changing steps done, a corrupt target: each refused in one line, OUT byte for byte as it was${bad:+; not:$bad}"; fi
+if want record-edited; then fresh "$W/rj"; run "$W/rj" --steps 4 > /dev/null 2>&1; cp "$W/rj/run.json" "$W/rj.json"; bad=""
+    for e in 's/"lr": 0.01,/"lr": 0.02,/' 's/"steps": 4,/"steps": 5,/' 's/"warmup": 0,/"warmup": 1e300,/' \
+             's/\["--lr", "0.01"\]/["--lr", "fast"]/'; do
+        cp "$W/rj.json" "$W/rj/run.json"; sed -i "$e" "$W/rj/run.json"; run "$W/rj" --steps 6 --resume > "$W/o" 2>&1; rc=$?
+        { [ $rc = 1 ] && one_error "$W/o" && grep -q 'run.json' "$W/o" && [ ! -e "$W/rj/step_00000006" ]; } || bad="$bad [$e: exit $rc]"
+    done
+    check record-edited "[ -z \"$bad\" ]" "run.json's plan lr, steps, a warmup of 1e300, a word for the lr in its args: each refused naming run.json, nothing trained${bad:+; not:$bad}"; fi
+if want branch-killed; then if ! command -v strace > /dev/null; then say SKIP branch-killed "no strace to kill at a rename" strace; else
+    fresh "$W/bk"; run "$W/bk" --steps 8 --ckpt-every 4 --keep 10 > /dev/null 2>&1; bad=""
+    for n in 1 2 3 4 5 6 7; do rm -rf "$W/bk$n"; cp -a "$W/bk" "$W/bk$n"
+        strace -f -o /dev/null -e trace=rename,renameat,renameat2 -e inject=rename,renameat,renameat2:signal=KILL:when=$n \
+            $TP $DATA -o "$W/bk$n" --resume --branch-from step_00000004 > /dev/null 2>&1
+        run "$W/bk$n" --resume > "$W/o" 2>&1; rc=$?
+        nb=$(grep -o '"flag": "--branch-from"' "$W/bk$n/run.json" | wc -l)
+        { [ $rc = 0 ] && [ ! -e "$W/bk$n/branch.json" ] && [ "$(cat "$W/bk$n/latest")" = step_00000008 ] &&
+          { [ $nb = 0 ] || { [ $nb = 1 ] && ls -d "$W/bk$n"/lineage_*/step_00000008 > /dev/null 2>&1; }; }; } || bad="$bad [$n: exit $rc, $nb branches]"
+    done
+    check branch-killed "[ -z \"$bad\" ]" "a branch killed at each of its first 7 renames, then a plain --resume: completed and recorded once, or nothing of it begun${bad:+; not:$bad}"; fi; fi
 
 echo "redteam: $((pass + fail + skip)) cases: $pass pass, $fail fail, $skip skipped"
 if [ -n "$RESULTS" ]; then
