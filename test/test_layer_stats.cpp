@@ -234,7 +234,9 @@ TEST_CASE("log.jsonl carries each layer's signals every --layer-stats-every step
     std::vector<double> n_attn, n_mlp;
     std::vector<std::string> what;  // "w 32, 4 heads", "w 16, no attention": how the terminal names a layer
     for (const json::Value& ly : model.find("layers")->arr) {
-        auto num = [&](const char* k) { return std::stod(ly.find(k)->str); };
+        auto num = [&](const char* k) {  // null: a column of a sub-block the layer lacks (its attention's here)
+            return ly.find(k)->kind == json::Value::Null ? 0.0 : std::stod(ly.find(k)->str);
+        };
         const double w = num("width"), hid = num("hidden"), kv = num("kv_heads") * num("head_dim");
         const bool attn = ly.find("attention")->b;
         n_attn.push_back(attn ? norm_params * w + (w + 2 * kv) * w + w * w : 0);
