@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "eval/tasks.h"
 #include "lr_schedule.h"
@@ -108,6 +109,20 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.final_lr_frac, 0, 1));
     f.push_back(
         number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
+    // Per-layer optimizer multipliers (optimizer_rates.h): flags of the run, not of the model (model.bin never holds
+    // them), recorded when given, so a resume with other values is refused.
+    for (auto [flag, dst, what] :
+         {std::tuple<const char*, std::string*, const char*>{"--lr-mult", &o.lr_mult, "learning rate (--lr)"},
+          {"--wd-mult", &o.wd_mult, "weight decay (--wd)"}}) {
+        Flag m = text_flag(flag, "LIST",
+                           std::string("per-layer multipliers of the ") + what +
+                               ": one number >= 0 per layer, run-length lists like 1x6,0.5x6 (default: 1 for "
+                               "every layer)",
+                           *dst);
+        m.apply = [dst, flag = std::string(flag)](const std::string& v) { parse_multiplier_list(v, flag), *dst = v; };
+        m.sample = "1";
+        f.push_back(m.unless(""));
+    }
     f.push_back(number_flag("--beta1", "B1", "AdamW beta1 (default {default})", o.opt.beta1, 0, 0.999999));
     f.push_back(number_flag("--beta2", "B2", "AdamW beta2 (default {default})", o.opt.beta2, 0, 0.999999));
     f.push_back(number_flag("--adam-eps", "E", "AdamW epsilon (default {default})", o.opt.eps, 1e-30, 1));
