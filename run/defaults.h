@@ -25,14 +25,11 @@
 #include <utility>
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
-#include "lr_schedule.h"      // OptimizerHyper
-#include "model/schedules.h"  // trim, parse_positive_int
+#include "lr_schedule.h"  // OptimizerHyper
 #include "model/spec.h"
 #include "optimizer_rates.h"  // OptimizerMultipliers
 #include "run/cli.h"
-#include "run/plan_views.h"  // RunLayerColumn
 #include "util/errors.h"
 #include "model_config.h"
 
@@ -128,57 +125,17 @@ inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o
 
 // A per-layer multiplier list (--lr-mult, --wd-mult): numbers >= 0 (at most 1000), comma-separated, each item
 // a value or value x repeat ("1x6,0.5x6"); the flag's syntax alone, before the model is known.
-inline std::vector<double> parse_multiplier_list(const std::string& text, const std::string& flag) {
-    std::vector<double> out;
-    size_t start = 0;
-    while (start <= text.size()) {
-        const size_t comma = text.find(',', start);
-        const std::string item =
-            trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        const size_t x = item.find_first_of("xX*");
-        const std::string num = trim(item.substr(0, x));
-        char* end = nullptr;
-        const double v = std::strtod(num.c_str(), &end);
-        if (num.empty() || *end || !(v >= 0 && v <= 1000))
-            throw ConfigError(flag + " " + text + ": '" + item +
-                              "' is not a multiplier; give numbers from 0 to 1000, one per layer (1x6,0.5x6 works)");
-        const int n = x == std::string::npos ? 1 : parse_positive_int(item.substr(x + 1), flag + " repeat count");
-        if (out.size() + n > 100000) throw ConfigError(flag + ": list is absurdly long");
-        out.insert(out.end(), n, v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
-
+std::vector<double> parse_multiplier_list(const std::string& text, const std::string& flag);
 // One multiplier per layer of an L-layer model from a flag's text ("": 1 for every layer, an empty list).
-inline std::vector<double> layer_multipliers(const std::string& text, const std::string& flag, int L) {
-    if (text.empty()) return {};
-    std::vector<double> v = parse_multiplier_list(text, flag);
-    if ((int)v.size() != L)
-        throw ConfigError(flag + " " + text + " has " + std::to_string(v.size()) + " entries but the model has " +
-                          std::to_string(L) + " layers; give one per layer (run-length lists like 0.5x" +
-                          std::to_string(L) + " work)");
-    return v;
-}
-
+std::vector<double> layer_multipliers(const std::string& text, const std::string& flag, int L);
 // The optimizer's multipliers of a run (the engine's EngineOptions::multipliers): each layer's tensors at its
 // --lr-mult and --wd-mult values; the embedding, head and norm groups at 1.
-inline OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelConfig& cfg) {
-    OptimizerMultipliers m;
-    m.layer_lr = layer_multipliers(o.lr_mult, "--lr-mult", cfg.L());
-    m.layer_wd = layer_multipliers(o.wd_mult, "--wd-mult", cfg.L());
-    return m;
-}
+OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelConfig& cfg);
 
-// What --plan shows of them: a per-layer column for each flag given ("lr x", "wd x"), none without.
-inline std::vector<RunLayerColumn> optimizer_plan_columns(const TrainOptions& o, const ModelConfig& cfg) {
-    const OptimizerMultipliers m = optimizer_multipliers(o, cfg);
-    std::vector<RunLayerColumn> out;
-    if (!m.layer_lr.empty()) out.push_back({"lr x", "lr_mult", m.layer_lr});
-    if (!m.layer_wd.empty()) out.push_back({"wd x", "wd_mult", m.layer_wd});
-    return out;
-}
+// What --plan shows of them (run/plan_views.h's RunLayerColumn): a per-layer column for each flag given ("lr x",
+// "wd x"), none without. Its body is run/train_flags.cpp.
+struct RunLayerColumn;
+std::vector<RunLayerColumn> optimizer_plan_columns(const TrainOptions& o, const ModelConfig& cfg);
 
 // The batch and length of a run (RunPlan), from the options, the model and the rank count: tokens per step (the
 // global batch, over all ranks), micro-steps per rank, steps and warmup, and its learning-rate schedule; and the plan
