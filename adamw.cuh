@@ -3,7 +3,10 @@
 // Per element (PyTorch's AdamW, as ref::adamw_step): g = grad * clip (gradient clipping folded in, the factor
 // computed on the device from the squared norm gradnorm.cuh left there);
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p = p * decay - step * m / (sqrt(v / bc2) + eps), with
-// step = lr / bc1, bc = 1 - beta^t, decay = 1 - lr wd for matrices and 1 for norm weights and biases.
+// step = lr_r / bc1, bc = 1 - beta^t, decay = 1 - lr_r wd_r for matrices and 1 for norm weights and biases, where
+// lr_r = lr x lr_mult and wd_r = wd x wd_mult are the range's rates (optimizer_rates.h): a range at multipliers 1
+// takes step and decay as the host rounded them (the scalars of a run without multipliers, bit for bit), another
+// computes its own in double, as ref::adamw_update does.
 // Why master weights: an update of lr * 1 ~ 1e-4 on a weight of 0.02 is below half a bf16 ulp (2^-9 relative),
 // so a bf16-only parameter would never move.
 // The parameter block is updated as a list of ranges, each with its decay flag (matrices and embeddings decay,
@@ -33,7 +36,8 @@
 // before the update.
 static __global__ void adamw_kernel(bf16* params, float* master, float* m, float* v, const float* grads,
                                     const AdamWLaunchRange* ranges, int nranges, float b1, float b2, float eps,
-                                    float step, float rbc2, float matrix_decay, const double* stats, double max_norm) {
+                                    float step, float rbc2, float matrix_decay, double lr, double wd, double bc1,
+                                    const double* stats, double max_norm) {
     int lo = 0, hi = nranges - 1;  // the last range with first_block <= blockIdx.x
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
@@ -51,6 +55,10 @@ static __global__ void adamw_kernel(bf16* params, float* master, float* m, float
     }
     const int k = r.n - i < ADAMW_PER_THREAD ? (int)(r.n - i) : ADAMW_PER_THREAD;
     const size_t o = r.offset + i, so = r.state + i;  // in params and grads; in master, m and v
+    if (!r.unit) {                                    // the range's own rate
+        const double lr_r = lr * r.lr_mult, wd_r = wd * r.wd_mult;
+        step = (float)(lr_r / bc1), matrix_decay = (float)(1.0 - lr_r * wd_r);
+    }
     const float decay = r.decay ? matrix_decay : 1.0f;
     float g[4], mi[4], vi[4], p[4];
     load4(g, grads + o, k), load4(mi, m + so, k), load4(vi, v + so, k), load4(p, master + so, k);
@@ -85,7 +93,7 @@ inline void adamw_step(bf16* params, float* master, float* m, float* v, const fl
     const double bc1 = 1.0 - std::pow(beta1, (double)t), bc2 = 1.0 - std::pow(beta2, (double)t);
     const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / bc2), decay = (float)(1.0 - lr * weight_decay);
     LAUNCH(blocks, ADAMW_BLOCK, 0, stream, adamw_kernel)
-    (params, master, m, v, grads, ranges, nranges, (float)beta1, (float)beta2, (float)eps, step, rbc2, decay, stats,
-     max_norm);
+    (params, master, m, v, grads, ranges, nranges, (float)beta1, (float)beta2, (float)eps, step, rbc2, decay, lr,
+     weight_decay, bc1, stats, max_norm);
     cudaCheck(cudaGetLastError());
 }

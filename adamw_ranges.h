@@ -1,7 +1,8 @@
 // adamw_ranges.h: ZeRO-1's partition of the optimizer's vectors among the ranks (Shard, first below), and the ranges
 // adamw.cuh's one launch updates, built on the host. A layout's (adamw_ranges: consecutive tensors of one kind, decayed
-// matrices or undecayed norm weights and biases, merged into one range, about 4 per layer), a ZeRO-1 shard's part of
-// them (shard_ranges), and the table the kernel reads (adamw_launch_ranges: each range's first block of the launch).
+// matrices or undecayed norm weights and biases, at one rate (optimizer_rates.h), merged into one range, about 4 per
+// layer), a ZeRO-1 shard's part of them (shard_ranges: each part keeps its range's rate), and the table the kernel
+// reads (adamw_launch_ranges: each range's first block of the launch).
 // The engine builds them once, at construction.
 // Does not: touch the device (the engine uploads the table).
 #pragma once
@@ -11,7 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model_config.h"  // ParamLayout
+#include "model_config.h"     // ParamLayout
+#include "optimizer_rates.h"  // TensorRate
 
 // ZeRO-1's partition of a flat vector of n elements (parameters, gradients, AdamW state) among
 // `world` ranks. The vector is padded to world x S elements, S = ceil(n / world) rounded up to `align`, and
@@ -51,16 +53,21 @@ struct AdamWRange {
     size_t offset, n;         // elements of the flat parameter block (params, grads)
     bool decay;               // matrices (and embeddings) decay, norms do not
     size_t state = SIZE_MAX;  // index of element `offset` in master, m, v (SIZE_MAX: offset, the unsharded case)
+    TensorRate rate = {};     // its tensors' multipliers of the lr and the weight decay
 };
 // A layout's ranges: consecutive tensors of the same kind (decayed matrices, or undecayed norm weights and biases)
-// merged into one range (about 4 per layer, one launch for all).
+// and the same rate (rates: one per tensor, optimizer_rates.h; empty: 1 for all) merged into one range (about 4 per
+// layer, one launch for all).
 // Gaps between tensors (the 128-element alignment of device_layout) are left out: they stay zero.
-inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout) {
+inline std::vector<AdamWRange> adamw_ranges(const ParamLayout& layout, const std::vector<TensorRate>& rates = {}) {
     std::vector<AdamWRange> r;
-    for (const ParamTensor& t : layout.tensors) {
-        if (!r.empty() && r.back().decay == t.is_matrix && r.back().offset + r.back().n == t.offset)
+    for (size_t k = 0; k < layout.tensors.size(); k++) {
+        const ParamTensor& t = layout.tensors[k];
+        const TensorRate rate = rates.empty() ? TensorRate() : rates.at(k);
+        if (!r.empty() && r.back().decay == t.is_matrix && r.back().rate == rate &&
+            r.back().offset + r.back().n == t.offset)
             r.back().n += t.numel();
-        else r.push_back({t.offset, t.numel(), t.is_matrix});
+        else r.push_back({t.offset, t.numel(), t.is_matrix, SIZE_MAX, rate});
     }
     return r;
 }
@@ -70,16 +77,18 @@ inline std::vector<AdamWRange> shard_ranges(const std::vector<AdamWRange>& all, 
     std::vector<AdamWRange> r;
     for (const AdamWRange& x : all) {
         const size_t a = std::max(begin, x.offset), b = std::min(end, x.offset + x.n);
-        if (a < b) r.push_back({a, b - a, x.decay, a - begin});
+        if (a < b) r.push_back({a, b - a, x.decay, a - begin, x.rate});
     }
     return r;
 }
 
 // The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
-// that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block.
+// that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block, and its multipliers (unit: both 1,
+// the step's scalars as the host rounded them).
 struct AdamWLaunchRange {
     size_t offset, n, state;
-    int first_block, decay;
+    double lr_mult, wd_mult;
+    int first_block, decay, unit;
 };
 constexpr int ADAMW_BLOCK = 256, ADAMW_PER_THREAD = 4;
 inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamWRange>& ranges) {
@@ -88,9 +97,10 @@ inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamW
     const size_t per_block = (size_t)ADAMW_BLOCK * ADAMW_PER_THREAD;
     for (const AdamWRange& x : ranges) {
         if (x.n == 0) continue;
-        r.push_back({x.offset, x.n, x.state == SIZE_MAX ? x.offset : x.state, block, x.decay ? 1 : 0});
+        r.push_back({x.offset, x.n, x.state == SIZE_MAX ? x.offset : x.state, x.rate.lr, x.rate.wd, block,
+                     x.decay ? 1 : 0, x.rate == TensorRate() ? 1 : 0});
         block += (int)((x.n + per_block - 1) / per_block);
     }
-    r.push_back({0, 0, 0, block, 0});  // the end: first_block of the sentinel = the launch's block count
+    r.push_back({0, 0, 0, 1, 1, block, 0, 1});  // the end: first_block of the sentinel = the launch's block count
     return r;
 }

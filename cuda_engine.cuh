@@ -197,6 +197,7 @@ class CudaEngine : public CudaEngineHooks {
         model_.mark("adamw", compute_);
         phase_ = clipped ? Phase::Updated : Phase::UpdatedUnclipped;
     }
+    void set_optimizer_multipliers(const OptimizerMultipliers& m) override;
     StepStats read_stats() override {
         expect({Phase::Open, Phase::Forwarded, Phase::Accumulating, Phase::Reducing, Phase::Updated,
                 Phase::UpdatedUnclipped},
@@ -301,13 +302,13 @@ class CudaEngine : public CudaEngineHooks {
     CudaDecoderMaker decoder_ = nullptr;
     bf16* params_ = nullptr;  // palloc() elements, as grads_
     float *grads_ = nullptr, *opt_ = nullptr, *master_ = nullptr, *m_ = nullptr, *v_ = nullptr;
-    // small: the step's results (loss sum, squared norm), norm partials, the AdamW launch table
+    // small: the step's results (loss sum, squared norm), norm partials
     char* small_mem_ = nullptr;
     // step_stats_ (2): the step's loss (a snapshot of loss_acc_ taken when the step's stats are read back) and
     // squared gradient norm, which AdamW checks; loss_acc_ (1): the loss summed over the forwards since.
     double *step_stats_ = nullptr, *norm_sq_ = nullptr, *loss_acc_ = nullptr;
     float* norm_partial_ = nullptr;
-    AdamWLaunchRange* ranges_dev_ = nullptr;
+    AdamWLaunchRange* ranges_dev_ = nullptr;  // the AdamW launch table (set_optimizer_multipliers)
     int n_ranges_ = 0, adamw_blocks_ = 0;
     char* acts_mem_ = nullptr;
     long acts_N_ = 0;        // rows the activation block holds (B T of the largest forward so far)
@@ -500,21 +501,30 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataPa
     cudaCheck(cudaMemset(opt_, 0, 3 * S * sizeof(float)));
     cudaCheck(cudaMemset(params_, 0, palloc() * sizeof(bf16)));
     cudaCheck(cudaMemset(grads_, 0, palloc() * sizeof(float)));
-    const std::vector<AdamWRange> all = adamw_ranges(g);
-    const std::vector<AdamWLaunchRange> ranges =
-        adamw_launch_ranges(sharded() ? shard_ranges(all, shard_.offset, shard_.offset + shard_.size) : all);
-    n_ranges_ = (int)ranges.size(), adamw_blocks_ = ranges.back().first_block;
     Carver small{nullptr, 0};
     for (int pass = 0; pass < 2; pass++) {  // measure, then carve
         small.bytes = 0;
         step_stats_ = small.take<double>(3), norm_partial_ = small.take<float>(GRADNORM_BLOCKS);
-        ranges_dev_ = small.take<AdamWLaunchRange>(ranges.size());
         if (pass == 0) cudaCheck(cudaMalloc(&small_mem_, small.bytes)), small.base = small_mem_;
     }
     norm_sq_ = step_stats_ + 1, loss_acc_ = step_stats_ + 2;
     cudaCheck(cudaMemset(step_stats_, 0, 3 * sizeof(double)));
-    cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));
+    set_optimizer_multipliers(OptimizerMultipliers());
     model_.attach(params_, grads_);
+}
+
+// The AdamW launch table for these multipliers: the device layout's ranges at their rates (optimizer_rates.h), this
+// rank's shard of them under ZeRO-1, uploaded once (after the queued work, which may still read the old table).
+inline void CudaEngine::set_optimizer_multipliers(const OptimizerMultipliers& mult) {
+    const ParamLayout& g = model_.glayout;
+    const std::vector<AdamWRange> all = adamw_ranges(g, tensor_rates(g, mult));
+    const std::vector<AdamWLaunchRange> ranges =
+        adamw_launch_ranges(sharded() ? shard_ranges(all, shard_.offset, shard_.offset + shard_.size) : all);
+    cudaCheck(cudaStreamSynchronize(compute_));
+    cudaCheck(cudaFree(ranges_dev_));
+    cudaCheck(cudaMalloc(&ranges_dev_, ranges.size() * sizeof(AdamWLaunchRange)));
+    cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));
+    n_ranges_ = (int)ranges.size(), adamw_blocks_ = ranges.back().first_block;
 }
 
 inline CudaEngine::~CudaEngine() {
@@ -522,7 +532,7 @@ inline CudaEngine::~CudaEngine() {
     comm_free(comm_);
     cudaEventDestroy(grads_ready_), cudaEventDestroy(reduced_), cudaStreamDestroy(comm_stream_);
     cudaFree(params_), cudaFree(grads_), cudaFree(opt_), cudaFree(acts_mem_), cudaFree(small_mem_);
-    cudaFreeHost(stats_host_);
+    cudaFree(ranges_dev_), cudaFreeHost(stats_host_);
     for (int s = 0; s < 2; s++)
         cudaEventDestroy(uploaded_[s]), cudaEventDestroy(buckets_uploaded_[s]), cudaEventDestroy(slot_free_[s]);
     cudaEventDestroy(carved_), cudaEventDestroy(stats_ready_);

@@ -28,12 +28,15 @@ static std::unique_ptr<Engine> make_cpu_engine(const ModelConfig& c, const DataP
 }
 
 std::unique_ptr<Engine> make_engine(const ModelConfig& c, const EngineOptions& o, std::string& why) {
+    std::unique_ptr<Engine> e;
 #ifdef PRISM_CUDA
-    if (std::unique_ptr<Engine> e = make_gpu_engine(c, o, why)) return e;
+    e = make_gpu_engine(c, o, why);
 #else
     why = o.force_cpu ? "CPU forced by --cpu" : "no CUDA engine in this build: running on the CPU";
 #endif
-    return make_cpu_engine(c, o.dp);
+    if (!e) e = make_cpu_engine(c, o.dp);
+    e->set_optimizer_multipliers(o.multipliers);
+    return e;
 }
 
 std::unique_ptr<Engine> make_engine(const ModelConfig& c, bool force_cpu, std::string& why) {

@@ -34,6 +34,7 @@
 #include "layer_stats.h"
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model_config.h"
+#include "optimizer_rates.h"  // OptimizerMultipliers
 #include "util/errors.h"
 
 class Dist;
@@ -115,6 +116,9 @@ class Engine {
     // since the last read) is NaN or infinite is skipped by the engine itself, without a wait: no parameter or
     // moment changes and the step does not count (the step count t of the bias correction stays).
     virtual void adamw_step(double lr, const OptimizerHyper& hp) = 0;
+    // Each tensor's multipliers of adamw_step's lr and weight decay from now on (optimizer_rates.h; the default:
+    // 1 for all). Between steps; make_engine sets EngineOptions::multipliers.
+    virtual void set_optimizer_multipliers(const OptimizerMultipliers& m) = 0;
     // Waits for the work queued up to the last clip_grad_norm (or adamw_step without one; or up to now, if neither
     // since the last read) and returns the loss sum since the last read (then zero) and that norm. With several
     // ranks, a training step's loss (read after clip_grad_norm) is summed over the ranks, like the norm, so every
@@ -150,6 +154,7 @@ struct EngineOptions {
     bool recompute = false;  // GPU: recompute norm and SwiGLU outputs in the backward
     int B = 0, T = 0;        // a training run's micro-batch, for the memory check (0: no check, e.g. evaluation)
     DataParallel dp;         // this rank of a data-parallel run (default: one process)
+    OptimizerMultipliers multipliers;  // each tensor's lr and weight-decay multipliers (default: 1 for all)
 };
 
 #ifdef PRISM_CUDA

@@ -308,9 +308,9 @@ static int train_main(int argc, char** argv, Dist& dist) {
         if (dist.rank > 0) return 0;
         std::string title = o.model.preset + " (heads " + o.model.heads + ", widths " + o.model.widths + ")";
         if (o.json) {
-            print_plan_json(stdout, title, cfg, warnings);
+            print_plan_json(stdout, title, cfg, warnings, optimizer_plan_columns(o, cfg));
         } else {
-            print_plan(stdout, title, cfg);
+            print_plan(stdout, title, cfg, optimizer_plan_columns(o, cfg));
             print_gpu_memory(stdout, cfg, o.B, o.T ? o.T : cfg.T);
         }
         return 0;
@@ -324,7 +324,7 @@ static int train_main(int argc, char** argv, Dist& dist) {
     std::unique_ptr<Engine> eng;
     EngineOptions eo;
     eo.force_cpu = o.cpu, eo.recompute = o.recompute, eo.B = o.B, eo.T = o.T ? o.T : cfg.T;
-    eo.dp = DataParallel{&dist, zero_stage(o, dist.world)};
+    eo.dp = DataParallel{&dist, zero_stage(o, dist.world)}, eo.multipliers = optimizer_multipliers(o, cfg);
     dist.all_or_none([&] { eng = make_engine(cfg, eo, why); });
     try {
         return train(o, cfg, *eng, why, run, dist);

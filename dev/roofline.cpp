@@ -362,7 +362,9 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
         {"adamw",
          1,
          {12.0 * P, f * 7 * P},
-         [&] { ref::adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), 1, layout, 0, P, 1e-4, hp); }},
+         [&] {
+             ref::adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), 1, layout, {}, 0, P, 1e-4, hp);
+         }},
     };
     whole_step(cfg, B, T, tokens, targets, print_ops(ops, lim), lim);
 }

@@ -34,7 +34,7 @@ class CpuEngine : public Engine {
   public:
     explicit CpuEngine(const ModelConfig& c, const DataParallel& dp = DataParallel())
         : model_(c), dp_(dp), shard_(shard_of(model_.layout.total, dp.world(), dp.rank())),
-          opt_(sharded() ? shard_.size : model_.layout.total) {
+          opt_(sharded() ? shard_.size : model_.layout.total), rates_(tensor_rates(model_.layout, {})) {
         if (dp_.world() > 1) padded_.resize(shard_.size * dp_.world()), shard_grads_.resize(shard_.size);
     }
 
@@ -99,12 +99,13 @@ class CpuEngine : public Engine {
         updated_ = false;
         if (!std::isfinite(loss_sum_) || (clipped_ && !std::isfinite(norm_))) return;
         updated_ = true, lr_ = lr, hp_ = hp;
-        if (!sharded()) return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, hp);
+        if (!sharded())
+            return ref::adamw_step(model_.params.data(), model_.grads.data(), opt_, model_.layout, lr, hp, rates_);
         // ZeRO-1: this rank's shard of the parameters, then every rank's shard to every rank.
         std::vector<float>& w = model_.params;
         opt_.t++;
         ref::adamw_update(w.data() + shard_.begin, shard_grads_.data(), opt_.m.data(), opt_.v.data(), opt_.t,
-                          model_.layout, shard_.begin, shard_.end, lr, hp);
+                          model_.layout, rates_, shard_.begin, shard_.end, lr, hp);
         std::vector<float> mine(shard_.size, 0.0f);
         std::copy(w.begin() + shard_.begin, w.begin() + shard_.end, mine.begin());
         dp_.dist->all_gather(mine.data(), padded_.data(), shard_.size, "the all-gather of the parameters");
@@ -119,13 +120,16 @@ class CpuEngine : public Engine {
         const size_t from = dp ? shard_.begin : 0, to = dp ? shard_.end : num_params();
         const float* g = sharded() ? shard_grads_.data() - from : model_.grads.data();  // indexed by i in [from, to)
         const float *m = opt_.m.data() - (sharded() ? from : 0), *v = opt_.v.data() - (sharded() ? from : 0);
-        const AdamWDelta ad = updated_ ? AdamWDelta::of(lr_, hp_, opt_.t) : AdamWDelta();
         const double unclip = 1.0 / clip_;
         LayerSums s(c.L());
-        for (const ParamTensor& x : lay.tensors) {
+        for (size_t k = 0; k < lay.tensors.size(); k++) {
+            const ParamTensor& x = lay.tensors[k];
             const size_t a = std::max(from, x.offset), b = std::min(to, x.offset + x.numel());
             if (x.layer < 0 || a >= b) continue;
             std::vector<double>& grad_sq = s.grad_sq(layer_block(lay, x));
+            OptimizerHyper hk = hp_;  // the tensor's rate, as adamw_step updated it
+            hk.weight_decay *= rates_[k].wd;
+            const AdamWDelta ad = updated_ ? AdamWDelta::of(lr_ * rates_[k].lr, hk, opt_.t) : AdamWDelta();
             for (size_t i = a; i < b; i++) {
                 const double gi = g[i] * unclip;
                 grad_sq[x.layer] += gi * gi;
@@ -145,6 +149,7 @@ class CpuEngine : public Engine {
                 dp_.dist->sum(s.all(k)->data(), c.L(), "the sum of the per-layer statistics");
         return finish_layer_stats(s, c, rows, dp_.world());
     }
+    void set_optimizer_multipliers(const OptimizerMultipliers& m) override { rates_ = tensor_rates(model_.layout, m); }
     std::pair<size_t, size_t> optimizer_range() const override {
         return sharded() ? std::make_pair(shard_.begin, shard_.end) : std::make_pair((size_t)0, num_params());
     }
@@ -178,6 +183,7 @@ class CpuEngine : public Engine {
     DataParallel dp_;
     Shard shard_;                     // this rank's part of the flat vector (the whole of it with one rank)
     ref::AdamWState<float> opt_;      // (P), or (S) with ZeRO-1
+    std::vector<TensorRate> rates_;   // one per tensor of the layout (optimizer_rates.h)
     std::vector<float> padded_;       // (world S) scratch: the padded gradient or parameter vector
     std::vector<float> shard_grads_;  // (S) this rank's shard of the summed gradient
     int B_ = 0, T_ = 0;

@@ -2,7 +2,7 @@
 // gradnorm.cuh:
 //   grad_norm / clip_grad_norm  the global L2 norm of the gradients (in double), and scaling to max_norm
 //   adamw_step / adamw_update   PyTorch's AdamW over a ParamLayout (all of it / a range of it), decoupled weight
-//                               decay on matrices only
+//                               decay on matrices only, each tensor at its own rate (optimizer_rates.h)
 // Deterministic for any thread count: the norm sums fixed chunks in order, AdamW is elementwise.
 // adamw_update works on any range of the flat vector (a ZeRO-1 shard, ref/cpu_engine.h); the state it updates is
 // the caller's. Does not: keep master weights (the reference is fp32 throughout).
@@ -15,6 +15,7 @@
 #include "ref/parallel.h"
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model_config.h"
+#include "optimizer_rates.h"
 
 namespace ref {
 
@@ -74,20 +75,25 @@ template <typename S> struct AdamWState {
 };
 
 // One AdamW update (PyTorch's formulation) of the elements [begin, end) of a layout's flat parameter vector,
-// at step count t (1 for the first): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p *= 1 - lr wd (decoupled decay, matrices only: ParamTensor::is_matrix, never norms);
-// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), the multiply-adds fused (std::fma).
-// p, g, m, v point at element `begin` (a ZeRO-1 rank passes its shard; adamw_step the whole vector). The decay
-// of each element comes from the tensor it belongs to, so a shard may start or end inside any tensor.
+// at step count t (1 for the first), each tensor k at its rate (rates[k], optimizer_rates.h: lr_k = lr x lr_mult,
+// wd_k = wd x wd_mult): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p *= 1 - lr_k wd_k (decoupled decay, matrices only: ParamTensor::is_matrix, never norms);
+// p -= lr_k * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), the multiply-adds fused (std::fma).
+// p, g, m, v point at element `begin` (a ZeRO-1 rank passes its shard; adamw_step the whole vector). The rate
+// and decay of each element come from the tensor it belongs to, so a shard may start or end inside any tensor.
+// rates empty: every multiplier 1 (PyTorch's one group).
 template <typename S>
-void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layout, size_t begin, size_t end, double lr,
-                  const OptimizerHyper& hp) {
+void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layout, const std::vector<TensorRate>& rates,
+                  size_t begin, size_t end, double lr, const OptimizerHyper& hp) {
     const double bc1 = 1.0 - std::pow(hp.beta1, (double)t), bc2 = 1.0 - std::pow(hp.beta2, (double)t);
-    const S b1 = (S)hp.beta1, b2 = (S)hp.beta2, eps = (S)hp.eps, step = (S)(lr / bc1), rbc2 = (S)(1.0 / bc2);
-    for (const ParamTensor& x : layout.tensors) {
+    const S b1 = (S)hp.beta1, b2 = (S)hp.beta2, eps = (S)hp.eps, rbc2 = (S)(1.0 / bc2);
+    for (size_t k = 0; k < layout.tensors.size(); k++) {
+        const ParamTensor& x = layout.tensors[k];
         const size_t a = std::max(begin, x.offset), b = std::min(end, x.offset + x.numel());
         if (a >= b) continue;
-        const S decay = (S)(x.is_matrix ? 1.0 - lr * hp.weight_decay : 1.0);
+        const TensorRate r = rates.empty() ? TensorRate() : rates.at(k);
+        const double lr_k = lr * r.lr, wd_k = hp.weight_decay * r.wd;  // x 1: exactly lr and wd
+        const S step = (S)(lr_k / bc1), decay = (S)(x.is_matrix ? 1.0 - lr_k * wd_k : 1.0);
         const long n = (long)(b - a);
         S *pt = p + (a - begin), *mt = m + (a - begin), *vt = v + (a - begin);
         const S* gt = g + (a - begin);
@@ -106,9 +112,9 @@ void adamw_update(S* p, const S* g, S* m, S* v, long t, const ParamLayout& layou
 // One AdamW step of the whole vector: st.t += 1, then adamw_update over [0, layout.total).
 template <typename S>
 void adamw_step(S* params, const S* grads, AdamWState<S>& st, const ParamLayout& layout, double lr,
-                const OptimizerHyper& hp) {
+                const OptimizerHyper& hp, const std::vector<TensorRate>& rates = {}) {
     st.t++;
-    adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, 0, layout.total, lr, hp);
+    adamw_update(params, grads, st.m.data(), st.v.data(), st.t, layout, rates, 0, layout.total, lr, hp);
 }
 
 }  // namespace ref

@@ -28,6 +28,7 @@
 
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model/spec.h"
+#include "optimizer_rates.h"  // OptimizerMultipliers
 #include "run/cli.h"
 #include "util/errors.h"
 #include "model_config.h"
@@ -63,6 +64,7 @@ struct TrainOptions {
     double decay_frac = NAN;             // wsd: the decay's fraction of the steps (NAN: kWsdDecayFrac)
     std::string decay_shape;             // wsd: sqrt | linear | cosine ("": sqrt)
     OptimizerHyper opt;
+    std::string lr_mult, wd_mult;  // per-layer multipliers of --lr and --wd ("": 1 for every layer)
     uint64_t seed = 1337;
     bool shuffle = true;
     long val_every = 50, val_tokens = 8192, ckpt_every = 0, sample_every = 50;
@@ -121,6 +123,20 @@ void default_run(TrainOptions& o, const ModelConfig& cfg, int world, std::vector
 // replaces) and 0 with one.
 inline int zero_stage(const TrainOptions& o, int world) { return o.zero >= 0 ? o.zero : world > 1 ? 1 : 0; }
 
+// A per-layer multiplier list (--lr-mult, --wd-mult): numbers >= 0 (at most 1000), comma-separated, each item
+// a value or value x repeat ("1x6,0.5x6"); the flag's syntax alone, before the model is known.
+std::vector<double> parse_multiplier_list(const std::string& text, const std::string& flag);
+// One multiplier per layer of an L-layer model from a flag's text ("": 1 for every layer, an empty list).
+std::vector<double> layer_multipliers(const std::string& text, const std::string& flag, int L);
+// The optimizer's multipliers of a run (the engine's EngineOptions::multipliers): each layer's tensors at its
+// --lr-mult and --wd-mult values; the embedding, head and norm groups at 1.
+OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelConfig& cfg);
+
+// What --plan shows of them (run/plan_views.h's RunLayerColumn): a per-layer column for each flag given ("lr x",
+// "wd x"), none without. Its body is run/train_flags.cpp.
+struct RunLayerColumn;
+std::vector<RunLayerColumn> optimizer_plan_columns(const TrainOptions& o, const ModelConfig& cfg);
+
 // The batch and length of a run (RunPlan), from the options, the model and the rank count: tokens per step (the
 // global batch, over all ranks), micro-steps per rank, steps and warmup, and its learning-rate schedule; and the plan
 // part of the run record. plan_run is the one check of these flags: training, train_prism --plan and study all call
@@ -178,6 +194,18 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
                  "--lr %g times --wd %g is %g; it must be below 1 (decoupled weight decay multiplies "
                  "the matrices by 1 - lr * wd every step)",
                  o.lr, o.opt.weight_decay, o.lr * o.opt.weight_decay);
+        throw ConfigError(b);
+    }
+    const OptimizerMultipliers mult = optimizer_multipliers(o, cfg);  // their counts; then each layer's decay
+    for (int l = 0; l < cfg.L(); l++) {
+        const double lm = mult.layer_lr.empty() ? 1 : mult.layer_lr[l],
+                     wm = mult.layer_wd.empty() ? 1 : mult.layer_wd[l];
+        if (o.lr * lm * o.opt.weight_decay * wm < 1) continue;
+        char b[240];
+        snprintf(b, sizeof b,
+                 "layer %d: --lr %g x --lr-mult %g times --wd %g x --wd-mult %g is %g; it must be below 1 "
+                 "(decoupled weight decay multiplies the matrices by 1 - lr * wd every step)",
+                 l + 1, o.lr, lm, o.opt.weight_decay, wm, o.lr * lm * o.opt.weight_decay * wm);
         throw ConfigError(b);
     }
     lr_schedule(o, p);  // its refusals (--decay-frac without wsd, --warmup beyond --steps, ...)

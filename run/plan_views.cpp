@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "model/layer_columns.h"
+#include "run/cli.h"  // exact_number
 #include "util/json.h"
 
 std::string rle_list(const std::vector<int>& v) {
@@ -142,7 +143,7 @@ std::string layer_column_lines(const ModelConfig& c) {
     return out;
 }
 
-void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
+void print_plan(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<RunLayerColumn>& run) {
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "%s: %s\n", title.c_str(), describe_config(c).c_str());
     for (const LayerColumn& col : layer_columns())
@@ -150,6 +151,10 @@ void print_plan(FILE* f, const std::string& title, const ModelConfig& c) {
     fputs(layer_column_lines(c).c_str(), f);
     // The per-layer table: every number column and any switch a layer sets (layer_table), then the costs.
     std::vector<LayerTableColumn> table = layer_table(c, shown_columns({&c}, true));
+    for (const RunLayerColumn& r : run) {
+        table.push_back({r.heading, {}});
+        for (double v : r.values) table.back().cells.push_back(exact_number(v));
+    }
     std::vector<std::string> params, flops, kv_bytes;
     for (const LayerCost& x : a.layers) {
         params.push_back(human((double)x.params)), flops.push_back(human(x.flops_per_token));
@@ -195,8 +200,8 @@ void print_totals_json(FILE* f, const Accounting& a) {
             a.kv_cache_bytes, a.avg_width);
 }
 
-void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
-                     const std::vector<std::string>& warnings) {
+void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<std::string>& warnings,
+                     const std::vector<RunLayerColumn>& run) {
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
             json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
@@ -208,11 +213,13 @@ void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c,
     fprintf(f, " \"layers\": [\n");
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];
+        std::string members = layer_json_members(c, l);
+        for (const RunLayerColumn& r : run) members += ", " + json::quote(r.key) + ": " + exact_number(r.values[l]);
         fprintf(f,
                 "  {%s, \"params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, "
                 "\"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
-                layer_json_members(c, l).c_str(), x.params, x.flops_per_token, x.dense_flops_per_token,
-                x.kv_bytes_per_token, x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
+                members.c_str(), x.params, x.flops_per_token, x.dense_flops_per_token, x.kv_bytes_per_token,
+                x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
     }
     fprintf(f, " ],\n \"totals\": ");
     print_totals_json(f, a);

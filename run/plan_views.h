@@ -77,8 +77,16 @@ std::string layer_column_line(const LayerColumn& col, const ModelConfig& c);
 // model of widths and heads alone.
 std::string layer_column_lines(const ModelConfig& c);
 
-void print_plan(FILE* f, const std::string& title, const ModelConfig& c);
+// A per-layer number of the run rather than of the model (the optimizer's multipliers, run/defaults.h's
+// optimizer_plan_columns): --plan's table shows it after the model's columns, --plan --json as a member of each layer.
+struct RunLayerColumn {
+    std::string heading, key;
+    std::vector<double> values;  // one per layer
+};
+
+void print_plan(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<RunLayerColumn>& run = {});
 
 void print_totals_json(FILE* f, const Accounting& a);
 
-void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<std::string>& warnings);
+void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<std::string>& warnings,
+                     const std::vector<RunLayerColumn>& run = {});

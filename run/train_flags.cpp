@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "eval/tasks.h"
 #include "lr_schedule.h"
+#include "model/schedules.h"  // trim, parse_positive_int
 #include "run/model_flags.h"
+#include "run/plan_views.h"
 #include "text/tokenizer_path.h"
 
 // Sizes and rates in the help as the papers write them, from the constants the defaults use: "50M", "1B"; "3e-3".
@@ -108,6 +111,20 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
                             o.final_lr_frac, 0, 1));
     f.push_back(
         number_flag("--wd", "W", "AdamW weight decay on matrices (default {default})", o.opt.weight_decay, 0, 10));
+    // Per-layer optimizer multipliers (optimizer_rates.h): flags of the run, not of the model (model.bin never holds
+    // them), recorded when given, so a resume with other values is refused.
+    for (auto [flag, dst, what] :
+         {std::tuple<const char*, std::string*, const char*>{"--lr-mult", &o.lr_mult, "learning rate (--lr)"},
+          {"--wd-mult", &o.wd_mult, "weight decay (--wd)"}}) {
+        Flag m = text_flag(flag, "LIST",
+                           std::string("per-layer multipliers of the ") + what +
+                               ": one number >= 0 per layer, run-length lists like 1x6,0.5x6 (default: 1 for "
+                               "every layer)",
+                           *dst);
+        m.apply = [dst, flag = std::string(flag)](const std::string& v) { parse_multiplier_list(v, flag), *dst = v; };
+        m.sample = "1";
+        f.push_back(m.unless(""));
+    }
     f.push_back(number_flag("--beta1", "B1", "AdamW beta1 (default {default})", o.opt.beta1, 0, 0.999999));
     f.push_back(number_flag("--beta2", "B2", "AdamW beta2 (default {default})", o.opt.beta2, 0, 0.999999));
     f.push_back(number_flag("--adam-eps", "E", "AdamW epsilon (default {default})", o.opt.eps, 1e-30, 1));
@@ -235,6 +252,54 @@ Command train_prism_command(TrainOptions& o) {
     c.help_line = "print this help and exit";
     c.help_first = true;
     return c;
+}
+
+std::vector<double> parse_multiplier_list(const std::string& text, const std::string& flag) {
+    std::vector<double> out;
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t comma = text.find(',', start);
+        const std::string item =
+            trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        const size_t x = item.find_first_of("xX*");
+        const std::string num = trim(item.substr(0, x));
+        char* end = nullptr;
+        const double v = std::strtod(num.c_str(), &end);
+        if (num.empty() || *end || !(v >= 0 && v <= 1000))
+            throw ConfigError(flag + " " + text + ": '" + item +
+                              "' is not a multiplier; give numbers from 0 to 1000, one per layer (1x6,0.5x6 works)");
+        const int n = x == std::string::npos ? 1 : parse_positive_int(item.substr(x + 1), flag + " repeat count");
+        if (out.size() + n > 100000) throw ConfigError(flag + ": list is absurdly long");
+        out.insert(out.end(), n, v);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+std::vector<double> layer_multipliers(const std::string& text, const std::string& flag, int L) {
+    if (text.empty()) return {};
+    std::vector<double> v = parse_multiplier_list(text, flag);
+    if ((int)v.size() != L)
+        throw ConfigError(flag + " " + text + " has " + std::to_string(v.size()) + " entries but the model has " +
+                          std::to_string(L) + " layers; give one per layer (run-length lists like 0.5x" +
+                          std::to_string(L) + " work)");
+    return v;
+}
+
+OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelConfig& cfg) {
+    OptimizerMultipliers m;
+    m.layer_lr = layer_multipliers(o.lr_mult, "--lr-mult", cfg.L());
+    m.layer_wd = layer_multipliers(o.wd_mult, "--wd-mult", cfg.L());
+    return m;
+}
+
+std::vector<RunLayerColumn> optimizer_plan_columns(const TrainOptions& o, const ModelConfig& cfg) {
+    const OptimizerMultipliers m = optimizer_multipliers(o, cfg);
+    std::vector<RunLayerColumn> out;
+    if (!m.layer_lr.empty()) out.push_back({"lr x", "lr_mult", m.layer_lr});
+    if (!m.layer_wd.empty()) out.push_back({"wd x", "wd_mult", m.layer_wd});
+    return out;
 }
 
 std::vector<std::string> may_change_on_resume() {

@@ -142,6 +142,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
     o.model.no_rope = "2";
+    o.lr_mult = "1,0.5", o.wd_mult = "0x2";
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3, o.opt.weight_decay = 0.05;
     o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
     RunPlan p;
@@ -162,6 +163,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     CHECK(*recorded("--wd") == "0.05");
     CHECK(*recorded("--total-batch") == "4096");  // the plan's, not the option's 0
     CHECK(*recorded("--steps") == "7");
+    CHECK(*recorded("--lr-mult") == "1,0.5");
     CHECK(*recorded("--untied") == "");
     CHECK(!recorded("--tokens"));
     // The defaults of a fresh table: conditional flags left out, the rest as the help shows them.
@@ -305,6 +307,7 @@ TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
     o.model.no_rope = "2";
+    o.lr_mult = "1,0.5", o.wd_mult = "0x2";
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3;
     o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
     RunPlan p;

@@ -582,6 +582,74 @@ TEST_CASE("adamw tracks the reference over steps, decays matrices only, rounds p
     }
 }
 
+TEST_CASE("adamw at per-tensor rates tracks the reference's, on the whole block and on ZeRO-1 shards", "[kernels]") {
+    // adamw_ranges merges tensors of one kind and one rate; a shard's ranges keep theirs. Layer 1 at lr x 0 stays
+    // exactly; every other tensor tracks ref::adamw_step at the same rates as the unit-rate test above does.
+    ModelConfig c;
+    c.d = 16, c.V = 10, c.T = 8, c.h_base = 2, c.tied = false;
+    c.layers = {{16, 2}, {32, 4}, {16, 2}};
+    const ParamLayout layout = param_layout(c);
+    const size_t P = layout.total;
+    OptimizerMultipliers mult;
+    mult.layer_lr = {1.0, 0.0, 0.5}, mult.layer_wd = {2.0, 1.0, 0.0};
+    mult.group_lr[(int)ParamGroup::head] = 3.0;
+    const std::vector<TensorRate> rates = tensor_rates(layout, mult);
+    std::vector<float> init(P);
+    ref::init_params(init.data(), c, layout, 7);
+    for (float& p : init) p = float(bf16(p));
+    for (int world : {1, 2, 3}) {
+        std::vector<float> params = init;
+        ref::AdamWState<float> st(P);
+        OptimizerHyper hp;
+        hp.weight_decay = 0.2;
+        const std::vector<AdamWRange> all = adamw_ranges(layout, rates);
+        std::vector<float> got = init;
+        std::vector<std::vector<float>> master, m, v;  // each rank's state of its shard
+        std::vector<Shard> shards;
+        for (int r = 0; r < world; r++) {
+            shards.push_back(zero_shard(P, world, r));  // the engine's: 128-aligned (the kernel's 128-bit accesses)
+            const Shard& sh = shards.back();
+            master.push_back(std::vector<float>(init.begin() + sh.begin, init.begin() + sh.end));
+            m.push_back(std::vector<float>(sh.end - sh.begin, 0.0f)), v.push_back(m.back());
+        }
+        for (int step = 1; step <= 3; step++) {
+            const std::vector<float> g = rand_bf16(P, 200 + step, -0.1f, 0.1f);
+            const double lr = 1e-2 * step;
+            ref::adamw_step(params.data(), g.data(), st, layout, lr, hp, rates);
+            for (int r = 0; r < world; r++) {
+                const Shard& sh = shards[r];
+                if (sh.begin == sh.end) continue;
+                const auto ranges = adamw_launch_ranges(world == 1 ? all : shard_ranges(all, sh.begin, sh.end));
+                Dev<AdamWLaunchRange> d_ranges(ranges);
+                Dev<float> dm(master[r]), dmo(m[r]), dv(v[r]), grads(g);
+                Dev<bf16> p16(init);
+                adamw_step(p16.p, dm.p, dmo.p, dv.p, grads.p, d_ranges.p, (int)ranges.size(), ranges.back().first_block,
+                           step, lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, nullptr, 0.0, 0);
+                sync();
+                master[r] = dm.get(), m[r] = dmo.get(), v[r] = dv.get();
+                std::copy(master[r].begin(), master[r].end(), got.begin() + sh.begin);
+            }
+            INFO("world " << world << ", step " << step);
+            check_close(got, params, 1e-5, 1e-7, "master");
+        }
+        for (const ParamTensor& t : layout.tensors) {
+            const bool frozen = t.layer == 1;
+            INFO(t.name);
+            CHECK(std::equal(got.begin() + t.offset, got.begin() + t.offset + t.numel(), init.begin() + t.offset) ==
+                  frozen);
+        }
+    }
+    // Merging: one range per run of tensors of one kind and one rate, covering the block once.
+    const std::vector<AdamWRange> all = adamw_ranges(layout, rates);
+    size_t covered = 0;
+    for (size_t i = 0; i < all.size(); i++) {
+        covered += all[i].n;
+        if (i > 0 && all[i - 1].offset + all[i - 1].n == all[i].offset)
+            CHECK(!(all[i - 1].decay == all[i].decay && all[i - 1].rate == all[i].rate));
+    }
+    CHECK(covered == P);
+}
+
 TEST_CASE("adamw skips a step whose loss or gradient norm is not finite, writing nothing", "[kernels]") {
     ModelConfig c;
     c.d = 8, c.V = 6, c.T = 4, c.h_base = 2;

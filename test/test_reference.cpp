@@ -271,6 +271,65 @@ TEST_CASE("adamw matches a hand computation and decays matrices only", "[referen
             REQUIRE(p2[i] == (t.is_matrix ? p0[i] * (1 - 0.5 * 0.1) : p0[i]));
 }
 
+TEST_CASE("adamw with per-tensor rates is each tensor's scalar AdamW at lr x lr_mult and wd x wd_mult", "[reference]") {
+    ModelConfig c = small_config(8, {{8, 2}, {8, 2}}, NormType::LayerNorm, false);  // untied: a head of its own
+    const ParamLayout lay = param_layout(c);
+    OptimizerMultipliers mult;
+    mult.layer_lr = {0.0, 2.5}, mult.layer_wd = {3.0, 0.5};
+    mult.group_lr[(int)ParamGroup::embedding] = 0.25, mult.group_wd[(int)ParamGroup::head] = 4.0;
+    mult.group_lr[(int)ParamGroup::norm] = 0.5;
+    const std::vector<TensorRate> rates = tensor_rates(lay, mult);
+    REQUIRE(rates.size() == lay.tensors.size());
+    for (size_t k = 0; k < lay.tensors.size(); k++) {  // layer x group, 1 where neither says otherwise
+        const ParamTensor& t = lay.tensors[k];
+        const double lr = (t.layer >= 0 ? mult.layer_lr[t.layer] : 1.0) * (t.name == "wte" ? 0.25
+                                                                           : !t.is_matrix  ? 0.5
+                                                                                           : 1),
+                     wd = (t.layer >= 0 ? mult.layer_wd[t.layer] : 1.0) * (t.name == "lm_head" ? 4.0 : 1.0);
+        INFO(t.name);
+        CHECK(rates[k].lr == lr);
+        CHECK(rates[k].wd == wd);
+    }
+    std::vector<double> p0 = randn(lay.total, 90), g1 = randn(lay.total, 91), g2 = randn(lay.total, 92);
+    OptimizerHyper hp;
+    hp.weight_decay = 0.1;
+    const double lrs[2] = {1e-2, 5e-3};
+    std::vector<double> p = p0;
+    ref::AdamWState<double> st(lay.total);
+    ref::adamw_step(p.data(), g1.data(), st, lay, lrs[0], hp, rates);
+    ref::adamw_step(p.data(), g2.data(), st, lay, lrs[1], hp, rates);
+    // The scalar AdamW of every tensor alone at its rate: a one-tensor layout each, PyTorch's one group.
+    for (size_t k = 0; k < lay.tensors.size(); k++) {
+        const ParamTensor& t = lay.tensors[k];
+        ParamLayout one;
+        one.tensors = {t}, one.tensors[0].offset = 0, one.total = t.numel();
+        std::vector<double> q(p0.begin() + t.offset, p0.begin() + t.offset + t.numel());
+        ref::AdamWState<double> s1(t.numel());
+        OptimizerHyper hk = hp;
+        hk.weight_decay = hp.weight_decay * rates[k].wd;
+        ref::adamw_step(q.data(), g1.data() + t.offset, s1, one, lrs[0] * rates[k].lr, hk);
+        ref::adamw_step(q.data(), g2.data() + t.offset, s1, one, lrs[1] * rates[k].lr, hk);
+        INFO(t.name);
+        for (size_t i = 0; i < t.numel(); i++) REQUIRE(p[t.offset + i] == q[i]);  // the same operations: the same bits
+        if (t.layer == 0) REQUIRE(std::equal(q.begin(), q.end(), p0.begin() + t.offset));  // lr x 0: never moves
+        else REQUIRE(!std::equal(q.begin(), q.end(), p0.begin() + t.offset));
+    }
+    // Multipliers 1 are the scalar AdamW bit for bit; a ZeRO-1 cut anywhere (inside a tensor) changes nothing.
+    std::vector<double> a = p0, b = p0, z = p0;
+    ref::AdamWState<double> sa(lay.total), sb(lay.total), sz(lay.total);
+    ref::adamw_step(a.data(), g1.data(), sa, lay, 1e-2, hp);
+    ref::adamw_step(b.data(), g1.data(), sb, lay, 1e-2, hp, tensor_rates(lay, OptimizerMultipliers()));
+    CHECK(a == b);
+    const size_t cut = lay.tensors[2].offset + 3;
+    ref::adamw_update(z.data(), g1.data(), sz.m.data(), sz.v.data(), 1, lay, rates, 0, cut, 1e-2, hp);
+    ref::adamw_update(z.data() + cut, g1.data() + cut, sz.m.data() + cut, sz.v.data() + cut, 1, lay, rates, cut,
+                      lay.total, 1e-2, hp);
+    std::vector<double> w = p0;
+    ref::AdamWState<double> sw(lay.total);
+    ref::adamw_step(w.data(), g1.data(), sw, lay, 1e-2, hp, rates);
+    CHECK(z == w);
+}
+
 TEST_CASE("clipping scales the gradient to the max norm and reports the norm before", "[reference]") {
     std::vector<float> g(100000, 0.0f);
     g[3] = 3.0f, g[99999] = 4.0f;  // norm 5, entries in different 64K chunks

@@ -388,3 +388,56 @@ TEST_CASE("the trainer's messages: -w X, --no-rope 9, an odd NoPE head_dim, --st
         CHECK(has(r.out, "train_prism: error: " + want));
     }
 }
+
+TEST_CASE("per-layer lr and wd multipliers: a layer at lr x 0 never moves; recorded, resumed only as recorded, planned",
+          "[train][optimizer]") {
+    std::string dir = make_data_dir();
+    // Layer 1 at lr x 0 against a run at --lr 0 (nothing moves: the initial weights of the same seed).
+    REQUIRE(sh(micro(dir, dir + "/init") + " --steps 1 --lr 0").rc == 0);
+    Result r = sh(micro(dir, dir + "/frozen") + " --steps 4 --lr-mult 0,1 --wd-mult 1x2");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    const LoadedModel init = load_model(dir + "/init/model.bin"), frozen = load_model(dir + "/frozen/model.bin");
+    REQUIRE(init.params.size() == frozen.params.size());
+    for (const ParamTensor& t : param_layout(init.cfg).tensors) {
+        const bool same = std::equal(init.params.begin() + t.offset, init.params.begin() + t.offset + t.numel(),
+                                     frozen.params.begin() + t.offset);
+        INFO(t.name);
+        CHECK(same == (t.layer == 0));  // layer 1's every tensor (norms too) as initialised; the rest trained
+    }
+    // The record keeps them; a resume with another value is refused, with the same one it goes on.
+    const std::string rec = read_file(dir + "/frozen/run.json");
+    CHECK(rec.find("[\"--lr-mult\", \"0,1\"]") != std::string::npos);
+    CHECK(rec.find("[\"--wd-mult\", \"1x2\"]") != std::string::npos);
+    r = sh(micro(dir, dir + "/frozen") + " --steps 6 --resume --lr-mult 0.5,1");
+    INFO(r.out);
+    REQUIRE(one_line_error(r));
+    CHECK(r.out.find("--lr-mult 0.5,1 differs from the recorded --lr-mult 0,1") != std::string::npos);
+    r = sh("./train_prism --resume -o " + dir + "/frozen --steps 6");
+    INFO(r.out);
+    CHECK(r.rc == 0);
+    // A run without them records neither (its record is as before).
+    CHECK(read_file(dir + "/init/run.json").find("-mult") == std::string::npos);
+    // --plan shows them per layer, in the table and in its JSON.
+    r = sh("./train_prism --plan -m tiny --layers 4 --lr-mult 1x2,0.25x2");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("lr x") != std::string::npos);
+    CHECK(r.out.find("wd x") == std::string::npos);
+    r = sh("./train_prism --plan --json -m tiny --layers 4 --lr-mult 1x2,0.25x2 --wd-mult 0,1,2,3");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("\"lr_mult\": 0.25, \"wd_mult\": 3, \"params\"") != std::string::npos);
+    // Bad lists: one line each, naming the flag.
+    for (auto [flags, says] :
+         {std::pair<const char*, const char*>{"--lr-mult 1,2,3", "has 3 entries but the model has 4 layers"},
+          {"--lr-mult 0.5", "has 1 entries but the model has 4 layers"},
+          {"--wd-mult 1,abc,1,1", "'abc' is not a multiplier"},
+          {"--lr-mult=-1,1,1,1", "'-1' is not a multiplier"},
+          {"--lr-mult 1,1,1,1000 --lr 0.01", "layer 4: --lr 0.01 x --lr-mult 1000"}}) {
+        r = sh(std::string("./train_prism --plan -m tiny --layers 4 ") + flags);
+        INFO(flags << "\n" << r.out);
+        CHECK(one_line_error(r));
+        CHECK(r.out.find(says) != std::string::npos);
+    }
+}
