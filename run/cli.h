@@ -18,10 +18,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "util/errors.h"
@@ -37,6 +39,17 @@ inline std::string exact_number(double x) {
         if (std::strtod(b, nullptr) == x) break;
     }
     return b;
+}
+
+// Two numbers that differ, in the fewest significant digits (6 to 17) that show them differing: two learning rates
+// that differ in their last bits are not both printed as 0.003.
+inline std::pair<std::string, std::string> distinct_numbers(double a, double b) {
+    char x[40], y[40];
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(x, sizeof x, "%.*g", digits, a), snprintf(y, sizeof y, "%.*g", digits, b);
+        if (strcmp(x, y) != 0) break;
+    }
+    return {x, y};
 }
 
 enum class FlagKind { Switch, Int, Double, Text, Path, Choice };

@@ -250,17 +250,6 @@ static std::string keep_recorded_warmup(const RunRecord& rec, const TrainOptions
     return note;
 }
 
-// Two numbers that differ, in the fewest significant digits (6 to 17) that show them differing: two learning rates
-// that differ in their last bits are not both printed as 0.003.
-static std::pair<std::string, std::string> distinct_numbers(double a, double b) {
-    char x[40], y[40];
-    for (int digits = 6; digits <= 17; digits++) {
-        snprintf(x, sizeof x, "%.*g", digits, a), snprintf(y, sizeof y, "%.*g", digits, b);
-        if (strcmp(x, y) != 0) break;
-    }
-    return {x, y};
-}
-
 // On a --resume of a recorded run (`recorded`: its args, parse_recorded_args) from the checkpoint at step `start`:
 // this invocation's schedule (o, p) may
 // differ from the recorded one (`changes`: the schedule flags check_resume_args let differ; or another --steps)

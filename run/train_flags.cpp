@@ -196,8 +196,9 @@ std::vector<Flag> make_train_flags(TrainOptions& o) {
     f.push_back(path_flag("--tokenizer", "FILE", std::string("GPT-2 ranks file for samples (") + kTokenizerHelp + ")",
                           o.tokenizer));
     f.push_back(number_flag("--layer-stats-every", "N",
-                            "log each layer's gradient norm, update/weight ratio and output RMS every N "
-                            "steps (0: never; default {default})",
+                            "log each layer's gradient norm and RMS (whole, attention, MLP), update/weight "
+                            "ratio and output RMS every N steps, with a line naming the layer furthest from the "
+                            "others (0: never; default {default})",
                             o.layer_stats_every, 0, kMaxSteps)
                     .changes_on_resume());
     f.push_back(number_flag("--eval-every", "N",

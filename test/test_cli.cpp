@@ -409,3 +409,14 @@ TEST_CASE("every binary: near misses get a close flag, far ones none, a huge arg
         }
     }
 }
+
+// Two numbers a message sets side by side (a learning rate before and after) are printed differing when they differ.
+TEST_CASE("two numbers that differ in their last bits are printed to digits that differ", "[cli]") {
+    CHECK(distinct_numbers(0.003, 0.004) == std::make_pair(std::string("0.003"), std::string("0.004")));
+    const double a = 0.003, b = std::nextafter(a, 1.0);  // one ulp apart: %.6g reads 0.003 for both
+    const auto [x, y] = distinct_numbers(a, b);
+    CHECK(x != y);
+    CHECK(std::strtod(x.c_str(), nullptr) == a);  // 17 digits: each reads back as itself
+    CHECK(std::strtod(y.c_str(), nullptr) == b);
+    CHECK(distinct_numbers(1e-3, 1e-3) == std::make_pair(std::string("0.001"), std::string("0.001")));
+}
