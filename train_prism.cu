@@ -190,6 +190,11 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
     std::unique_ptr<TaskScorer> scorer;    // loaded up front, so that a missing eval file fails before training
     long val_tokens = o.val_tokens;        // bounded by what the validation shards hold (a note says when)
     RunPlan p;
+    // stdout reaches its reader at each step's end (the fflush below), and not between a stop signal and the
+    // checkpoint: mpirun stops reading its ranks' output (a terminal it made) once it is told to end the job, and
+    // kills them a second later, so a step's lines written into that full terminal would wait there with the
+    // checkpoint unwritten. Fully buffered, they wait in this buffer instead, and go with the last words.
+    setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
     // The set-up, on every rank, in three phases; a failure anywhere ends every rank with one message
     // (dist/process_group.h) at the end of its phase. Decide, then act: OUT is locked (a branch a stopped run left
     // half done, completed), then every rule and every read, then OUT changed (run/run.h).
@@ -274,7 +279,7 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
         run.log(line + "}\n");
         if (sampler && (step + 1) % o.sample_every == 0)  // rank 0 only: forward passes, no collectives
             printf("sample: %s\n", sampler->sample(eng, o.sample_tokens, rng, p.T).c_str());
-        fflush(stdout);
+        if (!stop_requested()) fflush(stdout);
         // The checkpoint and the ends: non-finite steps, a stop signal, --stop-after.
         int sig = run.stop_signal();
         if (streak >= o.max_nonfinite || (streak > 0 && (last || stopping)))
@@ -286,7 +291,7 @@ static int train(const TrainOptions& o, const ModelConfig& cfg, Engine& eng, con
         }
         if (ckpt && streak > 0) run.no_checkpoint(r.step);
         if (sig) return run.interrupted(sig, r.step);
-        fflush(stdout);
+        if (!stop_requested()) fflush(stdout);
         if (stopping && !last) return run.stopped(r.step);
     }
     return run.done(load.line());

@@ -13,7 +13,9 @@
 // Does not: coordinate ranks (under data parallelism every rank must stop at the same step).
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -58,6 +60,10 @@ inline const char* g_stop_message =
 
 // Async-signal-safe: sets the flag and writes a fixed message with write(2) (to a closed pipe it fails, and the
 // SIGPIPE that raises is the ignored kind below); the second signal restores the default action and raises itself.
+// From the first signal on, a write to a pipe or socket on stdout or stderr that nobody reads fails (O_NONBLOCK:
+// EAGAIN) instead of waiting: mpirun stops reading its ranks' output once told to end the job and sends SIGKILL a
+// second later, and a step line printed after the signal into the full pipe would otherwise wait there, the
+// checkpoint never written. A terminal or a file is left as it is.
 inline void stop_signal_handler(int sig) {
     if (g_stop_signal != 0) {
         if (sig == SIGPIPE) return;  // a further write to the closed pipe, not someone asking again
@@ -66,6 +72,12 @@ inline void stop_signal_handler(int sig) {
         return;
     }
     g_stop_signal = sig;
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat st;
+        const int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+            fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    }
     ssize_t rc = write(STDERR_FILENO, g_stop_message, strlen(g_stop_message));
     (void)rc;
 }
@@ -89,7 +101,7 @@ template <size_t N> void install_handlers(void (*handler)(int), const int (&sigs
 // the one-line disk error it is, instead of killing the process without a word.
 // No SA_RESTART: a write blocked on output nobody reads (mpirun stops reading its ranks' terminals once it is told
 // to end the job, then sends SIGTERM, then SIGKILL a second later) returns EINTR, so the loop reaches the
-// checkpoint. The project's own reads of pipes and sockets retry EINTR; files on disk are not interrupted.
+// checkpoint (train_prism.cu then holds stdout in its buffer until the checkpoint is written). The project's own reads of pipes and sockets retry EINTR; files on disk are not interrupted.
 inline void install_stop_handlers() {
     signal(SIGXFSZ, SIG_IGN);
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGPIPE};

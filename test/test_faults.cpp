@@ -350,3 +350,34 @@ TEST_CASE("a resume runs the in-training eval a stop cut from the checkpoint's s
     CHECK(!has(again.out, "not in the log"));
     sh("rm -rf '" + dir + "'");
 }
+
+// mpirun stops reading its ranks' output once told to end the job, then signals them and kills them a second later:
+// a stop must not wait on a full pipe. Here stdout is a FIFO whose reader never reads: the trainer fills it, blocks
+// in a write, and SIGTERM must still end it with a checkpoint (before, the write the signal interrupted returned,
+// and the next one waited for ever).
+TEST_CASE("a stop signal never waits on output nobody reads: a full pipe on stdout, exit 75 with a checkpoint",
+          "[train][faults][signals]") {
+    const std::string dir = make_data_dir(), out = dir + "/run", fifo = dir + "/out.fifo";
+    REQUIRE(sh("mkfifo " + fifo).rc == 0);
+    // The reader opens the FIFO and sleeps; the trainer's ~110-byte step lines fill the pipe's 64 KiB in ~600 steps.
+    const std::string lines = "$(cat " + out + "/log.jsonl 2>/dev/null | wc -l)";
+    const std::string until_blocked =  // until the log stops growing (at least 100 lines): the trainer waits
+        "a=0; b=" + lines +
+        "; n=0; while { [ $b -lt 100 ] || [ $a != $b ]; } && [ $n -lt 100 ]; do a=$b; sleep 0.3; b=" + lines +
+        "; n=$((n+1)); done; echo \"blocked $([ $a = $b ] && [ $b -ge 100 ] && echo yes || echo no)\"; ";
+    const std::string stop =
+        "kill -TERM $pid; t=0; while kill -0 $pid 2>/dev/null && [ $t -lt 100 ]; do sleep 0.1; "
+        "t=$((t+1)); done; kill -0 $pid 2>/dev/null && { echo hung; kill -9 $pid; }; wait $pid; "
+        "echo \"exit $?\"; ";
+    Result r = sh("(sleep 60 < " + fifo + " & reader=$!; " + micro(dir, out) + " --steps 100000 --sample-every 0 > " +
+                  fifo + " 2> " + dir + "/err.txt & pid=$!; " + until_blocked + stop + "kill $reader)");
+    INFO(r.out << read_file(dir + "/err.txt"));
+    REQUIRE(has(r.out, "blocked yes"));  // the test means something: the trainer waited on the full pipe
+    CHECK(!has(r.out, "hung"));
+    CHECK(has(r.out, "exit 75"));
+    const std::string latest = read_file(out + "/latest");
+    REQUIRE(!latest.empty());
+    CHECK(read_log(out + "/log.jsonl").size() ==
+          (size_t)std::stol(latest.substr(5)));  // the checkpoint of the last step
+    sh("rm -rf '" + dir + "'");
+}
