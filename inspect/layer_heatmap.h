@@ -64,13 +64,11 @@ inline SignalInfo signal_info(const std::string& key) {
          SubBlock::layer, 0},
         {"grad_rms_attn", "Gradient RMS per parameter, attention sub-block",
          "The gradient RMS over the attention sub-block's tensors alone (its norm, wqkv, wo): a dark row is a layer "
-         "whose "
-         "attention gets little gradient per parameter. White: the layer has no attention.",
+         "whose attention gets little gradient per parameter. White: the layer has no attention.",
          SubBlock::attention, 1},
         {"grad_rms_mlp", "Gradient RMS per parameter, MLP sub-block",
          "The gradient RMS over the MLP sub-block's tensors alone (its norm, wfc, wproj): a dark row is a layer whose "
-         "MLP "
-         "gets little gradient per parameter. White: the layer has no MLP.",
+         "MLP gets little gradient per parameter. White: the layer has no MLP.",
          SubBlock::mlp, 2},
         {"grad_norm", "Gradient norm per layer (raw, not size-normalised)",
          "The L2 norm of the layer's gradient over all its parameters, before clipping. It grows with the square "
