@@ -226,11 +226,10 @@ class CudaEngine : public CudaEngineHooks {
             const size_t from = dp ? shard_.begin : 0, to = dp ? shard_.end : model_.glayout.total;
             lstats_.reset(new LayerStatsDevice(layer_stats_plan(c, model_.glayout, from, to,
                                                                 sharded() ? from - shard_.offset : from,
-                                                                LSTATS_PER_BLOCK, LSTATS_MAX_BLOCKS)));
+                                                                LSTATS_PER_BLOCK, LSTATS_MAX_BLOCKS, rates_)));
         }
         const long N = (long)model_.batch() * model_.seq();
-        lstats_->queue(grads_, master_, m_, v_, applied_ ? AdamWDelta::of(lr_, hp_, t_) : AdamWDelta(),
-                       model_.acts().resid, N, c.D(), compute_);
+        lstats_->queue(grads_, master_, m_, v_, applied_, lr_, hp_, t_, model_.acts().resid, N, c.D(), compute_);
         const size_t n = LayerSums::kCount * (size_t)c.L();
         if (dp_.world() > 1) comm_all_reduce_sum(comm_, lstats_->sums(), n, compute_);
         std::vector<double> h(n);
@@ -320,7 +319,8 @@ class CudaEngine : public CudaEngineHooks {
     double lr_ = 0;
     OptimizerHyper hp_;
     bool applied_ = false;
-    std::unique_ptr<LayerStatsDevice> lstats_;
+    std::vector<TensorRate> rates_;             // one per tensor of glayout (set_optimizer_multipliers)
+    std::unique_ptr<LayerStatsDevice> lstats_;  // built at the first call, again after new multipliers
     // streams, events, staging
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
     cudaEvent_t uploaded_[2], buckets_uploaded_[2], slot_free_[2], carved_, stats_ready_;
@@ -514,13 +514,16 @@ inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataPa
 }
 
 // The AdamW launch table for these multipliers: the device layout's ranges at their rates (optimizer_rates.h), this
-// rank's shard of them under ZeRO-1, uploaded once (after the queued work, which may still read the old table).
+// rank's shard of them under ZeRO-1, uploaded once (after the queued work, which may still read the old table);
+// layer_stats' table is built again, at these rates, at its next call.
 inline void CudaEngine::set_optimizer_multipliers(const OptimizerMultipliers& mult) {
     const ParamLayout& g = model_.glayout;
-    const std::vector<AdamWRange> all = adamw_ranges(g, tensor_rates(g, mult));
+    rates_ = tensor_rates(g, mult);
+    const std::vector<AdamWRange> all = adamw_ranges(g, rates_);
     const std::vector<AdamWLaunchRange> ranges =
         adamw_launch_ranges(sharded() ? shard_ranges(all, shard_.offset, shard_.offset + shard_.size) : all);
     cudaCheck(cudaStreamSynchronize(compute_));
+    lstats_.reset();  // its segments' rates are the old ones
     cudaCheck(cudaFree(ranges_dev_));
     cudaCheck(cudaMalloc(&ranges_dev_, ranges.size() * sizeof(AdamWLaunchRange)));
     cudaCheck(cudaMemcpy(ranges_dev_, ranges.data(), ranges.size() * sizeof(AdamWLaunchRange), cudaMemcpyHostToDevice));

@@ -1,5 +1,6 @@
 // layer_stats.cuh: the per-layer training signals (layer_stats.h) on the device, after a step's update. Matches the
-// CPU engine's layer_stats (ref/cpu_engine.h). Three launches and one read-back of 5 L doubles:
+// CPU engine's layer_stats (ref/cpu_engine.h), each tensor's update at its own rate (optimizer_rates.h). The
+// segment table uploaded again with the update's coefficients, three launches and one read-back of 5 L doubles:
 //   layer_param_sums_kernel  one pass over the layers' parameters: grads, master, m, v (fp32, 16 bytes each)
 //                            -> per block {sum g^2, sum p_before^2, sum delta^2} (matrices only for the last two)
 //   layer_out_sums_kernel    one pass over each layer's residual slice after it (bf16 (N, w_l), row stride D)
@@ -27,10 +28,11 @@ constexpr int LSTATS_OUT_BLOCKS = 16;                // per layer, over its N ro
 // ---------------------------------------------------------------------------------------------------------
 
 // partial[3 b + k]: block b's sums of squares of the gradient (k = 0), the weight before the update (1) and the
-// update (2); delta = cw p' - cu m' / (sqrt(v' rbc2) + eps) (layer_stats.h's AdamWDelta).
+// update (2); delta = cw p' - cu m' / (sqrt(v' rbc2) + eps) with its segment's coefficients (its tensor's rate:
+// layer_stats.h's LayerStatsPlan::set_update).
 static __global__ void layer_param_sums_kernel(float* partial, const LayerStatsSegment* segs, int nsegs,
-                                               const float* grads, const float* master, const float* m, const float* v,
-                                               float cw, float cu, float rbc2, float eps) {
+                                               const float* grads, const float* master, const float* m,
+                                               const float* v) {
     SHARED(float[32], s0);
     SHARED(float[32], s1);
     SHARED(float[32], s2);
@@ -41,6 +43,7 @@ static __global__ void layer_param_sums_kernel(float* partial, const LayerStatsS
         else hi = mid - 1;
     }
     const LayerStatsSegment sg = segs[lo];
+    const float cw = sg.cw, cu = sg.cu, rbc2 = sg.rbc2, eps = sg.eps;
     float g2 = 0.0f, w2 = 0.0f, d2 = 0.0f;
     const size_t stride = (size_t)sg.blocks * blockDim.x;
     for (size_t i = (size_t)(blockIdx.x - sg.first_block) * blockDim.x + threadIdx.x; i < sg.n; i += stride) {
@@ -92,10 +95,11 @@ static __global__ void layer_stats_final_kernel(double* out, const float* param_
 // launchers
 // ---------------------------------------------------------------------------------------------------------
 
-// The tables (layer_stats_plan's, uploaded) and scratch of one model's per-layer statistics, allocated once.
+// The tables (layer_stats_plan's, uploaded) and scratch of one model's per-layer statistics, allocated once; the
+// segments again with each call's update coefficients.
 class LayerStatsDevice {
   public:
-    explicit LayerStatsDevice(const LayerStatsPlan& plan) : L_((int)plan.at.size()) {
+    explicit LayerStatsDevice(const LayerStatsPlan& plan) : L_((int)plan.at.size()), plan_(plan) {
         std::vector<LayerStatsSegment> segs = plan.segs;
         const std::vector<int>& first = plan.first;
         const int blocks = plan.blocks;
@@ -122,13 +126,16 @@ class LayerStatsDevice {
     LayerStatsDevice& operator=(const LayerStatsDevice&) = delete;
 
     // Queues the sums (5, L) doubles into sums(): grads, master, m, v as the engine holds them (master, m, v
-    // from `state`), the residual states (N rows of D) of the last micro-batch.
-    void queue(const float* grads, const float* master, const float* m, const float* v, const AdamWDelta& ad,
-               const bf16* resid, long N, int D, cudaStream_t stream) {
+    // from `state`), the residual states (N rows of D) of the last micro-batch; the update AdamW step t applied
+    // at lr and hp, each tensor at its rate (or none: applied false).
+    void queue(const float* grads, const float* master, const float* m, const float* v, bool applied, double lr,
+               const OptimizerHyper& hp, long t, const bf16* resid, long N, int D, cudaStream_t stream) {
         if (blocks_ > 0) {  // else every layer's range of partials is empty: the final kernel adds none
+            plan_.set_update(applied, lr, hp, t);  // copied to staging before the call returns (pageable memory)
+            cudaCheck(cudaMemcpyAsync(segs_, plan_.segs.data(), nsegs_ * sizeof(LayerStatsSegment),
+                                      cudaMemcpyHostToDevice, stream));
             LAUNCH(blocks_, LSTATS_BLOCK, 0, stream, layer_param_sums_kernel)
-            (param_partial_, segs_, nsegs_, grads, master, m, v, (float)ad.cw, (float)ad.cu, (float)ad.rbc2,
-             (float)ad.eps);
+            (param_partial_, segs_, nsegs_, grads, master, m, v);
             cudaCheck(cudaGetLastError());
         }
         LAUNCH(L_ * LSTATS_OUT_BLOCKS, LSTATS_BLOCK, 0, stream, layer_out_sums_kernel)
@@ -143,6 +150,7 @@ class LayerStatsDevice {
 
   private:
     int L_, nsegs_ = 0, blocks_ = 0;
+    LayerStatsPlan plan_;  // the host's table: its segments' coefficients set per call
     char* mem_ = nullptr;
     double* out_ = nullptr;
     LayerStatsSegment* segs_ = nullptr;

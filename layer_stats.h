@@ -29,6 +29,7 @@
 
 #include "lr_schedule.h"  // OptimizerHyper
 #include "model_config.h"
+#include "optimizer_rates.h"  // TensorRate
 
 struct LayerStats {
     std::vector<double> grad_norm, grad_rms, grad_rms_attn, grad_rms_mlp, update_ratio, out_rms;  // (L) each
@@ -88,6 +89,13 @@ struct AdamWDelta {
         a.cw = 1.0 - 1.0 / decay, a.cu = lr / bc1 / decay, a.rbc2 = 1.0 / bc2, a.eps = hp.eps;
         return a;
     }
+    // A tensor's, updated at its rate (optimizer_rates.h): lr x lr_mult, weight decay x wd_mult (the scalars' bits
+    // at multipliers 1).
+    static AdamWDelta of(double lr, const OptimizerHyper& hp, long t, const TensorRate& r) {
+        OptimizerHyper h = hp;
+        h.weight_decay *= r.wd;
+        return of(lr * r.lr, h, t);
+    }
     double delta(double p, double m, double v) const {  // 0 without an update, whatever the moments hold
         return cu == 0 ? 0.0 : cw * p - cu * m / (std::sqrt(v * rbc2) + eps);
     }
@@ -136,34 +144,50 @@ inline LayerOutlier furthest_layer(const std::vector<double>& v) {
 }
 
 // A layer's tensor cut to [from, to) of the flat vector: params and grads at offset, master, m and v at state;
-// blocks of the device's first pass from first_block.
+// blocks of the device's first pass from first_block; the last update's delta = cw p' - cu m' / (sqrt(v' rbc2) +
+// eps) at the tensor's rate, in fp32 (LayerStatsPlan::set_update; cw = cu = 0: none applied).
 struct LayerStatsSegment {
     size_t offset, state, n;
     int layer, matrix, first_block, blocks;
+    float cw = 0, cu = 0, rbc2 = 1, eps = 0;
 };
 // The segments in layer order, layer l's blocks [first[l], first[l + 1]): its attention tensors' [first[l], mid[l]),
-// its MLP's [mid[l], first[l + 1]); at[l]: the residual state after layer l (model.cuh's sub-block count so far),
-// width[l]: w_l. blocks: the first pass's grid.
+// its MLP's [mid[l], first[l + 1]); rate[s]: segment s's tensor's multipliers; at[l]: the residual state after
+// layer l (model.cuh's sub-block count so far), width[l]: w_l. blocks: the first pass's grid.
 struct LayerStatsPlan {
     std::vector<LayerStatsSegment> segs;
+    std::vector<TensorRate> rate;
     std::vector<int> first, mid, at, width;
     int blocks = 0;
+    // Each segment's coefficients for the update AdamW step t applied at lr and hp (AdamWDelta::of at the
+    // segment's rate, as the CPU engine's layer_stats), or for none.
+    void set_update(bool applied, double lr, const OptimizerHyper& hp, long t) {
+        for (size_t s = 0; s < segs.size(); s++) {
+            const AdamWDelta a = applied ? AdamWDelta::of(lr, hp, t, rate[s]) : AdamWDelta();
+            segs[s].cw = (float)a.cw, segs[s].cu = (float)a.cu, segs[s].rbc2 = (float)a.rbc2,
+            segs[s].eps = (float)a.eps;
+        }
+    }
 };
-// [from, to) of a (device) layout, `state`: where `from` sits in master, m and v; a segment of n elements gets
-// ceil(n / per_block) blocks, at most max_blocks (layer_stats.cuh's sizes).
+// [from, to) of a (device) layout, `state`: where `from` sits in master, m and v; rates: one per tensor of the
+// layout (optimizer_rates.h; empty: 1 for all); a segment of n elements gets ceil(n / per_block) blocks, at most
+// max_blocks (layer_stats.cuh's sizes).
 inline LayerStatsPlan layer_stats_plan(const ModelConfig& c, const ParamLayout& layout, size_t from, size_t to,
-                                       size_t state, size_t per_block, size_t max_blocks) {
+                                       size_t state, size_t per_block, size_t max_blocks,
+                                       const std::vector<TensorRate>& rates = {}) {
     LayerStatsPlan p;
     int sub = 0;
     for (int l = 0; l < c.L(); l++) {
         p.first.push_back(p.blocks);
         for (LayerBlock block : {kAttnBlock, kMlpBlock}) {
             if (block == kMlpBlock) p.mid.push_back(p.blocks);
-            for (const ParamTensor& t : layout.tensors) {
+            for (size_t k = 0; k < layout.tensors.size(); k++) {
+                const ParamTensor& t = layout.tensors[k];
                 const size_t a = std::max(from, t.offset), b = std::min(to, t.offset + t.numel());
                 if (t.layer != l || a >= b || layer_block(layout, t) != block) continue;
                 const int nb = (int)std::min(max_blocks, (b - a + per_block - 1) / per_block);
                 p.segs.push_back({a, a - from + state, b - a, l, t.is_matrix ? 1 : 0, p.blocks, nb});
+                p.rate.push_back(rates.empty() ? TensorRate() : rates.at(k));
                 p.blocks += nb;
             }
         }

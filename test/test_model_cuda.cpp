@@ -710,54 +710,75 @@ TEST_CASE("the memory plan turns recomputation on only when the activations woul
     CHECK(choose_recompute(c, 4, 8, rec / 2) == -1);
 }
 
-TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's, computed on the device",
-          "[kernels][model][layerstats]") {
-    SerialOpenMP serial;
-    for (std::string kind : {"combo", "no_attention", "openelm"}) {
-        INFO(kind);
-        const ModelConfig c = small_config(kind);
-        CpuEngine cpu(c);
-        cpu.init_params(5);
-        std::vector<float> p(cpu.num_params());
-        cpu.get_params(p.data());
-        p = bf16_round(p);
-        cpu.set_params(p.data());
-        const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
-        gpu->set_params(p.data());
-        CHECK_THROWS_AS(gpu->layer_stats(), std::logic_error);  // no step yet: no gradients or states to read
-        OptimizerHyper hp;
-        std::vector<int> in, tg;
-        const int B = 2, T = 8;
-        for (int step = 0; step < 3; step++) {
-            make_batch(c, B, T, 200 + step, in, tg);
-            LayerStats s[2];
-            Engine* engines[2] = {&cpu, gpu.get()};
-            for (int k = 0; k < 2; k++) {
-                engines[k]->zero_grad();
-                engines[k]->forward_backward(in.data(), tg.data(), B, T, 1.0f);
-                engines[k]->clip_grad_norm(1.0);
-                engines[k]->adamw_step(3e-3, hp);
-                engines[k]->read_stats();
-                s[k] = engines[k]->layer_stats();
-            }
-            // Gradients (their norms and RMS, whole and per sub-block) within check_grads' 5e-2 of the reference's;
-            // the update of Adam's normalised moments within the same; the residual states bf16 (2^-9) plus the
-            // forward's drift, as the loss's. A sub-block the layer lacks is NaN on both.
-            for (int k = 0; k < LayerStats::kCount; k++) {
-                const std::string kind = LayerStats::kNames[k];
-                const std::vector<double>&x = s[1].signal(k), &y = s[0].signal(k);
-                REQUIRE(x.size() == (size_t)c.L());
-                for (int l = 0; l < c.L(); l++) {
-                    INFO("step " << step + 1 << " layer " << l << ": " << kind << " " << x[l] << " vs " << y[l]);
-                    if (std::isnan(y[l])) {
-                        CHECK(kind.rfind("grad_rms_", 0) == 0);
-                        CHECK(std::isnan(x[l]));
-                    } else {
-                        CHECK(y[l] > 0);
-                        CHECK(std::fabs(x[l] - y[l]) <= (kind == "out_rms" ? 1e-2 : 5e-2) * y[l]);
-                    }
+// Three steps of both engines from the same bf16 weights; from step `from` on (-1: never) both at the rates of
+// `mult`. Each step's per-layer statistics compared.
+static void check_layer_stats_match(const std::string& kind, const OptimizerMultipliers& mult = {}, int from = -1) {
+    INFO(kind);
+    const ModelConfig c = small_config(kind);
+    CpuEngine cpu(c);
+    cpu.init_params(5);
+    std::vector<float> p(cpu.num_params());
+    cpu.get_params(p.data());
+    p = bf16_round(p);
+    cpu.set_params(p.data());
+    const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c);
+    gpu->set_params(p.data());
+    CHECK_THROWS_AS(gpu->layer_stats(), std::logic_error);  // no step yet: no gradients or states to read
+    OptimizerHyper hp;
+    std::vector<int> in, tg;
+    const int B = 2, T = 8;
+    for (int step = 0; step < 3; step++) {
+        make_batch(c, B, T, 200 + step, in, tg);
+        LayerStats s[2];
+        Engine* engines[2] = {&cpu, gpu.get()};
+        for (int k = 0; k < 2; k++) {
+            if (step == from) engines[k]->set_optimizer_multipliers(mult);  // after a layer_stats: a new table
+            engines[k]->zero_grad();
+            engines[k]->forward_backward(in.data(), tg.data(), B, T, 1.0f);
+            engines[k]->clip_grad_norm(1.0);
+            engines[k]->adamw_step(3e-3, hp);
+            engines[k]->read_stats();
+            s[k] = engines[k]->layer_stats();
+        }
+        // Gradients (their norms and RMS, whole and per sub-block) within check_grads' 5e-2 of the reference's;
+        // the update of Adam's normalised moments within the same; the residual states bf16 (2^-9) plus the
+        // forward's drift, as the loss's. A sub-block the layer lacks is NaN on both.
+        for (int k = 0; k < LayerStats::kCount; k++) {
+            const std::string kind = LayerStats::kNames[k];
+            const std::vector<double>&x = s[1].signal(k), &y = s[0].signal(k);
+            REQUIRE(x.size() == (size_t)c.L());
+            for (int l = 0; l < c.L(); l++) {
+                INFO("step " << step + 1 << " layer " << l << ": " << kind << " " << x[l] << " vs " << y[l]);
+                if (std::isnan(y[l])) {
+                    CHECK(kind.rfind("grad_rms_", 0) == 0);
+                    CHECK(std::isnan(x[l]));
+                } else {
+                    CHECK(y[l] > 0);
+                    CHECK(std::fabs(x[l] - y[l]) <= (kind == "out_rms" ? 1e-2 : 5e-2) * y[l]);
                 }
             }
         }
+    }
+}
+
+TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's, computed on the device",
+          "[kernels][model][layerstats]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"combo", "no_attention", "openelm"}) check_layer_stats_match(kind);
+}
+
+// update_ratio at each tensor's own rate on both engines: the first layer at lr x 0.5 (half the update), the last
+// at weight decay x 1000 (decay 1 - 0.3 a step: its share of delta W above Adam's), set after a first
+// step at rates 1, which built the device's table.
+TEST_CASE("the GPU engine's per-layer statistics match the CPU engine's with per-layer lr and wd multipliers",
+          "[kernels][model][layerstats]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"combo", "openelm"}) {
+        const int L = small_config(kind).L();
+        REQUIRE(L >= 2);
+        OptimizerMultipliers mult;
+        mult.layer_lr.assign(L, 1.0), mult.layer_wd.assign(L, 1.0);
+        mult.layer_lr[0] = 0.5, mult.layer_wd[L - 1] = 1000;
+        check_layer_stats_match(kind, mult, 1);
     }
 }
