@@ -124,6 +124,25 @@ static void check_resume_data(const RunRecord& rec, const std::string& train_glo
     if (v && v->kind == json::Value::String && !val.empty()) differs("validation", val_glob, v->str, val);
 }
 
+// The words of a recorded [flag, value] pair on a command line, appended to `out`: the flag, and its value when it
+// takes one; nothing for a value recorded as "" (the default: no empty path flag).
+static void append_recorded_arg(std::vector<std::string>& out, const std::string& flag, const std::string& value,
+                                const std::vector<Flag>& flags) {
+    bool takes_value = false;
+    for (const Flag& f : flags)
+        if (canonical_name(f) == flag) takes_value = !f.arg.empty();
+    if (takes_value && value.empty()) return;
+    out.push_back(flag);
+    if (takes_value) out.push_back(value);
+}
+
+// parse_flags over a list of words, argv[0] first.
+static void parse_words(std::vector<std::string> words, const std::vector<Flag>& flags) {
+    std::vector<char*> av;
+    for (std::string& a : words) av.push_back(&a[0]);
+    parse_flags((int)av.size(), av.data(), flags, "train_prism");
+}
+
 // The argument list a --resume parses: the record's flags, minus those the user gives again (and minus
 // --steps when a length flag is given), then the user's own. argv[0] first.
 static std::vector<std::string> restore_recorded_args(const RunRecord& rec, int argc, char** argv,
@@ -147,12 +166,7 @@ static std::vector<std::string> restore_recorded_args(const RunRecord& rec, int 
         if ((flag == "--tied" && is_given("--untied")) || (flag == "--untied" && is_given("--tied"))) continue;
         // Another schedule than wsd given: the recorded wsd decay is not carried into it (an error there).
         if ((flag == "--decay-frac" || flag == "--decay-shape") && !schedule.empty() && schedule != "wsd") continue;
-        out.push_back(flag);
-        bool takes_value = false;
-        for (const Flag& f : flags)
-            if (canonical_name(f) == flag) takes_value = !f.arg.empty();
-        if (takes_value && value.empty()) out.pop_back();  // recorded as "" (the default): no empty path flag
-        else if (takes_value) out.push_back(value);
+        append_recorded_arg(out, flag, value, flags);
     }
     for (int i = 1; i < argc; i++) out.push_back(argv[i]);
     return out;
@@ -186,18 +200,9 @@ static TrainOptions parse_recorded_args(const RunRecord& rec) {
     TrainOptions r;
     const std::vector<Flag> flags = make_train_flags(r);
     std::vector<std::string> args{"train_prism"};
-    for (const auto& [flag, value] : rec.args) {
-        bool takes_value = false;
-        for (const Flag& f : flags)
-            if (canonical_name(f) == flag) takes_value = !f.arg.empty();
-        if (takes_value && value.empty()) continue;  // recorded as "" (the default)
-        args.push_back(flag);
-        if (takes_value) args.push_back(value);
-    }
-    std::vector<char*> av;
-    for (std::string& a : args) av.push_back(&a[0]);
+    for (const auto& [flag, value] : rec.args) append_recorded_arg(args, flag, value, flags);
     try {
-        parse_flags((int)av.size(), av.data(), flags, "train_prism");
+        parse_words(args, flags);
     } catch (const ConfigError& e) {
         throw ConfigError("--resume: " + rec.path + "'s \"args\": " + e.what() + "; restore " + rec.path +
                           " from a copy (a resume changes a run by the flags given with it)");
@@ -430,10 +435,8 @@ void Run::restore_flags(TrainOptions& o, Command& cmd, int argc, char** argv, bo
         recorded_options_.reset(new TrainOptions(parse_recorded_args(*record_)));
         std::vector<std::string> args = restore_recorded_args(*record_, argc, argv, cmd.flags);
         find_recorded_data(args);
-        std::vector<char*> av;
-        for (std::string& a : args) av.push_back(&a[0]);
         o = TrainOptions();
-        parse_flags((int)av.size(), av.data(), cmd.flags, "train_prism");
+        parse_words(args, cmd.flags);
         if (o.out.empty()) o.out = out;
         recorded_ = true;
     } else if (is_dir(out)) {
@@ -565,8 +568,9 @@ const RunPlan& Run::plan(const DataLoader& train, const DataLoader* val) {
 void Run::decide(Engine& eng, DataLoader& train) {
     const TrainOptions& o = *o_;
     if (!o.resume) return eng.init_params(o.seed);
-    const std::string from = resume_from();
-    ResumePoint r = load_checkpoint(eng, from);
+    // --branch-from: what it changes, decided on every rank (a name that is not a checkpoint of OUT is refused here)
+    std::unique_ptr<BranchIntent> branch = o.branch_from.empty() ? nullptr : dir_->plan_branch(o.branch_from);
+    ResumePoint r = load_checkpoint(eng, o.branch_from.empty() ? resume_from() : o.branch_from);
     if (r.total_batch > 0 && r.total_batch != plan_.total_batch && !o.allow_batch_change)
         throw ConfigError("--resume: " + r.dir + " was trained with a global batch of " +
                           std::to_string(r.total_batch) + " tokens per step, this run would take " +
@@ -595,9 +599,9 @@ void Run::decide(Engine& eng, DataLoader& train) {
         train.restore(r.loader);
     }
     start_ = r.step, tokens_ = r.tokens, rng_ = r.rng, resumed_dir_ = r.dir;
-    if (lead_ && !o.branch_from.empty()) {
-        branch_ = dir_->plan_branch(o.branch_from);
-        if (branch_) branched_.reset(new RunBranch{start_, "--branch-from", branch_->was, branch_->to});
+    if (lead_ && branch) {  // only the lead carries it out (begin)
+        branched_.reset(new RunBranch{start_, "--branch-from", branch->was, branch->to});
+        branch_ = std::move(branch);
     }
 }
 
@@ -747,10 +751,6 @@ int Run::done(const std::string& machine) const {
 
 std::string Run::resume_from() const {
     const std::string& out_ = o_->out;
-    if (!o_->branch_from.empty()) {          // --branch-from: that checkpoint, whatever OUT/latest names
-        dir_->plan_branch(o_->branch_from);  // refuses a name that is not a checkpoint directory of OUT
-        return o_->branch_from;
-    }
     const std::vector<long> steps = dir_->checkpoint_steps();
     const std::string newest = steps.empty() ? "" : step_dir_name(steps.back());
     std::string latest_name = dir_->latest();

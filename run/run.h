@@ -154,7 +154,7 @@ class Run {
     // fingerprints decide whether the data is the run's: check_resume_data).
     void find_recorded_data(std::vector<std::string>& args) const;
 
-    // The checkpoint a resume continues from: --branch-from's, else the one OUT/latest names, after checking that
+    // The checkpoint a resume without --branch-from continues from: the one OUT/latest names, after checking that
     // OUT/latest can be trusted (ConfigError saying what to do otherwise).
     std::string resume_from() const;
 
