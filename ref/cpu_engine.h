@@ -127,9 +127,8 @@ class CpuEngine : public Engine {
             const size_t a = std::max(from, x.offset), b = std::min(to, x.offset + x.numel());
             if (x.layer < 0 || a >= b) continue;
             std::vector<double>& grad_sq = s.grad_sq(layer_block(lay, x));
-            OptimizerHyper hk = hp_;  // the tensor's rate, as adamw_step updated it
-            hk.weight_decay *= rates_[k].wd;
-            const AdamWDelta ad = updated_ ? AdamWDelta::of(lr_ * rates_[k].lr, hk, opt_.t) : AdamWDelta();
+            // at the tensor's rate, as adamw_step updated it
+            const AdamWDelta ad = updated_ ? AdamWDelta::of(lr_, hp_, opt_.t, rates_[k]) : AdamWDelta();
             for (size_t i = a; i < b; i++) {
                 const double gi = g[i] * unclip;
                 grad_sq[x.layer] += gi * gi;
