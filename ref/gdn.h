@@ -1,0 +1,720 @@
+// ref/gdn.h: the Gated DeltaNet (GDN) mixer on the fp32 CPU reference, forward and backward, op by op and whole
+// (gdn_forward / gdn_backward: everything of a gdn layer from the normed input xn to the output before wo), and
+// its cached decoder (gdn_decode). Templated on the scalar S like ref/ops.h (float to train, double for the
+// finite-difference checks of test/test_gdn.cpp); ref/ops.h's conventions hold: activations and input gradients
+// assigned, parameter gradients accumulated, the same bits for any number of OpenMP threads.
+//
+// The layer (Yang, Kautz, Hatamizadeh, "Gated Delta Networks", arXiv 2412.06464; transformers' Qwen3-Next
+// linear attention), h heads of hd = w / h channels for keys and values, N = B T rows, t a position inside its
+// own sequence:
+//   p  = xn Wqkv^T (N, 3w), channels [q | k | v], head j owning channels j hd .. j hd + hd - 1 of each part
+//   c_t[ch] = sum_{k=0..3} conv_w[ch][k] p_{t-3+k}[ch] (p_{t'} = 0 for t' < 0; kernel GDN_CONV = 4, no bias);
+//   u = silu(c), silu(x) = x sigmoid(x)
+//   q, k: per head x / sqrt(sum(x^2) + GDN_L2_EPS), GDN_L2_EPS = 1e-6 (inside the square root); v = u's third part
+//   ba = xn Wba^T (N, 2h): beta = sigmoid(ba[:, j]), g = -exp(a_log[j]) softplus(ba[:, h + j] + dt_bias[j]),
+//   softplus(x) = log(1 + exp(x)), and x itself above GDN_SOFTPLUS_MAX = 20 (PyTorch's threshold)
+//   per sequence and head, S (hd x hd, value rows by key columns) = 0 at the start:
+//     S_t = exp(g_t) S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t / sqrt(hd)
+//   y = onorm_w * o_j / sqrt(mean(o_j^2) + norm_eps) * silu(z_j) per head j, z = xn Wz^T; onorm_w (hd) shared by
+//   the heads, multiplying directly (not 1 + w)
+//
+// The delta rule in two forms:
+//   recurrent (gdn_delta_recurrent_*): the definition step by step; the oracle the tests hold the other against.
+//   chunked (gdn_delta_chunk_*, what gdn_forward runs): chunks of GDN_CHUNK = 64 positions from each sequence's
+//   start (the last one shorter), the WY / UT representation of the paper and of flash-linear-attention's
+//   chunk_gated_delta_rule. In a chunk of L rows, with S0 the state at its start, G_i = g_0 + .. + g_i (inside
+//   the chunk), Gamma_ij = exp(G_i - G_j):
+//     A = strictly lower (diag(beta) (K K^T o Gamma)),  T = (I + A)^-1 (forward substitution, row by row)
+//     W = T diag(beta exp(G)) K,  U = T diag(beta) V - W S0^T          (U's rows: the deltas beta (v - S k))
+//     O = (diag(exp(G)) Q S0^T + (tril(Q K^T o Gamma)) U) / sqrt(hd)
+//     S_next = exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K
+//   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk from it, last chunk first.
+//   Every product is ref::gemm; each row i of A, T, W, U and O depends on rows <= i alone, and a row of a gemm
+//   never depends on the other rows (ref/gemm.h), so gdn_decode, which computes the same rows one token (or a
+//   few) at a time with the same functions, gives the forward's bits.
+//   FLOPs per chunk and head (2 per multiply-add; the products computed as full L x L squares): K K^T, Q K^T,
+//   T K', T V', tril(..) U: 10 L^2 hd; W S0^T, Q S0^T, the state update: 6 L hd^2; the forward substitution
+//   L^3 / 3 (L^3 / 6 multiply-adds).
+// Does not: use bf16, know the model's layout, or apply wo and the residual (the model does, as for attention).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ref/gemm.h"
+#include "ref/parallel.h"
+
+namespace ref {
+
+constexpr int GDN_CONV = 4;                // the depthwise convolution's kernel (taps t-3 .. t)
+constexpr int GDN_CHUNK = 64;              // the chunked form's chunk
+constexpr double GDN_L2_EPS = 1e-6;        // q and k: x / sqrt(sum x^2 + eps)
+constexpr double GDN_SOFTPLUS_MAX = 20.0;  // softplus(x) = x above it (PyTorch's softplus threshold)
+
+struct GdnShape {
+    int h, hd;
+    int w() const { return h * hd; }
+};
+
+template <typename S> struct GdnWeights { const S *wqkv, *conv_w, *wz, *wba, *a_log, *dt_bias, *onorm_w; };
+template <typename S> struct GdnGrads {  // accumulated (+=)
+    S *wqkv, *conv_w, *wz, *wba, *a_log, *dt_bias, *onorm_w;
+};
+
+template <typename S> inline S gdn_sigmoid(S x) { return S(1) / (S(1) + std::exp(-x)); }
+template <typename S> inline S gdn_softplus(S x) { return x > S(GDN_SOFTPLUS_MAX) ? x : std::log1p(std::exp(x)); }
+template <typename S> inline S gdn_dot(const S* a, const S* b, int n) {
+    S s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// ======================================================================================================
+// causal depthwise convolution (kernel 4, no bias) + SiLU over C channels
+// ======================================================================================================
+// c (C) = sum_{k=0..3} w[ch * 4 + k] x[k][ch], taps in order of k; a null x[k] is a position before the
+// sequence's start (skipped: its input is 0). The forward's rows and the decoder's (its tail) both run this.
+template <typename S> inline void gdn_conv_row(S* __restrict c, const S* const x[GDN_CONV], const S* w, int C) {
+    std::fill_n(c, C, S(0));
+    for (int k = 0; k < GDN_CONV; k++)
+        if (x[k])
+            for (int ch = 0; ch < C; ch++) c[ch] += w[ch * GDN_CONV + k] * x[k][ch];
+}
+template <typename S> inline void gdn_silu_row(S* __restrict u, const S* c, int C) {
+    for (int ch = 0; ch < C; ch++) u[ch] = c[ch] * gdn_sigmoid(c[ch]);
+}
+
+// c (N, C) the pre-activation (kept for the backward), u (N, C) = silu(c); p (N, C) the input, B sequences of T.
+// u's rows may have a stride ldu >= C.
+template <typename S> void gdn_conv_forward(S* u, long ldu, S* c, const S* p, const S* w, long B, long T, int C) {
+#pragma omp parallel for if (B * T * C >= OMP_MIN_WORK)
+    for (long n = 0; n < B * T; n++) {
+        const long t = n % T;
+        const S* x[GDN_CONV];
+        for (int k = 0; k < GDN_CONV; k++) x[k] = t - 3 + k >= 0 ? p + (n - 3 + k) * C : nullptr;
+        gdn_conv_row(c + n * C, x, w, C);
+        gdn_silu_row(u + n * ldu, c + n * C, C);
+    }
+}
+
+// dp (N, C) assigned from du (rows of stride lddu); dw (C, 4) += sum over the rows of dc_t p_{t-3+k}.
+template <typename S>
+void gdn_conv_backward(S* dp, S* dw, const S* du, long lddu, const S* c, const S* p, const S* w, long B, long T,
+                       int C) {
+    const long N = B * T;
+    std::vector<S> dc_buf(N * C);
+    S* dc = dc_buf.data();
+#pragma omp parallel for if (N * C >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int ch = 0; ch < C; ch++) {
+            const S x = c[n * C + ch], s = gdn_sigmoid(x);
+            dc[n * C + ch] = du[n * lddu + ch] * s * (S(1) + x * (S(1) - s));
+        }
+#pragma omp parallel for if (N * C >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++) {  // p_t feeds c_{t+3-k} through tap k
+        const long t = n % T;
+        S* d = dp + n * C;
+        std::fill_n(d, C, S(0));
+        for (int k = 0; k < GDN_CONV; k++)
+            if (t + 3 - k < T)
+                for (int ch = 0; ch < C; ch++) d[ch] += w[ch * GDN_CONV + k] * dc[(n + 3 - k) * C + ch];
+    }
+    const int CH = 16;  // each channel's taps sum over the rows in order
+#pragma omp parallel for if (N * C >= OMP_MIN_WORK)
+    for (int c0 = 0; c0 < C; c0 += CH) {
+        const int c1 = std::min(C, c0 + CH);
+        S acc[CH][GDN_CONV] = {};
+        for (long n = 0; n < N; n++) {
+            const long t = n % T;
+            for (int k = 0; k < GDN_CONV; k++)
+                if (t - 3 + k >= 0)
+                    for (int ch = c0; ch < c1; ch++) acc[ch - c0][k] += dc[n * C + ch] * p[(n - 3 + k) * C + ch];
+        }
+        for (int ch = c0; ch < c1; ch++)
+            for (int k = 0; k < GDN_CONV; k++) dw[ch * GDN_CONV + k] += acc[ch - c0][k];
+    }
+}
+
+// ======================================================================================================
+// per-head L2 norm: y = x / sqrt(sum(x^2) + GDN_L2_EPS) over each head's hd columns of [0, h hd)
+// ======================================================================================================
+// r (N, h) = the inverse norms, kept for the backward. y may be x (in place).
+template <typename S> void gdn_l2norm_forward(S* y, long ldy, S* r, const S* x, long ldx, long N, int h, int hd) {
+#pragma omp parallel for if (N * h * hd >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            const S* xr = x + n * ldx + j * hd;
+            const S inv = S(1) / std::sqrt(gdn_dot(xr, xr, hd) + S(GDN_L2_EPS));
+            S* yr = y + n * ldy + j * hd;
+            for (int c = 0; c < hd; c++) yr[c] = xr[c] * inv;
+            r[n * h + j] = inv;
+        }
+}
+// dx = r (dy - y (y . dy)) (assigned; dx may be dy).
+template <typename S>
+void gdn_l2norm_backward(S* dx, long lddx, const S* dy, long lddy, const S* y, long ldy, const S* r, long N, int h,
+                         int hd) {
+#pragma omp parallel for if (N * h * hd >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            const S* yr = y + n * ldy + j * hd;
+            const S* dyr = dy + n * lddy + j * hd;
+            const S yd = gdn_dot(yr, dyr, hd), inv = r[n * h + j];
+            S* d = dx + n * lddx + j * hd;
+            for (int c = 0; c < hd; c++) d[c] = inv * (dyr[c] - yr[c] * yd);
+        }
+}
+
+// ======================================================================================================
+// gates: ba (N, 2h) -> beta (N, h) = sigmoid(ba[:, :h]), g (N, h) = -exp(a_log) softplus(ba[:, h:] + dt_bias)
+// ======================================================================================================
+template <typename S>
+void gdn_gates_forward(S* beta, S* g, const S* ba, const S* a_log, const S* dt_bias, long N, int h) {
+#pragma omp parallel for if (N * h >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            beta[n * h + j] = gdn_sigmoid(ba[n * 2 * h + j]);
+            g[n * h + j] = -std::exp(a_log[j]) * gdn_softplus(ba[n * 2 * h + h + j] + dt_bias[j]);
+        }
+}
+// dba (N, 2h) assigned; da_log, ddt_bias (h) += (each summed over the rows in order).
+template <typename S>
+void gdn_gates_backward(S* dba, S* da_log, S* ddt_bias, const S* dbeta, const S* dg, const S* ba, const S* beta,
+                        const S* g, const S* a_log, const S* dt_bias, long N, int h) {
+#pragma omp parallel for if (N * h >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            const S b = beta[n * h + j], x = ba[n * 2 * h + h + j] + dt_bias[j];
+            dba[n * 2 * h + j] = dbeta[n * h + j] * b * (S(1) - b);
+            const S dsp = x > S(GDN_SOFTPLUS_MAX) ? S(1) : gdn_sigmoid(x);
+            dba[n * 2 * h + h + j] = dg[n * h + j] * -std::exp(a_log[j]) * dsp;
+        }
+    for (int j = 0; j < h; j++) {
+        S sa = 0, sd = 0;
+        for (long n = 0; n < N; n++) {
+            sa += dg[n * h + j] * g[n * h + j];  // dg/da_log = g
+            sd += dba[n * 2 * h + h + j];
+        }
+        da_log[j] += sa;
+        ddt_bias[j] += sd;
+    }
+}
+
+// ======================================================================================================
+// gated RMSNorm: y_j = wn * o_j * r_j * silu(z_j), r_j = 1 / sqrt(mean(o_j^2) + eps), per head j
+// ======================================================================================================
+template <typename S>
+void gdn_gated_norm_forward(S* y, S* r, const S* o, const S* z, const S* wn, long N, int h, int hd, double eps) {
+#pragma omp parallel for if (N * h * hd >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            const long off = n * h * hd + j * hd;
+            const S inv = S(1) / std::sqrt(gdn_dot(o + off, o + off, hd) / hd + S(eps));
+            for (int c = 0; c < hd; c++) {
+                const S zc = z[off + c];
+                y[off + c] = wn[c] * (o[off + c] * inv) * (zc * gdn_sigmoid(zc));
+            }
+            r[n * h + j] = inv;
+        }
+}
+// d_o, dz (N, w) assigned; dwn (hd) += summed over rows then heads in order.
+template <typename S>
+void gdn_gated_norm_backward(S* d_o, S* dz, S* dwn, const S* dy, const S* o, const S* z, const S* r, const S* wn,
+                             long N, int h, int hd) {
+#pragma omp parallel for if (N * h * hd >= OMP_MIN_WORK)
+    for (long n = 0; n < N; n++)
+        for (int j = 0; j < h; j++) {
+            const long off = n * h * hd + j * hd;
+            const S inv = r[n * h + j];
+            S m = 0;  // sum of dn * on
+            for (int c = 0; c < hd; c++) {
+                const S zc = z[off + c], s = gdn_sigmoid(zc);
+                m += dy[off + c] * wn[c] * zc * s * (o[off + c] * inv);
+            }
+            m /= hd;
+            for (int c = 0; c < hd; c++) {
+                const S zc = z[off + c], s = gdn_sigmoid(zc), on = o[off + c] * inv;
+                d_o[off + c] = inv * (dy[off + c] * wn[c] * zc * s - on * m);
+                dz[off + c] = dy[off + c] * wn[c] * on * s * (S(1) + zc * (S(1) - s));
+            }
+        }
+    for (int c = 0; c < hd; c++) {
+        S acc = 0;
+        for (long n = 0; n < N; n++)
+            for (int j = 0; j < h; j++) {
+                const long off = n * h * hd + j * hd + c;
+                acc += dy[off] * o[off] * r[n * h + j] * (z[off] * gdn_sigmoid(z[off]));
+            }
+        dwn[c] += acc;
+    }
+}
+
+// ======================================================================================================
+// the gated delta rule, recurrent form (the oracle)
+// ======================================================================================================
+// q, k, v rows of stride ld (head j at columns j hd), beta, g (N, h), o (N, ldo). Per sequence and head:
+// S *= exp(g); delta = beta (v - S k); S += delta k^T; o = S q / sqrt(hd).
+template <typename S>
+void gdn_delta_recurrent_forward(S* o, long ldo, const S* q, const S* k, const S* v, long ld, const S* beta, const S* g,
+                                 long B, long T, const GdnShape& sh) {
+    const int h = sh.h, hd = sh.hd;
+    const S scale = S(1) / std::sqrt(S(hd));
+#pragma omp parallel for if (B * h * T * hd * hd >= OMP_MIN_WORK)
+    for (long bh = 0; bh < B * h; bh++) {
+        const long b = bh / h;
+        const int j = (int)(bh % h);
+        std::vector<S> St((size_t)hd * hd, S(0)), delta(hd);
+        for (long t = 0; t < T; t++) {
+            const long n = b * T + t;
+            const S* kr = k + n * ld + j * hd;
+            const S* vr = v + n * ld + j * hd;
+            const S* qr = q + n * ld + j * hd;
+            const S a = std::exp(g[n * h + j]), bt = beta[n * h + j];
+            for (auto& x : St) x *= a;
+            for (int r = 0; r < hd; r++) delta[r] = bt * (vr[r] - gdn_dot(&St[r * hd], kr, hd));
+            for (int r = 0; r < hd; r++)
+                for (int c = 0; c < hd; c++) St[r * hd + c] += delta[r] * kr[c];
+            for (int r = 0; r < hd; r++) o[n * ldo + j * hd + r] = gdn_dot(&St[r * hd], qr, hd) * scale;
+        }
+    }
+}
+
+// dq, dk, dv (rows of stride ldd) and dbeta, dg (N, h) assigned from dout (N, lddo). Recomputes and keeps every
+// state of a (sequence, head): T hd^2 values (an oracle's memory, not the chunked form's).
+template <typename S>
+void gdn_delta_recurrent_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, const S* dout, long lddo, const S* q,
+                                  const S* k, const S* v, long ld, const S* beta, const S* g, long B, long T,
+                                  const GdnShape& sh) {
+    const int h = sh.h, hd = sh.hd;
+    const long hd2 = (long)hd * hd;
+    const S scale = S(1) / std::sqrt(S(hd));
+#pragma omp parallel for if (B * h * T * hd * hd >= OMP_MIN_WORK)
+    for (long bh = 0; bh < B * h; bh++) {
+        const long b = bh / h;
+        const int j = (int)(bh % h);
+        std::vector<S> states((T + 1) * hd2, S(0)), dS(hd2, S(0)), P(hd2), kv(hd), dd(hd);
+        for (long t = 0; t < T; t++) {  // states[t + 1] = S_t
+            const long n = b * T + t;
+            const S* kr = k + n * ld + j * hd;
+            const S* vr = v + n * ld + j * hd;
+            const S a = std::exp(g[n * h + j]), bt = beta[n * h + j];
+            S* Sn = &states[(t + 1) * hd2];
+            for (long e = 0; e < hd2; e++) Sn[e] = a * states[t * hd2 + e];
+            for (int r = 0; r < hd; r++) {
+                const S dl = bt * (vr[r] - gdn_dot(Sn + r * hd, kr, hd));
+                for (int c = 0; c < hd; c++) Sn[r * hd + c] += dl * kr[c];
+            }
+        }
+        for (long t = T - 1; t >= 0; t--) {
+            const long n = b * T + t;
+            const S* kr = k + n * ld + j * hd;
+            const S* vr = v + n * ld + j * hd;
+            const S* qr = q + n * ld + j * hd;
+            const S* dor = dout + n * lddo + j * hd;
+            const S a = std::exp(g[n * h + j]), bt = beta[n * h + j];
+            const S* St = &states[(t + 1) * hd2];
+            for (int r = 0; r < hd; r++)
+                for (int c = 0; c < hd; c++) dS[r * hd + c] += scale * dor[r] * qr[c];
+            for (int c = 0; c < hd; c++) {
+                S s = 0;
+                for (int r = 0; r < hd; r++) s += St[r * hd + c] * dor[r];
+                dq[n * ldd + j * hd + c] = scale * s;
+            }
+            for (long e = 0; e < hd2; e++) P[e] = a * states[t * hd2 + e];
+            S db = 0;
+            for (int r = 0; r < hd; r++) {
+                kv[r] = gdn_dot(&P[r * hd], kr, hd);
+                dd[r] = gdn_dot(&dS[r * hd], kr, hd);  // d delta
+                dv[n * ldd + j * hd + r] = bt * dd[r];
+                db += dd[r] * (vr[r] - kv[r]);
+            }
+            dbeta[n * h + j] = db;
+            for (int c = 0; c < hd; c++) {
+                S s = 0;
+                for (int r = 0; r < hd; r++) s += dS[r * hd + c] * bt * (vr[r] - kv[r]) - bt * P[r * hd + c] * dd[r];
+                dk[n * ldd + j * hd + c] = s;
+            }
+            S sg = 0;
+            for (int r = 0; r < hd; r++)
+                for (int c = 0; c < hd; c++) {
+                    const S dP = dS[r * hd + c] - bt * dd[r] * kr[c];
+                    sg += dP * P[r * hd + c];
+                    dS[r * hd + c] = a * dP;
+                }
+            dg[n * h + j] = sg;
+        }
+    }
+}
+
+// ======================================================================================================
+// the gated delta rule, chunked form (WY / UT representation, chunks of GDN_CHUNK)
+// ======================================================================================================
+// One head's chunk: its rows so far and every matrix the rows after them (and the backward) read. Row i of each
+// lives at i (times its row length), whatever rows a call computes.
+template <typename S> struct GdnChunk {
+    int hd = 0;
+    std::vector<S> G, K, KK, T, Kb, Vb, W, U, Oi, M, tmp;
+    explicit GdnChunk(int hd_ = 0) : hd(hd_) {
+        const size_t C = GDN_CHUNK, ch = C * hd;
+        G.assign(C, 0), KK.assign(C * C, 0), T.assign(C * C, 0), M.assign(C * C, 0);
+        for (auto* x : {&K, &Kb, &Vb, &W, &U, &Oi, &tmp}) x->assign(ch, 0);
+    }
+};
+
+// Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
+// q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1.
+template <typename S>
+void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, const S* k, const S* v, long ld,
+                    const S* beta, const S* g, long gs, S* o, long ldo) {
+    constexpr int C = GDN_CHUNK;
+    const int hd = c.hd, n = r1 - r0;
+    const S scale = S(1) / std::sqrt(S(hd));
+    for (int i = r0; i < r1; i++) {
+        c.G[i] = (i ? c.G[i - 1] : S(0)) + g[(i - r0) * gs];
+        std::copy_n(k + (i - r0) * ld, hd, &c.K[i * hd]);
+    }
+    S *G = c.G.data(), *K = c.K.data(), *KK = c.KK.data(), *T = c.T.data(), *Kb = c.Kb.data(), *Vb = c.Vb.data();
+    S *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data(), *tmp = c.tmp.data();
+    gemm<S>(n, r1, hd, K + r0 * hd, hd, 1, K, 1, hd, KK + r0 * C, C, false);  // KK = K K^T
+    for (int i = r0; i < r1; i++) {
+        // T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i exp(G_i - G_l) KK_il (T_l is zero beyond l)
+        const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
+        S* Ti = T + i * C;
+        std::fill_n(Ti, C, S(0));
+        for (int l = 0; l < i; l++) {
+            const S a = bi * std::exp(G[i] - G[l]) * KK[i * C + l];
+            const S* Tl = T + l * C;
+            for (int m = 0; m <= l; m++) Ti[m] -= a * Tl[m];
+        }
+        Ti[i] = 1;
+        const S* vr = v + (i - r0) * ld;
+        for (int x = 0; x < hd; x++) Kb[i * hd + x] = bi * eGi * K[i * hd + x], Vb[i * hd + x] = bi * vr[x];
+    }
+    gemm<S>(n, hd, r1, T + r0 * C, C, 1, Kb, hd, 1, W + r0 * hd, hd, false);      // W = T Kb
+    gemm<S>(n, hd, r1, T + r0 * C, C, 1, Vb, hd, 1, U + r0 * hd, hd, false);      // U = T Vb ..
+    gemm<S>(n, hd, hd, W + r0 * hd, hd, 1, S0, 1, hd, tmp + r0 * hd, hd, false);  // .. - W S0^T
+    for (long e = r0 * hd; e < (long)r1 * hd; e++) U[e] -= tmp[e];
+    gemm<S>(n, hd, hd, q, ld, 1, S0, 1, hd, Oi + r0 * hd, hd, false);  // Q S0^T
+    gemm<S>(n, r1, hd, q, ld, 1, K, 1, hd, M + r0 * C, C, false);      // Q K^T, then masked and decayed
+    for (int i = r0; i < r1; i++)
+        for (int x = 0; x < r1; x++) M[i * C + x] = x <= i ? M[i * C + x] * std::exp(G[i] - G[x]) : S(0);
+    gemm<S>(n, hd, r1, M + r0 * C, C, 1, U, hd, 1, tmp + r0 * hd, hd, false);  // tril(Q K^T o Gamma) U
+    for (int i = r0; i < r1; i++) {
+        const S eGi = std::exp(G[i]);
+        for (int x = 0; x < hd; x++) o[(i - r0) * ldo + x] = (eGi * Oi[i * hd + x] + tmp[i * hd + x]) * scale;
+    }
+}
+
+// S1 (hd x hd) = the state after the chunk's L rows: exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K. S1 != S0.
+template <typename S> void gdn_chunk_state(GdnChunk<S>& c, const S* S0, int L, S* S1) {
+    const int hd = c.hd;
+    const S GL = c.G[L - 1];
+    for (int i = 0; i < L; i++) {
+        const S d = std::exp(GL - c.G[i]);
+        for (int x = 0; x < hd; x++) c.tmp[i * hd + x] = d * c.K[i * hd + x];
+    }
+    gemm<S>(hd, hd, L, c.U.data(), 1, hd, c.tmp.data(), hd, 1, S1, hd, false);
+    const S eL = std::exp(GL);
+    for (long e = 0; e < (long)hd * hd; e++) S1[e] = eL * S0[e] + S1[e];
+}
+
+inline long gdn_chunks(long T) { return (T + GDN_CHUNK - 1) / GDN_CHUNK; }
+
+// As gdn_delta_recurrent_forward, by chunks; states (B, h, gdn_chunks(T), hd, hd) = each chunk's starting state,
+// which the backward reads.
+template <typename S>
+void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, const S* v, long ld, const S* beta,
+                             const S* g, long B, long T, const GdnShape& sh) {
+    const int h = sh.h, hd = sh.hd;
+    const long nc = gdn_chunks(T), hd2 = (long)hd * hd;
+#pragma omp parallel if (B * h * T * hd * hd >= OMP_MIN_WORK)
+    {
+        GdnChunk<S> c(hd);
+#pragma omp for schedule(dynamic, 1)
+        for (long bh = 0; bh < B * h; bh++) {
+            const long b = bh / h;
+            const int j = (int)(bh % h);
+            S* st = states + bh * nc * hd2;
+            std::fill_n(st, hd2, S(0));
+            for (long ci = 0; ci < nc; ci++) {
+                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+                const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
+                               beta + n * h + j, g + n * h + j, h, o + n * ldo + col, ldo);
+                if (ci + 1 < nc) gdn_chunk_state(c, st + ci * hd2, L, st + (ci + 1) * hd2);
+            }
+        }
+    }
+}
+
+// The backward of one chunk of L rows, recomputed from its starting state S0 (c already holds the forward's
+// rows): dq, dk, dv (rows of stride ldd), dbeta, dg (stride gs) of its rows assigned; dS (hd x hd) = dLoss/dS1
+// on entry, dLoss/dS0 on return. Scratch: the vectors of d.
+template <typename S> struct GdnChunkGrad {
+    std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, dS0, dG, db, eG;
+    explicit GdnChunkGrad(int hd) {
+        const size_t C = GDN_CHUNK, ch = C * hd;
+        for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp}) x->assign(ch, 0);
+        for (auto* x : {&dM, &dT, &dA}) x->assign(C * C, 0);
+        X.assign(std::max({C * C, ch, (size_t)hd * hd}), 0);  // T^T dT, diag(..) K and dU^T W in turn
+        dS0.assign((size_t)hd * hd, 0), dG.assign(C, 0), db.assign(C, 0), eG.assign(C, 0);
+    }
+};
+template <typename S>
+void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, int L, const S* q, const S* v, long ld,
+                        const S* beta, long gs, const S* dout, long lddo, S* dq, S* dk, S* dv, long ldd, S* dbeta,
+                        S* dg) {
+    constexpr int C = GDN_CHUNK;
+    const int hd = c.hd;
+    const long hd2 = (long)hd * hd;
+    const S scale = S(1) / std::sqrt(S(hd));
+    const S *G = c.G.data(), *K = c.K.data(), *KK = c.KK.data(), *T = c.T.data(), *Kb = c.Kb.data();
+    const S *Vb = c.Vb.data(), *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data();
+    S *dO = d.dO.data(), *dM = d.dM.data(), *dU = d.dU.data(), *dW = d.dW.data(), *dT = d.dT.data(), *X = d.X.data();
+    S *dA = d.dA.data(), *dQ = d.dQ.data(), *dK = d.dK.data(), *dKb = d.dKb.data(), *dVb = d.dVb.data();
+    S *tmp = d.tmp.data(), *dS0 = d.dS0.data(), *dG = d.dG.data(), *db = d.db.data(), *eG = d.eG.data();
+    const S GL = G[L - 1], eL = std::exp(GL);
+    for (int i = 0; i < L; i++) {
+        eG[i] = std::exp(G[i]), dG[i] = 0, db[i] = 0;
+        for (int x = 0; x < hd; x++) dO[i * hd + x] = scale * dout[i * lddo + x];
+    }
+    // O's inter-chunk term diag(exp(G)) Q S0^T
+    for (int i = 0; i < L; i++) {
+        dG[i] += eG[i] * gdn_dot(dO + i * hd, Oi + i * hd, hd);
+        for (int x = 0; x < hd; x++) tmp[i * hd + x] = eG[i] * dO[i * hd + x];
+    }
+    gemm<S>(L, hd, hd, tmp, hd, 1, S0, hd, 1, dQ, hd, false);  // dQ = dOi S0
+    gemm<S>(hd, hd, L, tmp, 1, hd, q, ld, 1, dS0, hd, false);  // dS0 = dOi^T Q
+    // O's intra-chunk term M U, M = tril(Q K^T o Gamma)
+    gemm<S>(L, L, hd, dO, hd, 1, U, 1, hd, dM, C, false);  // dM = dO U^T
+    gemm<S>(L, hd, L, M, 1, C, dO, hd, 1, dU, hd, false);  // dU = M^T dO
+    for (int i = 0; i < L; i++)
+        for (int x = 0; x < L; x++) {
+            if (x > i) {
+                dM[i * C + x] = 0;
+                continue;
+            }
+            const S cm = dM[i * C + x] * M[i * C + x];
+            dG[i] += cm, dG[x] -= cm;
+            dM[i * C + x] *= std::exp(G[i] - G[x]);  // now d(Q K^T)
+        }
+    gemm<S>(L, hd, L, dM, C, 1, K, hd, 1, dQ, hd, true);   // dQ += dQK K
+    gemm<S>(L, hd, L, dM, 1, C, q, ld, 1, dK, hd, false);  // dK = dQK^T Q
+    // S1 = exp(G_L) S0 + U^T Kd, Kd = diag(exp(G_L - G)) K
+    for (long e = 0; e < hd2; e++) dS0[e] += eL * dS[e];
+    dG[L - 1] += eL * gdn_dot(dS, S0, (int)hd2);
+    for (int i = 0; i < L; i++) {
+        const S dcy = std::exp(GL - G[i]);
+        for (int x = 0; x < hd; x++) X[i * hd + x] = dcy * K[i * hd + x];  // X: Kd (L x hd) here
+    }
+    gemm<S>(L, hd, hd, X, hd, 1, dS, 1, hd, dU, hd, true);    // dU += Kd dS1^T
+    gemm<S>(L, hd, hd, U, hd, 1, dS, hd, 1, tmp, hd, false);  // U dS1
+    for (int i = 0; i < L; i++) {
+        const S dd = gdn_dot(tmp + i * hd, X + i * hd, hd), dcy = std::exp(GL - G[i]);
+        dG[L - 1] += dd, dG[i] -= dd;
+        for (int x = 0; x < hd; x++) dK[i * hd + x] += dcy * tmp[i * hd + x];
+    }
+    // U = Uv - W S0^T
+    gemm<S>(L, hd, hd, dU, hd, 1, S0, hd, 1, dW, hd, false);  // -dW
+    for (int e = 0; e < L * hd; e++) dW[e] = -dW[e];
+    gemm<S>(hd, hd, L, dU, 1, hd, W, hd, 1, X, hd, false);  // dU^T W
+    for (long e = 0; e < hd2; e++) dS0[e] -= X[e];
+    // W = T Kb, Uv = T Vb
+    gemm<S>(L, L, hd, dU, hd, 1, Vb, 1, hd, dT, C, false);
+    gemm<S>(L, L, hd, dW, hd, 1, Kb, 1, hd, dT, C, true);
+    gemm<S>(L, hd, L, T, 1, C, dW, hd, 1, dKb, hd, false);  // T^T dW
+    gemm<S>(L, hd, L, T, 1, C, dU, hd, 1, dVb, hd, false);  // T^T dUv
+    // T = (I + A)^-1: dA = -T^T dT T^T, on A's strictly lower entries
+    gemm<S>(L, L, L, T, 1, C, dT, C, 1, X, C, false);
+    gemm<S>(L, L, L, X, C, 1, T, 1, C, dA, C, false);
+    for (int i = 0; i < L; i++) {
+        const S bi = beta[i * gs];
+        for (int x = 0; x < L; x++) {
+            if (x >= i) {
+                dA[i * C + x] = 0;
+                continue;
+            }
+            const S da = -dA[i * C + x], e = std::exp(G[i] - G[x]);
+            db[i] += da * e * KK[i * C + x];
+            const S cm = da * bi * e * KK[i * C + x];
+            dG[i] += cm, dG[x] -= cm;
+            dA[i * C + x] = da * bi * e;  // now d(K K^T), strictly lower
+        }
+    }
+    gemm<S>(L, hd, L, dA, C, 1, K, hd, 1, dK, hd, true);  // dK += dKK K + dKK^T K
+    gemm<S>(L, hd, L, dA, 1, C, K, hd, 1, dK, hd, true);
+    // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
+    for (int i = 0; i < L; i++) {
+        const S bi = beta[i * gs];
+        const S tk = gdn_dot(dKb + i * hd, K + i * hd, hd), tv = gdn_dot(dVb + i * hd, v + i * ld, hd);
+        db[i] += eG[i] * tk + tv;
+        dG[i] += bi * eG[i] * tk;
+        for (int x = 0; x < hd; x++) {
+            dK[i * hd + x] += bi * eG[i] * dKb[i * hd + x];
+            dv[i * ldd + x] = bi * dVb[i * hd + x];
+            dq[i * ldd + x] = dQ[i * hd + x];
+        }
+    }
+    S run = 0;  // G = cumsum(g): dg_i = sum_{x >= i} dG_x
+    for (int i = L - 1; i >= 0; i--) {
+        run += dG[i];
+        dg[i * gs] = run;
+        dbeta[i * gs] = db[i];
+        std::copy_n(dK + i * hd, hd, dk + i * ldd);
+    }
+    std::copy_n(dS0, hd2, dS);
+}
+
+// As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first.
+template <typename S>
+void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, const S* dout, long lddo, const S* states,
+                              const S* q, const S* k, const S* v, long ld, const S* beta, const S* g, long B, long T,
+                              const GdnShape& sh) {
+    const int h = sh.h, hd = sh.hd;
+    const long nc = gdn_chunks(T), hd2 = (long)hd * hd;
+#pragma omp parallel if (B * h * T * hd * hd >= OMP_MIN_WORK)
+    {
+        GdnChunk<S> c(hd);
+        GdnChunkGrad<S> d(hd);
+        std::vector<S> dS(hd2), o_scratch((size_t)GDN_CHUNK * hd);
+#pragma omp for schedule(dynamic, 1)
+        for (long bh = 0; bh < B * h; bh++) {
+            const long b = bh / h;
+            const int j = (int)(bh % h);
+            const S* st = states + bh * nc * hd2;
+            std::fill(dS.begin(), dS.end(), S(0));
+            for (long ci = nc - 1; ci >= 0; ci--) {
+                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+                const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
+                               beta + n * h + j, g + n * h + j, h, o_scratch.data(), hd);
+                gdn_chunk_backward(c, d, dS.data(), st + ci * hd2, L, q + n * ld + col, v + n * ld + col, ld,
+                                   beta + n * h + j, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
+                                   dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + n * h + j, dg + n * h + j);
+            }
+        }
+    }
+}
+
+// ======================================================================================================
+// the whole mixer: xn (N, w) -> y (N, w), step 7's output before wo
+// ======================================================================================================
+// What the backward reads, sized by gdn_forward: p the in-projection, c the conv's pre-activation, qkv its SiLU
+// with q and k normalised (rq, rk their inverse norms), ba the gate projection, beta and g the gates, o the delta
+// rule's output and states its chunks' starting states, z the gate of the output norm, rn that norm's inverse rms.
+template <typename S> struct GdnActs { std::vector<S> p, c, qkv, rq, rk, ba, beta, g, o, states, z, rn; };
+
+template <typename S>
+void gdn_forward(S* y, GdnActs<S>& a, const S* xn, const GdnWeights<S>& W, int B, int T, const GdnShape& sh,
+                 double norm_eps) {
+    const long N = (long)B * T;
+    const int h = sh.h, hd = sh.hd, w = sh.w();
+    a.p.resize(N * 3 * w), a.c.resize(N * 3 * w), a.qkv.resize(N * 3 * w), a.rq.resize(N * h), a.rk.resize(N * h);
+    a.ba.resize(N * 2 * h), a.beta.resize(N * h), a.g.resize(N * h), a.o.resize(N * w), a.z.resize(N * w);
+    a.rn.resize(N * h), a.states.resize(B * h * gdn_chunks(T) * hd * hd);
+    matmul_forward(a.p.data(), 3 * w, xn, w, W.wqkv, N, w, 3 * w);
+    gdn_conv_forward(a.qkv.data(), 3 * w, a.c.data(), a.p.data(), W.conv_w, B, T, 3 * w);
+    gdn_l2norm_forward(a.qkv.data(), 3 * w, a.rq.data(), a.qkv.data(), 3 * w, N, h, hd);
+    gdn_l2norm_forward(a.qkv.data() + w, 3 * w, a.rk.data(), a.qkv.data() + w, 3 * w, N, h, hd);
+    matmul_forward(a.ba.data(), 2 * h, xn, w, W.wba, N, w, 2 * h);
+    gdn_gates_forward(a.beta.data(), a.g.data(), a.ba.data(), W.a_log, W.dt_bias, N, h);
+    const S* qkv = a.qkv.data();
+    gdn_delta_chunk_forward(a.o.data(), w, a.states.data(), qkv, qkv + w, qkv + 2 * w, 3 * w, a.beta.data(), a.g.data(),
+                            B, T, sh);
+    matmul_forward(a.z.data(), w, xn, w, W.wz, N, w, w);
+    gdn_gated_norm_forward(y, a.rn.data(), a.o.data(), a.z.data(), W.onorm_w, N, h, hd, norm_eps);
+}
+
+// dxn (N, w) assigned; the weights' gradients accumulated into G.
+template <typename S>
+void gdn_backward(S* dxn, const GdnGrads<S>& G, const S* dy, const S* xn, const GdnActs<S>& a, const GdnWeights<S>& W,
+                  int B, int T, const GdnShape& sh, double norm_eps) {
+    const long N = (long)B * T;
+    const int h = sh.h, hd = sh.hd, w = sh.w();
+    std::vector<S> d_o(N * w), dz(N * w), dqkv(N * 3 * w), dbeta(N * h), dg(N * h), dba(N * 2 * h), dp(N * 3 * w);
+    gdn_gated_norm_backward(d_o.data(), dz.data(), G.onorm_w, dy, a.o.data(), a.z.data(), a.rn.data(), W.onorm_w, N, h,
+                            hd);
+    matmul_backward(dxn, w, G.wz, dz.data(), w, xn, w, W.wz, N, w, w);
+    const S* qkv = a.qkv.data();
+    S* d = dqkv.data();
+    gdn_delta_chunk_backward(d, d + w, d + 2 * w, 3 * w, dbeta.data(), dg.data(), d_o.data(), w, a.states.data(), qkv,
+                             qkv + w, qkv + 2 * w, 3 * w, a.beta.data(), a.g.data(), B, T, sh);
+    gdn_gates_backward(dba.data(), G.a_log, G.dt_bias, dbeta.data(), dg.data(), a.ba.data(), a.beta.data(), a.g.data(),
+                       W.a_log, W.dt_bias, N, h);
+    gemm<S>(N, w, 2 * h, dba.data(), 2 * h, 1, W.wba, w, 1, dxn, w, true);  // dxn += dba Wba
+    matmul_backward<S>(nullptr, w, G.wba, dba.data(), 2 * h, xn, w, W.wba, N, w, 2 * h);
+    gdn_l2norm_backward(d, 3 * w, d, 3 * w, qkv, 3 * w, a.rq.data(), N, h, hd);
+    gdn_l2norm_backward(d + w, 3 * w, d + w, 3 * w, qkv + w, 3 * w, a.rk.data(), N, h, hd);
+    gdn_conv_backward(dp.data(), G.conv_w, d, 3 * w, a.c.data(), a.p.data(), W.conv_w, B, T, 3 * w);
+    gemm<S>(N, w, 3 * w, dp.data(), 3 * w, 1, W.wqkv, w, 1, dxn, w, true);  // dxn += dp Wqkv
+    matmul_backward<S>(nullptr, w, G.wqkv, dp.data(), 3 * w, xn, w, W.wqkv, N, w, 3 * w);
+}
+
+// ======================================================================================================
+// decoding: one sequence's cache, n rows appended at a time, each row's bits those of gdn_forward's
+// ======================================================================================================
+// S_ (h, hd, hd): the state at the start of the current chunk (the chunk's rows are in chunk); tail (3, 3w): the
+// conv's last 3 inputs, oldest first; t: the tokens so far. Empty vectors: a fresh sequence (gdn_decode sizes
+// them). Memory per sequence: h (hd^2 + the chunk's C (5 hd + 3 C + 1)) + 9 w values, constant in T.
+template <typename S> struct GdnState {
+    std::vector<S> S_, tail;
+    std::vector<GdnChunk<S>> chunk;  // per head
+    long t = 0;
+};
+
+template <typename S>
+void gdn_decode(S* y, GdnState<S>& st, const S* xn, const GdnWeights<S>& W, int n, const GdnShape& sh,
+                double norm_eps) {
+    const int h = sh.h, hd = sh.hd, w = sh.w(), C3 = 3 * w;
+    const long hd2 = (long)hd * hd;
+    if (st.S_.empty()) {
+        st.S_.assign(h * hd2, S(0)), st.tail.assign(3 * C3, S(0)), st.chunk.assign(h, GdnChunk<S>(hd));
+        st.t = 0;
+    }
+    std::vector<S> p(n * C3), cpre(n * C3), qkv(n * C3), rq(n * h), rk(n * h), ba(n * 2 * h), beta(n * h), g(n * h),
+        o(n * w), z(n * w), rn(n * h), S1(hd2);
+    matmul_forward(p.data(), C3, xn, w, W.wqkv, n, w, C3);
+    for (int i = 0; i < n; i++) {
+        const long t = st.t + i;
+        const S* x[GDN_CONV];
+        for (int k = 0; k < GDN_CONV; k++) {
+            const long tp = t - 3 + k;  // < st.t: in the tail, whose row r holds position st.t - 3 + r
+            x[k] = tp < 0 ? nullptr : tp >= st.t ? &p[(tp - st.t) * C3] : &st.tail[(tp - st.t + 3) * C3];
+        }
+        gdn_conv_row(&cpre[i * C3], x, W.conv_w, C3);
+        gdn_silu_row(&qkv[i * C3], &cpre[i * C3], C3);
+    }
+    std::vector<S> tail(3 * C3);  // the last 3 inputs after these rows
+    for (int r = 0; r < 3; r++) {
+        const long tp = st.t + n - 3 + r;
+        if (tp >= st.t) std::copy_n(&p[(tp - st.t) * C3], C3, &tail[r * C3]);
+        else std::copy_n(&st.tail[(tp - st.t + 3) * C3], C3, &tail[r * C3]);
+    }
+    st.tail.swap(tail);
+    gdn_l2norm_forward(qkv.data(), C3, rq.data(), qkv.data(), C3, n, h, hd);
+    gdn_l2norm_forward(qkv.data() + w, C3, rk.data(), qkv.data() + w, C3, n, h, hd);
+    matmul_forward(ba.data(), 2 * h, xn, w, W.wba, n, w, 2 * h);
+    gdn_gates_forward(beta.data(), g.data(), ba.data(), W.a_log, W.dt_bias, n, h);
+    for (int j = 0; j < h; j++) {
+        GdnChunk<S>& c = st.chunk[j];
+        S* S0 = &st.S_[j * hd2];
+        for (int i0 = 0; i0 < n;) {
+            const int r0 = (int)((st.t + i0) % GDN_CHUNK), r1 = std::min(GDN_CHUNK, r0 + (n - i0));
+            const long col = j * hd;
+            gdn_chunk_rows(c, S0, r0, r1, &qkv[i0 * C3 + col], &qkv[i0 * C3 + w + col], &qkv[i0 * C3 + 2 * w + col], C3,
+                           &beta[i0 * h + j], &g[i0 * h + j], h, &o[i0 * w + col], w);
+            if (r1 == GDN_CHUNK) {
+                gdn_chunk_state(c, S0, GDN_CHUNK, S1.data());
+                std::copy(S1.begin(), S1.end(), S0);
+            }
+            i0 += r1 - r0;
+        }
+    }
+    matmul_forward(z.data(), w, xn, w, W.wz, n, w, w);
+    gdn_gated_norm_forward(y, rn.data(), o.data(), z.data(), W.onorm_w, n, h, hd, norm_eps);
+    st.t += n;
+}
+
+}  // namespace ref
