@@ -10,6 +10,7 @@
 //   make build/roofline CPU_ONLY=1
 //   OMP_NUM_THREADS=2 ./build/roofline [B T d L h V]   (default 4 64 768 12 12 50257: 124M at B 4, T 64)
 //   OMP_NUM_THREADS=2 ./build/roofline 8 128 128 6 4 50257   (tiny)
+//   OMP_NUM_THREADS=1 ./build/roofline gdn [h hd]     the Gated DeltaNet rows alone (default 12 64: 124M's heads)
 // On a busy machine the figures per CPU second are the fairer ones, and best at OMP_NUM_THREADS=1: with more
 // threads than free cores every OpenMP barrier waits for a time slice (a small op then measures the scheduler),
 // and the process CPU clock of a running team is only exact to a scheduler tick.
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/gdn.h"
 #include "ref/reference.h"
 #include "util/machine_load.h"
 
@@ -369,8 +371,89 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
     whole_step(cfg, B, T, tokens, targets, print_ops(ops, lim), lim);
 }
 
+// The Gated DeltaNet mixer's core (ref/gdn.h's chunked delta rule, forward and backward) beside causal
+// attention's (forward and backward), one sequence of T tokens, h heads of hd, at T 128, 256, 1024 and 4096; and
+// the recurrent form's forward (the oracle) for scale. q and k unit per head, as the layer makes them.
+// FLOPs as executed (2 per multiply-add; ref/gdn.h's header): per token and head, C = min(64, T) the chunk,
+//   chunked forward   6 hd^2 + 10 C hd + C^2 / 3   (Q S0^T, W S0^T, the state update; K K^T, Q K^T, T K', T V' and
+//                                                    tril(..) U as full C x C squares; the forward substitution)
+//   chunked backward  16 hd^2 + 30 C hd + 13 C^2 / 3  (the chunk's forward again from its state, without the state
+//                                                    update, then twelve products of hd or C and two C^3 ones)
+//   recurrent forward 8 hd^2                         attention: 4 (fwd) and 8 (bwd) hd per causal query-key pair
+static void gdn_rows(int h, int hd, const Limits& lim) {
+    const int threads = omp_get_max_threads(), w = h * hd;
+    const ref::GdnShape sh{h, hd};
+    printf("Gated DeltaNet core (chunked delta rule) against causal attention, B = 1, h = %d, hd = %d:\n", h, hd);
+    printf("  %-22s %6s %9s %9s %9s %8s %7s\n", "op", "T", "GFLOP", "ms", "cpu-ms", "GFLOP/s", "%FMA");
+    for (long T : {128L, 256L, 1024L, 4096L}) {
+        ref::Rng rng(5);
+        auto buf = [&](size_t n, double lo, double hi) {
+            std::vector<float> v(n);
+            for (float& x : v) x = (float)(lo + (hi - lo) * rng.uniform());
+            return v;
+        };
+        std::vector<float> q = buf(T * w, -1, 1), k = buf(T * w, -1, 1), v = buf(T * w, -1, 1), beta = buf(T * h, 0, 1),
+                           g = buf(T * h, -0.5, 0), o(T * w), dq(T * w), dk(T * w), dv(T * w), dbeta(T * h), dg(T * h),
+                           dout = buf(T * w, -1, 1), states(h * ref::gdn_chunks(T) * hd * hd), inv(T * h),
+                           qkv = buf(T * 3 * w, -1, 1), dqkv(T * 3 * w), att(T > 1024 ? 0 : (size_t)h * T * T);
+        ref::gdn_l2norm_forward(q.data(), w, inv.data(), q.data(), w, T, h, hd);
+        ref::gdn_l2norm_forward(k.data(), w, inv.data(), k.data(), w, T, h, hd);
+        const double C = std::min<long>(ref::GDN_CHUNK, T), per = (double)T * h, pairs = 0.5 * T * (T + 1);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        const ref::AttnShape as = ref::AttnShape::plain(w, h);
+        struct Row {
+            const char* name;
+            double flops;
+            std::function<void()> f;
+        };
+        std::vector<Row> rows = {
+            {"gdn chunked fwd", per * (6.0 * hd * hd + 10 * C * hd + C * C / 3),
+             [&] {
+                 ref::gdn_delta_chunk_forward(o.data(), w, states.data(), q.data(), k.data(), v.data(), w, beta.data(),
+                                              g.data(), 1, T, sh);
+             }},
+            {"gdn chunked bwd", per * (16.0 * hd * hd + 30 * C * hd + 13 * C * C / 3),
+             [&] {
+                 ref::gdn_delta_chunk_backward(dq.data(), dk.data(), dv.data(), w, dbeta.data(), dg.data(), dout.data(),
+                                               w, states.data(), q.data(), k.data(), v.data(), w, beta.data(), g.data(),
+                                               1, T, sh);
+             }},
+            {"gdn recurrent fwd", per * 8.0 * hd * hd,
+             [&] {
+                 ref::gdn_delta_recurrent_forward(o.data(), w, q.data(), k.data(), v.data(), w, beta.data(), g.data(),
+                                                  1, T, sh);
+             }},
+        };
+        if (!att.empty()) {  // (h T^2 floats of probabilities: 0.8 GB at T 4096, h 12; left out above T 1024)
+            rows.push_back({"attention fwd", 4.0 * h * pairs * hd,
+                            [&] { ref::attention_forward(o.data(), att.data(), qkv.data(), 1, T, as, scale); }});
+            rows.push_back(
+                {"attention bwd", 8.0 * h * pairs * hd,
+                 [&] { ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), 1, T, as, scale); }});
+        }
+        for (const Row& r : rows) {
+            const Times t = best_time(r.f, 3, 0.1);
+            const double gc = r.flops * threads / t.cpu / 1e9;
+            printf("  %-22s %6ld %9.3f %9.2f %9.2f %8.1f %6.1f%%\n", r.name, T, r.flops / 1e9, t.wall * 1e3,
+                   t.cpu / threads * 1e3, gc, 100 * gc / lim.flops_cpu);
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     int B = 4, T = 64, d = 768, L = 12, h = 12, V = 50257;
+    if (argc >= 2 && std::string(argv[1]) == "gdn") {
+        const int gh = argc > 2 ? atoi(argv[2]) : 12, ghd = argc > 3 ? atoi(argv[3]) : 64;
+        if (argc > 4 || gh <= 0 || ghd <= 0) {
+            fprintf(stderr, "roofline: error: expected 'gdn [h hd]' with positive h and hd\n");
+            return 2;
+        }
+        const MachineLoad load;
+        printf("roofline gdn: h=%d hd=%d threads=%d\n", gh, ghd, omp_get_max_threads());
+        gdn_rows(gh, ghd, measure_limits());
+        printf("%s\n", load.line().c_str());
+        return 0;
+    }
     if (argc == 7)
         B = atoi(argv[1]), T = atoi(argv[2]), d = atoi(argv[3]), L = atoi(argv[4]), h = atoi(argv[5]),
         V = atoi(argv[6]);
