@@ -259,7 +259,7 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # runs nothing but itself, and quickly, belongs on this list.
 # The whole-model and decoder tests on the executor (test_model_cuda, test_decode_cuda) are not on it: they link the
 # CUDA engine's object, which an edit to a product header recompiles (18 CPU-s), and build/test_prism runs them.
-FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor \
+FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor gdn \
               executor_seams io kernels layout prepare_shards reference ref_ops schedule tokenizer))
 $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson

@@ -2,7 +2,7 @@
 // written out here, each op's and the whole mixer's gradients against central finite differences in double
 // (test/grad_check.h states the tolerance), the chunked delta rule against the recurrent one (forward and
 // backward, float and double, T below, at and past the chunk), the decoder's rows against the forward's bits, and
-// the same bits for 1 and 2 threads.
+// the same bits for 1 and 2 threads; docs/model.md's section on the layer states ref/gdn.h's constants.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "ref/gdn.h"
 #include "test/grad_check.h"
+#include "test/test_util.h"
 
 namespace {
 
@@ -415,4 +416,18 @@ TEST_CASE("gdn mixer forward and backward are bit-identical for 1 and 2 threads"
     }
     omp_set_num_threads(saved);
     CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("docs/model.md's Gated DeltaNet section states ref/gdn.h's constants", "[gdn][docs]") {
+    const std::string doc = read_file("docs/model.md");
+    const size_t at = doc.find("## The Gated DeltaNet layer");
+    REQUIRE(at != std::string::npos);
+    const std::string sec = doc.substr(at, doc.find("\n## ", at + 1) - at);
+    CHECK(has(sec, "kernel " + std::to_string(ref::GDN_CONV) + ","));
+    CHECK(has(sec, "sum over k = 0.." + std::to_string(ref::GDN_CONV - 1)));
+    CHECK(ref::GDN_L2_EPS == 1e-6);
+    CHECK(has(sec, "sqrt(sum x^2 + 1e-6)"));
+    CHECK(ref::GDN_SOFTPLUS_MAX == 20.0);
+    CHECK(has(sec, "x itself above 20"));
+    CHECK(has(sec, "chunks of " + std::to_string(ref::GDN_CHUNK) + " tokens"));
 }
