@@ -216,11 +216,10 @@ class PrismGatedDeltaNet(nn.Module):
         c = F.conv1d(x, self.conv.weight.to(x.dtype).unsqueeze(1), groups=x.shape[1])
         return F.silu(c.transpose(1, 2)), x[..., -(self.KERNEL - 1) :]
 
-    def rule(self, q, k, v, g, beta, state, recurrent=None):
-        """The delta rule on (B, S, h, hd) inputs: chunked, or token by token for one token (or recurrent=True)."""
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        g, beta = g.transpose(1, 2), beta.transpose(1, 2)
-        if recurrent if recurrent is not None else q.shape[2] == 1:
+    def rule(self, q, k, v, g, beta, state):
+        """The delta rule on (B, S, h, hd) inputs: token by token for one token (a decode step), else chunked."""
+        q, k, v, g, beta = (t.transpose(1, 2) for t in (q, k, v, g, beta))
+        if q.shape[2] == 1:
             o, state = gated_delta_recurrent(q, k, v, g, beta, state)
         else:
             o, state = gated_delta_chunked(q, k, v, g, beta, state, self.chunk)
