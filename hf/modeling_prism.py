@@ -18,6 +18,8 @@
 # whatever the weights' dtype. past_key_values / cache hold each layer's kv_l K and V heads (a query group
 # reads its K/V head without copying it), so generate() decodes one token per step; a windowed layer keeps its
 # whole cache and masks the keys older than its window; a layer without attention caches nothing.
+# A gdn layer (layer_mixers) has the Gated DeltaNet mixer in attention's place (PrismGatedDeltaNet below; no RoPE,
+# no window) and caches its recurrent state and last conv inputs instead of K and V.
 import math
 
 import torch
