@@ -2,7 +2,8 @@
 # `export`). Every number the forward depends on is here: d (hidden_size), the per-layer widths w_l, heads h_l,
 # K/V heads (layer_kv_heads: GQA when below h_l, 0 for a layer without attention), SwiGLU hidden sizes
 # (layer_hidden_sizes: 0 for a layer without an MLP), attention windows (layer_windows: key j visible to query i
-# iff i - W < j <= i, 0 for global) and rotary embeddings (layer_rope: 1 rotary, 0 NoPE), one list per column of
+# iff i - W < j <= i, 0 for global), rotary embeddings (layer_rope: 1 rotary, 0 NoPE) and the token mixer
+# (layer_mixers: "attention" softmax attention, "gdn" Gated DeltaNet), one list per column of
 # Prism's layer table (model/layer_columns.h's config.json keys; LAYER_LISTS below), the residual stream width
 # D = max(d, max w_l), the final-norm width
 # Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The per-layer
@@ -11,7 +12,9 @@
 # sliding_window list into sliding-window cache layers). The rest of model.bin's header (h_base, the MLP rule,
 # init_width_scale, the training step, the run id, the layer table's own words) rides along so that Prism's
 # `import` writes model.bin back unchanged. A config without layer_kv_heads, layer_windows or layer_rope (an older
-# export) means every head its own K and V, global attention and rotary embeddings, as it did.
+# export) means every head its own K and V, global attention and rotary embeddings, as it did; one without
+# layer_mixers, softmax attention in every layer. A gdn layer has as many K/V heads as heads, window 0 and
+# rotary embeddings on (it uses none: NoPE means nothing to it), and a layer without attention has no gdn.
 import math
 
 try:
@@ -36,7 +39,9 @@ LAYER_LISTS = (
     ("layer_hidden_sizes", lambda c, l: swiglu_hidden(c.layer_widths[l], c.mlp_ratio, c.mlp_multiple)),
     ("layer_windows", lambda c, l: 0),
     ("layer_rope", lambda c, l: 1),
+    ("layer_mixers", lambda c, l: "attention"),
 )
+MIXERS = ("attention", "gdn")
 
 
 class PrismConfig(PreTrainedConfig):
@@ -44,7 +49,7 @@ class PrismConfig(PreTrainedConfig):
     keys_to_ignore_at_inference = ["past_key_values", "cache"]
 
     def __init__(self, vocab_size=50257, hidden_size=128, num_hidden_layers=6, layer_widths=None, layer_heads=None,
-                 layer_kv_heads=None, layer_hidden_sizes=None, layer_windows=None, layer_rope=None,
+                 layer_kv_heads=None, layer_hidden_sizes=None, layer_windows=None, layer_rope=None, layer_mixers=None,
                  residual_width=None, final_norm_width=None, max_position_embeddings=128, norm_type="layernorm",
                  norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)", rope_theta=10000.0,
                  rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
@@ -58,7 +63,8 @@ class PrismConfig(PreTrainedConfig):
         self.mlp_ratio = mlp_ratio
         self.mlp_multiple = mlp_multiple
         given = dict(layer_widths=layer_widths, layer_heads=layer_heads, layer_kv_heads=layer_kv_heads,
-                     layer_hidden_sizes=layer_hidden_sizes, layer_windows=layer_windows, layer_rope=layer_rope)
+                     layer_hidden_sizes=layer_hidden_sizes, layer_windows=layer_windows, layer_rope=layer_rope,
+                     layer_mixers=layer_mixers)
         for key, default in LAYER_LISTS:  # in order: a default may read the lists before it
             value = given[key]
             setattr(self, key, list(value) if value is not None else [default(self, l) for l in range(L)])
@@ -83,10 +89,16 @@ class PrismConfig(PreTrainedConfig):
         for key, _ in LAYER_LISTS:
             if len(getattr(self, key)) != L:
                 raise ValueError(f"PrismConfig: {key} has {len(getattr(self, key))} entries, num_hidden_layers is {L}")
-        for l, (w, h, kv, hid, win, rope) in enumerate(zip(*(getattr(self, key) for key, _ in LAYER_LISTS))):
+        for l, (w, h, kv, hid, win, rope, mixer) in enumerate(zip(*(getattr(self, key) for key, _ in LAYER_LISTS))):
             at = f"PrismConfig: layer {l}"
-            if w % h or (w // h) % 2:
-                raise ValueError(f"{at}: {h} heads must divide width {w} into an even head_dim (RoPE pairs)")
+            if mixer not in MIXERS:
+                raise ValueError(f"{at}: layer_mixers {mixer!r} must be one of {', '.join(MIXERS)}")
+            if mixer == "gdn" and (not kv or kv != h or win or not rope):
+                raise ValueError(f"{at} is gdn: it needs attention (layer_kv_heads > 0) with layer_kv_heads = layer_heads "
+                                 f"({h}), layer_windows 0 and layer_rope 1, not {kv}, {win}, {rope}")
+            if w % h or (mixer == "attention" and (w // h) % 2):
+                raise ValueError(f"{at}: {h} heads must divide width {w} (into an even head_dim, for RoPE pairs, "
+                                 "in an attention layer)")
             if kv < 0 or (kv and h % kv):
                 raise ValueError(f"{at}: layer_kv_heads {kv} must divide layer_heads {h} (0: no attention)")
             if hid < 0 or win < 0 or (win and not kv):

@@ -17,6 +17,12 @@ against our own numbers:
              the all-columns model), saved and imported: the reference's logits match its
   tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
   generate   greedy generate() against ./generate --temperature 0: the same text
+  gdn        modeling_prism.py's Gated DeltaNet against transformers' own Qwen3-Next PyTorch code (no export needed):
+             the gated delta rule, recurrent and chunked, against torch_recurrent_gated_delta_rule and
+             torch_chunk_gated_delta_rule (outputs, final state and autograd gradients); one whole layer against
+             Qwen3NextGatedDeltaNet with mapped weights (output, gradients of the input and every weight); all fp32,
+             relative 1e-5 (docs/huggingface.md states the options matched and the figures); and a hybrid model's
+             cached decode, generate() and left padding against its full forward
   visible    modeling_prism.py's visible() against attention_span.h's att_visible (build/hf_check visible) for every
              query, key and window below 24
   peer       dev/peer/peer_torch.py (the PyTorch peer the GPU bundle times) built from the export of every kind with
@@ -32,6 +38,7 @@ with PRISM_TEST_RESULTS set, the counts go to that file for test/summary.sh ("pa
 Run from the repository root (make test-hf builds what it needs).
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -205,6 +212,167 @@ def check_visible():
     q, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
     got = ["".join("1" if v else "0" for v in modeling_prism.visible(q, k, W).flatten().tolist()) for W in range(n + 1)]
     check(got == want, f"visible  modeling_prism.visible() equals att_visible for queries and keys < {n}, windows 0..{n}")
+
+
+def gdn_modules():
+    """modeling_prism.py and its config, imported from hf/ (the GDN checks need no export)."""
+    sys.path.insert(0, "hf")
+    import configuration_prism
+    import modeling_prism
+    return configuration_prism, modeling_prism
+
+
+class QwenTorchPath:
+    """Within it, transformers' Qwen3-Next module runs its own PyTorch functions (the gated delta rule, chunked and
+    recurrent, and the causal conv), whatever flash-linear-attention or kernels package is installed: each hub
+    wrapper's __wrapped__ is the function in modeling_qwen3_next.py."""
+
+    NAMES = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn", "causal_conv1d_update")
+
+    def __enter__(self):
+        import transformers.models.qwen3_next.modeling_qwen3_next as mq
+        self.mq, self.saved = mq, {n: getattr(mq, n) for n in self.NAMES}
+        for n, f in self.saved.items():
+            setattr(mq, n, getattr(f, "__wrapped__", f))
+        return mq
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(self.mq, n, f)
+
+
+def grads(outs, leaves, seed):
+    """Gradients of sum(out * r) over outs (r random, the same for both sides) w.r.t. leaves."""
+    gen = torch.Generator().manual_seed(seed)
+    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outs)
+    return torch.autograd.grad(loss, leaves, retain_graph=True)
+
+
+def check_gdn_rule():
+    """modeling_prism.py's gated delta rule, recurrent and chunked (64), against transformers' Qwen3-Next
+    torch_recurrent_gated_delta_rule and torch_chunk_gated_delta_rule (chunk_size 64, use_qk_l2norm_in_kernel=True:
+    their l2norm, eps 1e-6, and their 1 / sqrt(head_dim) query scale; ours: l2_normalize then the same scale), with an
+    initial state and output_final_state=True: the outputs, the final state, and the gradients (torch.autograd, a
+    random cotangent on the output and the state) w.r.t. q, k, v, g, beta and the initial state, in fp32."""
+    _, mp = gdn_modules()
+    B, S, h, hd = 2, 100, 3, 16  # 100: a whole chunk and a part
+    gen = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(B, S, h, hd, generator=gen) for _ in range(3))
+    a_log = torch.log(16 * (1 - torch.rand(h, generator=gen)))
+    g = -torch.exp(a_log) * torch.nn.functional.softplus(torch.randn(B, S, h, generator=gen) - 4)
+    beta = torch.sigmoid(torch.randn(B, S, h, generator=gen))
+    state = torch.randn(B, h, hd, hd, generator=gen) * 0.1  # keys by values, as both sides hold it
+    inputs = [x.requires_grad_() for x in (q, k, v, g, beta, state)]
+
+    def ours(fn):
+        q, k, v, g, beta, state = inputs
+        tr = lambda x: x.transpose(1, 2)
+        o, M = fn(tr(mp.l2_normalize(q)) / math.sqrt(hd), tr(mp.l2_normalize(k)), tr(v), tr(g), tr(beta), state)
+        return tr(o), M
+
+    def theirs(fn):
+        q, k, v, g, beta, state = inputs
+        return fn(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
+
+    with QwenTorchPath() as mq:
+        results = {("recurrent", "chunked")[i]: ours(f) for i, f in enumerate((mp.gated_delta_recurrent, mp.gated_delta_chunked))}
+        reference = {"recurrent": theirs(mq.torch_recurrent_gated_delta_rule), "chunked": theirs(mq.torch_chunk_gated_delta_rule)}
+    for form, mine in results.items():
+        for their_form, ref in reference.items():
+            r_out = max(rel(a, b) for a, b in zip(mine, ref))
+            r_grad = max(rel(a, b) for a, b in zip(grads(mine, inputs, 5), grads(ref, inputs, 5)))
+            check(r_out <= 1e-5 and r_grad <= 1e-5,
+                  f"gdn rule ours {form:9s} vs transformers' {their_form:9s} (B {B}, T {S}, h {h}, hd {hd}, fp32): "
+                  f"output and state {r_out:.1e}, gradients {r_grad:.1e} relative")
+
+
+def check_gdn_layer():
+    """One whole gdn mixer (PrismGatedDeltaNet, from the normed input to after W_o) against transformers'
+    Qwen3NextGatedDeltaNet with the same weights: num_k_heads = num_v_heads = h, head_k_dim = head_v_dim = hd, conv
+    kernel 4, rms_norm_eps = our norm_eps, hidden_act silu; its in_proj_qkvz rows per head [q k v z], in_proj_ba rows
+    per head [b a], from our wqkv (q | k | v, heads consecutive), wz and wba (b | a); no cache, so its chunked rule.
+    Outputs, and gradients w.r.t. the input and every weight, fp32."""
+    cp, mp = gdn_modules()
+    from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
+    B, S, h, hd = 2, 100, 4, 8
+    w = h * hd
+    cfg = cp.PrismConfig(vocab_size=64, hidden_size=w, num_hidden_layers=1, layer_heads=[h], layer_mixers=["gdn"],
+                         norm_type="rmsnorm", norm_eps=1e-5)
+    torch.manual_seed(12)
+    ours = mp.PrismForCausalLM(cfg).model.layers[0].attn.float()
+    for p in (ours.qkv.weight, ours.z.weight, ours.ba.weight, ours.out.weight):
+        p.data.normal_(0, 0.2)
+    ours.out_norm.weight.data.uniform_(0.5, 1.5)
+    qcfg = Qwen3NextConfig(hidden_size=w, num_hidden_layers=1, layer_types=["linear_attention"], linear_num_key_heads=h,
+                           linear_num_value_heads=h, linear_key_head_dim=hd, linear_value_head_dim=hd,
+                           linear_conv_kernel_dim=4, rms_norm_eps=cfg.norm_eps, hidden_act="silu")
+    with QwenTorchPath() as mq:
+        theirs = mq.Qwen3NextGatedDeltaNet(qcfg, 0).float()
+        wq, wk, wv = (x.view(h, hd, w) for x in ours.qkv.weight.detach().split(w))
+        b, a = ours.ba.weight.detach().split(h)
+        with torch.no_grad():
+            theirs.in_proj_qkvz.weight.copy_(torch.stack((wq, wk, wv, ours.z.weight.detach().view(h, hd, w)), 1).reshape(4 * w, w))
+            theirs.in_proj_ba.weight.copy_(torch.stack((b, a), 1).reshape(2 * h, w))
+            theirs.conv1d.weight.copy_(ours.conv.weight.detach().unsqueeze(1))
+            theirs.A_log.copy_(ours.a_log.detach())
+            theirs.dt_bias.copy_(ours.dt_bias.detach())
+            theirs.norm.weight.copy_(ours.out_norm.weight.detach())
+            theirs.out_proj.weight.copy_(ours.out.weight.detach())
+        x = torch.randn(B, S, w).requires_grad_()
+        y_ours, y_theirs = ours(x), theirs(x)
+        g_ours = grads([y_ours], [x] + list(ours.parameters()), 6)
+        g_theirs = grads([y_theirs], [x] + list(theirs.parameters()), 6)
+    named = lambda m, gs: dict(zip(["input"] + [n for n, _ in m.named_parameters()], gs))
+    go, gt = named(ours, g_ours), named(theirs, g_theirs)
+    qkvz = gt["in_proj_qkvz.weight"].view(h, 4, hd, w)
+    ba = gt["in_proj_ba.weight"].view(h, 2, w)
+    pairs = {"input": (go["input"], gt["input"]),
+             "wqkv": (go["qkv.weight"], torch.cat([qkvz[:, i].reshape(w, w) for i in range(3)])),
+             "wz": (go["z.weight"], qkvz[:, 3].reshape(w, w)),
+             "wba": (go["ba.weight"], torch.cat((ba[:, 0], ba[:, 1]))),
+             "conv_w": (go["conv.weight"], gt["conv1d.weight"].squeeze(1)),
+             "a_log": (go["a_log"], gt["A_log"]), "dt_bias": (go["dt_bias"], gt["dt_bias"]),
+             "onorm_w": (go["out_norm.weight"], gt["norm.weight"]), "wo": (go["out.weight"], gt["out_proj.weight"])}
+    r_out = rel(y_ours, y_theirs)
+    r_grad = {n: rel(a, b) for n, (a, b) in pairs.items()}
+    worst = max(r_grad, key=r_grad.get)
+    check(r_out <= 1e-5 and r_grad[worst] <= 1e-5,
+          f"gdn layer PrismGatedDeltaNet vs transformers' Qwen3NextGatedDeltaNet (T {S}, h {h}, hd {hd}, fp32): output "
+          f"{r_out:.1e}, gradients (input and all {len(pairs) - 1} weights) at most {r_grad[worst]:.1e} ({worst})")
+
+
+def check_gdn_cache():
+    """A hybrid PrismForCausalLM (gdn, gdn, gdn, attention; random weights): logits decoded through the cache (a
+    70-token prefill, 20 tokens one at a time, then 40 at once: the recurrent state and the conv's last inputs, read
+    by both forms of the rule) equal the full forward's; greedy generate() equals the full forward's argmax at every
+    step; a left-padded row (attention_mask 0) gives its unpadded logits."""
+    cp, mp = gdn_modules()
+    cfg = cp.PrismConfig(vocab_size=97, hidden_size=32, num_hidden_layers=4, layer_heads=[2, 4, 2, 4],
+                         layer_mixers=["gdn", "gdn", "gdn", "attention"], max_position_embeddings=160)
+    torch.manual_seed(13)
+    model = mp.PrismForCausalLM(cfg).eval()
+    tokens = torch.randint(0, 97, (2, 130))
+    with torch.no_grad():
+        full = model(tokens).logits
+        out = model(tokens[:, :70], use_cache=True)
+        steps, cache = [out.logits], cache_of(out)
+        for a, b in [(t, t + 1) for t in range(70, 90)] + [(90, 130)]:
+            out = model(tokens[:, a:b], cache=cache, use_cache=True)
+            steps.append(out.logits)
+            cache = cache_of(out)
+        r_cached = rel(torch.cat(steps, 1), full)
+        prompt = tokens[:1, :12]
+        gen = model.generate(prompt, max_new_tokens=12, do_sample=False)
+        ids = prompt
+        for _ in range(12):
+            ids = torch.cat((ids, model(ids).logits[:, -1:].argmax(-1)), 1)
+        padded = torch.cat((torch.zeros(1, 5, dtype=torch.long), tokens[:1, :40]), 1)
+        mask = torch.cat((torch.zeros(1, 5, dtype=torch.long), torch.ones(1, 40, dtype=torch.long)), 1)
+        r_pad = rel(model(padded, attention_mask=mask).logits[:, 5:], full[:1, :40])
+    check(r_cached <= 1e-5 and torch.equal(gen, ids) and r_pad <= 1e-5,
+          f"gdn cache hybrid gdn,gdn,gdn,attention: cached decode vs full forward {r_cached:.1e}; greedy generate() "
+          f"{'equals' if torch.equal(gen, ids) else 'DIFFERS FROM'} the full forward's argmax over 12 tokens; left "
+          f"padding {r_pad:.1e}")
 
 
 def check_peer(name, d):
@@ -381,6 +549,9 @@ def main():
     t0 = time.time()
     print(f"test-hf: torch {torch.__version__}, transformers {transformers.__version__}, in {WORK}")
     check_visible()
+    check_gdn_rule()
+    check_gdn_layer()
+    check_gdn_cache()
     dirs = {name: make_kind(name, seed) for seed, name in enumerate(KINDS, start=1)}
     models = {}
     for name, d in dirs.items():
