@@ -2,8 +2,11 @@
 // from tokens to logits, the classifier, and the backward into fp32 gradients, each op mirroring ref/reference.h's
 // RefModel op for op (same buffers, same accumulation conventions). Every tensor is in the device layout
 // (memory_plan.h: V padded to Vp, 256-byte aligned); the activations are memory_plan.h's one layout.
-// Does not: own the weights, gradients or activations (the engine allocates them, cuda_engine.cuh, and hands them
-// in: attach, carve), know about streams beyond the one it is given, ranks, or the optimizer.
+// The same forward serves decoding (inspect/cuda_decoder.cuh): B = 1 sequence of T new rows at positions p0 .. with
+// a KV cache per attention layer (LayerCache), whose keys the rows read (decode.cuh's decode_attention) and join
+// (decode_store); a layer's arithmetic is written once, in sub_forward, whose mixer (today attention) is chosen there.
+// Does not: own the weights, gradients, activations or caches (the engine or the decoder allocates them, cuda_engine.cuh,
+// and hands them in: attach, carve), know about streams beyond the one it is given, ranks, or the optimizer.
 // Design, short (the long form: docs/engine.md): a layer is the chain of the sub-blocks it has (attention, MLP; a
 // missing one is skipped, the stream passing on unchanged); KV groups and windows are the attention kernels', given
 // the layer's LayerSpec; every residual add is fused with the norm that follows it; each branch's gradient is the
@@ -17,11 +20,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <vector>
 
 #include "attention.cuh"
 #include "classifier.cuh"
 #include "cuda_common.cuh"
+#include "decode.cuh"
 #include "embedding.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
@@ -50,7 +55,7 @@ class CudaModel {
     const bool recompute;       // norm and SwiGLU outputs recomputed in the backward
 
     // The step's memory is the engine's, handed in: the weights (glayout.total bf16) and gradients (fp32), once...
-    void attach(bf16* weights, float* gradients) { params = weights, grads = gradients; }
+    void attach(const bf16* weights, float* gradients) { params = weights, grads = gradients; }
     // ... and the activations for B x T, carved from `block` (activation_bytes(B, T) of it; memory_plan.h's layout).
     void carve(int batch, int seq, char* block) {
         carve_activations(cfg, batch, seq, recompute, block, a);
@@ -72,8 +77,18 @@ class CudaModel {
         if (timer) timer->mark(op, s);
     }
 
+    // A decoder's cache of one attention layer for one sequence: K, V (slots, kv hd) bf16 each, position j in slot
+    // j mod slots (decode.cuh).
+    struct LayerCache {
+        bf16 *k = nullptr, *v = nullptr;
+        int slots = 0;
+    };
     // Embedding, L layers, final norm, head: acts().logits (N, Vp) from tokens (N) on the device.
     void forward(const int* tokens, cudaStream_t s);
+    // Embedding, L layers and the final norm (acts().lnf) of the carved rows: B sequences of T rows at positions
+    // p0 .. p0 + T - 1. caches: null (training: p0 = 0, the activations kept for the backward), or one per layer
+    // (a decoder: B = 1; each attention layer's rows read its cache, then join it).
+    void forward_layers(const int* tokens, int p0, const LayerCache* caches, cudaStream_t s);
     // The backward of the last forward, whose logits the fused classifier has turned into dlogits. grads += the
     // gradients; bucket_done(k) once bucket k's are complete (the head L + 1, layer l 1 + l, the embedding 0);
     // the embedding's plan is read after s waits for buckets_ready.
@@ -82,7 +97,7 @@ class CudaModel {
 
   private:
     const bool rms;  // RMSNorm, else LayerNorm
-    bf16* params = nullptr;
+    const bf16* params = nullptr;
     float* grads = nullptr;
     Activations<bf16> a{};
     int B = 0, T = 0;
@@ -114,14 +129,14 @@ class CudaModel {
     }
     // Residual state i (N, D): the one before sub-block i, or after the last for i == subs_.size().
     bf16* resid(int i) const { return a.resid + (size_t)i * B * T * cfg.D(); }
-    bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
+    const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
     float* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads + off; }
     size_t Wout() const { return cfg.tied ? glayout.wte : glayout.lm_head; }
     float attn_scale(int l) const {
         const double hd = cfg.layers[l].head_dim();
         return (float)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
     }
-    void sub_forward(int i, cudaStream_t s);
+    void sub_forward(int i, int p0, const LayerCache* caches, cudaStream_t s);
     void sub_backward(int i, cudaStream_t s);
 };
 
@@ -153,24 +168,33 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
 
 // The sub-blocks in forward order (x_i = resid(i) is the residual state before sub-block i, x_S after the last;
 // every residual add fused with the norm that follows it):
-//   attention of layer l: qkv = ln1 Wqkv^T; rope (not in a NoPE layer); atty = attn(qkv); x_{i+1} = x_i + atty Wo^T
+//   attention of layer l: qkv = ln1 Wqkv^T; rope at positions p0 .. (not in a NoPE layer); atty = attn(qkv) (over the
+//                         rows' sequences, or with a cache over it and the chunk, which then joins it); x_{i+1} = x_i +
+//                         atty Wo^T
 //   MLP of layer l:       sw = swiglu(ln2 Wfc^T); x_{i+1} = x_i + sw Wproj^T
 // and then the next sub-block's norm of x_{i+1} (its layer's ln1 or ln2, or the final norm over [0, Df)). A layer
 // without attention or without an MLP has no such sub-block: the stream passes to the next one unchanged, which
 // is RefModel's copy of the state without the copy.
-inline void CudaModel::sub_forward(int i, cudaStream_t s) {
+inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cudaStream_t s) {
     const long N = (long)B * T;
     const SubBlock& sb = subs_[i];
     const int l = sb.layer, D = cfg.D(), w = cfg.layers[l].width, hid = cfg.hidden_of(l);
     const bf16* none = nullptr;
     const LayerOffsets& o = glayout.layer[l];
     LayerActivations<bf16>& la = a.layer[l];
-    if (sb.attention) {
+    if (sb.attention) {  // the mixer: the one place a layer's is chosen (today every mixer is attention)
         const LayerSpec& ls = cfg.layers[l];
-        const int qkv = ls.qkv_rows();
+        const int qkv = ls.qkv_rows(), hd = ls.head_dim();
         OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, qkv, w, false, true, 0.0f, s));
-        if (ls.rope) OP("rope_forward", rope_forward(la.qkv, table_of_.at(ls.head_dim()), B, T, ls, s));
-        OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, ls, attn_scale(l), s));
+        // The table's row t holds position t's angles, so rows from p0 start at table + p0 hd.
+        if (ls.rope) OP("rope_forward", rope_forward(la.qkv, table_of_.at(hd) + (size_t)p0 * hd, B, T, ls, s));
+        if (!caches) {
+            OP("attention_forward", attention_forward(la.atty, la.lse, la.qkv, B, T, ls, attn_scale(l), s));
+        } else {  // one sequence: its keys before p0 from the cache, then the chunk's own, which join it after
+            const LayerCache& c = caches[l];
+            OP("decode_attention", decode_attention(la.atty, la.qkv, c.k, c.v, T, p0, c.slots, ls, attn_scale(l), s));
+            OP("decode_store", decode_store(c.k, c.v, la.qkv, T, p0, c.slots, ls, s));
+        }
         OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     } else {
         OP("matmul fc", matmul(la.fc, la.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, s));
@@ -182,17 +206,24 @@ inline void CudaModel::sub_forward(int i, cudaStream_t s) {
                                                       n.rstd, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
 }
 
-inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
+inline void CudaModel::forward_layers(const int* tokens, int p0, const LayerCache* caches, cudaStream_t s) {
     const long N = (long)B * T;
     const int D = cfg.D(), d = cfg.d;
+    if (caches && (B != 1 || p0 + T > cfg.T))
+        throw std::logic_error("CudaModel::forward_layers: a cached forward runs one sequence within T");
     OP("embedding_forward", embedding_forward(resid(0), tokens, P(glayout.wte), N, d, D, s));
     const NormSlot n = norm_of(0);
     OP("norm_forward",
        norm_forward(rms, n.out, n.mean, n.rstd, resid(0), D, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
-    for (int i = 0; i < (int)subs_.size(); i++) sub_forward(i, s);
+    for (int i = 0; i < (int)subs_.size(); i++) sub_forward(i, p0, caches, s);
+}
+
+inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
+    const long N = (long)B * T;
+    forward_layers(tokens, 0, nullptr, s);
     // The head reads [0, d) of the final norm in place (row stride Df).
     OP("matmul logits",
-       matmul(a.logits, a.lnf, P(Wout()), (const bf16*)nullptr, (int)N, Vp, d, false, true, 0.0f, s, cfg.Df()));
+       matmul(a.logits, a.lnf, P(Wout()), (const bf16*)nullptr, (int)N, Vp, cfg.d, false, true, 0.0f, s, cfg.Df()));
 }
 
 // Mirrors sub_forward. The branch's gradient is the residual-state gradient's leading w columns, read in place

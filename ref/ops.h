@@ -3,7 +3,8 @@
 // S: float for training, double for the finite-difference gradient checks in test/test_reference.cpp.
 //   embedding   x (N, D) = [wte[token] | 0]                      residual  x[:, :w] += y (N, w)
 //   norm        LayerNorm / RMSNorm of x[:, :w], x (N, ldx)       rope      in place on q and k of qkv (B, T, ld)
-//   attention   causal (or windowed), h query heads over kv K/V heads of qkv (B, T, ld) -> (B, T, w)
+//   attention   causal (or windowed), h query heads over kv K/V heads of qkv (B, T, ld) -> (B, T, w); and a
+//               decoder's: new rows over a KV cache (attention_decode)
 //   swiglu      (N, 2 hid) -> (N, hid)
 //   (ld = w + 2 kv hd: 3 w without KV groups; AttnShape below)
 //   softmax cross-entropy over V: lse, losses, probs, and its backward; the mean loss
@@ -156,10 +157,12 @@ struct AttnShape {
 // ======================================================================================================
 // RoPE on every query head and every K head of qkv (B, T, ld), in place
 // ======================================================================================================
-// (a, b) at position t -> (a cos - b sin, a sin + b cos) with angle t * theta^(-2i / hd), i in [0, hd/2).
+// (a, b) at position t -> (a cos - b sin, a sin + b cos) with angle t * theta^(-2i / hd), i in [0, hd/2); row r
+// of a sequence is at position t = p0 + r (p0 > 0: a decoder's chunk after p0 cached positions).
 // The backward is the inverse rotation (angle -> -angle) applied to dqkv; v is untouched.
 // cos/sin are computed in double and rounded to S so float and double agree to S's precision.
-template <typename S> void rope_rotate(S* qkv, long B, long T, const AttnShape& a, double theta, double sign) {
+template <typename S>
+void rope_rotate(S* qkv, long B, long T, const AttnShape& a, double theta, double sign, long p0 = 0) {
     const int hd = a.hd, w = a.w();
     const long ld = a.ld();
     if (hd % 2)
@@ -168,7 +171,7 @@ template <typename S> void rope_rotate(S* qkv, long B, long T, const AttnShape& 
     for (int i = 0; i < hd / 2; i++) freq[i] = std::pow(theta, -2.0 * i / hd);
 #pragma omp parallel for if (B * T * ld >= OMP_MIN_WORK)
     for (long n = 0; n < B * T; n++) {
-        const long t = n % T;
+        const long t = p0 + n % T;
         S* row = qkv + n * ld;
         for (int i = 0; i < hd / 2; i++) {
             const S c = (S)std::cos(t * freq[i]), s = (S)(sign * std::sin(t * freq[i]));
@@ -181,8 +184,8 @@ template <typename S> void rope_rotate(S* qkv, long B, long T, const AttnShape& 
         }
     }
 }
-template <typename S> void rope_forward(S* qkv, long B, long T, const AttnShape& a, double theta) {
-    rope_rotate(qkv, B, T, a, theta, 1.0);
+template <typename S> void rope_forward(S* qkv, long B, long T, const AttnShape& a, double theta, long p0 = 0) {
+    rope_rotate(qkv, B, T, a, theta, 1.0, p0);
 }
 template <typename S> void rope_backward(S* dqkv, long B, long T, const AttnShape& a, double theta) {
     rope_rotate(dqkv, B, T, a, theta, -1.0);
@@ -200,7 +203,7 @@ template <typename S> void rope_backward(S* dqkv, long B, long T, int w, int h, 
 // ======================================================================================================
 // One query row t of causal attention, one head: p[j] = softmax over j0 <= j <= t of scale q . k_j, o (hd) =
 // sum_j p[j] v_j, with key j's vectors at K + j stride and V + j stride; p[j] for j < j0 is left alone (j0 > 0:
-// a window). attention_forward's inner loops, and the cached decoder's (ref/cpu_decoder.h), which therefore
+// a window). attention_forward's inner loops, and attention_decode's (below), which therefore
 // agrees with a full forward bit for bit.
 template <typename S>
 void attention_row(S* o, S* p, const S* q, const S* K, const S* V, long stride, long t, int hd, S scale, long j0 = 0) {
@@ -250,6 +253,71 @@ void attention_forward(S* out, S* att, const S* qkv, long B, long T, const AttnS
 }
 template <typename S> void attention_forward(S* out, S* att, const S* qkv, long B, long T, int w, int h, S scale) {
     attention_forward(out, att, qkv, B, T, AttnShape::plain(w, h), scale);
+}
+
+// A decoder's attention: n query rows at positions p0 .. p0 + n - 1 (one sequence) over a cache of the earlier keys.
+// The cache, KvCache: K, V (slots, kv hd) each, position j in slot j mod slots; slots = the decoder's capacity, or
+// min(capacity, W) in a window layer (a ring: no query past j + W - 1 reads key j). Until the ring wraps
+// (p0 + n <= slots) slot j is position j and attention reads the cache itself; after, the keys a chunk sees,
+// [first_key(p0), p0 + n), are copied into one run (the ring's, then the chunk's own rows: a chunk longer than the
+// ring reads its early keys before their slots are overwritten), and the chunk's last min(n, slots) keys are stored
+// afterwards. Each query row is attention_row, as attention_forward runs it, with its key loop shifted by the run's
+// origin (the same terms in the same order): a cached decode gives a full forward's bits.
+template <typename S> struct KvCache {
+    long slots = 0;
+    std::vector<S> k, v;        // (slots, kv hd) each
+    std::vector<S> krun, vrun;  // a wrapped ring's visible keys and values as one run (a chunk's scratch)
+    KvCache() = default;
+    KvCache(long positions, const AttnShape& a) : slots(positions), k((size_t)positions * a.kw()), v(k.size()) {}
+};
+
+// out (n, w): row i, query head hh = softmax over the keys j visible at position p0 + i (first_key(p0 + i) <= j <=
+// p0 + i) of scale q_i . k_j, times v_j, K/V head a.kv_of(hh); q rows of stride ld; K, V (keys, kv hd) holding
+// positions origin .. p0 + n - 1 (origin <= first_key(p0)).
+template <typename S>
+void attention_over_cache(S* out, const S* qkv, const S* K, const S* V, long n, long p0, const AttnShape& a, S scale,
+                          long origin) {
+    const int hd = a.hd, h = a.h, w = a.w(), kw = a.kw();
+#pragma omp parallel if (n * h * (p0 + n - origin) * hd >= OMP_MIN_WORK)
+    {
+        std::vector<S> p_buf(p0 + n - origin);
+#pragma omp for collapse(2)
+        for (long i = 0; i < n; i++)
+            for (int hh = 0; hh < h; hh++)
+                attention_row(out + i * w + hh * hd, p_buf.data(), qkv + i * a.ld() + hh * hd, K + a.kv_of(hh) * hd,
+                              V + a.kv_of(hh) * hd, (long)kw, p0 + i - origin, hd, scale, a.first_key(p0 + i) - origin);
+    }
+}
+
+// out (n, w) from qkv (n, ld) of the chunk (after RoPE) and the cache c of positions < p0; then the chunk's keys and
+// values join the cache.
+template <typename S>
+void attention_decode(S* out, const S* qkv, KvCache<S>& c, long n, long p0, const AttnShape& a, S scale) {
+    const long ld = a.ld(), kw = a.kw(), slots = c.slots, w = a.w();
+    auto store =
+        [&] {  // the chunk's rows i >= n - slots into slot (p0 + i) mod slots (earlier ones would be overwritten)
+            for (long i = std::max(0L, n - slots); i < n; i++) {
+                const size_t slot = (size_t)((p0 + i) % slots);
+                std::copy_n(qkv + i * ld + w, kw, c.k.data() + slot * kw);
+                std::copy_n(qkv + i * ld + w + kw, kw, c.v.data() + slot * kw);
+            }
+        };
+    if (p0 + n <= slots) {  // not wrapped: slot j holds position j, the cache is the run itself
+        store();
+        attention_over_cache(out, qkv, c.k.data(), c.v.data(), n, p0, a, scale, 0L);
+        return;
+    }
+    // a window's ring has wrapped: keys [origin, p0) from it, then the chunk's own
+    const long origin = a.first_key(p0), keys = p0 + n - origin;
+    c.krun.resize((size_t)keys * kw), c.vrun.resize((size_t)keys * kw);
+    for (long j = origin; j < p0 + n; j++) {
+        const S* k = j < p0 ? c.k.data() + (size_t)(j % slots) * kw : qkv + (j - p0) * ld + w;
+        const S* v = j < p0 ? c.v.data() + (size_t)(j % slots) * kw : k + kw;
+        std::copy_n(k, kw, c.krun.data() + (size_t)(j - origin) * kw);
+        std::copy_n(v, kw, c.vrun.data() + (size_t)(j - origin) * kw);
+    }
+    attention_over_cache(out, qkv, c.krun.data(), c.vrun.data(), n, p0, a, scale, origin);
+    store();
 }
 
 // dqkv (B, T, ld) = gradient w.r.t. the (rotated) q, k, v, assigned. One thread owns one (b, K/V head) pair and

@@ -15,6 +15,12 @@
 //   positions whose target >= 0 (target < 0 is masked).
 // RefModel keeps the residual state before every sub-block (2 L + 1 copies of x) and every op's saved
 // activations, and its backward mirrors the forward op for op.
+// A layer's arithmetic is written once, below RefModel's members' use of it: the two sub-blocks (mixer_block_forward:
+// norm1, the mixer, wo, the residual add; mlp_block_forward) run on rows at positions p0 .. (Rows), in place on the
+// stream, with an optional per-layer decode cache (LayerCache). RefModel::forward runs them on B x T rows from
+// position 0 without a cache, keeping the activations; CpuDecoder (ref/cpu_decoder.h) on a chunk of one sequence with
+// its caches. The mixer (today attention: qkv, RoPE, attention) is chosen in one place, mixer_forward, and undone in
+// mixer_backward.
 //
 // The parts, each its own header, all in namespace ref:
 //   ref/gemm.h       the matrix multiply (y = x W^T and its backward)
@@ -27,7 +33,7 @@
 // Sizes: B batch, T sequence, d embedding width, w = w_l layer width, h = h_l heads, hd = head_dim = w / h,
 // hid = hidden_l (SwiGLU intermediate), D = cfg.D() residual stream width, Df = cfg.Df() final-norm width,
 // V vocabulary, L layers, N = B * T rows. Matrices are row-major (out, in) and y = x W^T.
-// Not here: bf16, padded vocabulary (the GPU pads V to Vp; the reference never does), KV caches, sampling.
+// Not here: bf16, padded vocabulary (the GPU pads V to Vp; the reference never does), sampling.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +50,140 @@
 #include "model/layer_columns.h"
 
 namespace ref {
+
+// The weights (and, training, the gradients) as a layer reads them: params and grads (layout.total each) in
+// param_layout order; grads is null when decoding.
+template <typename S> struct ModelView {
+    const ModelConfig& cfg;
+    const ParamLayout& layout;
+    const S* params;
+    S* grads = nullptr;
+    const S* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
+    S* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads + off; }
+    S attn_scale(int l) const {
+        const double hd = cfg.layers[l].head_dim();
+        return (S)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
+    }
+};
+
+// The rows a sub-block runs on: B sequences of T rows (N = B T), row t of a sequence at position p0 + t. A training
+// forward: p0 = 0; a decoder: one sequence, its chunk of T new rows after p0 cached positions.
+struct Rows {
+    long B, T, p0;
+    long N() const { return B * T; }
+};
+
+// What a layer's ops keep for the backward (RefModel: one per layer), or a decoder's scratch (one for every layer).
+template <typename S> struct LayerActs {
+    std::vector<S> ln1, mean1, rstd1;  // (N, w) (N) (N)
+    std::vector<S> qkv;                // (N, w + 2 kv hd) after RoPE
+    std::vector<S> att;                // (B, h, T, T)
+    std::vector<S> atty;               // (N, w) the mixer's output before wo
+    std::vector<S> ln2, mean2, rstd2;  // (N, w) (N) (N)
+    std::vector<S> fc;                 // (N, 2 hid) [gate | up]
+    std::vector<S> sw;                 // (N, hid)
+};
+
+// A layer's decode state for one sequence, by its mixer: attention's K/V cache (ref/ops.h's KvCache).
+template <typename S> struct LayerCache { KvCache<S> kv; };
+
+// The mixer: a.atty (N, w) from a.ln1 (N, w). Without a cache, over whole sequences from position 0 (att (B, h, T, T)
+// gets the attention probabilities); with one, the chunk's rows over the cache, which they join. The one place a
+// layer's mixer is chosen (today every mixer is attention).
+template <typename S>
+void mixer_forward(const ModelView<S>& m, int l, const Rows& r, LayerActs<S>& a, std::vector<S>& att,
+                   LayerCache<S>* cache) {
+    const LayerSpec& spec = m.cfg.layers[l];
+    const AttnShape as = AttnShape::of(spec);
+    const long N = r.N();
+    const int w = spec.width, ld = (int)as.ld();
+    a.qkv.resize(N * ld), a.atty.resize(N * w);
+    matmul_forward(a.qkv.data(), ld, a.ln1.data(), w, m.P(m.layout.layer[l].wqkv), N, w, ld);
+    if (spec.rope) rope_forward(a.qkv.data(), r.B, r.T, as, m.cfg.rope_theta, r.p0);
+    if (cache) {
+        if (r.B != 1) throw std::logic_error("mixer_forward: a decode cache holds one sequence");
+        attention_decode(a.atty.data(), a.qkv.data(), cache->kv, r.T, r.p0, as, m.attn_scale(l));
+    } else {
+        att.resize((size_t)r.B * as.h * r.T * r.T);
+        attention_forward(a.atty.data(), att.data(), a.qkv.data(), r.B, r.T, as, m.attn_scale(l));
+    }
+}
+
+// mixer_forward's backward: dsmall (N, w) holds datty on entry and dln1 on return; dbig (N, ld) scratch.
+template <typename S>
+void mixer_backward(const ModelView<S>& m, int l, const Rows& r, const LayerActs<S>& a, S* dsmall, S* dbig) {
+    const LayerSpec& spec = m.cfg.layers[l];
+    const AttnShape as = AttnShape::of(spec);
+    const LayerOffsets& o = m.layout.layer[l];
+    const int w = spec.width, ld = (int)as.ld();
+    S* dqkv = dbig;
+    attention_backward(dqkv, dsmall, a.qkv.data(), a.att.data(), r.B, r.T, as, m.attn_scale(l));
+    if (spec.rope) rope_backward(dqkv, r.B, r.T, as, m.cfg.rope_theta);
+    matmul_backward(dsmall, w, m.G(o.wqkv), dqkv, ld, a.ln1.data(), w, m.P(o.wqkv), r.N(), w, ld);  // datty is dead
+}
+
+// The mixer sub-block of layer l, in place on the stream x (N, D): x[:, :w] += mixer(norm1(x[:, :w])) Wo^T.
+// branch (N, w) scratch.
+template <typename S>
+void mixer_block_forward(const ModelView<S>& m, int l, S* x, const Rows& r, LayerActs<S>& a, std::vector<S>& att,
+                         S* branch, LayerCache<S>* cache) {
+    const LayerOffsets& o = m.layout.layer[l];
+    const long N = r.N();
+    const int w = m.cfg.layers[l].width, D = m.cfg.D();
+    a.ln1.resize(N * w), a.mean1.resize(N), a.rstd1.resize(N);
+    norm_forward(m.cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x, D, m.P(o.ln1_w), m.P(o.ln1_b), N, w,
+                 m.cfg.norm_eps);
+    mixer_forward(m, l, r, a, att, cache);
+    matmul_forward(branch, w, a.atty.data(), w, m.P(o.wo), N, w, w);
+    residual_forward(x, D, branch, N, w);
+}
+
+// The MLP sub-block of layer l, in place on x (N, D): x[:, :w] += swiglu(norm2(x[:, :w]) Wfc^T) Wproj^T.
+template <typename S>
+void mlp_block_forward(const ModelView<S>& m, int l, S* x, const Rows& r, LayerActs<S>& a, S* branch) {
+    const LayerOffsets& o = m.layout.layer[l];
+    const long N = r.N();
+    const int w = m.cfg.layers[l].width, hid = m.cfg.hidden_of(l), D = m.cfg.D();
+    a.ln2.resize(N * w), a.mean2.resize(N), a.rstd2.resize(N), a.fc.resize(N * 2 * hid), a.sw.resize(N * hid);
+    norm_forward(m.cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x, D, m.P(o.ln2_w), m.P(o.ln2_b), N, w,
+                 m.cfg.norm_eps);
+    matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, m.P(o.wfc), N, w, 2 * hid);
+    swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
+    matmul_forward(branch, w, a.sw.data(), hid, m.P(o.wproj), N, hid, w);
+    residual_forward(x, D, branch, N, w);
+}
+
+// The sub-blocks' backwards, mirrored: ds (N, D) the stream's gradient (accumulated), x the stream before the
+// sub-block (its norm's input); dbranch (N, w), dbig (N, max(ld, 2 hid)), dsmall (N, max(w, hid)) scratch.
+template <typename S>
+void mixer_block_backward(const ModelView<S>& m, int l, S* ds, const S* x, const Rows& r, const LayerActs<S>& a,
+                          S* dbranch, S* dbig, S* dsmall) {
+    const LayerOffsets& o = m.layout.layer[l];
+    const long N = r.N();
+    const int w = m.cfg.layers[l].width, D = m.cfg.D();
+    residual_backward(dbranch, ds, D, N, w);
+    S* datty = dsmall;  // (N, w)
+    matmul_backward(datty, w, m.G(o.wo), dbranch, w, a.atty.data(), w, m.P(o.wo), N, w, w);
+    mixer_backward(m, l, r, a, dsmall, dbig);
+    norm_backward(m.cfg.norm, ds, D, m.G(o.ln1_w), m.G(o.ln1_b), dsmall, x, D, a.mean1.data(), a.rstd1.data(),
+                  m.P(o.ln1_w), N, w);
+}
+template <typename S>
+void mlp_block_backward(const ModelView<S>& m, int l, S* ds, const S* x, const Rows& r, const LayerActs<S>& a,
+                        S* dbranch, S* dbig, S* dsmall) {
+    const LayerOffsets& o = m.layout.layer[l];
+    const long N = r.N();
+    const int w = m.cfg.layers[l].width, hid = m.cfg.hidden_of(l), D = m.cfg.D();
+    residual_backward(dbranch, ds, D, N, w);
+    S* dsw = dsmall;  // (N, hid)
+    matmul_backward(dsw, hid, m.G(o.wproj), dbranch, w, a.sw.data(), hid, m.P(o.wproj), N, hid, w);
+    S* dfc = dbig;  // (N, 2 hid)
+    swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
+    S* dln = dsmall;  // (N, w); dsw is dead
+    matmul_backward(dln, w, m.G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, m.P(o.wfc), N, w, 2 * hid);
+    norm_backward(m.cfg.norm, ds, D, m.G(o.ln2_w), m.G(o.ln2_b), dln, x, D, a.mean2.data(), a.rstd2.data(),
+                  m.P(o.ln2_w), N, w);
+}
 
 template <typename S> struct RefModel {
     ModelConfig cfg;
@@ -87,22 +227,13 @@ template <typename S> struct RefModel {
     const S* swiglu_out(int l) const { return acts_[l].sw.data(); }
 
   private:
-    struct LayerActs {
-        std::vector<S> ln1, mean1, rstd1;  // (N, w) (N) (N)
-        std::vector<S> qkv;                // (N, w + 2 kv hd) after RoPE
-        std::vector<S> att;                // (B, h, T, T)
-        std::vector<S> atty;               // (N, w) attention output before wo
-        std::vector<S> ln2, mean2, rstd2;  // (N, w) (N) (N)
-        std::vector<S> fc;                 // (N, 2 hid) [gate | up]
-        std::vector<S> sw;                 // (N, hid)
-    };
     int B_ = 0, T_ = 0;
     BackwardGate gate_;  // backward() once per forward() with targets
     long n_targets_ = 0;
     S loss_ = 0;
     std::vector<int> inputs_, targets_;  // (N)
     std::vector<S> resid_;               // (2 L + 1, N, D): the residual state before each sub-block, and at the end
-    std::vector<LayerActs> acts_;
+    std::vector<LayerActs<S>> acts_;
     std::vector<S> branch_;                            // (N, w_max) branch output before the residual add
     std::vector<S> lnf_, meanf_, rstdf_;               // (N, Df) (N) (N)
     std::vector<S> logits_, probs_;                    // (N, V) each; probs_ becomes dlogits in backward
@@ -111,12 +242,9 @@ template <typename S> struct RefModel {
 
     S* P(size_t off) { return off == SIZE_MAX ? nullptr : params.data() + off; }
     S* G(size_t off) { return off == SIZE_MAX ? nullptr : grads.data() + off; }
+    ModelView<S> view() { return {cfg, layout, params.data(), grads.data()}; }
     // Residual state k (N, D): 2 l before layer l's attention, 2 l + 1 before its MLP, 2 L after the last layer.
     S* resid(int k) { return resid_.data() + (size_t)k * B_ * T_ * cfg.D(); }
-    S attn_scale(int l) const {
-        const double hd = cfg.layers[l].head_dim();
-        return (S)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
-    }
     size_t Wout() const { return cfg.tied ? layout.wte : layout.lm_head; }
 };
 
@@ -135,39 +263,15 @@ template <typename S> S RefModel<S>::forward(const int* inputs, const int* targe
     branch_.resize((size_t)N * wmax);
     embedding_forward(resid(0), inputs, P(layout.wte), N, d, D);
     std::vector<S> att_scratch;  // inference needs no per-layer attention probabilities
+    const Rows rows{B, T, 0};
     for (int l = 0; l < L; l++) {
-        const LayerSpec& spec = cfg.layers[l];
-        const int w = spec.width, hid = cfg.hidden_of(l);
-        const AttnShape as = AttnShape::of(spec);
-        LayerActs& a = acts_[l];
-        S* x0 = resid(2 * l);
-        S* x1 = resid(2 * l + 1);
-        S* x2 = resid(2 * l + 2);
-        const LayerOffsets& o = layout.layer[l];
-        std::copy_n(x0, N * D, x1);
-        if (spec.attention) {
-            a.ln1.resize(N * w), a.mean1.resize(N), a.rstd1.resize(N), a.qkv.resize(N * as.ld()), a.atty.resize(N * w);
-            std::vector<S>& att = targets ? a.att : att_scratch;  // (B, h, T, T)
-            att.resize((size_t)B * as.h * T * T);
-            norm_forward(cfg.norm, a.ln1.data(), a.mean1.data(), a.rstd1.data(), x0, D, P(o.ln1_w), P(o.ln1_b), N, w,
-                         cfg.norm_eps);
-            matmul_forward(a.qkv.data(), (int)as.ld(), a.ln1.data(), w, P(o.wqkv), N, w, (int)as.ld());
-            if (spec.rope) rope_forward(a.qkv.data(), B, T, as, cfg.rope_theta);
-            attention_forward(a.atty.data(), att.data(), a.qkv.data(), B, T, as, attn_scale(l));
-            matmul_forward(branch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
-            residual_forward(x1, D, branch_.data(), N, w);
-        }
-
-        std::copy_n(x1, N * D, x2);
-        if (spec.mlp) {
-            a.ln2.resize(N * w), a.mean2.resize(N), a.rstd2.resize(N), a.fc.resize(N * 2 * hid), a.sw.resize(N * hid);
-            norm_forward(cfg.norm, a.ln2.data(), a.mean2.data(), a.rstd2.data(), x1, D, P(o.ln2_w), P(o.ln2_b), N, w,
-                         cfg.norm_eps);
-            matmul_forward(a.fc.data(), 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
-            swiglu_forward(a.sw.data(), a.fc.data(), N, hid);
-            matmul_forward(branch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
-            residual_forward(x2, D, branch_.data(), N, w);
-        }
+        LayerActs<S>& a = acts_[l];
+        std::copy_n(resid(2 * l), N * D, resid(2 * l + 1));
+        if (cfg.layers[l].attention)
+            mixer_block_forward(view(), l, resid(2 * l + 1), rows, a, targets ? a.att : att_scratch, branch_.data(),
+                                (LayerCache<S>*)nullptr);
+        std::copy_n(resid(2 * l + 1), N * D, resid(2 * l + 2));
+        if (cfg.layers[l].mlp) mlp_block_forward(view(), l, resid(2 * l + 2), rows, a, branch_.data());
     }
     lnf_.resize(N * Df), meanf_.resize(N), rstdf_.resize(N);
     norm_forward(cfg.norm, lnf_.data(), meanf_.data(), rstdf_.data(), resid(2 * L), D, P(layout.lnf_w), P(layout.lnf_b),
@@ -205,37 +309,14 @@ template <typename S> void RefModel<S>::backward(S grad_scale) {
                   rstdf_.data(), P(layout.lnf_w), N, Df);
 
     // A missing sub-block is the identity on the stream: its gradient passes through unchanged.
+    const Rows rows{B_, T_, 0};
     for (int l = L - 1; l >= 0; l--) {
-        const LayerSpec& spec = cfg.layers[l];
-        const int w = spec.width, hid = cfg.hidden_of(l);
-        const AttnShape as = AttnShape::of(spec);
-        const LayerOffsets& o = layout.layer[l];
-        LayerActs& a = acts_[l];
-        S* ds = dresid_.data();
-        if (spec.mlp) {  // MLP sub-block, mirrored
-            residual_backward(dbranch_.data(), ds, D, N, w);
-            S* dsw = dsmall_.data();  // (N, hid)
-            matmul_backward(dsw, hid, G(o.wproj), dbranch_.data(), w, a.sw.data(), hid, P(o.wproj), N, hid, w);
-            S* dfc = dbig_.data();  // (N, 2 hid)
-            swiglu_backward(dfc, dsw, a.fc.data(), N, hid);
-            S* dln = dsmall_.data();  // (N, w); dsw is dead
-            matmul_backward(dln, w, G(o.wfc), dfc, 2 * hid, a.ln2.data(), w, P(o.wfc), N, w, 2 * hid);
-            norm_backward(cfg.norm, ds, D, G(o.ln2_w), G(o.ln2_b), dln, resid(2 * l + 1), D, a.mean2.data(),
-                          a.rstd2.data(), P(o.ln2_w), N, w);
-        }
-        if (spec.attention) {  // attention sub-block, mirrored
-            const int ld = (int)as.ld();
-            residual_backward(dbranch_.data(), ds, D, N, w);
-            S* datty = dsmall_.data();  // (N, w)
-            matmul_backward(datty, w, G(o.wo), dbranch_.data(), w, a.atty.data(), w, P(o.wo), N, w, w);
-            S* dqkv = dbig_.data();  // (N, ld)
-            attention_backward(dqkv, datty, a.qkv.data(), a.att.data(), B_, T_, as, attn_scale(l));
-            if (spec.rope) rope_backward(dqkv, B_, T_, as, cfg.rope_theta);
-            S* dln = dsmall_.data();  // datty is dead
-            matmul_backward(dln, w, G(o.wqkv), dqkv, ld, a.ln1.data(), w, P(o.wqkv), N, w, ld);
-            norm_backward(cfg.norm, ds, D, G(o.ln1_w), G(o.ln1_b), dln, resid(2 * l), D, a.mean1.data(), a.rstd1.data(),
-                          P(o.ln1_w), N, w);
-        }
+        if (cfg.layers[l].mlp)
+            mlp_block_backward(view(), l, dresid_.data(), resid(2 * l + 1), rows, acts_[l], dbranch_.data(),
+                               dbig_.data(), dsmall_.data());
+        if (cfg.layers[l].attention)
+            mixer_block_backward(view(), l, dresid_.data(), resid(2 * l), rows, acts_[l], dbranch_.data(), dbig_.data(),
+                                 dsmall_.data());
     }
     embedding_backward(G(layout.wte), dresid_.data(), D, inputs_.data(), N, d);
 }
