@@ -362,7 +362,6 @@ ModelConfig every_column_model(NormType norm, bool tied) {
     ModelConfig c;
     c.d = 64, c.V = 97, c.T = 16, c.h_base = 4, c.mlp_multiple = 16, c.norm = norm, c.tied = tied;
     c.mup_attn = true, c.init_width_scale = true, c.rope_theta = 5000, c.norm_eps = 1e-6, c.mlp_ratio = 2.5;
-    c.mup_base_d = 16;
     LayerSpec a{64, 4};
     a.kv_heads = 2;
     LayerSpec b{96, 4};
@@ -588,7 +587,8 @@ TEST_CASE("docs/formats.md: model.bin's header, layer table, size and tensor ord
     const std::string dir = temp_dir();
     for (const auto& [norm, tied] :
          {std::pair<NormType, bool>{NormType::LayerNorm, false}, {NormType::RMSNorm, true}}) {
-        const ModelConfig c = every_column_model(norm, tied);
+        ModelConfig c = every_column_model(norm, tied);
+        c.mup_base_d = tied ? 16 : 0;  // muP's header word, set and not
         const std::vector<float> p = indexed_params(c);
         const std::string path = dir + "/model.bin";
         save_model(path, c, p.data(), p.size(), 1234, 0x1122334455667788ull);
