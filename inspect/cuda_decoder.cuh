@@ -105,7 +105,8 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
     // fp32 logits (the engine's are bf16): sampling sees them unrounded. The head reads lnf's first d columns.
     const ParamLayout& gl = model_.glayout;
     matmul(logits_, model_.acts().lnf + (size_t)first * c.Df(), model_.weights() + (c.tied ? gl.wte : gl.lm_head),
-           (const float*)nullptr, rows, Vp, c.d, false, true, 0.0f, stream_, c.Df());
+           (const float*)nullptr, rows, Vp, c.d, false, true, 0.0f, stream_, c.Df(), 0, 0,
+           (float)c.logit_scale());  // muP's multiplier
     host_logits_.resize((size_t)rows * Vp);
     cudaCheck(cudaMemcpyAsync(host_logits_.data(), logits_, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
                               stream_));
