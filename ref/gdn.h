@@ -30,12 +30,14 @@
 //     S_next = exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K
 //   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk from it, last chunk first.
 //   Gamma's exponentials (C^2 / 2 per chunk, computed once per row and kept for the backward) run through ops.h's
-//   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is ref::gemm; each row i of A, T, W, U and O depends on rows <= i alone, and a row of a gemm
-//   never depends on the other rows (ref/gemm.h), so gdn_decode, which computes the same rows one token (or a
-//   few) at a time with the same functions, gives the forward's bits.
-//   FLOPs per chunk and head (2 per multiply-add; the products computed as full L x L squares): K K^T, Q K^T,
-//   T K', T V', tril(..) U: 10 L^2 hd; W S0^T, Q S0^T, the state update: 6 L hd^2; the forward substitution
-//   L^3 / 3 (L^3 / 6 multiply-adds).
+//   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is gdn_mm (below); each
+//   row i of A, T, W, U and O depends on rows <= i alone, and a row of a gdn_mm never depends on the other rows,
+//   so gdn_decode, which computes the same rows one token (or a few) at a time with the same functions, gives the
+//   forward's bits.
+//   FLOPs per chunk and head (2 per multiply-add; as full L x L squares): K K^T, Q K^T, T K', T V', tril(..) U:
+//   10 L^2 hd; W S0^T, Q S0^T, the state update: 6 L hd^2; the forward substitution L^3 / 3. Executed: the
+//   triangles' zero blocks are skipped (gdn_mm), about 5.7 L^2 hd for the first five at L = 64 (gdn_mm_flops
+//   counts what runs; the backward likewise skips the zero halves of its triangular operands).
 // Does not: use bf16, know the model's layout, or apply wo and the residual (the model does, as for attention).
 #pragma once
 
@@ -379,8 +381,9 @@ void gdn_delta_recurrent_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg
 // so the forward's rows and gdn_decode's sum the same terms):
 //   a_lower  A(i, k) = 0 for k > i: a block sums k < its end.    a_upper  A(i, k) = 0 for k < i: k >= its start.
 //   c_lower  only C(i, x), x <= i is wanted: a block's columns stop at the vector holding its last row.
-// A skipped term is an exact zero times a finite value: the sum is the full product's.
-// gdn_mm_flops counts the multiply-adds executed (2 FLOPs each), for dev/roofline.
+// A skipped term is an exact zero times a finite value: the sum is the full product's (to the sign of a zero).
+// gdn_mm_flops counts the FLOPs executed (2 per multiply-add of a whole vector, padding lanes included) by the
+// chunk's products and forward substitution: dev/roofline reads it.
 #if defined(__AVX512F__)
 constexpr int GDN_MR = 4, GDN_NV = 4;  // 16 of the 32 zmm registers accumulate: 4 rows by 64 floats
 #else
@@ -445,8 +448,8 @@ inline void gdn_mm_rows(int nv, int k0, int k1, const S* A, long ars, long acs, 
 // Rows [r0, r1) of C (N columns) (= or +=) A (K columns) . B: A and C point at row r0, A(i, k) = A[i ars + k acs],
 // B(k, j) = B[k ldb + j]; ldb and ldc whole vectors.
 template <typename S>
-void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long acs, const S* B, long ldb, S* C,
-            long ldc, bool accumulate) {
+void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long acs, const S* B, long ldb, S* C, long ldc,
+            bool accumulate) {
     constexpr int Ln = GemmVec<S>::lanes, MR = GDN_MR;
     long macs = 0;
     for (int r = r0; r < r1;) {
@@ -482,6 +485,34 @@ template <typename S> struct GdnChunk {
     }
 };
 
+// Row i of T = (I + A)^-1 from its rows before i: T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i Gam_il KK_il,
+// each entry's updates in order of l. T_l is zero past l: the sum runs over the vectors holding T_l's entries
+// 0..l, kept in registers (an entry m > l, skipped, would only add zeros to its zero).
+// Returns the multiply-adds executed (whole vectors).
+template <typename S> long gdn_substitute_row(S* T, int i, S bi, const S* Gam_i, const S* KK_i) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes, NV = GDN_CHUNK / Ln;
+    Vs acc[NV] = {};
+    long macs = 0;
+    for (int l = 0; l < i; l++) {
+        const S a = bi * Gam_i[l] * KK_i[l];
+        const S* Tl = T + l * GDN_CHUNK;
+        const int nv = l / Ln + 1;
+        macs += nv * Ln;
+#pragma GCC unroll 8
+        for (int u = 0; u < NV; u++)
+            if (u < nv) {
+                Vs t;
+                std::memcpy(&t, Tl + u * Ln, sizeof(Vs));
+                acc[u] -= a * t;
+            }
+    }
+    S* Ti = T + i * GDN_CHUNK;
+    for (int u = 0; u < NV; u++) std::memcpy(Ti + u * Ln, &acc[u], sizeof(Vs));
+    Ti[i] = 1;
+    return macs;
+}
+
 // Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
 // q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1.
 template <typename S>
@@ -502,31 +533,23 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
     for (int x = 0; x < hd; x++)
         for (int j = 0; j < hd; j++) S0T[x * hp + j] = S0[j * hd + x];
     gdn_mm(gdn_c_lower, r0, r1, r1, hd, K + r0 * hp, hp, 1, KT, C, KK + r0 * C, C, false);  // KK = K K^T
-    long subst = 0;                                                                            // multiply-adds
+    long subst = 0;                                                                         // multiply-adds
     for (int i = r0; i < r1; i++) {
         for (int x = 0; x <= i; x++) Gam[i * C + x] = G[i] - G[x];
         gdn_exp_nonpositive(Gam + i * C, i + 1);
         // T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i exp(G_i - G_l) KK_il (T_l is zero beyond l)
         const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
-        S* Ti = T + i * C;
-        std::fill_n(Ti, C, S(0));
-        for (int l = 0; l < i; l++) {
-            const S a = bi * Gam[i * C + l] * KK[i * C + l];
-            const S* Tl = T + l * C;
-            for (int m = 0; m <= l; m++) Ti[m] -= a * Tl[m];
-        }
-        subst += (long)i * (i + 1) / 2;
-        Ti[i] = 1;
+        subst += gdn_substitute_row(T, i, bi, Gam + i * C, KK + i * C);
         const S* vr = v + (i - r0) * ld;
         for (int x = 0; x < hd; x++) Kb[i * hp + x] = bi * eGi * K[i * hp + x], Vb[i * hp + x] = bi * vr[x];
     }
     gdn_mm_flops.fetch_add(2 * subst, std::memory_order_relaxed);
-    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Kb, hp, W + r0 * hp, hp, false);  // W = T Kb
-    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Vb, hp, U + r0 * hp, hp, false);  // U = T Vb ..
+    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Kb, hp, W + r0 * hp, hp, false);    // W = T Kb
+    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Vb, hp, U + r0 * hp, hp, false);    // U = T Vb ..
     gdn_mm(gdn_full, r0, r1, hd, hd, W + r0 * hp, hp, 1, S0T, hp, tmp + r0 * hp, hp, false);  // .. - W S0^T
     for (long e = (long)r0 * hp; e < (long)r1 * hp; e++) U[e] -= tmp[e];
-    gdn_mm(gdn_full, r0, r1, hd, hd, q, ld, 1, S0T, hp, Oi + r0 * hp, hp, false);      // Q S0^T
-    gdn_mm(gdn_c_lower, r0, r1, r1, hd, q, ld, 1, KT, C, M + r0 * C, C, false);        // Q K^T, masked and decayed
+    gdn_mm(gdn_full, r0, r1, hd, hd, q, ld, 1, S0T, hp, Oi + r0 * hp, hp, false);  // Q S0^T
+    gdn_mm(gdn_c_lower, r0, r1, r1, hd, q, ld, 1, KT, C, M + r0 * C, C, false);    // Q K^T, masked and decayed
     for (int i = r0; i < r1; i++)
         for (int x = 0; x < r1; x++) M[i * C + x] = x <= i ? M[i * C + x] * Gam[i * C + x] : S(0);
     gdn_mm(gdn_a_lower, r0, r1, hd, r1, M + r0 * C, C, 1, U, hp, tmp + r0 * hp, hp, false);  // tril(..) U
@@ -554,6 +577,17 @@ template <typename S> void gdn_chunk_state(GdnChunk<S>& c, const S* S0, int L, S
 
 inline long gdn_chunks(long T) { return (T + GDN_CHUNK - 1) / GDN_CHUNK; }
 
+// Asks for rows [0, rows) of n values (stride ld) in L2 ahead of their use: a head's rows of a chunk are n values
+// each a whole row (ld) apart, a pattern the hardware prefetchers do not follow far enough (the forward lost a
+// fifth of its time waiting for q, k, v). write: rows about to be written.
+template <typename S> inline void gdn_prefetch(const S* p, long ld, long rows, int n, bool write = false) {
+    for (long r = 0; r < rows; r++)
+        for (int x = 0; x < n; x += 64 / (int)sizeof(S)) {
+            if (write) __builtin_prefetch(p + r * ld + x, 1, 3);
+            else __builtin_prefetch(p + r * ld + x, 0, 3);
+        }
+}
+
 // As gdn_delta_recurrent_forward, by chunks; states (B, h, gdn_chunks(T), hd, hd) = each chunk's starting state,
 // which the backward reads.
 template <typename S>
@@ -573,6 +607,13 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
             for (long ci = 0; ci < nc; ci++) {
                 const long n = b * T + ci * GDN_CHUNK, col = j * hd;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                if (ci + 1 < nc || bh + 1 < B * h) {  // the next chunk's rows (of this head, or the next's first)
+                    const long bn = ci + 1 < nc ? b : (bh + 1) / h, cn = ci + 1 < nc ? ci + 1 : 0;
+                    const long m = bn * T + cn * GDN_CHUNK, cm = ci + 1 < nc ? col : (bh + 1) % h * hd;
+                    const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
+                    gdn_prefetch(o + m * ldo + cm, ldo, Ln, hd, true);
+                }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
                                beta + n * h + j, g + n * h + j, h, o + n * ldo + col, ldo);
                 if (ci + 1 < nc) gdn_chunk_state(c, st + ci * hd2, L, st + (ci + 1) * hd2);
@@ -654,7 +695,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
         const S dcy = std::exp(GL - G[i]);
         for (int x = 0; x < hd; x++) X[i * hp + x] = dcy * K[i * hp + x];  // X: Kd (L x hp) here
     }
-    gdn_mm(gdn_full, 0, L, hd, hd, X, hp, 1, dST, hp, dU, hp, true);   // dU += Kd dS1^T
+    gdn_mm(gdn_full, 0, L, hd, hd, X, hp, 1, dST, hp, dU, hp, true);    // dU += Kd dS1^T
     gdn_mm(gdn_full, 0, L, hd, hd, U, hp, 1, dSp, hp, tmp, hp, false);  // U dS1
     for (int i = 0; i < L; i++) {
         const S dd = gdn_dot(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
