@@ -775,6 +775,12 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
             for (long ci = nc - 1; ci >= 0; ci--) {
                 const long n = b * T + ci * GDN_CHUNK, col = j * hd;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                if (ci > 0) {  // the previous chunk's rows, next here
+                    const long m = n - GDN_CHUNK;
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + col, ld, GDN_CHUNK, hd);
+                    gdn_prefetch(dout + m * lddo + col, lddo, GDN_CHUNK, hd);
+                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + col, ldd, GDN_CHUNK, hd, true);
+                }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
                                beta + n * h + j, g + n * h + j, h, o_scratch.data(), hd);
                 gdn_chunk_backward(c, d, dS.data(), st + ci * hd2, L, q + n * ld + col, v + n * ld + col, ld,
