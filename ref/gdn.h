@@ -452,19 +452,24 @@ void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long ac
             bool accumulate) {
     constexpr int Ln = GemmVec<S>::lanes, MR = GDN_MR;
     long macs = 0;
-    for (int r = r0; r < r1;) {
-        const int blk = r / MR * MR, e = std::min(r1, blk + MR), m = e - r;
-        const int k0 = tri & gdn_a_upper ? std::min(blk, K) : 0, k1 = tri & gdn_a_lower ? std::min(blk + MR, K) : K;
-        const int nv = ((tri & gdn_c_lower ? std::min(N, blk + MR) : N) + Ln - 1) / Ln;
-        const S* a = A + (r - r0) * ars;
-        S* c = C + (r - r0) * ldc;
-        if (m == MR) gdn_mm_rows<S, MR>(nv, k0, k1, a, ars, acs, B, ldb, c, ldc, accumulate);
-        else if (m == 1) gdn_mm_rows<S, 1>(nv, k0, k1, a, ars, acs, B, ldb, c, ldc, accumulate);
-        else if (m == 2) gdn_mm_rows<S, 2>(nv, k0, k1, a, ars, acs, B, ldb, c, ldc, accumulate);
-        else gdn_mm_rows<S, 3>(nv, k0, k1, a, ars, acs, B, ldb, c, ldc, accumulate);
-        macs += (long)m * nv * Ln * std::max(0, k1 - k0);
-        r = e;
-    }
+    // column panels of GDN_NV vectors outside, so that a panel of B is read from L1 by every block of rows
+    for (int v0 = 0; v0 < (N + Ln - 1) / Ln; v0 += GDN_NV)
+        for (int r = r0; r < r1;) {
+            const int blk = r / MR * MR, e = std::min(r1, blk + MR), m = e - r;
+            const int k0 = tri & gdn_a_upper ? std::min(blk, K) : 0;
+            const int k1 = tri & gdn_a_lower ? std::min(blk + MR, K) : K;
+            const int nv = std::min(GDN_NV, ((tri & gdn_c_lower ? std::min(N, blk + MR) : N) + Ln - 1) / Ln - v0);
+            const S* a = A + (r - r0) * ars;
+            const S* b = B + v0 * Ln;
+            S* c = C + (r - r0) * ldc + v0 * Ln;
+            r = e;
+            if (nv <= 0) continue;
+            if (m == MR) gdn_mm_rows<S, MR>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else if (m == 1) gdn_mm_rows<S, 1>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else if (m == 2) gdn_mm_rows<S, 2>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else gdn_mm_rows<S, 3>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            macs += (long)m * nv * Ln * std::max(0, k1 - k0);
+        }
     gdn_mm_flops.fetch_add(2 * macs, std::memory_order_relaxed);
 }
 
