@@ -75,6 +75,7 @@
 #include "run/run_log.h"
 #include "model/spec.h"
 #include "inspect/report_groups.h"
+#include "inspect/report_coord.h"
 #include "inspect/report_sweep.h"
 #include "inspect/layer_heatmap.h"
 #include "inspect/svg.h"
@@ -180,7 +181,7 @@ std::string layers_json(const RunLog& r) {
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
                         const std::vector<Group>& groups, size_t base, const std::string& base_why,
-                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps) {
+                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps, const CoordCheck& coord) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
                     ", \"baseline_chosen\": " + json::quote(base_why) + ",\n \"groups\": [";
@@ -220,7 +221,7 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
         }
         s += "}}";
     }
-    s += "\n ],\n \"sweeps\": " + sweeps_json(sweeps) + ",\n \"runs\": [";
+    s += "\n ],\n \"sweeps\": " + sweeps_json(sweeps) + ",\n \"coord_check\": " + coord_json(coord) + ",\n \"runs\": [";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
@@ -995,6 +996,8 @@ int run(const Options& o) {
         page_start(o, runs, skipped) + groups_section(runs, sums, groups, base, base_why, qs, o.effect, text);
     const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);  // "each arm at its best FLAG"
     h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
+    const CoordCheck coord = find_coord_check(runs, groups);  // each layer's signals against the width d
+    h += coord_section(coord, text);
     double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
     for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
@@ -1011,7 +1014,8 @@ int run(const Options& o) {
         h += "</ul>\n";
     }
     h += "</body>\n</html>\n";
-    write_outputs(o, h, o.json.empty() ? "" : report_json(o, runs, sums, groups, base, base_why, qs, sweeps), inputs);
+    write_outputs(o, h, o.json.empty() ? "" : report_json(o, runs, sums, groups, base, base_why, qs, sweeps, coord),
+                  inputs);
     printf("%s", text.c_str());
     printf("report: wrote %s (%zu runs in %zu groups, baseline %s, %.0f KB)%s\n", o.out.c_str(), runs.size(),
            groups.size(), groups[base].label.c_str(), h.size() / 1024.0,

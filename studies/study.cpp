@@ -102,6 +102,26 @@ const std::vector<Recipe>& recipes() {
     static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
     static const std::vector<std::string> cpu = {
         "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
+    // coord: a coordinate check (report's, inspect/report_coord.h): the first steps at one constant rate, the
+    // per-layer signals at every step; -t 64 keeps d 512 at about a second a step.
+    static const std::vector<std::string> coord = {"--steps",
+                                                   "5",
+                                                   "-b",
+                                                   "8",
+                                                   "-t",
+                                                   "64",
+                                                   "--lr",
+                                                   "3e-3",
+                                                   "--lr-schedule",
+                                                   "constant",
+                                                   "--warmup",
+                                                   "0",
+                                                   "--val-every",
+                                                   "0",
+                                                   "--sample-every",
+                                                   "0",
+                                                   "--layer-stats-every",
+                                                   "1"};
     static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
                                           cpu_match = plus(cpu, {"--match", "mlp"});
     // clang-format off
@@ -130,6 +150,9 @@ const std::vector<Recipe>& recipes() {
          "tiny on the CPU at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM"},
         {"tiny-window", "tiny", "uniform,prism", "uniform", 3, cpu, {{"window", "global,local:32/5:1"}},
          "tiny on the CPU: global vs local 32 / global 5:1 attention, under uniform and Prism heads"},
+        {"coord", "tiny", "uniform", "uniform", 2, coord, {{"d", "64,128,256,512"}},
+         "coordinate check on the CPU: tiny at d 64 to 512, 5 steps at a constant lr, every layer's signals at "
+         "every step (report draws them against d)"},
     };
     // clang-format on
     return r;
