@@ -12,7 +12,7 @@
 //     K_l, V_l slots (p0 + i) mod slots = k_i, v_i  (decode_store)  the cache: K_l, V_l (slots_l, kv hd) bf16 each
 //     x = residual_norm(x + atty Wo^T) -> ln = norm2;  x += swiglu(ln Wfc^T) Wproj^T   (inspect/decode.cuh)
 //     (a layer without attention: ln = norm2(x), and no cache; without an MLP: x += atty Wo^T alone)
-//   logits (rows, Vp) fp32 = normf(x[:, :Df])[:, :d] Wout^T, for the last row (or all n), V columns read back
+//   logits (rows, Vp) fp32 = s normf(x[:, :Df])[:, :d] Wout^T (s: cfg.logit_scale()), for the last row (or all n), V columns read back
 // slots_l = the capacity, or min(capacity, W) in a window layer: a ring, since no query past j + W - 1 reads key j.
 // So the cache holds 2 kv_l hd_l bf16 per layer and position kept: at capacity T, account(cfg).kv_cache_bytes
 // (--plan's KV-cache bytes; tested).
@@ -184,7 +184,7 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
                  stream_);
     // fp32 logits (the engine's are bf16): sampling sees them unrounded. The head reads lnf's first d columns.
     matmul(logits_, lnf_, P(cfg_.tied ? gl_.wte : gl_.lm_head), (const float*)nullptr, rows, Vp_, d, false, true, 0.0f,
-           stream_, Df);
+           stream_, Df, 0, 0, (float)cfg_.logit_scale());  // muP's multiplier
     host_logits_.resize((size_t)rows * Vp_);
     cudaCheck(cudaMemcpyAsync(host_logits_.data(), logits_, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
                               stream_));
