@@ -122,6 +122,22 @@ const std::vector<Recipe>& recipes() {
                                                    "0",
                                                    "--layer-stats-every",
                                                    "1"};
+    // mup-lr and mup-shapes: the lr-transfer study (docs/studies.md#lr-transfer-across-widths-and-shapes) in about
+    // 12 minutes on two idle cores: 80 steps of 8 x 64 tokens, validation once at the end.
+    static const std::vector<std::string> lr_cpu = {"--steps",
+                                                    "80",
+                                                    "-b",
+                                                    "8",
+                                                    "-t",
+                                                    "64",
+                                                    "--val-every",
+                                                    "80",
+                                                    "--val-tokens",
+                                                    "4096",
+                                                    "--sample-every",
+                                                    "0",
+                                                    "--layer-stats-every",
+                                                    "0"};
     static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
                                           cpu_match = plus(cpu, {"--match", "mlp"});
     // clang-format off
@@ -150,9 +166,17 @@ const std::vector<Recipe>& recipes() {
          "tiny on the CPU at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM"},
         {"tiny-window", "tiny", "uniform,prism", "uniform", 3, cpu, {{"window", "global,local:32/5:1"}},
          "tiny on the CPU: global vs local 32 / global 5:1 attention, under uniform and Prism heads"},
-        {"coord", "tiny", "uniform", "uniform", 2, coord, {{"d", "64,128,256,512"}},
-         "coordinate check on the CPU: tiny at d 64 to 512, 5 steps at a constant lr, every layer's signals at "
-         "every step (report draws them against d)"},
+        {"coord", "tiny", "uniform", "uniform", 2, coord, {{"d", "64,128,256,512"}, {"param", "sp,mup"}},
+         "coordinate check on the CPU: tiny at d 64 to 512 under the standard parameterisation and muP (base d "
+         "128), 5 steps at a constant lr, every layer's signals at every step (report draws them against d)"},
+        {"mup-lr", "tiny", "uniform", "uniform", 1, lr_cpu,
+         {{"d", "32,64,128"}, {"param", "sp,mup"}, {"lr", "1e-3,2.2e-3,4.6e-3,1e-2,2.2e-2"}},
+         "lr transfer across widths on the CPU: tiny at d 32, 64, 128, standard vs muP (base d 128), each at 5 "
+         "rates"},
+        {"mup-shapes", "tiny", "uniform,prism", "uniform,x", 1, lr_cpu,
+         {{"d", "128"}, {"param", "mup"}, {"lr", "1e-3,2.2e-3,4.6e-3,1e-2,2.2e-2"}},
+         "lr transfer across layer shapes on the CPU: tiny d 128 under muP, uniform, Prism heads, X widths and "
+         "both, each at mup-lr's 5 rates (its uniform runs are mup-lr's: give both the same directory)"},
     };
     // clang-format on
     return r;
