@@ -362,6 +362,7 @@ ModelConfig every_column_model(NormType norm, bool tied) {
     ModelConfig c;
     c.d = 64, c.V = 97, c.T = 16, c.h_base = 4, c.mlp_multiple = 16, c.norm = norm, c.tied = tied;
     c.mup_attn = true, c.init_width_scale = true, c.rope_theta = 5000, c.norm_eps = 1e-6, c.mlp_ratio = 2.5;
+    c.mup_base_d = 16;
     LayerSpec a{64, 4};
     a.kv_heads = 2;
     LayerSpec b{96, 4};
@@ -512,6 +513,7 @@ Expect model_expect(const ModelConfig& c, size_t P, int64_t step, const std::str
                 {"tied", num(c.tied)},
                 {"mup_attn", num(c.mup_attn)},
                 {"init_width_scale", num(c.init_width_scale)},
+                {"mup_base_d", num(c.mup_base_d)},
                 {"mlp_multiple", num(c.mlp_multiple)},
                 {"P", num(P)},
                 {"mlp_ratio", num(c.mlp_ratio)},
