@@ -39,7 +39,7 @@ struct Sweep {
     std::vector<int> best;                      // per arm: the value with the lowest mean (-1: none)
     std::vector<bool> edge;  // per arm: a numeric best at the lowest or highest value the arm ran (beyond: unknown)
     size_t base = 0;         // the arm the others are compared with: the baseline group's
-    std::vector<std::string> facet;  // per arm: its --param (kFacetFlag) when the arms differ in it, else empty
+    std::vector<std::string> facet;  // per arm: its --param (kFacetFlag: "param mup") when the arms differ in it
 };
 
 // The flag whose values each get a chart of their own in a sweep: the parameterisation (sp, mup), so that each
@@ -131,7 +131,7 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
         // An arm's label: its values of the other flags the groups differ in ("heads prism, widths x").
         const bool faceted = flag != kFacetFlag && std::count(differ.begin(), differ.end(), kFacetFlag);
         for (size_t rep : arm_rep) {
-            if (faceted) s.facet.push_back(groups[rep].value(kFacetFlag));
+            if (faceted) s.facet.push_back(label_part(groups[rep], kFacetFlag));  // "param sp"
             std::string label;
             for (size_t j = 0; j < differ.size(); j++)
                 if (j != k) label += (label.empty() ? "" : ", ") + label_part(groups[rep], differ[j]);
@@ -171,8 +171,7 @@ inline svg::Chart sweep_chart(const Sweep& s, const std::string& facet = "") {
     }
     log_x &= hi >= 3 * lo;
     svg::Chart c;
-    c.title = "Final validation loss against " + name + " (mean over seeds)" +
-              (s.facet.empty() ? "" : ": " + flag_label(kFacetFlag) + " " + facet);
+    c.title = "Final validation loss against " + name + " (mean over seeds)" + (s.facet.empty() ? "" : ": " + facet);
     c.xlabel = log_x ? "log10 " + name : s.numeric ? name : name + " (its values in order)";
     c.ylabel = "val loss";
     for (size_t a = 0; a < s.arms.size(); a++) {

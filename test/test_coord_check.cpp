@@ -130,10 +130,10 @@ TEST_CASE("study --recipe coord trains the widths under sp and mup, and report's
     const json::Value check = json::field(json::parse(read_text(dir + "/r.json")), "coord_check");
     REQUIRE(check.kind == json::Value::Object);
     CHECK(json::int_field(check, "step") == 2);
-    // A record holds --param only when it is mup (the standard parameterisation's records are as before it), so
-    // the sp arm's label says "param -".
+    // A record holds --param only when it is mup (the standard parameterisation's records are as before it); the
+    // label names the default.
     for (const std::string param : {"sp", "mup"}) {
-        const json::Value* arm = arm_of(check, param == "sp" ? "param -" : "param mup");
+        const json::Value* arm = arm_of(check, "param " + param);
         REQUIRE(arm);
         for (const std::string key : {"out_rms", "update_ratio"}) {
             const json::Value& sig = json::field(*arm, key);
