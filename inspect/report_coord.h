@@ -151,9 +151,16 @@ inline CoordCheck find_coord_check(const std::vector<RunLog>& runs, const std::v
     return c;
 }
 
-// log10 of the signal against log2 d, one line per layer.
+// log10 of the signal against log2 d, one line per layer, on one y range for every arm's chart of the signal (so
+// that a flat arm looks flat beside a drifting one).
 inline svg::Chart coord_chart(const CoordCheck& c, const CoordArm& arm, size_t k) {
     svg::Chart ch;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const CoordArm& a : c.arms)
+        for (const std::vector<double>& layer : a.cell[k])
+            for (double v : layer)
+                if (v > 0 && std::isfinite(v)) lo = std::min(lo, std::log10(v)), hi = std::max(hi, std::log10(v));
+    if (lo < hi) ch.y_lo = lo - 0.05 * (hi - lo), ch.y_hi = hi + 0.05 * (hi - lo);
     ch.title = coord_signals()[k] + " at step " + std::to_string(c.step) + " against width: " + arm.label;
     ch.xlabel = "log2 d", ch.ylabel = "log10 " + coord_signals()[k];
     ch.integer_x = true;

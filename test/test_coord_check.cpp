@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -107,6 +108,16 @@ TEST_CASE(
     CHECK(std::fabs(num(json::field(json::field(*mup, "out_rms"), "exponent").arr[1])) < 1e-8);
     CHECK(r.out.find("coordinate check: each layer's signal at step 2") != std::string::npos);
     CHECK(read_text(dir + "/r.html").find("<h2>Coordinate check</h2>") != std::string::npos);
+    // --charts: one file per signal and arm, each a standalone SVG document.
+    Result ch = sh("./report " + dir + " -o " + dir + "/r.html --charts " + dir + "/charts");
+    REQUIRE(ch.rc == 0);
+    CHECK(ch.out.find("report: wrote 4 charts into " + dir + "/charts") != std::string::npos);
+    for (const char* f : {"coord_out_rms_1.svg", "coord_out_rms_2.svg", "coord_update_ratio_2.svg"}) {
+        const std::string t = read_text(dir + "/charts/" + f);
+        CHECK(t.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+        CHECK(t.find("at step 2 against width: param ") != std::string::npos);
+    }
+    sh("rm -rf '" + dir + "/charts'");
     // Runs of one width only: no check.
     sh("rm -rf '" + dir + "'/*-d128-* '" + dir + "'/*-d256-*");
     Result one = sh("./report " + dir + " -o " + dir + "/r.html --json " + dir + "/r.json");
@@ -180,7 +191,7 @@ TEST_CASE(
     for (const auto& [name, cmd] : lr) {
         INFO(cmd);
         CHECK(cmd.find(" --param ") != std::string::npos);
-        CHECK(cmd.find(" --steps 80 ") != std::string::npos);
+        CHECK(cmd.find(" --steps 40 ") != std::string::npos);
     }
     size_t shared = 0;
     for (const auto& [name, cmd] : shapes) {
@@ -195,5 +206,34 @@ TEST_CASE(
     }
     CHECK(shared == 5);
     for (const auto& [name, cmd] : coord) CHECK(cmd.find(" --layer-stats-every 1") != std::string::npos);
+    sh("rm -rf '" + dir + "'");
+}
+
+TEST_CASE("report: an lr sweep under sp and mup draws one chart per parameterisation; a record without --param is sp",
+          "[report][sweep][coord]") {
+    char tmpl[] = "/tmp/prism_param_sweep_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    // sp's records hold no --param (as train_prism writes them); mup's best lr is 0.003, sp's 0.001.
+    for (const char* lr : {"0.001", "0.003"}) {
+        const bool low = std::string(lr) == "0.001";
+        write_recorded_run(dir + "/sp-lr" + lr, "uniform", {{"--lr", lr}, {"--seed", "1"}}, {low ? 5.0 : 5.2});
+        write_recorded_run(dir + "/mup-lr" + lr, "uniform", {{"--param", "mup"}, {"--lr", lr}, {"--seed", "1"}},
+                           {low ? 5.3 : 5.1});
+    }
+    Result r = sh("./report " + dir + " -o " + dir + "/r.html --charts " + dir + "/charts");
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    // The arms' best lr (the rows of "each arm at its best lr"), and one chart per parameterisation.
+    const std::string lr_table = r.out.substr(r.out.find("each arm at its best lr"));
+    CHECK(std::regex_search(lr_table, std::regex("\\n +param sp \\(baseline\\) +0\\.001 ")));
+    CHECK(std::regex_search(lr_table, std::regex("\\n +param mup +0\\.003 ")));
+    std::set<std::string> titles;
+    for (const char* f : {"sweep_lr_1.svg", "sweep_lr_2.svg"}) {
+        const std::string t = read_text(dir + "/charts/" + f);
+        const size_t at = t.find("Final validation loss against lr (mean over seeds): ");
+        REQUIRE(at != std::string::npos);
+        titles.insert(t.substr(at + 52, t.find('<', at) - at - 52));
+    }
+    CHECK(titles == std::set<std::string>{"param sp", "param mup"});
     sh("rm -rf '" + dir + "'");
 }
