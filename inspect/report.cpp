@@ -30,6 +30,9 @@
 //     RMS over the logged steps as heat maps (inspect/layer_heatmap.h)
 //   - the zero-shot evals logged during training ("eval" entries), side by side: the last result of each task
 //     per run, and accuracy against tokens when a task ran more than once
+//   - when the runs differ in the width --d and logged per-layer signals, the coordinate check
+//     (inspect/report_coord.h): each layer's out_rms and update_ratio at an early step against d, per arm (--param);
+//     --charts DIR writes its charts and the sweeps' as SVG files
 //   - analyze's charts, when present: every *.svg in RUN_DIR/analyze/ and in each --analyze DIR (what
 //     `analyze -o DIR` writes), embedded as images (below)
 // One colour per group (a run takes its group's colour) and one dash pattern and marker shape per run (its group's
@@ -75,6 +78,7 @@
 #include "run/run_log.h"
 #include "model/spec.h"
 #include "inspect/report_groups.h"
+#include "inspect/report_coord.h"
 #include "inspect/report_sweep.h"
 #include "inspect/layer_heatmap.h"
 #include "inspect/svg.h"
@@ -87,7 +91,7 @@ namespace {
 
 struct Options {
     std::vector<std::string> runs, analyze;
-    std::string out = "report.html", title = "Prism training report", baseline, json;
+    std::string out = "report.html", title = "Prism training report", baseline, json, charts;
     int smooth = 0;
     bool overwrite = false;  // replace an -o or --json file that report did not write
     report::Effects effect;  // --effect, --effect-acc
@@ -113,6 +117,10 @@ std::vector<Flag> make_flags(Options& o) {
                   "the lowest final validation loss)",
                   o.baseline),
         path_flag("--json", "FILE", "also write every number the page shows as JSON", o.json),
+        path_flag("--charts", "DIR",
+                  "also write the coordinate check's and the sweeps' charts as SVG files into DIR (coord_SIGNAL_N.svg, "
+                  "sweep_FLAG_N.svg)",
+                  o.charts),
         number_flag("--effect", "NATS",
                     "also print, per comparison of validation losses, the seeds needed to detect a difference of "
                     "NATS (0.014: the Prism paper's at 124M; default none)",
@@ -180,7 +188,7 @@ std::string layers_json(const RunLog& r) {
 // Every number of the groups table and the runs table, as JSON.
 std::string report_json(const Options& o, const std::vector<RunLog>& runs, const std::vector<Summary>& sums,
                         const std::vector<Group>& groups, size_t base, const std::string& base_why,
-                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps) {
+                        const std::vector<Quantity>& qs, const std::vector<Sweep>& sweeps, const CoordCheck& coord) {
     auto num = [](double v) { return json::number(v, "%.9g"); };
     std::string s = "{\"title\": " + json::quote(o.title) + ", \"baseline\": " + json::quote(groups[base].label) +
                     ", \"baseline_chosen\": " + json::quote(base_why) + ",\n \"groups\": [";
@@ -220,7 +228,7 @@ std::string report_json(const Options& o, const std::vector<RunLog>& runs, const
         }
         s += "}}";
     }
-    s += "\n ],\n \"sweeps\": " + sweeps_json(sweeps) + ",\n \"runs\": [";
+    s += "\n ],\n \"sweeps\": " + sweeps_json(sweeps) + ",\n \"coord_check\": " + coord_json(coord) + ",\n \"runs\": [";
     for (size_t i = 0; i < runs.size(); i++) {
         const RunLog& r = runs[i];
         const Summary& m = sums[i];
@@ -952,6 +960,38 @@ std::string analyze_section(const Options& o, const std::vector<RunLog>& runs, c
     return h;
 }
 
+// --charts DIR: the coordinate check's charts (per signal, per arm) and the sweeps' (per flag, per --param), each a
+// file of its own, numbered in the page's order; none may be a file report read.
+void write_charts(const Options& o, const CoordCheck& coord, const std::vector<Sweep>& sweeps,
+                  const std::vector<ReadPath>& inputs) {
+    if (o.charts.empty()) return;
+    std::vector<std::pair<std::string, std::string>> files;  // name, SVG element
+    for (size_t k = 0; coord.step && k < coord_signals().size(); k++)
+        for (size_t a = 0; a < coord.arms.size(); a++)
+            files.push_back({"coord_" + coord_signals()[k] + "_" + std::to_string(a + 1) + ".svg",
+                             svg::render(coord_chart(coord, coord.arms[a], k))});
+    for (const Sweep& s : sweeps) {
+        std::vector<std::string> facets;
+        for (const std::string& f : s.facet)
+            if (std::find(facets.begin(), facets.end(), f) == facets.end()) facets.push_back(f);
+        if (facets.empty()) facets.push_back("");
+        for (size_t i = 0; i < facets.size(); i++)
+            files.push_back({"sweep_" + flag_label(s.flag) + "_" + std::to_string(i + 1) + ".svg",
+                             svg::render(sweep_chart(s, facets[i]))});
+    }
+    try {
+        make_dirs(o.charts);
+        for (const auto& [name, element] : files) {
+            const std::string path = o.charts + "/" + name, doc = svg::document(element);
+            check_output_path(path, "--charts", inputs);
+            write_atomically(path, {{doc.data(), doc.size()}});
+        }
+    } catch (const IoError& e) {
+        throw ConfigError(std::string("--charts: ") + e.what());
+    }
+    printf("report: wrote %zu charts into %s\n", files.size(), o.charts.c_str());
+}
+
 // The page (checked well-formed: everything in it is report's own or escaped, so a page that is not is report's
 // bug) and the JSON, each written atomically once no input can be among the outputs.
 void write_outputs(const Options& o, const std::string& page, const std::string& js,
@@ -995,6 +1035,8 @@ int run(const Options& o) {
         page_start(o, runs, skipped) + groups_section(runs, sums, groups, base, base_why, qs, o.effect, text);
     const std::vector<Sweep> sweeps = find_sweeps(groups, base, sums);  // "each arm at its best FLAG"
     h += sweep_sections(sweeps, groups, runs, sums, qs[0], o.effect, text);
+    const CoordCheck coord = find_coord_check(runs, groups);  // each layer's signals against the width d
+    h += coord_section(coord, text);
     double longest = 0;  // the page's one unit of time (report_groups.h's time_unit): the longest run's
     for (const RunLog& r : runs)
         for (const RunStep& st : r.steps)
@@ -1011,8 +1053,10 @@ int run(const Options& o) {
         h += "</ul>\n";
     }
     h += "</body>\n</html>\n";
-    write_outputs(o, h, o.json.empty() ? "" : report_json(o, runs, sums, groups, base, base_why, qs, sweeps), inputs);
+    write_outputs(o, h, o.json.empty() ? "" : report_json(o, runs, sums, groups, base, base_why, qs, sweeps, coord),
+                  inputs);
     printf("%s", text.c_str());
+    write_charts(o, coord, sweeps, inputs);
     printf("report: wrote %s (%zu runs in %zu groups, baseline %s, %.0f KB)%s\n", o.out.c_str(), runs.size(),
            groups.size(), groups[base].label.c_str(), h.size() / 1024.0,
            o.json.empty() ? "" : (" and " + o.json).c_str());

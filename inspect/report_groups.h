@@ -332,7 +332,8 @@ constexpr size_t kShownLabel = 1024;
 
 // A recorded flag's value in a group's label, saying what the model is: a switch column's layer list as "no
 // attention in layer 4" / "no RoPE in layers 2,4", or "attention in every layer" where the record lists none (or
-// has no such flag, a record older than the column); any other flag as "NAME VALUE" ("window local:32,2:1").
+// has no such flag, a record older than the column); any other flag as "NAME VALUE" ("window local:32,2:1"), a
+// model flag of choices that the record holds only when it is not its default (--param) as "NAME DEFAULT".
 inline std::string label_part(const Group& g, const std::string& flag) {
     for (const LayerColumn& col : layer_columns()) {
         if (!col.is_switch || canonical_flag(col) != flag) continue;
@@ -341,6 +342,13 @@ inline std::string label_part(const Group& g, const std::string& flag) {
         if (v.empty()) return std::string(col.heading) + " in every layer";
         const bool one = v.find_first_not_of("0123456789") == std::string::npos;
         return std::string(col.label) + " in layer" + (one ? " " : "s ") + cut_text(v);
+    }
+    if (g.values.find(flag) == g.values.end()) {  // a model flag of choices whose record omits its default
+        ModelSpec spec;                           // (--param sp): named by that default
+        std::vector<Flag> flags;
+        add_model_flags(flags, spec);
+        if (const Flag* f = find_flag(flags, flag); f && f->kind == FlagKind::Choice && f->value && f->is_set)
+            return cut_text(flag_label(flag)) + " " + cut_text(f->value());
     }
     return cut_text(flag_label(flag)) + " " + cut_text(g.value(flag));
 }

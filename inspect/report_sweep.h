@@ -3,7 +3,8 @@
 // the groups that agree on every flag but the swept one. Per swept flag: each arm at its best value, chosen on the
 // final validation loss averaged over the arm's seeds at that value (said so in the table), every value's mean
 // beside it, each arm at its best against the baseline group's arm at its best (paired by seed, as the groups'
-// table pairs), and the sweep's curves: validation loss against the value, one line per arm, each seed a dot.
+// table pairs), and the sweep's curves: validation loss against the value, one line per arm, each seed a dot (one
+// chart per parameterisation when the arms differ in --param).
 // As HTML, as text for stdout, and as JSON for report --json.
 // Does not: read run directories (run/run_log.h) or form the seed groups (inspect/report_groups.h).
 #pragma once
@@ -38,7 +39,12 @@ struct Sweep {
     std::vector<int> best;                      // per arm: the value with the lowest mean (-1: none)
     std::vector<bool> edge;  // per arm: a numeric best at the lowest or highest value the arm ran (beyond: unknown)
     size_t base = 0;         // the arm the others are compared with: the baseline group's
+    std::vector<std::string> facet;  // per arm: its --param (kFacetFlag: "param mup") when the arms differ in it
 };
+
+// The flag whose values each get a chart of their own in a sweep: the parameterisation (sp, mup), so that each
+// chart shows how the best value moves across the other arms (widths, shapes) under one of them.
+constexpr const char* kFacetFlag = "--param";
 
 // The sweeps of the groups: one per flag (besides the schedule flags, which make the arms) in which some arm
 // has two values or more. An arm is the groups that agree on every other differing flag; they are found by a hash
@@ -123,7 +129,9 @@ inline std::vector<Sweep> find_sweeps(const std::vector<Group>& groups, size_t b
         }
         if (!swept) continue;
         // An arm's label: its values of the other flags the groups differ in ("heads prism, widths x").
+        const bool faceted = flag != kFacetFlag && std::count(differ.begin(), differ.end(), kFacetFlag);
         for (size_t rep : arm_rep) {
+            if (faceted) s.facet.push_back(label_part(groups[rep], kFacetFlag));  // "param sp"
             std::string label;
             for (size_t j = 0; j < differ.size(); j++)
                 if (j != k) label += (label.empty() ? "" : ", ") + label_part(groups[rep], differ[j]);
@@ -150,9 +158,10 @@ inline std::string cell_text(const SweepCell& c) {
            std::to_string(c.losses.size()) + ")";
 }
 
-// Validation loss against the swept value, one line per arm (band: ± 1 std over seeds; dots: each seed). A
-// numeric sweep over a factor of 3 or more is drawn against log10 of the value (an lr sweep's spacing).
-inline svg::Chart sweep_chart(const Sweep& s) {
+// Validation loss against the swept value, one line per arm (band: ± 1 std over seeds; dots: each seed), of the
+// arms whose facet is `facet` (all of them when the sweep has no facets). A numeric sweep over a factor of 3 or more
+// is drawn against log10 of the value (an lr sweep's spacing).
+inline svg::Chart sweep_chart(const Sweep& s, const std::string& facet = "") {
     const std::string name = flag_label(s.flag);
     bool log_x = s.numeric;
     double lo = INFINITY, hi = 0;
@@ -162,10 +171,11 @@ inline svg::Chart sweep_chart(const Sweep& s) {
     }
     log_x &= hi >= 3 * lo;
     svg::Chart c;
-    c.title = "Final validation loss against " + name + " (mean over seeds)";
+    c.title = "Final validation loss against " + name + " (mean over seeds)" + (s.facet.empty() ? "" : ": " + facet);
     c.xlabel = log_x ? "log10 " + name : s.numeric ? name : name + " (its values in order)";
     c.ylabel = "val loss";
     for (size_t a = 0; a < s.arms.size(); a++) {
+        if (!s.facet.empty() && s.facet[a] != facet) continue;
         svg::Series ser;
         ser.name = s.arms[a], ser.color = svg::color(a), ser.dash = svg::dash(a), ser.marker = (int)a;
         for (size_t vi = 0; vi < s.values.size(); vi++) {
@@ -275,7 +285,13 @@ inline std::string sweep_sections(const std::vector<Sweep>& sweeps, const std::v
         text += "\neach arm at its best " + name + ", " + how + ":\n" + text_table(rows);
         if (edges) text += "  note: " + edge_note + ".\n";
         if (!methods.empty()) text += "  − baseline: " + methods + ".\n";
-        h += "<div class=\"charts\">\n" + svg::render(sweep_chart(s)) + "</div>\n";
+        std::vector<std::string> facets;  // in the arms' order, each once
+        for (const std::string& f : s.facet)
+            if (std::find(facets.begin(), facets.end(), f) == facets.end()) facets.push_back(f);
+        if (facets.empty()) facets.push_back("");
+        h += "<div class=\"charts\">\n";
+        for (const std::string& f : facets) h += svg::render(sweep_chart(s, f));
+        h += "</div>\n";
     }
     return h;
 }

@@ -102,6 +102,19 @@ const std::vector<Recipe>& recipes() {
     static const std::vector<std::string> paper = {"--total-batch", "524288", "--tokens-per-param", "25"};
     static const std::vector<std::string> cpu = {
         "--steps", "60", "-b", "8", "--val-every", "20", "--val-tokens", "4096", "--sample-every", "0"};
+    // coord: a coordinate check (report's, inspect/report_coord.h): the first steps at one constant rate, the
+    // per-layer signals at every step; -t 64 keeps d 512 at about a second a step.
+    // clang-format off
+    static const std::vector<std::string> coord = {"--steps", "5", "-b", "8", "-t", "64", "--lr", "3e-3",
+        "--lr-schedule", "constant", "--warmup", "0", "--val-every", "0", "--sample-every", "0",
+        "--layer-stats-every", "1"};
+    // clang-format on
+    // mup-lr and mup-shapes: the lr-transfer study (docs/studies.md#lr-transfer-across-widths-and-shapes), sized for
+    // two shared CPU cores: 40 steps of 8 x 32 tokens, validation once at the end.
+    // clang-format off
+    static const std::vector<std::string> lr_cpu = {"--steps", "40", "-b", "8", "-t", "32", "--val-every", "40",
+        "--val-tokens", "4096", "--sample-every", "0", "--layer-stats-every", "0"};
+    // clang-format on
     static const std::vector<std::string> paper_match = plus(paper, {"--match", "mlp"}),
                                           cpu_match = plus(cpu, {"--match", "mlp"});
     // clang-format off
@@ -130,6 +143,17 @@ const std::vector<Recipe>& recipes() {
          "tiny on the CPU at equal parameters: heads uniform, Prism, OpenELM x MLP uniform, OpenELM"},
         {"tiny-window", "tiny", "uniform,prism", "uniform", 3, cpu, {{"window", "global,local:32/5:1"}},
          "tiny on the CPU: global vs local 32 / global 5:1 attention, under uniform and Prism heads"},
+        {"coord", "tiny", "uniform", "uniform", 2, coord, {{"d", "64,128,256,512"}, {"param", "sp,mup"}},
+         "coordinate check on the CPU: tiny at d 64 to 512 under the standard parameterisation and muP (base d "
+         "128), 5 steps at a constant lr, every layer's signals at every step (report draws them against d)"},
+        {"mup-lr", "tiny", "uniform", "uniform", 1, lr_cpu,
+         {{"d", "32,64,128"}, {"param", "sp,mup"}, {"lr", "2.2e-3,4.6e-3,1e-2,2.2e-2,4.6e-2"}},
+         "lr transfer across widths on the CPU: tiny at d 32, 64, 128, standard vs muP (base d 128), each at 5 "
+         "rates"},
+        {"mup-shapes", "tiny", "uniform,prism", "uniform,x", 1, lr_cpu,
+         {{"d", "128"}, {"param", "mup"}, {"lr", "2.2e-3,4.6e-3,1e-2,2.2e-2,4.6e-2"}},
+         "lr transfer across layer shapes on the CPU: tiny d 128 under muP, uniform, Prism heads, X widths and "
+         "both, each at mup-lr's 5 rates (its uniform runs are mup-lr's: give both the same directory)"},
     };
     // clang-format on
     return r;
