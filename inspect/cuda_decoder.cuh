@@ -87,6 +87,7 @@ class CudaDecoder : public Decoder {
 inline CudaDecoder::CudaDecoder(const ModelConfig& cfg, const bf16* weights, cudaStream_t stream, int capacity)
     : params_(weights), cfg_(cfg), gl_(device_layout(cfg)), Vp_(padded_vocab(cfg.V)), cap_(capacity), stream_(stream) {
     validate_decoder_capacity(cfg_, capacity);
+    refuse_gdn_on_cuda(cfg_);
     for (const LayerSpec& s : cfg_.layers) {
         slots_.push_back(!s.attention ? 0 : s.window ? std::min(s.window, cap_) : cap_);
         cache_elems_ += 2 * (size_t)slots_.back() * (s.attention ? s.kv_width() : 0);
