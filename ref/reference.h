@@ -192,6 +192,7 @@ template <typename S> struct RefModel {
 
     explicit RefModel(const ModelConfig& c) : cfg(c), layout(param_layout(c)) {
         validate_config(c);  // positive sizes, h_l | w_l, even head_dim: fail here, not deep inside an op
+        if (has_gdn(c)) throw ConfigError("the GDN mixer's arithmetic is not in the CPU reference yet (issue 52)");
         params.assign(layout.total, S(0));
         grads.assign(layout.total, S(0));
     }

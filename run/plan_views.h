@@ -1,7 +1,7 @@
 // run/plan_views.h: the human and JSON views of a ModelConfig: the per-layer table every tool shows (layer_table:
 // the columns of model/layer_columns.h a model uses, "-" for those of a sub-block a layer does not have; --plan, report,
 // analyze and export's model card), `train_prism --plan`'s (that table with parameters, forward FLOPs per token
-// and KV-cache bytes per token per layer) and the totals of the
+// and KV-cache bytes per token per layer; a gdn model's recurrent state bytes per sequence) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
 // numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
 // Its body is run/plan_views.cpp (compiled apart: the Makefile's LIB).
@@ -18,6 +18,9 @@ enum class SubBlock;
 
 // "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
 std::string rle_list(const std::vector<int>& v);
+
+// A column of words' values in the run-length form its flag accepts: "gdnx3,attention,gdnx3,attention".
+std::string rle_words(const LayerColumn& col, const std::vector<int>& v);
 
 // A column's values by its model.bin name (model/layer_columns.h), one per layer.
 std::vector<int> layer_values(const std::string& name, const ModelConfig& c);
