@@ -377,6 +377,11 @@ template <typename S> struct GdnChunk {
         G.assign(C, 0), Gam.assign(C * C, 0), KK.assign(C * C, 0), T.assign(C * C, 0), M.assign(C * C, 0);
         for (auto* x : {&K, &Kb, &Vb, &W, &U, &Oi, &tmp}) x->assign(ch, 0);
     }
+    size_t bytes() const {
+        size_t n = 0;
+        for (const auto* x : {&G, &Gam, &K, &KK, &T, &Kb, &Vb, &W, &U, &Oi, &M, &tmp}) n += x->size();
+        return n * sizeof(S);
+    }
 };
 
 // Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
