@@ -107,6 +107,15 @@ TEST_CASE("lambda-shape model gradients match finite differences (last layer nar
     check_model_gradients(c, 0.2);
 }
 
+TEST_CASE("hybrid model gradients match finite differences (gdn, attention, narrow gdn; D > d; LayerNorm, untied)",
+          "[reference][gdn]") {
+    ModelConfig c = small_config(16, {{16, 2}, {24, 2}, {8, 2}}, NormType::LayerNorm, false);
+    c.layers[0].mixer = c.layers[2].mixer = 1;
+    REQUIRE(c.layers[0].gdn());
+    REQUIRE(c.D() == 24);
+    check_model_gradients(c, 0.2);
+}
+
 TEST_CASE("loss at init on random tokens is ln(V)", "[reference]") {
     // At init the logits have std ~ 0.02 * sqrt(d) ~ 0.1, so E[loss] = ln V + O(var / 2) ~ ln V + 0.006, and the
     // 64-position average of the per-position spread (~0.1) is well inside 0.1.
@@ -185,6 +194,7 @@ TEST_CASE("init is deterministic for a seed and follows the GPT-2 stds", "[refer
 TEST_CASE("forward and backward are bit-identical for 1, 2 and 3 threads", "[reference]") {
     ModelConfig c = small_config(32, {{48, 2}, {32, 2}, {64, 4}}, NormType::RMSNorm, false);
     c.V = 700, c.T = 32;
+    c.layers[1].mixer = 1;  // a Gated DeltaNet layer between the attention layers
     // 128 rows x 700 logits: several GEMM tiles whose split follows the thread count, and every op above
     // OMP_MIN_WORK so it really runs on the team
     const int B = 4, T = 32;
