@@ -1,6 +1,6 @@
 // matmul.cuh: the only place matmuls happen. One function, matmul(), over row-major matrices:
 //
-//   out (M, N) = op(A) (M, K) @ op(B) (K, N)  [+ bias (N), broadcast over rows]  + beta * out
+//   out (M, N) = alpha op(A) (M, K) @ op(B) (K, N)  [+ bias (N), broadcast over rows]  + beta * out
 //
 // A is stored (M, K), or (K, M) when transA; B is stored (K, N), or (N, K) when transB. Inputs are bf16,
 // accumulation is fp32, out (and bias) is bf16 or float. beta = 0 assigns (out is not read, so it may hold
@@ -10,7 +10,7 @@
 // final norm's leading d columns that way, instead of copying them into a compact buffer first.
 // Examples with x (B*T, d) and a Linear weight w (n_out, d): y = x @ w^T is matmul(y, x, w, ..., BT, n_out,
 // d, false, true, 0); dx = dy @ w is matmul(dx, dy, w, ..., BT, d, n_out, false, false, 0); dw += dy^T @ x is
-// matmul(dw, dy, x, ..., n_out, d, BT, true, false, 1).
+// matmul(dw, dy, x, ..., n_out, d, BT, true, false, 1). alpha (default 1) is the head's logit multiplier (muP).
 //
 // On the GPU this is one cuBLASLt call (column-major underneath: we compute out^T = op(B)^T op(A)^T, which is
 // the same memory). The operation descriptor, the three layouts and the algorithm cuBLASLt's heuristic picks
@@ -105,7 +105,7 @@ inline MatmulPlan matmul_plan(const MatmulKey& key) {
 
 template <class Tout>
 void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, int N, int K, bool transA, bool transB,
-            float beta, cudaStream_t stream, int lda = 0, int ldb = 0, int ldc = 0) {
+            float beta, cudaStream_t stream, int lda = 0, int ldb = 0, int ldc = 0, float alpha = 1.0f) {
     MatmulContext& ctx = matmul_context();
     if (!lda) lda = transA ? M : K;
     if (!ldb) ldb = transB ? K : N;
@@ -116,7 +116,6 @@ void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, in
     const MatmulPlan& p = it->second;
     if (bias)  // the pointer is per call; everything else about the shape is cached
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    const float alpha = 1.0f;
     cublasCheck(cublasLtMatmul(ctx.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, out, p.result, out, p.result,
                                &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
 }
@@ -127,7 +126,7 @@ void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, in
 
 template <class Tout>
 void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, int N, int K, bool transA, bool transB,
-            float beta, cudaStream_t stream, int lda = 0, int ldb = 0, int ldc = 0) {
+            float beta, cudaStream_t stream, int lda = 0, int ldb = 0, int ldc = 0, float alpha = 1.0f) {
     cuda_cpu::note_stream(stream);
     if (!lda) lda = transA ? M : K;
     if (!ldb) ldb = transB ? K : N;
@@ -147,6 +146,7 @@ void matmul(Tout* out, const bf16* A, const bf16* B, const Tout* bias, int M, in
             const float* y = &bt[(size_t)n * K];
             float acc = 0.0f;
             for (int k = 0; k < K; k++) acc += x[k] * y[k];
+            acc *= alpha;  // exact for alpha 1
             if (bias) acc += float(bias[n]);
             Tout& o = out[(size_t)m * ldc + n];
             if (beta != 0.0f) acc += beta * float(o);  // beta == 0 never reads out, like cuBLAS

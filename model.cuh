@@ -132,6 +132,8 @@ class CudaModel {
     const bf16* P(size_t off) const { return off == SIZE_MAX ? nullptr : params + off; }
     float* G(size_t off) const { return off == SIZE_MAX ? nullptr : grads + off; }
     size_t Wout() const { return cfg.tied ? glayout.wte : glayout.lm_head; }
+    // The logits' multiplier (muP's base_d / d; 1 without muP): the head's matmuls' alpha, forward and backward.
+    float logit_scale() const { return (float)cfg.logit_scale(); }
     float attn_scale(int l) const {
         const double hd = cfg.layers[l].head_dim();
         return (float)(cfg.mup_attn ? 1.0 / hd : 1.0 / std::sqrt(hd));
@@ -222,8 +224,8 @@ inline void CudaModel::forward(const int* tokens, cudaStream_t s) {
     const long N = (long)B * T;
     forward_layers(tokens, 0, nullptr, s);
     // The head reads [0, d) of the final norm in place (row stride Df).
-    OP("matmul logits",
-       matmul(a.logits, a.lnf, P(Wout()), (const bf16*)nullptr, (int)N, Vp, cfg.d, false, true, 0.0f, s, cfg.Df()));
+    OP("matmul logits", matmul(a.logits, a.lnf, P(Wout()), (const bf16*)nullptr, (int)N, Vp, cfg.d, false, true, 0.0f,
+                               s, cfg.Df(), 0, 0, logit_scale()));
 }
 
 // Mirrors sub_forward. The branch's gradient is the residual-state gradient's leading w columns, read in place
@@ -285,10 +287,10 @@ inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
     if (Df != d)
         OP("memset",
            cudaCheck(cudaMemset2DAsync(dlnf + d, (size_t)Df * sizeof(bf16), 0, (size_t)(Df - d) * sizeof(bf16), N, s)));
-    OP("matmul logits dx",
-       matmul(dlnf, a.logits, P(Wout()), (const bf16*)nullptr, (int)N, d, Vp, false, false, 0.0f, s, 0, 0, Df));
-    OP("matmul logits dW",
-       matmul(G(Wout()), a.logits, a.lnf, (const float*)nullptr, Vp, d, (int)N, true, false, 1.0f, s, 0, Df));
+    OP("matmul logits dx", matmul(dlnf, a.logits, P(Wout()), (const bf16*)nullptr, (int)N, d, Vp, false, false, 0.0f, s,
+                                  0, 0, Df, logit_scale()));
+    OP("matmul logits dW", matmul(G(Wout()), a.logits, a.lnf, (const float*)nullptr, Vp, d, (int)N, true, false, 1.0f,
+                                  s, 0, Df, 0, logit_scale()));
     // The residual-state gradient accumulates from both consumers of every residual state, so it starts at zero.
     OP("memset", cudaCheck(cudaMemsetAsync(a.dresid, 0, (size_t)N * D * sizeof(bf16), s)));
     OP("norm_backward", norm_backward(rms, a.dresid, D, G(glayout.lnf_w), G(glayout.lnf_b), dlnf, resid(S), D, a.meanf,

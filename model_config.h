@@ -38,6 +38,7 @@ struct ModelConfig {
     bool tied = true;               // output head shares the token embedding (V, d)
     bool mup_attn = false;          // attention scale 1/head_dim (muP, Xformer recipe) instead of 1/sqrt(head_dim)
     bool init_width_scale = false;  // scale layer l's init std by sqrt(d / w_l) (Xformer recipe)
+    int mup_base_d = 0;             // muP's base width (--param mup, docs/model.md); 0: the standard parameterisation
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
     std::vector<LayerSpec> layers;  // L entries
@@ -64,6 +65,10 @@ struct ModelConfig {
     // which reads [0, d), never sees unnormalised coordinates when the last layer is narrower than d
     // (lambda shapes). Identical to the paper whenever w_L >= d, as in every X shape.
     int Df() const { return layers.empty() ? d : std::max(d, layers.back().width); }
+    // muP's base_d / d (1 without muP): the output logits' multiplier, and each hidden matrix's base fan-in over its
+    // fan-in (its Adam rate's multiplier, optimizer_rates.h; its init variance's, ref/init.h).
+    double mup_width_ratio() const { return mup_base_d ? (double)mup_base_d / d : 1.0; }
+    double logit_scale() const { return mup_width_ratio(); }
     bool uniform_widths() const {
         for (const auto& s : layers)
             if (s.width != d) return false;
@@ -106,6 +111,8 @@ inline const std::vector<ModelScalar>& model_scalars() {
          [](C& c, double v) { c.init_width_scale = v != 0; }},
         {"mlp_multiple", 11, false, 1, 65536, [](const C& c) { return (double)c.mlp_multiple; },
          [](C& c, double v) { c.mlp_multiple = (int)v; }},
+        {"mup_base_d", 29, false, 0, 65536, [](const C& c) { return (double)c.mup_base_d; },
+         [](C& c, double v) { c.mup_base_d = (int)v; }},
         {"mlp_ratio", 16, true, 1e-3, 64, [](const C& c) { return c.mlp_ratio; },
          [](C& c, double v) { c.mlp_ratio = v; }},
         {"rope_theta", 18, true, 1, 1e12, [](const C& c) { return c.rope_theta; },

@@ -374,11 +374,12 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
 // The Gated DeltaNet mixer's core (ref/gdn.h's chunked delta rule, forward and backward) beside causal
 // attention's (forward and backward), one sequence of T tokens, h heads of hd, at T 128, 256, 1024 and 4096; and
 // the recurrent form's forward (the oracle) for scale. q and k unit per head, as the layer makes them.
-// FLOPs as executed (2 per multiply-add; ref/gdn.h's header): per token and head, C = min(64, T) the chunk,
-//   chunked forward   6 hd^2 + 10 C hd + C^2 / 3   (Q S0^T, W S0^T, the state update; K K^T, Q K^T, T K', T V' and
-//                                                    tril(..) U as full C x C squares; the forward substitution)
-//   chunked backward  16 hd^2 + 30 C hd + 13 C^2 / 3  (the chunk's forward again from its state, without the state
-//                                                    update, then twelve products of hd or C and two C^3 ones)
+// FLOPs as executed (2 per multiply-add): the chunked form's are counted as they run (ref::gdn_mm_flops: its
+// products and forward substitution, the zero blocks of its triangles skipped; one untimed run before the timing),
+// about these per token and head at C = 64 (the full squares, ref/gdn.h's header, in brackets):
+//   chunked forward   6 hd^2 + 5.7 C hd + C^2 / 3   [6 hd^2 + 10 C hd + C^2 / 3]
+//   chunked backward  16 hd^2 + 17 C hd + 2 C^2     [16 hd^2 + 30 C hd + 13 C^2 / 3] (the chunk's forward again
+//                                                    from its state, without the state update, then its backward)
 //   recurrent forward 8 hd^2                         attention: 4 (fwd) and 8 (bwd) hd per causal query-key pair
 static void gdn_rows(int h, int hd, const Limits& lim) {
     const int threads = omp_get_max_threads(), w = h * hd;
@@ -398,7 +399,7 @@ static void gdn_rows(int h, int hd, const Limits& lim) {
                            qkv = buf(T * 3 * w, -1, 1), dqkv(T * 3 * w), att(T > 1024 ? 0 : (size_t)h * T * T);
         ref::gdn_l2norm_forward(q.data(), w, inv.data(), q.data(), w, T, h, hd);
         ref::gdn_l2norm_forward(k.data(), w, inv.data(), k.data(), w, T, h, hd);
-        const double C = std::min<long>(ref::GDN_CHUNK, T), per = (double)T * h, pairs = 0.5 * T * (T + 1);
+        const double pairs = 0.5 * T * (T + 1);
         const float scale = 1.0f / std::sqrt((float)hd);
         const ref::AttnShape as = ref::AttnShape::plain(w, h);
         struct Row {
@@ -407,18 +408,18 @@ static void gdn_rows(int h, int hd, const Limits& lim) {
             std::function<void()> f;
         };
         std::vector<Row> rows = {
-            {"gdn chunked fwd", per * (6.0 * hd * hd + 10 * C * hd + C * C / 3),
+            {"gdn chunked fwd", 0,
              [&] {
                  ref::gdn_delta_chunk_forward(o.data(), w, states.data(), q.data(), k.data(), v.data(), w, beta.data(),
                                               g.data(), 1, T, sh);
              }},
-            {"gdn chunked bwd", per * (16.0 * hd * hd + 30 * C * hd + 13 * C * C / 3),
+            {"gdn chunked bwd", 0,
              [&] {
                  ref::gdn_delta_chunk_backward(dq.data(), dk.data(), dv.data(), w, dbeta.data(), dg.data(), dout.data(),
                                                w, states.data(), q.data(), k.data(), v.data(), w, beta.data(), g.data(),
                                                1, T, sh);
              }},
-            {"gdn recurrent fwd", per * 8.0 * hd * hd,
+            {"gdn recurrent fwd", 8.0 * T * h * hd * hd,
              [&] {
                  ref::gdn_delta_recurrent_forward(o.data(), w, q.data(), k.data(), v.data(), w, beta.data(), g.data(),
                                                   1, T, sh);
@@ -431,7 +432,12 @@ static void gdn_rows(int h, int hd, const Limits& lim) {
                 {"attention bwd", 8.0 * h * pairs * hd,
                  [&] { ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), 1, T, as, scale); }});
         }
-        for (const Row& r : rows) {
+        for (Row& r : rows) {
+            if (r.flops == 0) {  // counted as it runs
+                ref::gdn_mm_flops = 0;
+                r.f();
+                r.flops = (double)ref::gdn_mm_flops;
+            }
             const Times t = best_time(r.f, 3, 0.1);
             const double gc = r.flops * threads / t.cpu / 1e9;
             printf("  %-22s %6ld %9.3f %9.2f %9.2f %8.1f %6.1f%%\n", r.name, T, r.flops / 1e9, t.wall * 1e3,

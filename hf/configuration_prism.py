@@ -6,7 +6,8 @@
 # (layer_mixers: "attention" softmax attention, "gdn" Gated DeltaNet), one list per column of
 # Prism's layer table (model/layer_columns.h's config.json keys; LAYER_LISTS below), the residual stream width
 # D = max(d, max w_l), the final-norm width
-# Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale and RoPE theta. The per-layer
+# Df = max(d, w_L), V, T, the norm kind and eps, tied embeddings, the attention scale, RoPE theta and muP's base width
+# mup_base_d (0 or absent: no muP; else the logits are multiplied by mup_base_d / hidden_size). The per-layer
 # lists are Prism's own keys rather than transformers' num_key_value_heads / intermediate_size / sliding_window,
 # which transformers reads as one number for every layer (a DynamicCache built from the config would turn a
 # sliding_window list into sliding-window cache layers). The rest of model.bin's header (h_base, the MLP rule,
@@ -53,7 +54,7 @@ class PrismConfig(PreTrainedConfig):
                  residual_width=None, final_norm_width=None, max_position_embeddings=128, norm_type="layernorm",
                  norm_eps=1e-5, tie_word_embeddings=True, attention_scale="1/sqrt(head_dim)", rope_theta=10000.0,
                  rope_interleaved=True, num_attention_heads=4, mlp_ratio=8.0 / 3.0, mlp_multiple=32,
-                 init_width_scale=False, prism_step=0, prism_run_id=None, prism_layer_words=None, use_cache=True,
+                 init_width_scale=False, mup_base_d=0, prism_step=0, prism_run_id=None, prism_layer_words=None, use_cache=True,
                  **kwargs):
         L = num_hidden_layers
         self.vocab_size = vocab_size
@@ -77,6 +78,7 @@ class PrismConfig(PreTrainedConfig):
         self.rope_theta = rope_theta
         self.rope_interleaved = rope_interleaved
         self.init_width_scale = init_width_scale
+        self.mup_base_d = mup_base_d  # muP's base width (0: standard); the logits are multiplied by it / hidden_size
         self.prism_step = prism_step
         self.prism_run_id = prism_run_id  # model.bin's run id (16 hex digits), so import writes the same file
         self.prism_layer_words = prism_layer_words  # model.bin's [kv_heads, hidden, window] words, when needed
@@ -115,5 +117,7 @@ class PrismConfig(PreTrainedConfig):
             raise ValueError(f"PrismConfig: norm_type must be layernorm or rmsnorm, not {self.norm_type!r}")
         if self.attention_scale not in ("1/sqrt(head_dim)", "1/head_dim"):
             raise ValueError(f"PrismConfig: attention_scale must be '1/sqrt(head_dim)' or '1/head_dim', not {self.attention_scale!r}")
+        if not isinstance(self.mup_base_d, int) or self.mup_base_d < 0:
+            raise ValueError(f"PrismConfig: mup_base_d must be an integer >= 0 (0: no muP), not {self.mup_base_d!r}")
         if not self.rope_interleaved:
             raise ValueError("PrismConfig: Prism's RoPE rotates interleaved pairs (2i, 2i+1); rope_interleaved must be true")

@@ -15,7 +15,8 @@
 //   lm_head             lm_head.weight                      (V, d)  untied only (tied: the embedding)
 // config.json holds every number the forward depends on (d, V, T, one list per layer column with a config.json
 // key in model/layer_columns.h: widths, heads, KV heads, SwiGLU hidden sizes, attention windows, RoPE on or off; the
-// residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its interleaved pairs)
+// residual and final-norm widths, norm kind and eps, tying, attention scale, RoPE theta and its interleaved pairs,
+// muP's base width mup_base_d when set: the logits' multiplier mup_base_d / d)
 // and the rest of model.bin (h_base, the MLP rule, init_width_scale, the step, the run id, and the layer table's
 // own words where the lists alone would not say them), so that import writes model.bin back byte for byte. The
 // per-layer lists say what each layer computes (each column's value): layer_kv_heads 0 is a layer without
@@ -145,6 +146,7 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("mlp_ratio", exact_double(c.mlp_ratio));
     add("mlp_multiple", std::to_string(c.mlp_multiple));
     add("init_width_scale", c.init_width_scale ? "true" : "false");
+    if (c.mup_base_d) add("mup_base_d", std::to_string(c.mup_base_d));  // muP: logits x mup_base_d / d
     add("prism_step", std::to_string(step));
     if (!implied) add("prism_layer_words", "[" + words + "]");
     if (run_id) {
@@ -349,6 +351,7 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     check_hf_layers(in, c, values("heads"), values("kv_heads"), values("window"));
     read_hf_layer_words(in, c);
     c.init_width_scale = in.boolean("init_width_scale");
+    if (const json::Value* b = in.optional("mup_base_d")) c.mup_base_d = (int)in.integer(*b, "mup_base_d", 0, 65536);
     const json::Value* step = in.optional("prism_step");
     r.step = step ? in.integer(*step, "prism_step", 0, 9223372036854775807L) : 0;
     if (const json::Value* id = in.optional("prism_run_id")) {

@@ -10,7 +10,8 @@
 #                                                              visible() says (attention_span.h's att_visible);
 #                                                              a NoPE layer (layer_rope 0) has no rope
 #     x[..., :w] += down(silu(gate) * up),  gate | up = gate_up(norm(x[..., :w]))
-#   logits = lm_head(norm_f(x[..., :Df])[..., :d])                   Df = max(d, w_L); tied: the embedding
+#   logits = s * lm_head(norm_f(x[..., :Df])[..., :d])               Df = max(d, w_L); tied: the embedding;
+#                                                                    s = mup_base_d / d under muP, else 1
 # A layer without attention (layer_kv_heads 0) or without an MLP (layer_hidden_sizes 0) skips that line; a
 # NoPE layer (layer_rope 0; absent: every layer rotary) skips rope.
 # Coordinates beyond w_l bypass layer l. RoPE rotates the interleaved pairs (2i, 2i+1) of each head by
@@ -431,6 +432,8 @@ class PrismForCausalLM(PrismPreTrainedModel, GenerationMixin):
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
         logits = self.lm_head(h)
+        if self.config.mup_base_d:  # muP's output multiplier base_d / d (Prism's ModelConfig::logit_scale)
+            logits = logits * (self.config.mup_base_d / self.config.hidden_size)
         loss = None
         if labels is not None:  # next-token cross-entropy, labels aligned with input_ids (-100: ignored)
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device),

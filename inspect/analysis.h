@@ -319,6 +319,7 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
             ref::norm_forward(c.norm, lnf.data(), mean.data(), rstd.data(), rm.residual_state(2 * l), D,
                               P(layout.lnf_w), P(layout.lnf_b), T, Df, c.norm_eps);
             ref::matmul_forward(logits.data(), V, lnf.data(), Df, Wout, T, d, V);
+            ref::scale_forward(logits.data(), (long)T * V, c.logit_scale());  // the head's multiplier (muP)
             ref::softmax_crossentropy_forward((float*)nullptr, lse.data(), losses.data(), logits.data(), tg.data(), T,
                                               V);
             lens_loss[l] += ref::mean_loss(losses.data(), tg.data(), T);

@@ -6,7 +6,8 @@
 // A chunk of n new tokens at positions p0 .. p0 + n - 1 runs through model.cuh's own forward (CudaModel::forward_layers:
 // the engine's sub-blocks, kernels and fused residual-norms) as one sequence of n rows with this decoder's caches: each
 // attention layer's queries read the keys before p0 from its cache (decode.cuh), and the chunk's keys and values join
-// it. Then the head, for the last row (or all n): logits (rows, Vp) fp32 = lnf[:, :d] Wout^T, V columns read back.
+// it. Then the head, for the last row (or all n): logits (rows, Vp) fp32 = s lnf[:, :d] Wout^T (s: cfg.logit_scale(),
+// muP's multiplier), V columns read back.
 // The cache: per attention layer K_l, V_l (slots_l, kv_l hd_l) bf16 each, slots_l = the capacity, or min(capacity, W)
 // in a window layer (a ring, since no query past j + W - 1 reads key j). So at capacity T it holds
 // account(cfg).kv_cache_bytes (--plan's KV-cache bytes; tested).
@@ -106,7 +107,8 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
     // fp32 logits (the engine's are bf16): sampling sees them unrounded. The head reads lnf's first d columns.
     const ParamLayout& gl = model_.glayout;
     matmul(logits_, model_.acts().lnf + (size_t)first * c.Df(), model_.weights() + (c.tied ? gl.wte : gl.lm_head),
-           (const float*)nullptr, rows, Vp, c.d, false, true, 0.0f, stream_, c.Df());
+           (const float*)nullptr, rows, Vp, c.d, false, true, 0.0f, stream_, c.Df(), 0, 0,
+           (float)c.logit_scale());  // muP's multiplier
     host_logits_.resize((size_t)rows * Vp);
     cudaCheck(cudaMemcpyAsync(host_logits_.data(), logits_, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
                               stream_));

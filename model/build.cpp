@@ -20,6 +20,14 @@ ModelConfig preset_sizes(const ModelSpec& s, int& L) {
     c.tied = s.untied < 0 ? p.tied : s.untied == 0;
     c.mup_attn = p.xformer_recipe;
     c.init_width_scale = p.xformer_recipe;
+    if (s.param != "sp" && s.param != "mup")
+        throw ConfigError("unknown parameterisation '" + s.param + "'; use sp or mup");
+    if (s.mup_base_d && s.param != "mup")
+        throw ConfigError("--mup-base-d applies only with --param mup; add --param mup or drop it");
+    if (s.param == "mup") {  // muP (docs/model.md): attention 1/head_dim, logits x base_d / d, base_d the preset's d
+        c.mup_attn = true;
+        c.mup_base_d = s.mup_base_d ? s.mup_base_d : p.d;
+    }
     L = s.L ? s.L : p.L;
     for (int v : {c.d, L, c.h_base, c.T, c.V, s.head_dim, s.mlp_multiple})
         if (v < 0) throw ConfigError("sizes must be positive");
@@ -246,6 +254,7 @@ void validate_config(const ModelConfig& c) {
     pos(c.T, "T (sequence length)");
     pos(c.L(), "L (layers)");
     pos(c.h_base, "h_base (--heads)");
+    if (c.mup_base_d < 0 || c.mup_base_d > 65536) throw ConfigError("--mup-base-d must lie in [1, 65536]");
     if (!(c.mlp_ratio >= 1e-3 && c.mlp_ratio <= 64)) throw ConfigError("--mlp-ratio must lie in [0.001, 64]");
     if (c.d > 65536 || c.V > 1 << 24 || c.T > 1 << 20)
         throw ConfigError("model sizes out of range (d <= 65536, V <= 2^24, T <= 2^20)");

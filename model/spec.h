@@ -73,6 +73,8 @@ struct ModelSpec {
     std::string norm;             // "" | layernorm | rmsnorm
     int untied = -1;              // -1 preset, 0 tied, 1 untied
     bool allow_ablation = false;  // permit Prism schedules that break monotonicity or h_L = h_base
+    std::string param = "sp";     // sp (standard) | mup (docs/model.md's parameterisation table)
+    int mup_base_d = 0;           // --param mup's base width (0: the preset's d)
 };
 
 inline NormType parse_norm(const std::string& s) {

@@ -86,5 +86,6 @@ inline void CpuDecoder::append(const int* tokens, int n, float* logits, bool all
     ref::norm_forward(cfg_.norm, lnf_.data(), mean_.data(), rstd_.data(), x_.data() + (size_t)first * D, D,
                       P(layout_.lnf_w), P(layout_.lnf_b), rows_out, Df, cfg_.norm_eps);
     ref::matmul_forward(logits, V, lnf_.data(), Df, P(cfg_.tied ? layout_.wte : layout_.lm_head), rows_out, d, V);
+    ref::scale_forward(logits, (long)rows_out * V, cfg_.logit_scale());
     pos_ += n;
 }

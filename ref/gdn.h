@@ -30,16 +30,19 @@
 //     S_next = exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K
 //   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk from it, last chunk first.
 //   Gamma's exponentials (C^2 / 2 per chunk, computed once per row and kept for the backward) run through ops.h's
-//   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is ref::gemm; each row i of A, T, W, U and O depends on rows <= i alone, and a row of a gemm
-//   never depends on the other rows (ref/gemm.h), so gdn_decode, which computes the same rows one token (or a
-//   few) at a time with the same functions, gives the forward's bits.
-//   FLOPs per chunk and head (2 per multiply-add; the products computed as full L x L squares): K K^T, Q K^T,
-//   T K', T V', tril(..) U: 10 L^2 hd; W S0^T, Q S0^T, the state update: 6 L hd^2; the forward substitution
-//   L^3 / 3 (L^3 / 6 multiply-adds).
+//   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is gdn_mm (below); each
+//   row i of A, T, W, U and O depends on rows <= i alone, and a row of a gdn_mm never depends on the other rows,
+//   so gdn_decode, which computes the same rows one token (or a few) at a time with the same functions, gives the
+//   forward's bits.
+//   FLOPs per chunk and head (2 per multiply-add; as full L x L squares): K K^T, Q K^T, T K', T V', tril(..) U:
+//   10 L^2 hd; W S0^T, Q S0^T, the state update: 6 L hd^2; the forward substitution L^3 / 3. Executed: the
+//   triangles' zero blocks are skipped (gdn_mm), about 5.7 L^2 hd for the first five at L = 64 (gdn_mm_flops
+//   counts what runs; the backward likewise skips the zero halves of its triangular operands).
 // Does not: use bf16, know the model's layout, or apply wo and the residual (the model does, as for attention).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -365,24 +368,160 @@ void gdn_delta_recurrent_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg
 }
 
 // ======================================================================================================
+// the chunk's products: C = A B over whole vectors of B's rows, no packing
+// ======================================================================================================
+// A chunk's products are small (64 x 64 by hd): ref::gemm packs both operands per call and, on AVX-512, sweeps
+// 48-column tiles (a 64-wide product computes a zero-padded second one). gdn_mm reads B's rows in place, each a
+// whole number of vectors (the chunk's buffers have rows of gdn_pad(hd) values, or C), broadcasts A's values
+// (any strides, so a transposed A is read in place too), and keeps a tile of GDN_MR rows by up to GDN_NV vectors
+// in registers. Each element is ref::gemm's arithmetic for K <= GEMM_KC: the sum over k in order by fused
+// multiply-adds from 0, then stored to C or added to it; so a row of C never depends on the other rows.
+// C's columns past N are written up to a whole vector (B's padding columns: zero, or never read).
+// Triangles (GdnTri, or-ed; rows in blocks of GDN_MR counted from the chunk's row 0, whatever rows a call computes,
+// so the forward's rows and gdn_decode's sum the same terms):
+//   a_lower  A(i, k) = 0 for k > i: a block sums k < its end.    a_upper  A(i, k) = 0 for k < i: k >= its start.
+//   c_lower  only C(i, x), x <= i is wanted: a block's columns stop at the vector holding its last row.
+// A skipped term is an exact zero times a finite value: the sum is the full product's (to the sign of a zero).
+// gdn_mm_flops counts the FLOPs executed (2 per multiply-add of a whole vector, padding lanes included) by the
+// chunk's products and forward substitution: dev/roofline reads it.
+#if defined(__AVX512F__)
+constexpr int GDN_MR = 4, GDN_NV = 4;  // 16 of the 32 zmm registers accumulate: 4 rows by 64 floats
+#else
+constexpr int GDN_MR = 4, GDN_NV = 2;  // AVX2's 16 ymm: 8 accumulators, 2 B vectors, a broadcast
+#endif
+enum GdnTri { gdn_full = 0, gdn_a_lower = 1, gdn_a_upper = 2, gdn_c_lower = 4 };
+inline std::atomic<long> gdn_mm_flops{0};
+
+template <typename S> inline int gdn_pad(int n) {  // n rounded up to whole vectors
+    constexpr int Ln = GemmVec<S>::lanes;
+    return (n + Ln - 1) / Ln * Ln;
+}
+
+// Rows [0, MR) of C (= or +=) A . B over k in [k0, k1), NV vectors of columns.
+template <typename S, int MR, int NV>
+inline void gdn_mm_tile(int k0, int k1, const S* __restrict A, long ars, long acs, const S* __restrict B, long ldb,
+                        S* __restrict C, long ldc, bool accumulate) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes;
+    Vs acc[MR][NV] = {};
+    for (int k = k0; k < k1; k++) {
+        Vs b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) std::memcpy(&b[v], B + (long)k * ldb + v * Ln, sizeof(Vs));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            const S a = A[i * ars + k * acs];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[i][v] += a * b[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            Vs c = acc[i][v];
+            if (accumulate) {
+                std::memcpy(&c, C + i * ldc + v * Ln, sizeof(Vs));
+                c += acc[i][v];
+            }
+            std::memcpy(C + i * ldc + v * Ln, &c, sizeof(Vs));
+        }
+}
+
+template <typename S, int MR>
+inline void gdn_mm_rows(int nv, int k0, int k1, const S* A, long ars, long acs, const S* B, long ldb, S* C, long ldc,
+                        bool accumulate) {
+    constexpr int Ln = GemmVec<S>::lanes;
+    for (int v0 = 0; v0 < nv; v0 += GDN_NV) {
+        const int n = std::min(GDN_NV, nv - v0);
+        const S* b = B + v0 * Ln;
+        S* c = C + v0 * Ln;
+        if (n == GDN_NV) gdn_mm_tile<S, MR, GDN_NV>(k0, k1, A, ars, acs, b, ldb, c, ldc, accumulate);
+        else if (n == 1) gdn_mm_tile<S, MR, 1>(k0, k1, A, ars, acs, b, ldb, c, ldc, accumulate);
+        else if constexpr (GDN_NV > 2) {
+            if (n == 2) gdn_mm_tile<S, MR, 2>(k0, k1, A, ars, acs, b, ldb, c, ldc, accumulate);
+            else gdn_mm_tile<S, MR, 3>(k0, k1, A, ars, acs, b, ldb, c, ldc, accumulate);
+        }
+    }
+}
+
+// Rows [r0, r1) of C (N columns) (= or +=) A (K columns) . B: A and C point at row r0, A(i, k) = A[i ars + k acs],
+// B(k, j) = B[k ldb + j]; ldb and ldc whole vectors.
+template <typename S>
+void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long acs, const S* B, long ldb, S* C, long ldc,
+            bool accumulate) {
+    constexpr int Ln = GemmVec<S>::lanes, MR = GDN_MR;
+    long macs = 0;
+    // column panels of GDN_NV vectors outside, so that a panel of B is read from L1 by every block of rows
+    for (int v0 = 0; v0 < (N + Ln - 1) / Ln; v0 += GDN_NV)
+        for (int r = r0; r < r1;) {
+            const int blk = r / MR * MR, e = std::min(r1, blk + MR), m = e - r;
+            const int k0 = tri & gdn_a_upper ? std::min(blk, K) : 0;
+            const int k1 = tri & gdn_a_lower ? std::min(blk + MR, K) : K;
+            const int nv = std::min(GDN_NV, ((tri & gdn_c_lower ? std::min(N, blk + MR) : N) + Ln - 1) / Ln - v0);
+            const S* a = A + (r - r0) * ars;
+            const S* b = B + v0 * Ln;
+            S* c = C + (r - r0) * ldc + v0 * Ln;
+            r = e;
+            if (nv <= 0) continue;
+            if (m == MR) gdn_mm_rows<S, MR>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else if (m == 1) gdn_mm_rows<S, 1>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else if (m == 2) gdn_mm_rows<S, 2>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            else gdn_mm_rows<S, 3>(nv, k0, k1, a, ars, acs, b, ldb, c, ldc, accumulate);
+            macs += (long)m * nv * Ln * std::max(0, k1 - k0);
+        }
+    gdn_mm_flops.fetch_add(2 * macs, std::memory_order_relaxed);
+}
+
+// ======================================================================================================
 // the gated delta rule, chunked form (WY / UT representation, chunks of GDN_CHUNK)
 // ======================================================================================================
 // One head's chunk: its rows so far and every matrix the rows after them (and the backward) read. Row i of each
-// lives at i (times its row length), whatever rows a call computes.
+// lives at i (times its row length: C, or hp = gdn_pad(hd) with the columns past hd zero), whatever rows a call
+// computes. KT = K^T (hp x C), S0T = S0^T (the state at the chunk's start, transposed: B of W S0^T and Q S0^T).
 template <typename S> struct GdnChunk {
-    int hd = 0;
-    std::vector<S> G, Gam, K, KK, T, Kb, Vb, W, U, Oi, M, tmp;  // Gam (C x C): exp(G_i - G_x), x <= i
-    explicit GdnChunk(int hd_ = 0) : hd(hd_) {
-        const size_t C = GDN_CHUNK, ch = C * hd;
+    int hd = 0, hp = 0;
+    std::vector<S> G, Gam, K, KT, KK, T, Kb, Vb, W, U, Oi, M, tmp, S0T;  // Gam (C x C): exp(G_i - G_x), x <= i
+    explicit GdnChunk(int hd_ = 0) : hd(hd_), hp(gdn_pad<S>(hd_)) {
+        const size_t C = GDN_CHUNK, ch = C * hp;
         G.assign(C, 0), Gam.assign(C * C, 0), KK.assign(C * C, 0), T.assign(C * C, 0), M.assign(C * C, 0);
-        for (auto* x : {&K, &Kb, &Vb, &W, &U, &Oi, &tmp}) x->assign(ch, 0);
+        for (auto* x : {&K, &KT, &Kb, &Vb, &W, &U, &Oi, &tmp}) x->assign(ch, 0);
+        S0T.assign((size_t)hp * hp, 0);
     }
     size_t bytes() const {
         size_t n = 0;
-        for (const auto* x : {&G, &Gam, &K, &KK, &T, &Kb, &Vb, &W, &U, &Oi, &M, &tmp}) n += x->size();
+        for (const auto* x : {&G, &Gam, &K, &KT, &KK, &T, &Kb, &Vb, &W, &U, &Oi, &M, &tmp, &S0T}) n += x->size();
         return n * sizeof(S);
     }
 };
+
+// Row i of T = (I + A)^-1 from its rows before i: T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i Gam_il KK_il,
+// each entry's updates in order of l. T_l is zero past l: the sum runs over the vectors holding T_l's entries
+// 0..l, kept in registers (an entry m > l, skipped, would only add zeros to its zero).
+// Returns the multiply-adds executed (whole vectors).
+template <typename S> long gdn_substitute_row(S* T, int i, S bi, const S* Gam_i, const S* KK_i) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes, NV = GDN_CHUNK / Ln;
+    Vs acc[NV] = {};
+    long macs = 0;
+    for (int l = 0; l < i; l++) {
+        const S a = bi * Gam_i[l] * KK_i[l];
+        const S* Tl = T + l * GDN_CHUNK;
+        const int nv = l / Ln + 1;
+        macs += nv * Ln;
+#pragma GCC unroll 8
+        for (int u = 0; u < NV; u++)
+            if (u < nv) {
+                Vs t;
+                std::memcpy(&t, Tl + u * Ln, sizeof(Vs));
+                acc[u] -= a * t;
+            }
+    }
+    S* Ti = T + i * GDN_CHUNK;
+    for (int u = 0; u < NV; u++) std::memcpy(Ti + u * Ln, &acc[u], sizeof(Vs));
+    Ti[i] = 1;
+    return macs;
+}
 
 // Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
 // q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1.
@@ -390,61 +529,74 @@ template <typename S>
 void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, const S* k, const S* v, long ld,
                     const S* beta, const S* g, long gs, S* o, long ldo) {
     constexpr int C = GDN_CHUNK;
-    const int hd = c.hd, n = r1 - r0;
+    const int hd = c.hd, hp = c.hp;
     const S scale = S(1) / std::sqrt(S(hd));
+    S *G = c.G.data(), *Gam = c.Gam.data(), *K = c.K.data(), *KT = c.KT.data(), *KK = c.KK.data(), *T = c.T.data();
+    S *Kb = c.Kb.data(), *Vb = c.Vb.data(), *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data(),
+      *tmp = c.tmp.data(), *S0T = c.S0T.data();
     for (int i = r0; i < r1; i++) {
-        c.G[i] = (i ? c.G[i - 1] : S(0)) + g[(i - r0) * gs];
-        std::copy_n(k + (i - r0) * ld, hd, &c.K[i * hd]);
+        G[i] = (i ? G[i - 1] : S(0)) + g[(i - r0) * gs];
+        const S* kr = k + (i - r0) * ld;
+        std::copy_n(kr, hd, K + i * hp);
+        for (int x = 0; x < hd; x++) KT[x * C + i] = kr[x];
     }
-    S *G = c.G.data(), *Gam = c.Gam.data(), *K = c.K.data(), *KK = c.KK.data(), *T = c.T.data(), *Kb = c.Kb.data(),
-      *Vb = c.Vb.data();
-    S *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data(), *tmp = c.tmp.data();
-    gemm<S>(n, r1, hd, K + r0 * hd, hd, 1, K, 1, hd, KK + r0 * C, C, false);  // KK = K K^T
+    for (int x = 0; x < hd; x++)
+        for (int j = 0; j < hd; j++) S0T[x * hp + j] = S0[j * hd + x];
+    gdn_mm(gdn_c_lower, r0, r1, r1, hd, K + r0 * hp, hp, 1, KT, C, KK + r0 * C, C, false);  // KK = K K^T
+    long subst = 0;                                                                         // multiply-adds
     for (int i = r0; i < r1; i++) {
         for (int x = 0; x <= i; x++) Gam[i * C + x] = G[i] - G[x];
         gdn_exp_nonpositive(Gam + i * C, i + 1);
         // T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i exp(G_i - G_l) KK_il (T_l is zero beyond l)
         const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
-        S* Ti = T + i * C;
-        std::fill_n(Ti, C, S(0));
-        for (int l = 0; l < i; l++) {
-            const S a = bi * Gam[i * C + l] * KK[i * C + l];
-            const S* Tl = T + l * C;
-            for (int m = 0; m <= l; m++) Ti[m] -= a * Tl[m];
-        }
-        Ti[i] = 1;
+        subst += gdn_substitute_row(T, i, bi, Gam + i * C, KK + i * C);
         const S* vr = v + (i - r0) * ld;
-        for (int x = 0; x < hd; x++) Kb[i * hd + x] = bi * eGi * K[i * hd + x], Vb[i * hd + x] = bi * vr[x];
+        for (int x = 0; x < hd; x++) Kb[i * hp + x] = bi * eGi * K[i * hp + x], Vb[i * hp + x] = bi * vr[x];
     }
-    gemm<S>(n, hd, r1, T + r0 * C, C, 1, Kb, hd, 1, W + r0 * hd, hd, false);      // W = T Kb
-    gemm<S>(n, hd, r1, T + r0 * C, C, 1, Vb, hd, 1, U + r0 * hd, hd, false);      // U = T Vb ..
-    gemm<S>(n, hd, hd, W + r0 * hd, hd, 1, S0, 1, hd, tmp + r0 * hd, hd, false);  // .. - W S0^T
-    for (long e = r0 * hd; e < (long)r1 * hd; e++) U[e] -= tmp[e];
-    gemm<S>(n, hd, hd, q, ld, 1, S0, 1, hd, Oi + r0 * hd, hd, false);  // Q S0^T
-    gemm<S>(n, r1, hd, q, ld, 1, K, 1, hd, M + r0 * C, C, false);      // Q K^T, then masked and decayed
+    gdn_mm_flops.fetch_add(2 * subst, std::memory_order_relaxed);
+    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Kb, hp, W + r0 * hp, hp, false);    // W = T Kb
+    gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Vb, hp, U + r0 * hp, hp, false);    // U = T Vb ..
+    gdn_mm(gdn_full, r0, r1, hd, hd, W + r0 * hp, hp, 1, S0T, hp, tmp + r0 * hp, hp, false);  // .. - W S0^T
+    for (long e = (long)r0 * hp; e < (long)r1 * hp; e++) U[e] -= tmp[e];
+    gdn_mm(gdn_full, r0, r1, hd, hd, q, ld, 1, S0T, hp, Oi + r0 * hp, hp, false);  // Q S0^T
+    gdn_mm(gdn_c_lower, r0, r1, r1, hd, q, ld, 1, KT, C, M + r0 * C, C, false);    // Q K^T, masked and decayed
     for (int i = r0; i < r1; i++)
         for (int x = 0; x < r1; x++) M[i * C + x] = x <= i ? M[i * C + x] * Gam[i * C + x] : S(0);
-    gemm<S>(n, hd, r1, M + r0 * C, C, 1, U, hd, 1, tmp + r0 * hd, hd, false);  // tril(Q K^T o Gamma) U
+    gdn_mm(gdn_a_lower, r0, r1, hd, r1, M + r0 * C, C, 1, U, hp, tmp + r0 * hp, hp, false);  // tril(..) U
     for (int i = r0; i < r1; i++) {
         const S eGi = std::exp(G[i]);
-        for (int x = 0; x < hd; x++) o[(i - r0) * ldo + x] = (eGi * Oi[i * hd + x] + tmp[i * hd + x]) * scale;
+        for (int x = 0; x < hd; x++) o[(i - r0) * ldo + x] = (eGi * Oi[i * hp + x] + tmp[i * hp + x]) * scale;
     }
 }
 
 // S1 (hd x hd) = the state after the chunk's L rows: exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K. S1 != S0.
+// Scratch: c.tmp (Kd) and c.S0T (U^T Kd; S0T is rebuilt from S0 by the next rows).
 template <typename S> void gdn_chunk_state(GdnChunk<S>& c, const S* S0, int L, S* S1) {
-    const int hd = c.hd;
+    const int hd = c.hd, hp = c.hp;
     const S GL = c.G[L - 1];
     for (int i = 0; i < L; i++) {
         const S d = std::exp(GL - c.G[i]);
-        for (int x = 0; x < hd; x++) c.tmp[i * hd + x] = d * c.K[i * hd + x];
+        for (int x = 0; x < hd; x++) c.tmp[i * hp + x] = d * c.K[i * hp + x];
     }
-    gemm<S>(hd, hd, L, c.U.data(), 1, hd, c.tmp.data(), hd, 1, S1, hd, false);
+    S* P = c.S0T.data();
+    gdn_mm(gdn_full, 0, hd, hd, L, c.U.data(), 1, hp, c.tmp.data(), hp, P, hp, false);
     const S eL = std::exp(GL);
-    for (long e = 0; e < (long)hd * hd; e++) S1[e] = eL * S0[e] + S1[e];
+    for (int r = 0; r < hd; r++)
+        for (int x = 0; x < hd; x++) S1[r * hd + x] = eL * S0[r * hd + x] + P[r * hp + x];
 }
 
 inline long gdn_chunks(long T) { return (T + GDN_CHUNK - 1) / GDN_CHUNK; }
+
+// Asks for rows [0, rows) of n values (stride ld) in L2 ahead of their use: a head's rows of a chunk are n values
+// each a whole row (ld) apart, a pattern the hardware prefetchers do not follow far enough (the forward lost a
+// fifth of its time waiting for q, k, v). write: rows about to be written.
+template <typename S> inline void gdn_prefetch(const S* p, long ld, long rows, int n, bool write = false) {
+    for (long r = 0; r < rows; r++)
+        for (int x = 0; x < n; x += 64 / (int)sizeof(S)) {
+            if (write) __builtin_prefetch(p + r * ld + x, 1, 3);
+            else __builtin_prefetch(p + r * ld + x, 0, 3);
+        }
+}
 
 // As gdn_delta_recurrent_forward, by chunks; states (B, h, gdn_chunks(T), hd, hd) = each chunk's starting state,
 // which the backward reads.
@@ -465,6 +617,13 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
             for (long ci = 0; ci < nc; ci++) {
                 const long n = b * T + ci * GDN_CHUNK, col = j * hd;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                if (ci + 1 < nc || bh + 1 < B * h) {  // the next chunk's rows (of this head, or the next's first)
+                    const long bn = ci + 1 < nc ? b : (bh + 1) / h, cn = ci + 1 < nc ? ci + 1 : 0;
+                    const long m = bn * T + cn * GDN_CHUNK, cm = ci + 1 < nc ? col : (bh + 1) % h * hd;
+                    const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
+                    gdn_prefetch(o + m * ldo + cm, ldo, Ln, hd, true);
+                }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
                                beta + n * h + j, g + n * h + j, h, o + n * ldo + col, ldo);
                 if (ci + 1 < nc) gdn_chunk_state(c, st + ci * hd2, L, st + (ci + 1) * hd2);
@@ -475,15 +634,18 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 
 // The backward of one chunk of L rows, recomputed from its starting state S0 (c already holds the forward's
 // rows): dq, dk, dv (rows of stride ldd), dbeta, dg (stride gs) of its rows assigned; dS (hd x hd) = dLoss/dS1
-// on entry, dLoss/dS0 on return. Scratch: the vectors of d.
+// on entry, dLoss/dS0 on return. Scratch: the vectors of d, rows of hp = gdn_pad(hd) or C values; the suffix T a
+// transposed copy (the B of a product with that matrix transposed).
 template <typename S> struct GdnChunkGrad {
-    std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, dS0, dG, db, eG;
+    std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db,
+        eG;
     explicit GdnChunkGrad(int hd) {
-        const size_t C = GDN_CHUNK, ch = C * hd;
-        for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp}) x->assign(ch, 0);
-        for (auto* x : {&dM, &dT, &dA}) x->assign(C * C, 0);
-        X.assign(std::max({C * C, ch, (size_t)hd * hd}), 0);  // T^T dT, diag(..) K and dU^T W in turn
-        dS0.assign((size_t)hd * hd, 0), dG.assign(C, 0), db.assign(C, 0), eG.assign(C, 0);
+        const size_t C = GDN_CHUNK, hp = gdn_pad<S>(hd), ch = C * hp;
+        for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp, &Qp, &UT, &VbT, &KbT}) x->assign(ch, 0);
+        for (auto* x : {&dM, &dT, &dA, &TT}) x->assign(C * C, 0);
+        X.assign(std::max({C * C, ch, hp * hp}), 0);  // T^T dT, diag(..) K and dU^T W in turn
+        for (auto* x : {&S0p, &dSp, &dST, &dS0}) x->assign(hp * hp, 0);
+        dG.assign(C, 0), db.assign(C, 0), eG.assign(C, 0);
     }
 };
 template <typename S>
@@ -491,8 +653,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
                         const S* beta, long gs, const S* dout, long lddo, S* dq, S* dk, S* dv, long ldd, S* dbeta,
                         S* dg) {
     constexpr int C = GDN_CHUNK;
-    const int hd = c.hd;
-    const long hd2 = (long)hd * hd;
+    const int hd = c.hd, hp = c.hp;
     const S scale = S(1) / std::sqrt(S(hd));
     const S *G = c.G.data(), *Gam = c.Gam.data(), *K = c.K.data(), *KK = c.KK.data(), *T = c.T.data(),
             *Kb = c.Kb.data();
@@ -500,21 +661,30 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     S *dO = d.dO.data(), *dM = d.dM.data(), *dU = d.dU.data(), *dW = d.dW.data(), *dT = d.dT.data(), *X = d.X.data();
     S *dA = d.dA.data(), *dQ = d.dQ.data(), *dK = d.dK.data(), *dKb = d.dKb.data(), *dVb = d.dVb.data();
     S *tmp = d.tmp.data(), *dS0 = d.dS0.data(), *dG = d.dG.data(), *db = d.db.data(), *eG = d.eG.data();
+    S *Qp = d.Qp.data(), *UT = d.UT.data(), *VbT = d.VbT.data(), *KbT = d.KbT.data(), *TT = d.TT.data();
+    S *S0p = d.S0p.data(), *dSp = d.dSp.data(), *dST = d.dST.data();
     const S GL = G[L - 1], eL = std::exp(GL);
     for (int i = 0; i < L; i++) {
         eG[i] = std::exp(G[i]), dG[i] = 0, db[i] = 0;
-        for (int x = 0; x < hd; x++) dO[i * hd + x] = scale * dout[i * lddo + x];
+        for (int x = 0; x < hd; x++) {
+            dO[i * hp + x] = scale * dout[i * lddo + x], Qp[i * hp + x] = q[i * ld + x];
+            UT[x * C + i] = U[i * hp + x], VbT[x * C + i] = Vb[i * hp + x], KbT[x * C + i] = Kb[i * hp + x];
+        }
+        for (int x = 0; x < L; x++) TT[x * C + i] = T[i * C + x];
     }
+    for (int r = 0; r < hd; r++)
+        for (int x = 0; x < hd; x++)
+            S0p[r * hp + x] = S0[r * hd + x], dSp[r * hp + x] = dS[r * hd + x], dST[x * hp + r] = dS[r * hd + x];
     // O's inter-chunk term diag(exp(G)) Q S0^T
     for (int i = 0; i < L; i++) {
-        dG[i] += eG[i] * gdn_dot(dO + i * hd, Oi + i * hd, hd);
-        for (int x = 0; x < hd; x++) tmp[i * hd + x] = eG[i] * dO[i * hd + x];
+        dG[i] += eG[i] * gdn_dot(dO + i * hp, Oi + i * hp, hd);
+        for (int x = 0; x < hd; x++) tmp[i * hp + x] = eG[i] * dO[i * hp + x];
     }
-    gemm<S>(L, hd, hd, tmp, hd, 1, S0, hd, 1, dQ, hd, false);  // dQ = dOi S0
-    gemm<S>(hd, hd, L, tmp, 1, hd, q, ld, 1, dS0, hd, false);  // dS0 = dOi^T Q
+    gdn_mm(gdn_full, 0, L, hd, hd, tmp, hp, 1, S0p, hp, dQ, hp, false);  // dQ = dOi S0
+    gdn_mm(gdn_full, 0, hd, hd, L, tmp, 1, hp, Qp, hp, dS0, hp, false);  // dS0 = dOi^T Q
     // O's intra-chunk term M U, M = tril(Q K^T o Gamma)
-    gemm<S>(L, L, hd, dO, hd, 1, U, 1, hd, dM, C, false);  // dM = dO U^T
-    gemm<S>(L, hd, L, M, 1, C, dO, hd, 1, dU, hd, false);  // dU = M^T dO
+    gdn_mm(gdn_c_lower, 0, L, L, hd, dO, hp, 1, UT, C, dM, C, false);  // dM = dO U^T
+    gdn_mm(gdn_a_upper, 0, L, hd, L, M, 1, C, dO, hp, dU, hp, false);  // dU = M^T dO
     for (int i = 0; i < L; i++)
         for (int x = 0; x < L; x++) {
             if (x > i) {
@@ -525,35 +695,37 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
             dG[i] += cm, dG[x] -= cm;
             dM[i * C + x] *= Gam[i * C + x];  // now d(Q K^T)
         }
-    gemm<S>(L, hd, L, dM, C, 1, K, hd, 1, dQ, hd, true);   // dQ += dQK K
-    gemm<S>(L, hd, L, dM, 1, C, q, ld, 1, dK, hd, false);  // dK = dQK^T Q
+    gdn_mm(gdn_a_lower, 0, L, hd, L, dM, C, 1, K, hp, dQ, hp, true);    // dQ += dQK K
+    gdn_mm(gdn_a_upper, 0, L, hd, L, dM, 1, C, Qp, hp, dK, hp, false);  // dK = dQK^T Q
     // S1 = exp(G_L) S0 + U^T Kd, Kd = diag(exp(G_L - G)) K
-    for (long e = 0; e < hd2; e++) dS0[e] += eL * dS[e];
-    dG[L - 1] += eL * gdn_dot(dS, S0, (int)hd2);
+    for (int r = 0; r < hd; r++)
+        for (int x = 0; x < hd; x++) dS0[r * hp + x] += eL * dS[r * hd + x];
+    dG[L - 1] += eL * gdn_dot(dS, S0, hd * hd);
     for (int i = 0; i < L; i++) {
         const S dcy = std::exp(GL - G[i]);
-        for (int x = 0; x < hd; x++) X[i * hd + x] = dcy * K[i * hd + x];  // X: Kd (L x hd) here
+        for (int x = 0; x < hd; x++) X[i * hp + x] = dcy * K[i * hp + x];  // X: Kd (L x hp) here
     }
-    gemm<S>(L, hd, hd, X, hd, 1, dS, 1, hd, dU, hd, true);    // dU += Kd dS1^T
-    gemm<S>(L, hd, hd, U, hd, 1, dS, hd, 1, tmp, hd, false);  // U dS1
+    gdn_mm(gdn_full, 0, L, hd, hd, X, hp, 1, dST, hp, dU, hp, true);    // dU += Kd dS1^T
+    gdn_mm(gdn_full, 0, L, hd, hd, U, hp, 1, dSp, hp, tmp, hp, false);  // U dS1
     for (int i = 0; i < L; i++) {
-        const S dd = gdn_dot(tmp + i * hd, X + i * hd, hd), dcy = std::exp(GL - G[i]);
+        const S dd = gdn_dot(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
         dG[L - 1] += dd, dG[i] -= dd;
-        for (int x = 0; x < hd; x++) dK[i * hd + x] += dcy * tmp[i * hd + x];
+        for (int x = 0; x < hd; x++) dK[i * hp + x] += dcy * tmp[i * hp + x];
     }
     // U = Uv - W S0^T
-    gemm<S>(L, hd, hd, dU, hd, 1, S0, hd, 1, dW, hd, false);  // -dW
-    for (int e = 0; e < L * hd; e++) dW[e] = -dW[e];
-    gemm<S>(hd, hd, L, dU, 1, hd, W, hd, 1, X, hd, false);  // dU^T W
-    for (long e = 0; e < hd2; e++) dS0[e] -= X[e];
-    // W = T Kb, Uv = T Vb
-    gemm<S>(L, L, hd, dU, hd, 1, Vb, 1, hd, dT, C, false);
-    gemm<S>(L, L, hd, dW, hd, 1, Kb, 1, hd, dT, C, true);
-    gemm<S>(L, hd, L, T, 1, C, dW, hd, 1, dKb, hd, false);  // T^T dW
-    gemm<S>(L, hd, L, T, 1, C, dU, hd, 1, dVb, hd, false);  // T^T dUv
-    // T = (I + A)^-1: dA = -T^T dT T^T, on A's strictly lower entries
-    gemm<S>(L, L, L, T, 1, C, dT, C, 1, X, C, false);
-    gemm<S>(L, L, L, X, C, 1, T, 1, C, dA, C, false);
+    gdn_mm(gdn_full, 0, L, hd, hd, dU, hp, 1, S0p, hp, dW, hp, false);  // -dW
+    for (int e = 0; e < L * hp; e++) dW[e] = -dW[e];
+    gdn_mm(gdn_full, 0, hd, hd, L, dU, 1, hp, W, hp, X, hp, false);  // dU^T W
+    for (int r = 0; r < hd; r++)
+        for (int x = 0; x < hd; x++) dS0[r * hp + x] -= X[r * hp + x];
+    // W = T Kb, Uv = T Vb (dT wanted strictly below the diagonal alone: dA below reads no other entry)
+    gdn_mm(gdn_c_lower, 0, L, L, hd, dU, hp, 1, VbT, C, dT, C, false);
+    gdn_mm(gdn_c_lower, 0, L, L, hd, dW, hp, 1, KbT, C, dT, C, true);
+    gdn_mm(gdn_a_upper, 0, L, hd, L, T, 1, C, dW, hp, dKb, hp, false);  // T^T dW
+    gdn_mm(gdn_a_upper, 0, L, hd, L, T, 1, C, dU, hp, dVb, hp, false);  // T^T dUv
+    // T = (I + A)^-1: dA = -T^T dT T^T, on A's strictly lower entries (T^T upper triangular, T lower)
+    gdn_mm(gdn_a_upper | gdn_c_lower, 0, L, L, L, T, 1, C, dT, C, X, C, false);
+    gdn_mm(gdn_a_lower | gdn_c_lower, 0, L, L, L, X, C, 1, TT, C, dA, C, false);
     for (int i = 0; i < L; i++) {
         const S bi = beta[i * gs];
         for (int x = 0; x < L; x++) {
@@ -568,18 +740,18 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
             dA[i * C + x] = da * bi * e;  // now d(K K^T), strictly lower
         }
     }
-    gemm<S>(L, hd, L, dA, C, 1, K, hd, 1, dK, hd, true);  // dK += dKK K + dKK^T K
-    gemm<S>(L, hd, L, dA, 1, C, K, hd, 1, dK, hd, true);
+    gdn_mm(gdn_a_lower, 0, L, hd, L, dA, C, 1, K, hp, dK, hp, true);  // dK += dKK K + dKK^T K
+    gdn_mm(gdn_a_upper, 0, L, hd, L, dA, 1, C, K, hp, dK, hp, true);
     // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
     for (int i = 0; i < L; i++) {
         const S bi = beta[i * gs];
-        const S tk = gdn_dot(dKb + i * hd, K + i * hd, hd), tv = gdn_dot(dVb + i * hd, v + i * ld, hd);
+        const S tk = gdn_dot(dKb + i * hp, K + i * hp, hd), tv = gdn_dot(dVb + i * hp, v + i * ld, hd);
         db[i] += eG[i] * tk + tv;
         dG[i] += bi * eG[i] * tk;
         for (int x = 0; x < hd; x++) {
-            dK[i * hd + x] += bi * eG[i] * dKb[i * hd + x];
-            dv[i * ldd + x] = bi * dVb[i * hd + x];
-            dq[i * ldd + x] = dQ[i * hd + x];
+            dK[i * hp + x] += bi * eG[i] * dKb[i * hp + x];
+            dv[i * ldd + x] = bi * dVb[i * hp + x];
+            dq[i * ldd + x] = dQ[i * hp + x];
         }
     }
     S run = 0;  // G = cumsum(g): dg_i = sum_{x >= i} dG_x
@@ -587,9 +759,9 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
         run += dG[i];
         dg[i * gs] = run;
         dbeta[i * gs] = db[i];
-        std::copy_n(dK + i * hd, hd, dk + i * ldd);
+        std::copy_n(dK + i * hp, hd, dk + i * ldd);
     }
-    std::copy_n(dS0, hd2, dS);
+    for (int r = 0; r < hd; r++) std::copy_n(dS0 + r * hp, hd, dS + r * hd);
 }
 
 // As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first.
@@ -613,6 +785,12 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
             for (long ci = nc - 1; ci >= 0; ci--) {
                 const long n = b * T + ci * GDN_CHUNK, col = j * hd;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
+                if (ci > 0) {  // the previous chunk's rows, next here
+                    const long m = n - GDN_CHUNK;
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + col, ld, GDN_CHUNK, hd);
+                    gdn_prefetch(dout + m * lddo + col, lddo, GDN_CHUNK, hd);
+                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + col, ldd, GDN_CHUNK, hd, true);
+                }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
                                beta + n * h + j, g + n * h + j, h, o_scratch.data(), hd);
                 gdn_chunk_backward(c, d, dS.data(), st + ci * hd2, L, q + n * ld + col, v + n * ld + col, ld,

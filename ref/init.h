@@ -33,8 +33,11 @@ struct Rng {
 // N(0, 0.02 / sqrt(2 L)); norm weights 1, biases 0; with cfg.init_width_scale, layer l's matrices' std is
 // multiplied by sqrt(d / w_l). A gdn layer's own tensors (docs/model.md): conv_w uniform in [-1/2, 1/2] (PyTorch's
 // Conv1d bound 1/sqrt(4)), a_log = log A with A uniform in (0, 16], dt_bias the inverse softplus of dt = exp(u (ln 0.1
-// - ln 0.001) + ln 0.001), u uniform, dt >= 1e-4 (flash-linear-attention's GatedDeltaNet), onorm_w 1. Each tensor
-// draws from its own stream seeded by (seed, tensor index).
+// - ln 0.001) + ln 0.001), u uniform, dt >= 1e-4 (flash-linear-attention's GatedDeltaNet), onorm_w 1. Under muP
+// (cfg.mup_base_d) a layer's matrix's std is multiplied by sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (std
+// proportional to 1 / sqrt(fan_in), today's at the base width); the embedding and an untied head keep 0.02, a gdn
+// layer's conv_w its bound (docs/model.md's table). Each tensor draws from its own stream seeded by (seed, tensor
+// index).
 template <typename S> void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
     // Each tensor draws from its own stream, so the tensors are filled in parallel with the same result (a 2B
     // model: ~40 s on one core).
@@ -71,6 +74,10 @@ template <typename S> void init_params(S* params, const ModelConfig& cfg, const 
             t.layer >= 0 && (t.offset == layout.layer[t.layer].wo || t.offset == layout.layer[t.layer].wproj);
         if (resid_out) std /= std::sqrt(2.0 * cfg.L());
         if (t.layer >= 0 && cfg.init_width_scale) std *= std::sqrt((double)cfg.d / cfg.layers[t.layer].width);
+        if (t.layer >= 0 && cfg.mup_base_d) {  // the matrix's fan-in at the base width over its own
+            const double fan_in = (double)t.cols, base_fan_in = fan_in * cfg.mup_width_ratio();
+            std *= std::sqrt(base_fan_in / fan_in);
+        }
         for (size_t i = 0; i < t.numel(); i++) p[i] = (S)(std * rng.normal());
     }
 }

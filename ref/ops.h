@@ -7,6 +7,7 @@
 //               decoder's: new rows over a KV cache (attention_decode)
 //   swiglu      (N, 2 hid) -> (N, hid)
 //   (ld = w + 2 kv hd: 3 w without KV groups; AttnShape below)
+//   logit scale x *= s in place (muP's output multiplier; its backward is the same op on the gradient)
 //   softmax cross-entropy over V: lse, losses, probs, and its backward; the mean loss
 //
 // Conventions (the same in every backward below, and in RefModel::backward, ref/reference.h):
@@ -415,6 +416,18 @@ template <typename S> void residual_forward(S* x, long ldx, const S* y, long N, 
 template <typename S> void residual_backward(S* dy, const S* dx, long lddx, long N, int w) {
 #pragma omp parallel for if (N * w >= OMP_MIN_WORK)
     for (long n = 0; n < N; n++) std::copy_n(dx + n * lddx, w, dy + n * w);
+}
+
+// ======================================================================================================
+// logit scale
+// ======================================================================================================
+// x (n) *= s: the head's output multiplier (ModelConfig::logit_scale). Its backward is the same op on the
+// logits' gradient (d(s y)/dy = s). s == 1 leaves x untouched (no rounding).
+template <typename S> void scale_forward(S* x, long n, double s) {
+    if (s == 1) return;
+    const S k = (S)s;
+#pragma omp parallel for if (n >= OMP_MIN_WORK)
+    for (long i = 0; i < n; i++) x[i] *= k;
 }
 
 // ======================================================================================================

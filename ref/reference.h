@@ -11,7 +11,8 @@
 //     x[:, :w] += wproj. swiglu(wfc . norm2(x[:, :w]))              coords [w, D) bypass the layer
 //   (a layer without attention or without an MLP skips that line: the stream passes unchanged; a NoPE layer's
 //   attention skips rope; a gdn layer's mixer is ref/gdn.h's Gated DeltaNet instead of rope + attn, docs/model.md)
-//   logits = normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied), loss = mean CE over
+//   logits = s . normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied; s = cfg.logit_scale(),
+//   muP's base_d / d, 1 without muP), loss = mean CE over
 //   positions whose target >= 0 (target < 0 is masked).
 // RefModel keeps the residual state before every sub-block (2 L + 1 copies of x) and every op's saved
 // activations, and its backward mirrors the forward op for op.
@@ -314,6 +315,7 @@ template <typename S> S RefModel<S>::forward(const int* inputs, const int* targe
                  N, Df, cfg.norm_eps);
     logits_.resize((size_t)N * V), losses_.resize(N), lse_.resize(N);
     matmul_forward(logits_.data(), V, lnf_.data(), Df, P(Wout()), N, d, V);  // the head reads [0, d)
+    scale_forward(logits_.data(), (long)N * V, cfg.logit_scale());           // muP's multiplier
     if (targets) probs_.resize((size_t)N * V);
     n_targets_ = softmax_crossentropy_forward(targets ? probs_.data() : (S*)nullptr, lse_.data(), losses_.data(),
                                               logits_.data(), targets, N, V);
@@ -338,6 +340,7 @@ template <typename S> void RefModel<S>::backward(S grad_scale) {
     // head: probs -> dlogits in place; dlnf (N, Df) with columns [d, Df) zero (the head never reads them)
     S* dlogits = probs_.data();
     softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), N, V, S(grad_scale / n_targets_));
+    scale_forward(dlogits, (long)N * V, cfg.logit_scale());  // the unscaled product's gradient: s x the logits'
     S* dlnf = dbig_.data();
     matmul_backward(dlnf, Df, G(Wout()), dlogits, V, lnf_.data(), Df, P(Wout()), N, d, V);
     for (long n = 0; n < N; n++) std::fill(dlnf + n * Df + d, dlnf + (n + 1) * Df, S(0));

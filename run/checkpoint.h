@@ -187,7 +187,7 @@ template <class Bad> std::vector<std::string> layer_table_names(const int32_t* h
             if (n == name) throw bad("corrupt header: layer column '" + name + "' is named twice");
         names.push_back(name);
     }
-    header_zeros(h, 29, bad, 32);
+    header_zeros(h, 30, bad, 32);
     header_zeros(h, 32 + 4 * C, bad);
     return names;
 }

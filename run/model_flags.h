@@ -62,6 +62,17 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
                                 m.shape.ratio, 0.01, 0.99));
     flags.push_back(number_flag("--width-quantum", "Q", "widths are multiples of Q (default {default})",
                                 m.shape.quantum, 1, 65536));
+    flags.push_back(choice_flag("--param", "KIND",
+                                "parameterisation: sp (standard, default) or mup (muP: each hidden matrix's Adam lr "
+                                "and init variance x base_d / d, logits x base_d / d, attention 1/head_dim; "
+                                "docs/model.md)",
+                                m.param, {"sp", "mup"})
+                        .unless("sp"));
+    flags.push_back(number_flag("--mup-base-d", "N",
+                                "with --param mup: the base width the learning rate was tuned at (default: the "
+                                "preset's d, so --d widens a preset at its lr)",
+                                m.mup_base_d, 1, 65536)
+                        .unless("0"));
     flags.push_back(switch_flag("--allow-ablation", "permit head schedules that break monotonicity or h_L = h_base",
                                 m.allow_ablation));
 }

@@ -129,7 +129,11 @@ std::string describe_config(const ModelConfig& c) {
              "embeddings, stream D %d, attention scale %s",
              c.d, c.L(), rle_list(layer_heads(c)).c_str(), c.h_base, c.T, c.V, hidden, rule, norm_name(c.norm),
              c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
-    return buf;
+    std::string line = buf;
+    if (c.mup_base_d)  // docs/model.md's parameterisation table
+        line += ", muP at base width " + std::to_string(c.mup_base_d) + " (logits and the layer matrices' lr x " +
+                exact_number(c.mup_width_ratio()) + ")";
+    return line;
 }
 
 std::string rle_words(const LayerColumn& col, const std::vector<int>& v) {
@@ -235,11 +239,11 @@ void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, co
     Accounting a = account(c), b = account(uniform_baseline(c));
     fprintf(f, "{\"model\": %s, \"config\": {\"d\": %d, \"L\": %d, \"h_base\": %d, \"T\": %d, \"V\": %d, ",
             json::quote(title).c_str(), c.d, c.L(), c.h_base, c.T, c.V);
-    fprintf(
-        f,
-        "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s},\n",
-        c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
-        c.mup_attn ? "true" : "false");
+    fprintf(f,
+            "\"mlp_ratio\": %.17g, \"mlp_multiple\": %d, \"norm\": \"%s\", \"tied\": %s, \"D\": %d, \"mup_attn\": %s, "
+            "\"mup_base_d\": %d},\n",
+            c.mlp_ratio, c.mlp_multiple, norm_name(c.norm), c.tied ? "true" : "false", c.D(),
+            c.mup_attn ? "true" : "false", c.mup_base_d);
     fprintf(f, " \"layers\": [\n");
     for (int l = 0; l < c.L(); l++) {
         const LayerCost& x = a.layers[l];

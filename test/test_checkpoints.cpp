@@ -406,14 +406,14 @@ TEST_CASE(
 // every layer (model/layer_columns.h), each found different on its own here.
 TEST_CASE("a resume's identity check compares every field of the model, each on its own", "[checkpoints]") {
     // ModelConfig's fields: d, V, T, h_base, mlp_ratio, mlp_multiple, norm, tied, mup_attn, init_width_scale,
-    // rope_theta, norm_eps (model_scalars) and layers (layer_columns). A new field changes the size: add it to
+    // mup_base_d, rope_theta, norm_eps (model_scalars) and layers (layer_columns). A new field changes the size: add it to
     // model_scalars (or to the layer table), then this number.
     static_assert(sizeof(ModelConfig) == 80, "ModelConfig has a field model_scalars() may not hold: add it there");
     ModelConfig base;
     base.d = 64, base.V = 256, base.T = 32, base.h_base = 4;
     base.layers.assign(3, LayerSpec{64, 4});
     REQUIRE(model_difference(base, base).empty());
-    REQUIRE(model_scalars().size() == 12);
+    REQUIRE(model_scalars().size() == 13);
     for (const ModelScalar& s : model_scalars()) {
         ModelConfig want = base;
         s.set(want, s.get(base) == s.lo ? s.hi : s.lo);

@@ -208,6 +208,34 @@ TEST_CASE("per-layer lr and wd multipliers on 2 ZeRO-1 ranks train like 1 proces
     CHECK(max_param_diff(dir + "/one/model.bin", dir + "/plain/model.bin") > 1e-3);
 }
 
+TEST_CASE("muP's per-tensor rates on 2 ZeRO-1 ranks train like 1 process; --param sp is the default's bits",
+          "[dist][mpi][mup]") {
+    // --param mup at base width 16 of d 32: the layers' matrices at lr x 0.5 (each ZeRO-1 shard cuts that rate where
+    // it cuts the tensors), logits x 0.5, attention 1/head_dim; with --lr-mult on top. The first test's bounds.
+    std::string dir = make_data_dir();
+    const std::string mup = " --param mup --mup-base-d 16 --lr-mult 1,0.5";
+    Result one = sh(micro(dir, dir + "/one") + " --steps 6 -b 4" + mup);
+    INFO(one.out);
+    REQUIRE(one.rc == 0);
+    Result z1 = sh(mpirun(2) + micro(dir, dir + "/z1") + " --steps 6 -b 2" + mup);
+    INFO(z1.out);
+    REQUIRE(z1.rc == 0);
+    REQUIRE(z1.out.find("ZeRO-1") != std::string::npos);
+    check_losses_close(dir + "/one/log.jsonl", dir + "/z1/log.jsonl", 6, 1e-5);
+    CHECK(max_param_diff(dir + "/one/model.bin", dir + "/z1/model.bin") < 1e-4);
+    CHECK(load_model(dir + "/one/model.bin").cfg.mup_base_d == 16);
+    // --param sp is the run without the flag, bit for bit (losses and weights), and muP trains elsewhere
+    Result plain = sh(micro(dir, dir + "/plain") + " --steps 6 -b 4");
+    Result sp = sh(micro(dir, dir + "/sp") + " --steps 6 -b 4 --param sp");
+    REQUIRE(plain.rc == 0);
+    REQUIRE(sp.rc == 0);
+    require_same_losses(dir + "/plain/log.jsonl", dir + "/sp/log.jsonl", 6);
+    CHECK(max_param_diff(dir + "/plain/model.bin", dir + "/sp/model.bin") == 0);
+    CHECK(load_model(dir + "/sp/model.bin").cfg.mup_base_d == 0);
+    CHECK(max_param_diff(dir + "/one/model.bin", dir + "/plain/model.bin") > 1e-3);
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("a hybrid model (Gated DeltaNet and attention layers) on 2 ZeRO-1 ranks trains like 1 process",
           "[dist][mpi][gdn]") {
     // The gdn layers' tensors (conv_w, wz, wba, a_log, dt_bias, onorm_w) are sharded, reduced and updated like

@@ -512,6 +512,7 @@ Expect model_expect(const ModelConfig& c, size_t P, int64_t step, const std::str
                 {"tied", num(c.tied)},
                 {"mup_attn", num(c.mup_attn)},
                 {"init_width_scale", num(c.init_width_scale)},
+                {"mup_base_d", num(c.mup_base_d)},
                 {"mlp_multiple", num(c.mlp_multiple)},
                 {"P", num(P)},
                 {"mlp_ratio", num(c.mlp_ratio)},
@@ -586,7 +587,8 @@ TEST_CASE("docs/formats.md: model.bin's header, layer table, size and tensor ord
     const std::string dir = temp_dir();
     for (const auto& [norm, tied] :
          {std::pair<NormType, bool>{NormType::LayerNorm, false}, {NormType::RMSNorm, true}}) {
-        const ModelConfig c = every_column_model(norm, tied);
+        ModelConfig c = every_column_model(norm, tied);
+        c.mup_base_d = tied ? 16 : 0;  // muP's header word, set and not
         const std::vector<float> p = indexed_params(c);
         const std::string path = dir + "/model.bin";
         save_model(path, c, p.data(), p.size(), 1234, 0x1122334455667788ull);

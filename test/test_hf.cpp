@@ -260,7 +260,7 @@ TEST_CASE(
         make_columns("1,1,1,1,2,4", "openelm", "8x3,0x3", "2", "5", "prism", "x"),  // window on a no-attention layer
         make("uniform", "uniform", "rmsnorm", 1)};
     kinds.back().mup_attn = true, kinds.back().init_width_scale = true, kinds.back().rope_theta = 500000,
-    kinds.back().norm_eps = 1e-6;
+    kinds.back().norm_eps = 1e-6, kinds.back().mup_base_d = 16;
     for (const ModelConfig& c : kinds) {
         const std::string text = hf_config_json(c, 1234, "float32");
         INFO(text);
@@ -277,6 +277,7 @@ TEST_CASE(
         CHECK(b.tied == c.tied);
         CHECK(b.mup_attn == c.mup_attn);
         CHECK(b.init_width_scale == c.init_width_scale);
+        CHECK(b.mup_base_d == c.mup_base_d);
         CHECK(b.rope_theta == c.rope_theta);
         CHECK(b.norm_eps == c.norm_eps);
         CHECK(same_layers(b, c));  // every word of the layer table, a default's 0 included

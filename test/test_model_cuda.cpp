@@ -92,6 +92,11 @@ ModelConfig small_config(const std::string& kind) {
         c.layers = {{64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {32, 2, 0, 64, 0, false}, {64, 4, 2, 0, 2}};
         c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.init_width_scale = true;
         c.mlp_ratio = 4.0;
+    } else if (kind == "mup" || kind == "mup_tied") {  // muP (--param mup) at base width 16 of d 32: logits x 0.5;
+        c.d = 32, c.h_base = 4;                        // X widths, untied, RMSNorm; or uniform and tied
+        c.layers = {{64, 4}, {32, 4}, {64, 4}};
+        c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.mup_base_d = 16;
+        if (kind == "mup_tied") c.layers = {{32, 2}, {32, 2}}, c.norm = NormType::LayerNorm, c.tied = true;
     } else {
         FAIL("no test model " << kind);
     }
@@ -273,11 +278,11 @@ TEST_CASE("recomputing norm and SwiGLU outputs in the backward gives bit-identic
     }
 }
 
-TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministically", "[kernels][model]") {
-    SerialOpenMP serial;
-    // Losses differ by the bf16 rounding of the forward (<= 1e-2, see the top) plus the drift of bf16
-    // activation gradients through the updates; 2e-2 over ten steps with clipping active on some of them.
-    for (std::string kind : {"uniform", "prism", "x"}) {
+// Ten AdamW steps of both engines (two CUDA engines) from the same bf16 weights, every engine at the rates of mult.
+// Losses differ by the bf16 rounding of the forward (<= 1e-2, see the top) plus the drift of bf16 activation
+// gradients through the updates; 2e-2 over ten steps with clipping active on some of them.
+static void check_ten_steps(const std::string& kind, const OptimizerMultipliers& mult = {}) {
+    {
         INFO(kind);
         const ModelConfig c = small_config(kind);
         CpuEngine cpu(c);
@@ -289,6 +294,7 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
         const std::unique_ptr<CudaEngineHooks> gpu = make_cuda_engine(c), gpu2 = make_cuda_engine(c);
         gpu->set_params(p.data());
         gpu2->set_params(p.data());
+        for (Engine* e : {(Engine*)&cpu, (Engine*)gpu.get(), (Engine*)gpu2.get()}) e->set_optimizer_multipliers(mult);
         OptimizerHyper hp;
         std::vector<int> in, tg;
         const int B = 2, T = 8;
@@ -314,6 +320,45 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
         gpu->get_params(a.data());
         gpu2->get_params(b.data());
         CHECK(a == b);
+    }
+}
+
+TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministically", "[kernels][model]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"uniform", "prism", "x"}) check_ten_steps(kind);
+}
+
+// muP (--param mup): the logits' multiplier base_d / d in both engines' head, forward and backward, and the layer
+// matrices' Adam rates x base_fan_in / fan_in (optimizer_rates.h) in the CUDA AdamW ranges as in the CPU engine's.
+TEST_CASE("muP on the GPU engine: logits, loss and gradients match the reference, and ten steps at its rates track it",
+          "[kernels][model][mup]") {
+    SerialOpenMP serial;
+    for (std::string kind : {"mup", "mup_tied"}) {
+        INFO(kind);
+        const ModelConfig c = small_config(kind);
+        REQUIRE(c.logit_scale() == 0.5);
+        ref::RefModel<float> rm(c);
+        rm.init_params(41);
+        rm.params = bf16_round(rm.params);
+        const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c);
+        e->set_params(rm.params.data());
+        std::vector<int> in, tg;
+        const int B = 2, T = 7;
+        make_batch(c, B, T, 42, in, tg);
+        rm.forward(in.data(), nullptr, B, T);
+        e->forward(in.data(), nullptr, B, T);
+        double logits_err = 0;
+        std::vector<float> row(c.V);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                e->logits_at(b, t, row.data());
+                logits_err = std::max(logits_err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
+            }
+        CHECK(logits_err <= 5e-2);
+        check_loss_and_grads(c, rm, *e, in, tg, B, T);
+        OptimizerMultipliers mult;
+        mult.base_ratio = c.mup_width_ratio();
+        check_ten_steps(kind, mult);
     }
 }
 

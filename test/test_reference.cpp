@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "ref/reference.h"
+#include "run/defaults.h"  // optimizer_multipliers: a run's rates from its flags
 #include "train_step.h"
 #include "test/grad_check.h"
 
@@ -116,6 +118,92 @@ TEST_CASE("hybrid model gradients match finite differences (gdn, attention, narr
     check_model_gradients(c, 0.2);
 }
 
+// muP's output multiplier s = base_d / d (ModelConfig::logit_scale) in the forward and the backward: s 0.5 on an X
+// width schedule with an untied head, and s 4 on a tied uniform model (the embedding's gradient through the head).
+TEST_CASE("muP model gradients match finite differences (logits x base_d / d; X widths untied, uniform tied)",
+          "[reference][mup]") {
+    ModelConfig x = small_config(16, {{32, 4}, {16, 2}, {8, 2}, {24, 3}}, NormType::RMSNorm, false);
+    x.mup_attn = true, x.mup_base_d = 8;
+    REQUIRE(x.logit_scale() == 0.5);
+    check_model_gradients(x, 0.3);
+    ModelConfig u = small_config(16, {{16, 2}, {16, 2}}, NormType::LayerNorm, true);
+    u.mup_attn = true, u.mup_base_d = 64;
+    REQUIRE(u.logit_scale() == 4.0);
+    check_model_gradients(u, 0.0);
+}
+
+TEST_CASE("muP's logits are the standard parameterisation's times base_d / d, and its loss follows",
+          "[reference][mup]") {
+    ModelConfig sp = small_config(16, {{32, 4}, {16, 2}}, NormType::RMSNorm, false), mup = sp;
+    mup.mup_base_d = 8;  // s = 0.5: a power of two, so s x every logit is exact
+    ref::RefModel<double> a(sp), b(mup);
+    a.init_params(5);
+    randomize(a, 6);
+    b.params = a.params;
+    std::vector<int> in, tg;
+    random_tokens(in, tg, 10, sp.V, 7, 0.0);
+    const double la = a.forward(in.data(), tg.data(), 2, 5), lb = b.forward(in.data(), tg.data(), 2, 5);
+    for (size_t i = 0; i < (size_t)10 * sp.V; i++) REQUIRE(b.logits()[i] == 0.5 * a.logits()[i]);
+    CHECK(lb != la);  // a softer softmax: another loss
+}
+
+// docs/model.md's parameterisation table, from a layout: under --param mup every layer matrix's Adam rate is
+// lr x base_fan_in / fan_in with base_fan_in = fan_in x base_d / d (each by its own fan-in, narrow and wide layers of
+// an X width schedule alike), times its layer's --lr-mult; the embedding, the head and the norms' gains at lr; weight
+// decay's multipliers 1. Under sp (the default) every rate is 1: the scalar AdamW, bit for bit.
+TEST_CASE("muP's per-tensor rates are the parameterisation table's (X widths, untied, with --lr-mult)",
+          "[reference][mup]") {
+    TrainOptions o;
+    o.model.preset = "200M";  // Xformer: untied, RMSNorm; small enough sizes below
+    o.model.d = 256, o.model.L = 4, o.model.T = 64, o.model.V = 100, o.model.widths = "x";
+    std::vector<std::string> warnings;
+    const ModelConfig sp = build_config(o.model, warnings);
+    for (const TensorRate& r : tensor_rates(param_layout(sp), optimizer_multipliers(o, sp))) CHECK(r == TensorRate());
+    CHECK(sp.mup_base_d == 0);
+    CHECK(sp.logit_scale() == 1.0);
+    o.model.param = "mup", o.model.mup_base_d = 64, o.lr_mult = "1,2,1,0.5";
+    const ModelConfig c = build_config(o.model, warnings);
+    REQUIRE(c.mup_base_d == 64);
+    CHECK(c.mup_attn);
+    CHECK(c.logit_scale() == 0.25);
+    const ParamLayout lay = param_layout(c);
+    const std::vector<TensorRate> rates = tensor_rates(lay, optimizer_multipliers(o, c));
+    const double layer_lr[4] = {1, 2, 1, 0.5};
+    std::set<size_t> fan_ins;
+    int matrices = 0;
+    for (size_t k = 0; k < lay.tensors.size(); k++) {
+        const ParamTensor& t = lay.tensors[k];
+        INFO(t.name << " fan-in " << t.cols);
+        CHECK(rates[k].wd == 1.0);
+        if (t.layer < 0 || !t.is_matrix) {  // embedding, head, norms' gains: lr, or the layer's multiplier
+            CHECK(rates[k].lr == (t.layer < 0 ? 1.0 : layer_lr[t.layer]));
+            continue;
+        }
+        const double base_fan_in = t.cols * 64.0 / 256.0;
+        CHECK(rates[k].lr == layer_lr[t.layer] * (base_fan_in / t.cols));
+        CHECK(rates[k].lr == Approx(layer_lr[t.layer] * 0.25).epsilon(1e-15));
+        fan_ins.insert(t.cols), matrices++;
+    }
+    CHECK(matrices == 16);
+    CHECK(fan_ins.size() >= 4);  // the X widths' layers differ: the rule is per matrix, not one fan-in
+}
+
+TEST_CASE("--param and --mup-base-d: muP's base defaults to the preset's d; bad combinations are one-line errors",
+          "[reference][mup]") {
+    std::vector<std::string> w;
+    ModelSpec s;
+    s.d = 512, s.param = "mup";
+    const ModelConfig c = build_config(s, w);
+    CHECK(c.mup_base_d == 128);  // tiny's d
+    CHECK(c.logit_scale() == 0.25);
+    s.param = "sp";
+    CHECK(build_config(s, w).mup_base_d == 0);
+    s.mup_base_d = 64;
+    CHECK_THROWS_WITH(build_config(s, w), Catch::Contains("--mup-base-d applies only with --param mup"));
+    s.param = "upm";
+    CHECK_THROWS_WITH(build_config(s, w), Catch::Contains("unknown parameterisation 'upm'"));
+}
+
 TEST_CASE("loss at init on random tokens is ln(V)", "[reference]") {
     // At init the logits have std ~ 0.02 * sqrt(d) ~ 0.1, so E[loss] = ln V + O(var / 2) ~ ln V + 0.006, and the
     // 64-position average of the per-position spread (~0.1) is well inside 0.1.
@@ -188,6 +276,22 @@ TEST_CASE("init is deterministic for a seed and follows the GPT-2 stds", "[refer
         // of the truth, so 10% is 4.5 sigma; the mean is within 0.2 std at > 6 sigma
         CHECK(sd == Approx(want).epsilon(0.10));
         CHECK(std::fabs(mean) < 0.2 * want);
+    }
+}
+
+// muP's init: every layer matrix's std x sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (on top of GPT-2's residual
+// and the Xformer's width factors), the embedding and the untied head 0.02 as ever, norms 1 and 0.
+TEST_CASE("muP init scales every layer matrix's std by sqrt(base_d / d) and leaves the embedding and head alone",
+          "[reference][mup]") {
+    ModelConfig sp = small_config(64, {{128, 4}, {32, 2}, {64, 4}}, NormType::LayerNorm, false), mup = sp;
+    sp.V = mup.V = 500, mup.mup_base_d = 16;  // base_d / d = 1/4: half the std
+    ref::RefModel<float> a(sp), b(mup);
+    a.init_params(9), b.init_params(9);
+    for (const ParamTensor& t : a.layout.tensors) {
+        INFO(t.name);
+        const double k = t.layer >= 0 && t.is_matrix ? 0.5 : 1.0;
+        for (size_t i = 0; i < t.numel(); i += 7)  // the same draws, times k
+            REQUIRE(b.params[t.offset + i] == (float)(k * a.params[t.offset + i]));
     }
 }
 

@@ -6,14 +6,15 @@ against our own numbers:
              Prism x X models, and the per-layer columns: GQA (2 groups), MQA, a local/global interleave (window 16,
              two local layers to one global, at a sequence of 64), layers without attention (the first among them)
              or without an MLP, OpenELM's layer-wise heads and MLP, NoPE layers (no rotary embedding; alone, and
-             with GQA and a local/global interleave), and all of them at once on Prism x X:
+             with GQA and a local/global interleave), all of them at once on Prism x X, and a muP model (--param
+             mup: logits x base_d / d, on X widths):
              AutoModelForCausalLM's fp32 logits against the CPU reference's (build/hf_check logits), relative
              difference max|hf - ref| / max|ref| at most 1e-5 (fp32 sums in another order: measured 6e-7 to 5e-6),
              once in one forward and once decoded token by token through the KV cache (past the window);
              a bf16 export loaded as fp32 against the reference run on the imported (rounded) model.bin;
              a config.json without the per-layer keys older exports lack loads and means what it meant
   round trip save_pretrained of the loaded model, imported back: the same model.bin, byte for byte (every kind
-             with a per-layer column, and X); and a model fine-tuned for three AdamW steps in PyTorch (Prism, and
+             with a per-layer column, X and muP); and a model fine-tuned for three AdamW steps in PyTorch (Prism, and
              the all-columns model), saved and imported: the reference's logits match its
   tokenizer AutoTokenizer on the export against tokenizer.h's ids of the default corpus' validation documents
   generate   greedy generate() against ./generate --temperature 0: the same text
@@ -109,6 +110,8 @@ KINDS = {
     "no-mlp": SMALL + ["--heads", "4", "--no-mlp", "2,6"],
     "openelm": SMALL + ["--heads", "4", "-s", "openelm", "--mlp", "openelm"],
     "nope": SMALL + ["--heads", "4", "--no-rope", "2,4"],
+    # muP (--param mup) on X widths, untied: logits x base_d / d = 0.5 (config.json's mup_base_d), attention 1/head_dim
+    "mup": SMALL + ["--heads", "4", "-w", "x", "--untied", "--param", "mup", "--mup-base-d", "32"],
     "nope-gqa-window": SMALL + ["--heads", "4", "--no-rope", "2,4", "--kv-heads", "gqa:2", "--window", "local:16,2:1"],
     # every column at once; layer 2's window and the explicit KV-head count of layer 6 (= its heads) are words
     # that only prism_layer_words carries
@@ -558,13 +561,13 @@ def main():
         models[name], _, _ = check_logits(name, d)
     for name in ("x", "combo"):
         check_bf16(name, dirs[name])
-    for name in ["x"] + COLUMNS:
+    for name in ["x", "mup"] + COLUMNS:
         check_round_trip(name, dirs[name])
     check_old_config(dirs["uniform"])
     for name in ("prism", "combo"):
         check_fine_tune(name, dirs[name])
     tok = check_tokenizer(dirs["uniform"])
-    for name in ["uniform", "prism", "x", "lambda"] + COLUMNS:
+    for name in ["uniform", "prism", "x", "lambda", "mup"] + COLUMNS:
         check_generate(name, dirs[name], models[name], tok)
     for name in ["uniform", "x"] + COLUMNS:
         check_peer(name, dirs[name])
