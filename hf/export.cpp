@@ -154,6 +154,10 @@ int run(const Options& o) {
     const std::string path = is_dir(o.model) ? o.model + "/model.bin" : o.model;
     const LoadedModel m = load_model(path);
     const ModelConfig& c = m.cfg;
+    if (has_gdn(c))
+        throw ConfigError(path +
+                          " has gdn layers (--mixer), which the Hugging Face export does not write yet (issue 52: "
+                          "hf/modeling_prism.py's GDN layer); export a model whose layers are all attention");
     const bool gpt2_vocab = c.V >= kGpt2Eot + 1;
     HfTokenizerFiles tok_files;  // derived before anything is written, so that a bad ranks file leaves no half export
     if (gpt2_vocab) tok_files = hf_tokenizer_files(Tokenizer::load(tokenizer_path(o.tokenizer)));

@@ -132,8 +132,20 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("residual_width", std::to_string(c.D()));
     add("final_norm_width", std::to_string(c.Df()));
     add("num_hidden_layers", std::to_string(c.L()));
-    for (const LayerColumn& col : layer_columns())
-        if (col.hf_key) add(col.hf_key, int_list(column_values(col, c)));
+    for (const LayerColumn& col : layer_columns()) {
+        if (!col.hf_key) continue;
+        if (!col.words) {
+            add(col.hf_key, int_list(column_values(col, c)));
+            continue;
+        }
+        // A column of words (layer_mixers): a list of strings, written only where some layer departs from the
+        // default (absent: every layer's is the first word, attention).
+        std::string list;
+        bool departs_somewhere = false;
+        for (int v : column_values(col, c))
+            list += (list.empty() ? "" : ", ") + json::quote(column_word(col, v)), departs_somewhere |= v != 0;
+        if (departs_somewhere) add(col.hf_key, "[" + list + "]");
+    }
     add("max_position_embeddings", std::to_string(c.T));
     add("norm_type", json::quote(norm_name(c.norm)));
     add("norm_eps", exact_double(c.norm_eps));
@@ -204,6 +216,25 @@ struct HfConfigReader {
         const json::Value& v = need(key);
         if (v.kind != json::Value::String) throw bad(std::string("\"") + key + "\" must be a string");
         return v.str;
+    }
+    // A list of num_hidden_layers = n of a column's words (layer_mixers: "attention", "gdn"), as their values.
+    std::vector<int> words(const LayerColumn& col, size_t n) const {
+        const json::Value* v = o.find(col.hf_key);
+        std::string known;
+        for (int k = col.lo; k <= col.hi; k++)
+            known += std::string(known.empty() ? "\"" : ", \"") + col.words[k] + "\"";
+        const std::string want = std::string("\"") + col.hf_key +
+                                 "\" must be a list of num_hidden_layers = " + std::to_string(n) + " of " + known;
+        if (!v || v->kind != json::Value::Array || v->arr.size() != n) throw bad(want);
+        std::vector<int> out;
+        for (const json::Value& x : v->arr) {
+            int found = -1;
+            for (int k = col.lo; k <= col.hi && x.kind == json::Value::String; k++)
+                if (x.str == col.words[k]) found = k;
+            if (found < 0) throw bad(want);
+            out.push_back(found);
+        }
+        return out;
     }
     // A list of num_hidden_layers = n integers in [lo, hi].
     std::vector<int> list(const char* key, size_t n, long lo, long hi) const {
@@ -329,9 +360,9 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     const std::vector<LayerColumn>& cols = layer_columns();
     std::vector<std::vector<int>> lists;
     for (const LayerColumn& col : cols)
-        lists.push_back(!col.hf_key || (!in.optional(col.hf_key) && col.hf_optional)
-                            ? std::vector<int>{}
-                            : in.list(col.hf_key, L, col.lo, col.hi));
+        lists.push_back(!col.hf_key || (!in.optional(col.hf_key) && col.hf_optional) ? std::vector<int>{}
+                        : col.words                                                  ? in.words(col, L)
+                                    : in.list(col.hf_key, L, col.lo, col.hi));
     read_hf_globals(in, c);
     // The layers: what the lists say, stored as model.bin stores it (a layer's default as 0), or
     // prism_layer_words' own words, which must then say the same. An absent optional list keeps the default.
@@ -368,5 +399,9 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
         throw in.bad("\"residual_width\" must be max(hidden_size, layer_widths) = " + std::to_string(c.D()));
     if (in.integer("final_norm_width", 1, 1 << 30) != c.Df())
         throw in.bad("\"final_norm_width\" must be max(hidden_size, last layer width) = " + std::to_string(c.Df()));
+    if (has_gdn(c))
+        throw in.bad(
+            "\"layer_mixers\" names gdn layers, whose Hugging Face tensors this build does not map yet "
+            "(issue 52); import a model whose layers are all attention");
     return r;
 }

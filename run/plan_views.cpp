@@ -62,7 +62,7 @@ std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l) {
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number) {
     std::vector<const LayerColumn*> out;
     for (const LayerColumn& col : layer_columns()) {
-        bool used = col.always_shown || (every_number && !col.is_switch);
+        bool used = col.always_shown || (every_number && !col.is_switch && !col.words);
         for (const ModelConfig* m : models)
             for (int l = 0; l < m->L() && !used; l++) used = departs(col, *m, l);
         if (used) out.push_back(&col);

@@ -44,7 +44,8 @@ bool has_part(SubBlock part, const ModelConfig& c, int l);
 std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l);
 
 // The per-layer columns the tables show for these models: width and heads always; every other column where some
-// layer of some model departs from the uniform model's value, or (every_number) every column that is a number.
+// layer of some model departs from the uniform model's value, or (every_number) every column that is a number
+// (a column of words, the mixer, only where some layer departs).
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number = false);
 
 // One column of a per-layer table: its heading and one cell per layer.
