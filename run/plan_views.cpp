@@ -156,8 +156,11 @@ std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
 std::string layer_column_lines(const ModelConfig& c) {
     if (!has_layer_columns(c)) return "";
     std::string out;
-    for (const LayerColumn& col : layer_columns())
-        if (!col.always_shown) out += layer_column_line(col, c);
+    for (const LayerColumn& col : layer_columns()) {
+        bool used = !col.words;  // a column of words (the mixer) only where a layer departs
+        for (int l = 0; l < c.L() && !used; l++) used = departs(col, c, l);
+        if (!col.always_shown && used) out += layer_column_line(col, c);
+    }
     return out;
 }
 

@@ -77,8 +77,8 @@ std::string describe_config(const ModelConfig& c);
 // attention: layers 3,5"; "" when none).
 std::string layer_column_line(const LayerColumn& col, const ModelConfig& c);
 
-// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model; "" for a
-// model of widths and heads alone.
+// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model (a column of
+// words only where a layer departs); "" for a model of widths and heads alone.
 std::string layer_column_lines(const ModelConfig& c);
 
 // A per-layer number of the run rather than of the model (the optimizer's multipliers, run/defaults.h's
