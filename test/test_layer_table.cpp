@@ -794,3 +794,30 @@ TEST_CASE("config.json carries layer_mixers as words only when a layer is gdn; i
     CHECK_THAT(json, Catch::Contains("  \"layer_mixers\": [\"gdn\", \"attention\"],\n"));
     CHECK_THROWS_WITH(parse_hf_config(json, "config.json"), Catch::Contains("names gdn layers"));
 }
+
+TEST_CASE("train_prism, its CUDA engine and export refuse a gdn model in one line and write nothing",
+          "[layers][mixer][train]") {
+    const std::string dir = temp_dir();
+    // The CPU engine: the reference refuses until the GDN ops are wired in; OUT is never created.
+    Result r = sh("OMP_NUM_THREADS=1 ./train_prism --cpu -m tiny --mixer gdn:3:1 --steps 1 -o " + dir + "/cpu");
+    CHECK(r.rc == 1);
+    CHECK(one_line_error(r));
+    CHECK(has(r.out, "train_prism: error: the GDN mixer's arithmetic is not in the CPU reference yet"));
+    CHECK(!is_dir(dir + "/cpu"));
+    // The CUDA engine (on the CUDA-on-CPU executor, as make test builds it).
+    r = sh("OMP_NUM_THREADS=1 ./build/train_prism_executor -m tiny --mixer gdn --steps 1 -o " + dir + "/gpu");
+    CHECK(r.rc == 1);
+    CHECK(
+        has(r.out,
+            "train_prism: error: the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)"));
+    CHECK(!is_dir(dir + "/gpu"));
+    // export: a model.bin with a gdn layer.
+    const ModelConfig c = build(hybrid());
+    std::vector<float> p(param_layout(c).total, 0.01f);
+    save_model(dir + "/m.bin", c, p.data(), p.size(), 1);
+    r = sh("./export " + dir + "/m.bin -o " + dir + "/hf");
+    CHECK(r.rc == 1);
+    CHECK(has(r.out, "has gdn layers (--mixer), which the Hugging Face export does not write yet"));
+    CHECK(!is_dir(dir + "/hf"));
+    sh("rm -rf '" + dir + "'");
+}
