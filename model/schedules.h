@@ -225,11 +225,14 @@ inline MixerText parse_mixer(const std::string& s) {
     while (start <= t.size()) {
         const size_t comma = t.find(',', start);
         const std::string item = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        const size_t x = item.find_first_of("xX*");
+        // A run is WORDxCOUNT: the last x (or X, *) followed by a number; a word may hold an x itself.
+        size_t x = item.find_last_of("xX*");
+        const std::string count = x == std::string::npos ? "" : trim(item.substr(x + 1));
+        if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos) x = std::string::npos;
         if (x == std::string::npos) {
             r.list.push_back(mixer_word(item, "--mixer"));
         } else {
-            if (trim(item.substr(0, x)).empty() || trim(item.substr(x + 1)).empty())
+            if (trim(item.substr(0, x)).empty())
                 throw ConfigError("--mixer: '" + item + "' is neither a mixer nor a run WORDxCOUNT (gdnx3)");
             const int v = mixer_word(item.substr(0, x), "--mixer");
             const int n = parse_positive_int(item.substr(x + 1), "--mixer repeat count");

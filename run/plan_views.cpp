@@ -62,7 +62,7 @@ std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l) {
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number) {
     std::vector<const LayerColumn*> out;
     for (const LayerColumn& col : layer_columns()) {
-        bool used = col.always_shown || (every_number && !col.is_switch);
+        bool used = col.always_shown || (every_number && !col.is_switch && !col.words);
         for (const ModelConfig* m : models)
             for (int l = 0; l < m->L() && !used; l++) used = departs(col, *m, l);
         if (used) out.push_back(&col);
@@ -160,8 +160,11 @@ std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
 std::string layer_column_lines(const ModelConfig& c) {
     if (!has_layer_columns(c)) return "";
     std::string out;
-    for (const LayerColumn& col : layer_columns())
-        if (!col.always_shown) out += layer_column_line(col, c);
+    for (const LayerColumn& col : layer_columns()) {
+        bool used = !col.words;  // a column of words (the mixer) only where a layer departs
+        for (int l = 0; l < c.L() && !used; l++) used = departs(col, c, l);
+        if (!col.always_shown && used) out += layer_column_line(col, c);
+    }
     return out;
 }
 

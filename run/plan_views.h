@@ -44,7 +44,8 @@ bool has_part(SubBlock part, const ModelConfig& c, int l);
 std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l);
 
 // The per-layer columns the tables show for these models: width and heads always; every other column where some
-// layer of some model departs from the uniform model's value, or (every_number) every column that is a number.
+// layer of some model departs from the uniform model's value, or (every_number) every column that is a number
+// (a column of words, the mixer, only where some layer departs).
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number = false);
 
 // One column of a per-layer table: its heading and one cell per layer.
@@ -76,8 +77,8 @@ std::string describe_config(const ModelConfig& c);
 // attention: layers 3,5"; "" when none).
 std::string layer_column_line(const LayerColumn& col, const ModelConfig& c);
 
-// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model; "" for a
-// model of widths and heads alone.
+// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model (a column of
+// words only where a layer departs); "" for a model of widths and heads alone.
 std::string layer_column_lines(const ModelConfig& c);
 
 // A per-layer number of the run rather than of the model (the optimizer's multipliers, run/defaults.h's
