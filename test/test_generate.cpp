@@ -118,8 +118,9 @@ TEST_CASE("decoders through the Engine interface: cache and full recompute sampl
           "[generate][cache]") {
     // Greedy decoding of 40 tokens from a decoder of capacity 8: the cache fills and slides four times
     // (inspect/sampling.h). The recompute decoder runs a full Engine::forward per token; both follow the same slide, so
-    // greedy picks must agree token for token. (shapes: each slide's re-prefill of 4 is longer than a window of 3.)
-    for (std::string kind : {"prism", "shapes"}) {
+    // greedy picks must agree token for token. (shapes: each slide's re-prefill of 4 is longer than a window of 3;
+    // hybrid: each slide restarts its gdn layers' recurrent state.)
+    for (std::string kind : {"prism", "shapes", "hybrid"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind, 37, 8);
         CpuEngine eng(c);
