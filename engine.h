@@ -197,6 +197,12 @@ inline void validate_forward_inputs(const ModelConfig& c, const int* inputs, con
                               std::to_string(n) + "; check the tokenizer / vocabulary size");
 }
 
+// The CUDA engine and decoder refuse a model with a gdn layer (a ConfigError) until its kernels land.
+inline void refuse_gdn_on_cuda(const ModelConfig& c) {
+    if (has_gdn(c))
+        throw ConfigError("the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)");
+}
+
 // A KV-cache decoder holds 1 .. T positions.
 inline void validate_decoder_capacity(const ModelConfig& c, int capacity) {
     if (capacity < 1 || capacity > c.T)

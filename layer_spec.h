@@ -1,7 +1,7 @@
 // layer_spec.h: one layer's shape, LayerSpec, all a kernel needs of the model description (model_config.h holds the
 // rest: the model, its parameter layout, its accounting; model/ how one is built from flags and presets).
 // Only width and heads are needed: {w, h} is today's layer (every head its own K and V, the MLP rule's hidden
-// size, global attention, both sub-blocks, rotary embeddings), so LayerSpec{w, h} and every config written
+// size, global attention, both sub-blocks, rotary embeddings, softmax attention as the mixer), so LayerSpec{w, h} and every config written
 // before the other columns existed mean what they meant. The other columns: 0 means "the default", resolved by
 // the accessors. model/layer_columns.h declares each column once (names, flag, bounds, rule, keys).
 #pragma once
@@ -15,7 +15,10 @@ struct LayerSpec {
     bool attention = true;  // false: no attention sub-block (no ln1, wqkv, wo): Megatron's no-op attention
     bool mlp = true;        // false: no MLP sub-block (no ln2, wfc, wproj)
     bool rope = true;       // false: the layer's attention uses no rotary embedding (NoPE)
+    int mixer = 0;          // the token mixer of the attention sub-block: 0 softmax attention, 1 Gated DeltaNet (gdn)
     int head_dim() const { return width / heads; }
+    bool gdn() const { return attention && mixer == 1; }      // a Gated DeltaNet mixer (docs/model.md)
+    bool softmax() const { return attention && mixer == 0; }  // softmax attention: the KV cache, window and RoPE
     int kv() const { return kv_heads ? kv_heads : heads; }
     int kv_width() const { return kv() * head_dim(); }       // columns of k (and of v)
     int qkv_rows() const { return width + 2 * kv_width(); }  // rows of wqkv: q (w), k (kv_w), v (kv_w)

@@ -5,10 +5,11 @@
 //   grad_rms      the same gradient's RMS per parameter: grad_norm / sqrt(n_l), n_l the layer's parameter count.
 //                 A norm grows with sqrt(size), so grad_norm ranks layers of unlike widths by size; grad_rms does
 //                 not (a 32-wide layer's smaller grad_norm is no sign of starving)
-//   grad_rms_attn the RMS over the attention sub-block's tensors: ln1_w, ln1_b (LayerNorm), wqkv, wo; NaN for a
-//                 layer without attention (null in log.jsonl)
+//   grad_rms_attn the RMS over the mixer sub-block's tensors: ln1_w, ln1_b (LayerNorm), wqkv, wo (and a gdn layer's
+//                 conv_w, wz, wba, a_log, dt_bias, onorm_w); NaN for a layer without attention (null in log.jsonl)
 //   grad_rms_mlp  the RMS over the MLP sub-block's tensors: ln2_w, ln2_b (LayerNorm), wfc, wproj; NaN without an MLP
-//   update_ratio  ||delta W|| / ||W|| over layer l's matrices (wqkv, wo, wfc, wproj) for the step's AdamW update,
+//   update_ratio  ||delta W|| / ||W|| over layer l's matrices (wqkv, wo, wfc, wproj; a gdn layer's conv_w, wz, wba
+//                 too: every is_matrix tensor) for the step's AdamW update,
 //                 W as it was before the update; 0 for a step the engine skipped (non-finite loss or norm)
 //   out_rms       RMS of the residual stream's slice [0, w_l) after layer l (what the layer writes, plus what it
 //                 passed on), over the step's last micro-batch; with several ranks over every rank's
@@ -45,14 +46,16 @@ struct LayerStats {
     const std::vector<double>& signal(int k) const { return const_cast<LayerStats*>(this)->signal(k); }
 };
 
-// A layer's two sub-blocks, each with its own pre-norm: attention (ln1_w, ln1_b, wqkv, wo) and MLP (ln2_w, ln2_b,
-// wfc, wproj). The block of layer tensor t of `lay` (the host's layout or the device's: the same offsets per layer).
+// A layer's two sub-blocks, each with its own pre-norm: MLP (ln2_w, ln2_b, wfc, wproj) and the mixer, attention's
+// or a gdn layer's (every other tensor of the layer: ln1_w, ln1_b, wqkv, wo, and a gdn layer's conv_w, wz, wba,
+// a_log, dt_bias, onorm_w). The block of layer tensor t of `lay` (the host's layout or the device's: the same
+// offsets per layer).
 enum LayerBlock { kAttnBlock = 0, kMlpBlock = 1 };
 inline LayerBlock layer_block(const ParamLayout& lay, const ParamTensor& t) {
     const LayerOffsets& o = lay.layer[t.layer];
-    for (size_t a : {o.ln1_w, o.ln1_b, o.wqkv, o.wo})
-        if (t.offset == a) return kAttnBlock;
-    return kMlpBlock;
+    for (size_t a : {o.ln2_w, o.ln2_b, o.wfc, o.wproj})
+        if (t.offset == a) return kMlpBlock;
+    return kAttnBlock;
 }
 // Parameters per layer and sub-block: n[l][block], 0 for a sub-block the layer does not have.
 inline std::vector<std::array<double, 2>> layer_block_params(const ModelConfig& c) {

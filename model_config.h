@@ -1,19 +1,18 @@
 // model_config.h: what a model is. A ModelConfig is d, V, T, L, an MLP rule, a norm type, tied or untied
 // embeddings, and one LayerSpec per layer: {w_l, h_l} and, each defaulting to today's layer, KV heads kv_l (GQA),
-// the MLP's hidden size, an attention window, and whether the layer has attention and an MLP at all. Uniform,
+// the MLP's hidden size, an attention window, RoPE, the token mixer (softmax attention or Gated DeltaNet), and
+// whether the layer has attention and an MLP at all. Uniform,
 // Prism (per-layer head counts), Xformer (per-layer widths), OpenELM-style (heads and MLP scaled with depth),
 // GQA, local/global and pruned (no-op sub-block) models are the same struct with different LayerSpecs, so every
 // other file (reference, kernels, decoders, checkpoints, the Hugging Face export) has one code path.
 //
-// Also here: the parameter layout and parameter / FLOP / KV-cache accounting. How a config is built from what the
+// Also here: the parameter layout and parameter / FLOP / KV-cache / recurrent-state accounting. How a config is built from what the
 // user asks for (presets, schedules, the per-layer columns' flags) and validated is model/'s. Pure C++17, no CUDA,
 // no I/O.
 //
 // Sizes: B batch, T sequence, d model (embedding) width, w_l layer width, h_l heads, head_dim = w_l / h_l,
 // kv_l K/V heads (h_l a multiple of it), hidden_l the SwiGLU intermediate size, D = max(d, max w_l) the residual
 // stream width, V vocabulary, L layers.
-#pragma once
-
 #pragma once
 
 #include <algorithm>
@@ -134,6 +133,16 @@ inline const std::vector<ModelScalar>& model_scalars() {
 //                                 of its part; query head j reads K/V head j / (h_l / kv_l)
 //     wo      (w, w)              attention output projection (a residual output projection)
 //                                 (ln1_*, wqkv and wo are absent from a layer without attention)
+//     a gdn layer (mixer 1, docs/model.md), with h = h_l, hd = w / h, in place of the attention tensors above:
+//     ln1_w, ln1_b (w) as attention's, then
+//     wqkv    (3w, w)             rows [0,w) q, [w,2w) k, [2w,3w) v; head j owns rows j*hd..+hd of each part
+//     conv_w  (3w, 4)             the causal depthwise convolution over time: channel ch's 4 taps, oldest first
+//     wz      (w, w)              the output gate's projection
+//     wba     (2h, w)             rows [0,h) beta's, [h,2h) the decay's (one per head)
+//     a_log   (h)                 log A: the decay's scale
+//     dt_bias (h)                 the decay's softplus bias
+//     onorm_w (hd)                the gated RMSNorm's weight, shared by the heads
+//     wo      (w, w)              output projection (a residual output projection)
 //     ln2_w   (w)                 (ln2_*, wfc and wproj are absent from a layer without an MLP)
 //     ln2_b   (w)                 (LayerNorm only)
 //     wfc     (2 hid, w)          rows [0,hid) gate, [hid,2hid) up: SwiGLU(x) = silu(x Wg^T) * (x Wu^T)
@@ -151,8 +160,17 @@ struct ParamTensor {
     size_t numel() const { return rows * cols; }
 };
 
-struct LayerOffsets {
-    size_t ln1_w, ln1_b, wqkv, wo, ln2_w, ln2_b, wfc, wproj;  // ln*_b == SIZE_MAX for RMSNorm
+struct LayerOffsets {  // SIZE_MAX: a tensor the layer does not have (ln*_b for RMSNorm, conv_w.. in attention)
+    size_t ln1_w = SIZE_MAX, ln1_b = SIZE_MAX, wqkv = SIZE_MAX, wo = SIZE_MAX, ln2_w = SIZE_MAX, ln2_b = SIZE_MAX,
+           wfc = SIZE_MAX, wproj = SIZE_MAX;
+    size_t conv_w = SIZE_MAX, wz = SIZE_MAX, wba = SIZE_MAX, a_log = SIZE_MAX, dt_bias = SIZE_MAX,
+           onorm_w = SIZE_MAX;  // a gdn layer's own
+    // Every field, for code that moves them all (memory_plan.h's device layout).
+    template <class F> void each(F f) {
+        for (size_t* o :
+             {&ln1_w, &ln1_b, &wqkv, &wo, &ln2_w, &ln2_b, &wfc, &wproj, &conv_w, &wz, &wba, &a_log, &dt_bias, &onorm_w})
+            f(*o);
+    }
 };
 
 struct ParamLayout {
@@ -176,13 +194,23 @@ inline ParamLayout param_layout(const ModelConfig& c) {
         const LayerSpec& s = c.layers[l];
         size_t w = s.width, hid = c.hidden_of(l);
         std::string h = "h" + std::to_string(l) + ".";
-        LayerOffsets o = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        LayerOffsets o;
         if (s.attention) {
             o.ln1_w = add(h + "ln1_w", w, 1, false, l);
             o.ln1_b = ln ? add(h + "ln1_b", w, 1, false, l) : SIZE_MAX;
-            o.wqkv = add(h + "wqkv", s.qkv_rows(), w, true, l);
-            o.wo = add(h + "wo", w, w, true, l);
         }
+        if (s.softmax()) o.wqkv = add(h + "wqkv", s.qkv_rows(), w, true, l);
+        if (s.gdn()) {
+            const size_t nh = s.heads;
+            o.wqkv = add(h + "wqkv", 3 * w, w, true, l);
+            o.conv_w = add(h + "conv_w", 3 * w, 4, true, l);
+            o.wz = add(h + "wz", w, w, true, l);
+            o.wba = add(h + "wba", 2 * nh, w, true, l);
+            o.a_log = add(h + "a_log", nh, 1, false, l);
+            o.dt_bias = add(h + "dt_bias", nh, 1, false, l);
+            o.onorm_w = add(h + "onorm_w", s.head_dim(), 1, false, l);
+        }
+        if (s.attention) o.wo = add(h + "wo", w, w, true, l);
         if (s.mlp) {
             o.ln2_w = add(h + "ln2_w", w, 1, false, l);
             o.ln2_b = ln ? add(h + "ln2_b", w, 1, false, l) : SIZE_MAX;
@@ -195,6 +223,11 @@ inline ParamLayout param_layout(const ModelConfig& c) {
     if (ln) p.lnf_b = add("lnf_b", c.Df(), 1, false, -1);
     if (!c.tied) p.lm_head = add("lm_head", c.V, c.d, true, -1);
     return p;
+}
+
+// Whether some layer's mixer is Gated DeltaNet.
+inline bool has_gdn(const ModelConfig& c) {
+    return std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.gdn(); });
 }
 
 // The uniform model a schedule is compared with: same d, L, T, V, MLP rule, norm and head; every layer d wide
@@ -213,11 +246,16 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
 // Training FLOPs are 3x forward. KV-cache bytes are for bf16 K and V: 2 * 2 * kv_l * head_dim per layer per
 // token cached (w_l without GQA, 0 without attention); at context T a window layer caches only its last
 // min(W, T) tokens, so `kv_cache_bytes` (one sequence of T tokens) is where a window saves.
+// A gdn layer (docs/model.md has its formulas) caches no keys: its matmuls (wqkv, wz, wba, wo: 5 w^2 + 2 h w) count
+// as matrices, the conv (24 w per token) and the chunked delta rule (h (6 hd^2 + 10 C hd + 2/3 C^2) per token, C =
+// min(64, T) the chunk) as its mixing FLOPs, and its recurrent state (fp32 S, h hd^2, and the conv's bf16 last 3
+// inputs, 3 x 3w) as `state_bytes` per sequence, constant in T.
 //
 // Two counts, because the Xformer paper matches parameters after discounting "dead" weights: the first layer's
 // input columns beyond d of its first matrix (inputs the embedding never writes: wqkv's, or wfc's in a layer
 // without attention) and the last layer's output rows beyond d of its last matrix (outputs the head never reads:
-// wproj's, or wo's in a layer without an MLP). `matched_params` and `flops_per_token` discount them as the paper
+// wproj's, or wo's in a layer without an MLP; a gdn first layer's wqkv, wz and wba all read the normed stream
+// [0, w_1), so all three have dead input columns). `matched_params` and `flops_per_token` discount them as the paper
 // does; `params` and `dense_flops_per_token` count everything a dense implementation stores and executes (use
 // these for memory and MFU). For models with w_1, w_L <= d (uniform, Prism) the two counts are equal.
 // ------------------------------------------------------------------------------------------------------
@@ -225,13 +263,17 @@ inline ModelConfig uniform_baseline(const ModelConfig& c) {
 struct LayerCost {
     int width, heads, kv_heads, head_dim, hidden, window;  // window 0: global
     bool attention, mlp;
-    long long params;              // norms + wqkv + wo + wfc + wproj (those the layer has)
-    long long matrix_params;       // wqkv + wo + wfc + wproj
+    int mixer;                     // 0 softmax attention, 1 gdn (LayerSpec::mixer)
+    long long params;              // every tensor the layer has: norms, matrices, a gdn layer's conv and vectors
+    long long matrix_params;       // the matmuls: wqkv + wo + wfc + wproj, and a gdn layer's wz + wba
     long long dead_params;         // of those, discounted by the paper's count (first and last layer only)
-    double flops_per_token;        // 2 (matrix_params - dead_params) + 4 keys w, keys = T or min(W, T)
-    double dense_flops_per_token;  // 2 matrix_params + 4 keys w
-    long long kv_bytes_per_token;  // per token cached
+    double mixing_flops;           // per token, beyond the matmuls: attention's 4 keys w, keys = T or min(W, T);
+                                   // a gdn layer's conv and chunked delta rule
+    double flops_per_token;        // 2 (matrix_params - dead_params) + mixing_flops
+    double dense_flops_per_token;  // 2 matrix_params + mixing_flops
+    long long kv_bytes_per_token;  // per token cached (0 in a gdn layer)
     long long kv_cache_bytes;      // one sequence at context T: kv_bytes_per_token x keys
+    long long state_bytes;         // one sequence's recurrent state, constant in T (a gdn layer's; 0 otherwise)
 };
 
 struct Accounting {
@@ -243,6 +285,7 @@ struct Accounting {
     double dense_flops_per_token = 0;
     long long kv_bytes_per_token = 0;
     long long kv_cache_bytes = 0;  // one sequence at context T
+    long long state_bytes = 0;     // one sequence's recurrent state (gdn layers), constant in T
     double avg_width = 0;
 };
 
@@ -250,8 +293,10 @@ struct Accounting {
 inline LayerCost layer_cost(const ModelConfig& c, int l) {
     const int L = c.L(), norm_vecs = c.norm == NormType::LayerNorm ? 2 : 1;
     const LayerSpec& s = c.layers[l];
-    long long w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
-    const long long keys = !s.attention ? 0 : s.window ? std::min(s.window, c.T) : c.T;
+    const bool gdn = s.gdn();
+    long long w = s.width, hid = c.hidden_of(l), qkv = gdn ? 3 * w : s.attention ? s.qkv_rows() : 0;
+    const long long keys = !s.softmax() ? 0 : s.window ? std::min(s.window, c.T) : c.T;
+    const long long nh = s.heads, hd = s.head_dim();
     LayerCost lc;
     lc.width = (int)w;
     lc.heads = s.heads;
@@ -259,17 +304,25 @@ inline LayerCost layer_cost(const ModelConfig& c, int l) {
     lc.head_dim = s.head_dim();
     lc.hidden = (int)hid;
     lc.window = s.window;
-    lc.attention = s.attention, lc.mlp = s.mlp;
-    const long long attn = s.attention ? qkv * w + w * w : 0, mlp = 3 * w * hid;
+    lc.attention = s.attention, lc.mlp = s.mlp, lc.mixer = s.mixer;
+    // The matrices that read the normed stream [0, w) (the first layer's dead input columns are theirs): wqkv, and
+    // a gdn layer's wz (w rows) and wba (2 h rows) too.
+    const long long in_rows = qkv + (gdn ? w + 2 * nh : 0);
+    const long long attn = s.attention ? in_rows * w + w * w : 0, mlp = 3 * w * hid;
     lc.matrix_params = attn + mlp;
-    lc.params = lc.matrix_params + ((int)s.attention + (int)s.mlp) * norm_vecs * w;
+    // A gdn layer's conv (3w x 4), a_log and dt_bias (h each), onorm_w (hd).
+    const long long gdn_vectors = gdn ? 12 * w + 2 * nh + hd : 0;
+    lc.params = lc.matrix_params + gdn_vectors + ((int)s.attention + (int)s.mlp) * norm_vecs * w;
     lc.dead_params = 0;
-    if (l == 0 && w > c.d) lc.dead_params += (s.attention ? qkv : 2 * hid) * (w - c.d);
+    if (l == 0 && w > c.d) lc.dead_params += (s.attention ? in_rows : 2 * hid) * (w - c.d);
     if (l == L - 1 && w > c.d) lc.dead_params += (s.mlp ? hid : w) * (w - c.d);
-    lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + 4.0 * keys * w;
-    lc.dense_flops_per_token = 2.0 * lc.matrix_params + 4.0 * keys * w;
-    lc.kv_bytes_per_token = s.attention ? 2 * 2 * (long long)s.kv_width() : 0;
+    const double C = std::min(64, c.T);  // the chunk of the chunked delta rule
+    lc.mixing_flops = gdn ? 24.0 * w + nh * (6.0 * hd * hd + 10.0 * C * hd + 2.0 / 3.0 * C * C) : 4.0 * keys * w;
+    lc.flops_per_token = 2.0 * (lc.matrix_params - lc.dead_params) + lc.mixing_flops;
+    lc.dense_flops_per_token = 2.0 * lc.matrix_params + lc.mixing_flops;
+    lc.kv_bytes_per_token = s.softmax() ? 2 * 2 * (long long)s.kv_width() : 0;
     lc.kv_cache_bytes = lc.kv_bytes_per_token * keys;
+    lc.state_bytes = gdn ? 4 * nh * hd * hd + 2 * 3 * 3 * w : 0;
     return lc;
 }
 
@@ -286,6 +339,7 @@ inline Accounting account(const ModelConfig& c) {
         a.dense_flops_per_token += lc.dense_flops_per_token;
         a.kv_bytes_per_token += lc.kv_bytes_per_token;
         a.kv_cache_bytes += lc.kv_cache_bytes;
+        a.state_bytes += lc.state_bytes;
         a.avg_width += (double)lc.width / L;
     }
     a.flops_per_token += 2.0 * c.d * c.V;

@@ -1,8 +1,9 @@
 // optimizer_rates.h: the optimizer's per-tensor rates. Tensor k of a layout is updated with the learning rate
 // lr x lr_mult_k and the weight decay wd x wd_mult_k (decay on matrices only, as ever: ParamTensor::is_matrix).
 // A tensor's multipliers are its layer's (the run's --lr-mult and --wd-mult lists; 1 for a tensor of no layer)
-// times its group's: the groups muP treats apart (the embedding, the output head, the norms' gains and biases, the
-// layers' matrices), 1 each until a parameterisation sets them. With every multiplier 1 (the default) each rate
+// times its group's: the groups muP treats apart (the embedding, the output head, the per-channel vectors: norms'
+// gains and biases and a gdn layer's conv taps, whose fan-in of 4 does not grow with width; the layers' matrices),
+// 1 each until a parameterisation sets them. With every multiplier 1 (the default) each rate
 // is the scalar's, bit for bit (lr x 1 = lr). Under muP (docs/model.md) each layer matrix's lr is further
 // multiplied by base_fan_in / fan_in: its fan-in (cols) in the base model over its own, the base model being this
 // one with every width scaled by base_ratio = base_d / d (microsoft/mup's base shapes), so base_fan_in = fan_in x
@@ -24,7 +25,8 @@ enum class ParamGroup { embedding, head, norm, matrix };
 constexpr int kParamGroups = 4;
 
 inline ParamGroup param_group(const ParamTensor& t) {
-    if (!t.is_matrix) return ParamGroup::norm;
+    const bool conv = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".conv_w") == 0;
+    if (!t.is_matrix || conv) return ParamGroup::norm;
     if (t.layer >= 0) return ParamGroup::matrix;
     return t.name == "lm_head" ? ParamGroup::head : ParamGroup::embedding;
 }

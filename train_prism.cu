@@ -118,9 +118,10 @@ static void print_step(const StepRecord& r, long steps, double left) {
 static void print_layers(const StepRecord& r, const ModelConfig& cfg, bool table) {
     const LayerStats& s = r.layers;
     const LayerOutlier far = furthest_layer(s.grad_rms);
-    auto what = [&](int l) {  // "w 32, 4 heads", "w 32, no attention", "w 32, 4 heads, no MLP"
+    auto what = [&](int l) {  // "w 32, 4 heads", "w 32, 4 gdn heads", "w 32, no attention", "w 32, 4 heads, no MLP"
         const LayerSpec& x = cfg.layers[l];
-        return "w " + std::to_string(x.width) + (x.attention ? ", " + std::to_string(x.heads) + " heads" : "") +
+        return "w " + std::to_string(x.width) +
+               (x.attention ? ", " + std::to_string(x.heads) + (x.gdn() ? " gdn heads" : " heads") : "") +
                (x.attention ? "" : ", no attention") + (x.mlp ? "" : ", no MLP");
     };
     std::string furthest = "none (fewer than two layers with a gradient)";

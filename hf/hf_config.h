@@ -8,6 +8,9 @@
 //   h{l}.ln1_w / ln1_b  model.layers.{l}.attn_norm.weight / .bias   (w_l)        bias: LayerNorm only
 //   h{l}.wqkv           model.layers.{l}.attn.qkv.weight    (w_l + 2 kw_l, w_l)  rows q | k | v, heads consecutive
 //   h{l}.wo             model.layers.{l}.attn.out.weight    (w_l, w_l)
+//   a gdn layer's own (its wqkv is (3 w_l, w_l), q | k | v): conv_w model.layers.{l}.attn.conv.weight (3 w_l, 4),
+//   wz attn.z.weight (w_l, w_l), wba attn.ba.weight (2 h_l, w_l), a_log attn.a_log (h_l), dt_bias attn.dt_bias
+//   (h_l), onorm_w attn.out_norm.weight (head_dim_l)
 //   h{l}.ln2_w / ln2_b  model.layers.{l}.mlp_norm.weight / .bias    (w_l)
 //   h{l}.wfc            model.layers.{l}.mlp.gate_up.weight (2 hidden_l, w_l)  rows gate | up
 //   h{l}.wproj          model.layers.{l}.mlp.down.weight    (w_l, hidden_l)
@@ -52,7 +55,9 @@ inline std::string hf_tensor_name(const ParamTensor& t) {
     static const std::pair<const char*, const char*> layer_names[] = {
         {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"},  {"wqkv", "attn.qkv.weight"},
         {"wo", "attn.out.weight"},     {"ln2_w", "mlp_norm.weight"}, {"ln2_b", "mlp_norm.bias"},
-        {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"}};
+        {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"}, {"conv_w", "attn.conv.weight"},
+        {"wz", "attn.z.weight"},       {"wba", "attn.ba.weight"},    {"a_log", "attn.a_log"},
+        {"dt_bias", "attn.dt_bias"},   {"onorm_w", "attn.out_norm.weight"}};
     if (t.name == "wte") return "model.embed_tokens.weight";
     if (t.name == "lnf_w") return "model.norm.weight";
     if (t.name == "lnf_b") return "model.norm.bias";
@@ -133,8 +138,20 @@ inline std::string hf_config_json(const ModelConfig& c, long step, const std::st
     add("residual_width", std::to_string(c.D()));
     add("final_norm_width", std::to_string(c.Df()));
     add("num_hidden_layers", std::to_string(c.L()));
-    for (const LayerColumn& col : layer_columns())
-        if (col.hf_key) add(col.hf_key, int_list(column_values(col, c)));
+    for (const LayerColumn& col : layer_columns()) {
+        if (!col.hf_key) continue;
+        if (!col.words) {
+            add(col.hf_key, int_list(column_values(col, c)));
+            continue;
+        }
+        // A column of words (layer_mixers): a list of strings, written only where some layer departs from the
+        // default (absent: every layer's is the first word, attention).
+        std::string list;
+        bool departs_somewhere = false;
+        for (int v : column_values(col, c))
+            list += (list.empty() ? "" : ", ") + json::quote(column_word(col, v)), departs_somewhere |= v != 0;
+        if (departs_somewhere) add(col.hf_key, "[" + list + "]");
+    }
     add("max_position_embeddings", std::to_string(c.T));
     add("norm_type", json::quote(norm_name(c.norm)));
     add("norm_eps", exact_double(c.norm_eps));
@@ -206,6 +223,25 @@ struct HfConfigReader {
         const json::Value& v = need(key);
         if (v.kind != json::Value::String) throw bad(std::string("\"") + key + "\" must be a string");
         return v.str;
+    }
+    // A list of num_hidden_layers = n of a column's words (layer_mixers: "attention", "gdn"), as their values.
+    std::vector<int> words(const LayerColumn& col, size_t n) const {
+        const json::Value* v = o.find(col.hf_key);
+        std::string known;
+        for (int k = col.lo; k <= col.hi; k++)
+            known += std::string(known.empty() ? "\"" : ", \"") + col.words[k] + "\"";
+        const std::string want = std::string("\"") + col.hf_key +
+                                 "\" must be a list of num_hidden_layers = " + std::to_string(n) + " of " + known;
+        if (!v || v->kind != json::Value::Array || v->arr.size() != n) throw bad(want);
+        std::vector<int> out;
+        for (const json::Value& x : v->arr) {
+            int found = -1;
+            for (int k = col.lo; k <= col.hi && x.kind == json::Value::String; k++)
+                if (x.str == col.words[k]) found = k;
+            if (found < 0) throw bad(want);
+            out.push_back(found);
+        }
+        return out;
     }
     // A list of num_hidden_layers = n integers in [lo, hi].
     std::vector<int> list(const char* key, size_t n, long lo, long hi) const {
@@ -331,9 +367,9 @@ inline HfConfig parse_hf_config(const std::string& text, const std::string& path
     const std::vector<LayerColumn>& cols = layer_columns();
     std::vector<std::vector<int>> lists;
     for (const LayerColumn& col : cols)
-        lists.push_back(!col.hf_key || (!in.optional(col.hf_key) && col.hf_optional)
-                            ? std::vector<int>{}
-                            : in.list(col.hf_key, L, col.lo, col.hi));
+        lists.push_back(!col.hf_key || (!in.optional(col.hf_key) && col.hf_optional) ? std::vector<int>{}
+                        : col.words                                                  ? in.words(col, L)
+                                    : in.list(col.hf_key, L, col.lo, col.hi));
     read_hf_globals(in, c);
     // The layers: what the lists say, stored as model.bin stores it (a layer's default as 0), or
     // prism_layer_words' own words, which must then say the same. An absent optional list keeps the default.

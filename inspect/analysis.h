@@ -16,8 +16,9 @@
 //                        distance >= W_min, the part of a layer's attention that a W_min-window layer could not
 //                        give (0 in a layer of window W_min; what a global layer of a local/global model adds).
 //                        All per head, the layer's value the mean over its heads. A layer without attention
-//                        (--no-attention) has none of these (NaN, shown as "-"); one without an MLP has no
-//                        SwiGLU density.
+//                        (--no-attention) has none of these (NaN, shown as "-"), nor has a gdn layer (its mixer,
+//                        Gated DeltaNet, forms no attention probabilities; its logit lens, matrix entropy and
+//                        SwiGLU density are measured as any layer's); one without an MLP has no SwiGLU density.
 //   attention entropy    H_{l,k} = mean over queries i of -sum_j a_ij ln a_ij, in nats (uniform causal attention:
 //                        ln(i + 1) per query, ln(T!) / T over a window); the layer's value is its heads' mean.
 //   logit lens           the residual stream after layer l (after the embedding for l = 0) read as the model reads
@@ -281,12 +282,12 @@ inline ModelStats analyze_model(const ModelConfig& c, const std::vector<float>& 
 
     int local_window = 0;  // W_min (a window of T or more is global over these windows)
     for (const LayerSpec& s : c.layers)
-        if (s.attention && s.window > 0 && s.window < T && (!local_window || s.window < local_window))
+        if (s.softmax() && s.window > 0 && s.window < T && (!local_window || s.window < local_window))
             local_window = s.window;
     std::vector<std::vector<AttentionSums>> att(L);
     std::vector<Gram> grams;
     for (int l = 0; l < L; l++) {
-        if (c.layers[l].attention) att[l].resize(c.layers[l].heads);
+        if (c.layers[l].softmax()) att[l].resize(c.layers[l].heads);  // a gdn layer has no probabilities
         grams.emplace_back(c.layers[l].width);
     }
     std::vector<double> lens_loss(L + 1, 0.0), density_hits(L, 0.0), density_total(L, 0.0);

@@ -65,6 +65,7 @@ class CudaDecoder : public Decoder {
 inline CudaDecoder::CudaDecoder(const ModelConfig& cfg, const bf16* weights, cudaStream_t stream, int capacity)
     : model_(cfg, false), cap_(capacity), stream_(stream) {
     validate_decoder_capacity(cfg, capacity);
+    refuse_gdn_on_cuda(cfg);
     model_.attach(weights, nullptr);
     for (const LayerSpec& s : cfg.layers) {
         caches_.push_back({nullptr, nullptr, !s.attention ? 0 : s.window ? std::min(s.window, cap_) : cap_});

@@ -115,7 +115,7 @@ inline std::string layer_label(const ModelConfig& c, int l) {
             continue;
         const std::string v =
             col.is_switch ? std::string(col.label) : std::string(col.heading) + " " + layer_cell(col, c, l);
-        std::string& to = col.part == SubBlock::attention ? attn : mlp;
+        std::string& to = col.part == SubBlock::mlp ? mlp : attn;
         to += (to.empty() ? "" : ", ") + v;
     }
     s += "w" + std::to_string(x.width);

@@ -1,5 +1,5 @@
 // model/layer_columns.h: every per-layer column of a model (LayerSpec's width, heads, kv_heads, hidden, window,
-// attention, mlp, rope), each declared once in layer_columns(): its names at every edge (model.bin column, run
+// attention, mlp, rope, mixer), each declared once in layer_columns(): its names at every edge (model.bin column, run
 // record / --plan --json key, config.json key, flag), its flag's syntax and parser, its bounds (one bound for the
 // flag, validate_config, model.bin and config.json), its validation rule, how --plan shows it and its uniform
 // value. The flags (run/model_flags.h), build_config and validate_config (model/build.cpp), model.bin
@@ -10,7 +10,8 @@
 // column but width and heads: kv_heads 0 = h_l, hidden 0 = the mlp_ratio rule, window 0 = global, no_attention,
 // no_mlp, no_rope 0) and the value the layer computes with (kv_heads h_l or 0 without attention, the hidden size
 // as built or 0 without an MLP, the window or 0 without attention, 1/0 for attention, mlp and rope), which --plan,
-// the record, config.json and report show. is_uniform says whether a model is the uniform one, on the built table.
+// the record, config.json and report show (a column of words, the mixer, shows its value's word: attention, gdn).
+// is_uniform says whether a model is the uniform one, on the built table.
 // Pure C++17 with no I/O.
 #pragma once
 
@@ -36,7 +37,9 @@ using SpecText = std::string ModelSpec::*;
 using LayerSwitch = bool LayerSpec::*;
 
 // The sub-block a column belongs to: a layer without it shows "-" in every per-layer table (run/plan_views.h).
-enum class SubBlock { layer, attention, mlp };
+// attention is the layer's token mixer (softmax attention or GDN: heads, the mixer itself); softmax is what only
+// softmax attention has (KV heads, the window, RoPE): "-" in a gdn layer too.
+enum class SubBlock { layer, attention, mlp, softmax };
 
 struct LayerColumn {
     const char* name;     // model.bin's column name ("kv_heads", "no_attention"): 1 to 16 of a-z, 0-9 and _
@@ -48,10 +51,12 @@ struct LayerColumn {
     const char* note;     // after the model line ("(0 = global)"), or ""
     const char* heading;  // the per-layer tables' column (--plan, report, analyze, the model card): "kv", "RoPE"
     const char* zero;     // a table cell's text for the value 0 ("global"), or nullptr: the number
-    SubBlock part;        // the sub-block it describes ("-" in a layer without it)
-    bool is_switch;       // one bit per layer, set by a layer list (--no-attention 3,5); shown as true/false
-    bool always_shown;    // --plan and the model lines show it for every model (width, heads), not only when set
-    int lo, hi;           // bounds of the stored word, for the flag, validate_config, model.bin and config.json
+    const char* const* words = nullptr;  // the values' words, value v's at [v] (mixer: attention, gdn) wherever the
+                                         // column is shown or exported; nullptr: a number column
+    SubBlock part;                       // the sub-block it describes ("-" in a layer without it)
+    bool is_switch;     // one bit per layer, set by a layer list (--no-attention 3,5); shown as true/false
+    bool always_shown;  // --plan and the model lines show it for every model (width, heads), not only when set
+    int lo, hi;         // bounds of the stored word, for the flag, validate_config, model.bin and config.json
     int (*get)(const LayerSpec&);                            // the stored word
     void (*set)(LayerSpec&, int);                            // stores a word
     int (*value)(const ModelConfig&, int l);                 // what layer l computes with (see the top)
@@ -188,7 +193,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = LayerColumn{};
         c.name = c.key = "kv_heads", c.hf_key = "layer_kv_heads", c.hf_optional = true, c.what = "KV-head count";
-        c.label = "kv", c.note = "", c.heading = "kv", c.part = SubBlock::attention;
+        c.label = "kv", c.note = "", c.heading = "kv", c.part = SubBlock::softmax;
         c.lo = 0, c.hi = 65536;
         c.get = [](const LayerSpec& s) { return s.kv_heads; };
         c.set = [](LayerSpec& s, int v) { s.kv_heads = v; };
@@ -238,7 +243,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
         c = LayerColumn{};
         c.name = c.key = "window", c.hf_key = "layer_windows", c.hf_optional = true, c.what = "window";
         c.label = "window", c.note = " (0 = global)", c.heading = "window", c.zero = "global";
-        c.part = SubBlock::attention;
+        c.part = SubBlock::softmax;
         c.lo = 0, c.hi = 1 << 20;
         c.get = [](const LayerSpec& s) { return s.window; };
         c.set = [](LayerSpec& s, int v) { s.window = v; };
@@ -279,7 +284,7 @@ inline const std::vector<LayerColumn>& layer_columns() {
 
         c = switch_column<&LayerSpec::rope>();
         c.name = "no_rope", c.key = "rope", c.hf_key = "layer_rope", c.hf_optional = true, c.what = "no-RoPE word";
-        c.label = "no RoPE", c.heading = "RoPE", c.part = SubBlock::attention;
+        c.label = "no RoPE", c.heading = "RoPE", c.part = SubBlock::softmax;
         c.rule = [](const ModelConfig& m, int l) {
             const LayerSpec& s = m.layers[l];
             return !s.attention && !s.rope ? std::string(
@@ -291,9 +296,56 @@ inline const std::vector<LayerColumn>& layer_columns() {
         c.help = "layers (from 1: 3,5,7-9) whose attention uses no rotary embedding (NoPE)";
         c.spec = &ModelSpec::no_rope, c.record_default = false;
         t.push_back(c);
+
+        // The token mixer of the attention sub-block: softmax attention (0) or Gated DeltaNet (1, docs/model.md).
+        // A gdn layer has one key and value per head, no window and no RoPE: the columns that would say otherwise
+        // are refused on it, and shown as "-".
+        c = LayerColumn{};
+        c.name = c.key = "mixer", c.hf_key = "layer_mixers", c.hf_optional = true, c.what = "mixer";
+        c.label = "mixer", c.note = "", c.heading = "mixer", c.words = kMixerWords, c.part = SubBlock::attention;
+        c.lo = 0, c.hi = 1;
+        c.get = [](const LayerSpec& s) { return s.mixer; };
+        c.set = [](LayerSpec& s, int v) { s.mixer = v; };
+        c.value = [](const ModelConfig& m, int l) { return m.layers[l].mixer; };
+        c.set_value = [](const ModelConfig&, LayerSpec& s, int v) { s.mixer = v; };
+        c.uniform = [](const ModelConfig&, int) { return 0; };
+        c.rule = [](const ModelConfig& m, int l) {
+            const LayerSpec& s = m.layers[l];
+            if (s.mixer == 0) return std::string();
+            if (!s.attention)
+                return std::string(
+                    "is gdn (--mixer) but has no attention sub-block (--no-attention), so no mixer; leave it out "
+                    "of one of the two");
+            if (s.window)
+                return "the gdn mixer has no attention window, but the layer has window " + std::to_string(s.window) +
+                       "; give gdn layers window 0 (--window list) or make the layer attention (--mixer)";
+            if (!s.rope)
+                return std::string(
+                    "the gdn mixer uses no rotary embedding, so it cannot be NoPE; leave the layer out of --no-rope");
+            if (s.kv() != s.heads)
+                return "the gdn mixer has one key and value per head, but the layer has " + std::to_string(s.kv()) +
+                       " KV heads for " + std::to_string(s.heads) +
+                       " heads; give gdn layers kv = heads (--kv-heads list) or make the layer attention (--mixer)";
+            return std::string();
+        };
+        c.flag = "--mixer", c.arg = "MIXER";
+        c.help =
+            "token mixer per layer: attention | gdn (Gated DeltaNet) | gdn:N:M (N gdn then M attention, repeated) | "
+            "list like gdnx3,attention (default {default})";
+        c.spec = &ModelSpec::mixer, c.every_layer = "", c.record_default = false;
+        c.build = [](const std::string& v, const LayerContext& x, const LayerColumn&) {
+            return mixer_schedule(v, x.L);
+        };
+        c.check = [](const std::string& v, const LayerColumn&) { parse_mixer(v); };
+        t.push_back(c);
         return t;
     }();
     return table;
+}
+
+// Layer l's value of col as text: its word (a column of words), else the number.
+inline std::string column_word(const LayerColumn& col, int v) {
+    return col.words && v >= col.lo && v <= col.hi ? col.words[v] : std::to_string(v);
 }
 
 // A column by its model.bin name; nullptr when this build does not know it.

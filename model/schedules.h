@@ -80,8 +80,8 @@ inline std::vector<int> prism_multipliers(int L) {
 }
 
 // ------------------------------------------------------------------------------------------------------
-// The other per-layer columns: KV heads (GQA), MLP hidden sizes, attention windows, layers without attention or
-// MLP. Each parser returns one value per layer (0 where the column keeps its default) and throws a one-line
+// The other per-layer columns: KV heads (GQA), MLP hidden sizes, attention windows, mixers, layers without
+// attention or MLP. Each parser returns one value per layer (0 where the column keeps its default) and throws a one-line
 // ConfigError naming the flag, and the layer where one is at fault.
 // ------------------------------------------------------------------------------------------------------
 
@@ -184,6 +184,80 @@ inline std::vector<int> window_schedule(const std::string& s, int L) {
     }
     if (is_list(s)) return parse_list_of(s, L, "--window", true);
     throw ConfigError("unknown window schedule '" + s + "'; use global, local:W, local:W,N:M or a list (0 = global)");
+}
+
+// The words of the mixer column, its value's index: 0 softmax attention, 1 Gated DeltaNet.
+static const char* const kMixerWords[] = {"attention", "gdn", nullptr};
+
+// A mixer word's value; a ConfigError naming `what` for another word.
+inline int mixer_word(const std::string& word, const std::string& what) {
+    for (int v = 0; kMixerWords[v]; v++)
+        if (trim(word) == kMixerWords[v]) return v;
+    throw ConfigError(what + ": '" + trim(word) + "' is not a mixer; use attention or gdn");
+}
+
+// --mixer as written, before the layer count is known: one value per layer for a list of words ("gdnx3,attention",
+// run-length as parse_layer_list's, "gdn x3" too), or the rule's {N, M} for attention (N 0), gdn (M 0) and gdn:N:M
+// (N gdn layers then M attention, repeated from layer 1: Qwen3-Next's 3:1 is gdn:3:1). is_rule says which.
+struct MixerText {
+    bool is_rule = false;
+    int n = 0, m = 0;
+    std::vector<int> list;
+};
+inline MixerText parse_mixer(const std::string& s) {
+    MixerText r;
+    const std::string t = trim(s);
+    if (t == "attention" || t == "gdn") return r.is_rule = true, r.n = t == "gdn", r.m = t != "gdn", r;
+    if (t.compare(0, 4, "gdn:") == 0) {
+        const std::string ratio = t.substr(4);
+        const size_t colon = ratio.find(':');
+        if (colon == std::string::npos)
+            throw ConfigError("--mixer '" + s + "': give the interleave as gdn:N:M (N gdn layers, then M attention)");
+        r.is_rule = true;
+        r.n = parse_positive_int(ratio.substr(0, colon), "--mixer gdn:N:M's N");
+        r.m = parse_positive_int(ratio.substr(colon + 1), "--mixer gdn:N:M's M");
+        return r;
+    }
+    if (t.find(',') == std::string::npos && t.find_first_of("xX*") == std::string::npos)
+        throw ConfigError("unknown mixer schedule '" + s +
+                          "'; use attention, gdn, gdn:N:M (N gdn then M attention) or a list like gdnx3,attention");
+    size_t start = 0;
+    while (start <= t.size()) {
+        const size_t comma = t.find(',', start);
+        const std::string item = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        // A run is WORDxCOUNT: the last x (or X, *) followed by a number; a word may hold an x itself.
+        size_t x = item.find_last_of("xX*");
+        const std::string count = x == std::string::npos ? "" : trim(item.substr(x + 1));
+        if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos) x = std::string::npos;
+        if (x == std::string::npos) {
+            r.list.push_back(mixer_word(item, "--mixer"));
+        } else {
+            if (trim(item.substr(0, x)).empty())
+                throw ConfigError("--mixer: '" + item + "' is neither a mixer nor a run WORDxCOUNT (gdnx3)");
+            const int v = mixer_word(item.substr(0, x), "--mixer");
+            const int n = parse_positive_int(item.substr(x + 1), "--mixer repeat count");
+            if (r.list.size() + n > 100000) throw ConfigError("--mixer: list is absurdly long");
+            r.list.insert(r.list.end(), n, v);
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return r;
+}
+
+// --mixer: the mixer of every one of L layers (0 attention, 1 gdn).
+inline std::vector<int> mixer_schedule(const std::string& s, int L) {
+    const MixerText r = parse_mixer(s);
+    if (!r.is_rule) {
+        if ((int)r.list.size() != L)
+            throw ConfigError("--mixer has " + std::to_string(r.list.size()) + " entries but the model has " +
+                              std::to_string(L) +
+                              " layers; give one per layer (run-length lists like gdnx3,attention work)");
+        return r.list;
+    }
+    std::vector<int> v(L);
+    for (int l = 0; l < L; l++) v[l] = l % (r.n + r.m) < r.n;
+    return v;
 }
 
 // --no-attention / --no-mlp / --no-rope: layer numbers from 1, "3,5" or ranges "7-9". Calls fn(first, last, item)

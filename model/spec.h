@@ -63,6 +63,7 @@ struct ModelSpec {
     std::string window = "global";     // global | local:W | local:W,N:M | list (0 = global)
     std::string no_attention, no_mlp;  // layer numbers from 1 ("3,5,7-9") whose sub-block is dropped
     std::string no_rope;               // layer numbers from 1 whose attention has no rotary embedding (NoPE)
+    std::string mixer = "attention";   // attention | gdn | gdn:N:M | list of words (model/schedules.h's mixer_schedule)
     std::string match;                 // "" | mlp: scale that column until the layers match the uniform model's
     WidthShape shape;                  // turning layer, bottleneck ratio, quantum for the solver
     int d = 0, L = 0, h_base = 0, T = 0, V = 0;

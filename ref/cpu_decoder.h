@@ -33,16 +33,22 @@ class CpuDecoder : public Decoder {
         caches_.resize(c.L());
         for (int l = 0; l < c.L(); l++) {
             const LayerSpec& s = c.layers[l];
-            if (s.attention)
+            if (s.softmax())
                 caches_[l].kv = ref::KvCache<float>(s.window ? std::min(s.window, cap_) : cap_, ref::AttnShape::of(s));
         }
     }
     int capacity() const override { return cap_; }
     int position() const override { return pos_; }
-    void reset() override { pos_ = 0; }
+    void reset() override {
+        pos_ = 0;
+        for (ref::LayerCache<float>& c : caches_) c.gdn = {};  // a gdn layer's state restarts; K/V slots are rewritten
+    }
     size_t cache_bytes() const override {
         size_t b = 0;
-        for (const ref::LayerCache<float>& c : caches_) b += (c.kv.k.size() + c.kv.v.size()) * sizeof(float);
+        for (const ref::LayerCache<float>& c : caches_) {
+            b += (c.kv.k.size() + c.kv.v.size() + c.gdn.S_.size() + c.gdn.tail.size()) * sizeof(float);
+            for (const ref::GdnChunk<float>& k : c.gdn.chunk) b += k.bytes();
+        }
         return b;
     }
     std::string describe() const override { return "CPU reference (fp32 KV cache)"; }

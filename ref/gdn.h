@@ -488,6 +488,11 @@ template <typename S> struct GdnChunk {
         for (auto* x : {&K, &KT, &Kb, &Vb, &W, &U, &Oi, &tmp}) x->assign(ch, 0);
         S0T.assign((size_t)hp * hp, 0);
     }
+    size_t bytes() const {
+        size_t n = 0;
+        for (const auto* x : {&G, &Gam, &K, &KT, &KK, &T, &Kb, &Vb, &W, &U, &Oi, &M, &tmp, &S0T}) n += x->size();
+        return n * sizeof(S);
+    }
 };
 
 // Row i of T = (I + A)^-1 from its rows before i: T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i Gam_il KK_il,

@@ -31,10 +31,13 @@ struct Rng {
 
 // GPT-2 init into params (layout.total): matrices N(0, 0.02); residual output projections (wo, wproj)
 // N(0, 0.02 / sqrt(2 L)); norm weights 1, biases 0; with cfg.init_width_scale, layer l's matrices' std is
-// multiplied by sqrt(d / w_l). Under muP (cfg.mup_base_d) a layer's matrix's std is multiplied by
-// sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (std proportional to 1 / sqrt(fan_in), today's at the base width);
-// the embedding and an untied head keep 0.02 (docs/model.md's table). Each tensor draws from its own stream seeded
-// by (seed, tensor index).
+// multiplied by sqrt(d / w_l). A gdn layer's own tensors (docs/model.md): conv_w uniform in [-1/2, 1/2] (PyTorch's
+// Conv1d bound 1/sqrt(4)), a_log = log A with A uniform in (0, 16], dt_bias the inverse softplus of dt = exp(u (ln 0.1
+// - ln 0.001) + ln 0.001), u uniform, dt >= 1e-4 (flash-linear-attention's GatedDeltaNet), onorm_w 1. Under muP
+// (cfg.mup_base_d) a layer's matrix's std is multiplied by sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (std
+// proportional to 1 / sqrt(fan_in), today's at the base width); the embedding and an untied head keep 0.02, a gdn
+// layer's conv_w its bound (docs/model.md's table). Each tensor draws from its own stream seeded by (seed, tensor
+// index).
 template <typename S> void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
     // Each tensor draws from its own stream, so the tensors are filled in parallel with the same result (a 2B
     // model: ~40 s on one core).
@@ -42,6 +45,24 @@ template <typename S> void init_params(S* params, const ModelConfig& cfg, const 
     for (size_t ti = 0; ti < layout.tensors.size(); ti++) {
         const ParamTensor& t = layout.tensors[ti];
         S* p = params + t.offset;
+        Rng rng(Rng(seed).next() ^ Rng(0x5EED0000ull + ti).next());
+        const LayerOffsets* lo = t.layer >= 0 ? &layout.layer[t.layer] : nullptr;
+        if (lo && t.offset == lo->conv_w) {
+            for (size_t i = 0; i < t.numel(); i++) p[i] = (S)(rng.uniform() - 0.5);
+            continue;
+        }
+        if (lo && t.offset == lo->a_log) {
+            for (size_t i = 0; i < t.numel(); i++) p[i] = (S)std::log(16.0 * rng.uniform());
+            continue;
+        }
+        if (lo && t.offset == lo->dt_bias) {
+            const double lo_dt = std::log(0.001), hi_dt = std::log(0.1);
+            for (size_t i = 0; i < t.numel(); i++) {
+                const double dt = std::max(1e-4, std::exp(rng.uniform() * (hi_dt - lo_dt) + lo_dt));
+                p[i] = (S)(dt + std::log(-std::expm1(-dt)));
+            }
+            continue;
+        }
         if (!t.is_matrix) {  // norm weight or bias
             bool bias = t.offset == layout.lnf_b;
             if (t.layer >= 0) bias = t.offset == layout.layer[t.layer].ln1_b || t.offset == layout.layer[t.layer].ln2_b;
@@ -57,7 +78,6 @@ template <typename S> void init_params(S* params, const ModelConfig& cfg, const 
             const double fan_in = (double)t.cols, base_fan_in = fan_in * cfg.mup_width_ratio();
             std *= std::sqrt(base_fan_in / fan_in);
         }
-        Rng rng(Rng(seed).next() ^ Rng(0x5EED0000ull + ti).next());
         for (size_t i = 0; i < t.numel(); i++) p[i] = (S)(std * rng.normal());
     }
 }

@@ -10,7 +10,7 @@
 //                                                                  hd over kv K/V heads (ref/ops.h's AttnShape)
 //     x[:, :w] += wproj. swiglu(wfc . norm2(x[:, :w]))              coords [w, D) bypass the layer
 //   (a layer without attention or without an MLP skips that line: the stream passes unchanged; a NoPE layer's
-//   attention skips rope)
+//   attention skips rope; a gdn layer's mixer is ref/gdn.h's Gated DeltaNet instead of rope + attn, docs/model.md)
 //   logits = s . normf(x[:, :Df])[:, :d] . Wout^T  (Wout = wte tied, lm_head untied; s = cfg.logit_scale(),
 //   muP's base_d / d, 1 without muP), loss = mean CE over
 //   positions whose target >= 0 (target < 0 is masked).
@@ -20,8 +20,8 @@
 // norm1, the mixer, wo, the residual add; mlp_block_forward) run on rows at positions p0 .. (Rows), in place on the
 // stream, with an optional per-layer decode cache (LayerCache). RefModel::forward runs them on B x T rows from
 // position 0 without a cache, keeping the activations; CpuDecoder (ref/cpu_decoder.h) on a chunk of one sequence with
-// its caches. The mixer (today attention: qkv, RoPE, attention) is chosen in one place, mixer_forward, and undone in
-// mixer_backward.
+// its caches. The mixer (attention: qkv, RoPE, attention; or a gdn layer's ref/gdn.h, from the normed input to the
+// output before wo) is chosen in one place, mixer_forward, and undone in mixer_backward.
 //
 // The parts, each its own header, all in namespace ref:
 //   ref/gemm.h       the matrix multiply (y = x W^T and its backward)
@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "ref/gdn.h"
 #include "ref/gemm.h"
 #include "ref/init.h"
 #include "ref/ops.h"
@@ -83,10 +84,26 @@ template <typename S> struct LayerActs {
     std::vector<S> ln2, mean2, rstd2;  // (N, w) (N) (N)
     std::vector<S> fc;                 // (N, 2 hid) [gate | up]
     std::vector<S> sw;                 // (N, hid)
+    GdnActs<S> gdn;                    // a gdn mixer's (ref/gdn.h)
 };
 
-// A layer's decode state for one sequence, by its mixer: attention's K/V cache (ref/ops.h's KvCache).
-template <typename S> struct LayerCache { KvCache<S> kv; };
+// A layer's decode state for one sequence, by its mixer: attention's K/V cache (ref/ops.h's KvCache), or a gdn
+// mixer's recurrent state and conv tail (ref/gdn.h's GdnState; empty: a fresh sequence).
+template <typename S> struct LayerCache {
+    KvCache<S> kv;
+    GdnState<S> gdn;
+};
+
+// A gdn layer's weights (and gradients, when training) as ref/gdn.h reads them.
+template <typename S> GdnWeights<S> gdn_weights(const ModelView<S>& m, int l) {
+    const LayerOffsets& o = m.layout.layer[l];
+    return {m.P(o.wqkv), m.P(o.conv_w), m.P(o.wz), m.P(o.wba), m.P(o.a_log), m.P(o.dt_bias), m.P(o.onorm_w)};
+}
+template <typename S> GdnGrads<S> gdn_grads(const ModelView<S>& m, int l) {
+    const LayerOffsets& o = m.layout.layer[l];
+    return {m.G(o.wqkv), m.G(o.conv_w), m.G(o.wz), m.G(o.wba), m.G(o.a_log), m.G(o.dt_bias), m.G(o.onorm_w)};
+}
+inline GdnShape gdn_shape(const LayerSpec& s) { return {s.heads, s.head_dim()}; }
 
 // The mixer: a.atty (N, w) from a.ln1 (N, w). Without a cache, over whole sequences from position 0 (att (B, h, T, T)
 // gets the attention probabilities); with one, the chunk's rows over the cache, which they join. The one place a
@@ -95,8 +112,20 @@ template <typename S>
 void mixer_forward(const ModelView<S>& m, int l, const Rows& r, LayerActs<S>& a, std::vector<S>& att,
                    LayerCache<S>* cache) {
     const LayerSpec& spec = m.cfg.layers[l];
-    const AttnShape as = AttnShape::of(spec);
     const long N = r.N();
+    if (spec.gdn()) {  // ref/gdn.h: everything from the normed input to the output before wo
+        a.atty.resize(N * spec.width);
+        if (!cache) {
+            gdn_forward(a.atty.data(), a.gdn, a.ln1.data(), gdn_weights(m, l), (int)r.B, (int)r.T, gdn_shape(spec),
+                        m.cfg.norm_eps);
+        } else {
+            if (r.B != 1) throw std::logic_error("mixer_forward: a decode cache holds one sequence");
+            gdn_decode(a.atty.data(), cache->gdn, a.ln1.data(), gdn_weights(m, l), (int)r.T, gdn_shape(spec),
+                       m.cfg.norm_eps);
+        }
+        return;
+    }
+    const AttnShape as = AttnShape::of(spec);
     const int w = spec.width, ld = (int)as.ld();
     a.qkv.resize(N * ld), a.atty.resize(N * w);
     matmul_forward(a.qkv.data(), ld, a.ln1.data(), w, m.P(m.layout.layer[l].wqkv), N, w, ld);
@@ -114,9 +143,16 @@ void mixer_forward(const ModelView<S>& m, int l, const Rows& r, LayerActs<S>& a,
 template <typename S>
 void mixer_backward(const ModelView<S>& m, int l, const Rows& r, const LayerActs<S>& a, S* dsmall, S* dbig) {
     const LayerSpec& spec = m.cfg.layers[l];
+    const int w = spec.width;
+    if (spec.gdn()) {  // dbig (N, w) takes dln1, then dsmall
+        gdn_backward(dbig, gdn_grads(m, l), dsmall, a.ln1.data(), a.gdn, gdn_weights(m, l), (int)r.B, (int)r.T,
+                     gdn_shape(spec), m.cfg.norm_eps);
+        std::copy_n(dbig, r.N() * w, dsmall);
+        return;
+    }
     const AttnShape as = AttnShape::of(spec);
     const LayerOffsets& o = m.layout.layer[l];
-    const int w = spec.width, ld = (int)as.ld();
+    const int ld = (int)as.ld();
     S* dqkv = dbig;
     attention_backward(dqkv, dsmall, a.qkv.data(), a.att.data(), r.B, r.T, as, m.attn_scale(l));
     if (spec.rope) rope_backward(dqkv, r.B, r.T, as, m.cfg.rope_theta);

@@ -20,6 +20,11 @@
 // embedding backward's segments of at most EMB_SEGMENT positions of one token (embedding.cuh), at EMB_POSITION_S
 // each, so the most frequent token (3-5% of a micro-batch in real text; 4% assumed, or measured from the
 // benchmark's tokens) costs at most one segment's walk.
+// A gdn layer (the CUDA engine refuses it until its kernels land, issue 53) is costed as the kernels it will need, an
+// estimate of an engine that does not exist yet: one input matmul ("matmul gdn in": wqkv, wz and wba, 4 w + 2 h
+// rows), "gdn_forward" (the conv, L2 norms, chunked delta rule and gated norm: model_config.h's mixing FLOPs at the
+// step's T, at attention_eff of the peak; it reads the projections and writes y and each chunk's fp32 state) and a
+// "gdn_backward" of twice its FLOPs, then "matmul o" as attention's.
 // Does not: model L2 hits (the fused classifier's second read of a row, the norms' re-reads are taken as
 // L2-served, i.e. free), overlap between kernels, or communication.
 #pragma once
@@ -106,6 +111,18 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
     const bool ln = c.norm == NormType::LayerNorm;
     std::vector<AttentionFlops> att(L);  // per layer, once: its tiles do not change between micro-steps
     for (int l = 0; l < L; l++) att[l] = attention_flops(c.layers[l], T);
+    // A gdn layer's mixing FLOPs per token at this T (model_config.h's layer_cost at context T).
+    auto gdn_flops = [&](int l) {
+        ModelConfig at = c;
+        at.T = T;
+        return layer_cost(at, l).mixing_flops;
+    };
+    // A gdn layer's input projections (q, k, v | z | beta, decay) and what its mixer kernel reads and writes.
+    auto gdn_in_rows = [&](int l) { return 4.0 * c.layers[l].width + 2.0 * c.layers[l].heads; };
+    auto gdn_bytes = [&](int l) {
+        const double w = c.layers[l].width, h = c.layers[l].heads, hd = c.layers[l].head_dim();
+        return N * (gdn_in_rows(l) + w) * bf + std::ceil(T / 64.0) * B * h * hd * hd * f4;
+    };
     const double U = opt.distinct > 0 ? std::min(opt.distinct, N) : std::min(N, (double)c.V);  // distinct tokens
 
     op("zero_grad", Pg * f4);
@@ -115,7 +132,12 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
         for (int l = 0; l < L; l++) {  // the sub-blocks a layer has (model.cuh); the next norm's width after each
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
             const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
-            if (c.layers[l].attention) {
+            if (c.layers[l].gdn()) {
+                mm("matmul gdn in", N, gdn_in_rows(l), w, false);
+                ops.push_back({"gdn_forward", gdn_bytes(l), N * gdn_flops(l), 1, true, false});
+                mm("matmul o", N, w, w, false);
+                resid_norm(w, c.layers[l].mlp ? w : next);
+            } else if (c.layers[l].attention) {
                 mm("matmul qkv", N, qkv, w, false);
                 if (c.layers[l].rope)
                     op("rope_forward", 2 * N * (w + (qkv - w) / 2) * bf);  // q and k, read and written
@@ -150,6 +172,16 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
                 if (recompute) norm_fwd(w);
                 mm("matmul fc dW", 2 * hid, w, N, true);
                 norm_bwd(w, ln);
+            }
+            if (c.layers[l].gdn()) {
+                mm("matmul o dx", N, w, w, false);
+                mm("matmul o dW", w, w, N, true);
+                ops.push_back({"gdn_backward", 2 * gdn_bytes(l), 2 * N * gdn_flops(l), 1, true, false});
+                mm("matmul gdn in dx", N, w, gdn_in_rows(l), false);
+                if (recompute) norm_fwd(w);
+                mm("matmul gdn in dW", gdn_in_rows(l), w, N, true);
+                norm_bwd(w, ln);
+                continue;
             }
             if (!c.layers[l].attention) continue;
             mm("matmul o dx", N, w, w, false);

@@ -38,26 +38,31 @@ std::string layer_json_members(const ModelConfig& c, int l) {
         s += ", " + json::quote(col.key) + ": " +
              (!has_part(col.part, c, l) ? "null"
               : col.is_switch           ? (v ? "true" : "false")
+              : col.words               ? json::quote(column_word(col, v))
                                         : std::to_string(v));
     }
     return s + ", \"head_dim\": " + (c.layers[l].attention ? std::to_string(c.layers[l].head_dim()) : "null");
 }
 
 bool has_part(SubBlock part, const ModelConfig& c, int l) {
-    return part == SubBlock::attention ? c.layers[l].attention : part == SubBlock::mlp ? c.layers[l].mlp : true;
+    const LayerSpec& s = c.layers[l];
+    return part == SubBlock::attention ? s.attention
+           : part == SubBlock::softmax ? s.softmax()
+           : part == SubBlock::mlp     ? s.mlp
+                                       : true;
 }
 
 std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l) {
     if (!has_part(col.part, c, l)) return "-";
     const int v = col.value(c, l);
     if (col.is_switch) return v ? "yes" : "no";
-    return v == 0 && col.zero ? col.zero : std::to_string(v);
+    return v == 0 && col.zero ? col.zero : column_word(col, v);
 }
 
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number) {
     std::vector<const LayerColumn*> out;
     for (const LayerColumn& col : layer_columns()) {
-        bool used = col.always_shown || (every_number && !col.is_switch);
+        bool used = col.always_shown || (every_number && !col.is_switch && !col.words);
         for (const ModelConfig* m : models)
             for (int l = 0; l < m->L() && !used; l++) used = departs(col, *m, l);
         if (used) out.push_back(&col);
@@ -131,8 +136,21 @@ std::string describe_config(const ModelConfig& c) {
     return line;
 }
 
+std::string rle_words(const LayerColumn& col, const std::vector<int>& v) {
+    std::string s;
+    for (size_t a = 0; a < v.size();) {
+        size_t b = a;
+        while (b < v.size() && v[b] == v[a]) b++;
+        s += (s.empty() ? "" : ",") + column_word(col, v[a]) + (b - a > 1 ? "x" + std::to_string(b - a) : "");
+        a = b;
+    }
+    return s;
+}
+
 std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
-    if (!col.is_switch) return "  " + pad_right(col.label, 6) + " " + rle_list(column_values(col, c)) + col.note + "\n";
+    if (!col.is_switch)
+        return "  " + pad_right(col.label, 6) + " " +
+               (col.words ? rle_words(col, column_values(col, c)) : rle_list(column_values(col, c))) + col.note + "\n";
     std::vector<bool> set;
     for (int v : column_values(col, c)) set.push_back(!v);
     const std::string layers = layer_ranges(set);
@@ -142,8 +160,11 @@ std::string layer_column_line(const LayerColumn& col, const ModelConfig& c) {
 std::string layer_column_lines(const ModelConfig& c) {
     if (!has_layer_columns(c)) return "";
     std::string out;
-    for (const LayerColumn& col : layer_columns())
-        if (!col.always_shown) out += layer_column_line(col, c);
+    for (const LayerColumn& col : layer_columns()) {
+        bool used = !col.words;  // a column of words (the mixer) only where a layer departs
+        for (int l = 0; l < c.L() && !used; l++) used = departs(col, c, l);
+        if (!col.always_shown && used) out += layer_column_line(col, c);
+    }
     return out;
 }
 
@@ -159,13 +180,15 @@ void print_plan(FILE* f, const std::string& title, const ModelConfig& c, const s
         table.push_back({r.heading, {}});
         for (double v : r.values) table.back().cells.push_back(exact_number(v));
     }
-    std::vector<std::string> params, flops, kv_bytes;
+    std::vector<std::string> params, flops, kv_bytes, state;
     for (const LayerCost& x : a.layers) {
         params.push_back(human((double)x.params)), flops.push_back(human(x.flops_per_token));
-        kv_bytes.push_back(std::to_string(x.kv_bytes_per_token));
+        kv_bytes.push_back(std::to_string(x.kv_bytes_per_token)), state.push_back(human((double)x.state_bytes));
     }
+    const bool gdn = has_gdn(c);
     table.push_back({"params", params}), table.push_back({"FLOPs/token", flops});
     table.push_back({"KV B/tok", kv_bytes});
+    if (gdn) table.push_back({"state B", state});
     auto cell = [](const std::string& s, size_t n) { return std::string(n > s.size() ? n - s.size() : 0, ' ') + s; };
     std::vector<size_t> wide;
     for (const LayerTableColumn& col : table) wide.push_back(column_width(col));
@@ -187,6 +210,11 @@ void print_plan(FILE* f, const std::string& title, const ModelConfig& c, const s
     row("forward FLOPs/token (dense)", a.dense_flops_per_token, b.dense_flops_per_token);
     row("KV-cache bytes/token (bf16)", (double)a.kv_bytes_per_token, (double)b.kv_bytes_per_token);
     row("KV-cache bytes at T (bf16)", (double)a.kv_cache_bytes, (double)b.kv_cache_bytes);
+    if (gdn) {
+        row("GDN state bytes/sequence", (double)a.state_bytes, (double)b.state_bytes);
+        row("KV + state bytes at T", (double)(a.kv_cache_bytes + a.state_bytes),
+            (double)(b.kv_cache_bytes + b.state_bytes));
+    }
     row("average layer width", a.avg_width, b.avg_width);
     fprintf(f,
             "(FLOPs at context T = %d, attention over the full square of the keys a query attends to: T, or a\n"
@@ -194,14 +222,19 @@ void print_plan(FILE* f, const std::string& title, const ModelConfig& c, const s
             " 'dense' is what a dense implementation runs. KV bytes/token: per token cached; at T: one sequence of T\n"
             " tokens, a window layer caching only its last W)\n",
             c.T);
+    if (gdn)
+        fprintf(f,
+                "(a gdn layer: no KV cache; FLOPs/token its matmuls, conv and chunked delta rule at chunk min(64, T);\n"
+                " state B: one sequence's fp32 recurrent state and bf16 conv tail, constant in T; docs/model.md)\n");
 }
 
 void print_totals_json(FILE* f, const Accounting& a) {
     fprintf(f,
             "{\"params\": %lld, \"matched_params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": "
-            "%.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld, \"avg_width\": %.4f}",
+            "%.0f, \"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld, \"state_bytes\": %lld, \"avg_width\": "
+            "%.4f}",
             a.params, a.matched_params, a.flops_per_token, a.dense_flops_per_token, a.kv_bytes_per_token,
-            a.kv_cache_bytes, a.avg_width);
+            a.kv_cache_bytes, a.state_bytes, a.avg_width);
 }
 
 void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, const std::vector<std::string>& warnings,
@@ -221,9 +254,9 @@ void print_plan_json(FILE* f, const std::string& title, const ModelConfig& c, co
         for (const RunLayerColumn& r : run) members += ", " + json::quote(r.key) + ": " + exact_number(r.values[l]);
         fprintf(f,
                 "  {%s, \"params\": %lld, \"flops_per_token\": %.0f, \"dense_flops_per_token\": %.0f, "
-                "\"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld}%s\n",
+                "\"kv_bytes_per_token\": %lld, \"kv_cache_bytes\": %lld, \"state_bytes\": %lld}%s\n",
                 members.c_str(), x.params, x.flops_per_token, x.dense_flops_per_token, x.kv_bytes_per_token,
-                x.kv_cache_bytes, l + 1 < c.L() ? "," : "");
+                x.kv_cache_bytes, x.state_bytes, l + 1 < c.L() ? "," : "");
     }
     fprintf(f, " ],\n \"totals\": ");
     print_totals_json(f, a);

@@ -1,7 +1,7 @@
 // run/plan_views.h: the human and JSON views of a ModelConfig: the per-layer table every tool shows (layer_table:
 // the columns of model/layer_columns.h a model uses, "-" for those of a sub-block a layer does not have; --plan, report,
 // analyze and export's model card), `train_prism --plan`'s (that table with parameters, forward FLOPs per token
-// and KV-cache bytes per token per layer) and the totals of the
+// and KV-cache bytes per token per layer; a gdn model's recurrent state bytes per sequence) and the totals of the
 // model next to its uniform baseline, with ratios. See model_config.h for what each count includes. Layers are
 // numbered from 1 here as everywhere a layer is shown (errors, analyze, report, run records).
 // Its body is run/plan_views.cpp (compiled apart: the Makefile's LIB).
@@ -18,6 +18,9 @@ enum class SubBlock;
 
 // "3,3,3,6,6,6,12,12" -> "3x3,6x3,12x2": the run-length form the -s and -w flags accept.
 std::string rle_list(const std::vector<int>& v);
+
+// A column of words' values in the run-length form its flag accepts: "gdnx3,attention,gdnx3,attention".
+std::string rle_words(const LayerColumn& col, const std::vector<int>& v);
 
 // A column's values by its model.bin name (model/layer_columns.h), one per layer.
 std::vector<int> layer_values(const std::string& name, const ModelConfig& c);
@@ -41,7 +44,8 @@ bool has_part(SubBlock part, const ModelConfig& c, int l);
 std::string layer_cell(const LayerColumn& col, const ModelConfig& c, int l);
 
 // The per-layer columns the tables show for these models: width and heads always; every other column where some
-// layer of some model departs from the uniform model's value, or (every_number) every column that is a number.
+// layer of some model departs from the uniform model's value, or (every_number) every column that is a number
+// (a column of words, the mixer, only where some layer departs).
 std::vector<const LayerColumn*> shown_columns(const std::vector<const ModelConfig*>& models, bool every_number = false);
 
 // One column of a per-layer table: its heading and one cell per layer.
@@ -73,8 +77,8 @@ std::string describe_config(const ModelConfig& c);
 // attention: layers 3,5"; "" when none).
 std::string layer_column_line(const LayerColumn& col, const ModelConfig& c);
 
-// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model; "" for a
-// model of widths and heads alone.
+// The per-layer columns beyond widths and heads, one line each, for every tool that prints a model (a column of
+// words only where a layer departs); "" for a model of widths and heads alone.
 std::string layer_column_lines(const ModelConfig& c);
 
 // A per-layer number of the run rather than of the model (the optimizer's multipliers, run/defaults.h's

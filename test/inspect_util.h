@@ -35,6 +35,10 @@ inline ModelConfig inspect_config(const std::string& kind, int V = 37, int T = 1
         c.d = 48, c.h_base = 4;
         c.layers = {{48, 4, 2, 0, 3}, {48, 4}, {48, 4, 1}};
         c.layers[0].rope = c.layers[2].rope = false;
+    } else if (kind == "hybrid") {  // Gated DeltaNet, attention, a narrower gdn layer without an MLP, attention
+        c.d = 32, c.h_base = 2;
+        c.layers = {{32, 2}, {32, 2}, {16, 2, 0, 0, 0, true, false}, {32, 4}};
+        c.layers[0].mixer = c.layers[2].mixer = 1;
     } else {  // "lambda"
         c.d = 32, c.h_base = 2;
         c.layers = {{32, 2}, {16, 2}};

@@ -139,9 +139,11 @@ TEST_CASE("the symmetric eigenvalue solver finds a conjugated diagonal's eigenva
     for (int i = 0; i < n; i++) CHECK(got[i] == Approx(want[i]).margin(1e-12));
 }
 
-TEST_CASE("the logit lens at the last layer is the model itself: its loss, agreement 1 (uniform, prism, x, lambda)",
-          "[analyze]") {
-    for (std::string kind : {"uniform", "prism", "x", "lambda"}) {
+TEST_CASE(
+    "the logit lens at the last layer is the model itself: its loss, agreement 1 (uniform, prism, x, lambda, hybrid)",
+    "[analyze]") {
+    // hybrid: its gdn layers form no attention probabilities (no distance or entropy), the rest applies
+    for (std::string kind : {"uniform", "prism", "x", "lambda", "hybrid"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind, 37, 12);
         const std::vector<float> params = inspect_params(c, 2);
@@ -156,12 +158,13 @@ TEST_CASE("the logit lens at the last layer is the model itself: its loss, agree
         CHECK(m.layers[0].lens_top1 < 1.0);  // the embedding alone does not predict like the model
         for (size_t l = 1; l < m.layers.size(); l++) {
             const analysis::LayerStats& x = m.layers[l];
-            CHECK(x.distance.size() == (size_t)c.layers[l - 1].heads);
+            CHECK(x.distance.size() == (c.layers[l - 1].gdn() ? 0 : (size_t)c.layers[l - 1].heads));
+            if (c.layers[l - 1].gdn()) CHECK(std::isnan(x.distance_mean));
             for (double d : x.distance) CHECK((d >= 0 && d <= (c.T - 1) / 2.0));  // between self and farthest
             for (double e : x.entropy) CHECK((e >= 0 && e <= std::log((double)c.T)));
             CHECK((x.matrix.normalized > 0 && x.matrix.normalized <= 1));
             CHECK(x.matrix.rank_bound == std::min(3L * c.T - 1, (long)c.layers[l - 1].width));
-            CHECK((x.density > 0 && x.density <= 1));
+            if (c.layers[l - 1].mlp) CHECK((x.density > 0 && x.density <= 1));
         }
     }
 }

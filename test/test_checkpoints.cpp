@@ -100,6 +100,25 @@ TEST_CASE(
     sh("rm -rf '" + dir + "'");
 }
 
+TEST_CASE("a hybrid model (Gated DeltaNet and attention layers) resumes bit for bit and its loss falls",
+          "[train][gdn]") {
+    // check_resume on the CPU engine: 12 steps straight, and 6 then --resume; the gdn layer's tensors and their
+    // AdamW moments survive the checkpoint exactly, and model.bin carries the mixer column; the loss falls.
+    const std::string dir = make_data_dir();
+    const Train train = [&](const std::string& out, const std::string& extra) {
+        return sh(micro(dir, out) + " --mixer gdn,attention" + extra);
+    };
+    const ResumedRuns runs = check_resume(dir, train, 12, 6);
+    double first, last;
+    sscanf(runs.straight_log.at(1).c_str(), "{\"step\": 1, \"tokens\": %*d, \"train_loss\": %lf", &first);
+    sscanf(runs.straight_log.at(12).c_str(), "{\"step\": 12, \"tokens\": %*d, \"train_loss\": %lf", &last);
+    CHECK(last < first - 0.2);  // measured 5.57 -> 5.27 in 12 steps
+    const LoadedModel m = load_model(dir + "/resumed/model.bin");
+    REQUIRE(m.cfg.layers[0].gdn());
+    REQUIRE(m.cfg.layers[1].softmax());
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("the GPU engine trains KV groups, windows and a layer without an MLP, and resumes bit for bit",
           "[train][layers]") {
     // The CUDA engine's resume check (check_resume): build/train_prism_executor is train_prism with the CUDA engine on

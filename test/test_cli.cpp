@@ -141,7 +141,7 @@ TEST_CASE("train_prism's flags: the record and the resume rules are the table's"
     o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
-    o.model.no_rope = "2", o.model.param = "mup", o.model.mup_base_d = 16;
+    o.model.no_rope = "2", o.model.param = "mup", o.model.mup_base_d = 16, o.model.mixer = "gdn";
     o.lr_mult = "1,0.5", o.wd_mult = "0x2";
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3, o.opt.weight_decay = 0.05;
     o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";
@@ -306,7 +306,7 @@ TEST_CASE("every flag that shapes a run is in its record", "[study][record]") {
     o.model.d = 32, o.model.L = 2, o.model.h_base = 2, o.model.head_dim = 16, o.model.T = 32, o.model.V = 256;
     o.model.mlp_ratio = 3, o.model.mlp_multiple = 16, o.model.norm = "rmsnorm", o.model.untied = 1;
     o.model.shape.k = 2, o.model.allow_ablation = true, o.T = 32, o.shuffle = false, o.sample_flag_given = true;
-    o.model.no_rope = "2", o.model.param = "mup", o.model.mup_base_d = 16;
+    o.model.no_rope = "2", o.model.param = "mup", o.model.mup_base_d = 16, o.model.mixer = "gdn";
     o.lr_mult = "1,0.5", o.wd_mult = "0x2";
     o.cpu = o.recompute = true, o.zero = 0, o.lr = 1e-3;
     o.warmup = 3, o.lr_schedule = "wsd", o.decay_frac = 0.1, o.decay_shape = "linear";

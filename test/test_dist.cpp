@@ -236,6 +236,24 @@ TEST_CASE("muP's per-tensor rates on 2 ZeRO-1 ranks train like 1 process; --para
     sh("rm -rf '" + dir + "'");
 }
 
+TEST_CASE("a hybrid model (Gated DeltaNet and attention layers) on 2 ZeRO-1 ranks trains like 1 process",
+          "[dist][mpi][gdn]") {
+    // The gdn layers' tensors (conv_w, wz, wba, a_log, dt_bias, onorm_w) are sharded, reduced and updated like
+    // every other: 2 ranks of B 2 against one process of B 4, within rounding.
+    std::string dir = make_data_dir();
+    Result one = sh(micro(dir, dir + "/one") + " --steps 6 -b 4 --mixer gdn,attention");
+    INFO(one.out);
+    REQUIRE(one.rc == 0);
+    Result z1 = sh(mpirun(2) + micro(dir, dir + "/z1") + " --steps 6 -b 2 --mixer gdn,attention");
+    INFO(z1.out);
+    REQUIRE(z1.rc == 0);
+    REQUIRE(z1.out.find("ZeRO-1") != std::string::npos);
+    check_losses_close(dir + "/one/log.jsonl", dir + "/z1/log.jsonl", 6, 1e-5);
+    CHECK(max_param_diff(dir + "/one/model.bin", dir + "/z1/model.bin") < 1e-4);
+    REQUIRE(load_model(dir + "/z1/model.bin").cfg.layers[0].gdn());
+    sh("rm -rf '" + dir + "'");
+}
+
 TEST_CASE("3 ranks (uneven ZeRO-1 shards) with gradient accumulation train like 1 process", "[dist][mpi]") {
     std::string dir = make_data_dir();
     // 1 process: B 6, 2 micro-steps; 3 ranks: B 2, 2 micro-steps each. The same 768 tokens per step.

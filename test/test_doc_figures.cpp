@@ -63,6 +63,8 @@ ModelConfig preset_model(const std::string& preset, const std::string& flags = "
         else if (flag == "--kv-heads") s.kv_heads = value;
         else if (flag == "--window") s.window = value;
         else if (flag == "--match") s.match = value;
+        else if (flag == "--mixer") s.mixer = value;
+        else if (flag == "--seq-len") s.T = std::stoi(value);
         else FAIL("a flag this test does not know: " << flag);
     }
     std::vector<std::string> warnings;
@@ -182,5 +184,19 @@ TEST_CASE("docs/model.md's 124M accounting table is account() of each schedule a
         }
         rows++;
     }
-    CHECK(rows == 5);
+    CHECK(rows == 7);
+}
+
+TEST_CASE("docs/model.md's hybrid figures: state bytes per sequence, and the matched hybrid at T 4096", "[docs]") {
+    const std::string doc = flat("docs/model.md");
+    const Accounting h = account(preset_model("124M", "--mixer gdn:3:1"));
+    CHECK(std::fabs(number(doc, "nine gdn layers add ([\\d.]+) MB of recurrent state") - h.state_bytes / 1e6) <= 0.005);
+    CHECK(number(doc, "state per sequence \\(([\\d,]+) bytes each\\)") == h.layers[0].state_bytes);
+    const Accounting m = account(preset_model("124M", "--mixer gdn:3:1 --match mlp --seq-len 4096"));
+    const Accounting u = account(preset_model("124M", "--seq-len 4096"));
+    CHECK(m.state_bytes == h.state_bytes);  // constant in T
+    CHECK(std::fabs(number(doc, "hybrid runs ([\\d.]+)M FLOPs per token") - m.flops_per_token / 1e6) <= 0.005);
+    CHECK(std::fabs(number(doc, "against the uniform model's ([\\d.]+)M") - u.flops_per_token / 1e6) <= 0.005);
+    CHECK(std::fabs(number(doc, "holds ([\\d.]+) MB of KV cache") - m.kv_cache_bytes / 1e6) <= 0.005);
+    CHECK(std::fabs(number(doc, "MB of KV cache against ([\\d.]+) MB") - u.kv_cache_bytes / 1e6) <= 0.005);
 }

@@ -357,7 +357,7 @@ std::string temp_dir() {
 namespace {
 
 // A model with every per-layer column in use: GQA and MQA, an explicit MLP size, a window, NoPE, a layer without
-// attention, one without an MLP that keeps its written hidden size, widths above and below d.
+// attention, one without an MLP that keeps its written hidden size, a gdn mixer, widths above and below d.
 ModelConfig every_column_model(NormType norm, bool tied) {
     ModelConfig c;
     c.d = 64, c.V = 97, c.T = 16, c.h_base = 4, c.mlp_multiple = 16, c.norm = norm, c.tied = tied;
@@ -373,7 +373,9 @@ ModelConfig every_column_model(NormType norm, bool tied) {
     y.mlp = false, y.hidden = 48;
     LayerSpec z{64, 4};
     z.kv_heads = 1, z.window = 3;
-    c.layers = {a, b, x, y, z};
+    LayerSpec g{64, 4};
+    g.mixer = 1;
+    c.layers = {a, g, b, x, y, z};
     validate_config(c);
     return c;
 }
@@ -389,6 +391,7 @@ int32_t stored(const LayerSpec& s, const std::string& column) {
     if (column == "no_attention") return !s.attention;
     if (column == "no_mlp") return !s.mlp;
     if (column == "no_rope") return !s.rope;
+    if (column == "mixer") return s.mixer;
     if (column == "flags") return (!s.attention) | (!s.mlp) << 1;  // version 4's
     FAIL("the page's layer-table column '" << column << "' is unknown to the test: teach test/test_formats.cpp");
     return 0;
@@ -448,6 +451,8 @@ std::vector<PageTensor> page_tensors(const Page& page, const ModelConfig& c) {
         for (const std::string& cond : top_level_split(row[2])) {
             const std::map<std::string, bool> conds = {{"always", true},
                                                        {"attention", s && s->attention},
+                                                       {"softmax", s && s->softmax()},
+                                                       {"gdn", s && s->gdn()},
                                                        {"mlp", s && s->mlp},
                                                        {"layernorm", c.norm == NormType::LayerNorm},
                                                        {"untied", !c.tied}};
@@ -661,10 +666,10 @@ TEST_CASE("docs/formats.md: every stated range of model.bin is the reader's", "[
 TEST_CASE("docs/formats.md: versions 2 to 4 read as the page's version table says", "[formats]") {
     const Page page;
     const std::string dir = temp_dir(), path = dir + "/model.bin";
-    // Representable in every version: no NoPE (version 4 has no column for it); versions 2 and 3 only width and
-    // heads, so a model whose other columns are their defaults.
+    // Representable in every version: no NoPE and no gdn mixer (version 4 has no column for them); versions 2 and 3
+    // only width and heads, so a model whose other columns are their defaults.
     ModelConfig full = every_column_model(NormType::LayerNorm, false);
-    for (auto& s : full.layers) s.rope = true;
+    for (auto& s : full.layers) s.rope = true, s.mixer = 0;
     ModelConfig plain = full;
     for (auto& s : plain.layers) s.kv_heads = 0, s.hidden = 0, s.window = 0, s.attention = true, s.mlp = true;
     const size_t run_at = offset_of(page.header, "run_id"), sum_at = offset_of(page.header, "checksum");
@@ -709,7 +714,7 @@ TEST_CASE("docs/formats.md: versions 2 to 4 read as the page's version table say
 
 TEST_CASE("docs/formats.md: wqkv's rows are q, k, v as the page says (GQA); NoPE changes no tensor", "[formats]") {
     const Page page;
-    const ModelConfig c = every_column_model(NormType::LayerNorm, false);
+    ModelConfig c = every_column_model(NormType::LayerNorm, false);
     // The row split from the page: "q `h*hd` rows, then k `kv*hd` rows, then v `kv*hd` rows".
     const std::string sec = section(page.model, "### The parameters");
     static const std::regex part(R"(\b([qkv])\s+`([^`]+)`\s+rows)");

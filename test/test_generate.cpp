@@ -29,13 +29,14 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
 
 TEST_CASE(
     "cached decoding gives a full forward's logits at every position (CPU reference: uniform, prism, x, lambda, "
-    "shapes)",
+    "shapes, hybrid)",
     "[generate][cache]") {
     // Tolerance 1e-5 of the logits' scale: the decoder runs the reference's own ops on the same rows (fp32, same
     // summation order), so any difference is a bug; measured 0 (bit-identical). A wrong position, head or cache
     // row moves logits by O(1). "shapes" has GQA, MQA, windows of 3 and 5 (their rings wrap: in the first chunk of
-    // 5, in the chunk of 6 longer than either ring, and token by token), and layers without attention or MLP.
-    for (std::string kind : {"uniform", "prism", "x", "lambda", "shapes"}) {
+    // 5, in the chunk of 6 longer than either ring, and token by token), and layers without attention or MLP;
+    // "hybrid" has Gated DeltaNet layers (their recurrent state and conv tail: measured bit-identical too).
+    for (std::string kind : {"uniform", "prism", "x", "lambda", "shapes", "hybrid"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind);
         const std::vector<float> params = inspect_params(c, 3);
@@ -68,6 +69,32 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("a hybrid model's cached decoding equals the full forward across the Gated DeltaNet's chunks of 64",
+          "[generate][cache][gdn]") {
+    // T 150: the prefill of 5 and the chunk of 70 cross the first chunk boundary, single tokens the second.
+    const ModelConfig c = inspect_config("hybrid", 37, 150);
+    const std::vector<float> params = inspect_params(c, 5);
+    const std::vector<int> seq = inspect_tokens(c, c.T, 6);
+    ref::RefModel<float> rm(c);
+    rm.params = params;
+    rm.forward(seq.data(), nullptr, 1, c.T);
+    const float* full = rm.logits();
+    double scale = 0;
+    for (int i = 0; i < c.T * c.V; i++) scale = std::max(scale, (double)std::fabs(full[i]));
+    REQUIRE(scale > 1.0);
+    CpuDecoder dec(c, params, c.T);
+    std::vector<float> got((size_t)c.T * c.V);
+    dec.append(seq.data(), 5, got.data(), true);
+    dec.append(&seq[5], 70, got.data() + (size_t)5 * c.V, true);
+    for (int t = 75; t < c.T; t++) dec.append(&seq[t], 1, got.data() + (size_t)t * c.V);
+    INFO("max |diff| " << max_abs_diff(got.data(), full, got.size()) << " of scale " << scale);
+    CHECK(max_abs_diff(got.data(), full, got.size()) <= 1e-5 * scale);
+    // the state is constant in T: the same bytes after 150 tokens as after 1
+    CpuDecoder one(c, params, c.T);
+    one.append(seq.data(), 1, got.data());
+    CHECK(one.cache_bytes() == dec.cache_bytes());
+}
+
 TEST_CASE(
     "the CPU decoder's cache is 2 kv_l head_dim_l fp32 numbers per layer and position it keeps (a window's "
     "last W), twice --plan's bf16 bytes",
@@ -91,8 +118,9 @@ TEST_CASE("decoders through the Engine interface: cache and full recompute sampl
           "[generate][cache]") {
     // Greedy decoding of 40 tokens from a decoder of capacity 8: the cache fills and slides four times
     // (inspect/sampling.h). The recompute decoder runs a full Engine::forward per token; both follow the same slide, so
-    // greedy picks must agree token for token. (shapes: each slide's re-prefill of 4 is longer than a window of 3.)
-    for (std::string kind : {"prism", "shapes"}) {
+    // greedy picks must agree token for token. (shapes: each slide's re-prefill of 4 is longer than a window of 3;
+    // hybrid: each slide restarts its gdn layers' recurrent state.)
+    for (std::string kind : {"prism", "shapes", "hybrid"}) {
         INFO(kind);
         const ModelConfig c = inspect_config(kind, 37, 8);
         CpuEngine eng(c);

@@ -109,6 +109,15 @@ TEST_CASE("lambda-shape model gradients match finite differences (last layer nar
     check_model_gradients(c, 0.2);
 }
 
+TEST_CASE("hybrid model gradients match finite differences (gdn, attention, narrow gdn; D > d; LayerNorm, untied)",
+          "[reference][gdn]") {
+    ModelConfig c = small_config(16, {{16, 2}, {24, 2}, {8, 2}}, NormType::LayerNorm, false);
+    c.layers[0].mixer = c.layers[2].mixer = 1;
+    REQUIRE(c.layers[0].gdn());
+    REQUIRE(c.D() == 24);
+    check_model_gradients(c, 0.2);
+}
+
 // muP's output multiplier s = base_d / d (ModelConfig::logit_scale) in the forward and the backward: s 0.5 on an X
 // width schedule with an untied head, and s 4 on a tied uniform model (the embedding's gradient through the head).
 TEST_CASE("muP model gradients match finite differences (logits x base_d / d; X widths untied, uniform tied)",
@@ -289,6 +298,7 @@ TEST_CASE("muP init scales every layer matrix's std by sqrt(base_d / d) and leav
 TEST_CASE("forward and backward are bit-identical for 1, 2 and 3 threads", "[reference]") {
     ModelConfig c = small_config(32, {{48, 2}, {32, 2}, {64, 4}}, NormType::RMSNorm, false);
     c.V = 700, c.T = 32;
+    c.layers[1].mixer = 1;  // a Gated DeltaNet layer between the attention layers
     // 128 rows x 700 logits: several GEMM tiles whose split follows the thread count, and every op above
     // OMP_MIN_WORK so it really runs on the team
     const int B = 4, T = 32;

@@ -112,6 +112,8 @@ KINDS = {
     "nope": SMALL + ["--heads", "4", "--no-rope", "2,4"],
     # muP (--param mup) on X widths, untied: logits x base_d / d = 0.5 (config.json's mup_base_d), attention 1/head_dim
     "mup": SMALL + ["--heads", "4", "-w", "x", "--untied", "--param", "mup", "--mup-base-d", "32"],
+    # Gated DeltaNet layers (2 gdn : 1 attention) over X widths: config.json's layer_mixers, the GDN tensors
+    "hybrid": SMALL + ["--heads", "4", "--mixer", "gdn:2:1", "-w", "x"],
     "nope-gqa-window": SMALL + ["--heads", "4", "--no-rope", "2,4", "--kv-heads", "gqa:2", "--window", "local:16,2:1"],
     # every column at once; layer 2's window and the explicit KV-head count of layer 6 (= its heads) are words
     # that only prism_layer_words carries
@@ -561,13 +563,13 @@ def main():
         models[name], _, _ = check_logits(name, d)
     for name in ("x", "combo"):
         check_bf16(name, dirs[name])
-    for name in ["x", "mup"] + COLUMNS:
+    for name in ["x", "mup", "hybrid"] + COLUMNS:
         check_round_trip(name, dirs[name])
     check_old_config(dirs["uniform"])
     for name in ("prism", "combo"):
         check_fine_tune(name, dirs[name])
     tok = check_tokenizer(dirs["uniform"])
-    for name in ["uniform", "prism", "x", "lambda", "mup"] + COLUMNS:
+    for name in ["uniform", "prism", "x", "lambda", "mup", "hybrid"] + COLUMNS:
         check_generate(name, dirs[name], models[name], tok)
     for name in ["uniform", "x"] + COLUMNS:
         check_peer(name, dirs[name])
