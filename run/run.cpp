@@ -56,9 +56,12 @@ std::string model_difference(const ModelConfig& saved, const ModelConfig& want) 
     for (int l = 0; l < saved.L(); l++)
         for (bool switches : {true, false})  // a dropped sub-block first: it is why its sizes differ
             for (const LayerColumn& col : layer_columns())
-                if (col.is_switch == switches && col.value(saved, l) != col.value(want, l))
-                    return diff("layer " + std::to_string(l + 1) + " " + col.key, col.value(saved, l),
-                                col.value(want, l));
+                if (col.is_switch == switches && col.value(saved, l) != col.value(want, l)) {
+                    const std::string what = "layer " + std::to_string(l + 1) + " " + col.key;
+                    const int a = col.value(saved, l), b = col.value(want, l);
+                    if (col.words) return what + " " + col.words[a] + " vs " + col.words[b] + " asked for";
+                    return diff(what, a, b);
+                }
     if (param_layout(saved).total != param_layout(want).total)
         return diff("parameters", (double)param_layout(saved).total, (double)param_layout(want).total);
     return "";

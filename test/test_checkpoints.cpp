@@ -431,6 +431,10 @@ TEST_CASE("a resume's identity check compares every field of the model, each on 
         REQUIRE(changed);
         CHECK(model_difference(base, want).rfind(std::string("layer 2 ") + col.key + " ", 0) == 0);
     }
+    // A column of words names them: the mixer
+    ModelConfig hybrid = base;
+    hybrid.layers[2].mixer = 1;
+    CHECK(model_difference(base, hybrid) == "layer 3 mixer attention vs gdn asked for");
 }
 
 // Without a record, a resume builds the model from the flags given and the checkpoint refuses one that is not its
