@@ -259,7 +259,7 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # runs nothing but itself, and quickly, belongs on this list.
 # The whole-model and decoder tests on the executor (test_model_cuda, test_decode_cuda) are not on it: they link the
 # CUDA engine's object, which an edit to a product header recompiles (18 CPU-s), and build/test_prism runs them.
-FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor gdn \
+FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor gdn gdn_kernels \
               executor_seams io kernels layout prepare_shards reference ref_ops schedule tokenizer))
 $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
@@ -345,7 +345,7 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism
 # checking); the race build keeps an instrumented one of its own (-O0), so that ThreadSanitizer sees every access.
 # The model and decoder tests link one address build of the CUDA engine, build/asan/cuda_engine.o (cuda_engine.cu
 # with the engine's kernels and the decoder's, compiled once for both; their sources compile none).
-KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
+KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels test_gdn_kernels
 SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fdebug-prefix-map=$(CURDIR)=. -fno-omit-frame-pointer -Wall -Wextra \
                -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
@@ -501,7 +501,7 @@ $(BUILD)/nvcc_check/%.o: %
 	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
 
 # Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
-$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
+$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o $(GB_OBJ)/test_gdn_kernels.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
 $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
