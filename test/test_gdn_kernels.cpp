@@ -1,7 +1,8 @@
 // test_gdn_kernels.cpp: gdn.cuh's kernels, forward and backward, against the ref/gdn.h functions they match, at head
-// dims 32, 64, 128 and 256, B > 1 and T not a multiple of 64 (so the backwards' slices of 64 rows end mid-slice and a
-// slice of one sequence never reads the next one's rows); and the one-token state update over many tokens against the
-// recurrent form's outputs and the chunked form's states. On the CUDA-on-CPU executor under make test (nvcc: on a GPU).
+// dims 32, 64, 128 and 256 (and 48, where a head's group of lanes is not all busy), B > 1 and T not a multiple of 64
+// (so the backwards' slices of 64 rows end mid-slice and a slice of one sequence never reads the next one's rows);
+// and the one-token state update over many tokens against the recurrent form's outputs and the chunked form's
+// states. On the CUDA-on-CPU executor under make test (nvcc: on a GPU).
 //
 // Tolerances, as test_kernels.cpp derives them: inputs are bf16 values the reference sees exactly, so a bf16 output
 // differs by its one rounding (rel 2^-8, twice the bound, BF16_REL) plus fp32 summation order where a sum cancels
@@ -19,7 +20,8 @@
 #include "test/kernel_test_util.h"
 
 namespace {
-const int gdn_head_dims[] = {32, 64, 128, 256};
+// 48: a head of 6 chunks of 8 on a group of 8 lanes (idle lanes inside each head's group)
+const int gdn_head_dims[] = {32, 48, 64, 128, 256};
 
 // The largest |got - want| relative to max|want|: the figure each check prints.
 double max_err(const std::vector<float>& got, const std::vector<float>& want) {
@@ -33,6 +35,14 @@ std::vector<float> rounded(std::vector<float> v) {
     return v;
 }
 }  // namespace
+
+TEST_CASE("gdn.cuh's constants are ref/gdn.h's", "[gdn_kernels]") {
+    CHECK(GDN_L2_EPS_F == (float)ref::GDN_L2_EPS);
+    CHECK(GDN_SOFTPLUS_MAX_F == (float)ref::GDN_SOFTPLUS_MAX);
+    CHECK(gdn_group(32) == 4);
+    CHECK(gdn_group(48) == 8);
+    CHECK(gdn_group(256) == 32);
+}
 
 TEST_CASE("gdn conv + SiLU + L2 norm, forward and backward, match ref::gdn_conv_* and ref::gdn_l2norm_*",
           "[gdn_kernels]") {
