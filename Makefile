@@ -259,7 +259,7 @@ $(BUILD)/test_prism: $(CATCH_MAIN) $(filter-out $(TEST_DRIVERS),$(TEST_OBJS)) $(
 # runs nothing but itself, and quickly, belongs on this list.
 # The whole-model and decoder tests on the executor (test_model_cuda, test_decode_cuda) are not on it: they link the
 # CUDA engine's object, which an edit to a product header recompiles (18 CPU-s), and build/test_prism runs them.
-FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor gdn \
+FAST_TESTS := $(addprefix $(BUILD)/test/test_,$(addsuffix .o,attention dataloader docs executor gdn gdn_kernels \
               executor_seams io kernels layout prepare_shards reference ref_ops schedule tokenizer))
 $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lpcre2-8 -lsimdjson
@@ -345,7 +345,7 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism
 # checking); the race build keeps an instrumented one of its own (-O0), so that ThreadSanitizer sees every access.
 # The model and decoder tests link one address build of the CUDA engine, build/asan/cuda_engine.o (cuda_engine.cu
 # with the engine's kernels and the decoder's, compiled once for both; their sources compile none).
-KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels
+KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels test_gdn_kernels
 SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fdebug-prefix-map=$(CURDIR)=. -fno-omit-frame-pointer -Wall -Wextra \
                -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
@@ -389,7 +389,8 @@ $(BUILD)/test/%.o: test/%.cpp
 #     g++'s compiles of the products' sources, which link the engine's one object (cuda_engine.o);
 #   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
 #     ptxas -v log beside its objects: cuda_engine holds every kernel the engine launches and the decoder's,
-#     test_kernels the two the engine does not (residual_forward, copy_columns);
+#     test_kernels the two the engine does not (residual_forward, copy_columns), test_gdn_kernels gdn.cuh's (not yet
+#     launched by the engine);
 #   - the CUDA engine is compiled once, cuda_engine.o: the products, gpu_tests and bench_model link it (their
 #     sources hold it through engine.h or cuda_engine_hooks.cuh and compile none of its kernels);
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
@@ -493,15 +494,16 @@ $(GPU_BUNDLE)/data/cache/gpt2.tiktoken: data/cache/gpt2.tiktoken
 	cp $< $@
 
 # test-nvcc-check: each file alone through nvcc, warnings as errors (compute_80 and compute_90, no machine code):
-# comm.cuh with NCCL and MPI (the bundle has neither), and the test kernels the bundle compiles without -Werror.
-NVCC_CHECK_CUH := comm.cuh test/executor_kernels.cuh test/attention_naive.cuh
+# comm.cuh with NCCL and MPI (the bundle has neither), gdn.cuh (no object of the bundle launches it yet: the test
+# object that does is compiled without -Werror), and the test kernels the bundle compiles without -Werror.
+NVCC_CHECK_CUH := comm.cuh gdn.cuh test/executor_kernels.cuh test/attention_naive.cuh
 $(BUILD)/nvcc_check/%.o: %
 	@printf '#include "%s"\n' $< > $(basename $@).cu
 	$(NVCC_CMD) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
 	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
 
 # Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
-$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o test/ptxas_check.sh
+$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o $(GB_OBJ)/test_gdn_kernels.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
 $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
@@ -536,8 +538,10 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 #   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
 #                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
 # and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
-#   test-nvcc-check        comm.cuh with NCCL and MPI through nvcc (the kernel files: the bundle's compiles)
-#   test-ptxas             every kernel of the engine (its object holds the decoder's too) and test_kernels' two,
+#   test-nvcc-check        comm.cuh with NCCL and MPI, and gdn.cuh, through nvcc (the other kernel files: the
+#                          bundle's compiles)
+#   test-ptxas             every kernel of the engine (its object holds the decoder's too), test_kernels' two and
+#                          gdn.cuh's (test_gdn_kernels),
 #                          for sm_80 and sm_90: fails on any register spill, writes the table to build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
