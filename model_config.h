@@ -65,8 +65,8 @@ struct ModelConfig {
     // which reads [0, d), never sees unnormalised coordinates when the last layer is narrower than d
     // (lambda shapes). Identical to the paper whenever w_L >= d, as in every X shape.
     int Df() const { return layers.empty() ? d : std::max(d, layers.back().width); }
-    // muP's base_d / d (1 without muP): the output logits' multiplier, and each hidden matrix's base fan-in over its
-    // fan-in (its Adam rate's multiplier, optimizer_rates.h; its init variance's, ref/init.h).
+    // muP's base_d / d (1 without muP): the output logits' multiplier (the layers' matrices take base_d / w_l,
+    // optimizer_rates.h's mup_layer_ratio).
     double mup_width_ratio() const { return mup_base_d ? (double)mup_base_d / d : 1.0; }
     double logit_scale() const { return mup_width_ratio(); }
     bool uniform_widths() const {

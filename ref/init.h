@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "model_config.h"
+#include "optimizer_rates.h"  // param_group, mup_layer_ratio
 
 namespace ref {
 
@@ -34,10 +35,11 @@ struct Rng {
 // multiplied by sqrt(d / w_l). A gdn layer's own tensors (docs/model.md): conv_w uniform in [-1/2, 1/2] (PyTorch's
 // Conv1d bound 1/sqrt(4)), a_log = log A with A uniform in (0, 16], dt_bias the inverse softplus of dt = exp(u (ln 0.1
 // - ln 0.001) + ln 0.001), u uniform, dt >= 1e-4 (flash-linear-attention's GatedDeltaNet), onorm_w 1. Under muP
-// (cfg.mup_base_d) a layer's matrix's std is multiplied by sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (std
-// proportional to 1 / sqrt(fan_in), today's at the base width); the embedding and an untied head keep 0.02, a gdn
-// layer's conv_w its bound (docs/model.md's table). Each tensor draws from its own stream seeded by (seed, tensor
-// index).
+// (cfg.mup_base_d) layer l's matrices' std is multiplied by sqrt(base_fan_in / fan_in) = sqrt(base_d / w_l) instead
+// (optimizer_rates.h's mup_layer_ratio: std proportional to 1 / sqrt(fan_in), today's at the base width; it replaces
+// init_width_scale's sqrt(d / w_l), the same per-layer correction taken from base_d rather than d, so the two never
+// compose); the embedding and an untied head keep 0.02, a gdn layer's conv_w its bound (docs/model.md's table). Each
+// tensor draws from its own stream seeded by (seed, tensor index).
 template <typename S> void init_params(S* params, const ModelConfig& cfg, const ParamLayout& layout, uint64_t seed) {
     // Each tensor draws from its own stream, so the tensors are filled in parallel with the same result (a 2B
     // model: ~40 s on one core).
@@ -73,10 +75,10 @@ template <typename S> void init_params(S* params, const ModelConfig& cfg, const 
         const bool resid_out =
             t.layer >= 0 && (t.offset == layout.layer[t.layer].wo || t.offset == layout.layer[t.layer].wproj);
         if (resid_out) std /= std::sqrt(2.0 * cfg.L());
-        if (t.layer >= 0 && cfg.init_width_scale) std *= std::sqrt((double)cfg.d / cfg.layers[t.layer].width);
-        if (t.layer >= 0 && cfg.mup_base_d) {  // the matrix's fan-in at the base width over its own
-            const double fan_in = (double)t.cols, base_fan_in = fan_in * cfg.mup_width_ratio();
-            std *= std::sqrt(base_fan_in / fan_in);
+        if (cfg.mup_base_d) {  // muP: the matrix's fan-in in the base model over its own
+            if (param_group(t) == ParamGroup::matrix) std *= std::sqrt(mup_layer_ratio(cfg, t.layer));
+        } else if (t.layer >= 0 && cfg.init_width_scale) {
+            std *= std::sqrt((double)cfg.d / cfg.layers[t.layer].width);
         }
         for (size_t i = 0; i < t.numel(); i++) p[i] = (S)(std * rng.normal());
     }

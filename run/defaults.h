@@ -129,8 +129,8 @@ std::vector<double> parse_multiplier_list(const std::string& text, const std::st
 // One multiplier per layer of an L-layer model from a flag's text ("": 1 for every layer, an empty list).
 std::vector<double> layer_multipliers(const std::string& text, const std::string& flag, int L);
 // The optimizer's multipliers of a run (the engine's EngineOptions::multipliers): each layer's tensors at its
-// --lr-mult and --wd-mult values and, under muP (--param mup), its matrices at base_fan_in / fan_in (the model's
-// mup_width_ratio); the embedding, head and norm groups at 1.
+// --lr-mult and --wd-mult values and, under muP (--param mup), its matrices at base_fan_in / fan_in = base_d / w_l
+// (optimizer_rates.h's mup_layer_ratios); the embedding, head and norm groups at 1.
 OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelConfig& cfg);
 
 // What --plan shows of them (run/plan_views.h's RunLayerColumn): a per-layer column for each flag given ("lr x",
@@ -200,10 +200,11 @@ inline RunPlan plan_run(const TrainOptions& o, const ModelConfig& cfg, int world
     const OptimizerMultipliers mult = optimizer_multipliers(o, cfg);  // their counts; then each layer's decay
     for (int l = 0; l < cfg.L(); l++) {
         const double lm = mult.layer_lr.empty() ? 1 : mult.layer_lr[l],
-                     wm = mult.layer_wd.empty() ? 1 : mult.layer_wd[l], r = mult.base_ratio;  // r: muP's
+                     wm = mult.layer_wd.empty() ? 1 : mult.layer_wd[l],
+                     r = mult.layer_fan_in.empty() ? 1 : mult.layer_fan_in[l];  // r: muP's
         if (o.lr * lm * r * o.opt.weight_decay * wm < 1) continue;
         char b[300], mup[64] = "";
-        if (r != 1) snprintf(mup, sizeof mup, " x muP's base_d / d %g", r);
+        if (r != 1) snprintf(mup, sizeof mup, " x muP's base_d / w_l %g", r);
         snprintf(b, sizeof b,
                  "layer %d: --lr %g x --lr-mult %g%s times --wd %g x --wd-mult %g is %g; it must be below 1 "
                  "(decoupled weight decay multiplies the matrices by 1 - lr * wd every step)",

@@ -63,8 +63,8 @@ inline void add_model_flags(std::vector<Flag>& flags, ModelSpec& m, const std::s
     flags.push_back(number_flag("--width-quantum", "Q", "widths are multiples of Q (default {default})",
                                 m.shape.quantum, 1, 65536));
     flags.push_back(choice_flag("--param", "KIND",
-                                "parameterisation: sp (standard, default) or mup (muP: each hidden matrix's Adam lr "
-                                "and init variance x base_d / d, logits x base_d / d, attention 1/head_dim; "
+                                "parameterisation: sp (standard, default) or mup (muP: layer l's matrices' Adam lr "
+                                "and init variance x base_d / w_l, logits x base_d / d, attention 1/head_dim; "
                                 "docs/model.md)",
                                 m.param, {"sp", "mup"})
                         .unless("sp"));

@@ -131,8 +131,8 @@ std::string describe_config(const ModelConfig& c) {
              c.tied ? "tied" : "untied", c.D(), c.mup_attn ? "1/head_dim" : "1/sqrt(head_dim)");
     std::string line = buf;
     if (c.mup_base_d)  // docs/model.md's parameterisation table
-        line += ", muP at base width " + std::to_string(c.mup_base_d) + " (logits and the layer matrices' lr x " +
-                exact_number(c.mup_width_ratio()) + ")";
+        line += ", muP at base width " + std::to_string(c.mup_base_d) + " (logits x " +
+                exact_number(c.mup_width_ratio()) + ", layer l's matrices' lr x base_d / w_l)";
     return line;
 }
 

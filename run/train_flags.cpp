@@ -292,7 +292,7 @@ OptimizerMultipliers optimizer_multipliers(const TrainOptions& o, const ModelCon
     OptimizerMultipliers m;
     m.layer_lr = layer_multipliers(o.lr_mult, "--lr-mult", cfg.L());
     m.layer_wd = layer_multipliers(o.wd_mult, "--wd-mult", cfg.L());
-    m.base_ratio = cfg.mup_width_ratio();  // muP's fan-in rule for the layers' matrices (1 without it)
+    m.layer_fan_in = mup_layer_ratios(cfg);  // muP's fan-in rule for the layers' matrices (none without it)
     return m;
 }
 

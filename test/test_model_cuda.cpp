@@ -329,7 +329,8 @@ TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministi
 }
 
 // muP (--param mup): the logits' multiplier base_d / d in both engines' head, forward and backward, and the layer
-// matrices' Adam rates x base_fan_in / fan_in (optimizer_rates.h) in the CUDA AdamW ranges as in the CPU engine's.
+// matrices' Adam rates x base_fan_in / fan_in = base_d / w_l (optimizer_rates.h: 1/4, 1/2, 1/4 on the X widths) in
+// the CUDA AdamW ranges as in the CPU engine's.
 TEST_CASE("muP on the GPU engine: logits, loss and gradients match the reference, and ten steps at its rates track it",
           "[kernels][model][mup]") {
     SerialOpenMP serial;
@@ -357,7 +358,7 @@ TEST_CASE("muP on the GPU engine: logits, loss and gradients match the reference
         CHECK(logits_err <= 5e-2);
         check_loss_and_grads(c, rm, *e, in, tg, B, T);
         OptimizerMultipliers mult;
-        mult.base_ratio = c.mup_width_ratio();
+        mult.layer_fan_in = mup_layer_ratios(c);
         check_ten_steps(kind, mult);
     }
 }

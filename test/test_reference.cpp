@@ -148,9 +148,10 @@ TEST_CASE("muP's logits are the standard parameterisation's times base_d / d, an
 }
 
 // docs/model.md's parameterisation table, from a layout: under --param mup every layer matrix's Adam rate is
-// lr x base_fan_in / fan_in with base_fan_in = fan_in x base_d / d (each by its own fan-in, narrow and wide layers of
-// an X width schedule alike), times its layer's --lr-mult; the embedding, the head and the norms' gains at lr; weight
-// decay's multipliers 1. Under sp (the default) every rate is 1: the scalar AdamW, bit for bit.
+// lr x base_fan_in / fan_in, its fan-in in the uniform base model of width base_d over its own: base_d / w_l for
+// wqkv, wo, wfc (fan-in w_l) and wproj (fan-in hidden_l, base hidden_l x base_d / w_l), so the X schedule's narrow and
+// wide layers each get their own; times its layer's --lr-mult; the embedding, the head and the norms' gains at lr;
+// weight decay's multipliers 1. Under sp (the default) every rate is 1: the scalar AdamW, bit for bit.
 TEST_CASE("muP's per-tensor rates are the parameterisation table's (X widths, untied, with --lr-mult)",
           "[reference][mup]") {
     TrainOptions o;
@@ -170,6 +171,7 @@ TEST_CASE("muP's per-tensor rates are the parameterisation table's (X widths, un
     const std::vector<TensorRate> rates = tensor_rates(lay, optimizer_multipliers(o, c));
     const double layer_lr[4] = {1, 2, 1, 0.5};
     std::set<size_t> fan_ins;
+    std::set<double> rule;
     int matrices = 0;
     for (size_t k = 0; k < lay.tensors.size(); k++) {
         const ParamTensor& t = lay.tensors[k];
@@ -179,13 +181,40 @@ TEST_CASE("muP's per-tensor rates are the parameterisation table's (X widths, un
             CHECK(rates[k].lr == (t.layer < 0 ? 1.0 : layer_lr[t.layer]));
             continue;
         }
-        const double base_fan_in = t.cols * 64.0 / 256.0;
-        CHECK(rates[k].lr == layer_lr[t.layer] * (base_fan_in / t.cols));
-        CHECK(rates[k].lr == Approx(layer_lr[t.layer] * 0.25).epsilon(1e-15));
-        fan_ins.insert(t.cols), matrices++;
+        const double w = c.layers[t.layer].width, hid = c.hidden_of(t.layer);
+        const bool down = t.offset == lay.layer[t.layer].wproj;  // fan-in hidden_l; the others' fan-in is w_l
+        REQUIRE(t.cols == (down ? hid : w));
+        const double base_fan_in = down ? hid * 64.0 / w : 64.0;
+        CHECK(rates[k].lr == Approx(layer_lr[t.layer] * base_fan_in / t.cols).epsilon(1e-15));
+        CHECK(rates[k].lr == layer_lr[t.layer] * (64.0 / w));
+        fan_ins.insert(t.cols), matrices++, rule.insert(64.0 / w);
     }
     CHECK(matrices == 16);
-    CHECK(fan_ins.size() >= 4);  // the X widths' layers differ: the rule is per matrix, not one fan-in
+    CHECK(fan_ins.size() >= 4);    // the X widths' layers differ: the rule is per matrix, not one fan-in
+    CHECK(rule.size() >= 2);       // ... and so do their multipliers
+    CHECK(*rule.rbegin() > 0.25);  // the narrowest layer (below d = 256) above the one-factor rule's base_d / d
+    CHECK(*rule.begin() < 0.25);   // the widest (above d) below it
+}
+
+// A model with uniform widths w_l = d gets base_d / d for every layer matrix (the one factor, bit for bit), and a
+// layer's own --mlp hidden size changes wproj's fan-in but not its multiplier (base_d / w_l: base_fan_in scales alike).
+TEST_CASE("muP's fan-in rule on uniform widths is base_d / d, and an explicit MLP hidden size keeps base_d / w_l",
+          "[reference][mup]") {
+    ModelConfig c = small_config(64, {{64, 4}, {64, 4}, {64, 4}}, NormType::RMSNorm, false);
+    c.mup_base_d = 16, c.layers[1].hidden = 96;  // hidden_1 = 96 against the rule's 160 (mlp_ratio 8/3, multiple 32)
+    OptimizerMultipliers m;
+    m.layer_fan_in = mup_layer_ratios(c);
+    REQUIRE(m.layer_fan_in == std::vector<double>{0.25, 0.25, 0.25});
+    const ParamLayout lay = param_layout(c);
+    const std::vector<TensorRate> r = tensor_rates(lay, m);
+    for (size_t k = 0; k < lay.tensors.size(); k++) {
+        INFO(lay.tensors[k].name);
+        CHECK(r[k].lr == (param_group(lay.tensors[k]) == ParamGroup::matrix ? 0.25 : 1.0));
+    }
+    CHECK(lay.tensors[lay.tensors.size() - 1].name == "lm_head");
+    CHECK(mup_layer_ratios(ModelConfig()).empty());  // sp: no rule
+    m.layer_fan_in.pop_back();
+    CHECK_THROWS_AS(tensor_rates(lay, m), std::logic_error);  // a list of the wrong length: the caller's mistake
 }
 
 TEST_CASE("--param and --mup-base-d: muP's base defaults to the preset's d; bad combinations are one-line errors",
@@ -279,20 +308,26 @@ TEST_CASE("init is deterministic for a seed and follows the GPT-2 stds", "[refer
     }
 }
 
-// muP's init: every layer matrix's std x sqrt(base_fan_in / fan_in) = sqrt(base_d / d) (on top of GPT-2's residual
-// and the Xformer's width factors), the embedding and the untied head 0.02 as ever, norms 1 and 0.
-TEST_CASE("muP init scales every layer matrix's std by sqrt(base_d / d) and leaves the embedding and head alone",
+// muP's init: layer l's matrices' std x sqrt(base_fan_in / fan_in) = sqrt(base_d / w_l) (on top of GPT-2's residual
+// factor), the embedding and the untied head 0.02 as ever, norms 1 and 0. Widths 64, 16, 256 over base 16 give
+// sqrt(1/4), 1, sqrt(1/16): powers of two, so the draws scale exactly. The Xformer's init_width_scale (sqrt(d / w_l))
+// is replaced, not composed: with it the muP model's weights are the same, bit for bit.
+TEST_CASE("muP init scales layer l's matrices' std by sqrt(base_d / w_l), replacing the Xformer's width factor",
           "[reference][mup]") {
-    ModelConfig sp = small_config(64, {{128, 4}, {32, 2}, {64, 4}}, NormType::LayerNorm, false), mup = sp;
-    sp.V = mup.V = 500, mup.mup_base_d = 16;  // base_d / d = 1/4: half the std
-    ref::RefModel<float> a(sp), b(mup);
-    a.init_params(9), b.init_params(9);
+    ModelConfig sp = small_config(64, {{64, 4}, {16, 2}, {256, 4}}, NormType::LayerNorm, false), mup = sp;
+    sp.V = mup.V = 500, mup.mup_base_d = 16;
+    ModelConfig xmup = mup;
+    xmup.init_width_scale = true;
+    ref::RefModel<float> a(sp), b(mup), x(xmup);
+    a.init_params(9), b.init_params(9), x.init_params(9);
+    const double k_layer[3] = {0.5, 1.0, 0.25};
     for (const ParamTensor& t : a.layout.tensors) {
         INFO(t.name);
-        const double k = t.layer >= 0 && t.is_matrix ? 0.5 : 1.0;
+        const double k = t.layer >= 0 && t.is_matrix ? k_layer[t.layer] : 1.0;
         for (size_t i = 0; i < t.numel(); i += 7)  // the same draws, times k
             REQUIRE(b.params[t.offset + i] == (float)(k * a.params[t.offset + i]));
     }
+    CHECK(std::memcmp(b.params.data(), x.params.data(), b.params.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("forward and backward are bit-identical for 1, 2 and 3 threads", "[reference]") {
