@@ -1086,13 +1086,12 @@ std::string header(const Options& o, const Study& st, const Estimate& e) {
              "the roofline with its stated efficiencies; training steps only, validation and evals not counted)\n",
              e.gpu_s / 3600, runs.size());
     head += line;
-    const size_t gdn_runs = (size_t)std::count_if(runs.begin(), runs.end(), [](const Run& r) {
-        return std::any_of(r.cfg.layers.begin(), r.cfg.layers.end(), [](const LayerSpec& l) { return l.gdn(); });
-    });
+    const size_t gdn_runs =
+        (size_t)std::count_if(runs.begin(), runs.end(), [](const Run& r) { return has_gdn(r.cfg); });
     if (gdn_runs)  // the cost model prices a gdn layer's kernels, which the CUDA engine does not have yet
         head += "  (" + std::to_string(gdn_runs) + " of the runs have gdn layers: the CUDA engine refuses them until " +
-                "issue 53 lands, so their cost is the cost model's estimate for kernels not yet written; they run " +
-                "on the CPU with --cpu)\n";
+                "issue 53 lands, so their cost is the cost model's estimate for kernels not yet written; until then " +
+                "they train on the CPU reference, -- --cpu on a CUDA build)\n";
     const size_t n_to_do = e.runs_left(0);
     if (n_to_do == 0) head += "wall time on this machine: nothing left to train\n";
     else if (std::isnan(e.rate)) head += "wall time on this machine: measured after the first run's first steps\n";
