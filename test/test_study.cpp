@@ -782,6 +782,37 @@ TEST_CASE(
     CHECK(placement < 5 * placement_attention);
     CHECK(placement > 0.8 * 5 * placement_attention);
     CHECK(gpu_hours(dir + "/st --recipe tiny-hybrid") > 0);
+    // The README's recipe table and docs/studies.md state these estimates.
+    auto fixed = [](double x, int digits) {
+        char b[32];
+        snprintf(b, sizeof b, "%.*f", digits, x);
+        return std::string(b);
+    };
+    const std::string readme = read_text("README.md");
+    std::string studies;  // docs/studies.md with its lines joined
+    for (std::istringstream in(read_text("docs/studies.md")); !in.eof();) {
+        std::string line;
+        std::getline(in, line);
+        studies += " " + trim(line);
+    }
+    auto row = [&](const std::string& recipe) {
+        const size_t at = readme.find("\n| `" + recipe + "` |");
+        return at == std::string::npos ? std::string() : readme.substr(at + 1, readme.find('\n', at + 1) - at - 1);
+    };
+    CHECK(has(row("hybrid124m"), "| " + fixed(hybrid, 0) + " GPU-hours; the gdn arms need issue 53's CUDA kernels, " +
+                                     "so theirs (" + fixed(hybrid - attention, 0) + ")"));
+    CHECK(has(row("placement124m"), "| " + fixed(placement, 1) + " GPU-hours, the same caveat (the gdn arms: " +
+                                        fixed(placement - placement_attention, 0) + ")"));
+    CHECK(has(studies, "**" + fixed(hybrid, 0) + " GPU-hours**, of which the all-attention half is " +
+                           fixed(attention, 1) + " (`prism124m`'s grid exactly) and the gdn half " +
+                           fixed(hybrid - attention, 1) + " "));
+    const std::string each =
+        "**" + fixed(placement, 1) + " GPU-hours** (" + fixed(placement_attention, 1) + " for the all-attention arm, " +
+        fixed(gpu_hours(dir + "/st --recipe placement124m", "--mixer gdn:3:1"), 1) + " for each placement";
+    CHECK(has(studies, each));
+    for (const char* mixer : {"attentionx3,gdnx9", "gdnx4,attentionx3,gdnx5", "gdnx9,attentionx3"})
+        CHECK(gpu_hours(dir + "/st --recipe placement124m", std::string("--mixer ") + mixer) ==
+              gpu_hours(dir + "/st --recipe placement124m", "--mixer gdn:3:1"));
     // The listing says which runs' cost prices kernels the CUDA engine does not have yet (issue 53).
     const std::string note = " of the runs have gdn layers: the CUDA engine refuses them until issue 53 lands";
     CHECK(has(sh("(./study " + dir + "/st --recipe hybrid124m --list 2>&1 >/dev/null)").out, "(18" + note));
