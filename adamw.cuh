@@ -20,7 +20,7 @@
 
 #include <cmath>
 
-#include "adamw_ranges.h"  // AdamWLaunchRange, ADAMW_BLOCK, ADAMW_PER_THREAD
+#include "adamw_launch.h"  // AdamWLaunchRange, ADAMW_BLOCK, ADAMW_PER_THREAD
 #include "cuda_common.cuh"
 #include "vec.cuh"
 

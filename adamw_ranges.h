@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "adamw_launch.h"     // AdamWLaunchRange, ADAMW_BLOCK, ADAMW_PER_THREAD
 #include "model_config.h"     // ParamLayout
 #include "optimizer_rates.h"  // TensorRate
 
@@ -82,15 +83,7 @@ inline std::vector<AdamWRange> shard_ranges(const std::vector<AdamWRange>& all, 
     return r;
 }
 
-// The ranges as the kernel reads them (uploaded once by the engine): each with the first block of the one launch
-// that updates every range, ADAMW_BLOCK x ADAMW_PER_THREAD elements per block, and its multipliers (unit: both 1,
-// the step's scalars as the host rounded them).
-struct AdamWLaunchRange {
-    size_t offset, n, state;
-    double lr_mult, wd_mult;
-    int first_block, decay, unit;
-};
-constexpr int ADAMW_BLOCK = 256, ADAMW_PER_THREAD = 4;
+// The ranges as the kernel reads them (adamw_launch.h's AdamWLaunchRange, uploaded once by the engine).
 inline std::vector<AdamWLaunchRange> adamw_launch_ranges(const std::vector<AdamWRange>& ranges) {
     std::vector<AdamWLaunchRange> r;
     int block = 0;

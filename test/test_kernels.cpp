@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "adamw.cuh"
+#include "adamw_ranges.h"
 #include "dataloader.h"
 #include "classifier.cuh"
 #include "decode.cuh"
