@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ref/gemm.h"
@@ -88,6 +89,37 @@ template <typename S> inline S gdn_dot(const S* a, const S* b, int n) {
     S s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
+}
+// dst[j ldd + i] = src[i lds + j] for i < rows, j < cols; floats by 8 x 8 blocks in registers (ref/gemm.h).
+template <typename S> inline void gdn_transpose(S* dst, long ldd, const S* src, long lds, int rows, int cols) {
+    int i0 = 0, j0 = 0;
+    if constexpr (std::is_same_v<S, float>) {
+        for (; i0 + 8 <= rows; i0 += 8)
+            for (int j = 0; j + 8 <= cols; j += 8) transpose8x8(dst + j * ldd + i0, ldd, src + i0 * lds + j, lds);
+        j0 = cols / 8 * 8;
+    }
+    for (int i = 0; i < rows; i++)  // what the blocks left: the rows past i0, the columns past j0 of the others
+        for (int j = i < i0 ? j0 : 0; j < cols; j++) dst[j * ldd + i] = src[i * lds + j];
+}
+// s[i] += A[i ld + x] B[i ld + x] for x in [0, i + diag), in order of x, by fused multiply-adds, for rows i in
+// [0, n): 8 rows' chains side by side, not waiting on each other. A row-by-row loop `s += a * b` gives these bits
+// where the compiler contracts it (GCC does by default); written as a loop over x, GCC vectorises the products and
+// adds them one by one, unfused.
+template <typename S> inline void gdn_row_sums(S* s, const S* A, const S* B, long ld, int n, int diag) {
+    int i0 = 0;
+    for (; i0 + 8 <= n; i0 += 8) {
+        S acc[8];
+        for (int r = 0; r < 8; r++) acc[r] = s[i0 + r];
+        for (int x = 0; x < i0 + diag; x++)  // the columns every row of the 8 has
+            for (int r = 0; r < 8; r++) acc[r] = std::fma(A[(i0 + r) * ld + x], B[(i0 + r) * ld + x], acc[r]);
+        for (int r = 0; r < 8; r++) {
+            for (int x = i0 + diag; x < i0 + r + diag; x++)
+                acc[r] = std::fma(A[(i0 + r) * ld + x], B[(i0 + r) * ld + x], acc[r]);
+            s[i0 + r] = acc[r];
+        }
+    }
+    for (int i = i0; i < n; i++)
+        for (int x = 0; x < i + diag; x++) s[i] = std::fma(A[i * ld + x], B[i * ld + x], s[i]);
 }
 
 // ======================================================================================================
@@ -638,11 +670,11 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 // transposed copy (the B of a product with that matrix transposed).
 template <typename S> struct GdnChunkGrad {
     std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db,
-        eG;
+        eG, Pb;
     explicit GdnChunkGrad(int hd) {
         const size_t C = GDN_CHUNK, hp = gdn_pad<S>(hd), ch = C * hp;
         for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp, &Qp, &UT, &VbT, &KbT}) x->assign(ch, 0);
-        for (auto* x : {&dM, &dT, &dA, &TT}) x->assign(C * C, 0);
+        for (auto* x : {&dM, &dT, &dA, &TT, &Pb}) x->assign(C * C, 0);
         X.assign(std::max({C * C, ch, hp * hp}), 0);  // T^T dT, diag(..) K and dU^T W in turn
         for (auto* x : {&S0p, &dSp, &dST, &dS0}) x->assign(hp * hp, 0);
         dG.assign(C, 0), db.assign(C, 0), eG.assign(C, 0);
@@ -666,15 +698,12 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     const S GL = G[L - 1], eL = std::exp(GL);
     for (int i = 0; i < L; i++) {
         eG[i] = std::exp(G[i]), dG[i] = 0, db[i] = 0;
-        for (int x = 0; x < hd; x++) {
-            dO[i * hp + x] = scale * dout[i * lddo + x], Qp[i * hp + x] = q[i * ld + x];
-            UT[x * C + i] = U[i * hp + x], VbT[x * C + i] = Vb[i * hp + x], KbT[x * C + i] = Kb[i * hp + x];
-        }
-        for (int x = 0; x < L; x++) TT[x * C + i] = T[i * C + x];
+        for (int x = 0; x < hd; x++) dO[i * hp + x] = scale * dout[i * lddo + x], Qp[i * hp + x] = q[i * ld + x];
     }
+    gdn_transpose(UT, C, U, hp, L, hd), gdn_transpose(VbT, C, Vb, hp, L, hd), gdn_transpose(KbT, C, Kb, hp, L, hd);
+    gdn_transpose(TT, C, T, C, L, L), gdn_transpose(dST, hp, dS, hd, hd, hd);
     for (int r = 0; r < hd; r++)
-        for (int x = 0; x < hd; x++)
-            S0p[r * hp + x] = S0[r * hd + x], dSp[r * hp + x] = dS[r * hd + x], dST[x * hp + r] = dS[r * hd + x];
+        for (int x = 0; x < hd; x++) S0p[r * hp + x] = S0[r * hd + x], dSp[r * hp + x] = dS[r * hd + x];
     // O's inter-chunk term diag(exp(G)) Q S0^T
     for (int i = 0; i < L; i++) {
         dG[i] += eG[i] * gdn_dot(dO + i * hp, Oi + i * hp, hd);
@@ -685,16 +714,15 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // O's intra-chunk term M U, M = tril(Q K^T o Gamma)
     gdn_mm(gdn_c_lower, 0, L, L, hd, dO, hp, 1, UT, C, dM, C, false);  // dM = dO U^T
     gdn_mm(gdn_a_upper, 0, L, hd, L, M, 1, C, dO, hp, dU, hp, false);  // dU = M^T dO
-    for (int i = 0; i < L; i++)
-        for (int x = 0; x < L; x++) {
-            if (x > i) {
-                dM[i * C + x] = 0;
-                continue;
-            }
-            const S cm = dM[i * C + x] * M[i * C + x];
-            dG[i] += cm, dG[x] -= cm;
-            dM[i * C + x] *= Gam[i * C + x];  // now d(Q K^T)
-        }
+    // the mask: dG_i += dM_ix M_ix, dG_x -= dM_ix M_ix (x <= i; in order of i, then x, as one loop would add them:
+    // dG_i's own row first, then its column's entries of the rows below); dM o Gamma = d(Q K^T)
+    gdn_row_sums(dG, dM, M, C, L, 1);
+    for (int i = 0; i < L; i++) {
+        dG[i] -= dM[i * C + i] * M[i * C + i];
+        for (int x = 0; x < i; x++) dG[x] -= dM[i * C + x] * M[i * C + x];
+        for (int x = 0; x <= i; x++) dM[i * C + x] *= Gam[i * C + x];
+        for (int x = i + 1; x < L; x++) dM[i * C + x] = 0;
+    }
     gdn_mm(gdn_a_lower, 0, L, hd, L, dM, C, 1, K, hp, dQ, hp, true);    // dQ += dQK K
     gdn_mm(gdn_a_upper, 0, L, hd, L, dM, 1, C, Qp, hp, dK, hp, false);  // dK = dQK^T Q
     // S1 = exp(G_L) S0 + U^T Kd, Kd = diag(exp(G_L - G)) K
@@ -726,20 +754,22 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // T = (I + A)^-1: dA = -T^T dT T^T, on A's strictly lower entries (T^T upper triangular, T lower)
     gdn_mm(gdn_a_upper | gdn_c_lower, 0, L, L, L, T, 1, C, dT, C, X, C, false);
     gdn_mm(gdn_a_lower | gdn_c_lower, 0, L, L, L, X, C, 1, TT, C, dA, C, false);
+    // A = diag(beta) (K K^T o Gamma) strictly lower: with da = -dA, e = Gamma_ix, dA becomes d(K K^T) = da beta_i e,
+    // db_i += da e KK_ix, dG_i += d(K K^T)_ix KK_ix and dG_x -= the same (x < i; in order of i, then x, as above)
+    S* Pb = d.Pb.data();  // da e
     for (int i = 0; i < L; i++) {
         const S bi = beta[i * gs];
-        for (int x = 0; x < L; x++) {
-            if (x >= i) {
-                dA[i * C + x] = 0;
-                continue;
-            }
+        for (int x = 0; x < i; x++) {
             const S da = -dA[i * C + x], e = Gam[i * C + x];
-            db[i] += da * e * KK[i * C + x];
-            const S cm = da * bi * e * KK[i * C + x];
-            dG[i] += cm, dG[x] -= cm;
-            dA[i * C + x] = da * bi * e;  // now d(K K^T), strictly lower
+            Pb[i * C + x] = da * e;
+            dA[i * C + x] = da * bi * e;
         }
+        for (int x = i; x < L; x++) dA[i * C + x] = 0;
     }
+    gdn_row_sums(db, Pb, KK, C, L, 0);
+    gdn_row_sums(dG, dA, KK, C, L, 0);
+    for (int i = 0; i < L; i++)
+        for (int x = 0; x < i; x++) dG[x] -= dA[i * C + x] * KK[i * C + x];
     gdn_mm(gdn_a_lower, 0, L, hd, L, dA, C, 1, K, hp, dK, hp, true);  // dK += dKK K + dKK^T K
     gdn_mm(gdn_a_upper, 0, L, hd, L, dA, 1, C, K, hp, dK, hp, true);
     // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
