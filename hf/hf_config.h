@@ -53,10 +53,10 @@ struct HfError : std::runtime_error {
 // The Hugging Face name of one of param_layout's tensors ("h3.wqkv" -> "model.layers.3.attn.qkv.weight").
 inline std::string hf_tensor_name(const ParamTensor& t) {
     static const std::pair<const char*, const char*> layer_names[] = {
-        {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"},  {"wqkv", "attn.qkv.weight"},
-        {"wo", "attn.out.weight"},     {"ln2_w", "mlp_norm.weight"}, {"ln2_b", "mlp_norm.bias"},
-        {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"}, {"conv_w", "attn.conv.weight"},
-        {"wz", "attn.z.weight"},       {"wba", "attn.ba.weight"},    {"a_log", "attn.a_log"},
+        {"ln1_w", "attn_norm.weight"}, {"ln1_b", "attn_norm.bias"},        {"wqkv", "attn.qkv.weight"},
+        {"wo", "attn.out.weight"},     {"ln2_w", "mlp_norm.weight"},       {"ln2_b", "mlp_norm.bias"},
+        {"wfc", "mlp.gate_up.weight"}, {"wproj", "mlp.down.weight"},       {"conv_w", "attn.conv.weight"},
+        {"wz", "attn.z.weight"},       {"wba", "attn.ba.weight"},          {"a_log", "attn.a_log"},
         {"dt_bias", "attn.dt_bias"},   {"onorm_w", "attn.out_norm.weight"}};
     if (t.name == "wte") return "model.embed_tokens.weight";
     if (t.name == "lnf_w") return "model.norm.weight";

@@ -775,8 +775,7 @@ TEST_CASE("model.bin carries the mixer column and round-trips a hybrid", "[layer
     sh("rm -rf '" + dir + "'");
 }
 
-TEST_CASE("config.json carries layer_mixers as words only when a layer is gdn, and reads them back",
-          "[hf][mixer]") {
+TEST_CASE("config.json carries layer_mixers as words only when a layer is gdn, and reads them back", "[hf][mixer]") {
     ModelSpec s = hybrid();
     s.mixer = "attention";
     const std::string plain = hf_config_json(build(s), 1, "float32");
@@ -808,8 +807,10 @@ TEST_CASE("train_prism's CUDA engine refuses a gdn model in one line and writes 
             "train_prism: error: the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)"));
     CHECK(!is_dir(dir + "/gpu"));
     // The CPU engine trains it (the hybrid's training, resume and ranks: test_checkpoints.cpp and test_dist.cpp).
-    r = sh("OMP_NUM_THREADS=1 ./train_prism --cpu -m tiny --d 32 --layers 2 --heads 2 --seq-len 16 -b 2 --mixer gdn,"
-           "attention --steps 1 --val-every 0 -o " + dir + "/cpu");
+    r =
+        sh("OMP_NUM_THREADS=1 ./train_prism --cpu -m tiny --d 32 --layers 2 --heads 2 --seq-len 16 -b 2 --mixer gdn,"
+           "attention --steps 1 --val-every 0 -o " +
+           dir + "/cpu");
     INFO(r.out);
     CHECK(r.rc == 0);
     sh("rm -rf '" + dir + "'");

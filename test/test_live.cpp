@@ -265,8 +265,8 @@ TEST_CASE(
             // Its columns are the record's own (run.json's "layers"), in the record's order.
             CHECK(b.text.at("tiny-run")
                       .find("| layer | width | heads | kv_heads | hidden | window | attention | mlp | "
-                            "rope | head_dim |") != std::string::npos);
-            CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 2 | 96 | 0 | True | True | True | 16 |") !=
+                            "rope | mixer | head_dim |") != std::string::npos);
+            CHECK(b.text.at("tiny-run").find("| 2 | 32 | 2 | 2 | 96 | 0 | True | True | True | attention | 16 |") !=
                   std::string::npos);
             // Imported again into the same LOGDIR: the second import replaces the first (its SessionLog START at
             // step 0), so every value is still there once.

@@ -167,6 +167,21 @@ LossGrads check_loss_and_grads(const ModelConfig& c, ref::RefModel<float>& rm, C
     return {loss_err, check_grads(c, g, rm.grads)};
 }
 
+// Inference on both: the worst relative error of the engine's logits at every position against the reference's.
+double logits_error(const ModelConfig& c, ref::RefModel<float>& rm, CudaEngineHooks& e, const std::vector<int>& in,
+                    int B, int T) {
+    rm.forward(in.data(), nullptr, B, T);
+    e.forward(in.data(), nullptr, B, T);
+    double err = 0;
+    std::vector<float> row(c.V);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            e.logits_at(b, t, row.data());
+            err = std::max(err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
+        }
+    return err;
+}
+
 }  // namespace
 
 TEST_CASE("GPU model loss and every parameter gradient match the reference (uniform, prism, x, lambda)",
@@ -205,15 +220,7 @@ TEST_CASE("GPU model loss, logits and every gradient match the reference for eve
         const int B = 2, T = 7;
         make_batch(c, B, T, 32, in, tg);
         // Inference: the logits of every position.
-        rm.forward(in.data(), nullptr, B, T);
-        e->forward(in.data(), nullptr, B, T);
-        double logits_err = 0;
-        std::vector<float> row(c.V);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                e->logits_at(b, t, row.data());
-                logits_err = std::max(logits_err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
-            }
+        const double logits_err = logits_error(c, rm, *e, in, B, T);
         CHECK(logits_err <= 5e-2);
         // Training: the loss and every gradient.
         const LossGrads r = check_loss_and_grads(c, rm, *e, in, tg, B, T);
@@ -346,16 +353,7 @@ TEST_CASE("muP on the GPU engine: logits, loss and gradients match the reference
         std::vector<int> in, tg;
         const int B = 2, T = 7;
         make_batch(c, B, T, 42, in, tg);
-        rm.forward(in.data(), nullptr, B, T);
-        e->forward(in.data(), nullptr, B, T);
-        double logits_err = 0;
-        std::vector<float> row(c.V);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                e->logits_at(b, t, row.data());
-                logits_err = std::max(logits_err, rel_err(row.data(), rm.logits() + ((size_t)b * T + t) * c.V, c.V));
-            }
-        CHECK(logits_err <= 5e-2);
+        CHECK(logits_error(c, rm, *e, in, B, T) <= 5e-2);
         check_loss_and_grads(c, rm, *e, in, tg, B, T);
         OptimizerMultipliers mult;
         mult.layer_fan_in = mup_layer_ratios(c);
