@@ -78,7 +78,7 @@ template <typename A, typename B> double rel_err(const std::vector<A>& a, const 
 }
 
 // A gdn mixer's weights at the layer's init scales (w = h hd): normal matrices, conv in [-1/2, 1/2], A in (1, 16),
-// dt_bias from dt in [0.001, 0.1] (GDN_CONTRACT's init), onorm_w near 1.
+// dt_bias from dt in [0.001, 0.1] (docs/model.md's init), onorm_w near 1.
 struct Mixer {
     ref::GdnShape sh;
     std::vector<double> wqkv, conv_w, wz, wba, a_log, dt_bias, onorm_w;
