@@ -311,6 +311,11 @@ TEST_CASE("gdn delta rule: the chunked form equals the recurrent one, forward an
     }
 }
 
+// The mixer's gradient buffers, one per tensor in Mixer::all()'s order, as gdn_backward takes them.
+static ref::GdnGrads<double> grad_ptrs(std::vector<std::vector<double>>& g) {
+    return {g[0].data(), g[1].data(), g[2].data(), g[3].data(), g[4].data(), g[5].data(), g[6].data()};
+}
+
 TEST_CASE("gdn mixer: every gradient of gdn_backward matches finite differences; dxn assigned, weights accumulated",
           "[gdn]") {
     const int B = 2, T = 5, h = 2, hd = 3, w = h * hd;
@@ -327,10 +332,7 @@ TEST_CASE("gdn mixer: every gradient of gdn_backward matches finite differences;
     for (auto* t : m.all()) prior.push_back(randn(t->size(), 53 + prior.size()));
     grads = prior;
     std::vector<double> dxn(B * T * w, 9.0);
-    ref::gdn_backward(dxn.data(),
-                      {grads[0].data(), grads[1].data(), grads[2].data(), grads[3].data(), grads[4].data(),
-                       grads[5].data(), grads[6].data()},
-                      r.data(), xn.data(), acts, W.weights(), B, T, m.sh, kEps);
+    ref::gdn_backward(dxn.data(), grad_ptrs(grads), r.data(), xn.data(), acts, W.weights(), B, T, m.sh, kEps);
     const char* names[] = {"wqkv", "conv_w", "wz", "wba", "a_log", "dt_bias", "onorm_w"};
     for (size_t i = 0; i < grads.size(); i++) {
         for (size_t e = 0; e < grads[i].size(); e++) grads[i][e] -= prior[i][e];
@@ -353,10 +355,7 @@ TEST_CASE("gdn mixer: gradients match finite differences over two chunks", "[gdn
     std::vector<std::vector<double>> grads;
     for (auto* t : m.all()) grads.emplace_back(t->size(), 0.0);
     std::vector<double> dxn(B * T * w);
-    ref::gdn_backward(dxn.data(),
-                      {grads[0].data(), grads[1].data(), grads[2].data(), grads[3].data(), grads[4].data(),
-                       grads[5].data(), grads[6].data()},
-                      r.data(), xn.data(), acts, W.weights(), B, T, m.sh, kEps);
+    ref::gdn_backward(dxn.data(), grad_ptrs(grads), r.data(), xn.data(), acts, W.weights(), B, T, m.sh, kEps);
     check_all("dxn", xn, dxn, f);
     check_all("a_log", m.a_log, grads[4], f);
     check_all("dt_bias", m.dt_bias, grads[5], f);
