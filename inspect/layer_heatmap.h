@@ -63,7 +63,8 @@ inline SignalInfo signal_info(const std::string& key) {
          "is a layer whose parameters each get less gradient (a starving layer); a bright row, one that may blow up.",
          SubBlock::layer, 0},
         {"grad_rms_attn", "Gradient RMS per parameter, attention sub-block",
-         "The gradient RMS over the attention sub-block's tensors alone (its norm, wqkv, wo): a dark row is a layer "
+         "The gradient RMS over the attention sub-block's tensors alone (its norm, wqkv, wo; a gdn layer's mixer "
+         "tensors too): a dark row is a layer "
          "whose attention gets little gradient per parameter. White: the layer has no attention.",
          SubBlock::attention, 1},
         {"grad_rms_mlp", "Gradient RMS per parameter, MLP sub-block",
