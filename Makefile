@@ -345,7 +345,8 @@ TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism
 # checking); the race build keeps an instrumented one of its own (-O0), so that ThreadSanitizer sees every access.
 # The model and decoder tests link one address build of the CUDA engine, build/asan/cuda_engine.o (cuda_engine.cu
 # with the engine's kernels and the decoder's, compiled once for both; their sources compile none).
-KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels test_gdn_kernels
+KERNEL_TESTS := test_executor test_executor_seams test_attention test_kernels test_gdn_kernels test_gdn_chunk \
+                test_gdn_chunk_bwd
 SAN_CXXFLAGS = -std=c++17 $(SAN_OPT) -g1 -fdebug-prefix-map=$(CURDIR)=. -fno-omit-frame-pointer -Wall -Wextra \
                -Wno-unused-parameter -Wno-unknown-pragmas -I.
 SAN_OPT = -O1
@@ -503,7 +504,8 @@ $(BUILD)/nvcc_check/%.o: %
 	    -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -c $(basename $@).cu -o $@
 
 # Registers and spills, from the bundle's ptxas logs (test/ptxas_check.sh).
-$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o $(GB_OBJ)/test_gdn_kernels.o test/ptxas_check.sh
+$(BUILD)/ptxas.txt: $(GB_OBJ)/cuda_engine.o $(GB_OBJ)/test_kernels.o $(GB_OBJ)/test_gdn_kernels.o \
+                    $(GB_OBJ)/test_gdn_chunk.o $(GB_OBJ)/test_gdn_chunk_bwd.o test/ptxas_check.sh
 	bash test/ptxas_check.sh $(patsubst %,%.ptxas.log,$(filter %.o,$^)) > $@.all || { cat $@.all; echo "test-ptxas: a kernel spills registers"; exit 1; }
 	@awk '!seen[$$0]++' $@.all > $@.tmp && mv $@.tmp $@
 $(BUILD)/ptxas_decode.txt: $(GB_OBJ)/cuda_engine.o test/ptxas_check.sh
