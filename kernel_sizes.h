@@ -18,3 +18,11 @@ inline size_t norm_backward_scratch_floats(long N, int w) {
 // c positions has ceil(c / EMB_SEGMENT) < 2 c / EMB_SEGMENT segments, so fewer than 2 N / EMB_SEGMENT in all.
 constexpr int EMB_SEGMENT = 32;
 inline long embedding_partial_rows(long N) { return (2 * N + EMB_SEGMENT - 1) / EMB_SEGMENT; }
+
+// gdn_chunk.cuh's forward (the chunked gated delta rule): rows a chunk (ref::GDN_CHUNK), and the scratch it asks of
+// its caller: W, U and V' (B h nc, 64, hd) bf16 each and G (B h nc, 64) fp32, nc = ceil(T / 64) chunks a sequence.
+constexpr int GDN_CHUNK_ROWS = 64;
+inline size_t gdn_chunk_forward_scratch_bytes(int B, int T, int h, int hd) {
+    const size_t rows = (size_t)B * h * ((T + GDN_CHUNK_ROWS - 1) / GDN_CHUNK_ROWS) * GDN_CHUNK_ROWS;
+    return rows * (3 * (size_t)hd * 2 + 4);
+}
