@@ -28,7 +28,7 @@
 // ptxas -v (nvcc 13.0, -O3), registers sm_80 / sm_90, no spills, no stack: prep 95 / 97; state<64> 128 / 128,
 // <128> 162 / 168, <256> 245 / 246; output<64> 127 / 102, <128> 162 / 145. Dynamic shared memory (bytes) at hd
 // 64 / 128 / 256: prep 70912 / 87296 / 120064, state 55808 / 88576 / 154112, output 37120 / 87296 / 152832.
-// Does not: the backward (gdn_chunk_bwd.cuh), the per-row ops around it (gdn.cuh), or hd above 256.
+// Does not: the backward (a file of its own), the per-row ops around it (gdn.cuh), or hd above 256.
 #pragma once
 
 #include <cmath>
