@@ -18,3 +18,13 @@ inline size_t norm_backward_scratch_floats(long N, int w) {
 // c positions has ceil(c / EMB_SEGMENT) < 2 c / EMB_SEGMENT segments, so fewer than 2 N / EMB_SEGMENT in all.
 constexpr int EMB_SEGMENT = 32;
 inline long embedding_partial_rows(long N) { return (2 * N + EMB_SEGMENT - 1) / EMB_SEGMENT; }
+
+// gdn.cuh's backwards: rows per block of the conv's and the gated norm's walkers (partial sums per slice), and of
+// the gates' backward; the scratch (floats) of each one's partial sums (C = 3 w channels of the conv).
+constexpr int GDN_SLICE_ROWS = 64;
+constexpr int GDN_GATE_ROWS = 1024;
+inline long gdn_conv_scratch_floats(int B, int T, int C) {
+    return (long)B * ((T + GDN_SLICE_ROWS - 1) / GDN_SLICE_ROWS) * C * 4;
+}
+inline long gdn_gates_scratch_floats(long N, int h) { return (N + GDN_GATE_ROWS - 1) / GDN_GATE_ROWS * 2 * h; }
+inline long gdn_norm_scratch_floats(long N, int hd) { return (N + GDN_SLICE_ROWS - 1) / GDN_SLICE_ROWS * hd; }
