@@ -18,3 +18,17 @@ inline size_t norm_backward_scratch_floats(long N, int w) {
 // c positions has ceil(c / EMB_SEGMENT) < 2 c / EMB_SEGMENT segments, so fewer than 2 N / EMB_SEGMENT in all.
 constexpr int EMB_SEGMENT = 32;
 inline long embedding_partial_rows(long N) { return (2 * N + EMB_SEGMENT - 1) / EMB_SEGMENT; }
+
+// gdn_chunk_bwd.cuh (the chunked gated delta rule's backward): rows of a chunk (ref::GDN_CHUNK), the fp32
+// workspace of one (sequence, head, chunk): six C x C matrices (T, K K^T, the masked Q K^T, dT, T^T dT, dA), nine
+// C x hd (W, U, dU, dQ, dK, dW, U dS1, dKb, dVb) and the chunk's end-state gradient dS1 (hd x hd); and the scratch
+// the backward asks of its caller, one workspace per chunk.
+constexpr int GDN_CHUNK_BWD_ROWS = 64;
+inline long gdn_chunk_bwd_ws_floats(int hd) {
+    const long C = GDN_CHUNK_BWD_ROWS;
+    return 6 * C * C + 9 * C * hd + (long)hd * hd;
+}
+inline size_t gdn_chunk_backward_scratch_bytes(int B, int T, int h, int hd) {
+    const long chunks = (long)B * h * ((T + GDN_CHUNK_BWD_ROWS - 1) / GDN_CHUNK_BWD_ROWS);
+    return (size_t)chunks * gdn_chunk_bwd_ws_floats(hd) * sizeof(float);
+}
