@@ -150,7 +150,8 @@ template <class Half> struct Activations {
 };
 
 // The fp32 scratch the gdn kernels of a B x T micro-batch ask for, at its largest over the gdn layers: gdn.cuh's
-// conv, gates and gated-norm backwards (one at a time, so one buffer).
+// conv, gates and gated-norm backwards, gdn_chunk.cuh's forward and gdn_chunk_bwd.cuh's backward (one at a time,
+// so one buffer).
 inline size_t gdn_scratch_floats(const ModelConfig& c, int B, int T) {
     const long N = (long)B * T;
     size_t f = 0;
@@ -158,7 +159,9 @@ inline size_t gdn_scratch_floats(const ModelConfig& c, int B, int T) {
         if (s.gdn())
             f = std::max<size_t>({f, (size_t)gdn_conv_scratch_floats(B, T, 3 * s.width),
                                   (size_t)gdn_gates_scratch_floats(N, s.heads),
-                                  (size_t)gdn_norm_scratch_floats(N, s.head_dim())});
+                                  (size_t)gdn_norm_scratch_floats(N, s.head_dim()),
+                                  (gdn_chunk_forward_scratch_bytes(B, T, s.heads, s.head_dim()) + 3) / 4,
+                                  (gdn_chunk_backward_scratch_bytes(B, T, s.heads, s.head_dim()) + 3) / 4});
     return f;
 }
 // Lays the block out from base (nullptr: only measures; the pointers are then null) and returns its bytes. With
