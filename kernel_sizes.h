@@ -41,6 +41,7 @@ inline long gdn_chunk_bwd_ws_floats(int hd) {
 inline size_t gdn_chunk_backward_scratch_bytes(int B, int T, int h, int hd) {
     const long chunks = (long)B * h * ((T + GDN_CHUNK_BWD_ROWS - 1) / GDN_CHUNK_BWD_ROWS);
     return (size_t)chunks * gdn_chunk_bwd_ws_floats(hd) * sizeof(float);
+}
 
 // gdn_chunk.cuh's forward (the chunked gated delta rule): rows a chunk (ref::GDN_CHUNK), and the scratch it asks of
 // its caller: W, U and V' (B h nc, 64, hd) bf16 each and G (B h nc, 64) fp32, nc = ceil(T / 64) chunks a sequence.
