@@ -20,11 +20,12 @@
 // embedding backward's segments of at most EMB_SEGMENT positions of one token (embedding.cuh), at EMB_POSITION_S
 // each, so the most frequent token (3-5% of a micro-batch in real text; 4% assumed, or measured from the
 // benchmark's tokens) costs at most one segment's walk.
-// A gdn layer (the CUDA engine refuses it until its kernels land, issue 53) is costed as the kernels it will need, an
-// estimate of an engine that does not exist yet: one input matmul ("matmul gdn in": wqkv, wz and wba, 4 w + 2 h
-// rows), "gdn_forward" (the conv, L2 norms, chunked delta rule and gated norm: model_config.h's mixing FLOPs at the
-// step's T, at attention_eff of the peak; it reads the projections and writes y and each chunk's fp32 state) and a
-// "gdn_backward" of twice its FLOPs, then "matmul o" as attention's.
+// A gdn layer is costed as its kernels (gdn_kernel_costs: the one source of these figures, which
+// dev/gdn_estimate.py prints for docs/gpu.md's table, an estimate until the bundle's gdn stage measures them): one
+// input matmul ("matmul gdn in": wqkv, wz and wba, 4 w + 2 h rows), "gdn_forward" (gdn.cuh's per-row ops and the
+// chunked delta rule's forward, their FLOPs at attention_eff of the peak) and "gdn_backward" (theirs), then "matmul
+// o" as attention's. Each op is the roofline of its kernels' summed bytes and FLOPs: the same as the sum of each
+// kernel's own roofline where all are on one side of it, as at every shape the table shows (memory-bound).
 // Does not: model L2 hits (the fused classifier's second read of a row, the norms' re-reads are taken as
 // L2-served, i.e. free), overlap between kernels, or communication.
 #pragma once
@@ -85,6 +86,33 @@ inline AttentionFlops attention_flops(const LayerSpec& s, int T) {
     return {hd2 * 2 * v.fwd_pairs, hd2 * (3 * v.dq_pairs + 2 * v.dkv_a_pairs + 2 * v.dkv_b_pairs)};
 }
 
+// The kernels of a gdn layer at B x T, h heads of hd (w = h hd): FLOPs and the bytes each must move through HBM
+// (its inputs read once, its outputs written once; kernels not yet written or measured, so an ESTIMATE).
+//   chunk forward   gdn_chunk_forward (GDN_CUDA_CONTRACT.md): reads q, k, v (bf16) and beta, g (fp32 per row and
+//                   head), writes o (bf16) and each chunk's starting state (fp32, hd x hd per head, nc = ceil(T / 64)
+//                   chunks); FLOPs as model_config.h's layer_cost counts the chunked form, h (6 hd^2 + 10 C hd +
+//                   2/3 C^2) per token, C = min(64, T) (counted, not executed: the square products in full)
+//   chunk backward  gdn_chunk_backward: reads q, k, v, beta, g, dout and the states, writes dq, dk, dv, dbeta, dg;
+//                   twice the forward's FLOPs (as attention's backward counts against its forward, roughly)
+//   rows forward    gdn.cuh's per-row ops: the causal conv + SiLU over 3 w channels with the q / k L2 norms (reads
+//                   the projection, writes u and 2 h norms), the gates (reads 2 h bf16, writes beta and g) and the
+//                   gated RMSNorm (reads o and z, writes y and h norms); the conv's 24 w FLOPs per token
+//   rows backward   their backward: the conv's (reads du, u, the projection and the norms, writes dp), the gates'
+//                   and the norm's (reads dy, o, z and the norms, writes d_o and dz); twice the conv's FLOPs
+struct GdnKernelCost {
+    const char* name;
+    double flops, bytes;
+};
+inline std::vector<GdnKernelCost> gdn_kernel_costs(double B, double T, double h, double hd) {
+    const double N = B * T, w = h * hd, C = std::min(64.0, T), bf = 2, f4 = 4;
+    const double rule = N * h * (6 * hd * hd + 10 * C * hd + 2.0 / 3.0 * C * C);
+    const double states = B * h * std::ceil(T / 64) * hd * hd * f4, gates = 2 * N * h * f4;
+    return {{"chunk forward", rule, 3 * N * w * bf + gates + N * w * bf + states},
+            {"chunk backward", 2 * rule, 3 * N * w * bf + gates + N * w * bf + states + 3 * N * w * bf + gates},
+            {"rows forward", 24 * N * w, N * (18 * w + 24 * h)},
+            {"rows backward", 48 * N * w, N * (34 * w + 28 * h)}};
+}
+
 // The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
 inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_micro, bool recompute,
                                     const CostOptions& opt = CostOptions()) {
@@ -111,17 +139,17 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
     const bool ln = c.norm == NormType::LayerNorm;
     std::vector<AttentionFlops> att(L);  // per layer, once: its tiles do not change between micro-steps
     for (int l = 0; l < L; l++) att[l] = attention_flops(c.layers[l], T);
-    // A gdn layer's mixing FLOPs per token at this T (model_config.h's layer_cost at context T).
-    auto gdn_flops = [&](int l) {
-        ModelConfig at = c;
-        at.T = T;
-        return layer_cost(at, l).mixing_flops;
-    };
-    // A gdn layer's input projections (q, k, v | z | beta, decay) and what its mixer kernel reads and writes.
+    // A gdn layer's input projections (q, k, v | z | beta, decay), and its mixer's kernels forward (first two of
+    // gdn_kernel_costs: backward = false) or backward, as one op.
     auto gdn_in_rows = [&](int l) { return 4.0 * c.layers[l].width + 2.0 * c.layers[l].heads; };
-    auto gdn_bytes = [&](int l) {
-        const double w = c.layers[l].width, h = c.layers[l].heads, hd = c.layers[l].head_dim();
-        return N * (gdn_in_rows(l) + w) * bf + std::ceil(T / 64.0) * B * h * hd * hd * f4;
+    // Launches: forward the conv, gates, chunk and norm kernels; backward the norm's, chunk's, gates' and conv's,
+    // the three per-row ones each with its finishing reduction (gdn.cuh).
+    auto gdn_op = [&](int l, bool backward) {
+        OpCost o{backward ? "gdn_backward" : "gdn_forward", 0, 0, backward ? 7 : 4, true, false};
+        for (const GdnKernelCost& k : gdn_kernel_costs(B, T, c.layers[l].heads, c.layers[l].head_dim()))
+            if ((std::string(k.name).find("backward") != std::string::npos) == backward)
+                o.bytes += k.bytes, o.flops += k.flops;
+        return o;
     };
     const double U = opt.distinct > 0 ? std::min(opt.distinct, N) : std::min(N, (double)c.V);  // distinct tokens
 
@@ -134,7 +162,7 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
             if (c.layers[l].gdn()) {
                 mm("matmul gdn in", N, gdn_in_rows(l), w, false);
-                ops.push_back({"gdn_forward", gdn_bytes(l), N * gdn_flops(l), 1, true, false});
+                ops.push_back(gdn_op(l, false));
                 mm("matmul o", N, w, w, false);
                 resid_norm(w, c.layers[l].mlp ? w : next);
             } else if (c.layers[l].attention) {
@@ -176,7 +204,7 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             if (c.layers[l].gdn()) {
                 mm("matmul o dx", N, w, w, false);
                 mm("matmul o dW", w, w, N, true);
-                ops.push_back({"gdn_backward", 2 * gdn_bytes(l), 2 * N * gdn_flops(l), 1, true, false});
+                ops.push_back(gdn_op(l, true));
                 mm("matmul gdn in dx", N, w, gdn_in_rows(l), false);
                 if (recompute) norm_fwd(w);
                 mm("matmul gdn in dW", gdn_in_rows(l), w, N, true);

@@ -29,7 +29,7 @@ ls "$B"/wheels/fla_core-*.whl > /dev/null 2>&1 || fail "no $B/wheels/fla_core-*.
 newest=$(echo $glibc | tr ' ' '\n' | sort -uV | tail -1)
 [ $bad = 0 ] && echo "gpu-bundle-check: $B: $mib MiB (at most $max); the $(ls "$B"/bin | wc -l) binaries' libraries (ldd) all allowed; newest glibc symbol they need: $newest"
 if "$B/bin/gpu_info" > /dev/null 2>&1; then
-    echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (7 minutes)"
+    echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (8.5 minutes)"
 else
     rm -rf "$scratch"
     t0=$(date +%s%N)

@@ -297,16 +297,24 @@ if want 8; then
                    fla="fla $(status_word $st2): $(grep -m1 '^summary:' "$F" | sed 's/^summary: //')" ;;
             esac
         fi
-        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each
-        if [ $real_gpu = 0 ]; then hyb="hybrid step skipped: no GPU (train_prism would run the CPU engine)"
+        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each. Without a GPU
+        # (BUNDLE_FORCE=1) one step of tiny's hybrid shows whether the build refuses gdn layers (train_prism
+        # refuses them before it looks for a GPU) and runs nothing large on the CPU.
+        H=$OUT/hybrid.log
+        : > "$H"
+        refused() { grep -q 'runs on the CPU engine (--cpu) until its CUDA kernels land' "$H"; }
+        if [ $real_gpu = 0 ]; then
+            echo "==== hybrid probe (no GPU)" >> "$H"
+            run_logged 12 "$H" "$BIN/train_prism" -m tiny --mixer gdn:3:1 --match mlp --steps 1 --val-every 0 \
+                --sample-every 0 -o "$WORK/hybrid_probe"
+            if refused; then hyb="hybrid step skipped: the engine refuses gdn"
+            else hyb="hybrid step skipped: no GPU (train_prism runs the CPU engine)"; fi
         else
-            H=$OUT/hybrid.log
-            : > "$H"
             step=(-m 124M -b 16 -t 1024 --total-batch 16384 --steps 6 --val-every 0 --sample-every 0)
             echo "==== hybrid step" >> "$H"
             run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" --mixer gdn:3:1 --match mlp -o "$WORK/hybrid"
             sh=$?
-            if grep -q 'runs on the CPU engine (--cpu) until its CUDA kernels land' "$H"; then
+            if refused; then
                 hyb="hybrid step skipped: the engine refuses gdn"
             else
                 echo "==== all-attention step" >> "$H"
