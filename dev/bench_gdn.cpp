@@ -1,5 +1,5 @@
-// dev/bench_gdn.cpp: the chunked gated delta rule's kernels (gdn_chunk.cuh's gdn_chunk_forward and gdn_chunk_bwd.cuh's
-// gdn_chunk_backward: the delta rule alone, what flash-linear-attention's chunk_gated_delta_rule computes; not
+// dev/bench_gdn.cpp: the chunked gated delta rule's kernels (gdn_chunk_forward and gdn_chunk_backward, issue 53's
+// chunk kernels: the delta rule alone, what flash-linear-attention's chunk_gated_delta_rule computes; not
 // gdn.cuh's per-row ops, the conv, L2 norms, gates and gated norm) against our flash attention (attention.cuh,
 // causal, forward + backward) at the same B, T, h and head_dim: one row per (T, head_dim), ms of each and the ratio
 // attention / gdn of forward + backward (above 1: the delta rule is faster; where it crosses 1 is the crossover).
@@ -17,7 +17,7 @@
 // b T + t): q, k, v bf16 (B T, h hd) each; beta, g fp32 (B T, h); dout bf16 (B T, h hd); o bf16 (B T, h hd);
 // dq, dk, dv bf16 (B T, h hd) each; dbeta, dg fp32 (B T, h).
 // Exit status: 0, 1 when a kernel's output is not finite, 2 on a usage error, 3 when this build has no chunk kernels
-// (gdn_chunk.cuh and gdn_chunk_bwd.cuh not yet merged: the bundle's stage says so and skips).
+// (the chunk kernels' headers not yet in the tree: the bundle's stage says so and skips).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -88,7 +88,7 @@ inline AttentionFlops attention_flops(const LayerSpec& s, int T) {
 
 // The kernels of a gdn layer at B x T, h heads of hd (w = h hd): FLOPs and the bytes each must move through HBM
 // (its inputs read once, its outputs written once; kernels not yet written or measured, so an ESTIMATE).
-//   chunk forward   gdn_chunk_forward (GDN_CUDA_CONTRACT.md): reads q, k, v (bf16) and beta, g (fp32 per row and
+//   chunk forward   gdn_chunk_forward (issue 53's chunk kernels): reads q, k, v (bf16) and beta, g (fp32 per row and
 //                   head), writes o (bf16) and each chunk's starting state (fp32, hd x hd per head, nc = ceil(T / 64)
 //                   chunks); FLOPs as model_config.h's layer_cost counts the chunked form, h (6 hd^2 + 10 C hd +
 //                   2/3 C^2) per token, C = min(64, T) (counted, not executed: the square products in full)

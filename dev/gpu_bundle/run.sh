@@ -25,9 +25,10 @@
 #                such ("NOT RUN: ... refused"), not as a failure of our code
 #   8 gdn        the chunked gated delta rule (issue 53): bench_gdn (our chunk kernels, forward + backward, T 1024 ..
 #                16384, head_dim 64/128/256, against our flash attention at the same shapes: att/gdn ratios), then
-#                flash-linear-attention's chunk_gated_delta_rule (peer/gdn_fla.py, the fla-core wheel of wheels/
-#                unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's dumped inputs (agreement with
-#                ours and with a float64 recurrence) and timed at the same shapes (ours / fla ratios); then one
+#                flash-linear-attention's chunk_gated_delta_rule (dev/gpu_bundle/gdn_fla.py in the bundle's peer/,
+#                the fla-core wheel of wheels/ unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's
+#                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
+#                (ours / fla ratios); then one
 #                124M step of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the all-attention 124M
 #                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no chunk kernels in this build,
 #                no torch, no GPU, or the engine refusing gdn layers
@@ -263,7 +264,7 @@ if want 7; then
 fi
 
 # ---- 8. gdn: our chunked delta rule against flash-linear-attention and our attention; the hybrid step ---------
-# bench_gdn exits 3 when this build has no chunk kernels (gdn_chunk.cuh, gdn_chunk_bwd.cuh not yet merged). Its
+# bench_gdn exits 3 when this build has no chunk kernels (their headers not yet in the tree). Its
 # shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
 if want 8; then
     if [ $gpu = 0 ]; then skip "8 gdn"; else
