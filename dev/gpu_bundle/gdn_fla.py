@@ -12,8 +12,8 @@
 #  2. speed: fla forward, and forward + backward, at every shape bench_gdn times (T 1024 .. 16384, head_dim 64,
 #     128, 256; h = width 768 / hd, B = 16384 tokens / T, inputs drawn as bench_gdn draws them), CUDA events, the
 #     mean of --reps after one warm-up (fla's first call at a head_dim compiles and autotunes its Triton kernels:
-#     that call is the warm-up's). Shortest T first; a shape that would start after --budget seconds is not run
-#     (said so). Each line gives ours / fla speed (fla's ms / ours: above 1, ours is faster) where bench_gdn's log
+#     that call is the warm-up's). Shortest T first; a shape that would end after --budget seconds (twice
+#     the run time of the previous T at its head_dim, its compile left out) is not run (said so). Each line gives ours / fla speed (fla's ms / ours: above 1, ours is faster) where bench_gdn's log
 #     (--ours) has the row.
 # Exit status: 0; 1 when a tensor disagrees beyond TOL (or a dump is unreadable); 3 no GPU visible to torch; 4 fla
 # cannot be imported (its wheel not on PYTHONPATH, or a dependency, einops, missing); 5 no torch or numpy. Needs
@@ -156,12 +156,12 @@ def time_ms(fn, reps):
 
 
 def speed(chunk, Ts, hds, width, tokens, reps, budget, ours, dev, t0):
-    ratios = {}
+    ratios, last = {}, {}  # last: the seconds the previous shape of each head_dim ran (its compile left out)
     for T in Ts:
         for hd in hds:
             B, h = max(1, tokens // T), max(1, width // hd)
-            if time.time() - t0 > budget:
-                print(f"speed T {T} hd {hd} B {B} h {h}: not run (the {budget:.0f} s budget is spent)")
+            if time.time() - t0 + 2 * last.get(hd, 0.0) > budget:  # T doubles: about twice the last one's time
+                print(f"speed T {T} hd {hd} B {B} h {h}: not run (it would end past the {budget:.0f} s budget)")
                 continue
             gen = torch.Generator(device=dev).manual_seed(T * 31 + hd)
             q = torch.nn.functional.normalize(torch.randn(B, T, h, hd, device=dev, generator=gen), dim=-1)
@@ -182,6 +182,7 @@ def speed(chunk, Ts, hds, width, tokens, reps, budget, ours, dev, t0):
                 o.backward(do)
 
             f, fb = time_ms(fwd, reps), time_ms(fwd_bwd, reps)
+            last[hd] = (reps + 1) * (f + fb) / 1e3 + 0.5  # its timed runs and warm-ups, and the inputs' set-up
             line = f"speed T {T} hd {hd} B {B} h {h}: fla fwd {f:.3f} ms fwd+bwd {fb:.3f} ms"
             if (T, hd) in ours:
                 ob, of = ours[(T, hd)][2], ours[(T, hd)][3]
