@@ -6,15 +6,15 @@ the measurement wins.
 
 The figures are run/cost_model.h's gdn_kernel_costs, the one source the cost model (make cost-model, study's
 GPU-hours) prices a gdn layer from; this script repeats its formulas to print docs/gpu.md's table, and
-test_layer_table.cpp checks that table against the C++. Per kernel, at B x T tokens, h heads of hd, w = h hd:
-  chunk forward   gdn_chunk_forward: reads q, k, v (bf16) and beta, g (fp32 per row and head), writes o (bf16) and
-                  every chunk's starting state (fp32 hd x hd per head, ceil(T / 64) chunks)
-  chunk backward  gdn_chunk_backward: reads those inputs, dout and the states, writes dq, dk, dv, dbeta, dg
-  rows forward    gdn.cuh's per-row ops: conv + SiLU with the q / k L2 norms, the gates, the gated RMSNorm
-  rows backward   their backward
+test_layer_table.cpp checks that table against the C++. One row per kernel as model.cuh runs a gdn layer (B x T
+tokens, h heads of hd, w = h hd); the reads and writes of each are listed beside gdn_kernel_costs:
+  gdn_conv_forward, gdn_gates_forward, gdn_norm_forward and their backwards: gdn.cuh's per-row ops
+  gdn_chunk_forward, gdn_chunk_backward: the chunked delta rule (reads q, k, v, beta, g; the forward writes o and
+  every chunk's starting state, fp32 hd x hd per head, ceil(T / 64) chunks; the backward reads dout and the states
+  and writes dq, dk, dv, dbeta, dg)
 FLOPs are counted as model_config.h's layer_cost counts the chunked form (h (6 hd^2 + 10 C hd + 2/3 C^2) per token
 forward, C = 64, the square products in full: not the executed count), backward twice the forward; the conv's 24 w
-per token (rows). Bytes: each input read once, each output written once (the ideal; scratch round trips a kernel
+per token (gdn_conv_forward; its backward twice that). Bytes: each input read once, each output written once (the ideal; scratch round trips a kernel
 may add are not counted). Peaks (datasheet figures, as the cost model's RooflineGpu): dense bf16 989 TFLOP/s on
 both; HBM 3.35 TB/s (H100 SXM) and 4.8 TB/s (H200 SXM). mma.sync reaches about 2/3 of the dense peak
 (attention_estimate.py), which moves no kernel here off the memory side.
@@ -31,11 +31,15 @@ def kernel_costs(B, T, h, hd):
     """(name, FLOPs, bytes) of each kernel: run/cost_model.h's gdn_kernel_costs."""
     N, w, C, bf, f4 = B * T, h * hd, min(64, T), 2, 4
     rule = N * h * (6 * hd * hd + 10 * C * hd + 2 / 3 * C * C)
-    states, gates = B * h * -(-T // 64) * hd * hd * f4, 2 * N * h * f4
-    return [("chunk forward", rule, 3 * N * w * bf + gates + N * w * bf + states),
-            ("chunk backward", 2 * rule, 3 * N * w * bf + gates + N * w * bf + states + 3 * N * w * bf + gates),
-            ("rows forward", 24 * N * w, N * (18 * w + 24 * h)),
-            ("rows backward", 48 * N * w, N * (34 * w + 28 * h))]
+    states, qkv, gates = B * h * -(-T // 64) * hd * hd * f4, 3 * N * w * bf, 2 * N * h * f4
+    return [("gdn_conv_forward", 24 * N * w, N * (6 * w * bf + 2 * h * f4)),
+            ("gdn_gates_forward", 0, N * 2 * h * bf + gates),
+            ("gdn_chunk_forward", rule, qkv + gates + N * w * bf + states),
+            ("gdn_norm_forward", 0, N * (3 * w * bf + h * f4)),
+            ("gdn_norm_backward", 0, N * (5 * w * bf + h * f4)),
+            ("gdn_chunk_backward", 2 * rule, qkv + gates + N * w * bf + states + qkv + gates),
+            ("gdn_gates_backward", 0, 2 * gates + 2 * N * 2 * h * bf),
+            ("gdn_conv_backward", 48 * N * w, N * (12 * w * bf + 2 * h * f4))]
 
 
 def roofline_us(flops, nbytes, gpu):
@@ -59,4 +63,4 @@ for T, hd in SHAPES:
             cells.append(f"{us:.1f} ({bound})")
         print(f"| {T} | {hd} | {h} | {name} | {flops / 1e9:.2f} | {nbytes / 1e6:.1f} | {flops / nbytes:.0f} | "
               f"{cells[0]} | {cells[1]} |")
-    print(f"| {T} | {hd} | {h} | layer, forward + backward | | | | {total['H100']:.1f} | {total['H200']:.1f} |")
+    print(f"| {T} | {hd} | {h} | mixer kernels, forward + backward | | | | {total['H100']:.1f} | {total['H200']:.1f} |")
