@@ -274,6 +274,7 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 #                         executor builds without it)
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
+#   bench_gdn_cpu         dev/bench_gdn.cpp on the executor: one tiny shape (the code path and its dumps)
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
 #                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
 $(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O) \
@@ -299,6 +300,7 @@ $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
 $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
+$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf, bench_reference, bench_layer_stats
@@ -317,10 +319,11 @@ $(BUILD)/roofline: dev/roofline.cpp $(call lib,plain)
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
 ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
-              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats bench_reference)
+              bench_gdn_cpu bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats \
+              bench_reference)
 analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
-$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats \
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_gdn_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats \
 $(BUILD)/bench_reference: $(BUILD)/%: \
     $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(ONE_SOURCE):
@@ -330,8 +333,8 @@ $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
-DEV_TOOLS := $(addprefix $(BUILD)/,bench_attention_cpu bench_model_cpu bench_eval bench_layer_stats bench_reference \
-             bench_tokenizer roofline tokenizer_crosscheck)
+DEV_TOOLS := $(addprefix $(BUILD)/,bench_attention_cpu bench_gdn_cpu bench_model_cpu bench_eval bench_layer_stats \
+             bench_reference bench_tokenizer roofline tokenizer_crosscheck)
 TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism_executor train_prism_nompi \
               dp_engine_check comm_mpi_check) $(DEV_TOOLS)
 

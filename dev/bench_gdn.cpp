@@ -9,7 +9,9 @@
 // "counted TF/s" counts model_config.h's chunked-form FLOPs (h (6 hd^2 + 10 C hd + 2/3 C^2) per token forward, C = 64;
 // backward twice that), as the cost model does; attention's column counts FlashAttention's (as bench_attention).
 //   bench_gdn [--T 1024,2048,4096,8192,16384] [--hd 64,128,256] [--width 768] [--tokens 16384] [--reps 5]
-//             [--dump DIR]
+//             [--dump DIR]          the GPU bundle's (nvcc); build/bench_gdn_cpu is the same on the CUDA-on-CPU
+//                                   executor, by default one tiny shape (T 130, hd 64, w 128, B 2: its timings mean
+//                                   nothing; the code path and the dumps)
 // --dump DIR writes, for two small shapes (B 2, T 1000, h 4, hd 64 and B 1, T 2048, h 2, hd 128: T not a multiple
 // of the chunk, and hd 128), the kernels' inputs and outputs to DIR/gdn_T1000_hd64.bin and DIR/gdn_T2048_hd128.bin
 // for dev/gpu_bundle/gdn_fla.py, which runs flash-linear-attention on the same inputs and compares. File layout
@@ -232,9 +234,15 @@ bool dump(const std::string& dir, const Shape& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __CUDACC__
     std::string Ts = "1024,2048,4096,8192,16384", hds = "64,128,256", dir;
     long tokens = 16384;
     int width = 768, reps = 5;
+#else  // the executor (make build/bench_gdn_cpu): one tiny shape, T not a multiple of the chunk
+    std::string Ts = "130", hds = "64", dir;
+    long tokens = 260;
+    int width = 128, reps = 1;
+#endif
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (i + 1 >= argc) {
