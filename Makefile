@@ -274,6 +274,7 @@ $(BUILD)/test_fast: $(CATCH_MAIN) $(FAST_TESTS) $(JSON_O) $(call lib,plain)
 #                         executor builds without it)
 #   comm_mpi_check        comm.cuh's collectives over MPI on the executor, under mpirun (test_comm.cpp)
 #   bench_attention_cpu   dev/bench_attention.cpp on the executor: one tiny shape per attention kernel instance
+#   bench_gdn_cpu         dev/bench_gdn.cpp on the executor: one tiny shape (the code path and its dumps)
 #   bench_model_cpu       dev/bench_model.cpp on the executor: the cost model (make test) and the smoke run; it
 #                         links the tests' engine object ($(TEST_ENGINE_O), the same flags)
 $(BUILD)/train_prism_executor: $(BUILD)/obj/train_prism_executor.o $(BUILD)/cuda_engine_executor.o $(JSON_O) \
@@ -299,6 +300,7 @@ $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
 $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
+$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf, bench_reference, bench_layer_stats
@@ -317,10 +319,11 @@ $(BUILD)/roofline: dev/roofline.cpp $(call lib,plain)
 # One source, one binary, the products' flags: analyze, report, import, study, export, the data tools, the
 # benchmarks and checks above; each source compiled to $(BUILD)/obj/NAME.o, linked with json.o and the library.
 ONE_SOURCE := analyze report import study export $(addprefix $(BUILD)/,prepare_shards prepare_eval bench_attention_cpu \
-              bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats bench_reference)
+              bench_gdn_cpu bench_model_cpu bench_eval bench_tokenizer tokenizer_crosscheck hf_check bench_layer_stats \
+              bench_reference)
 analyze report import study export: %: $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
-$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_model_cpu $(BUILD)/bench_eval \
-$(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats \
+$(BUILD)/prepare_shards $(BUILD)/prepare_eval $(BUILD)/bench_attention_cpu $(BUILD)/bench_gdn_cpu $(BUILD)/bench_model_cpu \
+$(BUILD)/bench_eval $(BUILD)/bench_tokenizer $(BUILD)/tokenizer_crosscheck $(BUILD)/hf_check $(BUILD)/bench_layer_stats \
 $(BUILD)/bench_reference: $(BUILD)/%: \
     $(BUILD)/obj/%.o $(JSON_O) $(call lib,plain)
 $(ONE_SOURCE):
@@ -330,8 +333,8 @@ $(foreach b,$(ONE_SOURCE),$(BUILD)/obj/$(notdir $(b)).o):
 # prepare_shards reads JSON Lines through simdjson (util/json.h for what simdjson does not take).
 $(BUILD)/prepare_shards: LDLIBS += -lsimdjson
 
-DEV_TOOLS := $(addprefix $(BUILD)/,bench_attention_cpu bench_model_cpu bench_eval bench_layer_stats bench_reference \
-             bench_tokenizer roofline tokenizer_crosscheck)
+DEV_TOOLS := $(addprefix $(BUILD)/,bench_attention_cpu bench_gdn_cpu bench_model_cpu bench_eval bench_layer_stats \
+             bench_reference bench_tokenizer roofline tokenizer_crosscheck)
 TEST_BUILD := $(PRODUCTS) $(addprefix $(BUILD)/,test_prism test_fast train_prism_executor train_prism_nompi \
               dp_engine_check comm_mpi_check) $(DEV_TOOLS)
 
@@ -377,12 +380,13 @@ $(BUILD)/test/%.o: test/%.cpp
 
 # ==== the GPU's checks, without a GPU (nvcc only) ===================================================================
 # The GPU bundle, build/gpu-bundle/ (at most 48 MiB; docs/gpu.md, "The GPU bundle": how to take it to a GPU machine, what its
-# summary means): one folder that answers, in one run of at most 7 minutes on a GPU machine with only a driver
+# summary means): one folder that answers, in one run of at most 8.5 minutes on a GPU machine with only a driver
 # and a CUDA toolkit, everything the project cannot check without a GPU. bin/ (native sm_80 + sm_90 builds with
-# compute_90 PTX for newer GPUs, one GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_model, train_prism, eval_zeroshot, generate, gpu_info),
-# export (g++: the peer stage's initial weights), peer/ (dev/peer/*.py, the PyTorch peer), data/ (real-text token
-# shards of data/default/, the tokenizer file), run.sh (dev/gpu_bundle/run.sh: seven stages, their summary and logs
-# into the folder it is given), BUILD_INFO. Its host code is for any x86-64-v3 CPU (the
+# compute_90 PTX for newer GPUs, one GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_gdn, bench_model,
+# train_prism, eval_zeroshot, generate, gpu_info), export (g++: the peer stage's initial weights), peer/
+# (dev/peer/*.py, the PyTorch peer, and dev/gpu_bundle/gdn_fla.py), wheels/ (flash-linear-attention's fla-core),
+# data/ (real-text token shards of data/default/, the tokenizer file), run.sh (dev/gpu_bundle/run.sh: eight stages,
+# their summary and logs into the folder it is given), BUILD_INFO. Its host code is for any x86-64-v3 CPU (the
 # GPU machine's CPU is another), PCRE2 and the CUDA runtime static.
 #
 # Its compiles are the project's nvcc checks; no other rule compiles the same sources for the GPU again:
@@ -413,7 +417,7 @@ GB_GENCODE := $(call gencode,$(GPU_BUNDLE_ARCH))
 GB_HOST := -fopenmp -march=x86-64-v3 -mtune=generic -Wall -Wextra -Wno-unused-parameter
 # PCRE2 as its archive, named by path (nvcc reorders -l flags past any -Bstatic / -Bdynamic around them).
 GB_LINK = $(shell $(CXX) -print-file-name=libpcre2-8.a) -lcublasLt -Xlinker -rpath,$(CUDA_LIB) -Xcompiler -fopenmp
-GB_BINS := gpu_tests bench_attention bench_model train_prism eval_zeroshot generate gpu_info
+GB_BINS := gpu_tests bench_attention bench_gdn bench_model train_prism eval_zeroshot generate gpu_info
 # The products are plain C++ (g++, -Werror) linked with one CUDA engine object, $(GB_OBJ)/cuda_engine.o, as `make`
 # builds them; the benchmarks, gpu_info and the tests are nvcc's, and gpu_tests and bench_model link the same engine
 # object (test_model_cuda, test_decode_cuda and bench_model hold it through cuda_engine_hooks.cuh).
@@ -435,18 +439,24 @@ GB_ALLOWED_LIBS := linux-vdso|ld-linux-x86-64|libc|libm|libstdc\+\+|libgcc_s|lib
 # fails. The test objects are compiled as the kernel tests are written, without -Werror (Catch2 is not nvcc's;
 # their kernels, test/*.cuh, are in test-nvcc-check).
 $(GB_OBJ)/cuda_engine.o: GB_FLAGS = -Werror all-warnings -DPRISM_CUDA
-$(GB_OBJ)/bench_attention.o $(GB_OBJ)/bench_model.o $(GB_OBJ)/gpu_info.o: GB_FLAGS = -Werror all-warnings
+$(GB_OBJ)/bench_attention.o $(GB_OBJ)/bench_gdn.o $(GB_OBJ)/bench_model.o $(GB_OBJ)/gpu_info.o: GB_FLAGS = -Werror all-warnings
 $(GB_OBJ)/cuda_engine.o: cuda_engine.cu
 $(GB_OBJ)/train_prism.o: train_prism.cu
 $(GB_OBJ)/eval_zeroshot.o: eval_zeroshot.cu
 $(GB_OBJ)/generate.o: inspect/generate.cu
 $(GB_OBJ)/bench_attention.o: dev/bench_attention.cpp
 $(GB_OBJ)/bench_model.o: dev/bench_model.cpp
+# bench_gdn builds its benchmark once the chunk kernels are in the tree (__has_include), and says it has none
+# before: the headers, when present, are prerequisites, so their arrival rebuilds it.
+$(GB_OBJ)/bench_gdn.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
 $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 $(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
-GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_model gpu_info $(GB_TESTS))
+GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_gdn bench_model gpu_info $(GB_TESTS))
+# Device code compressed (--compress-mode=size; the driver decompresses it at load, and the bundle already needs a
+# driver as new as its toolkit): bench_attention.o 3.2 MB -> 0.66 MB, the bundle 46.3 -> 25.9 MiB of its 48 (the
+# engine's kernels are in five binaries).
 $(GB_OBJS):
-	$(NVCC_CMD) -std=c++17 -O3 -I. $(GB_GENCODE) -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
+	$(NVCC_CMD) -std=c++17 -O3 -I. $(GB_GENCODE) --compress-mode=size -Xcompiler "$(GB_HOST)" $(GB_FLAGS) $(DEP) \
 	    -Xptxas -v -x cu -c $< -o $@ 2> $@.ptxas.log || { grep -v '^ptxas info' $@.ptxas.log; exit 1; }
 GB_CXXFLAGS = -std=c++17 -O3 $(GB_HOST) -Werror -I. -DPRISM_CUDA
 $(GB_PRODUCTS:%=$(GB_OBJ)/%.o):
@@ -475,6 +485,24 @@ $(GPU_BUNDLE)/run.sh: dev/gpu_bundle/run.sh
 GB_PEER := $(patsubst dev/peer/%,$(GPU_BUNDLE)/peer/%,$(wildcard dev/peer/*.py))
 $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 	@mkdir -p $(dir $@)
+	cp $< $@
+# The gdn stage: gdn_fla.py and flash-linear-attention's fla-core wheel (pure Python: chunk_gated_delta_rule; run.sh
+# unpacks it, the GPU machine has no network). The wheel is downloaded once into build/fla-wheels/ by pip (or put
+# there by hand: the name below), never committed; its other package, flash-linear-attention (layers and models,
+# transformers), is not needed for the op and is not carried.
+FLA_VERSION := 0.6.0
+FLA_WHEEL := fla_core-$(FLA_VERSION)-py3-none-any.whl
+GB_FLA := $(GPU_BUNDLE)/peer/gdn_fla.py $(GPU_BUNDLE)/wheels/$(FLA_WHEEL)
+$(GPU_BUNDLE)/peer/gdn_fla.py: dev/gpu_bundle/gdn_fla.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(BUILD)/fla-wheels/$(FLA_WHEEL):
+	@mkdir -p $(@D)
+	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D) fla-core==$(FLA_VERSION) > $(@D)/pip.log 2>&1 \
+	    && [ -f $@ ] || { echo "gpu-bundle: error: cannot download fla-core==$(FLA_VERSION) with pip (offline? see" \
+	    "$(@D)/pip.log): put $(FLA_WHEEL) into $(@D)/ by hand, or run make gpu-bundle where pip reaches PyPI"; exit 1; }
+$(GPU_BUNDLE)/wheels/$(FLA_WHEEL): $(BUILD)/fla-wheels/$(FLA_WHEEL)
+	@mkdir -p $(@D)
 	cp $< $@
 $(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(call lib,gb)
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
@@ -580,7 +608,7 @@ cost-model: $(BUILD)/bench_model_cpu
 
 ifneq ($(NVCC),)
 gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS) export) $(GPU_BUNDLE)/run.sh $(GPU_BUNDLE)/BUILD_INFO $(GB_DATA) \
-            $(GB_PEER)
+            $(GB_PEER) $(GB_FLA)
 	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
 gpu-bundle-check: gpu-bundle
 	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check; s=$$?; \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dev/gpu_check.sh [OUT]: the GPU check on a GPU machine with this checkout: brings the GPU bundle up to date
 # where nvcc is found (make gpu-bundle; else the bundle already in build/gpu-bundle/ is used),
-# then runs it (build/gpu-bundle/run.sh: seven stages, at most 7 minutes, the summary and logs into OUT, default
+# then runs it (build/gpu-bundle/run.sh: eight stages, at most 8.5 minutes, the summary and logs into OUT, default
 # build/gpu_check). Compiling takes minutes: where the GPU machine's time is short, build the bundle elsewhere
 # and run only its run.sh there (docs/gpu.md, "The GPU bundle").
 set -uo pipefail

@@ -20,11 +20,10 @@
 // embedding backward's segments of at most EMB_SEGMENT positions of one token (embedding.cuh), at EMB_POSITION_S
 // each, so the most frequent token (3-5% of a micro-batch in real text; 4% assumed, or measured from the
 // benchmark's tokens) costs at most one segment's walk.
-// A gdn layer (the CUDA engine refuses it until its kernels land, issue 53) is costed as the kernels it will need, an
-// estimate of an engine that does not exist yet: one input matmul ("matmul gdn in": wqkv, wz and wba, 4 w + 2 h
-// rows), "gdn_forward" (the conv, L2 norms, chunked delta rule and gated norm: model_config.h's mixing FLOPs at the
-// step's T, at attention_eff of the peak; it reads the projections and writes y and each chunk's fp32 state) and a
-// "gdn_backward" of twice its FLOPs, then "matmul o" as attention's.
+// A gdn layer is costed as model.cuh runs it (its gdn_forward / gdn_backward, issue 53): the matmuls qkv (3 w rows),
+// ba (2 h) and z (w) around gdn.cuh's per-row kernels and the chunked delta rule's, each kernel an op of
+// gdn_kernel_costs (the one source of these figures, which dev/gdn_estimate.py prints as docs/gpu.md's table: an
+// estimate until the bundle's gdn stage measures them), the chunk kernels' FLOPs at attention_eff of the peak.
 // Does not: model L2 hits (the fused classifier's second read of a row, the norms' re-reads are taken as
 // L2-served, i.e. free), overlap between kernels, or communication.
 #pragma once
@@ -85,6 +84,42 @@ inline AttentionFlops attention_flops(const LayerSpec& s, int T) {
     return {hd2 * 2 * v.fwd_pairs, hd2 * (3 * v.dq_pairs + 2 * v.dkv_a_pairs + 2 * v.dkv_b_pairs)};
 }
 
+// The kernels of a gdn layer at B x T, h heads of hd (w = h hd), named as model.cuh marks them: FLOPs and the bytes
+// each must move through HBM (its inputs read once, its outputs written once; the per-row backwards' partial sums
+// left out, hd / 8 bytes a row), and its launches. Kernels not yet measured: an ESTIMATE.
+//   gdn_conv_forward    the causal conv + SiLU over 3 w channels and q's and k's L2 norms: reads p (3 w bf16),
+//                       writes u (3 w bf16) and the inverse norms (2 h fp32); the conv's 24 w FLOPs a row
+//   gdn_gates_forward   reads ba (2 h bf16), writes beta and g (2 h fp32)
+//   gdn_chunk_forward   the chunked delta rule: reads q, k, v (bf16) and beta, g, writes o (bf16) and each chunk's
+//                       starting state (fp32, hd x hd per head, ceil(T / 64) chunks); FLOPs as model_config.h's
+//                       layer_cost counts the chunked form, h (6 hd^2 + 10 C hd + 2/3 C^2) a row, C = min(64, T)
+//                       (counted, the square products in full; not the executed count); 3 launches
+//   gdn_norm_forward    the gated RMSNorm: reads o and z (w bf16 each), writes y (w bf16) and h inverse rms
+//   gdn_norm_backward   reads dy, o, z and the rms, writes d_o and dz; 2 launches (with its weight's reduction)
+//   gdn_chunk_backward  reads q, k, v, beta, g, dout and the states, writes dq, dk, dv, dbeta, dg; twice the
+//                       forward's FLOPs; 3 launches
+//   gdn_gates_backward  reads dbeta, dg, ba, beta and g, writes dba; 2 launches
+//   gdn_conv_backward   reads du, u, the norms and p, writes dp; twice the conv's FLOPs; 2 launches
+struct GdnKernelCost {
+    const char* name;
+    double flops, bytes;
+    int launches;
+    bool chunk;  // the chunked delta rule's (FLOPs on tensor cores)
+};
+inline std::vector<GdnKernelCost> gdn_kernel_costs(double B, double T, double h, double hd) {
+    const double N = B * T, w = h * hd, C = std::min(64.0, T), bf = 2, f4 = 4;
+    const double rule = N * h * (6 * hd * hd + 10 * C * hd + 2.0 / 3.0 * C * C);
+    const double states = B * h * std::ceil(T / 64) * hd * hd * f4, qkv = 3 * N * w * bf, gates = 2 * N * h * f4;
+    return {{"gdn_conv_forward", 24 * N * w, N * (6 * w * bf + 2 * h * f4), 1, false},
+            {"gdn_gates_forward", 0, N * 2 * h * bf + gates, 1, false},
+            {"gdn_chunk_forward", rule, qkv + gates + N * w * bf + states, 3, true},
+            {"gdn_norm_forward", 0, N * (3 * w * bf + h * f4), 1, false},
+            {"gdn_norm_backward", 0, N * (5 * w * bf + h * f4), 2, false},
+            {"gdn_chunk_backward", 2 * rule, qkv + gates + N * w * bf + states + qkv + gates, 3, true},
+            {"gdn_gates_backward", 0, 2 * gates + 2 * N * 2 * h * bf, 2, false},
+            {"gdn_conv_backward", 48 * N * w, N * (12 * w * bf + 2 * h * f4), 2, false}};
+}
+
 // The ops of one training step at micro-batch B x T, n_micro micro-steps, in the engine's order.
 inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_micro, bool recompute,
                                     const CostOptions& opt = CostOptions()) {
@@ -111,17 +146,10 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
     const bool ln = c.norm == NormType::LayerNorm;
     std::vector<AttentionFlops> att(L);  // per layer, once: its tiles do not change between micro-steps
     for (int l = 0; l < L; l++) att[l] = attention_flops(c.layers[l], T);
-    // A gdn layer's mixing FLOPs per token at this T (model_config.h's layer_cost at context T).
-    auto gdn_flops = [&](int l) {
-        ModelConfig at = c;
-        at.T = T;
-        return layer_cost(at, l).mixing_flops;
-    };
-    // A gdn layer's input projections (q, k, v | z | beta, decay) and what its mixer kernel reads and writes.
-    auto gdn_in_rows = [&](int l) { return 4.0 * c.layers[l].width + 2.0 * c.layers[l].heads; };
-    auto gdn_bytes = [&](int l) {
-        const double w = c.layers[l].width, h = c.layers[l].heads, hd = c.layers[l].head_dim();
-        return N * (gdn_in_rows(l) + w) * bf + std::ceil(T / 64.0) * B * h * hd * hd * f4;
+    // One of a gdn layer's kernels (gdn_kernel_costs, by name) as an op.
+    auto gdn_op = [&](int l, const std::string& name) {
+        for (const GdnKernelCost& k : gdn_kernel_costs(B, T, c.layers[l].heads, c.layers[l].head_dim()))
+            if (name == k.name) ops.push_back({k.name, k.bytes, k.flops, k.launches, k.chunk, false});
     };
     const double U = opt.distinct > 0 ? std::min(opt.distinct, N) : std::min(N, (double)c.V);  // distinct tokens
 
@@ -133,8 +161,13 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             const double w = c.layers[l].width, hid = c.hidden_of(l), h = c.layers[l].heads;
             const double qkv = c.layers[l].qkv_rows(), next = l + 1 < L ? c.layers[l + 1].width : Df;
             if (c.layers[l].gdn()) {
-                mm("matmul gdn in", N, gdn_in_rows(l), w, false);
-                ops.push_back({"gdn_forward", gdn_bytes(l), N * gdn_flops(l), 1, true, false});
+                mm("matmul qkv", N, 3 * w, w, false);
+                gdn_op(l, "gdn_conv_forward");
+                mm("matmul ba", N, 2 * h, w, false);
+                gdn_op(l, "gdn_gates_forward");
+                gdn_op(l, "gdn_chunk_forward");
+                mm("matmul z", N, w, w, false);
+                gdn_op(l, "gdn_norm_forward");
                 mm("matmul o", N, w, w, false);
                 resid_norm(w, c.layers[l].mlp ? w : next);
             } else if (c.layers[l].attention) {
@@ -176,10 +209,17 @@ inline std::vector<OpCost> step_ops(const ModelConfig& c, int B, int T, long n_m
             if (c.layers[l].gdn()) {
                 mm("matmul o dx", N, w, w, false);
                 mm("matmul o dW", w, w, N, true);
-                ops.push_back({"gdn_backward", 2 * gdn_bytes(l), 2 * N * gdn_flops(l), 1, true, false});
-                mm("matmul gdn in dx", N, w, gdn_in_rows(l), false);
+                gdn_op(l, "gdn_norm_backward");
+                mm("matmul z dx", N, w, w, false);
                 if (recompute) norm_fwd(w);
-                mm("matmul gdn in dW", gdn_in_rows(l), w, N, true);
+                mm("matmul z dW", w, w, N, true);
+                gdn_op(l, "gdn_chunk_backward");
+                gdn_op(l, "gdn_gates_backward");
+                mm("matmul ba dx", N, w, 2 * h, false);
+                mm("matmul ba dW", 2 * h, w, N, true);
+                gdn_op(l, "gdn_conv_backward");
+                mm("matmul qkv dx", N, w, 3 * w, false);
+                mm("matmul qkv dW", 3 * w, w, N, true);
                 norm_bwd(w, ln);
                 continue;
             }

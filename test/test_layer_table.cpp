@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -742,12 +743,65 @@ TEST_CASE("the cost model counts a gdn layer's estimated kernels", "[layers][mix
     auto count = [&](const std::string& name) {
         return std::count_if(ops.begin(), ops.end(), [&](const OpCost& o) { return o.name == name; });
     };
-    CHECK(count("gdn_forward") == 1);
-    CHECK(count("gdn_backward") == 1);
+    // model.cuh's gdn_forward and gdn_backward: one op per kernel, gdn_kernel_costs' (the one source of docs/gpu.md's
+    // estimate table), the forward's FLOPs the layer's mixing FLOPs (layer_cost's at the step's T).
+    const std::vector<GdnKernelCost> k = gdn_kernel_costs(2, 32, c.layers[0].heads, c.layers[0].head_dim());
+    REQUIRE(k.size() == 8);
+    double forward_flops = 0;
+    for (const GdnKernelCost& kc : k) {
+        INFO(kc.name);
+        CHECK(count(kc.name) == 1);
+        for (const OpCost& o : ops)
+            if (o.name == kc.name) CHECK((o.bytes == kc.bytes && o.flops == kc.flops && o.attention == kc.chunk));
+        if (std::string(kc.name).find("forward") != std::string::npos) forward_flops += kc.flops;
+    }
+    CHECK(forward_flops == Approx(2.0 * 32 * account(c).layers[0].mixing_flops));
     CHECK(count("attention_forward") == 1);
-    CHECK(count("matmul gdn in") == 1);
-    for (const OpCost& o : ops)
-        if (o.name == "gdn_forward") CHECK(o.flops == Approx(2.0 * 32 * account(c).layers[0].mixing_flops));
+    // its matmuls as model.cuh names them (the attention layer has a "matmul qkv" of its own)
+    for (const char* mm : {"matmul qkv", "matmul ba", "matmul z", "matmul qkv dW", "matmul ba dW", "matmul z dW"})
+        CHECK(count(mm) == (std::string(mm).find("qkv") != std::string::npos ? 2 : 1));
+}
+
+TEST_CASE("docs/gpu.md's Gated DeltaNet estimate table is the cost model's gdn_kernel_costs", "[layers][mixer]") {
+    // Its rows: | T | hd | h | kernel | GFLOP | MB | FLOP/byte | H100 us (bound) | H200 us (bound) | at B 16, as
+    // dev/gdn_estimate.py prints them; every kernel of every shape, and each shape's layer total.
+    std::istringstream in(read_text("docs/gpu.md"));
+    const RooflineGpu h100, h200{4.8e12, 989e12};
+    auto us = [](const GdnKernelCost& k, const RooflineGpu& g) {
+        const double t = std::max(k.flops / g.peak, k.bytes / g.bandwidth);
+        char b[48];
+        snprintf(b, sizeof b, "%.1f (%s)", t * 1e6, k.bytes / g.bandwidth >= k.flops / g.peak ? "HBM" : "tensor");
+        return std::pair<std::string, double>(b, t * 1e6);
+    };
+    int rows = 0, totals = 0;
+    for (std::string line; std::getline(in, line);) {
+        int T = 0, hd = 0, h = 0;
+        char kernel[64] = "";
+        if (sscanf(line.c_str(), "| %d | %d | %d | %63[^|]|", &T, &hd, &h, kernel) != 4) continue;
+        std::string name = kernel;
+        name = name.substr(0, name.find_last_not_of(' ') + 1);
+        double t100 = 0, t200 = 0;
+        std::string expect;
+        for (const GdnKernelCost& k : gdn_kernel_costs(16, T, h, hd)) {
+            const auto a = us(k, h100), b = us(k, h200);
+            t100 += a.second, t200 += b.second;
+            char row[256];
+            snprintf(row, sizeof row, "| %d | %d | %d | %s | %.2f | %.1f | %.0f | %s | %s |", T, hd, h, k.name,
+                     k.flops / 1e9, k.bytes / 1e6, k.flops / k.bytes, a.first.c_str(), b.first.c_str());
+            if (name == k.name) expect = row;
+        }
+        if (name == "mixer kernels, forward + backward") {
+            char row[160];
+            snprintf(row, sizeof row, "| %d | %d | %d | mixer kernels, forward + backward | | | | %.1f | %.1f |", T, hd,
+                     h, t100, t200);
+            expect = row, totals++;
+        }
+        INFO(line);
+        CHECK(line == expect);
+        rows++;
+    }
+    CHECK(rows == 36);  // 2 T x 2 head_dims x (8 kernels + the total)
+    CHECK(totals == 4);
 }
 
 TEST_CASE("model.bin carries the mixer column and round-trips a hybrid", "[layers][mixer][checkpoint]") {

@@ -768,7 +768,8 @@ TEST_CASE(
                     }
     }
     // Hours: the all-attention half of hybrid124m (-- --mixer attention replaces the axis) is prism124m's grid, so
-    // its estimate too; the gdn arms' estimate is below the attention arms' (fewer FLOPs at T 1024) but close.
+    // its estimate too; the gdn arms' estimate is within 5% of the attention arms' (fewer FLOPs at T 1024, more
+    // bytes: cost_model.h's gdn_kernel_costs prices the per-row ops' round trips).
     const double hybrid = gpu_hours(dir + "/st --recipe hybrid124m"),
                  attention = gpu_hours(dir + "/st --recipe hybrid124m", "--mixer attention"),
                  prism = gpu_hours(dir + "/st --recipe prism124m");
@@ -777,10 +778,8 @@ TEST_CASE(
     INFO("hybrid124m " << hybrid << ", its attention half " << attention << ", prism124m " << prism
                        << "; placement124m " << placement << ", its attention arm " << placement_attention);
     CHECK(attention == Approx(prism).epsilon(0.01));
-    CHECK(hybrid - attention < attention);
-    CHECK(hybrid - attention > 0.8 * attention);
-    CHECK(placement < 5 * placement_attention);
-    CHECK(placement > 0.8 * 5 * placement_attention);
+    CHECK(std::fabs((hybrid - attention) / attention - 1) < 0.05);
+    CHECK(std::fabs(placement / (5 * placement_attention) - 1) < 0.05);
     CHECK(gpu_hours(dir + "/st --recipe tiny-hybrid") > 0);
     // The README's recipe table and docs/studies.md state these estimates.
     auto fixed = [](double x, int digits) {

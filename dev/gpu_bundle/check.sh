@@ -2,11 +2,12 @@
 # dev/gpu_bundle/check.sh BUNDLE MAX_MIB ALLOWED_LIBS SCRATCH: make gpu-bundle-check's checks of a built bundle,
 # on this machine: its size, the libraries ldd finds for every binary (each must match ALLOWED_LIBS, an extended
 # regex of library names, and none may be missing), the newest glibc symbol version they need (printed: the GPU
-# machine's glibc must be at least that), and, without a GPU, that run.sh prints every stage's "skipped: no GPU"
-# line and exits 0 within 30 s, and that the CUDA builds of the products fall back to the CPU: train_prism,
-# eval_zeroshot and generate print their help, and train_prism trains tiny for 2 steps on the CPU engine (CI
-# builds its products CPU_ONLY, so these are its runs of nvcc-built products). With a GPU the last checks are
-# left to run.sh itself (7 minutes). Exits 1 on any failure, naming it.
+# machine's glibc must be at least that), that the gdn stage's gdn_fla.py and fla-core wheel are there, and,
+# without a GPU, that run.sh prints every stage's "skipped: no GPU" line and exits 0 within 30 s, and that the CUDA
+# builds of the products fall back to the CPU: train_prism, eval_zeroshot and generate print their help, and
+# train_prism trains tiny for 2 steps on the CPU engine (CI builds its products CPU_ONLY, so these are its runs of
+# nvcc-built products). With a GPU the last checks are left to run.sh itself (8.5 minutes). Exits 1 on any failure,
+# naming it.
 set -uo pipefail
 B=$1 max=$2 allowed=$3 scratch=$(realpath -m "$4")
 bad=0
@@ -22,10 +23,13 @@ for f in "$B"/bin/*; do
     [ -z "$other" ] || fail "$(basename "$f") links $other(allowed: $allowed)"
     glibc="$glibc $(objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
 done
+# The gdn stage's Python side: gdn_fla.py and flash-linear-attention's wheel (no network on the GPU machine).
+[ -f "$B/peer/gdn_fla.py" ] || fail "$B/peer/gdn_fla.py is missing (the gdn stage's fla comparison)"
+ls "$B"/wheels/fla_core-*.whl > /dev/null 2>&1 || fail "no $B/wheels/fla_core-*.whl (the gdn stage's fla; make gpu-bundle downloads it)"
 newest=$(echo $glibc | tr ' ' '\n' | sort -uV | tail -1)
 [ $bad = 0 ] && echo "gpu-bundle-check: $B: $mib MiB (at most $max); the $(ls "$B"/bin | wc -l) binaries' libraries (ldd) all allowed; newest glibc symbol they need: $newest"
 if "$B/bin/gpu_info" > /dev/null 2>&1; then
-    echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (7 minutes)"
+    echo "gpu-bundle-check: this machine has a GPU: run bash $B/run.sh OUT for the bundle's full check (8.5 minutes)"
 else
     rm -rf "$scratch"
     t0=$(date +%s%N)
@@ -34,7 +38,7 @@ else
     ms=$((($(date +%s%N) - t0) / 1000000))
     echo "$out" | sed 's/^/  run.sh: /'
     [ $rc = 0 ] || fail "run.sh without a GPU exited with status $rc"
-    for s in "1 device" "2 tests" "3 tiny" "4 peer" "5 attention" "6 model" "7 sanitizer"; do
+    for s in "1 device" "2 tests" "3 tiny" "4 peer" "5 attention" "6 model" "7 sanitizer" "8 gdn"; do
         echo "$out" | grep -q "^$s: skipped: no GPU" || fail "run.sh printed no \"$s: skipped: no GPU\" line"
     done
     [ -s "$scratch/summary.txt" ] || fail "run.sh wrote no $scratch/summary.txt"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # run.sh OUT [STAGE...]: the GPU bundle's one command (make gpu-bundle builds the folder this file sits in;
-# docs/gpu.md, "The GPU bundle", says how to take it to a GPU machine). Seven stages, ordered so that a window cut
+# docs/gpu.md, "The GPU bundle", says how to take it to a GPU machine). Eight stages, ordered so that a window cut
 # short still returns the most valuable answers first: is the whole step right, how far is it from PyTorch, then the detail. Each stage runs
-# under its own time limits and ends in one summary line; the limits, with 2 s to kill each of the 17 commands, add
-# up to 420 s (7 minutes), so a second try fits in one 15-minute window. Writes OUT/summary.txt (the summary lines,
-# also printed) and at most 8 logs: device.log tests.log tiny.log peer.log bench_attention.log sdpa.log
-# bench_model.log sanitizer.log. Runs, checkpoints and scratch go to a temporary folder, removed at the end.
+# under its own time limits and ends in one summary line; the limits, with 2 s to kill each of the 22 commands, add
+# up to 511 s (8.5 minutes). Writes OUT/summary.txt (the summary lines, also printed) and at most 11 logs: device.log
+# tests.log tiny.log peer.log bench_attention.log sdpa.log bench_model.log sanitizer.log bench_gdn.log gdn_fla.log
+# hybrid.log. Runs, checkpoints and scratch go to a temporary folder, removed at the end.
 #   1 device     device, driver and runtime; a one-line diagnosis when the driver is older than the runtime
 #   2 tests      the native GPU tests, each group its own process (executor fragment layouts first, then kernels,
 #                attention, whole model, decoder): a crash leaves the other groups standing
@@ -23,7 +23,16 @@
 #   7 sanitizer  compute-sanitizer memcheck, racecheck, synccheck on small attention forward/backward and one
 #                small model step (the tests tagged [sanitize]); a runtime that refuses the device is reported as
 #                such ("NOT RUN: ... refused"), not as a failure of our code
-#   8 big        (only when asked for: run.sh OUT 8) one step of 757M and of 2B X at T 4096 at the largest B that
+#   8 gdn        the chunked gated delta rule (issue 53): bench_gdn (our chunk kernels, forward + backward, T 1024 ..
+#                16384, head_dim 64/128/256, against our flash attention at the same shapes: att/gdn ratios), then
+#                flash-linear-attention's chunk_gated_delta_rule (dev/gpu_bundle/gdn_fla.py in the bundle's peer/,
+#                the fla-core wheel of wheels/ unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's
+#                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
+#                (ours / fla ratios); then one
+#                124M step of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the all-attention 124M
+#                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no chunk kernels in this build,
+#                no torch, no GPU, or the engine refusing gdn layers
+#   9 big        (only when asked for: run.sh OUT 9) one step of 757M and of 2B X at T 4096 at the largest B that
 #                fits, memory against --plan
 # Without a GPU (stage 1 finds none) every stage prints "skipped: no GPU" and the script exits 0. STAGE: run
 # only these stage numbers. BUNDLE_FORCE=1 runs the stages even without a GPU (to try the script itself on a CPU
@@ -38,7 +47,7 @@ fi
 mkdir -p "$1" || { echo "run.sh: cannot create $1" >&2; exit 2; }
 OUT=$(cd "$1" && pwd)
 shift
-STAGES=${*:-1 2 3 4 5 6 7}
+STAGES=${*:-1 2 3 4 5 6 7 8}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/prism-bundle.XXXXXX") || { echo "run.sh: no temporary folder" >&2; exit 2; }
 trap 'rm -rf "$WORK"' EXIT
 cd "$HERE" || exit 2
@@ -86,6 +95,7 @@ gpu=0
 } > "$OUT/device.log" 2>&1
 info=$(timeout 20 "$BIN/gpu_info" 2>&1)
 rc=$?
+real_gpu=$([ $rc = 0 ] && echo 1 || echo 0)  # BUNDLE_FORCE=1 sets gpu below, not this
 echo "gpu_info (status $rc): $info" >> "$OUT/device.log"
 if want 1; then
     case $rc in
@@ -253,15 +263,84 @@ if want 7; then
     fi
 fi
 
-# ---- 8. big models' memory (only when asked for) ---------------------------------------------------------------
+# ---- 8. gdn: our chunked delta rule against flash-linear-attention and our attention; the hybrid step ---------
+# bench_gdn exits 3 when this build has no chunk kernels (their headers not yet in the tree). Its
+# shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
 if want 8; then
-    if [ $gpu = 0 ]; then skip "8 big"; else
+    if [ $gpu = 0 ]; then skip "8 gdn"; else
+        G=$OUT/bench_gdn.log F=$OUT/gdn_fla.log
+        : > "$G"
+        : > "$F"
+        mkdir -p "$WORK/gdn_dumps"
+        run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
+        st=$?
+        if [ $st = 3 ]; then ours="ours skipped: this build has no chunk kernels (gdn_chunk.cuh)"
+        else
+            [ $st = 0 ] || failed=1
+            row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
+            ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
+            for hd in 64 128 256; do ours="$ours hd $hd $(row 4096 $hd)"; done
+            ours="$ours, T 16384 hd 128 $(row 16384 128)"
+        fi
+        if ! run_logged 5 "$F" python3 -c 'import zipfile, sys; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
+                "$WORK/fla" wheels/fla_core-*.whl; then
+            fla="fla FAIL: cannot unpack wheels/fla_core-*.whl (see gdn_fla.log)"
+            failed=1
+        else
+            PYTHONPATH=$WORK/fla${PYTHONPATH:+:$PYTHONPATH} run_logged 36 "$F" python3 -u peer/gdn_fla.py \
+                --ours "$G" --dumps "$WORK/gdn_dumps" --budget 28
+            st2=$?
+            case $st2 in
+                3) fla="fla skipped: no GPU visible to torch" ;;
+                5) fla="fla skipped: python3 cannot import torch" ;;
+                4) fla="fla FAIL: $(grep -m1 'cannot import' "$F")"; failed=1 ;;
+                *) [ $st2 = 0 ] || failed=1
+                   fla="fla $(status_word $st2): $(grep -m1 '^summary:' "$F" | sed 's/^summary: //')" ;;
+            esac
+        fi
+        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each. Without a GPU
+        # (BUNDLE_FORCE=1) one step of tiny's hybrid shows whether the build refuses gdn layers (train_prism
+        # refuses them before it looks for a GPU) and runs nothing large on the CPU.
+        H=$OUT/hybrid.log
+        : > "$H"
+        refused() { grep -q 'runs on the CPU engine (--cpu) until its CUDA kernels land' "$H"; }
+        if [ $real_gpu = 0 ]; then
+            echo "==== hybrid probe (no GPU)" >> "$H"
+            run_logged 12 "$H" "$BIN/train_prism" -m tiny --mixer gdn:3:1 --match mlp --steps 1 --val-every 0 \
+                --sample-every 0 -o "$WORK/hybrid_probe"
+            if refused; then hyb="hybrid step skipped: the engine refuses gdn"
+            else hyb="hybrid step skipped: no GPU (train_prism runs the CPU engine)"; fi
+        else
+            step=(-m 124M -b 16 -t 1024 --total-batch 16384 --steps 6 --val-every 0 --sample-every 0)
+            echo "==== hybrid step" >> "$H"
+            run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" --mixer gdn:3:1 --match mlp -o "$WORK/hybrid"
+            sh=$?
+            if refused; then
+                hyb="hybrid step skipped: the engine refuses gdn"
+            else
+                echo "==== all-attention step" >> "$H"
+                run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" -o "$WORK/attention"
+                sa=$?
+                median() { awk -v run="$1" '/^==== /{ n++ } n == run && /^step +[2-6]\/6 / { for (i = 1; i < NF; i++) if ($(i + 1) == "tok/s") print $i }' "$H" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+                th=$(median 1) ta=$(median 2)
+                r=$([ -n "$th" ] && [ -n "$ta" ] && awk -v h="$th" -v a="$ta" 'BEGIN { printf "%.3f", h / a }')
+                [ $sh = 0 ] && [ $sa = 0 ] || failed=1
+                hyb="hybrid 3:1 $(status_word $sh) ${th:-?} tok/s, all-attention $(status_word $sa) ${ta:-?} tok/s, hybrid/attention ${r:-n/a}"
+            fi
+        fi
+        say "8 gdn: $ours | $fla | $hyb"
+    fi
+fi
+
+# ---- 9. big models' memory (only when asked for) ---------------------------------------------------------------
+if want 9; then
+    if [ $gpu = 0 ]; then skip "9 big"; else
         : >> "$OUT/bench_model.log"
         tok=$(ls data/default/*_train_*.bin | head -1)
         run_logged 65 "$OUT/bench_model.log" "$BIN/bench_model" --tokens "$tok" -b 0 -t 4096 --steps 1 --models 757M,2B:x
         st2=$?
         [ $st2 = 0 ] || failed=1
-        say "8 big $(status_word $st2): $(meas 757M); $(meas 2B:x)"
+        say "9 big $(status_word $st2): $(meas 757M); $(meas 2B:x)"
     fi
 fi
 
