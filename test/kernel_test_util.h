@@ -13,7 +13,7 @@
 #include "cuda_common.cuh"
 #include "ref/init.h"
 
-const double BF16_REL = 1.0 / 256;  // 2^-8: twice bf16's relative rounding error 2^-9
+const double BF16_REL = 1.0 / 256;  // 2^-8: bf16's relative rounding error at most (8 significant bits)
 
 // A device buffer from / to host vectors. Float host data is rounded to bf16 when T is bf16.
 template <class T> struct Dev {

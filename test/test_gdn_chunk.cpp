@@ -7,7 +7,7 @@
 //
 // How the tolerances are set: a bound per element, computed in double along the kernels' own path (gdn_bounds), for
 // what their bf16 roundings may do. q, k, v are bf16 values both sides see exactly; every other rounding moves a
-// value by at most u = 2^-9 of itself (round to nearest, 8 significant bits). Writing |X| for elementwise absolute
+// value by at most u = 2^-8 of itself (round to nearest, 8 significant bits). Writing |X| for elementwise absolute
 // values and E for the bound on the carried state's error (0 at the start, or for s0):
 //   W = bf16(T diag(beta e^G)) K, stored:     eW = (u |Tw| + f aTw) |K| + u |W|        (U likewise with diag(beta), V)
 //     aT the substitution run on |A| (|T| <= aT): fp32 forward substitution errs by at most 64 2^-24 aT < f aT, f = 2^-17

@@ -5,7 +5,7 @@
 // states. On the CUDA-on-CPU executor under make test (nvcc: on a GPU).
 //
 // Tolerances, as test_kernels.cpp derives them: inputs are bf16 values the reference sees exactly, so a bf16 output
-// differs by its one rounding (rel 2^-8, twice the bound, BF16_REL) plus fp32 summation order where a sum cancels
+// differs by its one rounding (rel 2^-8 at most, BF16_REL) plus fp32 summation order where a sum cancels
 // (abs, relative to max|want|, stated per check); fp32 outputs (inverse norms, gates, weight gradients, the state)
 // carry only the order and libm differences (rel 1e-5). A backward reads what the forward stored in bf16 (as the
 // engine will), so its reference is given the kernel's own forward outputs: the rounding of the forward is not

@@ -4,12 +4,12 @@
 // (make test-executor-native) the same tests run on a GPU. Attention has its own file, test_attention.cpp.
 //
 // How the tolerances are set. Inputs are bf16 values, and the reference runs in fp32 on exactly those values,
-// so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-9 (8 bits
-// of mantissa, round to nearest), and (b) fp32 summation order / fast intrinsics: ~1e-7 relative to the
-// terms summed. A value computed near a rounding boundary may round to the other neighbour, so one output can
-// be up to 2^-9 |want| + (b) away. Every check is |got - want| <= rel * |want| + abs * max|want| with
-// rel = 2^-8 (twice the rounding bound) and abs covering (b) where a sum cancels (then |want| can be far
-// below its terms); each test states its abs. Outputs that are plain copies are compared bit for bit.
+// so the only differences are (a) the kernel's single rounding of each output to bf16: relative 2^-8 at most
+// (8 significant bits, 7 of them stored; round to nearest), and (b) fp32 summation order / fast intrinsics: ~1e-7
+// relative to the terms summed, which can carry a value near a rounding boundary to the other neighbour. So one
+// output can be up to 2^-8 |want| + (b) away. Every check is |got - want| <= rel * |want| + abs * max|want| with
+// rel = 2^-8 (the rounding bound) and abs covering (b) where a sum cancels (then |want| can be far below its
+// terms); each test states its abs. Outputs that are plain copies are compared bit for bit.
 // Where a kernel accumulates (+=: the residual-state gradient in bf16, weight gradients in fp32), the buffer
 // starts non-zero so the accumulate branch is the one checked, and the reference adds into the same starting
 // values. Weight gradients are fp32 (no rounding to bf16): only (b) remains, checked at relative 1e-5.

@@ -7,7 +7,7 @@
 // of a training step (one: read_stats), and the activation sizes memory_plan.h predicts.
 //
 // Tolerances. Both models start from the same bf16-exact weights, so the differences come from bf16 storage of
-// every activation and gradient (relative 2^-9 per rounding), compounded through the layers. They are checked
+// every activation and gradient (relative 2^-8 per rounding at most), compounded through the layers. They are checked
 // where they are meaningful: the loss (a mean over positions: rounding errors average out) to 1e-2 absolute on
 // ~3.6; each gradient tensor as a whole, ||g - g_ref|| / ||g_ref|| <= 5e-2. An indexing or formula bug moves
 // a tensor's relative error to O(1) (overwriting instead of accumulating a weight gradient measured 0.7),
@@ -830,7 +830,7 @@ static void check_layer_stats_match(const std::string& kind, const OptimizerMult
             s[k] = engines[k]->layer_stats();
         }
         // Gradients (their norms and RMS, whole and per sub-block) within check_grads' 5e-2 of the reference's;
-        // the update of Adam's normalised moments within the same; the residual states bf16 (2^-9) plus the
+        // the update of Adam's normalised moments within the same; the residual states bf16 (2^-8) plus the
         // forward's drift, as the loss's. A sub-block the layer lacks is NaN on both.
         for (int k = 0; k < LayerStats::kCount; k++) {
             const std::string kind = LayerStats::kNames[k];
