@@ -1,5 +1,25 @@
 // test_gdn_chunk_bwd.cpp: gdn_chunk_bwd.cuh's backward of the chunked gated delta rule against
-// ref::gdn_delta_chunk_backward (and once against the recurrent form's backward, in double), on the executor.
+// ref::gdn_delta_chunk_backward (float) on the same bf16-exact inputs, the states from ref::gdn_delta_chunk_forward
+// (fp32 on both sides), at head_dim 32, 48, 64, 128 and 256, B 2, T 67 and 130 (one or two chunks past the first,
+// the last one short), h 1 and 2; once against the recurrent form's backward in double, and a rerun's bits. On the
+// CUDA-on-CPU executor (make test, the sanitizer builds); nvcc builds it for a GPU.
+//
+// Tolerances. Every tensor-core operand is rounded to bf16 once (u = 2^-9 of itself; the inputs q, k, v, dout are
+// bf16 already and exact, the fp32 ones are T, W, U, M, the states, dS, dU, dW, dT and the scaled K, Q rows),
+// products accumulate in fp32 (2^-24 per add: nothing next to u). A product whose two operands carry relative
+// errors e1, e2 is off by at most (e1 + e2 + 2 u) times the sum of its terms' sizes. The longest chain to an
+// output is dk's (and dbeta's, dg's) through the WY backward: dU (dS1 rounded, M or Kd rounded) -> dW = -dU S0 ->
+// dT = dW Kb^T -> T^T dT -> dA = (T^T dT) T^T -> dK += dKK K: six products, twelve roundings (dq's chain, dO U^T
+// with U itself two products deep, is shorter; dv's, T^T dU, too). The inputs keep every factor of a term at most
+// 1 in size (q, k unit vectors, |v|, |dout| <= 1, beta < 1, decays <= 1, T = (I + A)^-1 with |A_ix| <= |k_i . k_x|
+// small), so each term is bounded by the output's own scale, taken as max|want| of that output: the bound is
+// |err| <= 12 u max|want| (2.3e-2) for every output, plus bf16's own rounding of dq, dk, dv (BF16_REL |want|).
+// That is a worst case (every rounding the same way); rounding errors of random sign add in quadrature, and the
+// measured worst is 5.9e-3 max|want| (dv, hd 256, T 130). A missing or misplaced term moves an output by a whole
+// term: the mutants tried while writing this each fail it (the column sums of dKK in dg: 0.26 max|want|; the
+// U dS1 . Kd terms of dg: 0.47; exp(G_L) dS1 dropped from the state walk: 0.03 to 0.06; exp(G_L) <dS1, S0> dropped
+// from dg: 0.025, the smallest term, caught at hd 256). The decays are mild on even heads so that the state's terms
+// are of that size at all: with exp(G_L) ~ 1e-6 over a chunk the last two mutants passed unseen.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -37,7 +57,11 @@ struct Problem {
                     for (int c = 0; c < hd; c++) x[c] = float(bf16(float(x[c] / std::sqrt(ss + 1e-6))));
                 }
         beta = rand_bf16(N * h, seed + 1, 0.05f, 0.95f);
-        g = rand_bf16(N * h, seed + 2, -0.4f, -0.005f);
+        // mild decays on even heads (exp(G) over a chunk about 0.15: the state carries across chunks), six times
+        // stronger on odd ones
+        g = rand_bf16(N * h, seed + 2, -0.06f, -0.001f);
+        for (long n = 0; n < N; n++)
+            for (int j = 1; j < h; j += 2) g[n * h + j] *= 6.0f;
         dout = rand_bf16(N * w, seed + 3);
     }
 };
@@ -81,26 +105,54 @@ std::vector<float> part(const std::vector<float>& x, long N, int w, int k) {
     return y;
 }
 
+// u = 2^-9, bf16's relative rounding; the tolerances of the file's header.
+const double U = 1.0 / 512, ABS_TOL = 12 * U;
+
+void check_grads(const Problem& p, const Grads& got, const Grads& want, const char* what) {
+    const char* names[] = {"dq", "dk", "dv"};
+    printf("gdn chunk bwd (%s) hd %3d T %3d h %d: max err / max|want|:", what, p.hd, p.T, p.h);
+    for (int k = 0; k < 3; k++)
+        printf(" %s %.2e", names[k], max_err(part(got.dqkv, p.N, p.w, k), part(want.dqkv, p.N, p.w, k)));
+    printf(" dbeta %.2e dg %.2e\n", max_err(got.dbeta, want.dbeta), max_err(got.dg, want.dg));
+    for (int k = 0; k < 3; k++)
+        check_close(part(got.dqkv, p.N, p.w, k), part(want.dqkv, p.N, p.w, k), BF16_REL, ABS_TOL, names[k]);
+    check_close(got.dbeta, want.dbeta, 0, ABS_TOL, "dbeta");
+    check_close(got.dg, want.dg, 0, ABS_TOL, "dg");
+}
+
 }  // namespace
 
-TEST_CASE("gdn_chunk_backward matches ref::gdn_delta_chunk_backward", "[gdn_chunk]") {
+TEST_CASE("gdn_chunk_backward matches ref::gdn_delta_chunk_backward at head_dim 32 to 256", "[gdn_chunk]") {
     struct Case {
         int B, T, h, hd;
     };
-    const Case cases[] = {{2, 67, 2, 32}, {2, 130, 2, 48}, {2, 130, 1, 64}, {2, 67, 2, 128}, {2, 67, 1, 256}};
+    const Case cases[] = {{2, 67, 2, 32},  {2, 130, 2, 32},  {2, 130, 2, 48}, {2, 67, 2, 64},  {2, 130, 1, 64},
+                          {2, 67, 2, 128}, {2, 130, 1, 128}, {2, 67, 1, 256}, {2, 130, 1, 256}};
     for (const Case& cs : cases) {
         INFO("B=" << cs.B << " T=" << cs.T << " h=" << cs.h << " hd=" << cs.hd);
-        const Problem p(cs.B, cs.T, cs.h, cs.hd, 100 + cs.hd);
+        const Problem p(cs.B, cs.T, cs.h, cs.hd, 100 + cs.hd + cs.T);
         std::vector<float> states;
         const Grads want = reference(p, states), got = kernel(p, states);
-        const char* names[] = {"dq", "dk", "dv"};
-        printf("gdn chunk bwd hd %3d T %3d: max err / max|want|:", cs.hd, cs.T);
-        for (int k = 0; k < 3; k++)
-            printf(" %s %.2e", names[k], max_err(part(got.dqkv, p.N, p.w, k), part(want.dqkv, p.N, p.w, k)));
-        printf(" dbeta %.2e dg %.2e\n", max_err(got.dbeta, want.dbeta), max_err(got.dg, want.dg));
-        for (int k = 0; k < 3; k++)
-            check_close(part(got.dqkv, p.N, p.w, k), part(want.dqkv, p.N, p.w, k), BF16_REL, 0.02, names[k]);
-        check_close(got.dbeta, want.dbeta, 0, 0.02, "dbeta");
-        check_close(got.dg, want.dg, 0, 0.02, "dg");
+        check_grads(p, got, want, "chunked ref");
     }
+}
+
+TEST_CASE("gdn_chunk_backward matches the recurrent form's backward and repeats its bits", "[gdn_chunk]") {
+    const Problem p(2, 130, 1, 64, 7);
+    std::vector<float> states;
+    reference(p, states);
+    const Grads got = kernel(p, states), again = kernel(p, states);
+    CHECK(std::memcmp(got.dqkv.data(), again.dqkv.data(), got.dqkv.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(got.dbeta.data(), again.dbeta.data(), got.dbeta.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(got.dg.data(), again.dg.data(), got.dg.size() * sizeof(float)) == 0);
+    // the oracle in double: the definition step by step, every state kept
+    const int w = p.w;
+    auto dbl = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    const std::vector<double> qkv = dbl(p.qkv), beta = dbl(p.beta), g = dbl(p.g), dout = dbl(p.dout);
+    std::vector<double> d(p.N * 3 * w), db(p.N * p.h), dg(p.N * p.h);
+    ref::gdn_delta_recurrent_backward(d.data(), d.data() + w, d.data() + 2 * w, 3 * w, db.data(), dg.data(),
+                                      dout.data(), w, qkv.data(), qkv.data() + w, qkv.data() + 2 * w, 3 * w,
+                                      beta.data(), g.data(), p.B, p.T, ref::GdnShape{p.h, p.hd});
+    auto flt = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+    check_grads(p, got, Grads{flt(d), flt(db), flt(dg)}, "recurrent");
 }
