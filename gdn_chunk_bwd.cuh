@@ -1,5 +1,5 @@
 // gdn_chunk_bwd.cuh: the backward of the chunked gated delta rule on tensor cores: gdn_chunk_backward computes
-// exactly ref::gdn_delta_chunk_backward (ref/gdn.h; GDN_CUDA_CONTRACT.md's API and layouts) from the forward's
+// exactly ref::gdn_delta_chunk_backward (ref/gdn.h: the same inputs, outputs and layouts) from the forward's
 // per-chunk starting states, with bf16 mma.sync operands and fp32 accumulation; every sequence starts from S = 0.
 //
 // Notation per (sequence, head, chunk of L <= C = 64 rows), as ref/gdn.h's: G = cumsum(g) in the chunk,
@@ -34,7 +34,7 @@
 // Speed: not measured on a GPU yet. This first version is written for correctness: operands are staged element by
 // element (no cp.async, no reuse of a staged tile across products), intermediates go through the workspace in
 // global memory (L2), and the state walk has ceil(hd / 64) blocks per head.
-// Does not: the forward (gdn_chunk.cuh), a non-zero initial state's gradient, or the per-row ops (gdn.cuh).
+// Does not: the forward (a header of its own), a non-zero initial state's gradient, or the per-row ops (gdn.cuh).
 #pragma once
 
 #include <cstdint>
