@@ -27,7 +27,7 @@
 // scratch, gdn_chunk_backward_scratch_bytes: (6 C^2 + 9 C hd + hd^2) floats per chunk, kernel_sizes.h).
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
-// ptxas -v (nvcc 12, -O3), registers / static shared memory / spills:
+// ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
 //   prep   sm_80 255 / 27392 B / 0    sm_90 102 / 27392 B / 0
 //   state  sm_80 120 / 10752 B / 0    sm_90 118 / 10752 B / 0
 //   grad   sm_80 255 / 28288 B / 0    sm_90 150 / 28288 B / 0
