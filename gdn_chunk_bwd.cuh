@@ -8,13 +8,13 @@
 // O = (diag(exp(G)) Q S0^T + M U) / sqrt(hd), S1 = exp(G_L) S0 + U^T diag(exp(G_L - G)) K, dO = dout / sqrt(hd).
 //
 // Three kernels, in the structure of flash-linear-attention's chunked backward (written from the reference here):
-//   prep  (grid (chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward substitution in
+//   prep  (grid (window's chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward substitution in
 //         fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's workspace.
 //   state (grid (ceil(hd / 64), B h)): walks the chunks last first, carrying dS (the gradient of the chunk's end
 //         state) in fp32 for a tile of 64 value rows (the rows of dS are independent): dU = M^T dO + Kd dS1^T
 //         (Kd = diag(exp(G_L - G)) K), then dS0 = exp(G_L) dS1 + (diag(exp(G)) dO)^T Q - dU^T W. Stores every
 //         chunk's dS1 and its complete dU.
-//   grad  (grid (chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0 +
+//   grad  (grid (window's chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0 +
 //         (dM o Gam) K with dM = tril(dO U^T); dW = -dU S0; dT = dU Vb^T + dW Kb^T; dKb = T^T dW, dVb = T^T dU;
 //         dA = -T^T dT T^T on A's strictly lower entries -> dKK, dbeta, dG; dK from the four places K enters;
 //         dv = diag(beta) dVb; dg = the reverse cumsum of dG inside the chunk.
@@ -23,8 +23,15 @@
 // rounded to bf16 once), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
 // of (row, column, value). Scale factors (1 / sqrt(hd), exp(G)) are folded into the fp32 operand before its one
 // rounding, never applied to a bf16 input. Sums over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no
-// atomics, the same bits for the same launch. Intermediates live in a per-chunk fp32 workspace (the caller's
-// scratch, gdn_chunk_backward_scratch_bytes: (6 C^2 + 9 C hd + hd^2) floats per chunk, kernel_sizes.h).
+// atomics, the same bits for the same launch. Intermediates live in an fp32 workspace per chunk, (6 C^2 + 9 C hd +
+// hd^2) floats, in the caller's scratch. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every
+// sequence and head, the last window first), so the scratch holds one window's workspaces and, per (sequence,
+// head), an hd x hd carry: the state walk's dS handed to the window before. A window has the fewest chunks that
+// give prep and grad 1024 blocks a launch (7.8 per SM of an H100's 132, several waves at the 2 to 3 resident
+// blocks a SM their registers allow; all the chunks when there are fewer), the state walk keeps its B h ceil(hd / 64) blocks and runs its chunks once in all;
+// the results do not depend on the window (a test holds the bits). At the 124M model's shapes (B 16, h 12, hd 64)
+// windows of 6 chunks: 291 MiB whatever T (768 MiB at T 1024 and 3 GiB at T 4096 with a workspace per chunk).
+// gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes.
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
@@ -140,10 +147,12 @@ __device__ inline float gcb_f(bf16 x) { return __bfloat162float(x); }
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// The chunk's forward, recomputed: T, KK, M (C x C), W, U (C x hd) into its workspace. Grid (chunks, B h).
+// The chunk's forward, recomputed: T, KK, M (C x C), W, U (C x hd) into its workspace. Grid (the window's chunks
+// from c0, B h); the workspaces: nw per (b, head), wsf floats each.
 static __global__ void __launch_bounds__(GCB_THREADS, 2)
-    gdn_chunk_bwd_prep_kernel(float* ws, long wsf, const float* states, const bf16* q, const bf16* k, const bf16* v,
-                              long ld, const float* beta, const float* g, int T, int h, int hd) {
+    gdn_chunk_bwd_prep_kernel(float* ws, long wsf, int nw, const float* states, const bf16* q, const bf16* k,
+                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
+                              int c0) {
     SHARED(bf16[2 * 64 * GCB_LDS], stage_);
     bf16* const stage = stage_;
     SHARED(float[GCB_C], sG_);
@@ -154,10 +163,10 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     float* const sB = sB_;
     SHARED(float[GCB_C * GCB_C], sGam_);
     float* const sGam = sGam_;
-    const int c = blockIdx.x, nc = gridDim.x, bh = blockIdx.y, j = bh % h;
+    const int c = c0 + blockIdx.x, bh = blockIdx.y, j = bh % h;
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
-    const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
+    const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
     const float* S0 = states + ((long)bh * nc + c) * hd2;
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
@@ -201,11 +210,13 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
         [=](int i, int x, float s) { w.M[i * GCB_C + x] = s * sGam[i * GCB_C + x]; });
 }
 
-// dS, last chunk first, for value rows r0 .. r0 + 63 of one (b, head): each chunk's dS1 and dU into its
-// workspace. Grid (ceil(hd / 64), B h).
+// dS over the window's chunks c0 .. c1 - 1, last first, for value rows r0 .. r0 + 63 of one (b, head): each
+// chunk's dS1 and dU into its workspace. The last chunk's dS1 is 0 (c1 = nc) or the carry, which the window's
+// first chunk then overwrites with its dS0 (for the window before; c0 > 0). Grid (ceil(hd / 64), B h).
 static __global__ void __launch_bounds__(GCB_THREADS, 2)
-    gdn_chunk_bwd_state_kernel(float* ws, long wsf, const bf16* dout, long lddo, const bf16* q, const bf16* k, long ld,
-                               const float* g, int T, int h, int hd, int nc, float scale) {
+    gdn_chunk_bwd_state_kernel(float* ws, long wsf, int nw, float* carry, const bf16* dout, long lddo, const bf16* q,
+                               const bf16* k, long ld, const float* g, int T, int h, int hd, int nc, int c0, int c1,
+                               float scale) {
     SHARED(bf16[2 * 64 * GCB_LDS], stage_);
     bf16* const stage = stage_;
     SHARED(float[GCB_C], sG_);
@@ -217,14 +228,15 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     const int bh = blockIdx.y, j = bh % h, r0 = blockIdx.x * 64, R = min(64, hd - r0);
     const long col = (long)j * hd;
     bf16 *sa = stage, *sb = stage + 64 * GCB_LDS;
+    float* const cy = carry + (long)bh * hd * hd + (long)r0 * hd;  // this block's rows of the carry
     {
-        float* dS = gcb_ws(ws + ((long)bh * nc + nc - 1) * wsf, hd).dS1;
-        for (int e = threadIdx.x; e < R * hd; e += GCB_THREADS) dS[(long)(r0 + e / hd) * hd + e % hd] = 0.0f;
+        float* dS = gcb_ws(ws + ((long)bh * nw + c1 - 1 - c0) * wsf, hd).dS1 + (long)r0 * hd;
+        for (int e = threadIdx.x; e < R * hd; e += GCB_THREADS) dS[e] = c1 == nc ? 0.0f : cy[e];
     }
-    for (int c = nc - 1; c >= 0; c--) {
+    for (int c = c1 - 1; c >= c0; c--) {
         const long n0 = (long)(bh / h) * T + (long)c * GCB_C;
         const int L = min(GCB_C, T - c * GCB_C);
-        const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
+        const GcbWs w = gcb_ws(ws + ((long)bh * nw + c - c0) * wsf, hd);
         const bf16* Q = q + n0 * ld + col;
         const bf16* K = k + n0 * ld + col;
         const bf16* dO = dout + n0 * lddo + col + r0;
@@ -245,7 +257,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
             [=](int i, int r, float s) { w.dU[i * hd + r0 + r] = s; });
         if (c == 0) break;
         // dS0 = exp(G_L) dS1 + dout^T (diag(scale exp(G)) Q) - dU^T W
-        float* dS0 = gcb_ws(ws + ((long)bh * nc + c - 1) * wsf, hd).dS1 + (long)r0 * hd;
+        float* dS0 = c > c0 ? gcb_ws(ws + ((long)bh * nw + c - 1 - c0) * wsf, hd).dS1 + (long)r0 * hd : cy;
         gcb_gemm(
             sa, sb, R, hd, 2 * GCB_C,
             [=](int r, int kk) {
@@ -261,12 +273,12 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
 }
 
 // Everything else of one chunk, from its dS1 and dU: dq, dk, dv (bf16), dbeta, dg (fp32) of its rows.
-// Grid (chunks, B h).
+// Grid (the window's chunks from c0, B h), as the prep kernel's.
 static __global__ void __launch_bounds__(GCB_THREADS, 2)
     gdn_chunk_bwd_grad_kernel(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, float* ws, long wsf,
-                              const float* states, const bf16* dout, long lddo, const bf16* q, const bf16* k,
-                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd,
-                              float scale) {
+                              int nw, const float* states, const bf16* dout, long lddo, const bf16* q, const bf16* k,
+                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
+                              int c0, float scale) {
     SHARED(bf16[2 * 64 * GCB_LDS], stage_);
     bf16* const stage = stage_;
     SHARED(float[GCB_C], sG_);
@@ -285,10 +297,10 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     float* const sdd = sdd_;
     SHARED(float[32], red_);
     float* const red = red_;
-    const int c = blockIdx.x, nc = gridDim.x, bh = blockIdx.y, j = bh % h;
+    const int c = c0 + blockIdx.x, bh = blockIdx.y, j = bh % h;
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
-    const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
+    const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
     const float* S0 = states + ((long)bh * nc + c) * hd2;
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
@@ -444,30 +456,47 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
 // launcher
 // ---------------------------------------------------------------------------------------------------------
 
-// dq, dk, dv (rows of stride ldd) and dbeta, dg (B T, h) assigned from dout (rows of stride lddo); states the
-// forward's (B, h, chunks, hd, hd) starting states; q, k, v rows of stride ld (head j at columns j hd); scratch:
-// gdn_chunk_backward_scratch_bytes(B, T, h, hd) bytes (kernel_sizes.h).
-inline void gdn_chunk_backward(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, const bf16* dout,
-                               long lddo, const float* states, const bf16* q, const bf16* k, const bf16* v, long ld,
-                               const float* beta, const float* g, int B, int T, int h, int hd, void* scratch,
-                               cudaStream_t stream) {
-    if (h <= 0 || hd < 1 || hd > GCB_MAX_HEAD_DIM || B < 0 || T < 0) {
-        fprintf(stderr, "gdn_chunk_backward: error: B=%d T=%d h=%d head_dim=%d: needs head_dim in 1..%d, h >= 1\n", B,
-                T, h, hd, GCB_MAX_HEAD_DIM);
+// gdn_chunk_backward with windows of nw chunks (any nw >= 1; the results do not depend on it) and scratch of
+// gdn_chunk_bwd_scratch_bytes_window(B, h, hd, nw) bytes: the windows run last first, each its three kernels.
+inline void gdn_chunk_backward_windows(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg,
+                                       const bf16* dout, long lddo, const float* states, const bf16* q, const bf16* k,
+                                       const bf16* v, long ld, const float* beta, const float* g, int B, int T, int h,
+                                       int hd, int nw, void* scratch, cudaStream_t stream) {
+    if (h <= 0 || hd < 1 || hd > GCB_MAX_HEAD_DIM || B < 0 || T < 0 || nw < 1) {
+        fprintf(stderr,
+                "gdn_chunk_backward: error: B=%d T=%d h=%d head_dim=%d window=%d: needs head_dim in 1..%d, h >= 1, "
+                "window >= 1\n",
+                B, T, h, hd, nw, GCB_MAX_HEAD_DIM);
         exit(EXIT_FAILURE);
     }
     if (B == 0 || T == 0) return;
     const int nc = (T + GCB_C - 1) / GCB_C;
     float* ws = static_cast<float*>(scratch);
     const long wsf = gdn_chunk_bwd_ws_floats(hd);
+    float* carry = ws + (long)B * h * nw * wsf;
     const float scale = 1.0f / sqrtf((float)hd);
-    LAUNCH(dim3(nc, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_prep_kernel)
-    (ws, wsf, states, q, k, v, ld, beta, g, T, h, hd);
-    cudaCheck(cudaGetLastError());
-    LAUNCH(dim3((hd + 63) / 64, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_state_kernel)
-    (ws, wsf, dout, lddo, q, k, ld, g, T, h, hd, nc, scale);
-    cudaCheck(cudaGetLastError());
-    LAUNCH(dim3(nc, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_grad_kernel)
-    (dq, dk, dv, ldd, dbeta, dg, ws, wsf, states, dout, lddo, q, k, v, ld, beta, g, T, h, hd, scale);
-    cudaCheck(cudaGetLastError());
+    for (int c0 = (nc - 1) / nw * nw; c0 >= 0; c0 -= nw) {
+        const int c1 = min(nc, c0 + nw);
+        LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_prep_kernel)
+        (ws, wsf, nw, states, q, k, v, ld, beta, g, T, h, hd, nc, c0);
+        cudaCheck(cudaGetLastError());
+        LAUNCH(dim3((hd + 63) / 64, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_state_kernel)
+        (ws, wsf, nw, carry, dout, lddo, q, k, ld, g, T, h, hd, nc, c0, c1, scale);
+        cudaCheck(cudaGetLastError());
+        LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_grad_kernel)
+        (dq, dk, dv, ldd, dbeta, dg, ws, wsf, nw, states, dout, lddo, q, k, v, ld, beta, g, T, h, hd, nc, c0, scale);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// dq, dk, dv (rows of stride ldd) and dbeta, dg (B T, h) assigned from dout (rows of stride lddo); states the
+// forward's (B, h, chunks, hd, hd) starting states; q, k, v rows of stride ld (head j at columns j hd); scratch:
+// gdn_chunk_backward_scratch_bytes(B, T, h, hd) bytes (kernel_sizes.h: windows of gdn_chunk_bwd_window chunks).
+inline void gdn_chunk_backward(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, const bf16* dout,
+                               long lddo, const float* states, const bf16* q, const bf16* k, const bf16* v, long ld,
+                               const float* beta, const float* g, int B, int T, int h, int hd, void* scratch,
+                               cudaStream_t stream) {
+    const int nw = gdn_chunk_bwd_window(B, T, h);
+    gdn_chunk_backward_windows(dq, dk, dv, ldd, dbeta, dg, dout, lddo, states, q, k, v, ld, beta, g, B, T, h, hd,
+                               nw ? nw : 1, scratch, stream);
 }

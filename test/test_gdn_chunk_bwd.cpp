@@ -87,15 +87,29 @@ Grads reference(const Problem& p, std::vector<float>& states) {
     return r;
 }
 
-Grads kernel(const Problem& p, const std::vector<float>& states) {
+// The kernels' gradients: gdn_chunk_backward (window 0), or its windows of `window` chunks.
+Grads kernel(const Problem& p, const std::vector<float>& states, int window = 0) {
     const int w = p.w;
     Dev<bf16> qkv(p.qkv), dout(p.dout), dqkv(p.N * 3 * w);
     Dev<float> beta(p.beta), g(p.g), st(states), dbeta(p.N * p.h), dg(p.N * p.h);
-    Dev<unsigned char> scratch(gdn_chunk_backward_scratch_bytes(p.B, p.T, p.h, p.hd));
-    gdn_chunk_backward(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout.p, w, st.p, qkv.p, qkv.p + w,
-                       qkv.p + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, scratch.p, 0);
+    Dev<unsigned char> scratch(window ? gdn_chunk_bwd_scratch_bytes_window(p.B, p.h, p.hd, window)
+                                      : gdn_chunk_backward_scratch_bytes(p.B, p.T, p.h, p.hd));
+    if (window)
+        gdn_chunk_backward_windows(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout.p, w, st.p, qkv.p,
+                                   qkv.p + w, qkv.p + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, window, scratch.p,
+                                   0);
+    else
+        gdn_chunk_backward(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout.p, w, st.p, qkv.p, qkv.p + w,
+                           qkv.p + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, scratch.p, 0);
     sync();
     return Grads{dqkv.get(), dbeta.get(), dg.get()};
+}
+
+bool same_bits(const Grads& a, const Grads& b) {
+    auto eq = [](const std::vector<float>& x, const std::vector<float>& y) {
+        return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    };
+    return eq(a.dqkv, b.dqkv) && eq(a.dbeta, b.dbeta) && eq(a.dg, b.dg);
 }
 
 // The columns of part (0 q, 1 k, 2 v) of an (N, 3w) buffer.
@@ -155,4 +169,35 @@ TEST_CASE("gdn_chunk_backward matches the recurrent form's backward and repeats 
                                       beta.data(), g.data(), p.B, p.T, ref::GdnShape{p.h, p.hd});
     auto flt = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
     check_grads(p, got, Grads{flt(d), flt(db), flt(dg)}, "recurrent");
+}
+
+TEST_CASE("gdn_chunk_backward's windows of chunks give the same bits as one window", "[gdn_chunk]") {
+    // T 250: four chunks, the last short; hd 128: two blocks of value rows in the state walk, each its own rows of
+    // the carry. Windows of 1 (four windows) and 3 (the last chunk, then three) against the one window these
+    // shapes get (gdn_chunk_bwd_window: 4 chunks).
+    const Problem p(2, 250, 1, 128, 11);
+    std::vector<float> states;
+    const Grads want = reference(p, states);
+    REQUIRE(gdn_chunk_bwd_window(p.B, p.T, p.h) == 4);
+    const Grads one = kernel(p, states);
+    check_grads(p, one, want, "one window");
+    for (int window : {1, 3}) {
+        INFO("window " << window);
+        CHECK(same_bits(kernel(p, states, window), one));
+    }
+}
+
+TEST_CASE("gdn_chunk_backward's scratch is one window's workspaces and a carry per head", "[gdn_chunk]") {
+    // the 124M model's shapes (B 16, h 12, head_dim 64): 192 (sequence, head) pairs, windows of
+    // ceil(1024 / 192) = 6 chunks whatever T: 192 (6 x 65,536 + 4,096) floats = 305,135,616 bytes
+    CHECK(gdn_chunk_bwd_window(16, 1024, 12) == 6);
+    CHECK(gdn_chunk_bwd_window(16, 4096, 12) == 6);
+    CHECK(gdn_chunk_bwd_ws_floats(64) == 65536);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 12, 64) == 305135616);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 12, 64) == 305135616);
+    // fewer chunks than a window: all of them, one window
+    CHECK(gdn_chunk_bwd_window(2, 130, 2) == 3);
+    CHECK(gdn_chunk_backward_scratch_bytes(2, 130, 2, 64) == (size_t)4 * (3 * 65536 + 4096) * 4);
+    CHECK(gdn_chunk_backward_scratch_bytes(0, 130, 2, 64) == 0);
+    CHECK(gdn_chunk_backward_scratch_bytes(2, 0, 2, 64) == 0);
 }
