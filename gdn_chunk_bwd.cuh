@@ -36,7 +36,7 @@
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
 //   prep   sm_80 255 / 27392 B / 0    sm_90 102 / 27392 B / 0
-//   state  sm_80 120 / 10752 B / 0    sm_90 118 / 10752 B / 0
+//   state  sm_80 126 / 10752 B / 0    sm_90 124 / 10752 B / 0
 //   grad   sm_80 255 / 28288 B / 0    sm_90 150 / 28288 B / 0
 // Speed: not measured on a GPU yet. This first version is written for correctness: operands are staged element by
 // element (no cp.async, no reuse of a staged tile across products), intermediates go through the workspace in
@@ -148,7 +148,8 @@ __device__ inline float gcb_f(bf16 x) { return __bfloat162float(x); }
 // ---------------------------------------------------------------------------------------------------------
 
 // The chunk's forward, recomputed: T, KK, M (C x C), W, U (C x hd) into its workspace. Grid (the window's chunks
-// from c0, B h); the workspaces: nw per (b, head), wsf floats each.
+// from c0, B h); the workspaces: nw per (b, head), wsf floats each; states from chunk c0 on (the caller offsets it:
+// one register less, and sm_80 spilled 4 bytes without that).
 static __global__ void __launch_bounds__(GCB_THREADS, 2)
     gdn_chunk_bwd_prep_kernel(float* ws, long wsf, int nw, const float* states, const bf16* q, const bf16* k,
                               const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
@@ -167,7 +168,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
     const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
-    const float* S0 = states + ((long)bh * nc + c) * hd2;
+    const float* S0 = states + ((long)bh * nc + blockIdx.x) * hd2;  // states: from chunk c0 on
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
     const bf16* V = v + n0 * ld + col;
@@ -301,7 +302,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
     const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
-    const float* S0 = states + ((long)bh * nc + c) * hd2;
+    const float* S0 = states + ((long)bh * nc + blockIdx.x) * hd2;  // states: from chunk c0 on
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
     const bf16* V = v + n0 * ld + col;
@@ -478,13 +479,14 @@ inline void gdn_chunk_backward_windows(bf16* dq, bf16* dk, bf16* dv, long ldd, f
     for (int c0 = (nc - 1) / nw * nw; c0 >= 0; c0 -= nw) {
         const int c1 = min(nc, c0 + nw);
         LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_prep_kernel)
-        (ws, wsf, nw, states, q, k, v, ld, beta, g, T, h, hd, nc, c0);
+        (ws, wsf, nw, states + (long)c0 * hd * hd, q, k, v, ld, beta, g, T, h, hd, nc, c0);
         cudaCheck(cudaGetLastError());
         LAUNCH(dim3((hd + 63) / 64, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_state_kernel)
         (ws, wsf, nw, carry, dout, lddo, q, k, ld, g, T, h, hd, nc, c0, c1, scale);
         cudaCheck(cudaGetLastError());
         LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_grad_kernel)
-        (dq, dk, dv, ldd, dbeta, dg, ws, wsf, nw, states, dout, lddo, q, k, v, ld, beta, g, T, h, hd, nc, c0, scale);
+        (dq, dk, dv, ldd, dbeta, dg, ws, wsf, nw, states + (long)c0 * hd * hd, dout, lddo, q, k, v, ld, beta, g, T, h,
+         hd, nc, c0, scale);
         cudaCheck(cudaGetLastError());
     }
 }
