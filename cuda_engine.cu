@@ -58,7 +58,7 @@ std::unique_ptr<Engine> make_gpu_engine(const ModelConfig& c, const EngineOption
         why = "CPU forced by --cpu";
         return nullptr;
     }
-    refuse_gdn_on_cuda(c);
+    check_gdn_on_cuda(c);
     int n = 0;
     const cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n == 0) {

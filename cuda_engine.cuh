@@ -468,7 +468,8 @@ class CudaEngine : public CudaEngineHooks {
 };
 
 inline CudaEngine::CudaEngine(const ModelConfig& c, bool recompute, const DataParallel& dp, CudaDecoderMaker decoder)
-    : layout_(param_layout((validate_config(c), c))), model_(c, recompute), decoder_(decoder), dp_(dp) {
+    : layout_(param_layout((validate_config(c), check_gdn_on_cuda(c), c))), model_(c, recompute), decoder_(decoder),
+      dp_(dp) {
     const ParamLayout& g = model_.glayout;
     shard_ = zero_shard(g.total, dp_.world(), dp_.rank());
     if (dp_.world() > 1) comm_ = comm_init(*dp_.dist);

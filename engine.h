@@ -197,10 +197,16 @@ inline void validate_forward_inputs(const ModelConfig& c, const int* inputs, con
                               std::to_string(n) + "; check the tokenizer / vocabulary size");
 }
 
-// The CUDA engine and decoder refuse a model with a gdn layer (a ConfigError) until its kernels land.
-inline void refuse_gdn_on_cuda(const ModelConfig& c) {
-    if (has_gdn(c))
-        throw ConfigError("the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)");
+// The CUDA engine trains a gdn layer whose head_dim the chunked delta rule's kernels take (gdn_chunk.cuh: 16 to
+// 256, a multiple of 8); another is a ConfigError naming the layer (1-based; the CPU engine, --cpu, runs any).
+inline void check_gdn_on_cuda(const ModelConfig& c) {
+    for (int l = 0; l < c.L(); l++) {
+        const int hd = c.layers[l].head_dim();
+        if (c.layers[l].gdn() && (hd < 16 || hd > 256 || hd % 8 != 0))
+            throw ConfigError("layer " + std::to_string(l + 1) + " is gdn with head_dim " + std::to_string(hd) +
+                              ", but the CUDA engine's GDN kernels need head_dim 16 to 256, a multiple of 8: change "
+                              "its width or heads, or train on the CPU (--cpu)");
+    }
 }
 
 // A KV-cache decoder holds 1 .. T positions.

@@ -18,12 +18,11 @@
 #pragma once
 
 #include "cuda_common.cuh"
+#include "kernel_sizes.h"  // GDN_SLICE_ROWS, GDN_GATE_ROWS, gdn_*_scratch_floats: the backwards' scratch
 #include "vec.cuh"
 
 constexpr int GDN_MAX_HEAD_DIM = 256;
-constexpr int GDN_SLICE_ROWS = 64;   // the backwards' walkers: rows per block (partial sums per slice)
-constexpr int GDN_GATE_ROWS = 1024;  // the gates' backward: rows per block
-constexpr int GDN_STATE_WARPS = 8;   // the state update: state rows per block, one a warp
+constexpr int GDN_STATE_WARPS = 8;                                 // the state update: state rows per block, one a warp
 constexpr float GDN_L2_EPS_F = 1e-6f, GDN_SOFTPLUS_MAX_F = 20.0f;  // ref::GDN_L2_EPS, ref::GDN_SOFTPLUS_MAX
 
 // The lanes of one head: the smallest power of two holding ceil(hd / 8) chunks of 8 channels.
@@ -34,12 +33,6 @@ __host__ __device__ inline int gdn_group(int hd) {
 }
 // Threads of a row of nh heads, rounded up to whole warps (the padding lanes compute nothing but shuffle along).
 inline int gdn_row_threads(int nh, int hd) { return (nh * gdn_group(hd) + 31) / 32 * 32; }
-// The scratch (floats) of each backward's partial sums.
-inline long gdn_conv_scratch_floats(int B, int T, int C) {
-    return (long)B * ((T + GDN_SLICE_ROWS - 1) / GDN_SLICE_ROWS) * C * 4;
-}
-inline long gdn_gates_scratch_floats(long N, int h) { return (N + GDN_GATE_ROWS - 1) / GDN_GATE_ROWS * 2 * h; }
-inline long gdn_norm_scratch_floats(long N, int hd) { return (N + GDN_SLICE_ROWS - 1) / GDN_SLICE_ROWS * hd; }
 
 // ---------------------------------------------------------------------------------------------------------
 // kernels

@@ -8,14 +8,15 @@
 // O = (diag(exp(G)) Q S0^T + M U) / sqrt(hd), S1 = exp(G_L) S0 + U^T diag(exp(G_L - G)) K, dO = dout / sqrt(hd).
 //
 // Three kernels, in the structure of flash-linear-attention's chunked backward (written from the reference here):
-//   prep  (grid (window's chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward substitution in
-//         fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's workspace.
+//   prep  (grid (the window's chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward
+//         substitution in fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's
+//         workspace.
 //   state (grid (ceil(hd / 64), B h)): walks the chunks last first, carrying dS (the gradient of the chunk's end
 //         state) in fp32 for a tile of 64 value rows (the rows of dS are independent): dU = M^T dO + Kd dS1^T
 //         (Kd = diag(exp(G_L - G)) K), then dS0 = exp(G_L) dS1 + (diag(exp(G)) dO)^T Q - dU^T W. Stores every
 //         chunk's dS1 and its complete dU.
-//   grad  (grid (window's chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0 +
-//         (dM o Gam) K with dM = tril(dO U^T); dW = -dU S0; dT = dU Vb^T + dW Kb^T; dKb = T^T dW, dVb = T^T dU;
+//   grad  (grid (the window's chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0
+//         + (dM o Gam) K with dM = tril(dO U^T); dW = -dU S0; dT = dU Vb^T + dW Kb^T; dKb = T^T dW, dVb = T^T dU;
 //         dA = -T^T dT T^T on A's strictly lower entries -> dKK, dbeta, dG; dK from the four places K enters;
 //         dv = diag(beta) dVb; dg = the reverse cumsum of dG inside the chunk.
 // Every product is one block-level routine (gcb_gemm): 64 x 64 output tiles, k in slabs of 32 staged as bf16 in
@@ -27,11 +28,11 @@
 // hd^2) floats, in the caller's scratch. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every
 // sequence and head, the last window first), so the scratch holds one window's workspaces and, per (sequence,
 // head), an hd x hd carry: the state walk's dS handed to the window before. A window has the fewest chunks that
-// give prep and grad 1024 blocks a launch (7.8 per SM of an H100's 132, several waves at the 2 to 3 resident
-// blocks a SM their registers allow; all the chunks when there are fewer), the state walk keeps its B h ceil(hd / 64) blocks and runs its chunks once in all;
-// the results do not depend on the window (a test holds the bits). At the 124M model's shapes (B 16, h 12, hd 64)
-// windows of 6 chunks: 291 MiB whatever T (768 MiB at T 1024 and 3 GiB at T 4096 with a workspace per chunk).
-// gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes.
+// give prep and grad 1024 blocks a launch (7.8 per SM of an H100's 132: several waves, 2 to 5 blocks a SM being
+// resident by their registers; all the chunks when there are fewer); the state walk keeps its B h ceil(hd / 64)
+// blocks and walks each chunk once in all. The results do not depend on the window (a test holds the bits). At the
+// 124M model's shapes (B 16, h 12, hd 64) windows of 6 chunks: 291 MiB whatever T (768 MiB at T 1024 and 3 GiB at
+// T 4096 with a workspace per chunk). gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes.
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
@@ -53,10 +54,10 @@
 #include "kernel_sizes.h"
 #include "vec.cuh"
 
-constexpr int GCB_C = GDN_CHUNK_BWD_ROWS;  // rows of a chunk (ref::GDN_CHUNK)
-constexpr int GCB_THREADS = 128;           // 4 warps, each 16 rows of a 64 x 64 output tile
-constexpr int GCB_KS = 32;                 // k slab staged per step
-constexpr int GCB_LDS = GCB_KS + 8;        // staged row stride (bf16): 80 bytes, 16-byte aligned ldmatrix rows
+constexpr int GCB_C = GDN_CHUNK_ROWS;  // rows of a chunk (ref::GDN_CHUNK)
+constexpr int GCB_THREADS = 128;       // 4 warps, each 16 rows of a 64 x 64 output tile
+constexpr int GCB_KS = 32;             // k slab staged per step
+constexpr int GCB_LDS = GCB_KS + 8;    // staged row stride (bf16): 80 bytes, 16-byte aligned ldmatrix rows
 constexpr int GCB_MAX_HEAD_DIM = 256;
 
 // The chunk's workspace (fp32), per (b h, chunk): offsets in floats; chunks gdn_chunk_bwd_ws_floats(hd) apart.

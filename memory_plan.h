@@ -69,6 +69,7 @@ struct Carver {
 // 3 w without KV groups).
 struct ActivationWidths {
     int wmax = 0, hmax = 0, hidmax = 0, big = 0, small = 0;  // big: max(qkv, 2 hid, Df); small: max(w, hid, d)
+    int gdn_w = 0, gdn_h = 0;  // the widest gdn layer's width, its most heads (0, 0: no gdn layer)
 };
 inline ActivationWidths activation_widths(const ModelConfig& c) {
     ActivationWidths a;
@@ -77,7 +78,8 @@ inline ActivationWidths activation_widths(const ModelConfig& c) {
         const LayerSpec& s = c.layers[l];
         const int w = s.width, hid = c.hidden_of(l), qkv = s.attention ? s.qkv_rows() : 0;
         a.wmax = std::max(a.wmax, w), a.hidmax = std::max(a.hidmax, hid);
-        if (s.attention) a.hmax = std::max(a.hmax, s.heads);
+        if (s.softmax()) a.hmax = std::max(a.hmax, s.heads);
+        if (s.gdn()) a.gdn_w = std::max(a.gdn_w, w), a.gdn_h = std::max(a.gdn_h, s.heads);
         a.big = std::max({a.big, qkv, 2 * hid}), a.small = std::max({a.small, w, hid});
     }
     return a;
@@ -115,10 +117,20 @@ inline size_t upload_ints(long N) {
 // one layout, carved by the engine (Half = bf16) and measured by the plan (Half = a 2-byte stand-in, base ==
 // nullptr). A layer without attention has no ln1, qkv, atty, mean1, rstd1, lse; one without an MLP no ln2, fc, sw,
 // mean2, rstd2 (null pointers, no bytes).
+// A gdn layer (model.cuh's sub_forward, docs/model.md's steps; hd = w / h, nc = ceil(T / 64) chunks) keeps ln1,
+// mean1, rstd1 and, in place of attention's qkv, atty and lse: p = ln1 Wqkv^T (N, 3w); qkv = u, the conv's SiLU
+// with q and k L2-normalised (N, 3w), and gr their inverse norms (N, 2h) fp32; ba (N, 2h); beta, g (N, h) fp32;
+// o the delta rule's output (N, w) and states its chunks' starting states (B, h, nc, hd, hd) fp32; z (N, w); rn the
+// gated norm's inverse rms (N, h) fp32; atty = y, the gated norm's output (N, w). p, qkv and gr have GDN_TAIL_ROWS
+// more rows in front of row 0 (the pointers point past them): the decoder puts its conv tail there and convolves
+// the tail with the new rows in one pass; training never reads them.
+constexpr int GDN_TAIL_ROWS = 3;  // the conv's kernel 4 reads 3 inputs before a row
 template <class Half> struct LayerActivations {
     Half *ln1, *qkv, *atty, *ln2, *fc, *sw;  // (N, w) (N, qkv) (N, w) (N, w) (N, 2 hid) (N, hid)
     float *mean1, *rstd1, *mean2, *rstd2;    // (N) each
     float* lse;                              // (B, h, T) attention log-sum-exp
+    Half *p, *ba, *o, *z;                    // a gdn layer's (above)
+    float *gr, *beta, *g, *rn, *states;      // a gdn layer's (above)
 };
 template <class Half> struct Activations {
     int* upload[2];  // upload_ints(N) each: the two upload slots
@@ -130,7 +142,28 @@ template <class Half> struct Activations {
     float *norm_scratch, *att_scratch;    // norm_backward_scratch_floats(N, max width), (B, h_max, T)
     float* logprobs;                      // (N) target_logprobs' output
     float* emb_partial;                   // (embedding_partial_rows(N), d): the embedding backward's partials
+    // The gdn layers' backward (shared by them; none without a gdn layer), wg, hg the widest gdn layer's w and h:
+    // gdn_du (N, 3 wg) the delta rule's input gradients, gdn_do (N, wg) its output's, gdn_dba (N, 2 hg), gdn_dbeta
+    // and gdn_dg (N, hg) fp32; gdn_scratch: the largest scratch a gdn kernel asks for (gdn_scratch_floats).
+    Half *gdn_du, *gdn_do, *gdn_dba;
+    float *gdn_dbeta, *gdn_dg, *gdn_scratch;
 };
+
+// The fp32 scratch the gdn kernels of a B x T micro-batch ask for, at its largest over the gdn layers: gdn.cuh's
+// conv, gates and gated-norm backwards, gdn_chunk.cuh's forward and gdn_chunk_bwd.cuh's backward (one at a time,
+// so one buffer).
+inline size_t gdn_scratch_floats(const ModelConfig& c, int B, int T) {
+    const long N = (long)B * T;
+    size_t f = 0;
+    for (const LayerSpec& s : c.layers)
+        if (s.gdn())
+            f = std::max<size_t>({f, (size_t)gdn_conv_scratch_floats(B, T, 3 * s.width),
+                                  (size_t)gdn_gates_scratch_floats(N, s.heads),
+                                  (size_t)gdn_norm_scratch_floats(N, s.head_dim()),
+                                  (gdn_chunk_forward_scratch_bytes(B, T, s.heads, s.head_dim()) + 3) / 4,
+                                  (gdn_chunk_backward_scratch_bytes(B, T, s.heads, s.head_dim()) + 3) / 4});
+    return f;
+}
 // Lays the block out from base (nullptr: only measures; the pointers are then null) and returns its bytes. With
 // recompute, ln1, ln2 (every layer's) share one (N, wmax) buffer and sw one (N, hidmax) buffer.
 template <class Half>
@@ -151,9 +184,21 @@ size_t carve_activations(const ModelConfig& c, int B, int T, bool recompute, cha
         LayerActivations<Half>& la = a.layer[l];
         la = LayerActivations<Half>{};
         if (s.attention) {
-            la.qkv = k.take<Half>(N * s.qkv_rows()), la.atty = k.take<Half>(N * w);
+            if (s.softmax()) la.qkv = k.take<Half>(N * s.qkv_rows());
+            la.atty = k.take<Half>(N * w);
             la.ln1 = recompute ? shared_ln : k.take<Half>(N * w);
-            la.mean1 = k.take<float>(N), la.rstd1 = k.take<float>(N), la.lse = k.take<float>(N * s.heads);
+            la.mean1 = k.take<float>(N), la.rstd1 = k.take<float>(N);
+            if (s.softmax()) la.lse = k.take<float>(N * s.heads);
+        }
+        if (s.gdn()) {  // qkv is u; atty is y
+            const int h = s.heads, hd = s.head_dim(), tail = GDN_TAIL_ROWS;
+            const long nc = (T + 63) / 64;
+            la.p = k.take<Half>((N + tail) * 3 * w) + (base ? tail * 3 * w : 0);
+            la.qkv = k.take<Half>((N + tail) * 3 * w) + (base ? tail * 3 * w : 0);
+            la.gr = k.take<float>((N + tail) * 2 * h) + (base ? tail * 2 * h : 0);
+            la.ba = k.take<Half>(N * 2 * h), la.beta = k.take<float>(N * h), la.g = k.take<float>(N * h);
+            la.o = k.take<Half>(N * w), la.states = k.take<float>((size_t)B * h * nc * hd * hd);
+            la.z = k.take<Half>(N * w), la.rn = k.take<float>(N * h);
         }
         if (s.mlp) {
             la.fc = k.take<Half>(N * 2 * hid);
@@ -169,6 +214,13 @@ size_t carve_activations(const ModelConfig& c, int B, int T, bool recompute, cha
     a.att_scratch = k.take<float>(N * wd.hmax);
     a.logprobs = k.take<float>(N);
     a.emb_partial = k.take<float>((size_t)embedding_partial_rows(N) * c.d);
+    a.gdn_du = a.gdn_do = a.gdn_dba = nullptr, a.gdn_dbeta = a.gdn_dg = a.gdn_scratch = nullptr;
+    if (wd.gdn_w > 0) {
+        a.gdn_du = k.take<Half>(N * 3 * wd.gdn_w), a.gdn_do = k.take<Half>(N * wd.gdn_w);
+        a.gdn_dba = k.take<Half>(N * 2 * wd.gdn_h);
+        a.gdn_dbeta = k.take<float>(N * wd.gdn_h), a.gdn_dg = k.take<float>(N * wd.gdn_h);
+        a.gdn_scratch = k.take<float>(gdn_scratch_floats(c, B, T));
+    }
     return k.bytes;
 }
 
@@ -216,10 +268,6 @@ inline void print_gpu_memory(FILE* f, const ModelConfig& c, int B, int T) {
             "optimizer %.2f GiB (fp32 master, m, v) + activations %.2f GiB + workspace %.2f GiB = %.2f GiB\n",
             B, T, gib(m.params), gib(m.grads), gib(m.optimizer), gib(m.activations), gib(m.fixed), gib(m.total()));
     fprintf(f, "  with --recompute: activations %.2f GiB, total %.2f GiB\n", gib(r.activations), gib(r.total()));
-    if (has_gdn(c))
-        fprintf(f,
-                "  (gdn layers: the CUDA engine refuses them until their kernels land, issue 53; their activations "
-                "are counted as an attention layer's, an estimate)\n");
     for (auto [name, gibs] :
          {std::pair<const char*, double>{"80 GiB (H100, A100 80GB)", 80.0}, {"141 GiB (H200)", 141.0}}) {
         const double cap = gibs * (1u << 30) * 0.97;  // the margin choose_recompute keeps

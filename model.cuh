@@ -28,6 +28,9 @@
 #include "cuda_common.cuh"
 #include "decode.cuh"
 #include "embedding.cuh"
+#include "gdn.cuh"
+#include "gdn_chunk.cuh"
+#include "gdn_chunk_bwd.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "memory_plan.h"
@@ -77,11 +80,14 @@ class CudaModel {
         if (timer) timer->mark(op, s);
     }
 
-    // A decoder's cache of one attention layer for one sequence: K, V (slots, kv hd) bf16 each, position j in slot
-    // j mod slots (decode.cuh).
+    // A decoder's cache of one layer for one sequence: an attention layer's K, V (slots, kv hd) bf16 each, position
+    // j in slot j mod slots (decode.cuh); a gdn layer's state S (h, hd, hd) fp32 and conv tail (the last
+    // GDN_TAIL_ROWS rows of p, oldest first: (3, 3w) bf16), both zero at a sequence's start.
     struct LayerCache {
         bf16 *k = nullptr, *v = nullptr;
         int slots = 0;
+        float* S = nullptr;
+        bf16* tail = nullptr;
     };
     // Embedding, L layers, final norm, head: acts().logits (N, Vp) from tokens (N) on the device.
     void forward(const int* tokens, cudaStream_t s);
@@ -140,6 +146,8 @@ class CudaModel {
     }
     void sub_forward(int i, int p0, const LayerCache* caches, cudaStream_t s);
     void sub_backward(int i, cudaStream_t s);
+    void gdn_forward(int l, const LayerCache* cache, cudaStream_t s);
+    void gdn_backward(int i, cudaStream_t s);
 };
 
 // Every op of a step is one OP(name, call): the call, then the timer's mark under the op's cost-model name.
@@ -154,7 +162,7 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
     }
     std::vector<int> hds;
     for (const LayerSpec& l : cfg.layers)
-        if (l.attention && l.rope && std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end())
+        if (l.softmax() && l.rope && std::find(hds.begin(), hds.end(), l.head_dim()) == hds.end())
             hds.push_back(l.head_dim());
     size_t total = 0;
     for (int hd : hds) total += (size_t)cfg.T * hd;
@@ -173,6 +181,7 @@ inline CudaModel::CudaModel(const ModelConfig& c, bool recompute_)
 //   attention of layer l: qkv = ln1 Wqkv^T; rope at positions p0 .. (not in a NoPE layer); atty = attn(qkv) (over the
 //                         rows' sequences, or with a cache over it and the chunk, which then joins it); x_{i+1} = x_i +
 //                         atty Wo^T
+//   or, its mixer gdn:    atty = y, gdn_forward's (below) from ln1; x_{i+1} = x_i + y Wo^T
 //   MLP of layer l:       sw = swiglu(ln2 Wfc^T); x_{i+1} = x_i + sw Wproj^T
 // and then the next sub-block's norm of x_{i+1} (its layer's ln1 or ln2, or the final norm over [0, Df)). A layer
 // without attention or without an MLP has no such sub-block: the stream passes to the next one unchanged, which
@@ -184,7 +193,10 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
     const bf16* none = nullptr;
     const LayerOffsets& o = glayout.layer[l];
     LayerActivations<bf16>& la = a.layer[l];
-    if (sb.attention) {  // the mixer: the one place a layer's is chosen (today every mixer is attention)
+    if (sb.attention && cfg.layers[l].gdn()) {  // the mixer: the one place a layer's is chosen
+        gdn_forward(l, caches ? &caches[l] : nullptr, s);
+        OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
+    } else if (sb.attention) {
         const LayerSpec& ls = cfg.layers[l];
         const int qkv = ls.qkv_rows(), hd = ls.head_dim();
         OP("matmul qkv", matmul(la.qkv, la.ln1, P(o.wqkv), none, (int)N, qkv, w, false, true, 0.0f, s));
@@ -206,6 +218,48 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
     const NormSlot n = norm_of(i + 1);
     OP("residual_norm_forward", residual_norm_forward(rms, resid(i + 1), resid(i), a.branch, D, w, n.out, n.mean,
                                                       n.rstd, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
+}
+
+// A gdn layer's mixer (docs/model.md's steps 2 to 7; ref/gdn.h's gdn_forward op for op): la.atty = y (N, w) from
+// la.ln1, h heads of hd = w / h.
+//   p = ln1 Wqkv^T (N, 3w); u = la.qkv, r = la.gr: gdn_conv_forward (the conv, SiLU and q's and k's L2 norms, fused);
+//   ba = ln1 Wba^T (N, 2h); beta, g: gdn_gates_forward; o, states: gdn_chunk_forward (the chunked delta rule);
+//   z = ln1 Wz^T (N, w); y, rn: gdn_norm_forward (the gated RMSNorm)
+// With a cache (a decoder: one sequence of T rows after the cache's): the conv runs over the cache's 3 tail rows put
+// in front of p's rows (memory_plan.h carves them there) and the last 3 of those 3 + T rows become the tail; the
+// delta rule runs one gdn_state_step per row on the cache's state (a row at a time, the recurrent form).
+inline void CudaModel::gdn_forward(int l, const LayerCache* cache, cudaStream_t s) {
+    const long N = (long)B * T;
+    const LayerSpec& ls = cfg.layers[l];
+    const int w = ls.width, h = ls.heads, hd = ls.head_dim();
+    const bf16* none = nullptr;
+    const LayerOffsets& o = glayout.layer[l];
+    LayerActivations<bf16>& la = a.layer[l];
+    OP("matmul qkv", matmul(la.p, la.ln1, P(o.wqkv), none, (int)N, 3 * w, w, false, true, 0.0f, s));
+    if (!cache) {
+        OP("gdn_conv_forward", gdn_conv_forward(la.qkv, la.gr, la.p, P(o.conv_w), B, T, h, hd, s));
+    } else {
+        const long tail = (long)GDN_TAIL_ROWS * 3 * w;  // elements
+        OP("memcpy",
+           cudaCheck(cudaMemcpyAsync(la.p - tail, cache->tail, tail * sizeof(bf16), cudaMemcpyDeviceToDevice, s)));
+        OP("gdn_conv_forward", gdn_conv_forward(la.qkv - tail, la.gr - GDN_TAIL_ROWS * 2 * h, la.p - tail, P(o.conv_w),
+                                                1, T + GDN_TAIL_ROWS, h, hd, s));
+        OP("memcpy", cudaCheck(cudaMemcpyAsync(cache->tail, la.p + (long)(T - GDN_TAIL_ROWS) * 3 * w,
+                                               tail * sizeof(bf16), cudaMemcpyDeviceToDevice, s)));
+    }
+    OP("matmul ba", matmul(la.ba, la.ln1, P(o.wba), none, (int)N, 2 * h, w, false, true, 0.0f, s));
+    OP("gdn_gates_forward", gdn_gates_forward(la.beta, la.g, la.ba, P(o.a_log), P(o.dt_bias), N, h, s));
+    if (!cache) {
+        OP("gdn_chunk_forward", gdn_chunk_forward(la.o, w, la.states, la.qkv, la.qkv + w, la.qkv + 2 * w, 3 * w,
+                                                  la.beta, la.g, B, T, h, hd, nullptr, nullptr, a.gdn_scratch, s));
+    } else {
+        for (int t = 0; t < T; t++)
+            OP("gdn_state_step", gdn_state_step(cache->S, la.o + (long)t * w, w, la.qkv + (long)t * 3 * w, 3 * w,
+                                                la.beta + (long)t * h, la.g + (long)t * h, h, 1, h, hd, s));
+    }
+    OP("matmul z", matmul(la.z, la.ln1, P(o.wz), none, (int)N, w, w, false, true, 0.0f, s));
+    OP("gdn_norm_forward",
+       gdn_norm_forward(la.atty, la.rn, la.o, la.z, P(o.onorm_w), N, h, hd, (float)cfg.norm_eps, s));
 }
 
 inline void CudaModel::forward_layers(const int* tokens, int p0, const LayerCache* caches, cudaStream_t s) {
@@ -259,6 +313,7 @@ inline void CudaModel::sub_backward(int i, cudaStream_t s) {
         return;
     }
     const LayerSpec& ls = cfg.layers[l];
+    if (ls.gdn()) return gdn_backward(i, s);
     const int qkv = ls.qkv_rows();
     bf16* datty = a.dsmall;  // (N, w)
     OP("matmul o dx", matmul(datty, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
@@ -273,6 +328,50 @@ inline void CudaModel::sub_backward(int i, cudaStream_t s) {
         OP("norm_forward",
            norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
     OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, qkv, w, (int)N, true, false, 1.0f, s));
+    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
+                                      P(o.ln1_w), N, w, a.norm_scratch, s));
+}
+
+// gdn_forward's backward (ref/gdn.h's gdn_backward op for op), sub-block i (layer l's mixer): the matmuls around the
+// mixer as attention's, then in reverse: gdn_norm_backward (d_o into gdn_do, dz into dbig), dln1 = dz Wz, the
+// delta rule's gdn_chunk_backward (dq, dk, dv into gdn_du; dbeta, dg), gdn_gates_backward (dba), dln1 += dba Wba,
+// gdn_conv_backward (the L2 norms' and the conv's backward, fused: dp into dbig), dln1 += dp Wqkv; each weight
+// gradient fp32 += right after its dx. dln1 (N, w) accumulates in dsmall (bf16, three matmuls with beta 1).
+inline void CudaModel::gdn_backward(int i, cudaStream_t s) {
+    const long N = (long)B * T;
+    const int l = subs_[i].layer, D = cfg.D();
+    const LayerSpec& ls = cfg.layers[l];
+    const int w = ls.width, h = ls.heads, hd = ls.head_dim();
+    const float eps = (float)cfg.norm_eps;
+    const bf16* none = nullptr;
+    const float* nonef = nullptr;
+    const LayerOffsets& o = glayout.layer[l];
+    LayerActivations<bf16>& la = a.layer[l];
+    bf16* dy = a.dsmall;  // (N, w)
+    OP("matmul o dx", matmul(dy, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
+    OP("matmul o dW", matmul(G(o.wo), a.dresid, la.atty, nonef, w, w, (int)N, true, false, 1.0f, s, D));
+    bf16 *d_o = a.gdn_do, *dz = a.dbig;  // (N, w) each
+    OP("gdn_norm_backward",
+       gdn_norm_backward(d_o, dz, G(o.onorm_w), dy, la.o, la.z, la.rn, P(o.onorm_w), N, h, hd, a.gdn_scratch, s));
+    bf16* dln = a.dsmall;  // dy is dead
+    OP("matmul z dx", matmul(dln, dz, P(o.wz), none, (int)N, w, w, false, false, 0.0f, s));
+    if (recompute)
+        OP("norm_forward",
+           norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
+    OP("matmul z dW", matmul(G(o.wz), dz, la.ln1, nonef, w, w, (int)N, true, false, 1.0f, s));
+    bf16* du = a.gdn_du;  // (N, 3w): [dq | dk | dv]
+    OP("gdn_chunk_backward",
+       gdn_chunk_backward(du, du + w, du + 2 * w, 3 * w, a.gdn_dbeta, a.gdn_dg, d_o, w, la.states, la.qkv, la.qkv + w,
+                          la.qkv + 2 * w, 3 * w, la.beta, la.g, B, T, h, hd, a.gdn_scratch, s));
+    OP("gdn_gates_backward", gdn_gates_backward(a.gdn_dba, G(o.a_log), G(o.dt_bias), a.gdn_dbeta, a.gdn_dg, la.ba,
+                                                la.beta, la.g, P(o.a_log), P(o.dt_bias), N, h, a.gdn_scratch, s));
+    OP("matmul ba dx", matmul(dln, a.gdn_dba, P(o.wba), none, (int)N, w, 2 * h, false, false, 1.0f, s));
+    OP("matmul ba dW", matmul(G(o.wba), a.gdn_dba, la.ln1, nonef, 2 * h, w, (int)N, true, false, 1.0f, s));
+    bf16* dp = a.dbig;  // (N, 3w); dz is dead
+    OP("gdn_conv_backward",
+       gdn_conv_backward(dp, G(o.conv_w), du, la.qkv, la.gr, la.p, P(o.conv_w), B, T, h, hd, a.gdn_scratch, s));
+    OP("matmul qkv dx", matmul(dln, dp, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 1.0f, s));
+    OP("matmul qkv dW", matmul(G(o.wqkv), dp, la.ln1, nonef, 3 * w, w, (int)N, true, false, 1.0f, s));
     OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
                                       P(o.ln1_w), N, w, a.norm_scratch, s));
 }

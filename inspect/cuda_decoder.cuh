@@ -10,7 +10,9 @@
 // muP's multiplier), V columns read back.
 // The cache: per attention layer K_l, V_l (slots_l, kv_l hd_l) bf16 each, slots_l = the capacity, or min(capacity, W)
 // in a window layer (a ring, since no query past j + W - 1 reads key j). So at capacity T it holds
-// account(cfg).kv_cache_bytes (--plan's KV-cache bytes; tested).
+// account(cfg).kv_cache_bytes (--plan's KV-cache bytes; tested). Per gdn layer its recurrent state S (h, hd, hd) fp32
+// and the conv's last 3 inputs (3, 3w) bf16 (model.cuh's LayerCache): --plan's state bytes, whatever the capacity;
+// both zeroed when a sequence starts (the first append after construction or reset).
 // The same kernels as the engine's forward except attention, and the logits kept in fp32 (the engine's are bf16):
 // test_decode_cuda.cpp checks the logits against the engine's full forward at every position.
 // Memory: the cache and the model's RoPE tables at construction; the model's activations for the largest chunk seen
@@ -43,7 +45,7 @@ class CudaDecoder : public Decoder {
     int capacity() const override { return cap_; }
     int position() const override { return pos_; }
     void reset() override { pos_ = 0; }
-    size_t cache_bytes() const override { return cache_elems_ * sizeof(bf16); }
+    size_t cache_bytes() const override { return cache_elems_ * sizeof(bf16) + state_floats_ * sizeof(float); }
     std::string describe() const override { return "CUDA (bf16 KV cache)"; }
     void append(const int* tokens, int n, float* logits, bool all = false) override;
 
@@ -51,8 +53,10 @@ class CudaDecoder : public Decoder {
     CudaModel model_;  // the forward, on the weights handed in, its activations carved for each chunk
     int cap_, pos_ = 0;
     cudaStream_t stream_;
-    bf16* cache_ = nullptr;  // per layer K (slots, kv_l hd_l) then V (slots, kv_l hd_l)
+    bf16* cache_ = nullptr;  // per layer K (slots, kv_l hd_l) then V (slots, kv_l hd_l), or a gdn layer's tail (3, 3w)
     size_t cache_elems_ = 0;
+    float* states_ = nullptr;  // per gdn layer S (h, hd, hd)
+    size_t state_floats_ = 0;
     std::vector<CudaModel::LayerCache> caches_;  // per layer (slots 0 without attention)
     char* acts_ = nullptr;                       // the model's activations for up to rows_ rows
     float* logits_ = nullptr;                    // (logit_rows_, Vp)
@@ -65,24 +69,33 @@ class CudaDecoder : public Decoder {
 inline CudaDecoder::CudaDecoder(const ModelConfig& cfg, const bf16* weights, cudaStream_t stream, int capacity)
     : model_(cfg, false), cap_(capacity), stream_(stream) {
     validate_decoder_capacity(cfg, capacity);
-    refuse_gdn_on_cuda(cfg);
     model_.attach(weights, nullptr);
+    // A layer's bf16 elements (K and V, or a gdn layer's tail) and fp32 state.
+    auto kv = [&](const LayerSpec& s, int slots) { return s.softmax() ? (size_t)slots * s.kv_width() : 0; };
+    auto tail = [](const LayerSpec& s) { return s.gdn() ? (size_t)GDN_TAIL_ROWS * 3 * s.width : 0; };
+    auto state = [](const LayerSpec& s) { return s.gdn() ? (size_t)s.heads * s.head_dim() * s.head_dim() : 0; };
     for (const LayerSpec& s : cfg.layers) {
-        caches_.push_back({nullptr, nullptr, !s.attention ? 0 : s.window ? std::min(s.window, cap_) : cap_});
-        cache_elems_ += 2 * (size_t)caches_.back().slots * (s.attention ? s.kv_width() : 0);
+        CudaModel::LayerCache lc;
+        lc.slots = !s.softmax() ? 0 : s.window ? std::min(s.window, cap_) : cap_;
+        caches_.push_back(lc);
+        cache_elems_ += 2 * kv(s, lc.slots) + tail(s), state_floats_ += state(s);
     }
     cudaCheck(cudaMalloc(&cache_, std::max<size_t>(cache_elems_, 1) * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&states_, std::max<size_t>(state_floats_, 1) * sizeof(float)));
     bf16* p = cache_;
+    float* f = states_;
     for (int l = 0; l < cfg.L(); l++) {
-        const size_t e = (size_t)caches_[l].slots * (cfg.layers[l].attention ? cfg.layers[l].kv_width() : 0);
-        caches_[l].k = p, p += e;
-        caches_[l].v = p, p += e;
+        const LayerSpec& s = cfg.layers[l];
+        CudaModel::LayerCache& lc = caches_[l];
+        lc.k = p, p += kv(s, lc.slots);
+        lc.v = p, p += kv(s, lc.slots);
+        if (s.gdn()) lc.tail = p, p += tail(s), lc.S = f, f += state(s);
     }
 }
 
 inline CudaDecoder::~CudaDecoder() {
     cudaStreamSynchronize(stream_);
-    cudaFree(cache_), cudaFree(acts_), cudaFree(logits_);
+    cudaFree(cache_), cudaFree(states_), cudaFree(acts_), cudaFree(logits_);
 }
 
 inline void CudaDecoder::ensure_scratch(int n, int logit_rows) {
@@ -103,6 +116,15 @@ inline void CudaDecoder::append(const int* tokens, int n, float* logits, bool al
     ensure_scratch(n, rows);
     int* dtokens = model_.acts().upload[0];
     cudaCheck(cudaMemcpyAsync(dtokens, tokens, n * sizeof(int), cudaMemcpyHostToDevice, stream_));
+    if (pos_ == 0)  // a new sequence: every gdn layer's state and conv tail start at zero
+        for (int l = 0; l < c.L(); l++)
+            if (c.layers[l].gdn()) {
+                const LayerSpec& s = c.layers[l];
+                const CudaModel::LayerCache& lc = caches_[l];
+                cudaCheck(
+                    cudaMemsetAsync(lc.S, 0, (size_t)s.heads * s.head_dim() * s.head_dim() * sizeof(float), stream_));
+                cudaCheck(cudaMemsetAsync(lc.tail, 0, (size_t)GDN_TAIL_ROWS * 3 * s.width * sizeof(bf16), stream_));
+            }
     model_.forward_layers(dtokens, pos_, caches_.data(), stream_);
     // fp32 logits (the engine's are bf16): sampling sees them unrounded. The head reads lnf's first d columns.
     const ParamLayout& gl = model_.glayout;

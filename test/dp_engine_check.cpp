@@ -3,8 +3,8 @@
 // MPI ranks: comm.cuh's collectives are MPI on the executor's host memory. Run by test/test_dist.cpp under mpirun
 // with 2 and 3 ranks (3: shards of a vector that no layer boundary divides evenly).
 //
-// Twice: on layers of three widths, and on every layer column (KV groups, windows, layers without attention or
-// without an MLP, own hidden sizes). Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its
+// Three times: on layers of three widths, on every layer column (KV groups, windows, layers without attention or
+// without an MLP, own hidden sizes), and on a hybrid (Gated DeltaNet layers beside attention). Every rank trains three engines on the same steps: ZeRO-1 and ZeRO-0 on its
 // own rows of each global micro-batch (2 micro-steps each; on even steps the last one reduces during its backward,
 // on odd steps clip_grad_norm does, except the last, step 3, which skips clip_grad_norm: adamw_step must then
 // reduce and wait by itself), and, as the oracle, a one-rank engine on all of the rows (B x world). It checks:
@@ -55,6 +55,15 @@ ModelConfig uneven_config() {  // widths 64, 32, 64 (Df = 64 > d), heads 4: laye
 ModelConfig columns_config() {
     ModelConfig c = uneven_config();
     c.layers = {{32, 2, 0, 64, 0, false}, {64, 4, 2, 96, 3}, {32, 4, 1, 0, 0, true, false}, {64, 4, 2, 0, 2}};
+    validate_config(c);
+    return c;
+}
+
+// Gated DeltaNet layers (head_dim 16 and 32; their conv_w, wz, wba, a_log, dt_bias and onorm_w sharded, reduced
+// and updated like every tensor) beside attention, on the same widths.
+ModelConfig hybrid_config() {
+    ModelConfig c = uneven_config();
+    c.layers[0].mixer = 1, c.layers[2].heads = 2, c.layers[2].mixer = 1;
     validate_config(c);
     return c;
 }
@@ -201,17 +210,21 @@ Outcome check(Dist& dist, const ModelConfig& c) {
 int main(int argc, char** argv) {
     Dist dist;
     dist.start(&argc, &argv, "dp_engine_check");
-    const Outcome uneven = check(dist, uneven_config()), columns = check(dist, columns_config());
+    const Outcome uneven = check(dist, uneven_config()), columns = check(dist, columns_config()),
+                  hybrid = check(dist, hybrid_config());
     std::string line;
-    for (const auto& [name, o] : {std::make_pair("widths", &uneven), std::make_pair("GQA, windows, no-op", &columns)}) {
+    for (const auto& [name, o] : {std::make_pair("widths", &uneven), std::make_pair("GQA, windows, no-op", &columns),
+                                  std::make_pair("gdn hybrid", &hybrid)}) {
         char measured[200];
         snprintf(measured, sizeof measured,
                  "%s%s: gradient %.1e of the largest, loss %.1e, norm %.1e, per-layer signals %.1e relative",
                  line.empty() ? "" : "; ", name, o->worst_grad, o->worst_loss, o->worst_norm, o->worst_layer);
         line += measured;
     }
-    const int bad = uneven.bad + columns.bad;
-    const std::string why = uneven.bad ? "widths: " + uneven.why : "GQA, windows, no-op: " + columns.why;
+    const int bad = uneven.bad + columns.bad + hybrid.bad;
+    const std::string why = uneven.bad    ? "widths: " + uneven.why
+                            : columns.bad ? "GQA, windows, no-op: " + columns.why
+                                          : "gdn hybrid: " + hybrid.why;
     printf("dp_engine_check: rank %d of %d: %s (vs one rank: %s)\n", dist.rank, dist.world,
            bad ? ("FAILED: " + why).c_str() : "ok", line.c_str());
     dist.finish();

@@ -18,6 +18,7 @@
 // (wrong row, position or head) moves logits by O(scale), far above both.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -145,6 +146,63 @@ TEST_CASE(
                                            << relative_rms_diff(prefill, want) << ")");
     CHECK(relative_rms_diff(got, want) <= 1e-1);
     CHECK(relative_rms_diff(prefill, want) <= 1e-1);
+}
+
+TEST_CASE(
+    "GPU cached decoding of a hybrid (Gated DeltaNet and attention layers): token by token gives one prefill's "
+    "logits, and the CPU decoder's; its cache is --plan's KV and state bytes",
+    "[kernels][decode][gdn]") {
+    // inspect_config's hybrid: gdn layers of head_dim 16 and 8 (one without an MLP) beside attention. A gdn layer's
+    // state S and conv tail carry between appends (model.cuh's LayerCache): a prefill of 5 (past the conv's 3-row
+    // tail), then 2 rows (the tail mixes the previous append's rows and these), then one at a time, against one
+    // prefill of all T rows and the CPU decoder (fp32, ref/gdn.h's gdn_decode), with the bounds above: a state or
+    // tail carried wrong (a row lost, shifted, or S restarted) moves the logits by O(scale). reset() starts a new
+    // sequence: the same prefill again gives the same bits.
+    SerialOpenMP serial;
+    const ModelConfig c = inspect_config("hybrid", 37, 16);
+    const std::vector<float> params = bf16_exact(inspect_params(c, 3));
+    const std::vector<int> seq = inspect_tokens(c, c.T, 4);
+    DeviceWeights weights(c, params);
+    const std::unique_ptr<Decoder> dec = make_cuda_decoder_on(c, weights.p, nullptr, c.T);
+    std::vector<float> prefill((size_t)c.T * c.V), again((size_t)c.T * c.V), got((size_t)c.T * c.V);
+    dec->append(seq.data(), c.T, prefill.data(), true);
+    dec->reset();
+    dec->append(seq.data(), c.T, again.data(), true);
+    CHECK(again == prefill);
+    dec->reset();
+    dec->append(seq.data(), 5, got.data(), true);
+    dec->append(&seq[5], 2, got.data() + (size_t)5 * c.V, true);
+    for (int t = 7; t < c.T; t++) dec->append(&seq[t], 1, got.data() + (size_t)t * c.V);
+    const double scale = max_abs(prefill);
+    REQUIRE(scale > 1.0);
+    INFO("max |diff| " << max_abs_diff(got, prefill) << " of scale " << scale);
+    CHECK(max_abs_diff(got, prefill) <= 2e-2 * scale);
+
+    CpuDecoder cpu(c, params, c.T);
+    std::vector<float> want((size_t)c.T * c.V);
+    cpu.append(seq.data(), c.T, want.data(), true);
+    const double rel = relative_rms_diff(got, want);
+    printf("hybrid decoding: token by token vs one prefill max |diff| %.3g of scale %.3g; vs CPU relative RMS %.3g\n",
+           max_abs_diff(got, prefill), scale, rel);
+    CHECK(rel <= 1e-1);
+    CHECK(relative_rms_diff(prefill, want) <= 1e-1);
+    // Greedy choices: at every position the GPU's argmax is the CPU decoder's, or a token the CPU rates within
+    // 2% of the logits' scale of its own best (a near tie that bf16 rounding may flip; measured: 15 of 16 equal).
+    int agree = 0;
+    for (int t = 0; t < c.T; t++) {
+        const float *g = got.data() + (size_t)t * c.V, *w = want.data() + (size_t)t * c.V;
+        const long pick = std::max_element(g, g + c.V) - g, best = std::max_element(w, w + c.V) - w;
+        agree += pick == best;
+        CHECK(w[pick] >= w[best] - 2e-2 * scale);
+    }
+    printf("hybrid decoding: greedy choices equal to the CPU decoder's at %d of %d positions\n", agree, c.T);
+
+    // The cache: the attention layers' K/V (--plan's kv_cache_bytes at capacity T) and every gdn layer's state
+    // bytes (constant in the capacity).
+    const Accounting acc = account(c);
+    CHECK(dec->cache_bytes() == (size_t)(acc.kv_cache_bytes + acc.state_bytes));
+    CHECK(make_cuda_decoder_on(c, weights.p, nullptr, 4)->cache_bytes() ==
+          (size_t)(4 * acc.kv_bytes_per_token + acc.state_bytes));
 }
 
 TEST_CASE("the GPU decoder's cache is --plan's bf16 KV-cache bytes (a window's: its last W positions)",

@@ -674,15 +674,18 @@ TEST_CASE("a gdn layer's init: the conv, A_log, dt_bias and the output norm as t
     CHECK(again == w);
 }
 
-TEST_CASE("the CPU reference runs a gdn layer; the CUDA engine refuses it in one line until its kernels land",
+TEST_CASE("the CPU reference runs a gdn layer; the CUDA engine refuses one whose head_dim its kernels cannot take",
           "[layers][mixer]") {
-    const ModelConfig c = build(hybrid());
+    const ModelConfig c = build(hybrid());  // head_dim 16
     CHECK_NOTHROW(ref::RefModel<float>(c));
-    CHECK_THROWS_WITH(refuse_gdn_on_cuda(c),
-                      "the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)");
-    ModelSpec plain = hybrid();
-    plain.mixer = "attention";
-    CHECK_NOTHROW(refuse_gdn_on_cuda(build(plain)));
+    CHECK_NOTHROW(check_gdn_on_cuda(c));
+    ModelSpec narrow = hybrid();
+    narrow.h_base = 8;  // head_dim 8
+    CHECK_THROWS_WITH(check_gdn_on_cuda(build(narrow)),
+                      "layer 1 is gdn with head_dim 8, but the CUDA engine's GDN kernels need head_dim 16 to 256, a "
+                      "multiple of 8: change its width or heads, or train on the CPU (--cpu)");
+    narrow.mixer = "attention";
+    CHECK_NOTHROW(check_gdn_on_cuda(build(narrow)));
 }
 
 TEST_CASE("--plan shows the mixer, a gdn layer's costs and its state bytes beside the KV cache", "[layers][mixer]") {
@@ -795,17 +798,28 @@ TEST_CASE("config.json carries layer_mixers as words only when a layer is gdn, a
     CHECK(mixers(parse_hf_config(json, "config.json").cfg) == mixers(c));
 }
 
-TEST_CASE("train_prism's CUDA engine refuses a gdn model in one line and writes nothing; the CPU engine trains it",
-          "[layers][mixer][train]") {
+TEST_CASE(
+    "train_prism's CUDA engine trains a hybrid, refuses a gdn head_dim its kernels cannot take in one line "
+    "and writes nothing; the CPU engine trains it",
+    "[layers][mixer][train]") {
     const std::string dir = temp_dir();
     // The CUDA engine (on the CUDA-on-CPU executor, as make test builds it).
-    Result r = sh("OMP_NUM_THREADS=1 ./build/train_prism_executor -m tiny --mixer gdn --steps 1 -o " + dir + "/gpu");
+    Result r =
+        sh("OMP_NUM_THREADS=1 ./build/train_prism_executor -m tiny --d 32 --layers 2 --heads 2 --seq-len 16 "
+           "-b 2 --mixer gdn,attention --steps 2 --val-every 0 -o " +
+           dir + "/gpu");
+    INFO(r.out);
+    CHECK(r.rc == 0);
+    r =
+        sh("OMP_NUM_THREADS=1 ./build/train_prism_executor -m tiny --d 32 --layers 2 --heads 4 --seq-len 16 -b 2 "
+           "--mixer gdn --steps 1 -o " +
+           dir + "/narrow");
     CHECK(r.rc == 1);
     CHECK(one_line_error(r));
-    CHECK(
-        has(r.out,
-            "train_prism: error: the GDN mixer runs on the CPU engine (--cpu) until its CUDA kernels land (issue 53)"));
-    CHECK(!is_dir(dir + "/gpu"));
+    CHECK(has(r.out,
+              "train_prism: error: layer 1 is gdn with head_dim 8, but the CUDA engine's GDN kernels need "
+              "head_dim 16 to 256"));
+    CHECK(!is_dir(dir + "/narrow"));
     // The CPU engine trains it (the hybrid's training, resume and ranks: test_checkpoints.cpp and test_dist.cpp).
     r =
         sh("OMP_NUM_THREADS=1 ./train_prism --cpu -m tiny --d 32 --layers 2 --heads 2 --seq-len 16 -b 2 --mixer gdn,"

@@ -97,6 +97,12 @@ ModelConfig small_config(const std::string& kind) {
         c.layers = {{64, 4}, {32, 4}, {64, 4}};
         c.norm = NormType::RMSNorm, c.tied = false, c.mup_attn = true, c.mup_base_d = 16;
         if (kind == "mup_tied") c.layers = {{32, 2}, {32, 2}}, c.norm = NormType::LayerNorm, c.tied = true;
+    } else if (kind == "hybrid") {  // Gated DeltaNet (head_dim 32 and 64, the second without an MLP, last) beside
+        c.d = 32, c.h_base = 2;     // attention, on X widths with RMSNorm and an untied head; T 80 (chunks of 64)
+        c.T = 80;
+        c.layers = {{64, 2}, {32, 2}, {64, 1, 0, 0, 0, true, false}};
+        c.layers[0].mixer = c.layers[2].mixer = 1;
+        c.norm = NormType::RMSNorm, c.tied = false, c.mlp_ratio = 4.0;
     } else {
         FAIL("no test model " << kind);
     }
@@ -104,7 +110,7 @@ ModelConfig small_config(const std::string& kind) {
     return c;
 }
 
-// The layer shapes of issues 28 and 32 (every column besides width and heads).
+// The layer shapes of issues 28 and 32 (and the hybrid of issues 52 and 53 in its own cases below) (every column besides width and heads).
 const std::vector<std::string>& column_kinds() {
     static const std::vector<std::string> k = {"no_attention", "no_mlp",     "openelm", "gqa",  "mqa",
                                                "local",        "interleave", "nope",    "combo"};
@@ -229,6 +235,37 @@ TEST_CASE("GPU model loss, logits and every gradient match the reference for eve
     }
 }
 
+TEST_CASE("GPU model with Gated DeltaNet layers: logits, loss and every gradient match the reference over two chunks",
+          "[kernels][model][gdn]") {
+    // The hybrid (gdn layers of head_dim 32 and 64 beside attention) at B 2 x T 70: every gdn layer's sequence
+    // spans a whole chunk of 64 and a partial one, so the chunked delta rule carries its state across a chunk
+    // boundary forward and backward; the same bounds as the other models (bf16 activations against fp32). Then
+    // recomputation (ln1 recomputed before the gdn layer's three weight gradients) gives the same bits.
+    SerialOpenMP serial;
+    const ModelConfig c = small_config("hybrid");
+    ref::RefModel<float> rm(c);
+    rm.init_params(61);
+    rm.params = bf16_round(rm.params);
+    const std::unique_ptr<CudaEngineHooks> e = make_cuda_engine(c), r = make_cuda_engine(c, true);
+    e->set_params(rm.params.data());
+    r->set_params(rm.params.data());
+    std::vector<int> in, tg;
+    const int B = 2, T = 70;
+    make_batch(c, B, T, 62, in, tg);
+    const double logits_err = logits_error(c, rm, *e, in, B, T);
+    CHECK(logits_err <= 5e-2);
+    const LossGrads lg = check_loss_and_grads(c, rm, *e, in, tg, B, T);
+    printf("hybrid (gdn hd 32, 64) B 2 T 70: loss %.2e, logits %.2e, worst gradient %.2e (%s)\n", lg.loss_err,
+           logits_err, lg.worst.first, lg.worst.second.c_str());
+    std::vector<float> g1(e->num_params()), g2(e->num_params());
+    e->get_grads(g1.data());
+    r->zero_grad();
+    r->forward_backward(in.data(), tg.data(), B, T, 1.0f);
+    r->get_grads(g2.data());
+    CHECK(std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) == 0);
+    CHECK(r->activation_bytes() < e->activation_bytes());
+}
+
 TEST_CASE("GPU gradient accumulation over micro-batches equals the whole batch", "[kernels][model]") {
     SerialOpenMP serial;
     // Two micro-batches of one row with grad_scale 1/2 must add up to the B = 2 batch: a kernel that overwrote
@@ -332,7 +369,7 @@ static void check_ten_steps(const std::string& kind, const OptimizerMultipliers&
 
 TEST_CASE("ten AdamW steps on the GPU track the reference's losses, deterministically", "[kernels][model]") {
     SerialOpenMP serial;
-    for (std::string kind : {"uniform", "prism", "x"}) check_ten_steps(kind);
+    for (std::string kind : {"uniform", "prism", "x", "hybrid"}) check_ten_steps(kind);
 }
 
 // muP (--param mup): the logits' multiplier base_d / d in both engines' head, forward and backward, and the layer
@@ -669,7 +706,7 @@ TEST_CASE("a training step waits for the GPU once, and queues nothing on the def
 #endif
 
 TEST_CASE("memory_plan.h predicts the engine's activation block for every shape of model", "[kernels][model]") {
-    std::vector<std::string> kinds = {"uniform", "prism", "x", "lambda"};
+    std::vector<std::string> kinds = {"uniform", "prism", "x", "lambda", "hybrid"};
     kinds.insert(kinds.end(), column_kinds().begin(), column_kinds().end());
     for (const std::string& kind : kinds)
         for (bool recompute : {false, true})
@@ -691,6 +728,14 @@ TEST_CASE("memory_plan.h predicts the engine's activation block for every shape 
     dropped.layers[1].attention = false;
     CHECK(residual_states(dropped) == 4);
     CHECK(activation_bytes(dropped, 2, 7, false) < activation_bytes(small_config("uniform"), 2, 7, false));
+    // A gdn layer's activations are its own (p, u, the gates, o, the per-chunk states, z, y: memory_plan.h), not an
+    // attention layer's: --plan's figure is the block the engine carves (above, at T 7), and at T 70 (two chunks)
+    // the hybrid's block exceeds the same model with attention in place of gdn by the chunks' fp32 states.
+    const ModelConfig hybrid = small_config("hybrid");
+    ModelConfig attention = hybrid;
+    for (LayerSpec& l : attention.layers) l.mixer = 0;
+    CHECK(gpu_memory(hybrid, 2, 70, false).activations == activation_bytes(hybrid, 2, 70, false));
+    CHECK(activation_bytes(hybrid, 2, 70, false) != activation_bytes(attention, 2, 70, false));
 }
 
 TEST_CASE("the cost model lists exactly the ops a training step runs, in order", "[kernels][model]") {
