@@ -1,5 +1,5 @@
 // gdn_chunk_bwd.cuh: the backward of the chunked gated delta rule on tensor cores: gdn_chunk_backward computes
-// exactly ref::gdn_delta_chunk_backward (ref/gdn.h; GDN_CUDA_CONTRACT.md's API and layouts) from the forward's
+// exactly ref::gdn_delta_chunk_backward (ref/gdn.h: the same inputs, outputs and layouts) from the forward's
 // per-chunk starting states, with bf16 mma.sync operands and fp32 accumulation; every sequence starts from S = 0.
 //
 // Notation per (sequence, head, chunk of L <= C = 64 rows), as ref/gdn.h's: G = cumsum(g) in the chunk,
@@ -8,14 +8,15 @@
 // O = (diag(exp(G)) Q S0^T + M U) / sqrt(hd), S1 = exp(G_L) S0 + U^T diag(exp(G_L - G)) K, dO = dout / sqrt(hd).
 //
 // Three kernels, in the structure of flash-linear-attention's chunked backward (written from the reference here):
-//   prep  (grid (chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward substitution in
-//         fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's workspace.
+//   prep  (grid (the window's chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward
+//         substitution in fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's
+//         workspace.
 //   state (grid (ceil(hd / 64), B h)): walks the chunks last first, carrying dS (the gradient of the chunk's end
 //         state) in fp32 for a tile of 64 value rows (the rows of dS are independent): dU = M^T dO + Kd dS1^T
 //         (Kd = diag(exp(G_L - G)) K), then dS0 = exp(G_L) dS1 + (diag(exp(G)) dO)^T Q - dU^T W. Stores every
 //         chunk's dS1 and its complete dU.
-//   grad  (grid (chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0 +
-//         (dM o Gam) K with dM = tril(dO U^T); dW = -dU S0; dT = dU Vb^T + dW Kb^T; dKb = T^T dW, dVb = T^T dU;
+//   grad  (grid (the window's chunks, B h)): everything else of the chunk, from dS1 and dU: dQ = diag(exp(G)) dO S0
+//         + (dM o Gam) K with dM = tril(dO U^T); dW = -dU S0; dT = dU Vb^T + dW Kb^T; dKb = T^T dW, dVb = T^T dU;
 //         dA = -T^T dT T^T on A's strictly lower entries -> dKK, dbeta, dG; dK from the four places K enters;
 //         dv = diag(beta) dVb; dg = the reverse cumsum of dG inside the chunk.
 // Every product is one block-level routine (gcb_gemm): 64 x 64 output tiles, k in slabs of 32 staged as bf16 in
@@ -23,12 +24,25 @@
 // rounded to bf16 once), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
 // of (row, column, value). Scale factors (1 / sqrt(hd), exp(G)) are folded into the fp32 operand before its one
 // rounding, never applied to a bf16 input. Sums over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no
-// atomics, the same bits for the same launch. Intermediates live in a per-chunk fp32 workspace (scratch; fused
-// into shared memory is the next step).
-// head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested).
-// Registers / shared memory / spills (nvcc 12, -Xptxas -v, sm_80 and sm_90): in the report of this file's commit
-// until measured again; no spills.
-// Does not: the forward (gdn_chunk.cuh), a non-zero initial state's gradient, or the per-row ops (gdn.cuh).
+// atomics, the same bits for the same launch. Intermediates live in an fp32 workspace per chunk, (6 C^2 + 9 C hd +
+// hd^2) floats, in the caller's scratch. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every
+// sequence and head, the last window first), so the scratch holds one window's workspaces and, per (sequence,
+// head), an hd x hd carry: the state walk's dS handed to the window before. A window has the fewest chunks that
+// give prep and grad 1024 blocks a launch (7.8 per SM of an H100's 132: several waves, 2 to 5 blocks a SM being
+// resident by their registers; all the chunks when there are fewer); the state walk keeps its B h ceil(hd / 64)
+// blocks and walks each chunk once in all. The results do not depend on the window (a test holds the bits). At the
+// 124M model's shapes (B 16, h 12, hd 64) windows of 6 chunks: 291 MiB whatever T (768 MiB at T 1024 and 3 GiB at
+// T 4096 with a workspace per chunk). gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes.
+// head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
+// (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
+// ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
+//   prep   sm_80 255 / 27392 B / 0    sm_90 102 / 27392 B / 0
+//   state  sm_80 126 / 10752 B / 0    sm_90 124 / 10752 B / 0
+//   grad   sm_80 255 / 28288 B / 0    sm_90 150 / 28288 B / 0
+// Speed: not measured on a GPU yet. This first version is written for correctness: operands are staged element by
+// element (no cp.async, no reuse of a staged tile across products), intermediates go through the workspace in
+// global memory (L2), and the state walk has ceil(hd / 64) blocks per head.
+// Does not: the forward (a header of its own), a non-zero initial state's gradient, or the per-row ops (gdn.cuh).
 #pragma once
 
 #include <cstdint>
@@ -40,10 +54,10 @@
 #include "kernel_sizes.h"
 #include "vec.cuh"
 
-constexpr int GCB_C = GDN_CHUNK_BWD_ROWS;  // rows of a chunk (ref::GDN_CHUNK)
-constexpr int GCB_THREADS = 128;           // 4 warps, each 16 rows of a 64 x 64 output tile
-constexpr int GCB_KS = 32;                 // k slab staged per step
-constexpr int GCB_LDS = GCB_KS + 8;        // staged row stride (bf16): 80 bytes, 16-byte aligned ldmatrix rows
+constexpr int GCB_C = GDN_CHUNK_ROWS;  // rows of a chunk (ref::GDN_CHUNK)
+constexpr int GCB_THREADS = 128;       // 4 warps, each 16 rows of a 64 x 64 output tile
+constexpr int GCB_KS = 32;             // k slab staged per step
+constexpr int GCB_LDS = GCB_KS + 8;    // staged row stride (bf16): 80 bytes, 16-byte aligned ldmatrix rows
 constexpr int GCB_MAX_HEAD_DIM = 256;
 
 // The chunk's workspace (fp32), per (b h, chunk): offsets in floats; chunks gdn_chunk_bwd_ws_floats(hd) apart.
@@ -73,7 +87,7 @@ __host__ __device__ inline GcbWs gcb_ws(float* base, int hd) {
 // thread that holds it. a and b return fp32 (rounded to bf16 here, once); the whole block calls with the same
 // arguments. Starts and ends with a barrier: the caller's writes are visible to a and b, and epi's to what follows.
 template <class FA, class FB, class FE>
-__device__ void gcb_gemm(bf16* sa, bf16* sb, int M, int N, int K, FA a, FB b, FE epi) {
+__device__ __forceinline__ void gcb_gemm(bf16* sa, bf16* sb, int M, int N, int K, FA a, FB b, FE epi) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     for (int m0 = 0; m0 < M; m0 += 64)
         for (int n0 = 0; n0 < N; n0 += 64) {
@@ -108,8 +122,8 @@ __device__ void gcb_gemm(bf16* sa, bf16* sb, int M, int N, int K, FA a, FB b, FE
 
 // The chunk's gates into shared memory: sG = G (cumsum of g in order, as the reference), seG = exp(G), sB = beta;
 // rows >= L hold G_{L-1} and beta 0. sGam (C x C, optional) = exp(G_i - G_x) for x <= i < L, else 0.
-__device__ inline void gcb_gates(float* sG, float* seG, float* sB, float* sGam, const float* g, const float* beta,
-                                 long n0, int h, int L) {
+__device__ __forceinline__ void gcb_gates(float* sG, float* seG, float* sB, float* sGam, const float* g,
+                                          const float* beta, long n0, int h, int L) {
     if (threadIdx.x == 0) {
         float run = 0.0f;
         for (int i = 0; i < GCB_C; i++) {
@@ -134,20 +148,28 @@ __device__ inline float gcb_f(bf16 x) { return __bfloat162float(x); }
 // kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// The chunk's forward, recomputed: T, KK, M (C x C), W, U (C x hd) into its workspace. Grid (chunks, B h).
-static __global__ void __launch_bounds__(GCB_THREADS)
-    gdn_chunk_bwd_prep_kernel(float* ws, long wsf, const float* states, const bf16* q, const bf16* k, const bf16* v,
-                              long ld, const float* beta, const float* g, int T, int h, int hd) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage);
-    SHARED(float[GCB_C], sG);
-    SHARED(float[GCB_C], seG);
-    SHARED(float[GCB_C], sB);
-    SHARED(float[GCB_C * GCB_C], sGam);
-    const int c = blockIdx.x, nc = gridDim.x, bh = blockIdx.y, j = bh % h;
+// The chunk's forward, recomputed: T, KK, M (C x C), W, U (C x hd) into its workspace. Grid (the window's chunks
+// from c0, B h); the workspaces: nw per (b, head), wsf floats each; states from chunk c0 on (the caller offsets it:
+// one register less, and sm_80 spilled 4 bytes without that).
+static __global__ void __launch_bounds__(GCB_THREADS, 2)
+    gdn_chunk_bwd_prep_kernel(float* ws, long wsf, int nw, const float* states, const bf16* q, const bf16* k,
+                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
+                              int c0) {
+    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
+    bf16* const stage = stage_;
+    SHARED(float[GCB_C], sG_);
+    float* const sG = sG_;
+    SHARED(float[GCB_C], seG_);
+    float* const seG = seG_;
+    SHARED(float[GCB_C], sB_);
+    float* const sB = sB_;
+    SHARED(float[GCB_C * GCB_C], sGam_);
+    float* const sGam = sGam_;
+    const int c = c0 + blockIdx.x, bh = blockIdx.y, j = bh % h;
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
-    const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
-    const float* S0 = states + ((long)bh * nc + c) * hd2;
+    const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
+    const float* S0 = states + ((long)bh * nc + blockIdx.x) * hd2;  // states: from chunk c0 on
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
     const bf16* V = v + n0 * ld + col;
@@ -156,9 +178,9 @@ static __global__ void __launch_bounds__(GCB_THREADS)
 
     // KK = K K^T
     gcb_gemm(
-        sa, sb, GCB_C, GCB_C, hd, [&](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [&](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [&](int i, int x, float s) { w.KK[i * GCB_C + x] = s; });
+        sa, sb, GCB_C, GCB_C, hd, [=](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
+        [=](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
+        [=](int i, int x, float s) { w.KK[i * GCB_C + x] = s; });
     // T = (I + A)^-1 by forward substitution, thread x owning column x: T_ix = [i = x] - sum_{x <= l < i} A_il T_lx,
     // A_il = beta_i Gam_il KK_il (the reference's terms in its order; T_lx = 0 for l < x)
     if (threadIdx.x < GCB_C) {
@@ -172,44 +194,51 @@ static __global__ void __launch_bounds__(GCB_THREADS)
     }
     // W = T Kb
     gcb_gemm(
-        sa, sb, GCB_C, hd, GCB_C, [&](int i, int l) { return w.T[i * GCB_C + l]; },
-        [&](int l, int x) { return l < L ? sB[l] * seG[l] * gcb_f(K[l * ld + x]) : 0.0f; },
-        [&](int i, int x, float s) { w.W[i * hd + x] = s; });
+        sa, sb, GCB_C, hd, GCB_C, [=](int i, int l) { return w.T[i * GCB_C + l]; },
+        [=](int l, int x) { return l < L ? sB[l] * seG[l] * gcb_f(K[l * ld + x]) : 0.0f; },
+        [=](int i, int x, float s) { w.W[i * hd + x] = s; });
     // U = T Vb - W S0^T: one product over k = [the chunk's rows | the key columns]
     gcb_gemm(
         sa, sb, GCB_C, hd, GCB_C + hd,
-        [&](int i, int kk) { return kk < GCB_C ? w.T[i * GCB_C + kk] : w.W[i * hd + kk - GCB_C]; },
-        [&](int kk, int r) {
+        [=](int i, int kk) { return kk < GCB_C ? w.T[i * GCB_C + kk] : w.W[i * hd + kk - GCB_C]; },
+        [=](int kk, int r) {
             return kk < GCB_C ? (kk < L ? sB[kk] * gcb_f(V[kk * ld + r]) : 0.0f) : -S0[r * hd + kk - GCB_C];
         },
-        [&](int i, int r, float s) { w.U[i * hd + r] = s; });
+        [=](int i, int r, float s) { w.U[i * hd + r] = s; });
     // M = tril(Q K^T o Gam)
     gcb_gemm(
-        sa, sb, GCB_C, GCB_C, hd, [&](int i, int x) { return i < L ? gcb_f(Q[i * ld + x]) : 0.0f; },
-        [&](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [&](int i, int x, float s) { w.M[i * GCB_C + x] = s * sGam[i * GCB_C + x]; });
+        sa, sb, GCB_C, GCB_C, hd, [=](int i, int x) { return i < L ? gcb_f(Q[i * ld + x]) : 0.0f; },
+        [=](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
+        [=](int i, int x, float s) { w.M[i * GCB_C + x] = s * sGam[i * GCB_C + x]; });
 }
 
-// dS, last chunk first, for value rows r0 .. r0 + 63 of one (b, head): each chunk's dS1 and dU into its
-// workspace. Grid (ceil(hd / 64), B h).
-static __global__ void __launch_bounds__(GCB_THREADS)
-    gdn_chunk_bwd_state_kernel(float* ws, long wsf, const bf16* dout, long lddo, const bf16* q, const bf16* k, long ld,
-                               const float* g, int T, int h, int hd, int nc, float scale) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage);
-    SHARED(float[GCB_C], sG);
-    SHARED(float[GCB_C], seG);
-    SHARED(float[GCB_C], sB);
+// dS over the window's chunks c0 .. c1 - 1, last first, for value rows r0 .. r0 + 63 of one (b, head): each
+// chunk's dS1 and dU into its workspace. The last chunk's dS1 is 0 (c1 = nc) or the carry, which the window's
+// first chunk then overwrites with its dS0 (for the window before; c0 > 0). Grid (ceil(hd / 64), B h).
+static __global__ void __launch_bounds__(GCB_THREADS, 2)
+    gdn_chunk_bwd_state_kernel(float* ws, long wsf, int nw, float* carry, const bf16* dout, long lddo, const bf16* q,
+                               const bf16* k, long ld, const float* g, int T, int h, int hd, int nc, int c0, int c1,
+                               float scale) {
+    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
+    bf16* const stage = stage_;
+    SHARED(float[GCB_C], sG_);
+    float* const sG = sG_;
+    SHARED(float[GCB_C], seG_);
+    float* const seG = seG_;
+    SHARED(float[GCB_C], sB_);
+    float* const sB = sB_;
     const int bh = blockIdx.y, j = bh % h, r0 = blockIdx.x * 64, R = min(64, hd - r0);
     const long col = (long)j * hd;
     bf16 *sa = stage, *sb = stage + 64 * GCB_LDS;
+    float* const cy = carry + (long)bh * hd * hd + (long)r0 * hd;  // this block's rows of the carry
     {
-        float* dS = gcb_ws(ws + ((long)bh * nc + nc - 1) * wsf, hd).dS1;
-        for (int e = threadIdx.x; e < R * hd; e += GCB_THREADS) dS[(long)(r0 + e / hd) * hd + e % hd] = 0.0f;
+        float* dS = gcb_ws(ws + ((long)bh * nw + c1 - 1 - c0) * wsf, hd).dS1 + (long)r0 * hd;
+        for (int e = threadIdx.x; e < R * hd; e += GCB_THREADS) dS[e] = c1 == nc ? 0.0f : cy[e];
     }
-    for (int c = nc - 1; c >= 0; c--) {
+    for (int c = c1 - 1; c >= c0; c--) {
         const long n0 = (long)(bh / h) * T + (long)c * GCB_C;
         const int L = min(GCB_C, T - c * GCB_C);
-        const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
+        const GcbWs w = gcb_ws(ws + ((long)bh * nw + c - c0) * wsf, hd);
         const bf16* Q = q + n0 * ld + col;
         const bf16* K = k + n0 * ld + col;
         const bf16* dO = dout + n0 * lddo + col + r0;
@@ -219,53 +248,62 @@ static __global__ void __launch_bounds__(GCB_THREADS)
         // dU[:, r0 ..] = M^T dO + Kd dS1^T, over k = [the chunk's rows | the key columns]; dO's scale on M
         gcb_gemm(
             sa, sb, GCB_C, R, GCB_C + hd,
-            [&](int i, int kk) {
+            [=](int i, int kk) {
                 if (kk < GCB_C) return scale * w.M[kk * GCB_C + i];
                 return i < L ? expf(GL - sG[i]) * gcb_f(K[i * ld + kk - GCB_C]) : 0.0f;
             },
-            [&](int kk, int r) {
+            [=](int kk, int r) {
                 if (kk < GCB_C) return kk < L ? gcb_f(dO[kk * lddo + r]) : 0.0f;
                 return dS1[(long)r * hd + kk - GCB_C];
             },
-            [&](int i, int r, float s) { w.dU[i * hd + r0 + r] = s; });
+            [=](int i, int r, float s) { w.dU[i * hd + r0 + r] = s; });
         if (c == 0) break;
         // dS0 = exp(G_L) dS1 + dout^T (diag(scale exp(G)) Q) - dU^T W
-        float* dS0 = gcb_ws(ws + ((long)bh * nc + c - 1) * wsf, hd).dS1 + (long)r0 * hd;
+        float* dS0 = c > c0 ? gcb_ws(ws + ((long)bh * nw + c - 1 - c0) * wsf, hd).dS1 + (long)r0 * hd : cy;
         gcb_gemm(
             sa, sb, R, hd, 2 * GCB_C,
-            [&](int r, int kk) {
+            [=](int r, int kk) {
                 if (kk < GCB_C) return kk < L ? gcb_f(dO[kk * lddo + r]) : 0.0f;
                 return -w.dU[(kk - GCB_C) * hd + r0 + r];
             },
-            [&](int kk, int x) {
+            [=](int kk, int x) {
                 if (kk < GCB_C) return kk < L ? scale * seG[kk] * gcb_f(Q[kk * ld + x]) : 0.0f;
                 return w.W[(kk - GCB_C) * hd + x];
             },
-            [&](int r, int x, float s) { dS0[(long)r * hd + x] = s + eL * dS1[(long)r * hd + x]; });
+            [=](int r, int x, float s) { dS0[(long)r * hd + x] = s + eL * dS1[(long)r * hd + x]; });
     }
 }
 
 // Everything else of one chunk, from its dS1 and dU: dq, dk, dv (bf16), dbeta, dg (fp32) of its rows.
-// Grid (chunks, B h).
-static __global__ void __launch_bounds__(GCB_THREADS)
+// Grid (the window's chunks from c0, B h), as the prep kernel's.
+static __global__ void __launch_bounds__(GCB_THREADS, 2)
     gdn_chunk_bwd_grad_kernel(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, float* ws, long wsf,
-                              const float* states, const bf16* dout, long lddo, const bf16* q, const bf16* k,
-                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd,
-                              float scale) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage);
-    SHARED(float[GCB_C], sG);
-    SHARED(float[GCB_C], seG);
-    SHARED(float[GCB_C], sB);
-    SHARED(float[GCB_C * GCB_C], sGam);
-    SHARED(float[GCB_C], sdG);
-    SHARED(float[GCB_C], sdb);
-    SHARED(float[GCB_C], sdd);
-    SHARED(float[32], red);
-    const int c = blockIdx.x, nc = gridDim.x, bh = blockIdx.y, j = bh % h;
+                              int nw, const float* states, const bf16* dout, long lddo, const bf16* q, const bf16* k,
+                              const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
+                              int c0, float scale) {
+    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
+    bf16* const stage = stage_;
+    SHARED(float[GCB_C], sG_);
+    float* const sG = sG_;
+    SHARED(float[GCB_C], seG_);
+    float* const seG = seG_;
+    SHARED(float[GCB_C], sB_);
+    float* const sB = sB_;
+    SHARED(float[GCB_C * GCB_C], sGam_);
+    float* const sGam = sGam_;
+    SHARED(float[GCB_C], sdG_);
+    float* const sdG = sdG_;
+    SHARED(float[GCB_C], sdb_);
+    float* const sdb = sdb_;
+    SHARED(float[GCB_C], sdd_);
+    float* const sdd = sdd_;
+    SHARED(float[32], red_);
+    float* const red = red_;
+    const int c = c0 + blockIdx.x, bh = blockIdx.y, j = bh % h;
     const long n0 = (long)(bh / h) * T + (long)c * GCB_C, col = (long)j * hd, hd2 = (long)hd * hd;
     const int L = min(GCB_C, T - c * GCB_C);
-    const GcbWs w = gcb_ws(ws + ((long)bh * nc + c) * wsf, hd);
-    const float* S0 = states + ((long)bh * nc + c) * hd2;
+    const GcbWs w = gcb_ws(ws + ((long)bh * nw + blockIdx.x) * wsf, hd);
+    const float* S0 = states + ((long)bh * nc + blockIdx.x) * hd2;  // states: from chunk c0 on
     const bf16* Q = q + n0 * ld + col;
     const bf16* K = k + n0 * ld + col;
     const bf16* V = v + n0 * ld + col;
@@ -274,13 +312,13 @@ static __global__ void __launch_bounds__(GCB_THREADS)
     constexpr int C = GCB_C;
     gcb_gates(sG, seG, sB, sGam, g + j, beta + j, n0, h, L);
     const float GL = sG[L - 1], eL = seG[L - 1];
-    auto kf = [&](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; };  // K(i, x), zero past L
+    auto kf = [=](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; };  // K(i, x), zero past L
 
     // O's inter-chunk term: dQ = diag(scale exp(G)) dout S0
     gcb_gemm(
-        sa, sb, C, hd, hd, [&](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
-        [&](int r, int x) { return S0[(long)r * hd + x]; },
-        [&](int i, int x, float s) { w.dQ[i * hd + x] = scale * seG[i] * s; });
+        sa, sb, C, hd, hd, [=](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
+        [=](int r, int x) { return S0[(long)r * hd + x]; },
+        [=](int i, int x, float s) { w.dQ[i * hd + x] = scale * seG[i] * s; });
     // its dG_i = exp(G_i) dO_i . (S0 q_i) = q_i . dQ_i; and dM = tril(dO U^T) into X
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -290,9 +328,9 @@ static __global__ void __launch_bounds__(GCB_THREADS)
         sdG[i] = s, sdb[i] = 0.0f;
     }
     gcb_gemm(
-        sa, sb, C, C, hd, [&](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
-        [&](int r, int x) { return w.U[x * hd + r]; },
-        [&](int i, int x, float s) { w.X[i * C + x] = x <= i ? scale * s : 0.0f; });
+        sa, sb, C, C, hd, [=](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
+        [=](int r, int x) { return w.U[x * hd + r]; },
+        [=](int i, int x, float s) { w.X[i * C + x] = x <= i ? scale * s : 0.0f; });
     // the mask's decay: dG_i += sum_x dM_ix M_ix - sum_y dM_yi M_yi; then X = dM o Gam = d(Q K^T)
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -305,12 +343,12 @@ static __global__ void __launch_bounds__(GCB_THREADS)
     for (int e = threadIdx.x; e < C * C; e += GCB_THREADS) w.X[e] *= sGam[e];
     // dQ += dQK K, dK = dQK^T Q
     gcb_gemm(
-        sa, sb, C, hd, C, [&](int i, int x) { return w.X[i * C + x]; }, kf,
-        [&](int i, int x, float s) { w.dQ[i * hd + x] += s; });
+        sa, sb, C, hd, C, [=](int i, int x) { return w.X[i * C + x]; }, kf,
+        [=](int i, int x, float s) { w.dQ[i * hd + x] += s; });
     gcb_gemm(
-        sa, sb, C, hd, C, [&](int x, int i) { return w.X[i * C + x]; },
-        [&](int i, int y) { return i < L ? gcb_f(Q[i * ld + y]) : 0.0f; },
-        [&](int x, int y, float s) { w.dK[x * hd + y] = s; });
+        sa, sb, C, hd, C, [=](int x, int i) { return w.X[i * C + x]; },
+        [=](int i, int y) { return i < L ? gcb_f(Q[i * ld + y]) : 0.0f; },
+        [=](int x, int y, float s) { w.dK[x * hd + y] = s; });
     // S1 = exp(G_L) S0 + U^T Kd: dG_{L-1} += exp(G_L) <dS1, S0>; UdS = U dS1
     {
         float s = 0.0f;
@@ -319,8 +357,8 @@ static __global__ void __launch_bounds__(GCB_THREADS)
         if (threadIdx.x == 0) sdG[L - 1] += eL * s;
     }
     gcb_gemm(
-        sa, sb, C, hd, hd, [&](int i, int r) { return w.U[i * hd + r]; },
-        [&](int r, int x) { return w.dS1[(long)r * hd + x]; }, [&](int i, int x, float s) { w.UdS[i * hd + x] = s; });
+        sa, sb, C, hd, hd, [=](int i, int r) { return w.U[i * hd + r]; },
+        [=](int r, int x) { return w.dS1[(long)r * hd + x]; }, [=](int i, int x, float s) { w.UdS[i * hd + x] = s; });
     // dd_i = UdS_i . Kd_i: dG_{L-1} += dd_i, dG_i -= dd_i; dK_i += exp(G_L - G_i) UdS_i
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -336,30 +374,30 @@ static __global__ void __launch_bounds__(GCB_THREADS)
     }
     // U = T Vb - W S0^T: dW = -dU S0
     gcb_gemm(
-        sa, sb, C, hd, hd, [&](int i, int r) { return w.dU[i * hd + r]; },
-        [&](int r, int x) { return S0[(long)r * hd + x]; }, [&](int i, int x, float s) { w.dW[i * hd + x] = -s; });
+        sa, sb, C, hd, hd, [=](int i, int r) { return w.dU[i * hd + r]; },
+        [=](int r, int x) { return S0[(long)r * hd + x]; }, [=](int i, int x, float s) { w.dW[i * hd + x] = -s; });
     // W = T Kb, U = T Vb: dT = dU Vb^T + dW Kb^T (strictly lower), dKb = T^T dW, dVb = T^T dU
     gcb_gemm(
-        sa, sb, C, C, 2 * hd, [&](int i, int kk) { return kk < hd ? w.dU[i * hd + kk] : w.dW[i * hd + kk - hd]; },
-        [&](int kk, int x) {
+        sa, sb, C, C, 2 * hd, [=](int i, int kk) { return kk < hd ? w.dU[i * hd + kk] : w.dW[i * hd + kk - hd]; },
+        [=](int kk, int x) {
             if (x >= L) return 0.0f;
             return kk < hd ? sB[x] * gcb_f(V[x * ld + kk]) : sB[x] * seG[x] * gcb_f(K[x * ld + kk - hd]);
         },
-        [&](int i, int x, float s) { w.dT[i * C + x] = x < i ? s : 0.0f; });
+        [=](int i, int x, float s) { w.dT[i * C + x] = x < i ? s : 0.0f; });
     gcb_gemm(
-        sa, sb, C, 2 * hd, C, [&](int i, int l) { return w.T[l * C + i]; },
-        [&](int l, int x) { return x < hd ? w.dW[l * hd + x] : w.dU[l * hd + x - hd]; },
-        [&](int i, int x, float s) {
+        sa, sb, C, 2 * hd, C, [=](int i, int l) { return w.T[l * C + i]; },
+        [=](int l, int x) { return x < hd ? w.dW[l * hd + x] : w.dU[l * hd + x - hd]; },
+        [=](int i, int x, float s) {
             if (x < hd) w.dKb[i * hd + x] = s;
             else w.dVb[i * hd + x - hd] = s;
         });
     // T = (I + A)^-1: dA = -T^T dT T^T (X = T^T dT, then dA = -X T^T on the strictly lower entries)
     gcb_gemm(
-        sa, sb, C, C, C, [&](int i, int l) { return w.T[l * C + i]; }, [&](int l, int x) { return w.dT[l * C + x]; },
-        [&](int i, int x, float s) { w.X[i * C + x] = s; });
+        sa, sb, C, C, C, [=](int i, int l) { return w.T[l * C + i]; }, [=](int l, int x) { return w.dT[l * C + x]; },
+        [=](int i, int x, float s) { w.X[i * C + x] = s; });
     gcb_gemm(
-        sa, sb, C, C, C, [&](int i, int l) { return w.X[i * C + l]; }, [&](int l, int x) { return w.T[x * C + l]; },
-        [&](int i, int x, float s) { w.dA[i * C + x] = x < i ? -s : 0.0f; });
+        sa, sb, C, C, C, [=](int i, int l) { return w.X[i * C + l]; }, [=](int l, int x) { return w.T[x * C + l]; },
+        [=](int i, int x, float s) { w.dA[i * C + x] = x < i ? -s : 0.0f; });
     // A = diag(beta) (KK o Gam) strictly lower: with da = dA_ix, e = Gam_ix: dKK_ix = da beta_i e,
     // dbeta_i += da e KK_ix, dG_i += dKK_ix KK_ix, dG_x -= dKK_ix KK_ix
     if (threadIdx.x < C) {
@@ -383,8 +421,8 @@ static __global__ void __launch_bounds__(GCB_THREADS)
     }
     // dK += (dKK + dKK^T) K
     gcb_gemm(
-        sa, sb, C, hd, C, [&](int i, int x) { return w.dA[i * C + x] + w.dA[x * C + i]; }, kf,
-        [&](int i, int x, float s) { w.dK[i * hd + x] += s; });
+        sa, sb, C, hd, C, [=](int i, int x) { return w.dA[i * C + x] + w.dA[x * C + i]; }, kf,
+        [=](int i, int x, float s) { w.dK[i * hd + x] += s; });
     // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -420,30 +458,48 @@ static __global__ void __launch_bounds__(GCB_THREADS)
 // launcher
 // ---------------------------------------------------------------------------------------------------------
 
-// dq, dk, dv (rows of stride ldd) and dbeta, dg (B T, h) assigned from dout (rows of stride lddo); states the
-// forward's (B, h, chunks, hd, hd) starting states; q, k, v rows of stride ld (head j at columns j hd); scratch:
-// gdn_chunk_backward_scratch_bytes(B, T, h, hd) bytes (kernel_sizes.h).
-inline void gdn_chunk_backward(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, const bf16* dout,
-                               long lddo, const float* states, const bf16* q, const bf16* k, const bf16* v, long ld,
-                               const float* beta, const float* g, int B, int T, int h, int hd, void* scratch,
-                               cudaStream_t stream) {
-    if (h <= 0 || hd < 1 || hd > GCB_MAX_HEAD_DIM || B < 0 || T < 0) {
-        fprintf(stderr, "gdn_chunk_backward: error: B=%d T=%d h=%d head_dim=%d: needs head_dim in 1..%d, h >= 1\n", B,
-                T, h, hd, GCB_MAX_HEAD_DIM);
+// gdn_chunk_backward with windows of nw chunks (any nw >= 1; the results do not depend on it) and scratch of
+// gdn_chunk_bwd_scratch_bytes_window(B, h, hd, nw) bytes: the windows run last first, each its three kernels.
+inline void gdn_chunk_backward_windows(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg,
+                                       const bf16* dout, long lddo, const float* states, const bf16* q, const bf16* k,
+                                       const bf16* v, long ld, const float* beta, const float* g, int B, int T, int h,
+                                       int hd, int nw, void* scratch, cudaStream_t stream) {
+    if (h <= 0 || hd < 1 || hd > GCB_MAX_HEAD_DIM || B < 0 || T < 0 || nw < 1) {
+        fprintf(stderr,
+                "gdn_chunk_backward: error: B=%d T=%d h=%d head_dim=%d window=%d: needs head_dim in 1..%d, h >= 1, "
+                "window >= 1\n",
+                B, T, h, hd, nw, GCB_MAX_HEAD_DIM);
         exit(EXIT_FAILURE);
     }
     if (B == 0 || T == 0) return;
     const int nc = (T + GCB_C - 1) / GCB_C;
     float* ws = static_cast<float*>(scratch);
     const long wsf = gdn_chunk_bwd_ws_floats(hd);
+    float* carry = ws + (long)B * h * nw * wsf;
     const float scale = 1.0f / sqrtf((float)hd);
-    LAUNCH(dim3(nc, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_prep_kernel)
-    (ws, wsf, states, q, k, v, ld, beta, g, T, h, hd);
-    cudaCheck(cudaGetLastError());
-    LAUNCH(dim3((hd + 63) / 64, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_state_kernel)
-    (ws, wsf, dout, lddo, q, k, ld, g, T, h, hd, nc, scale);
-    cudaCheck(cudaGetLastError());
-    LAUNCH(dim3(nc, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_grad_kernel)
-    (dq, dk, dv, ldd, dbeta, dg, ws, wsf, states, dout, lddo, q, k, v, ld, beta, g, T, h, hd, scale);
-    cudaCheck(cudaGetLastError());
+    for (int c0 = (nc - 1) / nw * nw; c0 >= 0; c0 -= nw) {
+        const int c1 = min(nc, c0 + nw);
+        LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_prep_kernel)
+        (ws, wsf, nw, states + (long)c0 * hd * hd, q, k, v, ld, beta, g, T, h, hd, nc, c0);
+        cudaCheck(cudaGetLastError());
+        LAUNCH(dim3((hd + 63) / 64, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_state_kernel)
+        (ws, wsf, nw, carry, dout, lddo, q, k, ld, g, T, h, hd, nc, c0, c1, scale);
+        cudaCheck(cudaGetLastError());
+        LAUNCH(dim3(c1 - c0, B * h), GCB_THREADS, 0, stream, gdn_chunk_bwd_grad_kernel)
+        (dq, dk, dv, ldd, dbeta, dg, ws, wsf, nw, states + (long)c0 * hd * hd, dout, lddo, q, k, v, ld, beta, g, T, h,
+         hd, nc, c0, scale);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// dq, dk, dv (rows of stride ldd) and dbeta, dg (B T, h) assigned from dout (rows of stride lddo); states the
+// forward's (B, h, chunks, hd, hd) starting states; q, k, v rows of stride ld (head j at columns j hd); scratch:
+// gdn_chunk_backward_scratch_bytes(B, T, h, hd) bytes (kernel_sizes.h: windows of gdn_chunk_bwd_window chunks).
+inline void gdn_chunk_backward(bf16* dq, bf16* dk, bf16* dv, long ldd, float* dbeta, float* dg, const bf16* dout,
+                               long lddo, const float* states, const bf16* q, const bf16* k, const bf16* v, long ld,
+                               const float* beta, const float* g, int B, int T, int h, int hd, void* scratch,
+                               cudaStream_t stream) {
+    const int nw = gdn_chunk_bwd_window(B, T, h);
+    gdn_chunk_backward_windows(dq, dk, dv, ldd, dbeta, dg, dout, lddo, states, q, k, v, ld, beta, g, B, T, h, hd,
+                               nw ? nw : 1, scratch, stream);
 }

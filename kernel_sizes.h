@@ -29,24 +29,39 @@ inline long gdn_conv_scratch_floats(int B, int T, int C) {
 inline long gdn_gates_scratch_floats(long N, int h) { return (N + GDN_GATE_ROWS - 1) / GDN_GATE_ROWS * 2 * h; }
 inline long gdn_norm_scratch_floats(long N, int hd) { return (N + GDN_SLICE_ROWS - 1) / GDN_SLICE_ROWS * hd; }
 
-// gdn_chunk_bwd.cuh (the chunked gated delta rule's backward): rows of a chunk (ref::GDN_CHUNK), the fp32
-// workspace of one (sequence, head, chunk): six C x C matrices (T, K K^T, the masked Q K^T, dT, T^T dT, dA), nine
-// C x hd (W, U, dU, dQ, dK, dW, U dS1, dKb, dVb) and the chunk's end-state gradient dS1 (hd x hd); and the scratch
-// the backward asks of its caller, one workspace per chunk.
-constexpr int GDN_CHUNK_BWD_ROWS = 64;
-inline long gdn_chunk_bwd_ws_floats(int hd) {
-    const long C = GDN_CHUNK_BWD_ROWS;
-    return 6 * C * C + 9 * C * hd + (long)hd * hd;
-}
-inline size_t gdn_chunk_backward_scratch_bytes(int B, int T, int h, int hd) {
-    const long chunks = (long)B * h * ((T + GDN_CHUNK_BWD_ROWS - 1) / GDN_CHUNK_BWD_ROWS);
-    return (size_t)chunks * gdn_chunk_bwd_ws_floats(hd) * sizeof(float);
-}
-
 // gdn_chunk.cuh's forward (the chunked gated delta rule): rows a chunk (ref::GDN_CHUNK), and the scratch it asks of
 // its caller: W, U and V' (B h nc, 64, hd) bf16 each and G (B h nc, 64) fp32, nc = ceil(T / 64) chunks a sequence.
 constexpr int GDN_CHUNK_ROWS = 64;
 inline size_t gdn_chunk_forward_scratch_bytes(int B, int T, int h, int hd) {
     const size_t rows = (size_t)B * h * ((T + GDN_CHUNK_ROWS - 1) / GDN_CHUNK_ROWS) * GDN_CHUNK_ROWS;
     return rows * (3 * (size_t)hd * 2 + 4);
+}
+
+// gdn_chunk_bwd.cuh (the chunked gated delta rule's backward, in the forward's chunks of C = GDN_CHUNK_ROWS): the
+// fp32 workspace of one (sequence, head, chunk): six C x C matrices (T, K K^T, the masked Q K^T, dT, T^T dT, dA), nine
+// C x hd (W, U, dU, dQ, dK, dW, U dS1, dKb, dVb) and the chunk's end-state gradient dS1 (hd x hd). The backward
+// runs its three kernels over windows of chunks (the same chunks of every sequence and head, last window first),
+// so the scratch it asks of its caller is one window's workspaces plus one hd x hd carry per (sequence, head) (the
+// state gradient handed from a window to the one before it): a bound that does not grow with T. A window holds the
+// fewest chunks that give its chunk-parallel kernels GDN_CHUNK_BWD_WINDOW_BLOCKS blocks (all chunks if fewer).
+constexpr long GDN_CHUNK_BWD_WINDOW_BLOCKS = 1024;
+inline long gdn_chunk_bwd_ws_floats(int hd) {
+    const long C = GDN_CHUNK_ROWS;
+    return 6 * C * C + 9 * C * hd + (long)hd * hd;
+}
+// Chunks a window (0 when there is nothing to do).
+inline int gdn_chunk_bwd_window(int B, int T, int h) {
+    const long chunks = ((long)T + GDN_CHUNK_ROWS - 1) / GDN_CHUNK_ROWS, pairs = (long)B * h;
+    if (chunks <= 0 || pairs <= 0) return 0;
+    const long want = (GDN_CHUNK_BWD_WINDOW_BLOCKS + pairs - 1) / pairs;
+    return (int)(want < chunks ? want : chunks);
+}
+// The scratch for windows of `window` chunks: B h workspaces per chunk of the window, then B h carries.
+inline size_t gdn_chunk_bwd_scratch_bytes_window(int B, int h, int hd, int window) {
+    const long pairs = (long)B * h;
+    return (size_t)pairs * ((long)window * gdn_chunk_bwd_ws_floats(hd) + (long)hd * hd) * sizeof(float);
+}
+inline size_t gdn_chunk_backward_scratch_bytes(int B, int T, int h, int hd) {
+    const int window = gdn_chunk_bwd_window(B, T, h);
+    return window ? gdn_chunk_bwd_scratch_bytes_window(B, h, hd, window) : 0;
 }
