@@ -90,6 +90,30 @@ template <typename S> inline S gdn_dot(const S* a, const S* b, int n) {
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
+// The sum of a[i] b[i] for i < n by vector chains, then their lanes (a fixed order of its own, not gdn_dot's): for
+// the backward's sums, which no decoder computes again.
+template <typename S> inline S gdn_dot_vec(const S* a, const S* b, int n) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes;
+    Vs acc[4] = {};
+    int i = 0;
+    for (; i + 4 * Ln <= n; i += 4 * Ln)
+        for (int u = 0; u < 4; u++) {
+            Vs x, y;
+            std::memcpy(&x, a + i + u * Ln, sizeof(Vs)), std::memcpy(&y, b + i + u * Ln, sizeof(Vs));
+            acc[u] += x * y;
+        }
+    for (; i + Ln <= n; i += Ln) {
+        Vs x, y;
+        std::memcpy(&x, a + i, sizeof(Vs)), std::memcpy(&y, b + i, sizeof(Vs));
+        acc[0] += x * y;
+    }
+    const Vs t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    S s = 0;
+    for (int l = 0; l < Ln; l++) s += t[l];
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
 // dst[j ldd + i] = src[i lds + j] for i < rows, j < cols; floats by 8 x 8 blocks in registers (ref/gemm.h).
 template <typename S> inline void gdn_transpose(S* dst, long ldd, const S* src, long lds, int rows, int cols) {
     int i0 = 0, j0 = 0;
@@ -568,12 +592,10 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
       *tmp = c.tmp.data(), *S0T = c.S0T.data();
     for (int i = r0; i < r1; i++) {
         G[i] = (i ? G[i - 1] : S(0)) + g[(i - r0) * gs];
-        const S* kr = k + (i - r0) * ld;
-        std::copy_n(kr, hd, K + i * hp);
-        for (int x = 0; x < hd; x++) KT[x * C + i] = kr[x];
+        std::copy_n(k + (i - r0) * ld, hd, K + i * hp);
     }
-    for (int x = 0; x < hd; x++)
-        for (int j = 0; j < hd; j++) S0T[x * hp + j] = S0[j * hd + x];
+    gdn_transpose(KT + r0, C, K + r0 * hp, hp, r1 - r0, hd);
+    gdn_transpose(S0T, hp, S0, hd, hd, hd);
     gdn_mm(gdn_c_lower, r0, r1, r1, hd, K + r0 * hp, hp, 1, KT, C, KK + r0 * C, C, false);  // KK = K K^T
     long subst = 0;                                                                         // multiply-adds
     for (int i = r0; i < r1; i++) {
@@ -630,8 +652,17 @@ template <typename S> inline void gdn_prefetch(const S* p, long ld, long rows, i
         }
 }
 
+// The (sequence, head) pairs [bh0, bh1) of this thread in a parallel region: contiguous, as equal as may be. Each
+// pair's arithmetic is the same whichever thread runs it, so the results do not depend on the thread count.
+inline void gdn_thread_heads(long n, long& bh0, long& bh1) {
+    const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+    bh0 = n * t / nt, bh1 = n * (t + 1) / nt;
+}
+
 // As gdn_delta_recurrent_forward, by chunks; states (B, h, gdn_chunks(T), hd, hd) = each chunk's starting state,
-// which the backward reads.
+// which the backward reads. A thread takes chunk ci of each of its heads before chunk ci + 1: a chunk's rows of
+// the heads side by side in memory share their pages and lines (a head's own rows are a whole row apart, and the
+// whole of one head's T rows at T 4096 spans more pages than the TLB holds).
 template <typename S>
 void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, const S* v, long ld, const S* beta,
                              const S* g, long B, long T, const GdnShape& sh) {
@@ -640,27 +671,25 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 #pragma omp parallel if (B * h * T * hd * hd >= OMP_MIN_WORK)
     {
         GdnChunk<S> c(hd);
-#pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < B * h; bh++) {
-            const long b = bh / h;
-            const int j = (int)(bh % h);
-            S* st = states + bh * nc * hd2;
-            std::fill_n(st, hd2, S(0));
-            for (long ci = 0; ci < nc; ci++) {
-                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+        long bh0, bh1;
+        gdn_thread_heads(B * h, bh0, bh1);
+        for (long bh = bh0; bh < bh1; bh++) std::fill_n(states + bh * nc * hd2, hd2, S(0));
+        for (long ci = 0; ci < nc; ci++)
+            for (long bh = bh0; bh < bh1; bh++) {
+                const long b = bh / h, col = bh % h * hd, n = b * T + ci * GDN_CHUNK;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
-                if (ci + 1 < nc || bh + 1 < B * h) {  // the next chunk's rows (of this head, or the next's first)
-                    const long bn = ci + 1 < nc ? b : (bh + 1) / h, cn = ci + 1 < nc ? ci + 1 : 0;
-                    const long m = bn * T + cn * GDN_CHUNK, cm = ci + 1 < nc ? col : (bh + 1) % h * hd;
+                S* st = states + bh * nc * hd2;
+                if (bh + 1 < bh1 || ci + 1 < nc) {  // the next rows: the next head's, or the first head's next chunk
+                    const long bn = bh + 1 < bh1 ? bh + 1 : bh0, cn = bh + 1 < bh1 ? ci : ci + 1;
+                    const long m = bn / h * T + cn * GDN_CHUNK, cm = bn % h * hd;
                     const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
                     for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
                     gdn_prefetch(o + m * ldo + cm, ldo, Ln, hd, true);
                 }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
-                               beta + n * h + j, g + n * h + j, h, o + n * ldo + col, ldo);
+                               beta + n * h + bh % h, g + n * h + bh % h, h, o + n * ldo + col, ldo);
                 if (ci + 1 < nc) gdn_chunk_state(c, st + ci * hd2, L, st + (ci + 1) * hd2);
             }
-        }
     }
 }
 
@@ -706,7 +735,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
         for (int x = 0; x < hd; x++) S0p[r * hp + x] = S0[r * hd + x], dSp[r * hp + x] = dS[r * hd + x];
     // O's inter-chunk term diag(exp(G)) Q S0^T
     for (int i = 0; i < L; i++) {
-        dG[i] += eG[i] * gdn_dot(dO + i * hp, Oi + i * hp, hd);
+        dG[i] += eG[i] * gdn_dot_vec(dO + i * hp, Oi + i * hp, hd);
         for (int x = 0; x < hd; x++) tmp[i * hp + x] = eG[i] * dO[i * hp + x];
     }
     gdn_mm(gdn_full, 0, L, hd, hd, tmp, hp, 1, S0p, hp, dQ, hp, false);  // dQ = dOi S0
@@ -728,7 +757,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // S1 = exp(G_L) S0 + U^T Kd, Kd = diag(exp(G_L - G)) K
     for (int r = 0; r < hd; r++)
         for (int x = 0; x < hd; x++) dS0[r * hp + x] += eL * dS[r * hd + x];
-    dG[L - 1] += eL * gdn_dot(dS, S0, hd * hd);
+    dG[L - 1] += eL * gdn_dot_vec(dS, S0, hd * hd);
     for (int i = 0; i < L; i++) {
         const S dcy = std::exp(GL - G[i]);
         for (int x = 0; x < hd; x++) X[i * hp + x] = dcy * K[i * hp + x];  // X: Kd (L x hp) here
@@ -736,7 +765,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     gdn_mm(gdn_full, 0, L, hd, hd, X, hp, 1, dST, hp, dU, hp, true);    // dU += Kd dS1^T
     gdn_mm(gdn_full, 0, L, hd, hd, U, hp, 1, dSp, hp, tmp, hp, false);  // U dS1
     for (int i = 0; i < L; i++) {
-        const S dd = gdn_dot(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
+        const S dd = gdn_dot_vec(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
         dG[L - 1] += dd, dG[i] -= dd;
         for (int x = 0; x < hd; x++) dK[i * hp + x] += dcy * tmp[i * hp + x];
     }
@@ -775,7 +804,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
     for (int i = 0; i < L; i++) {
         const S bi = beta[i * gs];
-        const S tk = gdn_dot(dKb + i * hp, K + i * hp, hd), tv = gdn_dot(dVb + i * hp, v + i * ld, hd);
+        const S tk = gdn_dot_vec(dKb + i * hp, K + i * hp, hd), tv = gdn_dot_vec(dVb + i * hp, v + i * ld, hd);
         db[i] += eG[i] * tk + tv;
         dG[i] += bi * eG[i] * tk;
         for (int x = 0; x < hd; x++) {
@@ -794,7 +823,8 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     for (int r = 0; r < hd; r++) std::copy_n(dS0 + r * hp, hd, dS + r * hd);
 }
 
-// As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first.
+// As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first; a thread takes chunk ci
+// of each of its heads before chunk ci - 1 (as the forward; each head's dLoss/dS of its own).
 template <typename S>
 void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, const S* dout, long lddo, const S* states,
                               const S* q, const S* k, const S* v, long ld, const S* beta, const S* g, long B, long T,
@@ -805,29 +835,29 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
     {
         GdnChunk<S> c(hd);
         GdnChunkGrad<S> d(hd);
-        std::vector<S> dS(hd2), o_scratch((size_t)GDN_CHUNK * hd);
-#pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < B * h; bh++) {
-            const long b = bh / h;
-            const int j = (int)(bh % h);
-            const S* st = states + bh * nc * hd2;
-            std::fill(dS.begin(), dS.end(), S(0));
-            for (long ci = nc - 1; ci >= 0; ci--) {
-                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+        long bh0, bh1;
+        gdn_thread_heads(B * h, bh0, bh1);
+        std::vector<S> dS((bh1 - bh0) * hd2, S(0)), o_scratch((size_t)GDN_CHUNK * hd);
+        for (long ci = nc - 1; ci >= 0; ci--)
+            for (long bh = bh0; bh < bh1; bh++) {
+                const long b = bh / h, col = bh % h * hd, n = b * T + ci * GDN_CHUNK;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
-                if (ci > 0) {  // the previous chunk's rows, next here
-                    const long m = n - GDN_CHUNK;
-                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + col, ld, GDN_CHUNK, hd);
-                    gdn_prefetch(dout + m * lddo + col, lddo, GDN_CHUNK, hd);
-                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + col, ldd, GDN_CHUNK, hd, true);
+                const S* st = states + bh * nc * hd2;
+                if (bh + 1 < bh1 || ci > 0) {  // the next rows: the next head's, or the first head's previous chunk
+                    const long bn = bh + 1 < bh1 ? bh + 1 : bh0, cn = bh + 1 < bh1 ? ci : ci - 1;
+                    const long m = bn / h * T + cn * GDN_CHUNK, cm = bn % h * hd;
+                    const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
+                    gdn_prefetch(dout + m * lddo + cm, lddo, Ln, hd);
+                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + cm, ldd, Ln, hd, true);
                 }
+                const long gi = n * h + bh % h;
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
-                               beta + n * h + j, g + n * h + j, h, o_scratch.data(), hd);
-                gdn_chunk_backward(c, d, dS.data(), st + ci * hd2, L, q + n * ld + col, v + n * ld + col, ld,
-                                   beta + n * h + j, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
-                                   dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + n * h + j, dg + n * h + j);
+                               beta + gi, g + gi, h, o_scratch.data(), hd);
+                gdn_chunk_backward(c, d, &dS[(bh - bh0) * hd2], st + ci * hd2, L, q + n * ld + col, v + n * ld + col,
+                                   ld, beta + gi, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
+                                   dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + gi, dg + gi);
             }
-        }
     }
 }
 
