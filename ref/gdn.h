@@ -453,6 +453,17 @@ template <typename S> inline int gdn_pad(int n) {  // n rounded up to whole vect
     return (n + Ln - 1) / Ln * Ln;
 }
 
+// Keeps v in a register: GCC would otherwise fold each load of B into the fused multiply-adds that use it, one
+// load per row of the tile (MR times the loads, and the load ports, not the FMA units, would set the pace).
+template <typename V> inline V gdn_pinned(V v) {
+#if defined(__AVX512F__)
+    asm("" : "+v"(v));
+#elif defined(__AVX__)
+    asm("" : "+x"(v));
+#endif
+    return v;
+}
+
 // Rows [0, MR) of C (= or +=) A . B over k in [k0, k1), NV vectors of columns.
 template <typename S, int MR, int NV>
 inline void gdn_mm_tile(int k0, int k1, const S* __restrict A, long ars, long acs, const S* __restrict B, long ldb,
@@ -463,7 +474,11 @@ inline void gdn_mm_tile(int k0, int k1, const S* __restrict A, long ars, long ac
     for (int k = k0; k < k1; k++) {
         Vs b[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) std::memcpy(&b[v], B + (long)k * ldb + v * Ln, sizeof(Vs));
+        for (int v = 0; v < NV; v++) {
+            Vs t;
+            std::memcpy(&t, B + (long)k * ldb + v * Ln, sizeof(Vs));
+            b[v] = gdn_pinned(t);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
             const S a = A[i * ars + k * acs];
