@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -547,12 +548,24 @@ void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long ac
 // ======================================================================================================
 // the gated delta rule, chunked form (WY / UT representation, chunks of GDN_CHUNK)
 // ======================================================================================================
+// A chunk's buffers start on a cache line (malloc's 16 bytes would split most vector loads and stores in two).
+template <typename S> struct GdnAlloc {
+    typedef S value_type;
+    GdnAlloc() = default;
+    template <typename U> GdnAlloc(const GdnAlloc<U>&) {}
+    S* allocate(size_t n) { return static_cast<S*>(::operator new(n * sizeof(S), std::align_val_t(64))); }
+    void deallocate(S* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+    bool operator==(const GdnAlloc&) const { return true; }
+    bool operator!=(const GdnAlloc&) const { return false; }
+};
+template <typename S> using GdnVec = std::vector<S, GdnAlloc<S>>;
+
 // One head's chunk: its rows so far and every matrix the rows after them (and the backward) read. Row i of each
 // lives at i (times its row length: C, or hp = gdn_pad(hd) with the columns past hd zero), whatever rows a call
 // computes. KT = K^T (hp x C), S0T = S0^T (the state at the chunk's start, transposed: B of W S0^T and Q S0^T).
 template <typename S> struct GdnChunk {
     int hd = 0, hp = 0;
-    std::vector<S> G, Gam, K, KT, KK, T, Kb, Vb, W, U, Oi, M, tmp, S0T;  // Gam (C x C): exp(G_i - G_x), x <= i
+    GdnVec<S> G, Gam, K, KT, KK, T, Kb, Vb, W, U, Oi, M, tmp, S0T;  // Gam (C x C): exp(G_i - G_x), x <= i
     explicit GdnChunk(int hd_ = 0) : hd(hd_), hp(gdn_pad<S>(hd_)) {
         const size_t C = GDN_CHUNK, ch = C * hp;
         G.assign(C, 0), Gam.assign(C * C, 0), KK.assign(C * C, 0), T.assign(C * C, 0), M.assign(C * C, 0);
@@ -605,9 +618,12 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
     S *G = c.G.data(), *Gam = c.Gam.data(), *K = c.K.data(), *KT = c.KT.data(), *KK = c.KK.data(), *T = c.T.data();
     S *Kb = c.Kb.data(), *Vb = c.Vb.data(), *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data(),
       *tmp = c.tmp.data(), *S0T = c.S0T.data();
-    for (int i = r0; i < r1; i++) {
+    for (int i = r0; i < r1; i++) {  // K, and Kb = diag(beta exp(G)) K, Vb = diag(beta) V
         G[i] = (i ? G[i - 1] : S(0)) + g[(i - r0) * gs];
-        std::copy_n(k + (i - r0) * ld, hd, K + i * hp);
+        const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
+        const S *kr = k + (i - r0) * ld, *vr = v + (i - r0) * ld;
+        for (int x = 0; x < hd; x++)
+            K[i * hp + x] = kr[x], Kb[i * hp + x] = bi * eGi * kr[x], Vb[i * hp + x] = bi * vr[x];
     }
     gdn_transpose(KT + r0, C, K + r0 * hp, hp, r1 - r0, hd);
     gdn_transpose(S0T, hp, S0, hd, hd, hd);
@@ -617,10 +633,7 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
         for (int x = 0; x <= i; x++) Gam[i * C + x] = G[i] - G[x];
         gdn_exp_nonpositive(Gam + i * C, i + 1);
         // T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i exp(G_i - G_l) KK_il (T_l is zero beyond l)
-        const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
-        subst += gdn_substitute_row(T, i, bi, Gam + i * C, KK + i * C);
-        const S* vr = v + (i - r0) * ld;
-        for (int x = 0; x < hd; x++) Kb[i * hp + x] = bi * eGi * K[i * hp + x], Vb[i * hp + x] = bi * vr[x];
+        subst += gdn_substitute_row(T, i, beta[(i - r0) * gs], Gam + i * C, KK + i * C);
     }
     gdn_mm_flops.fetch_add(2 * subst, std::memory_order_relaxed);
     gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Kb, hp, W + r0 * hp, hp, false);    // W = T Kb
@@ -713,8 +726,8 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 // on entry, dLoss/dS0 on return. Scratch: the vectors of d, rows of hp = gdn_pad(hd) or C values; the suffix T a
 // transposed copy (the B of a product with that matrix transposed).
 template <typename S> struct GdnChunkGrad {
-    std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db,
-        eG, Pb;
+    GdnVec<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db, eG,
+        Pb;
     explicit GdnChunkGrad(int hd) {
         const size_t C = GDN_CHUNK, hp = gdn_pad<S>(hd), ch = C * hp;
         for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp, &Qp, &UT, &VbT, &KbT}) x->assign(ch, 0);
