@@ -28,7 +28,8 @@
 //     W = T diag(beta exp(G)) K,  U = T diag(beta) V - W S0^T          (U's rows: the deltas beta (v - S k))
 //     O = (diag(exp(G)) Q S0^T + (tril(Q K^T o Gamma)) U) / sqrt(hd)
 //     S_next = exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K
-//   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk from it, last chunk first.
+//   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk's matrices from it (not
+//   its output), last chunk first.
 //   Gamma's exponentials (C^2 / 2 per chunk, computed once per row and kept for the backward) run through ops.h's
 //   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is gdn_mm (below); each
 //   row i of A, T, W, U and O depends on rows <= i alone, and a row of a gdn_mm never depends on the other rows,
@@ -608,7 +609,8 @@ template <typename S> long gdn_substitute_row(S* T, int i, S bi, const S* Gam_i,
 }
 
 // Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
-// q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1.
+// q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1,
+// or, null, is not wanted (the backward, which reads the chunk's matrices alone: tril(..) U is skipped).
 template <typename S>
 void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, const S* k, const S* v, long ld,
                     const S* beta, const S* g, long gs, S* o, long ldo) {
@@ -644,6 +646,7 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
     gdn_mm(gdn_c_lower, r0, r1, r1, hd, q, ld, 1, KT, C, M + r0 * C, C, false);    // Q K^T, masked and decayed
     for (int i = r0; i < r1; i++)
         for (int x = 0; x < r1; x++) M[i * C + x] = x <= i ? M[i * C + x] * Gam[i * C + x] : S(0);
+    if (!o) return;  // the backward's recompute: M, not the output
     gdn_mm(gdn_a_lower, r0, r1, hd, r1, M + r0 * C, C, 1, U, hp, tmp + r0 * hp, hp, false);  // tril(..) U
     for (int i = r0; i < r1; i++) {
         const S eGi = std::exp(G[i]);
@@ -865,7 +868,7 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
         GdnChunkGrad<S> d(hd);
         long bh0, bh1;
         gdn_thread_heads(B * h, bh0, bh1);
-        std::vector<S> dS((bh1 - bh0) * hd2, S(0)), o_scratch((size_t)GDN_CHUNK * hd);
+        std::vector<S> dS((bh1 - bh0) * hd2, S(0));
         for (long ci = nc - 1; ci >= 0; ci--)
             for (long bh = bh0; bh < bh1; bh++) {
                 const long b = bh / h, col = bh % h * hd, n = b * T + ci * GDN_CHUNK;
@@ -881,7 +884,7 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
                 }
                 const long gi = n * h + bh % h;
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
-                               beta + gi, g + gi, h, o_scratch.data(), hd);
+                               beta + gi, g + gi, h, (S*)nullptr, 0);
                 gdn_chunk_backward(c, d, &dS[(bh - bh0) * hd2], st + ci * hd2, L, q + n * ld + col, v + n * ld + col,
                                    ld, beta + gi, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
                                    dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + gi, dg + gi);
