@@ -378,8 +378,9 @@ static void step_table(const ModelConfig& cfg, int B, int T, const Limits& lim) 
 // products and forward substitution, the zero blocks of its triangles skipped; one untimed run before the timing),
 // about these per token and head at C = 64 (the full squares, ref/gdn.h's header, in brackets):
 //   chunked forward   6 hd^2 + 5.7 C hd + C^2 / 3   [6 hd^2 + 10 C hd + C^2 / 3]
-//   chunked backward  16 hd^2 + 17 C hd + 2 C^2     [16 hd^2 + 30 C hd + 13 C^2 / 3] (the chunk's forward again
-//                                                    from its state, without the state update, then its backward)
+//   chunked backward  16 hd^2 + 15.7 C hd + 2 C^2   [16 hd^2 + 28 C hd + 13 C^2 / 3] (the chunk's forward again
+//                                                    from its state, without the state update and the output's
+//                                                    tril(..) U, then its backward)
 //   recurrent forward 8 hd^2                         attention: 4 (fwd) and 8 (bwd) hd per causal query-key pair
 static void gdn_rows(int h, int hd, const Limits& lim) {
     const int threads = omp_get_max_threads(), w = h * hd;

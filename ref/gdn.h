@@ -28,7 +28,8 @@
 //     W = T diag(beta exp(G)) K,  U = T diag(beta) V - W S0^T          (U's rows: the deltas beta (v - S k))
 //     O = (diag(exp(G)) Q S0^T + (tril(Q K^T o Gamma)) U) / sqrt(hd)
 //     S_next = exp(G_{L-1}) S0 + U^T diag(exp(G_{L-1} - G)) K
-//   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk from it, last chunk first.
+//   The forward keeps each chunk's S0 (GdnActs::states); the backward recomputes a chunk's matrices from it (not
+//   its output), last chunk first.
 //   Gamma's exponentials (C^2 / 2 per chunk, computed once per row and kept for the backward) run through ops.h's
 //   vectorised exp in float (< 3e-7 relative error), std::exp in double. Every product is gdn_mm (below); each
 //   row i of A, T, W, U and O depends on rows <= i alone, and a row of a gdn_mm never depends on the other rows,
@@ -45,6 +46,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -88,6 +90,30 @@ inline void gdn_exp_nonpositive(float* x, int n) {
 template <typename S> inline S gdn_dot(const S* a, const S* b, int n) {
     S s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+// The sum of a[i] b[i] for i < n by vector chains, then their lanes (a fixed order of its own, not gdn_dot's): for
+// the backward's sums, which no decoder computes again.
+template <typename S> inline S gdn_dot_vec(const S* a, const S* b, int n) {
+    typedef typename GemmVec<S>::type Vs;
+    constexpr int Ln = GemmVec<S>::lanes;
+    Vs acc[4] = {};
+    int i = 0;
+    for (; i + 4 * Ln <= n; i += 4 * Ln)
+        for (int u = 0; u < 4; u++) {
+            Vs x, y;
+            std::memcpy(&x, a + i + u * Ln, sizeof(Vs)), std::memcpy(&y, b + i + u * Ln, sizeof(Vs));
+            acc[u] += x * y;
+        }
+    for (; i + Ln <= n; i += Ln) {
+        Vs x, y;
+        std::memcpy(&x, a + i, sizeof(Vs)), std::memcpy(&y, b + i, sizeof(Vs));
+        acc[0] += x * y;
+    }
+    const Vs t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    S s = 0;
+    for (int l = 0; l < Ln; l++) s += t[l];
+    for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
 // dst[j ldd + i] = src[i lds + j] for i < rows, j < cols; floats by 8 x 8 blocks in registers (ref/gemm.h).
@@ -429,6 +455,17 @@ template <typename S> inline int gdn_pad(int n) {  // n rounded up to whole vect
     return (n + Ln - 1) / Ln * Ln;
 }
 
+// Keeps v in a register: GCC would otherwise fold each load of B into the fused multiply-adds that use it, one
+// load per row of the tile (MR times the loads, and the load ports, not the FMA units, would set the pace).
+template <typename V> inline V gdn_pinned(V v) {
+#if defined(__AVX512F__)
+    asm("" : "+v"(v));
+#elif defined(__AVX__)
+    asm("" : "+x"(v));
+#endif
+    return v;
+}
+
 // Rows [0, MR) of C (= or +=) A . B over k in [k0, k1), NV vectors of columns.
 template <typename S, int MR, int NV>
 inline void gdn_mm_tile(int k0, int k1, const S* __restrict A, long ars, long acs, const S* __restrict B, long ldb,
@@ -439,7 +476,11 @@ inline void gdn_mm_tile(int k0, int k1, const S* __restrict A, long ars, long ac
     for (int k = k0; k < k1; k++) {
         Vs b[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) std::memcpy(&b[v], B + (long)k * ldb + v * Ln, sizeof(Vs));
+        for (int v = 0; v < NV; v++) {
+            Vs t;
+            std::memcpy(&t, B + (long)k * ldb + v * Ln, sizeof(Vs));
+            b[v] = gdn_pinned(t);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
             const S a = A[i * ars + k * acs];
@@ -508,12 +549,24 @@ void gdn_mm(int tri, int r0, int r1, int N, int K, const S* A, long ars, long ac
 // ======================================================================================================
 // the gated delta rule, chunked form (WY / UT representation, chunks of GDN_CHUNK)
 // ======================================================================================================
+// A chunk's buffers start on a cache line (malloc's 16 bytes would split most vector loads and stores in two).
+template <typename S> struct GdnAlloc {
+    typedef S value_type;
+    GdnAlloc() = default;
+    template <typename U> GdnAlloc(const GdnAlloc<U>&) {}
+    S* allocate(size_t n) { return static_cast<S*>(::operator new(n * sizeof(S), std::align_val_t(64))); }
+    void deallocate(S* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+    bool operator==(const GdnAlloc&) const { return true; }
+    bool operator!=(const GdnAlloc&) const { return false; }
+};
+template <typename S> using GdnVec = std::vector<S, GdnAlloc<S>>;
+
 // One head's chunk: its rows so far and every matrix the rows after them (and the backward) read. Row i of each
 // lives at i (times its row length: C, or hp = gdn_pad(hd) with the columns past hd zero), whatever rows a call
 // computes. KT = K^T (hp x C), S0T = S0^T (the state at the chunk's start, transposed: B of W S0^T and Q S0^T).
 template <typename S> struct GdnChunk {
     int hd = 0, hp = 0;
-    std::vector<S> G, Gam, K, KT, KK, T, Kb, Vb, W, U, Oi, M, tmp, S0T;  // Gam (C x C): exp(G_i - G_x), x <= i
+    GdnVec<S> G, Gam, K, KT, KK, T, Kb, Vb, W, U, Oi, M, tmp, S0T;  // Gam (C x C): exp(G_i - G_x), x <= i
     explicit GdnChunk(int hd_ = 0) : hd(hd_), hp(gdn_pad<S>(hd_)) {
         const size_t C = GDN_CHUNK, ch = C * hp;
         G.assign(C, 0), Gam.assign(C * C, 0), KK.assign(C * C, 0), T.assign(C * C, 0), M.assign(C * C, 0);
@@ -556,7 +609,8 @@ template <typename S> long gdn_substitute_row(S* T, int i, S bi, const S* Gam_i,
 }
 
 // Rows [r0, r1) of the chunk whose rows [0, r0) the chunk already holds, from the state S0 (hd x hd) at its start:
-// q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1.
+// q, k, v rows of stride ld and beta, g of stride gs all point at row r0; o (rows of stride ldo) gets rows r0..r1,
+// or, null, is not wanted (the backward, which reads the chunk's matrices alone: tril(..) U is skipped).
 template <typename S>
 void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, const S* k, const S* v, long ld,
                     const S* beta, const S* g, long gs, S* o, long ldo) {
@@ -566,24 +620,22 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
     S *G = c.G.data(), *Gam = c.Gam.data(), *K = c.K.data(), *KT = c.KT.data(), *KK = c.KK.data(), *T = c.T.data();
     S *Kb = c.Kb.data(), *Vb = c.Vb.data(), *W = c.W.data(), *U = c.U.data(), *Oi = c.Oi.data(), *M = c.M.data(),
       *tmp = c.tmp.data(), *S0T = c.S0T.data();
-    for (int i = r0; i < r1; i++) {
+    for (int i = r0; i < r1; i++) {  // K, and Kb = diag(beta exp(G)) K, Vb = diag(beta) V
         G[i] = (i ? G[i - 1] : S(0)) + g[(i - r0) * gs];
-        const S* kr = k + (i - r0) * ld;
-        std::copy_n(kr, hd, K + i * hp);
-        for (int x = 0; x < hd; x++) KT[x * C + i] = kr[x];
+        const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
+        const S *kr = k + (i - r0) * ld, *vr = v + (i - r0) * ld;
+        for (int x = 0; x < hd; x++)
+            K[i * hp + x] = kr[x], Kb[i * hp + x] = bi * eGi * kr[x], Vb[i * hp + x] = bi * vr[x];
     }
-    for (int x = 0; x < hd; x++)
-        for (int j = 0; j < hd; j++) S0T[x * hp + j] = S0[j * hd + x];
+    gdn_transpose(KT + r0, C, K + r0 * hp, hp, r1 - r0, hd);
+    gdn_transpose(S0T, hp, S0, hd, hd, hd);
     gdn_mm(gdn_c_lower, r0, r1, r1, hd, K + r0 * hp, hp, 1, KT, C, KK + r0 * C, C, false);  // KK = K K^T
     long subst = 0;                                                                         // multiply-adds
     for (int i = r0; i < r1; i++) {
         for (int x = 0; x <= i; x++) Gam[i * C + x] = G[i] - G[x];
         gdn_exp_nonpositive(Gam + i * C, i + 1);
         // T_i = e_i - sum_{l < i} A_il T_l, A_il = beta_i exp(G_i - G_l) KK_il (T_l is zero beyond l)
-        const S bi = beta[(i - r0) * gs], eGi = std::exp(G[i]);
-        subst += gdn_substitute_row(T, i, bi, Gam + i * C, KK + i * C);
-        const S* vr = v + (i - r0) * ld;
-        for (int x = 0; x < hd; x++) Kb[i * hp + x] = bi * eGi * K[i * hp + x], Vb[i * hp + x] = bi * vr[x];
+        subst += gdn_substitute_row(T, i, beta[(i - r0) * gs], Gam + i * C, KK + i * C);
     }
     gdn_mm_flops.fetch_add(2 * subst, std::memory_order_relaxed);
     gdn_mm(gdn_a_lower, r0, r1, hd, r1, T + r0 * C, C, 1, Kb, hp, W + r0 * hp, hp, false);    // W = T Kb
@@ -594,6 +646,7 @@ void gdn_chunk_rows(GdnChunk<S>& c, const S* S0, int r0, int r1, const S* q, con
     gdn_mm(gdn_c_lower, r0, r1, r1, hd, q, ld, 1, KT, C, M + r0 * C, C, false);    // Q K^T, masked and decayed
     for (int i = r0; i < r1; i++)
         for (int x = 0; x < r1; x++) M[i * C + x] = x <= i ? M[i * C + x] * Gam[i * C + x] : S(0);
+    if (!o) return;  // the backward's recompute: M, not the output
     gdn_mm(gdn_a_lower, r0, r1, hd, r1, M + r0 * C, C, 1, U, hp, tmp + r0 * hp, hp, false);  // tril(..) U
     for (int i = r0; i < r1; i++) {
         const S eGi = std::exp(G[i]);
@@ -630,8 +683,17 @@ template <typename S> inline void gdn_prefetch(const S* p, long ld, long rows, i
         }
 }
 
+// The (sequence, head) pairs [bh0, bh1) of this thread in a parallel region: contiguous, as equal as may be. Each
+// pair's arithmetic is the same whichever thread runs it, so the results do not depend on the thread count.
+inline void gdn_thread_heads(long n, long& bh0, long& bh1) {
+    const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+    bh0 = n * t / nt, bh1 = n * (t + 1) / nt;
+}
+
 // As gdn_delta_recurrent_forward, by chunks; states (B, h, gdn_chunks(T), hd, hd) = each chunk's starting state,
-// which the backward reads.
+// which the backward reads. A thread takes chunk ci of each of its heads before chunk ci + 1: a chunk's rows of
+// the heads side by side in memory share their pages and lines (a head's own rows are a whole row apart, and the
+// whole of one head's T rows at T 4096 spans more pages than the TLB holds).
 template <typename S>
 void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, const S* v, long ld, const S* beta,
                              const S* g, long B, long T, const GdnShape& sh) {
@@ -640,27 +702,25 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 #pragma omp parallel if (B * h * T * hd * hd >= OMP_MIN_WORK)
     {
         GdnChunk<S> c(hd);
-#pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < B * h; bh++) {
-            const long b = bh / h;
-            const int j = (int)(bh % h);
-            S* st = states + bh * nc * hd2;
-            std::fill_n(st, hd2, S(0));
-            for (long ci = 0; ci < nc; ci++) {
-                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+        long bh0, bh1;
+        gdn_thread_heads(B * h, bh0, bh1);
+        for (long bh = bh0; bh < bh1; bh++) std::fill_n(states + bh * nc * hd2, hd2, S(0));
+        for (long ci = 0; ci < nc; ci++)
+            for (long bh = bh0; bh < bh1; bh++) {
+                const long b = bh / h, col = bh % h * hd, n = b * T + ci * GDN_CHUNK;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
-                if (ci + 1 < nc || bh + 1 < B * h) {  // the next chunk's rows (of this head, or the next's first)
-                    const long bn = ci + 1 < nc ? b : (bh + 1) / h, cn = ci + 1 < nc ? ci + 1 : 0;
-                    const long m = bn * T + cn * GDN_CHUNK, cm = ci + 1 < nc ? col : (bh + 1) % h * hd;
+                S* st = states + bh * nc * hd2;
+                if (bh + 1 < bh1 || ci + 1 < nc) {  // the next rows: the next head's, or the first head's next chunk
+                    const long bn = bh + 1 < bh1 ? bh + 1 : bh0, cn = bh + 1 < bh1 ? ci : ci + 1;
+                    const long m = bn / h * T + cn * GDN_CHUNK, cm = bn % h * hd;
                     const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
                     for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
                     gdn_prefetch(o + m * ldo + cm, ldo, Ln, hd, true);
                 }
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
-                               beta + n * h + j, g + n * h + j, h, o + n * ldo + col, ldo);
+                               beta + n * h + bh % h, g + n * h + bh % h, h, o + n * ldo + col, ldo);
                 if (ci + 1 < nc) gdn_chunk_state(c, st + ci * hd2, L, st + (ci + 1) * hd2);
             }
-        }
     }
 }
 
@@ -669,8 +729,8 @@ void gdn_delta_chunk_forward(S* o, long ldo, S* states, const S* q, const S* k, 
 // on entry, dLoss/dS0 on return. Scratch: the vectors of d, rows of hp = gdn_pad(hd) or C values; the suffix T a
 // transposed copy (the B of a product with that matrix transposed).
 template <typename S> struct GdnChunkGrad {
-    std::vector<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db,
-        eG, Pb;
+    GdnVec<S> dO, dM, dU, dW, dT, X, dA, dQ, dK, dKb, dVb, tmp, Qp, UT, VbT, KbT, TT, S0p, dSp, dST, dS0, dG, db, eG,
+        Pb;
     explicit GdnChunkGrad(int hd) {
         const size_t C = GDN_CHUNK, hp = gdn_pad<S>(hd), ch = C * hp;
         for (auto* x : {&dO, &dU, &dW, &dQ, &dK, &dKb, &dVb, &tmp, &Qp, &UT, &VbT, &KbT}) x->assign(ch, 0);
@@ -706,7 +766,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
         for (int x = 0; x < hd; x++) S0p[r * hp + x] = S0[r * hd + x], dSp[r * hp + x] = dS[r * hd + x];
     // O's inter-chunk term diag(exp(G)) Q S0^T
     for (int i = 0; i < L; i++) {
-        dG[i] += eG[i] * gdn_dot(dO + i * hp, Oi + i * hp, hd);
+        dG[i] += eG[i] * gdn_dot_vec(dO + i * hp, Oi + i * hp, hd);
         for (int x = 0; x < hd; x++) tmp[i * hp + x] = eG[i] * dO[i * hp + x];
     }
     gdn_mm(gdn_full, 0, L, hd, hd, tmp, hp, 1, S0p, hp, dQ, hp, false);  // dQ = dOi S0
@@ -728,7 +788,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // S1 = exp(G_L) S0 + U^T Kd, Kd = diag(exp(G_L - G)) K
     for (int r = 0; r < hd; r++)
         for (int x = 0; x < hd; x++) dS0[r * hp + x] += eL * dS[r * hd + x];
-    dG[L - 1] += eL * gdn_dot(dS, S0, hd * hd);
+    dG[L - 1] += eL * gdn_dot_vec(dS, S0, hd * hd);
     for (int i = 0; i < L; i++) {
         const S dcy = std::exp(GL - G[i]);
         for (int x = 0; x < hd; x++) X[i * hp + x] = dcy * K[i * hp + x];  // X: Kd (L x hp) here
@@ -736,7 +796,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     gdn_mm(gdn_full, 0, L, hd, hd, X, hp, 1, dST, hp, dU, hp, true);    // dU += Kd dS1^T
     gdn_mm(gdn_full, 0, L, hd, hd, U, hp, 1, dSp, hp, tmp, hp, false);  // U dS1
     for (int i = 0; i < L; i++) {
-        const S dd = gdn_dot(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
+        const S dd = gdn_dot_vec(tmp + i * hp, X + i * hp, hd), dcy = std::exp(GL - G[i]);
         dG[L - 1] += dd, dG[i] -= dd;
         for (int x = 0; x < hd; x++) dK[i * hp + x] += dcy * tmp[i * hp + x];
     }
@@ -775,7 +835,7 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     // Kb = diag(beta exp(G)) K, Vb = diag(beta) V
     for (int i = 0; i < L; i++) {
         const S bi = beta[i * gs];
-        const S tk = gdn_dot(dKb + i * hp, K + i * hp, hd), tv = gdn_dot(dVb + i * hp, v + i * ld, hd);
+        const S tk = gdn_dot_vec(dKb + i * hp, K + i * hp, hd), tv = gdn_dot_vec(dVb + i * hp, v + i * ld, hd);
         db[i] += eG[i] * tk + tv;
         dG[i] += bi * eG[i] * tk;
         for (int x = 0; x < hd; x++) {
@@ -794,7 +854,8 @@ void gdn_chunk_backward(GdnChunk<S>& c, GdnChunkGrad<S>& d, S* dS, const S* S0, 
     for (int r = 0; r < hd; r++) std::copy_n(dS0 + r * hp, hd, dS + r * hd);
 }
 
-// As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first.
+// As gdn_delta_recurrent_backward, by chunks from the forward's states, last chunk first; a thread takes chunk ci
+// of each of its heads before chunk ci - 1 (as the forward; each head's dLoss/dS of its own).
 template <typename S>
 void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, const S* dout, long lddo, const S* states,
                               const S* q, const S* k, const S* v, long ld, const S* beta, const S* g, long B, long T,
@@ -805,29 +866,29 @@ void gdn_delta_chunk_backward(S* dq, S* dk, S* dv, long ldd, S* dbeta, S* dg, co
     {
         GdnChunk<S> c(hd);
         GdnChunkGrad<S> d(hd);
-        std::vector<S> dS(hd2), o_scratch((size_t)GDN_CHUNK * hd);
-#pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < B * h; bh++) {
-            const long b = bh / h;
-            const int j = (int)(bh % h);
-            const S* st = states + bh * nc * hd2;
-            std::fill(dS.begin(), dS.end(), S(0));
-            for (long ci = nc - 1; ci >= 0; ci--) {
-                const long n = b * T + ci * GDN_CHUNK, col = j * hd;
+        long bh0, bh1;
+        gdn_thread_heads(B * h, bh0, bh1);
+        std::vector<S> dS((bh1 - bh0) * hd2, S(0));
+        for (long ci = nc - 1; ci >= 0; ci--)
+            for (long bh = bh0; bh < bh1; bh++) {
+                const long b = bh / h, col = bh % h * hd, n = b * T + ci * GDN_CHUNK;
                 const int L = (int)std::min<long>(GDN_CHUNK, T - ci * GDN_CHUNK);
-                if (ci > 0) {  // the previous chunk's rows, next here
-                    const long m = n - GDN_CHUNK;
-                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + col, ld, GDN_CHUNK, hd);
-                    gdn_prefetch(dout + m * lddo + col, lddo, GDN_CHUNK, hd);
-                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + col, ldd, GDN_CHUNK, hd, true);
+                const S* st = states + bh * nc * hd2;
+                if (bh + 1 < bh1 || ci > 0) {  // the next rows: the next head's, or the first head's previous chunk
+                    const long bn = bh + 1 < bh1 ? bh + 1 : bh0, cn = bh + 1 < bh1 ? ci : ci - 1;
+                    const long m = bn / h * T + cn * GDN_CHUNK, cm = bn % h * hd;
+                    const long Ln = std::min<long>(GDN_CHUNK, T - cn * GDN_CHUNK);
+                    for (const S* x : {q, k, v}) gdn_prefetch(x + m * ld + cm, ld, Ln, hd);
+                    gdn_prefetch(dout + m * lddo + cm, lddo, Ln, hd);
+                    for (S* x : {dq, dk, dv}) gdn_prefetch(x + m * ldd + cm, ldd, Ln, hd, true);
                 }
+                const long gi = n * h + bh % h;
                 gdn_chunk_rows(c, st + ci * hd2, 0, L, q + n * ld + col, k + n * ld + col, v + n * ld + col, ld,
-                               beta + n * h + j, g + n * h + j, h, o_scratch.data(), hd);
-                gdn_chunk_backward(c, d, dS.data(), st + ci * hd2, L, q + n * ld + col, v + n * ld + col, ld,
-                                   beta + n * h + j, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
-                                   dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + n * h + j, dg + n * h + j);
+                               beta + gi, g + gi, h, (S*)nullptr, 0);
+                gdn_chunk_backward(c, d, &dS[(bh - bh0) * hd2], st + ci * hd2, L, q + n * ld + col, v + n * ld + col,
+                                   ld, beta + gi, h, dout + n * lddo + col, lddo, dq + n * ldd + col,
+                                   dk + n * ldd + col, dv + n * ldd + col, ldd, dbeta + gi, dg + gi);
             }
-        }
     }
 }
 
