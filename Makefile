@@ -300,7 +300,7 @@ $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
 $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
-$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
+$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf, bench_reference, bench_layer_stats
@@ -446,9 +446,7 @@ $(GB_OBJ)/eval_zeroshot.o: eval_zeroshot.cu
 $(GB_OBJ)/generate.o: inspect/generate.cu
 $(GB_OBJ)/bench_attention.o: dev/bench_attention.cpp
 $(GB_OBJ)/bench_model.o: dev/bench_model.cpp
-# bench_gdn builds its benchmark once the chunk kernels are in the tree (__has_include), and says it has none
-# before: the headers, when present, are prerequisites, so their arrival rebuilds it.
-$(GB_OBJ)/bench_gdn.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
+$(GB_OBJ)/bench_gdn.o: dev/bench_gdn.cpp
 $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 $(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
 GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_gdn bench_model gpu_info $(GB_TESTS))

@@ -30,8 +30,8 @@
 #                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
 #                (ours / fla ratios); then one
 #                124M step of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the all-attention 124M
-#                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no chunk kernels in this build,
-#                no torch, no GPU, or the engine refusing gdn layers
+#                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no torch, no GPU, or the
+#                engine refusing gdn layers
 #   9 big        (only when asked for: run.sh OUT 9) one step of 757M and of 2B X at T 4096 at the largest B that
 #                fits, memory against --plan
 # Without a GPU (stage 1 finds none) every stage prints "skipped: no GPU" and the script exits 0. STAGE: run
@@ -264,8 +264,7 @@ if want 7; then
 fi
 
 # ---- 8. gdn: our chunked delta rule against flash-linear-attention and our attention; the hybrid step ---------
-# bench_gdn exits 3 when this build has no chunk kernels (their headers not yet in the tree). Its
-# shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
+# bench_gdn's shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
 if want 8; then
     if [ $gpu = 0 ]; then skip "8 gdn"; else
         G=$OUT/bench_gdn.log F=$OUT/gdn_fla.log
@@ -274,14 +273,11 @@ if want 8; then
         mkdir -p "$WORK/gdn_dumps"
         run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
         st=$?
-        if [ $st = 3 ]; then ours="ours skipped: this build has no chunk kernels (gdn_chunk.cuh)"
-        else
-            [ $st = 0 ] || failed=1
-            row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
-            ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
-            for hd in 64 128 256; do ours="$ours hd $hd $(row 4096 $hd)"; done
-            ours="$ours, T 16384 hd 128 $(row 16384 128)"
-        fi
+        [ $st = 0 ] || failed=1
+        row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
+        ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
+        for hd in 64 128 256; do ours="$ours hd $hd $(row 4096 $hd)"; done
+        ours="$ours, T 16384 hd 128 $(row 16384 128)"
         if ! run_logged 5 "$F" python3 -c 'import zipfile, sys; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
                 "$WORK/fla" wheels/fla_core-*.whl; then
             fla="fla FAIL: cannot unpack wheels/fla_core-*.whl (see gdn_fla.log)"
