@@ -28,10 +28,10 @@
 #                flash-linear-attention's chunk_gated_delta_rule (dev/gpu_bundle/gdn_fla.py in the bundle's peer/,
 #                the fla-core wheel of wheels/ unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's
 #                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
-#                (ours / fla ratios); then one
-#                124M step of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the all-attention 124M
-#                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no torch, no GPU, or the
-#                engine refusing gdn layers
+#                (ours / fla ratios); then 124M steps of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the
+#                all-attention 124M (train_prism, B 16, T 1024, tok/s; each run must name the CUDA engine). A part
+#                that skips says why: fla without torch or a GPU visible to it; the hybrid step without a GPU
+#                (BUNDLE_FORCE=1), which runs one step of tiny's hybrid on train_prism's CPU fall-back instead
 #   9 big        (only when asked for: run.sh OUT 9) one step of 757M and of 2B X at T 4096 at the largest B that
 #                fits, memory against --plan
 # Without a GPU (stage 1 finds none) every stage prints "skipped: no GPU" and the script exits 0. STAGE: run
@@ -294,35 +294,41 @@ if want 8; then
                    fla="fla $(status_word $st2): $(grep -m1 '^summary:' "$F" | sed 's/^summary: //')" ;;
             esac
         fi
-        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each. Without a GPU
-        # (BUNDLE_FORCE=1) one step of tiny's hybrid shows whether the build refuses gdn layers (train_prism
-        # refuses them before it looks for a GPU) and runs nothing large on the CPU.
+        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each, each run's log
+        # naming the CUDA engine (a fall-back to the CPU would time the wrong thing). Without a GPU (BUNDLE_FORCE=1)
+        # no step is timed: one step of tiny's hybrid through the bundle's train_prism (the CUDA build's fall-back
+        # to the CPU engine) shows that it takes --mixer and runs gdn layers.
         H=$OUT/hybrid.log
         : > "$H"
-        refused() { grep -q 'runs on the CPU engine (--cpu) until its CUDA kernels land' "$H"; }
+        engine() { awk -v run="$1" '/^==== /{ n++ } n == run && /^engine: / { print; exit }' "$H"; }
         if [ $real_gpu = 0 ]; then
             echo "==== hybrid probe (no GPU)" >> "$H"
             run_logged 12 "$H" "$BIN/train_prism" -m tiny --mixer gdn:3:1 --match mlp --steps 1 --val-every 0 \
                 --sample-every 0 -o "$WORK/hybrid_probe"
-            if refused; then hyb="hybrid step skipped: the engine refuses gdn"
-            else hyb="hybrid step skipped: no GPU (train_prism runs the CPU engine)"; fi
+            sp=$?
+            [ $sp = 0 ] || failed=1
+            e=$(engine 1)
+            hyb="hybrid step skipped: no GPU (tiny's 3:1 hybrid, 1 step: $(status_word $sp) on ${e:-no engine line})"
         else
             step=(-m 124M -b 16 -t 1024 --total-batch 16384 --steps 6 --val-every 0 --sample-every 0)
             echo "==== hybrid step" >> "$H"
             run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" --mixer gdn:3:1 --match mlp -o "$WORK/hybrid"
             sh=$?
-            if refused; then
-                hyb="hybrid step skipped: the engine refuses gdn"
-            else
-                echo "==== all-attention step" >> "$H"
-                run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" -o "$WORK/attention"
-                sa=$?
-                median() { awk -v run="$1" '/^==== /{ n++ } n == run && /^step +[2-6]\/6 / { for (i = 1; i < NF; i++) if ($(i + 1) == "tok/s") print $i }' "$H" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-                th=$(median 1) ta=$(median 2)
-                r=$([ -n "$th" ] && [ -n "$ta" ] && awk -v h="$th" -v a="$ta" 'BEGIN { printf "%.3f", h / a }')
-                [ $sh = 0 ] && [ $sa = 0 ] || failed=1
-                hyb="hybrid 3:1 $(status_word $sh) ${th:-?} tok/s, all-attention $(status_word $sa) ${ta:-?} tok/s, hybrid/attention ${r:-n/a}"
-            fi
+            echo "==== all-attention step" >> "$H"
+            run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" -o "$WORK/attention"
+            sa=$?
+            median() { awk -v run="$1" '/^==== /{ n++ } n == run && /^step +[2-6]\/6 / { for (i = 1; i < NF; i++) if ($(i + 1) == "tok/s") print $i }' "$H" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+            th=$(median 1) ta=$(median 2)
+            r=$([ -n "$th" ] && [ -n "$ta" ] && awk -v h="$th" -v a="$ta" 'BEGIN { printf "%.3f", h / a }')
+            [ $sh = 0 ] && [ $sa = 0 ] || failed=1
+            hyb="hybrid 3:1 $(status_word $sh) ${th:-?} tok/s, all-attention $(status_word $sa) ${ta:-?} tok/s, hybrid/attention ${r:-n/a}"
+            for run in 1 2; do
+                e=$(engine $run)
+                if [[ "$e" != "engine: CUDA"* ]]; then
+                    failed=1
+                    hyb="$hyb; FAIL: the $([ $run = 1 ] && echo hybrid || echo all-attention) run did not name the CUDA engine (${e:-no engine line})"
+                fi
+            done
         fi
         say "8 gdn: $ours | $fla | $hyb"
     fi
