@@ -487,20 +487,35 @@ $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 # The gdn stage: gdn_fla.py and flash-linear-attention's fla-core wheel (pure Python: chunk_gated_delta_rule; run.sh
 # unpacks it, the GPU machine has no network). The wheel is downloaded once into build/fla-wheels/ by pip (or put
 # there by hand: the name below), never committed; its other package, flash-linear-attention (layers and models,
-# transformers), is not needed for the op and is not carried.
+# transformers), is not needed for the op and is not carried. It is pinned by version and by its sha256 (PyPI's
+# fla_core-0.6.0-py3-none-any.whl, the file reviewed), so the bundle runs exactly that code on the GPU machine: a
+# download that does not match is deleted (only this rule's own folder, build/fla-wheels/download/), a file put
+# there by hand that does not match is refused and left alone, and gpu-bundle-check checks the bundle's copy.
 FLA_VERSION := 0.6.0
+FLA_SHA256 := b0708b70e0b119cd58a0a5146ea56cb175cef6ed969d8ac60267e3e077ce3ebd
 FLA_WHEEL := fla_core-$(FLA_VERSION)-py3-none-any.whl
 GB_FLA := $(GPU_BUNDLE)/peer/gdn_fla.py $(GPU_BUNDLE)/wheels/$(FLA_WHEEL)
+fla_sha_ok = echo "$(FLA_SHA256)  $(1)" | sha256sum --check --status
+fla_sha_of = $$(sha256sum $(1) | cut -c1-64)
 $(GPU_BUNDLE)/peer/gdn_fla.py: dev/gpu_bundle/gdn_fla.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 $(BUILD)/fla-wheels/$(FLA_WHEEL):
-	@mkdir -p $(@D)
-	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D) fla-core==$(FLA_VERSION) > $(@D)/pip.log 2>&1 \
-	    && [ -f $@ ] || { echo "gpu-bundle: error: cannot download fla-core==$(FLA_VERSION) with pip (offline? see" \
-	    "$(@D)/pip.log): put $(FLA_WHEEL) into $(@D)/ by hand, or run make gpu-bundle where pip reaches PyPI"; exit 1; }
+	@rm -rf $(@D)/download && mkdir -p $(@D)/download
+	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D)/download fla-core==$(FLA_VERSION) \
+	    > $(@D)/pip.log 2>&1 && [ -f $(@D)/download/$(FLA_WHEEL) ] || { rm -rf $(@D)/download; \
+	    echo "gpu-bundle: error: cannot download fla-core==$(FLA_VERSION) with pip (offline? see $(@D)/pip.log):" \
+	    "put $(FLA_WHEEL) into $(@D)/ by hand, or run make gpu-bundle where pip reaches PyPI"; exit 1; }
+	@$(call fla_sha_ok,$(@D)/download/$(FLA_WHEEL)) || { \
+	    echo "gpu-bundle: error: pip downloaded a $(FLA_WHEEL) with sha256 $(call fla_sha_of,$(@D)/download/$(FLA_WHEEL))," \
+	    "not the pinned $(FLA_SHA256) (FLA_SHA256 in the Makefile): deleted it; find out why PyPI's file changed"; \
+	    rm -rf $(@D)/download; exit 1; }
+	@mv $(@D)/download/$(FLA_WHEEL) $@ && rmdir $(@D)/download
 $(GPU_BUNDLE)/wheels/$(FLA_WHEEL): $(BUILD)/fla-wheels/$(FLA_WHEEL)
 	@mkdir -p $(@D)
+	@$(call fla_sha_ok,$<) || { echo "gpu-bundle: error: $< has sha256 $(call fla_sha_of,$<), not fla-core" \
+	    "$(FLA_VERSION)'s pinned $(FLA_SHA256) (FLA_SHA256 in the Makefile): delete it and run make gpu-bundle" \
+	    "where pip reaches PyPI"; exit 1; }
 	cp $< $@
 $(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(call lib,gb)
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
@@ -609,7 +624,8 @@ gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS) export) $(GPU_BUNDLE)/run.
             $(GB_PEER) $(GB_FLA)
 	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
 gpu-bundle-check: gpu-bundle
-	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check; s=$$?; \
+	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check \
+	    $(FLA_WHEEL) $(FLA_SHA256); s=$$?; \
 	 $(call check_result,bundle,gpu-bundle-check,$$s); exit $$s
 test-nvcc-check: $(NVCC_CHECK_CUH:%=$(BUILD)/nvcc_check/%.o)
 	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL" \
