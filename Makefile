@@ -394,8 +394,8 @@ $(BUILD)/test/%.o: test/%.cpp
 #     g++'s compiles of the products' sources, which link the engine's one object (cuda_engine.o);
 #   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
 #     ptxas -v log beside its objects: cuda_engine holds every kernel the engine launches and the decoder's,
-#     test_kernels the two the engine does not (residual_forward, copy_columns), test_gdn_kernels gdn.cuh's (not yet
-#     launched by the engine);
+#     test_kernels the two the engine does not (residual_forward, copy_columns), test_gdn_kernels, test_gdn_chunk
+#     and test_gdn_chunk_bwd the gdn kernels again (the engine launches them too; the table lists each build once);
 #   - the CUDA engine is compiled once, cuda_engine.o: the products, gpu_tests and bench_model link it (their
 #     sources hold it through engine.h or cuda_engine_hooks.cuh and compile none of its kernels);
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
@@ -536,9 +536,9 @@ $(GPU_BUNDLE)/data/cache/gpt2.tiktoken: data/cache/gpt2.tiktoken
 	cp $< $@
 
 # test-nvcc-check: each file alone through nvcc, warnings as errors (compute_80 and compute_90, no machine code):
-# comm.cuh with NCCL and MPI (the bundle has neither), gdn.cuh (no object of the bundle launches it yet: the test
-# object that does is compiled without -Werror), and the test kernels the bundle compiles without -Werror.
-NVCC_CHECK_CUH := comm.cuh gdn.cuh test/executor_kernels.cuh test/attention_naive.cuh
+# comm.cuh with NCCL and MPI (the bundle has neither) and the test kernels the bundle compiles without -Werror
+# (gdn.cuh's kernels are the engine's, in cuda_engine.o's -Werror compile).
+NVCC_CHECK_CUH := comm.cuh test/executor_kernels.cuh test/attention_naive.cuh
 $(BUILD)/nvcc_check/%.o: %
 	@printf '#include "%s"\n' $< > $(basename $@).cu
 	$(NVCC_CMD) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
@@ -581,11 +581,11 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 #   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
 #                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
 # and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
-#   test-nvcc-check        comm.cuh with NCCL and MPI, and gdn.cuh, through nvcc (the other kernel files: the
-#                          bundle's compiles)
-#   test-ptxas             every kernel of the engine (its object holds the decoder's too), test_kernels' two and
-#                          gdn.cuh's (test_gdn_kernels),
-#                          for sm_80 and sm_90: fails on any register spill, writes the table to build/ptxas.txt
+#   test-nvcc-check        comm.cuh with NCCL and MPI, and the test kernels, through nvcc (the other kernel
+#                          files: the bundle's compiles)
+#   test-ptxas             every kernel of the engine (its object holds the decoder's and the gdn kernels too) and
+#                          test_kernels' two, for sm_80 and sm_90: fails on any register spill, writes the table to
+#                          build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
 # GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;
