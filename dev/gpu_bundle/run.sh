@@ -271,13 +271,17 @@ if want 8; then
         : > "$G"
         : > "$F"
         mkdir -p "$WORK/gdn_dumps"
-        run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
-        st=$?
-        [ $st = 0 ] || failed=1
-        row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
-        ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
-        for hd in 64 128 256; do ours="$ours hd $hd $(row 4096 $hd)"; done
-        ours="$ours, T 16384 hd 128 $(row 16384 128)"
+        if [ $real_gpu = 0 ]; then  # BUNDLE_FORCE=1: bench_gdn has no CPU fall-back (build/bench_gdn_cpu is that)
+            ours="ours skipped: no GPU (bench_gdn runs its kernels on one only)"
+        else
+            run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
+            st=$?
+            [ $st = 0 ] || failed=1
+            row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
+            ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
+            for hd in 64 128 256; do ours="$ours hd $hd $(row 4096 $hd)"; done
+            ours="$ours, T 16384 hd 128 $(row 16384 128)"
+        fi
         if ! run_logged 5 "$F" python3 -c 'import zipfile, sys; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
                 "$WORK/fla" wheels/fla_core-*.whl; then
             fla="fla FAIL: cannot unpack wheels/fla_core-*.whl (see gdn_fla.log)"
@@ -307,8 +311,8 @@ if want 8; then
                 --sample-every 0 -o "$WORK/hybrid_probe"
             sp=$?
             [ $sp = 0 ] || failed=1
-            e=$(engine 1)
-            hyb="hybrid step skipped: no GPU (tiny's 3:1 hybrid, 1 step: $(status_word $sp) on ${e:-no engine line})"
+            e=$(engine 1 | awk '{ print $2 }')  # "engine: CPU reference (...)"
+            hyb="hybrid step skipped: no GPU (tiny's 3:1 hybrid, 1 step on train_prism's ${e:-unnamed} engine: $(status_word $sp))"
         else
             step=(-m 124M -b 16 -t 1024 --total-batch 16384 --steps 6 --val-every 0 --sample-every 0)
             echo "==== hybrid step" >> "$H"
