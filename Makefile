@@ -300,7 +300,7 @@ $(BUILD)/comm_mpi_check: $(BUILD)/obj/comm_mpi_check.o
 $(BUILD)/obj/comm_mpi_check.o: test/comm_mpi_check.cpp
 	$(MPICXX_CMD) -std=c++17 -O1 -Wall -Wextra -DPRISM_MPI -DOMPI_SKIP_MPICXX -I. $(DEP) -c $< -o $@
 $(BUILD)/obj/bench_attention_cpu.o: dev/bench_attention.cpp
-$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
+$(BUILD)/obj/bench_gdn_cpu.o: dev/bench_gdn.cpp
 $(BUILD)/obj/bench_model_cpu.o: dev/bench_model.cpp
 $(BUILD)/bench_model_cpu: $(TEST_ENGINE_O)
 # Developers' tools: bench-eval, bench-tokenizer, crosscheck-tokenizer, test-hf, bench_reference, bench_layer_stats
@@ -394,8 +394,8 @@ $(BUILD)/test/%.o: test/%.cpp
 #     g++'s compiles of the products' sources, which link the engine's one object (cuda_engine.o);
 #   - test-ptxas and test-ptxas-decode read the registers and spills of every kernel (sm_80, sm_90) from the
 #     ptxas -v log beside its objects: cuda_engine holds every kernel the engine launches and the decoder's,
-#     test_kernels the two the engine does not (residual_forward, copy_columns), test_gdn_kernels gdn.cuh's (not yet
-#     launched by the engine);
+#     test_kernels the two the engine does not (residual_forward, copy_columns), test_gdn_kernels, test_gdn_chunk
+#     and test_gdn_chunk_bwd the gdn kernels again (the engine launches them too; the table lists each build once);
 #   - the CUDA engine is compiled once, cuda_engine.o: the products, gpu_tests and bench_model link it (their
 #     sources hold it through engine.h or cuda_engine_hooks.cuh and compile none of its kernels);
 #   - test-sass reads the attention kernels' machine code from its bench_attention;
@@ -446,9 +446,7 @@ $(GB_OBJ)/eval_zeroshot.o: eval_zeroshot.cu
 $(GB_OBJ)/generate.o: inspect/generate.cu
 $(GB_OBJ)/bench_attention.o: dev/bench_attention.cpp
 $(GB_OBJ)/bench_model.o: dev/bench_model.cpp
-# bench_gdn builds its benchmark once the chunk kernels are in the tree (__has_include), and says it has none
-# before: the headers, when present, are prerequisites, so their arrival rebuilds it.
-$(GB_OBJ)/bench_gdn.o: dev/bench_gdn.cpp $(wildcard gdn_chunk.cuh gdn_chunk_bwd.cuh)
+$(GB_OBJ)/bench_gdn.o: dev/bench_gdn.cpp
 $(GB_OBJ)/gpu_info.o: dev/gpu_bundle/gpu_info.cu
 $(GB_TESTS:%=$(GB_OBJ)/%.o): $(GB_OBJ)/%.o: test/%.cpp
 GB_OBJS := $(patsubst %,$(GB_OBJ)/%.o,cuda_engine bench_attention bench_gdn bench_model gpu_info $(GB_TESTS))
@@ -489,20 +487,35 @@ $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 # The gdn stage: gdn_fla.py and flash-linear-attention's fla-core wheel (pure Python: chunk_gated_delta_rule; run.sh
 # unpacks it, the GPU machine has no network). The wheel is downloaded once into build/fla-wheels/ by pip (or put
 # there by hand: the name below), never committed; its other package, flash-linear-attention (layers and models,
-# transformers), is not needed for the op and is not carried.
+# transformers), is not needed for the op and is not carried. It is pinned by version and by its sha256 (PyPI's
+# fla_core-0.6.0-py3-none-any.whl, the file reviewed), so the bundle runs exactly that code on the GPU machine: a
+# download that does not match is deleted (only this rule's own folder, build/fla-wheels/download/), a file put
+# there by hand that does not match is refused and left alone, and gpu-bundle-check checks the bundle's copy.
 FLA_VERSION := 0.6.0
+FLA_SHA256 := b0708b70e0b119cd58a0a5146ea56cb175cef6ed969d8ac60267e3e077ce3ebd
 FLA_WHEEL := fla_core-$(FLA_VERSION)-py3-none-any.whl
 GB_FLA := $(GPU_BUNDLE)/peer/gdn_fla.py $(GPU_BUNDLE)/wheels/$(FLA_WHEEL)
+fla_sha_ok = echo "$(FLA_SHA256)  $(1)" | sha256sum --check --status
+fla_sha_of = $$(sha256sum $(1) | cut -c1-64)
 $(GPU_BUNDLE)/peer/gdn_fla.py: dev/gpu_bundle/gdn_fla.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 $(BUILD)/fla-wheels/$(FLA_WHEEL):
-	@mkdir -p $(@D)
-	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D) fla-core==$(FLA_VERSION) > $(@D)/pip.log 2>&1 \
-	    && [ -f $@ ] || { echo "gpu-bundle: error: cannot download fla-core==$(FLA_VERSION) with pip (offline? see" \
-	    "$(@D)/pip.log): put $(FLA_WHEEL) into $(@D)/ by hand, or run make gpu-bundle where pip reaches PyPI"; exit 1; }
+	@rm -rf $(@D)/download && mkdir -p $(@D)/download
+	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D)/download fla-core==$(FLA_VERSION) \
+	    > $(@D)/pip.log 2>&1 && [ -f $(@D)/download/$(FLA_WHEEL) ] || { rm -rf $(@D)/download; \
+	    echo "gpu-bundle: error: cannot download fla-core==$(FLA_VERSION) with pip (offline? see $(@D)/pip.log):" \
+	    "put $(FLA_WHEEL) into $(@D)/ by hand, or run make gpu-bundle where pip reaches PyPI"; exit 1; }
+	@$(call fla_sha_ok,$(@D)/download/$(FLA_WHEEL)) || { \
+	    echo "gpu-bundle: error: pip downloaded a $(FLA_WHEEL) with sha256 $(call fla_sha_of,$(@D)/download/$(FLA_WHEEL))," \
+	    "not the pinned $(FLA_SHA256) (FLA_SHA256 in the Makefile): deleted it; find out why PyPI's file changed"; \
+	    rm -rf $(@D)/download; exit 1; }
+	@mv $(@D)/download/$(FLA_WHEEL) $@ && rmdir $(@D)/download
 $(GPU_BUNDLE)/wheels/$(FLA_WHEEL): $(BUILD)/fla-wheels/$(FLA_WHEEL)
 	@mkdir -p $(@D)
+	@$(call fla_sha_ok,$<) || { echo "gpu-bundle: error: $< has sha256 $(call fla_sha_of,$<), not fla-core" \
+	    "$(FLA_VERSION)'s pinned $(FLA_SHA256) (FLA_SHA256 in the Makefile): delete it and run make gpu-bundle" \
+	    "where pip reaches PyPI"; exit 1; }
 	cp $< $@
 $(GPU_BUNDLE)/bin/export: $(GB_OBJ)/export.o $(GB_OBJ)/json.o $(call lib,gb)
 	$(CXX) $(GB_HOST) $^ -o $@ $(shell $(CXX) -print-file-name=libpcre2-8.a)
@@ -523,9 +536,9 @@ $(GPU_BUNDLE)/data/cache/gpt2.tiktoken: data/cache/gpt2.tiktoken
 	cp $< $@
 
 # test-nvcc-check: each file alone through nvcc, warnings as errors (compute_80 and compute_90, no machine code):
-# comm.cuh with NCCL and MPI (the bundle has neither), gdn.cuh (no object of the bundle launches it yet: the test
-# object that does is compiled without -Werror), and the test kernels the bundle compiles without -Werror.
-NVCC_CHECK_CUH := comm.cuh gdn.cuh test/executor_kernels.cuh test/attention_naive.cuh
+# comm.cuh with NCCL and MPI (the bundle has neither) and the test kernels the bundle compiles without -Werror
+# (gdn.cuh's kernels are the engine's, in cuda_engine.o's -Werror compile).
+NVCC_CHECK_CUH := comm.cuh test/executor_kernels.cuh test/attention_naive.cuh
 $(BUILD)/nvcc_check/%.o: %
 	@printf '#include "%s"\n' $< > $(basename $@).cu
 	$(NVCC_CMD) -std=c++17 -I. -Werror all-warnings $(call nvcc_host,$(MPI_CFLAGS)) $(NCCL_CFLAGS) $(DEP) \
@@ -568,11 +581,11 @@ $(BUILD)/bench_attention $(BUILD)/bench_model:
 #   test-sass              the attention kernels' exponentials in the bundle's SASS: one MUFU.EX2 each, no
 #                          subnormal range check (test/sass_check.sh; needs cuobjdump and nvdisasm: dev/ci_venv.sh)
 # and in the build phase, with nvcc (without it each says SKIPPED, and gpu-bundle-check counts one skip):
-#   test-nvcc-check        comm.cuh with NCCL and MPI, and gdn.cuh, through nvcc (the other kernel files: the
-#                          bundle's compiles)
-#   test-ptxas             every kernel of the engine (its object holds the decoder's too), test_kernels' two and
-#                          gdn.cuh's (test_gdn_kernels),
-#                          for sm_80 and sm_90: fails on any register spill, writes the table to build/ptxas.txt
+#   test-nvcc-check        comm.cuh with NCCL and MPI, and the test kernels, through nvcc (the other kernel
+#                          files: the bundle's compiles)
+#   test-ptxas             every kernel of the engine (its object holds the decoder's and the gdn kernels too) and
+#                          test_kernels' two, for sm_80 and sm_90: fails on any register spill, writes the table to
+#                          build/ptxas.txt
 #   test-ptxas-decode      the same for the decoder's kernels (decode attention, the residual add, column copy)
 # The sanitizers run apart (.ci/run runs them after make test): make test-asan (fuzz loop, kernel, whole-model and
 # GPU-decoder tests under AddressSanitizer + UBSan) and make test-race (the kernel tests under ThreadSanitizer;
@@ -611,7 +624,8 @@ gpu-bundle: $(addprefix $(GPU_BUNDLE)/bin/,$(GB_BINS) export) $(GPU_BUNDLE)/run.
             $(GB_PEER) $(GB_FLA)
 	@echo "gpu-bundle: $(GPU_BUNDLE)/ $$(du -sh $(GPU_BUNDLE) | cut -f1): take it to a GPU machine and run bash run.sh OUT (docs/gpu.md)"
 gpu-bundle-check: gpu-bundle
-	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check; s=$$?; \
+	@bash dev/gpu_bundle/check.sh $(GPU_BUNDLE) $(GPU_BUNDLE_MIB) '$(GB_ALLOWED_LIBS)' $(BUILD)/gpu-bundle-check \
+	    $(FLA_WHEEL) $(FLA_SHA256); s=$$?; \
 	 $(call check_result,bundle,gpu-bundle-check,$$s); exit $$s
 test-nvcc-check: $(NVCC_CHECK_CUH:%=$(BUILD)/nvcc_check/%.o)
 	@echo "test-nvcc-check: $(NVCC_CHECK_CUH) alone, warnings as errors, $(if $(NCCL_CFLAGS),with,without) NCCL" \

@@ -18,23 +18,19 @@
 // (little-endian): the 8 bytes "PRISMGDN", int32 B, T, h, hd; then, packed, heads contiguous within a row (row n =
 // b T + t): q, k, v bf16 (B T, h hd) each; beta, g fp32 (B T, h); dout bf16 (B T, h hd); o bf16 (B T, h hd);
 // dq, dk, dv bf16 (B T, h hd) each; dbeta, dg fp32 (B T, h).
-// Exit status: 0, 1 when a kernel's output is not finite, 2 on a usage error, 3 when this build has no chunk kernels
-// (the chunk kernels' headers not yet in the tree: the bundle's stage says so and skips).
+// Exit status: 0, 1 when a kernel's output is not finite, 2 on a usage error.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#if __has_include("gdn_chunk.cuh") && __has_include("gdn_chunk_bwd.cuh")
-#define BENCH_GDN_KERNELS 1
 #include "attention.cuh"
 #include "cuda_common.cuh"
 #include "gdn_chunk.cuh"
 #include "gdn_chunk_bwd.cuh"
 #include "ref/init.h"
 #include "util/machine_load.h"
-#endif
 
 namespace {
 
@@ -56,7 +52,6 @@ std::vector<int> int_list(const std::string& s) {
     return v;
 }
 
-#ifdef BENCH_GDN_KERNELS
 // Mean ms of fn over reps runs, after one warm-up run.
 template <class F> double time_ms(F fn, int reps) {
     cudaEvent_t a, b;
@@ -229,7 +224,6 @@ bool dump(const std::string& dir, const Shape& s) {
     printf("dump: %s (B %d, T %d, h %d, hd %d)%s\n", path.c_str(), s.B, s.T, s.h, s.hd, ok ? "" : ": WRITE FAILED");
     return ok;
 }
-#endif
 
 }  // namespace
 
@@ -265,13 +259,6 @@ int main(int argc, char** argv) {
         }
     }
     const std::vector<int> T_list = int_list(Ts), hd_list = int_list(hds);
-#ifndef BENCH_GDN_KERNELS
-    printf(
-        "bench_gdn: this build has no chunk kernels (gdn_chunk.cuh, gdn_chunk_bwd.cuh are not in the source "
-        "tree): %zu T x %zu head_dim shapes at width %d, %ld tokens, %d reps%s not run\n",
-        T_list.size(), hd_list.size(), width, tokens, reps, dir.empty() ? "" : " and the dumps");
-    return 3;
-#else
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf(
@@ -290,5 +277,4 @@ int main(int argc, char** argv) {
         for (int hd : hd_list) ok = bench_row(T, hd, tokens, width, reps) && ok;
     printf("%s\n", load.line().c_str());
     return ok ? 0 : 1;
-#endif
 }

@@ -99,8 +99,9 @@ const std::vector<Recipe>& recipes() {
     // width and heads: the MLPs give them back). hybrid124m: all-attention vs Gated DeltaNet 3:1 (gdn:3:1, attention
     // in layers 4, 8, 12), under uniform and Prism heads (Prism's schedule sets every layer's heads, the gdn layers'
     // too). placement124m: the same three attention layers of twelve placed interleaved (gdn:3:1), first, middle
-    // (layers 5 to 7) or last, against all-attention. Both need the CUDA engine's gdn (issue 53): until then their
-    // GPU-hours are the cost model's estimate of kernels not yet written. tiny-hybrid: the CPU demonstration,
+    // (layers 5 to 7) or last, against all-attention. Both train on the CUDA engine's gdn (issue 53: its kernels are
+    // tested on the CPU executor, no GPU has timed them yet), so their GPU-hours are the cost model's estimate of
+    // those kernels (the listing says which runs that covers). tiny-hybrid: the CPU demonstration,
     // all-attention vs gdn:3:1 (one attention layer of six, layer 4) at equal parameters, 2 seeds of 120 steps.
     auto plus = [](std::vector<std::string> v, const std::vector<std::string>& more) {
         v.insert(v.end(), more.begin(), more.end());

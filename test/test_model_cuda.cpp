@@ -742,13 +742,15 @@ TEST_CASE("the cost model lists exactly the ops a training step runs, in order",
     SerialOpenMP serial;
     // dev/bench_model puts each op's measured time (the engine's OpTimer marks) next to run/cost_model.h's roofline
     // time by name; this keeps the two lists the same: every kernel, memset and matmul of a step, for a model
-    // with Df > d (X: the dlnf tail memset) and one with every layer column (combo: layers without attention or
-    // without an MLP), with and without recomputation, over two micro-steps.
+    // with Df > d (X: the dlnf tail memset), one with every layer column (combo: layers without attention or
+    // without an MLP) and a hybrid (gdn layers beside attention, one without an MLP: gdn_kernel_costs' names and
+    // the matmuls around them against gdn_forward / gdn_backward's), with and without recomputation, over two
+    // micro-steps.
     struct Names : OpTimer {
         std::vector<std::string> seen;
         void mark(const char* op, cudaStream_t) override { seen.push_back(op); }
     };
-    for (std::string kind : {"uniform", "x", "combo"})
+    for (std::string kind : {"uniform", "x", "combo", "hybrid"})
         for (bool recompute : {false, true}) {
             INFO(kind << " recompute " << recompute);
             const ModelConfig c = small_config(kind);

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# dev/gpu_bundle/check.sh BUNDLE MAX_MIB ALLOWED_LIBS SCRATCH: make gpu-bundle-check's checks of a built bundle,
-# on this machine: its size, the libraries ldd finds for every binary (each must match ALLOWED_LIBS, an extended
-# regex of library names, and none may be missing), the newest glibc symbol version they need (printed: the GPU
-# machine's glibc must be at least that), that the gdn stage's gdn_fla.py and fla-core wheel are there, and,
+# dev/gpu_bundle/check.sh BUNDLE MAX_MIB ALLOWED_LIBS SCRATCH FLA_WHEEL FLA_SHA256: make gpu-bundle-check's checks
+# of a built bundle, on this machine: its size, the libraries ldd finds for every binary (each must match
+# ALLOWED_LIBS, an extended regex of library names, and none may be missing), the newest glibc symbol version they
+# need (printed: the GPU machine's glibc must be at least that), that the gdn stage's gdn_fla.py is there and its
+# fla-core wheel is wheels/FLA_WHEEL with the pinned sha256 FLA_SHA256 (the Makefile's), and,
 # without a GPU, that run.sh prints every stage's "skipped: no GPU" line and exits 0 within 30 s, and that the CUDA
 # builds of the products fall back to the CPU: train_prism, eval_zeroshot and generate print their help, and
 # train_prism trains tiny for 2 steps on the CPU engine (CI builds its products CPU_ONLY, so these are its runs of
 # nvcc-built products). With a GPU the last checks are left to run.sh itself (8.5 minutes). Exits 1 on any failure,
 # naming it.
 set -uo pipefail
-B=$1 max=$2 allowed=$3 scratch=$(realpath -m "$4")
+B=$1 max=$2 allowed=$3 scratch=$(realpath -m "$4") fla_wheel=$5 fla_sha256=$6
 bad=0
 fail() { echo "gpu-bundle-check: FAILED: $1"; bad=1; }
 bytes=$(du -sb "$B" | cut -f1)
@@ -25,7 +26,12 @@ for f in "$B"/bin/*; do
 done
 # The gdn stage's Python side: gdn_fla.py and flash-linear-attention's wheel (no network on the GPU machine).
 [ -f "$B/peer/gdn_fla.py" ] || fail "$B/peer/gdn_fla.py is missing (the gdn stage's fla comparison)"
-ls "$B"/wheels/fla_core-*.whl > /dev/null 2>&1 || fail "no $B/wheels/fla_core-*.whl (the gdn stage's fla; make gpu-bundle downloads it)"
+if [ ! -f "$B/wheels/$fla_wheel" ]; then fail "no $B/wheels/$fla_wheel (the gdn stage's fla; make gpu-bundle downloads it)"
+elif ! echo "$fla_sha256  $B/wheels/$fla_wheel" | sha256sum --check --status; then
+    fail "$B/wheels/$fla_wheel has sha256 $(sha256sum "$B/wheels/$fla_wheel" | cut -c1-64), not the pinned $fla_sha256"
+fi
+others=$(ls "$B"/wheels 2>/dev/null | grep -vxF "$fla_wheel" | tr '\n' ' ')
+[ -z "$others" ] || fail "$B/wheels/ holds other files: $others(run.sh unpacks every fla_core-*.whl there)"
 newest=$(echo $glibc | tr ' ' '\n' | sort -uV | tail -1)
 [ $bad = 0 ] && echo "gpu-bundle-check: $B: $mib MiB (at most $max); the $(ls "$B"/bin | wc -l) binaries' libraries (ldd) all allowed; newest glibc symbol they need: $newest"
 if "$B/bin/gpu_info" > /dev/null 2>&1; then

@@ -28,10 +28,10 @@
 #                flash-linear-attention's chunk_gated_delta_rule (dev/gpu_bundle/gdn_fla.py in the bundle's peer/,
 #                the fla-core wheel of wheels/ unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's
 #                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
-#                (ours / fla ratios); then one
-#                124M step of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the all-attention 124M
-#                (train_prism, B 16, T 1024, tok/s). Each part says why it skipped: no chunk kernels in this build,
-#                no torch, no GPU, or the engine refusing gdn layers
+#                (ours / fla ratios); then 124M steps of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the
+#                all-attention 124M (train_prism, B 16, T 1024, tok/s; each run must name the CUDA engine). A part
+#                that skips says why: fla without torch or a GPU visible to it; the hybrid step without a GPU
+#                (BUNDLE_FORCE=1), which runs one step of tiny's hybrid on train_prism's CPU fall-back instead
 #   9 big        (only when asked for: run.sh OUT 9) one step of 757M and of 2B X at T 4096 at the largest B that
 #                fits, memory against --plan
 # Without a GPU (stage 1 finds none) every stage prints "skipped: no GPU" and the script exits 0. STAGE: run
@@ -264,18 +264,18 @@ if want 7; then
 fi
 
 # ---- 8. gdn: our chunked delta rule against flash-linear-attention and our attention; the hybrid step ---------
-# bench_gdn exits 3 when this build has no chunk kernels (their headers not yet in the tree). Its
-# shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
+# bench_gdn's shapes run shortest T first, fla's too under its own budget, so a limit cuts the longest shapes.
 if want 8; then
     if [ $gpu = 0 ]; then skip "8 gdn"; else
         G=$OUT/bench_gdn.log F=$OUT/gdn_fla.log
         : > "$G"
         : > "$F"
         mkdir -p "$WORK/gdn_dumps"
-        run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
-        st=$?
-        if [ $st = 3 ]; then ours="ours skipped: this build has no chunk kernels (gdn_chunk.cuh)"
+        if [ $real_gpu = 0 ]; then  # BUNDLE_FORCE=1: bench_gdn has no CPU fall-back (build/bench_gdn_cpu is that)
+            ours="ours skipped: no GPU (bench_gdn runs its kernels on one only)"
         else
+            run_logged 16 "$G" "$BIN/bench_gdn" --dump "$WORK/gdn_dumps"
+            st=$?
             [ $st = 0 ] || failed=1
             row() { awk -v T="$1" -v hd="$2" '$1 == T && $2 == hd { printf "%s", $11 }' "$G"; }
             ours="ours $(status_word $st), att/gdn fwd+bwd at T 4096:"
@@ -298,35 +298,41 @@ if want 8; then
                    fla="fla $(status_word $st2): $(grep -m1 '^summary:' "$F" | sed 's/^summary: //')" ;;
             esac
         fi
-        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each. Without a GPU
-        # (BUNDLE_FORCE=1) one step of tiny's hybrid shows whether the build refuses gdn layers (train_prism
-        # refuses them before it looks for a GPU) and runs nothing large on the CPU.
+        # the hybrid's step against all-attention's: the median tok/s of steps 2..6 of one run each, each run's log
+        # naming the CUDA engine (a fall-back to the CPU would time the wrong thing). Without a GPU (BUNDLE_FORCE=1)
+        # no step is timed: one step of tiny's hybrid through the bundle's train_prism (the CUDA build's fall-back
+        # to the CPU engine) shows that it takes --mixer and runs gdn layers.
         H=$OUT/hybrid.log
         : > "$H"
-        refused() { grep -q 'runs on the CPU engine (--cpu) until its CUDA kernels land' "$H"; }
+        engine() { awk -v run="$1" '/^==== /{ n++ } n == run && /^engine: / { print; exit }' "$H"; }
         if [ $real_gpu = 0 ]; then
             echo "==== hybrid probe (no GPU)" >> "$H"
             run_logged 12 "$H" "$BIN/train_prism" -m tiny --mixer gdn:3:1 --match mlp --steps 1 --val-every 0 \
                 --sample-every 0 -o "$WORK/hybrid_probe"
-            if refused; then hyb="hybrid step skipped: the engine refuses gdn"
-            else hyb="hybrid step skipped: no GPU (train_prism runs the CPU engine)"; fi
+            sp=$?
+            [ $sp = 0 ] || failed=1
+            e=$(engine 1 | awk '{ print $2 }')  # "engine: CPU reference (...)"
+            hyb="hybrid step skipped: no GPU (tiny's 3:1 hybrid, 1 step on train_prism's ${e:-unnamed} engine: $(status_word $sp))"
         else
             step=(-m 124M -b 16 -t 1024 --total-batch 16384 --steps 6 --val-every 0 --sample-every 0)
             echo "==== hybrid step" >> "$H"
             run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" --mixer gdn:3:1 --match mlp -o "$WORK/hybrid"
             sh=$?
-            if refused; then
-                hyb="hybrid step skipped: the engine refuses gdn"
-            else
-                echo "==== all-attention step" >> "$H"
-                run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" -o "$WORK/attention"
-                sa=$?
-                median() { awk -v run="$1" '/^==== /{ n++ } n == run && /^step +[2-6]\/6 / { for (i = 1; i < NF; i++) if ($(i + 1) == "tok/s") print $i }' "$H" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-                th=$(median 1) ta=$(median 2)
-                r=$([ -n "$th" ] && [ -n "$ta" ] && awk -v h="$th" -v a="$ta" 'BEGIN { printf "%.3f", h / a }')
-                [ $sh = 0 ] && [ $sa = 0 ] || failed=1
-                hyb="hybrid 3:1 $(status_word $sh) ${th:-?} tok/s, all-attention $(status_word $sa) ${ta:-?} tok/s, hybrid/attention ${r:-n/a}"
-            fi
+            echo "==== all-attention step" >> "$H"
+            run_logged 12 "$H" "$BIN/train_prism" "${step[@]}" -o "$WORK/attention"
+            sa=$?
+            median() { awk -v run="$1" '/^==== /{ n++ } n == run && /^step +[2-6]\/6 / { for (i = 1; i < NF; i++) if ($(i + 1) == "tok/s") print $i }' "$H" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+            th=$(median 1) ta=$(median 2)
+            r=$([ -n "$th" ] && [ -n "$ta" ] && awk -v h="$th" -v a="$ta" 'BEGIN { printf "%.3f", h / a }')
+            [ $sh = 0 ] && [ $sa = 0 ] || failed=1
+            hyb="hybrid 3:1 $(status_word $sh) ${th:-?} tok/s, all-attention $(status_word $sa) ${ta:-?} tok/s, hybrid/attention ${r:-n/a}"
+            for run in 1 2; do
+                e=$(engine $run)
+                if [[ "$e" != "engine: CUDA"* ]]; then
+                    failed=1
+                    hyb="$hyb; FAIL: the $([ $run = 1 ] && echo hybrid || echo all-attention) run did not name the CUDA engine (${e:-no engine line})"
+                fi
+            done
         fi
         say "8 gdn: $ours | $fla | $hyb"
     fi
