@@ -227,11 +227,8 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
 //   z = ln1 Wz^T (N, w); y, rn: gdn_norm_forward (the gated RMSNorm)
 // With a cache (a decoder: one sequence of T rows after the cache's): the conv runs over the cache's 3 tail rows put
 // in front of p's rows (memory_plan.h carves them there) and the last 3 of those 3 + T rows become the tail; the
-// delta rule runs from the cache's state S and leaves the state after the last row in it: one row (a decode step)
-// in one gdn_state_step, T > 1 rows (a prefill, or any chunk) in one gdn_chunk_forward with s0 = s_last = S (in
-// place, which gdn_chunk.cuh allows), its chunks of 64 counted from the first new row, its states and scratch the
-// carved activations'. A head_dim the chunk kernels refuse (gdn_chunk_refusal: below 16; the engine refuses it for
-// training, a decoder on uploaded weights may have one) steps row by row.
+// delta rule runs from the cache's S into it: one row in a gdn_state_step, more in a gdn_chunk_forward (s0 = s_last =
+// S), or a step a row where the chunk kernels refuse the head_dim (below 16: only on weights uploaded to a decoder).
 inline void CudaModel::gdn_forward(int l, const LayerCache* cache, cudaStream_t s) {
     const long N = (long)B * T;
     const LayerSpec& ls = cfg.layers[l];
