@@ -428,8 +428,8 @@ void gdn_chunk_output_run(bf16* o, long ldo, const float* states, const GdncScra
 
 // o (rows of stride ldo, head j at columns j hd) and states (B, h, nc, hd, hd) fp32 (chunk c's starting state) from
 // q, k, v (rows of stride ld), beta, g (N, h) fp32; s0: null (S = 0 at every sequence's start) or (B, h, hd, hd)
-// fp32 initial states; s_last: null or (B, h, hd, hd) fp32, the state after each sequence's last row. scratch:
-// gdn_chunk_forward_scratch_bytes(B, T, h, hd) bytes, 16-byte aligned.
+// fp32 initial states; s_last: null or (B, h, hd, hd) fp32, the state after each sequence's last row, may be s0 (a
+// thread writes back the elements of s0 it read). scratch: gdn_chunk_forward_scratch_bytes(B, T, h, hd), 16-aligned.
 inline void gdn_chunk_forward(bf16* o, long ldo, float* states, const bf16* q, const bf16* k, const bf16* v, long ld,
                               const float* beta, const float* g, int B, int T, int h, int hd, const float* s0,
                               float* s_last, void* scratch, cudaStream_t stream) {

@@ -227,7 +227,8 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
 //   z = ln1 Wz^T (N, w); y, rn: gdn_norm_forward (the gated RMSNorm)
 // With a cache (a decoder: one sequence of T rows after the cache's): the conv runs over the cache's 3 tail rows put
 // in front of p's rows (memory_plan.h carves them there) and the last 3 of those 3 + T rows become the tail; the
-// delta rule runs one gdn_state_step per row on the cache's state (a row at a time, the recurrent form).
+// delta rule runs from the cache's S into it: one row in a gdn_state_step, more in a gdn_chunk_forward (s0 = s_last =
+// S), or a step a row where the chunk kernels refuse the head_dim (below 16: only on weights uploaded to a decoder).
 inline void CudaModel::gdn_forward(int l, const LayerCache* cache, cudaStream_t s) {
     const long N = (long)B * T;
     const LayerSpec& ls = cfg.layers[l];
@@ -249,13 +250,15 @@ inline void CudaModel::gdn_forward(int l, const LayerCache* cache, cudaStream_t 
     }
     OP("matmul ba", matmul(la.ba, la.ln1, P(o.wba), none, (int)N, 2 * h, w, false, true, 0.0f, s));
     OP("gdn_gates_forward", gdn_gates_forward(la.beta, la.g, la.ba, P(o.a_log), P(o.dt_bias), N, h, s));
-    if (!cache) {
-        OP("gdn_chunk_forward", gdn_chunk_forward(la.o, w, la.states, la.qkv, la.qkv + w, la.qkv + 2 * w, 3 * w,
-                                                  la.beta, la.g, B, T, h, hd, nullptr, nullptr, a.gdn_scratch, s));
-    } else {
+    if (cache &&
+        (T == 1 || gdn_chunk_refusal(1, T, h, hd, 3 * w, w, la.qkv, la.qkv + w, la.qkv + 2 * w, la.o, a.gdn_scratch))) {
         for (int t = 0; t < T; t++)
             OP("gdn_state_step", gdn_state_step(cache->S, la.o + (long)t * w, w, la.qkv + (long)t * 3 * w, 3 * w,
                                                 la.beta + (long)t * h, la.g + (long)t * h, h, 1, h, hd, s));
+    } else {  // training (every sequence from S = 0), or a decoder's rows from its cache's S into it
+        float* S = cache ? cache->S : nullptr;
+        OP("gdn_chunk_forward", gdn_chunk_forward(la.o, w, la.states, la.qkv, la.qkv + w, la.qkv + 2 * w, 3 * w,
+                                                  la.beta, la.g, B, T, h, hd, S, S, a.gdn_scratch, s));
     }
     OP("matmul z", matmul(la.z, la.ln1, P(o.wz), none, (int)N, w, w, false, true, 0.0f, s));
     OP("gdn_norm_forward",

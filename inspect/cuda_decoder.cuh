@@ -6,18 +6,18 @@
 // A chunk of n new tokens at positions p0 .. p0 + n - 1 runs through model.cuh's own forward (CudaModel::forward_layers:
 // the engine's sub-blocks, kernels and fused residual-norms) as one sequence of n rows with this decoder's caches: each
 // attention layer's queries read the keys before p0 from its cache (decode.cuh), and the chunk's keys and values join
-// it. Then the head, for the last row (or all n): logits (rows, Vp) fp32 = s lnf[:, :d] Wout^T (s: cfg.logit_scale(),
-// muP's multiplier), V columns read back.
+// it; each gdn layer's delta rule runs from its cached state into it. Then the head, for the last row (or all n):
+// logits (rows, Vp) fp32 = s lnf[:, :d] Wout^T (s: cfg.logit_scale(), muP's multiplier), V columns read back.
 // The cache: per attention layer K_l, V_l (slots_l, kv_l hd_l) bf16 each, slots_l = the capacity, or min(capacity, W)
 // in a window layer (a ring, since no query past j + W - 1 reads key j). So at capacity T it holds
 // account(cfg).kv_cache_bytes (--plan's KV-cache bytes; tested). Per gdn layer its recurrent state S (h, hd, hd) fp32
 // and the conv's last 3 inputs (3, 3w) bf16 (model.cuh's LayerCache): --plan's state bytes, whatever the capacity;
 // both zeroed when a sequence starts (the first append after construction or reset).
-// The same kernels as the engine's forward except attention, and the logits kept in fp32 (the engine's are bf16):
-// test_decode_cuda.cpp checks the logits against the engine's full forward at every position.
+// The same kernels as the engine's forward except attention and a gdn layer's one-row step, and fp32 logits (the
+// engine's are bf16): test_decode_cuda.cpp checks the logits against the engine's full forward at every position.
 // Memory: the cache and the model's RoPE tables at construction; the model's activations for the largest chunk seen
 // (memory_plan.h's layout at 1 x n). Each append waits once (the logits' read-back).
-// Does not: outlive its engine, batch sequences, or run a prefill fast (decode.cuh's kernel is per query).
+// Does not: outlive its engine, batch sequences, or run attention's prefill fast (decode.cuh's kernel is per query).
 #pragma once
 
 #include <algorithm>
