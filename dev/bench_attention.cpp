@@ -20,51 +20,10 @@
 #include "attention.cuh"
 #include "util/machine_load.h"
 #include "cuda_common.cuh"
+#include "dev/bench_util.cuh"
 #include "ref/init.h"
 
 namespace {
-
-std::vector<int> int_list(const std::string& s) {
-    std::vector<int> v;
-    size_t start = 0;
-    while (start <= s.size()) {
-        const size_t comma = s.find(',', start);
-        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        char* end = nullptr;
-        const long x = strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end || x <= 0) {
-            fprintf(stderr, "bench_attention: '%s' is not a list of positive integers (e.g. 64,128,256)\n", s.c_str());
-            exit(2);
-        }
-        v.push_back((int)x);
-        start = comma == std::string::npos ? s.size() + 1 : comma + 1;
-    }
-    return v;
-}
-
-// Mean ms of fn over reps runs, after one warm-up run.
-template <class F> double time_ms(F fn, int reps) {
-    cudaEvent_t a, b;
-    cudaCheck(cudaEventCreate(&a));
-    cudaCheck(cudaEventCreate(&b));
-    fn();
-    cudaCheck(cudaEventRecord(a, 0));
-    for (int i = 0; i < reps; i++) fn();
-    cudaCheck(cudaEventRecord(b, 0));
-    cudaCheck(cudaEventSynchronize(b));
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, a, b));
-    cudaCheck(cudaEventDestroy(a));
-    cudaCheck(cudaEventDestroy(b));
-    return ms / reps;
-}
-
-template <class T> T* upload(const std::vector<T>& h) {
-    T* p = nullptr;
-    cudaCheck(cudaMalloc(&p, h.size() * sizeof(T)));
-    cudaCheck(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return p;
-}
 
 // One (T, hd) row of the table. Returns false if the kernels produced a non-finite lse.
 bool bench_row(int T, int hd, long tokens, int width, int reps, double peak, int window, int group) {
@@ -130,11 +89,11 @@ int main(int argc, char** argv) {
         const std::string v = argv[++i];
         if (a == "--T") Ts = v;
         else if (a == "--hd") hds = v;
-        else if (a == "--tokens") tokens = int_list(v)[0];
-        else if (a == "--width") width = int_list(v)[0];
-        else if (a == "--reps") reps = int_list(v)[0];
-        else if (a == "--window") window = v == "0" ? 0 : int_list(v)[0];
-        else if (a == "--group") group = int_list(v)[0];
+        else if (a == "--tokens") tokens = int_list(v, "bench_attention")[0];
+        else if (a == "--width") width = int_list(v, "bench_attention")[0];
+        else if (a == "--reps") reps = int_list(v, "bench_attention")[0];
+        else if (a == "--window") window = v == "0" ? 0 : int_list(v, "bench_attention")[0];
+        else if (a == "--group") group = int_list(v, "bench_attention")[0];
         else {
             fprintf(stderr,
                     "bench_attention: unknown flag %s (flags: --T --hd --tokens --width --reps --window --group)\n",
@@ -153,8 +112,9 @@ int main(int argc, char** argv) {
            "bwd TF/s", "f+b TF/s", "% peak", "wide", "tiles");
     const MachineLoad load;  // the host's load, beside the figures (a busy host slows the launches)
     bool ok = true;
-    for (int T : int_list(Ts))
-        for (int hd : int_list(hds)) ok = bench_row(T, hd, tokens, width, reps, peak, window, group) && ok;
+    for (int T : int_list(Ts, "bench_attention"))
+        for (int hd : int_list(hds, "bench_attention"))
+            ok = bench_row(T, hd, tokens, width, reps, peak, window, group) && ok;
     printf("%s\n", load.line().c_str());
     return ok ? 0 : 1;
 }

@@ -27,6 +27,7 @@
 
 #include "attention.cuh"
 #include "cuda_common.cuh"
+#include "dev/bench_util.cuh"
 #include "gdn_chunk.cuh"
 #include "gdn_chunk_bwd.cuh"
 #include "ref/init.h"
@@ -34,47 +35,6 @@
 
 namespace {
 
-std::vector<int> int_list(const std::string& s) {
-    std::vector<int> v;
-    size_t start = 0;
-    while (start <= s.size()) {
-        const size_t comma = s.find(',', start);
-        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        char* end = nullptr;
-        const long x = strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end || x <= 0) {
-            fprintf(stderr, "bench_gdn: error: '%s' is not a list of positive integers (e.g. 64,128,256)\n", s.c_str());
-            exit(2);
-        }
-        v.push_back((int)x);
-        start = comma == std::string::npos ? s.size() + 1 : comma + 1;
-    }
-    return v;
-}
-
-// Mean ms of fn over reps runs, after one warm-up run.
-template <class F> double time_ms(F fn, int reps) {
-    cudaEvent_t a, b;
-    cudaCheck(cudaEventCreate(&a));
-    cudaCheck(cudaEventCreate(&b));
-    fn();
-    cudaCheck(cudaEventRecord(a, 0));
-    for (int i = 0; i < reps; i++) fn();
-    cudaCheck(cudaEventRecord(b, 0));
-    cudaCheck(cudaEventSynchronize(b));
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, a, b));
-    cudaCheck(cudaEventDestroy(a));
-    cudaCheck(cudaEventDestroy(b));
-    return ms / reps;
-}
-
-template <class T> T* upload(const std::vector<T>& h) {
-    T* p = nullptr;
-    cudaCheck(cudaMalloc(&p, h.size() * sizeof(T)));
-    cudaCheck(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return p;
-}
 template <class T> T* device(size_t n) {
     T* p = nullptr;
     cudaCheck(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
@@ -248,9 +208,9 @@ int main(int argc, char** argv) {
         const std::string v = argv[++i];
         if (a == "--T") Ts = v;
         else if (a == "--hd") hds = v;
-        else if (a == "--tokens") tokens = int_list(v)[0];
-        else if (a == "--width") width = int_list(v)[0];
-        else if (a == "--reps") reps = int_list(v)[0];
+        else if (a == "--tokens") tokens = int_list(v, "bench_gdn")[0];
+        else if (a == "--width") width = int_list(v, "bench_gdn")[0];
+        else if (a == "--reps") reps = int_list(v, "bench_gdn")[0];
         else if (a == "--dump") dir = v;
         else {
             fprintf(stderr, "bench_gdn: error: unknown flag %s (flags: --T --hd --width --tokens --reps --dump)\n",
@@ -258,7 +218,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    const std::vector<int> T_list = int_list(Ts), hd_list = int_list(hds);
+    const std::vector<int> T_list = int_list(Ts, "bench_gdn"), hd_list = int_list(hds, "bench_gdn");
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf(
