@@ -9,8 +9,8 @@
 //
 // Three kernels, in the structure of flash-linear-attention's chunked backward (written from the reference here):
 //   prep  (grid (the window's chunks, B h)): recomputes the chunk's forward from states[c]: KK, Gam, T (forward
-//         substitution in fp32, a thread per column of T), W, U, M; stores T, KK, M, W, U (fp32) in the chunk's
-//         workspace.
+//         substitution in fp32, a thread per column of T, its fp32 column in X), W, U, M; stores T, W, U (bf16) and
+//         KK, M (fp32) in the chunk's workspace.
 //   state (grid (ceil(hd / 64), B h)): walks the chunks last first, carrying dS (the gradient of the chunk's end
 //         state) in fp32 for a tile of 64 value rows (the rows of dS are independent): dU = M^T dO + Kd dS1^T
 //         (Kd = diag(exp(G_L - G)) K), then dS0 = exp(G_L) dS1 + (diag(exp(G)) dO)^T Q - dU^T W. Stores every
@@ -24,21 +24,26 @@
 // rounded to bf16 once), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
 // of (row, column, value). Scale factors (1 / sqrt(hd), exp(G)) are folded into the fp32 operand before its one
 // rounding, never applied to a bf16 input. Sums over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no
-// atomics, the same bits for the same launch. Intermediates live in an fp32 workspace per chunk, (6 C^2 + 9 C hd +
-// hd^2) floats, in the caller's scratch. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every
-// sequence and head, the last window first), so the scratch holds one window's workspaces and, per (sequence,
-// head), an hd x hd carry: the state walk's dS handed to the window before. A window has the fewest chunks that
-// give prep and grad 1024 blocks a launch (7.8 per SM of an H100's 132: several waves, 2 to 5 blocks a SM being
-// resident by their registers; all the chunks when there are fewer); the state walk keeps its B h ceil(hd / 64)
-// blocks and walks each chunk once in all. The results do not depend on the window (a test holds the bits). At the
-// 124M model's shapes (B 16, h 12, hd 64) windows of 6 chunks: 291 MiB whatever T (768 MiB at T 1024 and 3 GiB at
-// T 4096 with a workspace per chunk). gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes.
+// atomics, the same bits for the same launch. Intermediates live in a workspace per chunk in the caller's scratch:
+// fp32 where a value is read in fp32 arithmetic, bf16 (rounded when written, as staging would round it: the same
+// bits) where it is only an mma operand (T, dT, W, U, dU, dW); 4 C^2 + 5 C hd + hd^2 floats and 2 C^2 + 4 C hd
+// bf16. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every sequence and head, the last
+// window first), so the scratch holds one window's workspaces and, per (sequence, head), an hd x hd carry: the
+// state walk's dS handed to the window before. A window has the fewest chunks that give prep and grad 1024 blocks a
+// launch (7.8 per SM of an H100's 132: several waves, 2 to 5 blocks a SM being resident by their registers; all
+// the chunks when there are fewer); the state walk keeps its B h ceil(hd / 64) blocks and walks each chunk once in
+// all. The results do not depend on the window (a test holds the bits). At the 124M model's shapes (B 16, h 12,
+// hd 64) windows of 6 chunks: 237 MiB whatever T (624 MiB at T 1024 and 2.4 GiB at T 4096 with a workspace per
+// chunk); at h 6, hd 128 windows of 11 chunks, 385.5 MiB. gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives
+// the bytes.
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
-//   prep   sm_80 255 / 27392 B / 0    sm_90 102 / 27392 B / 0
-//   state  sm_80 126 / 10752 B / 0    sm_90 124 / 10752 B / 0
-//   grad   sm_80 255 / 28288 B / 0    sm_90 150 / 28288 B / 0
+//   prep   sm_80 255 / 27392 B / 0    sm_90 108 / 27392 B / 0
+//   state  sm_80 122 / 10752 B / 0    sm_90 122 / 10752 B / 0
+//   grad   sm_80 255 / 28288 B / 0    sm_90 141 / 28288 B / 0
+// (prep at sm_80 sits at the (128, 2) bound's 255: writing T's bf16 copy inside the substitution loop spilled 4
+// bytes there; it is written after the column's loop instead.)
 // Speed: not measured on a GPU yet. This first version is written for correctness: operands are staged element by
 // element (no cp.async, no reuse of a staged tile across products), intermediates go through the workspace in
 // global memory (L2), and the state walk has ceil(hd / 64) blocks per head.
@@ -60,22 +65,28 @@ constexpr int GCB_KS = 32;             // k slab staged per step
 constexpr int GCB_LDS = GCB_KS + 8;    // staged row stride (bf16): 80 bytes, 16-byte aligned ldmatrix rows
 constexpr int GCB_MAX_HEAD_DIM = 256;
 
-// The chunk's workspace (fp32), per (b h, chunk): offsets in floats; chunks gdn_chunk_bwd_ws_floats(hd) apart.
+// The chunk's workspace, per (b h, chunk), gdn_chunk_bwd_ws_floats(hd) 4-byte words apart: fp32 where a value is
+// read in fp32 arithmetic (a row sum, a dot, an accumulation, a scale before its rounding), bf16 where it is only
+// ever an mma operand (stored already rounded as staging would round it: the same bits). The bf16 arrays start
+// 16 bytes apart from the chunk's start; dS1 comes last.
 struct GcbWs {
-    float *T, *KK, *M, *dT, *X, *dA;         // C x C
-    float *W, *U, *dU, *dQ, *dK, *dW, *UdS;  // C x hd
-    float *dKb, *dVb;                        // C x hd
-    float* dS1;                              // hd x hd: the gradient of the chunk's end state
+    float *KK, *M, *X, *dA;            // C x C, fp32
+    float *dQ, *dK, *UdS, *dKb, *dVb;  // C x hd, fp32
+    bf16 *T, *dT;                      // C x C, bf16
+    bf16 *W, *U, *dU, *dW;             // C x hd, bf16
+    float* dS1;                        // hd x hd, fp32: the gradient of the chunk's end state
 };
 __host__ __device__ inline GcbWs gcb_ws(float* base, int hd) {
     const long cc = (long)GCB_C * GCB_C, ch = (long)GCB_C * hd;
     GcbWs w;
-    w.T = base, w.KK = base + cc, w.M = base + 2 * cc, w.dT = base + 3 * cc, w.X = base + 4 * cc;
-    w.dA = base + 5 * cc;
-    float* p = base + 6 * cc;
-    w.W = p, w.U = p + ch, w.dU = p + 2 * ch, w.dQ = p + 3 * ch, w.dK = p + 4 * ch, w.dW = p + 5 * ch;
-    w.UdS = p + 6 * ch, w.dKb = p + 7 * ch, w.dVb = p + 8 * ch;
-    w.dS1 = p + 9 * ch;
+    w.KK = base, w.M = base + cc, w.X = base + 2 * cc, w.dA = base + 3 * cc;
+    float* p = base + 4 * cc;
+    w.dQ = p, w.dK = p + ch, w.UdS = p + 2 * ch, w.dKb = p + 3 * ch, w.dVb = p + 4 * ch;
+    bf16* b = reinterpret_cast<bf16*>(p + 5 * ch);
+    w.T = b, w.dT = b + cc;
+    b += 2 * cc;
+    w.W = b, w.U = b + ch, w.dU = b + 2 * ch, w.dW = b + 3 * ch;
+    w.dS1 = reinterpret_cast<float*>(b + 4 * ch);
     return w;
 }
 
@@ -188,23 +199,24 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
         for (int i = 0; i < GCB_C; i++) {
             float t = i == x ? 1.0f : 0.0f;
             if (i < L)
-                for (int l = x; l < i; l++) t -= sB[i] * sGam[i * GCB_C + l] * w.KK[i * GCB_C + l] * w.T[l * GCB_C + x];
-            w.T[i * GCB_C + x] = i < L && x <= i ? t : 0.0f;
+                for (int l = x; l < i; l++) t -= sB[i] * sGam[i * GCB_C + l] * w.KK[i * GCB_C + l] * w.X[l * GCB_C + x];
+            w.X[i * GCB_C + x] = i < L && x <= i ? t : 0.0f;
         }
+        for (int i = 0; i < GCB_C; i++) w.T[i * GCB_C + x] = __float2bfloat16(w.X[i * GCB_C + x]);
     }
     // W = T Kb
     gcb_gemm(
-        sa, sb, GCB_C, hd, GCB_C, [=](int i, int l) { return w.T[i * GCB_C + l]; },
+        sa, sb, GCB_C, hd, GCB_C, [=](int i, int l) { return gcb_f(w.T[i * GCB_C + l]); },
         [=](int l, int x) { return l < L ? sB[l] * seG[l] * gcb_f(K[l * ld + x]) : 0.0f; },
-        [=](int i, int x, float s) { w.W[i * hd + x] = s; });
+        [=](int i, int x, float s) { w.W[i * hd + x] = __float2bfloat16(s); });
     // U = T Vb - W S0^T: one product over k = [the chunk's rows | the key columns]
     gcb_gemm(
         sa, sb, GCB_C, hd, GCB_C + hd,
-        [=](int i, int kk) { return kk < GCB_C ? w.T[i * GCB_C + kk] : w.W[i * hd + kk - GCB_C]; },
+        [=](int i, int kk) { return gcb_f(kk < GCB_C ? w.T[i * GCB_C + kk] : w.W[i * hd + kk - GCB_C]); },
         [=](int kk, int r) {
             return kk < GCB_C ? (kk < L ? sB[kk] * gcb_f(V[kk * ld + r]) : 0.0f) : -S0[r * hd + kk - GCB_C];
         },
-        [=](int i, int r, float s) { w.U[i * hd + r] = s; });
+        [=](int i, int r, float s) { w.U[i * hd + r] = __float2bfloat16(s); });
     // M = tril(Q K^T o Gam)
     gcb_gemm(
         sa, sb, GCB_C, GCB_C, hd, [=](int i, int x) { return i < L ? gcb_f(Q[i * ld + x]) : 0.0f; },
@@ -256,7 +268,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
                 if (kk < GCB_C) return kk < L ? gcb_f(dO[kk * lddo + r]) : 0.0f;
                 return dS1[(long)r * hd + kk - GCB_C];
             },
-            [=](int i, int r, float s) { w.dU[i * hd + r0 + r] = s; });
+            [=](int i, int r, float s) { w.dU[i * hd + r0 + r] = __float2bfloat16(s); });
         if (c == 0) break;
         // dS0 = exp(G_L) dS1 + dout^T (diag(scale exp(G)) Q) - dU^T W
         float* dS0 = c > c0 ? gcb_ws(ws + ((long)bh * nw + c - 1 - c0) * wsf, hd).dS1 + (long)r0 * hd : cy;
@@ -264,11 +276,11 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
             sa, sb, R, hd, 2 * GCB_C,
             [=](int r, int kk) {
                 if (kk < GCB_C) return kk < L ? gcb_f(dO[kk * lddo + r]) : 0.0f;
-                return -w.dU[(kk - GCB_C) * hd + r0 + r];
+                return -gcb_f(w.dU[(kk - GCB_C) * hd + r0 + r]);
             },
             [=](int kk, int x) {
                 if (kk < GCB_C) return kk < L ? scale * seG[kk] * gcb_f(Q[kk * ld + x]) : 0.0f;
-                return w.W[(kk - GCB_C) * hd + x];
+                return gcb_f(w.W[(kk - GCB_C) * hd + x]);
             },
             [=](int r, int x, float s) { dS0[(long)r * hd + x] = s + eL * dS1[(long)r * hd + x]; });
     }
@@ -329,7 +341,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     }
     gcb_gemm(
         sa, sb, C, C, hd, [=](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
-        [=](int r, int x) { return w.U[x * hd + r]; },
+        [=](int r, int x) { return gcb_f(w.U[x * hd + r]); },
         [=](int i, int x, float s) { w.X[i * C + x] = x <= i ? scale * s : 0.0f; });
     // the mask's decay: dG_i += sum_x dM_ix M_ix - sum_y dM_yi M_yi; then X = dM o Gam = d(Q K^T)
     if (threadIdx.x < C) {
@@ -357,7 +369,7 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
         if (threadIdx.x == 0) sdG[L - 1] += eL * s;
     }
     gcb_gemm(
-        sa, sb, C, hd, hd, [=](int i, int r) { return w.U[i * hd + r]; },
+        sa, sb, C, hd, hd, [=](int i, int r) { return gcb_f(w.U[i * hd + r]); },
         [=](int r, int x) { return w.dS1[(long)r * hd + x]; }, [=](int i, int x, float s) { w.UdS[i * hd + x] = s; });
     // dd_i = UdS_i . Kd_i: dG_{L-1} += dd_i, dG_i -= dd_i; dK_i += exp(G_L - G_i) UdS_i
     if (threadIdx.x < C) {
@@ -374,29 +386,32 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     }
     // U = T Vb - W S0^T: dW = -dU S0
     gcb_gemm(
-        sa, sb, C, hd, hd, [=](int i, int r) { return w.dU[i * hd + r]; },
-        [=](int r, int x) { return S0[(long)r * hd + x]; }, [=](int i, int x, float s) { w.dW[i * hd + x] = -s; });
+        sa, sb, C, hd, hd, [=](int i, int r) { return gcb_f(w.dU[i * hd + r]); },
+        [=](int r, int x) { return S0[(long)r * hd + x]; },
+        [=](int i, int x, float s) { w.dW[i * hd + x] = __float2bfloat16(-s); });
     // W = T Kb, U = T Vb: dT = dU Vb^T + dW Kb^T (strictly lower), dKb = T^T dW, dVb = T^T dU
     gcb_gemm(
-        sa, sb, C, C, 2 * hd, [=](int i, int kk) { return kk < hd ? w.dU[i * hd + kk] : w.dW[i * hd + kk - hd]; },
+        sa, sb, C, C, 2 * hd,
+        [=](int i, int kk) { return gcb_f(kk < hd ? w.dU[i * hd + kk] : w.dW[i * hd + kk - hd]); },
         [=](int kk, int x) {
             if (x >= L) return 0.0f;
             return kk < hd ? sB[x] * gcb_f(V[x * ld + kk]) : sB[x] * seG[x] * gcb_f(K[x * ld + kk - hd]);
         },
-        [=](int i, int x, float s) { w.dT[i * C + x] = x < i ? s : 0.0f; });
+        [=](int i, int x, float s) { w.dT[i * C + x] = __float2bfloat16(x < i ? s : 0.0f); });
     gcb_gemm(
-        sa, sb, C, 2 * hd, C, [=](int i, int l) { return w.T[l * C + i]; },
-        [=](int l, int x) { return x < hd ? w.dW[l * hd + x] : w.dU[l * hd + x - hd]; },
+        sa, sb, C, 2 * hd, C, [=](int i, int l) { return gcb_f(w.T[l * C + i]); },
+        [=](int l, int x) { return gcb_f(x < hd ? w.dW[l * hd + x] : w.dU[l * hd + x - hd]); },
         [=](int i, int x, float s) {
             if (x < hd) w.dKb[i * hd + x] = s;
             else w.dVb[i * hd + x - hd] = s;
         });
     // T = (I + A)^-1: dA = -T^T dT T^T (X = T^T dT, then dA = -X T^T on the strictly lower entries)
     gcb_gemm(
-        sa, sb, C, C, C, [=](int i, int l) { return w.T[l * C + i]; }, [=](int l, int x) { return w.dT[l * C + x]; },
-        [=](int i, int x, float s) { w.X[i * C + x] = s; });
+        sa, sb, C, C, C, [=](int i, int l) { return gcb_f(w.T[l * C + i]); },
+        [=](int l, int x) { return gcb_f(w.dT[l * C + x]); }, [=](int i, int x, float s) { w.X[i * C + x] = s; });
     gcb_gemm(
-        sa, sb, C, C, C, [=](int i, int l) { return w.X[i * C + l]; }, [=](int l, int x) { return w.T[x * C + l]; },
+        sa, sb, C, C, C, [=](int i, int l) { return w.X[i * C + l]; },
+        [=](int l, int x) { return gcb_f(w.T[x * C + l]); },
         [=](int i, int x, float s) { w.dA[i * C + x] = x < i ? -s : 0.0f; });
     // A = diag(beta) (KK o Gam) strictly lower: with da = dA_ix, e = Gam_ix: dKK_ix = da beta_i e,
     // dbeta_i += da e KK_ix, dG_i += dKK_ix KK_ix, dG_x -= dKK_ix KK_ix

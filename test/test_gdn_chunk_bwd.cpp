@@ -194,16 +194,22 @@ TEST_CASE("gdn_chunk_backward's windows of chunks give the same bits as one wind
 }
 
 TEST_CASE("gdn_chunk_backward's scratch is one window's workspaces and a carry per head", "[gdn_chunk]") {
+    // a workspace: 4 C^2 + 5 C hd fp32 words, 2 C^2 + 4 C hd bf16 (half a word each), hd^2 fp32 (C = 64)
+    CHECK(gdn_chunk_bwd_ws_floats(64) == 53248);
+    CHECK(gdn_chunk_bwd_ws_floats(128) == 94208);
     // the 124M model's shapes (B 16, h 12, head_dim 64): 192 (sequence, head) pairs, windows of
-    // ceil(1024 / 192) = 6 chunks whatever T: 192 (6 x 65,536 + 4,096) floats = 305,135,616 bytes
+    // ceil(1024 / 192) = 6 chunks whatever T: 192 (6 x 53,248 + 4,096) words = 248,512,512 bytes
     CHECK(gdn_chunk_bwd_window(16, 1024, 12) == 6);
     CHECK(gdn_chunk_bwd_window(16, 4096, 12) == 6);
-    CHECK(gdn_chunk_bwd_ws_floats(64) == 65536);
-    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 12, 64) == 305135616);
-    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 12, 64) == 305135616);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 12, 64) == 248512512);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 12, 64) == 248512512);
+    // h 6, head_dim 128: 96 pairs, windows of 11 chunks: 96 (11 x 94,208 + 16,384) words = 404,226,048 bytes
+    CHECK(gdn_chunk_bwd_window(16, 4096, 6) == 11);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 6, 128) == 404226048);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 6, 128) == 404226048);
     // fewer chunks than a window: all of them, one window
     CHECK(gdn_chunk_bwd_window(2, 130, 2) == 3);
-    CHECK(gdn_chunk_backward_scratch_bytes(2, 130, 2, 64) == (size_t)4 * (3 * 65536 + 4096) * 4);
+    CHECK(gdn_chunk_backward_scratch_bytes(2, 130, 2, 64) == (size_t)4 * (3 * 53248 + 4096) * 4);
     CHECK(gdn_chunk_backward_scratch_bytes(0, 130, 2, 64) == 0);
     CHECK(gdn_chunk_backward_scratch_bytes(2, 0, 2, 64) == 0);
 }
