@@ -20,8 +20,10 @@
 //         dA = -T^T dT T^T on A's strictly lower entries -> dKK, dbeta, dG; dK from the four places K enters;
 //         dv = diag(beta) dVb; dg = the reverse cumsum of dG inside the chunk.
 // Every product is one block-level routine (gcb_gemm): 64 x 64 output tiles, k in slabs of 32 staged as bf16 in
-// shared memory from two element functions (so a transposed, scaled, masked or fp32 operand is read in place and
-// rounded to bf16 once), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
+// shared memory, each operand either from an element function (so a transposed, scaled, masked or fp32 operand is
+// read in place and rounded to bf16 once) or, where it is bf16 rows contiguous in k (k, q, v, dout, the workspace's
+// bf16 matrices; 14 of the 34 operands, none of the state walk's), 8 elements a 16-byte load (GcbRows; element by
+// element when hd is not a multiple of 8 or a row is not 16-byte aligned: the same bits), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
 // of (row, column, value). Scale factors (1 / sqrt(hd), exp(G)) are folded into the fp32 operand before its one
 // rounding, never applied to a bf16 input. Sums over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no
 // atomics, the same bits for the same launch. Intermediates live in a workspace per chunk in the caller's scratch:
@@ -39,20 +41,21 @@
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
-//   prep   sm_80 255 / 27392 B / 0    sm_90 108 / 27392 B / 0
-//   state  sm_80 122 / 10752 B / 0    sm_90 122 / 10752 B / 0
-//   grad   sm_80 255 / 28288 B / 0    sm_90 141 / 28288 B / 0
+//   prep   sm_80 255 / 27392 B / 0    sm_90 122 / 27392 B / 0
+//   state  sm_80 124 / 10752 B / 0    sm_90 122 / 10752 B / 0
+//   grad   sm_80 255 / 28288 B / 0    sm_90 142 / 28288 B / 0
 // (prep at sm_80 sits at the (128, 2) bound's 255: writing T's bf16 copy inside the substitution loop spilled 4
 // bytes there; it is written after the column's loop instead.)
-// Speed: not measured on a GPU yet. This first version is written for correctness: operands are staged element by
-// element (no cp.async, no reuse of a staged tile across products), intermediates go through the workspace in
-// global memory (L2), and the state walk has ceil(hd / 64) blocks per head.
+// Speed: not measured on a GPU yet. This first version is written for correctness: intermediates go through the
+// workspace in global memory (L2), the state walk has ceil(hd / 64) blocks per head, and the staging has 16-byte
+// loads where a layout allows (above) but no cp.async and no reuse of a staged tile across products.
 // Does not: the forward (a header of its own), a non-zero initial state's gradient, or the per-row ops (gdn.cuh).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "attention_tiles.cuh"
 #include "cuda_common.cuh"
@@ -94,9 +97,66 @@ __host__ __device__ inline GcbWs gcb_ws(float* base, int hd) {
 // the block's product
 // ---------------------------------------------------------------------------------------------------------
 
+// An operand read from bf16 rows contiguous in k: f(row, k) gives the address of element (row, k) and a scale (or
+// a null address: the row is zero), the element being s * p[0], rounded to bf16 (s = 1: the element itself). With
+// vec (every such address 16-byte aligned at k a multiple of 8, and any seam between two arrays on a multiple of 8)
+// the staging reads 8 elements with one 16-byte load; without, one element at a time from the same addresses.
+struct GcbRow {
+    const bf16* p;
+    float s;
+};
+template <class F> struct GcbRows {
+    F f;
+    bool vec;
+};
+template <class F> __device__ __forceinline__ GcbRows<F> gcb_rows(bool vec, F f) { return GcbRows<F>{f, vec}; }
+
+// Stage rows r0 .. r0 + 63 (those < R) by k0 .. k0 + GCB_KS - 1 (those < K) of an operand into s (GCB_LDS a row),
+// zero outside; an element function is op(row, k), or op(k, row) with KFirst (b's (k, n)). The element loop is
+// unrolled by 2 (two loads in flight, as when a's and b's elements shared one loop): nvcc's own choice (4) took
+// the state walk from 122 to 190 registers and spilled 4 bytes in prep at sm_80.
+#ifdef __CUDACC__
+#define GCB_UNROLL2 _Pragma("unroll 2")
+#else
+#define GCB_UNROLL2
+#endif
+template <bool KFirst, class F> __device__ __forceinline__ void gcb_stage(bf16* s, F op, int R, int r0, int K, int k0) {
+    GCB_UNROLL2 for (int e = threadIdx.x; e < 64 * GCB_KS; e += GCB_THREADS) {
+        const int r = e / GCB_KS, kk = e % GCB_KS, k = k0 + kk;
+        float x = 0.0f;
+        if (k < K && r0 + r < R) x = KFirst ? op(k, r0 + r) : op(r0 + r, k);
+        s[r * GCB_LDS + kk] = __float2bfloat16(x);
+    }
+}
+template <bool KFirst, class F>
+__device__ __forceinline__ void gcb_stage(bf16* s, GcbRows<F> op, int R, int r0, int K, int k0) {
+    if (!op.vec) {
+        auto one = [&](int r, int k) {
+            const GcbRow x = op.f(r, k);
+            return x.p ? x.s * __bfloat162float(*x.p) : 0.0f;
+        };
+        gcb_stage<false>(s, one, R, r0, K, k0);
+        return;
+    }
+    for (int e = threadIdx.x; e < 64 * GCB_KS / 8; e += GCB_THREADS) {
+        const int r = e / (GCB_KS / 8), kk = 8 * (e % (GCB_KS / 8)), k = k0 + kk;
+        GcbRow x{nullptr, 1.0f};
+        if (k < K && r0 + r < R) x = op.f(r0 + r, k);
+        bf16 v[8];
+        if (x.p) {
+            memcpy(v, __builtin_assume_aligned((const void*)x.p, 16), 16);
+            if (x.s != 1.0f) UNROLL for (int i = 0; i < 8; i++) v[i] = __float2bfloat16(x.s * __bfloat162float(v[i]));
+        } else {
+            UNROLL for (int i = 0; i < 8; i++) v[i] = __float2bfloat16(0.0f);
+        }
+        memcpy(__builtin_assume_aligned((void*)(s + r * GCB_LDS + kk), 16), v, 16);
+    }
+}
+
 // out(m, n) = sum_k a(m, k) b(k, n) for m < M, n < N, k < K, handed to epi(m, n, value) once per element by the
-// thread that holds it. a and b return fp32 (rounded to bf16 here, once); the whole block calls with the same
-// arguments. Starts and ends with a barrier: the caller's writes are visible to a and b, and epi's to what follows.
+// thread that holds it. a and b are element functions returning fp32 (rounded to bf16 here, once), or GcbRows
+// (a's rows m, b's rows n); the whole block calls with the same arguments. Starts and ends with a barrier: the
+// caller's writes are visible to a and b, and epi's to what follows.
 template <class FA, class FB, class FE>
 __device__ __forceinline__ void gcb_gemm(bf16* sa, bf16* sb, int M, int N, int K, FA a, FB b, FE epi) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -105,12 +165,8 @@ __device__ __forceinline__ void gcb_gemm(bf16* sa, bf16* sb, int M, int N, int K
             float acc[8][4] = {};
             for (int k0 = 0; k0 < K; k0 += GCB_KS) {
                 __syncthreads();  // the previous slab is consumed (and the caller's writes are visible)
-                for (int e = threadIdx.x; e < 64 * GCB_KS; e += GCB_THREADS) {
-                    const int r = e / GCB_KS, kk = e % GCB_KS, k = k0 + kk;
-                    const bool kin = k < K;
-                    sa[r * GCB_LDS + kk] = __float2bfloat16(kin && m0 + r < M ? a(m0 + r, k) : 0.0f);
-                    sb[r * GCB_LDS + kk] = __float2bfloat16(kin && n0 + r < N ? b(k, n0 + r) : 0.0f);
-                }
+                gcb_stage<false>(sa, a, M, m0, K, k0);
+                gcb_stage<true>(sb, b, N, n0, K, k0);
                 __syncthreads();
                 UNROLL for (int kc = 0; kc < GCB_KS / 16; kc++) {
                     uint32_t af[4];
@@ -166,8 +222,8 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     gdn_chunk_bwd_prep_kernel(float* ws, long wsf, int nw, const float* states, const bf16* q, const bf16* k,
                               const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
                               int c0) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
-    bf16* const stage = stage_;
+    SHARED(uint4[2 * 64 * GCB_LDS / 8], stage_);  // 16-byte aligned rows
+    bf16* const stage = reinterpret_cast<bf16*>(stage_);
     SHARED(float[GCB_C], sG_);
     float* const sG = sG_;
     SHARED(float[GCB_C], seG_);
@@ -185,13 +241,14 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     const bf16* K = k + n0 * ld + col;
     const bf16* V = v + n0 * ld + col;
     bf16 *sa = stage, *sb = stage + 64 * GCB_LDS;
+    // 16-byte loads of 8 bf16: q, k, v rows and the workspace's bf16 rows (GcbRows)
+    const bool vin = hd % 8 == 0 && ld % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
+    const bool vws = hd % 8 == 0 && aligned16(ws);
+    const auto krows = gcb_rows(vin, [=](int i, int x) { return GcbRow{i < L ? K + i * ld + x : nullptr, 1.0f}; });
     gcb_gates(sG, seG, sB, sGam, g + j, beta + j, n0, h, L);
 
     // KK = K K^T
-    gcb_gemm(
-        sa, sb, GCB_C, GCB_C, hd, [=](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [=](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [=](int i, int x, float s) { w.KK[i * GCB_C + x] = s; });
+    gcb_gemm(sa, sb, GCB_C, GCB_C, hd, krows, krows, [=](int i, int x, float s) { w.KK[i * GCB_C + x] = s; });
     // T = (I + A)^-1 by forward substitution, thread x owning column x: T_ix = [i = x] - sum_{x <= l < i} A_il T_lx,
     // A_il = beta_i Gam_il KK_il (the reference's terms in its order; T_lx = 0 for l < x)
     if (threadIdx.x < GCB_C) {
@@ -206,22 +263,31 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     }
     // W = T Kb
     gcb_gemm(
-        sa, sb, GCB_C, hd, GCB_C, [=](int i, int l) { return gcb_f(w.T[i * GCB_C + l]); },
+        sa, sb, GCB_C, hd, GCB_C,
+        gcb_rows(vws,
+                 [=](int i, int l) {
+                     return GcbRow{w.T + i * GCB_C + l, 1.0f};
+                 }),
         [=](int l, int x) { return l < L ? sB[l] * seG[l] * gcb_f(K[l * ld + x]) : 0.0f; },
         [=](int i, int x, float s) { w.W[i * hd + x] = __float2bfloat16(s); });
     // U = T Vb - W S0^T: one product over k = [the chunk's rows | the key columns]
     gcb_gemm(
         sa, sb, GCB_C, hd, GCB_C + hd,
-        [=](int i, int kk) { return gcb_f(kk < GCB_C ? w.T[i * GCB_C + kk] : w.W[i * hd + kk - GCB_C]); },
+        gcb_rows(vws,
+                 [=](int i, int kk) {
+                     return GcbRow{kk < GCB_C ? w.T + i * GCB_C + kk : w.W + i * hd + kk - GCB_C, 1.0f};
+                 }),
         [=](int kk, int r) {
             return kk < GCB_C ? (kk < L ? sB[kk] * gcb_f(V[kk * ld + r]) : 0.0f) : -S0[r * hd + kk - GCB_C];
         },
         [=](int i, int r, float s) { w.U[i * hd + r] = __float2bfloat16(s); });
     // M = tril(Q K^T o Gam)
-    gcb_gemm(
-        sa, sb, GCB_C, GCB_C, hd, [=](int i, int x) { return i < L ? gcb_f(Q[i * ld + x]) : 0.0f; },
-        [=](int x, int i) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; },
-        [=](int i, int x, float s) { w.M[i * GCB_C + x] = s * sGam[i * GCB_C + x]; });
+    gcb_gemm(sa, sb, GCB_C, GCB_C, hd,
+             gcb_rows(vin,
+                      [=](int i, int x) {
+                          return GcbRow{i < L ? Q + i * ld + x : nullptr, 1.0f};
+                      }),
+             krows, [=](int i, int x, float s) { w.M[i * GCB_C + x] = s * sGam[i * GCB_C + x]; });
 }
 
 // dS over the window's chunks c0 .. c1 - 1, last first, for value rows r0 .. r0 + 63 of one (b, head): each
@@ -231,8 +297,8 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     gdn_chunk_bwd_state_kernel(float* ws, long wsf, int nw, float* carry, const bf16* dout, long lddo, const bf16* q,
                                const bf16* k, long ld, const float* g, int T, int h, int hd, int nc, int c0, int c1,
                                float scale) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
-    bf16* const stage = stage_;
+    SHARED(uint4[2 * 64 * GCB_LDS / 8], stage_);  // 16-byte aligned rows
+    bf16* const stage = reinterpret_cast<bf16*>(stage_);
     SHARED(float[GCB_C], sG_);
     float* const sG = sG_;
     SHARED(float[GCB_C], seG_);
@@ -293,8 +359,8 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
                               int nw, const float* states, const bf16* dout, long lddo, const bf16* q, const bf16* k,
                               const bf16* v, long ld, const float* beta, const float* g, int T, int h, int hd, int nc,
                               int c0, float scale) {
-    SHARED(bf16[2 * 64 * GCB_LDS], stage_);
-    bf16* const stage = stage_;
+    SHARED(uint4[2 * 64 * GCB_LDS / 8], stage_);  // 16-byte aligned rows
+    bf16* const stage = reinterpret_cast<bf16*>(stage_);
     SHARED(float[GCB_C], sG_);
     float* const sG = sG_;
     SHARED(float[GCB_C], seG_);
@@ -322,14 +388,19 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     const bf16* dO = dout + n0 * lddo + col;
     bf16 *sa = stage, *sb = stage + 64 * GCB_LDS;
     constexpr int C = GCB_C;
+    // 16-byte loads of 8 bf16: q, k, v and dout rows and the workspace's bf16 rows (GcbRows)
+    const bool vin = hd % 8 == 0 && ld % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
+    const bool vdo = hd % 8 == 0 && lddo % 8 == 0 && aligned16(dout);
+    const bool vws = hd % 8 == 0 && aligned16(ws);
     gcb_gates(sG, seG, sB, sGam, g + j, beta + j, n0, h, L);
     const float GL = sG[L - 1], eL = seG[L - 1];
     auto kf = [=](int i, int x) { return i < L ? gcb_f(K[i * ld + x]) : 0.0f; };  // K(i, x), zero past L
+    const auto dorows = gcb_rows(vdo, [=](int i, int r) { return GcbRow{i < L ? dO + i * lddo + r : nullptr, 1.0f}; });
+    const auto urows = gcb_rows(vws, [=](int i, int r) { return GcbRow{w.U + i * hd + r, 1.0f}; });
 
     // O's inter-chunk term: dQ = diag(scale exp(G)) dout S0
     gcb_gemm(
-        sa, sb, C, hd, hd, [=](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
-        [=](int r, int x) { return S0[(long)r * hd + x]; },
+        sa, sb, C, hd, hd, dorows, [=](int r, int x) { return S0[(long)r * hd + x]; },
         [=](int i, int x, float s) { w.dQ[i * hd + x] = scale * seG[i] * s; });
     // its dG_i = exp(G_i) dO_i . (S0 q_i) = q_i . dQ_i; and dM = tril(dO U^T) into X
     if (threadIdx.x < C) {
@@ -339,10 +410,8 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
             for (int x = 0; x < hd; x++) s += gcb_f(Q[i * ld + x]) * w.dQ[i * hd + x];
         sdG[i] = s, sdb[i] = 0.0f;
     }
-    gcb_gemm(
-        sa, sb, C, C, hd, [=](int i, int r) { return i < L ? gcb_f(dO[i * lddo + r]) : 0.0f; },
-        [=](int r, int x) { return gcb_f(w.U[x * hd + r]); },
-        [=](int i, int x, float s) { w.X[i * C + x] = x <= i ? scale * s : 0.0f; });
+    gcb_gemm(sa, sb, C, C, hd, dorows, urows,
+             [=](int i, int x, float s) { w.X[i * C + x] = x <= i ? scale * s : 0.0f; });
     // the mask's decay: dG_i += sum_x dM_ix M_ix - sum_y dM_yi M_yi; then X = dM o Gam = d(Q K^T)
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -369,8 +438,8 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
         if (threadIdx.x == 0) sdG[L - 1] += eL * s;
     }
     gcb_gemm(
-        sa, sb, C, hd, hd, [=](int i, int r) { return gcb_f(w.U[i * hd + r]); },
-        [=](int r, int x) { return w.dS1[(long)r * hd + x]; }, [=](int i, int x, float s) { w.UdS[i * hd + x] = s; });
+        sa, sb, C, hd, hd, urows, [=](int r, int x) { return w.dS1[(long)r * hd + x]; },
+        [=](int i, int x, float s) { w.UdS[i * hd + x] = s; });
     // dd_i = UdS_i . Kd_i: dG_{L-1} += dd_i, dG_i -= dd_i; dK_i += exp(G_L - G_i) UdS_i
     if (threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -386,17 +455,25 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
     }
     // U = T Vb - W S0^T: dW = -dU S0
     gcb_gemm(
-        sa, sb, C, hd, hd, [=](int i, int r) { return gcb_f(w.dU[i * hd + r]); },
+        sa, sb, C, hd, hd,
+        gcb_rows(vws,
+                 [=](int i, int r) {
+                     return GcbRow{w.dU + i * hd + r, 1.0f};
+                 }),
         [=](int r, int x) { return S0[(long)r * hd + x]; },
         [=](int i, int x, float s) { w.dW[i * hd + x] = __float2bfloat16(-s); });
     // W = T Kb, U = T Vb: dT = dU Vb^T + dW Kb^T (strictly lower), dKb = T^T dW, dVb = T^T dU
     gcb_gemm(
         sa, sb, C, C, 2 * hd,
-        [=](int i, int kk) { return gcb_f(kk < hd ? w.dU[i * hd + kk] : w.dW[i * hd + kk - hd]); },
-        [=](int kk, int x) {
-            if (x >= L) return 0.0f;
-            return kk < hd ? sB[x] * gcb_f(V[x * ld + kk]) : sB[x] * seG[x] * gcb_f(K[x * ld + kk - hd]);
-        },
+        gcb_rows(vws,
+                 [=](int i, int kk) {
+                     return GcbRow{kk < hd ? w.dU + i * hd + kk : w.dW + i * hd + kk - hd, 1.0f};
+                 }),
+        gcb_rows(vin,
+                 [=](int x, int kk) {
+                     if (x >= L) return GcbRow{nullptr, 0.0f};
+                     return kk < hd ? GcbRow{V + x * ld + kk, sB[x]} : GcbRow{K + x * ld + kk - hd, sB[x] * seG[x]};
+                 }),
         [=](int i, int x, float s) { w.dT[i * C + x] = __float2bfloat16(x < i ? s : 0.0f); });
     gcb_gemm(
         sa, sb, C, 2 * hd, C, [=](int i, int l) { return gcb_f(w.T[l * C + i]); },
@@ -411,7 +488,10 @@ static __global__ void __launch_bounds__(GCB_THREADS, 2)
         [=](int l, int x) { return gcb_f(w.dT[l * C + x]); }, [=](int i, int x, float s) { w.X[i * C + x] = s; });
     gcb_gemm(
         sa, sb, C, C, C, [=](int i, int l) { return w.X[i * C + l]; },
-        [=](int l, int x) { return gcb_f(w.T[x * C + l]); },
+        gcb_rows(vws,
+                 [=](int x, int l) {
+                     return GcbRow{w.T + x * C + l, 1.0f};
+                 }),
         [=](int i, int x, float s) { w.dA[i * C + x] = x < i ? -s : 0.0f; });
     // A = diag(beta) (KK o Gam) strictly lower: with da = dA_ix, e = Gam_ix: dKK_ix = da beta_i e,
     // dbeta_i += da e KK_ix, dG_i += dKK_ix KK_ix, dG_x -= dKK_ix KK_ix
