@@ -23,21 +23,26 @@
 // shared memory, each operand either from an element function (so a transposed, scaled, masked or fp32 operand is
 // read in place and rounded to bf16 once) or, where it is bf16 rows contiguous in k (k, q, v, dout, the workspace's
 // bf16 matrices; 14 of the 34 operands, none of the state walk's), 8 elements a 16-byte load (GcbRows; element by
-// element when hd is not a multiple of 8 or a row is not 16-byte aligned: the same bits), ldmatrix fragments, mma m16n8k16, fp32 accumulators; the tile's epilogue is a function
-// of (row, column, value). Scale factors (1 / sqrt(hd), exp(G)) are folded into the fp32 operand before its one
-// rounding, never applied to a bf16 input. Sums over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no
-// atomics, the same bits for the same launch. Intermediates live in a workspace per chunk in the caller's scratch:
-// fp32 where a value is read in fp32 arithmetic, bf16 (rounded when written, as staging would round it: the same
-// bits) where it is only an mma operand (T, dT, W, U, dU, dW); 4 C^2 + 5 C hd + hd^2 floats and 2 C^2 + 4 C hd
-// bf16. The three kernels run over windows of chunks (chunks c0 .. c1 - 1 of every sequence and head, the last
-// window first), so the scratch holds one window's workspaces and, per (sequence, head), an hd x hd carry: the
-// state walk's dS handed to the window before. A window has the fewest chunks that give prep and grad 1024 blocks a
-// launch (7.8 per SM of an H100's 132: several waves, 2 to 5 blocks a SM being resident by their registers; all
-// the chunks when there are fewer); the state walk keeps its B h ceil(hd / 64) blocks and walks each chunk once in
-// all. The results do not depend on the window (a test holds the bits). At the 124M model's shapes (B 16, h 12,
-// hd 64) windows of 6 chunks: 237 MiB whatever T (624 MiB at T 1024 and 2.4 GiB at T 4096 with a workspace per
-// chunk); at h 6, hd 128 windows of 11 chunks, 385.5 MiB. gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives
-// the bytes.
+// element when hd is not a multiple of 8 or a row is not 16-byte aligned: the same bits), ldmatrix fragments, mma
+// m16n8k16, fp32 accumulators; the tile's epilogue is a function of (row, column, value). Scale factors (1 /
+// sqrt(hd), exp(G)) are folded into the fp32 operand before its one rounding, never applied to a bf16 input. Sums
+// over rows (dG, dbeta, <dS1, S0>) run in a fixed order: no atomics, the same bits for the same launch.
+// Intermediates live in a workspace per chunk in the caller's scratch: fp32 where a value is read in fp32
+// arithmetic, bf16 (rounded when written, as staging would round it: the same bits) where it is only an mma operand
+// (T, dT, W, U, dU, dW); 4 C^2 + 5 C hd + hd^2 floats and 2 C^2 + 4 C hd bf16. The three kernels run over windows of
+// chunks (chunks c0 .. c1 - 1 of every sequence and head, the last window first), so the scratch holds one window's
+// workspaces and, per (sequence, head), an hd x hd carry: the state walk's dS handed to the window before. A window
+// has the fewest chunks that give prep and grad 1024 blocks a launch (all the chunks when there are fewer); the
+// state walk keeps its B h ceil(hd / 64) blocks and walks each chunk once in all. The results do not depend on the
+// window (a test holds the bits). At the 124M model's shapes (B 16, h 12, hd 64) windows of 6 chunks: 237 MiB
+// whatever T (624 MiB at T 1024 and 2.4 GiB at T 4096 with a workspace per chunk); at h 6, hd 128 windows of 11
+// chunks, 385.5 MiB. gdn_chunk_backward_scratch_bytes (kernel_sizes.h) gives the bytes. Why 1024 (occupancy from the
+// figures below, an estimate: nothing is timed): registers bind, not shared memory; an H100 (sm_90, 132 SMs) holds 4
+// prep blocks a SM (528) and 3 grad (396), an A100 (sm_80, 108 SMs) 2 of each (216). At 124M, 1,152 blocks a launch
+// are 2.2 waves of prep and 2.9 of grad on the H100 (73% and 97% of the slots of 3 waves busy); a target of 512
+// (windows of 3 chunks, 120 MiB) gives 576: 1.1 and 1.5 waves (55% and 73% of 2), and twice the windows (22 at T
+// 4096: 66 launches, each ending in a partial wave). The 117 MiB it saves (172 MiB at hd 128) do not pay for that on
+// an 80 GB card; on the A100 both targets fill 89% of their waves.
 // head_dim: any in 1..256 (the routine masks partial tiles; 48 is tested). 128 threads a block; launch bounds
 // (128, 2): with ptxas's default choice (no minimum) sm_80 spilled 28 bytes in prep at 96 registers.
 // ptxas -v (nvcc 13.0, -O3), registers / static shared memory / spills:
