@@ -38,16 +38,18 @@ inline size_t gdn_chunk_forward_scratch_bytes(int B, int T, int h, int hd) {
 }
 
 // gdn_chunk_bwd.cuh (the chunked gated delta rule's backward, in the forward's chunks of C = GDN_CHUNK_ROWS): the
-// fp32 workspace of one (sequence, head, chunk): six C x C matrices (T, K K^T, the masked Q K^T, dT, T^T dT, dA), nine
-// C x hd (W, U, dU, dQ, dK, dW, U dS1, dKb, dVb) and the chunk's end-state gradient dS1 (hd x hd). The backward
-// runs its three kernels over windows of chunks (the same chunks of every sequence and head, last window first),
-// so the scratch it asks of its caller is one window's workspaces plus one hd x hd carry per (sequence, head) (the
-// state gradient handed from a window to the one before it): a bound that does not grow with T. A window holds the
-// fewest chunks that give its chunk-parallel kernels GDN_CHUNK_BWD_WINDOW_BLOCKS blocks (all chunks if fewer).
+// workspace of one (sequence, head, chunk), in 4-byte words: four C x C fp32 matrices (K K^T, the masked Q K^T,
+// dQK / T^T dT, dA), five C x hd fp32 (dQ, dK, U dS1, dKb, dVb), two C x C bf16 (T, dT) and four C x hd bf16 (W,
+// U, dU, dW: the values only ever read as mma operands), and the chunk's end-state gradient dS1 (hd x hd fp32).
+// The backward runs its three kernels over windows of chunks (the same chunks of every sequence and head, last
+// window first), so the scratch it asks of its caller is one window's workspaces plus one hd x hd carry per
+// (sequence, head) (the state gradient handed from a window to the one before it): a bound that does not grow with
+// T. A window holds the fewest chunks that give its chunk-parallel kernels GDN_CHUNK_BWD_WINDOW_BLOCKS blocks (all
+// chunks if fewer).
 constexpr long GDN_CHUNK_BWD_WINDOW_BLOCKS = 1024;
 inline long gdn_chunk_bwd_ws_floats(int hd) {
     const long C = GDN_CHUNK_ROWS;
-    return 6 * C * C + 9 * C * hd + (long)hd * hd;
+    return 4 * C * C + 5 * C * hd + (2 * C * C + 4 * C * hd) / 2 + (long)hd * hd;
 }
 // Chunks a window (0 when there is nothing to do).
 inline int gdn_chunk_bwd_window(int B, int T, int h) {

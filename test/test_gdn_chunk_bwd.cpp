@@ -2,8 +2,9 @@
 // ref::gdn_delta_chunk_backward (float) on the same bf16-exact inputs, the states from ref::gdn_delta_chunk_forward
 // (fp32 on both sides), at head_dim 32, 48, 64, 128 and 256, B 2, T 67 and 130 (one or two chunks past the first,
 // the last one short), h 1 and 2; once against the recurrent form's backward in double, a rerun's bits, windows of
-// 1 and 3 chunks against one window bit for bit, and the scratch's size at the 124M model's shapes. On the
-// CUDA-on-CPU executor (make test, the sanitizer builds); nvcc builds it for a GPU.
+// 1 and 3 chunks against one window bit for bit, the 16-byte staging against element by element (unaligned
+// inputs and scratch) bit for bit, and the scratch's size at the 124M model's shapes. On the CUDA-on-CPU executor
+// (make test, the sanitizer builds); nvcc builds it for a GPU.
 //
 // Tolerances. bf16 keeps 8 significant bits: one rounding to nearest moves a value by at most u = 2^-8 of itself.
 // The inputs q, k, v, dout are bf16 values both sides see exactly; every other tensor-core operand is an fp32
@@ -20,12 +21,12 @@
 // nearest of unrelated values go either way: modelled as independent and uniform in [-u, u] (standard deviation
 // u / sqrt(3)), twelve of them have a standard deviation of 2 u, and the tolerance is three of those:
 // |err| <= 6 u max|want| = 2.3e-2 for every output, plus the rounding of dq, dk, dv themselves to bf16
-// (BF16_REL |want|, BF16_REL = 2^-8 = u). That is an estimate, not a bound; the measured worst is
-// 5.9e-3 max|want| = 1.5 u (dv, hd 256, T 130). A missing or misplaced term moves an output by a whole
-// term: the mutants tried while writing this each fail it (the column sums of dKK in dg: 0.26 max|want|; the
-// U dS1 . Kd terms of dg: 0.47; exp(G_L) dS1 dropped from the state walk: 0.03 to 0.06; exp(G_L) <dS1, S0> dropped
-// from dg: 0.025, the smallest term, caught at hd 256). The decays are mild on even heads so that the state's terms
-// are of that size at all: with exp(G_L) ~ 1e-6 over a chunk the last two mutants passed unseen.
+// (BF16_REL |want|, BF16_REL = 2^-8 = u). That is an estimate, not a bound; the measured worst is 6.5e-3 max|want|
+// = 1.7 u (dv, hd 128, T 130, the staging case's problem). A missing or misplaced term moves an output by a whole
+// term: the mutants tried while writing this each fail it (the column sums of dKK in dg: 0.26 max|want|; the U dS1
+// . Kd terms of dg: 0.47; exp(G_L) dS1 dropped from the state walk: 0.03 to 0.06; exp(G_L) <dS1, S0> dropped from
+// dg: 0.025, the smallest term, caught at hd 256). The decays are mild on even heads so that the state's terms are
+// of that size at all: with exp(G_L) ~ 1e-6 over a chunk the last two mutants passed unseen.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -93,20 +94,29 @@ Grads reference(const Problem& p, std::vector<float>& states) {
     return r;
 }
 
-// The kernels' gradients: gdn_chunk_backward (window 0), or its windows of `window` chunks.
-Grads kernel(const Problem& p, const std::vector<float>& states, int window = 0) {
-    const int w = p.w;
-    Dev<bf16> qkv(p.qkv), dout(p.dout), dqkv(p.N * 3 * w);
+// The kernels' gradients: gdn_chunk_backward (window 0), or its windows of `window` chunks. With `shifted`, q, k, v,
+// dout and the scratch start one element past a 16-byte boundary: no row is 16-byte aligned, so every operand is
+// staged element by element.
+Grads kernel(const Problem& p, const std::vector<float>& states, int window = 0, bool shifted = false) {
+    const int w = p.w, sh = shifted ? 1 : 0;
+    auto ahead = [&](const std::vector<float>& x) {  // x behind sh leading zeros
+        std::vector<float> y(sh + x.size(), 0.0f);
+        std::copy(x.begin(), x.end(), y.begin() + sh);
+        return y;
+    };
+    Dev<bf16> qkv_(ahead(p.qkv)), dout_(ahead(p.dout)), dqkv(p.N * 3 * w);
     Dev<float> beta(p.beta), g(p.g), st(states), dbeta(p.N * p.h), dg(p.N * p.h);
-    Dev<unsigned char> scratch(window ? gdn_chunk_bwd_scratch_bytes_window(p.B, p.h, p.hd, window)
-                                      : gdn_chunk_backward_scratch_bytes(p.B, p.T, p.h, p.hd));
+    const size_t bytes = window ? gdn_chunk_bwd_scratch_bytes_window(p.B, p.h, p.hd, window)
+                                : gdn_chunk_backward_scratch_bytes(p.B, p.T, p.h, p.hd);
+    Dev<unsigned char> scratch_(bytes + 4 * sh);
+    const bf16 *qkv = qkv_.p + sh, *dout = dout_.p + sh;
+    unsigned char* scratch = scratch_.p + 4 * sh;
     if (window)
-        gdn_chunk_backward_windows(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout.p, w, st.p, qkv.p,
-                                   qkv.p + w, qkv.p + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, window, scratch.p,
-                                   0);
+        gdn_chunk_backward_windows(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout, w, st.p, qkv,
+                                   qkv + w, qkv + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, window, scratch, 0);
     else
-        gdn_chunk_backward(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout.p, w, st.p, qkv.p, qkv.p + w,
-                           qkv.p + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, scratch.p, 0);
+        gdn_chunk_backward(dqkv.p, dqkv.p + w, dqkv.p + 2 * w, 3 * w, dbeta.p, dg.p, dout, w, st.p, qkv, qkv + w,
+                           qkv + 2 * w, 3 * w, beta.p, g.p, p.B, p.T, p.h, p.hd, scratch, 0);
     sync();
     return Grads{dqkv.get(), dbeta.get(), dg.get()};
 }
@@ -193,17 +203,36 @@ TEST_CASE("gdn_chunk_backward's windows of chunks give the same bits as one wind
     }
 }
 
+TEST_CASE("gdn_chunk_backward's 16-byte staging gives the same bits as element by element", "[gdn_chunk]") {
+    // aligned, the rows of k, q, v, dout and the workspace's bf16 matrices (T, W, U, dU, dW) are staged 8 elements a
+    // load (v's and k's scaled by beta, beta exp(G) in dT's product); shifted, one element at a time
+    for (int hd : {64, 128}) {
+        INFO("hd " << hd);
+        const Problem p(2, 130, 1, hd, 13);
+        std::vector<float> states;
+        const Grads want = reference(p, states), aligned = kernel(p, states);
+        check_grads(p, aligned, want, "16-byte staging");
+        CHECK(same_bits(kernel(p, states, 0, true), aligned));
+    }
+}
+
 TEST_CASE("gdn_chunk_backward's scratch is one window's workspaces and a carry per head", "[gdn_chunk]") {
+    // a workspace: 4 C^2 + 5 C hd fp32 words, 2 C^2 + 4 C hd bf16 (half a word each), hd^2 fp32 (C = 64)
+    CHECK(gdn_chunk_bwd_ws_floats(64) == 53248);
+    CHECK(gdn_chunk_bwd_ws_floats(128) == 94208);
     // the 124M model's shapes (B 16, h 12, head_dim 64): 192 (sequence, head) pairs, windows of
-    // ceil(1024 / 192) = 6 chunks whatever T: 192 (6 x 65,536 + 4,096) floats = 305,135,616 bytes
+    // ceil(1024 / 192) = 6 chunks whatever T: 192 (6 x 53,248 + 4,096) words = 248,512,512 bytes
     CHECK(gdn_chunk_bwd_window(16, 1024, 12) == 6);
     CHECK(gdn_chunk_bwd_window(16, 4096, 12) == 6);
-    CHECK(gdn_chunk_bwd_ws_floats(64) == 65536);
-    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 12, 64) == 305135616);
-    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 12, 64) == 305135616);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 12, 64) == 248512512);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 12, 64) == 248512512);
+    // h 6, head_dim 128: 96 pairs, windows of 11 chunks: 96 (11 x 94,208 + 16,384) words = 404,226,048 bytes
+    CHECK(gdn_chunk_bwd_window(16, 4096, 6) == 11);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 1024, 6, 128) == 404226048);
+    CHECK(gdn_chunk_backward_scratch_bytes(16, 4096, 6, 128) == 404226048);
     // fewer chunks than a window: all of them, one window
     CHECK(gdn_chunk_bwd_window(2, 130, 2) == 3);
-    CHECK(gdn_chunk_backward_scratch_bytes(2, 130, 2, 64) == (size_t)4 * (3 * 65536 + 4096) * 4);
+    CHECK(gdn_chunk_backward_scratch_bytes(2, 130, 2, 64) == (size_t)4 * (3 * 53248 + 4096) * 4);
     CHECK(gdn_chunk_backward_scratch_bytes(0, 130, 2, 64) == 0);
     CHECK(gdn_chunk_backward_scratch_bytes(2, 0, 2, 64) == 0);
 }
