@@ -684,9 +684,14 @@ template <typename S> inline void gdn_prefetch(const S* p, long ld, long rows, i
 }
 
 // The (sequence, head) pairs [bh0, bh1) of this thread in a parallel region: contiguous, as equal as may be. Each
-// pair's arithmetic is the same whichever thread runs it, so the results do not depend on the thread count.
+// pair's arithmetic is the same whichever thread runs it, so the results do not depend on the thread count. A build
+// without OpenMP (the race build's kernel tests) runs the region once, as thread 0 of 1.
 inline void gdn_thread_heads(long n, long& bh0, long& bh1) {
+#ifdef _OPENMP
     const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+    const long nt = 1, t = 0;
+#endif
     bh0 = n * t / nt, bh1 = n * (t + 1) / nt;
 }
 
