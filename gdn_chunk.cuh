@@ -9,10 +9,10 @@
 //   S1 = e^(G_{L-1}) S0 + V'^T diag(e^(G_{L-1} - G)) K
 // Three kernels, so that only the part that must be sequential is:
 //   prep    per (b, head, chunk), 4 warps: the cumulative G, K K^T on mma (a warp's 16 x 16 tiles on or left of
-//           the diagonal only, none past the chunk's L rows), A into fp32 shared memory, T by forward
-//           substitution (a thread per column of T: column m of row i needs column m of rows < i only, so the 64
-//           columns run side by side without a barrier), then W = (T diag(beta e^G)) K and U = (T diag(beta)) V on
-//           mma (the diagonals folded into T's columns before its one rounding to bf16; K and V stay exact bf16
+//           the diagonal only, none past the chunk's L rows), A into fp32 shared memory, T in 16 x 16 blocks (the
+//           diagonal blocks by forward substitution, a thread per column, then the blocks below by distance from
+//           the diagonal as small fp32 products), then W = (T diag(beta e^G)) K and U = (T diag(beta)) V on mma
+//           (the diagonals folded into T's columns before its one rounding to bf16; K and V stay exact bf16
 //           operands). W, U (bf16) and G (fp32) to scratch.
 //   state   per (b, head, tile of 64 value rows), a warp per 16 rows: S's rows are independent, so a warp carries its
 //           16 rows of S through the chunks in fp32 registers (C fragments; hd / 2 floats a thread) and reuses them
@@ -166,17 +166,47 @@ static __global__ void __launch_bounds__(128) gdn_chunk_prep_kernel(GdncScratch 
     }
     if (tid < C) sBe[tid] = sB[tid] * expf(sG[tid]);
     __syncthreads();
-    if (tid < C) {  // T = (I + A)^-1: thread m owns column m; T_im = -sum_{m <= l < i} A_il T_lm, T_mm = 1
-        const int m = tid;
-        for (int i = 0; i < m; i++) sT[i * LDF + m] = 0.0f;
+    // T = (I + A)^-1 in 16 x 16 blocks (I, J the block rows and columns; one 64-row substitution would chain 2016
+    // multiply-adds in thread 0, this 452). First the diagonal blocks T_KK = (I + A_KK)^-1 by substitution, a thread
+    // per column m (T_im = -sum_{m <= l < i} A_il T_lm, T_mm = 1), while the other threads zero the blocks above the
+    // diagonal. Then by distance d = I - J = 1, 2, 3: S_IJ = A_(I, J..I-1) T_(J..I-1, J) into A's upper block (J, I),
+    // which nothing reads, and T_IJ = -T_II S_IJ. Every sum is one fmaf chain, ascending: the test's bound on T's
+    // fp32 error counts its roundings. A thread's two elements of a block are (r, c) and (15 - r, 15 - c), so that
+    // the chains (16 d - c and r + 1 terms) pair up to equal lengths.
+    if (tid < C) {
+        const int m = tid, m0 = m & ~15;
+        for (int i = m0; i < m; i++) sT[i * LDF + m] = 0.0f;
         sT[m * LDF + m] = 1.0f;
-        for (int i = m + 1; i < C; i++) {
+        for (int i = m + 1; i < m0 + 16; i++) {
             float acc = 0.0f;
-            for (int l = m; l < i; l++) acc -= sA[i * LDF + l] * sT[l * LDF + m];
+            for (int l = m; l < i; l++) acc = fmaf(-sA[i * LDF + l], sT[l * LDF + m], acc);
             sT[i * LDF + m] = acc;
         }
+    } else {
+        const int i = tid - C;
+        for (int l = (i | 15) + 1; l < C; l++) sT[i * LDF + l] = 0.0f;
     }
     __syncthreads();
+    for (int d = 1; d < C / 16; d++) {
+        const int n = (C / 16 - d) * 256;  // the elements of the blocks (J + d, J)
+        for (int e = tid; e < n; e += NT) {
+            const int f = (e >> 7 & 1) * 15, I0 = 16 * (e / 256 + d), r = (e >> 4 & 7) ^ f,
+                      j = 16 * (e / 256) + ((e & 15) ^ f);
+            float acc = 0.0f;  // T_lj = 0 for l < j
+            for (int l = j; l < I0; l++) acc = fmaf(sA[(I0 + r) * LDF + l], sT[l * LDF + j], acc);
+            sA[(j - j % 16 + r) * LDF + I0 + j % 16] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < n; e += NT) {
+            const int f = (e >> 7 & 1) * 15, I0 = 16 * (e / 256 + d), r = (e >> 4 & 7) ^ f,
+                      j = 16 * (e / 256) + ((e & 15) ^ f);
+            float acc = 0.0f;  // T_ip = 0 for p > i
+            for (int p = 0; p <= r; p++)
+                acc = fmaf(sT[(I0 + r) * LDF + I0 + p], sA[(j - j % 16 + p) * LDF + I0 + j % 16], acc);
+            sT[(I0 + r) * LDF + j] = -acc;
+        }
+        __syncthreads();
+    }
     for (int e = tid; e < C * C; e += NT) {  // the diagonals folded into T's columns, then one rounding
         const int i = e / C, l = e % C;
         const float t = sT[i * LDF + l];

@@ -11,7 +11,11 @@
 // value by at most u = 2^-8 of itself (round to nearest, 8 significant bits). Writing |X| for elementwise absolute
 // values and E for the bound on the carried state's error (0 at the start, or for s0):
 //   W = bf16(T diag(beta e^G)) K, stored:     eW = (u |Tw| + f aTw) |K| + u |W|        (U likewise with diag(beta), V)
-//     aT the substitution run on |A| (|T| <= aT): fp32 forward substitution errs by at most 64 2^-24 aT < f aT, f = 2^-17
+//     aT the substitution run on |A| (|T| <= aT, the sum over paths i > .. > m of the products of |A|). The prep
+//     kernel forms T in 16-row blocks of ascending fmaf chains: within a diagonal block a path's product is rounded
+//     once per row it descends (i - m), and each of the d blocks it crosses adds at most 16 (the outer sum's and
+//     the diagonal block's roundings, less the rows the inner sum starts below), so at most 63 + 3 16 = 111
+//     roundings of 2^-24: |dT| <= 111 2^-24 aT < f aT, f = 2^-17
 //   V' = U - bf16(S) W^T, stored:             eV = eU + |W| (u |S| + E)^T + eW |S|^T + u |V'|
 //   o = (e^G Q bf16(S)^T + bf16(M) V') / sqrt(hd), stored:
 //                                             eo = (e^G |Q| (u |S| + E)^T + u |M| |V'| + |M| eV) / sqrt(hd) + u |o|
