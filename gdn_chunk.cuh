@@ -92,11 +92,9 @@ template <int NT> __device__ __forceinline__ void gdnc_zero(bf16* tile, int ldt,
     for (int e = threadIdx.x; e < rows * n; e += NT) tile[(e / n) * ldt + c0 + e % n] = __float2bfloat16(0.0f);
 }
 
-// acc (16 x 16 NP, C fragments) += A B^T over k in [0, 16 nk) for A's 16 rows at a and B^T's rows at b (both
-// row-major), in the 16-column tiles p < np only (the rest of acc is left as it is): a row tile of a lower-triangular
-// product needs none right of its diagonal. Each tile sums k in att_mma_abt's order, so its bits do not depend on
-// which tiles are skipped. The tiles are the outer loop (A's fragment loaded once a tile and k step, B's as often
-// as in att_mma_abt): with k outer, output<128> spilled (ptxas capped it at 128 registers).
+// att_mma_abt<1, 2 NP> in the 16-column tiles p < np only, the rest of acc left as it is (k summed in the same order,
+// so a tile's bits do not depend on which are skipped). Tiles outer, k inner: with k outer, ptxas capped
+// output<128> at 128 registers and spilled.
 template <int NP>
 __device__ __forceinline__ void gdnc_mma_abt(float (*acc)[4], const bf16* a, int lda, const bf16* b, int ldb, int nk,
                                              int np) {
@@ -153,8 +151,7 @@ static __global__ void __launch_bounds__(128) gdn_chunk_prep_kernel(GdncScratch 
     __syncthreads();
 
     const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4;
-    // The 16 x 16 tiles a warp multiplies: (its rows, columns 16 p ..) for p <= warp, the rest being above the
-    // diagonal; none where its rows are past L (K's rows there are zeros, so A's, T's, W's and U's are exact zeros).
+    // A warp's 16 x 16 tiles: p <= warp (those right are above the diagonal), none if its rows are past L.
     const int tiles = 16 * warp < L ? warp + 1 : 0;
     {  // A = strictly lower (diag(beta) (K K^T o Gamma)); warp w rows 16 w .. 16 w + 15
         float acc[C / 8][4] = {};
@@ -166,13 +163,11 @@ static __global__ void __launch_bounds__(128) gdn_chunk_prep_kernel(GdncScratch 
     }
     if (tid < C) sBe[tid] = sB[tid] * expf(sG[tid]);
     __syncthreads();
-    // T = (I + A)^-1 in 16 x 16 blocks (I, J the block rows and columns; one 64-row substitution would chain 2016
-    // multiply-adds in thread 0, this 452). First the diagonal blocks T_KK = (I + A_KK)^-1 by substitution, a thread
-    // per column m (T_im = -sum_{m <= l < i} A_il T_lm, T_mm = 1), while the other threads zero the blocks above the
-    // diagonal. Then by distance d = I - J = 1, 2, 3: S_IJ = A_(I, J..I-1) T_(J..I-1, J) into A's upper block (J, I),
-    // which nothing reads, and T_IJ = -T_II S_IJ. Every sum is one fmaf chain, ascending: the test's bound on T's
-    // fp32 error counts its roundings. A thread's two elements of a block are (r, c) and (15 - r, 15 - c), so that
-    // the chains (16 d - c and r + 1 terms) pair up to equal lengths.
+    // T = (I + A)^-1 in 16 x 16 blocks I, J: the diagonal blocks by substitution, a thread per column m (T_im =
+    // -sum_{m <= l < i} A_il T_lm, T_mm = 1; the other threads zero the blocks above), then by d = I - J = 1, 2, 3:
+    // S_IJ = A_(I, J..I-1) T_(J..I-1, J) into A's unused upper block (J, I), T_IJ = -T_II S_IJ. A thread takes a
+    // block's (r, c) and (15 - r, 15 - c), so its chains pair up: 452 dependent fmaf a thread, not one 64-row
+    // substitution's 2016. Each sum is an ascending fmaf chain (the test's bound on T counts its roundings).
     if (tid < C) {
         const int m = tid, m0 = m & ~15;
         for (int i = m0; i < m; i++) sT[i * LDF + m] = 0.0f;
@@ -390,7 +385,6 @@ static __global__ void __launch_bounds__(128)
     __syncthreads();
     if (16 * warp >= L) return;  // rows past the chunk's end: nothing to store
 
-    // Q K^T and P only in their 16 x 16 tiles on or left of the diagonal (those right of it are masked to zeros)
     float acc[1][OC / 8][4] = {}, qk[C / 8][4] = {};
     att_mma_abt<1, OC / 8>(acc, sQ + 16 * warp * ld, ld, sS, ld, hdp / 16);         // Q S0^T
     gdnc_mma_abt<C / 16>(qk, sQ + 16 * warp * ld, ld, sK, ld, hdp / 16, warp + 1);  // Q K^T
