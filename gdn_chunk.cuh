@@ -8,10 +8,11 @@
 //   V' = U - W S0^T,  O = (diag(e^G) Q S0^T + (tril(Q K^T) o Gamma) V') / sqrt(hd)
 //   S1 = e^(G_{L-1}) S0 + V'^T diag(e^(G_{L-1} - G)) K
 // Three kernels, so that only the part that must be sequential is:
-//   prep    per (b, head, chunk), 4 warps: the cumulative G, K K^T on mma, A into fp32 shared memory, T by forward
-//           substitution (a thread per column of T: column m of row i needs column m of rows < i only, so the 64
-//           columns run side by side without a barrier), then W = (T diag(beta e^G)) K and U = (T diag(beta)) V on
-//           mma (the diagonals folded into T's columns before its one rounding to bf16; K and V stay exact bf16
+//   prep    per (b, head, chunk), 4 warps: the cumulative G, K K^T on mma (a warp's 16 x 16 tiles on or left of
+//           the diagonal only, none past the chunk's L rows), A into fp32 shared memory, T in 16 x 16 blocks (the
+//           diagonal blocks by forward substitution, a thread per column, then the blocks below by distance from
+//           the diagonal as small fp32 products), then W = (T diag(beta e^G)) K and U = (T diag(beta)) V on mma
+//           (the diagonals folded into T's columns before its one rounding to bf16; K and V stay exact bf16
 //           operands). W, U (bf16) and G (fp32) to scratch.
 //   state   per (b, head, tile of 64 value rows), a warp per 16 rows: S's rows are independent, so a warp carries its
 //           16 rows of S through the chunks in fp32 registers (C fragments; hd / 2 floats a thread) and reuses them
@@ -20,13 +21,16 @@
 //           goes to scratch through shared memory (coalesced rows).
 //   output  per (b, head, 64 or 128 output columns, chunk), a warp per 16 rows: Q S0^T (S0 from states, rounded
 //           to bf16 in shared memory) and Q K^T on mma, the decays and the causal mask on the fragments, then
-//           P V' with P kept in registers (the C-to-A reuse of attention.cuh).
+//           P V' with P kept in registers (the C-to-A reuse of attention.cuh); Q K^T and P V' in the tiles on or
+//           left of the diagonal only, and a warp whose rows are all past L returns.
+// Skipping a tile leaves exact zeros where its products were masked to zeros or were zero (K's rows past L), and
+// each kept tile sums k in the same order: the outputs are the same bits as computing every tile.
 // Memory: scratch 3 N w bf16 (W, U, V') + N h fp32 (G) (gdn_chunk_forward_scratch_bytes, kernel_sizes.h). The
 // backward reads only states (and recomputes the rest), so the scratch is dead after the forward.
 // Deterministic: no atomics, every sum in a fixed order. Each row of T and every rounding depends on the chunk
 // alone, so a launch gives the same bits every time.
-// ptxas -v (nvcc 13.0, -O3), registers sm_80 / sm_90, no spills, no stack: prep 95 / 97; state<64> 128 / 128,
-// <128> 162 / 168, <256> 245 / 246; output<64> 127 / 102, <128> 162 / 145. Dynamic shared memory (bytes) at hd
+// ptxas -v (nvcc 13.0, -O3), registers sm_80 / sm_90, no spills, no stack: prep 95 / 96; state<64> 128 / 128,
+// <128> 162 / 168, <256> 245 / 246; output<64> 115 / 107, <128> 147 / 149. Dynamic shared memory (bytes) at hd
 // 64 / 128 / 256: prep 70912 / 87296 / 120064, state 55808 / 88576 / 154112, output 37120 / 87296 / 152832.
 // Does not: the backward (a file of its own), the per-row ops around it (gdn.cuh), or hd above 256.
 #pragma once
@@ -88,6 +92,22 @@ template <int NT> __device__ __forceinline__ void gdnc_zero(bf16* tile, int ldt,
     for (int e = threadIdx.x; e < rows * n; e += NT) tile[(e / n) * ldt + c0 + e % n] = __float2bfloat16(0.0f);
 }
 
+// att_mma_abt<1, 2 NP> in the 16-column tiles p < np only, the rest of acc left as it is (k summed in the same order,
+// so a tile's bits do not depend on which are skipped). Tiles outer, k inner: with k outer, ptxas capped
+// output<128> at 128 registers and spilled.
+template <int NP>
+__device__ __forceinline__ void gdnc_mma_abt(float (*acc)[4], const bf16* a, int lda, const bf16* b, int ldb, int nk,
+                                             int np) {
+    UNROLL for (int p = 0; p < NP; p++) if (p < np) {
+        for (int kc = 0; kc < nk; kc++) {
+            uint32_t af[4], bf[4];
+            att_lda(af, a, lda, 16 * kc);
+            att_ldb(bf, b + 16 * p * ldb, ldb, 16 * kc);
+            att_mma(acc[2 * p], af, bf), att_mma(acc[2 * p + 1], af, bf + 2);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // kernels
 // ---------------------------------------------------------------------------------------------------------
@@ -131,27 +151,57 @@ static __global__ void __launch_bounds__(128) gdn_chunk_prep_kernel(GdncScratch 
     __syncthreads();
 
     const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4;
+    // A warp's 16 x 16 tiles: p <= warp (those right are above the diagonal), none if its rows are past L.
+    const int tiles = 16 * warp < L ? warp + 1 : 0;
     {  // A = strictly lower (diag(beta) (K K^T o Gamma)); warp w rows 16 w .. 16 w + 15
-        float acc[1][C / 8][4] = {};
-        att_mma_abt<1, C / 8>(acc, sK + 16 * warp * ld, ld, sK, ld, hdp / 16);
+        float acc[C / 8][4] = {};
+        gdnc_mma_abt<C / 16>(acc, sK + 16 * warp * ld, ld, sK, ld, hdp / 16, tiles);
         UNROLL for (int nt = 0; nt < C / 8; nt++) UNROLL for (int e = 0; e < 4; e++) {
             const int i = 16 * warp + gq + 8 * (e / 2), l = 8 * nt + 2 * t4 + e % 2;
-            sA[i * LDF + l] = l < i ? sB[i] * expf(sG[i] - sG[l]) * acc[0][nt][e] : 0.0f;
+            sA[i * LDF + l] = l < i ? sB[i] * expf(sG[i] - sG[l]) * acc[nt][e] : 0.0f;
         }
     }
     if (tid < C) sBe[tid] = sB[tid] * expf(sG[tid]);
     __syncthreads();
-    if (tid < C) {  // T = (I + A)^-1: thread m owns column m; T_im = -sum_{m <= l < i} A_il T_lm, T_mm = 1
-        const int m = tid;
-        for (int i = 0; i < m; i++) sT[i * LDF + m] = 0.0f;
+    // T = (I + A)^-1 in 16 x 16 blocks I, J: the diagonal blocks by substitution, a thread per column m (T_im =
+    // -sum_{m <= l < i} A_il T_lm, T_mm = 1; the other threads zero the blocks above), then by d = I - J = 1, 2, 3:
+    // S_IJ = A_(I, J..I-1) T_(J..I-1, J) into A's unused upper block (J, I), T_IJ = -T_II S_IJ. A thread takes a
+    // block's (r, c) and (15 - r, 15 - c), so its chains pair up: 452 dependent fmaf a thread, not one 64-row
+    // substitution's 2016. Each sum is an ascending fmaf chain (the test's bound on T counts its roundings).
+    if (tid < C) {
+        const int m = tid, m0 = m & ~15;
+        for (int i = m0; i < m; i++) sT[i * LDF + m] = 0.0f;
         sT[m * LDF + m] = 1.0f;
-        for (int i = m + 1; i < C; i++) {
+        for (int i = m + 1; i < m0 + 16; i++) {
             float acc = 0.0f;
-            for (int l = m; l < i; l++) acc -= sA[i * LDF + l] * sT[l * LDF + m];
+            for (int l = m; l < i; l++) acc = fmaf(-sA[i * LDF + l], sT[l * LDF + m], acc);
             sT[i * LDF + m] = acc;
         }
+    } else {
+        const int i = tid - C;
+        for (int l = (i | 15) + 1; l < C; l++) sT[i * LDF + l] = 0.0f;
     }
     __syncthreads();
+    for (int d = 1; d < C / 16; d++) {
+        const int n = (C / 16 - d) * 256;  // the elements of the blocks (J + d, J)
+        for (int e = tid; e < n; e += NT) {
+            const int f = (e >> 7 & 1) * 15, I0 = 16 * (e / 256 + d), r = (e >> 4 & 7) ^ f,
+                      j = 16 * (e / 256) + ((e & 15) ^ f);
+            float acc = 0.0f;  // T_lj = 0 for l < j
+            for (int l = j; l < I0; l++) acc = fmaf(sA[(I0 + r) * LDF + l], sT[l * LDF + j], acc);
+            sA[(j - j % 16 + r) * LDF + I0 + j % 16] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < n; e += NT) {
+            const int f = (e >> 7 & 1) * 15, I0 = 16 * (e / 256 + d), r = (e >> 4 & 7) ^ f,
+                      j = 16 * (e / 256) + ((e & 15) ^ f);
+            float acc = 0.0f;  // T_ip = 0 for p > i
+            for (int p = 0; p <= r; p++)
+                acc = fmaf(sT[(I0 + r) * LDF + I0 + p], sA[(j - j % 16 + p) * LDF + I0 + j % 16], acc);
+            sT[(I0 + r) * LDF + j] = -acc;
+        }
+        __syncthreads();
+    }
     for (int e = tid; e < C * C; e += NT) {  // the diagonals folded into T's columns, then one rounding
         const int i = e / C, l = e % C;
         const float t = sT[i * LDF + l];
@@ -162,7 +212,7 @@ static __global__ void __launch_bounds__(128) gdn_chunk_prep_kernel(GdncScratch 
     // W = Tw K, U = Tu V: warp w rows 16 w .., k over the chunk rows <= 16 w + 15 (T is lower triangular)
     for (int c0 = 0; c0 < hdp; c0 += 64) {
         float aw[8][4] = {}, au[8][4] = {};
-        for (int kc = 0; kc <= warp; kc++) {
+        for (int kc = 0; kc < tiles; kc++) {
             uint32_t fw[4], fu[4];
             att_lda(fw, sTw + 16 * warp * LDT, LDT, 16 * kc);
             att_lda(fu, sTu + 16 * warp * LDT, LDT, 16 * kc);
@@ -333,20 +383,21 @@ static __global__ void __launch_bounds__(128)
     }
     cp_async_wait<0>();
     __syncthreads();
+    if (16 * warp >= L) return;  // rows past the chunk's end: nothing to store
 
-    float acc[1][OC / 8][4] = {}, qk[1][C / 8][4] = {};
-    att_mma_abt<1, OC / 8>(acc, sQ + 16 * warp * ld, ld, sS, ld, hdp / 16);  // Q S0^T
-    att_mma_abt<1, C / 8>(qk, sQ + 16 * warp * ld, ld, sK, ld, hdp / 16);    // Q K^T
+    float acc[1][OC / 8][4] = {}, qk[C / 8][4] = {};
+    att_mma_abt<1, OC / 8>(acc, sQ + 16 * warp * ld, ld, sS, ld, hdp / 16);         // Q S0^T
+    gdnc_mma_abt<C / 16>(qk, sQ + 16 * warp * ld, ld, sK, ld, hdp / 16, warp + 1);  // Q K^T
     float eG[2];
     UNROLL for (int r = 0; r < 2; r++) eG[r] = expf(sG[16 * warp + gq + 8 * r]);
     UNROLL for (int nt = 0; nt < OC / 8; nt++) UNROLL for (int e = 0; e < 4; e++) acc[0][nt][e] *= eG[e / 2];
     UNROLL for (int nt = 0; nt < C / 8; nt++) UNROLL for (int e = 0; e < 4; e++) {
         const int i = 16 * warp + gq + 8 * (e / 2), l = 8 * nt + 2 * t4 + e % 2;
-        qk[0][nt][e] = l <= i ? qk[0][nt][e] * expf(sG[i] - sG[l]) : 0.0f;
+        qk[nt][e] = l <= i ? qk[nt][e] * expf(sG[i] - sG[l]) : 0.0f;
     }
     UNROLL for (int kc = 0; kc < C / 16; kc++) if (kc <= warp) {  // + (tril(Q K^T) o Gamma) V', P in registers
         uint32_t a[4];
-        att_c_to_a(a, qk[0], kc);
+        att_c_to_a(a, qk, kc);
         UNROLL for (int nt = 0; nt < OC / 8; nt += 2) if (r0 + 8 * nt < hdp) {
             uint32_t bf[4];
             att_ldb_t(bf, sV + 8 * nt, LDV, 16 * kc);

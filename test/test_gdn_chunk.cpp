@@ -2,15 +2,20 @@
 // ref::gdn_delta_chunk_forward in double on the same bf16 inputs, at head dims 32, 48, 64, 128 and 256, B = 2, T 67
 // and 130 (not multiples of the chunk), h 1 and 2; s_last against the recurrent form's state, and s0 against
 // running a sequence's two halves back to back (split at a chunk boundary: the same bits); a rerun repeats bit for
-// bit; the shapes refused (one line, before any launch) are exactly those outside hd 16..256, multiples of 8. On the
-// CUDA-on-CPU executor under make test (nvcc: on a GPU).
+// bit; the shapes refused (one line, before any launch) are exactly those outside hd 16..256, multiples of 8; on the
+// executor, the mma instructions a forward runs are exactly those of the tiles on or below the diagonal of rows the
+// chunk holds (gdn_forward_mma). On the CUDA-on-CPU executor under make test (nvcc: on a GPU).
 //
 // How the tolerances are set: a bound per element, computed in double along the kernels' own path (gdn_bounds), for
 // what their bf16 roundings may do. q, k, v are bf16 values both sides see exactly; every other rounding moves a
 // value by at most u = 2^-8 of itself (round to nearest, 8 significant bits). Writing |X| for elementwise absolute
 // values and E for the bound on the carried state's error (0 at the start, or for s0):
 //   W = bf16(T diag(beta e^G)) K, stored:     eW = (u |Tw| + f aTw) |K| + u |W|        (U likewise with diag(beta), V)
-//     aT the substitution run on |A| (|T| <= aT): fp32 forward substitution errs by at most 64 2^-24 aT < f aT, f = 2^-17
+//     aT the substitution run on |A| (|T| <= aT, the sum over paths i > .. > m of the products of |A|). The prep
+//     kernel forms T in 16-row blocks of ascending fmaf chains: within a diagonal block a path's product is rounded
+//     once per row it descends (i - m), and each of the d blocks it crosses adds at most 16 (the outer sum's and
+//     the diagonal block's roundings, less the rows the inner sum starts below), so at most 63 + 3 16 = 111
+//     roundings of 2^-24: |dT| <= 111 2^-24 aT < f aT, f = 2^-17
 //   V' = U - bf16(S) W^T, stored:             eV = eU + |W| (u |S| + E)^T + eW |S|^T + u |V'|
 //   o = (e^G Q bf16(S)^T + bf16(M) V') / sqrt(hd), stored:
 //                                             eo = (e^G |Q| (u |S| + E)^T + u |M| |V'| + |M| eV) / sqrt(hd) + u |o|
@@ -388,3 +393,45 @@ TEST_CASE("gdn_chunk_forward refuses the shapes it has no kernel for, and only t
     CHECK(why(64, 190, buf) == "the q/k/v row stride must be a multiple of 8, o's of 2");
     CHECK(why(64, 192, buf + 2) == "q, k, v and the scratch must be 16-byte aligned, o 4-byte");
 }
+
+#ifdef CUDA_CPU_EXECUTOR
+namespace {
+// The mma instructions (16 x 8 outputs, one k step of 16) gdn_chunk_forward runs for one (sequence, head), from the
+// 16 x 16 tiles its warps visit; nk = hdp / 16 k steps. In a chunk of L rows the warps w < a = ceil(L / 16) hold a row
+// of it (the others compute nothing in prep and output) and visit the w + 1 tiles left of and on their diagonal:
+//   prep    K K^T 2 (w + 1) nk, W and U 2 x 2 (w + 1) nk
+//   state   per 16 rows of S (nk of them): S W^T 8 nk, the update 4 x 2 nk, whatever L
+//   output  per block of OC value channels (n = min(OC, hdp - r0) of them real): Q S0^T nk OC / 8 (every column),
+//           Q K^T 2 (w + 1) nk, P V' (w + 1) n / 8
+long gdn_forward_mma(int hd, int T) {
+    const int hdp = (hd + 15) / 16 * 16, nk = hdp / 16, oc = gdn_chunk_output_cols(hd);
+    long m = 0;
+    for (int t0 = 0; t0 < T; t0 += 64) {
+        const int a = (std::min(64, T - t0) + 15) / 16;
+        for (int w = 0; w < a; w++) m += 6L * (w + 1) * nk;
+        m += 16L * nk * nk;
+        for (int r0 = 0; r0 < hdp; r0 += oc) {
+            const int n = std::min(oc, hdp - r0);
+            for (int w = 0; w < a; w++) m += (long)nk * oc / 8 + 2L * (w + 1) * nk + (w + 1) * n / 8;
+        }
+    }
+    return m;
+}
+}  // namespace
+
+TEST_CASE("gdn_chunk_forward runs the mma of the lower-triangular tiles of the chunk's rows only", "[gdn_chunk]") {
+    // T 64: one whole chunk; 130: two and a chunk of 2 rows (one warp's tiles); 100: a last chunk of 36 rows (three
+    // warps). hd 48 and 192 pad or split the value channels (the output's second block of 64 of 128 columns).
+    for (const Case& cs :
+         {Case{64, 64, 1}, Case{64, 130, 2}, Case{128, 64, 1}, Case{128, 130, 1}, Case{48, 100, 1}, Case{192, 67, 1}}) {
+        const int B = 2;
+        INFO("hd=" << cs.hd << " T=" << cs.T << " h=" << cs.h);
+        const Problem p = make_problem(B, cs.T, cs.h, cs.hd, 300 + cs.hd + cs.T);
+        const uint64_t m0 = cuda_cpu::warp_op_count(cuda_cpu::kMma);
+        run_forward(p);
+        const long got = (long)(cuda_cpu::warp_op_count(cuda_cpu::kMma) - m0);
+        CHECK(got == (long)B * cs.h * gdn_forward_mma(cs.hd, cs.T));
+        printf("gdn_chunk_forward hd %3d T %3d: %ld mma a (sequence, head)\n", cs.hd, cs.T, got / (B * cs.h));
+    }
+}
+#endif
