@@ -397,7 +397,7 @@ static void gdn_rows(int h, int hd, const Limits& lim) {
         std::vector<float> q = buf(T * w, -1, 1), k = buf(T * w, -1, 1), v = buf(T * w, -1, 1), beta = buf(T * h, 0, 1),
                            g = buf(T * h, -0.5, 0), o(T * w), dq(T * w), dk(T * w), dv(T * w), dbeta(T * h), dg(T * h),
                            dout = buf(T * w, -1, 1), states(h * ref::gdn_chunks(T) * hd * hd), inv(T * h),
-                           qkv = buf(T * 3 * w, -1, 1), dqkv(T * 3 * w), att(T > 1024 ? 0 : (size_t)h * T * T);
+                           qkv = buf(T * 3 * w, -1, 1), dqkv(T * 3 * w), att((size_t)h * T * T);
         ref::gdn_l2norm_forward(q.data(), w, inv.data(), q.data(), w, T, h, hd);
         ref::gdn_l2norm_forward(k.data(), w, inv.data(), k.data(), w, T, h, hd);
         const double pairs = 0.5 * T * (T + 1);
@@ -426,13 +426,12 @@ static void gdn_rows(int h, int hd, const Limits& lim) {
                                                   1, T, sh);
              }},
         };
-        if (!att.empty()) {  // (h T^2 floats of probabilities: 0.8 GB at T 4096, h 12; left out above T 1024)
-            rows.push_back({"attention fwd", 4.0 * h * pairs * hd,
-                            [&] { ref::attention_forward(o.data(), att.data(), qkv.data(), 1, T, as, scale); }});
-            rows.push_back(
-                {"attention bwd", 8.0 * h * pairs * hd,
-                 [&] { ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), 1, T, as, scale); }});
-        }
+        // attention keeps h T^2 floats of probabilities: 0.8 GB at T 4096, h 12
+        rows.push_back({"attention fwd", 4.0 * h * pairs * hd,
+                        [&] { ref::attention_forward(o.data(), att.data(), qkv.data(), 1, T, as, scale); }});
+        rows.push_back({"attention bwd", 8.0 * h * pairs * hd, [&] {
+                            ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), 1, T, as, scale);
+                        }});
         for (Row& r : rows) {
             if (r.flops == 0) {  // counted as it runs
                 ref::gdn_mm_flops = 0;
