@@ -13,8 +13,9 @@
 // The backwards recompute what is cheap rather than store it (the conv's pre-activation from p's 4 rows) and
 // reduce weight gradients without atomics: each block writes fp32 partial sums of its rows, a finish kernel adds
 // the blocks' partials in order, so the same launch gives the same bits.
-// Does not: run the chunked delta rule (the forward and backward of a whole sequence; a later step), apply the
-// projections around these ops (matmul.cuh), or keep the decoder's conv tail.
+// Does not: run the chunked delta rule (the forward and backward of a whole sequence: gdn_chunk.cuh,
+// gdn_chunk_bwd.cuh), apply the projections around these ops (matmul.cuh), or keep the decoder's conv tail (model.cuh
+// convolves the cache's tail rows in front of the new ones).
 #pragma once
 
 #include "cuda_common.cuh"
