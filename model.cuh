@@ -195,7 +195,6 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
     LayerActivations<bf16>& la = a.layer[l];
     if (sb.attention && cfg.layers[l].gdn()) {  // the mixer: the one place a layer's is chosen
         gdn_forward(l, caches ? &caches[l] : nullptr, s);
-        OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     } else if (sb.attention) {
         const LayerSpec& ls = cfg.layers[l];
         const int qkv = ls.qkv_rows(), hd = ls.head_dim();
@@ -209,12 +208,13 @@ inline void CudaModel::sub_forward(int i, int p0, const LayerCache* caches, cuda
             OP("decode_attention", decode_attention(la.atty, la.qkv, c.k, c.v, T, p0, c.slots, ls, attn_scale(l), s));
             OP("decode_store", decode_store(c.k, c.v, la.qkv, T, p0, c.slots, ls, s));
         }
-        OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     } else {
         OP("matmul fc", matmul(la.fc, la.ln2, P(o.wfc), none, (int)N, 2 * hid, w, false, true, 0.0f, s));
         OP("swiglu_forward", swiglu_forward(la.sw, la.fc, N, hid, s));
         OP("matmul proj", matmul(a.branch, la.sw, P(o.wproj), none, (int)N, w, hid, false, true, 0.0f, s));
     }
+    if (sb.attention)  // the mixer's output (attention's, or a gdn layer's gated norm) projected by wo
+        OP("matmul o", matmul(a.branch, la.atty, P(o.wo), none, (int)N, w, w, false, true, 0.0f, s));
     const NormSlot n = norm_of(i + 1);
     OP("residual_norm_forward", residual_norm_forward(rms, resid(i + 1), resid(i), a.branch, D, w, n.out, n.mean,
                                                       n.rstd, P(n.w), P(n.b), N, n.width, (float)cfg.norm_eps, s));
@@ -315,28 +315,33 @@ inline void CudaModel::sub_backward(int i, cudaStream_t s) {
                                           la.rstd2, P(o.ln2_w), N, w, a.norm_scratch, s));
         return;
     }
+    // the mixer: wo's gradients from the branch's, its output's (N, w) into dsmall; the mixer's own backward turns
+    // that into ln1's gradient, also in dsmall; then ln1's norm backward
     const LayerSpec& ls = cfg.layers[l];
-    if (ls.gdn()) return gdn_backward(i, s);
-    const int qkv = ls.qkv_rows();
     bf16* datty = a.dsmall;  // (N, w)
     OP("matmul o dx", matmul(datty, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
     OP("matmul o dW", matmul(G(o.wo), a.dresid, la.atty, nonef, w, w, (int)N, true, false, 1.0f, s, D));
-    bf16* dqkv = a.dbig;  // (N, qkv)
-    OP("attention_backward",
-       attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, ls, attn_scale(l), s));
-    if (ls.rope) OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
-    bf16* dln = a.dsmall;  // datty is dead
-    OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, qkv, false, false, 0.0f, s));
-    if (recompute)
-        OP("norm_forward",
-           norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
-    OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, qkv, w, (int)N, true, false, 1.0f, s));
+    bf16* dln = a.dsmall;  // datty is dead once the mixer's backward has read it
+    if (ls.gdn()) {
+        gdn_backward(i, s);
+    } else {
+        const int qkv = ls.qkv_rows();
+        bf16* dqkv = a.dbig;  // (N, qkv)
+        OP("attention_backward",
+           attention_backward(dqkv, a.att_scratch, datty, la.qkv, la.atty, la.lse, B, T, ls, attn_scale(l), s));
+        if (ls.rope) OP("rope_backward", rope_backward(dqkv, table_of_.at(ls.head_dim()), B, T, ls, s));
+        OP("matmul qkv dx", matmul(dln, dqkv, P(o.wqkv), none, (int)N, w, qkv, false, false, 0.0f, s));
+        if (recompute)
+            OP("norm_forward",
+               norm_forward(rms, la.ln1, la.mean1, la.rstd1, resid(i), D, P(o.ln1_w), P(o.ln1_b), N, w, eps, s));
+        OP("matmul qkv dW", matmul(G(o.wqkv), dqkv, la.ln1, nonef, qkv, w, (int)N, true, false, 1.0f, s));
+    }
     OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
                                       P(o.ln1_w), N, w, a.norm_scratch, s));
 }
 
-// gdn_forward's backward (ref/gdn.h's gdn_backward op for op), sub-block i (layer l's mixer): the matmuls around the
-// mixer as attention's, then in reverse: gdn_norm_backward (d_o into gdn_do, dz into dbig), dln1 = dz Wz, the
+// gdn_forward's backward (ref/gdn.h's gdn_backward op for op), sub-block i (layer l's mixer), between sub_backward's
+// wo matmuls and ln1's norm backward (shared with attention): in reverse, gdn_norm_backward (d_o into gdn_do, dz into dbig), dln1 = dz Wz, the
 // delta rule's gdn_chunk_backward (dq, dk, dv into gdn_du; dbeta, dg), gdn_gates_backward (dba), dln1 += dba Wba,
 // gdn_conv_backward (the L2 norms' and the conv's backward, fused: dp into dbig), dln1 += dp Wqkv; each weight
 // gradient fp32 += right after its dx. dln1 (N, w) accumulates in dsmall (bf16, three matmuls with beta 1).
@@ -350,9 +355,7 @@ inline void CudaModel::gdn_backward(int i, cudaStream_t s) {
     const float* nonef = nullptr;
     const LayerOffsets& o = glayout.layer[l];
     LayerActivations<bf16>& la = a.layer[l];
-    bf16* dy = a.dsmall;  // (N, w)
-    OP("matmul o dx", matmul(dy, a.dresid, P(o.wo), none, (int)N, w, w, false, false, 0.0f, s, D));
-    OP("matmul o dW", matmul(G(o.wo), a.dresid, la.atty, nonef, w, w, (int)N, true, false, 1.0f, s, D));
+    const bf16* dy = a.dsmall;           // (N, w): y's gradient, from sub_backward's wo matmul
     bf16 *d_o = a.gdn_do, *dz = a.dbig;  // (N, w) each
     OP("gdn_norm_backward",
        gdn_norm_backward(d_o, dz, G(o.onorm_w), dy, la.o, la.z, la.rn, P(o.onorm_w), N, h, hd, a.gdn_scratch, s));
@@ -375,8 +378,6 @@ inline void CudaModel::gdn_backward(int i, cudaStream_t s) {
        gdn_conv_backward(dp, G(o.conv_w), du, la.qkv, la.gr, la.p, P(o.conv_w), B, T, h, hd, a.gdn_scratch, s));
     OP("matmul qkv dx", matmul(dln, dp, P(o.wqkv), none, (int)N, w, 3 * w, false, false, 1.0f, s));
     OP("matmul qkv dW", matmul(G(o.wqkv), dp, la.ln1, nonef, 3 * w, w, (int)N, true, false, 1.0f, s));
-    OP("norm_backward", norm_backward(rms, a.dresid, D, G(o.ln1_w), G(o.ln1_b), dln, resid(i), D, la.mean1, la.rstd1,
-                                      P(o.ln1_w), N, w, a.norm_scratch, s));
 }
 
 inline void CudaModel::backward(const DevicePlan& eb, cudaEvent_t buckets_ready,
