@@ -384,7 +384,7 @@ $(BUILD)/test/%.o: test/%.cpp
 # and a CUDA toolkit, everything the project cannot check without a GPU. bin/ (native sm_80 + sm_90 builds with
 # compute_90 PTX for newer GPUs, one GPU, no MPI or NCCL: gpu_tests, bench_attention, bench_gdn, bench_model,
 # train_prism, eval_zeroshot, generate, gpu_info), export (g++: the peer stage's initial weights), peer/
-# (dev/peer/*.py, the PyTorch peer, and dev/gpu_bundle/gdn_fla.py), wheels/ (flash-linear-attention's fla-core),
+# (dev/peer/*.py: the PyTorch peer, and gdn_fla.py), wheels/ (flash-linear-attention's fla-core),
 # data/ (real-text token shards of data/default/, the tokenizer file), run.sh (dev/gpu_bundle/run.sh: eight stages,
 # their summary and logs into the folder it is given), BUILD_INFO. Its host code is for any x86-64-v3 CPU (the
 # GPU machine's CPU is another), PCRE2 and the CUDA runtime static.
@@ -494,12 +494,9 @@ $(GPU_BUNDLE)/peer/%.py: dev/peer/%.py
 FLA_VERSION := 0.6.0
 FLA_SHA256 := b0708b70e0b119cd58a0a5146ea56cb175cef6ed969d8ac60267e3e077ce3ebd
 FLA_WHEEL := fla_core-$(FLA_VERSION)-py3-none-any.whl
-GB_FLA := $(GPU_BUNDLE)/peer/gdn_fla.py $(GPU_BUNDLE)/wheels/$(FLA_WHEEL)
+GB_FLA := $(GPU_BUNDLE)/wheels/$(FLA_WHEEL)
 fla_sha_ok = echo "$(FLA_SHA256)  $(1)" | sha256sum --check --status
 fla_sha_of = $$(sha256sum $(1) | cut -c1-64)
-$(GPU_BUNDLE)/peer/gdn_fla.py: dev/gpu_bundle/gdn_fla.py
-	@mkdir -p $(dir $@)
-	cp $< $@
 $(BUILD)/fla-wheels/$(FLA_WHEEL):
 	@rm -rf $(@D)/download && mkdir -p $(@D)/download
 	@python3 -m pip download -q --no-deps --only-binary=:all: -d $(@D)/download fla-core==$(FLA_VERSION) \

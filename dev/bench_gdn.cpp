@@ -14,7 +14,7 @@
 //                                   nothing; the code path and the dumps)
 // --dump DIR writes, for two small shapes (B 2, T 1000, h 4, hd 64 and B 1, T 2048, h 2, hd 128: T not a multiple
 // of the chunk, and hd 128), the kernels' inputs and outputs to DIR/gdn_T1000_hd64.bin and DIR/gdn_T2048_hd128.bin
-// for dev/gpu_bundle/gdn_fla.py, which runs flash-linear-attention on the same inputs and compares. File layout
+// for dev/peer/gdn_fla.py, which runs flash-linear-attention on the same inputs and compares. File layout
 // (little-endian): the 8 bytes "PRISMGDN", int32 B, T, h, hd; then, packed, heads contiguous within a row (row n =
 // b T + t): q, k, v bf16 (B T, h hd) each; beta, g fp32 (B T, h); dout bf16 (B T, h hd); o bf16 (B T, h hd);
 // dq, dk, dv bf16 (B T, h hd) each; dbeta, dg fp32 (B T, h).

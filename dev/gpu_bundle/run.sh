@@ -25,7 +25,7 @@
 #                such ("NOT RUN: ... refused"), not as a failure of our code
 #   8 gdn        the chunked gated delta rule (issue 53): bench_gdn (our chunk kernels, forward + backward, T 1024 ..
 #                16384, head_dim 64/128/256, against our flash attention at the same shapes: att/gdn ratios), then
-#                flash-linear-attention's chunk_gated_delta_rule (dev/gpu_bundle/gdn_fla.py in the bundle's peer/,
+#                flash-linear-attention's chunk_gated_delta_rule (dev/peer/gdn_fla.py in the bundle's peer/,
 #                the fla-core wheel of wheels/ unpacked onto PYTHONPATH in the temporary folder) on bench_gdn's
 #                dumped inputs (agreement with ours and with a float64 recurrence) and timed at the same shapes
 #                (ours / fla ratios); then 124M steps of the 3:1 hybrid (--mixer gdn:3:1 --match mlp) against the

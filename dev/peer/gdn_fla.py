@@ -1,4 +1,4 @@
-# dev/gpu_bundle/gdn_fla.py: flash-linear-attention's chunk_gated_delta_rule (Triton; the fla-core wheel the bundle
+# dev/peer/gdn_fla.py: flash-linear-attention's chunk_gated_delta_rule (Triton; the fla-core wheel the bundle
 # carries) beside our chunk kernels (dev/bench_gdn.cpp), in the GPU bundle's gdn stage. Two parts:
 #  1. agreement: for each file bench_gdn --dump wrote (DIR/gdn_T*_hd*.bin: our inputs q, k, v, beta, g, dout and our
 #     outputs o, dq, dk, dv, dbeta, dg), fla computes the same outputs from the same inputs, and a float64 PyTorch
@@ -32,6 +32,8 @@ try:
 except ImportError as e:
     print(f"gdn_fla: python3 cannot import torch and numpy ({e})")
     sys.exit(5)
+from sdpa_bench import time_ms  # beside this file in dev/peer/ and the bundle's peer/: CUDA events, one warm-up
+
 
 TOL = 0.02
 
@@ -141,18 +143,6 @@ def ours_rows(path):
                 if len(p) >= 11 and all(s.isdigit() for s in p[:4]):
                     rows[(int(p[0]), int(p[1]))] = (int(p[2]), int(p[3]), float(p[4]) + float(p[5]), float(p[4]))
     return rows
-
-
-def time_ms(fn, reps):
-    fn()  # warm-up: fla's Triton compile and autotune at a new shape
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / reps
 
 
 def speed(chunk, Ts, hds, width, tokens, reps, budget, ours, dev, t0):
