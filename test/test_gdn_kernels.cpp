@@ -39,6 +39,7 @@ std::vector<float> rounded(std::vector<float> v) {
 TEST_CASE("gdn.cuh's constants are ref/gdn.h's", "[gdn_kernels]") {
     CHECK(GDN_L2_EPS_F == (float)ref::GDN_L2_EPS);
     CHECK(GDN_SOFTPLUS_MAX_F == (float)ref::GDN_SOFTPLUS_MAX);
+    CHECK(GDN_CHUNK_ROWS == ref::GDN_CHUNK);  // kernel_sizes.h's, which gdn_chunk*.cuh and memory_plan.h size by
     CHECK(gdn_group(32) == 4);
     CHECK(gdn_group(48) == 8);
     CHECK(gdn_group(256) == 32);
